@@ -1,0 +1,141 @@
+#pragma once
+// A chip: cores, a network graph (Boost.Graph) with precomputed routes, memory
+// channels, and the cost models both timing engines use.
+//
+// Nodes of the network are cores (ids 0..num_cores-1, the first nodes), routers,
+// switches and memory controllers. On meshes and tori each core sits on its own
+// router; the core and its router share a node, so a route between neighbouring
+// cores is one link. Links are directed: a bidirectional wire is two links.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chip.pb.h"
+#include "configs/load.h"
+
+namespace tpsim::arch {
+
+using Ps = int64_t;  // picoseconds
+
+struct Node {
+  std::string name;  // "r2c5" on meshes/tori, "n3" on rings, "gpu0"/"switch", "mc_hbm_west0"
+  enum Kind { kCore, kRouter, kSwitch, kMemory } kind = kCore;
+  int row = -1, col = -1;  // grid position where the topology has one
+};
+
+struct Link {
+  int src = 0, dst = 0;        // node ids
+  double bandwidth_gbps = 0;   // bytes/ns
+  Ps latency_ps = 0;           // wire + router pipeline latency of this hop
+  bool die_to_die = false;
+  std::string name() const;    // filled by Chip: "src->dst"
+  std::string label;           // node names, "r0c0->r0c1"; name() returns it when set
+};
+
+struct MemoryChannel {
+  std::string name;            // "dram3", "hbm_west0"
+  int node = 0;                // where it attaches (a core node for stacked DRAM)
+  double bandwidth_gbps = 0;   // effective: peak x efficiency
+  Ps latency_ps = 0;
+  uint64_t capacity_bytes = 0;
+};
+
+struct ChipGraph;  // the Boost.Graph adjacency_list, defined in chip.cc
+
+// Cost-model and topology figures, precisely (all times integer picoseconds,
+// rounded up unless stated otherwise; cycle_ps = round(1e6 / clock_mhz)):
+//   hop latency   = router_latency_cycles * cycle_ps + round(1000 * link_latency_ns)
+//                   (d2d_latency_ns on die-to-die links; switch_latency_ns added
+//                   to the switch -> core links)
+//   TransferTime  = sum of hop latencies + ceil(1000 * bytes / min link bandwidth);
+//                   0 when a == b or bytes == 0
+//   DramTime      = round(1000 * latency_ns) + ceil(1000 * bytes / (peak x efficiency));
+//                   0 when bytes == 0
+//   GemmTime      = max(compute, sram) with
+//                   tiles   = ceil(m/R) * ceil(n/C) * batch   (R x C = systolic rows x cols)
+//                   compute = ceil(tiles / systolic_arrays) * (k + R + C) * cycle_ps
+//                             / matrix_utilization          (output-stationary tile:
+//                             k MAC steps plus R + C cycles to fill and drain)
+//                   sram    = ceil(1000 * bytes / sram_bandwidth_gbps) (0 when unset)
+//                   compute is 0 when any of batch, m, n, k is 0
+//   VectorTime    = max(ceil(ops / vector_lanes) * cycle_ps, sram)
+//   PeakTflops    = cores * systolic_arrays * R * C * 2 * clock_mhz / 1e6
+//   Bisection     = min over the topology's balanced cuts (see arch/topology/*.cc)
+//                   of the bandwidth of links from side A to side B (one direction)
+// Results past the int64 range saturate at INT64_MAX.
+class Chip {
+ public:
+  // Builds the chip; throws config::ConfigError (fields under "chip.") when the
+  // description is inconsistent.
+  static Chip Build(const config::Chip& cfg, const config::SourceMap& locs = {});
+
+  const config::Chip& config() const { return cfg_; }
+  int num_cores() const { return num_cores_; }
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  const Node& node(int id) const { return nodes_[id]; }
+  const std::vector<Link>& links() const { return links_; }
+  const std::vector<MemoryChannel>& channels() const { return channels_; }
+  int FindNode(const std::string& name) const;  // -1 when absent
+  // Link ids leaving `node`, ascending.
+  std::vector<int> OutLinks(int node) const;
+
+  // Grid shape for placement (rows x cols of cores); rings/switches are 1 x N.
+  int grid_rows() const { return grid_rows_; }
+  int grid_cols() const { return grid_cols_; }
+  int CoreAt(int row, int col) const;  // -1 outside the grid
+
+  // Route from node a to node b: the link ids in order, walked from a
+  // precomputed next-hop table (num_nodes^2 ints). Dimension-order (XY) on
+  // meshes and tori, shortest path (lowest link id on ties) otherwise.
+  // Node, core and channel ids out of range throw std::out_of_range.
+  std::vector<int> Route(int a, int b) const;
+  int Hops(int a, int b) const;
+  // Unloaded latency of a message of `bytes` from a to b: per-hop latencies plus
+  // serialisation at the slowest link of the route (cut-through).
+  Ps TransferTime(int a, int b, uint64_t bytes) const;
+
+  // The memory channel core `core` uses (its own when stacked, else the nearest).
+  int ChannelOf(int core) const;
+
+  // Whole-chip figures for `tpsim describe`.
+  double PeakTflops() const;          // all cores, at 100% utilisation
+  uint64_t TotalSramBytes() const;
+  double TotalDramBandwidthGbps() const;  // effective
+  int Diameter() const;               // max over core pairs of hops
+  double BisectionBandwidthGbps() const;  // min over balanced core cuts on the grid, one direction
+
+  // Core cost model ------------------------------------------------------
+  Ps cycle_ps() const { return cycle_ps_; }
+  // A [m,k] x [k,n] GEMM (batch of them) on one core's matrix unit: ceil(m/R)*ceil(n/C)
+  // tiles of k steps plus R+C fill/drain cycles each, divided by utilisation;
+  // bounded below by SRAM bandwidth for `bytes` moved.
+  Ps GemmTime(uint64_t batch, uint64_t m, uint64_t n, uint64_t k, uint64_t bytes) const;
+  // Element-wise / reduction work of `ops` lane-operations on the vector unit.
+  Ps VectorTime(double ops, uint64_t bytes) const;
+  // Moving `bytes` through a memory channel at its effective bandwidth plus latency.
+  Ps DramTime(int channel, uint64_t bytes) const;
+
+ private:
+  config::Chip cfg_;
+  int num_cores_ = 0, grid_rows_ = 1, grid_cols_ = 0;
+  std::vector<Node> nodes_;
+  std::vector<Link> links_;
+  std::vector<MemoryChannel> channels_;
+  std::vector<int> next_hop_;  // [a * num_nodes + b] -> first link id on the route, -1 when a == b
+  std::vector<int> core_channel_;
+  Ps cycle_ps_ = 0;
+  std::map<std::string, int> node_index_;
+  std::shared_ptr<const ChipGraph> graph_;
+  int diameter_ = 0;
+  double bisection_gbps_ = 0;
+  friend class TopologyBuilder;
+};
+
+// Second-stage checks of a chip config. Diags name fields under `prefix`.
+void ValidateChip(const config::Chip& c, const config::SourceMap& locs, const std::string& prefix,
+                  std::vector<config::Diag>* diags);
+
+}  // namespace tpsim::arch

@@ -1,0 +1,42 @@
+#pragma once
+// Models: the HuggingFace config.json import and the shipped catalog.
+
+#include <string>
+#include <vector>
+
+#include "configs/load.h"
+#include "model.pb.h"
+
+namespace tpsim::llm {
+
+// Reads a HuggingFace-format config.json (Qwen3, Qwen3-MoE, Llama, Mistral) into
+// a Model. An unsupported `architectures` entry or a missing key is a
+// config::ConfigError naming the file and the key.
+config::Model ImportHuggingFace(const std::string& path);
+// Same, from text already read; `display_name` is used in errors.
+config::Model ImportHuggingFaceText(const std::string& json_text, const std::string& display_name);
+// Same, also recording in `locs` (may be null) where each Model field's key was
+// written ("hidden_size" -> the "hidden_size" key, "num_layers" -> "num_hidden_layers").
+config::Model ImportHuggingFaceText(const std::string& json_text, const std::string& display_name,
+                                    config::SourceMap* locs);
+
+// Loads a model file: a config.json (HuggingFace) when it ends in .json and has
+// an "architectures" key, else a Model textproto / JSON.
+config::Model LoadModelFile(const std::string& path, config::SourceMap* locs);
+
+// Catalog names ("qwen3-4b", "llama-3.1-8b", ...) of the shipped config.json
+// files under <ConfigDir()>/models, sorted.
+std::vector<std::string> CatalogNames();
+// Path of a catalog entry; ConfigError listing the valid names when unknown.
+std::string CatalogPath(const std::string& name, const config::Location& where,
+                        const std::string& field);
+
+// Second-stage checks of a model (positive sizes, heads divisible by KV heads,
+// MoE fields consistent). Diags name fields under `prefix` (e.g. "model").
+void ValidateModel(const config::Model& m, const config::SourceMap& locs,
+                   const std::string& prefix, std::vector<config::Diag>* diags);
+
+// Parameter count of the whole model (embeddings, all layers, final norm, LM head).
+double ParameterCount(const config::Model& m);
+
+}  // namespace tpsim::llm

@@ -1,0 +1,71 @@
+#pragma once
+// One decoder layer as an operator graph, for prefill or decode.
+//
+// Every op is either a (batched) GEMM  Y[M,N] = X[M,K] . W[K,N]  (batch = number
+// of independent products, e.g. attention heads x sequences) or an element-wise /
+// reduction op over `elements` values. Each op knows its FLOPs and the bytes it
+// reads and writes at the workload's dtype; weights are counted separately.
+//
+// Attention is counted without causal skipping: QK^T is S x (cached + S) per
+// head and sequence, as the score matrix is computed in full.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model.pb.h"
+
+namespace tpsim::llm {
+
+enum class OpKind {
+  kGemm,         // weight GEMM: X[M,K] . W[K,N], W a model weight
+  kBatchedGemm,  // activation x activation (attention QK^T and PV)
+  kNorm,         // RMSNorm over rows of `k` values (elements = M*K)
+  kRope,         // rotary embedding on Q and K
+  kSoftmax,      // row softmax over `n` values per row
+  kElementwise,  // SiLU*mul, residual add
+  kKvWrite,      // append new K,V to the KV cache
+  kRouter,       // MoE gate GEMM + top-k
+};
+
+// Which partitioner choice governs an op (mapping.overrides[].op).
+enum class OpClass { kQkv, kAttention, kO, kGateUp, kDown, kNorm, kElementwise, kRouter, kExperts };
+
+const char* ToString(OpKind k);
+const char* ToString(OpClass c);
+
+struct Op {
+  std::string name;  // unique within the layer: "attn_norm", "q_proj", "qk_norm", "rope", ...
+  OpKind kind;
+  OpClass cls;
+  // GEMM shape (kGemm, kBatchedGemm, kRouter): batch x [M,K]x[K,N].
+  uint64_t batch = 1, m = 0, n = 0, k = 0;
+  uint64_t elements = 0;       // element-wise ops: values produced
+  double flops = 0;            // 2*M*N*K*batch for GEMMs; per-element counts otherwise (see opgraph.cc)
+  uint64_t weight_bytes = 0;   // model weights read
+  uint64_t bytes_read = 0;     // activations + weights + KV read
+  uint64_t bytes_written = 0;  // activations + KV written
+  std::vector<int> inputs;     // indices of producer ops in the layer
+};
+
+struct Phase {
+  bool decode = false;
+  uint32_t batch = 1;
+  uint32_t new_tokens = 1;  // prefill: S; decode: 1
+  uint32_t cached = 0;      // tokens already in the KV cache (decode: context L)
+  uint32_t dtype_bytes = 2;
+};
+
+struct LayerGraph {
+  Phase phase;
+  std::vector<Op> ops;
+  double Flops() const;
+  uint64_t BytesRead() const;
+  uint64_t BytesWritten() const;
+  uint64_t WeightBytes() const;
+};
+
+// Prefill: batch B, S new tokens, `cached` tokens already in the cache.
+LayerGraph BuildLayer(const config::Model& model, const Phase& phase);
+
+}  // namespace tpsim::llm

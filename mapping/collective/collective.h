@@ -1,0 +1,81 @@
+#pragma once
+// Collective algorithms: each lowers a collective over P ranks into steps of
+// point-to-point transfers on byte ranges of a per-rank buffer.
+//
+// Semantics (what the functional executor and the tests rely on): every rank
+// holds a buffer of `bytes`. Within one step all transfers read their source
+// range first, then write: `reduce` transfers add into the destination range,
+// others overwrite it. Steps run in order; a transfer of step s may start once
+// the transfers of earlier steps touching its source rank's range have landed
+// (engines use the explicit deps the lowering creates).
+//
+//   all_reduce:     every rank ends with the element-wise sum of all buffers
+//   reduce_scatter: rank r ends with the sum of chunk r (chunk = bytes/P, see ChunkRange)
+//   all_gather:     rank r starts with valid chunk r only; every rank ends with all chunks
+//   all_to_all:     rank r's chunk d goes to rank d's chunk r
+//   rotate:         rank r's chunk r circulates so every rank sees every chunk
+//                   (used by m_split_rotate; P-1 steps around the ring)
+//
+// all_to_all needs equal chunks (bytes a multiple of P * align); transfers then
+// carry Xfer::dst_offset. Steps hold no empty transfers and no empty steps; P = 1
+// or bytes = 0 give no steps.
+//
+// Algorithms are a registry (registry.cc; one .cc each, which documents its steps):
+//   ring                2(P-1) steps for all_reduce, P-1 for the others
+//   bidirectional_ring  as ring, each chunk's halves going opposite ways
+//   mesh_2d             rows then columns of an R x C rank grid (see mesh_2d.cc)
+//   halving_doubling    Rabenseifner, 2 log2 P steps for all_reduce
+//   direct              everyone to everyone, 1 step (2 for all_reduce)
+// rotate is a ring rotation for every algorithm (bidirectional_ring: both ways);
+// all_to_all is rounds of pairwise swaps except for direct (one step). An
+// algorithm that cannot do a kind for a given P (e.g. halving_doubling with P not
+// a power of two) falls back to ring and says so in Schedule::note.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpsim::mapping {
+
+enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kRotate };
+const char* ToString(CollectiveKind k);
+
+struct Xfer {
+  int src = 0, dst = 0;      // ranks
+  uint64_t offset = 0;       // byte range in the buffer
+  uint64_t bytes = 0;
+  bool reduce = false;       // add into dst instead of overwrite
+  // Where the range lands in the destination buffer when that differs from
+  // `offset` (only all_to_all: rank r's chunk d lands in rank d's chunk r).
+  std::optional<uint64_t> dst_offset;
+  uint64_t DstOffset() const { return dst_offset.value_or(offset); }
+};
+
+struct CollectiveStep {
+  std::vector<Xfer> xfers;
+};
+
+struct Schedule {
+  std::string algorithm;     // the one actually used
+  std::string note;          // fallback explanation, empty when none
+  std::vector<CollectiveStep> steps;
+};
+
+// The grid the ranks form, for mesh_2d (rows x cols = P); 0 x 0 = choose.
+struct RankGrid {
+  int rows = 0, cols = 0;
+};
+
+// Chunk c of P over `bytes` (the last chunk takes the remainder; element size
+// `align` bytes keeps chunks on element boundaries).
+void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, uint64_t* len);
+
+// Lowers one collective. Throws std::invalid_argument for an unknown algorithm
+// name (message lists the valid ones).
+Schedule LowerCollective(const std::string& algorithm, CollectiveKind kind, int ranks, uint64_t bytes,
+                         uint64_t align, RankGrid grid = {});
+
+std::vector<std::string> CollectiveNames();
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,153 @@
+#pragma once
+// The Program: the contract between mapping and every executor.
+//
+// A Program is a DAG of tasks, each bound to a core:
+//   compute  - an op's shard on one core (GEMM shape or vector work)
+//   transfer - `bytes` from `core` to `dst_core` over the network; it may start
+//              when its deps are done, and tasks that depend on it may start
+//              when the last byte has arrived
+//   memory   - `bytes` read from or written to a DRAM channel by `core`
+// Tasks are stored in a topological order (every dep has a smaller id), so an
+// executor can schedule in one forward pass. The analytical engine, the TLM
+// engine, the functional executor and the GPU harness all read this struct.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "llm/opgraph.h"
+
+namespace tpsim::mapping {
+
+enum class TaskKind : uint8_t { kCompute, kTransfer, kMemory };
+
+// Provenance of a task: which op of which layer of which phase.
+struct OpRef {
+  std::string phase;      // "prefill" or "decode"
+  uint32_t step = 0;      // decode step (0 for prefill)
+  uint32_t layer = 0;
+  std::string op;         // op name in the layer graph, or e.g. "q_proj.allreduce", "stage_send"
+  std::string partition;  // partitioner that produced it
+};
+
+struct Task {
+  uint32_t id = 0;
+  TaskKind kind = TaskKind::kCompute;
+  int core = 0;            // executing core; transfers: the source core
+  int dst_core = -1;       // transfers
+  int channel = -1;        // memory tasks: DRAM channel index (arch::Chip::channels())
+  bool write = false;      // memory tasks: write (spill) vs read
+  // compute: GEMM shape (op_kind GEMM-like) or vector work
+  llm::OpKind op_kind = llm::OpKind::kGemm;
+  uint64_t batch = 1, m = 0, n = 0, k = 0;
+  double flops = 0;
+  double vector_ops = 0;   // lane-operations for vector-unit ops
+  uint64_t bytes = 0;      // compute: SRAM bytes touched; transfer/memory: payload
+  uint64_t offset = 0;     // transfers: byte offset in the collective's buffer
+  bool reduce = false;     // transfers: accumulate into the destination
+  uint32_t op = 0;         // index into Program::ops
+  int32_t collective = -1; // index into Program::collectives, -1 when none
+  uint16_t coll_step = 0;  // step within the collective
+  int32_t func = -1;       // compute: index into Program::func.ops (functional executor only)
+  std::vector<uint32_t> deps;
+};
+
+struct CollectiveInfo {
+  std::string kind;        // all_reduce, all_gather, reduce_scatter, all_to_all, rotate, p2p
+  std::string algorithm;   // ring, bidirectional_ring, mesh_2d, halving_doubling, direct
+  uint64_t bytes = 0;      // per-rank payload (the full tensor size each rank holds)
+  int ranks = 0;
+  uint32_t op = 0;
+};
+
+struct OpInfo {
+  OpRef ref;
+  double flops = 0;          // whole op, all ranks
+  uint64_t bytes = 0;        // whole op, all ranks
+  uint64_t spilled_bytes = 0;
+};
+
+// ---- Data semantics, read only by the functional executor (timing engines ignore them).
+// Every logical tensor is a row-major [rows, cols] float matrix; each core keeps its own
+// copy of activations, caches and collective buffers (weights are shared, read-only).
+enum class FuncTensorKind : uint8_t {
+  kActivation,  // zero-initialised per core
+  kWeight,      // deterministic random from `seed`, identical everywhere
+  kInput,       // a phase's layer-0 input, random from `seed`, on every core
+  kCache,       // KV cache: rows [0, init_rows) random from `seed` on every core
+  kBuffer,      // a collective's per-core buffer
+};
+struct FuncTensor {
+  FuncTensorKind kind = FuncTensorKind::kActivation;
+  uint32_t rows = 0, cols = 0;
+  uint64_t seed = 0;
+  uint32_t init_rows = 0;
+};
+// Rows [r0, r1) x columns [c0, c1) of a tensor.
+struct FuncSlice {
+  int32_t tensor = -1;
+  uint32_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+};
+enum class FuncKind : uint8_t {
+  kMatmul,    // out (+)= a . b   (b^T when transpose_b)
+  kRmsNorm,   // out = rmsnorm(a) over each row of the slice (the slice spans whole rows)
+  kHeadNorm,  // out = rmsnorm(a) per group of p0 columns (head_dim)
+  kRope,      // out = rope(a), groups of p0 columns, position = p1 + row
+  kCopy,      // out = a
+  kScores,    // out[h*T + t, j] = q[t, head h] . kcache[j, head h / p1], heads [p2, p3), p0 = head_dim
+  kSoftmax,   // rows of a (scores) scaled by 1/sqrt(p0), causal: row t sees j <= p1 + t % T; T = p2
+  kPv,        // out[t, head h] = sum_j a[h*T + t, j] * vcache[j, head h / p1], heads [p2, p3)
+  kAdd,       // out = a + b
+  kSiluMul,   // out = silu(a) * b
+};
+struct FuncOp {
+  FuncKind kind = FuncKind::kCopy;
+  int core = 0;
+  FuncSlice a, b, out;
+  bool transpose_b = false, accumulate = false;
+  uint32_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+};
+// Copy between a tensor region and a collective buffer (row-major region at element
+// `offset`, or the region transposed when `transpose`).
+struct FuncCopy {
+  int core = 0;
+  FuncSlice region;
+  uint64_t offset = 0;
+  bool transpose = false;
+};
+// Per collective: pack before its first transfer, unpack after its last.
+struct FuncCollective {
+  int32_t buffer = -1;  // tensor id ([1, elements] or [rows, cols])
+  int64_t first_task = -1, last_task = -1;
+  std::vector<FuncCopy> pack, unpack;
+};
+struct FuncOutput {
+  std::string phase;
+  uint32_t step = 0;
+  uint32_t rows = 0, cols = 0;
+  std::vector<std::pair<int, FuncSlice>> parts;  // (core, region of the output it holds)
+};
+struct FuncData {
+  uint32_t dtype_bytes = 2;
+  uint32_t head_dim = 0;
+  std::vector<FuncTensor> tensors;
+  std::vector<FuncOp> ops;
+  std::vector<FuncCollective> collectives;  // parallel to Program::collectives
+  std::vector<FuncOutput> outputs;          // prefill, then each decode step
+};
+
+struct Program {
+  int num_cores = 0;
+  std::vector<Task> tasks;
+  std::vector<OpInfo> ops;
+  std::vector<CollectiveInfo> collectives;
+  std::string weights_location;  // "sram" or "dram (streamed each use)"
+  std::string kv_location;       // "sram" or "dram"
+  uint64_t spilled_bytes = 0;
+  FuncData func;
+
+  // A readable dump: one line per task with kind, core(s), shape/bytes, op and deps.
+  std::string Dump() const;
+};
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,325 @@
+// The `tpsim` command line. Subcommands are a table: name, one-line summary,
+// usage text and handler. Exit status: 0 success, 1 simulation failure (a
+// Program that cannot progress, an I/O error), 2 bad input (config or usage).
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "arch/chip.h"
+#include "configs/load.h"
+#include "llm/model.h"
+#include "llm/opgraph.h"
+#include "mapping/mapping.h"
+#include "sim/engine.h"
+#include "sim/experiment.h"
+#include "sim/result.h"
+#include "sim/run.h"
+
+namespace tpsim::cli {
+namespace {
+
+// Thrown for command-line mistakes; printed with the subcommand's usage, exit 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Options shared by subcommands that load an experiment.
+struct ExperimentArgs {
+  std::string path;
+  std::vector<sim::Override> sets;
+  std::string model;
+};
+
+// A small argv walker: flags with values as "--flag VALUE" or "--flag=VALUE".
+class Args {
+ public:
+  Args(int argc, char** argv, int first) {
+    for (int i = first; i < argc; ++i) items_.emplace_back(argv[i]);
+  }
+  bool Done() const { return pos_ >= items_.size(); }
+  const std::string& Peek() const { return items_[pos_]; }
+  std::string Next() { return items_[pos_++]; }
+  // If the current item is `flag` (or `flag=...`), consumes it and its value.
+  bool Flag(const std::string& flag, std::string* value) {
+    const std::string& cur = items_[pos_];
+    if (cur == flag) {
+      if (pos_ + 1 >= items_.size()) throw UsageError(flag + " needs a value");
+      *value = items_[pos_ + 1];
+      pos_ += 2;
+      return true;
+    }
+    if (cur.size() > flag.size() && cur.compare(0, flag.size(), flag) == 0 && cur[flag.size()] == '=') {
+      *value = cur.substr(flag.size() + 1);
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool Switch(const std::string& flag) {
+    if (items_[pos_] != flag) return false;
+    ++pos_;
+    return true;
+  }
+
+ private:
+  std::vector<std::string> items_;
+  size_t pos_ = 0;
+};
+
+bool IsHelp(const std::string& s) { return s == "-h" || s == "--help" || s == "help"; }
+
+// Consumes --set/--model; returns false when the item is not one of them.
+bool ExperimentFlag(Args& a, ExperimentArgs* ex) {
+  std::string v;
+  if (a.Flag("--set", &v)) {
+    ex->sets.push_back(sim::ParseOverride(v));
+    return true;
+  }
+  if (a.Flag("--model", &v)) {
+    ex->model = v;
+    return true;
+  }
+  return false;
+}
+
+void WriteFileOrThrow(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  out << data;
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::string HumanBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return Fixed(b, b < 10 && u > 0 ? 2 : (u > 0 ? 1 : 0)) + " " + units[u];
+}
+
+// ---- describe ---------------------------------------------------------------
+
+const char* kDescribeUsage = R"(usage: tpsim describe [EXPERIMENT] [--set FIELD=VALUE]... [--model MODEL]
+
+Resolves and validates an experiment, then prints the chip (cores, peak
+TFLOP/s, SRAM, DRAM bandwidth, network diameter and bisection bandwidth), the
+model (parameters, per-layer FLOPs and bytes for the workload) and the mapping.
+
+  EXPERIMENT          experiment file (.textproto or .json); default: the
+                      shipped configs/experiments/default.textproto
+  --set FIELD=VALUE   override any scalar field of the resolved experiment,
+                      e.g. --set mapping.tp=16 --set chip.noc.link_bandwidth_gbps=256
+  --model MODEL       use this model instead: a catalog name (qwen3-4b, ...)
+                      or a HuggingFace config.json path
+)";
+
+int Describe(Args& a) {
+  ExperimentArgs ex;
+  while (!a.Done()) {
+    if (IsHelp(a.Peek())) {
+      std::cout << kDescribeUsage;
+      return 0;
+    }
+    if (ExperimentFlag(a, &ex)) continue;
+    if (a.Peek().starts_with("-")) throw UsageError("unknown option " + a.Peek());
+    if (!ex.path.empty()) throw UsageError("more than one experiment given");
+    ex.path = a.Next();
+  }
+  if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
+  sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
+  sim::ValidateExperiment(e);
+  arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
+  const auto& c = e.cfg.chip();
+  const auto& m = e.cfg.model();
+  const auto& w = e.cfg.workload();
+  const auto& mp = e.cfg.mapping();
+  std::ostringstream os;
+  os << "experiment  " << (e.cfg.name().empty() ? e.path : e.cfg.name()) << "\n";
+  if (!e.cfg.description().empty()) os << "            " << e.cfg.description() << "\n";
+  os << "\nchip        " << c.name() << " (" << c.noc().topology() << ", " << chip.grid_rows() << " x "
+     << chip.grid_cols() << ")\n";
+  os << "  cores                 " << chip.num_cores() << " at " << Fixed(c.clock_mhz(), 0) << " MHz\n";
+  os << "  peak                  " << Fixed(chip.PeakTflops(), 1) << " TFLOP/s bf16 ("
+     << Fixed(chip.PeakTflops() * c.core().matrix_utilization(), 1) << " achievable)\n";
+  os << "  SRAM                  " << HumanBytes(static_cast<double>(chip.TotalSramBytes())) << " ("
+     << HumanBytes(static_cast<double>(c.core().sram_bytes())) << " per core)\n";
+  os << "  DRAM bandwidth        " << Fixed(chip.TotalDramBandwidthGbps(), 1) << " GB/s effective over "
+     << chip.channels().size() << " channels\n";
+  os << "  network               " << chip.links().size() << " links, "
+     << Fixed(c.noc().link_bandwidth_gbps(), 1) << " GB/s per direction\n";
+  os << "  diameter              " << chip.Diameter() << " hops\n";
+  os << "  bisection bandwidth   " << Fixed(chip.BisectionBandwidthGbps(), 1) << " GB/s\n";
+
+  uint32_t layers = w.num_layers() ? w.num_layers() : m.num_layers();
+  uint32_t dtype = sim::DtypeBytes(w.dtype());
+  llm::Phase pre{false, w.batch(), w.seq_len(), w.cached_prefix(), dtype};
+  llm::Phase dec{true, w.batch(), 1, w.cached_prefix() + w.seq_len(), dtype};
+  auto pl = llm::BuildLayer(m, pre);
+  auto dl = llm::BuildLayer(m, dec);
+  os << "\nmodel       " << m.name() << " (" << m.architecture() << ")\n";
+  os << "  parameters            " << Fixed(llm::ParameterCount(m) / 1e9, 3) << " B\n";
+  os << "  layers                " << m.num_layers() << " (" << layers << " simulated)\n";
+  os << "  hidden / heads / kv   " << m.hidden_size() << " / " << m.num_attention_heads() << " / "
+     << m.num_key_value_heads() << " (head_dim " << m.head_dim() << ")\n";
+  if (m.num_experts() > 0) {
+    os << "  experts               " << m.num_experts() << " (top " << m.num_experts_per_token() << ")\n";
+  }
+  os << "\nworkload    batch " << w.batch() << ", prompt " << w.seq_len() << " tokens"
+     << (w.cached_prefix() ? " after " + std::to_string(w.cached_prefix()) + " cached" : "") << ", "
+     << w.decode_steps() << " decode steps, " << (w.dtype().empty() ? "bf16" : w.dtype()) << "\n";
+  os << "  prefill layer         " << Fixed(pl.Flops() / 1e9, 3) << " GFLOP, "
+     << HumanBytes(static_cast<double>(pl.BytesRead())) << " read, "
+     << HumanBytes(static_cast<double>(pl.BytesWritten())) << " written, "
+     << HumanBytes(static_cast<double>(pl.WeightBytes())) << " weights\n";
+  os << "  decode layer (L=" << dec.cached + 1 << ")  " << Fixed(dl.Flops() / 1e9, 3) << " GFLOP, "
+     << HumanBytes(static_cast<double>(dl.BytesRead())) << " read\n";
+  os << "\nmapping     tp " << mp.tp() << " x " << std::max(1u, mp.pipeline_stages()) << " pipeline stages = "
+     << mp.tp() * std::max(1u, mp.pipeline_stages()) << " cores of " << chip.num_cores() << "\n";
+  os << "  partition             " << mp.partition();
+  for (const auto& o : mp.overrides()) os << ", " << o.op() << "=" << o.partition();
+  os << "\n  placement             " << mp.placement() << "\n";
+  os << "  collective            " << mp.collective() << "\n";
+  os << "  weights               " << (mp.weights().empty() ? "auto" : mp.weights()) << "\n";
+  std::cout << os.str();
+  return 0;
+}
+
+// ---- run --------------------------------------------------------------------
+
+const char* kRunUsage = R"(usage: tpsim run [EXPERIMENT] [options]
+
+Lowers the experiment to a Program and times it; prints a table per op, per
+layer and for the whole workload.
+
+  EXPERIMENT           experiment file; default: configs/experiments/default.textproto
+  --engine NAME        analytical (default) or tlm (SystemC/TLM-2.0, link contention)
+  --set FIELD=VALUE    override any scalar field, e.g. --set mapping.partition=m_split_rotate
+  --model MODEL        catalog name or HuggingFace config.json path
+  --out FILE           write the result as JSON (configs/schema/result.proto, snake_case)
+  --dump-program FILE  write the lowered Program, one task per line
+  --tasks              include every task's start and end in the result JSON
+  --quiet              print only the summary line
+)";
+
+int Run(Args& a) {
+  ExperimentArgs ex;
+  sim::RunOptions opts;
+  std::string out, dump;
+  bool quiet = false;
+  while (!a.Done()) {
+    std::string v;
+    if (IsHelp(a.Peek())) {
+      std::cout << kRunUsage;
+      return 0;
+    }
+    if (ExperimentFlag(a, &ex)) continue;
+    if (a.Flag("--engine", &opts.engine) || a.Flag("--out", &out) || a.Flag("--dump-program", &dump)) continue;
+    if (a.Switch("--tasks")) {
+      opts.keep_task_times = true;
+      continue;
+    }
+    if (a.Switch("--quiet")) {
+      quiet = true;
+      continue;
+    }
+    if (a.Peek().starts_with("-")) throw UsageError("unknown option " + a.Peek());
+    if (!ex.path.empty()) throw UsageError("more than one experiment given");
+    ex.path = a.Next();
+  }
+  if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
+  sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
+  sim::RunOutput r = sim::RunExperiment(e, opts);
+  if (!dump.empty()) WriteFileOrThrow(dump, r.program.Dump());
+  if (!out.empty()) WriteFileOrThrow(out, sim::ResultToJson(r.result));
+  if (quiet) {
+    const auto& s = r.result.summary();
+    std::cout << "total " << Fixed(s.total_ps() / 1e6, 3) << " us, prefill " << Fixed(s.prefill_ps() / 1e6, 3)
+              << " us, decode step " << Fixed(s.decode_step_ps_mean() / 1e6, 3) << " us\n";
+  } else {
+    std::cout << sim::ResultTable(r.result);
+  }
+  return 0;
+}
+
+// ---- the table of subcommands -------------------------------------------------
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*handler)(Args&);
+  const char* usage;
+};
+
+const Command kCommands[] = {
+    {"describe", "resolve and validate an experiment; print chip, model and mapping", &Describe, kDescribeUsage},
+    {"run", "lower an experiment to a Program and time it (analytical or TLM engine)", &Run, kRunUsage},
+};
+
+void PrintMainHelp() {
+  std::cout << "tpsim - tensor-parallel LLM layers on multi-core accelerators\n\n"
+               "usage: tpsim                  run the default experiment and print its table\n"
+               "       tpsim COMMAND [ARGS]   (tpsim COMMAND --help for its options)\n\ncommands:\n";
+  for (const auto& c : kCommands) {
+    std::printf("  %-10s %s\n", c.name, c.summary);
+  }
+  std::cout << "\nConfigs are protobuf text format (.textproto) or JSON; schemas in configs/schema/.\n"
+               "Shipped configs are found under $TPSIM_CONFIG_DIR, else the source tree's configs/.\n"
+               "Exit status: 0 ok, 1 simulation failure, 2 bad input (errors: file:line:col: field: value: rule).\n";
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    Args none(argc, argv, argc);
+    return Run(none);
+  }
+  std::string cmd = argv[1];
+  if (IsHelp(cmd)) {
+    PrintMainHelp();
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (cmd != c.name) continue;
+    Args args(argc, argv, 2);
+    try {
+      return c.handler(args);
+    } catch (const UsageError& u) {
+      std::cerr << "tpsim " << c.name << ": " << u.what() << "\n\n" << c.usage;
+      return 2;
+    }
+  }
+  std::cerr << "tpsim: unknown command '" << cmd << "' (commands:";
+  for (const auto& c : kCommands) std::cerr << " " << c.name;
+  std::cerr << "; see tpsim --help)\n";
+  return 2;
+}
+
+}  // namespace
+}  // namespace tpsim::cli
+
+int main(int argc, char** argv) {
+  try {
+    return tpsim::cli::Main(argc, argv);
+  } catch (const tpsim::config::ConfigError& e) {
+    for (const auto& d : e.diags()) std::cerr << d.str() << "\n";
+    return 2;
+  } catch (const tpsim::sim::StallError& e) {
+    std::cerr << "tpsim: simulation stalled:\n" << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tpsim: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,189 @@
+#include "sim/experiment.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <filesystem>
+
+#include "llm/model.h"
+#include "mapping/mapping.h"
+#include "sim/engine.h"
+
+namespace tpsim::sim {
+
+using config::ConfigError;
+using config::Diag;
+using config::Location;
+
+namespace {
+
+const Location kCommandLine{"<command line>", 1, 1};
+
+// Parses the file named by `field` (relative to `dir`) into `out` and records its
+// field locations under `prefix`.
+void LoadSection(const std::string& dir, const std::string& rel, const std::string& field,
+                 const std::string& prefix, const config::SourceMap& exp_locs, google::protobuf::Message* out,
+                 config::SourceMap* locs) {
+  Location anchor = exp_locs.Find(field);
+  std::string path = config::JoinPath(dir, rel);
+  std::string text = config::ReadFileOrThrow(path, anchor, field);
+  config::SourceMap section(path);
+  config::ParseMessage(text, path, out, &section);
+  locs->Merge(prefix, section, Location{path, 1, 1});
+}
+
+bool LooksLikePath(const std::string& s) {
+  std::error_code ec;
+  return s.find('/') != std::string::npos || s.ends_with(".json") || s.ends_with(".textproto") ||
+         std::filesystem::exists(s, ec);
+}
+
+void LoadModel(const std::string& source, bool is_path, const Location& where, const std::string& field,
+               config::Model* out, config::SourceMap* locs) {
+  std::string path = is_path ? source : llm::CatalogPath(source, where, field);
+  if (is_path) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      throw ConfigError(Diag{where, field, source, "file not found or not readable"});
+    }
+  }
+  config::SourceMap section(path);
+  *out = llm::LoadModelFile(path, &section);
+  if (out->name().empty()) out->set_name(std::filesystem::path(path).stem().string());
+  locs->Merge("model", section, Location{path, 1, 1});
+}
+
+}  // namespace
+
+Override ParseOverride(const std::string& arg) {
+  size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError(Diag{kCommandLine, "--set", arg, "expected FIELD=VALUE, e.g. mapping.tp=16"});
+  }
+  return Override{arg.substr(0, eq), arg.substr(eq + 1)};
+}
+
+Experiment LoadExperiment(const std::string& path, const std::vector<Override>& sets,
+                          const std::string& model_override) {
+  Experiment e;
+  e.path = path;
+  e.locs = config::SourceMap(path);
+  std::string text = config::ReadFileOrThrow(path, kCommandLine, "EXPERIMENT");
+  config::SourceMap raw(path);
+  config::ParseMessage(text, path, &e.cfg, &raw);
+  e.locs.Merge("", raw, {});
+  const std::string dir = config::DirName(path);
+  auto& cfg = e.cfg;
+
+  if (cfg.has_chip_file()) {
+    config::Chip chip;
+    LoadSection(dir, cfg.chip_file(), "chip_file", "chip", raw, &chip, &e.locs);
+    *cfg.mutable_chip() = std::move(chip);
+  } else if (!cfg.has_chip()) {
+    throw ConfigError(Diag{Location{path, 1, 1}, "chip", "", "an experiment needs chip_file or an inline chip"});
+  }
+
+  if (!model_override.empty()) {
+    LoadModel(model_override, LooksLikePath(model_override), kCommandLine, "--model", cfg.mutable_model(),
+              &e.locs);
+  } else if (cfg.has_model_file()) {
+    config::Model m;
+    LoadModel(config::JoinPath(dir, cfg.model_file()), true, raw.Find("model_file"), "model_file", &m, &e.locs);
+    *cfg.mutable_model() = std::move(m);
+  } else if (cfg.has_model_name()) {
+    config::Model m;
+    LoadModel(cfg.model_name(), false, raw.Find("model_name"), "model_name", &m, &e.locs);
+    *cfg.mutable_model() = std::move(m);
+  } else if (!cfg.has_model()) {
+    throw ConfigError(
+        Diag{Location{path, 1, 1}, "model", "", "an experiment needs model_file, model_name or an inline model"});
+  }
+
+  if (cfg.has_workload_file()) {
+    config::Workload w;
+    LoadSection(dir, cfg.workload_file(), "workload_file", "workload", raw, &w, &e.locs);
+    *cfg.mutable_workload() = std::move(w);
+  } else if (!cfg.has_workload()) {
+    throw ConfigError(
+        Diag{Location{path, 1, 1}, "workload", "", "an experiment needs workload_file or an inline workload"});
+  }
+
+  if (cfg.has_mapping_file()) {
+    config::Mapping m;
+    LoadSection(dir, cfg.mapping_file(), "mapping_file", "mapping", raw, &m, &e.locs);
+    *cfg.mutable_mapping() = std::move(m);
+  } else if (!cfg.has_mapping()) {
+    throw ConfigError(
+        Diag{Location{path, 1, 1}, "mapping", "", "an experiment needs mapping_file or an inline mapping"});
+  }
+
+  for (const auto& s : sets) {
+    Location where{"<command line>", 1, 1};
+    static const char* kRoots[] = {"chip.", "model.", "workload.", "mapping."};
+    bool ok = s.path == "name" || s.path == "description" || s.path == "engine";
+    for (const char* r : kRoots) ok = ok || s.path.starts_with(r);
+    if (!ok) {
+      throw ConfigError(Diag{where, s.path, s.value,
+                             "--set reaches name, engine, and fields under chip., model., workload., mapping."});
+    }
+    config::SetScalarField(&cfg, s.path, s.value, where);
+    e.locs.Set(s.path, Location{"<command line: --set " + s.path + "=" + s.value + ">", 1, 1});
+  }
+  return e;
+}
+
+uint32_t DtypeBytes(const std::string& dtype) {
+  if (dtype.empty() || dtype == "bf16" || dtype == "fp16") return 2;
+  if (dtype == "fp32") return 4;
+  return 0;
+}
+
+void ValidateWorkload(const Experiment& e, std::vector<Diag>* diags) {
+  const auto& w = e.cfg.workload();
+  auto add = [&](const std::string& f, const std::string& value, const std::string& rule) {
+    std::string path = "workload." + f;
+    diags->push_back(Diag{e.locs.Find(path), path, value, rule});
+  };
+  if (w.batch() == 0) add("batch", "0", "must be positive");
+  if (w.seq_len() == 0) add("seq_len", "0", "must be positive (prompt tokens processed in prefill)");
+  uint32_t model_layers = e.cfg.model().num_layers();
+  if (w.num_layers() > model_layers) {
+    add("num_layers", std::to_string(w.num_layers()),
+        "exceeds the model's " + std::to_string(model_layers) + " layers");
+  }
+  if (DtypeBytes(w.dtype()) == 0) add("dtype", w.dtype(), "must be bf16, fp16 or fp32");
+  uint64_t ctx = uint64_t{w.cached_prefix()} + w.seq_len() + w.decode_steps();
+  uint32_t max_pos = e.cfg.model().max_position_embeddings();
+  if (max_pos > 0 && ctx > max_pos) {
+    add("seq_len", std::to_string(w.seq_len()),
+        "cached_prefix + seq_len + decode_steps (" + std::to_string(ctx) +
+            ") exceeds the model's max_position_embeddings (" + std::to_string(max_pos) + ")");
+  }
+}
+
+void ValidateExperiment(const Experiment& e) {
+  std::vector<Diag> diags;
+  arch::ValidateChip(e.cfg.chip(), e.locs, "chip", &diags);
+  llm::ValidateModel(e.cfg.model(), e.locs, "model", &diags);
+  ValidateWorkload(e, &diags);
+  const std::string& engine = e.cfg.engine();
+  if (!engine.empty() && !MakeEngine(engine)) {
+    std::string valid;
+    for (const auto& n : EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
+    diags.push_back(Diag{e.locs.Find("engine"), "engine", engine, "unknown engine (valid: " + valid + ")"});
+  }
+  if (diags.empty()) {
+    arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
+    mapping::ValidateMapping(e.cfg.mapping(), chip, e.cfg.model(), e.cfg.workload(), e.locs, &diags);
+  }
+  if (!diags.empty()) throw ConfigError(std::move(diags));
+}
+
+std::string DefaultExperimentPath() { return config::ConfigDir() + "/experiments/default.textproto"; }
+
+std::string ResolvedText(const Experiment& e) {
+  std::string out;
+  google::protobuf::TextFormat::PrintToString(e.cfg, &out);
+  return out;
+}
+
+}  // namespace tpsim::sim

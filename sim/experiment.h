@@ -1,0 +1,52 @@
+#pragma once
+// Loading an experiment: stage one parses the experiment file and the files it
+// names (chip, model, workload, mapping; paths relative to the experiment file),
+// inlines them, and applies --set overrides; stage two validates the whole
+// against the rules each library owns. Errors are config::ConfigError, printed
+// one per line as "file:line:col: field.path: value: rule".
+
+#include <string>
+#include <vector>
+
+#include "arch/chip.h"
+#include "configs/load.h"
+#include "experiment.pb.h"
+
+namespace tpsim::sim {
+
+struct Override {
+  std::string path;   // "mapping.tp"
+  std::string value;  // "16"
+};
+
+// Parses "field.path=value"; ConfigError when there is no '='.
+Override ParseOverride(const std::string& arg);
+
+struct Experiment {
+  std::string path;            // the experiment file
+  config::Experiment cfg;      // chip, model, workload and mapping all inline
+  config::SourceMap locs;      // field paths from the experiment root
+};
+
+// Stage one. `model_override` (from --model) replaces the model source when set:
+// a path to a config.json / Model file, or a catalog name.
+Experiment LoadExperiment(const std::string& path, const std::vector<Override>& sets,
+                          const std::string& model_override = "");
+
+// Stage two: every rule of chip, model, workload and mapping. Throws
+// config::ConfigError with all violations found.
+void ValidateExperiment(const Experiment& e);
+
+// Checks of the workload alone (positive sizes, layers within the model, dtype).
+void ValidateWorkload(const Experiment& e, std::vector<config::Diag>* diags);
+
+// Bytes per element of the workload's dtype (bf16 = 2, fp16 = 2, fp32 = 4).
+uint32_t DtypeBytes(const std::string& dtype);
+
+// The shipped default experiment: <ConfigDir()>/experiments/default.textproto.
+std::string DefaultExperimentPath();
+
+// The resolved experiment as protobuf text (embedded in results and traces).
+std::string ResolvedText(const Experiment& e);
+
+}  // namespace tpsim::sim

@@ -1,0 +1,146 @@
+// End-to-end checks of the `tpsim` binary on config input: every shipped
+// experiment validates, and every file of the broken corpus fails with its
+// expected error line and exit status 2 (never a crash or a hang).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome RunTpsim(const std::string& args, const std::string& cwd = TPSIM_SOURCE_DIR) {
+  std::string cmd = "cd '" + cwd + "' && timeout 60 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1";
+  Outcome o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.output.append(buf.data(), n);
+  int st = pclose(p);
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return o;
+}
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream is(s);
+  for (std::string l; std::getline(is, l);) out.push_back(l);
+  return out;
+}
+
+std::vector<fs::path> Files(const fs::path& dir, const std::string& ext) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ext) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(Cli, EveryShippedExperimentValidates) {
+  auto files = Files(fs::path(TPSIM_SOURCE_DIR) / "configs/experiments", ".textproto");
+  ASSERT_FALSE(files.empty());
+  for (const auto& f : files) {
+    Outcome o = RunTpsim("describe " + f.string());
+    EXPECT_EQ(o.status, 0) << f << "\n" << o.output;
+  }
+}
+
+TEST(Cli, EveryShippedChipValidatesInTheDefaultExperiment) {
+  for (const auto& f : Files(fs::path(TPSIM_SOURCE_DIR) / "configs/chips", ".textproto")) {
+    // Swap the chip in through an experiment that names it.
+    fs::path exp = fs::temp_directory_path() / ("tpsim-chip-" + f.stem().string() + ".textproto");
+    std::ofstream(exp) << "name: \"chip-check\"\nchip_file: \"" << f.string()
+                       << "\"\nmodel_name: \"qwen3-0.6b\"\nworkload { batch: 1 seq_len: 16 num_layers: 1 }\n"
+                          "mapping { tp: 1 pipeline_stages: 1 partition: \"k_split\" placement: \"linear\" "
+                          "collective: \"ring\" }\n";
+    Outcome o = RunTpsim("describe " + exp.string());
+    EXPECT_EQ(o.status, 0) << f << "\n" << o.output;
+    fs::remove(exp);
+  }
+}
+
+TEST(Cli, BrokenCorpusGivesExpectedErrorsAndExitTwo) {
+  fs::path dir = fs::path(TPSIM_SOURCE_DIR) / "tests/configs";
+  auto files = Files(dir / "broken", ".textproto");
+  ASSERT_GE(files.size(), 20u);
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::string args;
+    std::vector<std::string> expects;
+    for (std::string l; std::getline(in, l);) {
+      if (l.rfind("# args: ", 0) == 0) args = l.substr(8);
+      if (l.rfind("# expect: ", 0) == 0) expects.push_back(l.substr(10));
+    }
+    ASSERT_FALSE(expects.empty()) << f << " has no '# expect:' line";
+    std::string rel = "broken/" + f.filename().string();
+    Outcome o = RunTpsim("describe " + rel + " " + args, dir.string());
+    EXPECT_EQ(o.status, 2) << rel << "\n" << o.output;
+    auto lines = Lines(o.output);
+    for (const auto& want : expects) {
+      // "prefix | substring": a line must start with the prefix and contain the substring.
+      std::string prefix = want, sub;
+      if (size_t bar = want.find(" | "); bar != std::string::npos) {
+        prefix = want.substr(0, bar);
+        sub = want.substr(bar + 3);
+      }
+      bool found = std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+        return l.rfind(prefix, 0) == 0 && l.find(sub) != std::string::npos;
+      });
+      EXPECT_TRUE(found) << rel << ": no line '" << want << "' in:\n" << o.output;
+    }
+    for (const auto& l : lines) {
+      EXPECT_EQ(l.find("terminate called"), std::string::npos) << rel;
+      EXPECT_EQ(l.find("Assertion"), std::string::npos) << rel;
+    }
+  }
+}
+
+TEST(Cli, HelpAndUsageErrors) {
+  Outcome help = RunTpsim("--help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.output.find("describe"), std::string::npos);
+  EXPECT_NE(help.output.find("run"), std::string::npos);
+  EXPECT_EQ(RunTpsim("describe --help").status, 0);
+  EXPECT_EQ(RunTpsim("run --help").status, 0);
+  Outcome unknown = RunTpsim("frobnicate");
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_NE(unknown.output.find("unknown command"), std::string::npos);
+  EXPECT_EQ(RunTpsim("describe --bogus").status, 2);
+  EXPECT_EQ(RunTpsim("describe --set mapping.tp").status, 2);
+  Outcome missing = RunTpsim("describe no/such/file.textproto");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.output.find("no/such/file.textproto"), std::string::npos);
+}
+
+TEST(Cli, SetOverridesReachTheResolvedExperiment) {
+  Outcome o = RunTpsim(
+      "describe configs/experiments/reference-qwen3-4b.textproto --set mapping.tp=2 --set mapping.pipeline_stages=8");
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("tp 2 x 8 pipeline stages = 16 cores"), std::string::npos) << o.output;
+}
+
+TEST(Cli, ModelFlagImportsACatalogEntryOrConfigJson) {
+  Outcome by_name = RunTpsim("describe configs/experiments/reference-qwen3-4b.textproto --model llama-3.2-1b");
+  EXPECT_EQ(by_name.status, 0) << by_name.output;
+  EXPECT_NE(by_name.output.find("llama"), std::string::npos);
+  Outcome bad = RunTpsim("describe configs/experiments/reference-qwen3-4b.textproto --model no-such-model");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find("qwen3-4b"), std::string::npos) << "the error lists valid names:\n" << bad.output;
+}
+
+}  // namespace

@@ -1,0 +1,112 @@
+#include "configs/load.h"
+
+#include <gtest/gtest.h>
+
+#include "chip.pb.h"
+#include "experiment.pb.h"
+
+namespace tpsim::config {
+namespace {
+
+TEST(Load, TextFormatRecordsFieldLocations) {
+  Chip chip;
+  SourceMap locs("c.textproto");
+  ParseMessage("name: \"x\"\nnoc {\n  rows: 4\n    cols: 8\n}\nmemory { name: \"a\" }\nmemory { name: \"b\" }\n",
+               "c.textproto", &chip, &locs);
+  EXPECT_EQ(chip.noc().cols(), 8u);
+  Location rows = locs.Find("noc.rows");
+  EXPECT_EQ(rows.line, 3);
+  EXPECT_EQ(rows.col, 3);
+  Location cols = locs.Find("noc.cols");
+  EXPECT_EQ(cols.line, 4);
+  EXPECT_EQ(cols.col, 5);
+  EXPECT_EQ(locs.Find("memory[1].name").line, 7);
+  // An unwritten field falls back to its parent message, then to the file.
+  EXPECT_EQ(locs.Find("noc.link_bandwidth_gbps").line, 2);
+  EXPECT_EQ(locs.Find("clock_mhz").line, 1);
+}
+
+TEST(Load, UnknownFieldIsAnErrorWithLineAndColumn) {
+  Chip chip;
+  try {
+    ParseMessage("name: \"x\"\nnoc {\n  rowz: 4\n}\n", "c.textproto", &chip, nullptr);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diags().size(), 1u);
+    EXPECT_EQ(e.diags()[0].where.line, 3);
+    EXPECT_EQ(e.diags()[0].where.col, 3);
+    EXPECT_EQ(e.diags()[0].field, "rowz");
+    EXPECT_NE(e.diags()[0].str().find("c.textproto:3:3: rowz: : unknown field"), std::string::npos)
+        << e.diags()[0].str();
+  }
+}
+
+TEST(Load, TypeErrorNamesTheValue) {
+  Chip chip;
+  try {
+    ParseMessage("clock_mhz: fast\n", "c.textproto", &chip, nullptr);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.diags()[0].where.line, 1);
+    EXPECT_EQ(e.diags()[0].value, "fast");
+    EXPECT_NE(e.diags()[0].rule.find("expected"), std::string::npos);
+  }
+}
+
+TEST(Load, JsonIsAcceptedAndLocated) {
+  Chip chip;
+  SourceMap locs("c.json");
+  ParseMessage("{\n  \"name\": \"x\",\n  \"noc\": {\"rows\": 4,\n \"cols\": 2}\n}\n", "c.json", &chip, &locs);
+  EXPECT_EQ(chip.noc().rows(), 4u);
+  EXPECT_EQ(locs.Find("noc.cols").line, 4);
+  EXPECT_EQ(locs.Find("noc.cols").col, 2);
+  EXPECT_THROW(ParseMessage("{\"nope\": 1}", "c.json", &chip, nullptr), ConfigError);
+  EXPECT_THROW(ParseMessage("{\"name\": ", "c.json", &chip, nullptr), ConfigError);
+}
+
+TEST(Load, SetScalarFieldWalksPathsAndChecksTypes) {
+  Experiment e;
+  Location cli{"<command line>", 1, 1};
+  SetScalarField(&e, "mapping.tp", "16", cli);
+  SetScalarField(&e, "chip.noc.link_bandwidth_gbps", "256", cli);
+  SetScalarField(&e, "chip.memory[0].name", "dram", cli);
+  SetScalarField(&e, "chip.memory[0].attach[0]", "r0c0", cli);
+  SetScalarField(&e, "chip.noc.bidirectional", "true", cli);
+  EXPECT_EQ(e.mapping().tp(), 16u);
+  EXPECT_DOUBLE_EQ(e.chip().noc().link_bandwidth_gbps(), 256.0);
+  EXPECT_EQ(e.chip().memory(0).attach(0), "r0c0");
+  EXPECT_TRUE(e.chip().noc().bidirectional());
+  EXPECT_EQ(FieldValueText(e, "mapping.tp"), "16");
+
+  auto rule_of = [&](const std::string& path, const std::string& value) {
+    try {
+      SetScalarField(&e, path, value, cli);
+    } catch (const ConfigError& err) {
+      return err.diags()[0].rule;
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(rule_of("mapping.tp", "-1").find("non-negative"), std::string::npos);
+  EXPECT_NE(rule_of("mapping.tp", "4x").find("integer"), std::string::npos);
+  EXPECT_NE(rule_of("mapping.nope", "1").find("unknown field"), std::string::npos);
+  EXPECT_NE(rule_of("chip.noc", "1").find("is a message"), std::string::npos);
+  EXPECT_NE(rule_of("chip.memory.name", "x").find("needs an index"), std::string::npos);
+  EXPECT_NE(rule_of("chip.memory[5].name", "x").find("out of range"), std::string::npos);
+  EXPECT_NE(rule_of("chip.clock_mhz", "nan").find("finite"), std::string::npos);
+  EXPECT_NE(rule_of("chip.noc.bidirectional", "yes").find("true or false"), std::string::npos);
+  EXPECT_NE(rule_of("a..b", "1").find("not a field path"), std::string::npos);
+}
+
+TEST(Load, DiagFormat) {
+  Diag d{{"f.textproto", 3, 7}, "chip.noc.rows", "0", "must be positive"};
+  EXPECT_EQ(d.str(), "f.textproto:3:7: chip.noc.rows: 0: must be positive");
+}
+
+TEST(Load, PathsResolveRelativeToTheReferringFile) {
+  EXPECT_EQ(JoinPath("configs/experiments", "../chips/a.textproto"), "configs/chips/a.textproto");
+  EXPECT_EQ(JoinPath("x", "/abs/a"), "/abs/a");
+  EXPECT_EQ(DirName("a.textproto"), ".");
+}
+
+}  // namespace
+}  // namespace tpsim::config
