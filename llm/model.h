@@ -28,13 +28,12 @@ config::Model LoadModelFile(const std::string& path, config::SourceMap* locs);
 // files under <ConfigDir()>/models, sorted.
 std::vector<std::string> CatalogNames();
 // Path of a catalog entry; ConfigError listing the valid names when unknown.
-std::string CatalogPath(const std::string& name, const config::Location& where,
-                        const std::string& field);
+std::string CatalogPath(const std::string& name, const config::Location& where, const std::string& field);
 
 // Second-stage checks of a model (positive sizes, heads divisible by KV heads,
 // MoE fields consistent). Diags name fields under `prefix` (e.g. "model").
-void ValidateModel(const config::Model& m, const config::SourceMap& locs,
-                   const std::string& prefix, std::vector<config::Diag>* diags);
+void ValidateModel(const config::Model& m, const config::SourceMap& locs, const std::string& prefix,
+                   std::vector<config::Diag>* diags);
 
 // Parameter count of the whole model (embeddings, all layers, final norm, LM head).
 double ParameterCount(const config::Model& m);

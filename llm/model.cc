@@ -1,0 +1,368 @@
+#include "llm/model.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+namespace tpsim::llm {
+
+namespace {
+
+using nlohmann::json;
+
+// Supported HuggingFace `architectures` values and what they imply.
+struct Architecture {
+  const char* hf_name;
+  const char* name;  // config::Model.architecture
+  bool qk_norm;
+  bool moe;
+};
+
+constexpr Architecture kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", false, false},
+    {"MistralForCausalLM", "mistral", false, false},
+    {"Qwen3ForCausalLM", "qwen3", true, false},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", true, true},
+};
+
+std::string SupportedHfNames() {
+  std::string s;
+  for (const auto& a : kArchitectures) s += (s.empty() ? "" : ", ") + std::string(a.hf_name);
+  return s;
+}
+
+std::string Stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// 1-based line and column of byte `offset` (0-based) in `text`.
+config::Location LocationAt(const std::string& text, size_t offset, const std::string& file) {
+  offset = std::min(offset, text.size());
+  config::Location loc{file, 1, 1};
+  size_t line_start = 0;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++loc.line;
+      line_start = i + 1;
+    }
+  }
+  loc.col = static_cast<int>(offset - line_start) + 1;
+  return loc;
+}
+
+// Locations of the keys of the top-level object of a (well-formed) JSON text.
+std::map<std::string, config::Location> TopLevelKeyLocations(const std::string& text,
+                                                             const std::string& file) {
+  std::map<std::string, config::Location> keys;
+  int depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == '"') {
+      size_t start = i;
+      std::string s;
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\' && i + 1 < text.size()) ++i;
+        s += text[i];
+      }
+      if (depth != 1) continue;
+      size_t j = i + 1;
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r'))
+        ++j;
+      if (j < text.size() && text[j] == ':' && !keys.count(s)) keys[s] = LocationAt(text, start, file);
+    }
+  }
+  return keys;
+}
+
+// Reads typed keys of the config object, collecting every problem as a Diag.
+class Reader {
+ public:
+  Reader(const json& j, const std::string& text, const std::string& file)
+      : j_(j), file_(file), keys_(TopLevelKeyLocations(text, file)) {}
+
+  bool Has(const std::string& key) const { return keys_.count(key) > 0; }
+
+  config::Location Where(const std::string& key) const {
+    auto it = keys_.find(key);
+    return it != keys_.end() ? it->second : config::Location{file_, 1, 1};
+  }
+
+  // A non-negative integer that fits uint32; nullopt (and a Diag when `required`) if absent.
+  std::optional<uint32_t> Uint(const std::string& key, bool required) {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) {
+      if (required) Error(key, "", "required key missing");
+      return std::nullopt;
+    }
+    if (it->is_number_unsigned() && it->get<uint64_t>() <= std::numeric_limits<uint32_t>::max()) {
+      return static_cast<uint32_t>(it->get<uint64_t>());
+    }
+    Error(key, it->dump(), "must be a non-negative integer (at most 4294967295)");
+    return std::nullopt;
+  }
+
+  std::optional<bool> Bool(const std::string& key) {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return std::nullopt;
+    if (it->is_boolean()) return it->get<bool>();
+    Error(key, it->dump(), "must be true or false");
+    return std::nullopt;
+  }
+
+  void Error(const std::string& key, const std::string& value, const std::string& rule) {
+    diags_.push_back(config::Diag{Where(key), key, value, rule});
+  }
+
+  std::vector<config::Diag>& diags() { return diags_; }
+
+ private:
+  const json& j_;
+  std::string file_;
+  std::map<std::string, config::Location> keys_;
+  std::vector<config::Diag> diags_;
+};
+
+const Architecture* FindArchitecture(const json& j, Reader* r) {
+  auto it = j.find("architectures");
+  if (it == j.end()) {
+    r->Error("architectures", "", "required key missing; supported: " + SupportedHfNames());
+    return nullptr;
+  }
+  if (!it->is_array() || it->empty()) {
+    r->Error("architectures", it->dump(), "must be a non-empty array of strings");
+    return nullptr;
+  }
+  for (const auto& e : *it) {
+    if (!e.is_string()) {
+      r->Error("architectures", it->dump(), "must be a non-empty array of strings");
+      return nullptr;
+    }
+    for (const auto& a : kArchitectures) {
+      if (e.get<std::string>() == a.hf_name) return &a;
+    }
+  }
+  std::string names;
+  for (const auto& e : *it) names += (names.empty() ? "" : ", ") + e.get<std::string>();
+  r->Error("architectures", names, "unsupported architecture; supported: " + SupportedHfNames());
+  return nullptr;
+}
+
+// Model field -> HuggingFace key, for the SourceMap.
+constexpr std::pair<const char*, const char*> kFieldKeys[] = {
+    {"architecture", "architectures"},
+    {"hidden_size", "hidden_size"},
+    {"num_layers", "num_hidden_layers"},
+    {"num_attention_heads", "num_attention_heads"},
+    {"num_key_value_heads", "num_key_value_heads"},
+    {"head_dim", "head_dim"},
+    {"intermediate_size", "intermediate_size"},
+    {"vocab_size", "vocab_size"},
+    {"tie_word_embeddings", "tie_word_embeddings"},
+    {"num_experts", "num_experts"},
+    {"num_experts_per_token", "num_experts_per_tok"},
+    {"moe_intermediate_size", "moe_intermediate_size"},
+    {"max_position_embeddings", "max_position_embeddings"},
+};
+
+config::Model Import(const std::string& text, const std::string& display_name, config::SourceMap* locs) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    if (auto colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
+    size_t offset = e.byte > 0 ? e.byte - 1 : 0;
+    throw config::ConfigError(
+        config::Diag{LocationAt(text, offset, display_name), "<json>", "", "malformed JSON: " + what});
+  } catch (const json::exception& e) {
+    throw config::ConfigError(config::Diag{config::Location{display_name, 1, 1}, "<json>", "",
+                                           std::string("malformed JSON: ") + e.what()});
+  }
+  if (!j.is_object()) {
+    throw config::ConfigError(config::Diag{config::Location{display_name, 1, 1}, "<json>",
+                                           std::string(j.type_name()), "top level must be a JSON object"});
+  }
+
+  Reader r(j, text, display_name);
+  config::Model m;
+  m.set_name(Stem(display_name));
+  const Architecture* arch = FindArchitecture(j, &r);
+  if (arch) {
+    m.set_architecture(arch->name);
+    m.set_qk_norm(arch->qk_norm);
+  }
+  auto hidden = r.Uint("hidden_size", true);
+  auto layers = r.Uint("num_hidden_layers", true);
+  auto heads = r.Uint("num_attention_heads", true);
+  auto vocab = r.Uint("vocab_size", true);
+  // Absent in some configs; transformers then uses these defaults.
+  auto kv_heads = r.Uint("num_key_value_heads", false);
+  auto head_dim = r.Uint("head_dim", false);
+  bool moe = arch && arch->moe;
+  auto inter = r.Uint("intermediate_size", !moe);
+  auto max_pos = r.Uint("max_position_embeddings", false);
+  auto tie = r.Bool("tie_word_embeddings");
+  if (moe) {
+    if (auto v = r.Uint("num_experts", true)) m.set_num_experts(*v);
+    if (auto v = r.Uint("num_experts_per_tok", true)) m.set_num_experts_per_token(*v);
+    if (auto v = r.Uint("moe_intermediate_size", true)) m.set_moe_intermediate_size(*v);
+    // Qwen3-MoE: every layer is sparse unless decoder_sparse_step / mlp_only_layers say otherwise.
+    auto step = r.Uint("decoder_sparse_step", false);
+    if (step && *step != 1) r.Error("decoder_sparse_step", std::to_string(*step), "only 1 is supported");
+    if (auto it = j.find("mlp_only_layers");
+        it != j.end() && !(it->is_array() && it->empty()) && !it->is_null()) {
+      r.Error("mlp_only_layers", it->dump(), "only [] is supported (every layer MoE)");
+    }
+  }
+  if (!r.diags().empty()) throw config::ConfigError(std::move(r.diags()));
+
+  m.set_hidden_size(*hidden);
+  m.set_num_layers(*layers);
+  m.set_num_attention_heads(*heads);
+  m.set_num_key_value_heads(kv_heads.value_or(*heads));
+  m.set_head_dim(head_dim.value_or(*heads ? *hidden / *heads : 0));
+  m.set_intermediate_size(inter.value_or(0));
+  m.set_vocab_size(*vocab);
+  m.set_tie_word_embeddings(tie.value_or(false));
+  m.set_max_position_embeddings(max_pos.value_or(0));
+
+  if (locs) {
+    for (const auto& [field, key] : kFieldKeys) {
+      if (r.Has(key)) locs->Set(field, r.Where(key));
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+config::Model ImportHuggingFaceText(const std::string& json_text, const std::string& display_name,
+                                    config::SourceMap* locs) {
+  try {
+    return Import(json_text, display_name, locs);
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw config::ConfigError(config::Diag{config::Location{display_name, 1, 1}, "<json>", "",
+                                           std::string("cannot import: ") + e.what()});
+  }
+}
+
+config::Model ImportHuggingFaceText(const std::string& json_text, const std::string& display_name) {
+  return ImportHuggingFaceText(json_text, display_name, nullptr);
+}
+
+config::Model ImportHuggingFace(const std::string& path) {
+  std::string text = config::ReadFileOrThrow(path, config::Location{path, 1, 1}, "model");
+  return ImportHuggingFaceText(text, path, nullptr);
+}
+
+config::Model LoadModelFile(const std::string& path, config::SourceMap* locs) {
+  std::string text = config::ReadFileOrThrow(path, config::Location{path, 1, 1}, "model");
+  if (EndsWith(path, ".json")) {
+    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    // Malformed JSON goes through the HF importer too, for its line:col diagnostics.
+    if (j.is_discarded() || (j.is_object() && j.contains("architectures"))) {
+      return ImportHuggingFaceText(text, path, locs);
+    }
+  }
+  config::Model m;
+  config::ParseMessage(text, path, &m, locs);
+  if (m.name().empty()) m.set_name(Stem(path));
+  return m;
+}
+
+std::vector<std::string> CatalogNames() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(std::filesystem::path(config::ConfigDir()) / "models", ec);
+  if (ec) return names;
+  for (const auto& e : it) {
+    if (e.path().extension() == ".json" && e.is_regular_file(ec)) names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string CatalogPath(const std::string& name, const config::Location& where, const std::string& field) {
+  std::vector<std::string> names = CatalogNames();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw config::ConfigError(config::Diag{
+        where, field, name, "unknown model; the catalog has: " + (list.empty() ? "(none)" : list)});
+  }
+  return (std::filesystem::path(config::ConfigDir()) / "models" / (name + ".json")).string();
+}
+
+void ValidateModel(const config::Model& m, const config::SourceMap& locs, const std::string& prefix,
+                   std::vector<config::Diag>* diags) {
+  auto path = [&](const std::string& f) { return prefix.empty() ? f : prefix + "." + f; };
+  auto fail = [&](const std::string& f, const std::string& value, const std::string& rule) {
+    diags->push_back(config::Diag{locs.Find(path(f)), path(f), value, rule});
+  };
+  auto positive = [&](const std::string& f, uint32_t v) {
+    if (v == 0) fail(f, "0", "must be positive");
+  };
+
+  if (!m.architecture().empty()) {
+    bool known = false;
+    std::string list;
+    for (const auto& a : kArchitectures) {
+      known |= m.architecture() == a.name;
+      list += (list.empty() ? "" : ", ") + std::string(a.name);
+    }
+    if (!known) fail("architecture", m.architecture(), "unknown architecture; valid: " + list);
+  }
+  positive("hidden_size", m.hidden_size());
+  positive("num_layers", m.num_layers());
+  positive("num_attention_heads", m.num_attention_heads());
+  positive("num_key_value_heads", m.num_key_value_heads());
+  positive("head_dim", m.head_dim());
+  positive("vocab_size", m.vocab_size());
+  if (m.num_attention_heads() > 0 && m.num_key_value_heads() > 0 &&
+      m.num_attention_heads() % m.num_key_value_heads() != 0) {
+    fail("num_key_value_heads", std::to_string(m.num_key_value_heads()),
+         "num_attention_heads (" + std::to_string(m.num_attention_heads()) +
+             ") must be divisible by num_key_value_heads (" + std::to_string(m.num_key_value_heads()) + ")");
+  }
+  if (m.num_experts() == 0) {
+    positive("intermediate_size", m.intermediate_size());
+    if (m.num_experts_per_token() != 0) {
+      fail("num_experts_per_token", std::to_string(m.num_experts_per_token()),
+           "must be 0 when num_experts is 0 (dense model)");
+    }
+    if (m.architecture() == "qwen3_moe") fail("num_experts", "0", "must be positive for qwen3_moe");
+  } else {
+    positive("num_experts_per_token", m.num_experts_per_token());
+    if (m.num_experts_per_token() > m.num_experts()) {
+      fail("num_experts_per_token", std::to_string(m.num_experts_per_token()),
+           "must be at most num_experts (" + std::to_string(m.num_experts()) + ")");
+    }
+    positive("moe_intermediate_size", m.moe_intermediate_size());
+  }
+}
+
+double ParameterCount(const config::Model& m) {
+  const double h = m.hidden_size(), d = m.head_dim(), q = double(m.num_attention_heads()) * d,
+               kv = double(m.num_key_value_heads()) * d;
+  double attn = h * q + 2 * h * kv + q * h;
+  double norms = 2 * h + (m.qk_norm() ? 2 * d : 0);
+  double mlp = m.num_experts() > 0
+                   ? h * m.num_experts() + double(m.num_experts()) * 3 * h * m.moe_intermediate_size()
+                   : 3 * h * m.intermediate_size();
+  double embed = double(m.vocab_size()) * h;
+  return embed + (m.tie_word_embeddings() ? 0 : embed) + h + double(m.num_layers()) * (attn + norms + mlp);
+}
+
+}  // namespace tpsim::llm

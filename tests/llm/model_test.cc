@@ -1,0 +1,280 @@
+#include "llm/model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tpsim::llm {
+namespace {
+
+std::string ModelPath(const std::string& name) {
+  return std::string(TPSIM_SOURCE_DIR) + "/configs/models/" + name + ".json";
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The text of the ConfigError thrown by `f`, or "" when none is thrown.
+template <typename F>
+std::string ErrorOf(F f) {
+  try {
+    f();
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Catalog, ListsTheShippedModels) {
+  EXPECT_EQ(CatalogNames(),
+            (std::vector<std::string>{"llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
+                                      "mistral-7b-v0.3", "qwen3-0.6b", "qwen3-1.7b", "qwen3-14b",
+                                      "qwen3-30b-a3b", "qwen3-32b", "qwen3-4b", "qwen3-8b"}));
+}
+
+TEST(Catalog, EveryEntryImportsAndValidates) {
+  for (const auto& name : CatalogNames()) {
+    config::SourceMap locs(CatalogPath(name, {}, "model"));
+    config::Model m = LoadModelFile(CatalogPath(name, {}, "model"), &locs);
+    EXPECT_EQ(m.name(), name);
+    std::vector<config::Diag> diags;
+    ValidateModel(m, locs, "", &diags);
+    for (const auto& d : diags) ADD_FAILURE() << d.str();
+    EXPECT_GT(ParameterCount(m), 5e8) << name;
+  }
+}
+
+TEST(Catalog, UnknownNameListsValidOnes) {
+  std::string err = ErrorOf([] {
+    CatalogPath("qwen3-5b", config::Location{"exp.textproto", 4, 3}, "model");
+  });
+  EXPECT_EQ(
+      err.rfind("exp.textproto:4:3: model: qwen3-5b: unknown model; the catalog has: llama-3.1-70b, ", 0), 0u)
+      << err;
+  EXPECT_NE(err.find("qwen3-4b"), std::string::npos);
+}
+
+TEST(Import, Qwen3_4BPublishedDims) {
+  config::Model m = ImportHuggingFace(ModelPath("qwen3-4b"));
+  EXPECT_EQ(m.name(), "qwen3-4b");
+  EXPECT_EQ(m.architecture(), "qwen3");
+  EXPECT_TRUE(m.qk_norm());
+  EXPECT_EQ(m.hidden_size(), 2560u);
+  EXPECT_EQ(m.num_layers(), 36u);
+  EXPECT_EQ(m.num_attention_heads(), 32u);
+  EXPECT_EQ(m.num_key_value_heads(), 8u);
+  EXPECT_EQ(m.head_dim(), 128u);
+  EXPECT_EQ(m.intermediate_size(), 9728u);
+  EXPECT_EQ(m.vocab_size(), 151936u);
+  EXPECT_TRUE(m.tie_word_embeddings());
+  EXPECT_EQ(m.num_experts(), 0u);
+  EXPECT_EQ(m.max_position_embeddings(), 40960u);
+}
+
+TEST(Import, HeadDimDefaultsToHiddenOverHeads) {
+  config::Model m = ImportHuggingFace(ModelPath("llama-3.1-8b"));
+  EXPECT_EQ(m.architecture(), "llama");
+  EXPECT_FALSE(m.qk_norm());
+  EXPECT_EQ(m.head_dim(), 4096u / 32);
+  EXPECT_FALSE(m.tie_word_embeddings());
+  EXPECT_EQ(ImportHuggingFace(ModelPath("mistral-7b-v0.3")).architecture(), "mistral");
+}
+
+TEST(Import, Qwen3Moe) {
+  config::Model m = ImportHuggingFace(ModelPath("qwen3-30b-a3b"));
+  EXPECT_EQ(m.architecture(), "qwen3_moe");
+  EXPECT_TRUE(m.qk_norm());
+  EXPECT_EQ(m.num_experts(), 128u);
+  EXPECT_EQ(m.num_experts_per_token(), 8u);
+  EXPECT_EQ(m.moe_intermediate_size(), 768u);
+  EXPECT_EQ(m.num_key_value_heads(), 4u);
+  // Published as 30.5B total parameters.
+  EXPECT_NEAR(ParameterCount(m), 30.5e9, 0.02 * 30.5e9);
+}
+
+TEST(ParameterCount, MatchesPublished) {
+  double qwen = ParameterCount(ImportHuggingFace(ModelPath("qwen3-4b")));
+  EXPECT_NEAR(qwen, 4.02e9, 0.02 * 4.02e9);
+  // embed 151936*2560 (tied) + 36 layers * 100930816 + final norm 2560.
+  EXPECT_DOUBLE_EQ(qwen, 151936.0 * 2560 + 36.0 * 100930816 + 2560);
+  double llama = ParameterCount(ImportHuggingFace(ModelPath("llama-3.1-8b")));
+  EXPECT_NEAR(llama, 8.03e9, 0.02 * 8.03e9);
+  EXPECT_DOUBLE_EQ(llama, 2 * 128256.0 * 4096 +
+                              32.0 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3.0 * 4096 * 14336 + 2 * 4096) +
+                              4096);
+  EXPECT_NEAR(ParameterCount(ImportHuggingFace(ModelPath("llama-3.1-70b"))), 70.6e9, 0.02 * 70.6e9);
+  EXPECT_NEAR(ParameterCount(ImportHuggingFace(ModelPath("mistral-7b-v0.3"))), 7.25e9, 0.02 * 7.25e9);
+}
+
+constexpr const char* kGood = R"({
+  "architectures": ["Qwen3ForCausalLM"],
+  "hidden_size": 64,
+  "intermediate_size": 128,
+  "num_hidden_layers": 2,
+  "num_attention_heads": 4,
+  "num_key_value_heads": 2,
+  "vocab_size": 1000
+})";
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? s : s.replace(at, from.size(), to);
+}
+
+TEST(ImportErrors, GoodTinyConfig) {
+  config::Model m = ImportHuggingFaceText(kGood, "dir/tiny.json");
+  EXPECT_EQ(m.name(), "tiny");
+  EXPECT_EQ(m.head_dim(), 16u);
+}
+
+TEST(ImportErrors, MissingKey) {
+  std::string text = Replace(kGood, "  \"vocab_size\": 1000\n", "  \"rope_theta\": 1e6\n");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
+            "b.json:1:1: vocab_size: : required key missing");
+}
+
+TEST(ImportErrors, UnsupportedArchitecture) {
+  std::string text = Replace(kGood, "Qwen3ForCausalLM", "GPT2LMHeadModel");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
+            "b.json:2:3: architectures: GPT2LMHeadModel: unsupported architecture; supported: "
+            "LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM");
+}
+
+TEST(ImportErrors, WrongType) {
+  std::string text = Replace(kGood, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": \"2\"");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
+            "b.json:5:3: num_hidden_layers: \"2\": must be a non-negative integer (at most 4294967295)");
+  text = Replace(kGood, "\"hidden_size\": 64", "\"hidden_size\": -64");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
+            "b.json:3:3: hidden_size: -64: must be a non-negative integer (at most 4294967295)");
+  text = Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"tie_word_embeddings\": 1");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
+            "b.json:8:23: tie_word_embeddings: 1: must be true or false");
+}
+
+TEST(ImportErrors, MalformedJson) {
+  std::string text = Replace(kGood, "\"num_hidden_layers\": 2,", "\"num_hidden_layers\": ,");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
+            "b.json:5:24: <json>: : malformed JSON: syntax error while parsing value - unexpected ','; "
+            "expected '[', '{', or a literal");
+  EXPECT_EQ(ErrorOf([] { ImportHuggingFaceText("[1, 2]", "b.json"); }),
+            "b.json:1:1: <json>: array: top level must be a JSON object");
+}
+
+TEST(ImportErrors, SeveralProblemsAreAllReported) {
+  std::string text = Replace(kGood, "  \"hidden_size\": 64,\n", "");
+  text = Replace(text, "\"num_attention_heads\": 4", "\"num_attention_heads\": 4.5");
+  std::string err = ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); });
+  EXPECT_NE(err.find("b.json:1:1: hidden_size: : required key missing"), std::string::npos) << err;
+  EXPECT_NE(err.find("b.json:5:3: num_attention_heads: 4.5: must be"), std::string::npos) << err;
+}
+
+TEST(ImportErrors, MoeKeysRequired) {
+  std::string text = Replace(kGood, "Qwen3ForCausalLM", "Qwen3MoeForCausalLM");
+  std::string err = ErrorOf([&] { ImportHuggingFaceText(text, "m.json"); });
+  EXPECT_NE(err.find("m.json:1:1: num_experts: : required key missing"), std::string::npos) << err;
+  EXPECT_NE(err.find("m.json:1:1: num_experts_per_tok: : required key missing"), std::string::npos) << err;
+  EXPECT_NE(err.find("m.json:1:1: moe_intermediate_size: : required key missing"), std::string::npos) << err;
+}
+
+// No input makes the importer crash or throw anything but ConfigError.
+TEST(ImportErrors, EveryTruncationIsAConfigError) {
+  std::string text = ReadText(ModelPath("qwen3-30b-a3b"));
+  ASSERT_FALSE(text.empty());
+  for (size_t n = 0; n + 2 < text.size(); ++n) {
+    try {
+      ImportHuggingFaceText(text.substr(0, n), "t.json");
+      ADD_FAILURE() << "prefix of " << n << " bytes imported";
+    } catch (const config::ConfigError&) {
+    }
+  }
+  for (const char* s :
+       {"", "null", "{}", "{\"architectures\": 5}", "{\"architectures\": []}", "{\"architectures\": [null]}",
+        "\xff\xfe", "{\"a\": \"\\ud800\"}", "[[[[[[[[[[",
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 99999999999999999999}"}) {
+    EXPECT_NE(ErrorOf([&] { ImportHuggingFaceText(s, "t.json"); }), "") << s;
+  }
+}
+
+TEST(Validate, LocatesFieldsThroughTheSourceMap) {
+  std::string text = Replace(kGood, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
+  text = Replace(text, "\"hidden_size\": 64", "\"hidden_size\": 0");
+  config::SourceMap file_locs("e.json");
+  config::Model m = ImportHuggingFaceText(text, "e.json", &file_locs);
+  config::SourceMap locs("exp.textproto");
+  locs.Merge("model", file_locs, config::Location{"exp.textproto", 2, 1});
+  std::vector<config::Diag> diags;
+  ValidateModel(m, locs, "model", &diags);
+  ASSERT_EQ(diags.size(), 3u);
+  EXPECT_EQ(diags[0].str(), "e.json:3:3: model.hidden_size: 0: must be positive");
+  // head_dim was not written (derived as 0 / 4): located at the model's anchor.
+  EXPECT_EQ(diags[1].str(), "exp.textproto:2:1: model.head_dim: 0: must be positive");
+  EXPECT_EQ(diags[2].str(),
+            "e.json:7:3: model.num_key_value_heads: 3: num_attention_heads (4) must be divisible by "
+            "num_key_value_heads (3)");
+}
+
+TEST(Validate, MoeConsistency) {
+  config::Model m = ImportHuggingFace(ModelPath("qwen3-30b-a3b"));
+  m.set_num_experts_per_token(200);
+  m.set_moe_intermediate_size(0);
+  std::vector<config::Diag> diags;
+  ValidateModel(m, config::SourceMap("x"), "model", &diags);
+  ASSERT_EQ(diags.size(), 2u);
+  EXPECT_EQ(diags[0].str(), "x:1:1: model.num_experts_per_token: 200: must be at most num_experts (128)");
+  EXPECT_EQ(diags[1].str(), "x:1:1: model.moe_intermediate_size: 0: must be positive");
+}
+
+class LoadModelFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tpsim_llm_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string p = (dir_ / name).string();
+    std::ofstream(p) << text;
+    return p;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(LoadModelFileTest, TextprotoAndModelJson) {
+  std::string tp = Write("tiny.textproto",
+                         "architecture: \"llama\"\nhidden_size: 64\nnum_layers: 2\nnum_attention_heads: 4\n"
+                         "num_key_value_heads: 2\nhead_dim: 16\nintermediate_size: 128\nvocab_size: 100\n");
+  config::SourceMap locs(tp);
+  config::Model m = LoadModelFile(tp, &locs);
+  EXPECT_EQ(m.name(), "tiny");
+  EXPECT_EQ(m.hidden_size(), 64u);
+  EXPECT_EQ(locs.Find("num_layers").line, 3);
+
+  std::string js = Write("proto.json", R"({"name": "p", "hiddenSize": 32, "numLayers": 1})");
+  m = LoadModelFile(js, nullptr);
+  EXPECT_EQ(m.name(), "p");
+  EXPECT_EQ(m.hidden_size(), 32u);
+
+  std::string hf = Write("hf.json", kGood);
+  config::SourceMap hf_locs(hf);
+  m = LoadModelFile(hf, &hf_locs);
+  EXPECT_EQ(m.name(), "hf");
+  EXPECT_EQ(hf_locs.Find("num_layers").line, 5);  // the "num_hidden_layers" key
+
+  std::string bad = Write("bad.json", "{\"architectures\": [\"X\"],\n");
+  EXPECT_NE(ErrorOf([&] { LoadModelFile(bad, nullptr); }).find("bad.json:2:1: <json>: : malformed JSON"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { LoadModelFile((dir_ / "absent.json").string(), nullptr); }), "");
+}
+
+}  // namespace
+}  // namespace tpsim::llm
