@@ -21,7 +21,8 @@
 // or bytes = 0 give no steps.
 //
 // Algorithms are a registry (registry.cc; one .cc each, which documents its steps):
-//   ring                2(P-1) steps for all_reduce, P-1 for the others
+//   ring                2(P-1) steps for all_reduce, P-1 for reduce_scatter,
+//                       all_gather and rotate
 //   bidirectional_ring  as ring, each chunk's halves going opposite ways
 //   mesh_2d             rows then columns of an R x C rank grid (see mesh_2d.cc)
 //   halving_doubling    Rabenseifner, 2 log2 P steps for all_reduce
@@ -42,10 +43,10 @@ enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, k
 const char* ToString(CollectiveKind k);
 
 struct Xfer {
-  int src = 0, dst = 0;      // ranks
-  uint64_t offset = 0;       // byte range in the buffer
+  int src = 0, dst = 0;  // ranks
+  uint64_t offset = 0;   // byte range in the buffer
   uint64_t bytes = 0;
-  bool reduce = false;       // add into dst instead of overwrite
+  bool reduce = false;  // add into dst instead of overwrite
   // Where the range lands in the destination buffer when that differs from
   // `offset` (only all_to_all: rank r's chunk d lands in rank d's chunk r).
   std::optional<uint64_t> dst_offset;
@@ -57,8 +58,8 @@ struct CollectiveStep {
 };
 
 struct Schedule {
-  std::string algorithm;     // the one actually used
-  std::string note;          // fallback explanation, empty when none
+  std::string algorithm;  // the one actually used
+  std::string note;       // fallback explanation, empty when none
   std::vector<CollectiveStep> steps;
 };
 
@@ -72,7 +73,9 @@ struct RankGrid {
 void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, uint64_t* len);
 
 // Lowers one collective. Throws std::invalid_argument for an unknown algorithm
-// name (message lists the valid ones).
+// name (message lists the valid ones), ranks outside [1, 1024], a mesh_2d grid
+// whose rows * cols is not `ranks`, or an all_to_all with unequal chunks.
+// align 0 counts as 1.
 Schedule LowerCollective(const std::string& algorithm, CollectiveKind kind, int ranks, uint64_t bytes,
                          uint64_t align, RankGrid grid = {});
 

@@ -12,8 +12,8 @@
 
 namespace tpsim::mapping {
 
-// A rectangular region of the core grid (rows x cols starting at row0, col0),
-// or, on grid-less chips, cores [first, first + count).
+// A rectangular region of the core grid (rows x cols starting at row0, col0);
+// rings and switches are 1 x N grids. 0 x 0 means the whole grid.
 struct Region {
   int row0 = 0, col0 = 0, rows = 0, cols = 0;
 };
@@ -26,13 +26,17 @@ struct PlacementRequest {
   std::vector<int> file_cores;  // placement = file: one core id per rank (already read)
 };
 
-// Returns core id per rank (distinct cores inside the region). Throws
+// Returns core id per rank (distinct cores inside the region; with fewer ranks
+// than cells, the first cells of the placement's order). Throws
 // std::invalid_argument with a plain message for an unknown name (listing the
 // valid ones) or a request that cannot be met.
 std::vector<int> Place(const PlacementRequest& req, const arch::Chip& chip);
 
-// Splits the chip's grid into `stages` regions of `tp` cores each, in stage order
-// (contiguous bands of rows where possible, snaking so consecutive stages are adjacent).
+// Splits the chip's grid into `stages` rectangular regions of exactly `tp` cores,
+// in stage order: all the same h x w shape (h * w = tp, the most square shape that
+// fits `stages` times; ties go to the wider, i.e. bands of rows), laid out in a
+// snake over rows of rectangles so stage s and s+1 share an edge. Throws
+// std::invalid_argument when stages * tp exceeds the cores or no shape fits.
 std::vector<Region> StageRegions(const arch::Chip& chip, int stages, int tp);
 
 std::vector<std::string> PlacementNames();

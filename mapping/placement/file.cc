@@ -1,0 +1,36 @@
+// file: the core ids given in the request (req.file_cores, already read from the
+// mapping file), checked: one per rank, distinct, each inside the region.
+
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "mapping/placement/placer.h"
+
+namespace tpsim::mapping::placement {
+
+std::vector<int> PlaceFile(const PlacementRequest& req, const Region& region, const arch::Chip& chip) {
+  if (static_cast<int>(req.file_cores.size()) != req.ranks) {
+    throw std::invalid_argument("placement file: " + std::to_string(req.file_cores.size()) +
+                                " core ids for " + std::to_string(req.ranks) + " ranks (need one per rank)");
+  }
+  std::set<int> inside;
+  for (const Cell& c : RowMajor(region)) inside.insert(chip.CoreAt(region.row0 + c.row, region.col0 + c.col));
+  std::set<int> seen;
+  for (size_t r = 0; r < req.file_cores.size(); ++r) {
+    const int core = req.file_cores[r];
+    if (!inside.count(core)) {
+      throw std::invalid_argument("placement file: rank " + std::to_string(r) + ": core " +
+                                  std::to_string(core) + " is not in the " + std::to_string(region.rows) +
+                                  "x" + std::to_string(region.cols) + " region at (" +
+                                  std::to_string(region.row0) + ", " + std::to_string(region.col0) + ")");
+    }
+    if (!seen.insert(core).second) {
+      throw std::invalid_argument("placement file: rank " + std::to_string(r) + ": core " +
+                                  std::to_string(core) + " is already used by an earlier rank");
+    }
+  }
+  return req.file_cores;
+}
+
+}  // namespace tpsim::mapping::placement

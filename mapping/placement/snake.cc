@@ -1,0 +1,12 @@
+// snake: boustrophedon rows of the region (row 0 left to right, row 1 right to
+// left, ...), so consecutive ranks are always grid neighbours.
+
+#include "mapping/placement/placer.h"
+
+namespace tpsim::mapping::placement {
+
+std::vector<int> PlaceSnake(const PlacementRequest& req, const Region& region, const arch::Chip& chip) {
+  return ToCores(Snake(region), req.ranks, region, chip);
+}
+
+}  // namespace tpsim::mapping::placement
