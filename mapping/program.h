@@ -23,8 +23,8 @@ enum class TaskKind : uint8_t { kCompute, kTransfer, kMemory };
 
 // Provenance of a task: which op of which layer of which phase.
 struct OpRef {
-  std::string phase;      // "prefill" or "decode"
-  uint32_t step = 0;      // decode step (0 for prefill)
+  std::string phase;  // "prefill" or "decode"
+  uint32_t step = 0;  // decode step (0 for prefill)
   uint32_t layer = 0;
   std::string op;         // op name in the layer graph, or e.g. "q_proj.allreduce", "stage_send"
   std::string partition;  // partitioner that produced it
@@ -33,37 +33,38 @@ struct OpRef {
 struct Task {
   uint32_t id = 0;
   TaskKind kind = TaskKind::kCompute;
-  int core = 0;            // executing core; transfers: the source core
-  int dst_core = -1;       // transfers
-  int channel = -1;        // memory tasks: DRAM channel index (arch::Chip::channels())
-  bool write = false;      // memory tasks: write (spill) vs read
+  int core = 0;        // executing core; transfers: the source core
+  int dst_core = -1;   // transfers
+  int channel = -1;    // memory tasks: DRAM channel index (arch::Chip::channels())
+  bool write = false;  // memory tasks: write (spill) vs read
   // compute: GEMM shape (op_kind GEMM-like) or vector work
   llm::OpKind op_kind = llm::OpKind::kGemm;
   uint64_t batch = 1, m = 0, n = 0, k = 0;
   double flops = 0;
-  double vector_ops = 0;   // lane-operations for vector-unit ops
-  uint64_t bytes = 0;      // compute: SRAM bytes touched; transfer/memory: payload
-  uint64_t offset = 0;     // transfers: byte offset in the collective's buffer
-  bool reduce = false;     // transfers: accumulate into the destination
-  uint32_t op = 0;         // index into Program::ops
-  int32_t collective = -1; // index into Program::collectives, -1 when none
-  uint16_t coll_step = 0;  // step within the collective
-  int32_t func = -1;       // compute: index into Program::func.ops (functional executor only)
+  double vector_ops = 0;    // lane-operations for vector-unit ops
+  uint64_t bytes = 0;       // compute: SRAM bytes touched; transfer/memory: payload
+  uint64_t offset = 0;      // transfers: byte offset in the collective's buffer
+  uint64_t dst_offset = 0;  // transfers: where the range lands at dst_core (== offset except all_to_all)
+  bool reduce = false;      // transfers: accumulate into the destination
+  uint32_t op = 0;          // index into Program::ops
+  int32_t collective = -1;  // index into Program::collectives, -1 when none
+  uint16_t coll_step = 0;   // step within the collective
+  int32_t func = -1;        // compute: index into Program::func.ops (functional executor only)
   std::vector<uint32_t> deps;
 };
 
 struct CollectiveInfo {
-  std::string kind;        // all_reduce, all_gather, reduce_scatter, all_to_all, rotate, p2p
-  std::string algorithm;   // ring, bidirectional_ring, mesh_2d, halving_doubling, direct
-  uint64_t bytes = 0;      // per-rank payload (the full tensor size each rank holds)
+  std::string kind;       // all_reduce, all_gather, reduce_scatter, all_to_all, rotate, p2p
+  std::string algorithm;  // ring, bidirectional_ring, mesh_2d, halving_doubling, direct
+  uint64_t bytes = 0;     // per-rank payload (the full tensor size each rank holds)
   int ranks = 0;
   uint32_t op = 0;
 };
 
 struct OpInfo {
   OpRef ref;
-  double flops = 0;          // whole op, all ranks
-  uint64_t bytes = 0;        // whole op, all ranks
+  double flops = 0;    // whole op, all ranks
+  uint64_t bytes = 0;  // whole op, all ranks
   uint64_t spilled_bytes = 0;
 };
 
@@ -130,6 +131,7 @@ struct FuncOutput {
 struct FuncData {
   uint32_t dtype_bytes = 2;
   uint32_t head_dim = 0;
+  uint32_t batch = 1;  // the functional semantics are exact for batch 1 only
   std::vector<FuncTensor> tensors;
   std::vector<FuncOp> ops;
   std::vector<FuncCollective> collectives;  // parallel to Program::collectives

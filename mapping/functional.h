@@ -1,0 +1,41 @@
+#pragma once
+// The functional executor: runs a Program on small random float32 tensors on the CPU
+// (each core computes its shard, transfers move real data, collectives really reduce),
+// and the unpartitioned reference layer it must agree with.
+//
+// Numerics of a layer (batch 1): x -> rmsnorm -> q,k,v projections -> per-head rmsnorm of
+// q and k (qk_norm) -> RoPE (theta 10000, position = cached + token) -> KV cache append ->
+// causal softmax(q k^T / sqrt(head_dim)) v per head (GQA: query head h uses KV head
+// h / (heads / kv_heads)) -> o projection -> residual -> rmsnorm -> silu(gate) * up ->
+// down -> residual. Norms have unit gain; weights are N(0, 1/fan_in)-like uniforms from
+// fixed seeds, so the reference and the Program see the same numbers.
+
+#include <vector>
+
+#include "mapping/program.h"
+#include "model.pb.h"
+#include "workload.pb.h"
+
+namespace tpsim::mapping {
+
+struct Matrix {
+  uint32_t rows = 0, cols = 0;
+  std::vector<float> v;
+  float& at(uint32_t r, uint32_t c) { return v[uint64_t{r} * cols + c]; }
+  float at(uint32_t r, uint32_t c) const { return v[uint64_t{r} * cols + c]; }
+};
+
+// Seed of functional tensor `role` of layer (or phase) `index`; shared by lowering and reference.
+uint64_t FuncSeed(uint32_t index, int role);
+
+// Runs the Program; returns the last layer's output of prefill, then of each decode step.
+// Throws std::invalid_argument for batch > 1 or when a task's data is inconsistent.
+std::vector<Matrix> RunFunctional(const Program& p);
+
+// The same outputs, computed unpartitioned (batch 1 only).
+std::vector<Matrix> RunReference(const config::Model& model, const config::Workload& wl);
+
+// max |a - b| / max(max |b|, tiny) over all outputs.
+double MaxRelativeError(const std::vector<Matrix>& a, const std::vector<Matrix>& b);
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,1130 @@
+// Lowering: workload -> Program. One canonical dense decoder layer (norm, QKV, per-head
+// norm, RoPE, KV write, attention by heads, O, residual, norm, gate/up, SiLU*mul, down,
+// residual) is lowered per layer and phase; op names come from llm::BuildLayer.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "mapping/functional.h"
+#include "mapping/mapping.h"
+#include "mapping/partition/partitioner.h"
+#include "mapping/placement/placement.h"
+
+namespace tpsim::mapping {
+namespace {
+
+using llm::OpClass;
+using llm::OpKind;
+
+// Vector-unit lane-operations per element.
+constexpr double kNormOps = 4, kRopeOps = 3, kSoftmaxOps = 5, kAddOps = 1, kSiluMulOps = 5, kCopyOps = 1;
+
+enum Role : int {
+  kAttnNorm,
+  kQ,
+  kK,
+  kV,
+  kQkNorm,
+  kRopeR,
+  kKvWriteR,
+  kScores,
+  kSoftmaxR,
+  kPv,
+  kO,
+  kResid1,
+  kMlpNorm,
+  kGate,
+  kUp,
+  kAct,
+  kDown,
+  kResid2,
+  kKNorm,
+  kNumRoles
+};
+const char* const kRoleNames[kNumRoles] = {
+    "attn_norm", "q_proj",   "k_proj",    "v_proj",       "q_norm",        "rope",     "kv_write",
+    "attn_qk",   "softmax",  "attn_pv",   "o_proj",       "attn_residual", "mlp_norm", "gate_proj",
+    "up_proj",   "silu_mul", "down_proj", "mlp_residual", "k_norm"};
+
+// Weight roles, for FuncTensor seeds (shared with the functional reference).
+enum WeightRole : int { kWq, kWk, kWv, kWo, kWgate, kWup, kWdown };
+
+// Names of the layer graph's ops by role (canonical names where the graph has none).
+std::vector<std::string> RoleNames(const config::Model& model, const llm::LayerGraph& g) {
+  std::vector<std::string> names(kRoleNames, kRoleNames + kNumRoles);
+  int norms = 0, bgemms = 0, elementwise = 0;
+  bool seen_up = false;
+  for (const llm::Op& op : g.ops) {
+    switch (op.kind) {
+      case OpKind::kRouter:
+        throw std::invalid_argument("mapping: MoE layers (op " + op.name + ") are not supported yet");
+      case OpKind::kNorm:
+        if (op.cls == OpClass::kAttention || (op.k == model.head_dim() && op.k != model.hidden_size())) {
+          names[op.name.find('k') == 0 ? kKNorm : kQkNorm] = op.name;
+        } else {
+          names[norms++ == 0 ? kAttnNorm : kMlpNorm] = op.name;
+        }
+        break;
+      case OpKind::kRope:
+        names[kRopeR] = op.name;
+        break;
+      case OpKind::kKvWrite:
+        names[kKvWriteR] = op.name;
+        break;
+      case OpKind::kSoftmax:
+        names[kSoftmaxR] = op.name;
+        break;
+      case OpKind::kBatchedGemm:
+        names[bgemms++ == 0 ? kScores : kPv] = op.name;
+        break;
+      case OpKind::kElementwise:
+        if (seen_up && elementwise < 2) {
+          names[kAct] = op.name;
+          elementwise = 2;
+        } else {
+          names[elementwise++ == 0 ? kResid1 : kResid2] = op.name;
+        }
+        break;
+      case OpKind::kGemm:
+        if (op.cls == OpClass::kExperts)
+          throw std::invalid_argument("mapping: MoE layers (op " + op.name + ") are not supported yet");
+        if (op.cls == OpClass::kO) names[kO] = op.name;
+        if (op.cls == OpClass::kDown) names[kDown] = op.name;
+        if (op.cls == OpClass::kQkv) {
+          char c = op.name.empty() ? 'q' : op.name[0];
+          if (op.name.find("qkv") != std::string::npos) {
+            names[kQ] = op.name + ".q", names[kK] = op.name + ".k", names[kV] = op.name + ".v";
+          } else {
+            names[c == 'k' ? kK : c == 'v' ? kV : kQ] = op.name;
+          }
+        }
+        if (op.cls == OpClass::kGateUp) {
+          seen_up = true;
+          if (op.name.find("gate_up") != std::string::npos) {
+            names[kGate] = op.name + ".gate", names[kUp] = op.name + ".up";
+          } else {
+            names[op.name.find("up") != std::string::npos ? kUp : kGate] = op.name;
+          }
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return names;
+}
+
+// Stage s's core ids from a placement file (tp ids per stage, in stage order); the whole
+// list when it is too short (Place then reports the count).
+std::vector<int> StageFileCores(const std::vector<int>& all, int s, int tp) {
+  if (all.size() >= static_cast<size_t>((s + 1) * tp))
+    return {all.begin() + s * tp, all.begin() + (s + 1) * tp};
+  return all;
+}
+
+struct TState {
+  Layout layout;
+  std::vector<std::vector<uint32_t>> ready;  // per rank: tasks a reader depends on
+};
+
+uint64_t DtypeBytes(const config::Workload& wl) { return wl.dtype() == "fp32" ? 4 : 2; }
+
+class Lowerer : public GemmContext {
+ public:
+  Lowerer(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
+          const config::Mapping& m)
+      : chip_(chip), model_(model), wl_(wl), m_(m) {}
+
+  Program Run();
+
+  int P() const override { return p_; }
+  RankGrid Grid() const override { return grid_; }
+  void EmitShard(const GemmSpec& g, int rank, Range rows, Range ks, Range cols) override;
+  void EmitRotate(const GemmSpec& g) override;
+
+ private:
+  int32_t NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0, uint32_t init = 0);
+  uint32_t NewOp(const std::string& name, const std::string& partition);
+  uint32_t AddTask(Task t);
+  uint32_t Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps);
+  uint32_t Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient);
+  void Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
+              FuncSlice out, std::vector<uint32_t> deps, uint32_t p0 = 0, uint32_t p1 = 0);
+  std::vector<uint32_t> Ready(int32_t t, int r) const { return ts_[t].ready[r]; }
+  static void Append(std::vector<uint32_t>* a, const std::vector<uint32_t>& b) {
+    a->insert(a->end(), b.begin(), b.end());
+  }
+
+  // Layouts
+  // Whether tensor t's current layout already gives every rank what `want` needs: the same
+  // layout, or (neither being partial sums) every rank's wanted block inside the one it holds.
+  bool Satisfies(int32_t t, const Layout& want) const {
+    const Layout& have = ts_[t].layout;
+    if (have == want) return true;
+    if (have.kind == LayoutKind::kPartial || want.kind == LayoutKind::kPartial) return false;
+    const FuncTensor& ft = prog_.func.tensors[t];
+    for (int r = 0; r < p_; ++r) {
+      Range hr = RowsOf(have, ft.rows, p_, r), hc = ColsOf(have, ft.cols, p_, r);
+      Range wr = RowsOf(want, ft.rows, p_, r), wc = ColsOf(want, ft.cols, p_, r);
+      if (wr.lo < hr.lo || wr.hi > hr.hi || wc.lo < hc.lo || wc.hi > hc.hi) return false;
+    }
+    return true;
+  }
+  void Convert(int32_t t, const Layout& want, const std::string& base);
+  struct Piece {
+    FuncSlice region;
+    uint64_t offset;
+  };
+  void Collective(CollectiveKind kind, int32_t t, const std::vector<std::vector<Piece>>& pack,
+                  const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
+                  const std::string& base, const Layout& result);
+  std::vector<Piece> Blocks(int32_t t, const Layout& l, int r) const;  // rank r's block and its offset
+
+  // Ops
+  const Partitioner* PartitionerFor(OpClass cls) const;
+  GemmSpec Spec(OpClass cls, uint64_t k, uint64_t n, uint32_t k_unit, uint32_t n_unit) const;
+  Layout WantedInput(OpClass cls, uint64_t k, uint64_t n, uint32_t k_unit, uint32_t n_unit);
+  int32_t Gemm(Role role, OpClass cls, int32_t x, int32_t w, uint64_t k, uint64_t n, uint32_t k_unit,
+               uint32_t n_unit);
+  void ResolvePartial(int32_t t, const Layout& next_want, const std::string& base);
+  int32_t RowNorm(Role role, int32_t x, const Layout& next_want);
+  int32_t HeadOp(Role role, const char* suffix, FuncKind fk, double ops, int32_t x, uint64_t heads,
+                 uint32_t pos0);
+  int32_t Add(Role role, int32_t a, int32_t res, const Layout& next_want, Role producer);
+  int32_t Layer(uint32_t layer, int32_t x, const Layout& next_want);
+  int32_t StageSend(int32_t x, const std::vector<int>& to);
+  void PlanMemory();
+  uint64_t WeightElemsPerCore(int layers);
+
+  const arch::Chip& chip_;
+  const config::Model& model_;
+  const config::Workload& wl_;
+  const config::Mapping& m_;
+  Program prog_;
+  int p_ = 1;
+  RankGrid grid_;
+  uint64_t d_ = 2;
+  std::string algo_;
+  std::vector<int> cores_;
+  RankGrid coll_grid_;  // the stage region's shape, for mesh_2d collectives (0 x 0: let it choose)
+  std::vector<RankGrid> stage_grids_;
+  std::vector<TState> ts_;
+  std::vector<std::string> names_;
+  // Phase state
+  std::string phase_;
+  uint32_t step_ = 0, layer_ = 0;
+  uint64_t t_ = 0, cached_ = 0, lmax_ = 0;
+  std::vector<int32_t> kcache_, vcache_;  // per layer
+  // Memory plan
+  bool weights_sram_ = true, kv_sram_ = true;
+  uint64_t resident_ = 0, sram_ = 0;
+  uint32_t cur_op_ = 0;
+};
+
+int32_t Lowerer::NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed, uint32_t init) {
+  FuncTensor ft;
+  ft.kind = kind;
+  ft.rows = static_cast<uint32_t>(rows);
+  ft.cols = static_cast<uint32_t>(cols);
+  ft.seed = seed;
+  ft.init_rows = init;
+  prog_.func.tensors.push_back(ft);
+  TState st;
+  st.ready.resize(p_);
+  ts_.push_back(std::move(st));
+  return static_cast<int32_t>(prog_.func.tensors.size() - 1);
+}
+
+uint32_t Lowerer::NewOp(const std::string& name, const std::string& partition) {
+  OpInfo info;
+  info.ref.phase = phase_;
+  info.ref.step = step_;
+  info.ref.layer = layer_;
+  info.ref.op = name;
+  info.ref.partition = partition;
+  prog_.ops.push_back(std::move(info));
+  cur_op_ = static_cast<uint32_t>(prog_.ops.size() - 1);
+  return cur_op_;
+}
+
+uint32_t Lowerer::AddTask(Task t) {
+  t.id = static_cast<uint32_t>(prog_.tasks.size());
+  t.op = cur_op_;
+  std::sort(t.deps.begin(), t.deps.end());
+  t.deps.erase(std::unique(t.deps.begin(), t.deps.end()), t.deps.end());
+  prog_.tasks.push_back(std::move(t));
+  return prog_.tasks.back().id;
+}
+
+uint32_t Lowerer::Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps) {
+  Task t;
+  t.kind = TaskKind::kMemory;
+  t.core = cores_[rank];
+  t.channel = chip_.ChannelOf(t.core);
+  t.write = write;
+  t.bytes = bytes;
+  t.deps = std::move(deps);
+  return AddTask(std::move(t));
+}
+
+uint32_t Lowerer::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient) {
+  uint64_t avail = sram_ > resident_ ? sram_ - resident_ : 0;
+  if (transient > avail) {
+    uint64_t spill = transient - avail;
+    uint32_t w = Memory(rank, spill, true, deps);
+    uint32_t rd = Memory(rank, spill, false, {w});
+    deps.push_back(rd);
+    prog_.ops[cur_op_].spilled_bytes += spill;
+    prog_.spilled_bytes += spill;
+  }
+  f.core = cores_[rank];
+  t.kind = TaskKind::kCompute;
+  t.core = cores_[rank];
+  t.deps = std::move(deps);
+  t.func = static_cast<int32_t>(prog_.func.ops.size());
+  prog_.func.ops.push_back(f);
+  prog_.ops[cur_op_].flops += t.flops + t.vector_ops;
+  prog_.ops[cur_op_].bytes += t.bytes;
+  return AddTask(std::move(t));
+}
+
+void Lowerer::Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
+                     FuncSlice out, std::vector<uint32_t> deps, uint32_t p0, uint32_t p1) {
+  uint64_t elems = uint64_t{out.r1 - out.r0} * (out.c1 - out.c0);
+  uint64_t in =
+      uint64_t{a.r1 - a.r0} * (a.c1 - a.c0) + (b.tensor >= 0 ? uint64_t{b.r1 - b.r0} * (b.c1 - b.c0) : 0);
+  Task t;
+  t.op_kind = kind;
+  t.m = out.r1 - out.r0;
+  t.n = out.c1 - out.c0;
+  t.vector_ops = ops_per_elem * static_cast<double>(elems);
+  t.bytes = (in + elems) * d_;
+  FuncOp f;
+  f.kind = fk;
+  f.a = a, f.b = b, f.out = out;
+  f.p0 = p0, f.p1 = p1;
+  uint32_t id = Compute(rank, t, f, std::move(deps), t.bytes);
+  ts_[out.tensor].ready[rank].push_back(id);
+}
+
+FuncSlice Sl(int32_t t, Range rows, Range cols) {
+  return {t, static_cast<uint32_t>(rows.lo), static_cast<uint32_t>(rows.hi), static_cast<uint32_t>(cols.lo),
+          static_cast<uint32_t>(cols.hi)};
+}
+
+// ---- Collectives -------------------------------------------------------------------------
+
+std::vector<Lowerer::Piece> Lowerer::Blocks(int32_t t, const Layout& l, int r) const {
+  const FuncTensor& ft = prog_.func.tensors[t];
+  Range rows = RowsOf(l, ft.rows, p_, r), cols = ColsOf(l, ft.cols, p_, r);
+  uint64_t off = 0;
+  switch (l.kind) {
+    case LayoutKind::kRows:
+      off = rows.lo * ft.cols;
+      break;
+    case LayoutKind::kCols:
+      off = uint64_t{ft.rows} * cols.lo;
+      break;
+    case LayoutKind::kGrid:
+      off = static_cast<uint64_t>(r) * rows.size() * cols.size();
+      break;
+    default:
+      break;
+  }
+  return {{Sl(t, rows, cols), off}};
+}
+
+void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::vector<Piece>>& pack,
+                         const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
+                         const std::string& base, const Layout& result) {
+  std::string kname = ToString(kind);
+  NewOp(base + "." + kname, algo_);
+  Schedule sched = LowerCollective(algo_, kind, p_, elems * d_, align_elems * d_, coll_grid_);
+  CollectiveInfo ci;
+  ci.kind = kname;
+  ci.algorithm = sched.algorithm;
+  ci.bytes = elems * d_;
+  ci.ranks = p_;
+  ci.op = cur_op_;
+  if (!sched.note.empty()) prog_.ops[cur_op_].ref.partition = sched.algorithm + " (" + sched.note + ")";
+  int32_t coll = static_cast<int32_t>(prog_.collectives.size());
+  prog_.collectives.push_back(ci);
+  FuncCollective fc;
+  fc.buffer = NewTensor(FuncTensorKind::kBuffer, 1, elems);
+  for (int r = 0; r < p_; ++r) {
+    for (const Piece& pc : pack[r]) fc.pack.push_back({cores_[r], pc.region, pc.offset, false});
+    for (const Piece& pc : unpack[r]) fc.unpack.push_back({cores_[r], pc.region, pc.offset, false});
+  }
+  std::vector<std::vector<uint32_t>> last_in(p_), all_in(p_);
+  for (size_t s = 0; s < sched.steps.size(); ++s) {
+    std::vector<std::vector<uint32_t>> now(p_);
+    for (const Xfer& x : sched.steps[s].xfers) {
+      Task tk;
+      tk.kind = TaskKind::kTransfer;
+      tk.core = cores_[x.src];
+      tk.dst_core = cores_[x.dst];
+      tk.bytes = x.bytes;
+      tk.offset = x.offset;
+      tk.dst_offset = x.DstOffset();
+      tk.reduce = x.reduce;
+      tk.collective = coll;
+      tk.coll_step = static_cast<uint16_t>(s);
+      tk.deps = last_in[x.src].empty() ? Ready(t, x.src) : last_in[x.src];
+      if (x.reduce) Append(&tk.deps, Ready(t, x.dst));
+      uint32_t id = AddTask(std::move(tk));
+      if (fc.first_task < 0) fc.first_task = id;
+      fc.last_task = id;
+      now[x.dst].push_back(id);
+      all_in[x.dst].push_back(id);
+    }
+    for (int r = 0; r < p_; ++r)
+      if (!now[r].empty()) last_in[r] = std::move(now[r]);
+  }
+  prog_.func.collectives.push_back(std::move(fc));
+  for (int r = 0; r < p_; ++r) Append(&ts_[t].ready[r], all_in[r]);
+  ts_[t].layout = result;
+}
+
+void Lowerer::Convert(int32_t t, const Layout& want, const std::string& base) {
+  Layout have = ts_[t].layout;
+  if (p_ == 1 || Satisfies(t, want)) return;
+  const FuncTensor& ft = prog_.func.tensors[t];
+  uint64_t elems = uint64_t{ft.rows} * ft.cols;
+  std::vector<std::vector<Piece>> pack(p_), unpack(p_);
+  Piece whole{Sl(t, {0, ft.rows}, {0, ft.cols}), 0};
+  if (have.kind == LayoutKind::kPartial) {
+    bool cols_ok = want.kind == LayoutKind::kCols && DisjointCols(ft.cols, want.unit, p_);
+    if (want.kind == LayoutKind::kRows || cols_ok) {
+      for (int r = 0; r < p_; ++r) {
+        for (int b = 0; b < p_; ++b) pack[r].push_back(Blocks(t, want, b)[0]);
+        unpack[r] = Blocks(t, want, r);
+      }
+      uint64_t align = want.kind == LayoutKind::kRows ? ft.cols : uint64_t{ft.rows} * want.unit;
+      Collective(CollectiveKind::kReduceScatter, t, pack, unpack, elems, align, base, want);
+      return;
+    }
+    for (int r = 0; r < p_; ++r) pack[r] = {whole}, unpack[r] = {whole};
+    Collective(CollectiveKind::kAllReduce, t, pack, unpack, elems, 1, base, Layout::Replicated());
+    return;
+  }
+  // rows <-> whole-head columns with equal blocks: all_to_all; block (r, d) goes from rank r's
+  // chunk d to rank d's chunk r.
+  bool rows_to_cols = have.kind == LayoutKind::kRows && want.kind == LayoutKind::kCols;
+  bool cols_to_rows = have.kind == LayoutKind::kCols && want.kind == LayoutKind::kRows;
+  if (rows_to_cols || cols_to_rows) {
+    uint32_t unit = rows_to_cols ? want.unit : have.unit;
+    uint64_t units = ft.cols / unit;
+    if (ft.rows % p_ == 0 && ft.cols % unit == 0 && units % p_ == 0) {
+      Layout rl = Layout::Rows(), cl = Layout::Cols(unit);
+      uint64_t blk = (ft.rows / p_) * (ft.cols / p_);
+      auto block = [&](int src, int dst) {
+        int row_owner = rows_to_cols ? src : dst, col_owner = rows_to_cols ? dst : src;
+        return Sl(t, RowsOf(rl, ft.rows, p_, row_owner), ColsOf(cl, ft.cols, p_, col_owner));
+      };
+      for (int r = 0; r < p_; ++r)
+        for (int d = 0; d < p_; ++d) {
+          pack[r].push_back({block(r, d), d * blk});
+          unpack[d].push_back({block(r, d), r * blk});
+        }
+      // Each rank's buffer: its P blocks.
+      Collective(CollectiveKind::kAllToAll, t, pack, unpack, p_ * blk, blk, base, rows_to_cols ? cl : rl);
+      return;
+    }
+  }
+  if (have.kind == LayoutKind::kGridRows)
+    throw std::logic_error("mapping: grid_rows layout is only ever a view of a replicated tensor");
+  if (have.kind == LayoutKind::kCols && !DisjointCols(ft.cols, have.unit, p_)) {
+    // Shared heads: gather from disjoint column blocks inside them.
+    if (!Satisfies(t, Layout::Cols(1)))
+      throw std::logic_error("mapping: cannot gather " + ToString(have) + " of " + std::to_string(ft.cols) +
+                             " columns");
+    have = Layout::Cols(1);
+  }
+  uint64_t align = 1;
+  if (have.kind == LayoutKind::kRows) align = ft.cols;
+  if (have.kind == LayoutKind::kCols) align = uint64_t{ft.rows} * have.unit;
+  for (int r = 0; r < p_; ++r) {
+    pack[r] = Blocks(t, have, r);
+    for (int b = 0; b < p_; ++b) unpack[r].push_back(Blocks(t, have, b)[0]);
+  }
+  if (have.kind == LayoutKind::kGrid) {
+    FuncSlice s = pack[0][0].region;
+    align = uint64_t{s.r1 - s.r0} * (s.c1 - s.c0);
+  }
+  Collective(CollectiveKind::kAllGather, t, pack, unpack, elems, align, base, Layout::Replicated());
+}
+
+// ---- GEMMs -------------------------------------------------------------------------------
+
+const Partitioner* Lowerer::PartitionerFor(OpClass cls) const {
+  std::string name = m_.partition().empty() ? "megatron" : m_.partition();
+  for (const auto& o : m_.overrides())
+    if (o.op() == llm::ToString(cls)) name = o.partition();
+  const Partitioner* p = FindPartitioner(name);
+  if (!p) throw std::invalid_argument("mapping: unknown partition " + name);
+  return p;
+}
+
+GemmSpec Lowerer::Spec(OpClass cls, uint64_t k, uint64_t n, uint32_t k_unit, uint32_t n_unit) const {
+  GemmSpec g;
+  g.cls = cls;
+  g.t = t_, g.k = k, g.n = n, g.k_unit = k_unit, g.n_unit = n_unit;
+  return g;
+}
+
+Layout Lowerer::WantedInput(OpClass cls, uint64_t k, uint64_t n, uint32_t k_unit, uint32_t n_unit) {
+  GemmSpec g = Spec(cls, k, n, k_unit, n_unit);
+  std::string label;
+  const Partitioner* p = PartitionerFor(cls)->Choose(g, *this, &label);
+  return p->Input(g, *this);
+}
+
+int32_t Lowerer::Gemm(Role role, OpClass cls, int32_t x, int32_t w, uint64_t k, uint64_t n, uint32_t k_unit,
+                      uint32_t n_unit) {
+  GemmSpec g = Spec(cls, k, n, k_unit, n_unit);
+  std::string label;
+  const Partitioner* p = PartitionerFor(cls)->Choose(g, *this, &label);
+  Convert(x, p->Input(g, *this), names_[role]);
+  g.op = NewOp(names_[role], label);
+  g.x = x, g.w = w;
+  g.y = NewTensor(FuncTensorKind::kActivation, t_, n);
+  Layout out = p->Emit(g, *this);
+  ts_[g.y].layout = p_ == 1 ? Layout::Replicated() : out;
+  return g.y;
+}
+
+void Lowerer::EmitShard(const GemmSpec& g, int rank, Range rows, Range ks, Range cols) {
+  std::vector<uint32_t> deps = Ready(g.x, rank);
+  uint64_t wbytes = ks.size() * cols.size() * d_;
+  if (!weights_sram_) deps.push_back(Memory(rank, wbytes, false, {}));
+  Task t;
+  t.op_kind = OpKind::kGemm;
+  t.m = rows.size(), t.n = cols.size(), t.k = ks.size();
+  t.flops = 2.0 * t.m * t.n * t.k;
+  t.bytes = (t.m * t.k + t.m * t.n) * d_ + wbytes;
+  FuncOp f;
+  f.kind = FuncKind::kMatmul;
+  f.a = Sl(g.x, rows, ks);
+  f.b = Sl(g.w, ks, cols);
+  f.out = Sl(g.y, rows, cols);
+  uint64_t transient = (t.m * t.k + t.m * t.n) * d_ + (weights_sram_ ? 0 : wbytes);
+  ts_[g.y].ready[rank].push_back(Compute(rank, t, f, std::move(deps), transient));
+}
+
+void Lowerer::EmitRotate(const GemmSpec& g) {
+  uint64_t col_bytes = g.k * d_;
+  CollectiveInfo ci;
+  ci.kind = ToString(CollectiveKind::kRotate);
+  Schedule sched =
+      LowerCollective(algo_, CollectiveKind::kRotate, p_, g.n * col_bytes, col_bytes, coll_grid_);
+  ci.algorithm = sched.algorithm;
+  ci.bytes = g.n * col_bytes;
+  ci.ranks = p_;
+  ci.op = g.op;
+  int32_t coll = static_cast<int32_t>(prog_.collectives.size());
+  prog_.collectives.push_back(ci);
+  FuncCollective fc;
+  fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.n, g.k);  // W^T: shard = whole rows
+  std::vector<uint32_t> own(p_, 0);
+  std::vector<std::vector<uint32_t>> shard_ready(p_);
+  auto compute = [&](int r, Range cols, std::vector<uint32_t> deps) {
+    Range rows = Split(g.t, p_, r);
+    Task t;
+    t.op_kind = OpKind::kGemm;
+    t.m = rows.size(), t.n = cols.size(), t.k = g.k;
+    t.flops = 2.0 * t.m * t.n * t.k;
+    t.bytes = (t.m * t.k + t.m * t.n + t.k * t.n) * d_;
+    FuncOp f;
+    f.kind = FuncKind::kMatmul;
+    f.a = Sl(g.x, rows, {0, g.k});
+    f.b = Sl(fc.buffer, cols, {0, g.k});
+    f.transpose_b = true;
+    f.out = Sl(g.y, rows, cols);
+    Append(&deps, Ready(g.x, r));
+    uint64_t shard = Split(g.n, p_, 0).size() * col_bytes;
+    uint64_t transient = (t.m * t.k + t.m * t.n) * d_ + 2 * shard;
+    ts_[g.y].ready[r].push_back(Compute(r, t, f, std::move(deps), transient));
+  };
+  for (int r = 0; r < p_; ++r) {
+    Range cols = Split(g.n, p_, r);
+    fc.pack.push_back({cores_[r], Sl(g.w, {0, g.k}, cols), cols.lo * g.k, true});
+    if (!weights_sram_) shard_ready[r].push_back(Memory(r, cols.size() * col_bytes, false, {}));
+    compute(r, cols, shard_ready[r]);
+  }
+  std::vector<std::vector<uint32_t>> last_in = shard_ready;
+  for (size_t s = 0; s < sched.steps.size(); ++s) {
+    std::vector<std::vector<uint32_t>> now(p_);
+    std::vector<std::pair<int, Range>> arrivals;
+    for (const Xfer& x : sched.steps[s].xfers) {
+      Task tk;
+      tk.kind = TaskKind::kTransfer;
+      tk.core = cores_[x.src];
+      tk.dst_core = cores_[x.dst];
+      tk.bytes = x.bytes;
+      tk.offset = x.offset;
+      tk.dst_offset = x.DstOffset();
+      tk.reduce = x.reduce;
+      tk.collective = coll;
+      tk.coll_step = static_cast<uint16_t>(s);
+      tk.deps = last_in[x.src];
+      uint32_t id = AddTask(std::move(tk));
+      if (fc.first_task < 0) fc.first_task = id;
+      fc.last_task = id;
+      now[x.dst].push_back(id);
+      Range cols{x.offset / col_bytes, (x.offset + x.bytes + col_bytes - 1) / col_bytes};
+      if (cols.size() > 0) {
+        std::vector<uint32_t> deps{id};
+        compute(x.dst, cols, deps);
+      }
+    }
+    for (int r = 0; r < p_; ++r)
+      if (!now[r].empty()) last_in[r] = std::move(now[r]);
+  }
+  prog_.func.collectives.push_back(std::move(fc));
+}
+
+// ---- Element-wise ops --------------------------------------------------------------------
+
+void Lowerer::ResolvePartial(int32_t t, const Layout& next_want, const std::string& base) {
+  if (ts_[t].layout.kind == LayoutKind::kPartial)
+    Convert(t, next_want.kind == LayoutKind::kRows ? Layout::Rows() : Layout::Replicated(), base);
+  if (ts_[t].layout.kind == LayoutKind::kGrid || ts_[t].layout.kind == LayoutKind::kCols) {
+    // Stays split: the element-wise op follows it.
+  }
+}
+
+int32_t Lowerer::RowNorm(Role role, int32_t x, const Layout& next_want) {
+  Layout l = ts_[x].layout;
+  if (l.kind != LayoutKind::kReplicated && l.kind != LayoutKind::kRows) {
+    Convert(x, Layout::Replicated(), names_[role]);  // a row norm needs whole rows
+    l = ts_[x].layout;
+  }
+  if (l.kind == LayoutKind::kReplicated && next_want.kind == LayoutKind::kRows && p_ > 1) l = Layout::Rows();
+  NewOp(names_[role], ToString(l));
+  uint64_t h = model_.hidden_size();
+  int32_t y = NewTensor(FuncTensorKind::kActivation, t_, h);
+  for (int r = 0; r < p_; ++r) {
+    Range rows = RowsOf(l, t_, p_, r);
+    if (rows.size() == 0) continue;
+    Vector(r, OpKind::kNorm, FuncKind::kRmsNorm, kNormOps, Sl(x, rows, {0, h}), {}, Sl(y, rows, {0, h}),
+           Ready(x, r));
+  }
+  ts_[y].layout = l;
+  return y;
+}
+
+// Per-head op (qk_norm, rope) on a [t, heads*head_dim] tensor: in its layout when rows or
+// heads, else on each rank's heads.
+int32_t Lowerer::HeadOp(Role role, const char* suffix, FuncKind fk, double ops, int32_t x, uint64_t heads,
+                        uint32_t pos0) {
+  uint32_t hd = model_.head_dim();
+  Layout heads_l = Layout::Cols(hd);
+  Layout l = ts_[x].layout;
+  if (l.kind != LayoutKind::kRows && !(l == heads_l)) {
+    Convert(x, heads_l, names_[role]);
+    l = ts_[x].layout;
+    if (l.kind == LayoutKind::kReplicated) l = heads_l;
+  }
+  NewOp(names_[role] + suffix, ToString(l));
+  int32_t y = NewTensor(FuncTensorKind::kActivation, t_, heads * hd);
+  for (int r = 0; r < p_; ++r) {
+    Range rows = RowsOf(l, t_, p_, r), cols = ColsOf(l, heads * hd, p_, r);
+    if (rows.size() == 0 || cols.size() == 0) continue;
+    Vector(r, fk == FuncKind::kRope ? OpKind::kRope : OpKind::kNorm, fk, ops, Sl(x, rows, cols), {},
+           Sl(y, rows, cols), Ready(x, r), hd, pos0);
+  }
+  ts_[y].layout = p_ == 1 ? Layout::Replicated() : l;
+  return y;
+}
+
+int32_t Lowerer::Add(Role role, int32_t a, int32_t res, const Layout& next_want, Role producer) {
+  ResolvePartial(a, next_want, names_[producer]);
+  Layout la = ts_[a].layout, lr = ts_[res].layout, l;
+  if (la == lr || lr.kind == LayoutKind::kReplicated) {
+    l = la;
+  } else if (la.kind == LayoutKind::kReplicated) {
+    l = lr;
+  } else {
+    Convert(a, Layout::Replicated(), names_[role]);
+    l = lr;
+  }
+  if (p_ == 1) l = Layout::Replicated();
+  NewOp(names_[role], ToString(l));
+  uint64_t h = model_.hidden_size();
+  int32_t y = NewTensor(FuncTensorKind::kActivation, t_, h);
+  for (int r = 0; r < p_; ++r) {
+    Range rows = RowsOf(l, t_, p_, r), cols = ColsOf(l, h, p_, r);
+    if (rows.size() == 0 || cols.size() == 0) continue;
+    std::vector<uint32_t> deps = Ready(a, r);
+    Append(&deps, Ready(res, r));
+    Vector(r, OpKind::kElementwise, FuncKind::kAdd, kAddOps, Sl(a, rows, cols), Sl(res, rows, cols),
+           Sl(y, rows, cols), deps);
+  }
+  ts_[y].layout = l;
+  return y;
+}
+
+// ---- One layer ---------------------------------------------------------------------------
+
+uint64_t WeightSeed(uint32_t layer, int role) { return FuncSeed(layer, role); }
+
+int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
+  layer_ = layer;
+  const uint64_t h = model_.hidden_size(), hd = model_.head_dim(), nq = model_.num_attention_heads();
+  const uint64_t nkv = model_.num_key_value_heads() ? model_.num_key_value_heads() : nq;
+  const uint64_t inter = model_.intermediate_size();
+  const uint32_t hdu = static_cast<uint32_t>(hd);
+  const uint64_t ltot = cached_ + t_ / std::max<uint32_t>(1, wl_.batch());
+  auto weight = [&](int role, uint64_t k, uint64_t n) {
+    return NewTensor(FuncTensorKind::kWeight, k, n, WeightSeed(layer, role));
+  };
+
+  // Attention block.
+  Layout want_qkv = WantedInput(OpClass::kQkv, h, nq * hd, 1, hdu);
+  int32_t xn = RowNorm(kAttnNorm, x, want_qkv);
+  int32_t q = Gemm(kQ, OpClass::kQkv, xn, weight(kWq, h, nq * hd), h, nq * hd, 1, hdu);
+  int32_t k = Gemm(kK, OpClass::kQkv, xn, weight(kWk, h, nkv * hd), h, nkv * hd, 1, hdu);
+  int32_t v = Gemm(kV, OpClass::kQkv, xn, weight(kWv, h, nkv * hd), h, nkv * hd, 1, hdu);
+  Layout heads = Layout::Cols(hdu);
+  for (int32_t* tp : {&q, &k})
+    if (ts_[*tp].layout.kind == LayoutKind::kPartial || ts_[*tp].layout.kind == LayoutKind::kGrid)
+      Convert(*tp, heads, names_[tp == &q ? kQ : kK]);
+  if (model_.qk_norm()) {
+    q = HeadOp(kQkNorm, "", FuncKind::kHeadNorm, kNormOps, q, nq, 0);
+    k = HeadOp(kKNorm, "", FuncKind::kHeadNorm, kNormOps, k, nkv, 0);
+  }
+  q = HeadOp(kRopeR, ".q", FuncKind::kRope, kRopeOps, q, nq, static_cast<uint32_t>(cached_));
+  k = HeadOp(kRopeR, ".k", FuncKind::kRope, kRopeOps, k, nkv, static_cast<uint32_t>(cached_));
+  Convert(q, heads, names_[kQ]);
+  Convert(k, heads, names_[kK]);
+  Convert(v, heads, names_[kV]);
+
+  // KV write and attention, by heads.
+  int32_t kc = kcache_[layer], vc = vcache_[layer];
+  NewOp(names_[kKvWriteR], "heads");
+  for (int r = 0; r < p_; ++r) ts_[kc].ready[r].clear(), ts_[vc].ready[r].clear();
+  for (int r = 0; r < p_; ++r) {
+    Range kv = ColsOf(heads, nkv * hd, p_, r);
+    Range rows{cached_, cached_ + t_};
+    Vector(r, OpKind::kKvWrite, FuncKind::kCopy, kCopyOps, Sl(k, {0, t_}, kv), {}, Sl(kc, rows, kv),
+           Ready(k, r));
+    Vector(r, OpKind::kKvWrite, FuncKind::kCopy, kCopyOps, Sl(v, {0, t_}, kv), {}, Sl(vc, rows, kv),
+           Ready(v, r));
+    if (!kv_sram_) {
+      std::vector<uint32_t> deps = Ready(kc, r);
+      Append(&deps, Ready(vc, r));
+      uint32_t w = Memory(r, 2 * t_ * kv.size() * d_, true, deps);
+      ts_[kc].ready[r].push_back(w), ts_[vc].ready[r].push_back(w);
+    }
+  }
+  int32_t scores = NewTensor(FuncTensorKind::kActivation, nq * t_, ltot);
+  int32_t probs = NewTensor(FuncTensorKind::kActivation, nq * t_, ltot);
+  int32_t attn = NewTensor(FuncTensorKind::kActivation, t_, nq * hd);
+  const uint32_t group = static_cast<uint32_t>(nq / nkv);
+  const uint64_t b = std::max<uint32_t>(1, wl_.batch()), s = t_ / b;
+  auto attn_task = [&](int r, Role role, uint64_t m, uint64_t n, uint64_t kk, uint64_t nh, FuncOp f,
+                       std::vector<uint32_t> deps, uint64_t kv_bytes) {
+    if (!kv_sram_) deps.push_back(Memory(r, kv_bytes, false, Ready(role == kScores ? kc : vc, r)));
+    Task t;
+    t.op_kind = OpKind::kBatchedGemm;
+    t.batch = nh * b, t.m = m, t.n = n, t.k = kk;
+    t.flops = 2.0 * t.batch * m * n * kk;
+    t.bytes = t.batch * (m * kk + n * kk + m * n) * d_;
+    uint64_t transient = t.batch * (m * kk + m * n) * d_ + (kv_sram_ ? 0 : kv_bytes);
+    ts_[f.out.tensor].ready[r].push_back(Compute(r, t, f, std::move(deps), transient));
+  };
+  std::vector<Range> qh(p_);
+  for (int r = 0; r < p_; ++r) qh[r] = ColsOf(heads, nq * hd, p_, r);
+  NewOp(names_[kScores], "heads");
+  for (int r = 0; r < p_; ++r) {
+    uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
+    FuncOp f;
+    f.kind = FuncKind::kScores;
+    f.a = Sl(q, {0, t_}, qh[r]);
+    f.b = Sl(kc, {0, ltot}, {0, nkv * hd});
+    f.out = Sl(scores, {h0 * t_, h1 * t_}, {0, ltot});
+    f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+    std::vector<uint32_t> deps = Ready(q, r);
+    Append(&deps, Ready(kc, r));
+    uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
+    attn_task(r, kScores, s, ltot, hd, h1 - h0, f, deps, b * ltot * kvh * d_);
+  }
+  NewOp(names_[kSoftmaxR], "heads");
+  for (int r = 0; r < p_; ++r) {
+    uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
+    Range rows{h0 * t_, h1 * t_};
+    Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, ltot}), {},
+           Sl(probs, rows, {0, ltot}), Ready(scores, r), hdu, static_cast<uint32_t>(cached_));
+    prog_.func.ops.back().p2 = static_cast<uint32_t>(t_);
+  }
+  NewOp(names_[kPv], "heads");
+  for (int r = 0; r < p_; ++r) {
+    uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
+    FuncOp f;
+    f.kind = FuncKind::kPv;
+    f.a = Sl(probs, {h0 * t_, h1 * t_}, {0, ltot});
+    f.b = Sl(vc, {0, ltot}, {0, nkv * hd});
+    f.out = Sl(attn, {0, t_}, qh[r]);
+    f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+    std::vector<uint32_t> deps = Ready(probs, r);
+    Append(&deps, Ready(vc, r));
+    uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
+    attn_task(r, kPv, s, hd, ltot, h1 - h0, f, deps, b * ltot * kvh * d_);
+  }
+  ts_[attn].layout = p_ == 1 ? Layout::Replicated() : heads;
+
+  Layout want_mlp = WantedInput(OpClass::kGateUp, h, inter, 1, 1);
+  int32_t o = Gemm(kO, OpClass::kO, attn, weight(kWo, nq * hd, h), nq * hd, h, hdu, 1);
+  int32_t h1 = Add(kResid1, o, x, want_mlp, kO);
+
+  // MLP block.
+  int32_t hn = RowNorm(kMlpNorm, h1, want_mlp);
+  int32_t gate = Gemm(kGate, OpClass::kGateUp, hn, weight(kWgate, h, inter), h, inter, 1, 1);
+  int32_t up = Gemm(kUp, OpClass::kGateUp, hn, weight(kWup, h, inter), h, inter, 1, 1);
+  Layout want_down = WantedInput(OpClass::kDown, inter, h, 1, 1);
+  for (int32_t t : {gate, up})
+    if (ts_[t].layout.kind == LayoutKind::kPartial) {
+      bool cols = want_down.kind == LayoutKind::kCols;
+      Convert(t,
+              cols                                  ? want_down
+              : want_down.kind == LayoutKind::kRows ? Layout::Rows()
+                                                    : Layout::Replicated(),
+              names_[t == gate ? kGate : kUp]);
+    }
+  if (!(ts_[gate].layout == ts_[up].layout)) {
+    Convert(gate, Layout::Replicated(), names_[kGate]);
+    Convert(up, Layout::Replicated(), names_[kUp]);
+  }
+  Layout la = p_ == 1 ? Layout::Replicated() : ts_[gate].layout;
+  NewOp(names_[kAct], ToString(la));
+  int32_t act = NewTensor(FuncTensorKind::kActivation, t_, inter);
+  for (int r = 0; r < p_; ++r) {
+    Range rows = RowsOf(la, t_, p_, r), cols = ColsOf(la, inter, p_, r);
+    if (rows.size() == 0 || cols.size() == 0) continue;
+    std::vector<uint32_t> deps = Ready(gate, r);
+    Append(&deps, Ready(up, r));
+    Vector(r, OpKind::kElementwise, FuncKind::kSiluMul, kSiluMulOps, Sl(gate, rows, cols), Sl(up, rows, cols),
+           Sl(act, rows, cols), deps);
+  }
+  ts_[act].layout = la;
+  int32_t down = Gemm(kDown, OpClass::kDown, act, weight(kWdown, inter, h), inter, h, 1, 1);
+  return Add(kResid2, down, h1, next_want, kDown);
+}
+
+// Moves x from the current stage's ranks to `to` (rank r -> rank r): split rows when every
+// rank has some, else the whole tensor from each rank.
+int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
+  Layout out = (t_ >= static_cast<uint64_t>(p_) && p_ > 1) ? Layout::Rows() : Layout::Replicated();
+  if (!Satisfies(x, out)) Convert(x, Layout::Replicated(), "stage_send");
+  uint64_t h = model_.hidden_size();
+  NewOp("stage_send", ToString(out));
+  CollectiveInfo ci;
+  ci.kind = "p2p";
+  ci.algorithm = "direct";
+  ci.bytes = t_ * h * d_;
+  ci.ranks = p_;
+  ci.op = cur_op_;
+  int32_t coll = static_cast<int32_t>(prog_.collectives.size());
+  prog_.collectives.push_back(ci);
+  FuncCollective fc;
+  fc.buffer = NewTensor(FuncTensorKind::kBuffer, 1, t_ * h);
+  int32_t y = NewTensor(FuncTensorKind::kActivation, t_, h);
+  std::vector<std::vector<uint32_t>> landed(p_);
+  for (int r = 0; r < p_; ++r) {
+    Range rows = RowsOf(out, t_, p_, r);
+    if (rows.size() == 0) continue;
+    FuncSlice sx = Sl(x, rows, {0, h}), sy = Sl(y, rows, {0, h});
+    fc.pack.push_back({cores_[r], sx, rows.lo * h, false});
+    fc.unpack.push_back({to[r], sy, rows.lo * h, false});
+    Task tk;
+    tk.kind = TaskKind::kTransfer;
+    tk.core = cores_[r];
+    tk.dst_core = to[r];
+    tk.bytes = rows.size() * h * d_;
+    tk.offset = rows.lo * h * d_;
+    tk.dst_offset = tk.offset;
+    tk.collective = coll;
+    tk.deps = Ready(x, r);
+    uint32_t id = AddTask(std::move(tk));
+    if (fc.first_task < 0) fc.first_task = id;
+    fc.last_task = id;
+    landed[r].push_back(id);
+  }
+  prog_.func.collectives.push_back(std::move(fc));
+  ts_[y].ready = landed;
+  ts_[y].layout = out;
+  return y;
+}
+
+uint64_t Lowerer::WeightElemsPerCore(int layers) {
+  const uint64_t h = model_.hidden_size(), hd = model_.head_dim(), nq = model_.num_attention_heads();
+  const uint64_t nkv = model_.num_key_value_heads() ? model_.num_key_value_heads() : nq;
+  const uint64_t inter = model_.intermediate_size();
+  const uint32_t hdu = static_cast<uint32_t>(hd);
+  struct G {
+    OpClass cls;
+    uint64_t k, n;
+    uint32_t ku, nu;
+  };
+  const G gs[] = {{OpClass::kQkv, h, nq * hd, 1, hdu},  {OpClass::kQkv, h, nkv * hd, 1, hdu},
+                  {OpClass::kQkv, h, nkv * hd, 1, hdu}, {OpClass::kO, nq * hd, h, hdu, 1},
+                  {OpClass::kGateUp, h, inter, 1, 1},   {OpClass::kGateUp, h, inter, 1, 1},
+                  {OpClass::kDown, inter, h, 1, 1}};
+  uint64_t total = 0;
+  for (const G& g : gs) {
+    GemmSpec s = Spec(g.cls, g.k, g.n, g.ku, g.nu);
+    std::string label;
+    const Partitioner* p = PartitionerFor(g.cls)->Choose(s, *this, &label);
+    total += p->ShardElems(s, p_, grid_);
+  }
+  return total * layers;
+}
+
+Program Lowerer::Run() {
+  p_ = static_cast<int>(m_.tp());
+  d_ = DtypeBytes(wl_);
+  algo_ = m_.collective().empty() ? "ring" : m_.collective();
+  int rows = static_cast<int>(m_.grid_rows());
+  if (rows <= 0) {
+    rows = 1;
+    for (int r = 1; r * r <= p_; ++r)
+      if (p_ % r == 0) rows = r;
+  }
+  grid_ = {rows, p_ / rows};
+  const int stages = std::max<int>(1, static_cast<int>(m_.pipeline_stages()));
+  const uint32_t layers = wl_.num_layers() ? wl_.num_layers() : model_.num_layers();
+  const uint64_t b = std::max<uint32_t>(1, wl_.batch());
+  lmax_ = wl_.cached_prefix() + wl_.seq_len() + wl_.decode_steps();
+  prog_.num_cores = chip_.num_cores();
+  prog_.func.dtype_bytes = static_cast<uint32_t>(d_);
+  prog_.func.head_dim = model_.head_dim();
+  prog_.func.batch = static_cast<uint32_t>(b);
+
+  // Stages: regions and placements.
+  std::vector<Region> regions = StageRegions(chip_, stages, p_);
+  std::vector<int> file_cores;
+  if (m_.placement() == "file") {
+    std::ifstream in(m_.placement_file());
+    int c;
+    while (in >> c) file_cores.push_back(c);
+  }
+  std::vector<std::vector<int>> stage_cores;
+  for (int s = 0; s < stages; ++s) {
+    PlacementRequest req;
+    req.name = m_.placement().empty() ? "linear" : m_.placement();
+    req.ranks = p_;
+    req.region = regions.at(s);
+    req.seed = m_.seed() + static_cast<uint64_t>(s);
+    req.file_cores = StageFileCores(file_cores, s, p_);
+    stage_cores.push_back(Place(req, chip_));
+    const Region& reg = regions[s];
+    stage_grids_.push_back(reg.rows * reg.cols == p_ ? RankGrid{reg.rows, reg.cols} : RankGrid{});
+  }
+  std::vector<int> stage_of(layers);
+  for (uint32_t l = 0; l < layers; ++l) stage_of[l] = static_cast<int>(uint64_t{l} * stages / layers);
+
+  // Memory plan: weights and KV resident in SRAM when they fit.
+  sram_ = chip_.config().core().sram_bytes();
+  int most_layers = 0;
+  for (int s = 0; s < stages; ++s)
+    most_layers =
+        std::max<int>(most_layers, static_cast<int>(std::count(stage_of.begin(), stage_of.end(), s)));
+  uint64_t wbytes = WeightElemsPerCore(most_layers) * d_;
+  const uint64_t nkv =
+      model_.num_key_value_heads() ? model_.num_key_value_heads() : model_.num_attention_heads();
+  uint64_t kv_heads_per_core = nkv >= static_cast<uint64_t>(p_) ? (nkv + p_ - 1) / p_ : 1;
+  uint64_t kvbytes = 2 * b * lmax_ * kv_heads_per_core * model_.head_dim() * d_ * most_layers;
+  weights_sram_ = m_.weights() == "sram" || (m_.weights() != "dram" && wbytes <= sram_);
+  kv_sram_ = (weights_sram_ ? wbytes : 0) + kvbytes <= sram_;
+  resident_ = (weights_sram_ ? wbytes : 0) + (kv_sram_ ? kvbytes : 0);
+  prog_.weights_location = weights_sram_ ? "sram" : "dram (streamed each use)";
+  prog_.kv_location = kv_sram_ ? "sram" : "dram";
+
+  for (uint32_t l = 0; l < layers; ++l) {
+    kcache_.push_back(NewTensor(FuncTensorKind::kCache, b * lmax_, nkv * model_.head_dim(),
+                                WeightSeed(l, 100), wl_.cached_prefix()));
+    vcache_.push_back(NewTensor(FuncTensorKind::kCache, b * lmax_, nkv * model_.head_dim(),
+                                WeightSeed(l, 101), wl_.cached_prefix()));
+  }
+  llm::Phase ph;
+  ph.batch = static_cast<uint32_t>(b);
+  ph.dtype_bytes = static_cast<uint32_t>(d_);
+  std::vector<uint32_t> prev_out;
+  for (uint32_t step = 0; step <= wl_.decode_steps(); ++step) {
+    bool decode = step > 0;
+    phase_ = decode ? "decode" : "prefill";
+    step_ = decode ? step - 1 : 0;
+    ph.decode = decode;
+    ph.new_tokens = decode ? 1 : wl_.seq_len();
+    ph.cached = decode ? wl_.cached_prefix() + wl_.seq_len() + step_ : wl_.cached_prefix();
+    if (step <= 1) names_ = RoleNames(model_, llm::BuildLayer(model_, ph));
+    t_ = b * ph.new_tokens;
+    cached_ = ph.cached;
+    cores_ = stage_cores[stage_of.empty() ? 0 : stage_of[0]];
+    layer_ = 0;
+    NewOp("input", "replicated");
+    int32_t x = NewTensor(FuncTensorKind::kInput, t_, model_.hidden_size(), WeightSeed(step, 200));
+    for (int r = 0; r < p_; ++r) ts_[x].ready[r] = prev_out;
+    for (uint32_t l = 0; l < layers; ++l) {
+      int s = stage_of[l];
+      cores_ = stage_cores[s];
+      coll_grid_ = stage_grids_[s];
+      Layout next = Layout::Replicated();
+      if (l + 1 < layers && stage_of[l + 1] == s)
+        next = WantedInput(OpClass::kQkv, model_.hidden_size(),
+                           uint64_t{model_.num_attention_heads()} * model_.head_dim(), 1, model_.head_dim());
+      x = Layer(l, x, next);
+      if (l + 1 < layers && stage_of[l + 1] != s) x = StageSend(x, stage_cores[stage_of[l + 1]]);
+    }
+    FuncOutput out;
+    out.phase = phase_;
+    out.step = step_;
+    out.rows = static_cast<uint32_t>(t_);
+    out.cols = model_.hidden_size();
+    prev_out.clear();
+    for (int r = 0; r < p_; ++r) {
+      Range rows = RowsOf(ts_[x].layout, t_, p_, r), cols = ColsOf(ts_[x].layout, out.cols, p_, r);
+      if (rows.size() && cols.size()) out.parts.push_back({cores_[r], Sl(x, rows, cols)});
+      Append(&prev_out, ts_[x].ready[r]);
+    }
+    prog_.func.outputs.push_back(std::move(out));
+  }
+  return std::move(prog_);
+}
+
+}  // namespace
+
+Program Lower(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
+              const config::Mapping& m) {
+  std::vector<config::Diag> diags;
+  ValidateMapping(m, chip, model, wl, config::SourceMap(), &diags);
+  if (!diags.empty()) throw config::ConfigError(std::move(diags));
+  Lowerer lowerer(chip, model, wl, m);
+  return lowerer.Run();
+}
+
+// ---- Validation --------------------------------------------------------------------------
+
+namespace {
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+bool Contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+}  // namespace
+
+void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
+                     const config::Workload& wl, const config::SourceMap& locs,
+                     std::vector<config::Diag>* diags) {
+  const size_t before = diags->size();
+  auto add = [&](const std::string& field, const std::string& value, const std::string& rule) {
+    diags->push_back({locs.Find(field), field, value, rule});
+  };
+  const int tp = static_cast<int>(m.tp());
+  const int stages = std::max<int>(1, static_cast<int>(m.pipeline_stages()));
+  const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
+  if (tp <= 0) add("mapping.tp", std::to_string(m.tp()), "must be > 0");
+  if (tp > 0 && static_cast<int64_t>(tp) * stages > chip.num_cores())
+    add("mapping.tp", std::to_string(tp),
+        "tp x pipeline_stages (" + std::to_string(int64_t{tp} * stages) + ") exceeds the chip's " +
+            std::to_string(chip.num_cores()) + " cores");
+  if (static_cast<uint32_t>(stages) > layers)
+    add("mapping.pipeline_stages", std::to_string(stages),
+        "more stages than simulated layers (" + std::to_string(layers) + ")");
+  const std::vector<std::string> parts = PartitionerNames();
+  std::vector<std::string> used;
+  const std::string dflt = m.partition().empty() ? "megatron" : m.partition();
+  if (!Contains(parts, dflt))
+    add("mapping.partition", m.partition(), "unknown partitioner; valid: " + Join(parts));
+  used.push_back(dflt);
+  const std::vector<std::string> weight_classes = {"qkv", "o", "gate_up", "down"};
+  const std::vector<std::string> fixed_classes = {"attention", "norm", "elementwise", "router", "experts"};
+  for (int i = 0; i < m.overrides_size(); ++i) {
+    const auto& o = m.overrides(i);
+    std::string f = "mapping.overrides[" + std::to_string(i) + "]";
+    if (Contains(fixed_classes, o.op()))
+      add(f + ".op", o.op(),
+          "op class has a fixed partition (attention splits by heads; norms and element-wise ops follow "
+          "their input; MoE is not mapped); partitioners apply to: " +
+              Join(weight_classes));
+    else if (!Contains(weight_classes, o.op()))
+      add(f + ".op", o.op(), "unknown op class; valid: " + Join(weight_classes));
+    if (!Contains(parts, o.partition()))
+      add(f + ".partition", o.partition(), "unknown partitioner; valid: " + Join(parts));
+    used.push_back(o.partition());
+  }
+  const std::vector<std::string> places = PlacementNames();
+  if (!m.placement().empty() && !Contains(places, m.placement()))
+    add("mapping.placement", m.placement(), "unknown placement; valid: " + Join(places));
+  const std::vector<std::string> colls = CollectiveNames();
+  if (!m.collective().empty() && !Contains(colls, m.collective()))
+    add("mapping.collective", m.collective(), "unknown collective algorithm; valid: " + Join(colls));
+  const std::vector<std::string> weights = {"", "auto", "sram", "dram"};
+  if (!Contains(weights, m.weights())) add("mapping.weights", m.weights(), "must be auto, sram or dram");
+  if (tp > 0) {
+    uint32_t nq = model.num_attention_heads();
+    uint32_t nkv = model.num_key_value_heads() ? model.num_key_value_heads() : nq;
+    if (nq == 0 || (nq % tp != 0 && tp % nq != 0))
+      add("mapping.tp", std::to_string(tp),
+          "attention splits by heads: num_attention_heads (" + std::to_string(nq) +
+              ") must divide by tp, or tp by it (heads are then replicated)");
+    if (nkv > 0 && nkv % tp != 0 && tp % nkv != 0)
+      add("mapping.tp", std::to_string(tp),
+          "num_key_value_heads (" + std::to_string(nkv) +
+              ") must divide by tp, or tp by it (KV heads are then replicated)");
+    if (Contains(used, "mn_2d") && m.grid_rows() > 0 && tp % static_cast<int>(m.grid_rows()) != 0)
+      add("mapping.grid_rows", std::to_string(m.grid_rows()), "must divide tp (" + std::to_string(tp) + ")");
+  }
+  if (m.placement() == "file") {
+    std::ifstream in(m.placement_file());
+    if (m.placement_file().empty() || !in) {
+      add("mapping.placement_file", m.placement_file(), "placement = file needs a readable file");
+    } else {
+      std::vector<int> cores;
+      int c;
+      while (in >> c) cores.push_back(c);
+      if (!in.eof())
+        add("mapping.placement_file", m.placement_file(), "must hold whitespace-separated core ids");
+      if (tp > 0 && static_cast<int64_t>(cores.size()) < tp)
+        add("mapping.placement_file", m.placement_file(),
+            "has " + std::to_string(cores.size()) + " core ids, tp needs " + std::to_string(tp));
+      for (int id : cores)
+        if (id < 0 || id >= chip.num_cores()) {
+          add("mapping.placement_file", m.placement_file(),
+              "core id " + std::to_string(id) + " is not on the chip");
+          break;
+        }
+    }
+  }
+  if (diags->size() == before) {
+    // Everything else is consistent: the placements themselves must be possible.
+    try {
+      std::vector<int> file_cores;
+      if (m.placement() == "file") {
+        std::ifstream in(m.placement_file());
+        int c;
+        while (in >> c) file_cores.push_back(c);
+      }
+      std::vector<Region> regions = StageRegions(chip, stages, tp);
+      for (int s = 0; s < stages; ++s) {
+        PlacementRequest req;
+        req.name = m.placement().empty() ? "linear" : m.placement();
+        req.ranks = tp;
+        req.region = regions.at(s);
+        req.seed = m.seed() + static_cast<uint64_t>(s);
+        req.file_cores = StageFileCores(file_cores, s, tp);
+        Place(req, chip);
+      }
+    } catch (const std::exception& e) {
+      add(m.placement() == "file" ? "mapping.placement_file" : "mapping.placement",
+          m.placement() == "file" ? m.placement_file() : m.placement(), e.what());
+    }
+  }
+}
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,61 @@
+#pragma once
+// Partitioners of a weight GEMM  Y[t,n] = X[t,k] . W[k,n]  over a TP group of P ranks.
+// Each states the layout it needs X in and the layout Y comes out in; the lowering
+// inserts the converting collective before it. Registry: one file per partitioner.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "llm/opgraph.h"
+#include "mapping/collective/collective.h"
+#include "mapping/layout.h"
+
+namespace tpsim::mapping {
+
+struct GemmSpec {
+  uint32_t op = 0;  // Program::ops index
+  llm::OpClass cls = llm::OpClass::kQkv;
+  uint64_t t = 0, k = 0, n = 0;
+  uint32_t k_unit = 1, n_unit = 1;  // head_dim where the dimension is made of heads
+  int32_t x = -1, w = -1, y = -1;   // FuncData tensors
+};
+
+// What a partitioner may ask of the lowering.
+class GemmContext {
+ public:
+  virtual ~GemmContext() = default;
+  virtual int P() const = 0;
+  virtual RankGrid Grid() const = 0;  // resolved mn_2d grid (rows x cols = P)
+  // Rank r computes Y[rows, cols] (+)= X[rows, ks] . W[ks, cols] (accumulating into a
+  // partial when ks is not all of k). Deps, weight streaming and spills are handled.
+  virtual void EmitShard(const GemmSpec& g, int rank, Range rows, Range ks, Range cols) = 0;
+  // X split along rows; W column shards rotate around the ring (CollectiveKind::kRotate),
+  // each rank computing on every shard as it arrives.
+  virtual void EmitRotate(const GemmSpec& g) = 0;
+};
+
+class Partitioner {
+ public:
+  virtual ~Partitioner() = default;
+  virtual const char* name() const = 0;
+  // The partitioner that actually runs: this one, or a stated fallback (label says why).
+  virtual const Partitioner* Choose(const GemmSpec& g, const GemmContext& ctx, std::string* label) const;
+  virtual Layout Input(const GemmSpec& g, const GemmContext& ctx) const = 0;
+  // Emits the shards (X already in Input()); returns Y's layout.
+  virtual Layout Emit(const GemmSpec& g, GemmContext& ctx) const = 0;
+  // Most weight elements one rank holds at rest.
+  virtual uint64_t ShardElems(const GemmSpec& g, int p, RankGrid grid) const = 0;
+};
+
+// nullptr when unknown.
+const Partitioner* FindPartitioner(const std::string& name);
+
+// Each implementation file defines one of these.
+const Partitioner& KSplitPartitioner();
+const Partitioner& NSplitPartitioner();
+const Partitioner& MSplitRotatePartitioner();
+const Partitioner& Mn2dPartitioner();
+const Partitioner& MegatronPartitioner();
+
+}  // namespace tpsim::mapping

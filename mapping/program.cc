@@ -1,0 +1,47 @@
+#include "mapping/program.h"
+
+#include <cstdio>
+
+namespace tpsim::mapping {
+
+std::string Program::Dump() const {
+  std::string out;
+  out += "program: " + std::to_string(tasks.size()) + " tasks, " + std::to_string(ops.size()) + " ops, " +
+         std::to_string(collectives.size()) + " collectives; weights " + weights_location + ", kv " +
+         kv_location + ", spilled " + std::to_string(spilled_bytes) + " B\n";
+  char buf[256];
+  for (const Task& t : tasks) {
+    const OpInfo& op = ops[t.op];
+    switch (t.kind) {
+      case TaskKind::kCompute:
+        if (t.flops > 0)
+          std::snprintf(
+              buf, sizeof buf, "t%u compute core=%d %s batch=%llu m=%llu k=%llu n=%llu flops=%.0f bytes=%llu",
+              t.id, t.core, llm::ToString(t.op_kind), (unsigned long long)t.batch, (unsigned long long)t.m,
+              (unsigned long long)t.k, (unsigned long long)t.n, t.flops, (unsigned long long)t.bytes);
+        else
+          std::snprintf(buf, sizeof buf, "t%u compute core=%d %s m=%llu n=%llu vector_ops=%.0f bytes=%llu",
+                        t.id, t.core, llm::ToString(t.op_kind), (unsigned long long)t.m,
+                        (unsigned long long)t.n, t.vector_ops, (unsigned long long)t.bytes);
+        break;
+      case TaskKind::kTransfer:
+        std::snprintf(buf, sizeof buf,
+                      "t%u transfer core=%d->%d bytes=%llu offset=%llu->%llu%s coll=%d step=%u", t.id, t.core,
+                      t.dst_core, (unsigned long long)t.bytes, (unsigned long long)t.offset,
+                      (unsigned long long)t.dst_offset, t.reduce ? " reduce" : "", t.collective, t.coll_step);
+        break;
+      case TaskKind::kMemory:
+        std::snprintf(buf, sizeof buf, "t%u memory core=%d channel=%d %s bytes=%llu", t.id, t.core, t.channel,
+                      t.write ? "write" : "read", (unsigned long long)t.bytes);
+        break;
+    }
+    out += buf;
+    out += " op=" + op.ref.phase + (op.ref.phase == "decode" ? std::to_string(op.ref.step) : "") + ".L" +
+           std::to_string(op.ref.layer) + "." + op.ref.op + " [" + op.ref.partition + "] deps=[";
+    for (size_t i = 0; i < t.deps.size(); ++i) out += (i ? "," : "") + std::to_string(t.deps[i]);
+    out += "]\n";
+  }
+  return out;
+}
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,320 @@
+// Lowering: pinned counts and bytes, fallbacks, memory placement and spills, validation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "configs/load.h"
+#include "llm/model.h"
+#include "mapping/mapping.h"
+#include "mapping_test_util.h"
+
+namespace tpsim::mapping {
+namespace {
+
+using testing::Map;
+using testing::MeshChip;
+using testing::SmallModel;
+using testing::Work;
+
+arch::Chip Wafer() {
+  config::Chip c;
+  config::ParseFile(TPSIM_SOURCE_DIR "/configs/chips/wafer-8x8.textproto", &c, nullptr);
+  return arch::Chip::Build(c);
+}
+
+config::Model Qwen4b() { return llm::ImportHuggingFace(TPSIM_SOURCE_DIR "/configs/models/qwen3-4b.json"); }
+
+// Every dep precedes its task; transfers go between two cores; memory tasks use the core's channel.
+void ExpectWellFormed(const Program& p, const arch::Chip& chip) {
+  for (const Task& t : p.tasks) {
+    for (uint32_t d : t.deps) ASSERT_LT(d, t.id);
+    ASSERT_LT(t.op, p.ops.size());
+    if (t.kind == TaskKind::kTransfer) {
+      EXPECT_NE(t.core, t.dst_core);
+      EXPECT_GT(t.bytes, 0u);
+      ASSERT_GE(t.collective, 0);
+    }
+    if (t.kind == TaskKind::kMemory) {
+      EXPECT_EQ(t.channel, chip.ChannelOf(t.core));
+    }
+  }
+  uint64_t spilled = 0;
+  for (const OpInfo& o : p.ops) spilled += o.spilled_bytes;
+  EXPECT_EQ(spilled, p.spilled_bytes);
+}
+
+const OpInfo* FindOp(const Program& p, const std::string& phase, uint32_t layer, const std::string& name) {
+  for (const OpInfo& o : p.ops)
+    if (o.ref.phase == phase && o.ref.layer == layer && o.ref.op == name) return &o;
+  return nullptr;
+}
+
+TEST(LowerTest, MegatronHasTwoAllReducesPerLayer) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  Program p = Lower(chip, SmallModel(), Work(8, 2, 2), Map(4, "megatron"));
+  ExpectWellFormed(p, chip);
+  // 3 phases (prefill, 2 decode steps) x 2 layers, each: o_proj and down_proj all-reduce.
+  ASSERT_EQ(p.collectives.size(), 3u * 2u * 2u);
+  std::vector<std::string> names;
+  for (const CollectiveInfo& c : p.collectives) {
+    EXPECT_EQ(c.kind, "all_reduce");
+    EXPECT_EQ(c.ranks, 4);
+    names.push_back(p.ops[c.op].ref.op);
+  }
+  EXPECT_EQ(std::count(names.begin(), names.end(), "o_proj.all_reduce"), 6);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "down_proj.all_reduce"), 6);
+  // The prefill all-reduce carries the whole [8, 64] activation: 8 * 64 * 2 bytes.
+  EXPECT_EQ(p.collectives[0].bytes, 8u * 64u * 2u);
+  EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->ref.partition, "megatron(n_split)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "o_proj")->ref.partition, "megatron(k_split)");
+}
+
+TEST(LowerTest, KSplitOProjAllReduceBytesQwen3_4b) {
+  arch::Chip chip = Wafer();
+  Program p = Lower(chip, Qwen4b(), Work(256, 0, 1), Map(4, "k_split"));
+  ExpectWellFormed(p, chip);
+  const CollectiveInfo* o = nullptr;
+  for (const CollectiveInfo& c : p.collectives)
+    if (p.ops[c.op].ref.op == "o_proj.all_reduce") o = &c;
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->kind, "all_reduce");
+  EXPECT_EQ(o->bytes, 256u * 2560u * 2u);
+  // Ring all-reduce over 4 ranks: 2(P-1) = 6 steps of P transfers of bytes / P.
+  uint64_t moved = 0;
+  int transfers = 0;
+  for (const Task& t : p.tasks)
+    if (t.collective == static_cast<int>(o - p.collectives.data())) moved += t.bytes, ++transfers;
+  EXPECT_EQ(transfers, 6 * 4);
+  EXPECT_EQ(moved, 6u * 4u * (256u * 2560u * 2u / 4u));
+  // Each rank's o_proj shard: [256 x 1024] . [1024 x 2560] (8 of the 32 heads).
+  for (const Task& t : p.tasks)
+    if (t.kind == TaskKind::kCompute && p.ops[t.op].ref.op == "o_proj") {
+      EXPECT_EQ(t.m, 256u);
+      EXPECT_EQ(t.k, 1024u);
+      EXPECT_EQ(t.n, 2560u);
+      EXPECT_DOUBLE_EQ(t.flops, 2.0 * 256 * 1024 * 2560);
+    }
+}
+
+TEST(LowerTest, MSplitRotateFallsBackToKSplitInDecode) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  Program p = Lower(chip, SmallModel(), Work(8, 1, 1), Map(4, "m_split_rotate"));
+  ExpectWellFormed(p, chip);
+  EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->ref.partition, "m_split_rotate");
+  EXPECT_EQ(FindOp(p, "decode", 0, "q_proj")->ref.partition, "m_split_rotate->k_split (M=1 < tp=4)");
+  EXPECT_EQ(FindOp(p, "decode", 0, "down_proj")->ref.partition, "m_split_rotate->k_split (M=1 < tp=4)");
+  // Prefill q_proj rotates its weight shards: a ring rotate has P-1 = 3 steps of 4 transfers,
+  // each a [16 x 64] shard (one head of W^T) = 16 * 64 * 2 bytes; and every rank computes
+  // [2 x 64] . [64 x 16] on each of the 4 shards.
+  int rotates = 0;
+  for (size_t c = 0; c < p.collectives.size(); ++c) {
+    if (p.collectives[c].kind != "rotate" || p.ops[p.collectives[c].op].ref.op != "q_proj") continue;
+    ++rotates;
+    int n = 0;
+    for (const Task& t : p.tasks)
+      if (t.collective == static_cast<int>(c)) {
+        EXPECT_EQ(t.bytes, 16u * 64u * 2u);
+        ++n;
+      }
+    EXPECT_EQ(n, 3 * 4);
+  }
+  EXPECT_EQ(rotates, 1);
+  int shards = 0;
+  const OpInfo* q = FindOp(p, "prefill", 0, "q_proj");
+  for (const Task& t : p.tasks)
+    if (t.kind == TaskKind::kCompute && &p.ops[t.op] == q) {
+      EXPECT_EQ(t.m, 2u);
+      EXPECT_EQ(t.k, 64u);
+      EXPECT_EQ(t.n, 16u);
+      ++shards;
+    }
+  EXPECT_EQ(shards, 4 * 4);
+}
+
+TEST(LowerTest, RowsToHeadsUseAllToAll) {
+  // m_split_rotate leaves q, k, v split by rows (2 of 8 tokens per rank); attention needs them
+  // by heads: one all_to_all each (q [8 x 64], k and v [8 x 32]), and another turning the
+  // head-split attention output back into rows for o_proj.
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  Program p = Lower(chip, SmallModel(), Work(8, 0, 1), Map(2, "m_split_rotate", "direct"));
+  std::map<std::string, uint64_t> a2a;
+  for (const CollectiveInfo& c : p.collectives)
+    if (c.kind == "all_to_all") a2a[p.ops[c.op].ref.op] = c.bytes;
+  // Bytes per rank: its half of the rows, all columns.
+  EXPECT_EQ(a2a["q_proj.all_to_all"], 4u * 64u * 2u);
+  EXPECT_EQ(a2a["k_proj.all_to_all"], 4u * 32u * 2u);
+  EXPECT_EQ(a2a["v_proj.all_to_all"], 4u * 32u * 2u);
+  EXPECT_EQ(a2a["o_proj.all_to_all"], 4u * 64u * 2u);
+  EXPECT_EQ(a2a.size(), 4u);
+  // Direct all_to_all over 2 ranks: each rank sends its off-diagonal block of q, [4 rows x 32 cols], once.
+  for (const Task& t : p.tasks)
+    if (t.collective >= 0 && p.ops[p.collectives[t.collective].op].ref.op == "q_proj.all_to_all") {
+      EXPECT_EQ(t.bytes, 4u * 32u * 2u);
+      EXPECT_NE(t.offset, t.dst_offset);
+    }
+}
+
+TEST(LowerTest, SramSpillOnTinySram) {
+  // tp 2, every GEMM k_split, weights forced to DRAM, 4 KiB of SRAM per core.
+  arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, 4096));
+  config::Mapping m = Map(2, "k_split");
+  m.set_weights("dram");
+  Program p = Lower(chip, SmallModel(), Work(8, 0, 1), m);
+  ExpectWellFormed(p, chip);
+  EXPECT_EQ(p.weights_location, "dram (streamed each use)");
+  // KV per core: K and V x 8 tokens x 1 KV head x 16 x 2 bytes = 512 B: fits, resident.
+  EXPECT_EQ(p.kv_location, "sram");
+  const uint64_t avail = 4096 - 2 * 8 * 16 * 2;
+  // o_proj per rank: X [8 x 32] + Y [8 x 64] + streamed W shard [32 x 64], 2 bytes each.
+  const uint64_t working = (8 * 32 + 8 * 64) * 2 + 32 * 64 * 2;
+  const OpInfo* o = FindOp(p, "prefill", 0, "o_proj");
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->spilled_bytes, 2 * (working - avail));  // 2 ranks x 2048
+  // Per rank: one weight read, one spill write and its read-back, before the GEMM.
+  int reads = 0, writes = 0;
+  for (const Task& t : p.tasks)
+    if (t.kind == TaskKind::kMemory && &p.ops[t.op] == o) {
+      if (t.write) {
+        ++writes;
+        EXPECT_EQ(t.bytes, working - avail);
+      } else {
+        ++reads;
+      }
+    }
+  EXPECT_EQ(writes, 2);
+  EXPECT_EQ(reads, 4);
+  // With 256 bytes of SRAM the KV cache no longer fits: attention reads K and V from DRAM
+  // (8 tokens x 1 KV head x 16 x 2 bytes each per rank) and kv_write writes both back.
+  arch::Chip tiny = arch::Chip::Build(MeshChip(2, 2, 256));
+  Program kv = Lower(tiny, SmallModel(), Work(8, 0, 1), m);
+  EXPECT_EQ(kv.kv_location, "dram");
+  const OpInfo* qk = FindOp(kv, "prefill", 0, "attn_qk");
+  const OpInfo* kvw = FindOp(kv, "prefill", 0, "kv_write");
+  int kv_reads = 0, kv_writes = 0;
+  for (const Task& t : kv.tasks) {
+    if (t.kind != TaskKind::kMemory) continue;
+    if (&kv.ops[t.op] == qk && !t.write && t.bytes == 8u * 16u * 2u) ++kv_reads;
+    if (&kv.ops[t.op] == kvw && t.write && t.bytes == 2u * 8u * 16u * 2u) ++kv_writes;
+  }
+  EXPECT_EQ(kv_reads, 2);
+  EXPECT_EQ(kv_writes, 2);
+  // The same chip with ample SRAM spills nothing.
+  arch::Chip big = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  EXPECT_EQ(Lower(big, SmallModel(), Work(8, 0, 1), m).spilled_bytes, 0u);
+}
+
+TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
+  arch::Chip chip = Wafer();
+  Program p = Lower(chip, Qwen4b(), Work(16, 1, 2), Map(4, "megatron"));
+  ExpectWellFormed(p, chip);
+  // Per core per layer (megatron, tp 4): 2560 x (1024 + 256 + 256) + 1024 x 2560 +
+  // 2 x 2560 x 2432 + 2432 x 2560 elements x 2 bytes = 50.5 MB > 32 MiB of SRAM.
+  EXPECT_EQ(p.weights_location, "dram (streamed each use)");
+  int q_reads = 0;
+  const OpInfo* q = FindOp(p, "prefill", 1, "q_proj");
+  for (const Task& t : p.tasks)
+    if (t.kind == TaskKind::kMemory && &p.ops[t.op] == q && !t.write) {
+      EXPECT_EQ(t.bytes, 2560u * 1024u * 2u);
+      ++q_reads;
+    }
+  EXPECT_EQ(q_reads, 4);
+  // The small model fits: no weight reads at all.
+  Program small = Lower(chip, SmallModel(), Work(16, 1, 2), Map(4, "megatron"));
+  EXPECT_EQ(small.weights_location, "sram");
+  EXPECT_EQ(small.kv_location, "sram");
+  for (const Task& t : small.tasks) EXPECT_NE(t.kind, TaskKind::kMemory);
+}
+
+TEST(LowerTest, NormGathersASplitHiddenInput) {
+  // down_proj n_split leaves the layer output split along hidden; the next layer's
+  // attn_norm needs whole rows, so an all-gather precedes it.
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  config::Mapping m = Map(4, "megatron");
+  auto* o = m.add_overrides();
+  o->set_op("down");
+  o->set_partition("n_split");
+  Program p = Lower(chip, SmallModel(), Work(8, 0, 2), m);
+  const OpInfo* ag = FindOp(p, "prefill", 1, "attn_norm.all_gather");
+  ASSERT_NE(ag, nullptr);
+  EXPECT_EQ(FindOp(p, "prefill", 0, "attn_norm.all_gather"), nullptr);
+  EXPECT_EQ(FindOp(p, "prefill", 0, "mlp_residual")->ref.partition, "split(cols)");
+}
+
+TEST(LowerTest, PipelineStagesSendActivations) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  Program p = Lower(chip, SmallModel(), Work(8, 1, 2), Map(4, "megatron", "ring", "linear", 2));
+  ExpectWellFormed(p, chip);
+  // One send per phase between the stages: prefill rows split 2 per rank (8 rows / 4), decode
+  // the whole [1 x 64] row from every rank.
+  int sends = 0;
+  for (const Task& t : p.tasks)
+    if (p.ops[t.op].ref.op == "stage_send") {
+      ++sends;
+      EXPECT_EQ(t.bytes, p.ops[t.op].ref.phase == "prefill" ? 2u * 64u * 2u : 64u * 2u);
+    }
+  EXPECT_EQ(sends, 8);
+}
+
+TEST(LowerTest, ReferenceQwen3_4bLowers) {
+  arch::Chip chip = Wafer();
+  config::Mapping m = Map(4, "k_split", "ring", "linear", 16);
+  Program p = Lower(chip, Qwen4b(), Work(256, 20, 16), m);
+  ExpectWellFormed(p, chip);
+  EXPECT_EQ(p.func.outputs.size(), 21u);
+  std::string dump = p.Dump();
+  EXPECT_EQ(static_cast<size_t>(std::count(dump.begin(), dump.end(), '\n')), p.tasks.size() + 1);
+}
+
+TEST(LowerTest, ValidateMappingReportsEveryProblem) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  config::Mapping m = Map(3, "nope", "carrier_pigeon", "linear", 2);
+  auto* o = m.add_overrides();
+  o->set_op("attention");
+  o->set_partition("k_split");
+  std::vector<config::Diag> diags;
+  ValidateMapping(m, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
+  auto has = [&](const std::string& field, const std::string& text) {
+    for (const auto& d : diags)
+      if (d.field == field && d.rule.find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("mapping.tp", "exceeds the chip's 4 cores"));
+  EXPECT_TRUE(has("mapping.pipeline_stages", "more stages than simulated layers (1)"));
+  EXPECT_TRUE(has("mapping.partition", "valid: k_split, m_split_rotate, megatron, mn_2d, n_split"));
+  EXPECT_TRUE(has("mapping.collective", "valid:"));
+  EXPECT_TRUE(has("mapping.overrides[0].op", "fixed partition"));
+  EXPECT_TRUE(has("mapping.tp", "num_attention_heads (4) must divide by tp, or tp by it"));
+  diags.clear();
+  config::Mapping g = Map(4, "mn_2d");
+  g.set_grid_rows(3);
+  ValidateMapping(g, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "mapping.grid_rows");
+  EXPECT_THROW(Lower(chip, SmallModel(), Work(8, 0, 1), g), config::ConfigError);
+  // A placement file naming a core outside the stage's region (the 2x2 chip is one region
+  // for tp 4, so core 7 is off the chip) and a missing file.
+  const std::string path = ::testing::TempDir() + "/tpsim_mapping_bad_placement.txt";
+  {
+    std::ofstream out(path);
+    out << "0 1 2 7\n";
+  }
+  config::Mapping f = Map(4, "megatron", "ring", "file");
+  f.set_placement_file(path);
+  diags.clear();
+  ValidateMapping(f, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "mapping.placement_file");
+  EXPECT_NE(diags[0].rule.find("core id 7 is not on the chip"), std::string::npos);
+  f.set_placement_file(path + ".missing");
+  diags.clear();
+  ValidateMapping(f, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_NE(diags[0].rule.find("readable"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tpsim::mapping

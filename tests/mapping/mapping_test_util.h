@@ -1,0 +1,82 @@
+#pragma once
+// Chips and models built in code for the mapping tests.
+
+#include "arch/chip.h"
+#include "chip.pb.h"
+#include "mapping.pb.h"
+#include "model.pb.h"
+#include "workload.pb.h"
+
+namespace tpsim::mapping::testing {
+
+// A rows x cols mesh with a DRAM channel stacked under every core.
+inline config::Chip MeshChip(int rows, int cols, uint64_t sram_bytes) {
+  config::Chip c;
+  c.set_name("test-mesh");
+  c.set_clock_mhz(1000);
+  auto* core = c.mutable_core();
+  core->set_systolic_rows(4);
+  core->set_systolic_cols(4);
+  core->set_systolic_arrays(1);
+  core->set_mac_dtype("bf16");
+  core->set_matrix_utilization(1.0);
+  core->set_vector_lanes(4);
+  core->set_sram_bytes(sram_bytes);
+  auto* noc = c.mutable_noc();
+  noc->set_topology("mesh");
+  noc->set_rows(rows);
+  noc->set_cols(cols);
+  noc->set_link_bandwidth_gbps(100);
+  noc->set_router_latency_cycles(1);
+  auto* mem = c.add_memory();
+  mem->set_name("dram");
+  mem->set_kind("dram");
+  mem->set_per_core(true);
+  mem->set_bandwidth_gbps(10);
+  mem->set_efficiency(1.0);
+  mem->set_latency_ns(10);
+  mem->set_capacity_bytes(uint64_t{1} << 30);
+  return c;
+}
+
+// hidden 64, 4 heads, 2 KV heads, head_dim 16, intermediate 128, qk_norm.
+inline config::Model SmallModel() {
+  config::Model m;
+  m.set_name("small");
+  m.set_architecture("qwen3");
+  m.set_hidden_size(64);
+  m.set_num_layers(2);
+  m.set_num_attention_heads(4);
+  m.set_num_key_value_heads(2);
+  m.set_head_dim(16);
+  m.set_intermediate_size(128);
+  m.set_vocab_size(256);
+  m.set_qk_norm(true);
+  m.set_max_position_embeddings(1024);
+  return m;
+}
+
+inline config::Workload Work(uint32_t seq, uint32_t decode, uint32_t layers, uint32_t cached = 0) {
+  config::Workload w;
+  w.set_batch(1);
+  w.set_seq_len(seq);
+  w.set_decode_steps(decode);
+  w.set_num_layers(layers);
+  w.set_cached_prefix(cached);
+  w.set_dtype("bf16");
+  return w;
+}
+
+inline config::Mapping Map(int tp, const std::string& partition, const std::string& collective = "ring",
+                           const std::string& placement = "linear", int stages = 1) {
+  config::Mapping m;
+  m.set_tp(tp);
+  m.set_pipeline_stages(stages);
+  m.set_partition(partition);
+  m.set_collective(collective);
+  m.set_placement(placement);
+  m.set_weights("auto");
+  return m;
+}
+
+}  // namespace tpsim::mapping::testing
