@@ -1,0 +1,133 @@
+#include "sim/tlm/core.h"
+
+#include <algorithm>
+#include <string>
+
+namespace tpsim::sim::tlm_model {
+
+using mapping::Task;
+using mapping::TaskKind;
+
+RunState::RunState(const mapping::Program& p, const arch::Chip& c)
+    : program(p), chip(c), times(p.tasks.size()), unmet(p.tasks.size(), 0), done(p.tasks.size(), 0) {
+  const size_t n = p.tasks.size();
+  first_dependent.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    unmet[i] = static_cast<uint32_t>(p.tasks[i].deps.size());
+    for (uint32_t d : p.tasks[i].deps) {
+      if (d < n) ++first_dependent[d + 1];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) first_dependent[i + 1] += first_dependent[i];
+  dependents.resize(first_dependent[n]);
+  std::vector<uint32_t> fill(first_dependent.begin(), first_dependent.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    for (uint32_t d : p.tasks[i].deps) {
+      if (d < n) dependents[fill[d]++] = static_cast<uint32_t>(i);
+    }
+  }
+}
+
+void RunState::Complete(uint32_t task, Ps now_ps) {
+  done[task] = 1;
+  times[task].end_ps = now_ps;
+  ++completed;
+  for (uint32_t k = first_dependent[task]; k < first_dependent[task + 1]; ++k) {
+    uint32_t j = dependents[k];
+    if (--unmet[j] == 0) cores[program.tasks[j].core]->Ready(j);
+  }
+}
+
+Ps NowPs() { return static_cast<Ps>(sc_core::sc_time_stamp().value()); }
+
+Core::Core(sc_core::sc_module_name name, int id, RunState* state)
+    : sc_module(name),
+      net_socket("net"),
+      mem_socket("mem"),
+      id_(id),
+      st_(state),
+      peq_(this, &Core::OnResponse) {
+  net_socket.register_nb_transport_bw(this, &Core::nb_transport_bw);
+  mem_socket.register_nb_transport_bw(this, &Core::nb_transport_bw);
+  SC_METHOD(StartNext);
+  sensitive << start_ev_;
+  dont_initialize();
+  SC_METHOD(ComputeDone);
+  sensitive << done_ev_;
+  dont_initialize();
+}
+
+namespace {
+bool IsGemm(llm::OpKind k) {
+  return k == llm::OpKind::kGemm || k == llm::OpKind::kBatchedGemm || k == llm::OpKind::kRouter;
+}
+}  // namespace
+
+void Core::Ready(uint32_t task) {
+  const Task& t = st_->program.tasks[task];
+  st_->times[task].start_ps = NowPs();
+  if (t.kind == TaskKind::kCompute) {
+    ready_.push(task);
+    // Decide in the next delta so every task made ready at this time competes by id.
+    if (running_ < 0) start_ev_.notify(sc_core::SC_ZERO_TIME);
+    return;
+  }
+  tlm::tlm_generic_payload* gp = Acquire();
+  gp->set_address(task);
+  gp->set_command(t.kind == TaskKind::kMemory && !t.write ? tlm::TLM_READ_COMMAND : tlm::TLM_WRITE_COMMAND);
+  gp->set_data_ptr(nullptr);
+  gp->set_data_length(static_cast<unsigned int>(std::min<uint64_t>(t.bytes, 0xffffffffu)));
+  gp->set_streaming_width(gp->get_data_length());
+  gp->set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  tlm::tlm_phase phase = tlm::BEGIN_REQ;
+  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  tlm::tlm_sync_enum status = t.kind == TaskKind::kTransfer ? net_socket->nb_transport_fw(*gp, phase, delay)
+                                                            : mem_socket->nb_transport_fw(*gp, phase, delay);
+  if (status != tlm::TLM_ACCEPTED && phase == tlm::BEGIN_RESP) peq_.notify(*gp, phase, delay);
+}
+
+void Core::StartNext() {
+  if (running_ >= 0 || ready_.empty()) return;
+  uint32_t task = ready_.top();
+  ready_.pop();
+  running_ = task;
+  const Task& t = st_->program.tasks[task];
+  st_->times[task].start_ps = NowPs();
+  Ps dur = IsGemm(t.op_kind) ? st_->chip.GemmTime(t.batch, t.m, t.n, t.k, t.bytes)
+                             : st_->chip.VectorTime(t.vector_ops, t.bytes);
+  done_ev_.notify(sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(dur)));
+}
+
+void Core::ComputeDone() {
+  uint32_t task = static_cast<uint32_t>(running_);
+  running_ = -1;
+  st_->Complete(task, NowPs());
+  StartNext();
+}
+
+tlm::tlm_sync_enum Core::nb_transport_bw(tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
+                                         sc_core::sc_time& delay) {
+  if (phase == tlm::BEGIN_RESP) {
+    peq_.notify(gp, phase, delay);
+    return tlm::TLM_COMPLETED;
+  }
+  return tlm::TLM_ACCEPTED;
+}
+
+void Core::OnResponse(tlm::tlm_generic_payload& gp, const tlm::tlm_phase&) {
+  uint32_t task = static_cast<uint32_t>(gp.get_address());
+  free_.push_back(&gp);
+  st_->Complete(task, NowPs());
+}
+
+tlm::tlm_generic_payload* Core::Acquire() {
+  if (free_.empty()) {
+    pool_.push_back(std::make_unique<tlm::tlm_generic_payload>());
+    return pool_.back().get();
+  }
+  tlm::tlm_generic_payload* gp = free_.back();
+  free_.pop_back();
+  return gp;
+}
+
+}  // namespace tpsim::sim::tlm_model

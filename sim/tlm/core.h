@@ -1,0 +1,48 @@
+#pragma once
+// One core: runs its compute tasks one at a time and issues its transfer and
+// memory tasks as TLM-2.0 transactions (see tlm_engine.h for the protocol).
+
+#include <tlm_utils/peq_with_cb_and_phase.h>
+#include <tlm_utils/simple_initiator_socket.h>
+#include <cstdint>
+#include <memory>
+#include <queue>
+#include <systemc>
+#include <tlm>
+#include <vector>
+
+#include "sim/tlm/run_state.h"
+
+namespace tpsim::sim::tlm_model {
+
+class Core : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Core);
+  Core(sc_core::sc_module_name name, int id, RunState* state);
+
+  tlm_utils::simple_initiator_socket<Core> net_socket;
+  tlm_utils::simple_initiator_socket<Core> mem_socket;
+
+  // `task` (bound to this core) has all its deps done at the current time.
+  void Ready(uint32_t task);
+
+ private:
+  void StartNext();
+  void ComputeDone();
+  tlm::tlm_sync_enum nb_transport_bw(tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
+                                     sc_core::sc_time& delay);
+  void OnResponse(tlm::tlm_generic_payload& gp, const tlm::tlm_phase& phase);
+  tlm::tlm_generic_payload* Acquire();
+
+  int id_;
+  RunState* st_;
+  std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> ready_;
+  int64_t running_ = -1;
+  sc_core::sc_event start_ev_;
+  sc_core::sc_event done_ev_;
+  tlm_utils::peq_with_cb_and_phase<Core> peq_;
+  std::vector<std::unique_ptr<tlm::tlm_generic_payload>> pool_;
+  std::vector<tlm::tlm_generic_payload*> free_;
+};
+
+}  // namespace tpsim::sim::tlm_model

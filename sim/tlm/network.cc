@@ -1,0 +1,212 @@
+#include "sim/tlm/network.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+namespace tpsim::sim::tlm_model {
+
+namespace {
+
+// Picoseconds to serialise `bytes` at `gbps` (bytes/ns): the ceiling that
+// arch::Chip uses, so that per-packet times telescope to chip.TransferTime.
+Ps CeilSerialisePs(uint64_t bytes, double gbps) {
+  if (bytes == 0) return 0;
+  const long double x = static_cast<long double>(bytes) * 1000.0L / gbps;
+  if (x >= 9.2e18L) return std::numeric_limits<Ps>::max();
+  // Integer rounding instead of nearbyintl/ceill (libm calls dominate the profile);
+  // same result for x > 0: within 1e-9 relative of an integer -> that integer.
+  const Ps nearest = static_cast<Ps>(x + 0.5L);
+  const long double diff = x - static_cast<long double>(nearest);
+  if ((diff < 0 ? -diff : diff) <= 1e-9L * std::max(1.0L, static_cast<long double>(nearest))) return nearest;
+  const Ps floor = static_cast<Ps>(x);
+  return static_cast<long double>(floor) < x ? floor + 1 : floor;
+}
+
+sc_core::sc_time FromPs(Ps ps) { return sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(ps)); }
+
+}  // namespace
+
+Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_bytes)
+    : sc_module(name), socket("socket"), st_(state), packet_bytes_(packet_bytes) {
+  socket.register_nb_transport_fw(this, &Network::nb_transport_fw);
+  SC_METHOD(Process);
+  sensitive << wake_;
+  dont_initialize();
+
+  const arch::Chip& chip = st_->chip;
+  const auto& links = chip.links();
+  link_free_.assign(links.size(), 0);
+  usage_.assign(links.size(), LinkUsage{});
+  const auto& tasks = st_->program.tasks;
+  route_of_.assign(tasks.size(), 0);
+  hops_of_.assign(tasks.size(), 0);
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cache;  // lookup only
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const mapping::Task& t = tasks[i];
+    if (t.kind != mapping::TaskKind::kTransfer) continue;
+    uint64_t key = static_cast<uint64_t>(t.core) << 32 | static_cast<uint32_t>(t.dst_core);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      std::vector<int> route = chip.Route(t.core, t.dst_core);
+      for (int l : route) {
+        if (!(links[l].bandwidth_gbps > 0)) {
+          throw std::invalid_argument("tlm: link " + links[l].name() + " on the route of task " +
+                                      std::to_string(i) + " has no bandwidth");
+        }
+      }
+      auto entry =
+          std::make_pair(static_cast<uint32_t>(route_links_.size()), static_cast<uint32_t>(route.size()));
+      route_links_.insert(route_links_.end(), route.begin(), route.end());
+      it = cache.emplace(key, entry).first;
+    }
+    route_of_[i] = it->second.first;
+    hops_of_[i] = it->second.second;
+  }
+}
+
+tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
+                                            sc_core::sc_time&) {
+  if (phase != tlm::BEGIN_REQ) return tlm::TLM_ACCEPTED;
+  const uint32_t task = static_cast<uint32_t>(gp.get_address());
+  const mapping::Task& t = st_->program.tasks[task];
+  uint32_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<uint32_t>(messages_.size());
+    messages_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  Message& m = messages_[slot];
+  m.task = task;
+  m.port = port;
+  m.gp = &gp;
+  m.route_begin = route_of_[task];
+  m.hops = t.bytes == 0 ? 0 : hops_of_[task];
+  m.bytes = t.bytes;
+  m.packets = static_cast<uint32_t>(std::max<uint64_t>(1, (t.bytes + packet_bytes_ - 1) / packet_bytes_));
+  m.arrived = 0;
+  m.done_ps = NowPs();
+  m.last_end.assign(m.hops, std::numeric_limits<Ps>::min());
+  Schedule(Event{NowPs(), task, kInject, slot, 0, 0});
+  phase = tlm::END_REQ;
+  return tlm::TLM_UPDATED;
+}
+
+void Network::Schedule(const Event& e) {
+  const Ps now = NowPs();
+  if (events_.empty() || e.t < events_.top().t) {
+    if (e.t == now) {
+      wake_.notify(sc_core::SC_ZERO_TIME);
+    } else {
+      wake_.notify(FromPs(e.t - now));
+    }
+  }
+  events_.push(e);
+}
+
+void Network::Process() {
+  const Ps now = NowPs();
+  while (!events_.empty() && events_.top().t <= now) {
+    Event e = events_.top();
+    events_.pop();
+    if (e.packet == kInject) {
+      Inject(e);
+    } else {
+      Hop(messages_[e.slot], e.slot, e.packet, e.hop, e.t, e.tail);
+    }
+  }
+  if (!events_.empty()) wake_.notify(FromPs(events_.top().t - now));
+}
+
+void Network::Inject(const Event& e) {
+  Message& m = messages_[e.slot];
+  if (m.hops == 0) {
+    Finish(m, e.slot);
+    return;
+  }
+  // Every packet is queued at the source when the message starts, so the first
+  // link sends them back to back from `start`: packet p leaves at
+  // start + ser(bytes before p). No event per packet on this hop.
+  const int link = route_links_[m.route_begin];
+  const double bw = st_->chip.links()[link].bandwidth_gbps;
+  const Ps start = std::max(e.t, link_free_[link]);
+  const Ps ser = CeilSerialisePs(m.bytes, bw);
+  link_free_[link] = start + ser;
+  LinkUsage& u = usage_[link];
+  u.bytes += m.bytes;
+  u.busy_ps += ser;
+  u.max_queue_ps = std::max(u.max_queue_ps, start - e.t);
+  m.start_ps = start;
+  const Ps latency = st_->chip.links()[link].latency_ps;
+  if (m.hops == 1) {
+    m.done_ps = start + ser + latency;
+    m.arrived = m.packets;
+    Finish(m, e.slot);
+    return;
+  }
+  ScheduleFirstHop(m, e.slot, 0);
+}
+
+void Network::ScheduleFirstHop(const Message& m, uint32_t slot, uint32_t p) {
+  const auto& l = st_->chip.links()[route_links_[m.route_begin]];
+  const uint64_t begin = static_cast<uint64_t>(p) * packet_bytes_;
+  const uint64_t end = std::min(m.bytes, begin + packet_bytes_);
+  const Ps head = m.start_ps + CeilSerialisePs(begin, l.bandwidth_gbps) + l.latency_ps;
+  const Ps tail = m.start_ps + CeilSerialisePs(end, l.bandwidth_gbps) + l.latency_ps;
+  Schedule(Event{head, m.task, p, slot, 1, tail});
+}
+
+uint64_t Network::PacketBytes(const Message& m, uint32_t p) const {
+  uint64_t begin = static_cast<uint64_t>(p) * packet_bytes_;
+  return std::min(m.bytes, begin + packet_bytes_) - begin;
+}
+
+Ps Network::Serialise(const Message& m, uint32_t p, int link) const {
+  const double bw = st_->chip.links()[link].bandwidth_gbps;
+  uint64_t begin = static_cast<uint64_t>(p) * packet_bytes_;
+  uint64_t end = std::min(m.bytes, begin + packet_bytes_);
+  return CeilSerialisePs(end, bw) - CeilSerialisePs(begin, bw);
+}
+
+void Network::Hop(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head, Ps tail) {
+  const int link = route_links_[m.route_begin + hop];
+  const Ps ser = Serialise(m, p, link);
+  // Earliest departure without other messages: head present, the tail cannot
+  // overtake its arrival, and this message's previous packet has left.
+  const Ps ready = std::max({head, tail - ser, m.last_end[hop]});
+  const Ps depart = std::max(ready, link_free_[link]);
+  const Ps end = depart + ser;
+  link_free_[link] = end;
+  m.last_end[hop] = end;
+  LinkUsage& u = usage_[link];
+  u.bytes += PacketBytes(m, p);
+  u.busy_ps += ser;
+  u.max_queue_ps = std::max(u.max_queue_ps, depart - ready);
+  const Ps latency = st_->chip.links()[link].latency_ps;
+  // Packets reach each hop in order, so one pending event per hop suffices:
+  // the packet behind this one on hop 1 is scheduled here.
+  if (hop == 1 && p + 1 < m.packets) ScheduleFirstHop(m, slot, p + 1);
+  if (hop + 1 < m.hops) {
+    Schedule(Event{depart + latency, m.task, p, slot, hop + 1, end + latency});
+    return;
+  }
+  m.done_ps = std::max(m.done_ps, end + latency);
+  if (++m.arrived == m.packets) Finish(m, slot);
+}
+
+void Network::Finish(Message& m, uint32_t slot) {
+  tlm::tlm_generic_payload* gp = m.gp;
+  gp->set_response_status(tlm::TLM_OK_RESPONSE);
+  tlm::tlm_phase phase = tlm::BEGIN_RESP;
+  sc_core::sc_time delay = FromPs(m.done_ps - NowPs());
+  const int port = m.port;
+  free_slots_.push_back(slot);
+  socket[port]->nb_transport_bw(*gp, phase, delay);
+}
+
+}  // namespace tpsim::sim::tlm_model

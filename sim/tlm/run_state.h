@@ -1,0 +1,36 @@
+#pragma once
+// State shared by the modules of one TLM run: the Program, the chip, task
+// times and the dependency counters. Plain C++; owned by the engine's Run.
+
+#include <cstdint>
+#include <vector>
+
+#include "arch/chip.h"
+#include "mapping/program.h"
+#include "sim/engine.h"
+
+namespace tpsim::sim::tlm_model {
+
+class Core;
+
+struct RunState {
+  RunState(const mapping::Program& p, const arch::Chip& c);
+
+  const mapping::Program& program;
+  const arch::Chip& chip;
+  std::vector<TaskTime> times;
+  std::vector<uint32_t> unmet;  // deps not yet completed (out-of-range deps never are)
+  std::vector<uint8_t> done;
+  std::vector<uint32_t> first_dependent;  // CSR over tasks: dependents[first_dependent[i] ..
+  std::vector<uint32_t> dependents;       //                             first_dependent[i + 1])
+  std::vector<Core*> cores;
+  size_t completed = 0;
+
+  // Marks `task` done at `now_ps` and hands each task it unblocks to its core.
+  void Complete(uint32_t task, Ps now_ps);
+};
+
+// Current SystemC time in picoseconds (the resolution is 1 ps).
+Ps NowPs();
+
+}  // namespace tpsim::sim::tlm_model

@@ -1,0 +1,70 @@
+#pragma once
+// The SystemC / TLM-2.0 timing engine ("tlm"): the Program executed by one
+// sc_module per core, a packet-switched network with contended links and DRAM
+// channels with FIFO request queues. SystemC stays behind this header.
+//
+// Model (all times integer picoseconds; SystemC time resolution 1 ps)
+// -----
+//   core      executes its tasks as their deps complete. Compute tasks take
+//             chip.GemmTime(batch, m, n, k, bytes) for GEMM kinds (kGemm,
+//             kBatchedGemm, kRouter) and chip.VectorTime(vector_ops, bytes)
+//             otherwise, one at a time, lowest task id first among the ready
+//             ones (work-conserving). Transfer and memory tasks are issued as
+//             TLM-2.0 transactions the moment they are ready and overlap with
+//             compute and with each other.
+//   protocol  non-blocking (AT, base protocol): the core sends BEGIN_REQ
+//             through nb_transport_fw. The network answers END_REQ at once and
+//             later, when the last packet has arrived, BEGIN_RESP through
+//             nb_transport_bw with the remaining time as annotated delay; DRAM
+//             knows the completion time on arrival and returns BEGIN_RESP on
+//             the forward return path (TLM_UPDATED) with that delay. Either
+//             way the core completes the transaction (TLM_COMPLETED) and
+//             honours the delay through its peq_with_cb_and_phase. Payloads
+//             carry the task id as address and no data (a timing model).
+//             The network keeps its own event queue (time, task id, packet)
+//             and one SC_METHOD woken at the earliest pending time.
+//   network   a message of B bytes is cut into ceil(B / packet_bytes) packets
+//             (4 KiB by default). Each directed link of chip.Route(src, dst)
+//             serialises packets at its bandwidth; a packet's head moves on to
+//             the next link after the link's latency_ps (cut-through), and a
+//             packet cannot finish on a link before its tail has arrived.
+//             Arbitration is age-based: each link serves packets in order of
+//             arrival at it (ties: lower task id, then lower packet index); a
+//             message's packets are all queued at the source at its start.
+//             An unloaded message takes exactly chip.TransferTime(src, dst, B):
+//             the hop latencies plus B at the slowest link's bandwidth.
+//             src == dst or B == 0 takes 0 ps, as in TransferTime.
+//             Events: one per message start and one per packet per hop after
+//             the first; nothing happens on an idle link.
+//   memory    each channel serves requests in arrival order: a request waits
+//             for the channel, occupies it for DramTime - latency (the
+//             serialisation) and completes DramTime after it started, so an
+//             unloaded request takes exactly chip.DramTime(channel, bytes).
+//             Requests do not cross the network.
+//
+// Statistics: task start/end; per link bytes, busy (serialising) time and the
+// longest wait of a packet behind other messages; per channel bytes, busy time
+// and the longest wait in the request queue.
+//
+// Errors: when the simulation runs out of events with tasks left (a dep that
+// never completes: out of range, a cycle), Run throws StallError listing the
+// stuck tasks per core with their unmet deps. A task whose id is not its index,
+// or a core, destination or channel out of range, throws std::invalid_argument.
+//
+// Run may be called any number of times per process, from one thread at a
+// time: each call resets the SystemC simulation context and elaborates afresh.
+
+#include <cstdint>
+#include <memory>
+
+#include "sim/engine.h"
+
+namespace tpsim::sim {
+
+inline constexpr uint64_t kTlmDefaultPacketBytes = 4096;
+
+std::unique_ptr<Engine> MakeTlmEngine();
+// Same engine with another packet size (bytes, > 0).
+std::unique_ptr<Engine> MakeTlmEngineWithPacketBytes(uint64_t packet_bytes);
+
+}  // namespace tpsim::sim

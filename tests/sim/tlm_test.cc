@@ -1,0 +1,462 @@
+// The TLM engine against hand-computed numbers on an 8x8 mesh: 500 MHz (cycle
+// 2000 ps), 160 GB/s links (160 bytes/ns, so a byte takes 6.25 ps), 1-cycle
+// routers and no wire latency (one hop = 2000 ps), a 64x64 systolic array at
+// 0.7 utilisation, one DRAM channel at r0c0: 100 GB/s x 0.8 = 80 GB/s, 50 ns.
+// Every test runs the engine in this one process (the SystemC context is reset
+// by each Run).
+#include "sim/tlm/tlm_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/analytical/analytical.h"
+
+namespace tpsim::sim {
+namespace {
+
+using mapping::Program;
+using mapping::Task;
+using mapping::TaskKind;
+
+config::Chip MeshConfig() {
+  config::Chip c;
+  c.set_name("test-mesh-8x8");
+  c.set_clock_mhz(500);
+  auto* core = c.mutable_core();
+  core->set_systolic_rows(64);
+  core->set_systolic_cols(64);
+  core->set_systolic_arrays(1);
+  core->set_mac_dtype("bf16");
+  core->set_matrix_utilization(0.7);
+  core->set_vector_lanes(64);
+  core->set_sram_bytes(32ull << 20);
+  auto* noc = c.mutable_noc();
+  noc->set_topology("mesh");
+  noc->set_rows(8);
+  noc->set_cols(8);
+  noc->set_link_bandwidth_gbps(160);
+  noc->set_router_latency_cycles(1);
+  noc->set_link_latency_ns(0);
+  auto* mem = c.add_memory();
+  mem->set_name("dram");
+  mem->set_kind("dram");
+  mem->add_attach("r0c0");
+  mem->set_bandwidth_gbps(100);
+  mem->set_efficiency(0.8);
+  mem->set_latency_ns(50);
+  mem->set_capacity_bytes(8ull << 30);
+  return c;
+}
+
+const arch::Chip& Mesh() {
+  static const arch::Chip chip = arch::Chip::Build(MeshConfig());
+  return chip;
+}
+
+int Core(int row, int col) { return row * 8 + col; }
+
+int LinkBetween(int a, int b) {
+  std::vector<int> r = Mesh().Route(a, b);
+  EXPECT_EQ(r.size(), 1u);
+  return r.empty() ? -1 : r[0];
+}
+
+Program NewProgram() {
+  Program p;
+  p.num_cores = 64;
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "op", "k_split"}, 0, 0, 0});
+  return p;
+}
+
+uint32_t Add(Program& p, Task t) {
+  t.id = static_cast<uint32_t>(p.tasks.size());
+  p.tasks.push_back(std::move(t));
+  return p.tasks.back().id;
+}
+
+uint32_t AddTransfer(Program& p, int src, int dst, uint64_t bytes, std::vector<uint32_t> deps = {},
+                     int32_t collective = -1, uint16_t step = 0) {
+  Task t;
+  t.kind = TaskKind::kTransfer;
+  t.core = src;
+  t.dst_core = dst;
+  t.bytes = bytes;
+  t.collective = collective;
+  t.coll_step = step;
+  t.deps = std::move(deps);
+  return Add(p, std::move(t));
+}
+
+uint32_t AddMemory(Program& p, int core, uint64_t bytes, std::vector<uint32_t> deps = {}) {
+  Task t;
+  t.kind = TaskKind::kMemory;
+  t.core = core;
+  t.channel = 0;
+  t.bytes = bytes;
+  t.deps = std::move(deps);
+  return Add(p, std::move(t));
+}
+
+uint32_t AddGemm(Program& p, int core, uint64_t m, uint64_t n, uint64_t k, std::vector<uint32_t> deps = {}) {
+  Task t;
+  t.kind = TaskKind::kCompute;
+  t.op_kind = llm::OpKind::kGemm;
+  t.core = core;
+  t.m = m;
+  t.n = n;
+  t.k = k;
+  t.flops = 2.0 * m * n * k;
+  t.bytes = 2 * (m * k + k * n + m * n);
+  t.deps = std::move(deps);
+  return Add(p, std::move(t));
+}
+
+EngineOutput RunTlm(const Program& p) { return MakeTlmEngine()->Run(p, Mesh()); }
+
+// Ring all-reduce of S bytes over the 2x2 block r0c0 -> r0c1 -> r1c1 -> r1c0 ->
+// r0c0: 2(P-1) steps, each rank sends S/P to its successor once it has received
+// the previous step's chunk.
+Program RingAllReduce(uint64_t S) {
+  const int ring[4] = {Core(0, 0), Core(0, 1), Core(1, 1), Core(1, 0)};
+  const uint64_t P = 4;
+  Program p = NewProgram();
+  p.collectives.push_back(mapping::CollectiveInfo{"all_reduce", "ring", S, 4, 0});
+  std::vector<int64_t> received(P, -1);
+  for (uint16_t step = 0; step < 2 * (P - 1); ++step) {
+    std::vector<int64_t> next(P, -1);
+    for (uint64_t r = 0; r < P; ++r) {
+      std::vector<uint32_t> deps;
+      if (received[r] >= 0) deps.push_back(static_cast<uint32_t>(received[r]));
+      next[(r + 1) % P] = AddTransfer(p, ring[r], ring[(r + 1) % P], S / P, deps, 0, step);
+    }
+    received = next;
+  }
+  return p;
+}
+
+TEST(TlmEngine, Name) {
+  auto e = MakeTlmEngine();
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->name(), "tlm");
+}
+
+TEST(TlmEngine, OneTransferTakesChipTransferTime) {
+  // r0c0 -> r3c5: XY route of 5 + 3 = 8 hops, 1 MiB in 256 packets of 4 KiB.
+  //   8 * 2000 ps + 1,048,576 B * 6.25 ps/B = 16,000 + 6,553,600 = 6,569,600 ps
+  Program p = NewProgram();
+  AddTransfer(p, Core(0, 0), Core(3, 5), 1 << 20);
+  EngineOutput out = RunTlm(p);
+  EXPECT_EQ(out.tasks[0].start_ps, 0);
+  EXPECT_EQ(out.tasks[0].end_ps, 6'569'600);
+  EXPECT_EQ(out.tasks[0].end_ps, Mesh().TransferTime(Core(0, 0), Core(3, 5), 1 << 20));
+  EXPECT_EQ(out.makespan_ps, 6'569'600);
+  int used = 0;
+  for (const LinkUsage& l : out.links) {
+    if (l.bytes == 0) continue;
+    ++used;
+    EXPECT_EQ(l.bytes, 1u << 20);
+    EXPECT_EQ(l.busy_ps, 6'553'600);
+    EXPECT_EQ(l.max_queue_ps, 0);
+  }
+  EXPECT_EQ(used, 8);
+}
+
+TEST(TlmEngine, UnevenSizesAndPacketsStillTakeTransferTime) {
+  // A size that is no multiple of the packet, and a packet size of 1000 bytes:
+  // per-packet serialisation telescopes to the message's.
+  for (uint64_t bytes : {1ull, 4095ull, 4097ull, 1'000'003ull}) {
+    Program p = NewProgram();
+    AddTransfer(p, Core(7, 0), Core(2, 6), bytes);
+    for (uint64_t packet : {4096ull, 1000ull}) {
+      EngineOutput out = MakeTlmEngineWithPacketBytes(packet)->Run(p, Mesh());
+      EXPECT_EQ(out.makespan_ps, Mesh().TransferTime(Core(7, 0), Core(2, 6), bytes))
+          << bytes << " " << packet;
+    }
+  }
+}
+
+TEST(TlmEngine, SelfAndEmptyTransfersTakeNoTime) {
+  Program p = NewProgram();
+  AddTransfer(p, Core(2, 2), Core(2, 2), 1 << 20);
+  AddTransfer(p, Core(0, 0), Core(5, 5), 0);
+  EngineOutput out = RunTlm(p);
+  EXPECT_EQ(out.tasks[0].end_ps, 0);
+  EXPECT_EQ(out.tasks[1].end_ps, 0);
+  for (const LinkUsage& l : out.links) EXPECT_EQ(l.bytes, 0u);
+}
+
+TEST(TlmEngine, RingAllReduceMatchesClosedForm) {
+  // S = 640,000 B, P = 4: 6 steps of 1 hop + 160,000 B:
+  //   2(P-1)/P * S/B + 2(P-1) hops = 6/4 * 640,000 B / 160 B/ns + 6 * 2 ns
+  //                                = 6,000,000 + 12,000 = 6,012,000 ps
+  const uint64_t S = 640'000, P = 4;
+  EngineOutput out = RunTlm(RingAllReduce(S));
+  const int64_t closed = static_cast<int64_t>(2 * (P - 1) * S / P * 1000 / 160 + 2 * (P - 1) * 2000);
+  EXPECT_EQ(closed, 6'012'000);
+  EXPECT_NEAR(static_cast<double>(out.makespan_ps), static_cast<double>(closed), 0.02 * closed);
+  EXPECT_EQ(out.makespan_ps, closed);  // contention-free: exact
+  int used = 0;
+  for (const LinkUsage& l : out.links) {
+    if (l.bytes == 0) continue;
+    ++used;
+    EXPECT_EQ(l.bytes, 6 * S / P);
+    EXPECT_EQ(l.busy_ps, 6'000'000);
+    EXPECT_EQ(l.max_queue_ps, 0);
+  }
+  EXPECT_EQ(used, 4);
+}
+
+TEST(TlmEngine, SingleGemmTakesChipGemmTime) {
+  // Y[256,256] = X[256,1024] . W[1024,256] on a 64x64 array:
+  //   tiles = 4 * 4 = 16, cycles/tile = 1024 + 64 + 64 = 1152
+  //   16 * 1152 * 2000 ps / 0.7 = 36,864,000 / 0.7 = 52,662,857.14 -> 52,662,858 ps
+  Program p = NewProgram();
+  AddGemm(p, Core(4, 4), 256, 256, 1024);
+  EngineOutput out = RunTlm(p);
+  EXPECT_EQ(out.tasks[0].end_ps, 52'662'858);
+  EXPECT_EQ(out.tasks[0].end_ps, Mesh().GemmTime(1, 256, 256, 1024, p.tasks[0].bytes));
+}
+
+TEST(TlmEngine, ComputeSerialisesPerCoreAndOverlapsTransfers) {
+  // Two GEMMs on core 0 run back to back (52,662,858 ps each); a transfer from
+  // core 0 starts at once (1 hop + 160,000 B = 1,002,000 ps); core 1 runs in parallel.
+  Program p = NewProgram();
+  AddGemm(p, 0, 256, 256, 1024);
+  AddGemm(p, 0, 256, 256, 1024);
+  AddTransfer(p, 0, 1, 160'000);
+  AddGemm(p, 1, 256, 256, 1024, {2});
+  EngineOutput out = RunTlm(p);
+  EXPECT_EQ(out.tasks[1].start_ps, 52'662'858);
+  EXPECT_EQ(out.tasks[1].end_ps, 2 * 52'662'858);
+  EXPECT_EQ(out.tasks[2].start_ps, 0);
+  EXPECT_EQ(out.tasks[2].end_ps, 1'002'000);
+  EXPECT_EQ(out.tasks[3].start_ps, 1'002'000);
+  EXPECT_EQ(out.tasks[3].end_ps, 1'002'000 + 52'662'858);
+  EXPECT_EQ(out.makespan_ps, 2 * 52'662'858);
+}
+
+TEST(TlmEngine, ReadyComputeRunsLowestIdFirst) {
+  // Task 1 waits for a transfer; task 2 is ready at 0 and runs first
+  // (work-conserving); task 1 follows when the core frees up.
+  Program p = NewProgram();
+  AddTransfer(p, 1, 0, 160'000);       // 0: ends at 1,002,000
+  AddGemm(p, 0, 256, 256, 1024, {0});  // 1
+  AddGemm(p, 0, 256, 256, 1024);       // 2
+  EngineOutput out = RunTlm(p);
+  EXPECT_EQ(out.tasks[2].start_ps, 0);
+  EXPECT_EQ(out.tasks[1].start_ps, 52'662'858);
+  EXPECT_EQ(out.makespan_ps, 2 * 52'662'858);
+}
+
+TEST(TlmEngine, TransfersSharingALinkContend) {
+  // t0: r0c0 -> r0c2 (links r0c0->r0c1, r0c1->r0c2), t1: r0c1 -> r0c2; 1 MiB each.
+  // Alone: t0 = 2 * 2000 + 6,553,600 = 6,557,600; t1 = 2000 + 6,553,600 = 6,555,600.
+  // Together on r0c1->r0c2 (age-based): t1's packets are queued at r0c1 at 0,
+  // t0's first head arrives at 2000, so t1 goes first and t0 waits:
+  //   t1 = 6,555,600;  t0 = 2 * 6,553,600 + 2000 = 13,109,200
+  //   longest wait on r0c1->r0c2 = 6,553,600 - 2000 = 6,551,600 (t0's first packet)
+  const uint64_t B = 1 << 20;
+  Program alone0 = NewProgram(), alone1 = NewProgram(), both = NewProgram();
+  AddTransfer(alone0, Core(0, 0), Core(0, 2), B);
+  AddTransfer(alone1, Core(0, 1), Core(0, 2), B);
+  AddTransfer(both, Core(0, 0), Core(0, 2), B);
+  AddTransfer(both, Core(0, 1), Core(0, 2), B);
+  const Ps t0 = RunTlm(alone0).makespan_ps, t1 = RunTlm(alone1).makespan_ps;
+  EXPECT_EQ(t0, 6'557'600);
+  EXPECT_EQ(t1, 6'555'600);
+  EngineOutput out = RunTlm(both);
+  EXPECT_GT(out.makespan_ps, std::max(t0, t1));
+  EXPECT_EQ(out.tasks[1].end_ps, 6'555'600);
+  EXPECT_EQ(out.tasks[0].end_ps, 13'109'200);
+  const LinkUsage& shared = out.links[LinkBetween(Core(0, 1), Core(0, 2))];
+  EXPECT_EQ(shared.bytes, 2 * B);
+  EXPECT_EQ(shared.busy_ps, 2 * 6'553'600);
+  EXPECT_EQ(shared.max_queue_ps, 6'551'600);
+  const LinkUsage& first = out.links[LinkBetween(Core(0, 0), Core(0, 1))];
+  EXPECT_EQ(first.bytes, B);
+  EXPECT_EQ(first.max_queue_ps, 0);
+}
+
+TEST(TlmEngine, ContentionOnAMiddleLinkConservesBytes) {
+  // Four 3-hop transfers along row 0 and a crossing one share r0c2->r0c3: every
+  // link carries the bytes of the routes over it, the shared one is busy for
+  // all of them, and the last arrival is no earlier than that busy time.
+  Program p = NewProgram();
+  const uint64_t B = 300'000;
+  AddTransfer(p, Core(0, 0), Core(0, 3), B);
+  AddTransfer(p, Core(0, 1), Core(0, 4), B);
+  AddTransfer(p, Core(0, 2), Core(0, 5), B);
+  AddTransfer(p, Core(0, 1), Core(0, 3), B);
+  AddTransfer(p, Core(1, 2), Core(0, 3), B);  // XY: r1c2 -> r1c3 -> r0c3, does not share
+  EngineOutput out = RunTlm(p);
+  std::vector<uint64_t> expect(Mesh().links().size(), 0);
+  for (const Task& t : p.tasks) {
+    for (int l : Mesh().Route(t.core, t.dst_core)) expect[l] += t.bytes;
+  }
+  for (size_t l = 0; l < expect.size(); ++l) EXPECT_EQ(out.links[l].bytes, expect[l]) << l;
+  const LinkUsage& mid = out.links[LinkBetween(Core(0, 2), Core(0, 3))];
+  EXPECT_EQ(mid.bytes, 4 * B);
+  EXPECT_EQ(mid.busy_ps, 4 * 1'875'000);  // 300,000 B * 6.25 ps/B each
+  EXPECT_GT(mid.max_queue_ps, 0);
+  EXPECT_GE(out.makespan_ps, 4 * 1'875'000);
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    EXPECT_GE(out.tasks[i].end_ps, Mesh().TransferTime(p.tasks[i].core, p.tasks[i].dst_core, B)) << i;
+  }
+  EXPECT_EQ(out.tasks[4].end_ps, Mesh().TransferTime(Core(1, 2), Core(0, 3), B));
+}
+
+TEST(TlmEngine, DramRequestsQueueAtTheChannel) {
+  // Two reads of 1,000,000 B on channel 0 at time 0: 80 B/ns -> 12,500,000 ps
+  // serialisation each, 50,000 ps latency. FIFO, task 0 first:
+  //   task 0: 12,500,000 + 50,000 = 12,550,000
+  //   task 1: waits 12,500,000, ends 25,000,000 + 50,000 = 25,050,000
+  Program p = NewProgram();
+  AddMemory(p, Core(0, 0), 1'000'000);
+  AddMemory(p, Core(0, 1), 1'000'000);
+  EngineOutput out = RunTlm(p);
+  EXPECT_EQ(out.tasks[0].end_ps, 12'550'000);
+  EXPECT_EQ(out.tasks[0].end_ps, Mesh().DramTime(0, 1'000'000));
+  EXPECT_EQ(out.tasks[1].end_ps, 25'050'000);
+  ASSERT_EQ(out.channels.size(), 1u);
+  EXPECT_EQ(out.channels[0].bytes, 2'000'000u);
+  EXPECT_EQ(out.channels[0].busy_ps, 25'000'000);
+  EXPECT_EQ(out.channels[0].max_queue_ps, 12'500'000);
+}
+
+TEST(TlmEngine, UnsatisfiableDependencyThrowsStallErrorListingTasks) {
+  Program p = NewProgram();
+  AddGemm(p, 0, 64, 64, 64);            // 0: runs
+  AddTransfer(p, 0, 1, 4096, {0, 17});  // 1: 17 does not exist
+  AddGemm(p, 1, 64, 64, 64, {1});       // 2: waits on 1
+  AddGemm(p, 2, 64, 64, 64, {4});       // 3 and 4: a cycle
+  AddGemm(p, 2, 64, 64, 64, {3});
+  try {
+    RunTlm(p);
+    FAIL() << "expected StallError";
+  } catch (const StallError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("4 of 5 tasks not done"), std::string::npos) << what;
+    EXPECT_NE(what.find("core 0:\n    task 1 transfer op 0 (op) waits on 17 (no such task)"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("core 1:\n    task 2 compute op 0 (op) waits on 1"), std::string::npos) << what;
+    EXPECT_NE(
+        what.find(
+            "core 2:\n    task 3 compute op 0 (op) waits on 4\n    task 4 compute op 0 (op) waits on 3"),
+        std::string::npos)
+        << what;
+  }
+  // The engine runs again normally after a stall.
+  Program ok = NewProgram();
+  AddGemm(ok, 0, 256, 256, 1024);
+  EXPECT_EQ(RunTlm(ok).makespan_ps, 52'662'858);
+}
+
+TEST(TlmEngine, BadCoreOrChannelThrowsInvalidArgument) {
+  Program p = NewProgram();
+  AddTransfer(p, 0, 64, 100);
+  EXPECT_THROW(RunTlm(p), std::invalid_argument);
+  Program q = NewProgram();
+  AddMemory(q, 0, 100);
+  q.tasks[0].channel = 3;
+  EXPECT_THROW(RunTlm(q), std::invalid_argument);
+  Program r = NewProgram();
+  AddGemm(r, 0, 1, 1, 1);
+  r.tasks[0].id = 5;
+  EXPECT_THROW(RunTlm(r), std::invalid_argument);
+}
+
+TEST(TlmEngine, EmptyProgram) {
+  EngineOutput out = RunTlm(NewProgram());
+  EXPECT_TRUE(out.tasks.empty());
+  EXPECT_EQ(out.makespan_ps, 0);
+}
+
+Program Mixed() {
+  // Compute, contended transfers across the mesh, DRAM traffic, chained.
+  Program p = NewProgram();
+  for (int c = 0; c < 16; ++c) {
+    uint32_t g = AddGemm(p, Core(c / 4, c % 4), 128, 256, 512);
+    uint32_t m = AddMemory(p, Core(c / 4, c % 4), 50'000 + 1000 * c, {g});
+    AddTransfer(p, Core(c / 4, c % 4), Core(7 - c / 4, 7 - c % 4), 200'000 + 333 * c, {g});
+    AddTransfer(p, Core(c / 4, c % 4), Core(c % 4, c / 4), 70'000, {m});
+  }
+  return p;
+}
+
+bool Same(const EngineOutput& a, const EngineOutput& b) {
+  if (a.makespan_ps != b.makespan_ps || a.tasks.size() != b.tasks.size() ||
+      a.links.size() != b.links.size() || a.channels.size() != b.channels.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.tasks.size(); ++i) {
+    if (a.tasks[i].start_ps != b.tasks[i].start_ps || a.tasks[i].end_ps != b.tasks[i].end_ps) return false;
+  }
+  for (size_t i = 0; i < a.links.size(); ++i) {
+    const LinkUsage &x = a.links[i], &y = b.links[i];
+    if (x.bytes != y.bytes || x.busy_ps != y.busy_ps || x.max_queue_ps != y.max_queue_ps) return false;
+  }
+  for (size_t i = 0; i < a.channels.size(); ++i) {
+    const ChannelUsage &x = a.channels[i], &y = b.channels[i];
+    if (x.bytes != y.bytes || x.busy_ps != y.busy_ps || x.max_queue_ps != y.max_queue_ps) return false;
+  }
+  return true;
+}
+
+TEST(TlmEngine, DeterministicAcrossRuns) {
+  Program p = Mixed();
+  EngineOutput a = RunTlm(p);
+  EngineOutput b = MakeTlmEngine()->Run(p, Mesh());
+  auto engine = MakeTlmEngine();
+  EngineOutput c = engine->Run(p, Mesh());
+  EngineOutput d = engine->Run(p, Mesh());
+  EXPECT_TRUE(Same(a, b));
+  EXPECT_TRUE(Same(a, c));
+  EXPECT_TRUE(Same(a, d));
+  EXPECT_GT(a.makespan_ps, 0);
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    for (uint32_t dep : p.tasks[i].deps) EXPECT_GE(a.tasks[i].start_ps, a.tasks[dep].end_ps);
+  }
+}
+
+// Contention-free cases: TLM and analytical agree within 2% (here exactly).
+void ExpectAgreement(const Program& p) {
+  EngineOutput tlm = RunTlm(p);
+  EngineOutput ana = MakeAnalyticalEngine()->Run(p, Mesh());
+  EXPECT_NEAR(static_cast<double>(tlm.makespan_ps), static_cast<double>(ana.makespan_ps),
+              0.02 * static_cast<double>(ana.makespan_ps));
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    EXPECT_NEAR(static_cast<double>(tlm.tasks[i].end_ps), static_cast<double>(ana.tasks[i].end_ps),
+                0.02 * static_cast<double>(ana.tasks[i].end_ps))
+        << i;
+  }
+}
+
+TEST(TlmEngine, AgreesWithAnalyticalOnOneTransfer) {
+  Program p = NewProgram();
+  AddTransfer(p, Core(0, 0), Core(7, 7), 1'600'000);
+  ExpectAgreement(p);
+}
+
+TEST(TlmEngine, AgreesWithAnalyticalOnRingAllReduce) { ExpectAgreement(RingAllReduce(4 << 20)); }
+
+TEST(TlmEngine, AgreesWithAnalyticalOnSingleGemm) {
+  Program p = NewProgram();
+  AddGemm(p, Core(3, 4), 256, 640, 2560);
+  ExpectAgreement(p);
+}
+
+TEST(TlmEngine, AgreesWithAnalyticalOnAChainAcrossKinds) {
+  Program p = NewProgram();
+  uint32_t g = AddGemm(p, Core(0, 0), 256, 640, 2560);
+  uint32_t m = AddMemory(p, Core(0, 0), 1'000'000, {g});
+  uint32_t t = AddTransfer(p, Core(0, 0), Core(5, 3), 500'000, {m});
+  AddGemm(p, Core(5, 3), 256, 640, 2560, {t});
+  ExpectAgreement(p);
+}
+
+}  // namespace
+}  // namespace tpsim::sim
