@@ -27,18 +27,18 @@ struct Node {
 };
 
 struct Link {
-  int src = 0, dst = 0;        // node ids
-  double bandwidth_gbps = 0;   // bytes/ns
-  Ps latency_ps = 0;           // wire + router pipeline latency of this hop
+  int src = 0, dst = 0;       // node ids
+  double bandwidth_gbps = 0;  // bytes/ns
+  Ps latency_ps = 0;          // wire + router pipeline latency of this hop
   bool die_to_die = false;
-  std::string name() const;    // filled by Chip: "src->dst"
-  std::string label;           // node names, "r0c0->r0c1"; name() returns it when set
+  std::string name() const;  // filled by Chip: "src->dst"
+  std::string label;         // node names, "r0c0->r0c1"; name() returns it when set
 };
 
 struct MemoryChannel {
-  std::string name;            // "dram3", "hbm_west0"
-  int node = 0;                // where it attaches (a core node for stacked DRAM)
-  double bandwidth_gbps = 0;   // effective: peak x efficiency
+  std::string name;           // "dram3", "hbm_west0"
+  int node = 0;               // where it attaches (a core node for stacked DRAM)
+  double bandwidth_gbps = 0;  // effective: peak x efficiency
   Ps latency_ps = 0;
   uint64_t capacity_bytes = 0;
 };
@@ -97,14 +97,15 @@ class Chip {
   // serialisation at the slowest link of the route (cut-through).
   Ps TransferTime(int a, int b, uint64_t bytes) const;
 
-  // The memory channel core `core` uses (its own when stacked, else the nearest).
+  // The memory channel core `core` uses: one attached at its own node (stacked)
+  // when there is one, else the nearest in hops; the lowest channel id on ties.
   int ChannelOf(int core) const;
 
   // Whole-chip figures for `tpsim describe`.
-  double PeakTflops() const;          // all cores, at 100% utilisation
+  double PeakTflops() const;  // all cores, at 100% utilisation
   uint64_t TotalSramBytes() const;
   double TotalDramBandwidthGbps() const;  // effective
-  int Diameter() const;               // max over core pairs of hops
+  int Diameter() const;                   // max over core pairs of hops
   double BisectionBandwidthGbps() const;  // min over balanced core cuts on the grid, one direction
 
   // Core cost model ------------------------------------------------------

@@ -1,0 +1,292 @@
+#include "arch/chip.h"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/reverse_graph.hpp>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "arch/topology/topology.h"
+
+namespace tpsim::arch {
+
+// Vertices are node ids; edges carry their link id and are added in link-id order.
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property,
+                                    boost::property<boost::edge_index_t, int>>;
+struct ChipGraph {
+  Graph g;
+};
+
+namespace {
+
+// ceil(x) as picoseconds, saturating; tolerant of floating-point noise just above an integer.
+Ps CeilPs(long double x) {
+  if (!(x > 0)) return 0;
+  if (x >= static_cast<long double>(std::numeric_limits<Ps>::max())) return std::numeric_limits<Ps>::max();
+  long double r = std::nearbyint(x);
+  if (std::fabs(x - r) <= 1e-9L * std::max(1.0L, r)) return static_cast<Ps>(r);
+  return static_cast<Ps>(std::ceil(x));
+}
+
+// Picoseconds to move `bytes` at `gbps` (bytes/ns).
+Ps SerialisePs(uint64_t bytes, double gbps) {
+  if (bytes == 0) return 0;
+  if (!(gbps > 0)) return std::numeric_limits<Ps>::max();
+  return CeilPs(static_cast<long double>(bytes) * 1000.0L / gbps);
+}
+
+Ps SatAdd(Ps a, Ps b) {
+  Ps r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
+}
+
+void CheckId(int id, int n, const char* what) {
+  if (id < 0 || id >= n) {
+    throw std::out_of_range(std::string(what) + " id " + std::to_string(id) + " out of range [0, " +
+                            std::to_string(n) + ")");
+  }
+}
+
+}  // namespace
+
+std::string Link::name() const {
+  return label.empty() ? std::to_string(src) + "->" + std::to_string(dst) : label;
+}
+
+Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
+  std::vector<config::Diag> diags;
+  ValidateChip(cfg, locs, "chip", &diags);
+  if (!diags.empty()) throw config::ConfigError(std::move(diags));
+
+  Chip chip;
+  chip.cfg_ = cfg;
+  chip.cycle_ps_ = std::max<Ps>(1, std::llround(1e6 / cfg.clock_mhz()));
+  const Topology* topo = FindTopology(cfg.noc().topology());
+  Network net = topo->Build(cfg, chip.cycle_ps_);
+  chip.num_cores_ = net.num_cores;
+  chip.grid_rows_ = net.grid_rows;
+  chip.grid_cols_ = net.grid_cols;
+  chip.nodes_ = net.nodes;
+  chip.links_ = net.links;
+  const int n = chip.num_nodes();
+  for (int i = 0; i < n; ++i) chip.node_index_.emplace(chip.nodes_[i].name, i);
+
+  auto graph = std::make_shared<ChipGraph>();
+  graph->g = Graph(n);
+  for (size_t id = 0; id < chip.links_.size(); ++id) {
+    Link& l = chip.links_[id];
+    l.label = chip.nodes_[l.src].name + "->" + chip.nodes_[l.dst].name;
+    boost::add_edge(l.src, l.dst, static_cast<int>(id), graph->g);
+  }
+  chip.graph_ = graph;
+
+  // Next-hop table: the topology's own routing where it has one, else BFS
+  // shortest paths (distances to each destination on the reversed graph),
+  // taking the lowest-id out-link that gets one hop closer.
+  chip.next_hop_.assign(static_cast<size_t>(n) * n, -1);
+  const auto edge_id = boost::get(boost::edge_index, graph->g);
+  const auto reversed = boost::make_reverse_graph(graph->g);
+  std::vector<int> dist(n);
+  for (int b = 0; b < n; ++b) {
+    bool have_dist = false;
+    for (int a = 0; a < n; ++a) {
+      if (a == b) continue;
+      int next = topo->NextNode(net, a, b);
+      int link = -1;
+      if (next >= 0) {
+        for (auto [e, end] = boost::out_edges(a, graph->g); e != end && link < 0; ++e) {
+          if (static_cast<int>(boost::target(*e, graph->g)) == next) link = edge_id[*e];
+        }
+      } else {
+        if (!have_dist) {
+          std::fill(dist.begin(), dist.end(), -1);
+          dist[b] = 0;
+          boost::breadth_first_search(
+              reversed, b,
+              boost::visitor(boost::make_bfs_visitor(boost::record_distances(
+                  boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, reversed)),
+                  boost::on_tree_edge()))));
+          have_dist = true;
+        }
+        if (dist[a] > 0) {
+          for (auto [e, end] = boost::out_edges(a, graph->g); e != end; ++e) {
+            int t = static_cast<int>(boost::target(*e, graph->g));
+            if (dist[t] == dist[a] - 1 && (link < 0 || edge_id[*e] < link)) link = edge_id[*e];
+          }
+        }
+      }
+      if (link < 0) {
+        throw config::ConfigError(config::Diag{locs.Find("chip.noc"), "chip.noc", cfg.noc().topology(),
+                                               "no route from " + chip.nodes_[a].name + " to " +
+                                                   chip.nodes_[b].name + " (the network is not connected)"});
+      }
+      chip.next_hop_[static_cast<size_t>(a) * n + b] = link;
+    }
+  }
+
+  // Diameter over core pairs, with per-destination memoised hop counts; a walk
+  // longer than n hops means a topology's routing loops.
+  std::vector<int> hops(n);
+  for (int b = 0; b < chip.num_cores_; ++b) {
+    std::fill(hops.begin(), hops.end(), -1);
+    hops[b] = 0;
+    for (int a = 0; a < chip.num_cores_; ++a) {
+      std::vector<int> path;
+      int at = a;
+      while (hops[at] < 0) {
+        path.push_back(at);
+        if (static_cast<int>(path.size()) > n)
+          throw std::logic_error("routing loop in topology " + cfg.noc().topology());
+        at = chip.links_[chip.next_hop_[static_cast<size_t>(at) * n + b]].dst;
+      }
+      for (auto it = path.rbegin(); it != path.rend(); ++it) {
+        hops[*it] = hops[at] + 1;
+        at = *it;
+      }
+      chip.diameter_ = std::max(chip.diameter_, hops[a]);
+    }
+  }
+
+  bool first_cut = true;
+  for (const auto& side : topo->BisectionCuts(net)) {
+    double sum = 0;
+    for (const auto& l : chip.links_) {
+      if (side[l.src] && !side[l.dst]) sum += l.bandwidth_gbps;
+    }
+    chip.bisection_gbps_ = first_cut ? sum : std::min(chip.bisection_gbps_, sum);
+    first_cut = false;
+  }
+
+  // Memory channels: per_core memories first in declaration order, one per core.
+  for (const auto& m : cfg.memory()) {
+    auto add = [&](const std::string& name, int node) {
+      MemoryChannel ch;
+      ch.name = name;
+      ch.node = node;
+      ch.bandwidth_gbps = m.bandwidth_gbps() * m.efficiency();
+      ch.latency_ps = std::llround(m.latency_ns() * 1000.0);
+      ch.capacity_bytes = m.capacity_bytes();
+      chip.channels_.push_back(std::move(ch));
+    };
+    if (m.per_core()) {
+      for (int c = 0; c < chip.num_cores_; ++c) add(m.name() + std::to_string(c), c);
+    } else {
+      for (int i = 0; i < m.attach_size(); ++i) add(m.name() + std::to_string(i), chip.FindNode(m.attach(i)));
+    }
+  }
+  chip.core_channel_.assign(chip.num_cores_, -1);
+  for (int c = 0; c < chip.num_cores_; ++c) {
+    int best = -1, best_hops = 0;
+    for (int ch = 0; ch < static_cast<int>(chip.channels_.size()) && best < 0; ++ch) {
+      if (chip.channels_[ch].node == c) best = ch;
+    }
+    const bool stacked = best >= 0;
+    for (int ch = 0; ch < static_cast<int>(chip.channels_.size()) && !stacked; ++ch) {
+      int h = chip.Hops(c, chip.channels_[ch].node);
+      if (best < 0 || h < best_hops) best = ch, best_hops = h;
+    }
+    chip.core_channel_[c] = best;
+  }
+  return chip;
+}
+
+int Chip::FindNode(const std::string& name) const {
+  auto it = node_index_.find(name);
+  return it == node_index_.end() ? -1 : it->second;
+}
+
+std::vector<int> Chip::OutLinks(int node) const {
+  CheckId(node, num_nodes(), "node");
+  std::vector<int> out;
+  const auto edge_id = boost::get(boost::edge_index, graph_->g);
+  for (auto [e, end] = boost::out_edges(node, graph_->g); e != end; ++e) out.push_back(edge_id[*e]);
+  return out;
+}
+
+int Chip::CoreAt(int row, int col) const {
+  if (row < 0 || col < 0 || row >= grid_rows_ || col >= grid_cols_) return -1;
+  return row * grid_cols_ + col;
+}
+
+std::vector<int> Chip::Route(int a, int b) const {
+  const int n = num_nodes();
+  CheckId(a, n, "node");
+  CheckId(b, n, "node");
+  std::vector<int> route;
+  for (int at = a; at != b && static_cast<int>(route.size()) <= n;) {
+    int link = next_hop_[static_cast<size_t>(at) * n + b];
+    route.push_back(link);
+    at = links_[link].dst;
+  }
+  return route;
+}
+
+int Chip::Hops(int a, int b) const { return static_cast<int>(Route(a, b).size()); }
+
+Ps Chip::TransferTime(int a, int b, uint64_t bytes) const {
+  std::vector<int> route = Route(a, b);
+  if (route.empty() || bytes == 0) return 0;
+  Ps t = 0;
+  double min_bw = std::numeric_limits<double>::infinity();
+  for (int l : route) {
+    t = SatAdd(t, links_[l].latency_ps);
+    min_bw = std::min(min_bw, links_[l].bandwidth_gbps);
+  }
+  return SatAdd(t, SerialisePs(bytes, min_bw));
+}
+
+int Chip::ChannelOf(int core) const {
+  CheckId(core, num_cores_, "core");
+  return core_channel_[core];
+}
+
+double Chip::PeakTflops() const {
+  const auto& c = cfg_.core();
+  double arrays = std::max<uint32_t>(1, c.systolic_arrays());
+  return num_cores_ * arrays * c.systolic_rows() * c.systolic_cols() * 2.0 * cfg_.clock_mhz() / 1e6;
+}
+
+uint64_t Chip::TotalSramBytes() const { return static_cast<uint64_t>(num_cores_) * cfg_.core().sram_bytes(); }
+
+double Chip::TotalDramBandwidthGbps() const {
+  double sum = 0;
+  for (const auto& ch : channels_) sum += ch.bandwidth_gbps;
+  return sum;
+}
+
+int Chip::Diameter() const { return diameter_; }
+
+double Chip::BisectionBandwidthGbps() const { return bisection_gbps_; }
+
+Ps Chip::GemmTime(uint64_t batch, uint64_t m, uint64_t n, uint64_t k, uint64_t bytes) const {
+  const auto& c = cfg_.core();
+  const uint64_t rows = c.systolic_rows(), cols = c.systolic_cols();
+  const uint64_t arrays = std::max<uint32_t>(1, c.systolic_arrays());
+  Ps compute = 0;
+  if (batch && m && n && k) {
+    long double tiles = static_cast<long double>((m + rows - 1) / rows) * ((n + cols - 1) / cols) * batch;
+    long double per_array = std::ceil(tiles / arrays);
+    compute =
+        CeilPs(per_array * (static_cast<long double>(k) + rows + cols) * cycle_ps_ / c.matrix_utilization());
+  }
+  Ps sram = c.sram_bandwidth_gbps() > 0 ? SerialisePs(bytes, c.sram_bandwidth_gbps()) : 0;
+  return std::max(compute, sram);
+}
+
+Ps Chip::VectorTime(double ops, uint64_t bytes) const {
+  const auto& c = cfg_.core();
+  Ps compute = 0;
+  if (ops > 0) compute = CeilPs(std::ceil(static_cast<long double>(ops) / c.vector_lanes()) * cycle_ps_);
+  Ps sram = c.sram_bandwidth_gbps() > 0 ? SerialisePs(bytes, c.sram_bandwidth_gbps()) : 0;
+  return std::max(compute, sram);
+}
+
+Ps Chip::DramTime(int channel, uint64_t bytes) const {
+  CheckId(channel, static_cast<int>(channels_.size()), "channel");
+  if (bytes == 0) return 0;
+  const MemoryChannel& ch = channels_[channel];
+  return SatAdd(ch.latency_ps, SerialisePs(bytes, ch.bandwidth_gbps));
+}
+
+}  // namespace tpsim::arch

@@ -1,0 +1,74 @@
+#include "arch/topology/grid.h"
+
+#include <cmath>
+
+namespace tpsim::arch {
+
+Ps HopLatencyPs(const config::Chip& c, Ps cycle_ps, double wire_ns) {
+  return static_cast<Ps>(c.noc().router_latency_cycles()) * cycle_ps + std::llround(wire_ns * 1000.0);
+}
+
+void ValidateGridDims(const config::Chip& c, DiagSink& sink) {
+  const auto& n = c.noc();
+  if (n.rows() == 0) sink.Add("noc.rows", "0", "must be positive for topology " + n.topology());
+  if (n.cols() == 0) sink.Add("noc.cols", "0", "must be positive for topology " + n.topology());
+  uint64_t cores = uint64_t{n.rows()} * n.cols();
+  if (cores > static_cast<uint64_t>(kMaxNodes)) {
+    sink.Add("noc.rows", std::to_string(n.rows()),
+             "rows x cols (" + std::to_string(cores) + ") must be at most " + std::to_string(kMaxNodes) +
+                 " cores");
+  }
+}
+
+Network GridNodes(int rows, int cols) {
+  Network net;
+  net.num_cores = rows * cols;
+  net.grid_rows = rows;
+  net.grid_cols = cols;
+  for (int r = 0; r < rows; ++r) {
+    for (int col = 0; col < cols; ++col) {
+      net.AddNode(Node{"r" + std::to_string(r) + "c" + std::to_string(col), Node::kCore, r, col});
+    }
+  }
+  return net;
+}
+
+namespace {
+// Step (-1, 0, +1) from `from` towards `to` in a dimension of `size`.
+int Step(int from, int to, int size, bool wrap) {
+  if (from == to) return 0;
+  if (!wrap) return to > from ? 1 : -1;
+  int forward = ((to - from) % size + size) % size;
+  return 2 * forward <= size ? 1 : -1;
+}
+}  // namespace
+
+int GridNextNode(const Network& net, int at, int dst, bool wrap) {
+  const int rows = net.grid_rows, cols = net.grid_cols;
+  const Node& a = net.nodes[at];
+  const Node& b = net.nodes[dst];
+  int r = a.row, c = a.col;
+  if (int s = Step(a.col, b.col, cols, wrap); s != 0) {
+    c = (c + s + cols) % cols;
+  } else {
+    r = (r + Step(a.row, b.row, rows, wrap) + rows) % rows;
+  }
+  return r * cols + c;
+}
+
+std::vector<std::vector<bool>> GridCuts(const Network& net) {
+  std::vector<std::vector<bool>> cuts;
+  if (net.grid_cols >= 2) {
+    std::vector<bool> side(net.nodes.size(), false);
+    for (size_t i = 0; i < net.nodes.size(); ++i) side[i] = net.nodes[i].col < net.grid_cols / 2;
+    cuts.push_back(std::move(side));
+  }
+  if (net.grid_rows >= 2) {
+    std::vector<bool> side(net.nodes.size(), false);
+    for (size_t i = 0; i < net.nodes.size(); ++i) side[i] = net.nodes[i].row < net.grid_rows / 2;
+    cuts.push_back(std::move(side));
+  }
+  return cuts;
+}
+
+}  // namespace tpsim::arch

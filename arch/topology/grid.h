@@ -1,0 +1,29 @@
+#pragma once
+// Helpers shared by the grid topologies (mesh, torus, wafer): cores on a
+// rows x cols grid, core id = row * cols + col, named "r<row>c<col>", each core
+// sharing a node with its router.
+
+#include "arch/topology/topology.h"
+
+namespace tpsim::arch {
+
+// Latency of one hop: router pipeline (noc.router_latency_cycles at the chip
+// clock) plus `wire_ns` of wire, rounded to the nearest picosecond.
+Ps HopLatencyPs(const config::Chip& c, Ps cycle_ps, double wire_ns);
+
+// rows, cols > 0 and rows x cols <= kMaxNodes.
+void ValidateGridDims(const config::Chip& c, DiagSink& sink);
+
+// The grid's nodes, no links.
+Network GridNodes(int rows, int cols);
+
+// Dimension-order routing: along the row (columns) first, then along the
+// column (rows). With `wrap`, each dimension goes the shorter way round,
+// the positive direction on ties.
+int GridNextNode(const Network& net, int at, int dst, bool wrap);
+
+// The vertical middle cut (cols < cols/2 on side A) and the horizontal one
+// (rows < rows/2); a dimension of size 1 has no cut.
+std::vector<std::vector<bool>> GridCuts(const Network& net);
+
+}  // namespace tpsim::arch

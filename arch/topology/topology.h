@@ -1,0 +1,94 @@
+#pragma once
+// Topology registry. A topology turns the `noc` section of a chip config into
+// nodes and directed links, and may supply its own routing and bisection cuts.
+// Adding a topology is one new file in this folder:
+//
+//   class Hypercube : public Topology { ... };
+//   TPSIM_REGISTER_TOPOLOGY(Hypercube);
+//
+// The library holding these files is linked whole-archive, so registration by
+// static initialisers cannot be dropped by the linker.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "arch/chip.h"
+
+namespace tpsim::arch {
+
+// What a topology builds: cores are nodes 0..num_cores-1, then any other nodes.
+struct Network {
+  int num_cores = 0;
+  int grid_rows = 1, grid_cols = 0;
+  std::vector<Node> nodes;
+  std::vector<Link> links;
+
+  int AddNode(Node n);
+  int AddLink(int src, int dst, double bandwidth_gbps, Ps latency_ps, bool die_to_die = false);
+  // Two links, a->b then b->a.
+  void AddWire(int a, int b, double bandwidth_gbps, Ps latency_ps, bool die_to_die = false);
+};
+
+// Collects stage-two config errors as config::Diags. Sub-paths are relative to
+// the chip ("noc.rows"); fields are reported as prefix + "." + sub.
+class DiagSink {
+ public:
+  DiagSink(const config::SourceMap& locs, std::string prefix, std::vector<config::Diag>* diags)
+      : locs_(locs), prefix_(std::move(prefix)), diags_(diags) {}
+  void Add(const std::string& sub, const std::string& value, const std::string& rule);
+  std::string Path(const std::string& sub) const { return prefix_.empty() ? sub : prefix_ + "." + sub; }
+  size_t count() const { return count_; }
+
+ private:
+  const config::SourceMap& locs_;
+  std::string prefix_;
+  std::vector<config::Diag>* diags_;
+  size_t count_ = 0;
+};
+
+// Shortest text for a number as it would be written in a config ("160", "0.7").
+std::string NumText(double v);
+
+// Common checks: `v` > 0 and finite; `v` >= 0 and finite. Return whether it passed.
+bool CheckPositive(DiagSink& sink, const std::string& sub, double v);
+bool CheckNonNegative(DiagSink& sink, const std::string& sub, double v);
+// A latency in ns: in [0, 1e9] (larger ones would overflow picosecond sums).
+bool CheckLatencyNs(DiagSink& sink, const std::string& sub, double v);
+
+// noc.link_bandwidth_gbps > 0 and noc.link_latency_ns >= 0.
+void CheckLinkDefaults(const config::Chip& c, DiagSink& sink);
+
+// Upper bound on network nodes: routing tables are num_nodes^2 entries.
+inline constexpr int kMaxNodes = 4096;
+
+class Topology {
+ public:
+  virtual ~Topology() = default;
+  virtual std::string_view name() const = 0;
+  // One line: the noc fields it reads.
+  virtual std::string_view params() const = 0;
+  // Checks the noc fields this topology reads; Build is only called when this
+  // added no diag (and the chip-wide checks passed).
+  virtual void Validate(const config::Chip& c, DiagSink& sink) const = 0;
+  virtual Network Build(const config::Chip& c, Ps cycle_ps) const = 0;
+  // Next node on the route from `at` to `dst` (at != dst), or -1 for the default:
+  // shortest path in hops, lowest link id on ties.
+  virtual int NextNode(const Network& /*net*/, int /*at*/, int /*dst*/) const { return -1; }
+  // Candidate balanced cuts for bisection bandwidth; each marks the nodes of
+  // side A. Default: cores 0..N/2-1 on side A, every other node on side B.
+  virtual std::vector<std::vector<bool>> BisectionCuts(const Network& net) const;
+};
+
+// Takes ownership; returns false (and drops it) when the name is taken.
+bool RegisterTopology(std::unique_ptr<Topology> t);
+const Topology* FindTopology(std::string_view name);  // nullptr when unknown
+std::vector<std::string> TopologyNames();             // sorted
+std::string TopologyNamesText();                      // "edges, mesh, ring, ..."
+
+#define TPSIM_REGISTER_TOPOLOGY(Class)                                   \
+  [[maybe_unused]] static const bool tpsim_topology_registered_##Class = \
+      ::tpsim::arch::RegisterTopology(std::make_unique<Class>())
+
+}  // namespace tpsim::arch

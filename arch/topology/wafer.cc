@@ -1,0 +1,72 @@
+// wafer: a rows x cols mesh of cores cut into dies of die_rows x die_cols
+// cores. Links inside a die use the noc link numbers; links crossing a die
+// boundary are die-to-die links (d2d_bandwidth_gbps, d2d_latency_ns instead of
+// link_latency_ns; the router latency applies to both).
+//
+//   +-----------+   +-----------+
+//   | c  -  c   |===| c  -  c   |     -  on-die link
+//   | |     |   |   | |     |   |     == die-to-die link
+//   | c  -  c   |===| c  -  c   |
+//   +-----------+   +-----------+
+//
+// Routing: dimension order like the mesh. Bisection: the middle cuts of the
+// mesh (die-to-die bandwidth where a cut runs along a die boundary).
+#include "arch/topology/grid.h"
+
+namespace tpsim::arch {
+namespace {
+
+class Wafer : public Topology {
+ public:
+  std::string_view name() const override { return "wafer"; }
+  std::string_view params() const override {
+    return "rows, cols, die_rows, die_cols, link_bandwidth_gbps, router_latency_cycles, link_latency_ns, "
+           "d2d_bandwidth_gbps, d2d_latency_ns";
+  }
+  void Validate(const config::Chip& c, DiagSink& sink) const override {
+    const auto& n = c.noc();
+    ValidateGridDims(c, sink);
+    CheckLinkDefaults(c, sink);
+    if (n.die_rows() == 0) {
+      sink.Add("noc.die_rows", "0", "must be positive for topology wafer");
+    } else if (n.rows() % n.die_rows() != 0) {
+      sink.Add("noc.rows", std::to_string(n.rows()),
+               "must be a multiple of die_rows (" + std::to_string(n.die_rows()) + ")");
+    }
+    if (n.die_cols() == 0) {
+      sink.Add("noc.die_cols", "0", "must be positive for topology wafer");
+    } else if (n.cols() % n.die_cols() != 0) {
+      sink.Add("noc.cols", std::to_string(n.cols()),
+               "must be a multiple of die_cols (" + std::to_string(n.die_cols()) + ")");
+    }
+    CheckPositive(sink, "noc.d2d_bandwidth_gbps", n.d2d_bandwidth_gbps());
+    CheckLatencyNs(sink, "noc.d2d_latency_ns", n.d2d_latency_ns());
+  }
+  Network Build(const config::Chip& c, Ps cycle_ps) const override {
+    const auto& n = c.noc();
+    const int rows = n.rows(), cols = n.cols(), dr = n.die_rows(), dc = n.die_cols();
+    Network net = GridNodes(rows, cols);
+    const Ps lat = HopLatencyPs(c, cycle_ps, n.link_latency_ns());
+    const Ps d2d_lat = HopLatencyPs(c, cycle_ps, n.d2d_latency_ns());
+    auto wire = [&](int a, int b, bool d2d) {
+      net.AddWire(a, b, d2d ? n.d2d_bandwidth_gbps() : n.link_bandwidth_gbps(), d2d ? d2d_lat : lat, d2d);
+    };
+    for (int r = 0; r < rows; ++r) {
+      for (int col = 0; col < cols; ++col) {
+        int id = r * cols + col;
+        if (col + 1 < cols) wire(id, id + 1, (col + 1) % dc == 0);
+        if (r + 1 < rows) wire(id, id + cols, (r + 1) % dr == 0);
+      }
+    }
+    return net;
+  }
+  int NextNode(const Network& net, int at, int dst) const override {
+    return GridNextNode(net, at, dst, /*wrap=*/false);
+  }
+  std::vector<std::vector<bool>> BisectionCuts(const Network& net) const override { return GridCuts(net); }
+};
+
+TPSIM_REGISTER_TOPOLOGY(Wafer);
+
+}  // namespace
+}  // namespace tpsim::arch

@@ -1,0 +1,120 @@
+// Second-stage checks of a chip config (see ValidateChip in chip.h).
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include "arch/chip.h"
+#include "arch/topology/topology.h"
+
+namespace tpsim::arch {
+
+namespace {
+
+// "r0c0..r3c3", or every name when there are few; non-core nodes listed after.
+std::string NodeNamesText(const Network& net) {
+  std::string s;
+  auto add = [&s](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+  if (net.num_cores <= 4) {
+    for (int i = 0; i < net.num_cores; ++i) add(net.nodes[i].name);
+  } else {
+    add(net.nodes[0].name + ".." + net.nodes[net.num_cores - 1].name);
+  }
+  int others = static_cast<int>(net.nodes.size()) - net.num_cores;
+  for (int i = net.num_cores; i < static_cast<int>(net.nodes.size()) && i < net.num_cores + 4; ++i) {
+    add(net.nodes[i].name);
+  }
+  if (others > 4) add("...");
+  return s;
+}
+
+void ValidateCore(const config::Chip& c, DiagSink& sink) {
+  const auto& k = c.core();
+  if (k.systolic_rows() == 0) sink.Add("core.systolic_rows", "0", "must be positive");
+  if (k.systolic_cols() == 0) sink.Add("core.systolic_cols", "0", "must be positive");
+  if (!k.mac_dtype().empty() && k.mac_dtype() != "bf16") {
+    sink.Add("core.mac_dtype", k.mac_dtype(), "only bf16 is modelled");
+  }
+  const double u = k.matrix_utilization();
+  if (!(u > 0 && u <= 1)) sink.Add("core.matrix_utilization", NumText(u), "must be in (0, 1]");
+  if (k.vector_lanes() == 0) sink.Add("core.vector_lanes", "0", "must be positive");
+  if (k.sram_bytes() == 0) sink.Add("core.sram_bytes", "0", "must be positive");
+  CheckNonNegative(sink, "core.sram_bandwidth_gbps", k.sram_bandwidth_gbps());
+}
+
+void ValidateMemory(const config::Chip& c, const Network* net, DiagSink& sink) {
+  if (c.memory().empty()) {
+    sink.Add("memory", "", "must declare at least one memory (per_core or attached to nodes)");
+    return;
+  }
+  std::set<std::string> names;
+  for (int i = 0; i < c.memory_size(); ++i) {
+    const auto& m = c.memory(i);
+    const std::string sub = "memory[" + std::to_string(i) + "]";
+    if (m.name().empty()) {
+      sink.Add(sub + ".name", "", "must not be empty");
+    } else if (!names.insert(m.name()).second) {
+      sink.Add(sub + ".name", m.name(), "names another memory already (names must be unique)");
+    }
+    if (m.kind() != "dram" && m.kind() != "hbm") sink.Add(sub + ".kind", m.kind(), "must be dram or hbm");
+    CheckPositive(sink, sub + ".bandwidth_gbps", m.bandwidth_gbps());
+    const double e = m.efficiency();
+    if (!(e > 0 && e <= 1)) sink.Add(sub + ".efficiency", NumText(e), "must be in (0, 1]");
+    CheckLatencyNs(sink, sub + ".latency_ns", m.latency_ns());
+    if (m.per_core() && !m.attach().empty()) {
+      sink.Add(sub + ".attach", m.attach(0), "must be empty when per_core is true");
+    } else if (!m.per_core() && m.attach().empty()) {
+      sink.Add(sub + ".attach", "", "must name at least one node when per_core is false");
+    }
+    if (net && !m.per_core()) {
+      for (int j = 0; j < m.attach_size(); ++j) {
+        bool found = false;
+        for (const auto& node : net->nodes) found = found || node.name == m.attach(j);
+        if (!found) {
+          sink.Add(sub + ".attach[" + std::to_string(j) + "]", m.attach(j),
+                   "names no node of the chip (nodes are " + NodeNamesText(*net) + ")");
+        }
+      }
+    }
+  }
+}
+
+void ValidateCollectives(const config::Chip& c, DiagSink& sink) {
+  const auto& k = c.collectives();
+  if (!k.in_switch_reduction()) return;
+  if (c.noc().topology() != "switch") {
+    sink.Add("collectives.in_switch_reduction", "true",
+             "needs noc.topology switch (it is " + c.noc().topology() + ")");
+  }
+  CheckPositive(sink, "collectives.in_switch_bandwidth_gbps", k.in_switch_bandwidth_gbps());
+}
+
+}  // namespace
+
+void ValidateChip(const config::Chip& c, const config::SourceMap& locs, const std::string& prefix,
+                  std::vector<config::Diag>* diags) {
+  DiagSink sink(locs, prefix, diags);
+  const double clock = c.clock_mhz();
+  if (!(clock >= 1 && clock <= 1e6)) {
+    sink.Add("clock_mhz", NumText(clock), clock > 0 ? "must be in [1, 1000000] MHz" : "must be positive");
+  }
+  ValidateCore(c, sink);
+
+  const Topology* topo = FindTopology(c.noc().topology());
+  std::optional<Network> net;
+  if (!topo) {
+    sink.Add("noc.topology", c.noc().topology(),
+             std::string(c.noc().topology().empty() ? "must name a topology" : "unknown topology") +
+                 " (valid: " + TopologyNamesText() + ")");
+  } else {
+    const size_t before = sink.count();
+    topo->Validate(c, sink);
+    if (sink.count() == before) {
+      Ps cycle_ps = clock >= 1 && clock <= 1e6 ? std::max<Ps>(1, std::llround(1e6 / clock)) : 1;
+      net = topo->Build(c, cycle_ps);
+    }
+  }
+  ValidateMemory(c, net ? &*net : nullptr, sink);
+  ValidateCollectives(c, sink);
+}
+
+}  // namespace tpsim::arch

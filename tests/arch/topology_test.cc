@@ -1,0 +1,103 @@
+// Topology registry and the topologies no shipped chip uses (edges, small grids).
+#include "arch/topology/topology.h"
+
+#include <gtest/gtest.h>
+
+#include "arch/chip.h"
+#include "tests/arch/test_util.h"
+
+namespace tpsim::arch {
+namespace {
+
+TEST(TopologyRegistry, AllRegistered) {
+  EXPECT_EQ(TopologyNames(), (std::vector<std::string>{"edges", "mesh", "ring", "switch", "torus", "wafer"}));
+  EXPECT_EQ(TopologyNamesText(), "edges, mesh, ring, switch, torus, wafer");
+  EXPECT_NE(FindTopology("mesh"), nullptr);
+  EXPECT_EQ(FindTopology("hypercube"), nullptr);
+  for (const auto& name : TopologyNames()) EXPECT_FALSE(FindTopology(name)->params().empty()) << name;
+}
+
+// A diamond with a router in the middle:
+//
+//   c0 -- c1
+//   |      |
+//   c3 -- rt -- c2
+config::Chip Diamond() {
+  config::Chip cfg = testing::LoadChipConfig("wafer-8x8");
+  auto* noc = cfg.mutable_noc();
+  noc->Clear();
+  noc->set_topology("edges");
+  noc->set_link_bandwidth_gbps(100);
+  noc->set_link_latency_ns(1);
+  for (const char* c : {"c0", "c1", "c2", "c3"}) noc->add_core_names(c);
+  noc->add_router_names("rt");
+  auto edge = [&](const char* a, const char* b, double bw) {
+    auto* e = noc->add_edges();
+    e->set_a(a);
+    e->set_b(b);
+    e->set_bandwidth_gbps(bw);
+  };
+  edge("c0", "c1", 0);
+  edge("c1", "rt", 50);
+  edge("rt", "c2", 0);
+  edge("c0", "c3", 0);
+  edge("c3", "rt", 0);
+  return cfg;
+}
+
+TEST(Edges, BuildsAndRoutesShortestLowestLinkFirst) {
+  Chip chip = Chip::Build(Diamond());
+  EXPECT_EQ(chip.num_cores(), 4);
+  EXPECT_EQ(chip.num_nodes(), 5);
+  EXPECT_EQ(chip.node(4).kind, Node::kRouter);
+  EXPECT_EQ(chip.links().size(), 10u);
+  // c0 -> c2 has two 3-hop paths, via c1 and via c3; the first link of the
+  // one via c1 (c0->c1, link 0) has the lower id.
+  auto route = chip.Route(chip.FindNode("c0"), chip.FindNode("c2"));
+  ASSERT_EQ(route.size(), 3u);
+  EXPECT_EQ(chip.links()[route[0]].name(), "c0->c1");
+  EXPECT_EQ(chip.links()[route[1]].name(), "c1->rt");
+  // Per hop: 0 router cycles (cleared) + 1 ns wire.
+  // Slowest link c1->rt at 50 GB/s: 5000 bytes = 100000 ps.
+  EXPECT_EQ(chip.TransferTime(chip.FindNode("c0"), chip.FindNode("c2"), 5000), 3000 + 100000);
+  EXPECT_EQ(chip.Diameter(), 3);
+  EXPECT_EQ(chip.OutLinks(0), (std::vector<int>{0, 6}));
+}
+
+TEST(Edges, RoutesToRoutersToo) {
+  Chip chip = Chip::Build(Diamond());
+  EXPECT_EQ(chip.Hops(chip.FindNode("c0"), chip.FindNode("rt")), 2);
+  EXPECT_EQ(chip.Hops(chip.FindNode("rt"), chip.FindNode("c0")), 2);
+}
+
+TEST(Grid, SmallToriHaveNoDuplicateWraparound) {
+  config::Chip cfg = testing::LoadChipConfig("torus-8x8");
+  cfg.mutable_noc()->set_rows(2);
+  cfg.mutable_noc()->set_cols(3);
+  Chip chip = Chip::Build(cfg);
+  // Mesh wires: 2 x 2 horizontal + 3 vertical = 7; wraparound only along the 3 columns: 2.
+  EXPECT_EQ(chip.links().size(), 2u * 9);
+  EXPECT_EQ(chip.Diameter(), 2);
+}
+
+TEST(Grid, SingleCoreMesh) {
+  config::Chip cfg = testing::LoadChipConfig("wafer-8x8");
+  cfg.mutable_noc()->set_rows(1);
+  cfg.mutable_noc()->set_cols(1);
+  Chip chip = Chip::Build(cfg);
+  EXPECT_EQ(chip.Diameter(), 0);
+  EXPECT_EQ(chip.BisectionBandwidthGbps(), 0);
+  EXPECT_TRUE(chip.Route(0, 0).empty());
+  EXPECT_THROW(chip.Route(0, 1), std::out_of_range);
+}
+
+TEST(Grid, MeshIsDeterministic) {
+  Chip a = testing::LoadChip("wafer-8x8");
+  Chip b = testing::LoadChip("wafer-8x8");
+  for (int s = 0; s < 64; s += 7) {
+    for (int d = 0; d < 64; d += 5) EXPECT_EQ(a.Route(s, d), b.Route(s, d));
+  }
+}
+
+}  // namespace
+}  // namespace tpsim::arch
