@@ -1,0 +1,85 @@
+#pragma once
+// The analytical engine: closed-form task times and one forward pass over the
+// Program's DAG. Microseconds per layer; no queues, no events.
+//
+// Task durations
+// --------------
+//   compute   GEMM kinds (kGemm, kBatchedGemm, kRouter):
+//                 chip.GemmTime(batch, m, n, k, bytes)
+//             every other kind:
+//                 chip.VectorTime(vector_ops, bytes)
+//
+//   transfer  alpha-beta over the route, with the links shared among the
+//             transfers of the same collective step (same `collective` and
+//             `coll_step`; a transfer with collective == -1 shares with nobody):
+//
+//                 load(l)   = number of transfers of this step whose route uses link l
+//                 ser(t)    = max over links l of route(t):  bytes * load(l) / bw(l)
+//                 time(t)   = sum of hop latencies on route(t) + ser(t)
+//
+//             computed as chip.TransferTime(src, dst, B) with the equivalent
+//             payload B = bytes * max_l(load(l) * bw_min / bw(l)), so a transfer
+//             alone (every load 1) takes exactly chip.TransferTime(src, dst, bytes)
+//             and on a uniform network B = bytes * max load. Example: one step,
+//             two transfers on a mesh row (XY routes):
+//
+//                 c0 ─────► c1 ─────► c2      t1: c0 -> c2, route {c0->c1, c1->c2}
+//                 t1 ══════════════►          t2: c1 -> c2, route {c1->c2}
+//                           t2 ═════►         load(c0->c1) = 1, load(c1->c2) = 2
+//
+//                 time(t1) = 2 hop latencies + 2 * bytes / bw
+//                 time(t2) = 1 hop latency   + 2 * bytes / bw
+//
+//             Transfers of different collectives or steps never see each other
+//             here (that is what the TLM engine adds). src == dst takes 0 ps.
+//
+//   memory    the channel's bandwidth is shared by every core that has a memory
+//             task on that channel anywhere in the Program (n(c) distinct cores):
+//                 time(t) = chip.DramTime(channel, bytes * n(c))
+//             i.e. latency once plus serialisation at bandwidth / n(c).
+//
+// Schedule
+// --------
+// One pass over tasks in id order (the Program is topologically ordered):
+//   compute:   start = max(end of deps, end of the core's previous compute task)
+//              (a core runs one compute task at a time, in id order)
+//   memory:    start = max(end of deps, end of the core's previous memory task)
+//              (each core has one DRAM DMA queue, served in id order at its
+//              1/n(c) share of the channel, so a core never moves more than its
+//              share at once, even when reads are issued without deps as prefetches)
+//   transfer:  start = max(end of deps)
+//              (network DMA engines: transfers overlap with compute, with DRAM
+//              accesses and with each other; only the same-step link sharing
+//              above slows them)
+//   end = start + time(t); makespan = max end (0 for an empty Program).
+//
+// Statistics in EngineOutput
+//   links[l].bytes        payload bytes of every transfer routed over l
+//   links[l].busy_ps      sum over those transfers of ceil(bytes / bw(l)) (unshared)
+//   links[l].max_queue_ps largest extra serialisation a transfer on l suffered from
+//                         sharing: ser(t) - unshared ser(t)
+//   channels[c].bytes / busy_ps (DramTime(c, bytes) - latency, unshared) /
+//   channels[c].max_queue_ps (largest extra time from sharing the channel)
+//
+// Errors: a dep that is not an earlier task (id >= the task's id, or out of
+// range) or a task whose id is not its index throws StallError naming the tasks;
+// a core, destination or channel out of range throws std::invalid_argument.
+// Cost: linear in tasks plus route lengths (routes are cached per core pair
+// for the duration of one Run), plus a sort of the transfers by step.
+
+#include <memory>
+#include <string>
+
+#include "sim/engine.h"
+
+namespace tpsim::sim {
+
+class AnalyticalEngine : public Engine {
+ public:
+  std::string name() const override { return "analytical"; }
+  EngineOutput Run(const mapping::Program& program, const arch::Chip& chip) override;
+};
+
+std::unique_ptr<Engine> MakeAnalyticalEngine();
+
+}  // namespace tpsim::sim

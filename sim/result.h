@@ -1,0 +1,80 @@
+#pragma once
+// From an engine's task times to the Result schema (configs/schema/result.proto),
+// its JSON form and its human table. Every engine's output goes through here, so
+// the analytical and TLM engines emit the same keys with the same definitions.
+//
+// Definitions (all times integer picoseconds):
+//   summary.total_ps          EngineOutput::makespan_ps.
+//   Ends, not spans, delimit phases, so prefetches issued early (DRAM reads with
+//   no deps) do not stretch them. t0 = first task start (0 for the engines here).
+//   summary.prefill_ps        last end over prefill tasks - t0.
+//   summary.decode_ps         last end over decode tasks - last end over prefill tasks
+//                             (t0 when there is no prefill).
+//   summary.decode_step_ps_mean
+//                             decode_ps / number of decode steps (OpRef::step),
+//                             rounded to the nearest ps.
+//   summary.compute_ps / communication_ps / memory_ps
+//                             the critical path, split by task kind. It is walked
+//                             backwards from the last-finishing task (lowest id on
+//                             ties); from each task it moves to its enabler: the
+//                             latest-ending of its deps and, for a compute or memory
+//                             task, the task of the same kind that started before it
+//                             on the same core (lowest id on ties). Each task on the path adds its
+//                             duration to its kind. Idle gaps on the path (a task
+//                             starting after its enabler ended, e.g. a queue in the
+//                             TLM engine) belong to no kind, so the three sum to at
+//                             most total_ps; for the analytical engine, whose tasks
+//                             start exactly when their enabler ends, they sum to
+//                             total_ps.
+//   summary.core_utilization  mean over the chip's cores of (sum of compute task
+//                             durations) / total_ps, in [0, 1].
+//   summary.achieved_tflops   sum of compute task flops / total_ps (flop/ps = Tflop/s).
+//   ops[i]                    one per Program::ops entry, in that order:
+//       compute_ps            max over cores of the sum of that op's compute durations;
+//       communication_ps      span of the op's transfer tasks (0 when none);
+//       memory_ps             span of the op's memory tasks (0 when none);
+//       start_ps, total_ps    first start, last end - first start of all its tasks;
+//       flops, bytes, spilled_bytes from OpInfo.
+//   layers                    one per (phase, layer), in order of first appearance
+//                             in Program::ops. Within each segment (prefill, or one
+//                             decode step), layers in index order: a layer's time is
+//                             its last task end minus the previous layer's (for the
+//                             first layer, the previous segment's end, or t0), at
+//                             least 0; total_ps sums that over decode steps. When
+//                             layers finish in order, a phase's layer totals add up
+//                             to its prefill_ps / decode_ps.
+//   links                     links that carried bytes, by link id; name "src->dst"
+//                             from node names; utilization = busy_ps / total_ps.
+//   dram                      channels that moved bytes, by channel id; likewise.
+//   cores                     every core of the chip: compute_ps = sum of compute
+//                             durations; busy_ps = length of the union of the
+//                             intervals of every task the core runs or sends
+//                             (compute, transfer sources, memory);
+//                             utilization = compute_ps / total_ps.
+//   tasks                     one per task, in id order, when `with_tasks` (the default):
+//                             start/end, core (transfers: source), dst_core (-1 unless a
+//                             transfer), kind, and the op name, layer and phase of its op.
+//   config                    left empty (the caller fills in the resolved experiment).
+
+#include <string>
+
+#include "result.pb.h"
+#include "sim/engine.h"
+
+namespace tpsim::sim {
+
+config::Result BuildResult(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
+                           const std::string& experiment, const std::string& engine, bool with_tasks = true);
+
+// JSON of any Result: proto field names (snake_case) in declaration order, every
+// field present (defaults included), 64-bit integers as JSON numbers (protobuf's
+// own printer writes them as strings), doubles in shortest round-trip form,
+// non-finite doubles as null, two-space indent, trailing newline. Deterministic.
+std::string ResultToJson(const config::Result& result);
+
+// The human table: per op (compute, communication, memory, total in µs; decode
+// ops of the same layer and name summed over steps, with the step count), per
+// layer, then the workload summary.
+std::string ResultTable(const config::Result& result);
+
+}  // namespace tpsim::sim

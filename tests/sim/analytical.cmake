@@ -1,0 +1,4 @@
+# Included from tests/sim/CMakeLists.txt: the analytical engine and the Result builder.
+tpsim_test(analytical_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/analytical_test.cc LIBS tpsim_analytical)
+tpsim_test(result_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/result_test.cc
+  LIBS tpsim_result tpsim_analytical nlohmann_json::nlohmann_json)

@@ -1,0 +1,347 @@
+// The analytical engine against hand-computed numbers on an 8x8 mesh:
+// 500 MHz (cycle 2000 ps), 160 GB/s links (160 bytes/ns), 1-cycle routers and
+// no wire latency (one hop = 2000 ps), 64x64 systolic array at 0.7 utilisation,
+// one DRAM channel at r0c0: 100 GB/s x 0.8 efficiency = 80 GB/s, 50 ns latency.
+#include "sim/analytical/analytical.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+namespace tpsim::sim {
+namespace {
+
+using mapping::Program;
+using mapping::Task;
+using mapping::TaskKind;
+
+config::Chip MeshConfig() {
+  config::Chip c;
+  c.set_name("test-mesh-8x8");
+  c.set_clock_mhz(500);
+  auto* core = c.mutable_core();
+  core->set_systolic_rows(64);
+  core->set_systolic_cols(64);
+  core->set_systolic_arrays(1);
+  core->set_mac_dtype("bf16");
+  core->set_matrix_utilization(0.7);
+  core->set_vector_lanes(64);
+  core->set_sram_bytes(32ull << 20);
+  auto* noc = c.mutable_noc();
+  noc->set_topology("mesh");
+  noc->set_rows(8);
+  noc->set_cols(8);
+  noc->set_link_bandwidth_gbps(160);
+  noc->set_router_latency_cycles(1);
+  noc->set_link_latency_ns(0);
+  auto* mem = c.add_memory();
+  mem->set_name("dram");
+  mem->set_kind("dram");
+  mem->add_attach("r0c0");
+  mem->set_bandwidth_gbps(100);
+  mem->set_efficiency(0.8);
+  mem->set_latency_ns(50);
+  mem->set_capacity_bytes(8ull << 30);
+  return c;
+}
+
+const arch::Chip& Mesh() {
+  static const arch::Chip chip = arch::Chip::Build(MeshConfig());
+  return chip;
+}
+
+int Core(int row, int col) { return row * 8 + col; }
+
+Program NewProgram() {
+  Program p;
+  p.num_cores = 64;
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "op", "k_split"}, 0, 0, 0});
+  return p;
+}
+
+uint32_t AddTransfer(Program& p, int src, int dst, uint64_t bytes, int32_t collective, uint16_t step,
+                     std::vector<uint32_t> deps = {}) {
+  Task t;
+  t.id = static_cast<uint32_t>(p.tasks.size());
+  t.kind = TaskKind::kTransfer;
+  t.core = src;
+  t.dst_core = dst;
+  t.bytes = bytes;
+  t.collective = collective;
+  t.coll_step = step;
+  t.deps = std::move(deps);
+  p.tasks.push_back(std::move(t));
+  return p.tasks.back().id;
+}
+
+uint32_t AddMemory(Program& p, int core, int channel, uint64_t bytes, std::vector<uint32_t> deps = {}) {
+  Task t;
+  t.id = static_cast<uint32_t>(p.tasks.size());
+  t.kind = TaskKind::kMemory;
+  t.core = core;
+  t.channel = channel;
+  t.bytes = bytes;
+  t.deps = std::move(deps);
+  p.tasks.push_back(std::move(t));
+  return p.tasks.back().id;
+}
+
+uint32_t AddGemm(Program& p, int core, uint64_t m, uint64_t n, uint64_t k, std::vector<uint32_t> deps = {}) {
+  Task t;
+  t.id = static_cast<uint32_t>(p.tasks.size());
+  t.kind = TaskKind::kCompute;
+  t.op_kind = llm::OpKind::kGemm;
+  t.core = core;
+  t.m = m;
+  t.n = n;
+  t.k = k;
+  t.flops = 2.0 * m * n * k;
+  t.bytes = 2 * (m * k + k * n + m * n);
+  t.deps = std::move(deps);
+  p.tasks.push_back(std::move(t));
+  return p.tasks.back().id;
+}
+
+TEST(AnalyticalEngine, Name) {
+  auto engine = MakeAnalyticalEngine();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->name(), "analytical");
+}
+
+TEST(AnalyticalEngine, OneGemmOnOneCore) {
+  // Y[256,640] = X[256,2560] . W[2560,640] on a 64x64 array:
+  //   tiles       = ceil(256/64) * ceil(640/64) = 4 * 10 = 40
+  //   cycles/tile = k + R + C = 2560 + 64 + 64  = 2688
+  //   cycles      = 40 * 2688 / 0.7 = 107520 / 0.7 = 153600
+  //   time        = 153600 * 2000 ps = 307,200,000 ps
+  Program p = NewProgram();
+  AddGemm(p, Core(3, 4), 256, 640, 2560);
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  ASSERT_EQ(out.tasks.size(), 1u);
+  EXPECT_EQ(out.tasks[0].start_ps, 0);
+  EXPECT_EQ(out.tasks[0].end_ps, 307'200'000);
+  EXPECT_EQ(out.makespan_ps, 307'200'000);
+}
+
+TEST(AnalyticalEngine, ComputeTasksOnOneCoreSerialise) {
+  // Two independent GEMMs on the same core run one after the other; on another
+  // core they overlap. Each: 4 * 10 tiles, (2560 + 128) cycles, as above.
+  Program p = NewProgram();
+  AddGemm(p, 0, 256, 640, 2560);
+  AddGemm(p, 0, 256, 640, 2560);
+  AddGemm(p, 1, 256, 640, 2560);
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[1].start_ps, 307'200'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 2 * 307'200'000);
+  EXPECT_EQ(out.tasks[2].start_ps, 0);
+  EXPECT_EQ(out.makespan_ps, 614'400'000);
+}
+
+TEST(AnalyticalEngine, TransferOverlapsCompute) {
+  // A transfer sourced at a busy core starts at once (own DMA engine):
+  // 1 hop (2000 ps) + 160,000 B / 160 B/ns (1,000,000 ps).
+  Program p = NewProgram();
+  AddGemm(p, 0, 256, 640, 2560);
+  AddTransfer(p, 0, 1, 160'000, -1, 0);
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[1].start_ps, 0);
+  EXPECT_EQ(out.tasks[1].end_ps, 1'002'000);
+}
+
+TEST(AnalyticalEngine, RingAllReduceOnTwoByTwoBlock) {
+  // Ring all-reduce of S = 640,000 bytes over P = 4 cores in ring order
+  // r0c0 -> r0c1 -> r1c1 -> r1c0 -> r0c0 (every step one hop, distinct links).
+  // 2(P-1) = 6 steps (3 reduce-scatter, 3 all-gather), each rank sends a chunk
+  // S/P = 160,000 bytes to its successor once it has received the previous step.
+  //   per step  = 1 hop (2000 ps) + 160,000 / 160 ns (1,000,000 ps) = 1,002,000 ps
+  //   total     = 6 * 1,002,000 = 6,012,000 ps
+  //             = 2(P-1)/P * S/B + 2(P-1) hops = 6/4 * 640,000/160 ns + 6 * 2 ns
+  //             = 6000 ns + 12 ns.
+  const int ring[4] = {Core(0, 0), Core(0, 1), Core(1, 1), Core(1, 0)};
+  const uint64_t S = 640'000, P = 4;
+  Program p = NewProgram();
+  p.collectives.push_back(mapping::CollectiveInfo{"all_reduce", "ring", S, 4, 0});
+  std::vector<int64_t> received(P, -1);  // last transfer into rank r
+  for (uint16_t step = 0; step < 2 * (P - 1); ++step) {
+    std::vector<int64_t> next(P, -1);
+    for (uint64_t r = 0; r < P; ++r) {
+      std::vector<uint32_t> deps;
+      if (received[r] >= 0) deps.push_back(static_cast<uint32_t>(received[r]));
+      next[(r + 1) % P] = AddTransfer(p, ring[r], ring[(r + 1) % P], S / P, 0, step, deps);
+    }
+    received = next;
+  }
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.makespan_ps, 6'012'000);
+  EXPECT_EQ(out.makespan_ps, static_cast<int64_t>(2 * (P - 1) * S / P * 1000 / 160 + 2 * (P - 1) * 2000));
+  // Each of the 4 ring links carries 6 chunks and is busy 6 * 1,000,000 ps, with no sharing.
+  const auto& links = Mesh().links();
+  int used = 0;
+  for (size_t l = 0; l < links.size(); ++l) {
+    if (out.links[l].bytes == 0) continue;
+    ++used;
+    EXPECT_EQ(out.links[l].bytes, 6 * S / P) << links[l].name();
+    EXPECT_EQ(out.links[l].busy_ps, 6'000'000) << links[l].name();
+    EXPECT_EQ(out.links[l].max_queue_ps, 0) << links[l].name();
+  }
+  EXPECT_EQ(used, 4);
+}
+
+TEST(AnalyticalEngine, TransferAcrossTheMeshDiagonal) {
+  // r0c0 -> r7c7: XY route of 7 + 7 = 14 hops.
+  //   14 * 2000 ps + 1,600,000 B / 160 B/ns = 28,000 + 10,000,000 = 10,028,000 ps
+  Program p = NewProgram();
+  AddTransfer(p, Core(0, 0), Core(7, 7), 1'600'000, -1, 0);
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(Mesh().Hops(Core(0, 0), Core(7, 7)), 14);
+  EXPECT_EQ(out.makespan_ps, 10'028'000);
+  int used = 0;
+  for (const auto& l : out.links) used += l.bytes > 0 ? 1 : 0;
+  EXPECT_EQ(used, 14);
+}
+
+TEST(AnalyticalEngine, SameStepTransfersSharingALinkTakeTwiceTheSerialisation) {
+  // Step 0 of collective 0:  t0: r0c0 -> r0c2 (links r0c0->r0c1, r0c1->r0c2)
+  //                          t1: r0c1 -> r0c2 (link r0c1->r0c2)
+  // load(r0c1->r0c2) = 2, so both serialise 2 * 160,000 B at 160 B/ns = 2,000,000 ps:
+  //   t0 = 2 hops (4000) + 2,000,000 = 2,004,000 ps
+  //   t1 = 1 hop  (2000) + 2,000,000 = 2,002,000 ps
+  Program p = NewProgram();
+  p.collectives.push_back(mapping::CollectiveInfo{"all_gather", "direct", 160'000, 3, 0});
+  AddTransfer(p, Core(0, 0), Core(0, 2), 160'000, 0, 0);
+  AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, 0, 0);
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[0].end_ps, 2'004'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 2'002'000);
+  // The shared link carried both payloads, busy 2 * 1,000,000 ps; each transfer
+  // lost 1,000,000 ps to sharing.
+  const int shared = Mesh().Route(Core(0, 1), Core(0, 2)).at(0);
+  EXPECT_EQ(out.links[shared].bytes, 320'000u);
+  EXPECT_EQ(out.links[shared].busy_ps, 2'000'000);
+  EXPECT_EQ(out.links[shared].max_queue_ps, 1'000'000);
+
+  // The same transfers in different steps (or collectives) do not share:
+  //   t0 = 4000 + 1,000,000; t1 = 2000 + 1,000,000.
+  p.tasks[1].coll_step = 1;
+  out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[0].end_ps, 1'004'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 1'002'000);
+  p.tasks[1].coll_step = 0;
+  p.tasks[1].collective = -1;
+  out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[0].end_ps, 1'004'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 1'002'000);
+}
+
+TEST(AnalyticalEngine, DramReadSharedByTwoCores) {
+  // Channel 0 (80 B/ns effective, 50 ns) read by cores 0 and 1, 80,000 B each:
+  //   alone:  50,000 + 80,000 / 80 ns (1,000,000) = 1,050,000 ps
+  //   shared by 2 cores: 50,000 + 2 * 1,000,000   = 2,050,000 ps
+  Program p = NewProgram();
+  AddMemory(p, 0, 0, 80'000);
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[0].end_ps, 1'050'000);
+
+  AddMemory(p, 1, 0, 80'000);
+  out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[0].end_ps, 2'050'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 2'050'000);
+  EXPECT_EQ(out.channels[0].bytes, 160'000u);
+  EXPECT_EQ(out.channels[0].busy_ps, 2'000'000);       // 2 x 1,000,000 unshared serialisation
+  EXPECT_EQ(out.channels[0].max_queue_ps, 1'000'000);  // each read lost 1,000,000 ps
+
+  // A second read by core 0 does not add a sharer: still 2 cores.
+  AddMemory(p, 0, 0, 80'000, {0});
+  out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[2].start_ps, 2'050'000);
+  EXPECT_EQ(out.tasks[2].end_ps, 4'100'000);
+}
+
+TEST(AnalyticalEngine, OneCoresDramReadsQueueButOverlapComputeAndTransfers) {
+  // Core 0 issues two 80,000 B reads with no deps (prefetches), a GEMM and a
+  // transfer. The reads queue on the core's DRAM DMA (1,050,000 ps each, one
+  // sharer); the GEMM and the transfer start at 0 beside them.
+  Program p = NewProgram();
+  AddMemory(p, 0, 0, 80'000);
+  AddMemory(p, 0, 0, 80'000);
+  AddGemm(p, 0, 256, 640, 2560);
+  AddTransfer(p, 0, 1, 160'000, -1, 0);
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[0].end_ps, 1'050'000);
+  EXPECT_EQ(out.tasks[1].start_ps, 1'050'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 2'100'000);
+  EXPECT_EQ(out.tasks[2].start_ps, 0);
+  EXPECT_EQ(out.tasks[3].start_ps, 0);
+  EXPECT_EQ(out.tasks[3].end_ps, 1'002'000);
+}
+
+TEST(AnalyticalEngine, DepsChainAcrossKinds) {
+  // DRAM read (1,050,000) -> GEMM (307,200,000) -> transfer of 160,000 B over one hop (1,002,000).
+  Program p = NewProgram();
+  AddMemory(p, 0, 0, 80'000);
+  AddGemm(p, 0, 256, 640, 2560, {0});
+  AddTransfer(p, 0, 1, 160'000, -1, 0, {1});
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[1].start_ps, 1'050'000);
+  EXPECT_EQ(out.tasks[2].start_ps, 1'050'000 + 307'200'000);
+  EXPECT_EQ(out.makespan_ps, 1'050'000 + 307'200'000 + 1'002'000);
+}
+
+TEST(AnalyticalEngine, BadDepThrowsStallErrorNamingTheTasks) {
+  Program p = NewProgram();
+  AddTransfer(p, 0, 1, 100, -1, 0);
+  AddTransfer(p, 1, 2, 100, -1, 0, {1});  // depends on itself
+  try {
+    AnalyticalEngine().Run(p, Mesh());
+    FAIL() << "expected StallError";
+  } catch (const StallError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("task 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("depends on task 1"), std::string::npos) << what;
+  }
+  p.tasks[1].deps = {7};  // out of range
+  EXPECT_THROW(AnalyticalEngine().Run(p, Mesh()), StallError);
+  p.tasks[1].deps = {0};
+  p.tasks[0].deps = {1};  // a forward dep (a cycle)
+  EXPECT_THROW(AnalyticalEngine().Run(p, Mesh()), StallError);
+}
+
+TEST(AnalyticalEngine, BadCoreOrChannelThrowsInsteadOfCrashing) {
+  Program p = NewProgram();
+  AddTransfer(p, 0, 64, 100, -1, 0);
+  EXPECT_THROW(AnalyticalEngine().Run(p, Mesh()), std::invalid_argument);
+  p.tasks[0].dst_core = 1;
+  p.tasks[0].core = -1;
+  EXPECT_THROW(AnalyticalEngine().Run(p, Mesh()), std::invalid_argument);
+  Program q = NewProgram();
+  AddMemory(q, 0, 3, 100);
+  EXPECT_THROW(AnalyticalEngine().Run(q, Mesh()), std::invalid_argument);
+}
+
+TEST(AnalyticalEngine, HugePayloadsSaturateInsteadOfOverflowing) {
+  // 2^63 bytes shared by two transfers (4 * 2^63 equivalent bytes overflows uint64),
+  // then a dependent DRAM read shared by two cores: every time saturates at the
+  // largest Ps rather than wrapping.
+  constexpr Ps kMax = std::numeric_limits<Ps>::max();
+  Program p = NewProgram();
+  AddTransfer(p, Core(0, 0), Core(0, 2), uint64_t{1} << 63, 0, 0);
+  AddTransfer(p, Core(0, 1), Core(0, 2), uint64_t{1} << 63, 0, 0);
+  AddMemory(p, 0, 0, uint64_t{1} << 63, {0});
+  AddMemory(p, 1, 0, uint64_t{1} << 63);
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[0].end_ps, kMax);
+  EXPECT_EQ(out.tasks[2].end_ps, kMax);
+  EXPECT_EQ(out.makespan_ps, kMax);
+}
+
+TEST(AnalyticalEngine, EmptyProgram) {
+  Program p = NewProgram();
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.makespan_ps, 0);
+  EXPECT_TRUE(out.tasks.empty());
+  EXPECT_EQ(out.links.size(), Mesh().links().size());
+}
+
+}  // namespace
+}  // namespace tpsim::sim
