@@ -1,0 +1,166 @@
+// Renders each plot headless from a small hand-made result and checks the PNG: signature,
+// the 1000 x 800 size the script promises, and that it is not blank.
+#include "traces/plot.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tpsim::traces {
+namespace {
+
+// A 2x2 mesh result in the Result JSON form (snake_case names, int64 as numbers; core 0
+// and other defaults omitted as proto3 JSON does; one int64 written as a string).
+const char* const kResult = R"({
+  "experiment": "tiny",
+  "engine": "analytical",
+  "config": "name: \"tiny\"\nchip {\n  name: \"mesh-2x2\"\n  noc {\n    topology: \"mesh\"\n    rows: 2\n    cols: 2\n  }\n}\n",
+  "links": [
+    {"name": "r0c0->r0c1", "bytes": 1600, "utilization": 0.9},
+    {"name": "r0c1->r0c0", "utilization": 0.1},
+    {"name": "r0c0->r1c0", "utilization": 0.5},
+    {"name": "r1c0->r0c0"},
+    {"name": "r0c1->r1c1", "utilization": 0.3},
+    {"name": "r1c1->r0c1", "utilization": 0.7},
+    {"name": "r1c0->r1c1", "utilization": 0.2},
+    {"name": "r1c1->r1c0", "utilization": 1.0}
+  ],
+  "cores": [
+    {"utilization": 0.8},
+    {"core": 1, "utilization": 0.4},
+    {"core": 2, "utilization": 0.2},
+    {"core": 3, "utilization": 0.95}
+  ],
+  "tasks": [
+    {"start_ps": 0, "end_ps": 10500, "kind": "compute", "op": "q_proj", "dst_core": -1},
+    {"id": 1, "start_ps": 0, "end_ps": 10500, "core": 1, "kind": "compute", "op": "q_proj", "dst_core": -1},
+    {"id": 2, "start_ps": 10500, "end_ps": 22500, "kind": "transfer", "op": "q_proj.allreduce", "dst_core": 1},
+    {"id": 3, "start_ps": "0", "end_ps": "50000", "core": 2, "kind": "memory", "op": "weights", "dst_core": -1},
+    {"id": 4, "start_ps": 22500, "end_ps": 30250, "core": 1, "kind": "compute", "op": "o_proj", "dst_core": -1}
+  ]
+})";
+
+class PlotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    python_ = FindPlotPython();
+    if (!python_) GTEST_SKIP() << "no python3 with matplotlib (apt-get install -y python3-matplotlib)";
+    dir_ = std::filesystem::temp_directory_path() / ("tpsim_plot_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(Path("result.json")) << kResult;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // PNG checks: signature, IHDR size, and more than `min_colours` distinct colours.
+  void ExpectPicture(const std::string& png, int min_colours) {
+    std::ifstream f(png, std::ios::binary);
+    ASSERT_TRUE(f) << png << " not written";
+    std::string head(24, '\0');
+    f.read(head.data(), 24);
+    ASSERT_EQ(head.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+    ASSERT_EQ(head.substr(12, 4), "IHDR");
+    auto be32 = [&](int at) {
+      return (static_cast<uint32_t>(static_cast<unsigned char>(head[at])) << 24) |
+             (static_cast<uint32_t>(static_cast<unsigned char>(head[at + 1])) << 16) |
+             (static_cast<uint32_t>(static_cast<unsigned char>(head[at + 2])) << 8) |
+             static_cast<uint32_t>(static_cast<unsigned char>(head[at + 3]));
+    };
+    EXPECT_EQ(be32(16), 1000u);  // 10 in x 100 dpi
+    EXPECT_EQ(be32(20), 800u);   // 8 in x 100 dpi
+    const std::string cmd =
+        *python_ +
+        " -c \"import sys, numpy as np, matplotlib.image as m; a = m.imread(sys.argv[1]); "
+        "print(len(np.unique(a.reshape(-1, a.shape[2]), axis=0)))\" " +
+        png;
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    int colours = 0;
+    EXPECT_EQ(std::fscanf(p, "%d", &colours), 1);
+    EXPECT_EQ(pclose(p), 0);
+    EXPECT_GT(colours, min_colours) << png << " looks blank";
+  }
+
+  std::optional<std::string> python_;
+  std::filesystem::path dir_;
+};
+
+TEST_F(PlotTest, HeatmapRenders) {
+  ASSERT_EQ(PlotCommand({"heatmap", Path("result.json"), "--out", Path("links.png")}), 0);
+  // Link and core colour maps over 8 links and 4 cores, plus text: well over 20 colours.
+  ExpectPicture(Path("links.png"), 20);
+}
+
+TEST_F(PlotTest, TimelineRenders) {
+  ASSERT_EQ(PlotCommand({"timeline", Path("result.json"), "--out", Path("gantt.png")}), 0);
+  ExpectPicture(Path("gantt.png"), 3);
+}
+
+TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(Path("sweep.sqlite").c_str(), &db), SQLITE_OK);
+  std::string sql = "CREATE TABLE points (tp INTEGER, placement TEXT, total_ps INTEGER);";
+  for (int tp : {1, 2, 4, 8}) {
+    for (const char* pl : {"linear", "snake"}) {
+      sql += "INSERT INTO points VALUES (" + std::to_string(tp) + ", '" + pl + "', " +
+             std::to_string(1000000 / tp + (pl[0] == 'l' ? 5000 : 0)) + ");";
+    }
+  }
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  ASSERT_EQ(PlotCommand({"sweep", Path("sweep.sqlite"), "--x", "tp", "--y", "total_ps", "--group",
+                         "placement", "--out", Path("sweep.png")}),
+            0);
+  ExpectPicture(Path("sweep.png"), 3);
+  EXPECT_EQ(
+      PlotCommand({"sweep", Path("sweep.sqlite"), "--x", "tp", "--y", "makespan", "--out", Path("bad.png")}),
+      2);
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
+TEST_F(PlotTest, BadInputExitsTwo) {
+  EXPECT_EQ(PlotCommand({"heatmap", Path("missing.json"), "--out", Path("x.png")}), 2);
+  std::ofstream(Path("garbage.json")) << "{ not json";
+  EXPECT_EQ(PlotCommand({"timeline", Path("garbage.json"), "--out", Path("x.png")}), 2);
+  std::ofstream(Path("notasks.json")) << R"({"links": [], "cores": []})";
+  EXPECT_EQ(PlotCommand({"timeline", Path("notasks.json"), "--out", Path("x.png")}), 2);
+  EXPECT_EQ(PlotCommand({"heatmap", Path("notasks.json"), "--out", Path("x.png")}), 2);
+  std::ofstream(Path("badlink.json")) << R"({"links": [{"name": "r0c0", "utilization": 1}]})";
+  EXPECT_EQ(PlotCommand({"heatmap", Path("badlink.json"), "--out", Path("x.png")}), 2);
+  EXPECT_EQ(PlotCommand({"nonsense"}), 2);
+  EXPECT_EQ(PlotCommand({}), 2);
+  EXPECT_FALSE(std::filesystem::exists(Path("x.png")));
+}
+
+TEST_F(PlotTest, ScriptOverrideAndMissingScript) {
+  ASSERT_EQ(setenv("TPSIM_PLOT_SCRIPT", Path("nowhere.py").c_str(), 1), 0);
+  EXPECT_EQ(PlotScriptPath(), Path("nowhere.py"));
+  EXPECT_EQ(PlotCommand({"heatmap", Path("result.json"), "--out", Path("links.png")}), 2);
+  unsetenv("TPSIM_PLOT_SCRIPT");
+  EXPECT_EQ(PlotScriptPath(), std::string(TPSIM_SOURCE_DIR) + "/traces/plot/tpsim_plot.py");
+}
+
+TEST_F(PlotTest, SameInputSameBytes) {
+  ASSERT_EQ(PlotCommand({"heatmap", Path("result.json"), "--out", Path("a.png")}), 0);
+  ASSERT_EQ(PlotCommand({"heatmap", Path("result.json"), "--out", Path("b.png")}), 0);
+  auto read = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(read(Path("a.png")), read(Path("b.png")));
+}
+
+}  // namespace
+}  // namespace tpsim::traces

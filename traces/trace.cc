@@ -1,0 +1,854 @@
+#include "traces/trace.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "perfetto_trace.pb.h"
+
+namespace tpsim::traces {
+namespace {
+
+using mapping::TaskKind;
+using sim::Ps;
+
+enum Group { kCompute = 0, kSend = 1, kRecv = 2, kDram = 3, kNumGroups = 4 };
+const char* const kGroupNames[kNumGroups] = {"compute", "send", "recv", "dram"};
+
+struct Arg {
+  enum Type { kInt, kUint, kDouble, kString, kBool } type = kInt;
+  const char* name = "";
+  int64_t i = 0;
+  uint64_t u = 0;
+  double d = 0;
+  std::string s;
+};
+
+// Slices hold only what places them; names and annotations are made when written (Describe).
+struct Slice {
+  enum Type : uint8_t { kMeta, kTask, kRecv, kWait } type = kTask;
+  Group group = kCompute;
+  int core = 0;
+  Ps start = 0, end = 0;
+  int64_t task = -1;                   // kTask, kRecv: the task; kWait: the compute task waiting
+  int64_t aux = -1;                    // kWait: the dependency it waited for, -1 when none
+  uint64_t flow_out = 0, flow_in = 0;  // 0: none
+  int track = -1;                      // index into Layout::tracks
+};
+
+struct Track {
+  uint64_t uuid = 0, parent_uuid = 0;
+  int pid = 0, tid = 0;
+  std::string name;
+};
+
+struct Process {
+  uint64_t uuid = 0;
+  int pid = 0;
+  std::string name;
+};
+
+struct Counter {
+  uint64_t uuid = 0;
+  std::string name;
+  std::string unit;
+  std::vector<std::pair<Ps, double>> points;  // (time, value from then on), ascending, deduplicated
+};
+
+struct Layout {
+  std::vector<Process> processes;
+  std::vector<Track> tracks;
+  std::vector<Slice> slices;
+  std::vector<Counter> counters;
+  int meta_pid = 1;
+  int run_track = -1;  // index into tracks
+};
+
+Arg IntArg(const char* n, int64_t v) { return Arg{Arg::kInt, n, v, 0, 0, {}}; }
+Arg UintArg(const char* n, uint64_t v) { return Arg{Arg::kUint, n, 0, v, 0, {}}; }
+Arg DoubleArg(const char* n, double v) { return Arg{Arg::kDouble, n, 0, 0, v, {}}; }
+Arg StrArg(const char* n, std::string v) { return Arg{Arg::kString, n, 0, 0, 0, std::move(v)}; }
+Arg BoolArg(const char* n, bool v) { return Arg{Arg::kBool, n, v ? 1 : 0, 0, 0, {}}; }
+
+bool GemmLike(llm::OpKind k) {
+  return k == llm::OpKind::kGemm || k == llm::OpKind::kBatchedGemm || k == llm::OpKind::kRouter;
+}
+
+void Check(const mapping::Program& p, const arch::Chip& chip, const sim::EngineOutput& out) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument("trace: " + what); };
+  if (out.tasks.size() != p.tasks.size()) {
+    bad("engine output has " + std::to_string(out.tasks.size()) + " task times for " +
+        std::to_string(p.tasks.size()) + " tasks");
+  }
+  const int cores = chip.num_cores();
+  const int channels = static_cast<int>(chip.channels().size());
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const mapping::Task& t = p.tasks[i];
+    const std::string id = "task " + std::to_string(i);
+    if (t.core < 0 || t.core >= cores) bad(id + ": core " + std::to_string(t.core) + " not on the chip");
+    if (t.op >= p.ops.size()) bad(id + ": op " + std::to_string(t.op) + " out of range");
+    if (t.kind == TaskKind::kTransfer && (t.dst_core < 0 || t.dst_core >= cores)) {
+      bad(id + ": dst_core " + std::to_string(t.dst_core) + " not on the chip");
+    }
+    if (t.kind == TaskKind::kMemory && (t.channel < 0 || t.channel >= channels)) {
+      bad(id + ": channel " + std::to_string(t.channel) + " not on the chip");
+    }
+    const sim::TaskTime& tt = out.tasks[i];
+    if (tt.start_ps < 0 || tt.end_ps < tt.start_ps) {
+      bad(id + ": times [" + std::to_string(tt.start_ps) + ", " + std::to_string(tt.end_ps) + "] invalid");
+    }
+  }
+}
+
+std::string NodeName(const arch::Chip& chip, int core) {
+  const std::string& n = chip.node(core).name;
+  return n.empty() ? "c" + std::to_string(core) : n;
+}
+
+// Stage of each core: cores sharing the [first, last] layer range of their compute and memory
+// tasks. Returns per-core process index into `layout->processes`.
+std::vector<int> AssignStages(const mapping::Program& p, int cores, Layout* layout) {
+  std::vector<std::pair<int64_t, int64_t>> range(cores, {-1, -1});
+  for (const mapping::Task& t : p.tasks) {
+    if (t.kind == TaskKind::kTransfer) continue;
+    const int64_t layer = p.ops[t.op].ref.layer;
+    auto& r = range[t.core];
+    if (r.first < 0) {
+      r = {layer, layer};
+    } else {
+      r.first = std::min(r.first, layer);
+      r.second = std::max(r.second, layer);
+    }
+  }
+  std::map<std::pair<int64_t, int64_t>, int> stage;  // ordered: stage numbers follow first layer
+  for (const auto& r : range) {
+    if (r.first >= 0) stage.emplace(r, 0);
+  }
+  int next = 0;
+  for (auto& [r, idx] : stage) {
+    idx = static_cast<int>(layout->processes.size());
+    std::string name =
+        "stage " + std::to_string(next++) + ": layer" +
+        (r.first == r.second ? " " + std::to_string(r.first)
+                             : "s " + std::to_string(r.first) + "-" + std::to_string(r.second));
+    layout->processes.push_back({0, 0, name});
+  }
+  int idle = -1;
+  std::vector<int> proc(cores);
+  for (int c = 0; c < cores; ++c) {
+    if (range[c].first >= 0) {
+      proc[c] = stage.at(range[c]);
+    } else {
+      if (idle < 0) {
+        idle = static_cast<int>(layout->processes.size());
+        layout->processes.push_back({0, 0, "idle cores"});
+      }
+      proc[c] = idle;
+    }
+  }
+  return proc;
+}
+
+void TaskSlices(const mapping::Program& p, const arch::Chip& chip, const sim::EngineOutput& out,
+                std::vector<Slice>* slices) {
+  std::vector<std::vector<uint32_t>> compute_by_core(chip.num_cores());
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const mapping::Task& t = p.tasks[i];
+    const sim::TaskTime& tt = out.tasks[i];
+    Slice s;
+    s.type = Slice::kTask;
+    s.task = static_cast<int64_t>(i);
+    s.start = tt.start_ps;
+    s.end = tt.end_ps;
+    s.core = t.core;
+    switch (t.kind) {
+      case TaskKind::kCompute:
+        s.group = kCompute;
+        compute_by_core[t.core].push_back(static_cast<uint32_t>(i));
+        break;
+      case TaskKind::kTransfer: {
+        s.group = kSend;
+        s.flow_out = static_cast<uint64_t>(i) + 1;
+        Ps latency = 0;
+        for (int l : chip.Route(t.core, t.dst_core)) latency += chip.links()[l].latency_ps;
+        Slice r = s;
+        r.type = Slice::kRecv;
+        r.group = kRecv;
+        r.core = t.dst_core;
+        r.start = std::min(tt.end_ps, tt.start_ps + latency);
+        r.flow_out = 0;
+        r.flow_in = s.flow_out;
+        slices->push_back(r);
+        break;
+      }
+      case TaskKind::kMemory:
+        s.group = kDram;
+        break;
+    }
+    slices->push_back(s);
+  }
+
+  // Waits: gaps on a core's compute lane before a compute task.
+  for (int c = 0; c < chip.num_cores(); ++c) {
+    std::vector<uint32_t>& ids = compute_by_core[c];
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](uint32_t a, uint32_t b) { return out.tasks[a].start_ps < out.tasks[b].start_ps; });
+    Ps busy_until = 0;
+    for (uint32_t id : ids) {
+      const sim::TaskTime& tt = out.tasks[id];
+      if (tt.start_ps > busy_until) {
+        Slice w;
+        w.type = Slice::kWait;
+        w.group = kCompute;
+        w.core = c;
+        w.start = busy_until;
+        w.end = tt.start_ps;
+        w.task = id;
+        // The dependency that finished last, when it finished after the lane went idle.
+        for (uint32_t d : p.tasks[id].deps) {
+          if (d < out.tasks.size() && out.tasks[d].end_ps > busy_until &&
+              (w.aux < 0 || out.tasks[d].end_ps > out.tasks[w.aux].end_ps)) {
+            w.aux = d;
+          }
+        }
+        slices->push_back(w);
+      }
+      busy_until = std::max(busy_until, tt.end_ps);
+    }
+  }
+}
+
+// Names, categories and annotations of slices, made as they are written.
+class Describer {
+ public:
+  Describer(const mapping::Program& p, const arch::Chip& chip, const sim::EngineOutput& out,
+            const std::string& config)
+      : p_(p), chip_(chip), out_(out), config_(config) {}
+
+  const char* Category(const Slice& s) const {
+    switch (s.type) {
+      case Slice::kMeta:
+        return "meta";
+      case Slice::kRecv:
+        return "recv";
+      case Slice::kWait:
+        return "wait";
+      case Slice::kTask:
+        break;
+    }
+    switch (p_.tasks[s.task].kind) {
+      case TaskKind::kCompute:
+        return "compute";
+      case TaskKind::kTransfer:
+        return "send";
+      case TaskKind::kMemory:
+        return "memory";
+    }
+    return "";
+  }
+
+  std::string Name(const Slice& s) const {
+    if (s.type == Slice::kMeta) return "tpsim run";
+    const mapping::Task& t = p_.tasks[s.task];
+    std::string label = Label(t);
+    switch (s.type) {
+      case Slice::kRecv:
+        return "recv " + label;
+      case Slice::kWait:
+        return "wait " + label;
+      default:
+        break;
+    }
+    if (t.kind == TaskKind::kTransfer) return "send " + label;
+    if (t.kind == TaskKind::kMemory) return (t.write ? "dram wr " : "dram rd ") + label;
+    return label;
+  }
+
+  void Args(const Slice& s, std::vector<Arg>* args) const {
+    args->clear();
+    if (s.type == Slice::kMeta) {
+      args->push_back(StrArg("config", config_));
+      args->push_back(UintArg("tasks", p_.tasks.size()));
+      args->push_back(IntArg("makespan_ps", out_.makespan_ps));
+      args->push_back(UintArg("cores", static_cast<uint64_t>(chip_.num_cores())));
+      return;
+    }
+    const mapping::Task& t = p_.tasks[s.task];
+    if (s.type == Slice::kWait) {
+      args->push_back(UintArg("before_task", static_cast<uint64_t>(s.task)));
+      if (s.aux >= 0) {
+        const mapping::Task& dt = p_.tasks[s.aux];
+        const char* kind = dt.kind == TaskKind::kCompute    ? "compute "
+                           : dt.kind == TaskKind::kTransfer ? "transfer "
+                                                            : "memory ";
+        args->push_back(UintArg("waiting_for_task", static_cast<uint64_t>(s.aux)));
+        args->push_back(StrArg("waiting_for", kind + Label(dt)));
+      }
+    } else if (s.type == Slice::kRecv) {
+      args->push_back(UintArg("task", static_cast<uint64_t>(s.task)));
+      args->push_back(IntArg("src", t.core));
+      args->push_back(IntArg("dst", t.dst_core));
+      args->push_back(UintArg("bytes", t.bytes));
+    } else {
+      const mapping::OpRef& ref = p_.ops[t.op].ref;
+      args->push_back(UintArg("task", static_cast<uint64_t>(s.task)));
+      args->push_back(StrArg("phase", ref.phase));
+      args->push_back(UintArg("step", ref.step));
+      args->push_back(UintArg("layer", ref.layer));
+      args->push_back(StrArg("op", ref.op));
+      args->push_back(StrArg("partition", ref.partition));
+      switch (t.kind) {
+        case TaskKind::kCompute:
+          args->push_back(StrArg("op_kind", llm::ToString(t.op_kind)));
+          if (GemmLike(t.op_kind)) {
+            args->push_back(StrArg("shape", std::to_string(t.batch) + "x[" + std::to_string(t.m) + "," +
+                                                std::to_string(t.k) + "]x[" + std::to_string(t.k) + "," +
+                                                std::to_string(t.n) + "]"));
+          } else {
+            args->push_back(DoubleArg("vector_ops", t.vector_ops));
+          }
+          args->push_back(DoubleArg("flops", t.flops));
+          args->push_back(UintArg("bytes", t.bytes));
+          break;
+        case TaskKind::kTransfer:
+          args->push_back(IntArg("src", t.core));
+          args->push_back(IntArg("dst", t.dst_core));
+          args->push_back(UintArg("bytes", t.bytes));
+          args->push_back(UintArg("offset", t.offset));
+          args->push_back(BoolArg("reduce", t.reduce));
+          if (t.collective >= 0 && static_cast<size_t>(t.collective) < p_.collectives.size()) {
+            const mapping::CollectiveInfo& c = p_.collectives[t.collective];
+            args->push_back(StrArg("collective", c.kind + "/" + c.algorithm));
+            args->push_back(UintArg("coll_step", t.coll_step));
+          }
+          break;
+        case TaskKind::kMemory:
+          args->push_back(StrArg("channel", chip_.channels()[t.channel].name));
+          args->push_back(BoolArg("write", t.write));
+          args->push_back(UintArg("bytes", t.bytes));
+          break;
+      }
+    }
+    args->push_back(IntArg("start_ps", s.start));
+    args->push_back(IntArg("end_ps", s.end));
+  }
+
+ private:
+  std::string Label(const mapping::Task& t) const {
+    const mapping::OpRef& ref = p_.ops[t.op].ref;
+    return ref.op + " L" + std::to_string(ref.layer);
+  }
+
+  const mapping::Program& p_;
+  const arch::Chip& chip_;
+  const sim::EngineOutput& out_;
+  const std::string& config_;
+};
+
+// Piecewise-constant sum of rates over intervals; intervals of zero length are skipped.
+std::vector<std::pair<Ps, double>> RateSeries(std::vector<std::tuple<Ps, Ps, double>> iv, double scale) {
+  std::vector<std::tuple<Ps, int, double>> ev;  // (time, +1/-1, rate)
+  for (const auto& [s, e, r] : iv) {
+    if (e <= s) continue;
+    ev.emplace_back(s, +1, r);
+    ev.emplace_back(e, -1, r);
+  }
+  std::sort(ev.begin(), ev.end());
+  std::vector<std::pair<Ps, double>> pts;
+  double sum = 0;
+  int active = 0;
+  for (size_t i = 0; i < ev.size();) {
+    const Ps t = std::get<0>(ev[i]);
+    for (; i < ev.size() && std::get<0>(ev[i]) == t; ++i) {
+      active += std::get<1>(ev[i]);
+      sum += std::get<1>(ev[i]) * std::get<2>(ev[i]);
+    }
+    if (active == 0) sum = 0;
+    pts.emplace_back(t, sum * scale);
+  }
+  return pts;
+}
+
+Layout BuildLayout(const mapping::Program& p, const arch::Chip& chip, const sim::EngineOutput& out) {
+  Layout L;
+  const int cores = chip.num_cores();
+  L.processes.push_back({0, 0, "tpsim"});
+  std::vector<int> proc = AssignStages(p, cores, &L);
+  uint64_t next_uuid = 1;
+  for (size_t i = 0; i < L.processes.size(); ++i) {
+    L.processes[i].uuid = next_uuid++;
+    L.processes[i].pid = static_cast<int>(i) + 1;
+  }
+  L.meta_pid = L.processes[0].pid;
+
+  int next_tid = 100;
+  L.run_track = 0;
+  L.tracks.push_back({next_uuid++, L.processes[0].uuid, L.meta_pid, next_tid++, "run"});
+
+  // The metadata slice.
+  Slice meta;
+  meta.type = Slice::kMeta;
+  meta.end = out.makespan_ps;
+  meta.track = L.run_track;
+  L.slices.push_back(meta);
+  TaskSlices(p, chip, out, &L.slices);
+
+  // Lanes: per core and group, in (start, longest first) order. A slice goes on the first lane
+  // that is free at its start; failing that on a new lane while there are fewer than
+  // kMaxLanes; failing that nested inside the innermost open slice of the shallowest lane
+  // whose innermost open slice contains it; failing all, on a new lane.
+  constexpr size_t kMaxLanes = 4;
+  std::vector<std::vector<size_t>> by_core_group(static_cast<size_t>(cores) * kNumGroups);
+  for (size_t i = 1; i < L.slices.size(); ++i) {
+    by_core_group[static_cast<size_t>(L.slices[i].core) * kNumGroups + L.slices[i].group].push_back(i);
+  }
+  for (int c = 0; c < cores; ++c) {
+    const Process& pr = L.processes[proc[c]];
+    const std::string core_name = "core " + std::to_string(c) + " (" + NodeName(chip, c) + ")";
+    for (int g = 0; g < kNumGroups; ++g) {
+      std::vector<size_t>& ids = by_core_group[static_cast<size_t>(c) * kNumGroups + g];
+      std::stable_sort(ids.begin(), ids.end(), [&](size_t a, size_t b) {
+        const Slice& x = L.slices[a];
+        const Slice& y = L.slices[b];
+        return x.start != y.start ? x.start < y.start : x.end > y.end;
+      });
+      std::vector<std::vector<Ps>> open;  // per lane: ends of its open (nested) slices
+      std::vector<int> lane_track;
+      auto add_lane = [&]() {
+        std::string name = g == kCompute ? core_name : "core " + std::to_string(c) + " " + kGroupNames[g];
+        if (!open.empty())
+          name = "core " + std::to_string(c) + " " + kGroupNames[g] + " #" + std::to_string(open.size() + 1);
+        open.emplace_back();
+        lane_track.push_back(static_cast<int>(L.tracks.size()));
+        L.tracks.push_back({next_uuid++, pr.uuid, pr.pid, next_tid++, name});
+        return open.size() - 1;
+      };
+      if (g == kCompute) add_lane();  // every core gets its main track, busy or not
+      for (size_t id : ids) {
+        Slice& s = L.slices[id];
+        for (auto& st : open) {
+          while (!st.empty() && st.back() <= s.start) st.pop_back();
+        }
+        size_t lane = open.size();
+        for (size_t k = 0; k < open.size() && lane == open.size(); ++k) {
+          if (open[k].empty()) lane = k;
+        }
+        if (lane == open.size() && open.size() >= kMaxLanes) {
+          for (size_t k = 0; k < open.size(); ++k) {  // the shallowest lane that contains it
+            if (open[k].back() >= s.end && (lane == open.size() || open[k].size() < open[lane].size()))
+              lane = k;
+          }
+        }
+        if (lane == open.size()) lane = add_lane();
+        open[lane].push_back(s.end);
+        s.track = lane_track[lane];
+      }
+    }
+  }
+
+  // Counters.
+  std::map<int, std::vector<std::tuple<Ps, Ps, double>>> link_iv, chan_iv;
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const mapping::Task& t = p.tasks[i];
+    const sim::TaskTime& tt = out.tasks[i];
+    if (tt.end_ps <= tt.start_ps || t.bytes == 0) continue;
+    const double rate = static_cast<double>(t.bytes) / static_cast<double>(tt.end_ps - tt.start_ps);  // B/ps
+    if (t.kind == TaskKind::kTransfer) {
+      for (int l : chip.Route(t.core, t.dst_core)) link_iv[l].emplace_back(tt.start_ps, tt.end_ps, rate);
+    } else if (t.kind == TaskKind::kMemory) {
+      chan_iv[t.channel].emplace_back(tt.start_ps, tt.end_ps, rate);
+    }
+  }
+  for (auto& [l, iv] : link_iv) {
+    const double bw = chip.links()[l].bandwidth_gbps;  // bytes/ns
+    Counter c{next_uuid++, "link " + chip.links()[l].name() + " util", "utilization",
+              RateSeries(std::move(iv), bw > 0 ? 1000.0 / bw : 0.0)};
+    L.counters.push_back(std::move(c));
+  }
+  for (auto& [ch, iv] : chan_iv) {
+    Counter c{next_uuid++, "dram " + chip.channels()[ch].name + " GB/s", "GB/s",
+              RateSeries(std::move(iv), 1000.0)};
+    L.counters.push_back(std::move(c));
+  }
+  return L;
+}
+
+// Buffered output to the trace file.
+class Sink {
+ public:
+  explicit Sink(std::ofstream* f) : f_(f) {}
+  std::string* buf() { return &buf_; }
+  void MaybeFlush() {
+    if (buf_.size() >= (4u << 20)) Flush();
+  }
+  void Flush() {
+    f_->write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+
+ private:
+  std::ofstream* f_;
+  std::string buf_;
+};
+
+// ---- Perfetto protobuf ------------------------------------------------------------------
+
+int64_t Ns(Ps ps) { return ps / 1000; }
+
+void AppendPacket(const perfetto::TracePacket& pkt, std::string* buf, std::string* scratch) {
+  scratch->clear();
+  {
+    google::protobuf::io::StringOutputStream sos(scratch);
+    google::protobuf::io::CodedOutputStream cos(&sos);
+    cos.SetSerializationDeterministic(true);
+    pkt.SerializeToCodedStream(&cos);
+  }
+  // Trace.packet = 1, length-delimited: the bytes of a serialised Trace, one packet at a time.
+  buf->push_back(static_cast<char>(0x0a));
+  uint64_t n = scratch->size();
+  while (n >= 0x80) {
+    buf->push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  buf->push_back(static_cast<char>(n));
+  buf->append(*scratch);
+}
+
+void FillArgs(const std::vector<Arg>& args, perfetto::TrackEvent* ev) {
+  for (const Arg& a : args) {
+    perfetto::DebugAnnotation* d = ev->add_debug_annotations();
+    d->set_name(a.name);
+    switch (a.type) {
+      case Arg::kInt:
+        d->set_int_value(a.i);
+        break;
+      case Arg::kUint:
+        d->set_uint_value(a.u);
+        break;
+      case Arg::kDouble:
+        d->set_double_value(a.d);
+        break;
+      case Arg::kString:
+        d->set_string_value(a.s);
+        break;
+      case Arg::kBool:
+        d->set_bool_value(a.i != 0);
+        break;
+    }
+  }
+}
+
+struct Event {
+  int64_t ts = 0;
+  int order = 0;  // 0 end, 1 instant / counter, 2 begin
+  uint64_t track = 0;
+  size_t index = 0;  // slice index, or counter index * 2^32 + point index for counters
+  bool counter = false;
+};
+
+void Proto(const Layout& L, const Describer& desc, Sink* sink) {
+  std::string& buf = *sink->buf();
+  std::string scratch;
+  std::vector<Arg> args;
+  perfetto::TracePacket pkt;
+  constexpr uint32_t kSeq = 1;
+  bool first = true;
+  auto start = [&]() {
+    pkt.Clear();
+    pkt.set_trusted_packet_sequence_id(kSeq);
+    if (first) pkt.set_sequence_flags(1);  // SEQ_INCREMENTAL_STATE_CLEARED
+    first = false;
+  };
+  for (const Process& pr : L.processes) {
+    start();
+    auto* td = pkt.mutable_track_descriptor();
+    td->set_uuid(pr.uuid);
+    td->mutable_process()->set_pid(pr.pid);
+    td->mutable_process()->set_process_name(pr.name);
+    AppendPacket(pkt, &buf, &scratch);
+  }
+  for (const Track& t : L.tracks) {
+    start();
+    auto* td = pkt.mutable_track_descriptor();
+    td->set_uuid(t.uuid);
+    td->set_parent_uuid(t.parent_uuid);
+    td->mutable_thread()->set_pid(t.pid);
+    td->mutable_thread()->set_tid(t.tid);
+    td->mutable_thread()->set_thread_name(t.name);
+    AppendPacket(pkt, &buf, &scratch);
+  }
+  for (const Counter& c : L.counters) {
+    start();
+    auto* td = pkt.mutable_track_descriptor();
+    td->set_uuid(c.uuid);
+    td->set_parent_uuid(L.processes[0].uuid);
+    td->set_name(c.name);
+    td->mutable_counter()->set_unit_name(c.unit);
+    AppendPacket(pkt, &buf, &scratch);
+  }
+
+  std::vector<Event> ev;
+  ev.reserve(L.slices.size() * 2);
+  for (size_t i = 0; i < L.slices.size(); ++i) {
+    const Slice& s = L.slices[i];
+    const uint64_t track = L.tracks[s.track].uuid;
+    if (Ns(s.end) == Ns(s.start)) {
+      ev.push_back({Ns(s.start), 1, track, i, false});
+    } else {
+      ev.push_back({Ns(s.start), 2, track, i, false});
+      ev.push_back({Ns(s.end), 0, track, i, false});
+    }
+  }
+  std::vector<std::vector<std::pair<int64_t, double>>> cpts(L.counters.size());
+  for (size_t c = 0; c < L.counters.size(); ++c) {
+    for (const auto& [t, v] : L.counters[c].points) {  // last value within one ns wins
+      if (!cpts[c].empty() && cpts[c].back().first == Ns(t)) {
+        cpts[c].back().second = v;
+      } else {
+        cpts[c].emplace_back(Ns(t), v);
+      }
+    }
+    for (size_t k = 0; k < cpts[c].size(); ++k) {
+      ev.push_back({cpts[c][k].first, 1, L.counters[c].uuid, (c << 32) | k, true});
+    }
+  }
+  // At one time: ends, then instants and counters, then begins; on one track, begins of
+  // nested slices outermost first.
+  auto nest_key = [&](const Event& e) -> std::pair<Ps, Ps> {
+    if (e.counter || e.order != 2) return {0, 0};
+    return {-L.slices[e.index].end, L.slices[e.index].start};
+  };
+  std::sort(ev.begin(), ev.end(), [&](const Event& a, const Event& b) {
+    if (std::tie(a.ts, a.order, a.track) != std::tie(b.ts, b.order, b.track)) {
+      return std::tie(a.ts, a.order, a.track) < std::tie(b.ts, b.order, b.track);
+    }
+    const auto ka = nest_key(a), kb = nest_key(b);
+    return ka != kb ? ka < kb : a.index < b.index;
+  });
+  for (const Event& e : ev) {
+    start();
+    pkt.set_timestamp(static_cast<uint64_t>(e.ts));
+    perfetto::TrackEvent* te = pkt.mutable_track_event();
+    te->set_track_uuid(e.track);
+    if (e.counter) {
+      te->set_type(perfetto::TrackEvent::TYPE_COUNTER);
+      te->set_double_counter_value(cpts[e.index >> 32][e.index & 0xffffffffu].second);
+    } else if (e.order == 0) {
+      te->set_type(perfetto::TrackEvent::TYPE_SLICE_END);
+    } else {
+      const Slice& s = L.slices[e.index];
+      te->set_type(e.order == 1 ? perfetto::TrackEvent::TYPE_INSTANT
+                                : perfetto::TrackEvent::TYPE_SLICE_BEGIN);
+      te->add_categories(desc.Category(s));
+      te->set_name(desc.Name(s));
+      if (s.flow_out) te->add_flow_ids(s.flow_out);
+      if (s.flow_in) te->add_terminating_flow_ids(s.flow_in);
+      desc.Args(s, &args);
+      FillArgs(args, te);
+    }
+    AppendPacket(pkt, &buf, &scratch);
+    sink->MaybeFlush();
+  }
+  sink->Flush();
+}
+
+// ---- Chrome JSON ------------------------------------------------------------------------
+
+void JsonString(std::string_view s, std::string* o) {
+  o->push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        *o += "\\\"";
+        break;
+      case '\\':
+        *o += "\\\\";
+        break;
+      case '\n':
+        *o += "\\n";
+        break;
+      case '\r':
+        *o += "\\r";
+        break;
+      case '\t':
+        *o += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          *o += b;
+        } else {
+          o->push_back(static_cast<char>(c));
+        }
+    }
+  }
+  o->push_back('"');
+}
+
+void JsonDouble(double v, std::string* o) {
+  if (!std::isfinite(v)) {
+    *o += "null";
+    return;
+  }
+  char b[32];
+  auto r = std::to_chars(b, b + sizeof b, v);
+  o->append(b, r.ptr);
+}
+
+// Microseconds with 6 decimals: exact picoseconds.
+void JsonUs(Ps ps, std::string* o) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%lld.%06lld", static_cast<long long>(ps / 1000000),
+                static_cast<long long>(ps % 1000000));
+  *o += b;
+}
+
+void Json(const Layout& L, const Describer& desc, const std::string& config_text, Sink* sink) {
+  std::string& o = *sink->buf();
+  std::vector<Arg> args;
+  o += "{\"displayTimeUnit\":\"ns\",\"metadata\":{\"tpsim_config\":";
+  JsonString(config_text, &o);
+  o += "},\"traceEvents\":[\n";
+  bool first = true;
+  auto sep = [&]() {
+    if (!first) o += ",\n";
+    first = false;
+  };
+  for (const Process& pr : L.processes) {
+    sep();
+    o += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(pr.pid) +
+         ",\"tid\":0,\"args\":{\"name\":";
+    JsonString(pr.name, &o);
+    o += "}}";
+    sep();
+    o += "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + std::to_string(pr.pid) +
+         ",\"tid\":0,\"args\":{\"sort_index\":" + std::to_string(pr.pid) + "}}";
+  }
+  for (const Track& t : L.tracks) {
+    const std::string ids = "\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid);
+    sep();
+    o += "{\"ph\":\"M\",\"name\":\"thread_name\"," + ids + ",\"args\":{\"name\":";
+    JsonString(t.name, &o);
+    o += "}}";
+    sep();
+    o += "{\"ph\":\"M\",\"name\":\"thread_sort_index\"," + ids +
+         ",\"args\":{\"sort_index\":" + std::to_string(t.tid) + "}}";
+  }
+  std::vector<size_t> order(L.slices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Slice& x = L.slices[a];
+    const Slice& y = L.slices[b];
+    return std::make_tuple(x.start, L.tracks[x.track].tid, -x.end) <
+           std::make_tuple(y.start, L.tracks[y.track].tid, -y.end);
+  });
+  for (size_t i : order) {
+    const Slice& s = L.slices[i];
+    const Track& t = L.tracks[s.track];
+    const std::string ids = "\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid);
+    sep();
+    o += "{\"ph\":\"X\",\"cat\":";
+    JsonString(desc.Category(s), &o);
+    o += ",\"name\":";
+    JsonString(desc.Name(s), &o);
+    o += "," + ids + ",\"ts\":";
+    JsonUs(s.start, &o);
+    o += ",\"dur\":";
+    JsonUs(s.end - s.start, &o);
+    o += ",\"args\":{";
+    desc.Args(s, &args);
+    for (size_t k = 0; k < args.size(); ++k) {
+      const Arg& a = args[k];
+      if (k) o += ",";
+      JsonString(a.name, &o);
+      o += ":";
+      switch (a.type) {
+        case Arg::kInt:
+          o += std::to_string(a.i);
+          break;
+        case Arg::kUint:
+          o += std::to_string(a.u);
+          break;
+        case Arg::kDouble:
+          JsonDouble(a.d, &o);
+          break;
+        case Arg::kString:
+          JsonString(a.s, &o);
+          break;
+        case Arg::kBool:
+          o += a.i ? "true" : "false";
+          break;
+      }
+    }
+    o += "}}";
+    if (s.flow_out) {
+      sep();
+      o += "{\"ph\":\"s\",\"cat\":\"flow\",\"name\":\"transfer\",\"id\":" + std::to_string(s.flow_out) + "," +
+           ids + ",\"ts\":";
+      JsonUs(s.start, &o);
+      o += "}";
+    }
+    if (s.flow_in) {
+      sep();
+      o += "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"flow\",\"name\":\"transfer\",\"id\":" +
+           std::to_string(s.flow_in) + "," + ids + ",\"ts\":";
+      JsonUs(s.start, &o);
+      o += "}";
+    }
+    sink->MaybeFlush();
+  }
+  for (const Counter& c : L.counters) {
+    for (const auto& [t, v] : c.points) {
+      sep();
+      o += "{\"ph\":\"C\",\"name\":";
+      JsonString(c.name, &o);
+      o += ",\"pid\":" + std::to_string(L.meta_pid) + ",\"tid\":0,\"ts\":";
+      JsonUs(t, &o);
+      o += ",\"args\":{";
+      JsonString(c.unit, &o);
+      o += ":";
+      JsonDouble(v, &o);
+      o += "}}";
+      sink->MaybeFlush();
+    }
+  }
+  o += "\n]}\n";
+  sink->Flush();
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+void WriteTrace(const std::string& path, const mapping::Program& program, const arch::Chip& chip,
+                const sim::EngineOutput& out, const std::string& resolved_config_text) {
+  Check(program, chip, out);
+  const Layout layout = BuildLayout(program, chip, out);
+  const Describer desc(program, chip, out, resolved_config_text);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw std::runtime_error("cannot write trace " + path);
+  Sink sink(&f);
+  if (EndsWith(path, ".json")) {
+    Json(layout, desc, resolved_config_text, &sink);
+  } else {
+    Proto(layout, desc, &sink);
+  }
+  f.close();
+  if (!f) throw std::runtime_error("cannot write trace " + path);
+}
+
+}  // namespace tpsim::traces

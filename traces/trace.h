@@ -1,0 +1,50 @@
+#pragma once
+// Trace writer: one timed Program as a Perfetto trace (protobuf, `.pftrace`) or, when
+// the path ends in ".json", as a Chrome JSON trace. Both open in ui.perfetto.dev.
+//
+// Layout (the same in both formats):
+//   process "tpsim"            pid 1: track "run" with one metadata slice [0, makespan]
+//                              whose debug annotation "config" is the resolved experiment
+//                              (text format); counter tracks "link <src->dst> util" (bytes
+//                              in flight / link bandwidth) and "dram <name> GB/s".
+//   process "stage i: ..."     pid 2+i: one per pipeline stage. A core's stage is the set
+//                              of layers its compute and memory tasks belong to (cores with
+//                              the same [first, last] layer range form a stage, ordered by
+//                              first layer); cores without such tasks form "idle cores".
+//   per core                   thread "core c (node)" with compute and wait slices, plus
+//                              lanes "core c send", "core c recv", "core c dram" (and
+//                              "... #2" up to "#4" when slices of one kind overlap; past four
+//                              lanes a slice nests in the shallowest lane whose open slice
+//                              contains it; only a slice that fits nowhere opens a fifth).
+//                              Slices on one track never partially overlap.
+// Slices: every Program task appears exactly once, on its core (transfers: the source's
+// send lane), categorised "compute", "send" or "memory", named "<op> L<layer>" (prefixed
+// "send "/"dram rd "/"dram wr "), with debug annotations task, phase, step, layer, op,
+// partition, flops, bytes, shape (compute), src/dst (transfers), channel (memory),
+// start_ps and end_ps (exact; the timeline itself is in ns). Derived slices, not tasks:
+// "recv" on the destination's recv lane over [start + unloaded route latency, end] with a
+// flow arrow (id = task id + 1) from the send; "wait" over each gap before a compute task
+// on its core that a dependency still held back.
+// Time: Perfetto timestamps are ns: ts = floor(ps / 1000) for both ends (monotone, so
+// slices that did not overlap in ps do not overlap in ns); a slice whose ns duration is 0
+// is written as an instant. JSON timestamps are microseconds with 6 decimals (exact ps).
+// Counters: a transfer of B bytes over [s, e) adds B / (e - s) to every link on its route
+// for that interval (memory tasks likewise to their channel); link utilisation is that
+// rate over the link's bandwidth. Only links and channels that carry traffic get a track.
+// Output bytes depend only on the inputs.
+
+#include <string>
+
+#include "arch/chip.h"
+#include "mapping/program.h"
+#include "sim/engine.h"
+
+namespace tpsim::traces {
+
+// Writes the trace. Throws std::invalid_argument when `out` does not match `program`
+// (task count, or a task naming a core, channel or op that does not exist), and
+// std::runtime_error when the file cannot be written.
+void WriteTrace(const std::string& path, const mapping::Program& program, const arch::Chip& chip,
+                const sim::EngineOutput& out, const std::string& resolved_config_text);
+
+}  // namespace tpsim::traces
