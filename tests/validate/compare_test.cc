@@ -1,0 +1,211 @@
+// tpsim compare on hand-made result JSONs, and its plot rendered headless.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "validate/compare.h"
+
+namespace tpsim::validate {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return std::string(TPSIM_BINARY_DIR) + "/tpsim_validate_" + name;
+}
+
+std::string Write(const std::string& name, const std::string& text) {
+  std::string p = TempPath(name);
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::string Op(const std::string& phase, int layer, const std::string& op, long long total_ps,
+               bool measured) {
+  std::ostringstream os;
+  os << R"({"phase": ")" << phase << R"(", "layer": )" << layer << R"(, "op": ")" << op
+     << R"(", "total_ps": )" << total_ps << R"(, "measured": )" << (measured ? "true" : "false") << "}";
+  return os.str();
+}
+
+std::string ResultJson(const std::string& engine, long long total, const std::vector<std::string>& ops) {
+  std::string s = R"({"experiment": "hand", "engine": ")" + engine + R"(", "summary": {"total_ps": )" +
+                  std::to_string(total) + R"(}, "ops": [)";
+  for (size_t i = 0; i < ops.size(); ++i) s += (i ? ", " : "") + ops[i];
+  return s + "]}\n";
+}
+
+// predicted: a 1 us, b 3 us, c 2 us; measured: a 1.25 us, b 2 us, c 2 us.
+// errors: a (1 - 1.25) / 1.25 = -20 %, b (3 - 2) / 2 = +50 %, c 0 %.
+// MAPE = (20 + 50 + 0) / 3 = 23.333... %; worst op b.
+Comparison HandComparison() {
+  config::Result p = LoadResultJson(Write(
+      "pred.json", ResultJson("analytical", 6000000,
+                              {Op("prefill", 0, "a", 1000000, false), Op("prefill", 0, "b", 3000000, false),
+                               Op("prefill", 0, "c", 2000000, false)})));
+  config::Result m = LoadResultJson(Write(
+      "meas.json", ResultJson("gpu", 5000000,
+                              {Op("prefill", 0, "a", 1250000, true), Op("prefill", 0, "b", 2000000, true),
+                               Op("prefill", 0, "c", 2000000, true)})));
+  return CompareResults(p, m);
+}
+
+TEST(Compare, MapeAndWorstOpByHand) {
+  Comparison c = HandComparison();
+  ASSERT_EQ(c.rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(c.rows[0].error_pct, -20.0);
+  EXPECT_DOUBLE_EQ(c.rows[1].error_pct, 50.0);
+  EXPECT_DOUBLE_EQ(c.rows[2].error_pct, 0.0);
+  EXPECT_NEAR(c.mape_pct, 70.0 / 3, 1e-12);
+  ASSERT_EQ(c.worst, 1);
+  EXPECT_EQ(c.rows[1].label, "prefill L0 b");
+  EXPECT_DOUBLE_EQ(c.predicted_total_us, 6.0);
+  EXPECT_DOUBLE_EQ(c.measured_total_us, 5.0);
+  std::string table = ComparisonTable(c);
+  EXPECT_NE(table.find("MAPE: 23.33 %"), std::string::npos) << table;
+  EXPECT_NE(table.find("worst op: prefill L0 b (50.0 %)"), std::string::npos) << table;
+}
+
+TEST(Compare, RepeatsMatchByOccurrenceAndUnmeasuredAreSkipped) {
+  // decode L0 x twice: predicted 1, 2 us; measured 2, 4 us -> -50 % each. "y" unmeasured on
+  // the GPU; "z" only predicted.
+  config::Result p = LoadResultJson(
+      Write("pred2.json",
+            ResultJson("analytical", 0,
+                       {Op("decode", 0, "x", 1000000, false), Op("decode", 0, "x", 2000000, false),
+                        Op("decode", 0, "y", 1000000, false), Op("decode", 0, "z", 1000000, false)})));
+  config::Result m = LoadResultJson(Write(
+      "meas2.json", ResultJson("gpu", 0,
+                               {Op("decode", 0, "x", 2000000, true), Op("decode", 0, "x", 4000000, true),
+                                Op("decode", 0, "y", 5000000, false)})));
+  Comparison c = CompareResults(p, m);
+  ASSERT_EQ(c.rows.size(), 3u);
+  EXPECT_EQ(c.rows[1].label, "decode L0 x #2");
+  EXPECT_DOUBLE_EQ(c.rows[1].error_pct, -50.0);
+  EXPECT_FALSE(c.rows[2].compared);
+  EXPECT_EQ(c.compared, 2u);
+  EXPECT_EQ(c.unmeasured, 1u);
+  EXPECT_EQ(c.only_predicted, 1u);
+  EXPECT_DOUBLE_EQ(c.mape_pct, 50.0);
+  // The same file as "measured" by a simulator (engine not gpu) compares every op.
+  config::Result sim = m;
+  sim.set_engine("analytical");
+  EXPECT_EQ(CompareResults(p, sim).compared, 3u);
+}
+
+TEST(Compare, CommandExitCodes) {
+  std::string p = Write("pred3.json", ResultJson("analytical", 1, {Op("prefill", 0, "a", 1000000, false)}));
+  EXPECT_EQ(CompareCommand({p, p}), 0);
+  EXPECT_EQ(CompareCommand({p}), 2);
+  EXPECT_EQ(CompareCommand({p, TempPath("does-not-exist.json")}), 2);
+  EXPECT_EQ(CompareCommand({p, Write("bad.json", "{\"ops\": [ {\"nope\": 1} ]}")}), 2);
+  EXPECT_EQ(CompareCommand({p, Write("trunc.json", "{\"ops\": [")}), 2);
+  EXPECT_EQ(CompareCommand({p, p, "--frobnicate"}), 2);
+  EXPECT_EQ(CompareCommand({p, p, "--plot"}), 2);
+}
+
+// ---- PNG checks: signature, size from IHDR, and pixels (zlib + PNG filters undone).
+struct Png {
+  uint32_t width = 0, height = 0;
+  int channels = 0;
+  std::vector<uint8_t> pixels;
+};
+
+uint32_t Be32(const std::string& s, size_t i) {
+  return (uint32_t(uint8_t(s[i])) << 24) | (uint32_t(uint8_t(s[i + 1])) << 16) |
+         (uint32_t(uint8_t(s[i + 2])) << 8) | uint32_t(uint8_t(s[i + 3]));
+}
+
+bool DecodePng(const std::string& path, Png* png, std::string* why) {
+  std::ifstream in(path, std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string sig = "\x89PNG\r\n\x1a\n";
+  if (s.size() < 33 || s.compare(0, 8, sig) != 0 || s.compare(12, 4, "IHDR") != 0)
+    return *why = "no PNG signature", false;
+  png->width = Be32(s, 16), png->height = Be32(s, 20);
+  int depth = uint8_t(s[24]), color = uint8_t(s[25]), interlace = uint8_t(s[28]);
+  png->channels = color == 6 ? 4 : color == 2 ? 3 : 0;
+  if (depth != 8 || png->channels == 0 || interlace != 0) return *why = "unexpected PNG format", false;
+  std::string idat;
+  for (size_t i = 8; i + 8 <= s.size();) {
+    uint32_t len = Be32(s, i);
+    std::string type = s.substr(i + 4, 4);
+    if (type == "IDAT") idat += s.substr(i + 8, len);
+    i += 12 + len;
+  }
+  const size_t stride = size_t{png->width} * png->channels;
+  std::vector<uint8_t> raw((stride + 1) * png->height);
+  uLongf n = raw.size();
+  if (uncompress(raw.data(), &n, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK ||
+      n != raw.size())
+    return *why = "IDAT does not inflate to height x (1 + stride)", false;
+  png->pixels.assign(stride * png->height, 0);
+  const int bpp = png->channels;
+  for (uint32_t y = 0; y < png->height; ++y) {
+    uint8_t f = raw[y * (stride + 1)];
+    const uint8_t* src = &raw[y * (stride + 1) + 1];
+    uint8_t* cur = &png->pixels[y * stride];
+    const uint8_t* up = y ? &png->pixels[(y - 1) * stride] : nullptr;
+    for (size_t x = 0; x < stride; ++x) {
+      int a = x >= size_t(bpp) ? cur[x - bpp] : 0, b = up ? up[x] : 0,
+          c = (up && x >= size_t(bpp)) ? up[x - bpp] : 0;
+      int pred = 0;
+      switch (f) {
+        case 0:
+          pred = 0;
+          break;
+        case 1:
+          pred = a;
+          break;
+        case 2:
+          pred = b;
+          break;
+        case 3:
+          pred = (a + b) / 2;
+          break;
+        case 4: {
+          int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+          pred = (pa <= pb && pa <= pc) ? a : pb <= pc ? b : c;
+          break;
+        }
+        default:
+          return *why = "bad filter type", false;
+      }
+      cur[x] = static_cast<uint8_t>(src[x] + pred);
+    }
+  }
+  return true;
+}
+
+TEST(ComparePlot, RendersHeadlessPngOfExpectedSizeThatIsNotBlank) {
+  ASSERT_FALSE(FindPlotPython().empty())
+      << "needs python3 with matplotlib (apt-get install -y python3-matplotlib)";
+  setenv("TPSIM_PLOT_SCRIPT", (std::string(TPSIM_SOURCE_DIR) + "/validate/plot_compare.py").c_str(), 1);
+  const std::string png_path = TempPath("plot.png");
+  std::remove(png_path.c_str());
+  std::string err;
+  ASSERT_TRUE(PlotComparison(HandComparison(), png_path, &err)) << err;
+  Png png;
+  std::string why;
+  ASSERT_TRUE(DecodePng(png_path, &png, &why)) << why;
+  // plot_compare.py: 14 x 6 inches at 100 dpi.
+  EXPECT_EQ(png.width, 1400u);
+  EXPECT_EQ(png.height, 600u);
+  size_t ink = 0;
+  const size_t n = size_t{png.width} * png.height;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* p = &png.pixels[i * png.channels];
+    ink += (p[0] < 200 || p[1] < 200 || p[2] < 200);
+  }
+  // Axes, labels, points and bars: well over 1 % of the pixels are not near-white.
+  EXPECT_GT(ink, n / 100) << ink << " of " << n;
+  EXPECT_LT(ink, n / 2) << "mostly dark: not a plot";
+  std::ifstream left(png_path + ".data.json");
+  EXPECT_FALSE(left.good()) << "temporary data file left behind";
+}
+
+}  // namespace
+}  // namespace tpsim::validate

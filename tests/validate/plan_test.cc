@@ -1,0 +1,201 @@
+// Launch plans of a Qwen3-4B layer (prefill, S = 128, batch 1) on h200-sxm-8 at TP 1, 2, 4, 8
+// with Megatron pairing, checked against the Program and against shapes computed by hand.
+// Qwen3-4B: hidden 2560, 32 query heads, 8 KV heads, head_dim 128, intermediate 9728.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "arch/chip.h"
+#include "configs/load.h"
+#include "llm/model.h"
+#include "mapping/mapping.h"
+#include "validate/lowering.h"
+
+namespace tpsim::validate {
+namespace {
+
+struct Lowered {
+  mapping::Program prog;
+  LaunchPlan plan;
+};
+
+Lowered LowerQwen(int tp, uint32_t decode_steps = 0) {
+  const std::string dir = std::string(TPSIM_SOURCE_DIR) + "/configs/";
+  config::Chip cfg;
+  config::ParseFile(dir + "chips/h200-sxm-8.textproto", &cfg, nullptr);
+  arch::Chip chip = arch::Chip::Build(cfg);
+  config::SourceMap locs;
+  config::Model model = llm::LoadModelFile(dir + "models/qwen3-4b.json", &locs);
+  config::Workload wl;
+  wl.set_batch(1);
+  wl.set_seq_len(128);
+  wl.set_num_layers(1);
+  wl.set_decode_steps(decode_steps);
+  wl.set_dtype("bf16");
+  config::Mapping m;
+  m.set_tp(tp);
+  m.set_partition("megatron");
+  m.set_placement("linear");
+  m.set_collective("ring");
+  Lowered l;
+  l.prog = mapping::Lower(chip, model, wl, m);
+  l.plan = PlanLaunches(l.prog, 2);
+  return l;
+}
+
+const Launch* Find(const GpuPlan& g, const std::string& op, LaunchKind kind) {
+  for (const auto& o : g.ops)
+    if (o.ref.op == op)
+      for (const auto& l : o.launches)
+        if (l.kind == kind) return &l;
+  return nullptr;
+}
+
+class PlanTp : public ::testing::TestWithParam<int> {};
+
+TEST_P(PlanTp, KernelsMatchProgramTasksPerGpu) {
+  const int tp = GetParam();
+  Lowered l = LowerQwen(tp);
+  ASSERT_EQ(l.plan.gpus.size(), static_cast<size_t>(tp));
+  std::map<int, size_t> compute;
+  for (const auto& t : l.prog.tasks) compute[t.core] += t.kind == mapping::TaskKind::kCompute;
+  for (const GpuPlan& g : l.plan.gpus) {
+    EXPECT_EQ(g.NumKernels(), compute[g.gpu]) << "GPU " << g.gpu;
+    for (const OpPlan& o : g.ops)
+      for (const Launch& ln : o.launches) {
+        const mapping::Task& t = l.prog.tasks[ln.task];
+        EXPECT_EQ(t.op, o.op);
+        if (IsCollective(ln.kind)) continue;
+        EXPECT_EQ(t.core, g.gpu);
+        if (ln.kind == LaunchKind::kGemm || ln.kind == LaunchKind::kBatchedGemm) {
+          EXPECT_EQ(ln.m, t.m);
+          EXPECT_EQ(ln.n, t.n);
+          EXPECT_EQ(ln.k, t.k);
+          EXPECT_EQ(ln.batch, t.batch);
+        } else {
+          EXPECT_EQ(ln.Elements(), t.m * t.n);
+        }
+      }
+  }
+}
+
+TEST_P(PlanTp, ShapesByHand) {
+  const int tp = GetParam();
+  Lowered l = LowerQwen(tp);
+  for (const GpuPlan& g : l.plan.gpus) {
+    const Launch* q = Find(g, "q_proj", LaunchKind::kGemm);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->m, 128u);
+    EXPECT_EQ(q->n, 32u * 128 / tp);  // column-parallel: heads split
+    EXPECT_EQ(q->k, 2560u);
+    const Launch* o = Find(g, "o_proj", LaunchKind::kGemm);
+    ASSERT_NE(o, nullptr);
+    EXPECT_EQ(o->n, 2560u);
+    EXPECT_EQ(o->k, 32u * 128 / tp);  // row-parallel
+    const Launch* down = Find(g, "down_proj", LaunchKind::kGemm);
+    ASSERT_NE(down, nullptr);
+    EXPECT_EQ(down->k, 9728u / tp);
+    const Launch* qk = Find(g, "attn_qk", LaunchKind::kBatchedGemm);
+    ASSERT_NE(qk, nullptr);
+    EXPECT_EQ(qk->batch, 32u / tp);  // heads per GPU x batch 1
+    EXPECT_EQ(qk->m, 128u);          // S
+    EXPECT_EQ(qk->n, 128u);          // cached 0 + S
+    EXPECT_EQ(qk->k, 128u);          // head_dim
+    const Launch* sm = Find(g, "softmax", LaunchKind::kSoftmax);
+    ASSERT_NE(sm, nullptr);
+    EXPECT_EQ(sm->Elements(), 32u / tp * 128 * 128);
+  }
+}
+
+TEST_P(PlanTp, OneNcclCallPerCollectivePerRankWithProgramBytes) {
+  const int tp = GetParam();
+  Lowered l = LowerQwen(tp);
+  std::map<int32_t, int> calls;
+  size_t nccl = 0;
+  for (const GpuPlan& g : l.plan.gpus) {
+    std::map<int32_t, int> mine;
+    for (const OpPlan& o : g.ops)
+      for (const Launch& ln : o.launches) {
+        if (!IsCollective(ln.kind)) continue;
+        ++nccl;
+        ASSERT_GE(ln.collective, 0);
+        const mapping::CollectiveInfo& ci = l.prog.collectives[ln.collective];
+        EXPECT_EQ(ln.bytes, ci.bytes);
+        EXPECT_EQ(ln.nranks, tp);
+        EXPECT_STREQ(ToString(ln.kind), ci.kind.c_str());
+        ++mine[ln.collective];
+        ++calls[ln.collective];
+      }
+    for (const auto& [c, n] : mine) EXPECT_EQ(n, 1) << "collective " << c << " on GPU " << g.gpu;
+  }
+  EXPECT_EQ(calls.size(), l.prog.collectives.size());
+  for (const auto& [c, n] : calls) EXPECT_EQ(n, tp);
+  if (tp == 1) {
+    EXPECT_EQ(nccl, 0u);
+  } else {
+    // Megatron: one all-reduce after o_proj and one after down_proj, each of the full
+    // activation [128, 2560] in bf16 = 128 * 2560 * 2 = 655360 bytes.
+    ASSERT_EQ(l.prog.collectives.size(), 2u);
+    for (const auto& ci : l.prog.collectives) {
+      EXPECT_EQ(ci.kind, "all_reduce");
+      EXPECT_EQ(ci.bytes, 655360u);
+    }
+    const Launch* ar = Find(l.plan.gpus[0], "o_proj.all_reduce", LaunchKind::kAllReduce);
+    ASSERT_NE(ar, nullptr);
+    EXPECT_EQ(ar->count, 327680u);  // 655360 / 2
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen3_4B, PlanTp, ::testing::Values(1, 2, 4, 8));
+
+TEST(Plan, DumpNamesGpusKernelsAndCollectives) {
+  Lowered l = LowerQwen(2);
+  std::string d = l.plan.Dump(l.prog);
+  EXPECT_NE(d.find("GPU 0:"), std::string::npos);
+  EXPECT_NE(d.find("GPU 1:"), std::string::npos);
+  EXPECT_NE(d.find("cublasGemmEx" + std::string(28 - 12 + 1, ' ') + "m=128 n=2048 k=2560 bf16->fp32"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(d.find("ncclAllReduce" + std::string(28 - 13 + 1, ' ') + "bytes=655360 count=327680 ranks=2"),
+            std::string::npos)
+      << d;
+}
+
+TEST(Plan, DecodeStepsKeepOneCallPerCollective) {
+  Lowered l = LowerQwen(4, 2);
+  size_t nccl = 0;
+  for (const GpuPlan& g : l.plan.gpus) nccl += g.NumCollectives();
+  EXPECT_EQ(nccl, l.prog.collectives.size() * 4);
+}
+
+TEST(Plan, BadProgramIsAnErrorNotACrash) {
+  mapping::Program p;
+  mapping::Task t;
+  t.op = 3;
+  p.tasks.push_back(t);
+  EXPECT_THROW(PlanLaunches(p, 2), std::invalid_argument);
+  p.ops.resize(4);
+  p.tasks[0].kind = mapping::TaskKind::kTransfer;
+  p.tasks[0].collective = 5;
+  EXPECT_THROW(PlanLaunches(p, 2), std::invalid_argument);
+  EXPECT_THROW(PlanLaunches(mapping::Program{}, 0), std::invalid_argument);
+}
+
+TEST(Bandwidth, NcclTestsDefinitions) {
+  // 1 GiB in 10 ms: algbw = 1073741824 / 0.01 / 1e9 = 107.3741824 GB/s.
+  EXPECT_DOUBLE_EQ(AlgBandwidthGbps(1073741824, 0.01), 107.3741824);
+  // all_reduce on 8: x 2*7/8 = 1.75 -> 187.9048192
+  EXPECT_DOUBLE_EQ(BusBandwidthGbps("all_reduce", 1073741824, 0.01, 8), 107.3741824 * 1.75);
+  // all_gather / reduce_scatter on 8: x 7/8 = 0.875 -> 93.9524096
+  EXPECT_DOUBLE_EQ(BusBandwidthGbps("all_gather", 1073741824, 0.01, 8), 107.3741824 * 0.875);
+  EXPECT_DOUBLE_EQ(BusBandwidthGbps("reduce_scatter", 1073741824, 0.01, 8), 107.3741824 * 0.875);
+  // 2 ranks: all_reduce x 1, all_gather x 0.5
+  EXPECT_DOUBLE_EQ(BusFactor("all_reduce", 2), 1.0);
+  EXPECT_DOUBLE_EQ(BusFactor("all_gather", 2), 0.5);
+  EXPECT_DOUBLE_EQ(BusFactor("p2p", 2), 1.0);
+  EXPECT_EQ(AlgBandwidthGbps(100, 0), 0.0);
+  EXPECT_EQ(BusFactor("all_reduce", 0), 0.0);
+}
+
+}  // namespace
+}  // namespace tpsim::validate

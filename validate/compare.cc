@@ -1,0 +1,266 @@
+#include "validate/compare.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
+
+namespace tpsim::validate {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tpsim compare PREDICTED MEASURED [--plot out.png]\n"
+    "  PREDICTED, MEASURED  result JSON files (tpsim run --out, tpsim-validate --out)\n"
+    "  --plot out.png       also draw predicted vs measured (needs python3 with matplotlib)\n";
+
+std::string OpLabel(const config::OpResult& o) {
+  return o.phase() + " L" + std::to_string(o.layer()) + " " + o.op();
+}
+
+// Runs argv; returns the exit status (-1 when it could not start). quiet: output to /dev/null.
+int Spawn(const std::vector<std::string>& argv, bool quiet) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    if (quiet) {
+      FILE* null = std::fopen("/dev/null", "w");
+      if (null) {
+        dup2(fileno(null), 1);
+        dup2(fileno(null), 2);
+      }
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string PlotScript() {
+  if (const char* env = std::getenv("TPSIM_PLOT_SCRIPT")) return env;
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    std::string exe(buf, static_cast<size_t>(n));
+    std::string dir = exe.substr(0, exe.rfind('/'));
+    for (const std::string& cand : {dir + "/plot_compare.py", dir + "/../plot_compare.py"}) {
+      if (std::ifstream(cand)) return cand;
+    }
+  }
+#ifdef TPSIM_PLOT_SCRIPT
+  return TPSIM_PLOT_SCRIPT;
+#else
+  return "plot_compare.py";
+#endif
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+config::Result LoadResultJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  config::Result r;
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = false;
+  auto st = google::protobuf::util::JsonStringToMessage(ss.str(), &r, opts);
+  if (!st.ok()) throw std::runtime_error(path + ": not a result JSON (" + std::string(st.message()) + ")");
+  return r;
+}
+
+Comparison CompareResults(const config::Result& predicted, const config::Result& measured) {
+  Comparison c;
+  using Key = std::tuple<std::string, uint32_t, std::string, int>;
+  auto key_of = [](const config::OpResult& o,
+                   std::map<std::tuple<std::string, uint32_t, std::string>, int>* seen) {
+    int occ = (*seen)[{o.phase(), o.layer(), o.op()}]++;
+    return Key{o.phase(), o.layer(), o.op(), occ};
+  };
+  std::map<Key, int> meas_index;
+  {
+    std::map<std::tuple<std::string, uint32_t, std::string>, int> seen;
+    for (int i = 0; i < measured.ops_size(); ++i) meas_index[key_of(measured.ops(i), &seen)] = i;
+  }
+  const bool gpu = measured.engine() == "gpu";
+  std::map<std::tuple<std::string, uint32_t, std::string>, int> seen;
+  size_t matched = 0;
+  double sum_abs = 0;
+  for (const config::OpResult& p : predicted.ops()) {
+    Key k = key_of(p, &seen);
+    auto it = meas_index.find(k);
+    if (it == meas_index.end()) {
+      ++c.only_predicted;
+      continue;
+    }
+    ++matched;
+    const config::OpResult& m = measured.ops(it->second);
+    CompareRow row;
+    row.label = OpLabel(p);
+    if (std::get<3>(k) > 0) row.label += " #" + std::to_string(std::get<3>(k) + 1);
+    row.predicted_us = p.total_ps() / 1e6;
+    row.measured_us = m.total_ps() / 1e6;
+    row.compared = m.total_ps() > 0 && (!gpu || m.measured());
+    if (row.compared) {
+      row.error_pct = (row.predicted_us - row.measured_us) / row.measured_us * 100.0;
+      sum_abs += std::fabs(row.error_pct);
+      ++c.compared;
+      if (c.worst < 0 || std::fabs(row.error_pct) > std::fabs(c.rows[c.worst].error_pct))
+        c.worst = static_cast<int>(c.rows.size());
+    } else {
+      ++c.unmeasured;
+    }
+    c.rows.push_back(std::move(row));
+  }
+  c.only_measured = meas_index.size() - matched;
+  c.mape_pct = c.compared ? sum_abs / static_cast<double>(c.compared) : 0.0;
+  c.predicted_total_us = predicted.summary().total_ps() / 1e6;
+  c.measured_total_us = measured.summary().total_ps() / 1e6;
+  return c;
+}
+
+std::string ComparisonTable(const Comparison& c) {
+  size_t w = 2;
+  for (const auto& r : c.rows) w = std::max(w, r.label.size());
+  std::ostringstream os;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-*s %14s %14s %10s\n", static_cast<int>(w), "op", "predicted_us",
+                "measured_us", "error_%");
+  os << buf;
+  for (const auto& r : c.rows) {
+    std::string err = r.compared ? Fixed(r.error_pct, 1) : "unmeasured";
+    std::snprintf(buf, sizeof buf, "%-*s %14.3f %14.3f %10s\n", static_cast<int>(w), r.label.c_str(),
+                  r.predicted_us, r.measured_us, err.c_str());
+    os << buf;
+  }
+  os << "\ncompared ops: " << c.compared << ", not compared (unmeasured or 0): " << c.unmeasured
+     << ", only in predicted: " << c.only_predicted << ", only in measured: " << c.only_measured << "\n";
+  if (c.worst >= 0) {
+    os << "MAPE: " << Fixed(c.mape_pct, 2) << " %\n";
+    os << "worst op: " << c.rows[c.worst].label << " (" << Fixed(c.rows[c.worst].error_pct, 1) << " %)\n";
+  } else {
+    os << "MAPE: n/a (no op was compared)\n";
+  }
+  os << "total: predicted " << Fixed(c.predicted_total_us, 3) << " us, measured "
+     << Fixed(c.measured_total_us, 3) << " us";
+  if (c.measured_total_us > 0)
+    os << " (" << Fixed((c.predicted_total_us - c.measured_total_us) / c.measured_total_us * 100.0, 1)
+       << " %)";
+  os << "\n";
+  return os.str();
+}
+
+std::string FindPlotPython() {
+  std::vector<std::string> cands;
+  if (const char* env = std::getenv("TPSIM_PYTHON")) cands.emplace_back(env);
+  cands.emplace_back("python3");
+  cands.emplace_back("/usr/bin/python3");
+  for (const auto& p : cands)
+    if (Spawn({p, "-c", "import matplotlib"}, true) == 0) return p;
+  return "";
+}
+
+bool PlotComparison(const Comparison& c, const std::string& png, std::string* err) {
+  std::string py = FindPlotPython();
+  if (py.empty()) {
+    *err =
+        "no python3 with matplotlib found (tried $TPSIM_PYTHON, python3, /usr/bin/python3; "
+        "install it with `apt-get install -y python3-matplotlib`)";
+    return false;
+  }
+  nlohmann::json data;
+  data["mape_pct"] = c.mape_pct;
+  data["ops"] = nlohmann::json::array();
+  for (const auto& r : c.rows) {
+    if (!r.compared) continue;
+    data["ops"].push_back(
+        {{"label", r.label}, {"predicted_us", r.predicted_us}, {"measured_us", r.measured_us}});
+  }
+  const std::string tmp = png + ".data.json";
+  {
+    std::ofstream out(tmp);
+    if (!out) {
+      *err = tmp + ": cannot write";
+      return false;
+    }
+    out << data.dump(2) << "\n";
+  }
+  std::string script = PlotScript();
+  int rc = Spawn({py, script, tmp, png}, false);
+  std::remove(tmp.c_str());
+  if (rc != 0) {
+    *err = py + " " + script + " failed (exit " + std::to_string(rc) + ")";
+    return false;
+  }
+  return true;
+}
+
+int CompareCommand(const std::vector<std::string>& args) {
+  std::vector<std::string> files;
+  std::string plot;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (a == "--plot") {
+      if (i + 1 >= args.size()) {
+        std::cerr << "tpsim compare: --plot needs a value\n\n" << kUsage;
+        return 2;
+      }
+      plot = args[++i];
+    } else if (a.rfind("--plot=", 0) == 0) {
+      plot = a.substr(7);
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::cerr << "tpsim compare: unknown option " << a << "\n\n" << kUsage;
+      return 2;
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.size() != 2) {
+    std::cerr << "tpsim compare: needs PREDICTED and MEASURED\n\n" << kUsage;
+    return 2;
+  }
+  Comparison c;
+  try {
+    c = CompareResults(LoadResultJson(files[0]), LoadResultJson(files[1]));
+  } catch (const std::exception& e) {
+    std::cerr << "tpsim compare: " << e.what() << "\n";
+    return 2;
+  }
+  std::cout << ComparisonTable(c);
+  if (!plot.empty()) {
+    std::string err;
+    if (!PlotComparison(c, plot, &err)) {
+      std::cerr << "tpsim compare: plot not written: " << err << "\n";
+      return 1;
+    }
+    std::cout << "plot: " << plot << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tpsim::validate

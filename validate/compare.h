@@ -1,0 +1,57 @@
+#pragma once
+// `tpsim compare PREDICTED MEASURED [--plot out.png]`: two results in the Result schema
+// (configs/schema/result.proto, JSON as sim::ResultToJson writes it) compared op by op.
+//
+// Ops are matched by (phase, layer, op) and, for repeats (decode steps), by occurrence:
+// the i-th "decode L0 q_proj" of one file with the i-th of the other. The compared quantity
+// is OpResult.total_ps. error % = (predicted - measured) / measured x 100. MAPE is the mean
+// of |error %| over the compared ops; the worst op has the largest |error %| (first on ties).
+// An op is not compared when its measured time is 0, or when the measured file comes from
+// the GPU harness (engine "gpu") and marks it measured = false; such ops are counted.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "result.pb.h"
+
+namespace tpsim::validate {
+
+struct CompareRow {
+  std::string label;  // "prefill L0 q_proj", "decode L0 q_proj #2" (2nd occurrence)
+  double predicted_us = 0, measured_us = 0;
+  double error_pct = 0;
+  bool compared = false;  // false: unmeasured on the GPU or measured as 0
+};
+
+struct Comparison {
+  std::vector<CompareRow> rows;  // in the predicted file's op order
+  size_t compared = 0;
+  double mape_pct = 0;
+  int worst = -1;                                        // index into rows, -1 when nothing was compared
+  size_t unmeasured = 0;                                 // rows not compared
+  size_t only_predicted = 0;                             // predicted ops with no measured counterpart
+  size_t only_measured = 0;                              // measured ops with no predicted counterpart
+  double predicted_total_us = 0, measured_total_us = 0;  // summary.total_ps
+};
+
+// Reads a Result JSON file. Throws std::runtime_error naming the file and the problem.
+config::Result LoadResultJson(const std::string& path);
+
+Comparison CompareResults(const config::Result& predicted, const config::Result& measured);
+
+// The per-op table (predicted us, measured us, error %), then MAPE, worst op, totals.
+std::string ComparisonTable(const Comparison& c);
+
+// A python3 that can import matplotlib: $TPSIM_PYTHON, then `python3` on PATH, then
+// /usr/bin/python3. Empty when none can.
+std::string FindPlotPython();
+
+// Draws `c` into `png` with validate/plot_compare.py (scatter with the identity line, and
+// per-op bars). Returns false with `err` set when it could not.
+bool PlotComparison(const Comparison& c, const std::string& png, std::string* err);
+
+// The subcommand. Exit status: 0 ok, 1 plotting failed, 2 bad usage or unreadable input.
+int CompareCommand(const std::vector<std::string>& args);
+
+}  // namespace tpsim::validate

@@ -1,0 +1,456 @@
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+
+#include "validate/gpu_runner.h"
+#include "validate/kernels.h"
+#include "validate/reference.h"
+
+namespace tpsim::validate {
+namespace {
+
+void Check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+void Check(cublasStatus_t e, const char* what) {
+  if (e != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(e));
+}
+void Check(ncclResult_t e, const char* what) {
+  if (e != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(e));
+}
+
+// One device's stream, cuBLAS handle and three scratch buffers.
+struct Device {
+  int id = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  bf16* buf[3] = {nullptr, nullptr, nullptr};
+  uint64_t elems = 0;
+  void Init(int dev, uint64_t n) {
+    id = dev;
+    Check(cudaSetDevice(dev), "cudaSetDevice");
+    Check(cudaStreamCreate(&stream), "cudaStreamCreate");
+    Check(cublasCreate(&blas), "cublasCreate");
+    Check(cublasSetStream(blas, stream), "cublasSetStream");
+    elems = std::max<uint64_t>(n, 1);
+    for (int i = 0; i < 3; ++i) {
+      Check(cudaMalloc(&buf[i], elems * sizeof(bf16)), "cudaMalloc");
+      LaunchFill(buf[i], elems, 17 + i, 1.0f, stream);
+    }
+    Check(cudaStreamSynchronize(stream), "fill");
+  }
+  ~Device() {
+    if (!stream) return;
+    cudaSetDevice(id);
+    for (auto* b : buf) cudaFree(b);
+    cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+  }
+};
+
+uint64_t ElemsNeeded(const Launch& l) {
+  switch (l.kind) {
+    case LaunchKind::kGemm:
+    case LaunchKind::kBatchedGemm:
+      return l.batch * std::max({l.m * l.k, l.k * l.n, l.m * l.n});
+    case LaunchKind::kAllGather:
+    case LaunchKind::kReduceScatter:
+      return l.count * static_cast<uint64_t>(std::max(1, l.nranks));
+    default:
+      return std::max(l.Elements(), l.count);
+  }
+}
+
+void IssueCompute(Device& d, const Launch& l) {
+  bf16 *a = d.buf[0], *b = d.buf[1], *y = d.buf[2];
+  switch (l.kind) {
+    case LaunchKind::kGemm:
+      Check(Gemm(d.blas, a, b, y, static_cast<int>(l.m), static_cast<int>(l.n), static_cast<int>(l.k),
+                 l.transpose_b),
+            "cublasGemmEx");
+      break;
+    case LaunchKind::kBatchedGemm:
+      Check(GemmBatched(d.blas, a, b, y, static_cast<int>(l.batch), static_cast<int>(l.m),
+                        static_cast<int>(l.n), static_cast<int>(l.k)),
+            "cublasGemmStridedBatchedEx");
+      break;
+    case LaunchKind::kRmsNorm:
+      LaunchRmsNorm(a, y, l.rows, l.cols, l.group, d.stream);
+      break;
+    case LaunchKind::kRope:
+      LaunchRope(a, y, l.rows, l.cols, l.group, 0, d.stream);
+      break;
+    case LaunchKind::kSoftmax:
+      LaunchSoftmax(a, y, l.rows, l.cols, 0.088f, 0, 0, d.stream);
+      break;
+    case LaunchKind::kSiluMul:
+      LaunchSiluMul(a, b, y, l.Elements(), d.stream);
+      break;
+    case LaunchKind::kAdd:
+      LaunchAdd(a, b, y, l.Elements(), d.stream);
+      break;
+    case LaunchKind::kCopy:
+      LaunchCopy(a, y, l.Elements(), d.stream);
+      break;
+    default:
+      break;
+  }
+}
+
+// One NCCL call of a participant, on its communicator rank.
+void IssueNccl(Device& d, const Launch& l, ncclComm_t comm, int my, int n, int peer) {
+  bf16 *a = d.buf[0], *y = d.buf[2];
+  switch (l.kind) {
+    case LaunchKind::kAllReduce:
+      Check(ncclAllReduce(a, a, l.count, ncclBfloat16, ncclSum, comm, d.stream), "ncclAllReduce");
+      break;
+    case LaunchKind::kAllGather:
+      Check(ncclAllGather(a, y, l.count, ncclBfloat16, comm, d.stream), "ncclAllGather");
+      break;
+    case LaunchKind::kReduceScatter:
+      Check(ncclReduceScatter(a, y, l.count, ncclBfloat16, ncclSum, comm, d.stream), "ncclReduceScatter");
+      break;
+    case LaunchKind::kSend:
+      Check(ncclSend(a, l.count, ncclBfloat16, peer, comm, d.stream), "ncclSend");
+      break;
+    case LaunchKind::kRecv:
+      Check(ncclRecv(y, l.count, ncclBfloat16, peer, comm, d.stream), "ncclRecv");
+      break;
+    case LaunchKind::kGroupSendRecv: {
+      // A ring rotation of this GPU's bytes in n-1 pieces (rotate / all_to_all volume).
+      uint64_t piece = n > 1 ? (l.count + n - 2) / (n - 1) : 0;
+      for (int s = 0; s + 1 < n && piece; ++s) {
+        Check(ncclSend(a, piece, ncclBfloat16, (my + 1) % n, comm, d.stream), "ncclSend");
+        Check(ncclRecv(y, piece, ncclBfloat16, (my + n - 1) % n, comm, d.stream), "ncclRecv");
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// Times `issue` (which enqueues on the given streams): warmup, then the median of reps,
+// each bracketed by events on every stream (the slowest stream counts).
+int64_t TimePs(const std::vector<Device*>& devs, const std::function<void()>& issue, const GpuRunOptions& o) {
+  for (int i = 0; i < o.warmup; ++i) issue();
+  for (Device* d : devs) {
+    Check(cudaSetDevice(d->id), "cudaSetDevice");
+    Check(cudaStreamSynchronize(d->stream), "warm-up");
+  }
+  std::vector<cudaEvent_t> ev0(devs.size()), ev1(devs.size());
+  for (size_t i = 0; i < devs.size(); ++i) {
+    Check(cudaSetDevice(devs[i]->id), "cudaSetDevice");
+    Check(cudaEventCreate(&ev0[i]), "cudaEventCreate");
+    Check(cudaEventCreate(&ev1[i]), "cudaEventCreate");
+  }
+  std::vector<double> ms;
+  for (int r = 0; r < std::max(1, o.reps); ++r) {
+    for (size_t i = 0; i < devs.size(); ++i) {
+      Check(cudaSetDevice(devs[i]->id), "cudaSetDevice");
+      Check(cudaEventRecord(ev0[i], devs[i]->stream), "cudaEventRecord");
+    }
+    issue();
+    for (size_t i = 0; i < devs.size(); ++i) {
+      Check(cudaSetDevice(devs[i]->id), "cudaSetDevice");
+      Check(cudaEventRecord(ev1[i], devs[i]->stream), "cudaEventRecord");
+    }
+    double worst = 0;
+    for (size_t i = 0; i < devs.size(); ++i) {
+      Check(cudaEventSynchronize(ev1[i]), "cudaEventSynchronize");
+      float t = 0;
+      Check(cudaEventElapsedTime(&t, ev0[i], ev1[i]), "cudaEventElapsedTime");
+      worst = std::max(worst, double{t});
+    }
+    ms.push_back(worst);
+  }
+  for (size_t i = 0; i < devs.size(); ++i) {
+    cudaEventDestroy(ev0[i]);
+    cudaEventDestroy(ev1[i]);
+  }
+  return static_cast<int64_t>(std::llround(Median(ms) * 1e9));  // ms -> ps
+}
+
+struct Comms {
+  std::map<std::vector<int>, std::vector<ncclComm_t>> by_set;
+  const std::vector<ncclComm_t>& Get(const std::vector<int>& devs) {
+    auto it = by_set.find(devs);
+    if (it != by_set.end()) return it->second;
+    std::vector<ncclComm_t> c(devs.size());
+    Check(ncclCommInitAll(c.data(), static_cast<int>(devs.size()), devs.data()), "ncclCommInitAll");
+    return by_set.emplace(devs, std::move(c)).first->second;
+  }
+  ~Comms() {
+    for (auto& [k, v] : by_set)
+      for (auto c : v) ncclCommDestroy(c);
+  }
+};
+
+struct Slot {
+  size_t g, o, l;
+};
+
+}  // namespace
+
+int DeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+std::string DeviceName(int device) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "?";
+  return p.name;
+}
+
+GpuRunOutput RunOnGpus(const LaunchPlan& plan, const GpuRunOptions& opts) {
+  GpuRunOutput out;
+  out.devices = DeviceCount();
+  if (out.devices == 0) throw std::runtime_error("no CUDA device found");
+  out.times = EmptyTimes(plan);
+  bool own = true;  // every plan GPU has its own device
+  for (const auto& g : plan.gpus) own = own && g.gpu < out.devices;
+  auto dev_of = [&](size_t g) { return own ? plan.gpus[g].gpu : static_cast<int>(g % out.devices); };
+  if (!own)
+    out.notes.push_back("the plan uses " + std::to_string(plan.gpus.size()) + " GPUs, this machine has " +
+                        std::to_string(out.devices) +
+                        ": every rank's compute ran on the GPUs there are, one rank "
+                        "after another; NCCL calls were NOT run and are marked unmeasured");
+  std::map<int, uint64_t> need;
+  for (size_t g = 0; g < plan.gpus.size(); ++g)
+    for (const auto& o : plan.gpus[g].ops)
+      for (const auto& l : o.launches) need[dev_of(g)] = std::max(need[dev_of(g)], ElemsNeeded(l));
+  std::map<int, std::unique_ptr<Device>> devs;
+  for (const auto& [d, n] : need) {
+    devs[d] = std::make_unique<Device>();
+    devs[d]->Init(d, n);
+  }
+  // Compute launches, each alone.
+  for (size_t g = 0; g < plan.gpus.size(); ++g) {
+    Device& d = *devs[dev_of(g)];
+    Check(cudaSetDevice(d.id), "cudaSetDevice");
+    for (size_t o = 0; o < plan.gpus[g].ops.size(); ++o)
+      for (size_t l = 0; l < plan.gpus[g].ops[o].launches.size(); ++l) {
+        const Launch& ln = plan.gpus[g].ops[o].launches[l];
+        if (IsCollective(ln.kind)) continue;
+        out.times[g][o][l] = TimePs(
+            {&d}, [&] { IssueCompute(d, ln); }, opts);
+      }
+  }
+  if (!own) return out;
+  // NCCL calls: participants grouped by collective (send/recv pairs by task).
+  std::map<std::pair<int32_t, int64_t>, std::vector<Slot>> groups;
+  for (size_t g = 0; g < plan.gpus.size(); ++g)
+    for (size_t o = 0; o < plan.gpus[g].ops.size(); ++o)
+      for (size_t l = 0; l < plan.gpus[g].ops[o].launches.size(); ++l) {
+        const Launch& ln = plan.gpus[g].ops[o].launches[l];
+        if (!IsCollective(ln.kind)) continue;
+        bool p2p = ln.kind == LaunchKind::kSend || ln.kind == LaunchKind::kRecv;
+        groups[{ln.collective, p2p ? int64_t{ln.task} : -1}].push_back({g, o, l});
+      }
+  Comms comms;
+  for (const auto& entry : groups) {
+    const auto& key = entry.first;
+    const std::vector<Slot>& slots = entry.second;
+    std::vector<int> set;
+    for (const Slot& s : slots) set.push_back(dev_of(s.g));
+    std::sort(set.begin(), set.end());
+    set.erase(std::unique(set.begin(), set.end()), set.end());
+    if (set.size() != slots.size()) {
+      out.notes.push_back("collective " + std::to_string(key.first) +
+                          ": participants share a device; not run");
+      continue;
+    }
+    const auto& cs = comms.Get(set);
+    auto rank_of = [&](int dev) {
+      return static_cast<int>(std::find(set.begin(), set.end(), dev) - set.begin());
+    };
+    std::vector<Device*> ds;
+    for (int dv : set) ds.push_back(devs[dv].get());
+    auto issue = [&] {
+      Check(ncclGroupStart(), "ncclGroupStart");
+      for (const Slot& s : slots) {
+        const Launch& ln = plan.gpus[s.g].ops[s.o].launches[s.l];
+        int me = rank_of(dev_of(s.g));
+        int peer = ln.peer >= 0 ? rank_of(ln.peer) : -1;
+        IssueNccl(*devs[dev_of(s.g)], ln, cs[me], me, static_cast<int>(set.size()), peer);
+      }
+      Check(ncclGroupEnd(), "ncclGroupEnd");
+    };
+    int64_t ps = TimePs(ds, issue, opts);
+    for (const Slot& s : slots) out.times[s.g][s.o][s.l] = ps;
+  }
+  // The whole plan end to end: every GPU's launches in order; an NCCL call is issued once all
+  // its participants have reached it.
+  std::vector<Device*> all;
+  for (auto& [d, p] : devs) all.push_back(p.get());
+  auto whole = [&] {
+    std::vector<std::pair<size_t, size_t>> pos(plan.gpus.size(), {0, 0});
+    auto advance = [&](size_t g) {
+      auto& [o, l] = pos[g];
+      while (o < plan.gpus[g].ops.size() && l >= plan.gpus[g].ops[o].launches.size()) ++o, l = 0;
+    };
+    auto head = [&](size_t g) -> const Launch* {
+      advance(g);
+      auto [o, l] = pos[g];
+      return o < plan.gpus[g].ops.size() ? &plan.gpus[g].ops[o].launches[l] : nullptr;
+    };
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t g = 0; g < plan.gpus.size(); ++g) {
+        Device& d = *devs[dev_of(g)];
+        Check(cudaSetDevice(d.id), "cudaSetDevice");
+        while (const Launch* ln = head(g)) {
+          if (IsCollective(ln->kind)) break;
+          IssueCompute(d, *ln);
+          ++pos[g].second;
+          progress = true;
+        }
+      }
+      for (const auto& entry : groups) {
+        const std::vector<Slot>& slots = entry.second;
+        bool ready = true;
+        for (const Slot& s : slots) {
+          const Launch* h = head(s.g);
+          ready = ready && h == &plan.gpus[s.g].ops[s.o].launches[s.l];
+        }
+        if (!ready) continue;
+        std::vector<int> set;
+        for (const Slot& s : slots) set.push_back(dev_of(s.g));
+        std::sort(set.begin(), set.end());
+        const auto& cs = comms.Get(set);
+        auto rank_of = [&](int dev) {
+          return static_cast<int>(std::find(set.begin(), set.end(), dev) - set.begin());
+        };
+        Check(ncclGroupStart(), "ncclGroupStart");
+        for (const Slot& s : slots) {
+          const Launch& ln = plan.gpus[s.g].ops[s.o].launches[s.l];
+          int me = rank_of(dev_of(s.g));
+          IssueNccl(*devs[dev_of(s.g)], ln, cs[me], me, static_cast<int>(set.size()),
+                    ln.peer >= 0 ? rank_of(ln.peer) : -1);
+        }
+        Check(ncclGroupEnd(), "ncclGroupEnd");
+        for (const Slot& s : slots) ++pos[s.g].second;
+        progress = true;
+      }
+    }
+    for (size_t g = 0; g < plan.gpus.size(); ++g)
+      if (head(g)) throw std::runtime_error("whole run: GPU " + std::to_string(plan.gpus[g].gpu) + " stuck");
+  };
+  out.whole_ps = TimePs(all, whole, opts);
+  return out;
+}
+
+std::vector<std::string> SelfCheck(std::string* report) {
+  std::vector<std::string> fails;
+  Check(cudaSetDevice(0), "cudaSetDevice");
+  Device d;
+  const uint64_t rows = 64, cols = 256, n = rows * cols;
+  d.Init(0, n);
+  std::vector<bf16> hx(n), hb(n), hy(n);
+  std::vector<float> fx(n), fb(n), ref(n), got(n);
+  Check(cudaMemcpy(hx.data(), d.buf[0], n * 2, cudaMemcpyDeviceToHost), "copy");
+  Check(cudaMemcpy(hb.data(), d.buf[1], n * 2, cudaMemcpyDeviceToHost), "copy");
+  for (uint64_t i = 0; i < n; ++i) fx[i] = __bfloat162float(hx[i]), fb[i] = __bfloat162float(hb[i]);
+  auto run = [&](const char* name, double tol, const std::function<void()>& gpu,
+                 const std::function<void()>& host) {
+    gpu();
+    Check(cudaStreamSynchronize(d.stream), name);
+    Check(cudaMemcpy(hy.data(), d.buf[2], n * 2, cudaMemcpyDeviceToHost), "copy");
+    host();
+    double err = 0;
+    for (uint64_t i = 0; i < n; ++i) err = std::max(err, std::fabs(double{__bfloat162float(hy[i])} - ref[i]));
+    *report += std::string(name) + ": max abs error " + std::to_string(err) + " (tolerance " +
+               std::to_string(tol) + ")\n";
+    if (!(err <= tol))
+      fails.push_back(std::string(name) + ": max abs error " + std::to_string(err) + " > " +
+                      std::to_string(tol));
+  };
+  // bf16 keeps 8 significant bits: 2^-8 relative per rounding.
+  run(
+      "rmsnorm", 0.05, [&] { LaunchRmsNorm(d.buf[0], d.buf[2], rows, cols, 128, d.stream); },
+      [&] { RmsNormRef(fx.data(), ref.data(), rows, cols, 128); });
+  run(
+      "rope", 0.02, [&] { LaunchRope(d.buf[0], d.buf[2], rows, cols, 128, 5, d.stream); },
+      [&] { RopeRef(fx.data(), ref.data(), rows, cols, 128, 5); });
+  run(
+      "softmax", 0.01, [&] { LaunchSoftmax(d.buf[0], d.buf[2], rows, cols, 0.5f, 100, 16, d.stream); },
+      [&] { SoftmaxRef(fx.data(), ref.data(), rows, cols, 0.5f, 100, 16); });
+  run(
+      "silu_mul", 0.02, [&] { LaunchSiluMul(d.buf[0], d.buf[1], d.buf[2], n, d.stream); },
+      [&] { SiluMulRef(fx.data(), fb.data(), ref.data(), n); });
+  // GEMM: Y[64,256] = X[64,64] . W[64,256] from the same buffers (X = first 64x64 of buf0).
+  const int m = 64, k = 64, nn = 256;
+  run(
+      "cublasGemmEx", 0.25,
+      [&] { Check(Gemm(d.blas, d.buf[0], d.buf[1], d.buf[2], m, nn, k, false), "gemm"); },
+      [&] {
+        for (int i = 0; i < m; ++i)
+          for (int j = 0; j < nn; ++j) {
+            double s = 0;
+            for (int q = 0; q < k; ++q) s += double{fx[i * k + q]} * fb[q * nn + j];
+            ref[i * nn + j] = static_cast<float>(s);
+          }
+      });
+  return fails;
+}
+
+std::vector<CollectivePoint> MeasureCollectives(const std::vector<uint64_t>& sizes,
+                                                const GpuRunOptions& opts) {
+  std::vector<CollectivePoint> pts;
+  const int n = DeviceCount();
+  const char* kinds[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  uint64_t max_bytes = 0;
+  for (uint64_t b : sizes) max_bytes = std::max(max_bytes, b);
+  std::vector<std::unique_ptr<Device>> devs;
+  std::vector<int> ids;
+  Comms comms;
+  if (n >= 2) {
+    for (int i = 0; i < n; ++i) {
+      devs.push_back(std::make_unique<Device>());
+      devs.back()->Init(i, max_bytes / sizeof(bf16) + 1);
+      ids.push_back(i);
+    }
+  }
+  for (const char* kind : kinds)
+    for (uint64_t bytes : sizes) {
+      CollectivePoint p;
+      p.kind = kind;
+      p.bytes = bytes;
+      p.nranks = n;
+      if (n >= 2) {
+        const auto& cs = comms.Get(ids);
+        std::vector<Device*> ds;
+        for (auto& d : devs) ds.push_back(d.get());
+        Launch l;
+        l.kind = p.kind == "all_reduce"   ? LaunchKind::kAllReduce
+                 : p.kind == "all_gather" ? LaunchKind::kAllGather
+                                          : LaunchKind::kReduceScatter;
+        l.count = p.kind == "all_reduce" ? bytes / sizeof(bf16) : bytes / sizeof(bf16) / n;
+        l.nranks = n;
+        int64_t ps = TimePs(
+            ds,
+            [&] {
+              Check(ncclGroupStart(), "ncclGroupStart");
+              for (int r = 0; r < n; ++r) IssueNccl(*devs[r], l, cs[r], r, n, -1);
+              Check(ncclGroupEnd(), "ncclGroupEnd");
+            },
+            opts);
+        p.seconds = static_cast<double>(ps) * 1e-12;
+        p.measured = true;
+      }
+      pts.push_back(p);
+    }
+  return pts;
+}
+
+}  // namespace tpsim::validate

@@ -1,0 +1,161 @@
+#include "validate/kernels.h"
+
+namespace tpsim::validate {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ float BlockSum(float v, float* sh) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float r = 0;
+  for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) r += sh[i];
+  __syncthreads();
+  return r;
+}
+
+__device__ float BlockMax(float v, float* sh) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float r = -INFINITY;
+  for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) r = fmaxf(r, sh[i]);
+  __syncthreads();
+  return r;
+}
+
+// One block per (row, group).
+__global__ void RmsNormKernel(const bf16* x, bf16* y, uint64_t cols, uint32_t group, uint64_t groups) {
+  __shared__ float sh[32];
+  const uint64_t row = blockIdx.x / groups, g = blockIdx.x % groups;
+  const bf16* xi = x + row * cols + g * group;
+  bf16* yi = y + row * cols + g * group;
+  float ss = 0;
+  for (uint32_t c = threadIdx.x; c < group; c += blockDim.x) {
+    float v = __bfloat162float(xi[c]);
+    ss += v * v;
+  }
+  const float inv = rsqrtf(BlockSum(ss, sh) / group + 1e-6f);
+  for (uint32_t c = threadIdx.x; c < group; c += blockDim.x)
+    yi[c] = __float2bfloat16(__bfloat162float(xi[c]) * inv);
+}
+
+__global__ void RopeKernel(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, uint32_t hd, uint32_t pos0) {
+  const uint32_t half = hd / 2;
+  const uint64_t pairs_per_row = cols / hd * half;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < rows * pairs_per_row;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const uint64_t row = i / pairs_per_row, p = i % pairs_per_row;
+    const uint64_t base = row * cols + (p / half) * hd;
+    const uint32_t c = p % half;
+    const float ang = static_cast<float>(pos0 + row) * powf(10000.0f, -2.0f * c / hd);
+    float sn, cs;
+    sincosf(ang, &sn, &cs);
+    const float x0 = __bfloat162float(x[base + c]), x1 = __bfloat162float(x[base + c + half]);
+    y[base + c] = __float2bfloat16(x0 * cs - x1 * sn);
+    y[base + c + half] = __float2bfloat16(x0 * sn + x1 * cs);
+  }
+}
+
+// One block per row.
+__global__ void SoftmaxKernel(const bf16* x, bf16* y, uint64_t cols, float scale, uint32_t cached,
+                              uint32_t tokens) {
+  __shared__ float sh[32];
+  const uint64_t row = blockIdx.x;
+  const uint64_t limit = tokens ? min(cols, uint64_t{cached} + row % tokens + 1) : cols;
+  const bf16* xi = x + row * cols;
+  bf16* yi = y + row * cols;
+  float mx = -INFINITY;
+  for (uint64_t j = threadIdx.x; j < limit; j += blockDim.x) mx = fmaxf(mx, __bfloat162float(xi[j]) * scale);
+  mx = BlockMax(mx, sh);
+  float sum = 0;
+  for (uint64_t j = threadIdx.x; j < limit; j += blockDim.x)
+    sum += __expf(__bfloat162float(xi[j]) * scale - mx);
+  sum = BlockSum(sum, sh);
+  const float inv = 1.0f / sum;
+  for (uint64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    yi[j] = __float2bfloat16(j < limit ? __expf(__bfloat162float(xi[j]) * scale - mx) * inv : 0.0f);
+}
+
+template <int Op>  // 0 silu_mul, 1 add, 2 copy
+__global__ void BinaryKernel(const bf16* a, const bf16* b, bf16* y, uint64_t n) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const float va = __bfloat162float(a[i]);
+    float r = va;
+    if (Op == 0) r = va / (1.0f + __expf(-va)) * __bfloat162float(b[i]);
+    if (Op == 1) r = va + __bfloat162float(b[i]);
+    y[i] = __float2bfloat16(r);
+  }
+}
+
+__global__ void FillKernel(bf16* y, uint64_t n, uint64_t seed, float scale) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + i;  // splitmix64
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    y[i] = __float2bfloat16((static_cast<float>(z >> 40) / 16777216.0f * 2.0f - 1.0f) * scale);
+  }
+}
+
+unsigned Blocks(uint64_t n) {
+  uint64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 8 ? (b ? b : 1) : 65535 * 8);
+}
+
+}  // namespace
+
+void LaunchRmsNorm(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, uint32_t group, cudaStream_t s) {
+  if (!rows || !group || cols < group) return;
+  const uint64_t groups = cols / group;
+  RmsNormKernel<<<static_cast<unsigned>(rows * groups), group >= 256 ? 256 : 64, 0, s>>>(x, y, cols, group,
+                                                                                         groups);
+}
+
+void LaunchRope(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, uint32_t head_dim, uint32_t pos0,
+                cudaStream_t s) {
+  if (!rows || head_dim < 2 || cols < head_dim) return;
+  RopeKernel<<<Blocks(rows * cols / 2), kThreads, 0, s>>>(x, y, rows, cols, head_dim, pos0);
+}
+
+void LaunchSoftmax(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, float scale, uint32_t cached,
+                   uint32_t tokens, cudaStream_t s) {
+  if (!rows || !cols) return;
+  SoftmaxKernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, y, cols, scale, cached, tokens);
+}
+
+void LaunchSiluMul(const bf16* a, const bf16* b, bf16* y, uint64_t n, cudaStream_t s) {
+  if (n) BinaryKernel<0><<<Blocks(n), kThreads, 0, s>>>(a, b, y, n);
+}
+void LaunchAdd(const bf16* a, const bf16* b, bf16* y, uint64_t n, cudaStream_t s) {
+  if (n) BinaryKernel<1><<<Blocks(n), kThreads, 0, s>>>(a, b, y, n);
+}
+void LaunchCopy(const bf16* a, bf16* y, uint64_t n, cudaStream_t s) {
+  if (n) BinaryKernel<2><<<Blocks(n), kThreads, 0, s>>>(a, nullptr, y, n);
+}
+void LaunchFill(bf16* y, uint64_t n, uint64_t seed, float scale, cudaStream_t s) {
+  if (n) FillKernel<<<Blocks(n), kThreads, 0, s>>>(y, n, seed, scale);
+}
+
+// Row-major Y = X.W is column-major Y^T = W^T . X^T: cuBLAS computes C[n,m] = W'[n,k] . X'[k,m].
+cublasStatus_t Gemm(cublasHandle_t h, const bf16* x, const bf16* w, bf16* y, int m, int n, int k,
+                    bool transpose_b) {
+  const float one = 1.0f, zero = 0.0f;
+  return cublasGemmEx(h, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_16BF,
+                      transpose_b ? k : n, x, CUDA_R_16BF, k, &zero, y, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT);
+}
+
+cublasStatus_t GemmBatched(cublasHandle_t h, const bf16* x, const bf16* w, bf16* y, int batch, int m, int n,
+                           int k) {
+  const float one = 1.0f, zero = 0.0f;
+  return cublasGemmStridedBatchedEx(
+      h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_16BF, n, static_cast<long long>(k) * n, x,
+      CUDA_R_16BF, k, static_cast<long long>(m) * k, &zero, y, CUDA_R_16BF, n, static_cast<long long>(m) * n,
+      batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+}  // namespace tpsim::validate

@@ -1,0 +1,251 @@
+// tpsim-validate: the Program of an experiment on real GPUs (CUDA, cuBLAS, NCCL), measured.
+// Exit status: 0 ok, 1 GPU / numerics failure, 2 bad input (config or usage).
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "arch/chip.h"
+#include "configs/load.h"
+#include "mapping/collective/collective.h"
+#include "mapping/mapping.h"
+#include "sim/engine.h"
+#include "sim/experiment.h"
+#include "sim/result.h"
+#include "sim/run.h"
+#include "validate/gpu_runner.h"
+#include "validate/lowering.h"
+#include "validate/measured.h"
+
+namespace tpsim::validate {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tpsim-validate EXPERIMENT [--set FIELD=VALUE]... [--out measured.json]\n"
+    "                      [--predicted predicted.json] [--reps N] [--warmup N]\n"
+    "       tpsim-validate EXPERIMENT --dry-run      print per GPU the kernels, shapes and NCCL calls\n"
+    "       tpsim-validate [EXPERIMENT] --collectives [--out sweep.json]\n"
+    "                      all-reduce, all-gather, reduce-scatter from 8 KiB to 1 GiB on this\n"
+    "                      machine's GPUs (time, algbw, busbw as nccl-tests defines them) next to\n"
+    "                      tpsim's analytical prediction for the experiment's chip (default\n"
+    "                      chips/h200-sxm-8.textproto)\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string experiment, out, predicted;
+  std::vector<sim::Override> sets;
+  bool dry_run = false, collectives = false;
+  GpuRunOptions run;
+};
+
+int ParseInt(const std::string& flag, const std::string& v, int lo) {
+  try {
+    size_t pos = 0;
+    int x = std::stoi(v, &pos);
+    if (pos == v.size() && x >= lo) return x;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(flag + " needs an integer >= " + std::to_string(lo) + ", got '" + v + "'");
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const std::string& flag) -> std::string {
+      if (a == flag) {
+        if (i + 1 >= argc) throw UsageError(flag + " needs a value");
+        return argv[++i];
+      }
+      return a.substr(flag.size() + 1);
+    };
+    auto is = [&](const std::string& flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
+    if (a == "-h" || a == "--help") throw UsageError("");
+    if (a == "--dry-run")
+      o.dry_run = true;
+    else if (a == "--collectives")
+      o.collectives = true;
+    else if (is("--set"))
+      o.sets.push_back(sim::ParseOverride(value("--set")));
+    else if (is("--out"))
+      o.out = value("--out");
+    else if (is("--predicted"))
+      o.predicted = value("--predicted");
+    else if (is("--reps"))
+      o.run.reps = ParseInt("--reps", value("--reps"), 1);
+    else if (is("--warmup"))
+      o.run.warmup = ParseInt("--warmup", value("--warmup"), 0);
+    else if (a.size() > 1 && a[0] == '-')
+      throw UsageError("unknown option " + a);
+    else if (o.experiment.empty())
+      o.experiment = a;
+    else
+      throw UsageError("more than one EXPERIMENT: " + o.experiment + ", " + a);
+  }
+  if (o.experiment.empty() && !o.collectives) throw UsageError("needs an EXPERIMENT");
+  return o;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  if (!f || !(f << text)) throw std::runtime_error(path + ": cannot write");
+}
+
+// The analytical engine's time for one collective over `ranks` cores of `chip` (ring).
+int64_t PredictCollectivePs(const arch::Chip& chip, mapping::CollectiveKind kind, int ranks, uint64_t bytes) {
+  mapping::Schedule s = mapping::LowerCollective("ring", kind, ranks, bytes, 2);
+  mapping::Program p;
+  p.num_cores = chip.num_cores();
+  mapping::OpInfo op;
+  op.ref.op = mapping::ToString(kind);
+  op.ref.phase = "prefill";
+  p.ops.push_back(op);
+  std::vector<std::vector<uint32_t>> last(ranks);
+  for (size_t st = 0; st < s.steps.size(); ++st) {
+    std::vector<std::vector<uint32_t>> now(ranks);
+    for (const auto& x : s.steps[st].xfers) {
+      mapping::Task t;
+      t.id = static_cast<uint32_t>(p.tasks.size());
+      t.kind = mapping::TaskKind::kTransfer;
+      t.core = x.src, t.dst_core = x.dst, t.bytes = x.bytes, t.offset = x.offset, t.reduce = x.reduce;
+      t.coll_step = static_cast<uint16_t>(st);
+      t.deps = last[x.src];
+      now[x.dst].push_back(t.id);
+      p.tasks.push_back(t);
+    }
+    for (int r = 0; r < ranks; ++r)
+      if (!now[r].empty()) last[r] = now[r];
+  }
+  if (p.tasks.empty()) return 0;
+  return sim::MakeEngine("analytical")->Run(p, chip).makespan_ps;
+}
+
+int Collectives(const Options& o) {
+  std::string chip_path = config::JoinPath(config::ConfigDir(), "chips/h200-sxm-8.textproto");
+  config::Chip cfg;
+  std::string chip_name;
+  if (!o.experiment.empty()) {
+    sim::Experiment e = sim::LoadExperiment(o.experiment, o.sets);
+    sim::ValidateExperiment(e);
+    cfg = e.cfg.chip();
+  } else {
+    config::SourceMap locs(chip_path);
+    config::ParseFile(chip_path, &cfg, &locs);
+  }
+  arch::Chip chip = arch::Chip::Build(cfg);
+  std::vector<uint64_t> sizes;
+  for (uint64_t b = 8 << 10; b <= (uint64_t{1} << 30); b *= 2) sizes.push_back(b);
+  std::vector<CollectivePoint> pts = MeasureCollectives(sizes, o.run);
+  const int devices = DeviceCount();
+  const int ranks = devices >= 2 ? devices : chip.num_cores();
+  std::cout << "# chip " << cfg.name() << "; " << devices << " GPU(s) here"
+            << (devices >= 2 ? "" : ": fewer than 2, so nothing is measured") << "; predictions for " << ranks
+            << " ranks (analytical engine, ring)\n";
+  if (cfg.collectives().in_switch_reduction())
+    std::cout
+        << "# note: the chip enables in-switch reduction (NVLS) from "
+        << cfg.collectives().in_switch_min_bytes() << " bytes and " << cfg.collectives().in_switch_min_ranks()
+        << " ranks, but the mapping library lowers every collective to point-to-point transfers, so these "
+           "predictions are ring only\n";
+  std::printf("%-15s %12s %12s %10s %10s %12s %10s %10s\n", "kind", "bytes", "time_us", "algbw", "busbw",
+              "pred_us", "pred_alg", "pred_bus");
+  nlohmann::json js = nlohmann::json::array();
+  for (const auto& p : pts) {
+    auto kind = p.kind == "all_reduce"   ? mapping::CollectiveKind::kAllReduce
+                : p.kind == "all_gather" ? mapping::CollectiveKind::kAllGather
+                                         : mapping::CollectiveKind::kReduceScatter;
+    double pred_s = PredictCollectivePs(chip, kind, ranks, p.bytes) * 1e-12;
+    double alg = p.measured ? AlgBandwidthGbps(p.bytes, p.seconds) : 0;
+    double bus = p.measured ? BusBandwidthGbps(p.kind, p.bytes, p.seconds, ranks) : 0;
+    double palg = AlgBandwidthGbps(p.bytes, pred_s), pbus = BusBandwidthGbps(p.kind, p.bytes, pred_s, ranks);
+    char t[32];
+    std::snprintf(t, sizeof t, p.measured ? "%.2f" : "unmeasured", p.seconds * 1e6);
+    std::printf("%-15s %12llu %12s %10.2f %10.2f %12.2f %10.2f %10.2f\n", p.kind.c_str(),
+                static_cast<unsigned long long>(p.bytes), t, alg, bus, pred_s * 1e6, palg, pbus);
+    js.push_back({{"kind", p.kind},
+                  {"bytes", p.bytes},
+                  {"ranks", ranks},
+                  {"measured", p.measured},
+                  {"time_us", p.seconds * 1e6},
+                  {"algbw_gbps", alg},
+                  {"busbw_gbps", bus},
+                  {"predicted_us", pred_s * 1e6},
+                  {"predicted_algbw_gbps", palg},
+                  {"predicted_busbw_gbps", pbus}});
+  }
+  if (!o.out.empty()) WriteFile(o.out, js.dump(2) + "\n");
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  Options o = Parse(argc, argv);
+  if (o.collectives) return Collectives(o);
+  sim::Experiment e = sim::LoadExperiment(o.experiment, o.sets);
+  sim::ValidateExperiment(e);
+  arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
+  if (e.cfg.chip().noc().topology() != "switch")
+    std::cerr << "tpsim-validate: warning: chip " << e.cfg.chip().name()
+              << " is not a GPU node (noc.topology \"switch\"); cores are mapped to GPUs anyway\n";
+  mapping::Program prog = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
+  LaunchPlan plan = PlanLaunches(prog, sim::DtypeBytes(e.cfg.workload().dtype()));
+  if (o.dry_run) {
+    std::cout << plan.Dump(prog);
+    return 0;
+  }
+  const int devices = DeviceCount();
+  if (devices == 0) {
+    std::cerr << "tpsim-validate: no CUDA device found (use --dry-run to see the plan)\n";
+    return 1;
+  }
+  std::cout << "# " << devices << " x " << DeviceName(0) << "\n";
+  std::string report;
+  std::vector<std::string> fails = SelfCheck(&report);
+  std::cout << "# kernel self-check against host references:\n" << report;
+  if (!fails.empty()) {
+    for (const auto& f : fails) std::cerr << "tpsim-validate: numerics: " << f << "\n";
+    return 1;
+  }
+  GpuRunOutput run = RunOnGpus(plan, o.run);
+  config::Result r = MeasuredResult(prog, plan, run.times, run.whole_ps, e.cfg.name());
+  r.set_config(sim::ResolvedText(e));
+  std::cout << sim::ResultTable(r);
+  size_t unmeasured = 0;
+  for (const auto& op : r.ops()) unmeasured += !op.measured();
+  for (const auto& n : run.notes) std::cout << "NOTE: " << n << "\n";
+  if (unmeasured)
+    std::cout << "NOTE: " << unmeasured << " of " << r.ops_size()
+              << " ops are UNMEASURED (measured = false): their collectives could not run here\n";
+  std::cout << "NOTE: numerics of the partitioned layer against an unpartitioned run are NOT checked by this "
+               "version; only each kernel against its host reference\n";
+  if (!o.out.empty()) WriteFile(o.out, sim::ResultToJson(r));
+  if (!o.predicted.empty()) {
+    sim::RunOutput pr = sim::RunExperiment(e, {});
+    WriteFile(o.predicted, sim::ResultToJson(pr.result));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tpsim::validate
+
+int main(int argc, char** argv) {
+  try {
+    return tpsim::validate::Main(argc, argv);
+  } catch (const tpsim::validate::UsageError& u) {
+    if (*u.what()) std::cerr << "tpsim-validate: " << u.what() << "\n\n";
+    std::cerr << tpsim::validate::kUsage;
+    return *u.what() ? 2 : 0;
+  } catch (const tpsim::config::ConfigError& e) {
+    for (const auto& d : e.diags()) std::cerr << d.str() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "tpsim-validate: error: " << e.what() << "\n";
+    return 1;
+  }
+}
