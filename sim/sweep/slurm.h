@@ -1,0 +1,31 @@
+#pragma once
+// Spreading a sweep over a Slurm cluster: a job array whose task I runs shard
+// I of N into its own database; `tpsim sweep merge` joins them afterwards.
+
+#include <string>
+#include <vector>
+
+namespace tpsim::sweep {
+
+struct SlurmJob {
+  std::string exe;        // absolute path of the tpsim executable
+  std::string sweep;      // absolute path of the sweep file
+  std::string dir;        // absolute folder for the shard databases, logs and the script
+  int array_size = 4;     // N tasks = N shards
+  std::string partition;  // empty: the cluster's default
+  int jobs = 0;           // workers per task (also --cpus-per-task); 0: $SLURM_CPUS_PER_TASK, else 1
+  std::string job_name = "tpsim-sweep";
+};
+
+// The sbatch script: #SBATCH --array=0-(N-1), output per task under `dir`, and
+//   EXE sweep SWEEP --shard $SLURM_ARRAY_TASK_ID/N --db DIR/shard-$SLURM_ARRAY_TASK_ID.sqlite --jobs J
+std::string SbatchScript(const SlurmJob& job);
+
+// Writes DIR/sweep.sbatch and submits it with `sbatch --parsable`; returns the
+// job id. Throws std::runtime_error with sbatch's output when submission fails.
+std::string SubmitSlurm(const SlurmJob& job, std::string* script_path);
+
+// Quotes `s` for a POSIX shell.
+std::string ShellQuote(const std::string& s);
+
+}  // namespace tpsim::sweep

@@ -1,0 +1,201 @@
+#include "sim/sweep/spec.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+#include "sim/engine.h"
+
+namespace tpsim::sweep {
+
+using config::ConfigError;
+using config::Diag;
+using config::Location;
+
+namespace {
+
+// The same roots `tpsim run --set` accepts.
+bool SettableRoot(const std::string& path) {
+  static const char* kRoots[] = {"chip.", "model.", "workload.", "mapping."};
+  if (path == "name" || path == "description" || path == "engine") return true;
+  for (const char* r : kRoots) {
+    if (path.starts_with(r)) return true;
+  }
+  return false;
+}
+
+void Apply(sim::Experiment* e, const sim::Override& s, const Location& where) {
+  if (!SettableRoot(s.path)) {
+    throw ConfigError(
+        Diag{where, s.path, s.value,
+             "a swept field is name, engine, or a field under chip., model., workload., mapping."});
+  }
+  config::SetScalarField(&e->cfg, s.path, s.value, where);
+  e->locs.Set(s.path, where);
+}
+
+void CheckAxis(const SweepSpec& spec, const config::SweepAxis& axis, const std::string& at,
+               std::set<std::string>* seen, std::vector<Diag>* diags) {
+  if (axis.field().empty()) {
+    diags->push_back(Diag{spec.locs.Find(at), at + ".field", "", "an axis needs a field"});
+    return;
+  }
+  if (!seen->insert(axis.field()).second) {
+    diags->push_back(
+        Diag{spec.locs.Find(at + ".field"), at + ".field", axis.field(), "field is swept twice"});
+  }
+  if (axis.values().empty()) {
+    diags->push_back(Diag{spec.locs.Find(at), at + ".values", "", "an axis needs at least one value"});
+  }
+  for (int i = 0; i < axis.values_size(); ++i) {
+    std::string vpath = at + ".values[" + std::to_string(i) + "]";
+    sim::Experiment copy = spec.base;
+    try {
+      Apply(&copy, sim::Override{axis.field(), axis.values(i)}, spec.locs.Find(vpath));
+    } catch (const ConfigError& err) {
+      for (const auto& d : err.diags()) diags->push_back(d);
+      break;  // one report per axis is enough: the rest fail the same way
+    }
+  }
+}
+
+}  // namespace
+
+SweepSpec LoadSweep(const std::string& path) {
+  SweepSpec spec;
+  spec.path = path;
+  spec.locs = config::SourceMap(path);
+  config::ParseFile(path, &spec.cfg, &spec.locs);
+  const auto& cfg = spec.cfg;
+  if (cfg.base().empty()) {
+    throw ConfigError(Diag{Location{path, 1, 1}, "base", "", "a sweep needs a base experiment"});
+  }
+  spec.base_path = config::JoinPath(config::DirName(path), cfg.base());
+  // Errors inside the base experiment name its own file and line.
+  spec.base = sim::LoadExperiment(spec.base_path, {});
+
+  std::vector<Diag> diags;
+  std::set<std::string> seen;
+  for (int i = 0; i < cfg.axis_size(); ++i) {
+    CheckAxis(spec, cfg.axis(i), "axis[" + std::to_string(i) + "]", &seen, &diags);
+    spec.fields.push_back(cfg.axis(i).field());
+    spec.dims.push_back(static_cast<size_t>(cfg.axis(i).values_size()));
+  }
+  for (int z = 0; z < cfg.zip_size(); ++z) {
+    const auto& zip = cfg.zip(z);
+    std::string at = "zip[" + std::to_string(z) + "]";
+    if (zip.axis().empty()) {
+      diags.push_back(Diag{spec.locs.Find(at), at + ".axis", "", "a zip needs at least one axis"});
+      spec.dims.push_back(0);
+      continue;
+    }
+    for (int i = 0; i < zip.axis_size(); ++i) {
+      std::string aat = at + ".axis[" + std::to_string(i) + "]";
+      CheckAxis(spec, zip.axis(i), aat, &seen, &diags);
+      spec.fields.push_back(zip.axis(i).field());
+      if (zip.axis(i).values_size() != zip.axis(0).values_size()) {
+        diags.push_back(Diag{spec.locs.Find(aat), aat + ".values", std::to_string(zip.axis(i).values_size()),
+                             "every axis of a zip needs the same number of values (the first has " +
+                                 std::to_string(zip.axis(0).values_size()) + ")"});
+      }
+    }
+    spec.dims.push_back(static_cast<size_t>(zip.axis(0).values_size()));
+  }
+
+  spec.engine = !cfg.engine().empty() ? cfg.engine() : spec.base.cfg.engine();
+  if (spec.engine.empty()) spec.engine = "analytical";
+  if (!sim::MakeEngine(spec.engine)) {
+    std::string valid;
+    for (const auto& n : sim::EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
+    diags.push_back(
+        Diag{spec.locs.Find("engine"), "engine", spec.engine, "unknown engine (valid: " + valid + ")"});
+  }
+  if (cfg.time_limit_s() < 0 || !std::isfinite(cfg.time_limit_s())) {
+    diags.push_back(Diag{spec.locs.Find("time_limit_s"), "time_limit_s", std::to_string(cfg.time_limit_s()),
+                         "must be a non-negative number of seconds (0 = 600)"});
+  }
+
+  for (int i = 0; i < cfg.require_size(); ++i) {
+    std::string at = "require[" + std::to_string(i) + "]";
+    try {
+      Expr e = Expr::Parse(cfg.require(i));
+      for (const auto& f : e.Fields()) ReadField(spec.base.cfg, f);  // the field must exist
+      spec.require.push_back(std::move(e));
+    } catch (const std::invalid_argument& err) {
+      diags.push_back(Diag{spec.locs.Find(at), at, cfg.require(i), err.what()});
+    }
+  }
+  if (!diags.empty()) throw ConfigError(std::move(diags));
+  return spec;
+}
+
+uint64_t PointCount(const SweepSpec& spec) {
+  uint64_t n = 1;
+  for (size_t d : spec.dims) {
+    if (d == 0) return 0;
+    if (n > std::numeric_limits<uint64_t>::max() / d) return std::numeric_limits<uint64_t>::max();
+    n *= d;
+  }
+  return n;
+}
+
+Point PointAt(const SweepSpec& spec, uint64_t index) {
+  Point p;
+  p.index = index;
+  std::vector<size_t> pick(spec.dims.size());
+  uint64_t rest = index;
+  for (size_t d = spec.dims.size(); d-- > 0;) {
+    pick[d] = static_cast<size_t>(rest % spec.dims[d]);
+    rest /= spec.dims[d];
+  }
+  const auto& cfg = spec.cfg;
+  size_t d = 0;
+  for (int i = 0; i < cfg.axis_size(); ++i, ++d) {
+    p.sets.push_back(sim::Override{cfg.axis(i).field(), cfg.axis(i).values(static_cast<int>(pick[d]))});
+  }
+  for (int z = 0; z < cfg.zip_size(); ++z, ++d) {
+    for (const auto& axis : cfg.zip(z).axis()) {
+      p.sets.push_back(sim::Override{axis.field(), axis.values(static_cast<int>(pick[d]))});
+    }
+  }
+  return p;
+}
+
+sim::Experiment MakeExperiment(const SweepSpec& spec, const Point& point) {
+  sim::Experiment e = spec.base;
+  for (const auto& s : point.sets) {
+    Apply(
+        &e, s,
+        Location{"<sweep point " + std::to_string(point.index) + ": " + s.path + "=" + s.value + ">", 1, 1});
+  }
+  e.cfg.set_engine(spec.engine);
+  return e;
+}
+
+bool PassesFilter(const SweepSpec& spec, const sim::Experiment& e) {
+  for (const auto& r : spec.require) {
+    if (!r.Holds(e.cfg)) return false;
+  }
+  return true;
+}
+
+std::string HashText(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<size_t>(i)] = kHex[h & 15];
+  return out;
+}
+
+std::string ConfigHash(const sim::Experiment& e) { return HashText(sim::ResolvedText(e)); }
+
+bool InShard(uint64_t index, uint32_t shard, uint32_t shards) {
+  return shards <= 1 || index % shards == shard;
+}
+
+}  // namespace tpsim::sweep

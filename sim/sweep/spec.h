@@ -1,0 +1,69 @@
+#pragma once
+// A sweep file (configs/schema/sweep.proto) loaded and expanded into points.
+//
+//   base experiment ──► + point overrides ──► resolved experiment ──► config hash
+//
+// A point is identified by its index in the full cartesian order (before the
+// filter): dimensions in file order (each `axis`, then each `zip`), the last
+// varying fastest. Its identity in a store is the hash of its resolved config.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/experiment.h"
+#include "sim/sweep/expr.h"
+#include "sweep.pb.h"
+
+namespace tpsim::sweep {
+
+struct SweepSpec {
+  std::string path;  // the sweep file
+  config::Sweep cfg;
+  config::SourceMap locs;
+  std::string base_path;            // the base experiment, resolved against the sweep file
+  sim::Experiment base;             // loaded once, without overrides
+  std::vector<std::string> fields;  // swept field paths, in column order (axes, then zip axes)
+  std::vector<size_t> dims;         // length of each dimension (axes, then zips)
+  std::vector<Expr> require;
+  std::string engine;  // sweep engine, else the base's, else "analytical"
+};
+
+struct Point {
+  uint64_t index = 0;               // in the full cartesian order
+  std::vector<sim::Override> sets;  // one per SweepSpec::fields entry, same order
+};
+
+// Loads, checks (fields exist, values parse, zips have equal lengths, filters
+// parse and name real fields, engine known) and loads the base experiment.
+// Throws config::ConfigError with file:line:col diagnostics.
+SweepSpec LoadSweep(const std::string& path);
+
+// Number of points before the filter (product of the dimension lengths; 1 when
+// there are no axes). Saturates at UINT64_MAX.
+uint64_t PointCount(const SweepSpec& spec);
+
+// The point at `index` (< PointCount).
+Point PointAt(const SweepSpec& spec, uint64_t index);
+
+// The base experiment with the point's overrides (and the sweep's engine) applied,
+// as `tpsim run BASE --set ...` would resolve it. Throws config::ConfigError for
+// a value the field cannot take.
+sim::Experiment MakeExperiment(const SweepSpec& spec, const Point& point);
+
+// True when every `require` holds for `e`. Throws std::invalid_argument when one
+// cannot be evaluated (a type mismatch).
+bool PassesFilter(const SweepSpec& spec, const sim::Experiment& e);
+
+// FNV-1a 64 of `text`, as 16 lower-case hex digits. Stable across runs, builds
+// and machines.
+std::string HashText(const std::string& text);
+
+// The identity of a point: HashText(sim::ResolvedText(e)).
+std::string ConfigHash(const sim::Experiment& e);
+
+// Indices of the points of shard `shard` of `shards` (index % shards == shard),
+// before the filter.
+bool InShard(uint64_t index, uint32_t shard, uint32_t shards);
+
+}  // namespace tpsim::sweep

@@ -1,0 +1,322 @@
+#include "sim/sweep/store.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+namespace tpsim::sweep {
+
+namespace {
+
+const char* kCore[] = {"config_hash", "point_index", "status", "engine"};
+const char* kTail[] = {"wall_ms", "error", "config"};
+
+void Check(sqlite3* db, int rc, const std::string& what) {
+  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    throw StoreError(what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+  }
+}
+
+void Exec(sqlite3* db, const std::string& sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    throw StoreError("sqlite: " + msg + " (in: " + sql.substr(0, 120) + ")");
+  }
+}
+
+sqlite3* OpenDb(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    throw StoreError("cannot open " + path + ": " + msg);
+  }
+  sqlite3_busy_timeout(db, 10000);
+  try {
+    Exec(db, "PRAGMA journal_mode=WAL");
+    Exec(db, "PRAGMA synchronous=NORMAL");
+  } catch (...) {
+    sqlite3_close(db);
+    throw;
+  }
+  return db;
+}
+
+std::string CreateSql() {
+  std::string sql =
+      "CREATE TABLE IF NOT EXISTS points (config_hash TEXT PRIMARY KEY, point_index INTEGER, status TEXT, "
+      "engine TEXT";
+  for (const auto& m : MetricColumns()) sql += ", " + m + (m == "core_utilization" ? " REAL" : " INTEGER");
+  sql += ", wall_ms REAL, error TEXT, config TEXT)";
+  return sql;
+}
+
+void AddMissingColumns(sqlite3* db, const std::string& schema, const std::vector<std::string>& want) {
+  std::vector<std::string> have = Columns(db, schema);
+  for (const auto& c : want) {
+    bool found = false;
+    for (const auto& h : have) found = found || h == c;
+    if (!found) {
+      Exec(db, "ALTER TABLE " + schema + ".points ADD COLUMN " + QuoteIdent(c));
+      have.push_back(c);
+    }
+  }
+}
+
+// Binds a swept value as an integer or a number when it is one, else as text,
+// so that plots and ORDER BY treat numbers as numbers.
+void BindValue(sqlite3_stmt* st, int i, const std::string& v) {
+  int64_t iv = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), iv);
+  if (!v.empty() && ec == std::errc() && p == v.data() + v.size()) {
+    sqlite3_bind_int64(st, i, iv);
+    return;
+  }
+  char* end = nullptr;
+  double dv = v.empty() ? 0 : std::strtod(v.c_str(), &end);
+  if (!v.empty() && *end == '\0' && std::isfinite(dv) && !std::isspace(static_cast<unsigned char>(v[0]))) {
+    sqlite3_bind_double(st, i, dv);
+    return;
+  }
+  sqlite3_bind_text(st, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+const std::vector<std::string>& MetricColumns() {
+  static const std::vector<std::string> k = {"total_ps",         "prefill_ps",       "decode_step_ps_mean",
+                                             "compute_ps",       "communication_ps", "memory_ps",
+                                             "core_utilization", "spilled_bytes"};
+  return k;
+}
+
+bool Retryable(const std::string& status) { return status == "timeout" || status == "crashed"; }
+
+std::string QuoteIdent(const std::string& name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::vector<std::string> Columns(sqlite3* db, const std::string& schema) {
+  std::vector<std::string> cols;
+  sqlite3_stmt* st = nullptr;
+  std::string sql = "PRAGMA " + schema + ".table_info(points)";
+  Check(db, sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), "table_info");
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    cols.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 1)));
+  }
+  sqlite3_finalize(st);
+  return cols;
+}
+
+Store::Store(const std::string& path, const std::vector<std::string>& fields) : fields_(fields) {
+  db_ = OpenDb(path);
+  try {
+    Exec(db_, CreateSql());
+    AddMissingColumns(db_, "main", fields_);
+    std::vector<std::string> cols(std::begin(kCore), std::end(kCore));
+    cols.insert(cols.end(), fields_.begin(), fields_.end());
+    cols.insert(cols.end(), MetricColumns().begin(), MetricColumns().end());
+    cols.insert(cols.end(), std::begin(kTail), std::end(kTail));
+    std::string sql = "INSERT OR REPLACE INTO points (";
+    std::string qs;
+    for (size_t i = 0; i < cols.size(); ++i) {
+      sql += (i ? ", " : "") + QuoteIdent(cols[i]);
+      qs += i ? ", ?" : "?";
+    }
+    sql += ") VALUES (" + qs + ")";
+    Check(db_, sqlite3_prepare_v2(db_, sql.c_str(), -1, &insert_, nullptr), "prepare insert");
+  } catch (...) {
+    sqlite3_finalize(insert_);
+    sqlite3_close(db_);
+    throw;
+  }
+}
+
+Store::~Store() {
+  sqlite3_finalize(insert_);
+  sqlite3_close(db_);
+}
+
+std::vector<std::pair<std::string, std::string>> Store::Statuses() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  sqlite3_stmt* st = nullptr;
+  Check(db_, sqlite3_prepare_v2(db_, "SELECT config_hash, status FROM points", -1, &st, nullptr), "select");
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    auto text = [&](int i) {
+      const unsigned char* t = sqlite3_column_text(st, i);
+      return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+    };
+    out.emplace_back(text(0), text(1));
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+int64_t Store::Count() const {
+  sqlite3_stmt* st = nullptr;
+  Check(db_, sqlite3_prepare_v2(db_, "SELECT COUNT(*) FROM points", -1, &st, nullptr), "count");
+  int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  return n;
+}
+
+void Store::Insert(const Row& row) {
+  sqlite3_stmt* st = insert_;
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  int i = 1;
+  auto text = [&](const std::string& s) {
+    sqlite3_bind_text(st, i++, s.c_str(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  };
+  text(row.config_hash);
+  sqlite3_bind_int64(st, i++, static_cast<int64_t>(row.point_index));
+  text(row.status);
+  text(row.engine);
+  for (size_t f = 0; f < fields_.size(); ++f, ++i) {
+    if (f < row.field_values.size()) BindValue(st, i, row.field_values[f]);
+  }
+  const auto& metrics = MetricColumns();
+  for (size_t m = 0; m < metrics.size(); ++m, ++i) {
+    if (m >= row.metrics.size()) continue;  // NULL
+    if (metrics[m] == "core_utilization") {
+      sqlite3_bind_double(st, i, row.metrics[m]);
+    } else {
+      sqlite3_bind_int64(st, i, static_cast<int64_t>(std::llround(row.metrics[m])));
+    }
+  }
+  sqlite3_bind_double(st, i++, row.wall_ms);
+  if (row.error.empty()) {
+    ++i;
+  } else {
+    text(row.error);
+  }
+  text(row.config);
+  Check(db_, sqlite3_step(st), "insert point " + std::to_string(row.point_index));
+  sqlite3_reset(st);
+}
+
+void ExportCsv(const std::string& db_path, const std::string& csv_path) {
+  sqlite3* db = OpenDb(db_path);
+  std::ofstream out(csv_path, std::ios::binary);
+  try {
+    if (!out) throw StoreError("cannot write " + csv_path);
+    // Canonical order: identity, swept fields, metrics, wall_ms, error.
+    std::vector<std::string> known(std::begin(kCore), std::end(kCore));
+    known.insert(known.end(), MetricColumns().begin(), MetricColumns().end());
+    known.insert(known.end(), std::begin(kTail), std::end(kTail));
+    std::vector<std::string> have = Columns(db), cols;
+    auto has = [&](const std::string& c) { return std::find(have.begin(), have.end(), c) != have.end(); };
+    for (const char* c : kCore) {
+      if (has(c)) cols.push_back(c);
+    }
+    for (const auto& c : have) {
+      if (std::find(known.begin(), known.end(), c) == known.end()) cols.push_back(c);
+    }
+    for (const auto& c : MetricColumns()) {
+      if (has(c)) cols.push_back(c);
+    }
+    for (const char* c : {"wall_ms", "error"}) {
+      if (has(c)) cols.push_back(c);
+    }
+    if (cols.empty()) throw StoreError(db_path + " has no points table");
+    std::string sql = "SELECT ";
+    for (size_t i = 0; i < cols.size(); ++i) {
+      sql += (i ? ", " : "") + QuoteIdent(cols[i]);
+      out << (i ? "," : "") << CsvField(cols[i]);
+    }
+    out << "\n";
+    sql += " FROM points ORDER BY point_index, config_hash";
+    sqlite3_stmt* st = nullptr;
+    Check(db, sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), "select");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      for (int i = 0; i < static_cast<int>(cols.size()); ++i) {
+        const unsigned char* t = sqlite3_column_text(st, i);
+        out << (i ? "," : "") << (t ? CsvField(reinterpret_cast<const char*>(t)) : "");
+      }
+      out << "\n";
+    }
+    sqlite3_finalize(st);
+    out.close();
+    if (!out) throw StoreError("cannot write " + csv_path);
+  } catch (...) {
+    sqlite3_close(db);
+    throw;
+  }
+  sqlite3_close(db);
+}
+
+MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs) {
+  MergeStats stats;
+  sqlite3* db = OpenDb(out);
+  try {
+    Exec(db, CreateSql());
+    for (const auto& in : inputs) {
+      {
+        // Open it first so a missing or non-database input is an error, not an empty attach.
+        sqlite3* probe = nullptr;
+        int rc = sqlite3_open_v2(in.c_str(), &probe, SQLITE_OPEN_READONLY, nullptr);
+        bool ok = rc == SQLITE_OK && !Columns(probe).empty();
+        sqlite3_close(probe);
+        if (!ok) throw StoreError(in + ": not a sweep database (no points table)");
+      }
+      sqlite3_stmt* st = nullptr;
+      Check(db, sqlite3_prepare_v2(db, "ATTACH DATABASE ? AS src", -1, &st, nullptr), "attach");
+      sqlite3_bind_text(st, 1, in.c_str(), -1, SQLITE_TRANSIENT);
+      int rc = sqlite3_step(st);
+      sqlite3_finalize(st);
+      Check(db, rc, "attach " + in);
+      try {
+        std::vector<std::string> cols = Columns(db, "src");
+        AddMissingColumns(db, "main", cols);
+        std::string list;
+        for (size_t i = 0; i < cols.size(); ++i) list += (i ? ", " : "") + QuoteIdent(cols[i]);
+        Exec(db, "BEGIN IMMEDIATE");
+        Exec(db,
+             "DELETE FROM main.points WHERE status IN ('timeout', 'crashed') AND config_hash IN "
+             "(SELECT config_hash FROM src.points WHERE status NOT IN ('timeout', 'crashed'))");
+        Exec(db, "INSERT OR IGNORE INTO main.points (" + list + ") SELECT " + list + " FROM src.points");
+        stats.rows_added += sqlite3_changes(db);
+        Exec(db, "COMMIT");
+        sqlite3_stmt* cnt = nullptr;
+        Check(db, sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM src.points", -1, &cnt, nullptr), "count");
+        if (sqlite3_step(cnt) == SQLITE_ROW) stats.rows_read += sqlite3_column_int64(cnt, 0);
+        sqlite3_finalize(cnt);
+      } catch (...) {
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+        sqlite3_exec(db, "DETACH DATABASE src", nullptr, nullptr, nullptr);
+        throw;
+      }
+      Exec(db, "DETACH DATABASE src");
+      ++stats.inputs;
+    }
+  } catch (...) {
+    sqlite3_close(db);
+    throw;
+  }
+  sqlite3_close(db);
+  return stats;
+}
+
+}  // namespace tpsim::sweep

@@ -1,0 +1,107 @@
+#pragma once
+// The sweep store: one SQLite database, table `points`, one row per point.
+//
+// Columns (CSV exports them in this order; in SQL, select them by name):
+//   config_hash TEXT PRIMARY KEY   ConfigHash of the resolved experiment
+//   point_index INTEGER            index in the sweep's cartesian order
+//   status TEXT                    ok | invalid | error | timeout | crashed
+//   engine TEXT
+//   "<field path>" ...             one per swept field, named by its exact path
+//                                  (e.g. "chip.noc.link_bandwidth_gbps"; quote it
+//                                  in SQL); integers and numbers stored as such,
+//                                  other values as text
+//   total_ps, prefill_ps, decode_step_ps_mean, compute_ps, communication_ps,
+//   memory_ps, spilled_bytes INTEGER; core_utilization REAL   (NULL unless ok)
+//   wall_ms REAL                   time the point took to run
+//   error TEXT                     the error for a failed point, else NULL
+//   config TEXT                    the resolved experiment (protobuf text)
+//
+// Status meanings: `invalid` the config failed validation (exit 2 class);
+// `error` the simulation failed (stall, I/O); `timeout` a child process ran past
+// the time limit; `crashed` a child process died or gave no result. Rerunning a
+// sweep skips every hash present except `timeout` and `crashed` rows, which are
+// retried (and all failed ones with --retry-failed).
+//
+// Durability: WAL journal, every Insert is its own committed transaction, so a
+// SIGKILL at any moment leaves every inserted row intact.
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tpsim::sweep {
+
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The metric columns, in column order.
+const std::vector<std::string>& MetricColumns();
+
+struct Row {
+  std::string config_hash;
+  uint64_t point_index = 0;
+  std::string status;  // ok, invalid, error, timeout, crashed
+  std::string engine;
+  std::vector<std::string> field_values;  // aligned with the store's swept fields
+  std::vector<double> metrics;            // aligned with MetricColumns(); empty unless ok
+  double wall_ms = 0;
+  std::string error;
+  std::string config;
+};
+
+// True for statuses that a rerun does again without --retry-failed.
+bool Retryable(const std::string& status);
+
+class Store {
+ public:
+  // Opens or creates `path`; creates the table and adds a column for each of
+  // `fields` not yet there. Throws StoreError.
+  Store(const std::string& path, const std::vector<std::string>& fields);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // config_hash -> status of every row.
+  std::vector<std::pair<std::string, std::string>> Statuses() const;
+  // Inserts or replaces the row with the same hash, committed before returning.
+  void Insert(const Row& row);
+  int64_t Count() const;
+
+  sqlite3* db() const { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::vector<std::string> fields_;
+  sqlite3_stmt* insert_ = nullptr;
+};
+
+// Quotes an SQL identifier: "a.b" (embedded quotes doubled).
+std::string QuoteIdent(const std::string& name);
+
+// Column names of table `points` of `db` (schema `schema`: main or an attached one).
+std::vector<std::string> Columns(sqlite3* db, const std::string& schema = "main");
+
+// Writes every row of `db_path` (all columns but `config`), ordered by point_index
+// then config_hash, as CSV (RFC 4180 quoting, header row). Throws StoreError.
+void ExportCsv(const std::string& db_path, const std::string& csv_path);
+
+struct MergeStats {
+  int64_t inputs = 0;
+  int64_t rows_read = 0;
+  int64_t rows_added = 0;  // new hashes, or a retryable row replaced by a finished one
+};
+
+// Merges the `points` tables of `inputs` into `out` (created when missing).
+// Rows are keyed by config_hash: a hash already present is kept once, except
+// that a retryable row (timeout, crashed) gives way to a finished one. Columns
+// missing from `out` are added. Throws StoreError.
+MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs);
+
+}  // namespace tpsim::sweep

@@ -1,0 +1,549 @@
+// Sweeps: point expansion (cartesian x zip, filters), hashing, the SQLite store,
+// resume, failures, shards, merge, CSV, and killing a running sweep.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "sim/sweep/expr.h"
+#include "sim/sweep/runner.h"
+#include "sim/sweep/slurm.h"
+#include "sim/sweep/spec.h"
+#include "sim/sweep/store.h"
+#include "sim/sweep/sweep.h"
+
+namespace tpsim::sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kBase = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
+
+class SweepTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tpsim-sweep-test-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string p = (dir_ / name).string();
+    std::ofstream(p) << text;
+    return p;
+  }
+  std::string SweepFile(const std::string& body, const std::string& name = "s.textproto") {
+    return Write(name, "base: \"" + kBase + "\"\n" + body);
+  }
+  std::string Db(const std::string& name = "r.sqlite") { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+// A runner that records the points it ran and fakes their metrics.
+struct Fake {
+  std::mutex mu;
+  std::vector<uint64_t> ran;
+  std::function<PointOutcome(const Point&)> outcome = [](const Point& p) {
+    return PointOutcome{"ok", {static_cast<double>(p.index + 1), 1, 2, 3, 4, 5, 0.5, 0}, ""};
+  };
+  PointRunner Runner() {
+    return [this](const sim::Experiment&, const Point& p) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ran.push_back(p.index);
+      }
+      return outcome(p);
+    };
+  }
+};
+
+SweepOptions Opts(const std::string& db, int jobs = 2) {
+  static std::ostringstream sink;
+  SweepOptions o;
+  o.db = db;
+  o.jobs = jobs;
+  o.log = &sink;
+  o.handle_signals = false;
+  return o;
+}
+
+// Rows of `sql` as strings ("NULL" for NULL).
+std::vector<std::vector<std::string>> Query(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);  // a sweep may be writing it
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  std::vector<std::vector<std::string>> rows;
+  while (st && sqlite3_step(st) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int i = 0; i < sqlite3_column_count(st); ++i) {
+      const unsigned char* t = sqlite3_column_text(st, i);
+      row.push_back(t ? reinterpret_cast<const char*>(t) : "NULL");
+    }
+    rows.push_back(row);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return rows;
+}
+
+int64_t Scalar(const std::string& db, const std::string& sql) {
+  auto rows = Query(db, sql);
+  return rows.empty() ? -1 : std::stoll(rows[0][0]);
+}
+
+// ---- expansion ----------------------------------------------------------------
+
+TEST_F(SweepTest, CartesianTimesZipCountsAndOrder) {
+  SweepSpec s = LoadSweep(SweepFile(R"(
+axis { field: "chip.noc.link_bandwidth_gbps" values: ["64", "128", "256"] }
+axis { field: "mapping.partition" values: ["k_split", "n_split"] }
+zip {
+  axis { field: "workload.seq_len" values: ["128", "256", "512", "1024"] }
+  axis { field: "workload.batch" values: ["8", "4", "2", "1"] }
+}
+)"));
+  // 3 bandwidths x 2 partitions x 4 zipped (seq_len, batch) pairs.
+  ASSERT_EQ(PointCount(s), 3u * 2u * 4u);
+  ASSERT_EQ(s.fields, (std::vector<std::string>{"chip.noc.link_bandwidth_gbps", "mapping.partition",
+                                                "workload.seq_len", "workload.batch"}));
+  auto values = [&](uint64_t i) {
+    std::vector<std::string> v;
+    for (const auto& o : PointAt(s, i).sets) v.push_back(o.value);
+    return v;
+  };
+  EXPECT_EQ(values(0), (std::vector<std::string>{"64", "k_split", "128", "8"}));
+  // The last dimension (the zip) varies fastest, its axes together.
+  EXPECT_EQ(values(1), (std::vector<std::string>{"64", "k_split", "256", "4"}));
+  // Index 4 = 0*8 + 1*4 + 0: the partition advances.
+  EXPECT_EQ(values(4), (std::vector<std::string>{"64", "n_split", "128", "8"}));
+  // Index 8*2 + 4*1 + 3 = 23: the last point.
+  EXPECT_EQ(values(23), (std::vector<std::string>{"256", "n_split", "1024", "1"}));
+  sim::Experiment e = MakeExperiment(s, PointAt(s, 23));
+  EXPECT_EQ(e.cfg.chip().noc().link_bandwidth_gbps(), 256.0);
+  EXPECT_EQ(e.cfg.workload().seq_len(), 1024u);
+  EXPECT_EQ(e.cfg.workload().batch(), 1u);
+  EXPECT_EQ(e.cfg.engine(), "analytical");
+}
+
+TEST_F(SweepTest, NoAxesIsOnePoint) {
+  SweepSpec s = LoadSweep(SweepFile(""));
+  EXPECT_EQ(PointCount(s), 1u);
+  EXPECT_TRUE(PointAt(s, 0).sets.empty());
+}
+
+TEST_F(SweepTest, FilterKeepsExactlyTheMatchingPoints) {
+  SweepSpec s = LoadSweep(SweepFile(R"(
+axis { field: "mapping.tp" values: ["2", "3", "4", "8"] }
+axis { field: "mapping.pipeline_stages" values: ["8", "16"] }
+require: "mapping.tp * mapping.pipeline_stages <= 64"
+require: "model.num_attention_heads % mapping.tp == 0"
+)"));
+  ASSERT_EQ(PointCount(s), 8u);
+  std::vector<std::pair<uint32_t, uint32_t>> kept;
+  for (uint64_t i = 0; i < PointCount(s); ++i) {
+    sim::Experiment e = MakeExperiment(s, PointAt(s, i));
+    if (PassesFilter(s, e)) kept.emplace_back(e.cfg.mapping().tp(), e.cfg.mapping().pipeline_stages());
+  }
+  // Qwen3-4B has 32 heads: tp 3 does not divide them. Products: 2x8=16, 2x16=32,
+  // 4x8=32, 4x16=64, 8x8=64 pass; 8x16=128 does not.
+  std::vector<std::pair<uint32_t, uint32_t>> want = {{2, 8}, {2, 16}, {4, 8}, {4, 16}, {8, 8}};
+  EXPECT_EQ(kept, want);
+}
+
+TEST(SweepExpr, PrecedenceStringsAndErrors) {
+  config::Experiment m;
+  m.mutable_mapping()->set_tp(4);
+  m.mutable_mapping()->set_partition("mn_2d");
+  auto holds = [&](const std::string& s) { return Expr::Parse(s).Holds(m); };
+  EXPECT_TRUE(holds("1 + 2 * 3 == 7"));
+  EXPECT_TRUE(holds("(1 + 2) * 3 == 9"));
+  EXPECT_TRUE(holds("-mapping.tp < 0 && !(mapping.tp > 4)"));
+  EXPECT_TRUE(holds("mapping.partition == \"mn_2d\" || 1 / 0"));
+  EXPECT_FALSE(holds("mapping.partition != \"mn_2d\""));
+  EXPECT_FALSE(holds("1 / 0"));           // NaN is false
+  EXPECT_FALSE(holds("mapping.tp % 0"));  // NaN is false
+  EXPECT_TRUE(holds("10 % 4 == 2 && 7 >= 7 && 6 <= 5 == 0"));
+  EXPECT_THROW(Expr::Parse("1 +"), std::invalid_argument);
+  EXPECT_THROW(Expr::Parse("(1"), std::invalid_argument);
+  EXPECT_THROW(Expr::Parse("1 2"), std::invalid_argument);
+  EXPECT_THROW(holds("mapping.nope == 1"), std::invalid_argument);
+  EXPECT_THROW(holds("mapping.partition < 3"), std::invalid_argument);
+  EXPECT_EQ(Expr::Parse("mapping.tp * model.hidden_size > 0").Fields(),
+            (std::vector<std::string>{"mapping.tp", "model.hidden_size"}));
+}
+
+TEST_F(SweepTest, BadSweepFilesAreConfigErrorsWithLocations) {
+  auto rules = [&](const std::string& body) {
+    try {
+      LoadSweep(SweepFile(body));
+    } catch (const config::ConfigError& e) {
+      std::string all;
+      for (const auto& d : e.diags()) all += d.str() + "\n";
+      return all;
+    }
+    return std::string("no error");
+  };
+  std::string zip = rules(
+      "zip {\n axis { field: \"workload.seq_len\" values: [\"1\", \"2\"] }\n"
+      " axis { field: \"workload.batch\" values: [\"1\"] }\n}\n");
+  EXPECT_NE(zip.find("same number of values"), std::string::npos) << zip;
+  EXPECT_NE(zip.find("s.textproto:4:"), std::string::npos)
+      << zip;  // the second axis, line 4 (base is line 1)
+  EXPECT_NE(rules("axis { field: \"mapping.nope\" values: \"1\" }").find("unknown field"), std::string::npos);
+  EXPECT_NE(rules("axis { field: \"mapping.tp\" values: [\"4\", \"four\"] }").find("integer"),
+            std::string::npos);
+  EXPECT_NE(
+      rules("axis { field: \"mapping.tp\" values: \"4\" }\naxis { field: \"mapping.tp\" values: \"8\" }")
+          .find("swept twice"),
+      std::string::npos);
+  EXPECT_NE(rules("require: \"mapping.tp <\"").find("require[0]"), std::string::npos);
+  EXPECT_NE(rules("require: \"mapping.tpp > 1\"").find("unknown field"), std::string::npos);
+  EXPECT_NE(rules("engine: \"warp\"").find("unknown engine"), std::string::npos);
+  EXPECT_NE(rules("bogus: 1").find("bogus"), std::string::npos);
+}
+
+// ---- hashing --------------------------------------------------------------------
+
+TEST(SweepHash, Fnv1a64KnownValues) {
+  // FNV-1a 64: offset basis for "", and the published value for "a".
+  EXPECT_EQ(HashText(""), "cbf29ce484222325");
+  EXPECT_EQ(HashText("a"), "af63dc4c8601ec8c");
+  EXPECT_EQ(HashText("foobar"), "85944171f73967e8");
+}
+
+TEST_F(SweepTest, ConfigHashIsStableAndDistinguishesPoints) {
+  std::string f = SweepFile("axis { field: \"workload.seq_len\" values: [\"128\", \"256\"] }\n");
+  SweepSpec a = LoadSweep(f), b = LoadSweep(f);
+  std::string h0 = ConfigHash(MakeExperiment(a, PointAt(a, 0)));
+  EXPECT_EQ(h0, ConfigHash(MakeExperiment(b, PointAt(b, 0))));  // a separate load
+  EXPECT_EQ(h0, HashText(sim::ResolvedText(MakeExperiment(a, PointAt(a, 0)))));
+  EXPECT_NE(h0, ConfigHash(MakeExperiment(a, PointAt(a, 1))));
+  EXPECT_EQ(h0.size(), 16u);
+}
+
+// ---- running, the store, resume -------------------------------------------------
+
+const char* kSmall = R"(
+axis { field: "chip.noc.link_bandwidth_gbps" values: ["64", "128", "256"] }
+axis { field: "workload.seq_len" values: ["128", "256", "512", "1024"] }
+)";
+
+TEST_F(SweepTest, RunStoresEveryPointAndResumeRunsNothing) {
+  SweepSpec s = LoadSweep(SweepFile(kSmall));
+  Fake fake;
+  SweepStats st = RunSweep(s, Opts(Db()), fake.Runner());
+  EXPECT_EQ(st.points, 12u);
+  EXPECT_EQ(st.ran, 12u);
+  EXPECT_EQ(st.ok, 12u);
+  EXPECT_EQ(fake.ran.size(), 12u);
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(*) FROM points WHERE status = 'ok'"), 12);
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(DISTINCT point_index) FROM points"), 12);
+  // Swept fields are columns named by their path, numbers stored as numbers.
+  auto row =
+      Query(Db(),
+            "SELECT \"chip.noc.link_bandwidth_gbps\", typeof(\"workload.seq_len\"), \"workload.seq_len\", "
+            "total_ps, engine FROM points WHERE point_index = 5");
+  ASSERT_EQ(row.size(), 1u);
+  // Index 5 = 1*4 + 1: 128 GB/s, seq_len 256; the fake's total_ps is index + 1.
+  EXPECT_EQ(row[0], (std::vector<std::string>{"128", "integer", "256", "6", "analytical"}));
+
+  Fake again;
+  SweepStats st2 = RunSweep(s, Opts(Db()), again.Runner());
+  EXPECT_TRUE(again.ran.empty());
+  EXPECT_EQ(st2.skipped, 12u);
+  EXPECT_EQ(st2.ran, 0u);
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(*) FROM points"), 12);
+}
+
+TEST_F(SweepTest, FailingPointIsRecordedAndTheRestRun) {
+  SweepSpec s = LoadSweep(SweepFile(kSmall));
+  Fake fake;
+  fake.outcome = [](const Point& p) {
+    if (p.index == 3) return PointOutcome{"invalid", {}, "x.y:1:1: mapping.tp: 3: bad"};
+    if (p.index == 7) throw std::runtime_error("boom");
+    if (p.index == 9) return PointOutcome{"timeout", {}, "too slow"};
+    return PointOutcome{"ok", {1, 1, 1, 1, 1, 1, 0.5, 0}, ""};
+  };
+  SweepStats st = RunSweep(s, Opts(Db()), fake.Runner());
+  EXPECT_EQ(st.ok, 9u);
+  EXPECT_EQ(st.failed, 3u);
+  auto rows = Query(Db(),
+                    "SELECT point_index, status, error, total_ps FROM points WHERE status != 'ok' "
+                    "ORDER BY point_index");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"3", "invalid", "x.y:1:1: mapping.tp: 3: bad", "NULL"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"7", "error", "boom", "NULL"}));
+  EXPECT_EQ(rows[2], (std::vector<std::string>{"9", "timeout", "too slow", "NULL"}));
+
+  // A rerun retries only the timed-out point; --retry-failed also the others.
+  Fake again;
+  RunSweep(s, Opts(Db()), again.Runner());
+  EXPECT_EQ(again.ran, (std::vector<uint64_t>{9}));
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(*) FROM points WHERE status = 'ok'"), 10);
+  Fake retry;
+  SweepOptions o = Opts(Db(), 1);
+  o.retry_failed = true;
+  RunSweep(s, o, retry.Runner());
+  EXPECT_EQ(retry.ran, (std::vector<uint64_t>{3, 7}));
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(*) FROM points WHERE status = 'ok'"), 12);
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(*) FROM points"), 12);
+}
+
+TEST_F(SweepTest, FilteredPointsAreNotRunOrStored) {
+  SweepSpec s = LoadSweep(SweepFile(std::string(kSmall) + "require: \"workload.seq_len >= 512\"\n"));
+  Fake fake;
+  SweepStats st = RunSweep(s, Opts(Db()), fake.Runner());
+  EXPECT_EQ(st.filtered, 6u);  // 3 bandwidths x {128, 256}
+  EXPECT_EQ(st.ran, 6u);
+  EXPECT_EQ(Scalar(Db(), "SELECT MIN(\"workload.seq_len\") FROM points"), 512);
+}
+
+TEST_F(SweepTest, StopMidwayKeepsFinishedPointsAndResumeCompletes) {
+  SweepSpec s = LoadSweep(SweepFile(kSmall));
+  Fake fake;
+  std::atomic<int> calls{0};
+  fake.outcome = [&](const Point&) {
+    if (++calls == 5) RequestStop();
+    return PointOutcome{"ok", {1, 1, 1, 1, 1, 1, 0.5, 0}, ""};
+  };
+  SweepStats st = RunSweep(s, Opts(Db(), 1), fake.Runner());
+  EXPECT_TRUE(st.interrupted);
+  EXPECT_EQ(st.ran, 5u);  // the point in flight finishes and is stored
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(*) FROM points"), 5);
+  Fake rest;
+  SweepStats st2 = RunSweep(s, Opts(Db()), rest.Runner());
+  EXPECT_FALSE(st2.interrupted);
+  EXPECT_EQ(rest.ran.size(), 7u);
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(DISTINCT point_index) FROM points"), 12);
+}
+
+TEST_F(SweepTest, ShardsAreDisjointAndCoverEveryPoint) {
+  SweepSpec s = LoadSweep(SweepFile(kSmall));
+  std::multiset<uint64_t> all;
+  for (uint32_t i = 0; i < 5; ++i) {
+    Fake fake;
+    SweepOptions o = Opts(Db("shard-" + std::to_string(i) + ".sqlite"));
+    o.shard = i;
+    o.shards = 5;
+    RunSweep(s, o, fake.Runner());
+    for (uint64_t idx : fake.ran) {
+      EXPECT_EQ(idx % 5, i);
+      all.insert(idx);
+    }
+  }
+  ASSERT_EQ(all.size(), 12u);
+  for (uint64_t i = 0; i < 12; ++i) EXPECT_EQ(all.count(i), 1u) << i;
+}
+
+TEST_F(SweepTest, MergeKeepsDuplicatesOnce) {
+  SweepSpec s = LoadSweep(SweepFile(kSmall));
+  // Shards 0/2 and 1/2, plus a full run that duplicates both.
+  for (uint32_t i = 0; i < 2; ++i) {
+    Fake fake;
+    SweepOptions o = Opts(Db("part-" + std::to_string(i) + ".sqlite"));
+    o.shard = i;
+    o.shards = 2;
+    RunSweep(s, o, fake.Runner());
+  }
+  Fake full;
+  full.outcome = [](const Point& p) {
+    return PointOutcome{p.index == 2 ? "crashed" : "ok", {7, 7, 7, 7, 7, 7, 0.5, 0}, ""};
+  };
+  RunSweep(s, Opts(Db("full.sqlite")), full.Runner());
+  // full.sqlite first: its crashed point 2 gives way to part-0's finished one.
+  MergeStats m = Merge(Db("out.sqlite"), {Db("full.sqlite"), Db("part-0.sqlite"), Db("part-1.sqlite")});
+  EXPECT_EQ(m.inputs, 3);
+  EXPECT_EQ(m.rows_read, 24);
+  EXPECT_EQ(m.rows_added, 13);  // 12 from full, then point 2 replaced
+  EXPECT_EQ(Scalar(Db("out.sqlite"), "SELECT COUNT(*) FROM points"), 12);
+  EXPECT_EQ(Scalar(Db("out.sqlite"), "SELECT COUNT(DISTINCT config_hash) FROM points"), 12);
+  EXPECT_EQ(Scalar(Db("out.sqlite"), "SELECT total_ps FROM points WHERE point_index = 2"), 3);  // index + 1
+  EXPECT_EQ(Scalar(Db("out.sqlite"), "SELECT COUNT(*) FROM points WHERE status != 'ok'"), 0);
+  // Merging again changes nothing.
+  EXPECT_EQ(Merge(Db("out.sqlite"), {Db("part-0.sqlite")}).rows_added, 0);
+  EXPECT_THROW(Merge(Db("out.sqlite"), {Db("missing.sqlite")}), StoreError);
+}
+
+TEST_F(SweepTest, CsvExportHasHeaderAndOneLinePerPoint) {
+  SweepSpec s = LoadSweep(SweepFile(kSmall));
+  Fake fake;
+  RunSweep(s, Opts(Db()), fake.Runner());
+  std::string csv = Write("x.csv", "");
+  ExportCsv(Db(), csv);
+  std::ifstream in(csv);
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(
+      header.rfind("config_hash,point_index,status,engine,chip.noc.link_bandwidth_gbps,workload.seq_len,", 0),
+      0u)
+      << header;
+  EXPECT_EQ(header.find("config"), header.find("config_hash"));  // no config column
+  int lines = 0;
+  while (std::getline(in, line)) ++lines;
+  EXPECT_EQ(lines, 12);
+}
+
+TEST(SweepSlurm, ScriptRunsOneShardPerArrayTask) {
+  SlurmJob job;
+  job.exe = "/opt/tpsim/bin/tpsim";
+  job.sweep = "/data/my sweep.textproto";
+  job.dir = "/data/out.slurm";
+  job.array_size = 4;
+  job.partition = "debug";
+  std::string s = SbatchScript(job);
+  EXPECT_NE(s.find("#SBATCH --array=0-3\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("#SBATCH --partition=debug\n"), std::string::npos) << s;
+  EXPECT_NE(
+      s.find(
+          "exec '/opt/tpsim/bin/tpsim' sweep '/data/my sweep.textproto' --shard \"${SLURM_ARRAY_TASK_ID}/4\" "
+          "--db '/data/out.slurm'/shard-\"${SLURM_ARRAY_TASK_ID}\".sqlite"),
+      std::string::npos)
+      << s;
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+}
+
+TEST(SweepCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(SweepCommand({"--help"}), 0);
+  EXPECT_EQ(SweepCommand({}), 2);
+  EXPECT_EQ(SweepCommand({"x.textproto", "--shard", "4/4"}), 2);
+  EXPECT_EQ(SweepCommand({"x.textproto", "--jobs", "0"}), 2);
+  EXPECT_EQ(SweepCommand({"merge", "out.sqlite"}), 2);
+  EXPECT_EQ(SweepCommand({"/nonexistent/sweep.textproto"}), 2);  // a config error
+}
+
+// ---- the real engine and the kill tests --------------------------------------------
+
+TEST_F(SweepTest, RealPointsAndAnInvalidOneThroughTheAnalyticalEngine) {
+  // seq_len 0 fails validation: stored as invalid with its diagnostic.
+  SweepSpec s =
+      LoadSweep(SweepFile("axis { field: \"workload.seq_len\" values: [\"0\", \"128\", \"256\"] }\n"));
+  SweepStats st = RunSweep(s, Opts(Db()), InProcessRunner("analytical"));
+  EXPECT_EQ(st.ok, 2u);
+  EXPECT_EQ(st.failed, 1u);
+  auto bad = Query(Db(), "SELECT status, error FROM points WHERE point_index = 0");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0][0], "invalid");
+  EXPECT_NE(bad[0][1].find("workload.seq_len"), std::string::npos) << bad[0][1];
+  // A longer prompt takes longer to prefill.
+  EXPECT_LT(Scalar(Db(), "SELECT prefill_ps FROM points WHERE point_index = 1"),
+            Scalar(Db(), "SELECT prefill_ps FROM points WHERE point_index = 2"));
+  EXPECT_GT(Scalar(Db(), "SELECT prefill_ps FROM points WHERE point_index = 1"), 0);
+}
+
+// 20 x 10 = 200 real analytical points (2 decode steps each): long enough to be
+// killed mid-way, short enough for a unit test.
+const char* kKillSweep = R"(
+axis { field: "workload.decode_steps" values: "2" }
+axis { field: "chip.noc.link_bandwidth_gbps" values: ["32", "48", "64", "80", "96", "112", "128", "144", "160",
+  "176", "192", "208", "224", "240", "256", "272", "288", "304", "320", "336"] }
+axis { field: "workload.seq_len" values: ["64", "96", "128", "160", "192", "224", "256", "288", "320", "352"] }
+)";
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    FILE* f = std::freopen(log.c_str(), "w", stderr);
+    (void)f;
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits until the store has at least `rows` rows (or the child exits); true when
+// the child is still running.
+bool WaitForRows(const std::string& db, int64_t rows, pid_t pid) {
+  for (int i = 0; i < 1200; ++i) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return false;
+    if (fs::exists(db)) {
+      sqlite3* h = nullptr;
+      sqlite3_stmt* st = nullptr;
+      int64_t n = 0;
+      if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
+          sqlite3_prepare_v2(h, "SELECT COUNT(*) FROM points", -1, &st, nullptr) == SQLITE_OK &&
+          sqlite3_step(st) == SQLITE_ROW) {
+        n = sqlite3_column_int64(st, 0);
+      }
+      sqlite3_finalize(st);
+      sqlite3_close(h);
+      if (n >= rows) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+void CheckComplete(const std::string& db) {
+  EXPECT_EQ(Query(db, "PRAGMA integrity_check")[0][0], "ok");
+  // Every row is whole: a status, a config, and metrics exactly when ok.
+  EXPECT_EQ(
+      Scalar(db, "SELECT COUNT(*) FROM points WHERE status IS NULL OR config IS NULL OR config_hash IS NULL"),
+      0);
+  EXPECT_EQ(Scalar(db,
+                   "SELECT COUNT(*) FROM points WHERE status = 'ok' AND (total_ps IS NULL OR "
+                   "core_utilization IS NULL OR spilled_bytes IS NULL)"),
+            0);
+}
+
+void KillTest(const fs::path& dir, const std::string& sweep, int sig) {
+  std::string db = (dir / "kill.sqlite").string();
+  std::vector<std::string> cmd = {TPSIM_SWEEP_DRIVER, "sweep", sweep, "--db", db, "--jobs", "2"};
+  pid_t pid = Spawn(cmd, (dir / "log1.txt").string());
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(WaitForRows(db, 10, pid)) << "the sweep finished before it could be killed";
+  ::kill(pid, sig);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (sig == SIGKILL) {
+    EXPECT_TRUE(WIFSIGNALED(status));
+  } else {
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 130);  // stopped cleanly
+  }
+  int64_t kept = Scalar(db, "SELECT COUNT(*) FROM points");
+  EXPECT_GE(kept, 10);
+  EXPECT_LT(kept, 200);
+  CheckComplete(db);
+
+  pid = Spawn(cmd, (dir / "log2.txt").string());
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  CheckComplete(db);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM points"), 200);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(DISTINCT point_index) FROM points"), 200);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM points WHERE status = 'ok'"), 200);
+  std::ifstream log(dir / "log2.txt");
+  std::stringstream ss;
+  ss << log.rdbuf();
+  EXPECT_NE(ss.str().find(std::to_string(kept) + " already stored"), std::string::npos) << ss.str();
+}
+
+TEST_F(SweepTest, SigkillLosesNoFinishedPointAndRerunCompletes) {
+  KillTest(dir_, SweepFile(kKillSweep), SIGKILL);
+}
+
+TEST_F(SweepTest, SigintStopsCleanlyAndRerunCompletes) { KillTest(dir_, SweepFile(kKillSweep), SIGINT); }
+
+}  // namespace
+}  // namespace tpsim::sweep
