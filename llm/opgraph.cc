@@ -253,4 +253,46 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
   return g;
 }
 
+LayerGraph BuildMixedLayer(const config::Model& model, const std::vector<SeqChunk>& chunks,
+                           uint32_t dtype_bytes) {
+  Phase all;
+  all.batch = 1;
+  all.dtype_bytes = dtype_bytes;
+  all.new_tokens = 0;
+  all.decode = !chunks.empty();
+  uint32_t max_ctx = 0;
+  for (const SeqChunk& c : chunks) {
+    all.new_tokens += c.new_tokens;
+    all.cached = std::max(all.cached, c.cached);
+    all.decode = all.decode && c.new_tokens == 1;
+    max_ctx = std::max(max_ctx, c.cached + c.new_tokens);
+  }
+  LayerGraph g = BuildLayer(model, all);
+  g.phase.batch = static_cast<uint32_t>(chunks.size());
+  for (Op& op : g.ops) {
+    if (op.kind != OpKind::kBatchedGemm && op.kind != OpKind::kSoftmax) continue;
+    op.flops = 0, op.bytes_read = 0, op.bytes_written = 0, op.elements = 0;
+    for (const SeqChunk& c : chunks) {
+      Phase one = all;
+      one.new_tokens = c.new_tokens;
+      one.cached = c.cached;
+      LayerGraph part = BuildLayer(model, one);
+      for (const Op& p : part.ops)
+        if (p.name == op.name) {
+          op.flops += p.flops, op.bytes_read += p.bytes_read, op.bytes_written += p.bytes_written;
+          op.elements += p.elements;
+        }
+    }
+    const uint64_t nh = model.num_attention_heads();
+    if (op.kind == OpKind::kBatchedGemm) {
+      op.batch = nh * chunks.size();
+      if (op.name == "attn_qk") op.n = max_ctx;
+      if (op.name == "attn_pv") op.k = max_ctx;
+    } else {
+      op.n = max_ctx;
+    }
+  }
+  return g;
+}
+
 }  // namespace tpsim::llm

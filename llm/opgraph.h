@@ -9,6 +9,7 @@
 // Attention is counted without causal skipping: QK^T is S x (cached + S) per
 // head and sequence, as the score matrix is computed in full.
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -67,5 +68,24 @@ struct LayerGraph {
 
 // Prefill: batch B, S new tokens, `cached` tokens already in the cache.
 LayerGraph BuildLayer(const config::Model& model, const Phase& phase);
+
+// One sequence's share of a mixed (continuous-batching) iteration: `new_tokens`
+// processed now (a prefill chunk, or 1 for a decode step) after `cached` tokens
+// already in its KV cache.
+struct SeqChunk {
+  uint32_t new_tokens = 1;
+  uint32_t cached = 0;
+  bool operator==(const SeqChunk&) const = default;
+  auto operator<=>(const SeqChunk&) const = default;
+};
+
+// A mixed iteration's layer: every weight GEMM, norm and element-wise op runs over
+// all M = sum(new_tokens) rows at once; attention (rope aside) is per sequence with
+// its own context: attn_qk, softmax and attn_pv are the sums over chunks of
+// BuildLayer's counts for { batch 1, new_tokens, cached } (batch = nh * chunks,
+// m = M, n = k = max context for the shape fields). phase: batch = number of
+// chunks, new_tokens = M, cached = max cached, decode = every chunk has 1 token.
+LayerGraph BuildMixedLayer(const config::Model& model, const std::vector<SeqChunk>& chunks,
+                           uint32_t dtype_bytes);
 
 }  // namespace tpsim::llm

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -138,6 +139,9 @@ class Lowerer : public GemmContext {
       : chip_(chip), model_(model), wl_(wl), m_(m) {}
 
   Program Run();
+  // Mixed-iteration mode (LowerIteration): attention per chunk.
+  void SetChunks(std::vector<llm::SeqChunk> chunks) { chunks_ = std::move(chunks); }
+  WeightPlan PlanOnly();
 
   int P() const override { return p_; }
   RankGrid Grid() const override { return grid_; }
@@ -221,6 +225,10 @@ class Lowerer : public GemmContext {
   bool weights_sram_ = true, kv_sram_ = true;
   uint64_t resident_ = 0, sram_ = 0;
   uint32_t cur_op_ = 0;
+  std::vector<llm::SeqChunk> chunks_;
+  void ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, const std::vector<Range>& qh,
+                      const std::function<void(int, Role, uint64_t, uint64_t, uint64_t, uint64_t, FuncOp,
+                                               std::vector<uint32_t>, uint64_t)>& attn_task);
 };
 
 int32_t Lowerer::NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed, uint32_t init) {
@@ -719,8 +727,8 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       ts_[kc].ready[r].push_back(w), ts_[vc].ready[r].push_back(w);
     }
   }
-  int32_t scores = NewTensor(FuncTensorKind::kActivation, nq * t_, ltot);
-  int32_t probs = NewTensor(FuncTensorKind::kActivation, nq * t_, ltot);
+  int32_t scores = chunks_.empty() ? NewTensor(FuncTensorKind::kActivation, nq * t_, ltot) : -1;
+  int32_t probs = chunks_.empty() ? NewTensor(FuncTensorKind::kActivation, nq * t_, ltot) : -1;
   int32_t attn = NewTensor(FuncTensorKind::kActivation, t_, nq * hd);
   const uint32_t group = static_cast<uint32_t>(nq / nkv);
   const uint64_t b = std::max<uint32_t>(1, wl_.batch()), s = t_ / b;
@@ -737,41 +745,45 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
   };
   std::vector<Range> qh(p_);
   for (int r = 0; r < p_; ++r) qh[r] = ColsOf(heads, nq * hd, p_, r);
-  NewOp(names_[kScores], "heads");
-  for (int r = 0; r < p_; ++r) {
-    uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
-    FuncOp f;
-    f.kind = FuncKind::kScores;
-    f.a = Sl(q, {0, t_}, qh[r]);
-    f.b = Sl(kc, {0, ltot}, {0, nkv * hd});
-    f.out = Sl(scores, {h0 * t_, h1 * t_}, {0, ltot});
-    f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
-    std::vector<uint32_t> deps = Ready(q, r);
-    Append(&deps, Ready(kc, r));
-    uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
-    attn_task(r, kScores, s, ltot, hd, h1 - h0, f, deps, b * ltot * kvh * d_);
-  }
-  NewOp(names_[kSoftmaxR], "heads");
-  for (int r = 0; r < p_; ++r) {
-    uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
-    Range rows{h0 * t_, h1 * t_};
-    Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, ltot}), {},
-           Sl(probs, rows, {0, ltot}), Ready(scores, r), hdu, static_cast<uint32_t>(cached_));
-    prog_.func.ops.back().p2 = static_cast<uint32_t>(t_);
-  }
-  NewOp(names_[kPv], "heads");
-  for (int r = 0; r < p_; ++r) {
-    uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
-    FuncOp f;
-    f.kind = FuncKind::kPv;
-    f.a = Sl(probs, {h0 * t_, h1 * t_}, {0, ltot});
-    f.b = Sl(vc, {0, ltot}, {0, nkv * hd});
-    f.out = Sl(attn, {0, t_}, qh[r]);
-    f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
-    std::vector<uint32_t> deps = Ready(probs, r);
-    Append(&deps, Ready(vc, r));
-    uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
-    attn_task(r, kPv, s, hd, ltot, h1 - h0, f, deps, b * ltot * kvh * d_);
+  if (!chunks_.empty()) {
+    ChunkAttention(q, kc, vc, attn, qh, attn_task);
+  } else {
+    NewOp(names_[kScores], "heads");
+    for (int r = 0; r < p_; ++r) {
+      uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
+      FuncOp f;
+      f.kind = FuncKind::kScores;
+      f.a = Sl(q, {0, t_}, qh[r]);
+      f.b = Sl(kc, {0, ltot}, {0, nkv * hd});
+      f.out = Sl(scores, {h0 * t_, h1 * t_}, {0, ltot});
+      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      std::vector<uint32_t> deps = Ready(q, r);
+      Append(&deps, Ready(kc, r));
+      uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
+      attn_task(r, kScores, s, ltot, hd, h1 - h0, f, deps, b * ltot * kvh * d_);
+    }
+    NewOp(names_[kSoftmaxR], "heads");
+    for (int r = 0; r < p_; ++r) {
+      uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
+      Range rows{h0 * t_, h1 * t_};
+      Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, ltot}), {},
+             Sl(probs, rows, {0, ltot}), Ready(scores, r), hdu, static_cast<uint32_t>(cached_));
+      prog_.func.ops.back().p2 = static_cast<uint32_t>(t_);
+    }
+    NewOp(names_[kPv], "heads");
+    for (int r = 0; r < p_; ++r) {
+      uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
+      FuncOp f;
+      f.kind = FuncKind::kPv;
+      f.a = Sl(probs, {h0 * t_, h1 * t_}, {0, ltot});
+      f.b = Sl(vc, {0, ltot}, {0, nkv * hd});
+      f.out = Sl(attn, {0, t_}, qh[r]);
+      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      std::vector<uint32_t> deps = Ready(probs, r);
+      Append(&deps, Ready(vc, r));
+      uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
+      attn_task(r, kPv, s, hd, ltot, h1 - h0, f, deps, b * ltot * kvh * d_);
+    }
   }
   ts_[attn].layout = p_ == 1 ? Layout::Replicated() : heads;
 
@@ -811,6 +823,87 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
   ts_[act].layout = la;
   int32_t down = Gemm(kDown, OpClass::kDown, act, weight(kWdown, inter, h), inter, h, 1, 1);
   return Add(kResid2, down, h1, next_want, kDown);
+}
+
+// Mixed iteration: chunk c's rows [row0, row0 + s) of q attend to rows [0, cached + s) of
+// the caches (timing only: every chunk reads its own context's worth of K and V).
+void Lowerer::ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, const std::vector<Range>& qh,
+                             const std::function<void(int, Role, uint64_t, uint64_t, uint64_t, uint64_t,
+                                                      FuncOp, std::vector<uint32_t>, uint64_t)>& attn_task) {
+  const uint64_t hd = model_.head_dim(), nq = model_.num_attention_heads();
+  const uint64_t nkv = model_.num_key_value_heads() ? model_.num_key_value_heads() : nq;
+  const uint32_t hdu = static_cast<uint32_t>(hd), group = static_cast<uint32_t>(nq / nkv);
+  const Layout heads = Layout::Cols(hdu);
+  uint64_t row0 = 0;
+  for (const llm::SeqChunk& ch : chunks_) {
+    const uint64_t s = ch.new_tokens, lt = uint64_t{ch.cached} + ch.new_tokens;
+    int32_t scores = NewTensor(FuncTensorKind::kActivation, nq * s, lt);
+    int32_t probs = NewTensor(FuncTensorKind::kActivation, nq * s, lt);
+    NewOp(names_[kScores], "heads");
+    for (int r = 0; r < p_; ++r) {
+      uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
+      FuncOp f;
+      f.kind = FuncKind::kScores;
+      f.a = Sl(q, {row0, row0 + s}, qh[r]);
+      f.b = Sl(kc, {0, lt}, {0, nkv * hd});
+      f.out = Sl(scores, {h0 * s, h1 * s}, {0, lt});
+      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      std::vector<uint32_t> deps = Ready(q, r);
+      Append(&deps, Ready(kc, r));
+      uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
+      attn_task(r, kScores, s, lt, hd, h1 - h0, f, deps, lt * kvh * d_);
+    }
+    NewOp(names_[kSoftmaxR], "heads");
+    for (int r = 0; r < p_; ++r) {
+      uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
+      Range rows{h0 * s, h1 * s};
+      Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, lt}), {},
+             Sl(probs, rows, {0, lt}), Ready(scores, r), hdu, ch.cached);
+      prog_.func.ops.back().p2 = static_cast<uint32_t>(s);
+    }
+    NewOp(names_[kPv], "heads");
+    for (int r = 0; r < p_; ++r) {
+      uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
+      FuncOp f;
+      f.kind = FuncKind::kPv;
+      f.a = Sl(probs, {h0 * s, h1 * s}, {0, lt});
+      f.b = Sl(vc, {0, lt}, {0, nkv * hd});
+      f.out = Sl(attn, {row0, row0 + s}, qh[r]);
+      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      std::vector<uint32_t> deps = Ready(probs, r);
+      Append(&deps, Ready(vc, r));
+      uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
+      attn_task(r, kPv, s, hd, lt, h1 - h0, f, deps, lt * kvh * d_);
+    }
+    row0 += s;
+  }
+}
+
+WeightPlan Lowerer::PlanOnly() {
+  p_ = static_cast<int>(m_.tp());
+  d_ = DtypeBytes(wl_);
+  int rows = static_cast<int>(m_.grid_rows());
+  if (rows <= 0) {
+    rows = 1;
+    for (int r = 1; r * r <= p_; ++r)
+      if (p_ % r == 0) rows = r;
+  }
+  grid_ = {rows, p_ / rows};
+  const int stages = std::max<int>(1, static_cast<int>(m_.pipeline_stages()));
+  const uint32_t layers = wl_.num_layers() ? wl_.num_layers() : model_.num_layers();
+  std::vector<int> per_stage(stages, 0);
+  for (uint32_t l = 0; l < layers; ++l) per_stage[static_cast<int>(uint64_t{l} * stages / layers)]++;
+  const int most_layers = *std::max_element(per_stage.begin(), per_stage.end());
+  const uint64_t nkv =
+      model_.num_key_value_heads() ? model_.num_key_value_heads() : model_.num_attention_heads();
+  WeightPlan plan;
+  plan.weight_bytes_per_core = WeightElemsPerCore(most_layers) * d_;
+  plan.weights_in_sram =
+      m_.weights() == "sram" ||
+      (m_.weights() != "dram" && plan.weight_bytes_per_core <= chip_.config().core().sram_bytes());
+  plan.layers_per_core = static_cast<uint32_t>(most_layers);
+  plan.kv_heads_per_core = static_cast<uint32_t>(nkv >= static_cast<uint64_t>(p_) ? (nkv + p_ - 1) / p_ : 1);
+  return plan;
 }
 
 // Moves x from the current stage's ranks to `to` (rank r -> rank r): split rows when every
@@ -897,6 +990,10 @@ Program Lowerer::Run() {
   const uint32_t layers = wl_.num_layers() ? wl_.num_layers() : model_.num_layers();
   const uint64_t b = std::max<uint32_t>(1, wl_.batch());
   lmax_ = wl_.cached_prefix() + wl_.seq_len() + wl_.decode_steps();
+  if (!chunks_.empty()) {
+    lmax_ = 0;
+    for (const llm::SeqChunk& c : chunks_) lmax_ += uint64_t{c.cached} + c.new_tokens;
+  }
   prog_.num_cores = chip_.num_cores();
   prog_.func.dtype_bytes = static_cast<uint32_t>(d_);
   prog_.func.head_dim = model_.head_dim();
@@ -954,7 +1051,7 @@ Program Lowerer::Run() {
   std::vector<uint32_t> prev_out;
   for (uint32_t step = 0; step <= wl_.decode_steps(); ++step) {
     bool decode = step > 0;
-    phase_ = decode ? "decode" : "prefill";
+    phase_ = !chunks_.empty() ? "mixed" : decode ? "decode" : "prefill";
     step_ = decode ? step - 1 : 0;
     ph.decode = decode;
     ph.new_tokens = decode ? 1 : wl_.seq_len();
@@ -1003,6 +1100,38 @@ Program Lower(const arch::Chip& chip, const config::Model& model, const config::
   if (!diags.empty()) throw config::ConfigError(std::move(diags));
   Lowerer lowerer(chip, model, wl, m);
   return lowerer.Run();
+}
+
+Program LowerIteration(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
+                       const std::vector<llm::SeqChunk>& chunks, uint32_t layers, const std::string& dtype) {
+  if (chunks.empty()) throw std::invalid_argument("mapping: an iteration needs at least one chunk");
+  config::Workload wl;
+  wl.set_batch(1);
+  uint64_t rows = 0;
+  for (const llm::SeqChunk& c : chunks) {
+    if (c.new_tokens == 0) throw std::invalid_argument("mapping: an iteration chunk has 0 new tokens");
+    rows += c.new_tokens;
+  }
+  wl.set_seq_len(static_cast<uint32_t>(rows));
+  wl.set_num_layers(layers);
+  wl.set_dtype(dtype);
+  std::vector<config::Diag> diags;
+  ValidateMapping(m, chip, model, wl, config::SourceMap(), &diags);
+  if (!diags.empty()) throw config::ConfigError(std::move(diags));
+  Lowerer lowerer(chip, model, wl, m);
+  lowerer.SetChunks(chunks);
+  return lowerer.Run();
+}
+
+WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
+                       uint32_t layers, const std::string& dtype) {
+  config::Workload wl;
+  wl.set_batch(1);
+  wl.set_seq_len(1);
+  wl.set_num_layers(layers);
+  wl.set_dtype(dtype);
+  Lowerer lowerer(chip, model, wl, m);
+  return lowerer.PlanOnly();
 }
 
 // ---- Validation --------------------------------------------------------------------------

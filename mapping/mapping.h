@@ -20,8 +20,9 @@ namespace tpsim::mapping {
 // Program. Memory: weights stay in SRAM when every core's shards of its stage fit
 // (mapping.weights "auto"; "sram" pins them, "dram" streams them), the KV cache when it fits
 // beside them; each compute task's activations, partial sums and streamed or rotating
-// weight shards beyond the remaining SRAM are spilled (write + read-back memory tasks). Throws config::ConfigError when ValidateMapping finds problems, and
-// std::invalid_argument for layers it cannot map (MoE).
+// weight shards beyond the remaining SRAM are spilled (write + read-back memory tasks). Throws
+// config::ConfigError when ValidateMapping finds problems, and std::invalid_argument for layers it cannot map
+// (MoE).
 Program Lower(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
               const config::Mapping& m);
 
@@ -30,6 +31,29 @@ Program Lower(const arch::Chip& chip, const config::Model& model, const config::
 void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
                      const config::Workload& wl, const config::SourceMap& locs,
                      std::vector<config::Diag>* diags);
+
+// One continuous-batching iteration (sim/serving) as a Program: `layers` layers (pipeline
+// stages as in `m`) over a mixed batch. Weight GEMMs, norms and element-wise ops run on
+// all sum(new_tokens) rows at once; attention (scores, softmax, PV) is emitted per chunk
+// with that sequence's own context (cached + new_tokens), split by heads as in Lower.
+// The memory plan is Lower's, with the KV cache sized to the chunks' contexts. Ops carry
+// phase "mixed". The functional semantics (Program::func) are not meaningful for more
+// than one chunk. Throws like Lower; std::invalid_argument for an empty chunk list or a
+// chunk with 0 new tokens.
+Program LowerIteration(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
+                       const std::vector<llm::SeqChunk>& chunks, uint32_t layers, const std::string& dtype);
+
+// Where Lower keeps the weights, per core of the most loaded pipeline stage, for `layers`
+// layers (0 = all of the model's): the bytes of weight shards, whether they stay in SRAM,
+// the layers that stage holds, and the KV heads each core of a stage keeps.
+struct WeightPlan {
+  uint64_t weight_bytes_per_core = 0;
+  bool weights_in_sram = true;
+  uint32_t layers_per_core = 0;
+  uint32_t kv_heads_per_core = 0;
+};
+WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
+                       uint32_t layers, const std::string& dtype);
 
 // Registered partitioner names, sorted.
 std::vector<std::string> PartitionerNames();

@@ -1,0 +1,291 @@
+#include "sim/serving/requests.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+namespace tpsim::serving {
+
+using config::ConfigError;
+using config::Diag;
+using config::Location;
+
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r\""), b = s.find_last_not_of(" \t\r\"");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+std::vector<std::string> SplitCsv(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, ',')) out.push_back(Trim(cell));
+  if (!line.empty() && line.back() == ',') out.push_back("");
+  return out;
+}
+
+bool ParseDouble(const std::string& s, double* v) {
+  if (s.empty()) return false;
+  try {
+    size_t used = 0;
+    *v = std::stod(s, &used);
+    return used == s.size() && std::isfinite(*v);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+bool ParseCount(const std::string& s, uint32_t* v) {
+  double d;
+  if (!ParseDouble(s, &d) || d < 0 || d > 1e9 || d != std::floor(d)) return false;
+  *v = static_cast<uint32_t>(d);
+  return true;
+}
+
+// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
+// "YYYY-MM-DD HH:MM:SS[.frac]" (or with 'T') -> seconds since the epoch; or plain seconds.
+bool ParseTimestamp(const std::string& s, double* sec) {
+  if (ParseDouble(s, sec)) return true;
+  int y, mo, d, h, mi;
+  double se;
+  char sep;
+  std::istringstream in(s);
+  char c1, c2, c3, c4;
+  if (!(in >> y >> c1 >> mo >> c2 >> d) || c1 != '-' || c2 != '-') return false;
+  in.get(sep);
+  if (sep != ' ' && sep != 'T') return false;
+  if (!(in >> h >> c3 >> mi >> c4 >> se) || c3 != ':' || c4 != ':') return false;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se >= 61)
+    return false;
+  *sec = static_cast<double>(DaysFromCivil(y, mo, d)) * 86400.0 + h * 3600.0 + mi * 60.0 + se;
+  return true;
+}
+
+struct Row {
+  double arrival_s;
+  uint32_t prompt, output;
+  int line;
+};
+
+std::vector<Request> Finish(std::vector<Row> rows, double scale) {
+  if (scale <= 0) scale = 1;
+  double t0 = rows.empty() ? 0 : rows[0].arrival_s;
+  for (const Row& r : rows) t0 = std::min(t0, r.arrival_s);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.arrival_s < b.arrival_s; });
+  std::vector<Request> out;
+  for (const Row& r : rows) {
+    Request q;
+    q.id = static_cast<uint32_t>(out.size());
+    q.arrival_ps = static_cast<Ps>(std::llround((r.arrival_s - t0) * scale * 1e12));
+    q.prompt_tokens = r.prompt;
+    q.output_tokens = std::max<uint32_t>(1, r.output);
+    out.push_back(q);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Request> ParseTrace(const std::string& text, const std::string& name, const std::string& format,
+                                const std::string& field, double time_scale) {
+  std::string fmt = format;
+  if (fmt.empty()) fmt = name.ends_with(".jsonl") ? "jsonl" : "csv";
+  auto fail = [&](int line, int col, const std::string& value, const std::string& rule) {
+    throw ConfigError(Diag{Location{name, line, col}, field, value, rule});
+  };
+  std::vector<Row> rows;
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  if (fmt == "jsonl") {
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (Trim(line).empty()) continue;
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) fail(lineno, 1, line, "not a JSON object");
+      Row r{0, 0, 0, lineno};
+      auto num = [&](const char* key, double* v) {
+        if (!j.contains(key)) return false;
+        if (!j[key].is_number()) fail(lineno, 1, j[key].dump(), std::string(key) + " must be a number");
+        *v = j[key].get<double>();
+        return true;
+      };
+      double a, p, o;
+      if (num("arrival_s", &a)) {
+        r.arrival_s = a;
+      } else if (num("arrival_ms", &a)) {
+        r.arrival_s = a / 1000;
+      } else {
+        fail(lineno, 1, line, "needs \"arrival_s\" or \"arrival_ms\"");
+      }
+      if (!num("prompt_tokens", &p)) fail(lineno, 1, line, "needs \"prompt_tokens\"");
+      if (!num("output_tokens", &o)) fail(lineno, 1, line, "needs \"output_tokens\"");
+      if (p < 1 || p != std::floor(p) || p > 1e9)
+        fail(lineno, 1, std::to_string(p), "prompt_tokens must be a positive integer");
+      r.prompt = static_cast<uint32_t>(p);
+      if (o < 0 || o != std::floor(o) || o > 1e9)
+        fail(lineno, 1, std::to_string(o), "output_tokens must be an integer >= 0");
+      r.output = static_cast<uint32_t>(o);
+      if (r.arrival_s < 0 || !std::isfinite(r.arrival_s))
+        fail(lineno, 1, std::to_string(a), "arrival must be >= 0");
+      rows.push_back(r);
+    }
+    return Finish(std::move(rows), time_scale);
+  }
+  if (fmt != "csv") fail(1, 1, format, "format must be csv or jsonl");
+  int c_arr = -1, c_prompt = -1, c_out = -1;
+  double arr_unit = 1;
+  bool azure = false;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (Trim(line).empty()) continue;
+    std::vector<std::string> cells = SplitCsv(line);
+    if (c_arr < 0) {
+      for (size_t i = 0; i < cells.size(); ++i) {
+        const std::string& h = cells[i];
+        int ii = static_cast<int>(i);
+        if (h == "arrival_s") c_arr = ii, arr_unit = 1;
+        if (h == "arrival_ms") c_arr = ii, arr_unit = 1e-3;
+        if (h == "TIMESTAMP") c_arr = ii, azure = true;
+        if (h == "prompt_tokens" || h == "ContextTokens") c_prompt = ii;
+        if (h == "output_tokens" || h == "GeneratedTokens") c_out = ii;
+      }
+      if (c_arr < 0 || c_prompt < 0 || c_out < 0)
+        fail(lineno, 1, Trim(line),
+             "header must name arrival_s (or arrival_ms), prompt_tokens, output_tokens, or the Azure "
+             "TIMESTAMP,ContextTokens,GeneratedTokens");
+      continue;
+    }
+    int need = std::max({c_arr, c_prompt, c_out});
+    if (static_cast<int>(cells.size()) <= need)
+      fail(lineno, 1, Trim(line),
+           "has " + std::to_string(cells.size()) + " columns, the header " + std::to_string(need + 1));
+    Row r{0, 0, 0, lineno};
+    double a;
+    bool ok = azure ? ParseTimestamp(cells[c_arr], &a) : ParseDouble(cells[c_arr], &a);
+    if (!ok || a < 0)
+      fail(lineno, 1, cells[c_arr],
+           azure ? "TIMESTAMP must be a date-time or seconds >= 0" : "arrival must be a number >= 0");
+    r.arrival_s = a * (azure ? 1 : arr_unit);
+    if (!ParseCount(cells[c_prompt], &r.prompt) || r.prompt == 0)
+      fail(lineno, 1, cells[c_prompt], "prompt tokens must be a positive integer");
+    if (!ParseCount(cells[c_out], &r.output))
+      fail(lineno, 1, cells[c_out], "output tokens must be an integer >= 0");
+    rows.push_back(r);
+  }
+  if (c_arr < 0) fail(1, 1, "", "empty trace: no header");
+  return Finish(std::move(rows), time_scale);
+}
+
+namespace {
+
+uint32_t Draw(const config::LengthDist& d, std::mt19937_64& rng) {
+  const std::string& kind = d.dist().empty() ? "fixed" : d.dist();
+  double v = d.value();
+  if (kind == "uniform") {
+    std::uniform_int_distribution<uint32_t> u(d.min(), std::max(d.min(), d.max()));
+    v = u(rng);
+  } else if (kind == "lognormal") {
+    std::lognormal_distribution<double> ln(d.mu(), d.sigma());
+    v = std::round(ln(rng));
+    v = std::max<double>(v, std::max<uint32_t>(1, d.min()));
+    if (d.max() > 0) v = std::min<double>(v, d.max());
+  }
+  return static_cast<uint32_t>(std::clamp(v, 1.0, 1e9));
+}
+
+}  // namespace
+
+std::vector<Request> Synthesize(const config::SyntheticRequests& s) {
+  std::mt19937_64 rng(s.seed());
+  std::exponential_distribution<double> gap(s.rate_per_s() > 0 ? s.rate_per_s() : 1);
+  const bool fixed = s.arrivals() == "fixed";
+  std::vector<Request> out;
+  double t = 0;
+  for (uint32_t i = 0; i < s.num_requests(); ++i) {
+    if (i > 0) t += fixed ? 1.0 / s.rate_per_s() : gap(rng);
+    Request r;
+    r.id = i;
+    r.arrival_ps = static_cast<Ps>(std::llround(t * 1e12));
+    r.prompt_tokens = Draw(s.prompt_tokens(), rng);
+    r.output_tokens = Draw(s.output_tokens(), rng);
+    out.push_back(r);
+  }
+  return out;
+}
+
+void ValidateRequestSource(const config::RequestSource& r, const config::SourceMap& locs,
+                           std::vector<Diag>* diags) {
+  auto add = [&](const std::string& f, const std::string& value, const std::string& rule) {
+    std::string path = "workload.requests." + f;
+    diags->push_back(Diag{locs.Find(path), path, value, rule});
+  };
+  const bool synth = r.has_synthetic();
+  if (synth == !r.trace_file().empty())
+    add(synth ? "trace_file" : "synthetic", r.trace_file(), "set exactly one of trace_file and synthetic");
+  if (!r.format().empty() && r.format() != "csv" && r.format() != "jsonl")
+    add("format", r.format(), "must be csv or jsonl (or empty: by extension)");
+  if (r.time_scale() < 0 || !std::isfinite(r.time_scale()))
+    add("time_scale", std::to_string(r.time_scale()), "must be >= 0");
+  if (!synth) return;
+  const auto& s = r.synthetic();
+  if (s.num_requests() == 0) add("synthetic.num_requests", "0", "must be positive");
+  if (!(s.rate_per_s() > 0) || !std::isfinite(s.rate_per_s()))
+    add("synthetic.rate_per_s", std::to_string(s.rate_per_s()), "must be > 0 (requests per second)");
+  if (!s.arrivals().empty() && s.arrivals() != "poisson" && s.arrivals() != "fixed")
+    add("synthetic.arrivals", s.arrivals(), "must be poisson or fixed");
+  for (const char* which : {"prompt_tokens", "output_tokens"}) {
+    const config::LengthDist& d =
+        std::string(which) == "prompt_tokens" ? s.prompt_tokens() : s.output_tokens();
+    std::string f = std::string("synthetic.") + which;
+    const std::string& kind = d.dist().empty() ? "fixed" : d.dist();
+    if (kind == "fixed") {
+      if (d.value() == 0) add(f + ".value", "0", "dist fixed needs value >= 1");
+    } else if (kind == "uniform") {
+      if (d.min() == 0 || d.max() < d.min())
+        add(f + ".max", std::to_string(d.max()), "dist uniform needs 1 <= min <= max");
+    } else if (kind == "lognormal") {
+      if (!(d.sigma() >= 0) || !std::isfinite(d.mu()) || d.mu() > 20)
+        add(f + ".sigma", std::to_string(d.sigma()), "dist lognormal needs sigma >= 0 and mu <= 20");
+      if (d.max() > 0 && d.max() < d.min()) add(f + ".max", std::to_string(d.max()), "must be >= min");
+    } else {
+      add(f + ".dist", d.dist(), "must be fixed, uniform or lognormal");
+    }
+  }
+}
+
+std::vector<Request> LoadRequests(const config::RequestSource& r, const std::string& base_dir,
+                                  const config::SourceMap& locs) {
+  std::vector<Diag> diags;
+  ValidateRequestSource(r, locs, &diags);
+  if (!diags.empty()) throw ConfigError(std::move(diags));
+  std::vector<Request> reqs;
+  if (r.has_synthetic()) {
+    reqs = Synthesize(r.synthetic());
+  } else {
+    const std::string field = "workload.requests.trace_file";
+    std::string path = config::JoinPath(base_dir, r.trace_file());
+    std::string text = config::ReadFileOrThrow(path, locs.Find(field), field);
+    reqs = ParseTrace(text, path, r.format(), field, r.time_scale());
+  }
+  if (r.max_requests() > 0 && reqs.size() > r.max_requests()) reqs.resize(r.max_requests());
+  if (reqs.empty())
+    throw ConfigError(Diag{locs.Find("workload.requests"), "workload.requests", "", "no requests"});
+  return reqs;
+}
+
+}  // namespace tpsim::serving

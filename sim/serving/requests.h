@@ -1,0 +1,45 @@
+#pragma once
+// Request streams for serving: trace files (CSV, JSONL, the Azure LLM inference
+// trace layout) and a seeded synthetic generator. Deterministic: the same config
+// gives the same requests, in arrival order (ties by trace order).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "configs/load.h"
+#include "serving.pb.h"
+
+namespace tpsim::serving {
+
+using Ps = int64_t;  // picoseconds
+
+struct Request {
+  uint32_t id = 0;  // 0-based, in arrival order
+  Ps arrival_ps = 0;
+  uint32_t prompt_tokens = 0;
+  uint32_t output_tokens = 0;  // tokens generated, the first one by the prefill; >= 1
+};
+
+// Parses a trace (see serving.proto RequestSource for the formats). `format` is "csv",
+// "jsonl" or "" (by `display_name`'s extension). Arrivals are relative to the earliest
+// one and scaled by `time_scale` (<= 0 means 1); requests with 0 output tokens get 1.
+// Bad rows are config::ConfigError at display_name:line:col, field `field`.
+std::vector<Request> ParseTrace(const std::string& text, const std::string& display_name,
+                                const std::string& format,
+                                const std::string& field = "workload.requests.trace_file",
+                                double time_scale = 1);
+
+// Draws `s.num_requests` requests with std::mt19937_64 seeded by s.seed.
+std::vector<Request> Synthesize(const config::SyntheticRequests& s);
+
+// Second-stage checks of a RequestSource (fields under "workload.requests.").
+void ValidateRequestSource(const config::RequestSource& r, const config::SourceMap& locs,
+                           std::vector<config::Diag>* diags);
+
+// The source's requests: the trace (path relative to `base_dir`) or the generator,
+// cut to max_requests. Throws config::ConfigError.
+std::vector<Request> LoadRequests(const config::RequestSource& r, const std::string& base_dir,
+                                  const config::SourceMap& locs);
+
+}  // namespace tpsim::serving

@@ -1,0 +1,242 @@
+#include "sim/serving/scheduler.h"
+
+#include <algorithm>
+#include <deque>
+#include <stdexcept>
+
+namespace tpsim::serving {
+
+namespace {
+
+uint64_t Blocks(uint64_t tokens, uint32_t block) { return (tokens + block - 1) / block; }
+
+struct Live {
+  uint32_t req = 0;
+  uint64_t admit_seq = 0;
+  uint32_t generated = 0;
+  uint64_t kv_tokens = 0;    // tokens whose K,V are in the cache
+  uint64_t target = 0;       // prefill target (prompt + generated at admission); 0 when decoding
+  uint64_t blocks = 0;       // blocks held
+  uint32_t step_tokens = 0;  // work scheduled this iteration
+  bool decode_step = false;
+};
+
+}  // namespace
+
+void RunGroup(const std::vector<Request>& reqs, std::vector<Arrival> arrivals, const SchedulerConfig& cfg,
+              const IterationCost& cost, const std::string& group, std::vector<RequestStats>* stats,
+              std::vector<KvSample>* kv, uint64_t* iterations) {
+  const uint32_t B = std::max<uint32_t>(1, cfg.block_tokens);
+  const uint32_t budget0 = std::max<uint32_t>(1, cfg.max_tokens);
+  const uint32_t chunk = std::max<uint32_t>(1, cfg.chunk_tokens);
+  const uint32_t max_running = std::max<uint32_t>(1, cfg.max_running);
+  std::stable_sort(arrivals.begin(), arrivals.end(),
+                   [](const Arrival& a, const Arrival& b) { return a.ready_ps < b.ready_ps; });
+  // Requests that could never finish alone are rejected.
+  std::vector<Arrival> ok;
+  for (const Arrival& a : arrivals) {
+    const Request& r = reqs[a.request];
+    uint64_t need = uint64_t{r.prompt_tokens} + r.output_tokens;
+    if (cfg.prefill_only) need = r.prompt_tokens;
+    if (Blocks(need, B) > cfg.capacity_blocks) {
+      (*stats)[a.request].rejected = true;
+    } else {
+      ok.push_back(a);
+    }
+  }
+  size_t next = 0;
+  std::deque<Live> waiting;
+  std::vector<Live> running;
+  uint64_t used = 0, seq = 0;
+  Ps now = 0;
+  auto make_live = [&](const Arrival& a) {
+    Live l;
+    l.req = a.request;
+    l.generated = a.generated;
+    if (a.kv_present) {
+      l.kv_tokens = uint64_t{reqs[a.request].prompt_tokens} + a.generated - 1;
+    } else {
+      l.target = uint64_t{reqs[a.request].prompt_tokens} + a.generated;
+    }
+    return l;
+  };
+  std::vector<llm::SeqChunk> chunks;
+  while (true) {
+    while (next < ok.size() && ok[next].ready_ps <= now) waiting.push_back(make_live(ok[next++]));
+    if (running.empty() && waiting.empty()) {
+      if (next >= ok.size()) break;
+      now = std::max(now, ok[next].ready_ps);
+      continue;
+    }
+    uint32_t budget = budget0;
+    chunks.clear();
+    // 1. Running requests, oldest first.
+    for (size_t i = 0; i < running.size(); ++i) {
+      Live& l = running[i];
+      l.step_tokens = 0;
+      l.decode_step = false;
+      if (budget == 0) continue;
+      if (l.target > 0) {
+        uint64_t left = l.target - l.kv_tokens;
+        l.step_tokens = static_cast<uint32_t>(std::min<uint64_t>({left, chunk, budget}));
+      } else {
+        uint64_t need = Blocks(l.kv_tokens + 1, B);
+        bool self_preempted = false;
+        while (l.blocks < need && used - l.blocks + need > cfg.capacity_blocks) {
+          // Preempt the newest running request (the last element: admission order).
+          Live victim = running.back();
+          running.pop_back();
+          used -= victim.blocks;
+          RequestStats& st = (*stats)[victim.req];
+          st.preemptions++;
+          Live back;
+          back.req = victim.req;
+          back.generated = victim.generated;
+          back.target = uint64_t{reqs[victim.req].prompt_tokens} + victim.generated;
+          waiting.push_front(back);
+          if (running.size() == i) {
+            self_preempted = true;
+            break;
+          }
+        }
+        if (self_preempted) break;
+        used += need > l.blocks ? need - l.blocks : 0;
+        l.blocks = std::max(l.blocks, need);
+        l.step_tokens = 1;
+        l.decode_step = true;
+      }
+      budget -= l.step_tokens;
+    }
+    // 2. Admission.
+    while (!waiting.empty() && running.size() < max_running && budget > 0) {
+      Live& w = waiting.front();
+      uint64_t need = w.target > 0 ? Blocks(w.target, B) : Blocks(w.kv_tokens + 1, B);
+      if (used + need > cfg.capacity_blocks) break;
+      Live l = w;
+      waiting.pop_front();
+      l.admit_seq = seq++;
+      l.blocks = need;
+      used += need;
+      if (l.target > 0) {
+        l.step_tokens = static_cast<uint32_t>(std::min<uint64_t>({l.target - l.kv_tokens, chunk, budget}));
+        l.decode_step = false;
+      } else {
+        l.step_tokens = 1;
+        l.decode_step = true;
+      }
+      budget -= l.step_tokens;
+      running.push_back(l);
+    }
+    for (const Live& l : running)
+      if (l.step_tokens > 0) chunks.push_back({l.step_tokens, static_cast<uint32_t>(l.kv_tokens)});
+    if (chunks.empty()) {
+      if (next >= ok.size())
+        throw std::logic_error("serving: scheduler made no progress with no arrivals left");
+      now = std::max(now, ok[next].ready_ps);
+      continue;
+    }
+    const uint64_t used_during = used;
+    Ps dt = cost(chunks);
+    if (dt < 0) throw std::logic_error("serving: negative iteration cost");
+    now += dt;
+    ++*iterations;
+    uint32_t tokens = 0;
+    std::vector<Live> still;
+    for (Live& l : running) {
+      tokens += l.step_tokens;
+      bool produced = false;
+      if (l.step_tokens > 0) {
+        l.kv_tokens += l.step_tokens;
+        if (l.decode_step || l.kv_tokens == l.target) {
+          produced = true;
+          l.target = 0;
+        }
+      }
+      RequestStats& st = (*stats)[l.req];
+      if (produced) {
+        l.generated++;
+        if (st.first_token_ps < 0) st.first_token_ps = now;
+      }
+      bool done = l.generated >= reqs[l.req].output_tokens;
+      bool leave = cfg.prefill_only && produced;
+      if (done) st.finish_ps = now;
+      if (leave && !done) st.handoff_ps = now;
+      if (done || leave) {
+        used -= l.blocks;
+      } else {
+        still.push_back(l);
+      }
+    }
+    running = std::move(still);
+    if (used_during > cfg.capacity_blocks) throw std::logic_error("serving: KV use exceeds capacity");
+    KvSample s;
+    s.time_ps = now;
+    s.used_blocks = used_during;
+    s.running = static_cast<uint32_t>(running.size());
+    s.waiting = static_cast<uint32_t>(waiting.size());
+    s.tokens = tokens;
+    s.group = group;
+    kv->push_back(s);
+  }
+}
+
+namespace {
+
+std::vector<RequestStats> NewStats(const std::vector<Request>& reqs) {
+  std::vector<RequestStats> stats(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    stats[i].id = reqs[i].id;
+    stats[i].arrival_ps = reqs[i].arrival_ps;
+    stats[i].prompt_tokens = reqs[i].prompt_tokens;
+    stats[i].output_tokens = reqs[i].output_tokens;
+  }
+  return stats;
+}
+
+}  // namespace
+
+ServeOutcome RunFused(const std::vector<Request>& reqs, const SchedulerConfig& cfg,
+                      const IterationCost& cost) {
+  ServeOutcome out;
+  out.requests = NewStats(reqs);
+  out.capacity_blocks = cfg.capacity_blocks;
+  std::vector<Arrival> arrivals;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    arrivals.push_back({static_cast<uint32_t>(i), reqs[i].arrival_ps, 0, false});
+  RunGroup(reqs, arrivals, cfg, cost, "fused", &out.requests, &out.kv, &out.iterations);
+  return out;
+}
+
+ServeOutcome RunDisaggregated(const std::vector<Request>& reqs, SchedulerConfig prefill_cfg,
+                              const IterationCost& prefill_cost, const SchedulerConfig& decode_cfg,
+                              const IterationCost& decode_cost, const TransferCost& transfer) {
+  ServeOutcome out;
+  out.requests = NewStats(reqs);
+  out.capacity_blocks = decode_cfg.capacity_blocks;
+  out.prefill_capacity_blocks = prefill_cfg.capacity_blocks;
+  prefill_cfg.prefill_only = true;
+  std::vector<Arrival> arrivals;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    arrivals.push_back({static_cast<uint32_t>(i), reqs[i].arrival_ps, 0, false});
+  RunGroup(reqs, arrivals, prefill_cfg, prefill_cost, "prefill", &out.requests, &out.kv, &out.iterations);
+  // Requests that left the prefill group, in the order they left.
+  std::vector<uint32_t> moved;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    if (out.requests[i].handoff_ps >= 0) moved.push_back(static_cast<uint32_t>(i));
+  std::stable_sort(moved.begin(), moved.end(), [&](uint32_t a, uint32_t b) {
+    return out.requests[a].handoff_ps < out.requests[b].handoff_ps;
+  });
+  Ps link_free = 0;
+  std::vector<Arrival> decode;
+  for (uint32_t i : moved) {
+    Ps start = std::max(out.requests[i].handoff_ps, link_free);
+    Ps done = start + transfer(reqs[i].prompt_tokens);
+    link_free = done;
+    out.requests[i].handoff_ps = done;
+    decode.push_back({i, done, 1, true});
+  }
+  RunGroup(reqs, decode, decode_cfg, decode_cost, "decode", &out.requests, &out.kv, &out.iterations);
+  return out;
+}
+
+}  // namespace tpsim::serving

@@ -1,0 +1,420 @@
+#include "sim/serving/serving.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "arch/chip.h"
+#include "llm/model.h"
+#include "mapping/mapping.h"
+
+namespace tpsim::serving {
+
+using config::ConfigError;
+using config::Diag;
+using config::Location;
+
+uint64_t KvCapacityTokens(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
+                          uint32_t stages, const std::string& dtype) {
+  config::Mapping gm = m;
+  gm.set_pipeline_stages(stages);
+  mapping::WeightPlan plan = mapping::PlanWeights(chip, model, gm, 0, dtype);
+  const uint64_t d = sim::DtypeBytes(dtype);
+  uint64_t dram = 0;
+  for (const auto& ch : chip.channels()) dram += ch.capacity_bytes;
+  const uint64_t dram_per_core = chip.num_cores() > 0 ? dram / chip.num_cores() : 0;
+  const uint64_t sram = chip.config().core().sram_bytes();
+  uint64_t free_sram = sram, free_dram = dram_per_core;
+  if (plan.weights_in_sram) {
+    free_sram = sram > plan.weight_bytes_per_core ? sram - plan.weight_bytes_per_core : 0;
+  } else {
+    free_dram = dram_per_core > plan.weight_bytes_per_core ? dram_per_core - plan.weight_bytes_per_core : 0;
+  }
+  const uint64_t per_token = 2ull * plan.layers_per_core * plan.kv_heads_per_core * model.head_dim() * d;
+  return per_token ? (free_sram + free_dram) / per_token : 0;
+}
+
+EngineCost::EngineCost(const arch::Chip& chip, const config::Model& model, config::Mapping mapping,
+                       uint32_t layers_simulated, std::string dtype, std::string engine, uint32_t bucket)
+    : chip_(chip),
+      model_(model),
+      mapping_(std::move(mapping)),
+      layers_(std::max<uint32_t>(1, layers_simulated)),
+      bucket_(bucket),
+      dtype_(std::move(dtype)),
+      engine_(sim::MakeEngine(engine)) {
+  if (!engine_) throw std::invalid_argument("serving: unknown engine " + engine);
+}
+
+Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
+  ++calls_;
+  std::vector<llm::SeqChunk> key = chunks;
+  if (bucket_ > 1)
+    for (auto& c : key) c.cached = (c.cached + bucket_ - 1) / bucket_ * bucket_;
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_);
+  sim::EngineOutput o = engine_->Run(p, chip_);
+  ++timed_;
+  Ps t = static_cast<Ps>(static_cast<__int128>(o.makespan_ps) * model_.num_layers() / layers_);
+  cache_.emplace(std::move(key), t);
+  return t;
+}
+
+namespace {
+
+// KV of `tokens` tokens (all layers) from the prefill group's cores [0, np) to the
+// decode group's [np, np + nd): core i sends an equal share to core np + i % nd, all
+// in one step, so transfers that share a link share its bandwidth.
+Ps TransferTime(const arch::Chip& chip, sim::Engine& engine, int np, int nd, uint64_t kv_bytes) {
+  mapping::Program p;
+  p.num_cores = chip.num_cores();
+  mapping::OpInfo op;
+  op.ref.phase = "kv_transfer";
+  op.ref.op = "kv_transfer";
+  p.ops.push_back(op);
+  mapping::CollectiveInfo ci;
+  ci.kind = "p2p";
+  ci.algorithm = "direct";
+  ci.bytes = kv_bytes;
+  ci.ranks = np + nd;
+  p.collectives.push_back(ci);
+  for (int i = 0; i < np; ++i) {
+    mapping::Task t;
+    t.id = static_cast<uint32_t>(p.tasks.size());
+    t.kind = mapping::TaskKind::kTransfer;
+    t.core = i;
+    t.dst_core = np + i % nd;
+    t.bytes = kv_bytes / np + (static_cast<uint64_t>(i) < kv_bytes % np ? 1 : 0);
+    t.collective = 0;
+    p.tasks.push_back(t);
+  }
+  return engine.Run(p, chip).makespan_ps;
+}
+
+std::string Ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", ms);
+  return buf;
+}
+
+double ToMs(Ps ps) { return static_cast<double>(ps) / 1e9; }
+
+}  // namespace
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+Metrics Summarize(const ServeOutcome& out, double slo_ttft_ms, double slo_tpot_ms) {
+  Metrics m;
+  std::vector<double> ttft, tpot, lat;
+  Ps t0 = -1, t1 = 0;
+  for (const RequestStats& r : out.requests) {
+    m.total++;
+    m.preemptions += r.preemptions;
+    if (t0 < 0 || r.arrival_ps < t0) t0 = r.arrival_ps;
+    if (r.rejected || r.finish_ps < 0) {
+      m.rejected += r.rejected ? 1 : 0;
+      continue;
+    }
+    m.completed++;
+    m.output_tokens += r.output_tokens;
+    t1 = std::max(t1, r.finish_ps);
+    double a = ToMs(r.first_token_ps - r.arrival_ps), l = ToMs(r.finish_ps - r.arrival_ps);
+    ttft.push_back(a);
+    lat.push_back(l);
+    double tp = 0;
+    if (r.output_tokens > 1) {
+      tp = ToMs(r.finish_ps - r.first_token_ps) / (r.output_tokens - 1);
+      tpot.push_back(tp);
+    }
+    if ((slo_ttft_ms <= 0 || a <= slo_ttft_ms) && (slo_tpot_ms <= 0 || tp <= slo_tpot_ms)) m.good++;
+  }
+  const double ps[3] = {50, 90, 99};
+  for (int i = 0; i < 3; ++i) {
+    m.ttft_ms[i] = Percentile(ttft, ps[i]);
+    m.tpot_ms[i] = Percentile(tpot, ps[i]);
+    m.latency_ms[i] = Percentile(lat, ps[i]);
+  }
+  m.span_s = t0 >= 0 && t1 > t0 ? static_cast<double>(t1 - t0) / 1e12 : 0;
+  if (m.span_s > 0) {
+    m.requests_per_s = m.completed / m.span_s;
+    m.tokens_per_s = static_cast<double>(m.output_tokens) / m.span_s;
+    m.goodput_per_s = m.good / m.span_s;
+  }
+  return m;
+}
+
+std::string RequestsCsv(const ServeOutcome& out) {
+  std::ostringstream s;
+  s << "id,arrival_ms,prompt_tokens,output_tokens,first_token_ms,finish_ms,ttft_ms,mean_tpot_ms,latency_ms,"
+       "preemptions,status\n";
+  for (const RequestStats& r : out.requests) {
+    s << r.id << ',' << Ms(ToMs(r.arrival_ps)) << ',' << r.prompt_tokens << ',' << r.output_tokens << ',';
+    if (r.rejected || r.finish_ps < 0) {
+      s << ",,,,," << r.preemptions << ",rejected\n";
+      continue;
+    }
+    double tpot = r.output_tokens > 1 ? ToMs(r.finish_ps - r.first_token_ps) / (r.output_tokens - 1) : 0;
+    s << Ms(ToMs(r.first_token_ps)) << ',' << Ms(ToMs(r.finish_ps)) << ','
+      << Ms(ToMs(r.first_token_ps - r.arrival_ps)) << ',' << Ms(tpot) << ','
+      << Ms(ToMs(r.finish_ps - r.arrival_ps)) << ',' << r.preemptions << ",ok\n";
+  }
+  return s.str();
+}
+
+std::string KvCsv(const ServeOutcome& out) {
+  std::ostringstream s;
+  s << "group,time_ms,kv_blocks_used,kv_blocks_capacity,running,waiting,iteration_tokens\n";
+  for (const KvSample& k : out.kv) {
+    uint64_t cap = k.group == "prefill" ? out.prefill_capacity_blocks : out.capacity_blocks;
+    s << k.group << ',' << Ms(ToMs(k.time_ps)) << ',' << k.used_blocks << ',' << cap << ',' << k.running
+      << ',' << k.waiting << ',' << k.tokens << '\n';
+  }
+  return s.str();
+}
+
+std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms) {
+  std::ostringstream s;
+  char buf[256];
+  s << "requests: " << m.total << " (" << m.completed << " completed, " << m.rejected
+    << " rejected: KV larger than capacity), preemptions " << m.preemptions << "\n";
+  s << "              p50        p90        p99   (ms)\n";
+  auto row = [&](const char* name, const double* v) {
+    std::snprintf(buf, sizeof buf, "%-8s %10.3f %10.3f %10.3f\n", name, v[0], v[1], v[2]);
+    s << buf;
+  };
+  row("TTFT", m.ttft_ms);
+  row("TPOT", m.tpot_ms);
+  row("latency", m.latency_ms);
+  std::snprintf(buf, sizeof buf, "throughput: %.3f requests/s, %.1f output tokens/s over %.3f s\n",
+                m.requests_per_s, m.tokens_per_s, m.span_s);
+  s << buf;
+  std::string slo;
+  if (slo_ttft_ms > 0) slo += "TTFT <= " + Ms(slo_ttft_ms) + " ms";
+  if (slo_tpot_ms > 0) slo += std::string(slo.empty() ? "" : ", ") + "TPOT <= " + Ms(slo_tpot_ms) + " ms";
+  if (slo.empty()) slo = "no SLO given";
+  std::snprintf(buf, sizeof buf, "goodput (%s): %.3f requests/s (%u of %u requests)\n", slo.c_str(),
+                m.goodput_per_s, m.good, m.total);
+  s << buf;
+  return s.str();
+}
+
+namespace {
+
+const char* kUsage =
+    "usage: tpsim serve EXPERIMENT [--set FIELD=VALUE]... [--engine analytical|tlm]\n"
+    "                   [--requests-csv out.csv] [--kv-csv kv.csv] [--slo-ttft-ms X] [--slo-tpot-ms Y]\n"
+    "Runs the experiment's request stream (workload.requests) through continuous batching\n"
+    "(mapping.serving) and prints TTFT / TPOT / latency percentiles, throughput and goodput.\n";
+
+const Location kCli{"<command line>", 1, 1};
+
+double ParsePositive(const std::string& flag, const std::string& v) {
+  double d = 0;
+  size_t used = 0;
+  try {
+    d = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || !(d > 0) || !std::isfinite(d))
+    throw ConfigError(Diag{kCli, flag, v, "must be a number > 0"});
+  return d;
+}
+
+struct Group {
+  uint32_t stages = 1;
+  config::Mapping mapping;
+  uint64_t capacity_tokens = 0;
+};
+
+void WriteFile(const std::string& path, const std::string& text, const std::string& flag) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f) throw ConfigError(Diag{kCli, flag, path, "cannot write the file"});
+}
+
+}  // namespace
+
+int ServeCommand(const std::vector<std::string>& args) {
+  try {
+    std::string path, engine_flag, requests_csv, kv_csv;
+    double slo_ttft = 0, slo_tpot = 0;
+    std::vector<sim::Override> sets;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& a = args[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= args.size()) throw ConfigError(Diag{kCli, a, "", "needs a value"});
+        return args[++i];
+      };
+      if (a == "--help" || a == "-h") {
+        std::cout << kUsage;
+        return 0;
+      } else if (a == "--set") {
+        sets.push_back(sim::ParseOverride(value()));
+      } else if (a == "--engine") {
+        engine_flag = value();
+      } else if (a == "--requests-csv") {
+        requests_csv = value();
+      } else if (a == "--kv-csv") {
+        kv_csv = value();
+      } else if (a == "--slo-ttft-ms") {
+        slo_ttft = ParsePositive(a, value());
+      } else if (a == "--slo-tpot-ms") {
+        slo_tpot = ParsePositive(a, value());
+      } else if (!a.empty() && a[0] == '-') {
+        throw ConfigError(Diag{kCli, a, "", std::string("unknown option\n") + kUsage});
+      } else if (path.empty()) {
+        path = a;
+      } else {
+        throw ConfigError(Diag{kCli, "EXPERIMENT", a, "only one experiment file"});
+      }
+    }
+    if (path.empty()) {
+      std::cerr << kUsage;
+      return 2;
+    }
+    sim::Experiment e = sim::LoadExperiment(path, sets);
+    const config::Experiment& cfg = e.cfg;
+    std::vector<Diag> diags;
+    arch::ValidateChip(cfg.chip(), e.locs, "chip", &diags);
+    llm::ValidateModel(cfg.model(), e.locs, "model", &diags);
+    auto add = [&](const std::string& f, const std::string& v, const std::string& rule) {
+      diags.push_back(Diag{e.locs.Find(f), f, v, rule});
+    };
+    const config::Workload& wl = cfg.workload();
+    if (!wl.has_requests())
+      add("workload.requests", "", "tpsim serve needs a request stream (workload.requests)");
+    if (sim::DtypeBytes(wl.dtype()) == 0) add("workload.dtype", wl.dtype(), "must be bf16, fp16 or fp32");
+    std::string engine = !engine_flag.empty()   ? engine_flag
+                         : cfg.engine().empty() ? "analytical"
+                                                : cfg.engine();
+    if (!sim::MakeEngine(engine)) {
+      std::string valid;
+      for (const auto& n : sim::EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
+      diags.push_back(Diag{engine_flag.empty() ? e.locs.Find("engine") : kCli,
+                           engine_flag.empty() ? "engine" : "--engine", engine,
+                           "unknown engine (valid: " + valid + ")"});
+    }
+    const config::Serving& sv = cfg.mapping().serving();
+    const std::string mode = sv.mode().empty() ? "fused" : sv.mode();
+    if (mode != "fused" && mode != "disaggregated")
+      add("mapping.serving.mode", sv.mode(), "must be fused or disaggregated");
+    if (mode == "disaggregated") {
+      if (sv.prefill_stages() == 0) add("mapping.serving.prefill_stages", "0", "disaggregated needs >= 1");
+      if (sv.decode_stages() == 0) add("mapping.serving.decode_stages", "0", "disaggregated needs >= 1");
+    }
+    if (sv.chunk_tokens() > 0 && sv.max_tokens_per_iteration() > 0 &&
+        sv.chunk_tokens() > sv.max_tokens_per_iteration())
+      add("mapping.serving.chunk_tokens", std::to_string(sv.chunk_tokens()),
+          "must be <= max_tokens_per_iteration");
+    if (wl.has_requests()) ValidateRequestSource(wl.requests(), e.locs, &diags);
+    if (!diags.empty()) throw ConfigError(std::move(diags));
+
+    arch::Chip chip = arch::Chip::Build(cfg.chip(), e.locs);
+    const uint32_t tp = cfg.mapping().tp();
+    std::vector<Group> groups;
+    if (mode == "fused") {
+      groups.push_back({std::max<uint32_t>(1, cfg.mapping().pipeline_stages()), cfg.mapping(), 0});
+    } else {
+      groups.push_back({sv.prefill_stages(), cfg.mapping(), 0});
+      groups.push_back({sv.decode_stages(), cfg.mapping(), 0});
+      if (static_cast<int64_t>(sv.prefill_stages() + sv.decode_stages()) * tp > chip.num_cores())
+        add("mapping.serving.decode_stages", std::to_string(sv.decode_stages()),
+            "(prefill_stages + decode_stages) x tp = " +
+                std::to_string((sv.prefill_stages() + sv.decode_stages()) * tp) + " exceeds the chip's " +
+                std::to_string(chip.num_cores()) + " cores");
+    }
+    for (Group& g : groups) {
+      g.mapping.set_pipeline_stages(g.stages);
+      g.mapping.clear_serving();
+      config::Workload probe;
+      probe.set_batch(1);
+      probe.set_seq_len(1);
+      probe.set_num_layers(sv.layers_simulated() ? sv.layers_simulated() : g.stages);
+      probe.set_dtype(wl.dtype());
+      if (probe.num_layers() > cfg.model().num_layers())
+        add("mapping.serving.layers_simulated", std::to_string(probe.num_layers()),
+            "exceeds the model's layers");
+      mapping::ValidateMapping(g.mapping, chip, cfg.model(), probe, e.locs, &diags);
+    }
+    if (!diags.empty()) throw ConfigError(std::move(diags));
+    std::vector<Request> reqs = LoadRequests(wl.requests(), config::DirName(path), e.locs);
+
+    SchedulerConfig sc;
+    sc.max_running = sv.max_running_requests() ? sv.max_running_requests() : 256;
+    sc.max_tokens = sv.max_tokens_per_iteration() ? sv.max_tokens_per_iteration() : 2048;
+    sc.chunk_tokens = sv.chunk_tokens() ? sv.chunk_tokens() : sc.max_tokens;
+    sc.block_tokens = sv.kv_block_tokens() ? sv.kv_block_tokens() : 16;
+    std::vector<std::unique_ptr<EngineCost>> costs;
+    std::vector<SchedulerConfig> scs;
+    for (Group& g : groups) {
+      g.capacity_tokens = sv.kv_capacity_tokens()
+                              ? sv.kv_capacity_tokens()
+                              : KvCapacityTokens(chip, cfg.model(), g.mapping, g.stages, wl.dtype());
+      SchedulerConfig c = sc;
+      c.capacity_blocks = g.capacity_tokens / sc.block_tokens;
+      scs.push_back(c);
+      uint32_t layers = sv.layers_simulated() ? sv.layers_simulated() : g.stages;
+      costs.push_back(std::make_unique<EngineCost>(chip, cfg.model(), g.mapping, layers, wl.dtype(), engine,
+                                                   sv.context_bucket_tokens()));
+    }
+    auto cost_fn = [](EngineCost* c) {
+      return [c](const std::vector<llm::SeqChunk>& ch) { return (*c)(ch); };
+    };
+    ServeOutcome out;
+    if (mode == "fused") {
+      out = RunFused(reqs, scs[0], cost_fn(costs[0].get()));
+    } else {
+      auto xfer_engine = sim::MakeEngine(engine);
+      const uint64_t nkv = cfg.model().num_key_value_heads() ? cfg.model().num_key_value_heads()
+                                                             : cfg.model().num_attention_heads();
+      const uint64_t per_token =
+          2ull * cfg.model().num_layers() * nkv * cfg.model().head_dim() * sim::DtypeBytes(wl.dtype());
+      const int np = static_cast<int>(sv.prefill_stages() * tp),
+                nd = static_cast<int>(sv.decode_stages() * tp);
+      std::map<uint64_t, Ps> xcache;
+      TransferCost xfer = [&](uint64_t tokens) {
+        auto it = xcache.find(tokens);
+        if (it != xcache.end()) return it->second;
+        Ps t = TransferTime(chip, *xfer_engine, np, nd, tokens * per_token);
+        xcache.emplace(tokens, t);
+        return t;
+      };
+      out = RunDisaggregated(reqs, scs[0], cost_fn(costs[0].get()), scs[1], cost_fn(costs[1].get()), xfer);
+    }
+    Metrics m = Summarize(out, slo_ttft, slo_tpot);
+    std::cout << "serve " << (cfg.name().empty() ? path : cfg.name()) << ": " << cfg.model().name() << " on "
+              << cfg.chip().name() << ", mode " << mode << ", engine " << engine << "\n";
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const char* gname = groups.size() == 1 ? "cores" : i == 0 ? "prefill group" : "decode group";
+      std::cout << gname << ": " << groups[i].stages << " stages x tp " << tp << " = "
+                << groups[i].stages * tp << " cores; KV capacity " << scs[i].capacity_blocks << " blocks of "
+                << sc.block_tokens << " tokens; " << costs[i]->calls() << " iterations, " << costs[i]->timed()
+                << " distinct timed\n";
+    }
+    std::cout << SummaryText(m, slo_ttft, slo_tpot);
+    if (!requests_csv.empty()) WriteFile(requests_csv, RequestsCsv(out), "--requests-csv");
+    if (!kv_csv.empty()) WriteFile(kv_csv, KvCsv(out), "--kv-csv");
+    return 0;
+  } catch (const ConfigError& err) {
+    for (const Diag& d : err.diags()) std::cerr << d.str() << "\n";
+    return 2;
+  } catch (const sim::StallError& err) {
+    std::cerr << "tpsim serve: the iteration Program cannot progress: " << err.what() << "\n";
+    return 1;
+  } catch (const std::exception& err) {
+    std::cerr << "tpsim serve: " << err.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace tpsim::serving

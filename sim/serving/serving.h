@@ -1,0 +1,75 @@
+#pragma once
+// `tpsim serve`: a request stream through the continuous-batching scheduler
+// (sim/serving/scheduler.h), each iteration timed by an engine on its Program
+// (mapping::LowerIteration), with per-request and summary metrics.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arch/chip.h"
+#include "sim/engine.h"
+#include "sim/experiment.h"
+#include "sim/serving/scheduler.h"
+
+namespace tpsim::serving {
+
+// KV capacity of a group of `stages` pipeline stages of mapping.tp cores, in tokens:
+// per core, SRAM left after its weight shards (when the mapping keeps weights in SRAM)
+// plus its share of DRAM (total channel capacity / cores) less the weights streamed
+// from there, divided by the KV bytes one token takes on a core of the most loaded
+// stage (2 x its layers x its KV heads x head_dim x dtype bytes).
+uint64_t KvCapacityTokens(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
+                          uint32_t stages, const std::string& dtype);
+
+// Iteration cost from an engine: lowers `layers_simulated` layers of the iteration
+// (mapping::LowerIteration) and scales the makespan by num_layers / layers_simulated.
+// Exact-key cache: an iteration with the same chunks (after rounding each context up
+// to `bucket` tokens when bucket > 1) is timed once.
+class EngineCost {
+ public:
+  EngineCost(const arch::Chip& chip, const config::Model& model, config::Mapping mapping,
+             uint32_t layers_simulated, std::string dtype, std::string engine, uint32_t bucket);
+  Ps operator()(const std::vector<llm::SeqChunk>& chunks);
+  uint64_t timed() const { return timed_; }
+  uint64_t calls() const { return calls_; }
+
+ private:
+  const arch::Chip& chip_;
+  const config::Model& model_;
+  config::Mapping mapping_;
+  uint32_t layers_, bucket_;
+  std::string dtype_;
+  std::unique_ptr<sim::Engine> engine_;
+  std::map<std::vector<llm::SeqChunk>, Ps> cache_;
+  uint64_t timed_ = 0, calls_ = 0;
+};
+
+struct Metrics {
+  uint32_t completed = 0, rejected = 0, total = 0;
+  double ttft_ms[3] = {0, 0, 0}, tpot_ms[3] = {0, 0, 0}, latency_ms[3] = {0, 0, 0};  // p50, p90, p99
+  double span_s = 0;  // first arrival to last finish
+  double requests_per_s = 0, tokens_per_s = 0;
+  uint64_t output_tokens = 0;
+  uint32_t good = 0;  // completed within both SLOs
+  double goodput_per_s = 0;
+  uint32_t preemptions = 0;
+};
+
+// Percentile by nearest rank (ceil(p/100 * n)-th smallest); 0 for an empty vector.
+double Percentile(std::vector<double> v, double p);
+
+// slo_*_ms <= 0: no constraint.
+Metrics Summarize(const ServeOutcome& out, double slo_ttft_ms, double slo_tpot_ms);
+
+// CSV writers: one row per request; one row per iteration.
+std::string RequestsCsv(const ServeOutcome& out);
+std::string KvCsv(const ServeOutcome& out);
+std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms);
+
+// The `serve` subcommand; `args` are the words after "serve". Returns the exit code
+// (0 ok, 2 config errors printed as file:line:col: field: value: rule).
+int ServeCommand(const std::vector<std::string>& args);
+
+}  // namespace tpsim::serving

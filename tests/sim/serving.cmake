@@ -1,0 +1,6 @@
+# Serving: scheduler with hand-computed iteration costs, trace readers, and one
+# end-to-end run with the analytical engine. Included from tests/sim/CMakeLists.txt;
+# needs tpsim_serving (sim/serving/serving.cmake, included from sim/CMakeLists.txt).
+if(TARGET tpsim_serving AND NOT TARGET tpsim_serving_test)
+  tpsim_test(tpsim_serving_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/serving_test.cc LIBS tpsim_serving)
+endif()

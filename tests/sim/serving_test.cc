@@ -1,0 +1,295 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "arch/chip.h"
+#include "configs/load.h"
+#include "llm/model.h"
+#include "mapping/mapping.h"
+#include "sim/engine.h"
+#include "sim/serving/requests.h"
+#include "sim/serving/scheduler.h"
+#include "sim/serving/serving.h"
+
+namespace tpsim::serving {
+namespace {
+
+Request Req(uint32_t id, Ps arrival, uint32_t prompt, uint32_t output) {
+  return {id, arrival, prompt, output};
+}
+
+SchedulerConfig Cfg(uint32_t max_tokens, uint32_t chunk, uint32_t block, uint64_t capacity) {
+  SchedulerConfig c;
+  c.max_running = 16;
+  c.max_tokens = max_tokens;
+  c.chunk_tokens = chunk;
+  c.block_tokens = block;
+  c.capacity_blocks = capacity;
+  return c;
+}
+
+IterationCost Fixed(Ps ps, std::vector<std::vector<llm::SeqChunk>>* log = nullptr) {
+  return [ps, log](const std::vector<llm::SeqChunk>& c) {
+    if (log) log->push_back(c);
+    return ps;
+  };
+}
+
+TEST(ServingScheduler, OneRequestAlone) {
+  // Prompt 100 in chunks of 64: iterations of 64 and 36 tokens; cost 1000 ps/token + 500.
+  IterationCost cost = [](const std::vector<llm::SeqChunk>& c) {
+    Ps tokens = 0;
+    for (auto& x : c) tokens += x.new_tokens;
+    return 1000 * tokens + 500;
+  };
+  ServeOutcome out = RunFused({Req(0, 0, 100, 5)}, Cfg(64, 64, 16, 100), cost);
+  const RequestStats& r = out.requests[0];
+  EXPECT_EQ(r.first_token_ps, (1000 * 64 + 500) + (1000 * 36 + 500));  // 101000
+  EXPECT_EQ(r.finish_ps, 101000 + 4 * 1500);                           // 4 decode steps of 1 token
+  EXPECT_EQ(out.iterations, 2u + 4u);
+  Metrics m = Summarize(out, 0, 0);
+  EXPECT_DOUBLE_EQ(m.ttft_ms[0], 101000 / 1e9);
+  EXPECT_DOUBLE_EQ(m.tpot_ms[0], 1500 / 1e9);
+}
+
+TEST(ServingScheduler, TwoRequestsFixedCost) {
+  // A: t=0, prompt 8, 3 tokens. B: t=5, prompt 8, 2 tokens. Every iteration 10 ps.
+  // it1 [0,10): A prefill -> A token 1.  it2 [10,20): A decode, B prefill -> A 2, B 1.
+  // it3 [20,30): A decode, B decode -> A 3 (done), B 2 (done).
+  std::vector<std::vector<llm::SeqChunk>> log;
+  ServeOutcome out = RunFused({Req(0, 0, 8, 3), Req(1, 5, 8, 2)}, Cfg(100, 100, 4, 100), Fixed(10, &log));
+  EXPECT_EQ(out.requests[0].first_token_ps, 10);
+  EXPECT_EQ(out.requests[0].finish_ps, 30);
+  EXPECT_EQ(out.requests[1].first_token_ps, 20);
+  EXPECT_EQ(out.requests[1].finish_ps, 30);
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[1],
+            (std::vector<llm::SeqChunk>{{1, 8}, {8, 0}}));  // A decodes after its 8 tokens; B prefills
+  EXPECT_EQ(log[2], (std::vector<llm::SeqChunk>{{1, 9}, {1, 8}}));
+  Metrics m = Summarize(out, 0, 0);
+  EXPECT_DOUBLE_EQ(m.ttft_ms[1], 15 / 1e9);  // p90 of {10, 15}
+  EXPECT_DOUBLE_EQ(m.tpot_ms[0], 10 / 1e9);  // A: (30-10)/2, B: (30-20)/1
+}
+
+TEST(ServingScheduler, AdmissionBlockedByKvCapacity) {
+  // 3 blocks of 4 tokens. A (prompt 8, 2 tokens) reserves 2 blocks; B (prompt 8) needs 2: blocked
+  // until A finishes. it1: A prefill (2 blocks). it2: A decode needs ceil(9/4) = 3 blocks.
+  // it3: A is gone; B prefills -> its only token at 30.
+  ServeOutcome out = RunFused({Req(0, 0, 8, 2), Req(1, 0, 8, 1)}, Cfg(100, 100, 4, 3), Fixed(10));
+  EXPECT_EQ(out.requests[0].finish_ps, 20);
+  EXPECT_EQ(out.requests[1].first_token_ps, 30);
+  EXPECT_EQ(out.requests[1].finish_ps, 30);
+  ASSERT_EQ(out.kv.size(), 3u);
+  EXPECT_EQ(out.kv[0].used_blocks, 2u);
+  EXPECT_EQ(out.kv[1].used_blocks, 3u);
+  EXPECT_EQ(out.kv[2].used_blocks, 2u);
+}
+
+TEST(ServingScheduler, PreemptsNewestAndRecomputes) {
+  // 4 blocks of 2 tokens. A and B: prompt 2, 4 tokens each, both at t=0.
+  // it1: both prefill (1 block each). it2: both decode (ctx 3 -> 2 blocks each, 4 used).
+  // it3: both decode (ctx 4 -> 2 blocks). it4: A needs ctx 5 -> 3 blocks: B (newest) is
+  // preempted (3 tokens generated); B's recompute needs ceil(5/2) = 3 blocks: blocked.
+  // A finishes at 40. it5: B re-prefills 2 + 3 = 5 tokens -> its 4th token at 50.
+  std::vector<std::vector<llm::SeqChunk>> log;
+  ServeOutcome out = RunFused({Req(0, 0, 2, 4), Req(1, 0, 2, 4)}, Cfg(100, 100, 2, 4), Fixed(10, &log));
+  EXPECT_EQ(out.requests[0].finish_ps, 40);
+  EXPECT_EQ(out.requests[0].preemptions, 0u);
+  EXPECT_EQ(out.requests[1].first_token_ps, 10);
+  EXPECT_EQ(out.requests[1].finish_ps, 50);
+  EXPECT_EQ(out.requests[1].preemptions, 1u);
+  ASSERT_EQ(log.size(), 5u);
+  EXPECT_EQ(log[3], (std::vector<llm::SeqChunk>{{1, 4}}));
+  EXPECT_EQ(log[4], (std::vector<llm::SeqChunk>{{5, 0}}));
+  for (const KvSample& k : out.kv) EXPECT_LE(k.used_blocks, 4u);
+}
+
+TEST(ServingScheduler, DisaggregatedHandsKvOver) {
+  // Prefill group: 10 ps per iteration; the KV of 8 tokens moves in 8 ps; decode group: 7 ps.
+  // First token at 10; in the decode group at 18; tokens 2 and 3 at 25 and 32.
+  ServeOutcome out =
+      RunDisaggregated({Req(0, 0, 8, 3)}, Cfg(100, 100, 4, 10), Fixed(10), Cfg(100, 100, 4, 10), Fixed(7),
+                       [](uint64_t tokens) { return static_cast<Ps>(tokens); });
+  EXPECT_EQ(out.requests[0].first_token_ps, 10);
+  EXPECT_EQ(out.requests[0].handoff_ps, 18);
+  EXPECT_EQ(out.requests[0].finish_ps, 32);
+}
+
+TEST(ServingScheduler, RejectsRequestsLargerThanCapacity) {
+  ServeOutcome out = RunFused({Req(0, 0, 100, 10), Req(1, 0, 4, 2)}, Cfg(100, 100, 4, 5), Fixed(10));
+  EXPECT_TRUE(out.requests[0].rejected);  // ceil(110 / 4) = 28 blocks > 5
+  EXPECT_FALSE(out.requests[1].rejected);
+  EXPECT_EQ(out.requests[1].finish_ps, 20);
+}
+
+config::SyntheticRequests Synth(uint64_t seed, uint32_t n) {
+  config::SyntheticRequests s;
+  s.set_num_requests(n);
+  s.set_rate_per_s(1e9);  // one per ns on average: a busy stream for 10 ps..us iteration costs
+  s.set_seed(seed);
+  s.mutable_prompt_tokens()->set_dist("uniform");
+  s.mutable_prompt_tokens()->set_min(1);
+  s.mutable_prompt_tokens()->set_max(300);
+  s.mutable_output_tokens()->set_dist("lognormal");
+  s.mutable_output_tokens()->set_mu(3);
+  s.mutable_output_tokens()->set_sigma(1);
+  s.mutable_output_tokens()->set_max(200);
+  return s;
+}
+
+IterationCost TokenCost() {
+  return [](const std::vector<llm::SeqChunk>& c) {
+    Ps t = 100;
+    for (auto& x : c) t += 10 * x.new_tokens + x.cached;
+    return t;
+  };
+}
+
+TEST(ServingScheduler, EveryRequestFinishesWithinCapacity) {
+  std::vector<Request> reqs = Synthesize(Synth(7, 300));
+  SchedulerConfig cfg = Cfg(256, 128, 16, 64);  // 1024 tokens of KV: preemptions happen
+  cfg.max_running = 32;
+  ServeOutcome out = RunFused(reqs, cfg, TokenCost());
+  uint32_t preempted = 0;
+  for (const RequestStats& r : out.requests) {
+    ASSERT_FALSE(r.rejected) << r.id;  // prompt <= 300 and output <= 200 fit in 1024 tokens
+    ASSERT_GE(r.finish_ps, r.first_token_ps) << r.id;
+    ASSERT_GE(r.first_token_ps, r.arrival_ps) << r.id;
+    preempted += r.preemptions;
+  }
+  EXPECT_GT(preempted, 0u);
+  for (const KvSample& k : out.kv) ASSERT_LE(k.used_blocks, 64u);
+}
+
+TEST(ServingScheduler, SameSeedSameBytes) {
+  auto run = [](uint64_t seed) {
+    ServeOutcome out = RunFused(Synthesize(Synth(seed, 100)), Cfg(256, 128, 16, 64), TokenCost());
+    return RequestsCsv(out) + KvCsv(out);
+  };
+  EXPECT_EQ(run(11), run(11));
+  EXPECT_NE(run(11), run(12));
+}
+
+TEST(ServingRequests, CsvJsonlAndAzure) {
+  auto a = ParseTrace("arrival_ms,prompt_tokens,output_tokens\n1500,10,3\n500,20,0\n", "t.csv", "");
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].prompt_tokens, 20u);  // sorted by arrival; times relative to the first
+  EXPECT_EQ(a[0].arrival_ps, 0);
+  EXPECT_EQ(a[0].output_tokens, 1u);  // 0 output tokens -> 1
+  EXPECT_EQ(a[1].arrival_ps, 1000000000000);
+  auto z = ParseTrace(
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
+      "2023-11-16 18:15:50.9951690,396,109\n",
+      "azure.csv", "");
+  ASSERT_EQ(z.size(), 2u);
+  EXPECT_EQ(z[1].prompt_tokens, 396u);
+  // Date-times become double seconds since 1970 (~2e-7 s apart at 2023): within 1 us.
+  EXPECT_NEAR(static_cast<double>(z[1].arrival_ps), (50.9951690 - 46.6805900) * 1e12, 1e6);
+  auto j = ParseTrace("{\"arrival_s\": 0.25, \"prompt_tokens\": 7, \"output_tokens\": 2}\n", "t.jsonl", "");
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0].prompt_tokens, 7u);
+  try {
+    ParseTrace("arrival_s,prompt_tokens,output_tokens\n0,5,1\n1,x,1\n", "bad.csv", "");
+    FAIL() << "expected a ConfigError";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.diags()[0].where.line, 3);
+    EXPECT_EQ(e.diags()[0].value, "x");
+  }
+  EXPECT_THROW(ParseTrace("a,b\n", "bad.csv", ""), config::ConfigError);
+  EXPECT_THROW(ParseTrace("{not json\n", "bad.jsonl", ""), config::ConfigError);
+}
+
+TEST(ServingRequests, FixedRateIsExact) {
+  config::SyntheticRequests s;
+  s.set_num_requests(3);
+  s.set_rate_per_s(4);
+  s.set_arrivals("fixed");
+  s.mutable_prompt_tokens()->set_value(5);
+  s.mutable_output_tokens()->set_value(2);
+  auto r = Synthesize(s);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[2].arrival_ps, 500000000000);  // 2 gaps of 0.25 s
+  EXPECT_EQ(r[2].prompt_tokens, 5u);
+}
+
+TEST(ServingPercentile, NearestRank) {
+  EXPECT_DOUBLE_EQ(Percentile({4, 1, 3, 2}, 50), 2);  // ceil(0.5*4) = 2nd
+  EXPECT_DOUBLE_EQ(Percentile({4, 1, 3, 2}, 99), 4);
+  EXPECT_DOUBLE_EQ(Percentile({}, 50), 0);
+}
+
+// ---- With the real analytical engine, on a small chip and Qwen3-0.6B.
+
+config::Chip LoadChip(const std::string& name) {
+  config::Chip c;
+  config::ParseFile(std::string(TPSIM_SOURCE_DIR) + "/configs/chips/" + name, &c, nullptr);
+  return c;
+}
+
+TEST(ServingEngine, OneChunkIterationTimesLikeAPrefill) {
+  config::Chip cc = LoadChip("mesh-4x4-hbm.textproto");
+  arch::Chip chip = arch::Chip::Build(cc, config::SourceMap());
+  config::Model model =
+      llm::LoadModelFile(std::string(TPSIM_SOURCE_DIR) + "/configs/models/qwen3-0.6b.json", nullptr);
+  config::Mapping m;
+  m.set_tp(4);
+  config::Workload wl;
+  wl.set_batch(1);
+  wl.set_seq_len(64);
+  wl.set_num_layers(1);
+  auto engine = sim::MakeEngine("analytical");
+  ASSERT_TRUE(engine);
+  Ps prefill = engine->Run(mapping::Lower(chip, model, wl, m), chip).makespan_ps;
+  Ps iter = engine->Run(mapping::LowerIteration(chip, model, m, {{64, 0}}, 1, "bf16"), chip).makespan_ps;
+  EXPECT_GT(prefill, 0);
+  EXPECT_EQ(iter, prefill);
+  // A decode token beside the prompt makes the iteration longer, not shorter.
+  Ps mixed =
+      engine->Run(mapping::LowerIteration(chip, model, m, {{64, 0}, {1, 500}}, 1, "bf16"), chip).makespan_ps;
+  EXPECT_GT(mixed, iter);
+  EngineCost cost(chip, model, m, 1, "bf16", "analytical", 0);
+  Ps a = cost({{64, 0}});
+  Ps b = cost({{64, 0}});
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, prefill * model.num_layers());  // one layer lowered, scaled to all layers
+  EXPECT_EQ(cost.timed(), 1u);
+  EXPECT_EQ(cost.calls(), 2u);
+}
+
+TEST(ServingEngine, ServeCommandEndToEnd) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "tpsim_serving_test";
+  fs::create_directories(dir);
+  std::string src = TPSIM_SOURCE_DIR;
+  std::ofstream(dir / "exp.textproto")
+      << "name: \"tiny-serve\"\n"
+      << "chip_file: \"" << src << "/configs/chips/mesh-4x4-hbm.textproto\"\n"
+      << "model_file: \"" << src << "/configs/models/qwen3-0.6b.json\"\n"
+      << "workload { dtype: \"bf16\" requests { synthetic { num_requests: 12 "
+         "rate_per_s: 200 seed: 3 prompt_tokens { dist: \"uniform\" min: 16 max: 96 } "
+         "output_tokens { value: 4 } } } }\n"
+      << "mapping { tp: 4 serving { max_tokens_per_iteration: 128 chunk_tokens: 64 "
+         "layers_simulated: 1 } }\n";
+  std::string csv = (dir / "req.csv").string(), kv = (dir / "kv.csv").string();
+  int rc = ServeCommand(
+      {(dir / "exp.textproto").string(), "--requests-csv", csv, "--kv-csv", kv, "--slo-ttft-ms", "1000"});
+  ASSERT_EQ(rc, 0);
+  std::ifstream in(csv);
+  std::string line;
+  int rows = 0;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    ++rows;
+    EXPECT_NE(line.find(",ok"), std::string::npos) << line;
+  }
+  EXPECT_EQ(rows, 12);
+  // A bad field is a config error (exit 2).
+  EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--set", "mapping.serving.mode=split"}), 2);
+  EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--slo-ttft-ms", "-1"}), 2);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tpsim::serving
