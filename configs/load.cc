@@ -234,6 +234,12 @@ void ParseMessage(const std::string& text, const std::string& display_name, pb::
     }
     for (const auto& e : errors.items) {
       Diag d = ParseErrorDiag(display_name, e.line + 1, e.col + 1, e.message);
+      // A type error names no field: take it from the "name:" that starts the line.
+      if (d.field == "<parse>" && e.line >= 0 && e.line < static_cast<int>(lines.size())) {
+        static const std::regex kLineField(R"re(^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:)re");
+        std::smatch lm;
+        if (std::regex_search(lines[e.line], lm, kLineField)) d.field = lm[1];
+      }
       // protobuf points just past an unknown field's name; point at its start.
       int start = e.col - static_cast<int>(d.field.size());
       if (e.line >= 0 && e.line < static_cast<int>(lines.size()) && start >= 0 && !d.field.empty() &&

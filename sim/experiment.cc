@@ -25,6 +25,10 @@ void LoadSection(const std::string& dir, const std::string& rel, const std::stri
                  config::SourceMap* locs) {
   Location anchor = exp_locs.Find(field);
   std::string path = config::JoinPath(dir, rel);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw ConfigError(Diag{anchor, field, rel, "file not found or not readable (looked for " + path + ")"});
+  }
   std::string text = config::ReadFileOrThrow(path, anchor, field);
   config::SourceMap section(path);
   config::ParseMessage(text, path, out, &section);
@@ -143,8 +147,11 @@ void ValidateWorkload(const Experiment& e, std::vector<Diag>* diags) {
     std::string path = "workload." + f;
     diags->push_back(Diag{e.locs.Find(path), path, value, rule});
   };
-  if (w.batch() == 0) add("batch", "0", "must be positive");
-  if (w.seq_len() == 0) add("seq_len", "0", "must be positive (prompt tokens processed in prefill)");
+  // A request stream (tpsim serve) sizes its own batches; a fixed batch needs both.
+  if (!w.has_requests()) {
+    if (w.batch() == 0) add("batch", "0", "must be positive");
+    if (w.seq_len() == 0) add("seq_len", "0", "must be positive (prompt tokens processed in prefill)");
+  }
   uint32_t model_layers = e.cfg.model().num_layers();
   if (w.num_layers() > model_layers) {
     add("num_layers", std::to_string(w.num_layers()),

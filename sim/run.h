@@ -13,6 +13,7 @@ namespace tpsim::sim {
 struct RunOptions {
   std::string engine;          // empty: the experiment's engine, else "analytical"
   bool keep_task_times = false;  // fill Result.tasks
+  std::string trace_path;        // non-empty: write a Perfetto (or .json: Chrome) trace there
 };
 
 struct RunOutput {

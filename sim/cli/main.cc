@@ -19,6 +19,10 @@
 #include "sim/experiment.h"
 #include "sim/result.h"
 #include "sim/run.h"
+#include "sim/serving/serving.h"
+#include "sim/sweep/sweep.h"
+#include "traces/plot.h"
+#include "validate/compare.h"
 
 namespace tpsim::cli {
 namespace {
@@ -210,7 +214,10 @@ layer and for the whole workload.
   --model MODEL        catalog name or HuggingFace config.json path
   --out FILE           write the result as JSON (configs/schema/result.proto, snake_case)
   --dump-program FILE  write the lowered Program, one task per line
+  --trace FILE         write a Perfetto trace (.pftrace; FILE.json: Chrome JSON);
+                       open it in ui.perfetto.dev
   --tasks              include every task's start and end in the result JSON
+                       (needed by `tpsim plot timeline`)
   --quiet              print only the summary line
 )";
 
@@ -226,7 +233,10 @@ int Run(Args& a) {
       return 0;
     }
     if (ExperimentFlag(a, &ex)) continue;
-    if (a.Flag("--engine", &opts.engine) || a.Flag("--out", &out) || a.Flag("--dump-program", &dump)) continue;
+    if (a.Flag("--engine", &opts.engine) || a.Flag("--out", &out) || a.Flag("--dump-program", &dump) ||
+        a.Flag("--trace", &opts.trace_path)) {
+      continue;
+    }
     if (a.Switch("--tasks")) {
       opts.keep_task_times = true;
       continue;
@@ -254,6 +264,30 @@ int Run(Args& a) {
   return 0;
 }
 
+// ---- commands implemented in other libraries: they take the remaining words --
+
+std::vector<std::string> Rest(Args& a) {
+  std::vector<std::string> words;
+  while (!a.Done()) words.push_back(a.Next());
+  return words;
+}
+
+const char* kPlotUsage = R"(usage: tpsim plot heatmap RESULT.json --out links.png
+       tpsim plot timeline RESULT.json --out gantt.png   (RESULT from run --tasks --out)
+       tpsim plot sweep RESULTS.sqlite --x FIELD --y METRIC [--group FIELD] --out sweep.png
+)";
+int Plot(Args& a) { return traces::PlotCommand(Rest(a)); }
+
+int Sweep(Args& a) { return sweep::SweepCommand(Rest(a)); }
+
+const char* kServeUsage =
+    "usage: tpsim serve EXPERIMENT [--set F=V]... [--engine E] [--requests-csv out.csv] [--kv-csv kv.csv]\n"
+    "                  [--slo-ttft-ms X] [--slo-tpot-ms Y]   (tpsim serve --help for details)\n";
+int Serve(Args& a) { return serving::ServeCommand(Rest(a)); }
+
+const char* kCompareUsage = "usage: tpsim compare PREDICTED.json MEASURED.json [--plot out.png]\n";
+int Compare(Args& a) { return validate::CompareCommand(Rest(a)); }
+
 // ---- the table of subcommands -------------------------------------------------
 
 struct Command {
@@ -266,6 +300,12 @@ struct Command {
 const Command kCommands[] = {
     {"describe", "resolve and validate an experiment; print chip, model and mapping", &Describe, kDescribeUsage},
     {"run", "lower an experiment to a Program and time it (analytical or TLM engine)", &Run, kRunUsage},
+    {"sweep", "run a sweep on all cores into SQLite (resumable); --shard, --slurm, merge", &Sweep,
+     sweep::kSweepUsage},
+    {"serve", "serve a request stream: continuous batching, KV capacity, TTFT/TPOT/goodput", &Serve,
+     kServeUsage},
+    {"plot", "draw a result or sweep: heatmap, timeline, sweep (python3 + matplotlib)", &Plot, kPlotUsage},
+    {"compare", "predicted vs measured per op: table, MAPE, worst op; --plot PNG", &Compare, kCompareUsage},
 };
 
 void PrintMainHelp() {
