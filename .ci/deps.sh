@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build and test tpsim (as root).
 # Idempotent: installs only missing packages, and runs apt-get update only then.
+# --tests adds what only the test suite needs (a single-node Slurm cluster).
 set -euo pipefail
 
 PACKAGES=(
@@ -9,6 +10,9 @@ PACKAGES=(
   libspdlog-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
   python3 python3-matplotlib python3-numpy
 )
+if [[ "${1:-}" == "--tests" ]]; then
+  PACKAGES+=(slurm-wlm munge)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

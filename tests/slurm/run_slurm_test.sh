@@ -12,6 +12,8 @@ tpsim=$(readlink -f "${1:-$here/build/bin/tpsim}")
 fail() { echo "slurm test: FAIL: $*"; exit 1; }
 [ -x "$tpsim" ] || fail "no tpsim executable at $tpsim"
 
+skip() { echo "slurm test: SKIP: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "needs root to start munged, slurmctld and slurmd"
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y slurm-wlm munge >/dev/null 2>&1 ||
     { apt-get update >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y slurm-wlm munge >/dev/null 2>&1; } ||
