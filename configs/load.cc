@@ -20,8 +20,7 @@ namespace pb = google::protobuf;
 
 std::string Diag::str() const {
   std::ostringstream os;
-  os << where.file << ':' << where.line << ':' << where.col << ": " << field << ": " << value
-     << ": " << rule;
+  os << where.file << ':' << where.line << ':' << where.col << ": " << field << ": " << value << ": " << rule;
   return os.str();
 }
 
@@ -60,8 +59,7 @@ Location SourceMap::Find(const std::string& path) const {
   return Location{file_, 1, 1};
 }
 
-std::string ReadFileOrThrow(const std::string& path, const Location& referrer,
-                            const std::string& field) {
+std::string ReadFileOrThrow(const std::string& path, const Location& referrer, const std::string& field) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw ConfigError(Diag{referrer, field, path, "is a directory, not a config file"});
@@ -321,7 +319,8 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
                              "unknown field of " + desc->name() + " (fields: " + FieldNames(desc) + ")"});
     }
     if (f->is_repeated() && part.index < 0) {
-      throw ConfigError(Diag{where, walked, value, "repeated field needs an index, e.g. " + part.name + "[0]"});
+      throw ConfigError(
+          Diag{where, walked, value, "repeated field needs an index, e.g. " + part.name + "[0]"});
     }
     if (!f->is_repeated() && part.index >= 0) {
       throw ConfigError(Diag{where, walked, value, "field is not repeated; remove the [index]"});
@@ -336,7 +335,8 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
     if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
       if (last) throw ConfigError(Diag{where, walked, value, "is a message, not a scalar field"});
       if (f->is_repeated()) {
-        cur = part.index == size ? refl->AddMessage(cur, f) : refl->MutableRepeatedMessage(cur, f, part.index);
+        cur =
+            part.index == size ? refl->AddMessage(cur, f) : refl->MutableRepeatedMessage(cur, f, part.index);
       } else {
         cur = refl->MutableMessage(cur, f);
       }
@@ -351,25 +351,33 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
       case pb::FieldDescriptor::CPPTYPE_INT32: {
         int32_t v;
         if (!ParseInt(value, &v)) throw bad("expected a 32-bit integer");
-        append ? refl->AddInt32(cur, f, v) : rep ? refl->SetRepeatedInt32(cur, f, idx, v) : refl->SetInt32(cur, f, v);
+        append ? refl->AddInt32(cur, f, v)
+        : rep  ? refl->SetRepeatedInt32(cur, f, idx, v)
+               : refl->SetInt32(cur, f, v);
         break;
       }
       case pb::FieldDescriptor::CPPTYPE_INT64: {
         int64_t v;
         if (!ParseInt(value, &v)) throw bad("expected a 64-bit integer");
-        append ? refl->AddInt64(cur, f, v) : rep ? refl->SetRepeatedInt64(cur, f, idx, v) : refl->SetInt64(cur, f, v);
+        append ? refl->AddInt64(cur, f, v)
+        : rep  ? refl->SetRepeatedInt64(cur, f, idx, v)
+               : refl->SetInt64(cur, f, v);
         break;
       }
       case pb::FieldDescriptor::CPPTYPE_UINT32: {
         uint32_t v;
         if (!ParseInt(value, &v)) throw bad("expected a non-negative 32-bit integer");
-        append ? refl->AddUInt32(cur, f, v) : rep ? refl->SetRepeatedUInt32(cur, f, idx, v) : refl->SetUInt32(cur, f, v);
+        append ? refl->AddUInt32(cur, f, v)
+        : rep  ? refl->SetRepeatedUInt32(cur, f, idx, v)
+               : refl->SetUInt32(cur, f, v);
         break;
       }
       case pb::FieldDescriptor::CPPTYPE_UINT64: {
         uint64_t v;
         if (!ParseInt(value, &v)) throw bad("expected a non-negative 64-bit integer");
-        append ? refl->AddUInt64(cur, f, v) : rep ? refl->SetRepeatedUInt64(cur, f, idx, v) : refl->SetUInt64(cur, f, v);
+        append ? refl->AddUInt64(cur, f, v)
+        : rep  ? refl->SetRepeatedUInt64(cur, f, idx, v)
+               : refl->SetUInt64(cur, f, v);
         break;
       }
       case pb::FieldDescriptor::CPPTYPE_DOUBLE:
@@ -378,28 +386,41 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
         double v = value.empty() ? NAN : std::strtod(value.c_str(), &end);
         if (value.empty() || *end != '\0' || !std::isfinite(v)) throw bad("expected a finite number");
         if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_DOUBLE) {
-          append ? refl->AddDouble(cur, f, v) : rep ? refl->SetRepeatedDouble(cur, f, idx, v) : refl->SetDouble(cur, f, v);
+          append ? refl->AddDouble(cur, f, v)
+          : rep  ? refl->SetRepeatedDouble(cur, f, idx, v)
+                 : refl->SetDouble(cur, f, v);
         } else {
           float fv = static_cast<float>(v);
-          append ? refl->AddFloat(cur, f, fv) : rep ? refl->SetRepeatedFloat(cur, f, idx, fv) : refl->SetFloat(cur, f, fv);
+          append ? refl->AddFloat(cur, f, fv)
+          : rep  ? refl->SetRepeatedFloat(cur, f, idx, fv)
+                 : refl->SetFloat(cur, f, fv);
         }
         break;
       }
       case pb::FieldDescriptor::CPPTYPE_BOOL: {
         bool v;
-        if (value == "true" || value == "1") v = true;
-        else if (value == "false" || value == "0") v = false;
-        else throw bad("expected true or false");
-        append ? refl->AddBool(cur, f, v) : rep ? refl->SetRepeatedBool(cur, f, idx, v) : refl->SetBool(cur, f, v);
+        if (value == "true" || value == "1")
+          v = true;
+        else if (value == "false" || value == "0")
+          v = false;
+        else
+          throw bad("expected true or false");
+        append ? refl->AddBool(cur, f, v)
+        : rep  ? refl->SetRepeatedBool(cur, f, idx, v)
+               : refl->SetBool(cur, f, v);
         break;
       }
       case pb::FieldDescriptor::CPPTYPE_STRING:
-        append ? refl->AddString(cur, f, value) : rep ? refl->SetRepeatedString(cur, f, idx, value) : refl->SetString(cur, f, value);
+        append ? refl->AddString(cur, f, value)
+        : rep  ? refl->SetRepeatedString(cur, f, idx, value)
+               : refl->SetString(cur, f, value);
         break;
       case pb::FieldDescriptor::CPPTYPE_ENUM: {
         const auto* ev = f->enum_type()->FindValueByName(value);
         if (!ev) throw bad("not a value of " + f->enum_type()->name());
-        append ? refl->AddEnum(cur, f, ev) : rep ? refl->SetRepeatedEnum(cur, f, idx, ev) : refl->SetEnum(cur, f, ev);
+        append ? refl->AddEnum(cur, f, ev)
+        : rep  ? refl->SetRepeatedEnum(cur, f, idx, ev)
+               : refl->SetEnum(cur, f, ev);
         break;
       }
       default:
@@ -419,7 +440,8 @@ std::string FieldValueText(const pb::Message& msg, const std::string& path) {
     if (!f || f->is_repeated() != (parts[i].index >= 0)) return "";
     if (f->is_repeated() && parts[i].index >= refl->FieldSize(*cur, f)) return "";
     if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
-      cur = f->is_repeated() ? &refl->GetRepeatedMessage(*cur, f, parts[i].index) : &refl->GetMessage(*cur, f);
+      cur =
+          f->is_repeated() ? &refl->GetRepeatedMessage(*cur, f, parts[i].index) : &refl->GetMessage(*cur, f);
       continue;
     }
     if (i + 1 != parts.size()) return "";

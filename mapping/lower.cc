@@ -224,6 +224,11 @@ class Lowerer : public GemmContext {
   // Memory plan
   bool weights_sram_ = true, kv_sram_ = true;
   uint64_t resident_ = 0, sram_ = 0;
+  // Streamed weights are double-buffered: the read of a weight op's shard may
+  // start once the compute that preceded the previous weight op on that core
+  // has finished (one op of prefetch), not arbitrarily early.
+  std::vector<int64_t> last_compute_, prefetch_mark_;
+  std::vector<uint32_t> WeightReadDeps(int rank);
   uint32_t cur_op_ = 0;
   std::vector<llm::SeqChunk> chunks_;
   void ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, const std::vector<Range>& qh,
@@ -277,6 +282,18 @@ uint32_t Lowerer::Memory(int rank, uint64_t bytes, bool write, std::vector<uint3
   return AddTask(std::move(t));
 }
 
+std::vector<uint32_t> Lowerer::WeightReadDeps(int rank) {
+  size_t core = static_cast<size_t>(cores_[rank]);
+  if (prefetch_mark_.size() <= core) {
+    prefetch_mark_.resize(core + 1, -1);
+    last_compute_.resize(core + 1, -1);
+  }
+  int64_t gate = prefetch_mark_[core];
+  prefetch_mark_[core] = last_compute_[core];
+  if (gate < 0) return {};
+  return {static_cast<uint32_t>(gate)};
+}
+
 uint32_t Lowerer::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient) {
   uint64_t avail = sram_ > resident_ ? sram_ - resident_ : 0;
   if (transient > avail) {
@@ -295,7 +312,14 @@ uint32_t Lowerer::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps
   prog_.func.ops.push_back(f);
   prog_.ops[cur_op_].flops += t.flops + t.vector_ops;
   prog_.ops[cur_op_].bytes += t.bytes;
-  return AddTask(std::move(t));
+  uint32_t id = AddTask(std::move(t));
+  size_t core = static_cast<size_t>(cores_[rank]);
+  if (last_compute_.size() <= core) {
+    last_compute_.resize(core + 1, -1);
+    prefetch_mark_.resize(core + 1, -1);
+  }
+  last_compute_[core] = id;
+  return id;
 }
 
 void Lowerer::Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
@@ -506,7 +530,7 @@ int32_t Lowerer::Gemm(Role role, OpClass cls, int32_t x, int32_t w, uint64_t k, 
 void Lowerer::EmitShard(const GemmSpec& g, int rank, Range rows, Range ks, Range cols) {
   std::vector<uint32_t> deps = Ready(g.x, rank);
   uint64_t wbytes = ks.size() * cols.size() * d_;
-  if (!weights_sram_) deps.push_back(Memory(rank, wbytes, false, {}));
+  if (!weights_sram_) deps.push_back(Memory(rank, wbytes, false, WeightReadDeps(rank)));
   Task t;
   t.op_kind = OpKind::kGemm;
   t.m = rows.size(), t.n = cols.size(), t.k = ks.size();
@@ -558,7 +582,8 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
   for (int r = 0; r < p_; ++r) {
     Range cols = Split(g.n, p_, r);
     fc.pack.push_back({cores_[r], Sl(g.w, {0, g.k}, cols), cols.lo * g.k, true});
-    if (!weights_sram_) shard_ready[r].push_back(Memory(r, cols.size() * col_bytes, false, {}));
+    if (!weights_sram_)
+      shard_ready[r].push_back(Memory(r, cols.size() * col_bytes, false, WeightReadDeps(r)));
     compute(r, cols, shard_ready[r]);
   }
   std::vector<std::vector<uint32_t>> last_in = shard_ready;

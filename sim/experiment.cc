@@ -83,7 +83,8 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
     LoadSection(dir, cfg.chip_file(), "chip_file", "chip", raw, &chip, &e.locs);
     *cfg.mutable_chip() = std::move(chip);
   } else if (!cfg.has_chip()) {
-    throw ConfigError(Diag{Location{path, 1, 1}, "chip", "", "an experiment needs chip_file or an inline chip"});
+    throw ConfigError(
+        Diag{Location{path, 1, 1}, "chip", "", "an experiment needs chip_file or an inline chip"});
   }
 
   if (!model_override.empty()) {
@@ -91,15 +92,16 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
               &e.locs);
   } else if (cfg.has_model_file()) {
     config::Model m;
-    LoadModel(config::JoinPath(dir, cfg.model_file()), true, raw.Find("model_file"), "model_file", &m, &e.locs);
+    LoadModel(config::JoinPath(dir, cfg.model_file()), true, raw.Find("model_file"), "model_file", &m,
+              &e.locs);
     *cfg.mutable_model() = std::move(m);
   } else if (cfg.has_model_name()) {
     config::Model m;
     LoadModel(cfg.model_name(), false, raw.Find("model_name"), "model_name", &m, &e.locs);
     *cfg.mutable_model() = std::move(m);
   } else if (!cfg.has_model()) {
-    throw ConfigError(
-        Diag{Location{path, 1, 1}, "model", "", "an experiment needs model_file, model_name or an inline model"});
+    throw ConfigError(Diag{Location{path, 1, 1}, "model", "",
+                           "an experiment needs model_file, model_name or an inline model"});
   }
 
   if (cfg.has_workload_file()) {
@@ -107,8 +109,8 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
     LoadSection(dir, cfg.workload_file(), "workload_file", "workload", raw, &w, &e.locs);
     *cfg.mutable_workload() = std::move(w);
   } else if (!cfg.has_workload()) {
-    throw ConfigError(
-        Diag{Location{path, 1, 1}, "workload", "", "an experiment needs workload_file or an inline workload"});
+    throw ConfigError(Diag{Location{path, 1, 1}, "workload", "",
+                           "an experiment needs workload_file or an inline workload"});
   }
 
   if (cfg.has_mapping_file()) {
@@ -126,8 +128,9 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
     bool ok = s.path == "name" || s.path == "description" || s.path == "engine";
     for (const char* r : kRoots) ok = ok || s.path.starts_with(r);
     if (!ok) {
-      throw ConfigError(Diag{where, s.path, s.value,
-                             "--set reaches name, engine, and fields under chip., model., workload., mapping."});
+      throw ConfigError(
+          Diag{where, s.path, s.value,
+               "--set reaches name, engine, and fields under chip., model., workload., mapping."});
     }
     config::SetScalarField(&cfg, s.path, s.value, where);
     e.locs.Set(s.path, Location{"<command line: --set " + s.path + "=" + s.value + ">", 1, 1});

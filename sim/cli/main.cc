@@ -190,8 +190,9 @@ int Describe(Args& a) {
      << HumanBytes(static_cast<double>(pl.WeightBytes())) << " weights\n";
   os << "  decode layer (L=" << dec.cached + 1 << ")  " << Fixed(dl.Flops() / 1e9, 3) << " GFLOP, "
      << HumanBytes(static_cast<double>(dl.BytesRead())) << " read\n";
-  os << "\nmapping     tp " << mp.tp() << " x " << std::max(1u, mp.pipeline_stages()) << " pipeline stages = "
-     << mp.tp() * std::max(1u, mp.pipeline_stages()) << " cores of " << chip.num_cores() << "\n";
+  os << "\nmapping     tp " << mp.tp() << " x " << std::max(1u, mp.pipeline_stages())
+     << " pipeline stages = " << mp.tp() * std::max(1u, mp.pipeline_stages()) << " cores of "
+     << chip.num_cores() << "\n";
   os << "  partition             " << mp.partition();
   for (const auto& o : mp.overrides()) os << ", " << o.op() << "=" << o.partition();
   os << "\n  placement             " << mp.placement() << "\n";
@@ -256,8 +257,11 @@ int Run(Args& a) {
   if (!out.empty()) WriteFileOrThrow(out, sim::ResultToJson(r.result));
   if (quiet) {
     const auto& s = r.result.summary();
+    auto share = [&](int64_t ps) { return Fixed(s.total_ps() ? 100.0 * ps / s.total_ps() : 0.0, 1) + "%"; };
     std::cout << "total " << Fixed(s.total_ps() / 1e6, 3) << " us, prefill " << Fixed(s.prefill_ps() / 1e6, 3)
-              << " us, decode step " << Fixed(s.decode_step_ps_mean() / 1e6, 3) << " us\n";
+              << " us, decode step " << Fixed(s.decode_step_ps_mean() / 1e6, 3)
+              << " us; critical path: compute " << share(s.compute_ps()) << ", communication "
+              << share(s.communication_ps()) << ", memory " << share(s.memory_ps()) << "\n";
   } else {
     std::cout << sim::ResultTable(r.result);
   }
@@ -298,7 +302,8 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"describe", "resolve and validate an experiment; print chip, model and mapping", &Describe, kDescribeUsage},
+    {"describe", "resolve and validate an experiment; print chip, model and mapping", &Describe,
+     kDescribeUsage},
     {"run", "lower an experiment to a Program and time it (analytical or TLM engine)", &Run, kRunUsage},
     {"sweep", "run a sweep on all cores into SQLite (resumable); --shard, --slurm, merge", &Sweep,
      sweep::kSweepUsage},
@@ -317,7 +322,8 @@ void PrintMainHelp() {
   }
   std::cout << "\nConfigs are protobuf text format (.textproto) or JSON; schemas in configs/schema/.\n"
                "Shipped configs are found under $TPSIM_CONFIG_DIR, else the source tree's configs/.\n"
-               "Exit status: 0 ok, 1 simulation failure, 2 bad input (errors: file:line:col: field: value: rule).\n";
+               "Exit status: 0 ok, 1 simulation failure, 2 bad input (errors: file:line:col: field: value: "
+               "rule).\n";
 }
 
 int Main(int argc, char** argv) {

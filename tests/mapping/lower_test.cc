@@ -228,6 +228,39 @@ TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
   for (const Task& t : small.tasks) EXPECT_NE(t.kind, TaskKind::kMemory);
 }
 
+// Streamed weights are double-buffered: on each core, the read of a weight op's
+// shard waits for the compute that preceded the previous weight op, so at most
+// one op's weights are fetched ahead of use (not the whole model at t = 0).
+TEST(LowerTest, StreamedWeightReadsPrefetchOneOpAhead) {
+  arch::Chip chip = Wafer();
+  Program p = Lower(chip, Qwen4b(), Work(16, 1, 2), Map(4, "megatron"));
+  std::map<int, std::vector<const Task*>> reads, computes;  // per core, in program order
+  std::map<int, std::vector<uint32_t>> last_compute_before_read;
+  std::map<int, uint32_t> last_compute;
+  for (const Task& t : p.tasks) {
+    if (t.kind == TaskKind::kCompute) last_compute[t.core] = t.id;
+    if (t.kind == TaskKind::kMemory && !t.write) {
+      reads[t.core].push_back(&t);
+      last_compute_before_read[t.core].push_back(last_compute.count(t.core) ? last_compute[t.core] : ~0u);
+    }
+  }
+  ASSERT_FALSE(reads.empty());
+  for (const auto& [core, rs] : reads) {
+    ASSERT_GE(rs.size(), 3u);
+    EXPECT_TRUE(rs[0]->deps.empty()) << "the first read of core " << core << " starts at once";
+    for (size_t i = 1; i < rs.size(); ++i) {
+      // Read i waits for the last compute issued before read i-1.
+      uint32_t gate = last_compute_before_read[core][i - 1];
+      if (gate == ~0u) {
+        EXPECT_TRUE(rs[i]->deps.empty());
+      } else {
+        ASSERT_EQ(rs[i]->deps.size(), 1u) << "core " << core << " read " << i;
+        EXPECT_EQ(rs[i]->deps[0], gate) << "core " << core << " read " << i;
+      }
+    }
+  }
+}
+
 TEST(LowerTest, NormGathersASplitHiddenInput) {
   // down_proj n_split leaves the layer output split along hidden; the next layer's
   // attn_norm needs whole rows, so an all-gather precedes it.
