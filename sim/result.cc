@@ -68,7 +68,6 @@ void CriticalPath(const mapping::Program& program, const EngineOutput& out, conf
   Ps by_kind[3] = {0, 0, 0};
   while (!visited[cur]) {
     visited[cur] = true;
-    by_kind[static_cast<int>(tasks[cur].kind)] += out.tasks[cur].end_ps - out.tasks[cur].start_ps;
     int64_t best = -1;
     auto consider = [&](int64_t c) {
       if (c < 0 || static_cast<size_t>(c) >= n) return;
@@ -79,6 +78,13 @@ void CriticalPath(const mapping::Program& program, const EngineOutput& out, conf
     };
     for (uint32_t d : tasks[cur].deps) consider(d);
     consider(prev_on_core[cur]);
+    // Attribute only the part of this task after its predecessor on the path
+    // ended, so overlapping spans (a queued DRAM request, an engine that reports
+    // issue time as start) are never counted twice and the shares add up to at
+    // most the makespan.
+    Ps from = out.tasks[cur].start_ps;
+    if (best >= 0) from = std::max(from, out.tasks[best].end_ps);
+    by_kind[static_cast<int>(tasks[cur].kind)] += std::max<Ps>(0, out.tasks[cur].end_ps - from);
     if (best < 0) break;
     cur = static_cast<size_t>(best);
   }

@@ -19,13 +19,13 @@
 //                             ties); from each task it moves to its enabler: the
 //                             latest-ending of its deps and, for a compute or memory
 //                             task, the task of the same kind that started before it
-//                             on the same core (lowest id on ties). Each task on the path adds its
-//                             duration to its kind. Idle gaps on the path (a task
-//                             starting after its enabler ended, e.g. a queue in the
-//                             TLM engine) belong to no kind, so the three sum to at
-//                             most total_ps; for the analytical engine, whose tasks
-//                             start exactly when their enabler ends, they sum to
-//                             total_ps.
+//                             on the same core (lowest id on ties). Each task on the path adds
+//                             to its kind the part of its span after its enabler
+//                             ended (a TLM DRAM request whose span includes queueing
+//                             behind its enabler is not counted twice). Idle gaps on
+//                             the path belong to no kind, so the three sum to at most
+//                             total_ps; for the analytical engine, whose tasks start
+//                             exactly when their enabler ends, they sum to total_ps.
 //   summary.core_utilization  mean over the chip's cores of (sum of compute task
 //                             durations) / total_ps, in [0, 1].
 //   summary.achieved_tflops   sum of compute task flops / total_ps (flop/ps = Tflop/s).
