@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libsystemc-dev libboost-graph-dev libprotobuf-dev protobuf-compiler
   libspdlog-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
-  python3 python3-matplotlib python3-numpy
+  python3 python3-matplotlib python3-numpy time
 )
 if [[ "${1:-}" == "--tests" ]]; then
   PACKAGES+=(slurm-wlm munge)

@@ -1,0 +1,117 @@
+// `tpsim run` end to end: results are byte-identical run to run for both engines,
+// the two engines agree on the reference experiment, and the output files
+// (--out, --dump-program, --trace) are written.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int RunTpsim(const std::string& args, std::string* output = nullptr) {
+  std::string cmd = "cd '" TPSIM_SOURCE_DIR "' && timeout 120 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::array<char, 4096> buf;
+  std::string out;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = pclose(p);
+  if (output) *output = out;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+const std::string kRef = "configs/experiments/reference-qwen3-4b.textproto";
+
+class RunCli : public ::testing::Test {
+ protected:
+  fs::path dir_ = fs::temp_directory_path() / ("tpsim-run-cli-" + std::to_string(::getpid()));
+  void SetUp() override { fs::create_directories(dir_); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string P(const std::string& name) const { return (dir_ / name).string(); }
+};
+
+TEST_F(RunCli, ResultsAreByteIdenticalRunToRun) {
+  for (const char* engine : {"analytical", "tlm"}) {
+    std::string a = P(std::string(engine) + "-a.json"), b = P(std::string(engine) + "-b.json");
+    std::string out;
+    ASSERT_EQ(RunTpsim("run " + kRef + " --engine " + engine + " --quiet --out " + a, &out), 0) << out;
+    ASSERT_EQ(RunTpsim("run " + kRef + " --engine " + engine + " --quiet --out " + b, &out), 0) << out;
+    std::string ja = Slurp(a);
+    EXPECT_GT(ja.size(), 1000u);
+    EXPECT_EQ(ja, Slurp(b)) << engine;
+  }
+}
+
+TEST_F(RunCli, EnginesAgreeOnTheReferenceExperimentWithinTwoPercent) {
+  // reference-qwen3-4b has little link contention (TP=4 groups on 2x2 blocks,
+  // one stage active at a time), so the TLM engine must stay close to the
+  // closed form.
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + kRef + " --engine analytical --quiet --out " + P("a.json"), &out), 0) << out;
+  ASSERT_EQ(RunTpsim("run " + kRef + " --engine tlm --quiet --out " + P("t.json"), &out), 0) << out;
+  auto a = nlohmann::json::parse(Slurp(P("a.json")));
+  auto t = nlohmann::json::parse(Slurp(P("t.json")));
+  double ta = a["summary"]["total_ps"].get<double>(), tt = t["summary"]["total_ps"].get<double>();
+  EXPECT_NEAR(tt / ta, 1.0, 0.02);
+  EXPECT_EQ(a["engine"], "analytical");
+  EXPECT_EQ(t["engine"], "tlm");
+  // Same keys in both: the schema is shared.
+  for (auto& [k, v] : a["summary"].items()) EXPECT_TRUE(t["summary"].contains(k)) << k;
+  EXPECT_FALSE(t["links"].empty());
+  EXPECT_FALSE(t["dram"].empty());
+  // Breakdown shares never exceed the total.
+  for (auto* r : {&a, &t}) {
+    auto& s = (*r)["summary"];
+    EXPECT_LE(s["compute_ps"].get<int64_t>() + s["communication_ps"].get<int64_t>() +
+                  s["memory_ps"].get<int64_t>(),
+              s["total_ps"].get<int64_t>());
+  }
+}
+
+TEST_F(RunCli, OutputFilesAreWritten) {
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + kRef +
+                    " --set workload.num_layers=2 --set mapping.pipeline_stages=2 --set workload.decode_steps=1"
+                    " --quiet --tasks --out " +
+                    P("r.json") + " --dump-program " + P("p.txt") + " --trace " + P("t.pftrace"),
+                &out),
+            0)
+      << out;
+  auto r = nlohmann::json::parse(Slurp(P("r.json")));
+  std::string program = Slurp(P("p.txt"));
+  // A header line, then one line per task.
+  size_t task_lines = std::count(program.begin(), program.end(), '\n') - 1;
+  EXPECT_EQ(program.rfind("program: ", 0), 0u);
+  EXPECT_EQ(r["tasks"].size(), task_lines) << "one task timing per dumped task";
+  EXPECT_GT(fs::file_size(P("t.pftrace")), 1000u);
+  EXPECT_NE(r["config"].get<std::string>().find("reference-qwen3-4b"), std::string::npos);
+}
+
+TEST_F(RunCli, BadEngineAndUnwritableOutput) {
+  std::string out;
+  EXPECT_EQ(RunTpsim("run " + kRef + " --engine spice", &out), 2);
+  EXPECT_NE(out.find("unknown engine"), std::string::npos) << out;
+  EXPECT_EQ(RunTpsim("run " + kRef + " --quiet --out /nonexistent-dir/r.json", &out), 1);
+  EXPECT_NE(out.find("cannot write"), std::string::npos) << out;
+}
+
+}  // namespace
