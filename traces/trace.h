@@ -33,7 +33,10 @@
 // rate over the link's bandwidth. Only links and channels that carry traffic get a track.
 // Output bytes depend only on the inputs.
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "arch/chip.h"
 #include "mapping/program.h"
@@ -46,5 +49,36 @@ namespace tpsim::traces {
 // std::runtime_error when the file cannot be written.
 void WriteTrace(const std::string& path, const mapping::Program& program, const arch::Chip& chip,
                 const sim::EngineOutput& out, const std::string& resolved_config_text);
+
+// ---- Serving traces (`tpsim serve --trace`) ---------------------------------------------
+// One iteration of a continuous-batching group: a slice named
+// "prefill <prefill_tokens> + decode <decode_tokens>" on the group's track.
+struct ServingIteration {
+  std::string group;  // "fused", "prefill" or "decode": one thread track each, in first-seen order
+  int64_t start_ps = 0, end_ps = 0;
+  uint32_t prefill_tokens = 0, decode_tokens = 0;
+  uint32_t sequences = 0;  // chunks in the iteration (requests that got work)
+  uint32_t running = 0, waiting = 0;
+  uint64_t kv_blocks = 0;  // KV blocks held during the iteration
+};
+
+// A counter track ("kv blocks used (fused)"): the value holds from each point's time on.
+// Points must be in ascending time.
+struct CounterTrack {
+  std::string name, unit;
+  std::vector<std::pair<int64_t, double>> points;  // (time_ps, value)
+};
+
+// Writes a serving trace, Perfetto protobuf or (path ending ".json") Chrome JSON:
+// process "tpsim serve" (pid 1) with track "run" holding one metadata slice [0, last
+// iteration end] annotated "config" (the resolved experiment), one thread track per group
+// with a slice per iteration (annotations: prefill_tokens, decode_tokens, sequences, running,
+// waiting, kv_blocks, start_ps, end_ps), and the counter tracks. Time as in WriteTrace
+// (Perfetto: ns = floor(ps / 1000), the last counter value within one ns wins; JSON: us with
+// exact ps). Output bytes depend only on the inputs. Throws std::invalid_argument for an
+// iteration ending before it starts or counter points out of order, std::runtime_error when
+// the file cannot be written.
+void WriteServingTrace(const std::string& path, const std::vector<ServingIteration>& iterations,
+                       const std::vector<CounterTrack>& counters, const std::string& config_text);
 
 }  // namespace tpsim::traces

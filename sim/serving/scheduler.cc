@@ -138,12 +138,14 @@ void RunGroup(const std::vector<Request>& reqs, std::vector<Arrival> arrivals, c
     const uint64_t used_during = used;
     Ps dt = cost(chunks);
     if (dt < 0) throw std::logic_error("serving: negative iteration cost");
+    const Ps start = now;
     now += dt;
     ++*iterations;
-    uint32_t tokens = 0;
+    uint32_t tokens = 0, prefill_tokens = 0, decode_tokens = 0;
     std::vector<Live> still;
     for (Live& l : running) {
       tokens += l.step_tokens;
+      (l.decode_step ? decode_tokens : prefill_tokens) += l.step_tokens;
       bool produced = false;
       if (l.step_tokens > 0) {
         l.kv_tokens += l.step_tokens;
@@ -175,6 +177,10 @@ void RunGroup(const std::vector<Request>& reqs, std::vector<Arrival> arrivals, c
     s.running = static_cast<uint32_t>(running.size());
     s.waiting = static_cast<uint32_t>(waiting.size());
     s.tokens = tokens;
+    s.start_ps = start;
+    s.prefill_tokens = prefill_tokens;
+    s.decode_tokens = decode_tokens;
+    s.sequences = static_cast<uint32_t>(chunks.size());
     s.group = group;
     kv->push_back(s);
   }

@@ -60,10 +60,13 @@ struct RequestStats {
 
 struct KvSample {
   Ps time_ps = 0;            // end of the iteration
+  Ps start_ps = 0;           // start of the iteration
   uint64_t used_blocks = 0;  // held during the iteration (before finished requests free theirs)
   uint32_t running = 0, waiting = 0;
-  uint32_t tokens = 0;  // tokens processed by the iteration
-  std::string group;    // "fused", "prefill" or "decode"
+  uint32_t tokens = 0;                             // tokens processed by the iteration
+  uint32_t prefill_tokens = 0, decode_tokens = 0;  // of which prefill chunks / decode steps
+  uint32_t sequences = 0;                          // requests that got work (chunks)
+  std::string group;                               // "fused", "prefill" or "decode"
 };
 
 struct ServeOutcome {

@@ -207,13 +207,51 @@ std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
   return s.str();
 }
 
+std::vector<traces::CounterTrack> KvCounters(const ServeOutcome& out) {
+  std::vector<traces::CounterTrack> tracks;
+  std::vector<Ps> last_end;
+  for (const KvSample& k : out.kv) {
+    size_t g = 0;
+    while (g < tracks.size() && tracks[g].name != "kv blocks used (" + k.group + ")") ++g;
+    if (g == tracks.size()) {
+      tracks.push_back({"kv blocks used (" + k.group + ")", "blocks", {}});
+      last_end.push_back(0);
+    }
+    tracks[g].points.emplace_back(k.start_ps, static_cast<double>(k.used_blocks));
+    last_end[g] = std::max(last_end[g], k.time_ps);
+  }
+  for (size_t g = 0; g < tracks.size(); ++g) tracks[g].points.emplace_back(last_end[g], 0.0);
+  return tracks;
+}
+
+void WriteServeTrace(const std::string& path, const ServeOutcome& out, const std::string& config_text) {
+  std::vector<traces::ServingIteration> its;
+  its.reserve(out.kv.size());
+  for (const KvSample& k : out.kv) {
+    traces::ServingIteration it;
+    it.group = k.group;
+    it.start_ps = k.start_ps;
+    it.end_ps = k.time_ps;
+    it.prefill_tokens = k.prefill_tokens;
+    it.decode_tokens = k.decode_tokens;
+    it.sequences = k.sequences;
+    it.running = k.running;
+    it.waiting = k.waiting;
+    it.kv_blocks = k.used_blocks;
+    its.push_back(std::move(it));
+  }
+  traces::WriteServingTrace(path, its, KvCounters(out), config_text);
+}
+
 namespace {
 
 const char* kUsage =
     "usage: tpsim serve EXPERIMENT [--set FIELD=VALUE]... [--engine analytical|tlm]\n"
     "                   [--requests-csv out.csv] [--kv-csv kv.csv] [--slo-ttft-ms X] [--slo-tpot-ms Y]\n"
+    "                   [--trace out.pftrace|out.json]\n"
     "Runs the experiment's request stream (workload.requests) through continuous batching\n"
-    "(mapping.serving) and prints TTFT / TPOT / latency percentiles, throughput and goodput.\n";
+    "(mapping.serving) and prints TTFT / TPOT / latency percentiles, throughput and goodput.\n"
+    "--trace writes one slice per iteration and the KV-cache use as a counter track.\n";
 
 const Location kCli{"<command line>", 1, 1};
 
@@ -246,7 +284,7 @@ void WriteFile(const std::string& path, const std::string& text, const std::stri
 
 int ServeCommand(const std::vector<std::string>& args) {
   try {
-    std::string path, engine_flag, requests_csv, kv_csv;
+    std::string path, engine_flag, requests_csv, kv_csv, trace_path;
     double slo_ttft = 0, slo_tpot = 0;
     std::vector<sim::Override> sets;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -266,6 +304,8 @@ int ServeCommand(const std::vector<std::string>& args) {
         requests_csv = value();
       } else if (a == "--kv-csv") {
         kv_csv = value();
+      } else if (a == "--trace") {
+        trace_path = value();
       } else if (a == "--slo-ttft-ms") {
         slo_ttft = ParsePositive(a, value());
       } else if (a == "--slo-tpot-ms") {
@@ -404,6 +444,13 @@ int ServeCommand(const std::vector<std::string>& args) {
     std::cout << SummaryText(m, slo_ttft, slo_tpot);
     if (!requests_csv.empty()) WriteFile(requests_csv, RequestsCsv(out), "--requests-csv");
     if (!kv_csv.empty()) WriteFile(kv_csv, KvCsv(out), "--kv-csv");
+    if (!trace_path.empty()) {
+      try {
+        WriteServeTrace(trace_path, out, sim::ResolvedText(e));
+      } catch (const std::runtime_error&) {
+        throw ConfigError(Diag{kCli, "--trace", trace_path, "cannot write the file"});
+      }
+    }
     return 0;
   } catch (const ConfigError& err) {
     for (const Diag& d : err.diags()) std::cerr << d.str() << "\n";

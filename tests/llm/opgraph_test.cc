@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "llm/model.h"
 
@@ -245,6 +246,80 @@ TEST(OpGraph, Qwen3MoeLayerShape) {
   EXPECT_EQ(ex2.m, 256u * K / E);
   // Active parameters per token: router + 8 experts, far below the 128 experts stored.
   EXPECT_LT(ex.weight_bytes * 10, ex2.weight_bytes);
+}
+
+// A continuous-batching iteration: one prefill chunk of 128 new tokens after 256 cached,
+// and two decode tokens after 100 and 300 cached. Weight GEMMs, norms and element-wise ops
+// run over all M = 130 rows; attention is per sequence over its own context.
+TEST(OpGraph, Qwen3_4BMixedBatchOneChunkTwoDecodes) {
+  constexpr uint64_t M = 128 + 1 + 1;
+  // Per sequence: new tokens S and context T = cached + S.
+  constexpr uint64_t S0 = 128, T0 = 256 + 128, S1 = 1, T1 = 100 + 1, S2 = 1, T2 = 300 + 1;
+  constexpr uint64_t kScores = kHeads * (S0 * T0 + S1 * T1 + S2 * T2);  // 32 x 49,554
+  static_assert(kScores == 1'585'728);
+  LayerGraph g = BuildMixedLayer(Qwen3_4B(), {{128, 256}, {1, 100}, {1, 300}}, 2);
+
+  EXPECT_FALSE(g.phase.decode);
+  EXPECT_EQ(g.phase.batch, 3u);
+  EXPECT_EQ(g.phase.new_tokens, M);
+  EXPECT_EQ(g.phase.cached, 300u);
+  for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
+    EXPECT_EQ(Find(g, name).m, M) << name;
+  const Op& qk = Find(g, "attn_qk");
+  EXPECT_EQ(qk.batch, 3 * kHeads);
+  EXPECT_EQ(qk.n, T0);  // the longest context
+  EXPECT_EQ(Find(g, "attn_pv").k, T0);
+
+  CheckOps(g, {
+                  {"q_proj", {2.0 * M * kH * kQ, (M * kH + kH * kQ) * kB, M * kQ * kB}},
+                  {"kv_write", {0, 2 * M * kKv * kB, 2 * M * kKv * kB}},
+                  {"attn_qk",
+                   {2.0 * kHeads * kHeadDim * (S0 * T0 + S1 * T1 + S2 * T2),
+                    (M * kQ + (T0 + T1 + T2) * kKv) * kB, kScores * kB}},
+                  {"softmax", {5.0 * kScores, kScores * kB, kScores * kB}},
+                  {"attn_pv",
+                   {2.0 * kHeads * kHeadDim * (S0 * T0 + S1 * T1 + S2 * T2),
+                    (kScores + (T0 + T1 + T2) * kKv) * kB, M * kQ * kB}},
+                  {"down_proj", {2.0 * M * kI * kH, (M * kI + kI * kH) * kB, M * kH * kB}},
+              });
+  // As the prefill test's total, with the attention terms summed per sequence.
+  constexpr double kFlops = 2.0 * M * (kLayerParams - 2 * kH - 2 * kHeadDim) +
+                            2 * 2.0 * kHeads * kHeadDim * (S0 * T0 + S1 * T1 + S2 * T2) +
+                            4.0 * (2 * M * kH + M * kQ + M * kKv) + 3.0 * M * (kQ + kKv) + 5.0 * kScores +
+                            5.0 * M * kI + 2.0 * M * kH;
+  static_assert(kFlops == 27'074'746'176.0);
+  EXPECT_DOUBLE_EQ(g.Flops(), kFlops);
+  EXPECT_EQ(g.WeightBytes(), kLayerParams * kB);
+}
+
+// A mixed iteration of a single chunk is exactly BuildLayer's graph for that chunk.
+TEST(OpGraph, MixedLayerOfOneChunkEqualsBuildLayer) {
+  const config::Model m = Qwen3_4B();
+  for (const SeqChunk c : {SeqChunk{256, 0}, SeqChunk{512, 1024}, SeqChunk{1, 1024}, SeqChunk{1, 0}}) {
+    SCOPED_TRACE(std::to_string(c.new_tokens) + " new after " + std::to_string(c.cached));
+    LayerGraph mixed = BuildMixedLayer(m, {c}, 2);
+    LayerGraph one = BuildLayer(
+        m, Phase{.decode = c.new_tokens == 1, .batch = 1, .new_tokens = c.new_tokens, .cached = c.cached});
+    EXPECT_EQ(mixed.phase.decode, one.phase.decode);
+    EXPECT_EQ(mixed.phase.batch, 1u);
+    EXPECT_EQ(mixed.phase.new_tokens, one.phase.new_tokens);
+    EXPECT_EQ(mixed.phase.cached, one.phase.cached);
+    ASSERT_EQ(mixed.ops.size(), one.ops.size());
+    for (size_t i = 0; i < one.ops.size(); ++i) {
+      const Op &a = mixed.ops[i], &b = one.ops[i];
+      EXPECT_EQ(a.name, b.name);
+      EXPECT_EQ(a.kind, b.kind) << b.name;
+      EXPECT_EQ(a.cls, b.cls) << b.name;
+      EXPECT_EQ(std::make_tuple(a.batch, a.m, a.n, a.k, a.elements),
+                std::make_tuple(b.batch, b.m, b.n, b.k, b.elements))
+          << b.name;
+      EXPECT_EQ(a.flops, b.flops) << b.name;
+      EXPECT_EQ(a.weight_bytes, b.weight_bytes) << b.name;
+      EXPECT_EQ(a.bytes_read, b.bytes_read) << b.name;
+      EXPECT_EQ(a.bytes_written, b.bytes_written) << b.name;
+      EXPECT_EQ(a.inputs, b.inputs) << b.name;
+    }
+  }
 }
 
 TEST(OpGraph, DegenerateModelDoesNotCrash) {

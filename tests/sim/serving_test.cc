@@ -1,13 +1,17 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "arch/chip.h"
 #include "configs/load.h"
 #include "llm/model.h"
 #include "mapping/mapping.h"
+#include "perfetto_trace.pb.h"
 #include "sim/engine.h"
 #include "sim/serving/requests.h"
 #include "sim/serving/scheduler.h"
@@ -172,6 +176,88 @@ TEST(ServingScheduler, SameSeedSameBytes) {
   EXPECT_NE(run(11), run(12));
 }
 
+// The trace's KV counter tracks carry exactly the scheduler's samples: per group, one point
+// per iteration at its start (ns = ps / 1000) with the blocks held, then 0 at the group's end.
+TEST(ServingTrace, KvCounterEqualsSchedulerSamples) {
+  namespace fs = std::filesystem;
+  // Prefill iterations 10 us, KV moves 1 us per token, decode iterations 7 us: two groups.
+  ServeOutcome out =
+      RunDisaggregated({Req(0, 0, 8, 3), Req(1, 5'000'000, 20, 4), Req(2, 6'000'000, 4, 2)},
+                       Cfg(100, 16, 4, 20), Fixed(10'000'000), Cfg(100, 100, 4, 20), Fixed(7'000'000),
+                       [](uint64_t tokens) { return static_cast<Ps>(tokens) * 1'000'000; });
+  ASSERT_GT(out.kv.size(), 4u);
+  std::map<std::string, std::vector<const KvSample*>> by_group;
+  for (const KvSample& k : out.kv) by_group[k.group].push_back(&k);
+  ASSERT_EQ(by_group.size(), 2u);
+
+  const fs::path dir = fs::temp_directory_path() / ("tpsim_serving_trace_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "serve.pftrace").string();
+  WriteServeTrace(path, out, "name: \"t\"\n");
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  perfetto::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(bytes.str()));
+
+  std::map<uint64_t, std::string> names;  // counter and thread tracks
+  std::map<std::string, std::vector<std::pair<uint64_t, double>>> counters;
+  std::vector<std::string> slices;
+  for (const auto& pkt : trace.packet()) {
+    if (pkt.has_track_descriptor()) {
+      const auto& td = pkt.track_descriptor();
+      names[td.uuid()] = td.has_counter() ? td.name() : td.thread().thread_name();
+    } else if (pkt.has_track_event()) {
+      const auto& te = pkt.track_event();
+      if (te.type() == perfetto::TrackEvent::TYPE_COUNTER) {
+        counters[names.at(te.track_uuid())].emplace_back(pkt.timestamp(), te.double_counter_value());
+      } else if (te.type() == perfetto::TrackEvent::TYPE_SLICE_BEGIN &&
+                 names.at(te.track_uuid()).rfind("iterations ", 0) == 0) {
+        slices.push_back(te.name());
+      }
+    }
+  }
+  ASSERT_EQ(counters.size(), 2u);
+  for (const auto& [group, samples] : by_group) {
+    SCOPED_TRACE(group);
+    const auto& pts = counters["kv blocks used (" + group + ")"];
+    ASSERT_EQ(pts.size(), samples.size() + 1);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      EXPECT_EQ(pts[i].first, static_cast<uint64_t>(samples[i]->start_ps / 1000));
+      EXPECT_EQ(pts[i].second, static_cast<double>(samples[i]->used_blocks));
+    }
+    EXPECT_EQ(pts.back().first, static_cast<uint64_t>(samples.back()->time_ps / 1000));
+    EXPECT_EQ(pts.back().second, 0.0);
+  }
+  // One slice per iteration, named by its token counts: the first prefill iteration is
+  // request 0's 8 prompt tokens alone (request 1 arrives at 5 us).
+  ASSERT_EQ(slices.size(), out.kv.size());
+  EXPECT_EQ(out.kv[0].group, "prefill");
+  EXPECT_EQ(out.kv[0].prefill_tokens, 8u);
+  EXPECT_EQ(out.kv[0].start_ps, 0);
+  EXPECT_EQ(out.kv[0].time_ps, 10'000'000);
+  EXPECT_EQ(std::count(slices.begin(), slices.end(), "prefill 8 + decode 0"), 1);
+  for (const KvSample& k : out.kv) {
+    EXPECT_EQ(k.prefill_tokens + k.decode_tokens, k.tokens);
+    EXPECT_EQ(k.time_ps - k.start_ps, k.group == "prefill" ? 10'000'000 : 7'000'000);
+    if (k.group == "decode") {
+      EXPECT_EQ(k.prefill_tokens, 0u);
+    }
+  }
+  // The JSON form holds the same counter points.
+  const std::string json = (dir / "serve.json").string();
+  WriteServeTrace(json, out, "name: \"t\"\n");
+  std::ifstream jf(json);
+  std::stringstream js;
+  js << jf.rdbuf();
+  size_t n = 0;
+  for (size_t at = js.str().find("\"ph\":\"C\""); at != std::string::npos;
+       at = js.str().find("\"ph\":\"C\"", at + 1))
+    ++n;
+  EXPECT_EQ(n, out.kv.size() + 2);
+  fs::remove_all(dir);
+}
+
 TEST(ServingRequests, CsvJsonlAndAzure) {
   auto a = ParseTrace("arrival_ms,prompt_tokens,output_tokens\n1500,10,3\n500,20,0\n", "t.csv", "");
   ASSERT_EQ(a.size(), 2u);
@@ -273,9 +359,24 @@ TEST(ServingEngine, ServeCommandEndToEnd) {
       << "mapping { tp: 4 serving { max_tokens_per_iteration: 128 chunk_tokens: 64 "
          "layers_simulated: 1 } }\n";
   std::string csv = (dir / "req.csv").string(), kv = (dir / "kv.csv").string();
-  int rc = ServeCommand(
-      {(dir / "exp.textproto").string(), "--requests-csv", csv, "--kv-csv", kv, "--slo-ttft-ms", "1000"});
+  std::string trace = (dir / "serve.pftrace").string();
+  int rc = ServeCommand({(dir / "exp.textproto").string(), "--requests-csv", csv, "--kv-csv", kv,
+                         "--slo-ttft-ms", "1000", "--trace", trace});
   ASSERT_EQ(rc, 0);
+  {
+    std::ifstream tf(trace, std::ios::binary);
+    std::stringstream tb;
+    tb << tf.rdbuf();
+    perfetto::Trace t;
+    ASSERT_TRUE(t.ParseFromString(tb.str()));
+    int counter_points = 0;
+    for (const auto& pkt : t.packet())
+      if (pkt.has_track_event() && pkt.track_event().type() == perfetto::TrackEvent::TYPE_COUNTER)
+        ++counter_points;
+    EXPECT_GT(counter_points, 1);
+  }
+  EXPECT_EQ(
+      ServeCommand({(dir / "exp.textproto").string(), "--trace", (dir / "no/such/dir/t.json").string()}), 2);
   std::ifstream in(csv);
   std::string line;
   int rows = 0;
