@@ -128,6 +128,36 @@ TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
   EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
 }
 
+// The CSVs of `tpsim serve --requests-csv R.csv --kv-csv K.csv` for a small disaggregated
+// run (one rejected request, one with a single output token: no TPOT).
+TEST_F(PlotTest, ServingRenders) {
+  std::ofstream(Path("req.csv"))
+      << "id,arrival_ms,prompt_tokens,output_tokens,first_token_ms,finish_ms,ttft_ms,mean_tpot_ms,"
+         "latency_ms,preemptions,status\n"
+         "0,0.000,406,171,340.506,13529.784,340.506,77.584,13529.784,0,ok\n"
+         "1,318.149,524,85,1031.388,7062.971,713.239,71.805,6744.822,0,ok\n"
+         "2,400.000,90000,4,,,,,,0,rejected\n"
+         "3,500.000,100,1,900.000,900.000,400.000,0.000,400.000,1,ok\n"
+         "4,800.000,300,20,1500.000,3000.000,700.000,78.947,2200.000,0,ok\n";
+  std::ofstream(Path("kv.csv")) << "group,time_ms,kv_blocks_used,kv_blocks_capacity,running,waiting,"
+                                   "iteration_tokens\n"
+                                   "prefill,340.506,26,100,0,0,406\n"
+                                   "prefill,737.903,33,100,1,0,512\n"
+                                   "prefill,1031.388,40,100,0,0,12\n"
+                                   "decode,400.000,27,120,1,0,1\n"
+                                   "decode,480.000,27,120,1,0,1\n"
+                                   "decode,1100.000,61,120,2,0,2\n"
+                                   "decode,13529.784,12,120,0,0,1\n";
+  ASSERT_EQ(PlotCommand({"serving", Path("req.csv"), Path("kv.csv"), "--out", Path("serving.png")}), 0);
+  ExpectPicture(Path("serving.png"), 3);
+  // Swapped files: the requests CSV lacks the KV columns and vice versa.
+  EXPECT_EQ(PlotCommand({"serving", Path("kv.csv"), Path("req.csv"), "--out", Path("bad.png")}), 2);
+  std::ofstream(Path("none_ok.csv")) << "id,output_tokens,ttft_ms,mean_tpot_ms,status\n0,4,,,rejected\n";
+  EXPECT_EQ(PlotCommand({"serving", Path("none_ok.csv"), Path("kv.csv"), "--out", Path("bad.png")}), 2);
+  EXPECT_EQ(PlotCommand({"serving", Path("req.csv"), "--out", Path("bad.png")}), 2);
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
 TEST_F(PlotTest, BadInputExitsTwo) {
   EXPECT_EQ(PlotCommand({"heatmap", Path("missing.json"), "--out", Path("x.png")}), 2);
   std::ofstream(Path("garbage.json")) << "{ not json";

@@ -8,7 +8,13 @@
       A Gantt chart per core from tasks[] (core, kind, op, start_ps, end_ps): one lane each
       for compute, transfer and memory.
   tpsim_plot.py sweep RESULTS.sqlite --x FIELD --y METRIC [--group FIELD] --out sweep.png
-      METRIC against FIELD from the table `points`, one line per value of --group.
+      METRIC against FIELD from the table `points`, one line per value of --group. Metrics
+      in picoseconds (*_ps) are drawn in us, ms or s (by their largest value); a numeric FIELD spanning 16x or more
+      (sequence lengths) gets a log2 axis with a tick per value.
+  tpsim_plot.py serving REQUESTS.csv KV.csv --out serving.png
+      From `tpsim serve --requests-csv REQUESTS.csv --kv-csv KV.csv`: the CDFs of TTFT and of
+      mean TPOT over completed requests (status ok; TPOT of requests with more than one output
+      token), and KV-cache blocks used over time per group against its capacity.
 
 RESULT.json is a tpsim Result (configs/schema/result.proto) in JSON, snake_case names.
 Node names "r{row}c{col}" place nodes on the grid; cores are numbered row-major on it.
@@ -18,6 +24,7 @@ same bytes. Bad input: a one-line error on stderr and exit status 2.
 """
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -161,7 +168,10 @@ def cmd_heatmap(args):
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
     core_cmap = plt.get_cmap("Greens")
     link_cmap = plt.get_cmap("inferno_r")
-    link_max = max([1.0] + [u for _, _, u in parsed])
+    # Link colours span [0, busiest link]: links of a compute-bound run are busy well
+    # under 1% of the time, and an absolute scale would draw them all alike. The colour
+    # bar shows the real values. Cores keep the absolute [0, 1] scale.
+    link_max = max([u for _, _, u in parsed if u > 0], default=1.0)
     core_norm = matplotlib.colors.Normalize(0, 1)
     link_norm = matplotlib.colors.Normalize(0, link_max)
     size = 0.5
@@ -171,7 +181,7 @@ def cmd_heatmap(args):
                                facecolor=core_cmap(core_norm(core_util[k])), edgecolor="black", lw=0.8))
         if len(core_util) <= 256:
             ax.text(x, y, f"{k}\n{100 * core_util[k]:.0f}%", ha="center", va="center",
-                    color="white" if core_util[k] > 0.6 else "black",
+                    color="white" if core_norm(core_util[k]) > 0.6 else "black",
                     fontsize=max(4, 9 - len(core_util) // 32))
     for n in sorted(names - set(core_names.values())):
         x, y = pos[n]
@@ -202,10 +212,15 @@ def cmd_heatmap(args):
     if data.get("experiment"):
         title = f"{data['experiment']}: {title}"
     ax.set_title(title)
+    decimals = max(0, 1 - math.floor(math.log10(link_max * 100)))
     fig.colorbar(matplotlib.cm.ScalarMappable(norm=link_norm, cmap=link_cmap), ax=ax,
-                 fraction=0.04, pad=0.02, label="link utilisation")
+                 fraction=0.04, pad=0.02,
+                 format=matplotlib.ticker.PercentFormatter(xmax=1.0, decimals=decimals),
+                 label="link utilisation (busy time / run time; scale to the busiest link)")
     fig.colorbar(matplotlib.cm.ScalarMappable(norm=core_norm, cmap=core_cmap), ax=ax,
-                 orientation="horizontal", fraction=0.04, pad=0.03, label="core busy fraction")
+                 orientation="horizontal", fraction=0.04, pad=0.03,
+                 format=matplotlib.ticker.PercentFormatter(xmax=1.0, decimals=0),
+                 label="core busy fraction")
     save(fig, args.out)
 
 
@@ -296,6 +311,13 @@ def cmd_sweep(args):
         series.setdefault("" if g is None else str(g), []).append((xv, y))
     if not series:
         raise UsageError(f"{args.db}: no rows with both {args.x} and {args.y}")
+    # Picosecond metrics read best in microseconds.
+    scale, ylabel = 1.0, args.y
+    if args.y.endswith("_ps"):
+        ymax = max((abs(y) for _, y, _ in rows if isinstance(y, (int, float))), default=0)
+        scale, unit = next((f, u) for f, u, lim in ((1e-12, "s", 1e12), (1e-9, "ms", 1e9), (1e-6, "us", 0))
+                           if ymax >= lim)
+        ylabel = f"{args.y[:-3]} ({unit})"
     matplotlib, plt = plt_module()
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
     def gkey(g):
@@ -305,17 +327,108 @@ def cmd_sweep(args):
             return (1, 0.0, g)
     for g in sorted(series, key=gkey):
         pts = sorted(series[g])
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+        ax.plot([p[0] for p in pts], [p[1] * scale for p in pts], marker="o",
                 label=f"{args.group}={g}" if args.group else None)
     if not numeric_x:
         ax.set_xticks(range(len(xcats)))
         ax.set_xticklabels(xcats, rotation=30, ha="right", fontsize=8)
+    else:
+        xs = sorted({p[0] for pts in series.values() for p in pts})
+        if xs[0] > 0 and xs[-1] / xs[0] >= 16:  # e.g. sequence lengths 128 ... 8192
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(xs)
+            ax.set_xticklabels([f"{x:g}" for x in xs], fontsize=8)
+            ax.minorticks_off()
     ax.set_xlabel(args.x)
-    ax.set_ylabel(args.y)
+    ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     if args.group:
         ax.legend(fontsize=8)
-    ax.set_title(f"{args.y} vs {args.x}" + (f" by {args.group}" if args.group else ""))
+    ax.set_title(f"{ylabel} vs {args.x}" + (f" by {args.group}" if args.group else ""))
+    fig.tight_layout()
+    save(fig, args.out)
+
+
+REQ_COLUMNS = ("id", "output_tokens", "ttft_ms", "mean_tpot_ms", "status")
+KV_COLUMNS = ("group", "time_ms", "kv_blocks_used", "kv_blocks_capacity")
+
+
+def read_csv(path, columns):
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = reader.fieldnames or []
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}")
+    except (csv.Error, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: not CSV: {e}")
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise UsageError(f"{path}: missing column(s) {', '.join(missing)}")
+    if not rows:
+        raise UsageError(f"{path}: no rows")
+    return rows
+
+
+def cdf_points(values):
+    v = sorted(values)
+    n = len(v)
+    return v, [(i + 1) / n for i in range(n)]
+
+
+def cmd_serving(args):
+    reqs = read_csv(args.requests, REQ_COLUMNS)
+    kv = read_csv(args.kv, KV_COLUMNS)
+    ttft, tpot = [], []
+    for i, r in enumerate(reqs):
+        if r["status"] != "ok":
+            continue
+        ttft.append(num(r["ttft_ms"], f"{args.requests} row {i + 2} ttft_ms"))
+        if num(r["output_tokens"], f"{args.requests} row {i + 2} output_tokens") > 1:
+            tpot.append(num(r["mean_tpot_ms"], f"{args.requests} row {i + 2} mean_tpot_ms"))
+    if not ttft:
+        raise UsageError(f"{args.requests}: no completed requests (status ok)")
+    groups = {}
+    for i, r in enumerate(kv):
+        g = groups.setdefault(r["group"], {"t": [], "used": [], "cap": 0.0})
+        g["t"].append(num(r["time_ms"], f"{args.kv} row {i + 2} time_ms") / 1e3)
+        g["used"].append(num(r["kv_blocks_used"], f"{args.kv} row {i + 2} kv_blocks_used"))
+        g["cap"] = max(g["cap"], num(r["kv_blocks_capacity"], f"{args.kv} row {i + 2} kv_blocks_capacity"))
+    matplotlib, plt = plt_module()
+    fig = plt.figure(figsize=FIGSIZE, dpi=DPI)
+    ax_ttft = fig.add_subplot(2, 2, 1)
+    ax_tpot = fig.add_subplot(2, 2, 2)
+    ax_kv = fig.add_subplot(2, 1, 2)
+    for ax, vals, name in ((ax_ttft, ttft, "TTFT"), (ax_tpot, tpot, "mean TPOT")):
+        if vals:
+            x, y = cdf_points(vals)
+            ax.step(x, y, where="post", color="tab:blue")
+            for q, ls in ((0.5, "--"), (0.99, ":")):
+                xv = x[min(len(x) - 1, max(0, math.ceil(q * len(x)) - 1))]
+                ax.axvline(xv, color="gray", ls=ls, lw=0.8, label=f"p{round(q * 100)} {xv:.1f} ms")
+            ax.legend(fontsize=8, loc="lower right")
+        else:
+            ax.text(0.5, 0.5, "no request with > 1 output token", ha="center", va="center",
+                    transform=ax.transAxes)
+        ax.set_xlabel(f"{name} (ms)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_ylim(0, 1.02)
+        ax.grid(True, alpha=0.3)
+        ax.set_title(f"{name} CDF ({len(vals)} requests)")
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+    for k, name in enumerate(sorted(groups)):
+        g = groups[name]
+        c = colours[k % len(colours)]
+        ax_kv.step(g["t"], g["used"], where="pre", color=c, label=f"{name} used")
+        if g["cap"] > 0:
+            ax_kv.axhline(g["cap"], color=c, ls="--", lw=0.8, label=f"{name} capacity {g['cap']:.0f}")
+    ax_kv.set_xlabel("time (s)")
+    ax_kv.set_ylabel("KV blocks")
+    ax_kv.set_ylim(bottom=0)
+    ax_kv.grid(True, alpha=0.3)
+    ax_kv.legend(fontsize=8, loc="upper right")
+    ax_kv.set_title("KV-cache use over time (blocks held during each iteration)")
     fig.tight_layout()
     save(fig, args.out)
 
@@ -335,11 +448,16 @@ def main(argv):
     s.add_argument("--y", required=True)
     s.add_argument("--group")
     s.add_argument("--out", required=True)
+    v = sub.add_parser("serving", help="TTFT and TPOT CDFs and KV use over time from tpsim serve CSVs")
+    v.add_argument("requests")
+    v.add_argument("kv")
+    v.add_argument("--out", required=True)
     try:
         args = p.parse_args(argv)
         if not args.cmd:
-            raise UsageError("expected a subcommand: heatmap, timeline or sweep")
-        {"heatmap": cmd_heatmap, "timeline": cmd_timeline, "sweep": cmd_sweep}[args.cmd](args)
+            raise UsageError("expected a subcommand: heatmap, timeline, sweep or serving")
+        {"heatmap": cmd_heatmap, "timeline": cmd_timeline, "sweep": cmd_sweep,
+         "serving": cmd_serving}[args.cmd](args)
     except UsageError as e:
         print(f"tpsim plot: {e}", file=sys.stderr)
         return 2
