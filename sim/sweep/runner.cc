@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -24,8 +27,6 @@
 
 #include "sim/engine.h"
 #include "sim/run.h"
-
-extern char** environ;
 
 namespace tpsim::sweep {
 
@@ -96,6 +97,13 @@ std::string Duration(double s) {
   return buf;
 }
 
+// Columns of the terminal on stderr; 80 when unknown.
+int TerminalColumns() {
+  struct winsize ws {};
+  if (::ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
 struct Planned {
   Point point;
   std::string hash;
@@ -141,14 +149,25 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = 0;
-    int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
+    // fork + exec rather than posix_spawn: the child asks to be killed when this
+    // worker thread's process dies (PR_SET_PDEATHSIG), so a SIGKILLed sweep leaves no
+    // orphaned simulation running. Only async-signal-safe calls after fork.
+    const pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the sweep died before prctl
+      int in = ::open("/dev/null", O_RDONLY);
+      int devnull = ::open("/dev/null", O_WRONLY);
+      int errfd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (in < 0 || devnull < 0 || errfd < 0) ::_exit(126);
+      ::dup2(in, 0);
+      ::dup2(devnull, 1);
+      ::dup2(errfd, 2);
+      ::execv(exe.c_str(), argv.data());
+      ::_exit(127);
+    }
+    const int rc = pid < 0 ? errno : 0;
     auto cleanup = [&] {
       std::error_code ec;
       for (const auto& f : {cfg, json, err}) std::filesystem::remove(f, ec);
@@ -326,14 +345,24 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
     double eta = rate > 0 ? static_cast<double>(to_run - finished) / rate : NAN;
     char buf[256];
     if (opts.tty) {
-      const int width = 30;
-      int fill = to_run ? static_cast<int>(width * finished / to_run) : width;
-      std::string bar(static_cast<size_t>(fill), '#');
-      bar.resize(width, '.');
-      std::snprintf(buf, sizeof(buf), "\r[%s] %llu/%llu  failed %llu  %.1f pt/s  ETA %s ", bar.c_str(),
+      // One line, redrawn in place: fitted to the terminal's width (read at each draw,
+      // so a resize is followed) and cleared to its end, so that it never wraps.
+      std::snprintf(buf, sizeof(buf), " %llu/%llu  failed %llu  %.1f pt/s  ETA %s",
                     static_cast<unsigned long long>(finished), static_cast<unsigned long long>(to_run),
                     static_cast<unsigned long long>(stats.failed), rate, Duration(eta).c_str());
-      log << buf << (final ? "\n" : "") << std::flush;
+      std::string text = buf;
+      const int cols = TerminalColumns();
+      const int width = std::min(30, cols - 1 - 2 - static_cast<int>(text.size()));
+      std::string line;
+      if (width >= 10) {
+        int fill = to_run ? static_cast<int>(static_cast<uint64_t>(width) * finished / to_run) : width;
+        std::string bar(static_cast<size_t>(fill), '#');
+        bar.resize(static_cast<size_t>(width), '.');
+        line = "[" + bar + "]";
+      }
+      line += text;
+      if (static_cast<int>(line.size()) > cols - 1) line.resize(static_cast<size_t>(std::max(cols - 1, 0)));
+      log << "\r" << line << "\x1b[K" << (final ? "\n" : "") << std::flush;
       drew = true;
     } else {
       std::snprintf(buf, sizeof(buf), "sweep: %llu/%llu points done, %llu failed, %.1f points/s, ETA %s\n",

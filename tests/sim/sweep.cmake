@@ -9,3 +9,10 @@ if(TARGET tpsim_sweep)
   add_dependencies(sweep_test tpsim_sweep_driver)
   target_compile_definitions(sweep_test PRIVATE TPSIM_SWEEP_DRIVER="$<TARGET_FILE:tpsim_sweep_driver>")
 endif()
+
+# End to end through the real `tpsim` binary (TPSIM_BINARY_DIR/bin/tpsim): a TLM
+# point in a child process and an analytical point, a time limit, SIGKILL + resume.
+if(TARGET tpsim_sweep)
+  tpsim_test(sweep_cli_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_cli_test.cc LIBS SQLite::SQLite3)
+  add_dependencies(sweep_cli_test tpsim)
+endif()

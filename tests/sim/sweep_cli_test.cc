@@ -1,0 +1,287 @@
+// End to end: the real `tpsim` binary running sweeps. A TLM point (in a child
+// process) and an analytical point into one store; a TLM point past its time
+// limit; SIGKILL of the real binary mid-sweep, then resume: every point exactly once;
+// SIGKILL of a TLM sweep leaves no orphaned child simulation behind.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tpsim::sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kTpsim = std::string(TPSIM_BINARY_DIR) + "/bin/tpsim";
+const std::string kBase = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
+
+// One small point of the reference job: 1 layer, 1 stage, TP=4, prompt 64, 1 decode step.
+const char* kSmallPoint = R"(
+axis { field: "workload.num_layers" values: "1" }
+axis { field: "mapping.pipeline_stages" values: "1" }
+axis { field: "workload.decode_steps" values: "1" }
+axis { field: "workload.seq_len" values: "64" }
+)";
+
+// 20 x 10 = 200 analytical points of the full reference job (2 decode steps).
+const char* kKillSweep = R"(
+axis { field: "workload.decode_steps" values: "2" }
+axis { field: "chip.noc.link_bandwidth_gbps" values: ["32", "48", "64", "80", "96", "112", "128", "144", "160",
+  "176", "192", "208", "224", "240", "256", "272", "288", "304", "320", "336"] }
+axis { field: "workload.seq_len" values: ["64", "96", "128", "160", "192", "224", "256", "288", "320", "352"] }
+)";
+
+std::vector<std::vector<std::string>> Query(const std::string& db, const std::string& sql) {
+  std::vector<std::vector<std::string>> rows;
+  sqlite3* h = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << "cannot open " << db;
+    sqlite3_close(h);
+    return rows;
+  }
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << sql << ": " << sqlite3_errmsg(h);
+  } else {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::vector<std::string> r;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        const unsigned char* t = sqlite3_column_text(st, c);
+        r.push_back(t ? reinterpret_cast<const char*>(t) : "NULL");
+      }
+      rows.push_back(std::move(r));
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return rows;
+}
+
+int64_t Scalar(const std::string& db, const std::string& sql) {
+  auto r = Query(db, sql);
+  if (r.empty() || r[0].empty() || r[0][0] == "NULL") {
+    ADD_FAILURE() << sql << ": no value";
+    return -1;
+  }
+  return std::stoll(r[0][0]);
+}
+
+// Starts `tpsim ARGS...` with stdout and stderr to `log`.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv = {const_cast<char*>(kTpsim.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    if (!std::freopen(log.c_str(), "w", stderr)) ::_exit(126);
+    ::dup2(2, 1);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Runs `tpsim ARGS...` to completion; returns its exit status (-1: killed).
+int RunTpsim(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = Spawn(args, log);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int64_t Rows(const std::string& db) {
+  if (!fs::exists(db)) return 0;
+  sqlite3* h = nullptr;
+  sqlite3_stmt* st = nullptr;
+  int64_t n = 0;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(h, "SELECT COUNT(*) FROM points", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    n = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return n;
+}
+
+// Waits (up to 60 s) until the store has at least `rows` rows; false when the child
+// exited first.
+bool WaitForRows(const std::string& db, int64_t rows, pid_t pid) {
+  for (int i = 0; i < 1200; ++i) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return false;
+    if (Rows(db) >= rows) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// Pids of live processes whose command line contains `needle`.
+std::vector<int> ProcessesMentioning(const std::string& needle) {
+  std::vector<int> pids;
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator("/proc", ec)) {
+    const std::string name = d.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = ReadFile(d.path() / "cmdline");
+    for (char& c : cmd) {
+      if (c == '\0') c = ' ';
+    }
+    std::string stat = ReadFile(d.path() / "stat");
+    size_t paren = stat.rfind(')');
+    bool zombie = paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+    if (!zombie && cmd.find(needle) != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+class SweepCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kTpsim)) << kTpsim << " not built";
+    dir_ = fs::temp_directory_path() / ("tpsim-sweep-cli-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string SweepFile(const std::string& name, const std::string& body) {
+    std::string p = (dir_ / name).string();
+    std::ofstream(p) << "base: \"" << kBase << "\"\n" << body;
+    return p;
+  }
+  std::string Path(const std::string& name) { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+TEST_F(SweepCliTest, TlmPointInAChildAndAnAnalyticalPointShareOneStore) {
+  const std::string db = Path("mixed.sqlite");
+  std::string tlm = SweepFile("tlm.textproto", std::string(kSmallPoint) + "engine: \"tlm\"\n");
+  std::string ana = SweepFile("ana.textproto", std::string(kSmallPoint) + "engine: \"analytical\"\n");
+  ASSERT_EQ(RunTpsim({"sweep", tlm, "--db", db, "--jobs", "1"}, Path("tlm.log")), 0)
+      << ReadFile(Path("tlm.log"));
+  ASSERT_EQ(RunTpsim({"sweep", ana, "--db", db, "--jobs", "1", "--csv", Path("out.csv")}, Path("ana.log")), 0)
+      << ReadFile(Path("ana.log"));
+
+  auto rows = Query(db,
+                    "SELECT engine, status, \"workload.seq_len\", \"workload.num_layers\", total_ps, "
+                    "prefill_ps, error, config_hash FROM points ORDER BY engine");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0], "analytical");
+  EXPECT_EQ(rows[1][0], "tlm");
+  for (const auto& r : rows) {
+    EXPECT_EQ(r[1], "ok") << r[0] << ": " << r[6];
+    EXPECT_EQ(r[2], "64");
+    EXPECT_EQ(r[3], "1");
+    EXPECT_GT(std::stoll(r[4]), 0) << r[0];
+    EXPECT_GT(std::stoll(r[5]), 0) << r[0];
+    EXPECT_LE(std::stoll(r[5]), std::stoll(r[4])) << r[0] << ": prefill within total";
+  }
+  // The engine is part of the resolved config, so the two points have distinct identities.
+  EXPECT_NE(rows[0][7], rows[1][7]);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM points WHERE config LIKE '%engine: \"tlm\"%'"), 1);
+  // The CSV export: a header and both rows.
+  std::istringstream csv(ReadFile(Path("out.csv")));
+  std::string line;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 3);
+
+  // Running both again runs nothing.
+  ASSERT_EQ(RunTpsim({"sweep", tlm, "--db", db}, Path("again.log")), 0);
+  EXPECT_NE(ReadFile(Path("again.log")).find("ran 0 (0 ok, 0 failed), 1 already stored"), std::string::npos)
+      << ReadFile(Path("again.log"));
+  EXPECT_EQ(Rows(db), 2);
+}
+
+TEST_F(SweepCliTest, TlmPointPastItsTimeLimitIsRecordedAsTimeout) {
+  // The full reference job under TLM takes far longer than 1 ms.
+  const std::string db = Path("limit.sqlite");
+  std::string s = SweepFile("limit.textproto", "engine: \"tlm\"\ntime_limit_s: 0.001\n");
+  ASSERT_EQ(RunTpsim({"sweep", s, "--db", db}, Path("limit.log")), 0) << ReadFile(Path("limit.log"));
+  auto rows = Query(db, "SELECT status, error, total_ps FROM points");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], "timeout");
+  EXPECT_NE(rows[0][1].find("time limit"), std::string::npos) << rows[0][1];
+  EXPECT_EQ(rows[0][2], "NULL");
+}
+
+TEST_F(SweepCliTest, SigkillMidSweepThenResumeRunsEveryPointExactlyOnce) {
+  const std::string db = Path("kill.sqlite");
+  std::string s = SweepFile("kill.textproto", kKillSweep);
+  std::vector<std::string> cmd = {"sweep", s, "--db", db, "--jobs", "2"};
+  pid_t pid = Spawn(cmd, Path("log1.txt"));
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(WaitForRows(db, 10, pid))
+      << "the sweep finished before it could be killed: " << ReadFile(Path("log1.txt"));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  const int64_t kept = Rows(db);
+  EXPECT_GE(kept, 10);
+  EXPECT_LT(kept, 200);
+  EXPECT_EQ(Query(db, "PRAGMA integrity_check")[0][0], "ok");
+
+  ASSERT_EQ(RunTpsim(cmd, Path("log2.txt")), 0) << ReadFile(Path("log2.txt"));
+  EXPECT_NE(ReadFile(Path("log2.txt")).find("ran " + std::to_string(200 - kept) + " "), std::string::npos)
+      << ReadFile(Path("log2.txt"));
+  EXPECT_NE(ReadFile(Path("log2.txt")).find(std::to_string(kept) + " already stored"), std::string::npos)
+      << ReadFile(Path("log2.txt"));
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM points"), 200);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(DISTINCT point_index) FROM points"), 200);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(DISTINCT config_hash) FROM points"), 200);
+  EXPECT_EQ(Scalar(db, "SELECT MIN(point_index) FROM points"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT MAX(point_index) FROM points"), 199);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM points WHERE status = 'ok' AND total_ps > 0"), 200);
+}
+
+TEST_F(SweepCliTest, SigkillOfATlmSweepLeavesNoChildSimulationRunning) {
+  // Full reference-job TLM points: each runs long enough to be in flight when killed.
+  const std::string db = Path("tlmkill.sqlite");
+  std::string s =
+      SweepFile("tlmkill.textproto",
+                "axis { field: \"workload.seq_len\" values: [\"256\", \"512\", \"1024\", \"2048\"] "
+                "}\nengine: \"tlm\"\n");
+  pid_t pid = Spawn({"sweep", s, "--db", db, "--jobs", "2"}, Path("tlmkill.log"));
+  ASSERT_GT(pid, 0);
+  const std::string needle = "tpsim-sweep-" + std::to_string(pid) + "/point-";
+  bool seen = false;
+  for (int i = 0; i < 600 && !seen; ++i) {
+    seen = !ProcessesMentioning(needle).empty();
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(seen) << "no child simulation seen: " << ReadFile(Path("tlmkill.log"));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::vector<int> left;
+  for (int i = 0; i < 100; ++i) {
+    left = ProcessesMentioning(needle);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (int p : left) ::kill(p, SIGKILL);
+  EXPECT_TRUE(left.empty()) << left.size() << " child simulations outlived the killed sweep";
+}
+
+}  // namespace
+}  // namespace tpsim::sweep
