@@ -211,6 +211,7 @@ class Lowerer : public GemmContext {
   RankGrid grid_;
   uint64_t d_ = 2;
   std::string algo_;
+  InSwitchReduction switch_;  // the chip's in-switch reduction (nvls), for ChooseCollective
   std::vector<int> cores_;
   RankGrid coll_grid_;  // the stage region's shape, for mesh_2d collectives (0 x 0: let it choose)
   std::vector<RankGrid> stage_grids_;
@@ -372,8 +373,9 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
                          const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
                          const std::string& base, const Layout& result) {
   std::string kname = ToString(kind);
-  NewOp(base + "." + kname, algo_);
-  Schedule sched = LowerCollective(algo_, kind, p_, elems * d_, align_elems * d_, coll_grid_);
+  const std::string algo = ChooseCollective(algo_, kind, p_, elems * d_, switch_);
+  NewOp(base + "." + kname, algo);
+  Schedule sched = LowerCollective(algo, kind, p_, elems * d_, align_elems * d_, coll_grid_);
   CollectiveInfo ci;
   ci.kind = kname;
   ci.algorithm = sched.algorithm;
@@ -401,6 +403,7 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
       tk.offset = x.offset;
       tk.dst_offset = x.DstOffset();
       tk.reduce = x.reduce;
+      if (sched.in_switch) tk.in_switch_gbps = switch_.bandwidth_gbps;
       tk.collective = coll;
       tk.coll_step = static_cast<uint16_t>(s);
       tk.deps = last_in[x.src].empty() ? Ready(t, x.src) : last_in[x.src];
@@ -550,7 +553,8 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
   CollectiveInfo ci;
   ci.kind = ToString(CollectiveKind::kRotate);
   Schedule sched =
-      LowerCollective(algo_, CollectiveKind::kRotate, p_, g.n * col_bytes, col_bytes, coll_grid_);
+      LowerCollective(ChooseCollective(algo_, CollectiveKind::kRotate, p_, g.n * col_bytes, switch_),
+                      CollectiveKind::kRotate, p_, g.n * col_bytes, col_bytes, coll_grid_);
   ci.algorithm = sched.algorithm;
   ci.bytes = g.n * col_bytes;
   ci.ranks = p_;
@@ -599,6 +603,7 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
       tk.offset = x.offset;
       tk.dst_offset = x.DstOffset();
       tk.reduce = x.reduce;
+      if (sched.in_switch) tk.in_switch_gbps = switch_.bandwidth_gbps;
       tk.collective = coll;
       tk.coll_step = static_cast<uint16_t>(s);
       tk.deps = last_in[x.src];
@@ -1003,7 +1008,8 @@ uint64_t Lowerer::WeightElemsPerCore(int layers) {
 Program Lowerer::Run() {
   p_ = static_cast<int>(m_.tp());
   d_ = DtypeBytes(wl_);
-  algo_ = m_.collective().empty() ? "ring" : m_.collective();
+  algo_ = m_.collective();  // resolved per collective by ChooseCollective ("" -> ring, "auto" -> rule)
+  switch_ = InSwitchReductionOf(chip_.config());
   int rows = static_cast<int>(m_.grid_rows());
   if (rows <= 0) {
     rows = 1;
@@ -1216,8 +1222,12 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   if (!m.placement().empty() && !Contains(places, m.placement()))
     add("mapping.placement", m.placement(), "unknown placement; valid: " + Join(places));
   const std::vector<std::string> colls = CollectiveNames();
-  if (!m.collective().empty() && !Contains(colls, m.collective()))
-    add("mapping.collective", m.collective(), "unknown collective algorithm; valid: " + Join(colls));
+  if (!m.collective().empty() && m.collective() != "auto" && !Contains(colls, m.collective()))
+    add("mapping.collective", m.collective(),
+        "unknown collective algorithm; valid: " + Join(colls) + ", auto");
+  if (m.collective() == "nvls" && !InSwitchReductionOf(chip.config()).available)
+    add("mapping.collective", m.collective(),
+        "needs a chip with noc.topology switch and collectives.in_switch_reduction true");
   const std::vector<std::string> weights = {"", "auto", "sram", "dram"};
   if (!Contains(weights, m.weights())) add("mapping.weights", m.weights(), "must be auto, sram or dram");
   if (tp > 0) {

@@ -46,6 +46,14 @@ struct Task {
   uint64_t offset = 0;      // transfers: byte offset in the collective's buffer
   uint64_t dst_offset = 0;  // transfers: where the range lands at dst_core (== offset except all_to_all)
   bool reduce = false;      // transfers: accumulate into the destination
+  // transfers: > 0 when the transfer goes through the switch's reduction/multicast
+  // engine (collective algorithm nvls) at this per-GPU rate in GB/s (bytes/ns).
+  // Both timing engines then ignore the links' bandwidth and contention: the task
+  // takes the hop latencies of its route plus its bytes at this rate through its
+  // source core's switch port, which the in-switch transfers from that core in
+  // the same (collective, coll_step) share (serialised in the TLM engine, each
+  // scaled by their count in the analytical one).
+  double in_switch_gbps = 0;
   uint32_t op = 0;          // index into Program::ops
   int32_t collective = -1;  // index into Program::collectives, -1 when none
   uint16_t coll_step = 0;   // step within the collective
@@ -55,7 +63,7 @@ struct Task {
 
 struct CollectiveInfo {
   std::string kind;       // all_reduce, all_gather, reduce_scatter, all_to_all, rotate, p2p
-  std::string algorithm;  // ring, bidirectional_ring, mesh_2d, halving_doubling, direct
+  std::string algorithm;  // ring, bidirectional_ring, mesh_2d, halving_doubling, direct, nvls
   uint64_t bytes = 0;     // per-rank payload (the full tensor size each rank holds)
   int ranks = 0;
   uint32_t op = 0;

@@ -2,6 +2,7 @@
 // `tpsim plot ...`: runs traces/plot/tpsim_plot.py (Python 3 + matplotlib, headless).
 //
 //   heatmap RESULT.json --out links.png        chip grid, links by utilisation, cores by busy fraction
+//   serving R.csv K.csv --out serving.png      TTFT/TPOT CDFs and KV use (from tpsim serve)
 //   timeline RESULT.json --out gantt.png       Gantt chart per core from result.tasks[]
 //   sweep RESULTS.sqlite --x FIELD --y METRIC [--group FIELD] --out sweep.png
 //

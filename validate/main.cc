@@ -97,31 +97,11 @@ void WriteFile(const std::string& path, const std::string& text) {
   if (!f || !(f << text)) throw std::runtime_error(path + ": cannot write");
 }
 
-// The analytical engine's time for one collective over `ranks` cores of `chip` (ring).
-int64_t PredictCollectivePs(const arch::Chip& chip, mapping::CollectiveKind kind, int ranks, uint64_t bytes) {
-  mapping::Schedule s = mapping::LowerCollective("ring", kind, ranks, bytes, 2);
-  mapping::Program p;
-  p.num_cores = chip.num_cores();
-  mapping::OpInfo op;
-  op.ref.op = mapping::ToString(kind);
-  op.ref.phase = "prefill";
-  p.ops.push_back(op);
-  std::vector<std::vector<uint32_t>> last(ranks);
-  for (size_t st = 0; st < s.steps.size(); ++st) {
-    std::vector<std::vector<uint32_t>> now(ranks);
-    for (const auto& x : s.steps[st].xfers) {
-      mapping::Task t;
-      t.id = static_cast<uint32_t>(p.tasks.size());
-      t.kind = mapping::TaskKind::kTransfer;
-      t.core = x.src, t.dst_core = x.dst, t.bytes = x.bytes, t.offset = x.offset, t.reduce = x.reduce;
-      t.coll_step = static_cast<uint16_t>(st);
-      t.deps = last[x.src];
-      now[x.dst].push_back(t.id);
-      p.tasks.push_back(t);
-    }
-    for (int r = 0; r < ranks; ++r)
-      if (!now[r].empty()) last[r] = now[r];
-  }
+// The analytical engine's time for one collective over `ranks` cores of `chip` with
+// `algorithm` (a registry name or "auto": mapping::ChooseCollective's rule).
+int64_t PredictCollectivePs(const arch::Chip& chip, const std::string& algorithm,
+                            mapping::CollectiveKind kind, int ranks, uint64_t bytes) {
+  mapping::Program p = mapping::CollectiveProgram(chip, algorithm, kind, ranks, bytes, 2);
   if (p.tasks.empty()) return 0;
   return sim::MakeEngine("analytical")->Run(p, chip).makespan_ps;
 }
@@ -144,30 +124,40 @@ int Collectives(const Options& o) {
   std::vector<CollectivePoint> pts = MeasureCollectives(sizes, o.run);
   const int devices = DeviceCount();
   const int ranks = devices >= 2 ? devices : chip.num_cores();
+  const mapping::InSwitchReduction sw = mapping::InSwitchReductionOf(cfg);
   std::cout << "# chip " << cfg.name() << "; " << devices << " GPU(s) here"
             << (devices >= 2 ? "" : ": fewer than 2, so nothing is measured") << "; predictions for " << ranks
-            << " ranks (analytical engine, ring)\n";
-  if (cfg.collectives().in_switch_reduction())
+            << " ranks (analytical engine)\n";
+  if (sw.available)
     std::cout
-        << "# note: the chip enables in-switch reduction (NVLS) from "
-        << cfg.collectives().in_switch_min_bytes() << " bytes and " << cfg.collectives().in_switch_min_ranks()
-        << " ranks, but the mapping library lowers every collective to point-to-point transfers, so these "
-           "predictions are ring only\n";
-  std::printf("%-15s %12s %12s %10s %10s %12s %10s %10s\n", "kind", "bytes", "time_us", "algbw", "busbw",
-              "pred_us", "pred_alg", "pred_bus");
+        << "# algo = tpsim's choice (mapping.collective auto): nvls (in-switch reduction) for all_reduce "
+           "from "
+        << sw.min_bytes << " bytes and " << sw.min_ranks << " ranks, at " << sw.bandwidth_gbps
+        << " GB/s bus bandwidth per GPU; ring otherwise. pred_* are for that choice, ring_us and nvls_us "
+           "for each algorithm forced\n";
+  else
+    std::cout << "# the chip has no in-switch reduction (collectives.in_switch_reduction): every prediction "
+                 "is ring\n";
+  std::printf("%-15s %12s %12s %10s %10s %5s %12s %10s %10s %12s %12s\n", "kind", "bytes", "time_us", "algbw",
+              "busbw", "algo", "pred_us", "pred_alg", "pred_bus", "ring_us", "nvls_us");
   nlohmann::json js = nlohmann::json::array();
   for (const auto& p : pts) {
     auto kind = p.kind == "all_reduce"   ? mapping::CollectiveKind::kAllReduce
                 : p.kind == "all_gather" ? mapping::CollectiveKind::kAllGather
                                          : mapping::CollectiveKind::kReduceScatter;
-    double pred_s = PredictCollectivePs(chip, kind, ranks, p.bytes) * 1e-12;
+    const std::string algo = mapping::ChooseCollective("auto", kind, ranks, p.bytes, sw);
+    double pred_s = PredictCollectivePs(chip, algo, kind, ranks, p.bytes) * 1e-12;
+    double ring_s = PredictCollectivePs(chip, "ring", kind, ranks, p.bytes) * 1e-12;
+    double nvls_s = sw.available ? PredictCollectivePs(chip, "nvls", kind, ranks, p.bytes) * 1e-12 : 0;
     double alg = p.measured ? AlgBandwidthGbps(p.bytes, p.seconds) : 0;
     double bus = p.measured ? BusBandwidthGbps(p.kind, p.bytes, p.seconds, ranks) : 0;
     double palg = AlgBandwidthGbps(p.bytes, pred_s), pbus = BusBandwidthGbps(p.kind, p.bytes, pred_s, ranks);
-    char t[32];
+    char t[32], nv[32];
     std::snprintf(t, sizeof t, p.measured ? "%.2f" : "unmeasured", p.seconds * 1e6);
-    std::printf("%-15s %12llu %12s %10.2f %10.2f %12.2f %10.2f %10.2f\n", p.kind.c_str(),
-                static_cast<unsigned long long>(p.bytes), t, alg, bus, pred_s * 1e6, palg, pbus);
+    std::snprintf(nv, sizeof nv, sw.available ? "%.2f" : "-", nvls_s * 1e6);
+    std::printf("%-15s %12llu %12s %10.2f %10.2f %5s %12.2f %10.2f %10.2f %12.2f %12s\n", p.kind.c_str(),
+                static_cast<unsigned long long>(p.bytes), t, alg, bus, algo.c_str(), pred_s * 1e6, palg, pbus,
+                ring_s * 1e6, nv);
     js.push_back({{"kind", p.kind},
                   {"bytes", p.bytes},
                   {"ranks", ranks},
@@ -175,7 +165,10 @@ int Collectives(const Options& o) {
                   {"time_us", p.seconds * 1e6},
                   {"algbw_gbps", alg},
                   {"busbw_gbps", bus},
+                  {"predicted_algorithm", algo},
                   {"predicted_us", pred_s * 1e6},
+                  {"predicted_ring_us", ring_s * 1e6},
+                  {"predicted_nvls_us", sw.available ? nlohmann::json(nvls_s * 1e6) : nlohmann::json()},
                   {"predicted_algbw_gbps", palg},
                   {"predicted_busbw_gbps", pbus}});
   }

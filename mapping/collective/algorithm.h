@@ -32,6 +32,7 @@ Schedule LowerBidirectionalRing(const Args& a);
 Schedule LowerMesh2d(const Args& a);
 Schedule LowerHalvingDoubling(const Args& a);
 Schedule LowerDirect(const Args& a);
+Schedule LowerNvls(const Args& a);
 
 // A set of byte ranges of the buffer (one rank's share in a pass).
 struct Range {

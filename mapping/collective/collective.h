@@ -27,6 +27,10 @@
 //   mesh_2d             rows then columns of an R x C rank grid (see mesh_2d.cc)
 //   halving_doubling    Rabenseifner, 2 log2 P steps for all_reduce
 //   direct              everyone to everyone, 1 step (2 for all_reduce)
+//   nvls                in-switch reduction (NVLink SHARP on NVSwitch): reduce into
+//                       chunk owners through the switch, then multicast (see nvls.cc);
+//                       all_reduce 2 steps, reduce_scatter and all_gather 1; its
+//                       Schedule has in_switch set
 // rotate is a ring rotation for every algorithm (bidirectional_ring: both ways);
 // all_to_all is rounds of pairwise swaps except for direct (one step). An
 // algorithm that cannot do a kind for a given P (e.g. halving_doubling with P not
@@ -36,6 +40,15 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "mapping/program.h"
+
+namespace tpsim::config {
+class Chip;
+}
+namespace tpsim::arch {
+class Chip;
+}
 
 namespace tpsim::mapping {
 
@@ -61,6 +74,9 @@ struct Schedule {
   std::string algorithm;  // the one actually used
   std::string note;       // fallback explanation, empty when none
   std::vector<CollectiveStep> steps;
+  // The transfers go through the switch's reduction / multicast engine, not over
+  // the links (only nvls); the lowering marks their Tasks (Task::in_switch_gbps).
+  bool in_switch = false;
 };
 
 // The grid the ranks form, for mesh_2d (rows x cols = P); 0 x 0 = choose.
@@ -79,6 +95,32 @@ void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, 
 Schedule LowerCollective(const std::string& algorithm, CollectiveKind kind, int ranks, uint64_t bytes,
                          uint64_t align, RankGrid grid = {});
 
+// Algorithm names LowerCollective accepts (the registry), without "auto".
 std::vector<std::string> CollectiveNames();
+
+// What a chip offers for in-switch reduction (NVLS), from its config.
+struct InSwitchReduction {
+  bool available = false;     // noc.topology "switch" and collectives.in_switch_reduction
+  uint64_t min_bytes = 0;     // collectives.in_switch_min_bytes
+  uint32_t min_ranks = 0;     // collectives.in_switch_min_ranks
+  double bandwidth_gbps = 0;  // collectives.in_switch_bandwidth_gbps (see nvls.cc for its meaning)
+};
+InSwitchReduction InSwitchReductionOf(const config::Chip& chip);
+
+// The selection rule: the algorithm one collective uses. `requested` is
+// mapping.collective: empty -> "ring"; "auto" -> "nvls" when sw.available, kind is
+// all_reduce, ranks >= sw.min_ranks and bytes >= sw.min_bytes, else "ring"; any
+// other name is returned as it is (forcing it). Never returns "auto".
+std::string ChooseCollective(const std::string& requested, CollectiveKind kind, int ranks, uint64_t bytes,
+                             const InSwitchReduction& sw);
+
+// One collective alone as a Program over cores 0..ranks-1 of `chip` (one op, one
+// CollectiveInfo; the algorithm chosen by ChooseCollective against the chip, nvls
+// transfers marked with the chip's in-switch bandwidth; deps as the lowering makes
+// them). For collective sweeps (tpsim-validate --collectives) and engine tests.
+// Throws std::invalid_argument as LowerCollective does, for ranks above the chip's
+// cores, and for nvls on a chip without in-switch reduction.
+Program CollectiveProgram(const arch::Chip& chip, const std::string& requested, CollectiveKind kind,
+                          int ranks, uint64_t bytes, uint64_t align);
 
 }  // namespace tpsim::mapping

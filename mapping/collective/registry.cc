@@ -12,7 +12,7 @@ namespace {
 constexpr collective::Algorithm kAlgorithms[] = {
     {"ring", &collective::LowerRing},      {"bidirectional_ring", &collective::LowerBidirectionalRing},
     {"mesh_2d", &collective::LowerMesh2d}, {"halving_doubling", &collective::LowerHalvingDoubling},
-    {"direct", &collective::LowerDirect},
+    {"direct", &collective::LowerDirect},  {"nvls", &collective::LowerNvls},
 };
 
 constexpr int kMaxRanks = 1024;  // ring all_reduce at 1024 ranks is already 2M transfers

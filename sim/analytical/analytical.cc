@@ -119,6 +119,7 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
   std::vector<RouteCache::Span> route_of(n, RouteCache::Span{0, 0});
   std::vector<uint32_t> grouped;  // transfers of a collective, sorted by (collective, step, id)
   std::vector<std::pair<int, int>> channel_cores;  // (channel, core) of every memory task
+  std::vector<uint32_t> in_switch;  // transfers through the switch engine (Task::in_switch_gbps)
 
   for (size_t i = 0; i < n; ++i) {
     const Task& t = tasks[i];
@@ -130,7 +131,11 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
       case TaskKind::kTransfer:
         if (t.core != t.dst_core) {
           route_of[i] = routes.Get(t.core, t.dst_core);
-          if (t.collective >= 0) grouped.push_back(static_cast<uint32_t>(i));
+          if (t.in_switch_gbps > 0) {
+            in_switch.push_back(static_cast<uint32_t>(i));
+          } else if (t.collective >= 0) {
+            grouped.push_back(static_cast<uint32_t>(i));
+          }
         }
         break;
       case TaskKind::kMemory:
@@ -183,9 +188,43 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
     g = e;
   }
 
+  // In-switch transfers (program.h): no link bandwidth or contention; the source
+  // core's switch port carries the bytes of all its in-switch transfers of one
+  // (collective, step), and each of them ends when the port has sent them all.
+  std::sort(in_switch.begin(), in_switch.end(), [&](uint32_t a, uint32_t b) {
+    const Task& x = tasks[a];
+    const Task& y = tasks[b];
+    if (x.collective != y.collective) return x.collective < y.collective;
+    if (x.coll_step != y.coll_step) return x.coll_step < y.coll_step;
+    if (x.core != y.core) return x.core < y.core;
+    return a < b;
+  });
+  for (size_t g = 0; g < in_switch.size();) {
+    const Task& first = tasks[in_switch[g]];
+    size_t e = g + 1;
+    uint64_t port_bytes = first.bytes;
+    while (first.collective >= 0 && e < in_switch.size() &&
+           tasks[in_switch[e]].collective == first.collective &&
+           tasks[in_switch[e]].coll_step == first.coll_step && tasks[in_switch[e]].core == first.core) {
+      port_bytes = std::min(std::numeric_limits<uint64_t>::max() - tasks[in_switch[e]].bytes, port_bytes) +
+                   tasks[in_switch[e]].bytes;
+      ++e;
+    }
+    for (size_t j = g; j < e; ++j) {
+      const uint32_t i = in_switch[j];
+      const auto r = route_of[i];
+      Ps latency = 0;
+      for (uint32_t h = 0; h < r.size; ++h)
+        latency = SatAdd(latency, links[route_links[r.begin + h]].latency_ps);
+      duration[i] =
+          tasks[i].bytes == 0 ? 0 : SatAdd(latency, SerialisationPs(port_bytes, tasks[i].in_switch_gbps));
+    }
+    g = e;
+  }
+
   for (size_t i = 0; i < n; ++i) {
     const Task& t = tasks[i];
-    if (t.kind != TaskKind::kTransfer || t.core == t.dst_core) continue;
+    if (t.kind != TaskKind::kTransfer || t.core == t.dst_core || t.in_switch_gbps > 0) continue;
     const Ps alone = chip.TransferTime(t.core, t.dst_core, t.bytes);
     Ps extra = 0;
     if (factor[i] > 1.0) {

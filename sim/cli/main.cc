@@ -279,6 +279,7 @@ std::vector<std::string> Rest(Args& a) {
 const char* kPlotUsage = R"(usage: tpsim plot heatmap RESULT.json --out links.png
        tpsim plot timeline RESULT.json --out gantt.png   (RESULT from run --tasks --out)
        tpsim plot sweep RESULTS.sqlite --x FIELD --y METRIC [--group FIELD] --out sweep.png
+       tpsim plot serving REQUESTS.csv KV.csv --out serving.png   (CSVs from tpsim serve)
 )";
 int Plot(Args& a) { return traces::PlotCommand(Rest(a)); }
 

@@ -40,6 +40,7 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
   const arch::Chip& chip = st_->chip;
   const auto& links = chip.links();
   link_free_.assign(links.size(), 0);
+  port_free_.assign(static_cast<size_t>(std::max(0, chip.num_cores())), 0);
   usage_.assign(links.size(), LinkUsage{});
   const auto& tasks = st_->program.tasks;
   route_of_.assign(tasks.size(), 0);
@@ -126,6 +127,24 @@ void Network::Process() {
 void Network::Inject(const Event& e) {
   Message& m = messages_[e.slot];
   if (m.hops == 0) {
+    Finish(m, e.slot);
+    return;
+  }
+  const mapping::Task& t = st_->program.tasks[m.task];
+  if (t.in_switch_gbps > 0) {
+    // Through the switch engine (mapping/program.h): the source core's switch
+    // port serialises its in-switch transfers; the links are not used.
+    Ps latency = 0;
+    for (uint32_t h = 0; h < m.hops; ++h)
+      latency += st_->chip.links()[route_links_[m.route_begin + h]].latency_ps;
+    Ps& port = port_free_[t.core];
+    const Ps start = std::max(e.t, port);
+    const Ps ser = CeilSerialisePs(m.bytes, t.in_switch_gbps);
+    port = ser > std::numeric_limits<Ps>::max() - start ? std::numeric_limits<Ps>::max() : start + ser;
+    m.start_ps = start;
+    m.done_ps =
+        port > std::numeric_limits<Ps>::max() - latency ? std::numeric_limits<Ps>::max() : port + latency;
+    m.arrived = m.packets;
     Finish(m, e.slot);
     return;
   }

@@ -1,7 +1,9 @@
 #pragma once
 // The on-chip network: every directed link of the chip serialises packets at
 // its bandwidth, in age order, with cut-through across hops (the model is
-// stated in tlm_engine.h). One TLM target for all cores; link state is a
+// stated in tlm_engine.h). In-switch transfers (Task::in_switch_gbps > 0) skip
+// the links: each core's switch port sends them one after another at that rate,
+// and they arrive after their route's hop latencies. One TLM target for all cores; link state is a
 // "free at" time per link, packet departures are computed from it, and the
 // only events are message starts and packet arrivals at a hop after the first
 // (at most one pending event per message and hop).
@@ -76,6 +78,7 @@ class Network : public sc_core::sc_module {
   std::vector<uint32_t> route_of_;  // per task: offset into route_links_ (transfers only)
   std::vector<uint32_t> hops_of_;
   std::vector<Ps> link_free_;
+  std::vector<Ps> port_free_;  // per core: when its switch port is free (in-switch transfers)
   std::vector<LinkUsage> usage_;
   std::vector<Message> messages_;
   std::vector<uint32_t> free_slots_;

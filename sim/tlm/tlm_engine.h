@@ -36,6 +36,10 @@
 //             src == dst or B == 0 takes 0 ps, as in TransferTime.
 //             Events: one per message start and one per packet per hop after
 //             the first; nothing happens on an idle link.
+//             In-switch transfers (Task::in_switch_gbps > 0, collective nvls)
+//             bypass the links: the source core's switch port sends them in
+//             arrival order at in_switch_gbps, each arriving the route's hop
+//             latencies after its last byte left the port.
 //   memory    each channel serves requests in arrival order: a request waits
 //             for the channel, occupies it for DramTime - latency (the
 //             serialisation) and completes DramTime after it started, so an

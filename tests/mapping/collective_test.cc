@@ -361,7 +361,7 @@ TEST(Collective, BadInputIsRejectedWithAPlainMessage) {
     EXPECT_NE(msg.find("tree"), std::string::npos);
     for (const std::string& n : CollectiveNames()) EXPECT_NE(msg.find(n), std::string::npos) << msg;
   }
-  EXPECT_EQ(CollectiveNames().size(), 5u);
+  EXPECT_EQ(CollectiveNames().size(), 6u);
   EXPECT_THROW(LowerCollective("ring", CollectiveKind::kAllReduce, 0, 1024, 4), std::invalid_argument);
   EXPECT_THROW(LowerCollective("ring", CollectiveKind::kAllReduce, -3, 1024, 4), std::invalid_argument);
   EXPECT_THROW(LowerCollective("direct", CollectiveKind::kAllReduce, 1025, 1 << 20, 4),

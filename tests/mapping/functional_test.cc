@@ -65,6 +65,7 @@ TEST_F(FunctionalTest, EveryPartitionerCollectivePlacementAndTp) {
   for (const std::string& part : PartitionerNames())
     for (const std::string& coll : CollectiveNames())
       for (const std::string& place : PlacementNames()) {
+        if (coll == "nvls") continue;   // needs a switch chip: NvlsAndAutoOnASwitchChip
         if (place == "file") continue;  // FilePlacement covers it
         for (int tp : {2, 4, 8}) {
           config::Mapping m = Map(tp, part, coll, place);
@@ -77,6 +78,26 @@ TEST_F(FunctionalTest, EveryPartitionerCollectivePlacementAndTp) {
         }
       }
   EXPECT_GE(runs, 5 * 5 * 6 * 3);
+}
+
+TEST_F(FunctionalTest, NvlsAndAutoOnASwitchChip) {
+  // Every partitioner with nvls forced and with auto (min_bytes 0: every
+  // all_reduce over >= 4 ranks goes through the switch) on an 8-core switch chip.
+  const arch::Chip chip = arch::Chip::Build(testing::SwitchChip(8, 0));
+  const auto wl = Work(8, 1, 2);
+  const auto ref = RunReference(SmallModel(), wl);
+  int nvls_collectives = 0;
+  for (const std::string& part : PartitionerNames())
+    for (const char* coll : {"nvls", "auto"})
+      for (int tp : {2, 4, 8}) {
+        config::Mapping m = Map(tp, part, coll);
+        if (part == "mn_2d") m.set_grid_rows(tp == 2 ? 1 : 2);
+        SCOPED_TRACE(part + " / " + coll + " / tp " + std::to_string(tp));
+        Program p = Lower(chip, SmallModel(), wl, m);
+        for (const auto& c : p.collectives) nvls_collectives += c.algorithm == "nvls";
+        EXPECT_LT(MaxRelativeError(RunFunctional(p), ref), kTol);
+      }
+  EXPECT_GT(nvls_collectives, 0);
 }
 
 TEST_F(FunctionalTest, MixedOverridesAndLayoutConversions) {

@@ -39,6 +39,26 @@ inline config::Chip MeshChip(int rows, int cols, uint64_t sram_bytes) {
   return c;
 }
 
+// `n` cores behind one switch (a GPU node) with in-switch reduction from
+// `min_bytes` and 4 ranks at 480 GB/s; per-core DRAM as MeshChip.
+inline config::Chip SwitchChip(int n, uint64_t min_bytes, bool in_switch = true) {
+  config::Chip c = MeshChip(1, n, uint64_t{1} << 30);
+  c.set_name("test-switch");
+  auto* noc = c.mutable_noc();
+  noc->Clear();
+  noc->set_topology("switch");
+  noc->set_nodes(n);
+  noc->set_link_bandwidth_gbps(100);
+  noc->set_link_latency_ns(1);
+  noc->set_switch_latency_ns(1);
+  auto* k = c.mutable_collectives();
+  k->set_in_switch_reduction(in_switch);
+  k->set_in_switch_min_bytes(min_bytes);
+  k->set_in_switch_min_ranks(4);
+  k->set_in_switch_bandwidth_gbps(480);
+  return c;
+}
+
 // hidden 64, 4 heads, 2 KV heads, head_dim 16, intermediate 128, qk_norm.
 inline config::Model SmallModel() {
   config::Model m;

@@ -9,6 +9,9 @@
 #include <limits>
 #include <string>
 
+#include "configs/load.h"
+#include "mapping/collective/collective.h"
+
 namespace tpsim::sim {
 namespace {
 
@@ -341,6 +344,43 @@ TEST(AnalyticalEngine, EmptyProgram) {
   EXPECT_EQ(out.makespan_ps, 0);
   EXPECT_TRUE(out.tasks.empty());
   EXPECT_EQ(out.links.size(), Mesh().links().size());
+}
+
+arch::Chip ShippedChip(const std::string& name) {
+  config::Chip c;
+  config::ParseFile(std::string(TPSIM_SOURCE_DIR) + "/configs/chips/" + name + ".textproto", &c, nullptr);
+  return arch::Chip::Build(c);
+}
+
+TEST(AnalyticalEngine, NvlsAgainstRingAllReduceOnH200ByHand) {
+  // 64 MiB (67,108,864 B) all_reduce over the 8 GPUs of h200-sxm-8, bf16.
+  // Route GPU -> switch -> GPU: 250 ns + (250 + 100) ns = 600,000 ps of latency.
+  // Chunk = 67,108,864 / 8 = 8,388,608 B.
+  const arch::Chip chip = ShippedChip("h200-sxm-8");
+  const uint64_t bytes = uint64_t{64} << 20;
+  const auto kAr = mapping::CollectiveKind::kAllReduce;
+  auto run = [&](const std::string& algo) {
+    return MakeAnalyticalEngine()->Run(mapping::CollectiveProgram(chip, algo, kAr, 8, bytes, 2), chip);
+  };
+  // ring: 2 (P-1) = 14 steps, each rank sends one chunk to its successor over its
+  // own two links (no sharing): ceil(8,388,608,000 / 450) = 18,641,352 ps + 600,000
+  // = 19,241,352 ps per step; 14 x = 269,378,928 ps (busbw = 1.75 x 64 MiB / that
+  // = 436 GB/s).
+  EXPECT_EQ(run("ring").makespan_ps, 269'378'928);
+  // nvls: 2 steps; in each, a GPU's switch port carries 7 chunks = 58,720,256 B at
+  // 480 GB/s: ceil(58,720,256,000 / 480) = 122,333,867 ps + 600,000 = 122,933,867;
+  // 2 x = 245,867,734 ps (busbw = 1.75 x 64 MiB / that = 477.6 GB/s).
+  EXPECT_EQ(run("nvls").makespan_ps, 245'867'734);
+  // auto picks nvls here (64 MiB >= 1 MiB, 8 >= 4 ranks): the same time.
+  mapping::Program autop = mapping::CollectiveProgram(chip, "auto", kAr, 8, bytes, 2);
+  EXPECT_EQ(autop.collectives[0].algorithm, "nvls");
+  EXPECT_EQ(autop.ops[0].ref.partition, "nvls");
+  EXPECT_EQ(MakeAnalyticalEngine()->Run(autop, chip).makespan_ps, 245'867'734);
+  // Below in_switch_min_bytes auto is ring: 512 KiB, chunk 65,536 B:
+  // ceil(65,536,000 / 450) = 145,636 + 600,000 = 745,636 ps per step, 14 x = 10,438,904.
+  mapping::Program small = mapping::CollectiveProgram(chip, "auto", kAr, 8, 512 << 10, 2);
+  EXPECT_EQ(small.collectives[0].algorithm, "ring");
+  EXPECT_EQ(MakeAnalyticalEngine()->Run(small, chip).makespan_ps, 10'438'904);
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ struct Lowered {
   LaunchPlan plan;
 };
 
-Lowered LowerQwen(int tp, uint32_t decode_steps = 0) {
+Lowered LowerQwen(int tp, uint32_t decode_steps = 0, const std::string& collective = "ring",
+                  uint32_t seq_len = 128) {
   const std::string dir = std::string(TPSIM_SOURCE_DIR) + "/configs/";
   config::Chip cfg;
   config::ParseFile(dir + "chips/h200-sxm-8.textproto", &cfg, nullptr);
@@ -28,7 +29,7 @@ Lowered LowerQwen(int tp, uint32_t decode_steps = 0) {
   config::Model model = llm::LoadModelFile(dir + "models/qwen3-4b.json", &locs);
   config::Workload wl;
   wl.set_batch(1);
-  wl.set_seq_len(128);
+  wl.set_seq_len(seq_len);
   wl.set_num_layers(1);
   wl.set_decode_steps(decode_steps);
   wl.set_dtype("bf16");
@@ -36,7 +37,7 @@ Lowered LowerQwen(int tp, uint32_t decode_steps = 0) {
   m.set_tp(tp);
   m.set_partition("megatron");
   m.set_placement("linear");
-  m.set_collective("ring");
+  m.set_collective(collective);
   Lowered l;
   l.prog = mapping::Lower(chip, model, wl, m);
   l.plan = PlanLaunches(l.prog, 2);
@@ -159,6 +160,32 @@ TEST(Plan, DumpNamesGpusKernelsAndCollectives) {
   EXPECT_NE(d.find("ncclAllReduce" + std::string(28 - 13 + 1, ' ') + "bytes=655360 count=327680 ranks=2"),
             std::string::npos)
       << d;
+}
+
+TEST(Plan, NvlsAllReduceIsOneNcclAllReducePerRank) {
+  // S = 256: each block all-reduce carries 256 * 2560 * 2 = 1,310,720 B >= 1 MiB
+  // (h200-sxm-8's in_switch_min_bytes), so auto picks nvls at TP 8; NCCL still gets
+  // one ncclAllReduce of the whole buffer per GPU (it picks NVLS itself).
+  Lowered l = LowerQwen(8, 0, "auto", 256);
+  ASSERT_EQ(l.prog.collectives.size(), 2u);
+  for (const auto& ci : l.prog.collectives) EXPECT_EQ(ci.algorithm, "nvls");
+  for (const GpuPlan& g : l.plan.gpus) {
+    ASSERT_EQ(g.NumCollectives(), 2u) << "GPU " << g.gpu;
+    for (const OpPlan& o : g.ops)
+      for (const Launch& ln : o.launches) {
+        if (!IsCollective(ln.kind)) continue;
+        EXPECT_EQ(ln.kind, LaunchKind::kAllReduce);
+        EXPECT_EQ(ln.bytes, 1310720u);
+        EXPECT_EQ(ln.count, 655360u);
+        EXPECT_EQ(ln.nranks, 8);
+      }
+  }
+  EXPECT_NE(l.plan.Dump(l.prog).find("ranks=8 (collective 0, nvls)"), std::string::npos)
+      << l.plan.Dump(l.prog);
+  // S = 128 (655,360 B < 1 MiB): ring, still one ncclAllReduce.
+  Lowered small = LowerQwen(8, 0, "auto", 128);
+  for (const auto& ci : small.prog.collectives) EXPECT_EQ(ci.algorithm, "ring");
+  EXPECT_EQ(small.plan.gpus[0].NumCollectives(), 2u);
 }
 
 TEST(Plan, DecodeStepsKeepOneCallPerCollective) {

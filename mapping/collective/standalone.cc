@@ -1,0 +1,65 @@
+// CollectiveProgram: one collective alone in a Program, for collective sweeps and
+// engine tests. Deps follow the lowering (mapping/lower.cc): a transfer waits for
+// the transfers of the latest earlier step that wrote into its source rank.
+
+#include <stdexcept>
+
+#include "arch/chip.h"
+#include "mapping/collective/collective.h"
+
+namespace tpsim::mapping {
+
+Program CollectiveProgram(const arch::Chip& chip, const std::string& requested, CollectiveKind kind,
+                          int ranks, uint64_t bytes, uint64_t align) {
+  if (ranks > chip.num_cores()) {
+    throw std::invalid_argument("collective over " + std::to_string(ranks) + " ranks on a chip of " +
+                                std::to_string(chip.num_cores()) + " cores");
+  }
+  const InSwitchReduction sw = InSwitchReductionOf(chip.config());
+  const std::string algo = ChooseCollective(requested, kind, ranks, bytes, sw);
+  if (algo == "nvls" && !sw.available) {
+    throw std::invalid_argument("collective nvls: chip " + chip.config().name() +
+                                " has no in-switch reduction (noc.topology switch and "
+                                "collectives.in_switch_reduction)");
+  }
+  Schedule s = LowerCollective(algo, kind, ranks, bytes, align);
+  Program p;
+  p.num_cores = chip.num_cores();
+  OpInfo op;
+  op.ref.phase = "prefill";
+  op.ref.op = ToString(kind);
+  op.ref.partition = s.note.empty() ? s.algorithm : s.algorithm + " (" + s.note + ")";
+  p.ops.push_back(op);
+  CollectiveInfo ci;
+  ci.kind = ToString(kind);
+  ci.algorithm = s.algorithm;
+  ci.bytes = bytes;
+  ci.ranks = ranks;
+  p.collectives.push_back(ci);
+  std::vector<std::vector<uint32_t>> last(ranks);
+  for (size_t st = 0; st < s.steps.size(); ++st) {
+    std::vector<std::vector<uint32_t>> now(ranks);
+    for (const Xfer& x : s.steps[st].xfers) {
+      Task t;
+      t.id = static_cast<uint32_t>(p.tasks.size());
+      t.kind = TaskKind::kTransfer;
+      t.core = x.src;
+      t.dst_core = x.dst;
+      t.bytes = x.bytes;
+      t.offset = x.offset;
+      t.dst_offset = x.DstOffset();
+      t.reduce = x.reduce;
+      if (s.in_switch) t.in_switch_gbps = sw.bandwidth_gbps;
+      t.collective = 0;
+      t.coll_step = static_cast<uint16_t>(st);
+      t.deps = last[x.src];
+      now[x.dst].push_back(t.id);
+      p.tasks.push_back(std::move(t));
+    }
+    for (int r = 0; r < ranks; ++r)
+      if (!now[r].empty()) last[r] = std::move(now[r]);
+  }
+  return p;
+}
+
+}  // namespace tpsim::mapping
