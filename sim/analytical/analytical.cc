@@ -22,7 +22,10 @@ bool IsGemmKind(llm::OpKind k) {
 // Serialisation of `bytes` at `gbps` (bytes per ns), rounded up to a picosecond.
 Ps SerialisationPs(uint64_t bytes, double gbps) {
   if (bytes == 0 || gbps <= 0) return 0;
-  return static_cast<Ps>(std::ceil(static_cast<double>(bytes) * 1000.0 / gbps));
+  const double ps = std::ceil(static_cast<double>(bytes) * 1000.0 / gbps);
+  // Saturate: converting a double past int64's range is undefined behaviour.
+  if (!(ps < static_cast<double>(std::numeric_limits<Ps>::max()))) return std::numeric_limits<Ps>::max();
+  return static_cast<Ps>(ps);
 }
 
 // Routes between core pairs, computed once per Run and stored flat.
@@ -238,7 +241,7 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
       const int l = route_links[r.begin + h];
       LinkUsage& u = out.links[l];
       u.bytes += t.bytes;
-      u.busy_ps += SerialisationPs(t.bytes, links[l].bandwidth_gbps);
+      u.busy_ps = SatAdd(u.busy_ps, SerialisationPs(t.bytes, links[l].bandwidth_gbps));
       u.max_queue_ps = std::max(u.max_queue_ps, extra);
     }
   }
@@ -256,7 +259,7 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
     duration[i] = share > 1 ? chip.DramTime(t.channel, SatMul(t.bytes, share)) : alone;
     ChannelUsage& u = out.channels[t.channel];
     u.bytes += t.bytes;
-    u.busy_ps += std::max<Ps>(0, alone - channels[t.channel].latency_ps);
+    u.busy_ps = SatAdd(u.busy_ps, std::max<Ps>(0, alone - channels[t.channel].latency_ps));
     u.max_queue_ps = std::max(u.max_queue_ps, duration[i] - alone);
   }
 
