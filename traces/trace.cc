@@ -9,11 +9,9 @@
 #include <stdexcept>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "perfetto_trace.pb.h"
 
@@ -26,14 +24,59 @@ using sim::Ps;
 enum Group { kCompute = 0, kSend = 1, kRecv = 2, kDram = 3, kNumGroups = 4 };
 const char* const kGroupNames[kNumGroups] = {"compute", "send", "recv", "dram"};
 
+// A debug annotation. String values are views (`sv`) of strings that outlive the ArgList, or of
+// the Arg's own `s` when composed (Str() picks).
 struct Arg {
   enum Type { kInt, kUint, kDouble, kString, kBool } type = kInt;
   const char* name = "";
   int64_t i = 0;
   uint64_t u = 0;
   double d = 0;
+  std::string_view sv;
   std::string s;
+  bool owned = false;
+  std::string_view Str() const { return owned ? std::string_view(s) : sv; }
 };
+
+// Arguments of one slice; Clear() keeps the Args (and their string capacity) for reuse.
+class ArgList {
+ public:
+  void Clear() { n_ = 0; }
+  size_t size() const { return n_; }
+  const Arg& operator[](size_t k) const { return v_[k]; }
+  const Arg* begin() const { return v_.data(); }
+  const Arg* end() const { return v_.data() + n_; }
+  Arg& Add(Arg::Type type, const char* name) {
+    if (n_ == v_.size()) v_.emplace_back();
+    Arg& a = v_[n_++];
+    a.type = type;
+    a.name = name;
+    a.owned = false;
+    return a;
+  }
+  void Int(const char* n, int64_t v) { Add(Arg::kInt, n).i = v; }
+  void Uint(const char* n, uint64_t v) { Add(Arg::kUint, n).u = v; }
+  void Double(const char* n, double v) { Add(Arg::kDouble, n).d = v; }
+  void Bool(const char* n, bool v) { Add(Arg::kBool, n).i = v ? 1 : 0; }
+  void Str(const char* n, std::string_view v) { Add(Arg::kString, n).sv = v; }
+  // A composed string value: the returned buffer, cleared, becomes the value.
+  std::string* OwnedStr(const char* n) {
+    Arg& a = Add(Arg::kString, n);
+    a.owned = true;
+    a.s.clear();
+    return &a.s;
+  }
+
+ private:
+  std::vector<Arg> v_;
+  size_t n_ = 0;
+};
+
+void AppendNum(uint64_t v, std::string* o) {
+  char b[24];
+  auto r = std::to_chars(b, b + sizeof b, v);
+  o->append(b, r.ptr);
+}
 
 // Slices hold only what places them; names and annotations are made when written (Describe).
 struct Slice {
@@ -74,12 +117,6 @@ struct Layout {
   int meta_pid = 1;
   int run_track = -1;  // index into tracks
 };
-
-Arg IntArg(const char* n, int64_t v) { return Arg{Arg::kInt, n, v, 0, 0, {}}; }
-Arg UintArg(const char* n, uint64_t v) { return Arg{Arg::kUint, n, 0, v, 0, {}}; }
-Arg DoubleArg(const char* n, double v) { return Arg{Arg::kDouble, n, 0, 0, v, {}}; }
-Arg StrArg(const char* n, std::string v) { return Arg{Arg::kString, n, 0, 0, 0, std::move(v)}; }
-Arg BoolArg(const char* n, bool v) { return Arg{Arg::kBool, n, v ? 1 : 0, 0, 0, {}}; }
 
 bool GemmLike(llm::OpKind k) {
   return k == llm::OpKind::kGemm || k == llm::OpKind::kBatchedGemm || k == llm::OpKind::kRouter;
@@ -275,76 +312,116 @@ class Describer {
     return label;
   }
 
-  void Args(const Slice& s, std::vector<Arg>* args) const {
-    args->clear();
+  // Event-name intern key: names depend only on (NameKind, op). kMeta has its own key.
+  enum NameKind { kPlain, kSendName, kDramRd, kDramWr, kRecvName, kWaitName, kNumNameKinds };
+  // Returns NameKind * ops + op, or -1 for the metadata slice.
+  int64_t NameKey(const Slice& s) const {
+    if (s.type == Slice::kMeta) return -1;
+    const mapping::Task& t = p_.tasks[s.task];
+    int k = kPlain;
+    if (s.type == Slice::kRecv) {
+      k = kRecvName;
+    } else if (s.type == Slice::kWait) {
+      k = kWaitName;
+    } else if (t.kind == TaskKind::kTransfer) {
+      k = kSendName;
+    } else if (t.kind == TaskKind::kMemory) {
+      k = t.write ? kDramWr : kDramRd;
+    }
+    return static_cast<int64_t>(k) * static_cast<int64_t>(p_.ops.size()) + t.op;
+  }
+  size_t NumNameKeys() const { return kNumNameKinds * p_.ops.size(); }
+
+  void Args(const Slice& s, ArgList* args) const {
+    args->Clear();
     if (s.type == Slice::kMeta) {
-      args->push_back(StrArg("config", config_));
-      args->push_back(UintArg("tasks", p_.tasks.size()));
-      args->push_back(IntArg("makespan_ps", out_.makespan_ps));
-      args->push_back(UintArg("cores", static_cast<uint64_t>(chip_.num_cores())));
+      args->Str("config", config_);
+      args->Uint("tasks", p_.tasks.size());
+      args->Int("makespan_ps", out_.makespan_ps);
+      args->Uint("cores", static_cast<uint64_t>(chip_.num_cores()));
       return;
     }
     const mapping::Task& t = p_.tasks[s.task];
     if (s.type == Slice::kWait) {
-      args->push_back(UintArg("before_task", static_cast<uint64_t>(s.task)));
+      args->Uint("before_task", static_cast<uint64_t>(s.task));
       if (s.aux >= 0) {
         const mapping::Task& dt = p_.tasks[s.aux];
         const char* kind = dt.kind == TaskKind::kCompute    ? "compute "
                            : dt.kind == TaskKind::kTransfer ? "transfer "
                                                             : "memory ";
-        args->push_back(UintArg("waiting_for_task", static_cast<uint64_t>(s.aux)));
-        args->push_back(StrArg("waiting_for", kind + Label(dt)));
+        args->Uint("waiting_for_task", static_cast<uint64_t>(s.aux));
+        std::string* v = args->OwnedStr("waiting_for");
+        *v += kind;
+        AppendLabel(dt, v);
       }
     } else if (s.type == Slice::kRecv) {
-      args->push_back(UintArg("task", static_cast<uint64_t>(s.task)));
-      args->push_back(IntArg("src", t.core));
-      args->push_back(IntArg("dst", t.dst_core));
-      args->push_back(UintArg("bytes", t.bytes));
+      args->Uint("task", static_cast<uint64_t>(s.task));
+      args->Int("src", t.core);
+      args->Int("dst", t.dst_core);
+      args->Uint("bytes", t.bytes);
     } else {
       const mapping::OpRef& ref = p_.ops[t.op].ref;
-      args->push_back(UintArg("task", static_cast<uint64_t>(s.task)));
-      args->push_back(StrArg("phase", ref.phase));
-      args->push_back(UintArg("step", ref.step));
-      args->push_back(UintArg("layer", ref.layer));
-      args->push_back(StrArg("op", ref.op));
-      args->push_back(StrArg("partition", ref.partition));
+      args->Uint("task", static_cast<uint64_t>(s.task));
+      args->Str("phase", ref.phase);
+      args->Uint("step", ref.step);
+      args->Uint("layer", ref.layer);
+      args->Str("op", ref.op);
+      args->Str("partition", ref.partition);
       switch (t.kind) {
         case TaskKind::kCompute:
-          args->push_back(StrArg("op_kind", llm::ToString(t.op_kind)));
+          args->Str("op_kind", llm::ToString(t.op_kind));
           if (GemmLike(t.op_kind)) {
-            args->push_back(StrArg("shape", std::to_string(t.batch) + "x[" + std::to_string(t.m) + "," +
-                                                std::to_string(t.k) + "]x[" + std::to_string(t.k) + "," +
-                                                std::to_string(t.n) + "]"));
+            std::string* v = args->OwnedStr("shape");
+            AppendNum(t.batch, v);
+            *v += "x[";
+            AppendNum(t.m, v);
+            *v += ',';
+            AppendNum(t.k, v);
+            *v += "]x[";
+            AppendNum(t.k, v);
+            *v += ',';
+            AppendNum(t.n, v);
+            *v += ']';
           } else {
-            args->push_back(DoubleArg("vector_ops", t.vector_ops));
+            args->Double("vector_ops", t.vector_ops);
           }
-          args->push_back(DoubleArg("flops", t.flops));
-          args->push_back(UintArg("bytes", t.bytes));
+          args->Double("flops", t.flops);
+          args->Uint("bytes", t.bytes);
           break;
         case TaskKind::kTransfer:
-          args->push_back(IntArg("src", t.core));
-          args->push_back(IntArg("dst", t.dst_core));
-          args->push_back(UintArg("bytes", t.bytes));
-          args->push_back(UintArg("offset", t.offset));
-          args->push_back(BoolArg("reduce", t.reduce));
+          args->Int("src", t.core);
+          args->Int("dst", t.dst_core);
+          args->Uint("bytes", t.bytes);
+          args->Uint("offset", t.offset);
+          args->Bool("reduce", t.reduce);
           if (t.collective >= 0 && static_cast<size_t>(t.collective) < p_.collectives.size()) {
             const mapping::CollectiveInfo& c = p_.collectives[t.collective];
-            args->push_back(StrArg("collective", c.kind + "/" + c.algorithm));
-            args->push_back(UintArg("coll_step", t.coll_step));
+            std::string* v = args->OwnedStr("collective");
+            *v += c.kind;
+            *v += '/';
+            *v += c.algorithm;
+            args->Uint("coll_step", t.coll_step);
           }
           break;
         case TaskKind::kMemory:
-          args->push_back(StrArg("channel", chip_.channels()[t.channel].name));
-          args->push_back(BoolArg("write", t.write));
-          args->push_back(UintArg("bytes", t.bytes));
+          args->Str("channel", chip_.channels()[t.channel].name);
+          args->Bool("write", t.write);
+          args->Uint("bytes", t.bytes);
           break;
       }
     }
-    args->push_back(IntArg("start_ps", s.start));
-    args->push_back(IntArg("end_ps", s.end));
+    args->Int("start_ps", s.start);
+    args->Int("end_ps", s.end);
   }
 
  private:
+  void AppendLabel(const mapping::Task& t, std::string* o) const {
+    const mapping::OpRef& ref = p_.ops[t.op].ref;
+    *o += ref.op;
+    *o += " L";
+    AppendNum(ref.layer, o);
+  }
+
   std::string Label(const mapping::Task& t) const {
     const mapping::OpRef& ref = p_.ops[t.op].ref;
     return ref.op + " L" + std::to_string(ref.layer);
@@ -506,26 +583,28 @@ class Sink {
 
 int64_t Ns(Ps ps) { return ps / 1000; }
 
-void AppendPacket(const perfetto::TracePacket& pkt, std::string* buf, std::string* scratch) {
-  scratch->clear();
-  {
-    google::protobuf::io::StringOutputStream sos(scratch);
-    google::protobuf::io::CodedOutputStream cos(&sos);
-    cos.SetSerializationDeterministic(true);
-    pkt.SerializeToCodedStream(&cos);
+// Appends `pkt` as one Trace.packet (field 1, length-delimited), serialised in place.
+// No map fields, so the bytes are deterministic.
+void AppendPacket(const perfetto::TracePacket& pkt, std::string* buf) {
+  const size_t n = pkt.ByteSizeLong();
+  uint8_t head[11];
+  size_t h = 0;
+  head[h++] = 0x0a;
+  for (uint64_t v = n;; v >>= 7) {
+    if (v < 0x80) {
+      head[h++] = static_cast<uint8_t>(v);
+      break;
+    }
+    head[h++] = static_cast<uint8_t>((v & 0x7f) | 0x80);
   }
-  // Trace.packet = 1, length-delimited: the bytes of a serialised Trace, one packet at a time.
-  buf->push_back(static_cast<char>(0x0a));
-  uint64_t n = scratch->size();
-  while (n >= 0x80) {
-    buf->push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  buf->push_back(static_cast<char>(n));
-  buf->append(*scratch);
+  const size_t off = buf->size();
+  buf->resize(off + h + n);
+  uint8_t* dst = reinterpret_cast<uint8_t*>(buf->data()) + off;
+  std::copy(head, head + h, dst);
+  pkt.SerializeWithCachedSizesToArray(dst + h);
 }
 
-void FillArgs(const std::vector<Arg>& args, perfetto::TrackEvent* ev) {
+void FillArgs(const ArgList& args, perfetto::TrackEvent* ev) {
   for (const Arg& a : args) {
     perfetto::DebugAnnotation* d = ev->add_debug_annotations();
     d->set_name(a.name);
@@ -539,9 +618,11 @@ void FillArgs(const std::vector<Arg>& args, perfetto::TrackEvent* ev) {
       case Arg::kDouble:
         d->set_double_value(a.d);
         break;
-      case Arg::kString:
-        d->set_string_value(a.s);
+      case Arg::kString: {
+        const std::string_view v = a.Str();
+        d->set_string_value(v.data(), v.size());
         break;
+      }
       case Arg::kBool:
         d->set_bool_value(a.i != 0);
         break;
@@ -549,25 +630,125 @@ void FillArgs(const std::vector<Arg>& args, perfetto::TrackEvent* ev) {
   }
 }
 
+// Perfetto string interning on one packet sequence: iids are handed out from 1 in order of
+// first use (so deterministic); a string's first use adds it to the packet's interned_data.
+class Interner {
+ public:
+  explicit Interner(size_t name_keys) : name_by_key_(name_keys, 0) {}
+
+  // Event names, cached by the Describer's NameKey (-1: the metadata slice).
+  template <typename MakeName>
+  uint64_t EventName(int64_t key, perfetto::TracePacket* pkt, MakeName&& make) {
+    uint64_t& slot = key < 0 ? meta_name_ : name_by_key_[static_cast<size_t>(key)];
+    if (slot == 0) {
+      std::string name = make();
+      auto [it, added] = names_.try_emplace(std::move(name), names_.size() + 1);
+      if (added) {
+        auto* e = pkt->mutable_interned_data()->add_event_names();
+        e->set_iid(it->second);
+        e->set_name(it->first);
+      }
+      slot = it->second;
+    }
+    return slot;
+  }
+  uint64_t Category(const char* c, perfetto::TracePacket* pkt) {
+    return Lookup(c, &cats_, pkt, [](perfetto::InternedData* d, uint64_t iid, std::string_view n) {
+      auto* e = d->add_event_categories();
+      e->set_iid(iid);
+      e->set_name(n.data(), n.size());
+    });
+  }
+  uint64_t ArgName(const char* a, perfetto::TracePacket* pkt) {
+    return Lookup(a, &args_, pkt, [](perfetto::InternedData* d, uint64_t iid, std::string_view n) {
+      auto* e = d->add_debug_annotation_names();
+      e->set_iid(iid);
+      e->set_name(n.data(), n.size());
+    });
+  }
+
+ private:
+  // Strings known by pointer (literals), deduplicated by content on a pointer's first use.
+  struct Table {
+    std::unordered_map<const char*, uint64_t> by_ptr;
+    std::unordered_map<std::string_view, uint64_t> by_text;
+  };
+  template <typename Add>
+  uint64_t Lookup(const char* s, Table* t, perfetto::TracePacket* pkt, Add&& add) {
+    auto p = t->by_ptr.find(s);
+    if (p != t->by_ptr.end()) return p->second;
+    auto [it, added] = t->by_text.try_emplace(std::string_view(s), t->by_text.size() + 1);
+    if (added) add(pkt->mutable_interned_data(), it->second, it->first);
+    t->by_ptr.emplace(s, it->second);
+    return it->second;
+  }
+
+  std::vector<uint64_t> name_by_key_;
+  uint64_t meta_name_ = 0;
+  std::unordered_map<std::string, uint64_t> names_;
+  Table cats_, args_;
+};
+
+void FillInternedArgs(const ArgList& args, Interner* in, perfetto::TracePacket* pkt,
+                      perfetto::TrackEvent* ev) {
+  for (const Arg& a : args) {
+    perfetto::DebugAnnotation* d = ev->add_debug_annotations();
+    d->set_name_iid(in->ArgName(a.name, pkt));
+    switch (a.type) {
+      case Arg::kInt:
+        d->set_int_value(a.i);
+        break;
+      case Arg::kUint:
+        d->set_uint_value(a.u);
+        break;
+      case Arg::kDouble:
+        d->set_double_value(a.d);
+        break;
+      case Arg::kString: {
+        const std::string_view v = a.Str();
+        d->set_string_value(v.data(), v.size());
+        break;
+      }
+      case Arg::kBool:
+        d->set_bool_value(a.i != 0);
+        break;
+    }
+  }
+}
+
+// One timeline event with its sort key precomputed: (ts, order, track, nest_end, nest_start,
+// index) ascending. order: 0 end, 1 instant / counter, 2 begin. Begins of nested slices on one
+// track come outermost first: nest_end = -end, nest_start = start (0, 0 for other events).
 struct Event {
   int64_t ts = 0;
-  int order = 0;  // 0 end, 1 instant / counter, 2 begin
-  uint64_t track = 0;
-  size_t index = 0;  // slice index, or counter index * 2^32 + point index for counters
+  uint64_t order_track = 0;  // order << 56 | track uuid
+  int64_t nest_end = 0, nest_start = 0;
+  uint64_t index = 0;  // slice index, or counter index * 2^32 + point index for counters
   bool counter = false;
+  int order() const { return static_cast<int>(order_track >> 56); }
+  uint64_t track() const { return order_track & ((uint64_t{1} << 56) - 1); }
+  bool operator<(const Event& o) const {
+    if (ts != o.ts) return ts < o.ts;
+    if (order_track != o.order_track) return order_track < o.order_track;
+    if (nest_end != o.nest_end) return nest_end < o.nest_end;
+    if (nest_start != o.nest_start) return nest_start < o.nest_start;
+    return index < o.index;
+  }
 };
+
+constexpr uint32_t kSeqIncrementalStateCleared = 1;
+constexpr uint32_t kSeqNeedsIncrementalState = 2;
 
 void Proto(const Layout& L, const Describer& desc, Sink* sink) {
   std::string& buf = *sink->buf();
-  std::string scratch;
-  std::vector<Arg> args;
+  ArgList args;
   perfetto::TracePacket pkt;
   constexpr uint32_t kSeq = 1;
   bool first = true;
   auto start = [&]() {
     pkt.Clear();
     pkt.set_trusted_packet_sequence_id(kSeq);
-    if (first) pkt.set_sequence_flags(1);  // SEQ_INCREMENTAL_STATE_CLEARED
+    if (first) pkt.set_sequence_flags(kSeqIncrementalStateCleared);
     first = false;
   };
   for (const Process& pr : L.processes) {
@@ -576,7 +757,7 @@ void Proto(const Layout& L, const Describer& desc, Sink* sink) {
     td->set_uuid(pr.uuid);
     td->mutable_process()->set_pid(pr.pid);
     td->mutable_process()->set_process_name(pr.name);
-    AppendPacket(pkt, &buf, &scratch);
+    AppendPacket(pkt, &buf);
   }
   for (const Track& t : L.tracks) {
     start();
@@ -586,7 +767,7 @@ void Proto(const Layout& L, const Describer& desc, Sink* sink) {
     td->mutable_thread()->set_pid(t.pid);
     td->mutable_thread()->set_tid(t.tid);
     td->mutable_thread()->set_thread_name(t.name);
-    AppendPacket(pkt, &buf, &scratch);
+    AppendPacket(pkt, &buf);
   }
   for (const Counter& c : L.counters) {
     start();
@@ -595,22 +776,12 @@ void Proto(const Layout& L, const Describer& desc, Sink* sink) {
     td->set_parent_uuid(L.processes[0].uuid);
     td->set_name(c.name);
     td->mutable_counter()->set_unit_name(c.unit);
-    AppendPacket(pkt, &buf, &scratch);
+    AppendPacket(pkt, &buf);
   }
+  sink->MaybeFlush();
 
-  std::vector<Event> ev;
-  ev.reserve(L.slices.size() * 2);
-  for (size_t i = 0; i < L.slices.size(); ++i) {
-    const Slice& s = L.slices[i];
-    const uint64_t track = L.tracks[s.track].uuid;
-    if (Ns(s.end) == Ns(s.start)) {
-      ev.push_back({Ns(s.start), 1, track, i, false});
-    } else {
-      ev.push_back({Ns(s.start), 2, track, i, false});
-      ev.push_back({Ns(s.end), 0, track, i, false});
-    }
-  }
   std::vector<std::vector<std::pair<int64_t, double>>> cpts(L.counters.size());
+  size_t num_points = 0;
   for (size_t c = 0; c < L.counters.size(); ++c) {
     for (const auto& [t, v] : L.counters[c].points) {  // last value within one ns wins
       if (!cpts[c].empty() && cpts[c].back().first == Ns(t)) {
@@ -619,45 +790,53 @@ void Proto(const Layout& L, const Describer& desc, Sink* sink) {
         cpts[c].emplace_back(Ns(t), v);
       }
     }
+    num_points += cpts[c].size();
+  }
+  std::vector<Event> ev;
+  ev.reserve(L.slices.size() * 2 + num_points);
+  auto key = [](int order, uint64_t track) { return static_cast<uint64_t>(order) << 56 | track; };
+  for (size_t i = 0; i < L.slices.size(); ++i) {
+    const Slice& s = L.slices[i];
+    const uint64_t track = L.tracks[s.track].uuid;
+    if (Ns(s.end) == Ns(s.start)) {
+      ev.push_back({Ns(s.start), key(1, track), 0, 0, i, false});
+    } else {
+      ev.push_back({Ns(s.start), key(2, track), -s.end, s.start, i, false});
+      ev.push_back({Ns(s.end), key(0, track), 0, 0, i, false});
+    }
+  }
+  for (size_t c = 0; c < L.counters.size(); ++c) {
     for (size_t k = 0; k < cpts[c].size(); ++k) {
-      ev.push_back({cpts[c][k].first, 1, L.counters[c].uuid, (c << 32) | k, true});
+      ev.push_back({cpts[c][k].first, key(1, L.counters[c].uuid), 0, 0, (c << 32) | k, true});
     }
   }
   // At one time: ends, then instants and counters, then begins; on one track, begins of
   // nested slices outermost first.
-  auto nest_key = [&](const Event& e) -> std::pair<Ps, Ps> {
-    if (e.counter || e.order != 2) return {0, 0};
-    return {-L.slices[e.index].end, L.slices[e.index].start};
-  };
-  std::sort(ev.begin(), ev.end(), [&](const Event& a, const Event& b) {
-    if (std::tie(a.ts, a.order, a.track) != std::tie(b.ts, b.order, b.track)) {
-      return std::tie(a.ts, a.order, a.track) < std::tie(b.ts, b.order, b.track);
-    }
-    const auto ka = nest_key(a), kb = nest_key(b);
-    return ka != kb ? ka < kb : a.index < b.index;
-  });
+  std::sort(ev.begin(), ev.end());
+  Interner intern(desc.NumNameKeys());
   for (const Event& e : ev) {
     start();
     pkt.set_timestamp(static_cast<uint64_t>(e.ts));
     perfetto::TrackEvent* te = pkt.mutable_track_event();
-    te->set_track_uuid(e.track);
+    te->set_track_uuid(e.track());
     if (e.counter) {
       te->set_type(perfetto::TrackEvent::TYPE_COUNTER);
       te->set_double_counter_value(cpts[e.index >> 32][e.index & 0xffffffffu].second);
-    } else if (e.order == 0) {
+    } else if (e.order() == 0) {
       te->set_type(perfetto::TrackEvent::TYPE_SLICE_END);
     } else {
       const Slice& s = L.slices[e.index];
-      te->set_type(e.order == 1 ? perfetto::TrackEvent::TYPE_INSTANT
-                                : perfetto::TrackEvent::TYPE_SLICE_BEGIN);
-      te->add_categories(desc.Category(s));
-      te->set_name(desc.Name(s));
+      te->set_type(e.order() == 1 ? perfetto::TrackEvent::TYPE_INSTANT
+                                  : perfetto::TrackEvent::TYPE_SLICE_BEGIN);
+      pkt.set_sequence_flags(pkt.sequence_flags() | kSeqNeedsIncrementalState);
+      te->add_category_iids(intern.Category(desc.Category(s), &pkt));
+      te->set_name_iid(intern.EventName(desc.NameKey(s), &pkt, [&] { return desc.Name(s); }));
       if (s.flow_out) te->add_flow_ids(s.flow_out);
       if (s.flow_in) te->add_terminating_flow_ids(s.flow_in);
       desc.Args(s, &args);
-      FillArgs(args, te);
+      FillInternedArgs(args, &intern, &pkt, te);
     }
-    AppendPacket(pkt, &buf, &scratch);
+    AppendPacket(pkt, &buf);
     sink->MaybeFlush();
   }
   sink->Flush();
@@ -717,7 +896,7 @@ void JsonUs(Ps ps, std::string* o) {
 
 void Json(const Layout& L, const Describer& desc, const std::string& config_text, Sink* sink) {
   std::string& o = *sink->buf();
-  std::vector<Arg> args;
+  ArgList args;
   o += "{\"displayTimeUnit\":\"ns\",\"metadata\":{\"tpsim_config\":";
   JsonString(config_text, &o);
   o += "},\"traceEvents\":[\n";
@@ -785,7 +964,7 @@ void Json(const Layout& L, const Describer& desc, const std::string& config_text
           JsonDouble(a.d, &o);
           break;
         case Arg::kString:
-          JsonString(a.s, &o);
+          JsonString(a.Str(), &o);
           break;
         case Arg::kBool:
           o += a.i ? "true" : "false";
@@ -857,23 +1036,22 @@ std::string IterationName(const ServingIteration& it) {
   return "prefill " + std::to_string(it.prefill_tokens) + " + decode " + std::to_string(it.decode_tokens);
 }
 
-void IterationArgs(const ServingIteration& it, std::vector<Arg>* args) {
-  args->clear();
-  args->push_back(UintArg("prefill_tokens", it.prefill_tokens));
-  args->push_back(UintArg("decode_tokens", it.decode_tokens));
-  args->push_back(UintArg("sequences", it.sequences));
-  args->push_back(UintArg("running", it.running));
-  args->push_back(UintArg("waiting", it.waiting));
-  args->push_back(UintArg("kv_blocks", it.kv_blocks));
-  args->push_back(IntArg("start_ps", it.start_ps));
-  args->push_back(IntArg("end_ps", it.end_ps));
+void IterationArgs(const ServingIteration& it, ArgList* args) {
+  args->Clear();
+  args->Uint("prefill_tokens", it.prefill_tokens);
+  args->Uint("decode_tokens", it.decode_tokens);
+  args->Uint("sequences", it.sequences);
+  args->Uint("running", it.running);
+  args->Uint("waiting", it.waiting);
+  args->Uint("kv_blocks", it.kv_blocks);
+  args->Int("start_ps", it.start_ps);
+  args->Int("end_ps", it.end_ps);
 }
 
 void ServingProto(const std::vector<ServingIteration>& its, const std::vector<std::string>& groups,
                   const std::vector<size_t>& group_of, const std::vector<CounterTrack>& counters,
                   const std::string& config_text, Ps run_end, Sink* sink) {
   std::string& buf = *sink->buf();
-  std::string scratch;
   perfetto::TracePacket pkt;
   bool first = true;
   auto start = [&]() {
@@ -888,7 +1066,7 @@ void ServingProto(const std::vector<ServingIteration>& its, const std::vector<st
   pkt.mutable_track_descriptor()->set_uuid(kProc);
   pkt.mutable_track_descriptor()->mutable_process()->set_pid(1);
   pkt.mutable_track_descriptor()->mutable_process()->set_process_name("tpsim serve");
-  AppendPacket(pkt, &buf, &scratch);
+  AppendPacket(pkt, &buf);
   for (size_t g = 0; g <= groups.size(); ++g) {
     start();
     auto* td = pkt.mutable_track_descriptor();
@@ -897,7 +1075,7 @@ void ServingProto(const std::vector<ServingIteration>& its, const std::vector<st
     td->mutable_thread()->set_pid(1);
     td->mutable_thread()->set_tid(static_cast<int32_t>(g + 1));
     td->mutable_thread()->set_thread_name(g == 0 ? "run" : "iterations " + groups[g - 1]);
-    AppendPacket(pkt, &buf, &scratch);
+    AppendPacket(pkt, &buf);
   }
   for (size_t c = 0; c < counters.size(); ++c) {
     start();
@@ -906,7 +1084,7 @@ void ServingProto(const std::vector<ServingIteration>& its, const std::vector<st
     td->set_parent_uuid(kProc);
     td->set_name(counters[c].name);
     td->mutable_counter()->set_unit_name(counters[c].unit);
-    AppendPacket(pkt, &buf, &scratch);
+    AppendPacket(pkt, &buf);
   }
   // Events: (ts, order 0 end / 1 instant+counter / 2 begin, track, index). index: iteration,
   // or SIZE_MAX for the run slice, or counter * 2^32 + point.
@@ -949,7 +1127,7 @@ void ServingProto(const std::vector<ServingIteration>& its, const std::vector<st
   std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) {
     return std::tie(a.ts, a.order, a.track, a.index) < std::tie(b.ts, b.order, b.track, b.index);
   });
-  std::vector<Arg> args;
+  ArgList args;
   for (const Ev& e : ev) {
     start();
     pkt.set_timestamp(static_cast<uint64_t>(e.ts));
@@ -966,7 +1144,8 @@ void ServingProto(const std::vector<ServingIteration>& its, const std::vector<st
       if (e.index == kRunSlice) {
         te->add_categories("meta");
         te->set_name("tpsim serve");
-        args = {StrArg("config", config_text)};
+        args.Clear();
+        args.Str("config", config_text);
       } else {
         te->add_categories("iteration");
         te->set_name(IterationName(its[e.index]));
@@ -974,13 +1153,13 @@ void ServingProto(const std::vector<ServingIteration>& its, const std::vector<st
       }
       FillArgs(args, te);
     }
-    AppendPacket(pkt, &buf, &scratch);
+    AppendPacket(pkt, &buf);
     sink->MaybeFlush();
   }
   sink->Flush();
 }
 
-void JsonArgs(const std::vector<Arg>& args, std::string* o) {
+void JsonArgs(const ArgList& args, std::string* o) {
   *o += "{";
   for (size_t k = 0; k < args.size(); ++k) {
     const Arg& a = args[k];
@@ -998,7 +1177,7 @@ void JsonArgs(const std::vector<Arg>& args, std::string* o) {
         JsonDouble(a.d, o);
         break;
       case Arg::kString:
-        JsonString(a.s, o);
+        JsonString(a.Str(), o);
         break;
       case Arg::kBool:
         *o += a.i ? "true" : "false";
@@ -1022,7 +1201,8 @@ void ServingJson(const std::vector<ServingIteration>& its, const std::vector<std
     JsonString(g == 0 ? "run" : "iterations " + groups[g - 1], &o);
     o += "}}";
   }
-  std::vector<Arg> args = {StrArg("config", config_text)};
+  ArgList args;
+  args.Str("config", config_text);
   o += ",\n{\"ph\":\"X\",\"cat\":\"meta\",\"name\":\"tpsim serve\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":";
   JsonUs(run_end, &o);
   o += ",\"args\":";

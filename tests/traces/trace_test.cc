@@ -175,8 +175,31 @@ Decoded Decode(const std::string& bytes) {
   EXPECT_TRUE(trace.ParseFromString(bytes));
   Decoded d;
   std::map<uint64_t, std::vector<size_t>> open;  // track -> stack of slice indices
+  // Interned strings of the (single) packet sequence, by iid.
+  std::map<uint64_t, std::string> cats, names, arg_names;
+  bool first = true;
+  auto intern = [](auto& table, uint64_t iid, const std::string& name, const char* what) {
+    EXPECT_GT(iid, 0u) << what;
+    EXPECT_TRUE(table.emplace(iid, name).second) << what << " iid " << iid << " interned twice";
+  };
+  auto resolve = [](const auto& table, uint64_t iid, const char* what) -> std::string {
+    auto it = table.find(iid);
+    EXPECT_NE(it, table.end()) << what << " iid " << iid << " used before it was interned";
+    return it == table.end() ? "" : it->second;
+  };
   for (const pf::TracePacket& p : trace.packet()) {
     EXPECT_EQ(p.trusted_packet_sequence_id(), 1u);
+    // The first packet clears the sequence's incremental state; no later one does.
+    EXPECT_EQ((p.sequence_flags() & 1u) != 0, first);
+    first = false;
+    if (p.has_interned_data()) {
+      EXPECT_NE(p.sequence_flags() & 2u, 0u) << "interned data without SEQ_NEEDS_INCREMENTAL_STATE";
+      for (const pf::EventCategory& c : p.interned_data().event_categories())
+        intern(cats, c.iid(), c.name(), "category");
+      for (const pf::EventName& n : p.interned_data().event_names()) intern(names, n.iid(), n.name(), "name");
+      for (const pf::DebugAnnotationName& n : p.interned_data().debug_annotation_names())
+        intern(arg_names, n.iid(), n.name(), "annotation name");
+    }
     if (p.has_track_descriptor()) {
       const pf::TrackDescriptor& td = p.track_descriptor();
       EXPECT_EQ(d.tracks.count(td.uuid()), 0u) << "duplicate track uuid " << td.uuid();
@@ -202,13 +225,26 @@ Decoded Decode(const std::string& bytes) {
       continue;
     }
     DSlice s;
-    s.name = e.name();
-    s.category = e.categories_size() ? e.categories(0) : "";
+    const bool uses_iids = e.has_name_iid() || e.category_iids_size() > 0;
+    if (uses_iids) {
+      EXPECT_NE(p.sequence_flags() & 2u, 0u) << "iids without SEQ_NEEDS_INCREMENTAL_STATE";
+    }
+    EXPECT_NE(e.has_name_iid(), e.has_name()) << "exactly one of name_iid and name";
+    s.name = e.has_name_iid() ? resolve(names, e.name_iid(), "name") : e.name();
+    EXPECT_EQ(e.category_iids_size() + e.categories_size(), 1);
+    s.category = e.category_iids_size() ? resolve(cats, e.category_iids(0), "category")
+                 : e.categories_size()  ? e.categories(0)
+                                        : "";
     s.track_name = td.thread().thread_name();
     s.pid = td.thread().pid();
     s.ts = ts;
     s.instant = e.type() == pf::TrackEvent::TYPE_INSTANT;
-    for (const pf::DebugAnnotation& a : e.debug_annotations()) s.args[a.name()] = a;
+    for (const pf::DebugAnnotation& a : e.debug_annotations()) {
+      EXPECT_NE(a.has_name_iid(), a.has_name()) << "exactly one of name_iid and name";
+      const std::string n = a.has_name_iid() ? resolve(arg_names, a.name_iid(), "annotation name") : a.name();
+      EXPECT_EQ(s.args.count(n), 0u) << "annotation " << n << " twice on " << s.name;
+      s.args[n] = a;
+    }
     s.flow_out.assign(e.flow_ids().begin(), e.flow_ids().end());
     s.flow_in.assign(e.terminating_flow_ids().begin(), e.terminating_flow_ids().end());
     d.slices.push_back(s);
@@ -401,7 +437,9 @@ TEST(Trace, WaitsConfigAndCounters) {
 
 // Perfetto's field numbers, checked on the raw bytes (independent of our .proto):
 // Trace.packet = 1, TracePacket.track_descriptor = 60, TrackEvent flow_ids = 47 and
-// terminating_flow_ids = 48 (fixed64, unpacked), TrackEvent.name = 23.
+// terminating_flow_ids = 48 (fixed64, unpacked); interned strings: TracePacket.interned_data
+// = 12 holding InternedData.event_names = 2 / event_categories = 1 / debug_annotation_names = 3,
+// each {iid = 1, name = 2}; a slice names its EventName with TrackEvent.name_iid = 10.
 TEST(Trace, WireTagsMatchPerfettoSchema) {
   Fixture f = MakeFixture();
   const std::string path = TmpPath("d.pftrace");
@@ -415,7 +453,17 @@ TEST(Trace, WireTagsMatchPerfettoSchema) {
   EXPECT_TRUE(has({0xe2, 0x03}));                          // (60 << 3) | 2
   EXPECT_TRUE(has({0xf9, 0x02, 3, 0, 0, 0, 0, 0, 0, 0}));  // (47 << 3) | 1, flow id 3
   EXPECT_TRUE(has({0x81, 0x03, 3, 0, 0, 0, 0, 0, 0, 0}));  // (48 << 3) | 1, terminating flow id 3
-  EXPECT_TRUE(has({0xba, 0x01, 9, 'q', '_', 'p', 'r', 'o', 'j', ' ', 'L'}));  // (23 << 3) | 2, name
+  EXPECT_TRUE(has({0x62}));                                // (12 << 3) | 2, interned_data
+  // InternedData.event_names (2 << 3 | 2) { iid (1 << 3 | 0) = 1, name (2 << 3 | 2) = "tpsim run" },
+  // event_categories (1 << 3 | 2) { 1, "meta" }, debug_annotation_names (3 << 3 | 2) { 1, "config" }:
+  // the metadata slice is the first slice begun; then the task names, e.g. "q_proj L0".
+  EXPECT_TRUE(has({0x12, 13, 0x08, 1, 0x12, 9, 't', 'p', 's', 'i', 'm', ' ', 'r', 'u', 'n'}));
+  EXPECT_TRUE(has({0x0a, 8, 0x08, 1, 0x12, 4, 'm', 'e', 't', 'a'}));
+  EXPECT_TRUE(has({0x1a, 10, 0x08, 1, 0x12, 6, 'c', 'o', 'n', 'f', 'i', 'g'}));
+  EXPECT_TRUE(has({0x12, 9, 'q', '_', 'p', 'r', 'o', 'j', ' ', 'L', '0'}));
+  // TrackEvent.category_iids = 3 (varint 1) and name_iid = 10 (varint 1).
+  EXPECT_TRUE(has({0x18, 1}));
+  EXPECT_TRUE(has({0x50, 1}));
   std::filesystem::remove(path);
 }
 
