@@ -15,6 +15,7 @@
 #include "configs/load.h"
 #include "mapping/collective/collective.h"
 #include "sim/analytical/analytical.h"
+#include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
 namespace {
@@ -23,42 +24,9 @@ using mapping::Program;
 using mapping::Task;
 using mapping::TaskKind;
 
-config::Chip MeshConfig() {
-  config::Chip c;
-  c.set_name("test-mesh-8x8");
-  c.set_clock_mhz(500);
-  auto* core = c.mutable_core();
-  core->set_systolic_rows(64);
-  core->set_systolic_cols(64);
-  core->set_systolic_arrays(1);
-  core->set_mac_dtype("bf16");
-  core->set_matrix_utilization(0.7);
-  core->set_vector_lanes(64);
-  core->set_sram_bytes(32ull << 20);
-  auto* noc = c.mutable_noc();
-  noc->set_topology("mesh");
-  noc->set_rows(8);
-  noc->set_cols(8);
-  noc->set_link_bandwidth_gbps(160);
-  noc->set_router_latency_cycles(1);
-  noc->set_link_latency_ns(0);
-  auto* mem = c.add_memory();
-  mem->set_name("dram");
-  mem->set_kind("dram");
-  mem->add_attach("r0c0");
-  mem->set_bandwidth_gbps(100);
-  mem->set_efficiency(0.8);
-  mem->set_latency_ns(50);
-  mem->set_capacity_bytes(8ull << 30);
-  return c;
-}
-
-const arch::Chip& Mesh() {
-  static const arch::Chip chip = arch::Chip::Build(MeshConfig());
-  return chip;
-}
-
-int Core(int row, int col) { return row * 8 + col; }
+using test::Core;
+using test::Mesh;
+using test::MeshConfig;
 
 int LinkBetween(int a, int b) {
   std::vector<int> r = Mesh().Route(a, b);
