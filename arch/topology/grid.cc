@@ -33,6 +33,16 @@ Network GridNodes(int rows, int cols) {
   return net;
 }
 
+void AddMeshWires(Network& net, int rows, int cols, double bandwidth_gbps, Ps latency_ps) {
+  for (int r = 0; r < rows; ++r) {
+    for (int col = 0; col < cols; ++col) {
+      int id = r * cols + col;
+      if (col + 1 < cols) net.AddWire(id, id + 1, bandwidth_gbps, latency_ps);
+      if (r + 1 < rows) net.AddWire(id, id + cols, bandwidth_gbps, latency_ps);
+    }
+  }
+}
+
 namespace {
 // Step (-1, 0, +1) from `from` towards `to` in a dimension of `size`.
 int Step(int from, int to, int size, bool wrap) {

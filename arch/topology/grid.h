@@ -16,6 +16,9 @@ void ValidateGridDims(const config::Chip& c, DiagSink& sink);
 
 // The grid's nodes, no links.
 Network GridNodes(int rows, int cols);
+// Adds a two-way wire between every pair of horizontal and vertical neighbours
+// of a rows x cols grid made by GridNodes (no wraparound).
+void AddMeshWires(Network& net, int rows, int cols, double bandwidth_gbps, Ps latency_ps);
 
 // Dimension-order routing: along the row (columns) first, then along the
 // column (rows). With `wrap`, each dimension goes the shorter way round,

@@ -26,13 +26,7 @@ class Mesh : public Topology {
     Network net = GridNodes(rows, cols);
     const double bw = c.noc().link_bandwidth_gbps();
     const Ps lat = HopLatencyPs(c, cycle_ps, c.noc().link_latency_ns());
-    for (int r = 0; r < rows; ++r) {
-      for (int col = 0; col < cols; ++col) {
-        int id = r * cols + col;
-        if (col + 1 < cols) net.AddWire(id, id + 1, bw, lat);
-        if (r + 1 < rows) net.AddWire(id, id + cols, bw, lat);
-      }
-    }
+    AddMeshWires(net, rows, cols, bw, lat);
     return net;
   }
   int NextNode(const Network& net, int at, int dst) const override {

@@ -26,13 +26,7 @@ class Torus : public Topology {
     Network net = GridNodes(rows, cols);
     const double bw = c.noc().link_bandwidth_gbps();
     const Ps lat = HopLatencyPs(c, cycle_ps, c.noc().link_latency_ns());
-    for (int r = 0; r < rows; ++r) {
-      for (int col = 0; col < cols; ++col) {
-        int id = r * cols + col;
-        if (col + 1 < cols) net.AddWire(id, id + 1, bw, lat);
-        if (r + 1 < rows) net.AddWire(id, id + cols, bw, lat);
-      }
-    }
+    AddMeshWires(net, rows, cols, bw, lat);
     if (cols > 2) {
       for (int r = 0; r < rows; ++r) net.AddWire(r * cols + cols - 1, r * cols, bw, lat);
     }
