@@ -2,8 +2,10 @@
 // Chip::Build refuses bad configs with all of them.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <functional>
+#include <string>
 
 #include "arch/chip.h"
 #include "tests/arch/test_util.h"
@@ -115,7 +117,16 @@ const Case kCases[] = {
      "chip.collectives.in_switch_bandwidth_gbps", "0", "must be positive"},
 };
 
-INSTANTIATE_TEST_SUITE_P(Rules, ValidateRule, ::testing::ValuesIn(kCases));
+// Names from the index and the field (the default would print the Case's bytes,
+// pointers included, which differ between runs and break ctest's filters).
+INSTANTIATE_TEST_SUITE_P(Rules, ValidateRule, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name = std::to_string(info.index) + "_";
+                           for (const char* p = info.param.field; *p; ++p) {
+                             name += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+                           }
+                           return name;
+                         });
 
 config::Chip EdgesChip() {
   config::Chip cfg = testing::LoadChipConfig("wafer-8x8");
