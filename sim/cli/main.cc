@@ -2,10 +2,14 @@
 // usage text and handler. Exit status: 0 success, 1 simulation failure (a
 // Program that cannot progress, an I/O error), 2 bad input (config or usage).
 
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -253,6 +257,12 @@ int Run(Args& a) {
   if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
   sim::RunOutput r = sim::RunExperiment(e, opts);
+  // State every partitioner fallback once (e.g. m_split_rotate->k_split in decode).
+  std::set<std::string> fallbacks;
+  for (const auto& op : r.program.ops) {
+    if (op.ref.partition.find("->") != std::string::npos) fallbacks.insert(op.ref.partition);
+  }
+  for (const auto& f : fallbacks) spdlog::warn("partition fallback: {}", f);
   if (!dump.empty()) WriteFileOrThrow(dump, r.program.Dump());
   if (!out.empty()) WriteFileOrThrow(out, sim::ResultToJson(r.result));
   if (quiet) {
@@ -328,6 +338,10 @@ void PrintMainHelp() {
 }
 
 int Main(int argc, char** argv) {
+  // Diagnostics that are not results go to stderr as "tpsim: warning: ...".
+  auto log = spdlog::stderr_logger_st("tpsim");
+  log->set_pattern("tpsim: %l: %v");
+  spdlog::set_default_logger(log);
   if (argc < 2) {
     Args none(argc, argv, argc);
     return Run(none);

@@ -20,7 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 int RunTpsim(const std::string& args, std::string* output = nullptr) {
-  std::string cmd = "cd '" TPSIM_SOURCE_DIR "' && timeout 120 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1";
+  std::string cmd =
+      "cd '" TPSIM_SOURCE_DIR "' && timeout 120 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return -1;
   std::array<char, 4096> buf;
@@ -81,20 +82,22 @@ TEST_F(RunCli, EnginesAgreeOnTheReferenceExperimentWithinTwoPercent) {
   // Breakdown shares never exceed the total.
   for (auto* r : {&a, &t}) {
     auto& s = (*r)["summary"];
-    EXPECT_LE(s["compute_ps"].get<int64_t>() + s["communication_ps"].get<int64_t>() +
-                  s["memory_ps"].get<int64_t>(),
-              s["total_ps"].get<int64_t>());
+    EXPECT_LE(
+        s["compute_ps"].get<int64_t>() + s["communication_ps"].get<int64_t>() + s["memory_ps"].get<int64_t>(),
+        s["total_ps"].get<int64_t>());
   }
 }
 
 TEST_F(RunCli, OutputFilesAreWritten) {
   std::string out;
-  ASSERT_EQ(RunTpsim("run " + kRef +
-                    " --set workload.num_layers=2 --set mapping.pipeline_stages=2 --set workload.decode_steps=1"
-                    " --quiet --tasks --out " +
-                    P("r.json") + " --dump-program " + P("p.txt") + " --trace " + P("t.pftrace"),
-                &out),
-            0)
+  ASSERT_EQ(
+      RunTpsim(
+          "run " + kRef +
+              " --set workload.num_layers=2 --set mapping.pipeline_stages=2 --set workload.decode_steps=1"
+              " --quiet --tasks --out " +
+              P("r.json") + " --dump-program " + P("p.txt") + " --trace " + P("t.pftrace"),
+          &out),
+      0)
       << out;
   auto r = nlohmann::json::parse(Slurp(P("r.json")));
   std::string program = Slurp(P("p.txt"));
@@ -104,6 +107,17 @@ TEST_F(RunCli, OutputFilesAreWritten) {
   EXPECT_EQ(r["tasks"].size(), task_lines) << "one task timing per dumped task";
   EXPECT_GT(fs::file_size(P("t.pftrace")), 1000u);
   EXPECT_NE(r["config"].get<std::string>().find("reference-qwen3-4b"), std::string::npos);
+}
+
+TEST_F(RunCli, PartitionFallbacksAreStatedOnce) {
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + kRef + " --set mapping.partition=m_split_rotate --quiet", &out), 0) << out;
+  const std::string warning = "tpsim: warning: partition fallback: m_split_rotate->k_split (M=1 < tp=4)";
+  size_t at = out.find(warning);
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(out.find(warning, at + 1), std::string::npos) << "stated once, not per op";
+  ASSERT_EQ(RunTpsim("run " + kRef + " --quiet", &out), 0) << out;
+  EXPECT_EQ(out.find("warning"), std::string::npos) << "k_split needs no fallback:\n" << out;
 }
 
 TEST_F(RunCli, BadEngineAndUnwritableOutput) {
