@@ -1185,16 +1185,22 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   auto add = [&](const std::string& field, const std::string& value, const std::string& rule) {
     diags->push_back({locs.Find(field), field, value, rule});
   };
-  const int tp = static_cast<int>(m.tp());
-  const int stages = std::max<int>(1, static_cast<int>(m.pipeline_stages()));
+  // Sizes beyond the chip are rejected before any int arithmetic on them.
+  const int64_t cores = chip.num_cores();
+  const int tp = m.tp() > cores ? -1 : static_cast<int>(m.tp());
+  const int stages = m.pipeline_stages() > cores ? static_cast<int>(cores) + 1
+                                                 : std::max<int>(1, static_cast<int>(m.pipeline_stages()));
   const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
-  if (tp <= 0) add("mapping.tp", std::to_string(m.tp()), "must be > 0");
+  if (m.tp() == 0) add("mapping.tp", "0", "must be > 0");
+  if (tp < 0) {
+    add("mapping.tp", std::to_string(m.tp()), "exceeds the chip's " + std::to_string(cores) + " cores");
+  }
   if (tp > 0 && static_cast<int64_t>(tp) * stages > chip.num_cores())
     add("mapping.tp", std::to_string(tp),
         "tp x pipeline_stages (" + std::to_string(int64_t{tp} * stages) + ") exceeds the chip's " +
             std::to_string(chip.num_cores()) + " cores");
   if (static_cast<uint32_t>(stages) > layers)
-    add("mapping.pipeline_stages", std::to_string(stages),
+    add("mapping.pipeline_stages", std::to_string(std::max<uint32_t>(1, m.pipeline_stages())),
         "more stages than simulated layers (" + std::to_string(layers) + ")");
   const std::vector<std::string> parts = PartitionerNames();
   std::vector<std::string> used;
