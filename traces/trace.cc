@@ -604,29 +604,34 @@ void AppendPacket(const perfetto::TracePacket& pkt, std::string* buf) {
   pkt.SerializeWithCachedSizesToArray(dst + h);
 }
 
+// The value half of a debug annotation (its name is set by the caller, plain or interned).
+void SetArgValue(const Arg& a, perfetto::DebugAnnotation* d) {
+  switch (a.type) {
+    case Arg::kInt:
+      d->set_int_value(a.i);
+      break;
+    case Arg::kUint:
+      d->set_uint_value(a.u);
+      break;
+    case Arg::kDouble:
+      d->set_double_value(a.d);
+      break;
+    case Arg::kString: {
+      const std::string_view v = a.Str();
+      d->set_string_value(v.data(), v.size());
+      break;
+    }
+    case Arg::kBool:
+      d->set_bool_value(a.i != 0);
+      break;
+  }
+}
+
 void FillArgs(const ArgList& args, perfetto::TrackEvent* ev) {
   for (const Arg& a : args) {
     perfetto::DebugAnnotation* d = ev->add_debug_annotations();
     d->set_name(a.name);
-    switch (a.type) {
-      case Arg::kInt:
-        d->set_int_value(a.i);
-        break;
-      case Arg::kUint:
-        d->set_uint_value(a.u);
-        break;
-      case Arg::kDouble:
-        d->set_double_value(a.d);
-        break;
-      case Arg::kString: {
-        const std::string_view v = a.Str();
-        d->set_string_value(v.data(), v.size());
-        break;
-      }
-      case Arg::kBool:
-        d->set_bool_value(a.i != 0);
-        break;
-    }
+    SetArgValue(a, d);
   }
 }
 
@@ -694,25 +699,7 @@ void FillInternedArgs(const ArgList& args, Interner* in, perfetto::TracePacket* 
   for (const Arg& a : args) {
     perfetto::DebugAnnotation* d = ev->add_debug_annotations();
     d->set_name_iid(in->ArgName(a.name, pkt));
-    switch (a.type) {
-      case Arg::kInt:
-        d->set_int_value(a.i);
-        break;
-      case Arg::kUint:
-        d->set_uint_value(a.u);
-        break;
-      case Arg::kDouble:
-        d->set_double_value(a.d);
-        break;
-      case Arg::kString: {
-        const std::string_view v = a.Str();
-        d->set_string_value(v.data(), v.size());
-        break;
-      }
-      case Arg::kBool:
-        d->set_bool_value(a.i != 0);
-        break;
-    }
+    SetArgValue(a, d);
   }
 }
 
