@@ -395,17 +395,7 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
   for (size_t s = 0; s < sched.steps.size(); ++s) {
     std::vector<std::vector<uint32_t>> now(p_);
     for (const Xfer& x : sched.steps[s].xfers) {
-      Task tk;
-      tk.kind = TaskKind::kTransfer;
-      tk.core = cores_[x.src];
-      tk.dst_core = cores_[x.dst];
-      tk.bytes = x.bytes;
-      tk.offset = x.offset;
-      tk.dst_offset = x.DstOffset();
-      tk.reduce = x.reduce;
-      if (sched.in_switch) tk.in_switch_gbps = switch_.bandwidth_gbps;
-      tk.collective = coll;
-      tk.coll_step = static_cast<uint16_t>(s);
+      Task tk = XferTask(x, sched, switch_, coll, s, cores_);
       tk.deps = last_in[x.src].empty() ? Ready(t, x.src) : last_in[x.src];
       if (x.reduce) Append(&tk.deps, Ready(t, x.dst));
       uint32_t id = AddTask(std::move(tk));
@@ -595,17 +585,7 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
     std::vector<std::vector<uint32_t>> now(p_);
     std::vector<std::pair<int, Range>> arrivals;
     for (const Xfer& x : sched.steps[s].xfers) {
-      Task tk;
-      tk.kind = TaskKind::kTransfer;
-      tk.core = cores_[x.src];
-      tk.dst_core = cores_[x.dst];
-      tk.bytes = x.bytes;
-      tk.offset = x.offset;
-      tk.dst_offset = x.DstOffset();
-      tk.reduce = x.reduce;
-      if (sched.in_switch) tk.in_switch_gbps = switch_.bandwidth_gbps;
-      tk.collective = coll;
-      tk.coll_step = static_cast<uint16_t>(s);
+      Task tk = XferTask(x, sched, switch_, coll, s, cores_);
       tk.deps = last_in[x.src];
       uint32_t id = AddTask(std::move(tk));
       if (fc.first_task < 0) fc.first_task = id;

@@ -114,6 +114,13 @@ InSwitchReduction InSwitchReductionOf(const config::Chip& chip);
 std::string ChooseCollective(const std::string& requested, CollectiveKind kind, int ranks, uint64_t bytes,
                              const InSwitchReduction& sw);
 
+// The transfer task of `x`, step `step` of a collective lowered as `s` (index
+// `collective` into Program::collectives): cores from `cores[rank]` (rank itself
+// when `cores` is empty), payload, byte ranges, reduce flag, and the in-switch
+// bandwidth when `s` runs in the switch. id, op and deps are the caller's.
+Task XferTask(const Xfer& x, const Schedule& s, const InSwitchReduction& sw, int32_t collective, size_t step,
+              const std::vector<int>& cores = {});
+
 // One collective alone as a Program over cores 0..ranks-1 of `chip` (one op, one
 // CollectiveInfo; the algorithm chosen by ChooseCollective against the chip, nvls
 // transfers marked with the chip's in-switch bandwidth; deps as the lowering makes

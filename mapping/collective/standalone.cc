@@ -9,6 +9,22 @@
 
 namespace tpsim::mapping {
 
+Task XferTask(const Xfer& x, const Schedule& s, const InSwitchReduction& sw, int32_t collective, size_t step,
+              const std::vector<int>& cores) {
+  Task t;
+  t.kind = TaskKind::kTransfer;
+  t.core = cores.empty() ? x.src : cores[x.src];
+  t.dst_core = cores.empty() ? x.dst : cores[x.dst];
+  t.bytes = x.bytes;
+  t.offset = x.offset;
+  t.dst_offset = x.DstOffset();
+  t.reduce = x.reduce;
+  if (s.in_switch) t.in_switch_gbps = sw.bandwidth_gbps;
+  t.collective = collective;
+  t.coll_step = static_cast<uint16_t>(step);
+  return t;
+}
+
 Program CollectiveProgram(const arch::Chip& chip, const std::string& requested, CollectiveKind kind,
                           int ranks, uint64_t bytes, uint64_t align) {
   if (ranks > chip.num_cores()) {
@@ -40,18 +56,8 @@ Program CollectiveProgram(const arch::Chip& chip, const std::string& requested, 
   for (size_t st = 0; st < s.steps.size(); ++st) {
     std::vector<std::vector<uint32_t>> now(ranks);
     for (const Xfer& x : s.steps[st].xfers) {
-      Task t;
+      Task t = XferTask(x, s, sw, 0, st);
       t.id = static_cast<uint32_t>(p.tasks.size());
-      t.kind = TaskKind::kTransfer;
-      t.core = x.src;
-      t.dst_core = x.dst;
-      t.bytes = x.bytes;
-      t.offset = x.offset;
-      t.dst_offset = x.DstOffset();
-      t.reduce = x.reduce;
-      if (s.in_switch) t.in_switch_gbps = sw.bandwidth_gbps;
-      t.collective = 0;
-      t.coll_step = static_cast<uint16_t>(st);
       t.deps = last[x.src];
       now[x.dst].push_back(t.id);
       p.tasks.push_back(std::move(t));
