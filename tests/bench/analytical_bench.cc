@@ -1,8 +1,9 @@
 // Layer evaluations per second of the analytical engine on a Program shaped like
 // reference-qwen3-4b: 36 Qwen3-4B layers (hidden 2560, 32 heads, 8 KV heads,
-// head dim 128, FFN 9728) as 16 pipeline stages x TP=4 on an 8x8 mesh, each
-// stage on a 2x2 block in ring order, Megatron split (QKV / gate-up by columns,
-// O / down by rows, one ring all-reduce after each), prefill of `prompt` tokens.
+// head dim 128, FFN 9728) as 16 pipeline stages x TP=4 on the tests' 8x8 mesh
+// (tests/sim/test_mesh.h), each stage on a 2x2 block in ring order, Megatron split
+// (QKV / gate-up by columns, O / down by rows, one ring all-reduce after each),
+// prefill of `prompt` tokens.
 // The Program is built by hand here so the benchmark times the engine only.
 //
 //   analytical_bench --benchmark_counters_tabular=true
@@ -14,6 +15,7 @@
 
 #include "sim/analytical/analytical.h"
 #include "sim/result.h"
+#include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
 namespace {
@@ -24,34 +26,6 @@ using mapping::TaskKind;
 
 constexpr int kLayers = 36, kStages = 16, kTp = 4;
 constexpr uint64_t kHidden = 2560, kHeads = 32, kKvHeads = 8, kHeadDim = 128, kFfn = 9728;
-
-config::Chip Mesh() {
-  config::Chip c;
-  c.set_name("bench-mesh-8x8");
-  c.set_clock_mhz(500);
-  auto* core = c.mutable_core();
-  core->set_systolic_rows(64);
-  core->set_systolic_cols(64);
-  core->set_mac_dtype("bf16");
-  core->set_matrix_utilization(0.7);
-  core->set_vector_lanes(64);
-  core->set_sram_bytes(32ull << 20);
-  auto* noc = c.mutable_noc();
-  noc->set_topology("mesh");
-  noc->set_rows(8);
-  noc->set_cols(8);
-  noc->set_link_bandwidth_gbps(160);
-  noc->set_router_latency_cycles(1);
-  auto* mem = c.add_memory();
-  mem->set_name("dram");
-  mem->set_kind("dram");
-  mem->add_attach("r0c0");
-  mem->set_bandwidth_gbps(100);
-  mem->set_efficiency(0.8);
-  mem->set_latency_ns(50);
-  mem->set_capacity_bytes(8ull << 30);
-  return c;
-}
 
 class Builder {
  public:
@@ -157,7 +131,7 @@ class Builder {
 };
 
 void BM_AnalyticalPrefill(benchmark::State& state) {
-  static const arch::Chip chip = arch::Chip::Build(Mesh());
+  const arch::Chip& chip = test::Mesh();
   const Program program = Builder(static_cast<uint64_t>(state.range(0))).Take();
   AnalyticalEngine engine;
   for (auto _ : state) {
@@ -171,7 +145,7 @@ void BM_AnalyticalPrefill(benchmark::State& state) {
 BENCHMARK(BM_AnalyticalPrefill)->Arg(256)->Arg(2048)->Unit(benchmark::kMicrosecond);
 
 void BM_AnalyticalPrefillWithResult(benchmark::State& state) {
-  static const arch::Chip chip = arch::Chip::Build(Mesh());
+  const arch::Chip& chip = test::Mesh();
   const Program program = Builder(static_cast<uint64_t>(state.range(0))).Take();
   AnalyticalEngine engine;
   for (auto _ : state) {
