@@ -33,6 +33,15 @@ Network GridNodes(int rows, int cols) {
   return net;
 }
 
+Network LineNodes(int n, const std::string& prefix) {
+  Network net;
+  net.num_cores = n;
+  net.grid_rows = 1;
+  net.grid_cols = n;
+  for (int i = 0; i < n; ++i) net.AddNode(Node{prefix + std::to_string(i), Node::kCore, 0, i});
+  return net;
+}
+
 void AddMeshWires(Network& net, int rows, int cols, double bandwidth_gbps, Ps latency_ps) {
   for (int r = 0; r < rows; ++r) {
     for (int col = 0; col < cols; ++col) {

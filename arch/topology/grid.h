@@ -16,6 +16,8 @@ void ValidateGridDims(const config::Chip& c, DiagSink& sink);
 
 // The grid's nodes, no links.
 Network GridNodes(int rows, int cols);
+// A 1 x n line of core nodes named prefix0 .. prefix<n-1> (rings and switches).
+Network LineNodes(int n, const std::string& prefix);
 // Adds a two-way wire between every pair of horizontal and vertical neighbours
 // of a rows x cols grid made by GridNodes (no wraparound).
 void AddMeshWires(Network& net, int rows, int cols, double bandwidth_gbps, Ps latency_ps);

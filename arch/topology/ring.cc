@@ -28,11 +28,7 @@ class Ring : public Topology {
   }
   Network Build(const config::Chip& c, Ps cycle_ps) const override {
     const int n = c.noc().nodes();
-    Network net;
-    net.num_cores = n;
-    net.grid_rows = 1;
-    net.grid_cols = n;
-    for (int i = 0; i < n; ++i) net.AddNode(Node{"n" + std::to_string(i), Node::kCore, 0, i});
+    Network net = LineNodes(n, "n");
     const double bw = c.noc().link_bandwidth_gbps();
     const Ps lat = HopLatencyPs(c, cycle_ps, c.noc().link_latency_ns());
     for (int i = 0; i < n; ++i) {
