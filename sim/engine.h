@@ -34,9 +34,9 @@ struct ChannelUsage {
 };
 
 struct EngineOutput {
-  std::vector<TaskTime> tasks;        // indexed by Task::id
-  std::vector<LinkUsage> links;       // indexed by link id (arch::Chip::links())
-  std::vector<ChannelUsage> channels; // indexed by channel id
+  std::vector<TaskTime> tasks;         // indexed by Task::id
+  std::vector<LinkUsage> links;        // indexed by link id (arch::Chip::links())
+  std::vector<ChannelUsage> channels;  // indexed by channel id
   Ps makespan_ps = 0;
 };
 
@@ -57,5 +57,8 @@ class Engine {
 // Engines by name ("analytical", "tlm"); nullptr for an unknown name.
 std::unique_ptr<Engine> MakeEngine(const std::string& name);
 std::vector<std::string> EngineNames();
+// The error for an unknown engine name at `where` (field: "engine" or "--engine").
+config::Diag UnknownEngineDiag(const config::Location& where, const std::string& field,
+                               const std::string& name);
 
 }  // namespace tpsim::sim

@@ -23,6 +23,13 @@ std::unique_ptr<Engine> MakeEngine(const std::string& name) {
   return nullptr;
 }
 
+config::Diag UnknownEngineDiag(const config::Location& where, const std::string& field,
+                               const std::string& name) {
+  std::string valid;
+  for (const auto& e : kEngines) valid += (valid.empty() ? "" : ", ") + std::string(e.name);
+  return config::Diag{where, field, name, "unknown engine (valid: " + valid + ")"};
+}
+
 std::vector<std::string> EngineNames() {
   std::vector<std::string> names;
   for (const auto& e : kEngines) names.emplace_back(e.name);

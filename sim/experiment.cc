@@ -170,22 +170,20 @@ void ValidateWorkload(const Experiment& e, std::vector<Diag>* diags) {
   }
 }
 
-void ValidateExperiment(const Experiment& e) {
+arch::Chip ValidateExperiment(const Experiment& e) {
   std::vector<Diag> diags;
   arch::ValidateChip(e.cfg.chip(), e.locs, "chip", &diags);
   llm::ValidateModel(e.cfg.model(), e.locs, "model", &diags);
   ValidateWorkload(e, &diags);
   const std::string& engine = e.cfg.engine();
-  if (!engine.empty() && !MakeEngine(engine)) {
-    std::string valid;
-    for (const auto& n : EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
-    diags.push_back(Diag{e.locs.Find("engine"), "engine", engine, "unknown engine (valid: " + valid + ")"});
-  }
-  if (diags.empty()) {
-    arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
-    mapping::ValidateMapping(e.cfg.mapping(), chip, e.cfg.model(), e.cfg.workload(), e.locs, &diags);
-  }
+  if (!engine.empty() && !MakeEngine(engine))
+    diags.push_back(UnknownEngineDiag(e.locs.Find("engine"), "engine", engine));
+  // The mapping is checked against the built chip, so only once the rest holds.
   if (!diags.empty()) throw ConfigError(std::move(diags));
+  arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
+  mapping::ValidateMapping(e.cfg.mapping(), chip, e.cfg.model(), e.cfg.workload(), e.locs, &diags);
+  if (!diags.empty()) throw ConfigError(std::move(diags));
+  return chip;
 }
 
 std::string DefaultExperimentPath() { return config::ConfigDir() + "/experiments/default.textproto"; }

@@ -23,9 +23,9 @@ struct Override {
 Override ParseOverride(const std::string& arg);
 
 struct Experiment {
-  std::string path;            // the experiment file
-  config::Experiment cfg;      // chip, model, workload and mapping all inline
-  config::SourceMap locs;      // field paths from the experiment root
+  std::string path;        // the experiment file
+  config::Experiment cfg;  // chip, model, workload and mapping all inline
+  config::SourceMap locs;  // field paths from the experiment root
 };
 
 // Stage one. `model_override` (from --model) replaces the model source when set:
@@ -34,8 +34,9 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
                           const std::string& model_override = "");
 
 // Stage two: every rule of chip, model, workload and mapping. Throws
-// config::ConfigError with all violations found.
-void ValidateExperiment(const Experiment& e);
+// config::ConfigError with all violations found; returns the chip it built to
+// check the mapping, so callers need not build it again.
+arch::Chip ValidateExperiment(const Experiment& e);
 
 // Checks of the workload alone (positive sizes, layers within the model, dtype).
 void ValidateWorkload(const Experiment& e, std::vector<config::Diag>* diags);

@@ -8,7 +8,7 @@
 namespace tpsim::sim {
 
 RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
-  ValidateExperiment(e);
+  arch::Chip chip = ValidateExperiment(e);
   if (e.cfg.workload().has_requests() && (e.cfg.workload().batch() == 0 || e.cfg.workload().seq_len() == 0)) {
     throw config::ConfigError(config::Diag{e.locs.Find("workload.requests"), "workload.requests", "",
                                            "a request stream is served, not run: use `tpsim serve`"});
@@ -17,12 +17,9 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   if (engine_name.empty()) engine_name = "analytical";
   auto engine = MakeEngine(engine_name);
   if (!engine) {
-    std::string valid;
-    for (const auto& n : EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
-    throw config::ConfigError(config::Diag{config::Location{"<command line>", 1, 1}, "--engine", engine_name,
-                                           "unknown engine (valid: " + valid + ")"});
+    throw config::ConfigError(
+        UnknownEngineDiag(config::Location{"<command line>", 1, 1}, "--engine", engine_name));
   }
-  arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
   RunOutput out;
   out.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
   EngineOutput timing = engine->Run(out.program, chip);

@@ -180,8 +180,7 @@ int Main(int argc, char** argv) {
   Options o = Parse(argc, argv);
   if (o.collectives) return Collectives(o);
   sim::Experiment e = sim::LoadExperiment(o.experiment, o.sets);
-  sim::ValidateExperiment(e);
-  arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
+  arch::Chip chip = sim::ValidateExperiment(e);
   if (e.cfg.chip().noc().topology() != "switch")
     std::cerr << "tpsim-validate: warning: chip " << e.cfg.chip().name()
               << " is not a GPU node (noc.topology \"switch\"); cores are mapped to GPUs anyway\n";

@@ -148,8 +148,7 @@ int Describe(Args& a) {
   }
   if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
-  sim::ValidateExperiment(e);
-  arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
+  arch::Chip chip = sim::ValidateExperiment(e);
   const auto& c = e.cfg.chip();
   const auto& m = e.cfg.model();
   const auto& w = e.cfg.workload();
