@@ -2,10 +2,13 @@
 // A chip: cores, a network graph (Boost.Graph) with precomputed routes, memory
 // channels, and the cost models both timing engines use.
 //
-// Nodes of the network are cores (ids 0..num_cores-1, the first nodes), routers,
-// switches and memory controllers. On meshes and tori each core sits on its own
-// router; the core and its router share a node, so a route between neighbouring
-// cores is one link. Links are directed: a bidirectional wire is two links.
+// Nodes of the network are cores (ids 0..num_cores-1, the first nodes), routers
+// and switches. On meshes and tori each core sits on its own router; the core and
+// its router share a node, so a route between neighbouring cores is one link.
+// Links are directed: a bidirectional wire is two links. Memory channels are not
+// nodes of their own: each attaches to an existing node (its core when stacked,
+// the `attach` node otherwise), and DRAM traffic does not cross network links.
+// (Node::kMemory is reserved for memory controllers as nodes; none are built yet.)
 
 #include <cstdint>
 #include <map>
@@ -21,7 +24,7 @@ namespace tpsim::arch {
 using Ps = int64_t;  // picoseconds
 
 struct Node {
-  std::string name;  // "r2c5" on meshes/tori, "n3" on rings, "gpu0"/"switch", "mc_hbm_west0"
+  std::string name;  // "r2c5" on meshes/tori, "n3" on rings, "gpu0"/"switch", edge-list names
   enum Kind { kCore, kRouter, kSwitch, kMemory } kind = kCore;
   int row = -1, col = -1;  // grid position where the topology has one
 };
