@@ -197,6 +197,10 @@ class Lowerer : public GemmContext {
   int32_t HeadOp(Role role, const char* suffix, FuncKind fk, double ops, int32_t x, uint64_t heads,
                  uint32_t pos0);
   int32_t Add(Role role, int32_t a, int32_t res, const Layout& next_want, Role producer);
+  // The new op `role`: y = a (op) b element-wise over t_ x cols, a and b already in
+  // layout `l`; one vector task per rank on its block. Returns y (layout l).
+  int32_t Elementwise2(Role role, const Layout& l, int32_t a, int32_t b, uint64_t cols, FuncKind fk,
+                       double ops_per_elem);
   int32_t Layer(uint32_t layer, int32_t x, const Layout& next_want);
   int32_t StageSend(int32_t x, const std::vector<int>& to);
   void PlanMemory();
@@ -669,16 +673,19 @@ int32_t Lowerer::Add(Role role, int32_t a, int32_t res, const Layout& next_want,
     l = lr;
   }
   if (p_ == 1) l = Layout::Replicated();
+  return Elementwise2(role, l, a, res, model_.hidden_size(), FuncKind::kAdd, kAddOps);
+}
+
+int32_t Lowerer::Elementwise2(Role role, const Layout& l, int32_t a, int32_t b, uint64_t cols, FuncKind fk,
+                              double ops_per_elem) {
   NewOp(names_[role], ToString(l));
-  uint64_t h = model_.hidden_size();
-  int32_t y = NewTensor(FuncTensorKind::kActivation, t_, h);
+  int32_t y = NewTensor(FuncTensorKind::kActivation, t_, cols);
   for (int r = 0; r < p_; ++r) {
-    Range rows = RowsOf(l, t_, p_, r), cols = ColsOf(l, h, p_, r);
-    if (rows.size() == 0 || cols.size() == 0) continue;
+    Range rr = RowsOf(l, t_, p_, r), cr = ColsOf(l, cols, p_, r);
+    if (rr.size() == 0 || cr.size() == 0) continue;
     std::vector<uint32_t> deps = Ready(a, r);
-    Append(&deps, Ready(res, r));
-    Vector(r, OpKind::kElementwise, FuncKind::kAdd, kAddOps, Sl(a, rows, cols), Sl(res, rows, cols),
-           Sl(y, rows, cols), deps);
+    Append(&deps, Ready(b, r));
+    Vector(r, OpKind::kElementwise, fk, ops_per_elem, Sl(a, rr, cr), Sl(b, rr, cr), Sl(y, rr, cr), deps);
   }
   ts_[y].layout = l;
   return y;
@@ -820,17 +827,7 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
     Convert(up, Layout::Replicated(), names_[kUp]);
   }
   Layout la = p_ == 1 ? Layout::Replicated() : ts_[gate].layout;
-  NewOp(names_[kAct], ToString(la));
-  int32_t act = NewTensor(FuncTensorKind::kActivation, t_, inter);
-  for (int r = 0; r < p_; ++r) {
-    Range rows = RowsOf(la, t_, p_, r), cols = ColsOf(la, inter, p_, r);
-    if (rows.size() == 0 || cols.size() == 0) continue;
-    std::vector<uint32_t> deps = Ready(gate, r);
-    Append(&deps, Ready(up, r));
-    Vector(r, OpKind::kElementwise, FuncKind::kSiluMul, kSiluMulOps, Sl(gate, rows, cols), Sl(up, rows, cols),
-           Sl(act, rows, cols), deps);
-  }
-  ts_[act].layout = la;
+  int32_t act = Elementwise2(kAct, la, gate, up, inter, FuncKind::kSiluMul, kSiluMulOps);
   int32_t down = Gemm(kDown, OpClass::kDown, act, weight(kWdown, inter, h), inter, h, 1, 1);
   return Add(kResid2, down, h1, next_want, kDown);
 }
