@@ -881,6 +881,20 @@ void JsonUs(Ps ps, std::string* o) {
   *o += b;
 }
 
+// One Chrome-trace counter sample: {"ph":"C","name":...,"pid":pid,"tid":0,"ts":us,"args":{unit:value}}.
+void JsonCounterEvent(const std::string& name, const std::string& unit, int64_t pid, Ps t, double v,
+                      std::string* o) {
+  *o += "{\"ph\":\"C\",\"name\":";
+  JsonString(name, o);
+  *o += ",\"pid\":" + std::to_string(pid) + ",\"tid\":0,\"ts\":";
+  JsonUs(t, o);
+  *o += ",\"args\":{";
+  JsonString(unit, o);
+  *o += ":";
+  JsonDouble(v, o);
+  *o += "}}";
+}
+
 void Json(const Layout& L, const Describer& desc, const std::string& config_text, Sink* sink) {
   std::string& o = *sink->buf();
   ArgList args;
@@ -978,15 +992,7 @@ void Json(const Layout& L, const Describer& desc, const std::string& config_text
   for (const Counter& c : L.counters) {
     for (const auto& [t, v] : c.points) {
       sep();
-      o += "{\"ph\":\"C\",\"name\":";
-      JsonString(c.name, &o);
-      o += ",\"pid\":" + std::to_string(L.meta_pid) + ",\"tid\":0,\"ts\":";
-      JsonUs(t, &o);
-      o += ",\"args\":{";
-      JsonString(c.unit, &o);
-      o += ":";
-      JsonDouble(v, &o);
-      o += "}}";
+      JsonCounterEvent(c.name, c.unit, L.meta_pid, t, v, &o);
       sink->MaybeFlush();
     }
   }
@@ -1210,15 +1216,8 @@ void ServingJson(const std::vector<ServingIteration>& its, const std::vector<std
   }
   for (const CounterTrack& c : counters) {
     for (const auto& [t, v] : c.points) {
-      o += ",\n{\"ph\":\"C\",\"name\":";
-      JsonString(c.name, &o);
-      o += ",\"pid\":1,\"tid\":0,\"ts\":";
-      JsonUs(t, &o);
-      o += ",\"args\":{";
-      JsonString(c.unit, &o);
-      o += ":";
-      JsonDouble(v, &o);
-      o += "}}";
+      o += ",\n";
+      JsonCounterEvent(c.name, c.unit, 1, t, v, &o);
       sink->MaybeFlush();
     }
   }
