@@ -69,8 +69,50 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
   chip.grid_cols_ = net.grid_cols;
   chip.nodes_ = net.nodes;
   chip.links_ = net.links;
+  const int n_topo = static_cast<int>(chip.nodes_.size());
+  for (int i = 0; i < n_topo; ++i) chip.node_index_.emplace(chip.nodes_[i].name, i);
+
+  // Memory channels (per_core memories stacked under each core, in declaration
+  // order) and their controllers: one kMemory node per channel after the
+  // topology's nodes, wired to the channel's attach node by a link pair.
+  for (int mi = 0; mi < cfg.memory_size(); ++mi) {
+    const auto& m = cfg.memory(mi);
+    auto add = [&](const std::string& name, int attach) {
+      MemoryChannel ch;
+      ch.name = name;
+      ch.attach = attach;
+      ch.bandwidth_gbps = m.bandwidth_gbps() * m.efficiency();
+      ch.latency_ps = std::llround(m.latency_ns() * 1000.0);
+      ch.capacity_bytes = m.capacity_bytes();
+      Node mc;
+      mc.name = "mc_" + name;
+      mc.kind = Node::kMemory;
+      mc.row = chip.nodes_[attach].row;
+      mc.col = chip.nodes_[attach].col;
+      if (!chip.node_index_.emplace(mc.name, static_cast<int>(chip.nodes_.size())).second) {
+        throw config::ConfigError(
+            config::Diag{locs.Find("chip.memory[" + std::to_string(mi) + "].name"),
+                         "chip.memory[" + std::to_string(mi) + "].name", m.name(),
+                         "its controller node " + mc.name + " clashes with a node of the network"});
+      }
+      ch.node = static_cast<int>(chip.nodes_.size());
+      chip.nodes_.push_back(std::move(mc));
+      for (auto [src, dst] : {std::pair{ch.node, attach}, std::pair{attach, ch.node}}) {
+        Link l;
+        l.src = src;
+        l.dst = dst;
+        l.bandwidth_gbps = ch.bandwidth_gbps;
+        chip.links_.push_back(l);
+      }
+      chip.channels_.push_back(std::move(ch));
+    };
+    if (m.per_core()) {
+      for (int c = 0; c < chip.num_cores_; ++c) add(m.name() + std::to_string(c), c);
+    } else {
+      for (int i = 0; i < m.attach_size(); ++i) add(m.name() + std::to_string(i), chip.FindNode(m.attach(i)));
+    }
+  }
   const int n = chip.num_nodes();
-  for (int i = 0; i < n; ++i) chip.node_index_.emplace(chip.nodes_[i].name, i);
 
   auto graph = std::make_shared<ChipGraph>();
   graph->g = Graph(n);
@@ -84,13 +126,13 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
   // Next-hop table: the topology's own routing where it has one, else BFS
   // shortest paths (distances to each destination on the reversed graph),
   // taking the lowest-id out-link that gets one hop closer.
-  chip.next_hop_.assign(static_cast<size_t>(n) * n, -1);
+  chip.next_hop_.assign(static_cast<size_t>(n_topo) * n_topo, -1);
   const auto edge_id = boost::get(boost::edge_index, graph->g);
   const auto reversed = boost::make_reverse_graph(graph->g);
   std::vector<int> dist(n);
-  for (int b = 0; b < n; ++b) {
+  for (int b = 0; b < n_topo; ++b) {
     bool have_dist = false;
-    for (int a = 0; a < n; ++a) {
+    for (int a = 0; a < n_topo; ++a) {
       if (a == b) continue;
       int next = topo->NextNode(net, a, b);
       int link = -1;
@@ -121,7 +163,17 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
                                                "no route from " + chip.nodes_[a].name + " to " +
                                                    chip.nodes_[b].name + " (the network is not connected)"});
       }
-      chip.next_hop_[static_cast<size_t>(a) * n + b] = link;
+      chip.next_hop_[static_cast<size_t>(a) * n_topo + b] = link;
+    }
+  }
+
+  // Controllers are leaves, routed by Route() through their attach node; the
+  // table covers the topology's nodes only.
+  chip.num_topology_nodes_ = n_topo;
+  for (MemoryChannel& ch : chip.channels_) {
+    for (auto [e, end] = boost::out_edges(ch.node, graph->g); e != end; ++e) ch.up_link = edge_id[*e];
+    for (auto [e, end] = boost::out_edges(ch.attach, graph->g); e != end; ++e) {
+      if (static_cast<int>(boost::target(*e, graph->g)) == ch.node) ch.down_link = edge_id[*e];
     }
   }
 
@@ -136,9 +188,9 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
       int at = a;
       while (hops[at] < 0) {
         path.push_back(at);
-        if (static_cast<int>(path.size()) > n)
+        if (static_cast<int>(path.size()) > n_topo)
           throw std::logic_error("routing loop in topology " + cfg.noc().topology());
-        at = chip.links_[chip.next_hop_[static_cast<size_t>(at) * n + b]].dst;
+        at = chip.links_[chip.next_hop_[static_cast<size_t>(at) * n_topo + b]].dst;
       }
       for (auto it = path.rbegin(); it != path.rend(); ++it) {
         hops[*it] = hops[at] + 1;
@@ -152,38 +204,22 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
   for (const auto& side : topo->BisectionCuts(net)) {
     double sum = 0;
     for (const auto& l : chip.links_) {
+      if (l.src >= n_topo || l.dst >= n_topo) continue;  // memory controllers are not cut
       if (side[l.src] && !side[l.dst]) sum += l.bandwidth_gbps;
     }
     chip.bisection_gbps_ = first_cut ? sum : std::min(chip.bisection_gbps_, sum);
     first_cut = false;
   }
 
-  // Memory channels: per_core memories first in declaration order, one per core.
-  for (const auto& m : cfg.memory()) {
-    auto add = [&](const std::string& name, int node) {
-      MemoryChannel ch;
-      ch.name = name;
-      ch.node = node;
-      ch.bandwidth_gbps = m.bandwidth_gbps() * m.efficiency();
-      ch.latency_ps = std::llround(m.latency_ns() * 1000.0);
-      ch.capacity_bytes = m.capacity_bytes();
-      chip.channels_.push_back(std::move(ch));
-    };
-    if (m.per_core()) {
-      for (int c = 0; c < chip.num_cores_; ++c) add(m.name() + std::to_string(c), c);
-    } else {
-      for (int i = 0; i < m.attach_size(); ++i) add(m.name() + std::to_string(i), chip.FindNode(m.attach(i)));
-    }
-  }
   chip.core_channel_.assign(chip.num_cores_, -1);
   for (int c = 0; c < chip.num_cores_; ++c) {
     int best = -1, best_hops = 0;
     for (int ch = 0; ch < static_cast<int>(chip.channels_.size()) && best < 0; ++ch) {
-      if (chip.channels_[ch].node == c) best = ch;
+      if (chip.channels_[ch].attach == c) best = ch;
     }
     const bool stacked = best >= 0;
     for (int ch = 0; ch < static_cast<int>(chip.channels_.size()) && !stacked; ++ch) {
-      int h = chip.Hops(c, chip.channels_[ch].node);
+      int h = chip.Hops(c, chip.channels_[ch].attach);
       if (best < 0 || h < best_hops) best = ch, best_hops = h;
     }
     chip.core_channel_[c] = best;
@@ -214,11 +250,20 @@ std::vector<int> Chip::Route(int a, int b) const {
   CheckId(a, n, "node");
   CheckId(b, n, "node");
   std::vector<int> route;
-  for (int at = a; at != b && static_cast<int>(route.size()) <= n;) {
-    int link = next_hop_[static_cast<size_t>(at) * n + b];
+  if (a == b) return route;
+  const int nt = num_topology_nodes_;
+  if (a >= nt) {  // leave a controller by its link to the attach node
+    const MemoryChannel& ch = channels_[a - nt];
+    route.push_back(ch.up_link);
+    a = ch.attach;
+  }
+  const int target = b >= nt ? channels_[b - nt].attach : b;
+  for (int at = a; at != target && static_cast<int>(route.size()) <= n;) {
+    int link = next_hop_[static_cast<size_t>(at) * nt + target];
     route.push_back(link);
     at = links_[link].dst;
   }
+  if (b >= nt) route.push_back(channels_[b - nt].down_link);
   return route;
 }
 
@@ -280,6 +325,33 @@ Ps Chip::VectorTime(double ops, uint64_t bytes) const {
   if (ops > 0) compute = CeilPs(std::ceil(static_cast<long double>(ops) / c.vector_lanes()) * cycle_ps_);
   Ps sram = c.sram_bandwidth_gbps() > 0 ? SerialisePs(bytes, c.sram_bandwidth_gbps()) : 0;
   return std::max(compute, sram);
+}
+
+std::vector<int> Chip::MemoryPath(int core, int channel, bool write) const {
+  CheckId(core, num_cores_, "core");
+  CheckId(channel, static_cast<int>(channels_.size()), "channel");
+  const int attach = channels_[channel].attach;
+  return write ? Route(core, attach) : Route(attach, core);
+}
+
+Ps Chip::MemoryTime(int core, int channel, uint64_t bytes, bool write, uint64_t sharers) const {
+  CheckId(core, num_cores_, "core");
+  CheckId(channel, static_cast<int>(channels_.size()), "channel");
+  sharers = std::max<uint64_t>(1, sharers);
+  uint64_t shared = 0;
+  if (__builtin_mul_overflow(bytes, sharers, &shared)) shared = std::numeric_limits<uint64_t>::max();
+  const Ps dram = DramTime(channel, shared);
+  const std::vector<int> path = MemoryPath(core, channel, write);
+  if (path.empty() || bytes == 0) return dram;
+  Ps latency = 0;
+  double min_bw = std::numeric_limits<double>::infinity();
+  for (int l : path) {
+    latency = SatAdd(latency, links_[l].latency_ps);
+    min_bw = std::min(min_bw, links_[l].bandwidth_gbps);
+  }
+  // Cut-through: the slower of the channel (its share) and the path's narrowest link.
+  const Ps at_channel = dram - channels_[channel].latency_ps;
+  return SatAdd(SatAdd(dram, latency), std::max<Ps>(0, SerialisePs(bytes, min_bw) - at_channel));
 }
 
 Ps Chip::DramTime(int channel, uint64_t bytes) const {

@@ -5,10 +5,15 @@
 // Nodes of the network are cores (ids 0..num_cores-1, the first nodes), routers
 // and switches. On meshes and tori each core sits on its own router; the core and
 // its router share a node, so a route between neighbouring cores is one link.
-// Links are directed: a bidirectional wire is two links. Memory channels are not
-// nodes of their own: each attaches to an existing node (its core when stacked,
-// the `attach` node otherwise), and DRAM traffic does not cross network links.
-// (Node::kMemory is reserved for memory controllers as nodes; none are built yet.)
+// Links are directed: a bidirectional wire is two links. Every memory channel has
+// a controller node (Node::kMemory, named "mc_" + channel name, after all the
+// topology's nodes) wired by a link pair to its attach node: its own core when
+// stacked (per_core), the named `attach` node otherwise. The controller's links
+// carry the channel's effective bandwidth with no latency of their own: they are
+// the channel's port, and DramTime already charges them. Between the attach node
+// and the core, memory traffic crosses ordinary network links (MemoryTime); on
+// stacked DRAM that path is empty. Controllers are leaves: no route between two
+// other nodes passes through one, and bisection cuts ignore their links.
 
 #include <cstdint>
 #include <map>
@@ -39,9 +44,11 @@ struct Link {
 };
 
 struct MemoryChannel {
-  std::string name;           // "dram3", "hbm_west0"
-  int node = 0;               // where it attaches (a core node for stacked DRAM)
-  double bandwidth_gbps = 0;  // effective: peak x efficiency
+  std::string name;                  // "dram3", "hbm_west0"
+  int node = 0;                      // its controller node (Node::kMemory, "mc_dram3")
+  int attach = 0;                    // the network node the controller hangs off (its core when stacked)
+  int up_link = -1, down_link = -1;  // controller -> attach, attach -> controller
+  double bandwidth_gbps = 0;         // effective: peak x efficiency
   Ps latency_ps = 0;
   uint64_t capacity_bytes = 0;
 };
@@ -91,8 +98,9 @@ class Chip {
   int CoreAt(int row, int col) const;  // -1 outside the grid
 
   // Route from node a to node b: the link ids in order, walked from a
-  // precomputed next-hop table (num_nodes^2 ints). Dimension-order (XY) on
-  // meshes and tori, shortest path (lowest link id on ties) otherwise.
+  // precomputed next-hop table over the topology's nodes (controllers enter and
+  // leave through their attach node). Dimension-order (XY) on meshes and tori,
+  // shortest path (lowest link id on ties) otherwise.
   // Node, core and channel ids out of range throw std::out_of_range.
   std::vector<int> Route(int a, int b) const;
   int Hops(int a, int b) const;
@@ -121,6 +129,16 @@ class Chip {
   Ps VectorTime(double ops, uint64_t bytes) const;
   // Moving `bytes` through a memory channel at its effective bandwidth plus latency.
   Ps DramTime(int channel, uint64_t bytes) const;
+  // The network links memory data crosses between `channel`'s attach node and
+  // `core`: attach -> core for reads, core -> attach for writes; empty when the
+  // channel is stacked under the core.
+  std::vector<int> MemoryPath(int core, int channel, bool write) const;
+  // A memory task of `core` on `channel` whose bandwidth `sharers` cores share:
+  // DramTime(channel, bytes * sharers) when MemoryPath is empty; otherwise the data
+  // also crosses that path, cut-through behind the channel:
+  //   DramTime(channel, bytes * sharers) + path hop latencies
+  //     + max(0, ceil(1000 * bytes / narrowest path link) - (DramTime - channel latency))
+  Ps MemoryTime(int core, int channel, uint64_t bytes, bool write, uint64_t sharers = 1) const;
 
  private:
   config::Chip cfg_;
@@ -128,7 +146,11 @@ class Chip {
   std::vector<Node> nodes_;
   std::vector<Link> links_;
   std::vector<MemoryChannel> channels_;
-  std::vector<int> next_hop_;  // [a * num_nodes + b] -> first link id on the route, -1 when a == b
+  // [a * num_topology_nodes + b] -> first link id on the route between topology
+  // nodes, -1 when a == b; controllers (ids from num_topology_nodes_) are routed
+  // through their attach node.
+  std::vector<int> next_hop_;
+  int num_topology_nodes_ = 0;
   std::vector<int> core_channel_;
   Ps cycle_ps_ = 0;
   std::map<std::string, int> node_index_;

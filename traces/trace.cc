@@ -545,6 +545,9 @@ Layout BuildLayout(const mapping::Program& p, const arch::Chip& chip, const sim:
       for (int l : chip.Route(t.core, t.dst_core)) link_iv[l].emplace_back(tt.start_ps, tt.end_ps, rate);
     } else if (t.kind == TaskKind::kMemory) {
       chan_iv[t.channel].emplace_back(tt.start_ps, tt.end_ps, rate);
+      // Memory data that crosses network links (channels not stacked under the core).
+      for (int l : chip.MemoryPath(t.core, t.channel, t.write))
+        link_iv[l].emplace_back(tt.start_ps, tt.end_ps, rate);
     }
   }
   for (auto& [l, iv] : link_iv) {

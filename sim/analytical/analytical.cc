@@ -58,11 +58,6 @@ Ps SatAdd(Ps a, Ps b) {
   return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
 }
 
-uint64_t SatMul(uint64_t a, uint64_t b) {
-  uint64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
-}
-
 // bytes * factor rounded up, saturating.
 uint64_t ScaleBytes(uint64_t bytes, double factor) {
   const double x = std::ceil(static_cast<double>(bytes) * factor);
@@ -254,13 +249,20 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
   for (size_t i = 0; i < n; ++i) {
     const Task& t = tasks[i];
     if (t.kind != TaskKind::kMemory) continue;
-    const Ps alone = chip.DramTime(t.channel, t.bytes);
+    // Stacked channels: DramTime; others also cross the network path (arch/chip.h MemoryTime).
+    const Ps dram_alone = chip.DramTime(t.channel, t.bytes);
     const uint64_t share = std::max<uint64_t>(1, sharers[t.channel]);
-    duration[i] = share > 1 ? chip.DramTime(t.channel, SatMul(t.bytes, share)) : alone;
+    const Ps alone = chip.MemoryTime(t.core, t.channel, t.bytes, t.write);
+    duration[i] = share > 1 ? chip.MemoryTime(t.core, t.channel, t.bytes, t.write, share) : alone;
     ChannelUsage& u = out.channels[t.channel];
     u.bytes += t.bytes;
-    u.busy_ps = SatAdd(u.busy_ps, std::max<Ps>(0, alone - channels[t.channel].latency_ps));
+    u.busy_ps = SatAdd(u.busy_ps, std::max<Ps>(0, dram_alone - channels[t.channel].latency_ps));
     u.max_queue_ps = std::max(u.max_queue_ps, duration[i] - alone);
+    for (int l : chip.MemoryPath(t.core, t.channel, t.write)) {
+      LinkUsage& lu = out.links[l];
+      lu.bytes += t.bytes;
+      lu.busy_ps = SatAdd(lu.busy_ps, SerialisationPs(t.bytes, links[l].bandwidth_gbps));
+    }
   }
 
   // ---- Schedule: one forward pass in id order.

@@ -35,8 +35,14 @@
 //
 //   memory    the channel's bandwidth is shared by every core that has a memory
 //             task on that channel anywhere in the Program (n(c) distinct cores):
-//                 time(t) = chip.DramTime(channel, bytes * n(c))
-//             i.e. latency once plus serialisation at bandwidth / n(c).
+//                 time(t) = chip.MemoryTime(core, channel, bytes, write, n(c))
+//             i.e. latency once plus serialisation at bandwidth / n(c)
+//             (= chip.DramTime(channel, bytes * n(c))) when the channel is stacked
+//             under the core; otherwise plus the hop latencies of
+//             chip.MemoryPath and, when the path's narrowest link is slower
+//             than the channel share, the difference (cut-through). Memory
+//             flows do not share links with transfers here (the TLM engine
+//             models that).
 //
 // Schedule
 // --------
@@ -54,8 +60,9 @@
 //   end = start + time(t); makespan = max end (0 for an empty Program).
 //
 // Statistics in EngineOutput
-//   links[l].bytes        payload bytes of every transfer routed over l
-//   links[l].busy_ps      sum over those transfers of ceil(bytes / bw(l)) (unshared)
+//   links[l].bytes        payload bytes of every transfer routed over l and of every
+//                         memory task whose MemoryPath crosses l
+//   links[l].busy_ps      sum over those tasks of ceil(bytes / bw(l)) (unshared)
 //   links[l].max_queue_ps largest extra serialisation a transfer on l suffered from
 //                         sharing: ser(t) - unshared ser(t)
 //   channels[c].bytes / busy_ps (DramTime(c, bytes) - latency, unshared) /

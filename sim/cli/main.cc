@@ -163,10 +163,20 @@ int Describe(Args& a) {
      << Fixed(chip.PeakTflops() * c.core().matrix_utilization(), 1) << " achievable)\n";
   os << "  SRAM                  " << HumanBytes(static_cast<double>(chip.TotalSramBytes())) << " ("
      << HumanBytes(static_cast<double>(c.core().sram_bytes())) << " per core)\n";
+  std::set<int> attach_nodes;
+  size_t stacked = 0;
+  for (size_t ch = 0; ch < chip.channels().size(); ++ch) {
+    attach_nodes.insert(chip.channels()[ch].attach);
+    stacked += chip.channels()[ch].attach < chip.num_cores() &&
+               chip.ChannelOf(chip.channels()[ch].attach) == static_cast<int>(ch);
+  }
   os << "  DRAM bandwidth        " << Fixed(chip.TotalDramBandwidthGbps(), 1) << " GB/s effective over "
      << chip.channels().size() << " channels\n";
-  os << "  network               " << chip.links().size() << " links, "
-     << Fixed(c.noc().link_bandwidth_gbps(), 1) << " GB/s per direction\n";
+  os << "  memory controllers    " << chip.channels().size() << " nodes on " << attach_nodes.size()
+     << " network nodes (" << stacked << " at the node of the core that uses them)\n";
+  os << "  network               " << chip.links().size() - 2 * chip.channels().size() << " links, "
+     << Fixed(c.noc().link_bandwidth_gbps(), 1) << " GB/s per direction (+ " << 2 * chip.channels().size()
+     << " controller links)\n";
   os << "  diameter              " << chip.Diameter() << " hops\n";
   os << "  bisection bandwidth   " << Fixed(chip.BisectionBandwidthGbps(), 1) << " GB/s\n";
 

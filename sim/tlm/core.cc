@@ -1,7 +1,9 @@
 #include "sim/tlm/core.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
 
 namespace tpsim::sim::tlm_model {
 
@@ -19,6 +21,15 @@ RunState::RunState(const mapping::Program& p, const arch::Chip& c)
     }
   }
   for (size_t i = 0; i < n; ++i) first_dependent[i + 1] += first_dependent[i];
+  mem_via_net.assign(n, 0);
+  std::map<std::tuple<int, int, bool>, bool> via;  // (core, channel, write) -> has a path
+  for (size_t i = 0; i < n; ++i) {
+    const Task& t = p.tasks[i];
+    if (t.kind != TaskKind::kMemory) continue;
+    auto [it, inserted] = via.try_emplace({t.core, t.channel, t.write}, false);
+    if (inserted) it->second = !c.MemoryPath(t.core, t.channel, t.write).empty();
+    mem_via_net[i] = it->second;
+  }
   dependents.resize(first_dependent[n]);
   std::vector<uint32_t> fill(first_dependent.begin(), first_dependent.end() - 1);
   for (size_t i = 0; i < n; ++i) {
@@ -81,8 +92,9 @@ void Core::Ready(uint32_t task) {
   gp->set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
   tlm::tlm_phase phase = tlm::BEGIN_REQ;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  tlm::tlm_sync_enum status = t.kind == TaskKind::kTransfer ? net_socket->nb_transport_fw(*gp, phase, delay)
-                                                            : mem_socket->nb_transport_fw(*gp, phase, delay);
+  const bool via_net = t.kind == TaskKind::kTransfer || st_->mem_via_net[task];
+  tlm::tlm_sync_enum status = via_net ? net_socket->nb_transport_fw(*gp, phase, delay)
+                                      : mem_socket->nb_transport_fw(*gp, phase, delay);
   if (status != tlm::TLM_ACCEPTED && phase == tlm::BEGIN_RESP) peq_.notify(*gp, phase, delay);
 }
 

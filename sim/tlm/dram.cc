@@ -13,12 +13,9 @@ Dram::Dram(sc_core::sc_module_name name, RunState* state)
   socket.register_nb_transport_fw(this, &Dram::nb_transport_fw);
 }
 
-tlm::tlm_sync_enum Dram::nb_transport_fw(int, tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
-                                         sc_core::sc_time& delay) {
-  if (phase != tlm::BEGIN_REQ) return tlm::TLM_ACCEPTED;
-  const mapping::Task& t = st_->program.tasks[static_cast<uint32_t>(gp.get_address())];
+Dram::Grant Dram::Reserve(uint32_t task, Ps now) {
+  const mapping::Task& t = st_->program.tasks[task];
   const int ch = t.channel;
-  const Ps now = NowPs();
   const Ps total = st_->chip.DramTime(ch, t.bytes);
   const Ps occupy = std::max<Ps>(0, total - (t.bytes == 0 ? 0 : st_->chip.channels()[ch].latency_ps));
   const Ps start = std::max(now, free_[ch]);
@@ -27,11 +24,19 @@ tlm::tlm_sync_enum Dram::nb_transport_fw(int, tlm::tlm_generic_payload& gp, tlm:
   u.bytes += t.bytes;
   u.busy_ps += occupy;
   u.max_queue_ps = std::max(u.max_queue_ps, start - now);
+  return Grant{start, total};
+}
+
+tlm::tlm_sync_enum Dram::nb_transport_fw(int, tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
+                                         sc_core::sc_time& delay) {
+  if (phase != tlm::BEGIN_REQ) return tlm::TLM_ACCEPTED;
+  const Ps now = NowPs();
+  const Grant g = Reserve(static_cast<uint32_t>(gp.get_address()), now);
   // Base-protocol shortcut: BEGIN_RESP on the return path (implies END_REQ),
   // annotated with the time until the response.
   gp.set_response_status(tlm::TLM_OK_RESPONSE);
   phase = tlm::BEGIN_RESP;
-  delay = sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(start + total - now));
+  delay = sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(g.start + g.total - now));
   return tlm::TLM_UPDATED;
 }
 

@@ -21,6 +21,13 @@ class Dram : public sc_core::sc_module {
 
   const std::vector<ChannelUsage>& usage() const { return usage_; }
 
+  // Queues memory task `task` at its channel at `now`: the channel serves it
+  // from `start` (FIFO) for `total` ps (latency + bytes at the effective rate).
+  struct Grant {
+    Ps start = 0, total = 0;
+  };
+  Grant Reserve(uint32_t task, Ps now);
+
  private:
   tlm::tlm_sync_enum nb_transport_fw(int port, tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
                                      sc_core::sc_time& delay);

@@ -7,6 +7,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "sim/tlm/dram.h"
+
 namespace tpsim::sim::tlm_model {
 
 namespace {
@@ -48,11 +50,16 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cache;  // lookup only
   for (size_t i = 0; i < tasks.size(); ++i) {
     const mapping::Task& t = tasks[i];
-    if (t.kind != mapping::TaskKind::kTransfer) continue;
-    uint64_t key = static_cast<uint64_t>(t.core) << 32 | static_cast<uint32_t>(t.dst_core);
+    const bool memory = t.kind == mapping::TaskKind::kMemory && st_->mem_via_net[i];
+    if (t.kind != mapping::TaskKind::kTransfer && !memory) continue;
+    // Transfers by (src, dst); memory paths by (core, channel, write), tagged in bit 63.
+    const uint64_t key = memory ? (uint64_t{1} << 63) | static_cast<uint64_t>(t.core) << 32 |
+                                      static_cast<uint32_t>(t.channel) << 1 | (t.write ? 1u : 0u)
+                                : static_cast<uint64_t>(t.core) << 32 | static_cast<uint32_t>(t.dst_core);
     auto it = cache.find(key);
     if (it == cache.end()) {
-      std::vector<int> route = chip.Route(t.core, t.dst_core);
+      std::vector<int> route =
+          memory ? chip.MemoryPath(t.core, t.channel, t.write) : chip.Route(t.core, t.dst_core);
       for (int l : route) {
         if (!(links[l].bandwidth_gbps > 0)) {
           throw std::invalid_argument("tlm: link " + links[l].name() + " on the route of task " +
@@ -93,7 +100,19 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
   m.arrived = 0;
   m.done_ps = NowPs();
   m.last_end.assign(m.hops, std::numeric_limits<Ps>::min());
-  Schedule(Event{NowPs(), task, kInject, slot, 0, 0});
+  Ps inject = NowPs();
+  if (t.kind == mapping::TaskKind::kMemory) {
+    if (!dram_) throw std::logic_error("tlm: network has memory traffic but no DRAM model");
+    const Dram::Grant g = dram_->Reserve(task, inject);
+    const Ps latency = t.bytes == 0 ? 0 : st_->chip.channels()[t.channel].latency_ps;
+    const Ps at_channel = g.total - latency;
+    const Ps first_link =
+        m.hops == 0 ? 0
+                    : CeilSerialisePs(m.bytes, st_->chip.links()[route_links_[m.route_begin]].bandwidth_gbps);
+    inject = g.start + latency + std::max<Ps>(0, at_channel - first_link);
+    if (m.hops == 0) m.done_ps = g.start + g.total;
+  }
+  Schedule(Event{inject, task, kInject, slot, 0, 0});
   phase = tlm::END_REQ;
   return tlm::TLM_UPDATED;
 }

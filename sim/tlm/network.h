@@ -7,6 +7,11 @@
 // "free at" time per link, packet departures are computed from it, and the
 // only events are message starts and packet arrivals at a hop after the first
 // (at most one pending event per message and hop).
+// Memory tasks whose data crosses links (RunState::mem_via_net) come here too:
+// their channel is reserved first (Dram::Reserve), and the message starts as
+// late as lets its first link finish no earlier than the channel delivers the
+// last byte, i.e. at start + latency + max(0, channel time - first-link time):
+// cut-through behind the channel, contending for links like any transfer.
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <cstdint>
@@ -29,6 +34,9 @@ class Network : public sc_core::sc_module {
   tlm_utils::multi_passthrough_target_socket<Network> socket;
 
   const std::vector<LinkUsage>& usage() const { return usage_; }
+  // The channels memory tasks with a network path are queued at (required when
+  // the Program has such tasks).
+  void set_dram(class Dram* dram) { dram_ = dram; }
 
  private:
   struct Message {
@@ -73,9 +81,10 @@ class Network : public sc_core::sc_module {
   void Schedule(const Event& e);
 
   RunState* st_;
+  class Dram* dram_ = nullptr;
   uint64_t packet_bytes_;
   std::vector<int> route_links_;    // concatenated routes
-  std::vector<uint32_t> route_of_;  // per task: offset into route_links_ (transfers only)
+  std::vector<uint32_t> route_of_;  // per task: offset into route_links_ (transfers, memory via links)
   std::vector<uint32_t> hops_of_;
   std::vector<Ps> link_free_;
   std::vector<Ps> port_free_;  // per core: when its switch port is free (in-switch transfers)

@@ -24,6 +24,9 @@ struct RunState {
   std::vector<uint32_t> first_dependent;  // CSR over tasks: dependents[first_dependent[i] ..
   std::vector<uint32_t> dependents;       //                             first_dependent[i + 1])
   std::vector<Core*> cores;
+  // Memory tasks whose data crosses network links (arch::Chip::MemoryPath not
+  // empty): the network carries them, behind their channel's service.
+  std::vector<uint8_t> mem_via_net;
   size_t completed = 0;
 
   // Marks `task` done at `now_ps` and hands each task it unblocks to its core.

@@ -132,6 +132,7 @@ EngineOutput TlmEngine::Run(const mapping::Program& program, const arch::Chip& c
     }
     tlm_model::Network net("network", &st, packet_bytes_);
     tlm_model::Dram dram("dram", &st);
+    net.set_dram(&dram);
     for (auto& core : cores) {
       core->net_socket.bind(net.socket);
       core->mem_socket.bind(dram.socket);

@@ -44,7 +44,15 @@
 //             for the channel, occupies it for DramTime - latency (the
 //             serialisation) and completes DramTime after it started, so an
 //             unloaded request takes exactly chip.DramTime(channel, bytes).
-//             Requests do not cross the network.
+//             A channel stacked under its core (chip.MemoryPath empty) is all
+//             there is. Otherwise the data also crosses the links of
+//             chip.MemoryPath (attach node -> core for reads, core -> attach
+//             for writes) as a network message that starts once the channel
+//             is reserved, at start + latency + max(0, channel serialisation -
+//             first-link serialisation), so that it is cut-through behind the
+//             channel and contends for links like any transfer. Unloaded, with
+//             equal link bandwidths on the path, it takes exactly
+//             chip.MemoryTime(core, channel, bytes, write).
 //
 // Statistics: task start/end; per link bytes, busy (serialising) time and the
 // longest wait of a packet behind other messages; per channel bytes, busy time

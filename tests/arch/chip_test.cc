@@ -24,7 +24,10 @@ TEST(ShippedChips, AllBuild) {
 TEST(Wafer8x8, Shape) {
   Chip chip = LoadChip("wafer-8x8");
   EXPECT_EQ(chip.num_cores(), 64);
-  EXPECT_EQ(chip.num_nodes(), 64);
+  // 64 core/router nodes, then 64 memory controllers (one per stacked channel).
+  EXPECT_EQ(chip.num_nodes(), 128);
+  EXPECT_EQ(chip.node(64).name, "mc_dram0");
+  EXPECT_EQ(chip.node(64).kind, Node::kMemory);
   EXPECT_EQ(chip.grid_rows(), 8);
   EXPECT_EQ(chip.grid_cols(), 8);
   EXPECT_EQ(chip.CoreAt(2, 5), 21);
@@ -32,8 +35,9 @@ TEST(Wafer8x8, Shape) {
   EXPECT_EQ(chip.node(21).name, "r2c5");
   EXPECT_EQ(chip.FindNode("r7c7"), 63);
   EXPECT_EQ(chip.FindNode("nope"), -1);
-  // 8 rows x 7 horizontal wires + 7 x 8 vertical wires, two links each.
-  EXPECT_EQ(chip.links().size(), 2u * (8 * 7 + 7 * 8));
+  // 8 rows x 7 horizontal wires + 7 x 8 vertical wires, plus one wire from each of
+  // the 64 controllers to its core, two links each.
+  EXPECT_EQ(chip.links().size(), 2u * (8 * 7 + 7 * 8 + 64));
   EXPECT_EQ(chip.cycle_ps(), 2000);  // 500 MHz
 }
 
@@ -97,7 +101,13 @@ TEST(Wafer8x8, VectorAndDramTime) {
   ASSERT_EQ(chip.channels().size(), 64u);
   EXPECT_EQ(chip.ChannelOf(5), 5);
   EXPECT_EQ(chip.channels()[5].name, "dram5");
-  EXPECT_EQ(chip.channels()[5].node, 5);
+  EXPECT_EQ(chip.channels()[5].attach, 5);
+  EXPECT_EQ(chip.channels()[5].node, chip.FindNode("mc_dram5"));
+  EXPECT_EQ(chip.channels()[5].node, 64 + 5);
+  // Stacked: no network path, so a memory task costs DramTime (shared: bytes x sharers).
+  EXPECT_TRUE(chip.MemoryPath(5, 5, false).empty());
+  EXPECT_EQ(chip.MemoryTime(5, 5, 1 << 20, false), chip.DramTime(5, 1 << 20));
+  EXPECT_EQ(chip.MemoryTime(5, 5, 1 << 20, true, 2), chip.DramTime(5, 2 << 20));
   EXPECT_DOUBLE_EQ(chip.channels()[5].bandwidth_gbps, 42.0);
   // 1048576 * 1000 / 42 = 24966095.24 -> 24966096, + 50000.
   EXPECT_EQ(chip.DramTime(5, 1 << 20), 50000 + 24966096);
@@ -145,7 +155,7 @@ TEST(Ring16, Unidirectional) {
   config::Chip cfg = testing::LoadChipConfig("ring-16");
   cfg.mutable_noc()->set_bidirectional(false);
   Chip chip = Chip::Build(cfg);
-  EXPECT_EQ(chip.links().size(), 16u);
+  EXPECT_EQ(chip.links().size(), 16u + 2 * 16);  // + one wire per stacked DRAM controller
   EXPECT_EQ(chip.Diameter(), 15);
   EXPECT_EQ(chip.Hops(1, 0), 15);
   EXPECT_DOUBLE_EQ(chip.BisectionBandwidthGbps(), 160.0);  // only n7->n8 crosses forward
@@ -174,9 +184,11 @@ TEST(Mesh4x4Hbm, EdgeChannels) {
   EXPECT_DOUBLE_EQ(chip.BisectionBandwidthGbps(), 4 * 256.0);
   ASSERT_EQ(chip.channels().size(), 4u);
   EXPECT_EQ(chip.channels()[0].name, "hbm_west0");
-  EXPECT_EQ(chip.channels()[0].node, chip.FindNode("r1c0"));
+  EXPECT_EQ(chip.channels()[0].attach, chip.FindNode("r1c0"));
+  EXPECT_EQ(chip.channels()[0].node, chip.FindNode("mc_hbm_west0"));
   EXPECT_EQ(chip.channels()[3].name, "hbm_east1");
-  EXPECT_EQ(chip.channels()[3].node, chip.FindNode("r2c3"));
+  EXPECT_EQ(chip.channels()[3].attach, chip.FindNode("r2c3"));
+  EXPECT_EQ(chip.channels()[3].node, chip.FindNode("mc_hbm_east1"));
   EXPECT_EQ(chip.ChannelOf(chip.FindNode("r0c0")), 0);  // 1 hop to r1c0
   EXPECT_EQ(chip.ChannelOf(chip.FindNode("r0c3")), 2);  // 1 hop to r1c3
   EXPECT_EQ(chip.ChannelOf(chip.FindNode("r0c1")), 0);  // 2 hops west, 3 east
@@ -186,10 +198,46 @@ TEST(Mesh4x4Hbm, EdgeChannels) {
   EXPECT_EQ(chip.TransferTime(0, 1, 256), 2500 + 1000);
 }
 
+TEST(Mesh4x4Hbm, MemoryControllersAreNodes) {
+  Chip chip = LoadChip("mesh-4x4-hbm");
+  // 16 core/router nodes, then 4 HBM controllers hanging off r1c0, r2c0, r1c3, r2c3.
+  EXPECT_EQ(chip.num_nodes(), 20);
+  const int mc = chip.FindNode("mc_hbm_west0");
+  EXPECT_EQ(mc, 16);
+  EXPECT_EQ(chip.node(mc).kind, Node::kMemory);
+  EXPECT_EQ(chip.node(mc).row, 1);
+  EXPECT_EQ(chip.node(mc).col, 0);
+  // 2 x (4 x 3 + 3 x 4) mesh links + 2 per controller.
+  EXPECT_EQ(chip.links().size(), 2u * (24 + 4));
+  // Routes reach a controller through its attach node and leave it the same way.
+  std::vector<std::string> in, out;
+  for (int l : chip.Route(chip.FindNode("r0c1"), mc)) in.push_back(chip.links()[l].name());
+  for (int l : chip.Route(mc, chip.FindNode("r0c1"))) out.push_back(chip.links()[l].name());
+  EXPECT_EQ(in, (std::vector<std::string>{"r0c1->r0c0", "r0c0->r1c0", "r1c0->mc_hbm_west0"}));
+  EXPECT_EQ(out, (std::vector<std::string>{"mc_hbm_west0->r1c0", "r1c0->r1c1", "r1c1->r0c1"}));
+  EXPECT_EQ(chip.Hops(mc, chip.FindNode("mc_hbm_east1")), 1 + 4 + 1);  // r1c0 -> r2c3: 3 + 1
+  // Controllers do not change the cores' figures.
+  EXPECT_EQ(chip.Diameter(), 6);
+  EXPECT_DOUBLE_EQ(chip.BisectionBandwidthGbps(), 4 * 256.0);
+  // A read by r0c1 (core 1) from hbm_west0 crosses r1c0 -> r1c1 -> r0c1 (XY from the attach node).
+  ASSERT_EQ(chip.MemoryPath(1, 0, false).size(), 2u);
+  EXPECT_EQ(chip.links()[chip.MemoryPath(1, 0, true)[0]].name(), "r0c1->r0c0");  // writes go the XY way back
+  // 1 MiB: the channel (819.2 x 0.85 = 696.32 GB/s) needs 1048576000 / 696.32 = 1505882.35 -> 1505883
+  // ps after 100 ns; the 256 GB/s mesh links need 1048576000 / 256 = 4096000 ps, so they decide:
+  // 100000 + 2 hops x 2500 + 4096000.
+  EXPECT_EQ(chip.MemoryTime(1, 0, 1 << 20, false), 100000 + 5000 + 4096000);
+  // r1c0 (core 4) is the attach node: no path, the channel alone.
+  EXPECT_TRUE(chip.MemoryPath(4, 0, false).empty());
+  EXPECT_EQ(chip.MemoryTime(4, 0, 1 << 20, false), 100000 + 1505883);
+  // Shared by 4 cores, the channel is the slower stage again: 4 MiB at 696.32 GB/s = 6023529.41 ->
+  // 6023530 ps, longer than 4096000 on the links: 100000 + 5000 + 6023530.
+  EXPECT_EQ(chip.MemoryTime(1, 0, 1 << 20, false, 4), 100000 + 5000 + 6023530);
+}
+
 TEST(H100, SwitchAndNumbers) {
   Chip chip = LoadChip("h100-sxm-8");
   EXPECT_EQ(chip.num_cores(), 8);
-  EXPECT_EQ(chip.num_nodes(), 9);
+  EXPECT_EQ(chip.num_nodes(), 9 + 8);  // 8 GPUs, the switch, 8 HBM controllers
   EXPECT_EQ(chip.node(8).kind, Node::kSwitch);
   EXPECT_EQ(chip.Diameter(), 2);
   EXPECT_EQ(chip.Hops(0, 7), 2);

@@ -48,9 +48,12 @@ config::Chip Diamond() {
 TEST(Edges, BuildsAndRoutesShortestLowestLinkFirst) {
   Chip chip = Chip::Build(Diamond());
   EXPECT_EQ(chip.num_cores(), 4);
-  EXPECT_EQ(chip.num_nodes(), 5);
+  // 4 cores + 1 router, then one controller per stacked DRAM channel (wafer-8x8's memory).
+  EXPECT_EQ(chip.num_nodes(), 5 + 4);
   EXPECT_EQ(chip.node(4).kind, Node::kRouter);
-  EXPECT_EQ(chip.links().size(), 10u);
+  EXPECT_EQ(chip.node(5).kind, Node::kMemory);
+  // 5 wires, then a wire per controller (mc_dram0 is links 10 and 11).
+  EXPECT_EQ(chip.links().size(), 10u + 2 * 4);
   // c0 -> c2 has two 3-hop paths, via c1 and via c3; the first link of the
   // one via c1 (c0->c1, link 0) has the lower id.
   auto route = chip.Route(chip.FindNode("c0"), chip.FindNode("c2"));
@@ -61,7 +64,7 @@ TEST(Edges, BuildsAndRoutesShortestLowestLinkFirst) {
   // Slowest link c1->rt at 50 GB/s: 5000 bytes = 100000 ps.
   EXPECT_EQ(chip.TransferTime(chip.FindNode("c0"), chip.FindNode("c2"), 5000), 3000 + 100000);
   EXPECT_EQ(chip.Diameter(), 3);
-  EXPECT_EQ(chip.OutLinks(0), (std::vector<int>{0, 6}));
+  EXPECT_EQ(chip.OutLinks(0), (std::vector<int>{0, 6, 11}));
 }
 
 TEST(Edges, RoutesToRoutersToo) {
@@ -75,8 +78,9 @@ TEST(Grid, SmallToriHaveNoDuplicateWraparound) {
   cfg.mutable_noc()->set_rows(2);
   cfg.mutable_noc()->set_cols(3);
   Chip chip = Chip::Build(cfg);
-  // Mesh wires: 2 x 2 horizontal + 3 vertical = 7; wraparound only along the 3 columns: 2.
-  EXPECT_EQ(chip.links().size(), 2u * 9);
+  // Mesh wires: 2 x 2 horizontal + 3 vertical = 7; wraparound only along the 3 columns: 2;
+  // plus one wire per stacked DRAM controller: 6.
+  EXPECT_EQ(chip.links().size(), 2u * (9 + 6));
   EXPECT_EQ(chip.Diameter(), 2);
 }
 
@@ -88,7 +92,9 @@ TEST(Grid, SingleCoreMesh) {
   EXPECT_EQ(chip.Diameter(), 0);
   EXPECT_EQ(chip.BisectionBandwidthGbps(), 0);
   EXPECT_TRUE(chip.Route(0, 0).empty());
-  EXPECT_THROW(chip.Route(0, 1), std::out_of_range);
+  // Node 1 is the core's DRAM controller, one link away; node 2 does not exist.
+  EXPECT_EQ(chip.Route(0, 1).size(), 1u);
+  EXPECT_THROW(chip.Route(0, 2), std::out_of_range);
 }
 
 TEST(Grid, MeshIsDeterministic) {

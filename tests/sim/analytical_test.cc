@@ -209,6 +209,8 @@ TEST(AnalyticalEngine, DramReadSharedByTwoCores) {
   // Channel 0 (80 B/ns effective, 50 ns) read by cores 0 and 1, 80,000 B each:
   //   alone:  50,000 + 80,000 / 80 ns (1,000,000) = 1,050,000 ps
   //   shared by 2 cores: 50,000 + 2 * 1,000,000   = 2,050,000 ps
+  // Core 1 (r0c1) is one hop from the channel's attach node r0c0: + 2,000 ps of
+  // hop latency (its 160 B/ns link outpaces the channel, so only the latency shows).
   Program p = NewProgram();
   AddMemory(p, 0, 0, 80'000);
   EngineOutput out = AnalyticalEngine().Run(p, Mesh());
@@ -217,8 +219,11 @@ TEST(AnalyticalEngine, DramReadSharedByTwoCores) {
   AddMemory(p, 1, 0, 80'000);
   out = AnalyticalEngine().Run(p, Mesh());
   EXPECT_EQ(out.tasks[0].end_ps, 2'050'000);
-  EXPECT_EQ(out.tasks[1].end_ps, 2'050'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 2'052'000);
   EXPECT_EQ(out.channels[0].bytes, 160'000u);
+  // Core 1's data crossed r0c0 -> r0c1: 80,000 B at 160 B/ns = 500,000 ps busy.
+  EXPECT_EQ(out.links[Mesh().Route(0, 1)[0]].bytes, 80'000u);
+  EXPECT_EQ(out.links[Mesh().Route(0, 1)[0]].busy_ps, 500'000);
   EXPECT_EQ(out.channels[0].busy_ps, 2'000'000);       // 2 x 1,000,000 unshared serialisation
   EXPECT_EQ(out.channels[0].max_queue_ps, 1'000'000);  // each read lost 1,000,000 ps
 

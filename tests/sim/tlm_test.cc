@@ -282,18 +282,63 @@ TEST(TlmEngine, DramRequestsQueueAtTheChannel) {
   // Two reads of 1,000,000 B on channel 0 at time 0: 80 B/ns -> 12,500,000 ps
   // serialisation each, 50,000 ps latency. FIFO, task 0 first:
   //   task 0: 12,500,000 + 50,000 = 12,550,000
-  //   task 1: waits 12,500,000, ends 25,000,000 + 50,000 = 25,050,000
+  //   task 1: waits 12,500,000 at the channel. Its core r0c1 is one hop from the
+  //   attach node r0c0, so the data also crosses that 160 B/ns link (6,250,000 ps):
+  //   the message starts at 12,500,000 + 50,000 + (12,500,000 - 6,250,000) = 18,800,000
+  //   and ends 6,250,000 + 2,000 (hop) later: 25,052,000 = 25,050,000 + the hop latency.
   Program p = NewProgram();
   AddMemory(p, Core(0, 0), 1'000'000);
   AddMemory(p, Core(0, 1), 1'000'000);
   EngineOutput out = RunTlm(p);
   EXPECT_EQ(out.tasks[0].end_ps, 12'550'000);
   EXPECT_EQ(out.tasks[0].end_ps, Mesh().DramTime(0, 1'000'000));
-  EXPECT_EQ(out.tasks[1].end_ps, 25'050'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 25'052'000);
   ASSERT_EQ(out.channels.size(), 1u);
   EXPECT_EQ(out.channels[0].bytes, 2'000'000u);
   EXPECT_EQ(out.channels[0].busy_ps, 25'000'000);
   EXPECT_EQ(out.channels[0].max_queue_ps, 12'500'000);
+}
+
+TEST(TlmEngine, MemoryReadAcrossTheMeshTakesMemoryTime) {
+  // Core r2c3 reads 1,000,000 B from the channel at r0c0. The data crosses
+  // r0c0 -> r0c1 -> r0c2 -> r0c3 -> r1c3 -> r2c3 (XY from the attach node): 5 hops at
+  // 160 B/ns (6,250,000 ps) behind a channel at 80 B/ns (12,500,000 ps): the channel
+  // decides, so 50,000 + 12,500,000 + 5 x 2,000 = 12,560,000 ps, in both engines.
+  Program p = NewProgram();
+  AddMemory(p, Core(2, 3), 1'000'000);
+  EngineOutput out = RunTlm(p);
+  EXPECT_EQ(Mesh().MemoryPath(Core(2, 3), 0, false).size(), 5u);
+  EXPECT_EQ(out.tasks[0].end_ps, 12'560'000);
+  EXPECT_EQ(out.tasks[0].end_ps, Mesh().MemoryTime(Core(2, 3), 0, 1'000'000, false));
+  EXPECT_EQ(AnalyticalEngine().Run(p, Mesh()).tasks[0].end_ps, 12'560'000);
+  // Every link of the path carried the bytes.
+  for (int l : Mesh().MemoryPath(Core(2, 3), 0, false)) EXPECT_EQ(out.links[l].bytes, 1'000'000u);
+}
+
+TEST(TlmEngine, MemoryTrafficContendsWithTransfersOnLinks) {
+  // A read by r0c2 from the channel at r0c0 and a transfer r0c0 -> r0c2 both need
+  // r0c0 -> r0c1 and r0c1 -> r0c2. The read's data enters the links at 12,550,000 ps
+  // (paced by the 80 B/ns channel), while the 4x larger transfer (50,000,000 ps of
+  // serialisation) still holds them: together they take longer than alone, and the
+  // shared links carry both payloads.
+  const uint64_t B = 2'000'000;
+  Program read = NewProgram(), xfer = NewProgram(), both = NewProgram();
+  AddMemory(read, Core(0, 2), B);
+  AddTransfer(xfer, Core(0, 0), Core(0, 2), 4 * B);
+  AddMemory(both, Core(0, 2), B);
+  AddTransfer(both, Core(0, 0), Core(0, 2), 4 * B);
+  const Ps read_alone = RunTlm(read).tasks[0].end_ps;
+  const Ps xfer_alone = RunTlm(xfer).tasks[0].end_ps;
+  EngineOutput out = RunTlm(both);
+  EXPECT_EQ(read_alone, Mesh().MemoryTime(Core(0, 2), 0, B, false));
+  EXPECT_EQ(xfer_alone, Mesh().TransferTime(Core(0, 0), Core(0, 2), 4 * B));
+  EXPECT_GT(out.tasks[0].end_ps + out.tasks[1].end_ps, read_alone + xfer_alone);
+  EXPECT_GE(out.tasks[0].end_ps, read_alone);
+  EXPECT_GE(out.tasks[1].end_ps, xfer_alone);
+  const int first = Mesh().Route(Core(0, 0), Core(0, 1))[0];
+  EXPECT_EQ(out.links[first].bytes, 5 * B);
+  // 5 x 2,000,000 B at 160 B/ns.
+  EXPECT_EQ(out.links[first].busy_ps, 62'500'000);
 }
 
 TEST(TlmEngine, UnsatisfiableDependencyThrowsStallErrorListingTasks) {
