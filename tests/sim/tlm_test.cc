@@ -14,6 +14,7 @@
 
 #include "configs/load.h"
 #include "mapping/collective/collective.h"
+#include "mapping/placement/placement.h"
 #include "sim/analytical/analytical.h"
 #include "tests/sim/test_mesh.h"
 
@@ -496,6 +497,44 @@ TEST(TlmEngine, AgreesWithAnalyticalOnNvlsAllReduce) {
               0.02 * static_cast<double>(ana.makespan_ps));
   // The links carry nothing: the switch engine moved the data.
   for (const LinkUsage& u : tlm.links) EXPECT_EQ(u.bytes, 0u);
+}
+
+// One 16 MiB all-reduce over 16 ranks placed on the 2 x 8 band of rows 0-1 of
+// wafer-8x8 by `placement`, timed by the TLM engine.
+Ps PlacedAllReduce(const std::string& algorithm, const std::string& placement) {
+  const arch::Chip chip = ShippedChip("wafer-8x8");
+  mapping::PlacementRequest req;
+  req.name = placement;
+  req.ranks = 16;
+  req.region = mapping::Region{0, 0, 2, 8};
+  const std::vector<int> cores = mapping::Place(req, chip);
+  Program p = mapping::CollectiveProgram(chip, algorithm, mapping::CollectiveKind::kAllReduce, 16,
+                                         uint64_t{16} << 20, 2);
+  for (Task& t : p.tasks) {
+    t.core = cores[t.core];
+    if (t.kind == TaskKind::kTransfer) t.dst_core = cores[t.dst_core];
+  }
+  return MakeTlmEngine()->Run(p, chip).makespan_ps;
+}
+
+TEST(TlmEngine, RingPlacementBeatsLinearOnceTheRingRunsBothWays) {
+  // `ring` placement walks the band as a cycle (row 0 east, row 1 west), so every
+  // ring step moves between neighbours and each directed link carries one message.
+  // `linear` (row-major) puts ranks 7 -> 8 and 15 -> 0 at opposite ends of the
+  // rows. With a one-way ring their XY routes run west along the rows on links no
+  // other message of the step uses: only hop latency, so the two placements are
+  // within 1%. With a bidirectional ring the other direction's neighbour messages
+  // (i -> i-1, also westbound in row 0) share those links with 7 -> 8: two
+  // messages on a link, so the step takes about twice as long and `linear` loses
+  // by more than 1.5x.
+  const double ring_ring = static_cast<double>(PlacedAllReduce("ring", "ring"));
+  const double ring_linear = static_cast<double>(PlacedAllReduce("ring", "linear"));
+  EXPECT_NEAR(ring_linear / ring_ring, 1.0, 0.01);
+  const Ps bidir_ring = PlacedAllReduce("bidirectional_ring", "ring");
+  const Ps bidir_linear = PlacedAllReduce("bidirectional_ring", "linear");
+  EXPECT_GT(static_cast<double>(bidir_linear), 1.5 * static_cast<double>(bidir_ring));
+  // And the bidirectional ring on `ring` placement is the fastest of the four.
+  EXPECT_LT(static_cast<double>(bidir_ring), ring_ring);
 }
 
 }  // namespace
