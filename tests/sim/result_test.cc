@@ -149,7 +149,8 @@ TEST(BuildResult, PerOpAndPerLayer) {
 
 TEST(BuildResult, PrefetchDoesNotStretchDecode) {
   // Prefill: GEMM on core 0 [0, 307,200,000]. Decode step 0: a weight read on
-  // core 1 issued with no deps [0, 1,050,000] (a prefetch), then a GEMM on core 0
+  // core 1 issued with no deps [0, 1,052,000] (a prefetch: 1,050,000 at the channel
+  // attached at r0c0 plus one 2,000 ps hop to core 1), then a GEMM on core 0
   // after both [307,200,000, 614,400,000]. Phases are delimited by ends:
   //   prefill = 307,200,000 - 0; decode = 614,400,000 - 307,200,000 = 307,200,000.
   Program p;
@@ -171,8 +172,8 @@ TEST(BuildResult, PrefetchDoesNotStretchDecode) {
   EXPECT_EQ(r.layers(1).total_ps(), 307'200'000);
   // The decode op's own span does include its prefetch: [0, 614,400,000].
   EXPECT_EQ(r.ops(1).total_ps(), 614'400'000);
-  EXPECT_EQ(r.ops(1).memory_ps(), 1'050'000);
-  // Critical path: GEMM t2 <- GEMM t0 (its deps end at 307,200,000 and 1,050,000).
+  EXPECT_EQ(r.ops(1).memory_ps(), 1'052'000);
+  // Critical path: GEMM t2 <- GEMM t0 (its deps end at 307,200,000 and 1,052,000).
   EXPECT_EQ(r.summary().compute_ps(), 614'400'000);
   EXPECT_EQ(r.summary().memory_ps(), 0);
 }
