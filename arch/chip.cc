@@ -334,7 +334,8 @@ std::vector<int> Chip::MemoryPath(int core, int channel, bool write) const {
   return write ? Route(core, attach) : Route(attach, core);
 }
 
-Ps Chip::MemoryTime(int core, int channel, uint64_t bytes, bool write, uint64_t sharers) const {
+Ps Chip::MemoryTime(int core, int channel, uint64_t bytes, bool write, uint64_t sharers,
+                    double path_factor) const {
   CheckId(core, num_cores_, "core");
   CheckId(channel, static_cast<int>(channels_.size()), "channel");
   sharers = std::max<uint64_t>(1, sharers);
@@ -351,7 +352,12 @@ Ps Chip::MemoryTime(int core, int channel, uint64_t bytes, bool write, uint64_t 
   }
   // Cut-through: the slower of the channel (its share) and the path's narrowest link.
   const Ps at_channel = dram - channels_[channel].latency_ps;
-  return SatAdd(SatAdd(dram, latency), std::max<Ps>(0, SerialisePs(bytes, min_bw) - at_channel));
+  uint64_t path_bytes = bytes;
+  if (path_factor > 1.0) {
+    const long double scaled = std::ceil(static_cast<long double>(bytes) * path_factor);
+    path_bytes = scaled >= 1.8e19L ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(scaled);
+  }
+  return SatAdd(SatAdd(dram, latency), std::max<Ps>(0, SerialisePs(path_bytes, min_bw) - at_channel));
 }
 
 Ps Chip::DramTime(int channel, uint64_t bytes) const {

@@ -137,8 +137,12 @@ class Chip {
   // DramTime(channel, bytes * sharers) when MemoryPath is empty; otherwise the data
   // also crosses that path, cut-through behind the channel:
   //   DramTime(channel, bytes * sharers) + path hop latencies
-  //     + max(0, ceil(1000 * bytes / narrowest path link) - (DramTime - channel latency))
-  Ps MemoryTime(int core, int channel, uint64_t bytes, bool write, uint64_t sharers = 1) const;
+  //     + max(0, ceil(1000 * ceil(bytes * path_factor) / narrowest path link)
+  //              - (DramTime - channel latency))
+  // path_factor >= 1 scales the bytes the path must carry when its links are shared
+  // (the analytical engine's equivalent-payload multiplier).
+  Ps MemoryTime(int core, int channel, uint64_t bytes, bool write, uint64_t sharers = 1,
+                double path_factor = 1.0) const;
 
  private:
   config::Chip cfg_;

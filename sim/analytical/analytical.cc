@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -246,19 +248,44 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
   channel_cores.erase(std::unique(channel_cores.begin(), channel_cores.end()), channel_cores.end());
   std::vector<uint64_t> sharers(channels.size(), 0);
   for (const auto& [c, core] : channel_cores) ++sharers[c];
+  // Memory data crossing network links: every link counts the distinct
+  // (core, channel, direction) flows whose path uses it, over the whole Program.
+  std::vector<std::tuple<int, int, bool>> flows;
+  for (const Task& t : tasks) {
+    if (t.kind == TaskKind::kMemory) flows.emplace_back(t.core, t.channel, t.write);
+  }
+  std::sort(flows.begin(), flows.end());
+  flows.erase(std::unique(flows.begin(), flows.end()), flows.end());
+  std::vector<uint32_t> flow_load(links.size(), 0);
+  std::map<std::tuple<int, int, bool>, std::vector<int>> paths;
+  for (const auto& f : flows) {
+    std::vector<int> path = chip.MemoryPath(std::get<0>(f), std::get<1>(f), std::get<2>(f));
+    for (int l : path) ++flow_load[l];
+    if (!path.empty()) paths.emplace(f, std::move(path));
+  }
   for (size_t i = 0; i < n; ++i) {
     const Task& t = tasks[i];
     if (t.kind != TaskKind::kMemory) continue;
-    // Stacked channels: DramTime; others also cross the network path (arch/chip.h MemoryTime).
+    // Stacked channels: DramTime; others also cross the network path (arch/chip.h MemoryTime),
+    // whose links the other memory flows over them share.
     const Ps dram_alone = chip.DramTime(t.channel, t.bytes);
     const uint64_t share = std::max<uint64_t>(1, sharers[t.channel]);
     const Ps alone = chip.MemoryTime(t.core, t.channel, t.bytes, t.write);
-    duration[i] = share > 1 ? chip.MemoryTime(t.core, t.channel, t.bytes, t.write, share) : alone;
+    auto path = paths.find({t.core, t.channel, t.write});
+    double f = 1.0;
+    if (path != paths.end()) {
+      double bw_min = links[path->second[0]].bandwidth_gbps;
+      for (int l : path->second) bw_min = std::min(bw_min, links[l].bandwidth_gbps);
+      for (int l : path->second) f = std::max(f, flow_load[l] * (bw_min / links[l].bandwidth_gbps));
+    }
+    duration[i] =
+        share > 1 || f > 1.0 ? chip.MemoryTime(t.core, t.channel, t.bytes, t.write, share, f) : alone;
     ChannelUsage& u = out.channels[t.channel];
     u.bytes += t.bytes;
     u.busy_ps = SatAdd(u.busy_ps, std::max<Ps>(0, dram_alone - channels[t.channel].latency_ps));
     u.max_queue_ps = std::max(u.max_queue_ps, duration[i] - alone);
-    for (int l : chip.MemoryPath(t.core, t.channel, t.write)) {
+    if (path == paths.end()) continue;
+    for (int l : path->second) {
       LinkUsage& lu = out.links[l];
       lu.bytes += t.bytes;
       lu.busy_ps = SatAdd(lu.busy_ps, SerialisationPs(t.bytes, links[l].bandwidth_gbps));

@@ -40,9 +40,12 @@
 //             (= chip.DramTime(channel, bytes * n(c))) when the channel is stacked
 //             under the core; otherwise plus the hop latencies of
 //             chip.MemoryPath and, when the path's narrowest link is slower
-//             than the channel share, the difference (cut-through). Memory
-//             flows do not share links with transfers here (the TLM engine
-//             models that).
+//             than the channel share, the difference (cut-through). Each link
+//             of that path is shared by the distinct (core, channel, direction)
+//             memory flows over it anywhere in the Program, with the transfers'
+//             equivalent-payload rule (path_factor = max over the path of flows
+//             x narrowest bandwidth / link bandwidth). Memory flows and
+//             transfers do not share links here (the TLM engine models that).
 //
 // Schedule
 // --------

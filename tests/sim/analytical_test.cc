@@ -325,6 +325,35 @@ arch::Chip ShippedChip(const std::string& name) {
   return arch::Chip::Build(c);
 }
 
+TEST(AnalyticalEngine, HbmReadsCrossTheMeshAndShareItsLinks) {
+  // mesh-4x4-hbm: hbm_west0 (channel 0) hangs off r1c0: 819.2 x 0.85 = 696.32 B/ns,
+  // 100 ns; mesh links 256 B/ns, 2,500 ps per hop. Cores r0c1 (1) and r1c1 (5) each
+  // read 1 MiB (1,048,576 B). Paths from r1c0: r1c0->r1c1->r0c1 and r1c0->r1c1, so
+  // link r1c0->r1c1 carries two flows; the channel has two sharers.
+  //   channel: DramTime(2 MiB) = 100,000 + ceil(2,097,152,000 / 696.32 = 3,011,764.7)
+  //            = 100,000 + 3,011,765
+  //   path:    2 flows on a 256 B/ns link: 2 MiB at 256 = 8,192,000 ps, longer than the
+  //            channel's 3,011,765, so the path decides:
+  //   core 5:  100,000 + 1 hop (2,500) + 8,192,000 = 8,294,500
+  //   core 1:  100,000 + 2 hops (5,000) + 8,192,000 = 8,297,000
+  // Alone, core 1 would take 100,000 + 5,000 + 4,096,000 (1 MiB at 256 B/ns).
+  const arch::Chip chip = ShippedChip("mesh-4x4-hbm");
+  ASSERT_EQ(chip.ChannelOf(1), 0);
+  ASSERT_EQ(chip.ChannelOf(5), 0);
+  Program p = NewProgram();
+  p.num_cores = 16;
+  AddMemory(p, 1, 0, 1 << 20);
+  EngineOutput out = AnalyticalEngine().Run(p, chip);
+  EXPECT_EQ(out.tasks[0].end_ps, 100'000 + 5'000 + 4'096'000);
+  AddMemory(p, 5, 0, 1 << 20);
+  out = AnalyticalEngine().Run(p, chip);
+  EXPECT_EQ(out.tasks[0].end_ps, 8'297'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 8'294'500);
+  // The shared link carried both reads.
+  const int shared = chip.Route(chip.FindNode("r1c0"), chip.FindNode("r1c1"))[0];
+  EXPECT_EQ(out.links[shared].bytes, 2u << 20);
+}
+
 TEST(AnalyticalEngine, NvlsAgainstRingAllReduceOnH200ByHand) {
   // 64 MiB (67,108,864 B) all_reduce over the 8 GPUs of h200-sxm-8, bf16.
   // Route GPU -> switch -> GPU: 250 ns + (250 + 100) ns = 600,000 ps of latency.
