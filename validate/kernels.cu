@@ -101,6 +101,71 @@ __global__ void FillKernel(bf16* y, uint64_t n, uint64_t seed, float scale) {
   }
 }
 
+// ---- fp32 view kernels (numerics check) ----
+
+__device__ float Store(float v, bool round) { return round ? __bfloat162float(__float2bfloat16(v)) : v; }
+__device__ float& At(const F32View& v, uint64_t i, uint64_t j) { return v.p[i * v.ld + j * v.cs]; }
+
+// One block per (row, group).
+__global__ void ViewRmsNormKernel(F32View x, F32View y, uint32_t group, uint32_t groups, bool round) {
+  __shared__ float sh[32];
+  const uint64_t row = blockIdx.x / groups, c0 = uint64_t{blockIdx.x % groups} * group;
+  float ss = 0;
+  for (uint32_t c = threadIdx.x; c < group; c += blockDim.x) {
+    const float v = At(x, row, c0 + c);
+    ss += v * v;
+  }
+  const float inv = 1.0f / sqrtf(BlockSum(ss, sh) / group + 1e-6f);
+  for (uint32_t c = threadIdx.x; c < group; c += blockDim.x)
+    At(y, row, c0 + c) = Store(At(x, row, c0 + c) * inv, round);
+}
+
+__global__ void ViewRopeKernel(F32View x, F32View y, uint32_t hd, uint32_t pos0, bool round) {
+  const uint32_t half = hd / 2;
+  const uint64_t pairs_per_row = uint64_t{x.cols} / hd * half, n = x.rows * pairs_per_row;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const uint64_t row = i / pairs_per_row, p = i % pairs_per_row;
+    const uint64_t base = (p / half) * hd;
+    const uint32_t c = p % half;
+    const double ang = static_cast<double>(pos0 + row) * pow(10000.0, -2.0 * c / hd);
+    double sn, cs;
+    sincos(ang, &sn, &cs);
+    const double x0 = At(x, row, base + c), x1 = At(x, row, base + c + half);
+    At(y, row, base + c) = Store(static_cast<float>(x0 * cs - x1 * sn), round);
+    At(y, row, base + c + half) = Store(static_cast<float>(x0 * sn + x1 * cs), round);
+  }
+}
+
+// One block per row.
+__global__ void ViewSoftmaxKernel(F32View x, F32View y, float scale, uint32_t cached, uint32_t tokens,
+                                  uint32_t row0, bool round) {
+  __shared__ float sh[32];
+  const uint64_t row = blockIdx.x;
+  const uint64_t limit = min(uint64_t{x.cols}, uint64_t{cached} + (row0 + row) % tokens + 1);
+  float mx = -INFINITY;
+  for (uint64_t j = threadIdx.x; j < limit; j += blockDim.x) mx = fmaxf(mx, At(x, row, j) * scale);
+  mx = BlockMax(mx, sh);
+  float sum = 0;
+  for (uint64_t j = threadIdx.x; j < limit; j += blockDim.x) sum += expf(At(x, row, j) * scale - mx);
+  sum = BlockSum(sum, sh);
+  for (uint64_t j = threadIdx.x; j < x.cols; j += blockDim.x)
+    At(y, row, j) = j < limit ? Store(expf(At(x, row, j) * scale - mx) / sum, round) : 0.0f;
+}
+
+__global__ void ViewBinaryKernel(int op, F32View a, F32View b, F32View y, bool round) {
+  const uint64_t n = uint64_t{y.rows} * y.cols;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const uint64_t r = i / y.cols, c = i % y.cols;
+    const float va = At(a, r, c);
+    float v = va;
+    if (op == static_cast<int>(ViewOp::kSiluMul)) v = va / (1.0f + expf(-va)) * At(b, r, c);
+    if (op == static_cast<int>(ViewOp::kAdd)) v = va + At(b, r, c);
+    At(y, r, c) = Store(v, round);
+  }
+}
+
 unsigned Blocks(uint64_t n) {
   uint64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 65535 * 8 ? (b ? b : 1) : 65535 * 8);
@@ -138,6 +203,29 @@ void LaunchCopy(const bf16* a, bf16* y, uint64_t n, cudaStream_t s) {
 }
 void LaunchFill(bf16* y, uint64_t n, uint64_t seed, float scale, cudaStream_t s) {
   if (n) FillKernel<<<Blocks(n), kThreads, 0, s>>>(y, n, seed, scale);
+}
+
+void LaunchViewRmsNorm(F32View x, F32View y, uint32_t group, bool round_bf16, cudaStream_t s) {
+  if (!x.rows || !group || x.cols < group) return;
+  const uint32_t groups = x.cols / group;
+  ViewRmsNormKernel<<<static_cast<unsigned>(uint64_t{x.rows} * groups), group >= 256 ? 256 : 64, 0, s>>>(
+      x, y, group, groups, round_bf16);
+}
+
+void LaunchViewRope(F32View x, F32View y, uint32_t head_dim, uint32_t pos0, bool round_bf16, cudaStream_t s) {
+  if (!x.rows || head_dim < 2 || x.cols < head_dim) return;
+  ViewRopeKernel<<<Blocks(uint64_t{x.rows} * x.cols / 2), kThreads, 0, s>>>(x, y, head_dim, pos0, round_bf16);
+}
+
+void LaunchViewSoftmax(F32View x, F32View y, float scale, uint32_t cached, uint32_t tokens, uint32_t row0,
+                       bool round_bf16, cudaStream_t s) {
+  if (!x.rows || !x.cols || !tokens) return;
+  ViewSoftmaxKernel<<<x.rows, kThreads, 0, s>>>(x, y, scale, cached, tokens, row0, round_bf16);
+}
+
+void LaunchViewBinary(ViewOp op, F32View a, F32View b, F32View y, bool round_bf16, cudaStream_t s) {
+  const uint64_t n = uint64_t{y.rows} * y.cols;
+  if (n) ViewBinaryKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<int>(op), a, b, y, round_bf16);
 }
 
 // Row-major Y = X.W is column-major Y^T = W^T . X^T: cuBLAS computes C[n,m] = W'[n,k] . X'[k,m].

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,22 +17,28 @@
 #include "sim/experiment.h"
 #include "sim/result.h"
 #include "sim/run.h"
+#include "validate/func_exec.h"
 #include "validate/gpu_runner.h"
 #include "validate/lowering.h"
 #include "validate/measured.h"
+#include "validate/numerics.h"
 
 namespace tpsim::validate {
 namespace {
 
 constexpr const char* kUsage =
     "usage: tpsim-validate EXPERIMENT [--set FIELD=VALUE]... [--out measured.json]\n"
-    "                      [--predicted predicted.json] [--reps N] [--warmup N]\n"
+    "                      [--predicted predicted.json] [--reps N] [--warmup N] [--no-numerics]\n"
     "       tpsim-validate EXPERIMENT --dry-run      print per GPU the kernels, shapes and NCCL calls\n"
     "       tpsim-validate [EXPERIMENT] --collectives [--out sweep.json]\n"
     "                      all-reduce, all-gather, reduce-scatter from 8 KiB to 1 GiB on this\n"
     "                      machine's GPUs (time, algbw, busbw as nccl-tests defines them) next to\n"
     "                      tpsim's analytical prediction for the experiment's chip (default\n"
-    "                      chips/h200-sxm-8.textproto)\n";
+    "                      chips/h200-sxm-8.textproto)\n"
+    "Before timing, the numerics check runs the experiment's layer as partitioned and the same layer\n"
+    "at TP 1 on one GPU (bf16 storage, fp32 arithmetic) and fails the run (exit 1) when an output\n"
+    "differs by more than the tolerance --dry-run prints; it also runs the partitioned layer on a\n"
+    "small instance on the GPU and on the CPU and compares them. --no-numerics skips it.\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -40,7 +47,7 @@ struct UsageError : std::runtime_error {
 struct Options {
   std::string experiment, out, predicted;
   std::vector<sim::Override> sets;
-  bool dry_run = false, collectives = false;
+  bool dry_run = false, collectives = false, no_numerics = false;
   GpuRunOptions run;
 };
 
@@ -69,6 +76,8 @@ Options Parse(int argc, char** argv) {
     if (a == "-h" || a == "--help") throw UsageError("");
     if (a == "--dry-run")
       o.dry_run = true;
+    else if (a == "--no-numerics")
+      o.no_numerics = true;
     else if (a == "--collectives")
       o.collectives = true;
     else if (is("--set"))
@@ -176,6 +185,42 @@ int Collectives(const Options& o) {
   return 0;
 }
 
+std::string NumericsPlanText(const NumericsPlans& np, const NumericsPlans& small) {
+  const config::Mapping& m = np.instance.partitioned;
+  char tol[64];
+  std::snprintf(tol, sizeof tol, "%.4g", kNumericsTolerance);
+  std::string s =
+      "# numerics check (before timing; --no-numerics skips it): the layer as partitioned (tp " +
+      std::to_string(m.tp()) + ", " + m.partition() + ", collective " +
+      (m.collective().empty() ? "ring" : m.collective()) +
+      ") against the same layer at TP 1, both on GPU 0 (every rank's data and transfer on that GPU), "
+      "on " +
+      np.instance.description + (np.instance.reduced ? "" : " (the experiment's shapes at batch 1)") + "\n";
+  s += "#   bf16 storage (every value written rounded to bf16), fp32 arithmetic (cuBLAS fp32 GEMMs, "
+       "CUBLAS_COMPUTE_32F, pedantic math); pass: every output's max |error| / max |TP 1 output| <= " +
+       std::string(tol) + "\n";
+  s += "#   partitioned plan: " + np.part_plan.Summary() + "\n";
+  s += "#   TP 1 plan: " + np.ref_plan.Summary() + "\n";
+  s += "#   kernel cross-check: the partitioned plan on " + small.instance.description +
+       ", GPU against the CPU backend (same steps), same tolerance\n";
+  return s;
+}
+
+// Runs the numerics check on GPU 0; returns false (after printing why to stderr) on a mismatch.
+bool CheckNumerics(const NumericsPlans& np, const NumericsPlans& small, std::string* note) {
+  std::cout << "# numerics: partitioned layer against TP 1 on GPU 0, " << np.instance.description << "\n";
+  const FuncRunner gpu = [](const FuncPlan& plan, StepTrace* trace) {
+    return RunFuncPlanCuda(plan, FuncExecOptions{true}, 0, trace).outputs;
+  };
+  NumericsReport r = RunNumericsCheck(np, small, gpu, "GPU 0");
+  for (const auto& v : r.verdicts) {
+    std::cout << "#   " << v.text << "\n";
+    if (!v.ok) std::cerr << "tpsim-validate: numerics: " << v.text << "\n";
+  }
+  *note = r.note;
+  return r.ok;
+}
+
 int Main(int argc, char** argv) {
   Options o = Parse(argc, argv);
   if (o.collectives) return Collectives(o);
@@ -186,8 +231,16 @@ int Main(int argc, char** argv) {
               << " is not a GPU node (noc.topology \"switch\"); cores are mapped to GPUs anyway\n";
   mapping::Program prog = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
   LaunchPlan plan = PlanLaunches(prog, sim::DtypeBytes(e.cfg.workload().dtype()));
+  std::unique_ptr<NumericsPlans> np, small;
+  if (!o.no_numerics) {
+    np = std::make_unique<NumericsPlans>(
+        PlanNumerics(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), kNumericsMaxBytes));
+    small = std::make_unique<NumericsPlans>(
+        PlanNumerics(chip, e.cfg.model(), CrossCheckWorkload(np->instance.workload), e.cfg.mapping()));
+  }
   if (o.dry_run) {
     std::cout << plan.Dump(prog);
+    std::cout << (np ? NumericsPlanText(*np, *small) : "# numerics check: skipped (--no-numerics)\n");
     return 0;
   }
   const int devices = DeviceCount();
@@ -203,6 +256,8 @@ int Main(int argc, char** argv) {
     for (const auto& f : fails) std::cerr << "tpsim-validate: numerics: " << f << "\n";
     return 1;
   }
+  std::string numerics_note = "numerics of the partitioned layer were NOT checked (--no-numerics)";
+  if (np && !CheckNumerics(*np, *small, &numerics_note)) return 1;
   GpuRunOutput run = RunOnGpus(plan, o.run);
   config::Result r = MeasuredResult(prog, plan, run.times, run.whole_ps, e.cfg.name());
   r.set_config(sim::ResolvedText(e));
@@ -213,8 +268,7 @@ int Main(int argc, char** argv) {
   if (unmeasured)
     std::cout << "NOTE: " << unmeasured << " of " << r.ops_size()
               << " ops are UNMEASURED (measured = false): their collectives could not run here\n";
-  std::cout << "NOTE: numerics of the partitioned layer against an unpartitioned run are NOT checked by this "
-               "version; only each kernel against its host reference\n";
+  std::cout << "NOTE: " << numerics_note << "\n";
   if (!o.out.empty()) WriteFile(o.out, sim::ResultToJson(r));
   if (!o.predicted.empty()) {
     sim::RunOutput pr = sim::RunExperiment(e, {});

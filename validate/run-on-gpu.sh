@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The fixed set of GPU checks, run from an unpacked bundle (validate/bundle.sh) on one machine
-# with an H200 (or H100) node, within about 5 minutes. Writes into validate/results/ next to
+# with an H200 (or H100) node (estimated at about 5 minutes before the numerics check was added;
+# never timed). Writes into validate/results/ next to
 # this script (or $1):
 #   <model>-tp<N>.measured.json / .predicted.json / .txt   one layer at TP = 1, 2, 4, 8 as GPUs allow
 #   <model>-tp<N>.compare.txt / .png                         tpsim compare (--plot when python3 +
@@ -8,7 +9,9 @@
 #   collectives.json / .txt                                   the NCCL sweep, 8 KiB .. 1 GiB
 #   summary.txt                                               what ran and what did not
 # With fewer GPUs than ranks, every rank's compute runs on the GPUs there are and collectives
-# are reported as unmeasured (the .txt files say so).
+# are reported as unmeasured (the .txt files say so). Each tpsim-validate run first checks the
+# numerics of the partitioned layer against TP 1 on one GPU (its .txt says what and how close);
+# a mismatch is exit 1 and shows in summary.txt.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -31,10 +34,11 @@ for model in qwen3-4b llama-3.1-8b; do
     note=""
     [ "$tp" -gt "$gpus" ] && note=" (only $gpus GPU(s): ranks run one after another, collectives unmeasured)"
     log "== $name$note"
-    timeout 120 "$V" "$exp" --set mapping.tp=$tp --reps "$reps" --warmup "$warm" \
+    timeout 240 "$V" "$exp" --set mapping.tp=$tp --reps "$reps" --warmup "$warm" \
       --out "$res/$name.measured.json" --predicted "$res/$name.predicted.json" > "$res/$name.txt" 2>&1
     rc=$?
     log "   tpsim-validate exit $rc"
+    grep -E "^#   (partitioned|TP 1)" "$res/$name.txt" | sed 's/^#/  /' | tee -a "$summary"
     [ $rc -eq 0 ] || { tail -5 "$res/$name.txt" | tee -a "$summary"; continue; }
     if [ -x "$T" ]; then
       plot=(--plot "$res/$name.png")

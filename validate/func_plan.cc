@@ -1,0 +1,586 @@
+#include "validate/func_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "validate/reference.h"
+
+namespace tpsim::validate {
+
+using mapping::FuncKind;
+using mapping::FuncSlice;
+using mapping::FuncTensor;
+using mapping::FuncTensorKind;
+using mapping::Program;
+using mapping::Task;
+using mapping::TaskKind;
+
+const char* ToString(FuncStepKind k) {
+  switch (k) {
+    case FuncStepKind::kMatmul:
+      return "matmul";
+    case FuncStepKind::kRmsNorm:
+      return "rmsnorm";
+    case FuncStepKind::kRope:
+      return "rope";
+    case FuncStepKind::kSoftmax:
+      return "softmax";
+    case FuncStepKind::kAdd:
+      return "add";
+    case FuncStepKind::kSiluMul:
+      return "silu_mul";
+    case FuncStepKind::kCopy:
+      return "copy";
+  }
+  return "?";
+}
+
+const char* ToString(FuncStepOrigin o) {
+  switch (o) {
+    case FuncStepOrigin::kOp:
+      return "op";
+    case FuncStepOrigin::kPack:
+      return "pack";
+    case FuncStepOrigin::kStage:
+      return "stage";
+    case FuncStepOrigin::kApply:
+      return "apply";
+    case FuncStepOrigin::kUnpack:
+      return "unpack";
+  }
+  return "?";
+}
+
+namespace {
+
+// mapping/functional.cc's deterministic uniform in [-1, 1) from (seed, i) (splitmix64). It must
+// stay identical to mapping's: func_plan_test compares this plan's outputs with RunFunctional's.
+float Rand(uint64_t seed, uint64_t i) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 0x632BE59BD9B4E5Full;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(static_cast<double>(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+float WeightScale(uint32_t rows) { return 1.0f / std::sqrt(static_cast<float>(std::max(1u, rows))); }
+
+[[noreturn]] void Fail(const std::string& what) { throw std::invalid_argument("func plan: " + what); }
+
+uint32_t Narrow(uint64_t v, const char* what) {
+  if (v > std::numeric_limits<uint32_t>::max()) Fail(std::string(what) + " too large");
+  return static_cast<uint32_t>(v);
+}
+
+class Builder {
+ public:
+  explicit Builder(const Program& p) : p_(p), f_(p.func), packed_(f_.collectives.size(), false) {
+    if (f_.batch != 1) Fail("only batch 1 is supported (the functional semantics are exact for batch 1)");
+    if (f_.dtype_bytes == 0) Fail("dtype_bytes is 0");
+    for (size_t c = 0; c < f_.collectives.size(); ++c) buffer_owner_[f_.collectives[c].buffer] = c;
+    plan_.arenas.push_back({kWeightsCore, 0});
+    plan_.arenas.push_back({kStagingCore, 0});
+  }
+
+  FuncPlan Build() {
+    for (const Task& t : p_.tasks) {
+      if (t.kind == TaskKind::kCompute && t.func >= 0) {
+        if (static_cast<size_t>(t.func) >= f_.ops.size())
+          Fail("task " + std::to_string(t.id) + ": bad func op");
+        Compute(f_.ops[t.func], t.id);
+      }
+      if (t.kind == TaskKind::kTransfer) Transfer(t);
+    }
+    Flush();
+    for (const mapping::FuncOutput& fo : f_.outputs) {
+      FuncPlanOutput out;
+      out.phase = fo.phase;
+      out.step = fo.step;
+      out.rows = fo.rows;
+      out.cols = fo.cols;
+      for (const auto& [core, s] : fo.parts) {
+        View(s, core);  // checks the slice against its tensor
+        if (s.r1 > fo.rows || s.c1 > fo.cols) Fail("output part outside the output");
+        out.parts.push_back({View(s, core), s.r0, s.c0});
+      }
+      plan_.outputs.push_back(std::move(out));
+    }
+    plan_.arenas[1].elems = staging_max_;
+    for (size_t i = 0; i < plan_.steps.size(); ++i) CheckStep(plan_.steps[i], i);
+    return std::move(plan_);
+  }
+
+ private:
+  struct Slot {
+    uint32_t arena;
+    uint64_t offset;
+  };
+  struct Pending {
+    int32_t coll;
+    int64_t task;
+    int dst;
+    uint64_t dst_off, n, stage_off;
+    bool reduce;
+  };
+
+  const FuncTensor& Tensor(int32_t t) const {
+    if (t < 0 || static_cast<size_t>(t) >= f_.tensors.size()) Fail("bad tensor id " + std::to_string(t));
+    return f_.tensors[t];
+  }
+
+  uint32_t ArenaOf(int core) {
+    auto it = arena_of_.find(core);
+    if (it != arena_of_.end()) return it->second;
+    plan_.arenas.push_back({core, 0});
+    uint32_t a = static_cast<uint32_t>(plan_.arenas.size() - 1);
+    arena_of_[core] = a;
+    return a;
+  }
+
+  // The whole tensor t as core `core` holds it (weights: the shared copy), allocated and
+  // initialised on first use as mapping's executor does.
+  Slot Get(int32_t t, int core) {
+    const FuncTensor& ft = Tensor(t);
+    const bool weight = ft.kind == FuncTensorKind::kWeight;
+    const std::pair<int32_t, int> key{t, weight ? kWeightsCore : core};
+    auto it = slots_.find(key);
+    if (it != slots_.end()) return it->second;
+    const uint32_t arena = weight ? 0 : ArenaOf(core);
+    Slot s{arena, plan_.arenas[arena].elems};
+    plan_.arenas[arena].elems += uint64_t{ft.rows} * ft.cols;
+    FuncInit init{arena, s.offset, 0, ft.cols, ft.seed, 1.f};
+    if (weight) init.rows = ft.rows, init.scale = WeightScale(ft.rows);
+    if (ft.kind == FuncTensorKind::kInput) init.rows = ft.rows;
+    if (ft.kind == FuncTensorKind::kCache) init.rows = std::min(ft.init_rows, ft.rows);
+    if (init.rows && init.cols) plan_.inits.push_back(init);
+    slots_.emplace(key, s);
+    return s;
+  }
+
+  void CheckSlice(const FuncSlice& s) const {
+    const FuncTensor& ft = Tensor(s.tensor);
+    if (s.r0 > s.r1 || s.c0 > s.c1 || s.r1 > ft.rows || s.c1 > ft.cols) Fail("slice out of range");
+  }
+
+  FuncView View(const FuncSlice& s, int core) {
+    CheckSlice(s);
+    const FuncTensor& ft = Tensor(s.tensor);
+    Slot sl = Get(s.tensor, core);
+    return {sl.arena, sl.offset + uint64_t{s.r0} * ft.cols + s.c0, s.r1 - s.r0, s.c1 - s.c0, ft.cols, 1};
+  }
+
+  // Elements [off, off + n) of core's copy of (flat) tensor t, as one row.
+  FuncView Range(int32_t t, int core, uint64_t off, uint64_t n) {
+    const FuncTensor& ft = Tensor(t);
+    if (off + n > uint64_t{ft.rows} * ft.cols) Fail("transfer past buffer");
+    Slot sl = Get(t, core);
+    uint32_t cols = Narrow(n, "transfer");
+    return {sl.arena, sl.offset + off, 1, cols, cols, 1};
+  }
+
+  void Emit(FuncStep s) { plan_.steps.push_back(std::move(s)); }
+
+  FuncStep Step(FuncStepKind k, FuncStepOrigin o, int64_t task, int core) {
+    FuncStep s;
+    s.kind = k;
+    s.origin = o;
+    s.task = task;
+    s.core = core;
+    return s;
+  }
+
+  void Copy(const mapping::FuncCopy& c, int32_t buffer, bool to_buffer, int32_t coll, int64_t task) {
+    FuncView region = View(c.region, c.core);
+    const FuncTensor& bt = Tensor(buffer);
+    const uint64_t n = region.Elements();
+    if (c.offset + n > uint64_t{bt.rows} * bt.cols) Fail("copy past buffer");
+    Slot b = Get(buffer, c.core);
+    FuncView flat{b.arena, b.offset + c.offset, region.rows, region.cols, region.cols, 1};
+    if (c.transpose) flat.ld = 1, flat.cs = region.rows;
+    FuncStep s =
+        Step(FuncStepKind::kCopy, to_buffer ? FuncStepOrigin::kPack : FuncStepOrigin::kUnpack, task, c.core);
+    s.collective = coll;
+    s.a = to_buffer ? region : flat;
+    s.out = to_buffer ? flat : region;
+    Emit(s);
+  }
+
+  void EnsurePacked(size_t c, int64_t task) {
+    if (packed_[c]) return;
+    packed_[c] = true;
+    const mapping::FuncCollective& fc = f_.collectives[c];
+    for (const mapping::FuncCopy& cp : fc.pack) Copy(cp, fc.buffer, true, static_cast<int32_t>(c), task);
+  }
+  void EnsurePackedBuffer(int32_t tensor, int64_t task) {
+    auto it = buffer_owner_.find(tensor);
+    if (it != buffer_owner_.end()) EnsurePacked(it->second, task);
+  }
+
+  void Flush() {
+    for (const Pending& pd : pending_) {
+      const int32_t buffer = f_.collectives[pd.coll].buffer;
+      FuncView dst = Range(buffer, pd.dst, pd.dst_off, pd.n);
+      FuncView staged{1, pd.stage_off, 1, dst.cols, dst.cols, 1};
+      FuncStep s =
+          Step(pd.reduce ? FuncStepKind::kAdd : FuncStepKind::kCopy, FuncStepOrigin::kApply, pd.task, pd.dst);
+      s.collective = pd.coll;
+      s.a = pd.reduce ? dst : staged;
+      if (pd.reduce) s.b = staged;
+      s.out = dst;
+      Emit(s);
+    }
+    pending_.clear();
+    staging_used_ = 0;
+  }
+
+  void Transfer(const Task& t) {
+    if (t.collective < 0 || static_cast<size_t>(t.collective) >= f_.collectives.size())
+      Fail("transfer task " + std::to_string(t.id) + " without a collective");
+    const mapping::FuncCollective& fc = f_.collectives[t.collective];
+    const std::pair<int, int> key{t.collective, t.coll_step};
+    if (!pending_.empty() && pending_key_ != key) Flush();
+    pending_key_ = key;
+    EnsurePacked(static_cast<size_t>(t.collective), t.id);
+    const uint64_t e = f_.dtype_bytes, n = t.bytes / e;
+    FuncView src = Range(fc.buffer, t.core, t.offset / e, n);
+    Range(fc.buffer, t.dst_core, t.dst_offset / e, n);  // checks the destination range
+    FuncStep s = Step(FuncStepKind::kCopy, FuncStepOrigin::kStage, t.id, kStagingCore);
+    s.collective = t.collective;
+    s.a = src;
+    s.out = {1, staging_used_, 1, src.cols, src.cols, 1};
+    Emit(s);
+    pending_.push_back({t.collective, t.id, t.dst_core, t.dst_offset / e, n, staging_used_, t.reduce});
+    staging_used_ += n;
+    staging_max_ = std::max(staging_max_, staging_used_);
+    if (static_cast<int64_t>(t.id) == fc.last_task) {
+      Flush();
+      for (const mapping::FuncCopy& c : fc.unpack) Copy(c, fc.buffer, false, t.collective, t.id);
+    }
+  }
+
+  void SameShape(const FuncView& a, const FuncView& out, const char* what) const {
+    if (a.rows != out.rows || a.cols != out.cols) Fail(std::string(what) + ": shapes disagree");
+  }
+
+  // QK^T (scores) or PV (pv) of heads [p2, p3) as batched matmuls, one per run of query heads
+  // that share a KV head.
+  void Attention(const mapping::FuncOp& f, int64_t task) {
+    const bool scores = f.kind == FuncKind::kScores;
+    const uint32_t hd = f.p0, group = f.p1;
+    if (hd == 0 || group == 0 || f.p2 > f.p3) Fail("attention op with head_dim or group 0");
+    CheckSlice(f.a);
+    CheckSlice(f.out);
+    const FuncTensor &at = Tensor(f.a.tensor), &ct = Tensor(f.b.tensor), &ot = Tensor(f.out.tensor);
+    const uint32_t t = scores ? f.a.r1 - f.a.r0 : f.out.r1 - f.out.r0;
+    const uint32_t ltot = f.b.r1;
+    const uint32_t kv_heads_needed = f.p3 > f.p2 ? (f.p3 - 1) / group + 1 : 0;
+    if (ltot > ct.rows || uint64_t{kv_heads_needed} * hd > ct.cols) Fail("attention: KV cache too small");
+    const uint64_t q_cols = uint64_t{f.p3} * hd, rows_needed = uint64_t{f.p3} * t;
+    if (scores && (q_cols > at.cols || rows_needed > ot.rows || ltot > ot.cols))
+      Fail("scores: q or output too small");
+    if (!scores && (rows_needed > at.rows || ltot > at.cols || q_cols > ot.cols))
+      Fail("pv: probabilities or output too small");
+    const Slot a = Get(f.a.tensor, f.core), c = Get(f.b.tensor, f.core), o = Get(f.out.tensor, f.core);
+    for (uint32_t h0 = f.p2; h0 < f.p3;) {
+      const uint32_t g = h0 / group, h1 = std::min(f.p3, (g + 1) * group);
+      FuncStep s = Step(FuncStepKind::kMatmul, FuncStepOrigin::kOp, task, f.core);
+      s.tensor = f.out.tensor;
+      s.tensor_base = o.offset;
+      s.batch = h1 - h0;
+      if (scores) {  // out[h*t + i, j] = q[r0 + i, h*hd : +hd] . kc[j, g*hd : +hd]
+        s.a = {a.arena, a.offset + uint64_t{f.a.r0} * at.cols + uint64_t{h0} * hd, t, hd, at.cols, 1};
+        s.stride_a = hd;
+        s.b = {c.arena, c.offset + uint64_t{g} * hd, ltot, hd, ct.cols, 1};
+        s.transpose_b = true;
+        s.out = {o.arena, o.offset + uint64_t{h0} * t * ot.cols, t, ltot, ot.cols, 1};
+        s.stride_out = uint64_t{t} * ot.cols;
+      } else {  // out[r0 + i, h*hd + d] = sum_j p[h*t + i, j] vc[j, g*hd + d]
+        s.a = {a.arena, a.offset + uint64_t{h0} * t * at.cols, t, ltot, at.cols, 1};
+        s.stride_a = uint64_t{t} * at.cols;
+        s.b = {c.arena, c.offset + uint64_t{g} * hd, ltot, hd, ct.cols, 1};
+        s.out = {o.arena, o.offset + uint64_t{f.out.r0} * ot.cols + uint64_t{h0} * hd, t, hd, ot.cols, 1};
+        s.stride_out = hd;
+      }
+      Emit(s);
+      h0 = h1;
+    }
+  }
+
+  void Compute(const mapping::FuncOp& f, int64_t task) {
+    Flush();
+    EnsurePackedBuffer(f.a.tensor, task);
+    EnsurePackedBuffer(f.b.tensor, task);
+    if (f.kind == FuncKind::kScores || f.kind == FuncKind::kPv) return Attention(f, task);
+    FuncView a = View(f.a, f.core), out = View(f.out, f.core);
+    FuncStep s = Step(FuncStepKind::kCopy, FuncStepOrigin::kOp, task, f.core);
+    s.tensor = f.out.tensor;
+    s.tensor_base = Get(f.out.tensor, f.core).offset;
+    s.a = a;
+    s.out = out;
+    switch (f.kind) {
+      case FuncKind::kMatmul: {
+        s.kind = FuncStepKind::kMatmul;
+        s.b = View(f.b, f.core);
+        s.transpose_b = f.transpose_b;
+        s.accumulate = f.accumulate;
+        const uint32_t inner = f.transpose_b ? s.b.cols : s.b.rows,
+                       cols = f.transpose_b ? s.b.rows : s.b.cols;
+        if (inner != a.cols || out.rows != a.rows || out.cols != cols) Fail("matmul shapes disagree");
+        break;
+      }
+      case FuncKind::kRmsNorm:
+      case FuncKind::kHeadNorm:
+        s.kind = FuncStepKind::kRmsNorm;
+        s.group = f.kind == FuncKind::kRmsNorm ? a.cols : f.p0;
+        if (s.group == 0 || a.cols % s.group) Fail("norm group does not divide the row");
+        SameShape(a, out, "rmsnorm");
+        break;
+      case FuncKind::kRope:
+        s.kind = FuncStepKind::kRope;
+        s.group = f.p0;
+        s.pos0 = f.p1 + f.a.r0;
+        if (s.group < 2 || s.group % 2 || a.cols % s.group) Fail("rope head_dim does not divide the row");
+        SameShape(a, out, "rope");
+        break;
+      case FuncKind::kSoftmax:
+        s.kind = FuncStepKind::kSoftmax;
+        s.scale = 1.0 / std::sqrt(static_cast<double>(f.p0));
+        s.pos0 = f.p1;
+        s.tokens = f.p2;
+        s.row0 = f.a.r0;
+        if (f.p2 == 0) Fail("softmax with 0 tokens");
+        SameShape(a, out, "softmax");
+        break;
+      case FuncKind::kCopy:
+        SameShape(a, out, "copy");
+        break;
+      case FuncKind::kAdd:
+      case FuncKind::kSiluMul:
+        s.kind = f.kind == FuncKind::kAdd ? FuncStepKind::kAdd : FuncStepKind::kSiluMul;
+        s.b = View(f.b, f.core);
+        SameShape(a, out, ToString(s.kind));
+        SameShape(s.b, out, ToString(s.kind));
+        break;
+      default:
+        Fail("unknown func op kind");
+    }
+    Emit(s);
+  }
+
+  // Every element a step can touch lies inside its arena (so no backend reads out of bounds).
+  void CheckView(const FuncView& v, uint64_t stride, uint32_t batch, size_t step) const {
+    if (!v.rows || !v.cols) return;
+    if (v.arena >= plan_.arenas.size()) Fail("step " + std::to_string(step) + ": bad arena");
+    uint64_t last =
+        v.offset + uint64_t{v.rows - 1} * v.ld + uint64_t{v.cols - 1} * v.cs + uint64_t{batch - 1} * stride;
+    if (last >= plan_.arenas[v.arena].elems) Fail("step " + std::to_string(step) + ": view past its arena");
+  }
+  void CheckStep(const FuncStep& s, size_t i) const {
+    if (s.batch == 0) Fail("step " + std::to_string(i) + ": batch 0");
+    CheckView(s.a, s.stride_a, s.batch, i);
+    CheckView(s.out, s.stride_out, s.batch, i);
+    if (s.kind == FuncStepKind::kMatmul || s.kind == FuncStepKind::kAdd || s.kind == FuncStepKind::kSiluMul)
+      CheckView(s.b, s.stride_b, s.batch, i);
+  }
+
+  const Program& p_;
+  const mapping::FuncData& f_;
+  FuncPlan plan_;
+  std::map<std::pair<int32_t, int>, Slot> slots_;
+  std::map<int, uint32_t> arena_of_;
+  std::vector<bool> packed_;
+  std::map<int32_t, size_t> buffer_owner_;
+  std::vector<Pending> pending_;
+  std::pair<int, int> pending_key_{-1, -1};
+  uint64_t staging_used_ = 0, staging_max_ = 0;
+};
+
+}  // namespace
+
+FuncPlan BuildFuncPlan(const Program& p) { return Builder(p).Build(); }
+
+uint64_t FuncPlan::TotalElems() const {
+  uint64_t n = 0;
+  for (const auto& a : arenas) n += a.elems;
+  return n;
+}
+
+double FuncPlan::MatmulFlops() const {
+  double f = 0;
+  for (const auto& s : steps)
+    if (s.kind == FuncStepKind::kMatmul) f += 2.0 * s.batch * s.out.rows * s.out.cols * s.a.cols;
+  return f;
+}
+
+std::string FuncPlan::Summary() const {
+  std::ostringstream os;
+  std::map<std::string, size_t> kinds;
+  for (const auto& s : steps) ++kinds[std::string(ToString(s.origin)) + " " + ToString(s.kind)];
+  os << arenas.size() << " arenas (weights, staging, " << arenas.size() - 2
+     << (arenas.size() == 3 ? " core), " : " cores), ") << TotalElems() * 4 / (1 << 20) << " MiB as fp32; "
+     << steps.size() << " steps:";
+  for (const auto& [k, n] : kinds) os << " " << k << " x" << n << ";";
+  os << " " << MatmulFlops() / 1e9 << " GFLOP of matmul";
+  return os.str();
+}
+
+std::string FuncPlan::Describe(size_t i, const Program& p) const {
+  if (i >= steps.size()) return "step " + std::to_string(i) + " (none)";
+  const FuncStep& s = steps[i];
+  std::ostringstream os;
+  os << "step " << i << ": " << ToString(s.origin) << " " << ToString(s.kind);
+  if (s.kind == FuncStepKind::kMatmul)
+    os << " " << s.batch << "x[" << s.out.rows << "x" << s.out.cols << "x" << s.a.cols << "]";
+  else
+    os << " " << s.out.rows << "x" << s.out.cols;
+  if (s.core >= 0) os << " on core " << s.core;
+  if (s.task >= 0 && static_cast<size_t>(s.task) < p.tasks.size()) {
+    const auto& t = p.tasks[s.task];
+    os << " (task " << s.task;
+    if (t.op < p.ops.size()) {
+      const auto& r = p.ops[t.op].ref;
+      os << ", " << r.phase << (r.phase == "decode" ? " step " + std::to_string(r.step) : "") << " layer "
+         << r.layer << " " << r.op;
+    }
+    os << ")";
+  }
+  return os.str();
+}
+
+std::vector<float> InitValues(const FuncInit& in, bool round_bf16) {
+  std::vector<float> v(uint64_t{in.rows} * in.cols);
+  for (uint64_t i = 0; i < v.size(); ++i) {
+    const float x = in.scale * Rand(in.seed, i);
+    v[i] = round_bf16 ? RoundBf16(x) : x;
+  }
+  return v;
+}
+
+std::vector<std::vector<float>> InitialArenas(const FuncPlan& plan, bool round_bf16) {
+  std::vector<std::vector<float>> a;
+  for (const auto& ar : plan.arenas) a.emplace_back(ar.elems, 0.f);
+  for (const FuncInit& in : plan.inits) {
+    if (in.arena >= a.size() || in.offset + uint64_t{in.rows} * in.cols > a[in.arena].size())
+      throw std::invalid_argument("func plan: init past its arena");
+    std::vector<float> v = InitValues(in, round_bf16);
+    std::copy(v.begin(), v.end(), a[in.arena].begin() + static_cast<int64_t>(in.offset));
+  }
+  return a;
+}
+
+std::vector<mapping::Matrix> GatherOutputs(const FuncPlan& plan,
+                                           const std::vector<std::vector<float>>& arenas) {
+  std::vector<mapping::Matrix> outs;
+  for (const FuncPlanOutput& fo : plan.outputs) {
+    mapping::Matrix m{fo.rows, fo.cols, std::vector<float>(uint64_t{fo.rows} * fo.cols, 0.f)};
+    for (const auto& part : fo.parts) {
+      const FuncView& v = part.view;
+      for (uint32_t i = 0; i < v.rows; ++i)
+        for (uint32_t j = 0; j < v.cols; ++j)
+          m.at(part.r0 + i, part.c0 + j) = arenas[v.arena][v.offset + i * v.ld + j * v.cs];
+    }
+    outs.push_back(std::move(m));
+  }
+  return outs;
+}
+
+BlasCall ColumnMajorCall(const FuncStep& s, uint32_t b) {
+  if (s.kind != FuncStepKind::kMatmul || s.a.cs != 1 || s.b.cs != 1 || s.out.cs != 1 || b >= s.batch)
+    throw std::invalid_argument("func plan: not a row-contiguous matmul batch entry");
+  BlasCall c;
+  c.trans_a = s.transpose_b;
+  c.trans_b = false;
+  c.m = static_cast<int>(s.out.cols);
+  c.n = static_cast<int>(s.out.rows);
+  c.k = static_cast<int>(s.a.cols);
+  c.arena_a = s.b.arena, c.off_a = s.b.offset + uint64_t{b} * s.stride_b;
+  c.arena_b = s.a.arena, c.off_b = s.a.offset + uint64_t{b} * s.stride_a;
+  c.arena_c = s.out.arena, c.off_c = s.out.offset + uint64_t{b} * s.stride_out;
+  c.lda = static_cast<int>(std::max<uint64_t>(s.b.ld, 1));
+  c.ldb = static_cast<int>(std::max<uint64_t>(s.a.ld, 1));
+  c.ldc = static_cast<int>(std::max<uint64_t>(s.out.ld, 1));
+  c.beta = s.accumulate ? 1.f : 0.f;
+  return c;
+}
+
+Copy2D CopyCall(const FuncStep& s) {
+  if (s.kind != FuncStepKind::kCopy || s.a.cs != 1 || s.out.cs != 1)
+    throw std::invalid_argument("func plan: not a row-contiguous copy");
+  return {s.a.arena,    s.out.arena,
+          s.a.offset,   std::max<uint64_t>(s.a.ld, s.a.cols),
+          s.out.offset, std::max<uint64_t>(s.out.ld, s.out.cols),
+          s.out.cols,   s.out.rows};
+}
+
+std::vector<float> ReadView(const std::vector<float>& arena, const FuncView& v, uint32_t batch,
+                            uint64_t stride) {
+  std::vector<float> out;
+  out.reserve(v.Elements() * batch);
+  for (uint32_t b = 0; b < batch; ++b)
+    for (uint32_t i = 0; i < v.rows; ++i)
+      for (uint32_t j = 0; j < v.cols; ++j) out.push_back(arena[v.offset + b * stride + i * v.ld + j * v.cs]);
+  return out;
+}
+
+StepDiff FirstDivergentStep(const StepTrace& got, const StepTrace& want, double tolerance) {
+  for (size_t s = 0; s < std::min(got.size(), want.size()); ++s) {
+    StepDiff d;
+    d.step = static_cast<int64_t>(s);
+    if (got[s].size() != want[s].size()) {
+      d.rel = d.max_abs = std::numeric_limits<double>::infinity();
+      return d;
+    }
+    double mx = 0;
+    for (size_t i = 0; i < want[s].size(); ++i) {
+      mx = std::max(mx, std::fabs(double{want[s][i]}));
+      const double e = std::fabs(double{got[s][i]} - want[s][i]);
+      d.max_abs = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(d.max_abs, e);
+    }
+    d.rel = d.max_abs / std::max(mx, 1e-30);
+    if (d.rel > tolerance) return d;
+  }
+  return {};
+}
+
+OutputDiff CompareOutputs(const std::vector<mapping::Matrix>& a, const std::vector<mapping::Matrix>& b) {
+  OutputDiff worst;
+  if (a.size() != b.size()) {
+    worst.shape_mismatch = true;
+    worst.rel = std::numeric_limits<double>::infinity();
+    return worst;
+  }
+  for (size_t o = 0; o < a.size(); ++o) {
+    if (a[o].rows != b[o].rows || a[o].cols != b[o].cols || a[o].v.size() != b[o].v.size()) {
+      worst.shape_mismatch = true;
+      worst.output = o;
+      worst.rel = std::numeric_limits<double>::infinity();
+      return worst;
+    }
+    OutputDiff d;
+    d.output = o;
+    size_t at = 0;
+    for (size_t i = 0; i < b[o].v.size(); ++i) {
+      d.max_ref = std::max(d.max_ref, std::fabs(double{b[o].v[i]}));
+      const double e = std::fabs(double{a[o].v[i]} - b[o].v[i]);
+      if (e > d.max_abs || std::isnan(e)) {
+        d.max_abs = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+        at = i;
+      }
+    }
+    d.rel = d.max_abs / std::max(d.max_ref, 1e-30);
+    if (!b[o].v.empty()) {
+      d.row = static_cast<uint32_t>(at / b[o].cols);
+      d.col = static_cast<uint32_t>(at % b[o].cols);
+      d.got = a[o].v[at];
+      d.want = b[o].v[at];
+    }
+    if (o == 0 || d.rel > worst.rel) worst = d;
+  }
+  return worst;
+}
+
+}  // namespace tpsim::validate
