@@ -44,4 +44,26 @@ std::string Program::Dump() const {
   return out;
 }
 
+TaskGraph FlattenTasks(const Program& program) {
+  TaskGraph g;
+  const size_t n = program.tasks.size();
+  g.dep_end.resize(n);
+  g.kind.resize(n);
+  g.core.resize(n);
+  g.op.resize(n);
+  size_t total = 0;
+  for (const Task& t : program.tasks) total += t.deps.size();
+  g.deps.reserve(total);
+  for (size_t i = 0; i < n; ++i) {
+    const Task& t = program.tasks[i];
+    g.deps.insert(g.deps.end(), t.deps.begin(), t.deps.end());
+    g.dep_end[i] = static_cast<uint32_t>(g.deps.size());
+    g.kind[i] = t.kind;
+    g.core[i] = t.core;
+    g.op[i] = t.op;
+    if (t.kind == TaskKind::kCompute) g.compute_flops += t.flops;
+  }
+  return g;
+}
+
 }  // namespace tpsim::mapping

@@ -160,4 +160,20 @@ struct Program {
   std::string Dump() const;
 };
 
+// A Program's tasks as flat arrays, for code that passes over every task several
+// times (the analytical engine, sim::BuildSummary): the Task structs and their deps
+// vectors are scattered over the heap, these are not. Task i's deps are
+// deps[dep_end[i - 1], dep_end[i]) (from 0 for i = 0), as in Task::deps.
+struct TaskGraph {
+  std::vector<uint32_t> dep_end;  // one per task
+  std::vector<uint32_t> deps;
+  std::vector<TaskKind> kind;
+  std::vector<int> core;
+  std::vector<uint32_t> op;
+  double compute_flops = 0;  // sum of Task::flops over compute tasks, in id order
+  size_t size() const { return kind.size(); }
+  uint32_t dep_begin(size_t i) const { return i == 0 ? 0 : dep_end[i - 1]; }
+};
+TaskGraph FlattenTasks(const Program& program);
+
 }  // namespace tpsim::mapping

@@ -39,27 +39,53 @@ double Ratio(Ps num, Ps den) {
   return std::clamp(static_cast<double>(num) / static_cast<double>(den), 0.0, 1.0);
 }
 
+// prev[i] = the compute (memory) task that precedes compute (memory) task i on
+// its core in (start, id) order, -1 when none. Tasks are bucketed by (kind, core)
+// in id order and a bucket is sorted only when its starts are not already in order
+// (the analytical engine starts a core's queue in id order), which gives what one
+// sort of (kind, core, start, id) tuples gives, without sorting every task.
+void PrevOnCore(const mapping::TaskGraph& g, const EngineOutput& out, std::vector<int64_t>* prev) {
+  std::vector<uint32_t> ids;    // compute and memory tasks, in id order
+  std::vector<int> cores;       // their cores
+  std::vector<uint8_t> memory;  // 1 for a memory task
+  int64_t lo = 0, hi = -1;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (g.kind[i] == TaskKind::kTransfer) continue;
+    const int core = g.core[i];
+    ids.push_back(static_cast<uint32_t>(i));
+    cores.push_back(core);
+    memory.push_back(g.kind[i] == TaskKind::kMemory ? 1 : 0);
+    if (hi < lo) lo = hi = core;
+    lo = std::min<int64_t>(lo, core);
+    hi = std::max<int64_t>(hi, core);
+  }
+  if (ids.empty()) return;
+  const size_t span = static_cast<size_t>(hi - lo + 1);
+  auto bucket = [&](size_t j) { return (memory[j] ? span : 0) + static_cast<size_t>(cores[j] - lo); };
+  std::vector<uint32_t> begin(2 * span + 1, 0);
+  for (size_t j = 0; j < ids.size(); ++j) ++begin[bucket(j) + 1];
+  for (size_t b = 1; b < begin.size(); ++b) begin[b] += begin[b - 1];
+  std::vector<uint32_t> order(ids.size());
+  std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
+  for (size_t j = 0; j < ids.size(); ++j) order[fill[bucket(j)]++] = ids[j];
+  auto by_start = [&](uint32_t a, uint32_t b) {
+    const Ps sa = out.tasks[a].start_ps, sb = out.tasks[b].start_ps;
+    return sa != sb ? sa < sb : a < b;
+  };
+  for (size_t b = 0; b + 1 < begin.size(); ++b) {
+    auto first = order.begin() + begin[b], last = order.begin() + begin[b + 1];
+    if (!std::is_sorted(first, last, by_start)) std::sort(first, last, by_start);
+    for (auto it = first; it != last && it + 1 != last; ++it) (*prev)[*(it + 1)] = *it;
+  }
+}
+
 // Walks the critical path backwards (see result.h) and adds durations by kind.
-void CriticalPath(const mapping::Program& program, const EngineOutput& out, config::Summary* s) {
-  const auto& tasks = program.tasks;
-  const size_t n = tasks.size();
+void CriticalPath(const mapping::TaskGraph& g, const EngineOutput& out, config::Summary* s) {
+  const size_t n = g.size();
   if (n == 0) return;
   // Previous task of the same kind (compute, memory) on the same core, by (start, id).
   std::vector<int64_t> prev_on_core(n, -1);
-  std::vector<std::tuple<int, int, Ps, uint32_t>> queued;  // kind, core, start, id
-  for (size_t i = 0; i < n; ++i) {
-    if (tasks[i].kind != TaskKind::kTransfer) {
-      queued.emplace_back(static_cast<int>(tasks[i].kind), tasks[i].core, out.tasks[i].start_ps,
-                          static_cast<uint32_t>(i));
-    }
-  }
-  std::sort(queued.begin(), queued.end());
-  for (size_t j = 1; j < queued.size(); ++j) {
-    if (std::get<0>(queued[j]) == std::get<0>(queued[j - 1]) &&
-        std::get<1>(queued[j]) == std::get<1>(queued[j - 1])) {
-      prev_on_core[std::get<3>(queued[j])] = std::get<3>(queued[j - 1]);
-    }
-  }
+  PrevOnCore(g, out, &prev_on_core);
   size_t cur = 0;
   for (size_t i = 1; i < n; ++i) {
     if (out.tasks[i].end_ps > out.tasks[cur].end_ps) cur = i;
@@ -76,7 +102,7 @@ void CriticalPath(const mapping::Program& program, const EngineOutput& out, conf
         best = c;
       }
     };
-    for (uint32_t d : tasks[cur].deps) consider(d);
+    for (uint32_t j = g.dep_begin(cur); j < g.dep_end[cur]; ++j) consider(g.deps[j]);
     consider(prev_on_core[cur]);
     // Attribute only the part of this task after its predecessor on the path
     // ended, so overlapping spans (a queued DRAM request, an engine that reports
@@ -84,7 +110,7 @@ void CriticalPath(const mapping::Program& program, const EngineOutput& out, conf
     // most the makespan.
     Ps from = out.tasks[cur].start_ps;
     if (best >= 0) from = std::max(from, out.tasks[best].end_ps);
-    by_kind[static_cast<int>(tasks[cur].kind)] += std::max<Ps>(0, out.tasks[cur].end_ps - from);
+    by_kind[static_cast<int>(g.kind[cur])] += std::max<Ps>(0, out.tasks[cur].end_ps - from);
     if (best < 0) break;
     cur = static_cast<size_t>(best);
   }
@@ -112,56 +138,153 @@ Ps UnionLength(std::vector<std::pair<Ps, Ps>>& iv) {
 
 }  // namespace
 
-config::Result BuildResult(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
-                           const std::string& experiment, const std::string& engine, bool with_tasks) {
+namespace {
+
+void CheckInputs(const mapping::Program& program, const EngineOutput& out) {
   const auto& tasks = program.tasks;
   const size_t n = tasks.size();
   if (out.tasks.size() != n) {
     throw std::invalid_argument("BuildResult: the engine timed " + std::to_string(out.tasks.size()) +
                                 " tasks but the Program has " + std::to_string(n));
   }
+}
+
+[[noreturn]] void ThrowBadOp(const mapping::Program& program, size_t i) {
+  throw std::invalid_argument("BuildResult: task " + std::to_string(i) + " names op " +
+                              std::to_string(program.tasks[i].op) + " of " +
+                              std::to_string(program.ops.size()));
+}
+
+// Segments: prefill, then decode steps in order (other phase names last).
+using Segment = std::tuple<int, std::string, uint32_t>;  // (phase rank, phase, step)
+int PhaseRank(const std::string& ph) { return ph == "prefill" ? 0 : ph == "decode" ? 1 : 2; }
+Segment SegmentOf(const mapping::OpRef& ref) { return Segment{PhaseRank(ref.phase), ref.phase, ref.step}; }
+
+// What the summary needs from one pass over the tasks.
+struct TaskTotals {
+  std::vector<Span> op_all;      // per op: all its tasks
+  std::vector<Ps> core_compute;  // per core of the chip: sum of compute durations
+  double flops = 0;
+  Ps t0 = 0;  // first task start
+};
+
+TaskTotals Totals(const mapping::Program& program, const mapping::TaskGraph& g, const arch::Chip& chip,
+                  const EngineOutput& out) {
+  const size_t n = g.size();
+  const int num_cores = chip.num_cores();
+  TaskTotals tt;
+  tt.op_all.resize(program.ops.size());
+  tt.core_compute.assign(std::max(num_cores, 0), 0);
+  tt.t0 = n == 0 ? 0 : std::numeric_limits<Ps>::max();
   for (size_t i = 0; i < n; ++i) {
-    if (tasks[i].op >= program.ops.size()) {
-      throw std::invalid_argument("BuildResult: task " + std::to_string(i) + " names op " +
-                                  std::to_string(tasks[i].op) + " of " + std::to_string(program.ops.size()));
+    const TaskTime& time = out.tasks[i];
+    const uint32_t op = g.op[i];
+    if (op >= tt.op_all.size()) ThrowBadOp(program, i);
+    tt.op_all[op].Add(time.start_ps, time.end_ps);
+    tt.t0 = std::min(tt.t0, time.start_ps);
+    const int core = g.core[i];
+    if (g.kind[i] == TaskKind::kCompute && core >= 0 && core < num_cores) {
+      tt.core_compute[core] += time.end_ps - time.start_ps;
     }
   }
+  tt.flops = g.compute_flops;
+  return tt;
+}
+
+// Last task end of each segment.
+std::map<Segment, Ps> SegmentEnds(const mapping::Program& program, const std::vector<Span>& op_all) {
+  std::map<Segment, Ps> segment_end;
+  for (size_t o = 0; o < program.ops.size(); ++o) {
+    if (op_all[o].empty()) continue;
+    Ps& se = segment_end.try_emplace(SegmentOf(program.ops[o].ref), kNoTime).first->second;
+    se = std::max(se, op_all[o].last);
+  }
+  return segment_end;
+}
+
+void FillSummary(const mapping::Program& program, const mapping::TaskGraph& g, const arch::Chip& chip,
+                 const EngineOutput& out, const TaskTotals& tt, const std::map<Segment, Ps>& segment_end,
+                 config::Summary* s) {
   const Ps total = out.makespan_ps;
   const int num_cores = chip.num_cores();
+  const Ps t0 = tt.t0;
+  Ps prefill_end = kNoTime, decode_end = kNoTime;
+  uint32_t decode_steps = 0;
+  for (const auto& [seg, end] : segment_end) {
+    if (std::get<0>(seg) == 0) prefill_end = std::max(prefill_end, end);
+    if (std::get<0>(seg) == 1) decode_end = std::max(decode_end, end), ++decode_steps;
+  }
+  s->set_total_ps(total);
+  const Ps decode_base = prefill_end != kNoTime ? prefill_end : t0;
+  s->set_prefill_ps(prefill_end != kNoTime ? prefill_end - t0 : 0);
+  if (decode_end != kNoTime) {
+    const Ps decode = std::max<Ps>(0, decode_end - decode_base);
+    s->set_decode_ps(decode);
+    s->set_decode_step_ps_mean((decode + decode_steps / 2) / decode_steps);
+  }
+  CriticalPath(g, out, s);
+  double util_sum = 0;
+  for (int c = 0; c < num_cores; ++c) util_sum += Ratio(tt.core_compute[c], total);
+  s->set_core_utilization(num_cores > 0 ? util_sum / num_cores : 0.0);
+  s->set_achieved_tflops(total > 0 ? tt.flops / static_cast<double>(total) : 0.0);
+  s->set_spilled_bytes(program.spilled_bytes);
+  s->set_weights_location(program.weights_location);
+  s->set_kv_location(program.kv_location);
+}
 
-  config::Result r;
-  r.set_experiment(experiment);
-  r.set_engine(engine);
-
-  // ---- Per op.
-  const size_t num_ops = program.ops.size();
-  std::vector<Span> op_all(num_ops), op_comm(num_ops), op_mem(num_ops);
+// compute_ps of every op: max over cores of the sum of the op's compute durations.
+// When compute tasks come op by op (op ids never decrease in id order, as Lower
+// emits them), each (op, core) sum is complete when the op changes; otherwise the
+// (op, core, duration) triples are sorted, as for any Program.
+std::vector<Ps> OpCompute(const mapping::Program& program, const EngineOutput& out) {
+  const auto& tasks = program.tasks;
+  const size_t n = tasks.size();
+  std::vector<Ps> op_compute(program.ops.size(), 0);
+  bool in_order = true;
+  int lo = 0, hi = -1;
+  uint32_t last_op = 0;
+  for (const auto& t : tasks) {
+    if (t.kind != TaskKind::kCompute) continue;
+    if (t.op < last_op) in_order = false;
+    last_op = t.op;
+    if (hi < lo) lo = hi = t.core;
+    lo = std::min(lo, t.core);
+    hi = std::max(hi, t.core);
+  }
+  if (hi < lo) return op_compute;
+  if (in_order) {
+    std::vector<Ps> sum(static_cast<size_t>(static_cast<int64_t>(hi) - lo + 1), 0);
+    std::vector<size_t> touched;
+    auto flush = [&](uint32_t op) {
+      for (size_t c : touched) {
+        op_compute[op] = std::max(op_compute[op], sum[c]);
+        sum[c] = 0;
+      }
+      touched.clear();
+    };
+    uint32_t cur = 0;
+    bool any = false;
+    for (size_t i = 0; i < n; ++i) {
+      const auto& t = tasks[i];
+      if (t.kind != TaskKind::kCompute) continue;
+      if (any && t.op != cur) flush(cur);
+      cur = t.op;
+      any = true;
+      const size_t c = static_cast<size_t>(t.core - lo);
+      if (sum[c] == 0) touched.push_back(c);
+      sum[c] += out.tasks[i].end_ps - out.tasks[i].start_ps;
+    }
+    flush(cur);
+    return op_compute;
+  }
   std::vector<std::tuple<uint32_t, int, Ps>> op_core_compute;  // op, core, duration
-  double flops = 0;
-  std::vector<Ps> core_compute(std::max(num_cores, 0), 0);
-  std::vector<std::vector<std::pair<Ps, Ps>>> core_intervals(std::max(num_cores, 0));
   for (size_t i = 0; i < n; ++i) {
     const auto& t = tasks[i];
-    const TaskTime& tt = out.tasks[i];
-    const Ps dur = tt.end_ps - tt.start_ps;
-    op_all[t.op].Add(tt.start_ps, tt.end_ps);
-    switch (t.kind) {
-      case TaskKind::kCompute:
-        op_core_compute.emplace_back(t.op, t.core, dur);
-        flops += t.flops;
-        if (t.core >= 0 && t.core < num_cores) core_compute[t.core] += dur;
-        break;
-      case TaskKind::kTransfer:
-        op_comm[t.op].Add(tt.start_ps, tt.end_ps);
-        break;
-      case TaskKind::kMemory:
-        op_mem[t.op].Add(tt.start_ps, tt.end_ps);
-        break;
+    if (t.kind == TaskKind::kCompute) {
+      op_core_compute.emplace_back(t.op, t.core, out.tasks[i].end_ps - out.tasks[i].start_ps);
     }
-    if (t.core >= 0 && t.core < num_cores) core_intervals[t.core].emplace_back(tt.start_ps, tt.end_ps);
   }
   std::sort(op_core_compute.begin(), op_core_compute.end());
-  std::vector<Ps> op_compute(num_ops, 0);
   for (size_t j = 0; j < op_core_compute.size();) {
     const auto [op, core, d0] = op_core_compute[j];
     Ps sum = 0;
@@ -174,6 +297,53 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     op_compute[op] = std::max(op_compute[op], sum);
     j = e;
   }
+  return op_compute;
+}
+
+}  // namespace
+
+config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
+                             const mapping::TaskGraph* graph) {
+  CheckInputs(program, out);
+  mapping::TaskGraph own;
+  if (graph == nullptr || graph->size() != program.tasks.size()) {
+    own = mapping::FlattenTasks(program);
+    graph = &own;
+  }
+  const TaskTotals tt = Totals(program, *graph, chip, out);
+  config::Summary s;
+  FillSummary(program, *graph, chip, out, tt, SegmentEnds(program, tt.op_all), &s);
+  return s;
+}
+
+config::Result BuildResult(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
+                           const std::string& experiment, const std::string& engine, bool with_tasks) {
+  CheckInputs(program, out);
+  const auto& tasks = program.tasks;
+  const size_t n = tasks.size();
+  const Ps total = out.makespan_ps;
+  const int num_cores = chip.num_cores();
+  const mapping::TaskGraph graph = mapping::FlattenTasks(program);
+  const TaskTotals tt = Totals(program, graph, chip, out);
+  const std::vector<Span>& op_all = tt.op_all;
+  const std::vector<Ps>& core_compute = tt.core_compute;
+
+  config::Result r;
+  r.set_experiment(experiment);
+  r.set_engine(engine);
+
+  // ---- Per op.
+  const size_t num_ops = program.ops.size();
+  std::vector<Span> op_comm(num_ops), op_mem(num_ops);
+  std::vector<std::vector<std::pair<Ps, Ps>>> core_intervals(std::max(num_cores, 0));
+  for (size_t i = 0; i < n; ++i) {
+    const auto& t = tasks[i];
+    const TaskTime& time = out.tasks[i];
+    if (t.kind == TaskKind::kTransfer) op_comm[t.op].Add(time.start_ps, time.end_ps);
+    if (t.kind == TaskKind::kMemory) op_mem[t.op].Add(time.start_ps, time.end_ps);
+    if (t.core >= 0 && t.core < num_cores) core_intervals[t.core].emplace_back(time.start_ps, time.end_ps);
+  }
+  const std::vector<Ps> op_compute = OpCompute(program, out);
   for (size_t o = 0; o < num_ops; ++o) {
     const auto& info = program.ops[o];
     config::OpResult* op = r.add_ops();
@@ -192,12 +362,8 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   }
 
   // ---- Phases, decode steps and layers, from the ends of their tasks.
-  // Segments: prefill, then decode steps in order (other phase names last).
-  auto phase_rank = [](const std::string& ph) { return ph == "prefill" ? 0 : ph == "decode" ? 1 : 2; };
-  Ps t0 = n == 0 ? 0 : std::numeric_limits<Ps>::max();
-  for (const auto& tt : out.tasks) t0 = std::min(t0, tt.start_ps);
-  using Segment = std::tuple<int, std::string, uint32_t>;  // (phase rank, phase, step)
-  std::map<Segment, Ps> segment_end;
+  const Ps t0 = tt.t0;
+  const std::map<Segment, Ps> segment_end = SegmentEnds(program, op_all);
   std::map<std::pair<Segment, uint32_t>, Ps> layer_end;      // (segment, layer)
   std::vector<std::pair<std::string, uint32_t>> layer_keys;  // (phase, layer), first appearance
   std::map<std::pair<std::string, uint32_t>, size_t> layer_index;
@@ -206,18 +372,8 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     const auto key = std::make_pair(ref.phase, ref.layer);
     if (layer_index.try_emplace(key, layer_keys.size()).second) layer_keys.push_back(key);
     if (op_all[o].empty()) continue;
-    const int rank = phase_rank(ref.phase);
-    const Segment seg{rank, ref.phase, ref.step};
-    Ps& se = segment_end.try_emplace(seg, kNoTime).first->second;
-    se = std::max(se, op_all[o].last);
-    Ps& le = layer_end.try_emplace({seg, ref.layer}, kNoTime).first->second;
+    Ps& le = layer_end.try_emplace({SegmentOf(ref), ref.layer}, kNoTime).first->second;
     le = std::max(le, op_all[o].last);
-  }
-  Ps prefill_end = kNoTime, decode_end = kNoTime;
-  uint32_t decode_steps = 0;
-  for (const auto& [seg, end] : segment_end) {
-    if (std::get<0>(seg) == 0) prefill_end = std::max(prefill_end, end);
-    if (std::get<0>(seg) == 1) decode_end = std::max(decode_end, end), ++decode_steps;
   }
   // Layer time: end of the layer minus end of the previous layer of the same
   // segment (the previous segment's end, or t0, for the first layer).
@@ -242,23 +398,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   }
 
   // ---- Summary.
-  config::Summary* s = r.mutable_summary();
-  s->set_total_ps(total);
-  const Ps decode_base = prefill_end != kNoTime ? prefill_end : t0;
-  s->set_prefill_ps(prefill_end != kNoTime ? prefill_end - t0 : 0);
-  if (decode_end != kNoTime) {
-    const Ps decode = std::max<Ps>(0, decode_end - decode_base);
-    s->set_decode_ps(decode);
-    s->set_decode_step_ps_mean((decode + decode_steps / 2) / decode_steps);
-  }
-  CriticalPath(program, out, s);
-  double util_sum = 0;
-  for (int c = 0; c < num_cores; ++c) util_sum += Ratio(core_compute[c], total);
-  s->set_core_utilization(num_cores > 0 ? util_sum / num_cores : 0.0);
-  s->set_achieved_tflops(total > 0 ? flops / static_cast<double>(total) : 0.0);
-  s->set_spilled_bytes(program.spilled_bytes);
-  s->set_weights_location(program.weights_location);
-  s->set_kv_location(program.kv_location);
+  FillSummary(program, graph, chip, out, tt, segment_end, r.mutable_summary());
 
   // ---- Links, DRAM channels, cores.
   const auto& links = chip.links();

@@ -1,35 +1,211 @@
 #include "sim/run.h"
 
+#include <algorithm>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "mapping/mapping.h"
+#include "sim/analytical/analytical.h"
 #include "sim/engine.h"
 #include "sim/result.h"
 #include "traces/trace.h"
 
 namespace tpsim::sim {
 
-RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
+namespace {
+
+// Validates `e` and finds its engine; returns the chip ValidateExperiment built.
+arch::Chip Prepare(const Experiment& e, const std::string& requested, std::unique_ptr<Engine>* engine) {
   arch::Chip chip = ValidateExperiment(e);
   if (e.cfg.workload().has_requests() && (e.cfg.workload().batch() == 0 || e.cfg.workload().seq_len() == 0)) {
     throw config::ConfigError(config::Diag{e.locs.Find("workload.requests"), "workload.requests", "",
                                            "a request stream is served, not run: use `tpsim serve`"});
   }
-  std::string engine_name = !opts.engine.empty() ? opts.engine : e.cfg.engine();
+  std::string engine_name = !requested.empty() ? requested : e.cfg.engine();
   if (engine_name.empty()) engine_name = "analytical";
-  auto engine = MakeEngine(engine_name);
-  if (!engine) {
+  *engine = MakeEngine(engine_name);
+  if (!*engine) {
     throw config::ConfigError(
         UnknownEngineDiag(config::Location{"<command line>", 1, 1}, "--engine", engine_name));
   }
+  return chip;
+}
+
+// Clears the timing-only fields of a chip config (ProgramCache::TimingOnlyFields).
+void ClearTiming(config::Chip* c) {
+  c->clear_clock_mhz();
+  config::Core* core = c->mutable_core();
+  core->clear_systolic_rows();
+  core->clear_systolic_cols();
+  core->clear_systolic_arrays();
+  core->clear_matrix_utilization();
+  core->clear_vector_lanes();
+  core->clear_sram_bandwidth_gbps();
+  config::Noc* noc = c->mutable_noc();
+  noc->clear_link_bandwidth_gbps();
+  noc->clear_router_latency_cycles();
+  noc->clear_link_latency_ns();
+  noc->clear_d2d_bandwidth_gbps();
+  noc->clear_d2d_latency_ns();
+  noc->clear_switch_latency_ns();
+  for (auto& edge : *noc->mutable_edges()) {
+    edge.clear_bandwidth_gbps();
+    edge.clear_latency_ns();
+  }
+  for (auto& mem : *c->mutable_memory()) {
+    mem.clear_bandwidth_gbps();
+    mem.clear_efficiency();
+    mem.clear_latency_ns();
+  }
+}
+
+void AppendSerialised(const google::protobuf::Message& m, std::string* out) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  *out += std::to_string(bytes.size()) + ":" + bytes;
+}
+
+}  // namespace
+
+RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
+  std::unique_ptr<Engine> engine;
+  arch::Chip chip = Prepare(e, opts.engine, &engine);
   RunOutput out;
   out.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
   EngineOutput timing = engine->Run(out.program, chip);
-  out.result = BuildResult(out.program, chip, timing, e.cfg.name(), engine->name());
-  if (!opts.keep_task_times) out.result.clear_tasks();
+  out.result = BuildResult(out.program, chip, timing, e.cfg.name(), engine->name(), opts.keep_task_times);
   out.result.set_config(ResolvedText(e));
   if (!opts.trace_path.empty()) {
     traces::WriteTrace(opts.trace_path, out.program, chip, timing, out.result.config());
   }
   return out;
+}
+
+const std::vector<std::string>& ProgramCache::TimingOnlyFields() {
+  static const std::vector<std::string> kFields = {
+      "chip.clock_mhz",
+      "chip.core.systolic_rows",
+      "chip.core.systolic_cols",
+      "chip.core.systolic_arrays",
+      "chip.core.matrix_utilization",
+      "chip.core.vector_lanes",
+      "chip.core.sram_bandwidth_gbps",
+      "chip.noc.link_bandwidth_gbps",
+      "chip.noc.router_latency_cycles",
+      "chip.noc.link_latency_ns",
+      "chip.noc.d2d_bandwidth_gbps",
+      "chip.noc.d2d_latency_ns",
+      "chip.noc.switch_latency_ns",
+      "chip.noc.edges[].bandwidth_gbps",
+      "chip.noc.edges[].latency_ns",
+      "chip.memory[].bandwidth_gbps",
+      "chip.memory[].efficiency",
+      "chip.memory[].latency_ns",
+  };
+  return kFields;
+}
+
+std::string ProgramCache::Key(const config::Experiment& cfg) {
+  if (cfg.mapping().placement() == "file") return "";
+  config::Chip chip = cfg.chip();
+  ClearTiming(&chip);
+  std::string key;
+  AppendSerialised(chip, &key);
+  AppendSerialised(cfg.model(), &key);
+  AppendSerialised(cfg.workload(), &key);
+  AppendSerialised(cfg.mapping(), &key);
+  return key;
+}
+
+namespace {
+
+std::shared_ptr<const ProgramCache::Entry> MakeEntry(const Experiment& e, const arch::Chip& chip, bool plan) {
+  auto entry = std::make_shared<ProgramCache::Entry>();
+  entry->program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
+  if (plan) entry->analytical_plan = PlanAnalytical(entry->program, chip);
+  return entry;
+}
+
+}  // namespace
+
+std::shared_ptr<const ProgramCache::Entry> ProgramCache::Get(const Experiment& e, const arch::Chip& chip,
+                                                             bool analytical_plan) {
+  const std::string key = capacity_ > 0 ? Key(e.cfg) : "";
+  std::unique_lock<std::mutex> lock(mu_);
+  if (key.empty()) {
+    ++misses_;
+    lock.unlock();
+    return MakeEntry(e, chip, analytical_plan);
+  }
+  for (;;) {
+    auto it = std::find_if(lru_.begin(), lru_.end(), [&](const Slot& s) { return s.key == key; });
+    if (it == lru_.end()) break;
+    if (it->entry && (it->entry->analytical_plan || !analytical_plan)) {
+      ++hits_;
+      lru_.splice(lru_.begin(), lru_, it);
+      return it->entry;
+    }
+    if (it->entry) break;  // cached without the plan asked for: made again below
+    ready_.wait(lock);     // another caller is lowering it
+  }
+  ++misses_;
+  lru_.remove_if([&](const Slot& s) { return s.key == key; });
+  lru_.push_front(Slot{key, nullptr});
+  const auto pending = lru_.begin();
+  lock.unlock();
+  std::shared_ptr<const Entry> entry;
+  try {
+    entry = MakeEntry(e, chip, analytical_plan);
+  } catch (...) {
+    lock.lock();
+    lru_.erase(pending);
+    ready_.notify_all();
+    throw;
+  }
+  lock.lock();
+  pending->entry = entry;
+  lru_.splice(lru_.begin(), lru_, pending);
+  // Evict the least recently used finished entries beyond the capacity.
+  for (auto it = lru_.end(); lru_.size() > capacity_ && it != lru_.begin();) {
+    --it;
+    if (it->entry) it = lru_.erase(it);
+  }
+  ready_.notify_all();
+  return entry;
+}
+
+uint64_t ProgramCache::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+uint64_t ProgramCache::misses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return misses_;
+}
+
+size_t ProgramCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lru_.size();
+}
+
+config::Summary RunSummary(const Experiment& e, const std::string& engine_name, ProgramCache* cache) {
+  std::unique_ptr<Engine> engine;
+  arch::Chip chip = Prepare(e, engine_name, &engine);
+  // AnalyticalEngine::Run is RunAnalytical with a fresh plan; a cached entry keeps its plan.
+  const bool analytical = engine->name() == "analytical";
+  const std::shared_ptr<const ProgramCache::Entry> entry =
+      cache ? cache->Get(e, chip, analytical) : MakeEntry(e, chip, analytical);
+  const mapping::Program& program = entry->program;
+  if (!analytical) return BuildSummary(program, chip, engine->Run(program, chip));
+  const AnalyticalPlan& plan = *entry->analytical_plan;
+  return BuildSummary(program, chip, RunAnalytical(program, plan, chip), &plan.graph);
 }
 
 }  // namespace tpsim::sim

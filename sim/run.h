@@ -2,7 +2,14 @@
 // Running one experiment end to end: build the chip, lower to a Program, time it
 // with an engine, and shape the Result.
 
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "mapping/program.h"
 #include "result.pb.h"
@@ -10,8 +17,10 @@
 
 namespace tpsim::sim {
 
+struct AnalyticalPlan;
+
 struct RunOptions {
-  std::string engine;          // empty: the experiment's engine, else "analytical"
+  std::string engine;            // empty: the experiment's engine, else "analytical"
   bool keep_task_times = false;  // fill Result.tasks
   std::string trace_path;        // non-empty: write a Perfetto (or .json: Chrome) trace there
 };
@@ -24,5 +33,59 @@ struct RunOutput {
 // Validates, lowers and times `e`. Throws config::ConfigError for bad input and
 // sim::StallError when the Program cannot progress.
 RunOutput RunExperiment(const Experiment& e, const RunOptions& opts);
+
+// Lowered Programs kept for runs whose lowering inputs are equal (a sweep's points
+// that differ only in chip timing).
+//
+// mapping::Lower reads the chip only through its core grid (num_cores, grid,
+// CoreAt), ChannelOf, core.sram_bytes, noc.topology and the collectives settings:
+// never a bandwidth, latency, clock or compute-unit field. The key is the model,
+// the workload, the mapping and the chip config with exactly the fields of
+// TimingOnlyFields() cleared, serialised deterministically; equal keys lower to
+// identical Programs (tests/sim/program_cache_test.cc changes each listed field
+// and compares the Program dumps). Experiments with placement "file" are never
+// cached (the file could change between runs). At most `capacity` Programs are
+// kept, least recently used evicted first. Thread-safe: a sweep's workers share
+// one cache, and a caller asking for a Program that another is lowering waits for it.
+class ProgramCache {
+ public:
+  explicit ProgramCache(size_t capacity = 4) : capacity_(capacity) {}
+
+  // Field paths (as `--set` takes them; "[]" = every element) that Lower never reads.
+  static const std::vector<std::string>& TimingOnlyFields();
+  // The cache key of `cfg`; empty when it is not cacheable.
+  static std::string Key(const config::Experiment& cfg);
+
+  struct Entry {
+    mapping::Program program;
+    // The analytical engine's chip-layout-only work on `program`
+    // (sim/analytical/analytical.h), when asked for; valid for every chip of the same key.
+    std::shared_ptr<const AnalyticalPlan> analytical_plan;
+  };
+  // The Program of `e` on `chip` (the chip built from e), with its analytical plan
+  // when `analytical_plan`: cached, or made and cached. Throws what mapping::Lower
+  // or sim::PlanAnalytical throw (nothing is cached then).
+  std::shared_ptr<const Entry> Get(const Experiment& e, const arch::Chip& chip, bool analytical_plan = false);
+
+  uint64_t hits() const;
+  uint64_t misses() const;
+  size_t size() const;  // Programs held (and being lowered)
+
+ private:
+  struct Slot {
+    std::string key;
+    std::shared_ptr<const Entry> entry;  // null while being lowered
+  };
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable ready_;
+  std::list<Slot> lru_;  // most recent first
+  uint64_t hits_ = 0, misses_ = 0;
+};
+
+// What a sweep keeps of a point: Result::summary exactly as RunExperiment(e,
+// {engine}) computes it, without the rest of the Result. Lowers through `cache`
+// when it is not null. Throws like RunExperiment.
+config::Summary RunSummary(const Experiment& e, const std::string& engine, ProgramCache* cache);
 
 }  // namespace tpsim::sim

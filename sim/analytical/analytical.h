@@ -74,15 +74,61 @@
 // Errors: a dep that is not an earlier task (id >= the task's id, or out of
 // range) or a task whose id is not its index throws StallError naming the tasks;
 // a core, destination or channel out of range throws std::invalid_argument.
-// Cost: linear in tasks plus route lengths (routes are cached per core pair
-// for the duration of one Run), plus a sort of the transfers by step.
+// Cost: linear in tasks plus route lengths, plus a sort of the transfers by step
+// unless they come sorted. Routes are computed once per core pair, and the chip's
+// cost functions once per distinct compute shape, (src, dst, bytes) transfer and
+// (core, channel, direction, bytes) memory task: equal arguments, equal times, and
+// the link and channel statistics are sums and maxima, so a distinct task's share
+// is added count times at once. What does not depend on the chip's timing (checks,
+// flat deps, the distinct shapes and their counts, transfer groups, DRAM sharers)
+// is an AnalyticalPlan: Run makes one per call; RunAnalytical takes one made
+// earlier, so a sweep times one Program on many chips that differ only in timing
+// fields without redoing it (sim::ProgramCache).
 
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "sim/engine.h"
 
 namespace tpsim::sim {
+
+// What timing a Program needs that no chip timing field changes. Made by
+// PlanAnalytical for a Program and the chip's core and channel counts; valid for
+// that Program on every chip with the same layout (core grid, topology, channels).
+struct AnalyticalPlan {
+  int num_cores = 0, num_channels = 0;
+  mapping::TaskGraph graph;
+  std::vector<uint32_t> shapes;            // a compute task of each distinct cost shape
+  std::vector<uint32_t> shape_of;          // compute task: index into shapes; transfer: index into pairs
+  std::vector<std::pair<int, int>> pairs;  // distinct (src, dst) of transfers with src != dst
+  std::vector<uint32_t> linked;            // transfers over links (src != dst, not in-switch), by id
+  std::vector<uint32_t> grouped;           // linked transfers of a collective, by (collective, step, id)
+  std::vector<std::pair<uint32_t, uint32_t>> group_spans;  // [begin, end) in grouped of steps with > 1
+  std::vector<uint32_t> in_switch;                         // by (collective, step, core, id)
+  std::vector<uint32_t> memory;                            // memory tasks, by id
+  std::vector<uint64_t> sharers;  // per channel: distinct cores with memory tasks on it
+  struct Key {
+    uint32_t task;   // the first task with this key
+    uint64_t count;  // tasks with it
+  };
+  std::vector<Key> transfer_keys;         // distinct (src, dst, bytes) of linked transfers
+  std::vector<uint32_t> transfer_key_of;  // per linked entry
+  std::vector<Key> memory_keys;           // distinct (core, channel, write, bytes) of memory tasks
+  std::vector<uint32_t> memory_key_of;    // per memory entry
+  std::vector<std::tuple<int, int, bool>> memory_flows;  // distinct (core, channel, write), sorted
+};
+
+// Checks the Program (throws as Run does) and plans it.
+std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& program, const arch::Chip& chip);
+
+// Run with a plan made by PlanAnalytical for `program` on a chip of the same
+// layout: the same output as AnalyticalEngine::Run. Throws std::invalid_argument
+// when the plan's task, core or channel counts differ.
+EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan& plan,
+                           const arch::Chip& chip);
 
 class AnalyticalEngine : public Engine {
  public:

@@ -59,8 +59,7 @@ class StopSignals {
   }, old_term_{};
 };
 
-std::vector<double> Metrics(const config::Result& r) {
-  const auto& s = r.summary();
+std::vector<double> Metrics(const config::Summary& s) {
   return {static_cast<double>(s.total_ps()),
           static_cast<double>(s.prefill_ps()),
           static_cast<double>(s.decode_step_ps_mean()),
@@ -104,6 +103,10 @@ int TerminalColumns() {
   return 80;
 }
 
+// Lowered Programs the in-process workers keep (a full reference-qwen3-4b Program
+// is about 75,000 tasks, tens of MB).
+constexpr size_t kCachedPrograms = 4;
+
 struct Planned {
   Point point;
   std::string hash;
@@ -116,12 +119,12 @@ void RequestStop() { g_stop.store(true); }
 bool RunsInChildProcess(const std::string& engine) { return engine == "tlm"; }
 
 PointRunner InProcessRunner(const std::string& engine) {
-  return [engine](const sim::Experiment& e, const Point&) -> PointOutcome {
+  // One cache shared by the workers: points that differ only in chip timing fields
+  // lower once (sim/run.h ProgramCache); freed with the runner.
+  auto cache = std::make_shared<sim::ProgramCache>(kCachedPrograms);
+  return [engine, cache](const sim::Experiment& e, const Point&) -> PointOutcome {
     try {
-      sim::RunOptions opts;
-      opts.engine = engine;
-      sim::RunOutput out = sim::RunExperiment(e, opts);
-      return PointOutcome{"ok", Metrics(out.result), ""};
+      return PointOutcome{"ok", Metrics(sim::RunSummary(e, engine, cache.get())), ""};
     } catch (const config::ConfigError& err) {
       std::string msg;
       for (const auto& d : err.diags()) msg += (msg.empty() ? "" : "\n") + d.str();
@@ -211,7 +214,7 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
       jo.ignore_unknown_fields = true;
       auto st = google::protobuf::util::JsonStringToMessage(ReadAll(json), &r, jo);
       out = st.ok()
-                ? PointOutcome{"ok", Metrics(r), ""}
+                ? PointOutcome{"ok", Metrics(r.summary()), ""}
                 : PointOutcome{"crashed", {}, "unreadable result " + json + ": " + std::string(st.message())};
     }
     cleanup();

@@ -2,3 +2,4 @@
 tpsim_test(analytical_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/analytical_test.cc LIBS tpsim_analytical)
 tpsim_test(result_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/result_test.cc
   LIBS tpsim_result tpsim_analytical nlohmann_json::nlohmann_json)
+tpsim_test(summary_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/summary_test.cc LIBS tpsim_result tpsim_analytical)

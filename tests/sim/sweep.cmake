@@ -16,3 +16,10 @@ if(TARGET tpsim_sweep)
   tpsim_test(sweep_cli_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_cli_test.cc LIBS SQLite::SQLite3)
   add_dependencies(sweep_cli_test tpsim)
 endif()
+
+# The sweep's reuse of lowered Programs (sim/run.h ProgramCache) and its summary-only
+# path: exact against uncached runs.
+if(TARGET tpsim_sweep)
+  tpsim_test(program_cache_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_cache_test.cc
+    LIBS tpsim_sweep SQLite::SQLite3)
+endif()
