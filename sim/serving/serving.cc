@@ -1,8 +1,11 @@
 #include "sim/serving/serving.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -47,7 +50,20 @@ EngineCost::EngineCost(const arch::Chip& chip, const config::Model& model, confi
       dtype_(std::move(dtype)),
       engine_(sim::MakeEngine(engine)) {
   if (!engine_) throw std::invalid_argument("serving: unknown engine " + engine);
+  if (engine_->name() == "analytical") {
+    try {
+      skeleton_ = std::make_unique<SkeletonCost>(chip_, model_, mapping_, layers_, dtype_);
+    } catch (const std::exception&) {
+      skeleton_.reset();  // no memory plan: every iteration lowers its own Program
+    }
+  }
 }
+
+EngineCost::~EngineCost() = default;
+
+uint64_t EngineCost::skeleton_hits() const { return skeleton_ ? skeleton_->hits() : 0; }
+uint64_t EngineCost::skeletons() const { return skeleton_ ? skeleton_->skeletons() : 0; }
+uint64_t EngineCost::skeleton_kv_dram() const { return skeleton_ ? skeleton_->kv_dram() : 0; }
 
 Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
   ++calls_;
@@ -56,10 +72,21 @@ Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
     for (auto& c : key) c.cached = (c.cached + bucket_ - 1) / bucket_ * bucket_;
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
-  mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_);
-  sim::EngineOutput o = engine_->Run(p, chip_);
+  Ps makespan = skeleton_ && use_skeletons_ ? skeleton_->Makespan(key) : -1;
+  if (makespan < 0 || verify_) {
+    mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_);
+    const Ps full = engine_->Run(p, chip_).makespan_ps;
+    if (makespan >= 0 && makespan != full) {
+      std::string chunks_text;
+      for (const llm::SeqChunk& c : key)
+        chunks_text += " {" + std::to_string(c.new_tokens) + "," + std::to_string(c.cached) + "}";
+      throw std::logic_error("serving: skeleton makespan " + std::to_string(makespan) + " ps != Program's " +
+                             std::to_string(full) + " ps for chunks" + chunks_text);
+    }
+    makespan = full;
+  }
   ++timed_;
-  Ps t = static_cast<Ps>(static_cast<__int128>(o.makespan_ps) * model_.num_layers() / layers_);
+  Ps t = static_cast<Ps>(static_cast<__int128>(makespan) * model_.num_layers() / layers_);
   cache_.emplace(std::move(key), t);
   return t;
 }
@@ -283,6 +310,13 @@ void WriteFile(const std::string& path, const std::string& text, const std::stri
 }  // namespace
 
 int ServeCommand(const std::vector<std::string>& args) {
+#ifdef __GLIBC__
+  // Every iteration that is lowered builds and frees a Program of up to tens of MB; keep
+  // freed memory in the heap instead of returning it to the kernel (munmap, then page
+  // faults on the next Program: a fifth of the run time of 100 requests at 1 req/s).
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   try {
     std::string path, engine_flag, requests_csv, kv_csv, trace_path;
     double slo_ttft = 0, slo_tpot = 0;
@@ -406,6 +440,7 @@ int ServeCommand(const std::vector<std::string>& args) {
       uint32_t layers = sv.layers_simulated() ? sv.layers_simulated() : g.stages;
       costs.push_back(std::make_unique<EngineCost>(chip, cfg.model(), g.mapping, layers, wl.dtype(), engine,
                                                    sv.context_bucket_tokens()));
+      if (std::getenv("TPSIM_SERVE_NO_SKELETONS")) costs.back()->set_use_skeletons(false);
     }
     auto cost_fn = [](EngineCost* c) {
       return [c](const std::vector<llm::SeqChunk>& ch) { return (*c)(ch); };
@@ -442,6 +477,10 @@ int ServeCommand(const std::vector<std::string>& args) {
                 << " distinct timed\n";
     }
     std::cout << SummaryText(m, slo_ttft, slo_tpot);
+    if (std::getenv("TPSIM_SERVE_STATS"))
+      for (const auto& c : costs)
+        std::cerr << "skeletons " << c->skeletons() << ", iterations from a skeleton " << c->skeleton_hits()
+                  << " of " << c->timed() << " timed (" << c->skeleton_kv_dram() << " with KV in DRAM)\n";
     if (!requests_csv.empty()) WriteFile(requests_csv, RequestsCsv(out), "--requests-csv");
     if (!kv_csv.empty()) WriteFile(kv_csv, KvCsv(out), "--kv-csv");
     if (!trace_path.empty()) {

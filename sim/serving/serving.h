@@ -12,6 +12,7 @@
 #include "sim/engine.h"
 #include "sim/experiment.h"
 #include "sim/serving/scheduler.h"
+#include "sim/serving/skeleton.h"
 #include "traces/trace.h"
 
 namespace tpsim::serving {
@@ -27,14 +28,26 @@ uint64_t KvCapacityTokens(const arch::Chip& chip, const config::Model& model, co
 // Iteration cost from an engine: lowers `layers_simulated` layers of the iteration
 // (mapping::LowerIteration) and scales the makespan by num_layers / layers_simulated.
 // Exact-key cache: an iteration with the same chunks (after rounding each context up
-// to `bucket` tokens when bucket > 1) is timed once.
+// to `bucket` tokens when bucket > 1) is timed once. With the analytical engine, an
+// iteration the skeleton model covers (sim/serving/skeleton.h: KV in SRAM, no spills) is
+// timed from its rows' skeleton instead of its own Program, to the same picosecond.
 class EngineCost {
  public:
   EngineCost(const arch::Chip& chip, const config::Model& model, config::Mapping mapping,
              uint32_t layers_simulated, std::string dtype, std::string engine, uint32_t bucket);
+  ~EngineCost();
   Ps operator()(const std::vector<llm::SeqChunk>& chunks);
   uint64_t timed() const { return timed_; }
   uint64_t calls() const { return calls_; }
+  // Iterations timed from a skeleton, and skeleton Programs lowered (0 without one).
+  uint64_t skeleton_hits() const;
+  uint64_t skeletons() const;
+  uint64_t skeleton_kv_dram() const;  // distinct iterations refused because the KV is in DRAM
+  // Off: every distinct iteration lowers its own Program (the reference path).
+  void set_use_skeletons(bool on) { use_skeletons_ = on; }
+  // On: time every distinct iteration both ways and throw std::logic_error when a
+  // skeleton's answer differs from the Program's (tests).
+  void set_verify(bool on) { verify_ = on; }
 
  private:
   const arch::Chip& chip_;
@@ -43,6 +56,8 @@ class EngineCost {
   uint32_t layers_, bucket_;
   std::string dtype_;
   std::unique_ptr<sim::Engine> engine_;
+  std::unique_ptr<SkeletonCost> skeleton_;  // analytical engine only
+  bool use_skeletons_ = true, verify_ = false;
   std::map<std::vector<llm::SeqChunk>, Ps> cache_;
   uint64_t timed_ = 0, calls_ = 0;
 };
@@ -80,7 +95,11 @@ std::vector<traces::CounterTrack> KvCounters(const ServeOutcome& out);
 void WriteServeTrace(const std::string& path, const ServeOutcome& out, const std::string& config_text);
 
 // The `serve` subcommand; `args` are the words after "serve". Returns the exit code
-// (0 ok, 2 config errors printed as file:line:col: field: value: rule).
+// (0 ok, 2 config errors printed as file:line:col: field: value: rule). With the
+// environment variable TPSIM_SERVE_STATS set, one line per group goes to stderr: skeletons
+// lowered and distinct iterations timed from one (tests/bench/serving_bench.sh); with
+// TPSIM_SERVE_NO_SKELETONS set, every distinct iteration lowers its own Program (for
+// before/after timings; the output is the same).
 int ServeCommand(const std::vector<std::string>& args);
 
 }  // namespace tpsim::serving

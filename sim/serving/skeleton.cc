@@ -1,0 +1,483 @@
+#include "sim/serving/skeleton.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "mapping/mapping.h"
+
+namespace tpsim::serving {
+
+namespace {
+
+constexpr Ps kNone = std::numeric_limits<Ps>::min();
+// Vector lane-operations per softmax element (mapping/lower.cc kSoftmaxOps); checked
+// against the engine's durations whenever a skeleton is built.
+constexpr double kSoftmaxOps = 5;
+
+bool IsAttention(const mapping::Task& t) {
+  return t.kind == mapping::TaskKind::kCompute &&
+         (t.op_kind == llm::OpKind::kBatchedGemm || t.op_kind == llm::OpKind::kSoftmax);
+}
+
+}  // namespace
+
+std::vector<Ps> ReplaySchedule(const mapping::Program& p, const std::vector<Ps>& duration) {
+  const size_t n = p.tasks.size();
+  std::vector<Ps> end(n, 0);
+  std::vector<Ps> core_free(static_cast<size_t>(std::max(0, p.num_cores)), 0), dram_free(core_free);
+  for (size_t i = 0; i < n; ++i) {
+    const mapping::Task& t = p.tasks[i];
+    Ps start = 0;
+    for (uint32_t d : t.deps) start = std::max(start, end[d]);
+    Ps* res = t.kind == mapping::TaskKind::kCompute  ? &core_free.at(t.core)
+              : t.kind == mapping::TaskKind::kMemory ? &dram_free.at(t.core)
+                                                     : nullptr;
+    if (res) start = std::max(start, *res);
+    end[i] = start + duration[i];
+    if (res) *res = end[i];
+  }
+  return end;
+}
+
+SkeletonCost::SkeletonCost(const arch::Chip& chip, const config::Model& model, const config::Mapping& mapping,
+                           uint32_t layers, std::string dtype)
+    : chip_(chip),
+      model_(model),
+      mapping_(mapping),
+      layers_(std::max<uint32_t>(1, layers)),
+      dtype_(std::move(dtype)),
+      engine_(sim::MakeEngine("analytical")) {
+  d_ = dtype_ == "fp32" ? 4 : 2;
+  hd_ = model_.head_dim();
+  // The memory plan of mapping::Lower (see mapping::PlanWeights): weights resident when
+  // they stay in SRAM, the KV cache (2 x context x KV heads per core x head_dim x dtype x
+  // layers of the most loaded stage) resident when it fits beside them.
+  mapping::WeightPlan plan = mapping::PlanWeights(chip_, model_, mapping_, layers_, dtype_);
+  sram_ = chip_.config().core().sram_bytes();
+  weights_resident_ = plan.weights_in_sram ? plan.weight_bytes_per_core : 0;
+  kv_per_token_ = 2ull * plan.kv_heads_per_core * hd_ * d_ * plan.layers_per_core;
+  kv_cols_max_ = uint64_t{plan.kv_heads_per_core} * hd_;
+  context_cap_ =
+      sram_ >= weights_resident_ && kv_per_token_ ? (sram_ - weights_resident_) / kv_per_token_ : 0;
+  // KV reads are modelled here only where the DRAM is stacked under each core: memory
+  // traffic that crosses network links shares them with the other memory flows of the
+  // whole Program, which a chain's reads cannot be timed apart from.
+  stacked_ = !chip_.channels().empty();
+  for (int c = 0; c < chip_.num_cores() && stacked_; ++c) {
+    const int ch = chip_.ChannelOf(c);
+    stacked_ =
+        ch >= 0 && ch < static_cast<int>(chip_.channels().size()) && chip_.MemoryPath(c, ch, false).empty();
+  }
+}
+
+SkeletonCost::~SkeletonCost() = default;
+
+uint64_t SkeletonCost::Avail(uint64_t context) const {
+  const uint64_t resident = weights_resident_ + (context > context_cap_ ? 0 : kv_per_token_ * context);
+  return sram_ > resident ? sram_ - resident : 0;
+}
+
+uint64_t SkeletonCost::AttentionTransient(const llm::SeqChunk& c, uint64_t heads, uint64_t kv_cols,
+                                          bool dram) const {
+  const uint64_t s = c.new_tokens, lt = uint64_t{c.cached} + c.new_tokens;
+  // scores / PV: heads x (s x hd + s x lt), plus the chunk's K or V when read from DRAM;
+  // softmax: its input and output, heads x s x lt each.
+  return std::max(heads * s * (hd_ + lt) * d_ + (dram ? lt * kv_cols * d_ : 0), 2 * heads * s * lt * d_);
+}
+
+SkeletonCost::ChunkPs SkeletonCost::ChunkAttention(const llm::SeqChunk& c, uint64_t heads) {
+  const uint64_t s = c.new_tokens, lt = uint64_t{c.cached} + c.new_tokens;
+  if (lt <= UINT32_MAX) {
+    const ChunkKey key{c.new_tokens, static_cast<uint32_t>(lt), heads};
+    auto it = chunk_ps_.find(key);
+    if (it != chunk_ps_.end()) return it->second;
+  }
+  const uint64_t bytes = heads * (s * hd_ + lt * hd_ + s * lt) * d_;
+  const uint64_t elems = heads * s * lt;
+  const ChunkPs t{chip_.GemmTime(heads, s, lt, hd_, bytes),
+                  chip_.VectorTime(kSoftmaxOps * static_cast<double>(elems), 2 * elems * d_),
+                  chip_.GemmTime(heads, s, hd_, lt, bytes)};
+  if (lt <= UINT32_MAX) chunk_ps_.emplace(ChunkKey{c.new_tokens, static_cast<uint32_t>(lt), heads}, t);
+  return t;
+}
+
+Ps SkeletonCost::ReadPs(const ReadSig& sig, uint64_t bytes) const {
+  uint64_t shared = 0;
+  if (__builtin_mul_overflow(bytes, sig.share, &shared)) shared = std::numeric_limits<uint64_t>::max();
+  return chip_.DramTime(sig.channel, shared);
+}
+
+SkeletonCost::ChainFn SkeletonCost::Fn(const std::vector<llm::SeqChunk>& chunks, const Skeleton& sk,
+                                       const ReadSig* sig) {
+  // Max-plus in (X, Y): a value is max(X + x, Y + y).
+  struct V {
+    Ps x, y;
+  };
+  auto add = [](V v, Ps t) { return V{v.x == kNone ? kNone : v.x + t, v.y == kNone ? kNone : v.y + t}; };
+  auto vmax = [](V a, V b) { return V{std::max(a.x, b.x), std::max(a.y, b.y)}; };
+  V core{0, kNone}, dram{kNone, 0};
+  for (const llm::SeqChunk& c : chunks) {
+    const ChunkPs t = ChunkAttention(c, sk.heads);
+    if (sig) {
+      const Ps rd = ReadPs(*sig, (uint64_t{c.cached} + c.new_tokens) * sk.kv_cols * d_);
+      dram = add(dram, rd);
+      core = add(vmax(core, dram), t.scores + t.softmax);
+      dram = add(dram, rd);
+      core = add(vmax(core, dram), t.pv);
+    } else {
+      core = add(core, t.scores + t.softmax + t.pv);
+    }
+  }
+  return {core.x, core.y, dram.y};
+}
+
+Ps SkeletonCost::Replay(const Skeleton& sk, const std::vector<ChainFn>& fns) {
+  ends_.assign(sk.nodes.size(), 0);
+  core_free_.assign(static_cast<size_t>(sk.num_cores), 0);
+  dram_free_.assign(static_cast<size_t>(sk.num_cores), 0);
+  Ps mk = 0;
+  for (size_t i = 0; i < sk.nodes.size(); ++i) {
+    const Skeleton::Node& nd = sk.nodes[i];
+    if (nd.kind == 4) continue;
+    if (nd.kind == 3) {
+      const Skeleton::Chain& ch = sk.chains[nd.chain];
+      Ps x = core_free_[ch.core], y = dram_free_[ch.core];
+      for (uint32_t j = ch.x_begin; j < ch.x_end; ++j) x = std::max(x, ends_[sk.ext[j]]);
+      for (uint32_t j = ch.y_begin; j < ch.y_end; ++j) y = std::max(y, ends_[sk.ext[j]]);
+      const ChainFn& f = fns[ch.sig];
+      const Ps e = std::max(x + f.a, f.b == kNone ? kNone : y + f.b);
+      core_free_[ch.core] = e;
+      dram_free_[ch.core] = y + f.r;
+      ends_[ch.last] = e;
+      mk = std::max(mk, e);
+      continue;
+    }
+    Ps start = 0;
+    for (uint32_t j = nd.dep_begin; j < nd.dep_end; ++j) start = std::max(start, ends_[sk.deps[j]]);
+    Ps* res = nd.kind == 0 ? &core_free_[nd.core] : nd.kind == 1 ? &dram_free_[nd.core] : nullptr;
+    if (res) start = std::max(start, *res);
+    const Ps e = start + nd.dur;
+    if (res) *res = e;
+    ends_[i] = e;
+    mk = std::max(mk, e);
+  }
+  return mk;
+}
+
+SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton* sk, bool exact) {
+  ++built_;
+  const bool dram = context > context_cap_;
+  // Chunks: one token with the rest of the context, then the other rows in pieces small
+  // enough that their attention does not spill (a skeleton that spills is not used).
+  const uint64_t nq = model_.num_attention_heads(), tp = std::max<uint32_t>(1, mapping_.tp());
+  const uint64_t heads_max = (nq + tp - 1) / tp;
+  std::vector<llm::SeqChunk> chunks{{1, static_cast<uint32_t>(context - rows)}};
+  uint32_t piece = rows - 1;
+  while (piece > 1 && AttentionTransient({piece, 0}, heads_max, kv_cols_max_, dram) > Avail(context))
+    piece = (piece + 1) / 2;
+  for (uint32_t left = rows - 1; left > 0;) {
+    const uint32_t s = std::min(left, piece);
+    chunks.push_back({s, 0});
+    left -= s;
+  }
+  mapping::Program p;
+  sim::EngineOutput o;
+  try {
+    p = mapping::LowerIteration(chip_, model_, mapping_, chunks, layers_, dtype_);
+    if (p.kv_location != (dram ? "dram" : "sram")) return Why::kOther;  // the plan is not ours
+    if (p.spilled_bytes != 0 && !exact) return Why::kMemory;
+    o = engine_->Run(p, chip_);
+  } catch (const std::exception&) {
+    return Why::kOther;
+  }
+  const size_t n = p.tasks.size();
+  std::vector<Ps> dur(n);
+  for (size_t i = 0; i < n; ++i) dur[i] = o.tasks[i].end_ps - o.tasks[i].start_ps;
+  // 1. The replayed schedule is the engine's.
+  const std::vector<Ps> end = ReplaySchedule(p, dur);
+  for (size_t i = 0; i < n; ++i)
+    if (end[i] != o.tasks[i].end_ps) return Why::kOther;
+  // 2. Attention chains per (layer, core): the tasks of attention ops (those with a batched
+  // GEMM or softmax), per chunk in order [read,] scores, softmax, [read,] PV, each timed as
+  // ChunkAttention / ReadPs give, the same heads and KV columns everywhere.
+  std::vector<uint8_t> attn_op(p.ops.size(), 0);
+  for (const mapping::Task& t : p.tasks)
+    if (IsAttention(t)) attn_op[t.op] = 1;
+  for (size_t i = 0; i < p.ops.size(); ++i)
+    if (attn_op[i] && p.ops[i].spilled_bytes != 0) return Why::kMemory;
+  std::map<std::pair<uint32_t, int>, std::vector<uint32_t>> chains;
+  for (size_t i = 0; i < n; ++i)
+    if (attn_op[p.tasks[i].op]) chains[{p.ops[p.tasks[i].op].ref.layer, p.tasks[i].core}].push_back(i);
+  if (chains.empty()) return Why::kOther;
+  std::vector<uint64_t> sharers(chip_.channels().size(), 0);
+  {
+    std::vector<std::pair<int, int>> cc;
+    for (const mapping::Task& t : p.tasks)
+      if (t.kind == mapping::TaskKind::kMemory) cc.emplace_back(t.channel, t.core);
+    std::sort(cc.begin(), cc.end());
+    cc.erase(std::unique(cc.begin(), cc.end()), cc.end());
+    for (const auto& [c, core] : cc) ++sharers.at(c);
+  }
+  const size_t per = dram ? 5 : 3;
+  uint64_t heads = 0, kv_cols = 0;
+  std::vector<uint8_t> role(n, 0);   // 1: first task of a chain, 2: a later one
+  std::vector<uint32_t> last(n, 0);  // chain tasks: the chain's last task
+  std::vector<int32_t> sig_of;       // per chain (map order)
+  std::vector<ReadSig> sigs;
+  for (const auto& [key, ids] : chains) {
+    if (ids.size() != per * chunks.size()) return Why::kOther;
+    ReadSig sig;
+    for (size_t j = 0; j < ids.size(); ++j) {
+      const mapping::Task& t = p.tasks[ids[j]];
+      const size_t q = j % per;
+      const bool read = dram && (q == 0 || q == 3);
+      const bool softmax = q == (dram ? 2u : 1u);
+      if (read) {
+        if (t.kind != mapping::TaskKind::kMemory || t.write || t.core != key.second) return Why::kOther;
+        const uint64_t lt = uint64_t{chunks[j / per].cached} + chunks[j / per].new_tokens;
+        if (kv_cols == 0 && lt * d_ > 0) kv_cols = t.bytes / (lt * d_);
+        if (t.bytes != lt * kv_cols * d_ || kv_cols == 0) return Why::kOther;
+        sig = {t.core, t.channel, std::max<uint64_t>(1, sharers.at(t.channel))};
+      } else {
+        if (!IsAttention(t) || (t.op_kind == llm::OpKind::kSoftmax) != softmax) return Why::kOther;
+        if (!softmax) {
+          if (heads == 0) heads = t.batch;
+          if (t.batch != heads || heads == 0) return Why::kOther;
+        }
+      }
+      role[ids[j]] = j == 0 ? 1 : 2;
+      last[ids[j]] = ids.back();
+    }
+    for (size_t j = 0; j < ids.size(); ++j) {
+      const size_t q = j % per;
+      const llm::SeqChunk& c = chunks[j / per];
+      const ChunkPs t = ChunkAttention(c, heads);
+      Ps want = 0;
+      if (dram && (q == 0 || q == 3)) {
+        want = ReadPs(sig, (uint64_t{c.cached} + c.new_tokens) * kv_cols * d_);
+      } else {
+        const size_t k = dram ? (q == 1 ? 0 : q == 2 ? 1 : 2) : q;
+        want = k == 0 ? t.scores : k == 1 ? t.softmax : t.pv;
+      }
+      if (dur[ids[j]] != want) return Why::kOther;
+    }
+    uint32_t si = 0;
+    if (dram) {
+      while (si < sigs.size() &&
+             !(sigs[si].share == sig.share &&
+               chip_.channels()[sigs[si].channel].latency_ps == chip_.channels()[sig.channel].latency_ps &&
+               chip_.channels()[sigs[si].channel].bandwidth_gbps ==
+                   chip_.channels()[sig.channel].bandwidth_gbps))
+        ++si;
+      if (si == sigs.size()) sigs.push_back(sig);
+    }
+    sig_of.push_back(static_cast<int32_t>(si));
+  }
+  // The chain is one block on its core: its tasks wait only on the chain (earlier tasks),
+  // on inputs of the chain's first compute or first read (or what those wait on), or on
+  // earlier compute of the same core; nothing else runs between its tasks; whoever reads
+  // a chain task also reads its last.
+  for (const auto& [key, ids] : chains) {
+    const uint32_t first_c = dram ? ids[1] : ids[0];
+    const uint32_t first_r = dram ? ids[0] : UINT32_MAX;
+    auto in_deps = [&](uint32_t of, uint32_t d) {
+      if (of == UINT32_MAX) return false;
+      const auto& v = p.tasks[of].deps;
+      if (std::find(v.begin(), v.end(), d) != v.end()) return true;
+      for (uint32_t x : v)
+        if (role[x] == 0 &&
+            std::find(p.tasks[x].deps.begin(), p.tasks[x].deps.end(), d) != p.tasks[x].deps.end())
+          return true;
+      return false;
+    };
+    for (size_t j = 0; j < ids.size(); ++j) {
+      const mapping::Task& t = p.tasks[ids[j]];
+      const bool read = t.kind == mapping::TaskKind::kMemory;
+      for (uint32_t d : t.deps) {
+        if (role[d] != 0) {
+          if (last[d] != ids.back() || d >= ids[j] || read) return Why::kOther;
+          continue;
+        }
+        if (d >= ids[0]) return Why::kOther;
+        if (read ? in_deps(first_r, d) : in_deps(first_c, d)) continue;
+        if (!read && p.tasks[d].kind == mapping::TaskKind::kCompute && p.tasks[d].core == key.second)
+          continue;
+        return Why::kOther;
+      }
+    }
+    for (uint32_t i = ids[0]; i < ids.back(); ++i)
+      if (role[i] == 0) return Why::kOther;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (role[i] != 0) continue;
+    for (uint32_t d : p.tasks[i].deps)
+      if (role[d] != 0 &&
+          std::find(p.tasks[i].deps.begin(), p.tasks[i].deps.end(), last[d]) == p.tasks[i].deps.end())
+        return Why::kOther;
+  }
+  sk->dram = dram;
+  sk->heads = heads;
+  sk->kv_cols = kv_cols;
+  if (dram) {
+    // 3a. The skeleton as Replay's nodes.
+    sk->num_cores = p.num_cores;
+    sk->sigs = sigs;
+    std::map<uint32_t, uint32_t> chain_of_first;
+    size_t ci = 0;
+    for (const auto& [key, ids] : chains) {
+      Skeleton::Chain ch;
+      ch.core = key.second;
+      ch.last = ids.back();
+      ch.sig = static_cast<uint32_t>(sig_of[ci++]);
+      ch.x_begin = static_cast<uint32_t>(sk->ext.size());
+      for (uint32_t d : p.tasks[ids[1]].deps)
+        if (role[d] == 0) sk->ext.push_back(d);
+      ch.x_end = ch.y_begin = static_cast<uint32_t>(sk->ext.size());
+      for (uint32_t d : p.tasks[ids[0]].deps)
+        if (role[d] == 0) sk->ext.push_back(d);
+      ch.y_end = static_cast<uint32_t>(sk->ext.size());
+      chain_of_first[ids[0]] = static_cast<uint32_t>(sk->chains.size());
+      sk->chains.push_back(ch);
+    }
+    sk->nodes.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const mapping::Task& t = p.tasks[i];
+      Skeleton::Node& nd = sk->nodes[i];
+      nd.core = t.core;
+      nd.dur = dur[i];
+      if (role[i] == 1) {
+        nd.kind = 3;
+        nd.chain = static_cast<int32_t>(chain_of_first.at(static_cast<uint32_t>(i)));
+        continue;
+      }
+      if (role[i] == 2) {
+        nd.kind = 4;
+        continue;
+      }
+      nd.kind = t.kind == mapping::TaskKind::kCompute ? 0 : t.kind == mapping::TaskKind::kMemory ? 1 : 2;
+      nd.dep_begin = static_cast<uint32_t>(sk->deps.size());
+      for (uint32_t d : t.deps)
+        if (role[d] == 0 || d == last[d]) sk->deps.push_back(d);
+      nd.dep_end = static_cast<uint32_t>(sk->deps.size());
+    }
+    // 4a. Replaying the skeleton's own chunks gives the engine's makespan.
+    fns_.clear();
+    for (const ReadSig& s : sk->sigs) fns_.push_back(Fn(chunks, *sk, &s));
+    if (Replay(*sk, fns_) != o.makespan_ps) return Why::kOther;
+    return Why::kOk;
+  }
+  // 3. Symbolic pass: every end as max_k (c_k + k D), D one chain's duration.
+  const size_t K = layers_ + 1;
+  std::vector<Ps> ends(n * K, kNone);
+  std::vector<Ps> core_free(static_cast<size_t>(p.num_cores) * K, kNone), dram_free(core_free);
+  std::vector<Ps> start(K), mk(K, kNone);
+  auto vmax = [&](Ps* a, const Ps* b) {
+    for (size_t k = 0; k < K; ++k) a[k] = std::max(a[k], b[k]);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const mapping::Task& t = p.tasks[i];
+    std::fill(start.begin(), start.end(), kNone);
+    start[0] = 0;
+    for (uint32_t d : t.deps) vmax(start.data(), &ends[d * K]);
+    Ps* res = t.kind == mapping::TaskKind::kCompute  ? &core_free[t.core * K]
+              : t.kind == mapping::TaskKind::kMemory ? &dram_free[t.core * K]
+                                                     : nullptr;
+    if (res) vmax(start.data(), res);
+    Ps* e = &ends[i * K];
+    if (role[i] == 1) {
+      if (start[K - 1] != kNone) return Why::kOther;
+      for (size_t k = 1; k < K; ++k) e[k] = start[k - 1];
+    } else if (role[i] == 2) {
+      std::copy(start.begin(), start.end(), e);
+    } else {
+      for (size_t k = 0; k < K; ++k) e[k] = start[k] == kNone ? kNone : start[k] + dur[i];
+    }
+    if (res) std::copy(e, e + K, res);
+    vmax(mk.data(), e);
+  }
+  sk->poly = std::move(mk);
+  // 4. The polynomial at the skeleton's own D is the engine's makespan.
+  const Ps d_skel = Fn(chunks, *sk, nullptr).a;
+  Ps at = kNone;
+  for (size_t k = 0; k < K; ++k)
+    if (sk->poly[k] != kNone) at = std::max(at, sk->poly[k] + static_cast<Ps>(k) * d_skel);
+  if (at != o.makespan_ps) return Why::kOther;
+  return Why::kOk;
+}
+
+Ps SkeletonCost::Makespan(const std::vector<llm::SeqChunk>& chunks) {
+  if (!engine_ || chunks.empty()) return -1;
+  uint64_t rows64 = 0, context = 0;
+  for (const llm::SeqChunk& c : chunks) {
+    if (c.new_tokens == 0) return -1;
+    rows64 += c.new_tokens;
+    context += uint64_t{c.cached} + c.new_tokens;
+  }
+  if (rows64 > std::numeric_limits<uint32_t>::max() || context > std::numeric_limits<uint32_t>::max())
+    return -1;
+  const uint32_t rows = static_cast<uint32_t>(rows64);
+  PerRows& pr = rows_[rows];
+  const Skeleton* sk = nullptr;
+  if (context > context_cap_) {
+    // KV in DRAM: one skeleton per rows, at the smallest such context.
+    if (!stacked_) return -1;
+    if (!pr.dram_tried) {
+      pr.dram_tried = true;
+      auto s = std::make_unique<Skeleton>();
+      if (Build(rows, std::max<uint64_t>(context_cap_ + 1, rows), s.get()) == Why::kOk)
+        pr.dram = std::move(s);
+    }
+    sk = pr.dram.get();
+  } else {
+    auto it = pr.by_context.lower_bound(context);
+    if (it != pr.by_context.end()) {
+      sk = &it->second;
+    } else {
+      // A band of 4096 tokens of context first, then 512 (a skeleton at a larger context
+      // covers more iterations, but spills sooner: its GEMMs have less SRAM left).
+      for (uint64_t cand : {(context + 4095) / 4096 * 4096, (context + 511) / 512 * 512}) {
+        cand = std::min(cand, context_cap_);
+        if (cand < context || cand >= pr.bad_from) continue;
+        Skeleton s;
+        Why why = Build(rows, cand, &s);
+        if (why == Why::kOk) {
+          sk = &pr.by_context.emplace(cand, std::move(s)).first->second;
+          break;
+        }
+        pr.bad_from = why == Why::kMemory ? std::min(pr.bad_from, cand) : 0;
+      }
+    }
+    // GEMMs spill at this context: their spills depend on the context itself, so only a
+    // skeleton at exactly this context (not kept) has the same Program outside attention.
+    if (!sk && pr.bad_from != 0 && pr.bad_from != UINT64_MAX) {
+      const uint64_t nq = model_.num_attention_heads(), tp = std::max<uint32_t>(1, mapping_.tp());
+      const uint64_t avail = Avail(context);
+      bool spills = false;
+      for (const llm::SeqChunk& c : chunks)
+        spills = spills || AttentionTransient(c, (nq + tp - 1) / tp, kv_cols_max_, false) > avail;
+      exact_ = Skeleton();
+      if (!spills && Build(rows, context, &exact_, true) == Why::kOk) sk = &exact_;
+    }
+  }
+  if (!sk) return -1;
+  // Real attention must not spill either.
+  const uint64_t avail = Avail(context);
+  for (const llm::SeqChunk& c : chunks)
+    if (AttentionTransient(c, sk->heads, sk->kv_cols, sk->dram) > avail) return -1;
+  Ps best = kNone;
+  if (sk->dram) {
+    fns_.clear();
+    for (const ReadSig& s : sk->sigs) fns_.push_back(Fn(chunks, *sk, &s));
+    best = Replay(*sk, fns_);
+    ++kv_dram_;
+  } else {
+    const Ps d = Fn(chunks, *sk, nullptr).a;
+    for (size_t k = 0; k < sk->poly.size(); ++k)
+      if (sk->poly[k] != kNone) best = std::max(best, sk->poly[k] + static_cast<Ps>(k) * d);
+  }
+  ++hits_;
+  return best;
+}
+
+}  // namespace tpsim::serving

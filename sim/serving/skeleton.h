@@ -1,0 +1,160 @@
+#pragma once
+// Exact fast timing of continuous-batching iterations with the analytical engine.
+//
+// An iteration's Program (mapping::LowerIteration) depends on its chunks in two ways
+// only: attention (scores, softmax, PV) is emitted per chunk with the chunk's own
+// context, and the memory plan depends on the total context L = sum(cached + new).
+// Everything else (GEMMs, norms, collectives, stage sends, weight streaming) is a
+// function of M = sum(new_tokens) rows. When the KV cache stays in SRAM and nothing
+// spills, the attention of one (layer, rank) is a chain of compute tasks on one core
+// whose external inputs (q, the KV write) all precede it, so the chain ends at
+// max(inputs, core free) + D, D = the sum of its tasks' durations over all chunks.
+// The analytical schedule is max-plus (start = max(deps, resource free), end = start +
+// duration), so the makespan of the iteration is a max-plus polynomial in D:
+//
+//     makespan(D) = max_k (c_k + k * D),   k = number of attention chains on a path.
+//
+// A Skeleton is that polynomial for one M, obtained once from one lowered Program (the
+// "skeleton": M rows, total context L_s, a few small chunks) by a symbolic pass over the
+// engine's schedule with the per-task durations the engine computed. It applies exactly
+// to every chunk list with the same M and L <= L_s whose attention spills nothing (the
+// memory plan is monotone in L: KV-in-SRAM and no-spill at L_s imply both at L).
+// When the KV cache is in DRAM (context beyond what fits in SRAM beside the weights), the
+// memory plan no longer depends on L at all, and each chain also reads its chunks' K and V
+// from DRAM: reads queue on the core's DRAM queue, each compute waits for its read. One
+// skeleton per M then serves every such context; the iteration is timed by replaying the
+// skeleton's schedule with each chain's max-plus map (ChainFn) for the real chunks.
+// Where the GEMMs spill (the KV fills most of SRAM), the spills depend on the context
+// itself: a skeleton lowered at exactly the iteration's context (with few small chunks)
+// serves that iteration alone, still cheaper than its own Program with all its chunks.
+// Anything else (attention spilling, unequal heads or KV heads per rank, KV in DRAM that
+// is not stacked under the cores, another engine) is not handled here: Makespan returns
+// -1 and the caller lowers the whole Program.
+//
+// Self-checks when a skeleton is built (any failure: the skeleton is not used):
+//   - replaying the schedule with the engine's durations reproduces every task's end;
+//   - every attention task's duration equals the closed form used for real chunks;
+//   - the polynomial (or the replay) at the skeleton's own chunks gives the engine's makespan.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "arch/chip.h"
+#include "llm/opgraph.h"
+#include "mapping.pb.h"
+#include "model.pb.h"
+#include "sim/engine.h"
+#include "sim/serving/requests.h"
+
+namespace tpsim::serving {
+
+// The analytical engine's schedule replayed with given durations: compute tasks queue on
+// their core, memory tasks on their core's DRAM queue, transfers on nothing. Returns
+// every task's end (exposed for tests).
+std::vector<Ps> ReplaySchedule(const mapping::Program& p, const std::vector<Ps>& duration);
+
+class SkeletonCost {
+ public:
+  SkeletonCost(const arch::Chip& chip, const config::Model& model, const config::Mapping& mapping,
+               uint32_t layers, std::string dtype);
+  ~SkeletonCost();
+  // The analytical makespan of LowerIteration(chunks) (before scaling to all layers),
+  // or -1 when the fast path does not apply.
+  Ps Makespan(const std::vector<llm::SeqChunk>& chunks);
+  uint64_t skeletons() const { return built_; }  // skeleton Programs lowered
+  uint64_t hits() const { return hits_; }        // Makespan calls answered
+  uint64_t kv_dram() const { return kv_dram_; }  // of which with the KV cache in DRAM
+
+  // Durations of one chunk's attention tasks on a core holding `heads` query heads, as the
+  // analytical engine times LowerIteration's tasks.
+  struct ChunkPs {
+    Ps scores = 0, softmax = 0, pv = 0;
+  };
+  ChunkPs ChunkAttention(const llm::SeqChunk& c, uint64_t heads);
+
+ private:
+  // How a chain's KV reads are timed: stacked DRAM (no network path), `share` cores on
+  // `channel`: DramTime(channel, bytes x share), as the engine's MemoryTime gives then.
+  struct ReadSig {
+    int core = 0, channel = 0;
+    uint64_t share = 1;
+  };
+  // The chain of one (layer, rank) as a max-plus map: it ends at max(X + a, Y + b) and
+  // leaves the core's DRAM queue free at Y + r, X = max(core free, the inputs of its first
+  // compute), Y = max(DRAM queue free, the inputs of its first read); b = kNone and r = 0
+  // without reads.
+  struct ChainFn {
+    Ps a = 0, b = 0, r = 0;
+  };
+  struct Skeleton {
+    bool dram = false;  // KV cache in DRAM: the chains read it; timed by Replay
+    uint64_t heads = 0, kv_cols = 0;
+    std::vector<Ps> poly;  // KV in SRAM: c_k (kNone when no path has k chains)
+    // KV in DRAM: the skeleton's tasks with each chain collapsed onto its first task.
+    struct Node {
+      uint32_t dep_begin = 0, dep_end = 0;
+      Ps dur = 0;
+      int core = 0;
+      uint8_t kind = 0;  // 0 compute, 1 memory, 2 transfer, 3 chain (first task), 4 chain (others)
+      int32_t chain = -1;
+    };
+    struct Chain {
+      int core = 0;
+      uint32_t x_begin = 0, x_end = 0, y_begin = 0, y_end = 0;  // into ext
+      uint32_t last = 0;
+      uint32_t sig = 0;
+    };
+    std::vector<Node> nodes;
+    std::vector<uint32_t> deps, ext;
+    std::vector<Chain> chains;
+    std::vector<ReadSig> sigs;
+    int num_cores = 0;
+  };
+  struct PerRows {
+    std::map<uint64_t, Skeleton> by_context;  // L_s -> skeleton (ok ones), KV in SRAM
+    uint64_t bad_from = UINT64_MAX;           // skeletons at L >= bad_from are not usable
+    std::unique_ptr<Skeleton> dram;           // KV in DRAM (any context beyond the cap)
+    bool dram_tried = false;
+  };
+  enum class Why { kOk, kMemory, kOther };
+  // exact: the skeleton may spill outside attention (it then serves this context only).
+  Why Build(uint32_t rows, uint64_t context, Skeleton* out, bool exact = false);
+  uint64_t Avail(uint64_t context) const;
+  uint64_t AttentionTransient(const llm::SeqChunk& c, uint64_t heads, uint64_t kv_cols, bool dram) const;
+  Ps ReadPs(const ReadSig& s, uint64_t bytes) const;
+  ChainFn Fn(const std::vector<llm::SeqChunk>& chunks, const Skeleton& sk, const ReadSig* sig);
+  Ps Replay(const Skeleton& sk, const std::vector<ChainFn>& fns);
+
+  const arch::Chip& chip_;
+  const config::Model& model_;
+  config::Mapping mapping_;
+  uint32_t layers_;
+  std::string dtype_;
+  uint64_t d_ = 2, hd_ = 0, kv_cols_max_ = 0;
+  uint64_t sram_ = 0, weights_resident_ = 0, kv_per_token_ = 0, context_cap_ = 0;
+  bool stacked_ = false;  // every core's DRAM channel is stacked under it
+  std::unique_ptr<sim::Engine> engine_;
+  std::unordered_map<uint32_t, PerRows> rows_;
+  Skeleton exact_;                                // the last skeleton at one exact context (GEMMs spilling)
+  std::vector<Ps> ends_, core_free_, dram_free_;  // Replay's buffers
+  std::vector<ChainFn> fns_;
+  struct ChunkKey {
+    uint32_t s, lt;
+    uint64_t heads;
+    bool operator==(const ChunkKey&) const = default;
+  };
+  struct ChunkHash {
+    size_t operator()(const ChunkKey& k) const {
+      return std::hash<uint64_t>()((uint64_t{k.s} << 32 | k.lt) * 0x9E3779B97F4A7C15ull ^ k.heads);
+    }
+  };
+  std::unordered_map<ChunkKey, ChunkPs, ChunkHash> chunk_ps_;  // ChunkAttention, memoised
+  uint64_t built_ = 0, hits_ = 0, kv_dram_ = 0;
+};
+
+}  // namespace tpsim::serving
