@@ -25,6 +25,7 @@
 #include "sim/run.h"
 #include "sim/sweep/runner.h"
 #include "sim/sweep/spec.h"
+#include "tests/sim/temp_dir_test.h"
 
 namespace tpsim::sim {
 namespace {
@@ -35,21 +36,9 @@ using google::protobuf::Message;
 
 std::string Src(const std::string& rel) { return std::string(TPSIM_SOURCE_DIR) + "/" + rel; }
 
-class ProgramCacheTest : public ::testing::Test {
+class ProgramCacheTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tpsim-program-cache-test-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string p = (dir_ / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
+  ProgramCacheTest() : TempDirTest("tpsim-program-cache-test") {}
   // Qwen3-4B on `chip_file` (absolute): `layers` layers as `stages` stages of TP `tp`,
   // a 64-token prompt then 2 decode steps.
   Experiment Exp(const std::string& chip_file, int tp, int stages, int layers, const std::string& name) {
@@ -62,8 +51,6 @@ class ProgramCacheTest : public ::testing::Test {
         " partition: \"k_split\" placement: \"linear\" collective: \"ring\" }\n";
     return LoadExperiment(Write(name + ".textproto", text), {});
   }
-
-  fs::path dir_;
 };
 
 // Everything Lower produced that an executor reads: the dump (tasks, deps, ops) and

@@ -14,6 +14,7 @@ endif()
 # point in a child process and an analytical point, a time limit, SIGKILL + resume.
 if(TARGET tpsim_sweep)
   tpsim_test(sweep_cli_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_cli_test.cc LIBS SQLite::SQLite3)
+  target_include_directories(sweep_cli_test PRIVATE ${PROJECT_SOURCE_DIR})
   add_dependencies(sweep_cli_test tpsim)
 endif()
 

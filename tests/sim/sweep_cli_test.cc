@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/sim/temp_dir_test.h"
+
 namespace tpsim::sweep {
 namespace {
 
@@ -151,25 +153,19 @@ std::vector<int> ProcessesMentioning(const std::string& needle) {
   return pids;
 }
 
-class SweepCliTest : public ::testing::Test {
+class SweepCliTest : public test::TempDirTest {
  protected:
+  SweepCliTest() : TempDirTest("tpsim-sweep-cli") {}
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kTpsim)) << kTpsim << " not built";
-    dir_ = fs::temp_directory_path() / ("tpsim-sweep-cli-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TempDirTest::SetUp();
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string SweepFile(const std::string& name, const std::string& body) {
     std::string p = (dir_ / name).string();
     std::ofstream(p) << "base: \"" << kBase << "\"\n" << body;
     return p;
   }
-  std::string Path(const std::string& name) { return (dir_ / name).string(); }
-
-  fs::path dir_;
 };
 
 TEST_F(SweepCliTest, TlmPointInAChildAndAnAnalyticalPointShareOneStore) {

@@ -22,6 +22,7 @@
 #include "sim/sweep/spec.h"
 #include "sim/sweep/store.h"
 #include "sim/sweep/sweep.h"
+#include "tests/sim/temp_dir_test.h"
 
 namespace tpsim::sweep {
 namespace {
@@ -30,27 +31,13 @@ namespace fs = std::filesystem;
 
 const std::string kBase = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
 
-class SweepTest : public ::testing::Test {
+class SweepTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tpsim-sweep-test-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string p = (dir_ / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
+  SweepTest() : TempDirTest("tpsim-sweep-test") {}
   std::string SweepFile(const std::string& body, const std::string& name = "s.textproto") {
     return Write(name, "base: \"" + kBase + "\"\n" + body);
   }
   std::string Db(const std::string& name = "r.sqlite") { return (dir_ / name).string(); }
-
-  fs::path dir_;
 };
 
 // A runner that records the points it ran and fakes their metrics.
