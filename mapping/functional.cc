@@ -309,6 +309,9 @@ class Executor {
 
 std::vector<Matrix> RunFunctional(const Program& p) {
   if (p.func.batch != 1) throw std::invalid_argument("functional: only batch 1 is supported");
+  if (p.func.outputs.empty() && !p.tasks.empty())
+    throw std::invalid_argument(
+        "functional: the Program has no functional side tables (lower it with LowerOptions::functional)");
   return Executor(p).Run();
 }
 

@@ -29,7 +29,9 @@ struct Matrix {
 uint64_t FuncSeed(uint32_t index, int role);
 
 // Runs the Program; returns the last layer's output of prefill, then of each decode step.
-// Throws std::invalid_argument for batch > 1 or when a task's data is inconsistent.
+// The Program must be lowered with LowerOptions::functional. Throws std::invalid_argument
+// for batch > 1, for a Program without its functional side tables, or when a task's data is
+// inconsistent.
 std::vector<Matrix> RunFunctional(const Program& p);
 
 // The same outputs, computed unpartitioned (batch 1 only).

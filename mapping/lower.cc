@@ -135,8 +135,8 @@ uint64_t DtypeBytes(const config::Workload& wl) { return wl.dtype() == "fp32" ? 
 class Lowerer : public GemmContext {
  public:
   Lowerer(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
-          const config::Mapping& m)
-      : chip_(chip), model_(model), wl_(wl), m_(m) {}
+          const config::Mapping& m, const LowerOptions& opts)
+      : chip_(chip), model_(model), wl_(wl), m_(m), func_(opts.functional) {}
 
   Program Run();
   // Mixed-iteration mode (LowerIteration): attention per chunk.
@@ -168,7 +168,7 @@ class Lowerer : public GemmContext {
     const Layout& have = ts_[t].layout;
     if (have == want) return true;
     if (have.kind == LayoutKind::kPartial || want.kind == LayoutKind::kPartial) return false;
-    const FuncTensor& ft = prog_.func.tensors[t];
+    const FuncTensor& ft = tensors_[t];
     for (int r = 0; r < p_; ++r) {
       Range hr = RowsOf(have, ft.rows, p_, r), hc = ColsOf(have, ft.cols, p_, r);
       Range wr = RowsOf(want, ft.rows, p_, r), wc = ColsOf(want, ft.cols, p_, r);
@@ -210,7 +210,11 @@ class Lowerer : public GemmContext {
   const config::Model& model_;
   const config::Workload& wl_;
   const config::Mapping& m_;
+  const bool func_;  // build prog_.func (LowerOptions::functional)
   Program prog_;
+  // Every tensor's shape (and, for the functional executor, its initialisation); moved
+  // to prog_.func.tensors when func_.
+  std::vector<FuncTensor> tensors_;
   int p_ = 1;
   RankGrid grid_;
   uint64_t d_ = 2;
@@ -248,11 +252,11 @@ int32_t Lowerer::NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, ui
   ft.cols = static_cast<uint32_t>(cols);
   ft.seed = seed;
   ft.init_rows = init;
-  prog_.func.tensors.push_back(ft);
+  tensors_.push_back(ft);
   TState st;
   st.ready.resize(p_);
   ts_.push_back(std::move(st));
-  return static_cast<int32_t>(prog_.func.tensors.size() - 1);
+  return static_cast<int32_t>(tensors_.size() - 1);
 }
 
 uint32_t Lowerer::NewOp(const std::string& name, const std::string& partition) {
@@ -313,8 +317,10 @@ uint32_t Lowerer::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps
   t.kind = TaskKind::kCompute;
   t.core = cores_[rank];
   t.deps = std::move(deps);
-  t.func = static_cast<int32_t>(prog_.func.ops.size());
-  prog_.func.ops.push_back(f);
+  if (func_) {
+    t.func = static_cast<int32_t>(prog_.func.ops.size());
+    prog_.func.ops.push_back(f);
+  }
   prog_.ops[cur_op_].flops += t.flops + t.vector_ops;
   prog_.ops[cur_op_].bytes += t.bytes;
   uint32_t id = AddTask(std::move(t));
@@ -354,7 +360,7 @@ FuncSlice Sl(int32_t t, Range rows, Range cols) {
 // ---- Collectives -------------------------------------------------------------------------
 
 std::vector<Lowerer::Piece> Lowerer::Blocks(int32_t t, const Layout& l, int r) const {
-  const FuncTensor& ft = prog_.func.tensors[t];
+  const FuncTensor& ft = tensors_[t];
   Range rows = RowsOf(l, ft.rows, p_, r), cols = ColsOf(l, ft.cols, p_, r);
   uint64_t off = 0;
   switch (l.kind) {
@@ -391,7 +397,7 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
   prog_.collectives.push_back(ci);
   FuncCollective fc;
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, 1, elems);
-  for (int r = 0; r < p_; ++r) {
+  for (int r = 0; func_ && r < p_; ++r) {
     for (const Piece& pc : pack[r]) fc.pack.push_back({cores_[r], pc.region, pc.offset, false});
     for (const Piece& pc : unpack[r]) fc.unpack.push_back({cores_[r], pc.region, pc.offset, false});
   }
@@ -411,7 +417,7 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
     for (int r = 0; r < p_; ++r)
       if (!now[r].empty()) last_in[r] = std::move(now[r]);
   }
-  prog_.func.collectives.push_back(std::move(fc));
+  if (func_) prog_.func.collectives.push_back(std::move(fc));
   for (int r = 0; r < p_; ++r) Append(&ts_[t].ready[r], all_in[r]);
   ts_[t].layout = result;
 }
@@ -419,14 +425,14 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
 void Lowerer::Convert(int32_t t, const Layout& want, const std::string& base) {
   Layout have = ts_[t].layout;
   if (p_ == 1 || Satisfies(t, want)) return;
-  const FuncTensor& ft = prog_.func.tensors[t];
+  const FuncTensor& ft = tensors_[t];
   uint64_t elems = uint64_t{ft.rows} * ft.cols;
   std::vector<std::vector<Piece>> pack(p_), unpack(p_);
   Piece whole{Sl(t, {0, ft.rows}, {0, ft.cols}), 0};
   if (have.kind == LayoutKind::kPartial) {
     bool cols_ok = want.kind == LayoutKind::kCols && DisjointCols(ft.cols, want.unit, p_);
     if (want.kind == LayoutKind::kRows || cols_ok) {
-      for (int r = 0; r < p_; ++r) {
+      for (int r = 0; func_ && r < p_; ++r) {
         for (int b = 0; b < p_; ++b) pack[r].push_back(Blocks(t, want, b)[0]);
         unpack[r] = Blocks(t, want, r);
       }
@@ -434,7 +440,7 @@ void Lowerer::Convert(int32_t t, const Layout& want, const std::string& base) {
       Collective(CollectiveKind::kReduceScatter, t, pack, unpack, elems, align, base, want);
       return;
     }
-    for (int r = 0; r < p_; ++r) pack[r] = {whole}, unpack[r] = {whole};
+    for (int r = 0; func_ && r < p_; ++r) pack[r] = {whole}, unpack[r] = {whole};
     Collective(CollectiveKind::kAllReduce, t, pack, unpack, elems, 1, base, Layout::Replicated());
     return;
   }
@@ -452,7 +458,7 @@ void Lowerer::Convert(int32_t t, const Layout& want, const std::string& base) {
         int row_owner = rows_to_cols ? src : dst, col_owner = rows_to_cols ? dst : src;
         return Sl(t, RowsOf(rl, ft.rows, p_, row_owner), ColsOf(cl, ft.cols, p_, col_owner));
       };
-      for (int r = 0; r < p_; ++r)
+      for (int r = 0; func_ && r < p_; ++r)
         for (int d = 0; d < p_; ++d) {
           pack[r].push_back({block(r, d), d * blk});
           unpack[d].push_back({block(r, d), r * blk});
@@ -474,12 +480,12 @@ void Lowerer::Convert(int32_t t, const Layout& want, const std::string& base) {
   uint64_t align = 1;
   if (have.kind == LayoutKind::kRows) align = ft.cols;
   if (have.kind == LayoutKind::kCols) align = uint64_t{ft.rows} * have.unit;
-  for (int r = 0; r < p_; ++r) {
+  for (int r = 0; func_ && r < p_; ++r) {
     pack[r] = Blocks(t, have, r);
     for (int b = 0; b < p_; ++b) unpack[r].push_back(Blocks(t, have, b)[0]);
   }
   if (have.kind == LayoutKind::kGrid) {
-    FuncSlice s = pack[0][0].region;
+    FuncSlice s = Blocks(t, have, 0)[0].region;
     align = uint64_t{s.r1 - s.r0} * (s.c1 - s.c0);
   }
   Collective(CollectiveKind::kAllGather, t, pack, unpack, elems, align, base, Layout::Replicated());
@@ -579,7 +585,7 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
   };
   for (int r = 0; r < p_; ++r) {
     Range cols = Split(g.n, p_, r);
-    fc.pack.push_back({cores_[r], Sl(g.w, {0, g.k}, cols), cols.lo * g.k, true});
+    if (func_) fc.pack.push_back({cores_[r], Sl(g.w, {0, g.k}, cols), cols.lo * g.k, true});
     if (!weights_sram_)
       shard_ready[r].push_back(Memory(r, cols.size() * col_bytes, false, WeightReadDeps(r)));
     compute(r, cols, shard_ready[r]);
@@ -604,7 +610,7 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
     for (int r = 0; r < p_; ++r)
       if (!now[r].empty()) last_in[r] = std::move(now[r]);
   }
-  prog_.func.collectives.push_back(std::move(fc));
+  if (func_) prog_.func.collectives.push_back(std::move(fc));
 }
 
 // ---- Element-wise ops --------------------------------------------------------------------
@@ -785,7 +791,7 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       Range rows{h0 * t_, h1 * t_};
       Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, ltot}), {},
              Sl(probs, rows, {0, ltot}), Ready(scores, r), hdu, static_cast<uint32_t>(cached_));
-      prog_.func.ops.back().p2 = static_cast<uint32_t>(t_);
+      if (func_) prog_.func.ops.back().p2 = static_cast<uint32_t>(t_);
     }
     NewOp(names_[kPv], "heads");
     for (int r = 0; r < p_; ++r) {
@@ -866,7 +872,7 @@ void Lowerer::ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, co
       Range rows{h0 * s, h1 * s};
       Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, lt}), {},
              Sl(probs, rows, {0, lt}), Ready(scores, r), hdu, ch.cached);
-      prog_.func.ops.back().p2 = static_cast<uint32_t>(s);
+      if (func_) prog_.func.ops.back().p2 = static_cast<uint32_t>(s);
     }
     NewOp(names_[kPv], "heads");
     for (int r = 0; r < p_; ++r) {
@@ -936,8 +942,10 @@ int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
     Range rows = RowsOf(out, t_, p_, r);
     if (rows.size() == 0) continue;
     FuncSlice sx = Sl(x, rows, {0, h}), sy = Sl(y, rows, {0, h});
-    fc.pack.push_back({cores_[r], sx, rows.lo * h, false});
-    fc.unpack.push_back({to[r], sy, rows.lo * h, false});
+    if (func_) {
+      fc.pack.push_back({cores_[r], sx, rows.lo * h, false});
+      fc.unpack.push_back({to[r], sy, rows.lo * h, false});
+    }
     Task tk;
     tk.kind = TaskKind::kTransfer;
     tk.core = cores_[r];
@@ -952,7 +960,7 @@ int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
     fc.last_task = id;
     landed[r].push_back(id);
   }
-  prog_.func.collectives.push_back(std::move(fc));
+  if (func_) prog_.func.collectives.push_back(std::move(fc));
   ts_[y].ready = landed;
   ts_[y].layout = out;
   return y;
@@ -1003,9 +1011,11 @@ Program Lowerer::Run() {
     for (const llm::SeqChunk& c : chunks_) lmax_ += uint64_t{c.cached} + c.new_tokens;
   }
   prog_.num_cores = chip_.num_cores();
-  prog_.func.dtype_bytes = static_cast<uint32_t>(d_);
-  prog_.func.head_dim = model_.head_dim();
-  prog_.func.batch = static_cast<uint32_t>(b);
+  if (func_) {
+    prog_.func.dtype_bytes = static_cast<uint32_t>(d_);
+    prog_.func.head_dim = model_.head_dim();
+    prog_.func.batch = static_cast<uint32_t>(b);
+  }
 
   // Stages: regions and placements.
   std::vector<Region> regions = StageRegions(chip_, stages, p_);
@@ -1091,27 +1101,29 @@ Program Lowerer::Run() {
     prev_out.clear();
     for (int r = 0; r < p_; ++r) {
       Range rows = RowsOf(ts_[x].layout, t_, p_, r), cols = ColsOf(ts_[x].layout, out.cols, p_, r);
-      if (rows.size() && cols.size()) out.parts.push_back({cores_[r], Sl(x, rows, cols)});
+      if (func_ && rows.size() && cols.size()) out.parts.push_back({cores_[r], Sl(x, rows, cols)});
       Append(&prev_out, ts_[x].ready[r]);
     }
-    prog_.func.outputs.push_back(std::move(out));
+    if (func_) prog_.func.outputs.push_back(std::move(out));
   }
+  if (func_) prog_.func.tensors = std::move(tensors_);
   return std::move(prog_);
 }
 
 }  // namespace
 
 Program Lower(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
-              const config::Mapping& m) {
+              const config::Mapping& m, const LowerOptions& opts) {
   std::vector<config::Diag> diags;
   ValidateMapping(m, chip, model, wl, config::SourceMap(), &diags);
   if (!diags.empty()) throw config::ConfigError(std::move(diags));
-  Lowerer lowerer(chip, model, wl, m);
+  Lowerer lowerer(chip, model, wl, m, opts);
   return lowerer.Run();
 }
 
 Program LowerIteration(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
-                       const std::vector<llm::SeqChunk>& chunks, uint32_t layers, const std::string& dtype) {
+                       const std::vector<llm::SeqChunk>& chunks, uint32_t layers, const std::string& dtype,
+                       const LowerOptions& opts) {
   if (chunks.empty()) throw std::invalid_argument("mapping: an iteration needs at least one chunk");
   config::Workload wl;
   wl.set_batch(1);
@@ -1126,7 +1138,7 @@ Program LowerIteration(const arch::Chip& chip, const config::Model& model, const
   std::vector<config::Diag> diags;
   ValidateMapping(m, chip, model, wl, config::SourceMap(), &diags);
   if (!diags.empty()) throw config::ConfigError(std::move(diags));
-  Lowerer lowerer(chip, model, wl, m);
+  Lowerer lowerer(chip, model, wl, m, opts);
   lowerer.SetChunks(chunks);
   return lowerer.Run();
 }
@@ -1138,7 +1150,7 @@ WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const
   wl.set_seq_len(1);
   wl.set_num_layers(layers);
   wl.set_dtype(dtype);
-  Lowerer lowerer(chip, model, wl, m);
+  Lowerer lowerer(chip, model, wl, m, LowerOptions{});
   return lowerer.PlanOnly();
 }
 

@@ -16,6 +16,15 @@
 
 namespace tpsim::mapping {
 
+// What Lower and LowerIteration build besides the tasks.
+struct LowerOptions {
+  // Program::func (FuncTensors, FuncOps, collective pack/unpack copies, outputs) and
+  // Task::func: the data semantics that only the functional executor (RunFunctional) and
+  // validate/ (launch plans, numerics) read. Off, func stays empty and every Task::func -1;
+  // the tasks, ops and collectives are the same either way.
+  bool functional = false;
+};
+
 // Lowers the workload (prefill of all simulated layers, then each decode step) to a
 // Program. Memory: weights stay in SRAM when every core's shards of its stage fit
 // (mapping.weights "auto"; "sram" pins them, "dram" streams them), the KV cache when it fits
@@ -24,7 +33,7 @@ namespace tpsim::mapping {
 // config::ConfigError when ValidateMapping finds problems, and std::invalid_argument for layers it cannot map
 // (MoE).
 Program Lower(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
-              const config::Mapping& m);
+              const config::Mapping& m, const LowerOptions& opts = {});
 
 // Stage-two checks of the mapping against chip, model and workload. Diags name fields
 // under "mapping.".
@@ -41,7 +50,8 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
 // than one chunk. Throws like Lower; std::invalid_argument for an empty chunk list or a
 // chunk with 0 new tokens.
 Program LowerIteration(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
-                       const std::vector<llm::SeqChunk>& chunks, uint32_t layers, const std::string& dtype);
+                       const std::vector<llm::SeqChunk>& chunks, uint32_t layers, const std::string& dtype,
+                       const LowerOptions& opts = {});
 
 // Where Lower keeps the weights, per core of the most loaded pipeline stage, for `layers`
 // layers (0 = all of the model's): the bytes of weight shards, whether they stay in SRAM,

@@ -57,7 +57,7 @@ struct Task {
   uint32_t op = 0;          // index into Program::ops
   int32_t collective = -1;  // index into Program::collectives, -1 when none
   uint16_t coll_step = 0;   // step within the collective
-  int32_t func = -1;        // compute: index into Program::func.ops (functional executor only)
+  int32_t func = -1;        // compute: index into Program::func.ops (LowerOptions::functional only)
   std::vector<uint32_t> deps;
 };
 
@@ -77,6 +77,7 @@ struct OpInfo {
 };
 
 // ---- Data semantics, read only by the functional executor (timing engines ignore them).
+// Lower builds them only when asked (LowerOptions::functional); otherwise FuncData is empty.
 // Every logical tensor is a row-major [rows, cols] float matrix; each core keeps its own
 // copy of activations, caches and collective buffers (weights are shared, read-only).
 enum class FuncTensorKind : uint8_t {

@@ -229,7 +229,8 @@ int Main(int argc, char** argv) {
   if (e.cfg.chip().noc().topology() != "switch")
     std::cerr << "tpsim-validate: warning: chip " << e.cfg.chip().name()
               << " is not a GPU node (noc.topology \"switch\"); cores are mapped to GPUs anyway\n";
-  mapping::Program prog = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
+  mapping::Program prog =
+      mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), {.functional = true});
   LaunchPlan plan = PlanLaunches(prog, sim::DtypeBytes(e.cfg.workload().dtype()));
   std::unique_ptr<NumericsPlans> np, small;
   if (!o.no_numerics) {

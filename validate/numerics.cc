@@ -39,8 +39,8 @@ NumericsPlans PlanNumerics(const arch::Chip& chip, const config::Model& model, c
   in.unpartitioned.set_placement("linear");
   in.unpartitioned.set_grid_rows(0);
   for (;;) {
-    out.part = mapping::Lower(chip, model, in.workload, in.partitioned);
-    out.ref = mapping::Lower(chip, model, in.workload, in.unpartitioned);
+    out.part = mapping::Lower(chip, model, in.workload, in.partitioned, {.functional = true});
+    out.ref = mapping::Lower(chip, model, in.workload, in.unpartitioned, {.functional = true});
     out.part_plan = BuildFuncPlan(out.part);
     out.ref_plan = BuildFuncPlan(out.ref);
     if (out.Bytes() <= max_bytes || in.workload.seq_len() <= 16) break;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
@@ -34,7 +35,7 @@ class FunctionalTest : public ::testing::Test {
     chip_ = nullptr;
   }
   double Error(const config::Mapping& m, const config::Workload& wl) {
-    Program p = Lower(*chip_, SmallModel(), wl, m);
+    Program p = Lower(*chip_, SmallModel(), wl, m, {.functional = true});
     return MaxRelativeError(RunFunctional(p), RunReference(SmallModel(), wl));
   }
   static arch::Chip* chip_;
@@ -93,7 +94,7 @@ TEST_F(FunctionalTest, NvlsAndAutoOnASwitchChip) {
         config::Mapping m = Map(tp, part, coll);
         if (part == "mn_2d") m.set_grid_rows(tp == 2 ? 1 : 2);
         SCOPED_TRACE(part + " / " + coll + " / tp " + std::to_string(tp));
-        Program p = Lower(chip, SmallModel(), wl, m);
+        Program p = Lower(chip, SmallModel(), wl, m, {.functional = true});
         for (const auto& c : p.collectives) nvls_collectives += c.algorithm == "nvls";
         EXPECT_LT(MaxRelativeError(RunFunctional(p), ref), kTol);
       }
@@ -146,7 +147,7 @@ TEST_F(FunctionalTest, FilePlacement) {
     config::Mapping m = Map(4, part, "ring", "file", 2);
     m.set_placement_file(path);
     SCOPED_TRACE(part);
-    Program p = Lower(*chip_, SmallModel(), Work(8, 1, 2), m);
+    Program p = Lower(*chip_, SmallModel(), Work(8, 1, 2), m, {.functional = true});
     std::vector<int> first_core(2, -1);
     for (const Task& t : p.tasks)
       if (t.kind == TaskKind::kCompute)
@@ -161,7 +162,7 @@ TEST_F(FunctionalTest, FilePlacement) {
 
 TEST_F(FunctionalTest, CorruptedTransferIsCaught) {
   // The check can fail: dropping the reduce of one all-reduce transfer breaks the result.
-  Program p = Lower(*chip_, SmallModel(), Work(8, 0, 1), Map(4, "megatron"));
+  Program p = Lower(*chip_, SmallModel(), Work(8, 0, 1), Map(4, "megatron"), {.functional = true});
   bool changed = false;
   for (Task& t : p.tasks)
     if (t.kind == TaskKind::kTransfer && t.reduce) {
@@ -171,6 +172,31 @@ TEST_F(FunctionalTest, CorruptedTransferIsCaught) {
     }
   ASSERT_TRUE(changed);
   EXPECT_GT(MaxRelativeError(RunFunctional(p), RunReference(SmallModel(), Work(8, 0, 1))), 1e-3);
+}
+
+TEST_F(FunctionalTest, SideTablesOnlyWhenAsked) {
+  // The lean Program (the default) has the same tasks, ops and collectives, no FuncData,
+  // no Task::func, and the executor refuses it rather than return nothing.
+  config::Mapping m = Map(4, "m_split_rotate");
+  Program full = Lower(*chip_, SmallModel(), Work(8, 1, 2), m, {.functional = true});
+  Program lean = Lower(*chip_, SmallModel(), Work(8, 1, 2), m);
+  EXPECT_EQ(lean.Dump(), full.Dump());
+  ASSERT_EQ(lean.tasks.size(), full.tasks.size());
+  size_t with_func = 0;
+  for (size_t i = 0; i < full.tasks.size(); ++i) {
+    EXPECT_EQ(lean.tasks[i].func, -1);
+    EXPECT_EQ(lean.tasks[i].deps, full.tasks[i].deps);
+    with_func += full.tasks[i].func >= 0;
+  }
+  EXPECT_GT(with_func, 0u);
+  EXPECT_FALSE(full.func.ops.empty());
+  EXPECT_EQ(full.func.collectives.size(), full.collectives.size());
+  EXPECT_EQ(full.func.outputs.size(), 2u);  // prefill + 1 decode step (Work(seq_len, decode_steps, layers))
+  EXPECT_TRUE(lean.func.ops.empty());
+  EXPECT_TRUE(lean.func.tensors.empty());
+  EXPECT_TRUE(lean.func.collectives.empty());
+  EXPECT_TRUE(lean.func.outputs.empty());
+  EXPECT_THROW(RunFunctional(lean), std::invalid_argument);
 }
 
 }  // namespace

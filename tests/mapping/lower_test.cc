@@ -294,7 +294,7 @@ TEST(LowerTest, PipelineStagesSendActivations) {
 TEST(LowerTest, ReferenceQwen3_4bLowers) {
   arch::Chip chip = Wafer();
   config::Mapping m = Map(4, "k_split", "ring", "linear", 16);
-  Program p = Lower(chip, Qwen4b(), Work(256, 20, 16), m);
+  Program p = Lower(chip, Qwen4b(), Work(256, 20, 16), m, {.functional = true});
   ExpectWellFormed(p, chip);
   EXPECT_EQ(p.func.outputs.size(), 21u);
   std::string dump = p.Dump();

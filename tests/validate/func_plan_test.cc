@@ -53,7 +53,8 @@ TEST(FuncPlan, CpuBackendEqualsFunctionalExecutorOnAMesh) {
   for (const auto& wl : {Work(8, 1, 2), Work(8, 2, 1, 4)})  // prefill 8 + 1 decode; cached 4 + 2 decodes
     for (const Case& c : Cases()) {
       SCOPED_TRACE(c.part + " tp " + std::to_string(c.tp) + " seq " + std::to_string(wl.seq_len()));
-      mapping::Program p = mapping::Lower(chip, SmallModel(), wl, Mapping(c.tp, c.part));
+      mapping::Program p =
+          mapping::Lower(chip, SmallModel(), wl, Mapping(c.tp, c.part), {.functional = true});
       FuncPlan plan = BuildFuncPlan(p);
       auto got = RunFuncPlanCpu(plan, {});
       auto want = mapping::RunFunctional(p);
@@ -78,7 +79,7 @@ TEST(FuncPlan, CpuBackendEqualsFunctionalExecutorOnASwitchWithNvlsAndPipelines) 
   for (const config::Mapping& m : maps) {
     SCOPED_TRACE(m.partition() + " / " + m.collective() + " / tp " + std::to_string(m.tp()) + " stages " +
                  std::to_string(m.pipeline_stages()));
-    mapping::Program p = mapping::Lower(chip, SmallModel(), Work(8, 1, 2), m);
+    mapping::Program p = mapping::Lower(chip, SmallModel(), Work(8, 1, 2), m, {.functional = true});
     OutputDiff d = CompareOutputs(RunFuncPlanCpu(BuildFuncPlan(p), {}), mapping::RunFunctional(p));
     EXPECT_LE(d.rel, kTight);
   }
@@ -90,7 +91,8 @@ TEST(FuncPlan, ArenasAndStepsOfOneRank) {
   // = 4096 + 2048 + 2048 + 4096 + 8192 + 8192 + 8192 = 36864 elements. No transfers, so the
   // staging arena is empty and there are no pack / stage / apply / unpack steps.
   const arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
-  mapping::Program p = mapping::Lower(chip, SmallModel(), Work(8, 0, 1), Map(1, "k_split"));
+  mapping::Program p =
+      mapping::Lower(chip, SmallModel(), Work(8, 0, 1), Map(1, "k_split"), {.functional = true});
   FuncPlan plan = BuildFuncPlan(p);
   ASSERT_EQ(plan.arenas.size(), 3u);
   EXPECT_EQ(plan.arenas[0].core, kWeightsCore);
@@ -111,7 +113,8 @@ TEST(FuncPlan, EveryTransferIsStagedThenApplied) {
   // Megatron TP 4 on a ring: two all-reduces per layer (after o and after down), each 2(P-1)
   // steps of P transfers. Every transfer becomes one stage and one apply step; reductions add.
   const arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
-  mapping::Program p = mapping::Lower(chip, SmallModel(), Work(8, 0, 1), Map(4, "megatron"));
+  mapping::Program p =
+      mapping::Lower(chip, SmallModel(), Work(8, 0, 1), Map(4, "megatron"), {.functional = true});
   FuncPlan plan = BuildFuncPlan(p);
   size_t transfers = 0, reduces = 0, stage = 0, apply_add = 0, apply_copy = 0;
   for (const auto& t : p.tasks) transfers += t.kind == mapping::TaskKind::kTransfer, reduces += t.reduce;
@@ -129,7 +132,8 @@ TEST(FuncPlan, EveryTransferIsStagedThenApplied) {
 
 TEST(FuncPlan, BadProgramsThrow) {
   const arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
-  mapping::Program p = mapping::Lower(chip, SmallModel(), Work(8, 0, 1), Map(2, "megatron"));
+  mapping::Program p =
+      mapping::Lower(chip, SmallModel(), Work(8, 0, 1), Map(2, "megatron"), {.functional = true});
   {
     mapping::Program q = p;
     q.func.batch = 2;
@@ -254,7 +258,8 @@ TEST(FuncPlan, TraceFindsTheFirstDivergentStep) {
   // A wrong softmax scale in one step (as a broken kernel would compute) must be pinned to that
   // step and its op, not to a later one it spoils.
   const arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
-  mapping::Program p = mapping::Lower(chip, SmallModel(), Work(8, 1, 1), Map(2, "megatron"));
+  mapping::Program p =
+      mapping::Lower(chip, SmallModel(), Work(8, 1, 1), Map(2, "megatron"), {.functional = true});
   FuncPlan plan = BuildFuncPlan(p);
   FuncPlan broken = plan;
   size_t k = 0;
@@ -399,7 +404,8 @@ TEST(FuncPlan, CudaLibraryCallsDoWhatTheCpuBackendDoes) {
   for (const Case& c : {Case{1, "k_split"}, Case{4, "megatron"}, Case{4, "m_split_rotate"}, Case{8, "mn_2d"},
                         Case{2, "k_split"}}) {
     SCOPED_TRACE(c.part + " tp " + std::to_string(c.tp));
-    mapping::Program p = mapping::Lower(chip, SmallModel(), Work(8, 1, 1, 2), Mapping(c.tp, c.part));
+    mapping::Program p =
+        mapping::Lower(chip, SmallModel(), Work(8, 1, 1, 2), Mapping(c.tp, c.part), {.functional = true});
     const FuncPlan plan = BuildFuncPlan(p);
     FuncPlan one = plan;
     one.outputs.clear();

@@ -39,7 +39,7 @@ Lowered LowerQwen(int tp, uint32_t decode_steps = 0, const std::string& collecti
   m.set_placement("linear");
   m.set_collective(collective);
   Lowered l;
-  l.prog = mapping::Lower(chip, model, wl, m);
+  l.prog = mapping::Lower(chip, model, wl, m, {.functional = true});
   l.plan = PlanLaunches(l.prog, 2);
   return l;
 }
