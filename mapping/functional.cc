@@ -10,10 +10,7 @@ namespace tpsim::mapping {
 
 uint64_t FuncSeed(uint32_t index, int role) { return 1000003ull * (index + 1) + 7919ull * (role + 1); }
 
-namespace {
-
-// Deterministic uniform in [-1, 1) from (seed, i): splitmix64.
-float Rand(uint64_t seed, uint64_t i) {
+float FuncRand(uint64_t seed, uint64_t i) {
   uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 0x632BE59BD9B4E5Full;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -21,16 +18,18 @@ float Rand(uint64_t seed, uint64_t i) {
   return static_cast<float>(static_cast<double>(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
+float FuncWeightScale(uint32_t rows) { return 1.0f / std::sqrt(static_cast<float>(std::max(1u, rows))); }
+
+namespace {
+
 void Fill(Matrix* m, uint64_t seed, uint32_t rows, float scale) {
   for (uint32_t r = 0; r < rows; ++r)
-    for (uint32_t c = 0; c < m->cols; ++c) m->at(r, c) = scale * Rand(seed, uint64_t{r} * m->cols + c);
+    for (uint32_t c = 0; c < m->cols; ++c) m->at(r, c) = scale * FuncRand(seed, uint64_t{r} * m->cols + c);
 }
 
 Matrix Make(uint32_t rows, uint32_t cols) {
   return {rows, cols, std::vector<float>(uint64_t{rows} * cols, 0.f)};
 }
-
-float WeightScale(uint32_t rows) { return 1.0f / std::sqrt(static_cast<float>(std::max(1u, rows))); }
 
 constexpr float kEps = 1e-6f;
 constexpr double kTheta = 10000.0;
@@ -158,7 +157,7 @@ class Executor {
     auto it = store_.find(key);
     if (it != store_.end()) return it->second;
     Matrix m = Make(ft.rows, ft.cols);
-    if (ft.kind == FuncTensorKind::kWeight) Fill(&m, ft.seed, ft.rows, WeightScale(ft.rows));
+    if (ft.kind == FuncTensorKind::kWeight) Fill(&m, ft.seed, ft.rows, FuncWeightScale(ft.rows));
     if (ft.kind == FuncTensorKind::kInput) Fill(&m, ft.seed, ft.rows, 1.f);
     if (ft.kind == FuncTensorKind::kCache) Fill(&m, ft.seed, std::min(ft.init_rows, ft.rows), 1.f);
     return store_.emplace(key, std::move(m)).first->second;
@@ -324,7 +323,7 @@ std::vector<Matrix> RunReference(const config::Model& model, const config::Workl
   const uint32_t lmax = wl.cached_prefix() + wl.seq_len() + wl.decode_steps();
   auto weight = [&](uint32_t l, int role, uint32_t k, uint32_t n) {
     Matrix w = Make(k, n);
-    Fill(&w, FuncSeed(l, role), k, WeightScale(k));
+    Fill(&w, FuncSeed(l, role), k, FuncWeightScale(k));
     return w;
   };
   auto all = [](const Matrix& m) { return FuncSlice{0, 0, m.rows, 0, m.cols}; };

@@ -27,6 +27,11 @@ struct Matrix {
 
 // Seed of functional tensor `role` of layer (or phase) `index`; shared by lowering and reference.
 uint64_t FuncSeed(uint32_t index, int role);
+// Element `i` of the tensor with `seed`: a deterministic uniform in [-1, 1) (splitmix64).
+// Weights with `rows` rows are scaled by FuncWeightScale(rows) = 1 / sqrt(rows).
+// Other executors of the same data semantics (validate/func_plan.cc) use these too.
+float FuncRand(uint64_t seed, uint64_t i);
+float FuncWeightScale(uint32_t rows);
 
 // Runs the Program; returns the last layer's output of prefill, then of each decode step.
 // The Program must be lowered with LowerOptions::functional. Throws std::invalid_argument

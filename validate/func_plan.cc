@@ -57,18 +57,6 @@ const char* ToString(FuncStepOrigin o) {
 
 namespace {
 
-// mapping/functional.cc's deterministic uniform in [-1, 1) from (seed, i) (splitmix64). It must
-// stay identical to mapping's: func_plan_test compares this plan's outputs with RunFunctional's.
-float Rand(uint64_t seed, uint64_t i) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 0x632BE59BD9B4E5Full;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<float>(static_cast<double>(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-float WeightScale(uint32_t rows) { return 1.0f / std::sqrt(static_cast<float>(std::max(1u, rows))); }
-
 [[noreturn]] void Fail(const std::string& what) { throw std::invalid_argument("func plan: " + what); }
 
 uint32_t Narrow(uint64_t v, const char* what) {
@@ -153,7 +141,7 @@ class Builder {
     Slot s{arena, plan_.arenas[arena].elems};
     plan_.arenas[arena].elems += uint64_t{ft.rows} * ft.cols;
     FuncInit init{arena, s.offset, 0, ft.cols, ft.seed, 1.f};
-    if (weight) init.rows = ft.rows, init.scale = WeightScale(ft.rows);
+    if (weight) init.rows = ft.rows, init.scale = mapping::FuncWeightScale(ft.rows);
     if (ft.kind == FuncTensorKind::kInput) init.rows = ft.rows;
     if (ft.kind == FuncTensorKind::kCache) init.rows = std::min(ft.init_rows, ft.rows);
     if (init.rows && init.cols) plan_.inits.push_back(init);
@@ -454,7 +442,7 @@ std::string FuncPlan::Describe(size_t i, const Program& p) const {
 std::vector<float> InitValues(const FuncInit& in, bool round_bf16) {
   std::vector<float> v(uint64_t{in.rows} * in.cols);
   for (uint64_t i = 0; i < v.size(); ++i) {
-    const float x = in.scale * Rand(in.seed, i);
+    const float x = in.scale * mapping::FuncRand(in.seed, i);
     v[i] = round_bf16 ? RoundBf16(x) : x;
   }
   return v;
