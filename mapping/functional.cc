@@ -18,6 +18,8 @@ float FuncRand(uint64_t seed, uint64_t i) {
   return static_cast<float>(static_cast<double>(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
+uint64_t FuncSequenceSeed(uint64_t seed, uint32_t sequence) { return seed + sequence; }
+
 float FuncWeightScale(uint32_t rows) { return 1.0f / std::sqrt(static_cast<float>(std::max(1u, rows))); }
 
 namespace {
@@ -25,6 +27,16 @@ namespace {
 void Fill(Matrix* m, uint64_t seed, uint32_t rows, float scale) {
   for (uint32_t r = 0; r < rows; ++r)
     for (uint32_t c = 0; c < m->cols; ++c) m->at(r, c) = scale * FuncRand(seed, uint64_t{r} * m->cols + c);
+}
+
+// A KV cache of `batch` sequences (blocks of rows / batch rows): rows [0, init) of block s
+// hold rand(FuncSequenceSeed(seed, s), r * cols + col), r counted from the block's start.
+void FillCache(Matrix* m, uint64_t seed, uint32_t batch, uint32_t init) {
+  const uint32_t per = m->rows / std::max(1u, batch);
+  for (uint32_t s = 0; s < std::max(1u, batch); ++s)
+    for (uint32_t r = 0; r < std::min(init, per); ++r)
+      for (uint32_t c = 0; c < m->cols; ++c)
+        m->at(s * per + r, c) = FuncRand(FuncSequenceSeed(seed, s), uint64_t{r} * m->cols + c);
 }
 
 Matrix Make(uint32_t rows, uint32_t cols) {
@@ -71,10 +83,12 @@ void GroupNorm(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t 
     }
 }
 
-void Rope(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t hd, uint32_t pos0) {
+// Position of row r: pos0 + r, or pos0 + r % wrap (wrap > 0: tokens per sequence of a batch).
+void Rope(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t hd, uint32_t pos0,
+          uint32_t wrap = 0) {
   uint32_t half = hd / 2;
   for (uint32_t i = 0; i < sa.r1 - sa.r0; ++i) {
-    double pos = pos0 + sa.r0 + i;
+    double pos = pos0 + (wrap ? (sa.r0 + i) % wrap : sa.r0 + i);
     for (uint32_t g0 = 0; g0 < sa.c1 - sa.c0; g0 += hd)
       for (uint32_t c = 0; c < half; ++c) {
         double ang = pos * std::pow(kTheta, -2.0 * c / hd);
@@ -85,14 +99,42 @@ void Rope(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t hd, u
   }
 }
 
-void Scores(const Matrix& q, FuncSlice sq, const Matrix& kc, uint32_t ltot, Matrix& o, const FuncOp& f) {
+// Batch B > 1: query row r belongs to sequence r / (q.rows / B), whose cache rows start at
+// that sequence's block of kc.rows / B rows.
+struct SeqMap {
+  uint32_t tokens = 0, cache_rows = 0;  // per sequence; tokens 0: batch 1
+  uint32_t Base(uint32_t row) const { return tokens ? row / tokens * cache_rows : 0; }
+};
+SeqMap Seqs(uint32_t batch, const Matrix& act, const Matrix& cache) {
+  if (batch <= 1) return {};
+  if (act.rows % batch || cache.rows % batch)
+    throw std::invalid_argument("functional: rows do not divide into the batch's sequences");
+  return {act.rows / batch, cache.rows / batch};
+}
+
+// Every index the scores / pv kernels touch lies inside the matrices.
+void CheckAttention(const FuncOp& f, const Matrix& a, const Matrix& cache, const Matrix& o, SeqMap seq) {
+  const bool scores = f.kind == FuncKind::kScores;
+  const uint32_t t = scores ? f.a.r1 - f.a.r0 : f.out.r1 - f.out.r0, ltot = f.b.r1;
+  const uint64_t kv_cols = f.p3 > f.p2 && f.p1 ? (uint64_t{(f.p3 - 1) / f.p1} + 1) * f.p0 : 0;
+  const uint64_t heads = uint64_t{f.p3} * t, q_cols = uint64_t{f.p3} * f.p0;
+  bool ok =
+      f.p1 > 0 && f.p2 <= f.p3 && ltot <= (seq.tokens ? seq.cache_rows : cache.rows) && kv_cols <= cache.cols;
+  if (scores) ok = ok && q_cols <= a.cols && heads <= o.rows && ltot <= o.cols;
+  if (!scores) ok = ok && heads <= a.rows && ltot <= a.cols && q_cols <= o.cols;
+  if (!ok) throw std::invalid_argument("functional: attention shapes disagree");
+}
+
+void Scores(const Matrix& q, FuncSlice sq, const Matrix& kc, uint32_t ltot, Matrix& o, const FuncOp& f,
+            SeqMap seq = {}) {
   uint32_t hd = f.p0, group = f.p1, t = sq.r1 - sq.r0;
   for (uint32_t h = f.p2; h < f.p3; ++h)
     for (uint32_t i = 0; i < t; ++i)
       for (uint32_t j = 0; j < ltot; ++j) {
         double s = 0;
+        uint32_t row = seq.Base(sq.r0 + i) + j;
         for (uint32_t d = 0; d < hd; ++d)
-          s += double{q.at(sq.r0 + i, h * hd + d)} * kc.at(j, (h / group) * hd + d);
+          s += double{q.at(sq.r0 + i, h * hd + d)} * kc.at(row, (h / group) * hd + d);
         o.at(h * t + i, j) = static_cast<float>(s);
       }
 }
@@ -111,13 +153,16 @@ void Softmax(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t hd
   }
 }
 
-void Pv(const Matrix& p, const Matrix& vc, uint32_t ltot, Matrix& o, FuncSlice so, const FuncOp& f) {
+void Pv(const Matrix& p, const Matrix& vc, uint32_t ltot, Matrix& o, FuncSlice so, const FuncOp& f,
+        SeqMap seq = {}) {
   uint32_t hd = f.p0, group = f.p1, t = so.r1 - so.r0;
   for (uint32_t h = f.p2; h < f.p3; ++h)
     for (uint32_t i = 0; i < t; ++i)
       for (uint32_t d = 0; d < hd; ++d) {
         double s = 0;
-        for (uint32_t j = 0; j < ltot; ++j) s += double{p.at(h * t + i, j)} * vc.at(j, (h / group) * hd + d);
+        uint32_t base = seq.Base(so.r0 + i);
+        for (uint32_t j = 0; j < ltot; ++j)
+          s += double{p.at(h * t + i, j)} * vc.at(base + j, (h / group) * hd + d);
         o.at(so.r0 + i, h * hd + d) = static_cast<float>(s);
       }
 }
@@ -159,7 +204,7 @@ class Executor {
     Matrix m = Make(ft.rows, ft.cols);
     if (ft.kind == FuncTensorKind::kWeight) Fill(&m, ft.seed, ft.rows, FuncWeightScale(ft.rows));
     if (ft.kind == FuncTensorKind::kInput) Fill(&m, ft.seed, ft.rows, 1.f);
-    if (ft.kind == FuncTensorKind::kCache) Fill(&m, ft.seed, std::min(ft.init_rows, ft.rows), 1.f);
+    if (ft.kind == FuncTensorKind::kCache) FillCache(&m, ft.seed, p_.func.batch, ft.init_rows);
     return store_.emplace(key, std::move(m)).first->second;
   }
 
@@ -244,22 +289,37 @@ class Executor {
         GroupNorm(a, f.a, o, f.out, f.p0);
         break;
       case FuncKind::kRope:
-        Rope(a, f.a, o, f.out, f.p0, f.p1);
+        Rope(a, f.a, o, f.out, f.p0, f.p1, f.p2);
         break;
-      case FuncKind::kCopy:
-        for (uint32_t i = 0; i < f.a.r1 - f.a.r0; ++i)
+      case FuncKind::kCopy: {
+        // p2 > 0: a's rows in blocks of p2 (one per sequence); block s lands p3 * s rows further.
+        const uint32_t rows = f.a.r1 - f.a.r0, block = f.p2 ? f.p2 : std::max(1u, rows);
+        const uint64_t blocks = rows / block;
+        if (rows % block || f.out.r1 - f.out.r0 != (rows ? block : 0) ||
+            f.out.c1 - f.out.c0 != f.a.c1 - f.a.c0 || (blocks && f.out.r1 + (blocks - 1) * f.p3 > o.rows))
+          throw std::invalid_argument("functional: copy shapes disagree");
+        for (uint32_t i = 0; i < rows; ++i)
           for (uint32_t j = 0; j < f.a.c1 - f.a.c0; ++j)
-            o.at(f.out.r0 + i, f.out.c0 + j) = a.at(f.a.r0 + i, f.a.c0 + j);
+            o.at(f.out.r0 + i / block * f.p3 + i % block, f.out.c0 + j) = a.at(f.a.r0 + i, f.a.c0 + j);
         break;
-      case FuncKind::kScores:
-        Scores(a, f.a, Get(f.b.tensor, f.core), f.b.r1, o, f);
+      }
+      case FuncKind::kScores: {
+        const Matrix& kc = Get(f.b.tensor, f.core);
+        const SeqMap seq = Seqs(p_.func.batch, a, kc);
+        CheckAttention(f, a, kc, o, seq);
+        Scores(a, f.a, kc, f.b.r1, o, f, seq);
         break;
+      }
       case FuncKind::kSoftmax:
         Softmax(a, f.a, o, f.out, f.p0, f.p1, f.p2);
         break;
-      case FuncKind::kPv:
-        Pv(a, Get(f.b.tensor, f.core), f.b.r1, o, f.out, f);
+      case FuncKind::kPv: {
+        const Matrix& vc = Get(f.b.tensor, f.core);
+        const SeqMap seq = Seqs(p_.func.batch, o, vc);
+        CheckAttention(f, a, vc, o, seq);
+        Pv(a, vc, f.b.r1, o, f.out, f, seq);
         break;
+      }
       case FuncKind::kAdd:
       case FuncKind::kSiluMul:
         Binary(f.kind, a, f.a, Get(f.b.tensor, f.core), f.b, o, f.out);
@@ -307,7 +367,7 @@ class Executor {
 }  // namespace
 
 std::vector<Matrix> RunFunctional(const Program& p) {
-  if (p.func.batch != 1) throw std::invalid_argument("functional: only batch 1 is supported");
+  if (p.func.batch == 0) throw std::invalid_argument("functional: batch 0");
   if (p.func.outputs.empty() && !p.tasks.empty())
     throw std::invalid_argument(
         "functional: the Program has no functional side tables (lower it with LowerOptions::functional)");
@@ -315,7 +375,7 @@ std::vector<Matrix> RunFunctional(const Program& p) {
 }
 
 std::vector<Matrix> RunReference(const config::Model& model, const config::Workload& wl) {
-  if (wl.batch() > 1) throw std::invalid_argument("functional: only batch 1 is supported");
+  const uint32_t batch = std::max(1u, wl.batch());
   const uint32_t h = model.hidden_size(), hd = model.head_dim(), nq = model.num_attention_heads();
   const uint32_t nkv = model.num_key_value_heads() ? model.num_key_value_heads() : nq;
   const uint32_t inter = model.intermediate_size();
@@ -327,54 +387,68 @@ std::vector<Matrix> RunReference(const config::Model& model, const config::Workl
     return w;
   };
   auto all = [](const Matrix& m) { return FuncSlice{0, 0, m.rows, 0, m.cols}; };
-  std::vector<Matrix> kc, vc;
-  for (uint32_t l = 0; l < layers; ++l) {
-    kc.push_back(Make(lmax, nkv * hd));
-    Fill(&kc.back(), FuncSeed(l, 100), wl.cached_prefix(), 1.f);
-    vc.push_back(Make(lmax, nkv * hd));
-    Fill(&vc.back(), FuncSeed(l, 101), wl.cached_prefix(), 1.f);
-  }
+  // Sequence s of a batch: its own caches, whose prefix is random from
+  // FuncSequenceSeed(seed, s), and rows (s * t + i) of the phase's input stream. Sequences
+  // never see each other.
+  const uint32_t kv_cols = nkv * hd;
+  std::vector<std::vector<Matrix>> kcs(batch), vcs(batch);  // [sequence][layer]
+  for (uint32_t sq = 0; sq < batch; ++sq)
+    for (uint32_t l = 0; l < layers; ++l)
+      for (auto [caches, role] : {std::pair{&kcs, 100}, std::pair{&vcs, 101}}) {
+        Matrix c = Make(lmax, kv_cols);
+        for (uint32_t r = 0; r < wl.cached_prefix(); ++r)
+          for (uint32_t j = 0; j < kv_cols; ++j)
+            c.at(r, j) = FuncRand(FuncSequenceSeed(FuncSeed(l, role), sq), uint64_t{r} * kv_cols + j);
+        (*caches)[sq].push_back(std::move(c));
+      }
   std::vector<Matrix> outs;
   for (uint32_t step = 0; step <= wl.decode_steps(); ++step) {
     const uint32_t t = step == 0 ? wl.seq_len() : 1;
     const uint32_t cached = step == 0 ? wl.cached_prefix() : wl.cached_prefix() + wl.seq_len() + step - 1;
     const uint32_t ltot = cached + t;
-    Matrix x = Make(t, h);
-    Fill(&x, FuncSeed(step, 200), t, 1.f);
-    for (uint32_t l = 0; l < layers; ++l) {
-      auto gemm = [&](const Matrix& in, int role, uint32_t n) {
-        Matrix w = weight(l, role, in.cols, n), y = Make(in.rows, n);
-        Matmul(in, all(in), w, all(w), false, false, y, all(y));
-        return y;
-      };
-      Matrix xn = Make(t, h);
-      GroupNorm(x, all(x), xn, all(xn), h);
-      Matrix q = gemm(xn, 0, nq * hd), k = gemm(xn, 1, nkv * hd), v = gemm(xn, 2, nkv * hd);
-      if (model.qk_norm()) {
-        GroupNorm(q, all(q), q, all(q), hd);
-        GroupNorm(k, all(k), k, all(k), hd);
+    Matrix all_x = Make(batch * t, h);
+    Fill(&all_x, FuncSeed(step, 200), batch * t, 1.f);
+    for (uint32_t sq = 0; sq < batch; ++sq) {
+      std::vector<Matrix>&kc = kcs[sq], &vc = vcs[sq];
+      Matrix x = Make(t, h);
+      std::copy(all_x.v.begin() + uint64_t{sq} * t * h, all_x.v.begin() + uint64_t{sq + 1} * t * h,
+                x.v.begin());
+      for (uint32_t l = 0; l < layers; ++l) {
+        auto gemm = [&](const Matrix& in, int role, uint32_t n) {
+          Matrix w = weight(l, role, in.cols, n), y = Make(in.rows, n);
+          Matmul(in, all(in), w, all(w), false, false, y, all(y));
+          return y;
+        };
+        Matrix xn = Make(t, h);
+        GroupNorm(x, all(x), xn, all(xn), h);
+        Matrix q = gemm(xn, 0, nq * hd), k = gemm(xn, 1, nkv * hd), v = gemm(xn, 2, nkv * hd);
+        if (model.qk_norm()) {
+          GroupNorm(q, all(q), q, all(q), hd);
+          GroupNorm(k, all(k), k, all(k), hd);
+        }
+        Rope(q, all(q), q, all(q), hd, cached);
+        Rope(k, all(k), k, all(k), hd, cached);
+        for (uint32_t i = 0; i < t; ++i)
+          for (uint32_t c = 0; c < nkv * hd; ++c)
+            kc[l].at(cached + i, c) = k.at(i, c), vc[l].at(cached + i, c) = v.at(i, c);
+        FuncOp f;
+        f.p0 = hd, f.p1 = nq / nkv, f.p2 = 0, f.p3 = nq;
+        Matrix s = Make(nq * t, ltot), p = Make(nq * t, ltot), attn = Make(t, nq * hd);
+        Scores(q, all(q), kc[l], ltot, s, f);
+        Softmax(s, all(s), p, all(p), hd, cached, t);
+        Pv(p, vc[l], ltot, attn, all(attn), f);
+        Matrix o = gemm(attn, 3, h), h1 = Make(t, h);
+        Binary(FuncKind::kAdd, o, all(o), x, all(x), h1, all(h1));
+        Matrix hn = Make(t, h);
+        GroupNorm(h1, all(h1), hn, all(hn), h);
+        Matrix g = gemm(hn, 4, inter), u = gemm(hn, 5, inter), act = Make(t, inter);
+        Binary(FuncKind::kSiluMul, g, all(g), u, all(u), act, all(act));
+        Matrix dn = gemm(act, 6, h);
+        Binary(FuncKind::kAdd, dn, all(dn), h1, all(h1), x, all(x));
       }
-      Rope(q, all(q), q, all(q), hd, cached);
-      Rope(k, all(k), k, all(k), hd, cached);
-      for (uint32_t i = 0; i < t; ++i)
-        for (uint32_t c = 0; c < nkv * hd; ++c)
-          kc[l].at(cached + i, c) = k.at(i, c), vc[l].at(cached + i, c) = v.at(i, c);
-      FuncOp f;
-      f.p0 = hd, f.p1 = nq / nkv, f.p2 = 0, f.p3 = nq;
-      Matrix s = Make(nq * t, ltot), p = Make(nq * t, ltot), attn = Make(t, nq * hd);
-      Scores(q, all(q), kc[l], ltot, s, f);
-      Softmax(s, all(s), p, all(p), hd, cached, t);
-      Pv(p, vc[l], ltot, attn, all(attn), f);
-      Matrix o = gemm(attn, 3, h), h1 = Make(t, h);
-      Binary(FuncKind::kAdd, o, all(o), x, all(x), h1, all(h1));
-      Matrix hn = Make(t, h);
-      GroupNorm(h1, all(h1), hn, all(hn), h);
-      Matrix g = gemm(hn, 4, inter), u = gemm(hn, 5, inter), act = Make(t, inter);
-      Binary(FuncKind::kSiluMul, g, all(g), u, all(u), act, all(act));
-      Matrix dn = gemm(act, 6, h);
-      Binary(FuncKind::kAdd, dn, all(dn), h1, all(h1), x, all(x));
+      std::copy(x.v.begin(), x.v.end(), all_x.v.begin() + uint64_t{sq} * t * h);
     }
-    outs.push_back(x);
+    outs.push_back(std::move(all_x));
   }
   return outs;
 }

@@ -3,12 +3,15 @@
 // (each core computes its shard, transfers move real data, collectives really reduce),
 // and the unpartitioned reference layer it must agree with.
 //
-// Numerics of a layer (batch 1): x -> rmsnorm -> q,k,v projections -> per-head rmsnorm of
-// q and k (qk_norm) -> RoPE (theta 10000, position = cached + token) -> KV cache append ->
-// causal softmax(q k^T / sqrt(head_dim)) v per head (GQA: query head h uses KV head
-// h / (heads / kv_heads)) -> o projection -> residual -> rmsnorm -> silu(gate) * up ->
-// down -> residual. Norms have unit gain; weights are N(0, 1/fan_in)-like uniforms from
-// fixed seeds, so the reference and the Program see the same numbers.
+// Numerics of a layer, per sequence (a batch is independent sequences): x -> rmsnorm ->
+// q,k,v projections -> per-head rmsnorm of q and k (qk_norm) -> RoPE (theta 10000, position
+// = cached + token) -> KV cache append -> causal softmax(q k^T / sqrt(head_dim)) v per head
+// (GQA: query head h uses KV head h / (heads / kv_heads)) -> o projection -> residual ->
+// rmsnorm -> silu(gate) * up -> down -> residual. Sequence s of a batch reads rows
+// [s*T, (s+1)*T) of the phase's random input and its own cache prefix (random from
+// FuncSequenceSeed); outputs are [batch * tokens, hidden], sequence-major. Norms have unit
+// gain; weights are N(0, 1/fan_in)-like uniforms from fixed seeds, so the reference and the
+// Program see the same numbers.
 
 #include <vector>
 
@@ -32,14 +35,17 @@ uint64_t FuncSeed(uint32_t index, int role);
 // Other executors of the same data semantics (validate/func_plan.cc) use these too.
 float FuncRand(uint64_t seed, uint64_t i);
 float FuncWeightScale(uint32_t rows);
+// Seed of sequence `sequence`'s cached prefix in a KV cache with `seed` (batch > 1; sequence
+// 0 keeps `seed`, so its data is the batch-1 data).
+uint64_t FuncSequenceSeed(uint64_t seed, uint32_t sequence);
 
 // Runs the Program; returns the last layer's output of prefill, then of each decode step.
 // The Program must be lowered with LowerOptions::functional. Throws std::invalid_argument
-// for batch > 1, for a Program without its functional side tables, or when a task's data is
+// for a Program without its functional side tables, or when a task's data is
 // inconsistent.
 std::vector<Matrix> RunFunctional(const Program& p);
 
-// The same outputs, computed unpartitioned (batch 1 only).
+// The same outputs, computed unpartitioned, one sequence of the batch at a time.
 std::vector<Matrix> RunReference(const config::Model& model, const config::Workload& wl);
 
 // max |a - b| / max(max |b|, tiny) over all outputs.

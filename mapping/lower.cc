@@ -662,6 +662,9 @@ int32_t Lowerer::HeadOp(Role role, const char* suffix, FuncKind fk, double ops, 
     if (rows.size() == 0 || cols.size() == 0) continue;
     Vector(r, fk == FuncKind::kRope ? OpKind::kRope : OpKind::kNorm, fk, ops, Sl(x, rows, cols), {},
            Sl(y, rows, cols), Ready(x, r), hd, pos0);
+    // Batch B > 1: rows are B sequences of t_ / B tokens, each starting at position pos0.
+    const uint64_t b = std::max<uint32_t>(1, wl_.batch());
+    if (func_ && fk == FuncKind::kRope && b > 1) prog_.func.ops.back().p2 = static_cast<uint32_t>(t_ / b);
   }
   ts_[y].layout = p_ == 1 ? Layout::Replicated() : l;
   return y;
@@ -739,10 +742,21 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
   for (int r = 0; r < p_; ++r) {
     Range kv = ColsOf(heads, nkv * hd, p_, r);
     Range rows{cached_, cached_ + t_};
+    // Batch B > 1 (data semantics only; the task stays one copy of t_ rows): sequence i's
+    // t_ / B rows land at rows [i * lmax_ + cached_, ...) of the caches.
+    const uint64_t bs = std::max<uint32_t>(1, wl_.batch());
+    auto seq_rows = [&](int32_t cache) {
+      if (!func_ || bs == 1) return;
+      FuncOp& f = prog_.func.ops.back();
+      f.out = Sl(cache, {cached_, cached_ + t_ / bs}, kv);
+      f.p2 = static_cast<uint32_t>(t_ / bs), f.p3 = static_cast<uint32_t>(lmax_);
+    };
     Vector(r, OpKind::kKvWrite, FuncKind::kCopy, kCopyOps, Sl(k, {0, t_}, kv), {}, Sl(kc, rows, kv),
            Ready(k, r));
+    seq_rows(kc);
     Vector(r, OpKind::kKvWrite, FuncKind::kCopy, kCopyOps, Sl(v, {0, t_}, kv), {}, Sl(vc, rows, kv),
            Ready(v, r));
+    seq_rows(vc);
     if (!kv_sram_) {
       std::vector<uint32_t> deps = Ready(kc, r);
       Append(&deps, Ready(vc, r));
@@ -791,7 +805,7 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       Range rows{h0 * t_, h1 * t_};
       Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, ltot}), {},
              Sl(probs, rows, {0, ltot}), Ready(scores, r), hdu, static_cast<uint32_t>(cached_));
-      if (func_) prog_.func.ops.back().p2 = static_cast<uint32_t>(t_);
+      if (func_) prog_.func.ops.back().p2 = static_cast<uint32_t>(s);  // tokens per sequence
     }
     NewOp(names_[kPv], "heads");
     for (int r = 0; r < p_; ++r) {

@@ -80,11 +80,18 @@ struct OpInfo {
 // Lower builds them only when asked (LowerOptions::functional); otherwise FuncData is empty.
 // Every logical tensor is a row-major [rows, cols] float matrix; each core keeps its own
 // copy of activations, caches and collective buffers (weights are shared, read-only).
+// Batch B (FuncData::batch) > 1: B independent sequences of equal length. An activation's
+// rows are sequence-major (sequence s owns rows [s*T/B, (s+1)*T/B) of its T rows; decode: one
+// row per sequence); a KV cache is [B * lmax, kv_cols], sequence s owning rows
+// [s*lmax, (s+1)*lmax). Row-wise ops (GEMMs, norms, element-wise) need nothing more;
+// attention, RoPE and the KV write keep each sequence to its own rows (see FuncKind).
 enum class FuncTensorKind : uint8_t {
   kActivation,  // zero-initialised per core
   kWeight,      // deterministic random from `seed`, identical everywhere
   kInput,       // a phase's layer-0 input, random from `seed`, on every core
-  kCache,       // KV cache: rows [0, init_rows) random from `seed` on every core
+  kCache,       // KV cache: rows [0, init_rows) random from `seed` on every core; batch B > 1:
+                //   rows [0, init_rows) of sequence s's block of rows / B rows, random from
+                //   FuncSequenceSeed(seed, s) (mapping/functional.h), counted from the block
   kBuffer,      // a collective's per-core buffer
 };
 struct FuncTensor {
@@ -102,11 +109,17 @@ enum class FuncKind : uint8_t {
   kMatmul,    // out (+)= a . b   (b^T when transpose_b)
   kRmsNorm,   // out = rmsnorm(a) over each row of the slice (the slice spans whole rows)
   kHeadNorm,  // out = rmsnorm(a) per group of p0 columns (head_dim)
-  kRope,      // out = rope(a), groups of p0 columns, position = p1 + row
-  kCopy,      // out = a
-  kScores,    // out[h*T + t, j] = q[t, head h] . kcache[j, head h / p1], heads [p2, p3), p0 = head_dim
-  kSoftmax,   // rows of a (scores) scaled by 1/sqrt(p0), causal: row t sees j <= p1 + t % T; T = p2
-  kPv,        // out[t, head h] = sum_j a[h*T + t, j] * vcache[j, head h / p1], heads [p2, p3)
+  kRope,      // out = rope(a), groups of p0 columns, position = p1 + row (p2 > 0: p1 + row % p2,
+              //   p2 = tokens per sequence of a batch)
+  kCopy,      // out = a (p2 > 0: a's rows in blocks of p2, one per sequence; out is block 0's
+              //   destination and block s lands s * p3 rows further: the batched KV write)
+  kScores,    // out[h*T + t, j] = q[t, head h] . kcache[j, head h / p1], heads [p2, p3), p0 = head_dim,
+              //   j < ltot = b.r1; batch B > 1: kcache rows of query row t's sequence
+              //   (t / (q.rows / B)), i.e. kcache[(t / (q.rows / B)) * (kcache.rows / B) + j]
+  kSoftmax,   // rows of a (scores) scaled by 1/sqrt(p0), causal: row t sees j <= p1 + t % T;
+              //   T = p2, the tokens per sequence (a chunk's in mixed-iteration mode)
+  kPv,        // out[t, head h] = sum_j a[h*T + t, j] * vcache[j, head h / p1], heads [p2, p3);
+              //   batch B > 1: vcache rows of row t's sequence, as for kScores
   kAdd,       // out = a + b
   kSiluMul,   // out = silu(a) * b
 };
@@ -140,7 +153,7 @@ struct FuncOutput {
 struct FuncData {
   uint32_t dtype_bytes = 2;
   uint32_t head_dim = 0;
-  uint32_t batch = 1;  // the functional semantics are exact for batch 1 only
+  uint32_t batch = 1;  // independent sequences (see "Batch B" above)
   std::vector<FuncTensor> tensors;
   std::vector<FuncOp> ops;
   std::vector<FuncCollective> collectives;  // parallel to Program::collectives

@@ -67,7 +67,10 @@ uint32_t Narrow(uint64_t v, const char* what) {
 class Builder {
  public:
   explicit Builder(const Program& p) : p_(p), f_(p.func), packed_(f_.collectives.size(), false) {
-    if (f_.batch != 1) Fail("only batch 1 is supported (the functional semantics are exact for batch 1)");
+    if (f_.batch != 1)
+      Fail(
+          "only batch 1 is supported (the plan does not split attention, RoPE and the KV write by sequence; "
+          "mapping::RunFunctional runs batch > 1)");
     if (f_.dtype_bytes == 0) Fail("dtype_bytes is 0");
     for (size_t c = 0; c < f_.collectives.size(); ++c) buffer_owner_[f_.collectives[c].buffer] = c;
     plan_.arenas.push_back({kWeightsCore, 0});
