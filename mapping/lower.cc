@@ -1005,17 +1005,9 @@ uint64_t Lowerer::WeightElemsPerCore(int layers) {
 }
 
 Program Lowerer::Run() {
-  p_ = static_cast<int>(m_.tp());
-  d_ = DtypeBytes(wl_);
+  const WeightPlan plan = PlanOnly();  // also sets p_, d_ and grid_
   algo_ = m_.collective();  // resolved per collective by ChooseCollective ("" -> ring, "auto" -> rule)
   switch_ = InSwitchReductionOf(chip_.config());
-  int rows = static_cast<int>(m_.grid_rows());
-  if (rows <= 0) {
-    rows = 1;
-    for (int r = 1; r * r <= p_; ++r)
-      if (p_ % r == 0) rows = r;
-  }
-  grid_ = {rows, p_ / rows};
   const int stages = std::max<int>(1, static_cast<int>(m_.pipeline_stages()));
   const uint32_t layers = wl_.num_layers() ? wl_.num_layers() : model_.num_layers();
   const uint64_t b = std::max<uint32_t>(1, wl_.batch());
@@ -1056,16 +1048,12 @@ Program Lowerer::Run() {
 
   // Memory plan: weights and KV resident in SRAM when they fit.
   sram_ = chip_.config().core().sram_bytes();
-  int most_layers = 0;
-  for (int s = 0; s < stages; ++s)
-    most_layers =
-        std::max<int>(most_layers, static_cast<int>(std::count(stage_of.begin(), stage_of.end(), s)));
-  uint64_t wbytes = WeightElemsPerCore(most_layers) * d_;
+  const uint64_t wbytes = plan.weight_bytes_per_core;
   const uint64_t nkv =
       model_.num_key_value_heads() ? model_.num_key_value_heads() : model_.num_attention_heads();
-  uint64_t kv_heads_per_core = nkv >= static_cast<uint64_t>(p_) ? (nkv + p_ - 1) / p_ : 1;
-  uint64_t kvbytes = 2 * b * lmax_ * kv_heads_per_core * model_.head_dim() * d_ * most_layers;
-  weights_sram_ = m_.weights() == "sram" || (m_.weights() != "dram" && wbytes <= sram_);
+  const uint64_t kvbytes =
+      2 * b * lmax_ * plan.kv_heads_per_core * model_.head_dim() * d_ * plan.layers_per_core;
+  weights_sram_ = plan.weights_in_sram;
   kv_sram_ = (weights_sram_ ? wbytes : 0) + kvbytes <= sram_;
   resident_ = (weights_sram_ ? wbytes : 0) + (kv_sram_ ? kvbytes : 0);
   prog_.weights_location = weights_sram_ ? "sram" : "dram (streamed each use)";
