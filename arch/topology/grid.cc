@@ -90,4 +90,24 @@ std::vector<std::vector<bool>> GridCuts(const Network& net) {
   return cuts;
 }
 
+void GridTopology::Validate(const config::Chip& c, DiagSink& sink) const {
+  ValidateGridDims(c, sink);
+  CheckLinkDefaults(c, sink);
+}
+
+Network GridTopology::Build(const config::Chip& c, Ps cycle_ps) const {
+  const int rows = c.noc().rows(), cols = c.noc().cols();
+  Network net = GridNodes(rows, cols);
+  const double bw = c.noc().link_bandwidth_gbps();
+  const Ps lat = HopLatencyPs(c, cycle_ps, c.noc().link_latency_ns());
+  AddMeshWires(net, rows, cols, bw, lat);
+  if (wrap_ && cols > 2) {
+    for (int r = 0; r < rows; ++r) net.AddWire(r * cols + cols - 1, r * cols, bw, lat);
+  }
+  if (wrap_ && rows > 2) {
+    for (int col = 0; col < cols; ++col) net.AddWire((rows - 1) * cols + col, col, bw, lat);
+  }
+  return net;
+}
+
 }  // namespace tpsim::arch

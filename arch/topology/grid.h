@@ -31,4 +31,27 @@ int GridNextNode(const Network& net, int at, int dst, bool wrap);
 // (rows < rows/2); a dimension of size 1 has no cut.
 std::vector<std::vector<bool>> GridCuts(const Network& net);
 
+// Mesh and torus: rows x cols cores wired to their four neighbours (GridNodes,
+// AddMeshWires), dimension-order routing (GridNextNode) and the middle cuts
+// (GridCuts). With `wrap` (torus) every row and column also wraps around, except
+// a dimension of size 1 or 2 (the wire would be a self-loop or a duplicate).
+class GridTopology : public Topology {
+ public:
+  GridTopology(std::string_view name, bool wrap) : name_(name), wrap_(wrap) {}
+  std::string_view name() const override { return name_; }
+  std::string_view params() const override {
+    return "rows, cols, link_bandwidth_gbps, router_latency_cycles, link_latency_ns";
+  }
+  void Validate(const config::Chip& c, DiagSink& sink) const override;
+  Network Build(const config::Chip& c, Ps cycle_ps) const override;
+  int NextNode(const Network& net, int at, int dst) const override {
+    return GridNextNode(net, at, dst, wrap_);
+  }
+  std::vector<std::vector<bool>> BisectionCuts(const Network& net) const override { return GridCuts(net); }
+
+ private:
+  std::string_view name_;
+  bool wrap_;
+};
+
 }  // namespace tpsim::arch
