@@ -10,6 +10,7 @@
 #include "llm/model.h"
 #include "mapping/mapping.h"
 #include "mapping_test_util.h"
+#include "tests/arch/test_util.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -18,12 +19,6 @@ using testing::Map;
 using testing::MeshChip;
 using testing::SmallModel;
 using testing::Work;
-
-arch::Chip Wafer() {
-  config::Chip c;
-  config::ParseFile(TPSIM_SOURCE_DIR "/configs/chips/wafer-8x8.textproto", &c, nullptr);
-  return arch::Chip::Build(c);
-}
 
 config::Model Qwen4b() { return llm::ImportHuggingFace(TPSIM_SOURCE_DIR "/configs/models/qwen3-4b.json"); }
 
@@ -73,7 +68,7 @@ TEST(LowerTest, MegatronHasTwoAllReducesPerLayer) {
 }
 
 TEST(LowerTest, KSplitOProjAllReduceBytesQwen3_4b) {
-  arch::Chip chip = Wafer();
+  arch::Chip chip = arch::testing::LoadChip("wafer-8x8");
   Program p = Lower(chip, Qwen4b(), Work(256, 0, 1), Map(4, "k_split"));
   ExpectWellFormed(p, chip);
   const CollectiveInfo* o = nullptr;
@@ -207,7 +202,7 @@ TEST(LowerTest, SramSpillOnTinySram) {
 }
 
 TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
-  arch::Chip chip = Wafer();
+  arch::Chip chip = arch::testing::LoadChip("wafer-8x8");
   Program p = Lower(chip, Qwen4b(), Work(16, 1, 2), Map(4, "megatron"));
   ExpectWellFormed(p, chip);
   // Per core per layer (megatron, tp 4): 2560 x (1024 + 256 + 256) + 1024 x 2560 +
@@ -232,7 +227,7 @@ TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
 // shard waits for the compute that preceded the previous weight op, so at most
 // one op's weights are fetched ahead of use (not the whole model at t = 0).
 TEST(LowerTest, StreamedWeightReadsPrefetchOneOpAhead) {
-  arch::Chip chip = Wafer();
+  arch::Chip chip = arch::testing::LoadChip("wafer-8x8");
   Program p = Lower(chip, Qwen4b(), Work(16, 1, 2), Map(4, "megatron"));
   std::map<int, std::vector<const Task*>> reads, computes;  // per core, in program order
   std::map<int, std::vector<uint32_t>> last_compute_before_read;
@@ -292,7 +287,7 @@ TEST(LowerTest, PipelineStagesSendActivations) {
 }
 
 TEST(LowerTest, ReferenceQwen3_4bLowers) {
-  arch::Chip chip = Wafer();
+  arch::Chip chip = arch::testing::LoadChip("wafer-8x8");
   config::Mapping m = Map(4, "k_split", "ring", "linear", 16);
   Program p = Lower(chip, Qwen4b(), Work(256, 20, 16), m, {.functional = true});
   ExpectWellFormed(p, chip);

@@ -8,6 +8,7 @@
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
 #include "mapping_test_util.h"
+#include "tests/arch/test_util.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -18,12 +19,6 @@ using testing::SwitchChip;
 using testing::Work;
 
 constexpr auto kAr = CollectiveKind::kAllReduce;
-
-config::Chip Shipped(const std::string& name) {
-  config::Chip c;
-  config::ParseFile(std::string(TPSIM_SOURCE_DIR) + "/configs/chips/" + name + ".textproto", &c, nullptr);
-  return c;
-}
 
 TEST(Nvls, SelectionRule) {
   const InSwitchReduction sw{true, 1 << 20, 4, 480};
@@ -50,7 +45,7 @@ TEST(Nvls, SelectionRule) {
 
 TEST(Nvls, WhatChipsOffer) {
   for (const char* name : {"h100-sxm-8", "h200-sxm-8"}) {
-    const InSwitchReduction sw = InSwitchReductionOf(Shipped(name));
+    const InSwitchReduction sw = InSwitchReductionOf(arch::testing::LoadChipConfig(name));
     EXPECT_TRUE(sw.available) << name;
     EXPECT_EQ(sw.min_bytes, 1048576u) << name;
     EXPECT_EQ(sw.min_ranks, 4u) << name;
@@ -63,7 +58,7 @@ TEST(Nvls, WhatChipsOffer) {
   mesh.mutable_collectives()->set_in_switch_bandwidth_gbps(480);
   EXPECT_FALSE(InSwitchReductionOf(mesh).available);
   EXPECT_FALSE(InSwitchReductionOf(SwitchChip(8, 0, false)).available);
-  EXPECT_FALSE(InSwitchReductionOf(Shipped("mesh-4x4-hbm")).available);
+  EXPECT_FALSE(InSwitchReductionOf(arch::testing::LoadChipConfig("mesh-4x4-hbm")).available);
 }
 
 TEST(Nvls, ScheduleClosedForm) {

@@ -11,6 +11,7 @@
 
 #include "configs/load.h"
 #include "mapping/collective/collective.h"
+#include "tests/arch/test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
@@ -319,12 +320,6 @@ TEST(AnalyticalEngine, EmptyProgram) {
   EXPECT_EQ(out.links.size(), Mesh().links().size());
 }
 
-arch::Chip ShippedChip(const std::string& name) {
-  config::Chip c;
-  config::ParseFile(std::string(TPSIM_SOURCE_DIR) + "/configs/chips/" + name + ".textproto", &c, nullptr);
-  return arch::Chip::Build(c);
-}
-
 TEST(AnalyticalEngine, HbmReadsCrossTheMeshAndShareItsLinks) {
   // mesh-4x4-hbm: hbm_west0 (channel 0) hangs off r1c0: 819.2 x 0.85 = 696.32 B/ns,
   // 100 ns; mesh links 256 B/ns, 2,500 ps per hop. Cores r0c1 (1) and r1c1 (5) each
@@ -337,7 +332,7 @@ TEST(AnalyticalEngine, HbmReadsCrossTheMeshAndShareItsLinks) {
   //   core 5:  100,000 + 1 hop (2,500) + 8,192,000 = 8,294,500
   //   core 1:  100,000 + 2 hops (5,000) + 8,192,000 = 8,297,000
   // Alone, core 1 would take 100,000 + 5,000 + 4,096,000 (1 MiB at 256 B/ns).
-  const arch::Chip chip = ShippedChip("mesh-4x4-hbm");
+  const arch::Chip chip = arch::testing::LoadChip("mesh-4x4-hbm");
   ASSERT_EQ(chip.ChannelOf(1), 0);
   ASSERT_EQ(chip.ChannelOf(5), 0);
   Program p = NewProgram();
@@ -358,7 +353,7 @@ TEST(AnalyticalEngine, NvlsAgainstRingAllReduceOnH200ByHand) {
   // 64 MiB (67,108,864 B) all_reduce over the 8 GPUs of h200-sxm-8, bf16.
   // Route GPU -> switch -> GPU: 250 ns + (250 + 100) ns = 600,000 ps of latency.
   // Chunk = 67,108,864 / 8 = 8,388,608 B.
-  const arch::Chip chip = ShippedChip("h200-sxm-8");
+  const arch::Chip chip = arch::testing::LoadChip("h200-sxm-8");
   const uint64_t bytes = uint64_t{64} << 20;
   const auto kAr = mapping::CollectiveKind::kAllReduce;
   auto run = [&](const std::string& algo) {

@@ -16,6 +16,7 @@
 #include "sim/serving/requests.h"
 #include "sim/serving/scheduler.h"
 #include "sim/serving/serving.h"
+#include "tests/arch/test_util.h"
 
 namespace tpsim::serving {
 namespace {
@@ -308,14 +309,8 @@ TEST(ServingPercentile, NearestRank) {
 
 // ---- With the real analytical engine, on a small chip and Qwen3-0.6B.
 
-config::Chip LoadChip(const std::string& name) {
-  config::Chip c;
-  config::ParseFile(std::string(TPSIM_SOURCE_DIR) + "/configs/chips/" + name, &c, nullptr);
-  return c;
-}
-
 TEST(ServingEngine, OneChunkIterationTimesLikeAPrefill) {
-  config::Chip cc = LoadChip("mesh-4x4-hbm.textproto");
+  config::Chip cc = arch::testing::LoadChipConfig("mesh-4x4-hbm");
   arch::Chip chip = arch::Chip::Build(cc, config::SourceMap());
   config::Model model =
       llm::LoadModelFile(std::string(TPSIM_SOURCE_DIR) + "/configs/models/qwen3-0.6b.json", nullptr);

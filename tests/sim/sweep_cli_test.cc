@@ -16,12 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include "tests/sim/sqlite_test_util.h"
 #include "tests/sim/temp_dir_test.h"
 
 namespace tpsim::sweep {
 namespace {
 
 namespace fs = std::filesystem;
+using test::Query;
+using test::Scalar;
 
 const std::string kTpsim = std::string(TPSIM_BINARY_DIR) + "/bin/tpsim";
 const std::string kBase = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
@@ -41,41 +44,6 @@ axis { field: "chip.noc.link_bandwidth_gbps" values: ["32", "48", "64", "80", "9
   "176", "192", "208", "224", "240", "256", "272", "288", "304", "320", "336"] }
 axis { field: "workload.seq_len" values: ["64", "96", "128", "160", "192", "224", "256", "288", "320", "352"] }
 )";
-
-std::vector<std::vector<std::string>> Query(const std::string& db, const std::string& sql) {
-  std::vector<std::vector<std::string>> rows;
-  sqlite3* h = nullptr;
-  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    ADD_FAILURE() << "cannot open " << db;
-    sqlite3_close(h);
-    return rows;
-  }
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
-    ADD_FAILURE() << sql << ": " << sqlite3_errmsg(h);
-  } else {
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      std::vector<std::string> r;
-      for (int c = 0; c < sqlite3_column_count(st); ++c) {
-        const unsigned char* t = sqlite3_column_text(st, c);
-        r.push_back(t ? reinterpret_cast<const char*>(t) : "NULL");
-      }
-      rows.push_back(std::move(r));
-    }
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(h);
-  return rows;
-}
-
-int64_t Scalar(const std::string& db, const std::string& sql) {
-  auto r = Query(db, sql);
-  if (r.empty() || r[0].empty() || r[0][0] == "NULL") {
-    ADD_FAILURE() << sql << ": no value";
-    return -1;
-  }
-  return std::stoll(r[0][0]);
-}
 
 // Starts `tpsim ARGS...` with stdout and stderr to `log`.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
@@ -107,28 +75,13 @@ std::string ReadFile(const fs::path& p) {
   return ss.str();
 }
 
-int64_t Rows(const std::string& db) {
-  if (!fs::exists(db)) return 0;
-  sqlite3* h = nullptr;
-  sqlite3_stmt* st = nullptr;
-  int64_t n = 0;
-  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
-      sqlite3_prepare_v2(h, "SELECT COUNT(*) FROM points", -1, &st, nullptr) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW) {
-    n = sqlite3_column_int64(st, 0);
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(h);
-  return n;
-}
-
 // Waits (up to 60 s) until the store has at least `rows` rows; false when the child
 // exited first.
 bool WaitForRows(const std::string& db, int64_t rows, pid_t pid) {
   for (int i = 0; i < 1200; ++i) {
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) return false;
-    if (Rows(db) >= rows) return true;
+    if (test::StoredPoints(db) >= rows) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return true;
@@ -205,7 +158,7 @@ TEST_F(SweepCliTest, TlmPointInAChildAndAnAnalyticalPointShareOneStore) {
   ASSERT_EQ(RunTpsim({"sweep", tlm, "--db", db}, Path("again.log")), 0);
   EXPECT_NE(ReadFile(Path("again.log")).find("ran 0 (0 ok, 0 failed), 1 already stored"), std::string::npos)
       << ReadFile(Path("again.log"));
-  EXPECT_EQ(Rows(db), 2);
+  EXPECT_EQ(test::StoredPoints(db), 2);
 }
 
 TEST_F(SweepCliTest, TlmPointPastItsTimeLimitIsRecordedAsTimeout) {
@@ -232,7 +185,7 @@ TEST_F(SweepCliTest, SigkillMidSweepThenResumeRunsEveryPointExactlyOnce) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status));
-  const int64_t kept = Rows(db);
+  const int64_t kept = test::StoredPoints(db);
   EXPECT_GE(kept, 10);
   EXPECT_LT(kept, 200);
   EXPECT_EQ(Query(db, "PRAGMA integrity_check")[0][0], "ok");

@@ -22,12 +22,15 @@
 #include "sim/sweep/spec.h"
 #include "sim/sweep/store.h"
 #include "sim/sweep/sweep.h"
+#include "tests/sim/sqlite_test_util.h"
 #include "tests/sim/temp_dir_test.h"
 
 namespace tpsim::sweep {
 namespace {
 
 namespace fs = std::filesystem;
+using test::Query;
+using test::Scalar;
 
 const std::string kBase = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
 
@@ -69,30 +72,6 @@ SweepOptions Opts(const std::string& db, int jobs = 2) {
 }
 
 // Rows of `sql` as strings ("NULL" for NULL).
-std::vector<std::vector<std::string>> Query(const std::string& db_path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_busy_timeout(db, 10000);  // a sweep may be writing it
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  std::vector<std::vector<std::string>> rows;
-  while (st && sqlite3_step(st) == SQLITE_ROW) {
-    std::vector<std::string> row;
-    for (int i = 0; i < sqlite3_column_count(st); ++i) {
-      const unsigned char* t = sqlite3_column_text(st, i);
-      row.push_back(t ? reinterpret_cast<const char*>(t) : "NULL");
-    }
-    rows.push_back(row);
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return rows;
-}
-
-int64_t Scalar(const std::string& db, const std::string& sql) {
-  auto rows = Query(db, sql);
-  return rows.empty() ? -1 : std::stoll(rows[0][0]);
-}
 
 // ---- expansion ----------------------------------------------------------------
 
@@ -462,19 +441,7 @@ bool WaitForRows(const std::string& db, int64_t rows, pid_t pid) {
   for (int i = 0; i < 1200; ++i) {
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) return false;
-    if (fs::exists(db)) {
-      sqlite3* h = nullptr;
-      sqlite3_stmt* st = nullptr;
-      int64_t n = 0;
-      if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
-          sqlite3_prepare_v2(h, "SELECT COUNT(*) FROM points", -1, &st, nullptr) == SQLITE_OK &&
-          sqlite3_step(st) == SQLITE_ROW) {
-        n = sqlite3_column_int64(st, 0);
-      }
-      sqlite3_finalize(st);
-      sqlite3_close(h);
-      if (n >= rows) return true;
-    }
+    if (test::StoredPoints(db) >= rows) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return true;

@@ -16,6 +16,7 @@
 #include "mapping/collective/collective.h"
 #include "mapping/placement/placement.h"
 #include "sim/analytical/analytical.h"
+#include "tests/arch/test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
@@ -474,19 +475,13 @@ TEST(TlmEngine, AgreesWithAnalyticalOnAChainAcrossKinds) {
   ExpectAgreement(p);
 }
 
-arch::Chip ShippedChip(const std::string& name) {
-  config::Chip c;
-  config::ParseFile(std::string(TPSIM_SOURCE_DIR) + "/configs/chips/" + name + ".textproto", &c, nullptr);
-  return arch::Chip::Build(c);
-}
-
 TEST(TlmEngine, AgreesWithAnalyticalOnNvlsAllReduce) {
   // 64 MiB all_reduce over the 8 GPUs of h200-sxm-8 through the switch (nvls),
   // contention-free. Chunk 8,388,608 B; the switch port of each GPU sends 7 chunks
   // per step at 480 GB/s. TLM serialises them: ceil(8,388,608,000 / 480) =
   // 17,476,267 ps each, 7 x = 122,333,869 ps, + 600,000 ps latency (250 ns
   // GPU -> switch, 250 + 100 ns switch -> GPU), two steps: 245,867,738 ps.
-  const arch::Chip chip = ShippedChip("h200-sxm-8");
+  const arch::Chip chip = arch::testing::LoadChip("h200-sxm-8");
   Program p =
       mapping::CollectiveProgram(chip, "nvls", mapping::CollectiveKind::kAllReduce, 8, uint64_t{64} << 20, 2);
   ASSERT_EQ(p.collectives[0].algorithm, "nvls");
@@ -502,7 +497,7 @@ TEST(TlmEngine, AgreesWithAnalyticalOnNvlsAllReduce) {
 // One 16 MiB all-reduce over 16 ranks placed on the 2 x 8 band of rows 0-1 of
 // wafer-8x8 by `placement`, timed by the TLM engine.
 Ps PlacedAllReduce(const std::string& algorithm, const std::string& placement) {
-  const arch::Chip chip = ShippedChip("wafer-8x8");
+  const arch::Chip chip = arch::testing::LoadChip("wafer-8x8");
   mapping::PlacementRequest req;
   req.name = placement;
   req.ranks = 16;
