@@ -128,6 +128,9 @@ std::vector<int> StageFileCores(const std::vector<int>& all, int s, int tp) {
 struct TState {
   Layout layout;
   std::vector<std::vector<uint32_t>> ready;  // per rank: tasks a reader depends on
+  // Per rank: the memory task that wrote this tensor's block out to DRAM to make room
+  // (SRAM timeline), -1 while it is in SRAM. Empty until something is evicted.
+  std::vector<int64_t> evicted;
 };
 
 uint64_t DtypeBytes(const config::Workload& wl) { return wl.dtype() == "fp32" ? 4 : 2; }
@@ -157,6 +160,21 @@ class Lowerer : public GemmContext {
   void Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
               FuncSlice out, std::vector<uint32_t> deps, uint32_t p0 = 0, uint32_t p1 = 0);
   std::vector<uint32_t> Ready(int32_t t, int r) const { return ts_[t].ready[r]; }
+  // SRAM timeline: the activations the current stage's cores hold between ops (oldest
+  // first). Activation tensors join when created; they leave when their last reader has
+  // been emitted (Dead). Compute() counts the idle ones against SRAM and evicts them.
+  std::vector<int32_t> live_;
+  void Dead(int32_t t) {
+    live_.erase(std::remove(live_.begin(), live_.end(), t), live_.end());
+    ts_[t].evicted.clear();
+  }
+  uint64_t Held(int32_t t, int r) const {  // bytes of t rank r holds in t's layout
+    const FuncTensor& ft = tensors_[t];
+    const Layout& l = ts_[t].layout;
+    return RowsOf(l, ft.rows, p_, r).size() * ColsOf(l, ft.cols, p_, r).size() * d_;
+  }
+  // Reads t's block back into rank r's SRAM when it was evicted; readers then depend on it.
+  void Reload(int32_t t, int r, std::vector<uint32_t>* deps);
   static void Append(std::vector<uint32_t>* a, const std::vector<uint32_t>& b) {
     a->insert(a->end(), b.begin(), b.end());
   }
@@ -256,7 +274,9 @@ int32_t Lowerer::NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, ui
   TState st;
   st.ready.resize(p_);
   ts_.push_back(std::move(st));
-  return static_cast<int32_t>(tensors_.size() - 1);
+  const int32_t id = static_cast<int32_t>(tensors_.size() - 1);
+  if (kind == FuncTensorKind::kActivation || kind == FuncTensorKind::kInput) live_.push_back(id);
+  return id;
 }
 
 uint32_t Lowerer::NewOp(const std::string& name, const std::string& partition) {
@@ -303,10 +323,46 @@ std::vector<uint32_t> Lowerer::WeightReadDeps(int rank) {
   return {static_cast<uint32_t>(gate)};
 }
 
+void Lowerer::Reload(int32_t t, int r, std::vector<uint32_t>* deps) {
+  if (t < 0 || ts_[t].evicted.empty() || ts_[t].evicted[r] < 0) return;
+  uint32_t rd = Memory(r, Held(t, r), false, {static_cast<uint32_t>(ts_[t].evicted[r])});
+  ts_[t].evicted[r] = -1;
+  ts_[t].ready[r].push_back(rd);
+  if (deps) deps->push_back(rd);
+}
+
+// SRAM timeline, per core: resident weights and KV, the activations still live (held
+// between ops), and this task's own data (`transient`) must fit. Live activations this task
+// does not touch are evicted to DRAM, oldest first, as far as needed (one write each; read
+// back when next used); what still does not fit is spilled and read back around the task.
+// Attention tasks (scores, softmax, PV) are the exception: they are checked against SRAM
+// less the resident data only, as before the timeline (see Layer: q is read back before
+// attention starts, so attention neither evicts nor reloads).
 uint32_t Lowerer::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient) {
+  const int32_t used[3] = {f.a.tensor, f.b.tensor, f.out.tensor};
+  auto touched = [&](int32_t x) { return x == used[0] || x == used[1] || x == used[2]; };
+  for (int32_t u : used) Reload(u, rank, &deps);
   uint64_t avail = sram_ > resident_ ? sram_ - resident_ : 0;
-  if (transient > avail) {
-    uint64_t spill = transient - avail;
+  uint64_t idle = 0;
+  auto in_sram = [&](int32_t x) { return ts_[x].evicted.empty() || ts_[x].evicted[rank] < 0; };
+  const bool attention = t.op_kind == OpKind::kBatchedGemm || t.op_kind == OpKind::kSoftmax;
+  for (int32_t x : live_)
+    if (!attention && !touched(x) && in_sram(x)) idle += Held(x, rank);
+  for (size_t i = 0; !attention && i < live_.size() && transient + idle > avail; ++i) {
+    const int32_t x = live_[i];
+    const uint64_t held = Held(x, rank);
+    if (touched(x) || !in_sram(x) || held == 0) continue;
+    uint32_t w = Memory(rank, held, true, Ready(x, rank));
+    if (ts_[x].evicted.empty()) ts_[x].evicted.assign(p_, -1);
+    ts_[x].evicted[rank] = w;
+    deps.push_back(w);
+    idle -= held;
+    prog_.ops[cur_op_].spilled_bytes += held;
+    prog_.spilled_bytes += held;
+  }
+  if (transient + idle > avail) {
+    uint64_t spill = transient + idle - avail;
+    if (spill > transient) spill = transient;
     uint32_t w = Memory(rank, spill, true, deps);
     uint32_t rd = Memory(rank, spill, false, {w});
     deps.push_back(rd);
@@ -401,6 +457,7 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
     for (const Piece& pc : pack[r]) fc.pack.push_back({cores_[r], pc.region, pc.offset, false});
     for (const Piece& pc : unpack[r]) fc.unpack.push_back({cores_[r], pc.region, pc.offset, false});
   }
+  for (int r = 0; r < p_; ++r) Reload(t, r, nullptr);
   std::vector<std::vector<uint32_t>> last_in(p_), all_in(p_);
   for (size_t s = 0; s < sched.steps.size(); ++s) {
     std::vector<std::vector<uint32_t>> now(p_);
@@ -667,6 +724,7 @@ int32_t Lowerer::HeadOp(Role role, const char* suffix, FuncKind fk, double ops, 
     if (func_ && fk == FuncKind::kRope && b > 1) prog_.func.ops.back().p2 = static_cast<uint32_t>(t_ / b);
   }
   ts_[y].layout = p_ == 1 ? Layout::Replicated() : l;
+  Dead(x);
   return y;
 }
 
@@ -697,6 +755,7 @@ int32_t Lowerer::Elementwise2(Role role, const Layout& l, int32_t a, int32_t b, 
     Vector(r, OpKind::kElementwise, fk, ops_per_elem, Sl(a, rr, cr), Sl(b, rr, cr), Sl(y, rr, cr), deps);
   }
   ts_[y].layout = l;
+  Dead(a), Dead(b);  // residual adds and SiLU*mul are their inputs' last readers
   return y;
 }
 
@@ -721,6 +780,7 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
   int32_t q = Gemm(kQ, OpClass::kQkv, xn, weight(kWq, h, nq * hd), h, nq * hd, 1, hdu);
   int32_t k = Gemm(kK, OpClass::kQkv, xn, weight(kWk, h, nkv * hd), h, nkv * hd, 1, hdu);
   int32_t v = Gemm(kV, OpClass::kQkv, xn, weight(kWv, h, nkv * hd), h, nkv * hd, 1, hdu);
+  Dead(xn);
   Layout heads = Layout::Cols(hdu);
   for (int32_t* tp : {&q, &k})
     if (ts_[*tp].layout.kind == LayoutKind::kPartial || ts_[*tp].layout.kind == LayoutKind::kGrid)
@@ -764,9 +824,15 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       ts_[kc].ready[r].push_back(w), ts_[vc].ready[r].push_back(w);
     }
   }
+  Dead(k), Dead(v);                                    // now in the caches
+  for (int r = 0; r < p_; ++r) Reload(q, r, nullptr);  // attention reads q from SRAM
   int32_t scores = chunks_.empty() ? NewTensor(FuncTensorKind::kActivation, nq * t_, ltot) : -1;
   int32_t probs = chunks_.empty() ? NewTensor(FuncTensorKind::kActivation, nq * t_, ltot) : -1;
+  // Scores and probabilities are the attention tasks' own data (their `transient`), not
+  // buffers held between ops.
+  if (scores >= 0) Dead(scores), Dead(probs);
   int32_t attn = NewTensor(FuncTensorKind::kActivation, t_, nq * hd);
+  ts_[attn].layout = p_ == 1 ? Layout::Replicated() : Layout::Cols(hdu);  // filled by heads below
   const uint32_t group = static_cast<uint32_t>(nq / nkv);
   const uint64_t b = std::max<uint32_t>(1, wl_.batch()), s = t_ / b;
   auto attn_task = [&](int r, Role role, uint64_t m, uint64_t n, uint64_t kk, uint64_t nh, FuncOp f,
@@ -823,15 +889,18 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
     }
   }
   ts_[attn].layout = p_ == 1 ? Layout::Replicated() : heads;
+  Dead(q);
 
   Layout want_mlp = WantedInput(OpClass::kGateUp, h, inter, 1, 1);
   int32_t o = Gemm(kO, OpClass::kO, attn, weight(kWo, nq * hd, h), nq * hd, h, hdu, 1);
+  Dead(attn);
   int32_t h1 = Add(kResid1, o, x, want_mlp, kO);
 
   // MLP block.
   int32_t hn = RowNorm(kMlpNorm, h1, want_mlp);
   int32_t gate = Gemm(kGate, OpClass::kGateUp, hn, weight(kWgate, h, inter), h, inter, 1, 1);
   int32_t up = Gemm(kUp, OpClass::kGateUp, hn, weight(kWup, h, inter), h, inter, 1, 1);
+  Dead(hn);
   Layout want_down = WantedInput(OpClass::kDown, inter, h, 1, 1);
   for (int32_t t : {gate, up})
     if (ts_[t].layout.kind == LayoutKind::kPartial) {
@@ -849,6 +918,7 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
   Layout la = p_ == 1 ? Layout::Replicated() : ts_[gate].layout;
   int32_t act = Elementwise2(kAct, la, gate, up, inter, FuncKind::kSiluMul, kSiluMulOps);
   int32_t down = Gemm(kDown, OpClass::kDown, act, weight(kWdown, inter, h), inter, h, 1, 1);
+  Dead(act);
   return Add(kResid2, down, h1, next_want, kDown);
 }
 
@@ -866,6 +936,7 @@ void Lowerer::ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, co
     const uint64_t s = ch.new_tokens, lt = uint64_t{ch.cached} + ch.new_tokens;
     int32_t scores = NewTensor(FuncTensorKind::kActivation, nq * s, lt);
     int32_t probs = NewTensor(FuncTensorKind::kActivation, nq * s, lt);
+    Dead(scores), Dead(probs);  // the attention tasks' own data
     NewOp(names_[kScores], "heads");
     for (int r = 0; r < p_; ++r) {
       uint64_t h0 = qh[r].lo / hd, h1 = qh[r].hi / hd;
@@ -940,6 +1011,7 @@ int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
   if (!Satisfies(x, out)) Convert(x, Layout::Replicated(), "stage_send");
   uint64_t h = model_.hidden_size();
   NewOp("stage_send", ToString(out));
+  for (int r = 0; r < p_; ++r) Reload(x, r, nullptr);
   CollectiveInfo ci;
   ci.kind = "p2p";
   ci.algorithm = "direct";
@@ -977,6 +1049,7 @@ int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
   if (func_) prog_.func.collectives.push_back(std::move(fc));
   ts_[y].ready = landed;
   ts_[y].layout = out;
+  Dead(x);  // the next stage's cores hold y; these cores are done with the layer output
   return y;
 }
 
@@ -1107,6 +1180,7 @@ Program Lowerer::Run() {
       Append(&prev_out, ts_[x].ready[r]);
     }
     if (func_) prog_.func.outputs.push_back(std::move(out));
+    live_.clear();
   }
   if (func_) prog_.func.tensors = std::move(tensors_);
   return std::move(prog_);

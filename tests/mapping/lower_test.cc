@@ -201,6 +201,66 @@ TEST(LowerTest, SramSpillOnTinySram) {
   EXPECT_EQ(Lower(big, SmallModel(), Work(8, 0, 1), m).spilled_bytes, 0u);
 }
 
+// The SRAM timeline: activations held between ops count against SRAM while other ops run.
+// tp 1 on one core, weights streamed, 8 tokens, one layer of SmallModel with intermediate 32.
+// Resident: the KV cache, 2 x 8 tokens x 2 KV heads x 16 x 2 B = 1024 B. The largest need is
+// q_proj's: X [8 x 64] + Y [8 x 64] + W [64 x 64], 2 B each = 10,240 B, while the layer input
+// x [8 x 64] (1024 B, read again by attn_residual) is held: 11,264 B. o_proj needs as much
+// (attn + o + W) but x is its only other live buffer too; the MLP ops need less.
+TEST(LowerTest, SramTimelineEvictsHeldActivations) {
+  config::Model model = SmallModel();
+  model.set_intermediate_size(32);
+  config::Mapping m = Map(1, "megatron");
+  m.set_weights("dram");
+  auto lower = [&](uint64_t sram) {
+    arch::Chip chip = arch::Chip::Build(MeshChip(1, 1, sram));
+    Program p = Lower(chip, model, Work(8, 0, 1), m);
+    ExpectWellFormed(p, chip);
+    EXPECT_EQ(p.kv_location, "sram");
+    return p;
+  };
+  const uint64_t kv = 1024, q_proj = (8 * 64 + 8 * 64) * 2 + 64 * 64 * 2, x = 8 * 64 * 2;
+  ASSERT_EQ(q_proj, 10240u);
+  // Exactly enough: nothing moves.
+  EXPECT_EQ(lower(kv + q_proj + x).spilled_bytes, 0u);
+  // One byte less: q_proj evicts x (one 1024 B write after x's producer, none: it is the
+  // input) and attn_residual reads it back before the add; nothing else spills.
+  {
+    Program p = lower(kv + q_proj + x - 1);
+    EXPECT_EQ(p.spilled_bytes, x);
+    const OpInfo* q = FindOp(p, "prefill", 0, "q_proj");
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->spilled_bytes, x);
+    int64_t evict = -1, reload = -1;
+    for (const Task& t : p.tasks) {
+      if (t.kind != TaskKind::kMemory || t.bytes != x) continue;
+      const std::string& op = p.ops[t.op].ref.op;
+      if (t.write && op == "q_proj") evict = t.id;
+      if (!t.write && op == "attn_residual") {
+        reload = t.id;
+        ASSERT_EQ(t.deps, std::vector<uint32_t>{static_cast<uint32_t>(evict)});
+      }
+    }
+    ASSERT_GE(evict, 0);
+    ASSERT_GE(reload, 0);
+    for (const Task& t : p.tasks) {
+      const std::string& op = p.ops[t.op].ref.op;
+      if (t.kind == TaskKind::kCompute && op == "q_proj")  // the GEMM waits for the eviction
+        EXPECT_NE(std::find(t.deps.begin(), t.deps.end(), static_cast<uint32_t>(evict)), t.deps.end());
+      if (t.kind == TaskKind::kCompute && op == "attn_residual")
+        EXPECT_NE(std::find(t.deps.begin(), t.deps.end(), static_cast<uint32_t>(reload)), t.deps.end());
+    }
+  }
+  // 256 B less than that: evicting x is not enough for q_proj, which also spills 256 B of its
+  // own data (written and read back); o_proj (same 10,240 B, x already out) spills 256 B.
+  {
+    Program p = lower(kv + q_proj - 256);
+    EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->spilled_bytes, x + 256);
+    EXPECT_EQ(FindOp(p, "prefill", 0, "o_proj")->spilled_bytes, 256u);
+    EXPECT_EQ(p.spilled_bytes, x + 256 + 256);
+  }
+}
+
 TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
   arch::Chip chip = arch::testing::LoadChip("wafer-8x8");
   Program p = Lower(chip, Qwen4b(), Work(16, 1, 2), Map(4, "megatron"));
