@@ -182,8 +182,9 @@ class Lowerer : public GemmContext {
   // Layouts
   // Whether tensor t's current layout already gives every rank what `want` needs: the same
   // layout, or (neither being partial sums) every rank's wanted block inside the one it holds.
-  bool Satisfies(int32_t t, const Layout& want) const {
-    const Layout& have = ts_[t].layout;
+  bool Satisfies(int32_t t, const Layout& want) const { return Covers(ts_[t].layout, t, want); }
+  // The same for tensor t in layout `have`.
+  bool Covers(const Layout& have, int32_t t, const Layout& want) const {
     if (have == want) return true;
     if (have.kind == LayoutKind::kPartial || want.kind == LayoutKind::kPartial) return false;
     const FuncTensor& ft = tensors_[t];
@@ -202,6 +203,18 @@ class Lowerer : public GemmContext {
   void Collective(CollectiveKind kind, int32_t t, const std::vector<std::vector<Piece>>& pack,
                   const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
                   const std::string& base, const Layout& result);
+  // The same collective run at once by disjoint groups of ranks (groups[g][i]: group g's
+  // i-th rank; all groups the same size), each group on its own buffer of `elems`
+  // elements; pack/unpack offsets are within the group's buffer. `what` names the groups
+  // in the op label ("grid-row"). One CollectiveInfo with groups = groups.size().
+  void GroupCollective(CollectiveKind kind, int32_t t, const std::vector<std::vector<int>>& groups,
+                       const std::string& what, const std::vector<std::vector<Piece>>& pack,
+                       const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
+                       const std::string& base, const Layout& result);
+  // mn_2d sub-group gathers: grid -> grid_rows within each grid row, grid_rows ->
+  // replicated within each grid column. False (nothing emitted) when the blocks are unequal.
+  bool GatherGridRow(int32_t t, const std::string& base);
+  void GatherGridColumn(int32_t t, const std::string& base);
   std::vector<Piece> Blocks(int32_t t, const Layout& l, int r) const;  // rank r's block and its offset
 
   // Ops
@@ -408,6 +421,8 @@ void Lowerer::Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, Fu
   ts_[out.tensor].ready[rank].push_back(id);
 }
 
+bool IsGridKind(const Layout& l) { return l.kind == LayoutKind::kGrid || l.kind == LayoutKind::kGridRows; }
+
 FuncSlice Sl(int32_t t, Range rows, Range cols) {
   return {t, static_cast<uint32_t>(rows.lo), static_cast<uint32_t>(rows.hi), static_cast<uint32_t>(cols.lo),
           static_cast<uint32_t>(cols.hi)};
@@ -438,20 +453,41 @@ std::vector<Lowerer::Piece> Lowerer::Blocks(int32_t t, const Layout& l, int r) c
 void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::vector<Piece>>& pack,
                          const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
                          const std::string& base, const Layout& result) {
+  std::vector<int> all(p_);
+  for (int r = 0; r < p_; ++r) all[r] = r;
+  GroupCollective(kind, t, {all}, "", pack, unpack, elems, align_elems, base, result);
+}
+
+void Lowerer::GroupCollective(CollectiveKind kind, int32_t t, const std::vector<std::vector<int>>& groups,
+                              const std::string& what, const std::vector<std::vector<Piece>>& pack,
+                              const std::vector<std::vector<Piece>>& unpack, uint64_t elems,
+                              uint64_t align_elems, const std::string& base, const Layout& result) {
   std::string kname = ToString(kind);
-  const std::string algo = ChooseCollective(algo_, kind, p_, elems * d_, switch_);
+  const int n = static_cast<int>(groups[0].size());
+  const bool sub = groups.size() > 1 || n != p_;
+  const std::string algo = ChooseCollective(algo_, kind, n, elems * d_, switch_);
   NewOp(base + "." + kname, algo);
-  Schedule sched = LowerCollective(algo, kind, p_, elems * d_, align_elems * d_, coll_grid_);
+  // The whole group uses the stage region's grid; a sub-group is one line of the TP grid
+  // (1 x n for mesh_2d, whose note then says it is a single row).
+  Schedule sched =
+      LowerCollective(algo, kind, n, elems * d_, align_elems * d_, sub ? RankGrid{1, n} : coll_grid_);
   CollectiveInfo ci;
   ci.kind = kname;
   ci.algorithm = sched.algorithm;
   ci.bytes = elems * d_;
-  ci.ranks = p_;
+  ci.ranks = n;
+  ci.groups = static_cast<int>(groups.size());
   ci.op = cur_op_;
-  if (!sched.note.empty()) prog_.ops[cur_op_].ref.partition = sched.algorithm + " (" + sched.note + ")";
+  std::string label = sched.note;
+  if (sub) {
+    label = std::to_string(groups.size()) + " " + what + " groups of " + std::to_string(n) + " ranks" +
+            (label.empty() ? "" : "; " + label);
+  }
+  if (!label.empty()) prog_.ops[cur_op_].ref.partition = sched.algorithm + " (" + label + ")";
   int32_t coll = static_cast<int32_t>(prog_.collectives.size());
   prog_.collectives.push_back(ci);
   FuncCollective fc;
+  // One buffer tensor: every core keeps its own copy, so each group's ranks use theirs.
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, 1, elems);
   for (int r = 0; func_ && r < p_; ++r) {
     for (const Piece& pc : pack[r]) fc.pack.push_back({cores_[r], pc.region, pc.offset, false});
@@ -461,22 +497,74 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
   std::vector<std::vector<uint32_t>> last_in(p_), all_in(p_);
   for (size_t s = 0; s < sched.steps.size(); ++s) {
     std::vector<std::vector<uint32_t>> now(p_);
-    for (const Xfer& x : sched.steps[s].xfers) {
-      Task tk = XferTask(x, sched, switch_, coll, s, cores_);
-      tk.deps = last_in[x.src].empty() ? Ready(t, x.src) : last_in[x.src];
-      if (x.reduce) Append(&tk.deps, Ready(t, x.dst));
-      uint32_t id = AddTask(std::move(tk));
-      if (fc.first_task < 0) fc.first_task = id;
-      fc.last_task = id;
-      now[x.dst].push_back(id);
-      all_in[x.dst].push_back(id);
-    }
+    // Step s of every group before step s + 1 of any: the groups' transfers interleave.
+    for (const std::vector<int>& g : groups)
+      for (Xfer x : sched.steps[s].xfers) {
+        x.src = g[x.src], x.dst = g[x.dst];
+        Task tk = XferTask(x, sched, switch_, coll, s, cores_);
+        tk.deps = last_in[x.src].empty() ? Ready(t, x.src) : last_in[x.src];
+        if (x.reduce) Append(&tk.deps, Ready(t, x.dst));
+        uint32_t id = AddTask(std::move(tk));
+        if (fc.first_task < 0) fc.first_task = id;
+        fc.last_task = id;
+        now[x.dst].push_back(id);
+        all_in[x.dst].push_back(id);
+      }
     for (int r = 0; r < p_; ++r)
       if (!now[r].empty()) last_in[r] = std::move(now[r]);
   }
   if (func_) prog_.func.collectives.push_back(std::move(fc));
   for (int r = 0; r < p_; ++r) Append(&ts_[t].ready[r], all_in[r]);
   ts_[t].layout = result;
+}
+
+bool Lowerer::GatherGridRow(int32_t t, const std::string& base) {
+  const Layout have = ts_[t].layout;
+  const FuncTensor& ft = tensors_[t];
+  const bool rows_split = have.kind == LayoutKind::kRows;
+  const int gr = rows_split ? grid_.rows : have.gr, gc = rows_split ? grid_.cols : have.gc;
+  if (rows_split ? ft.rows % p_ != 0
+                 : ft.rows % gr != 0 || ft.cols % have.unit != 0 || (ft.cols / have.unit) % gc != 0)
+    return false;
+  // Group i = grid row i (ranks i*gc .. i*gc + gc-1); its buffer is row block i, the
+  // group's rank j contributing chunk j: its grid block (column block j), or from a row
+  // split its rows (row sub-block j, contiguous).
+  const uint64_t blk = uint64_t{ft.rows / gr} * ft.cols / gc;
+  auto block = [&](int r) { return Sl(t, RowsOf(have, ft.rows, p_, r), ColsOf(have, ft.cols, p_, r)); };
+  std::vector<std::vector<int>> groups(gr);
+  std::vector<std::vector<Piece>> pack(p_), unpack(p_);
+  for (int r = 0; r < p_; ++r) {
+    const int i = r / gc, j = r % gc;
+    groups[i].push_back(r);
+    if (!func_) continue;
+    pack[r].push_back({block(r), j * blk});
+    for (int b = 0; b < gc; ++b) unpack[r].push_back({block(i * gc + b), b * blk});
+  }
+  GroupCollective(CollectiveKind::kAllGather, t, groups, "grid-row", pack, unpack, gc * blk, blk, base,
+                  Layout::GridRows(gr, gc));
+  return true;
+}
+
+void Lowerer::GatherGridColumn(int32_t t, const std::string& base) {
+  const Layout have = ts_[t].layout;
+  const FuncTensor& ft = tensors_[t];
+  const int gc = have.gc;
+  // Group j = grid column j (ranks j, gc + j, ...); its buffer is the whole tensor, the
+  // group's rank i contributing row block i (row-major, so chunk i at rows.lo * cols).
+  std::vector<std::vector<int>> groups(gc);
+  std::vector<std::vector<Piece>> pack(p_), unpack(p_);
+  for (int r = 0; r < p_; ++r) {
+    groups[r % gc].push_back(r);
+    if (!func_) continue;
+    const Range rows = RowsOf(have, ft.rows, p_, r);
+    pack[r] = {{Sl(t, rows, {0, ft.cols}), rows.lo * ft.cols}};
+    for (int i = 0; i < have.gr; ++i) {
+      const Range ri = RowsOf(have, ft.rows, p_, i * gc);
+      unpack[r].push_back({Sl(t, ri, {0, ft.cols}), ri.lo * ft.cols});
+    }
+  }
+  GroupCollective(CollectiveKind::kAllGather, t, groups, "grid-column", pack, unpack,
+                  uint64_t{ft.rows} * ft.cols, ft.cols, base, Layout::Replicated());
 }
 
 void Lowerer::Convert(int32_t t, const Layout& want, const std::string& base) {
@@ -525,8 +613,16 @@ void Lowerer::Convert(int32_t t, const Layout& want, const std::string& base) {
       return;
     }
   }
-  if (have.kind == LayoutKind::kGridRows)
-    throw std::logic_error("mapping: grid_rows layout is only ever a view of a replicated tensor");
+  // mn_2d layouts: within a grid row when whole rows are all `want` needs, else within a
+  // grid column (grid_rows -> replicated); a grid that needs more gathers over everyone.
+  const bool to_grid_rows =
+      (have.kind == LayoutKind::kGrid && Covers(Layout::GridRows(have.gr, have.gc), t, want)) ||
+      (have.kind == LayoutKind::kRows && want.kind == LayoutKind::kGridRows);
+  if (to_grid_rows && GatherGridRow(t, base)) return;
+  if (have.kind == LayoutKind::kGridRows) {
+    GatherGridColumn(t, base);
+    return;
+  }
   if (have.kind == LayoutKind::kCols && !DisjointCols(ft.cols, have.unit, p_)) {
     // Shared heads: gather from disjoint column blocks inside them.
     if (!Satisfies(t, Layout::Cols(1)))
@@ -682,11 +778,21 @@ void Lowerer::ResolvePartial(int32_t t, const Layout& next_want, const std::stri
 
 int32_t Lowerer::RowNorm(Role role, int32_t x, const Layout& next_want) {
   Layout l = ts_[x].layout;
-  if (l.kind != LayoutKind::kReplicated && l.kind != LayoutKind::kRows) {
-    Convert(x, Layout::Replicated(), names_[role]);  // a row norm needs whole rows
+  // A row norm needs whole rows. Feeding mn_2d, a grid gathers within grid rows only (ranks
+  // of one grid row then compute the same rows), so the residual is grid_rows too; a row
+  // split stays (fewer rows per rank: the next GEMM's input gathers within grid rows);
+  // any other layout without whole rows becomes replicated.
+  if (l.kind == LayoutKind::kGrid && next_want.kind == LayoutKind::kGridRows) {
+    Convert(x, next_want, names_[role]);
     l = ts_[x].layout;
   }
-  if (l.kind == LayoutKind::kReplicated && next_want.kind == LayoutKind::kRows && p_ > 1) l = Layout::Rows();
+  if (l.kind != LayoutKind::kReplicated && l.kind != LayoutKind::kRows && l.kind != LayoutKind::kGridRows) {
+    Convert(x, Layout::Replicated(), names_[role]);
+    l = ts_[x].layout;
+  }
+  if (l.kind == LayoutKind::kReplicated && p_ > 1 &&
+      (next_want.kind == LayoutKind::kRows || next_want.kind == LayoutKind::kGridRows))
+    l = next_want.kind == LayoutKind::kRows ? Layout::Rows() : next_want;
   NewOp(names_[role], ToString(l));
   uint64_t h = model_.hidden_size();
   int32_t y = NewTensor(FuncTensorKind::kActivation, t_, h);
@@ -735,6 +841,17 @@ int32_t Lowerer::Add(Role role, int32_t a, int32_t res, const Layout& next_want,
     l = la;
   } else if (la.kind == LayoutKind::kReplicated) {
     l = lr;
+  } else if (IsGridKind(la) || IsGridKind(lr)) {
+    // mn_2d: add in the narrower layout when the other operand holds all of it (o_proj's
+    // grid + a grid_rows residual: no collective); else bring `a` to the residual's.
+    if (Satisfies(res, la)) {
+      l = la;
+    } else if (Satisfies(a, lr)) {
+      l = lr;
+    } else {
+      Convert(a, lr, names_[role]);
+      l = lr;
+    }
   } else {
     Convert(a, Layout::Replicated(), names_[role]);
     l = lr;
@@ -1008,6 +1125,9 @@ WeightPlan Lowerer::PlanOnly() {
 // rank has some, else the whole tensor from each rank.
 int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
   Layout out = (t_ >= static_cast<uint64_t>(p_) && p_ > 1) ? Layout::Rows() : Layout::Replicated();
+  // mn_2d layouts gather no more than `out` needs: a grid within grid rows when those cover
+  // the row split (the next stage then norms split rows, not whole grid rows redundantly).
+  if (!Satisfies(x, out) && IsGridKind(ts_[x].layout)) Convert(x, out, "stage_send");
   if (!Satisfies(x, out)) Convert(x, Layout::Replicated(), "stage_send");
   uint64_t h = model_.hidden_size();
   NewOp("stage_send", ToString(out));

@@ -29,6 +29,13 @@ std::string Program::Dump() const {
                       "t%u transfer core=%d->%d bytes=%llu offset=%llu->%llu%s coll=%d step=%u", t.id, t.core,
                       t.dst_core, (unsigned long long)t.bytes, (unsigned long long)t.offset,
                       (unsigned long long)t.dst_offset, t.reduce ? " reduce" : "", t.collective, t.coll_step);
+        if (t.collective >= 0 && static_cast<size_t>(t.collective) < collectives.size() &&
+            collectives[t.collective].groups > 1) {
+          // Sub-group collectives only (the line is unchanged for every other one).
+          const CollectiveInfo& c = collectives[t.collective];
+          out += buf;
+          std::snprintf(buf, sizeof buf, " groups=%dx%d", c.groups, c.ranks);
+        }
         break;
       case TaskKind::kMemory:
         std::snprintf(buf, sizeof buf, "t%u memory core=%d channel=%d %s bytes=%llu", t.id, t.core, t.channel,

@@ -61,12 +61,18 @@ struct Task {
   std::vector<uint32_t> deps;
 };
 
+// One collective. Sub-group collectives (mn_2d's grid rows or grid columns): `groups`
+// disjoint groups of `ranks` ranks each run the same collective at once, each on its own
+// data; their transfers share the collective's steps (Task::coll_step), so the engines
+// see them as concurrent. `bytes` and `ranks` are then one group's: the transfers touch
+// groups x ranks ranks. groups = 1: one collective over `ranks` ranks, as before.
 struct CollectiveInfo {
   std::string kind;       // all_reduce, all_gather, reduce_scatter, all_to_all, rotate, p2p
   std::string algorithm;  // ring, bidirectional_ring, mesh_2d, halving_doubling, direct, nvls
-  uint64_t bytes = 0;     // per-rank payload (the full tensor size each rank holds)
-  int ranks = 0;
+  uint64_t bytes = 0;     // per-rank payload (the full buffer each rank of a group holds)
+  int ranks = 0;          // ranks per group
   uint32_t op = 0;
+  int groups = 1;  // concurrent groups (> 1: a sub-group collective; see above)
 };
 
 struct OpInfo {

@@ -255,7 +255,9 @@ GpuRunOutput RunOnGpus(const LaunchPlan& plan, const GpuRunOptions& opts) {
         const Launch& ln = plan.gpus[g].ops[o].launches[l];
         if (!IsCollective(ln.kind)) continue;
         bool p2p = ln.kind == LaunchKind::kSend || ln.kind == LaunchKind::kRecv;
-        groups[{ln.collective, p2p ? int64_t{ln.task} : -1}].push_back({g, o, l});
+        // Key: the collective, and the send/recv pair's task or the sub-group (one call each).
+        const int64_t sub = p2p ? int64_t{ln.task} : ln.coll_group >= 0 ? -2 - int64_t{ln.coll_group} : -1;
+        groups[{ln.collective, sub}].push_back({g, o, l});
       }
   Comms comms;
   for (const auto& entry : groups) {

@@ -115,6 +115,7 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
   struct CollState {
     std::map<int, uint32_t> first;  // core -> first transfer task touching it
     std::map<int, uint64_t> sent;   // core -> bytes it sends
+    std::map<int, int> parent;      // core -> a core of its group (union-find over transfers)
   };
   std::map<int32_t, CollState> colls;
 
@@ -157,6 +158,16 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
         st.first.emplace(t.core, t.id);
         st.first.emplace(t.dst_core, t.id);
         st.sent[t.core] += t.bytes;
+        if (p.collectives[t.collective].groups > 1) {
+          // Sub-group collective: the transfers connect the cores of one group.
+          auto find = [&](int c) {
+            st.parent.emplace(c, c);
+            while (st.parent[c] != c) c = st.parent[c] = st.parent[st.parent[c]];
+            return c;
+          };
+          const int a = find(t.core), b = find(t.dst_core);
+          if (a != b) st.parent[std::max(a, b)] = std::min(a, b);
+        }
         break;
       }
     }
@@ -164,16 +175,32 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
 
   for (const auto& [c, st] : colls) {
     const mapping::CollectiveInfo& ci = p.collectives[c];
-    const int n = static_cast<int>(st.first.size());
-    if (ci.ranks != n)
+    const int touched = static_cast<int>(st.first.size());
+    const int groups = std::max(1, ci.groups);
+    // Sub-group collectives (CollectiveInfo::groups > 1): one NCCL call per group, over its
+    // ranks; coll_group numbers the groups by their smallest core.
+    std::map<int, int> group_of;  // root core -> group index
+    auto root = [&](int c) {
+      auto it = st.parent.find(c);
+      while (it != st.parent.end() && it->second != c) c = it->second, it = st.parent.find(c);
+      return c;
+    };
+    if (groups > 1)
+      for (const auto& [core, first] : st.first)
+        group_of.emplace(root(core), static_cast<int>(group_of.size()));
+    const int n = groups > 1 ? touched / static_cast<int>(group_of.size()) : touched;
+    if (ci.ranks * groups != touched)
       plan.notes.push_back("collective " + std::to_string(c) + " (" + p.ops[ci.op].ref.op +
-                           "): Program says " + std::to_string(ci.ranks) + " ranks, its transfers touch " +
-                           std::to_string(n) + " GPUs; the NCCL call uses " + std::to_string(n));
+                           "): Program says " + std::to_string(ci.ranks) + " ranks" +
+                           (groups > 1 ? " x " + std::to_string(groups) + " groups" : "") +
+                           ", its transfers touch " + std::to_string(touched) + " GPUs; the NCCL call uses " +
+                           std::to_string(n));
     for (const auto& [core, first] : st.first) {
       Launch l;
       l.task = first;
       l.collective = c;
       l.nranks = n;
+      if (groups > 1) l.coll_group = group_of.at(root(core));
       l.bytes = ci.bytes;
       const uint64_t per_rank = uint64_t{static_cast<uint64_t>(n)} * dtype_bytes;
       if (ci.kind == "all_reduce") {
@@ -261,10 +288,11 @@ std::string LaunchPlan::Dump(const mapping::Program& p) const {
                           (unsigned long long)l.count, l.kind == LaunchKind::kSend ? "to" : "from", l.peer);
             break;
           default:
-            std::snprintf(buf, sizeof buf, "bytes=%llu count=%llu ranks=%d (collective %d, %s)%s",
+            std::snprintf(buf, sizeof buf, "bytes=%llu count=%llu ranks=%d (collective %d, %s)%s%s",
                           (unsigned long long)l.bytes, (unsigned long long)l.count, l.nranks, l.collective,
                           l.collective >= 0 ? p.collectives[l.collective].algorithm.c_str() : "",
-                          l.padded ? " padded" : "");
+                          l.padded ? " padded" : "",
+                          l.coll_group >= 0 ? (" group " + std::to_string(l.coll_group)).c_str() : "");
             break;
         }
         std::string api = ApiName(l.kind);

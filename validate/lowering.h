@@ -20,6 +20,9 @@
 // where `bytes` is CollectiveInfo::bytes (the full tensor each rank holds) and `elem` the
 // workload's dtype size. Memory (DRAM) tasks launch nothing on a GPU: HBM traffic is part of
 // the kernels that touch it; they are counted per GPU.
+// A sub-group collective (CollectiveInfo::groups > 1, e.g. mn_2d's grid-row gathers) is one
+// such call per group, among that group's GPUs (`ranks` = CollectiveInfo::ranks, the group's
+// `bytes`); Launch::coll_group says which group a GPU's call belongs to.
 
 #include <cstdint>
 #include <string>
@@ -65,7 +68,9 @@ struct Launch {
   uint64_t bytes = 0;       // bytes this GPU's call moves as NCCL counts them (see above)
   uint64_t count = 0;       // NCCL element count argument
   int peer = -1;            // send/recv: the other GPU
-  int nranks = 0;           // GPUs in the collective
+  int nranks = 0;           // GPUs in the collective (in this GPU's group: see coll_group)
+  int coll_group = -1;      // sub-group collectives (CollectiveInfo::groups > 1): this GPU's
+                            // group, numbered by smallest core; one NCCL call per group
   bool padded = false;      // bytes did not divide evenly by ranks x elem; count rounded up
   uint64_t Elements() const { return rows * cols; }
 };

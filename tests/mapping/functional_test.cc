@@ -237,6 +237,43 @@ TEST_F(FunctionalTest, BatchedEveryPartitionerCollectivePlacementAndTp) {
   EXPECT_GE(runs, 2 * 5 * 5 * 6 * 3);
 }
 
+TEST_F(FunctionalTest, Mn2dGridShapesSubGroupCollectivesAndMixedLayouts) {
+  // Row-group (grid -> grid_rows) and column-group (grid_rows -> replicated) gathers move the
+  // right data: tp 8 grids 4x2, 8x1 and 1x8 and tp 4 (2x2) with every collective algorithm,
+  // batched, with a cached prefix, pipeline stages (rows sent, then gathered within grid
+  // rows for the next mn_2d GEMM); then
+  // mn_2d mixed with every other partitioner per op class (adds between grid, grid_rows,
+  // replicated, row and column splits).
+  int runs = 0;
+  for (const std::string& coll : CollectiveNames()) {
+    if (coll == "nvls") continue;  // NvlsAndAutoOnASwitchChip
+    for (auto [tp, rows] : {std::pair{8, 4}, {8, 8}, {8, 1}, {4, 2}}) {
+      config::Mapping m = Map(tp, "mn_2d", coll, "snake");
+      m.set_grid_rows(rows);
+      SCOPED_TRACE(coll + " / tp " + std::to_string(tp) + " grid_rows " + std::to_string(rows));
+      EXPECT_LT(Error(m, Work(8, 1, 2)), kTol);
+      EXPECT_LT(Error(m, Batched(Work(8, 1, 2, 4), 2)), kTol);
+      ++runs;
+    }
+    config::Mapping piped = Map(4, "mn_2d", coll, "linear", 2);
+    piped.set_grid_rows(2);
+    SCOPED_TRACE(coll + " / pipeline");
+    EXPECT_LT(Error(piped, Work(8, 1, 3)), kTol);
+  }
+  EXPECT_EQ(runs, 5 * 4);
+  for (const std::string& other : PartitionerNames())
+    for (const char* cls : {"qkv", "o", "gate_up", "down"})
+      for (int tp : {4, 8}) {
+        config::Mapping m = Map(tp, "mn_2d", "ring", "linear");
+        m.set_grid_rows(2);
+        auto* o = m.add_overrides();
+        o->set_op(cls);
+        o->set_partition(other);
+        SCOPED_TRACE(std::string(cls) + "=" + other + " / tp " + std::to_string(tp));
+        EXPECT_LT(Error(m, Work(8, 1, 2)), kTol);
+      }
+}
+
 TEST_F(FunctionalTest, BatchedCachedPrefixPipelineAndOverrides) {
   // Prefill after a cached prefix of 4 (each sequence its own prefix), two decode steps,
   // pipeline stages, and mixed per-op partitioners with layout conversions.

@@ -346,6 +346,160 @@ TEST(LowerTest, PipelineStagesSendActivations) {
   EXPECT_EQ(sends, 8);
 }
 
+// mn_2d on a 2x2 grid (rank r = (r / 2, r % 2)), SmallModel (hidden h = 64, 4 heads and
+// 2 KV heads of 16, intermediate 128), prefill t = 8 tokens, bf16, 2 layers.
+std::vector<int> RankCores(const Program& p, const std::string& op) {  // rank r's core
+  std::vector<int> cores;
+  for (const Task& t : p.tasks)
+    if (t.kind == TaskKind::kCompute && p.ops[t.op].ref.layer == 0 && p.ops[t.op].ref.op == op)
+      cores.push_back(t.core);
+  return cores;
+}
+
+TEST(LowerTest, Mn2dGathersWithinGridRowsBeforeTheMlpNorm) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  config::Mapping m = Map(4, "mn_2d");
+  m.set_grid_rows(2);
+  Program p = Lower(chip, SmallModel(), Work(8, 0, 2), m);
+  ExpectWellFormed(p, chip);
+  const std::vector<int> cores = RankCores(p, "gate_proj");
+  ASSERT_EQ(cores.size(), 4u);
+  auto grid_row = [&](int core) {
+    return static_cast<int>(std::find(cores.begin(), cores.end(), core) - cores.begin()) / 2;
+  };
+
+  // o_proj's output (grid) + the residual (replicated) add in the grid; the MLP norm then
+  // needs whole rows: ONE all_gather of 2 groups (grid rows) of 2 ranks, per group a buffer
+  // of row block i = (t/2) x h = 4 x 64 x 2 B = 512 B, each rank sending its block
+  // (t/2) x (h/2) x 2 B = 4 x 32 x 2 = 256 B to the other rank of its grid row.
+  uint32_t o_op = 0, gate_op = 0;
+  for (uint32_t i = 0; i < p.ops.size(); ++i) {
+    if (p.ops[i].ref.layer != 0) continue;
+    if (p.ops[i].ref.op == "o_proj") o_op = i;
+    if (p.ops[i].ref.op == "gate_proj") gate_op = i;
+  }
+  ASSERT_LT(o_op, gate_op);
+  std::vector<const CollectiveInfo*> between;
+  for (const CollectiveInfo& c : p.collectives)
+    if (c.op > o_op && c.op < gate_op) between.push_back(&c);
+  ASSERT_EQ(between.size(), 1u);  // no collective over all 4 ranks between o_proj and gate/up
+  const CollectiveInfo& ag = *between[0];
+  EXPECT_EQ(p.ops[ag.op].ref.op, "mlp_norm.all_gather");
+  EXPECT_EQ(ag.kind, "all_gather");
+  EXPECT_EQ(ag.groups, 2);
+  EXPECT_EQ(ag.ranks, 2);
+  EXPECT_EQ(ag.bytes, 4u * 64u * 2u);
+  EXPECT_EQ(p.ops[ag.op].ref.partition, "ring (2 grid-row groups of 2 ranks)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "attn_residual")->ref.partition, "grid(2x2)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "mlp_norm")->ref.partition, "grid_rows(2x2)");
+  int xfers = 0;
+  const int32_t coll = static_cast<int32_t>(&ag - p.collectives.data());
+  for (const Task& t : p.tasks) {
+    if (t.kind != TaskKind::kTransfer || t.collective != coll) continue;
+    ++xfers;
+    EXPECT_EQ(t.bytes, (8u / 2) * (64u / 2) * 2u);
+    EXPECT_EQ(t.coll_step, 0);  // both groups' transfers in the same step: concurrent
+    EXPECT_EQ(grid_row(t.core), grid_row(t.dst_core)) << t.core << "->" << t.dst_core;
+  }
+  EXPECT_EQ(xfers, 4);  // 2 groups x 2 ranks x (2 - 1) steps
+  EXPECT_NE(
+      p.Dump().find("coll=" + std::to_string(coll) + " step=0 groups=2x2 op=prefill.L0.mlp_norm.all_gather"),
+      std::string::npos);
+
+  // Bytes moved per layer (the second one: its input is the first's grid output). Ring
+  // all_gather over n ranks of a B-byte buffer moves (n - 1) x B per group.
+  //   before (every gather over all 4 ranks to replicated, 3 x B each):
+  //     attn_norm 8x64x2 = 1024 -> 3072; q 1024 -> 3072; k, v 8x32x2 = 512 -> 1536 each;
+  //     o_proj input (heads) 1024 -> 3072; mlp_norm 1024 -> 3072; down input 8x128x2 = 2048
+  //     -> 6144; total 3072 + 3072 + 1536 + 1536 + 3072 + 3072 + 6144 = 21504
+  //   now (row-group gathers: 2 groups x 1 x per-group buffer):
+  //     attn_norm 2 x 512 = 1024; q, k, v, o as before 3072 + 1536 + 1536 + 3072 = 9216;
+  //     mlp_norm 2 x 512 = 1024; down input 2 x (4x128x2 = 1024) = 2048; total 13312
+  //   the first layer has no attn_norm gather (replicated input): 13312 - 1024 = 12288.
+  uint64_t moved[2] = {0, 0};
+  int full_group[2] = {0, 0};
+  for (const Task& t : p.tasks)
+    if (t.kind == TaskKind::kTransfer) moved[p.ops[t.op].ref.layer] += t.bytes;
+  for (const CollectiveInfo& c : p.collectives) full_group[p.ops[c.op].ref.layer] += c.groups == 1;
+  EXPECT_EQ(moved[1], 13312u);
+  EXPECT_EQ(moved[0], 12288u);
+  // Over all 4 ranks only the attention's gathers remain: q, k, v to heads, heads to o_proj.
+  EXPECT_EQ(full_group[0], 4);
+  EXPECT_EQ(full_group[1], 4);
+  EXPECT_NE(FindOp(p, "prefill", 1, "attn_norm.all_gather"), nullptr);
+  EXPECT_NE(FindOp(p, "prefill", 1, "down_proj.all_gather"), nullptr);
+}
+
+TEST(LowerTest, Mn2dStageSendOfRowsAndColumnGather) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  // Pipeline: the first stage's grid output is gathered within grid rows only (grid_rows
+  // covers the row split the send needs: rank (i, j) keeps rows 2(2i + j), +1 of the 4 it
+  // holds) and sent as rows, 4 transfers of (t/4) x h x 2 B = 2 x 64 x 2 = 256 B. The second
+  // stage norms its 2 rows per rank and gathers within grid rows for q/k/v (row split ->
+  // grid_rows: each rank's rows are chunk j of its grid row's block).
+  config::Mapping m = Map(4, "mn_2d", "ring", "linear", 2);
+  m.set_grid_rows(2);
+  Program p = Lower(chip, SmallModel(), Work(8, 0, 2), m);
+  ExpectWellFormed(p, chip);
+  EXPECT_EQ(FindOp(p, "prefill", 0, "stage_send")->ref.partition, "split(rows)");
+  ASSERT_NE(FindOp(p, "prefill", 0, "stage_send.all_gather"), nullptr);
+  EXPECT_EQ(FindOp(p, "prefill", 0, "stage_send.all_gather")->ref.partition,
+            "ring (2 grid-row groups of 2 ranks)");
+  int sends = 0;
+  for (const Task& t : p.tasks)
+    if (p.ops[t.op].ref.op == "stage_send") {
+      ++sends;
+      EXPECT_EQ(t.bytes, 256u);
+    }
+  EXPECT_EQ(sends, 4);
+  EXPECT_EQ(FindOp(p, "prefill", 1, "attn_norm")->ref.partition, "split(rows)");
+  ASSERT_NE(FindOp(p, "prefill", 1, "q_proj.all_gather"), nullptr);
+  EXPECT_EQ(FindOp(p, "prefill", 1, "q_proj.all_gather")->ref.partition,
+            "ring (2 grid-row groups of 2 ranks)");
+  // Every collective of the second stage outside the attention's four is a grid-row one.
+  int full = 0, rows = 0;
+  for (const CollectiveInfo& c : p.collectives)
+    if (p.ops[c.op].ref.layer == 1) (c.groups == 2 && c.ranks == 2 ? rows : full) += 1;
+  EXPECT_EQ(full, 4);
+  EXPECT_EQ(rows, 5);  // q/k/v input, o_proj output and down output to rows, gate/up input, down input
+
+  // grid_rows -> replicated: o_proj megatron (partial -> all-reduced, replicated) added to the
+  // grid_rows residual stays grid_rows; down_proj n_split then wants replicated, so the MLP
+  // norm's grid_rows output is gathered within grid columns: 2 groups of 2 ranks, the whole
+  // 8 x 64 x 2 = 1024 B tensor per group, each rank sending its row block 4 x 64 x 2 = 512 B.
+  config::Mapping mix = Map(4, "mn_2d");
+  mix.set_grid_rows(2);
+  for (const auto& [op, part] :
+       std::vector<std::pair<std::string, std::string>>{{"o", "megatron"}, {"gate_up", "megatron"}}) {
+    auto* o = mix.add_overrides();
+    o->set_op(op);
+    o->set_partition(part);
+  }
+  Program q = Lower(chip, SmallModel(), Work(8, 0, 2), mix);
+  ExpectWellFormed(q, chip);
+  EXPECT_EQ(FindOp(q, "prefill", 1, "attn_norm")->ref.partition, "grid_rows(2x2)");
+  EXPECT_EQ(FindOp(q, "prefill", 1, "attn_residual")->ref.partition, "grid_rows(2x2)");
+  EXPECT_EQ(FindOp(q, "prefill", 1, "mlp_norm")->ref.partition, "grid_rows(2x2)");
+  const OpInfo* cg = FindOp(q, "prefill", 1, "gate_proj.all_gather");
+  ASSERT_NE(cg, nullptr);
+  EXPECT_EQ(cg->ref.partition, "ring (2 grid-column groups of 2 ranks)");
+  const std::vector<int> cores = RankCores(q, "q_proj");
+  ASSERT_EQ(cores.size(), 4u);
+  auto grid_col = [&](int core) {
+    return static_cast<int>(std::find(cores.begin(), cores.end(), core) - cores.begin()) % 2;
+  };
+  int xfers = 0;
+  for (const Task& t : q.tasks)
+    if (t.kind == TaskKind::kTransfer && &q.ops[t.op] == cg) {
+      ++xfers;
+      EXPECT_EQ(t.bytes, 512u);
+      EXPECT_EQ(grid_col(t.core), grid_col(t.dst_core));
+      EXPECT_EQ(q.collectives[t.collective].groups, 2);
+      EXPECT_EQ(q.collectives[t.collective].bytes, 1024u);
+    }
+  EXPECT_EQ(xfers, 4);
+}
+
 TEST(LowerTest, ReferenceQwen3_4bLowers) {
   arch::Chip chip = arch::testing::LoadChip("wafer-8x8");
   config::Mapping m = Map(4, "k_split", "ring", "linear", 16);

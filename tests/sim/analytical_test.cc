@@ -11,7 +11,9 @@
 
 #include "configs/load.h"
 #include "mapping/collective/collective.h"
+#include "mapping/mapping.h"
 #include "tests/arch/test_util.h"
+#include "tests/mapping/mapping_test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
@@ -158,6 +160,39 @@ TEST(AnalyticalEngine, RingAllReduceOnTwoByTwoBlock) {
     EXPECT_EQ(out.links[l].max_queue_ps, 0) << links[l].name();
   }
   EXPECT_EQ(used, 4);
+}
+
+TEST(AnalyticalEngine, Mn2dRowGroupAllGatherOfTheLoweredLayerByHand) {
+  // The lowering's grid -> grid_rows gather before the MLP norm: mn_2d on a 2x2 rank grid,
+  // linear placement (ranks 0..3 on r0c0..r0c3; grid rows {r0c0, r0c1} and {r0c2, r0c3}),
+  // SmallModel (hidden 64), prefill of 80 tokens, bf16. Each grid row is a 2-rank ring
+  // all-gather of one step in which each rank sends its block (80/2) x (64/2) x 2 B =
+  // 2560 B to its neighbour; the 4 transfers use 4 distinct links, so nothing is shared:
+  //   each = 1 hop (2000 ps) + 2560 B / 160 B/ns (16,000 ps) = 18,000 ps
+  //        = alpha + (gc - 1)/gc * (t/gr x h x 2 B) / B with gc = gr = 2.
+  // Over all 4 ranks (the gather of the whole 80 x 64 tensor before this change) the ring
+  // would take 3 steps of 2560 B chunks, one over the 3-hop wrap r0c3 -> r0c0.
+  const config::Workload wl = mapping::testing::Work(80, 0, 1);
+  config::Mapping m = mapping::testing::Map(4, "mn_2d");
+  m.set_grid_rows(2);
+  const Program p = mapping::Lower(Mesh(), mapping::testing::SmallModel(), wl, m);
+  int32_t coll = -1;
+  for (size_t c = 0; c < p.collectives.size(); ++c)
+    if (p.ops[p.collectives[c].op].ref.op == "mlp_norm.all_gather") coll = static_cast<int32_t>(c);
+  ASSERT_GE(coll, 0);
+  EXPECT_EQ(p.collectives[coll].groups, 2);
+  EXPECT_EQ(p.collectives[coll].ranks, 2);
+  EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  int xfers = 0;
+  for (const Task& t : p.tasks) {
+    if (t.kind != TaskKind::kTransfer || t.collective != coll) continue;
+    ++xfers;
+    EXPECT_EQ(t.bytes, 2560u);
+    EXPECT_EQ(Mesh().Hops(t.core, t.dst_core), 1);
+    EXPECT_EQ(t.core / 2, t.dst_core / 2);  // within a grid row
+    EXPECT_EQ(out.tasks[t.id].end_ps - out.tasks[t.id].start_ps, 18'000) << t.core << "->" << t.dst_core;
+  }
+  EXPECT_EQ(xfers, 4);
 }
 
 TEST(AnalyticalEngine, TransferAcrossTheMeshDiagonal) {

@@ -20,7 +20,7 @@ struct Lowered {
 };
 
 Lowered LowerQwen(int tp, uint32_t decode_steps = 0, const std::string& collective = "ring",
-                  uint32_t seq_len = 128) {
+                  uint32_t seq_len = 128, const std::string& partition = "megatron", int grid_rows = 0) {
   const std::string dir = std::string(TPSIM_SOURCE_DIR) + "/configs/";
   config::Chip cfg;
   config::ParseFile(dir + "chips/h200-sxm-8.textproto", &cfg, nullptr);
@@ -35,7 +35,8 @@ Lowered LowerQwen(int tp, uint32_t decode_steps = 0, const std::string& collecti
   wl.set_dtype("bf16");
   config::Mapping m;
   m.set_tp(tp);
-  m.set_partition("megatron");
+  m.set_partition(partition);
+  m.set_grid_rows(grid_rows);
   m.set_placement("linear");
   m.set_collective(collective);
   Lowered l;
@@ -186,6 +187,36 @@ TEST(Plan, NvlsAllReduceIsOneNcclAllReducePerRank) {
   Lowered small = LowerQwen(8, 0, "auto", 128);
   for (const auto& ci : small.prog.collectives) EXPECT_EQ(ci.algorithm, "ring");
   EXPECT_EQ(small.plan.gpus[0].NumCollectives(), 2u);
+}
+
+TEST(Plan, Mn2dRowGroupGatherIsOneNcclAllGatherPerGridRow) {
+  // mn_2d at TP 4 on a 2x2 grid (GPUs 0, 1 = grid row 0; 2, 3 = grid row 1): the gather before
+  // the MLP norm is one Program collective of 2 groups of 2 ranks; each GPU calls
+  // ncclAllGather among its grid row only, on the group's buffer: row block 64 x 2560 x 2 B =
+  // 327,680 B, sendcount 327,680 / 2 ranks / 2 B = 81,920.
+  Lowered l = LowerQwen(4, 0, "ring", 128, "mn_2d", 2);
+  int32_t coll = -1;
+  for (size_t c = 0; c < l.prog.collectives.size(); ++c)
+    if (l.prog.ops[l.prog.collectives[c].op].ref.op == "mlp_norm.all_gather") coll = static_cast<int32_t>(c);
+  ASSERT_GE(coll, 0);
+  EXPECT_EQ(l.prog.collectives[coll].groups, 2);
+  EXPECT_TRUE(l.plan.notes.empty());
+  for (const GpuPlan& g : l.plan.gpus) {
+    const Launch* ag = Find(g, "mlp_norm.all_gather", LaunchKind::kAllGather);
+    ASSERT_NE(ag, nullptr) << "GPU " << g.gpu;
+    EXPECT_EQ(ag->nranks, 2);
+    EXPECT_EQ(ag->bytes, 327680u);
+    EXPECT_EQ(ag->count, 81920u);
+    EXPECT_EQ(ag->coll_group, g.gpu / 2);
+  }
+  // Collectives over the whole group (the attention's gathers) stay one call among 4 GPUs.
+  const Launch* q = Find(l.plan.gpus[3], "q_proj.all_gather", LaunchKind::kAllGather);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->nranks, 4);
+  EXPECT_EQ(q->coll_group, -1);
+  EXPECT_NE(l.plan.Dump(l.prog).find("bytes=327680 count=81920 ranks=2 (collective " + std::to_string(coll) +
+                                     ", ring) group 1"),
+            std::string::npos);
 }
 
 TEST(Plan, DecodeStepsKeepOneCallPerCollective) {
