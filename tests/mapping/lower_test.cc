@@ -245,10 +245,12 @@ TEST(LowerTest, SramTimelineEvictsHeldActivations) {
     ASSERT_GE(reload, 0);
     for (const Task& t : p.tasks) {
       const std::string& op = p.ops[t.op].ref.op;
-      if (t.kind == TaskKind::kCompute && op == "q_proj")  // the GEMM waits for the eviction
+      if (t.kind == TaskKind::kCompute && op == "q_proj") {  // the GEMM waits for the eviction
         EXPECT_NE(std::find(t.deps.begin(), t.deps.end(), static_cast<uint32_t>(evict)), t.deps.end());
-      if (t.kind == TaskKind::kCompute && op == "attn_residual")
+      }
+      if (t.kind == TaskKind::kCompute && op == "attn_residual") {
         EXPECT_NE(std::find(t.deps.begin(), t.deps.end(), static_cast<uint32_t>(reload)), t.deps.end());
+      }
     }
   }
   // 256 B less than that: evicting x is not enough for q_proj, which also spills 256 B of its
