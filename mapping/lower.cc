@@ -150,6 +150,8 @@ class Lowerer : public GemmContext {
   RankGrid Grid() const override { return grid_; }
   void EmitShard(const GemmSpec& g, int rank, Range rows, Range ks, Range cols) override;
   void EmitRotate(const GemmSpec& g) override;
+  bool Mn2dKSteps() const override { return m_.mn_2d_weights() == "k_steps"; }
+  void EmitKSteps(const GemmSpec& g) override;
 
  private:
   int32_t NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0, uint32_t init = 0);
@@ -762,6 +764,93 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
     }
     for (int r = 0; r < p_; ++r)
       if (!now[r].empty()) last_in[r] = std::move(now[r]);
+  }
+  if (func_) prog_.func.collectives.push_back(std::move(fc));
+}
+
+void Lowerer::EmitKSteps(const GemmSpec& g) {
+  const int gr = grid_.rows, gc = grid_.cols;
+  const Layout out = Layout::Grid(gr, gc, g.n_unit);
+  const uint64_t kb = g.k / gr, nc = ColsOf(out, g.n, p_, 0).size();  // Choose: k % gr == 0, equal columns
+  const uint64_t row_bytes = nc * d_, block_bytes = kb * row_bytes;
+  // Group j = grid column j (ranks j, gc + j, ...); its buffer is W[:, cols j] as [k, nc],
+  // member i's chunk being its K-block i (rows i kb .. (i+1) kb - 1).
+  std::vector<std::vector<int>> groups(gc);
+  for (int r = 0; r < p_; ++r) groups[r % gc].push_back(r);
+  const bool sub = gc > 1;
+  const std::string algo = ChooseCollective(algo_, CollectiveKind::kRotate, gr, g.k * row_bytes, switch_);
+  Schedule sched = LowerCollective(algo, CollectiveKind::kRotate, gr, g.k * row_bytes, row_bytes,
+                                   sub ? RankGrid{1, gr} : coll_grid_);
+  CollectiveInfo ci;
+  ci.kind = ToString(CollectiveKind::kRotate);
+  ci.algorithm = sched.algorithm;
+  ci.bytes = g.k * row_bytes;
+  ci.ranks = gr;
+  ci.groups = gc;
+  ci.op = g.op;
+  int32_t coll = static_cast<int32_t>(prog_.collectives.size());
+  prog_.collectives.push_back(ci);
+  FuncCollective fc;
+  fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.k, nc);  // per core: its grid column's W[:, cols j]
+  // computes[r][a]: rank r's computes on arrival a (a = 0: its own block; a = s + 1: step s).
+  std::vector<std::vector<std::vector<uint32_t>>> computes(p_, std::vector<std::vector<uint32_t>>(1));
+  std::vector<int64_t> prev(p_, -1);  // the compute each next one accumulates after
+  auto compute = [&](int r, Range ks, std::vector<uint32_t> deps) {
+    const Range rows = RowsOf(out, g.t, p_, r), cols = ColsOf(out, g.n, p_, r);
+    Task t;
+    t.op_kind = OpKind::kGemm;
+    t.m = rows.size(), t.n = cols.size(), t.k = ks.size();
+    t.flops = 2.0 * t.m * t.n * t.k;
+    t.bytes = (t.m * t.k + t.m * t.n + t.k * t.n) * d_;
+    FuncOp f;
+    f.kind = FuncKind::kMatmul;
+    f.a = Sl(g.x, rows, ks);
+    f.b = Sl(fc.buffer, ks, {0, nc});
+    f.out = Sl(g.y, rows, cols);
+    f.accumulate = prev[r] >= 0;
+    Append(&deps, Ready(g.x, r));
+    if (prev[r] >= 0) deps.push_back(static_cast<uint32_t>(prev[r]));
+    // Its operands and output plus the two K-blocks in SRAM (the one computed on, the one
+    // arriving); streamed weights are read into the first.
+    uint64_t transient = (t.m * t.k + t.m * t.n) * d_ + 2 * block_bytes;
+    uint32_t id = Compute(r, t, f, std::move(deps), transient);
+    prev[r] = id;
+    ts_[g.y].ready[r].push_back(id);
+    return id;
+  };
+  std::vector<std::vector<uint32_t>> last_in(p_);
+  for (int r = 0; r < p_; ++r) {
+    const int i = r / gc;
+    const Range ks{i * kb, (i + 1) * kb}, cols = ColsOf(out, g.n, p_, r);
+    if (func_) fc.pack.push_back({cores_[r], Sl(g.w, ks, cols), ks.lo * nc, false});
+    if (!weights_sram_) last_in[r].push_back(Memory(r, block_bytes, false, WeightReadDeps(r)));
+    computes[r][0].push_back(compute(r, ks, last_in[r]));
+  }
+  std::vector<std::vector<uint32_t>> sent(p_);  // each rank's sends of the previous step
+  for (size_t s = 0; s < sched.steps.size(); ++s) {
+    std::vector<std::vector<uint32_t>> now(p_), sending(p_);
+    // Step s of every grid column before step s + 1 of any: the groups' transfers interleave.
+    for (const std::vector<int>& grp : groups)
+      for (Xfer x : sched.steps[s].xfers) {
+        x.src = grp[x.src], x.dst = grp[x.dst];
+        Task tk = XferTask(x, sched, switch_, coll, s, cores_);
+        tk.deps = last_in[x.src];
+        // Two K-block buffers per rank: arrival s + 1 overwrites arrival s - 1's, which the
+        // destination must have computed on and forwarded (its sends of step s - 1).
+        if (s >= 1 && computes[x.dst].size() > s - 1) Append(&tk.deps, computes[x.dst][s - 1]);
+        if (s >= 1) Append(&tk.deps, sent[x.dst]);
+        uint32_t id = AddTask(std::move(tk));
+        if (fc.first_task < 0) fc.first_task = id;
+        fc.last_task = id;
+        now[x.dst].push_back(id);
+        sending[x.src].push_back(id);
+        if (computes[x.dst].size() < s + 2) computes[x.dst].resize(s + 2);
+        const Range ks{x.offset / row_bytes, (x.offset + x.bytes + row_bytes - 1) / row_bytes};
+        if (ks.size() > 0) computes[x.dst][s + 1].push_back(compute(x.dst, ks, {id}));
+      }
+    for (int r = 0; r < p_; ++r)
+      if (!now[r].empty()) last_in[r] = std::move(now[r]);
+    sent = std::move(sending);
   }
   if (func_) prog_.func.collectives.push_back(std::move(fc));
 }
@@ -1421,6 +1510,9 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
         "needs a chip with noc.topology switch and collectives.in_switch_reduction true");
   const std::vector<std::string> weights = {"", "auto", "sram", "dram"};
   if (!Contains(weights, m.weights())) add("mapping.weights", m.weights(), "must be auto, sram or dram");
+  const std::vector<std::string> mn_2d_weights = {"", "replicated", "k_steps"};
+  if (!Contains(mn_2d_weights, m.mn_2d_weights()))
+    add("mapping.mn_2d_weights", m.mn_2d_weights(), "must be replicated or k_steps");
   if (tp > 0) {
     uint32_t nq = model.num_attention_heads();
     uint32_t nkv = model.num_key_value_heads() ? model.num_key_value_heads() : nq;

@@ -33,6 +33,16 @@ class GemmContext {
   // X split along rows; W column shards rotate around the ring (CollectiveKind::kRotate),
   // each rank computing on every shard as it arrives.
   virtual void EmitRotate(const GemmSpec& g) = 0;
+  // mapping.mn_2d_weights == "k_steps".
+  virtual bool Mn2dKSteps() const = 0;
+  // mn_2d K-steps (SUMMA) on the gr x gc grid, k a multiple of gr: rank (i, j) holds
+  // W[k-block i, cols j]; within each grid column the K-blocks rotate around the column's
+  // ring (CollectiveKind::kRotate, one collective of gc groups of gr ranks), and rank (i, j)
+  // computes Y[rows i, cols j] (+)= X[rows i, k-block s] . W[k-block s, cols j] on its own
+  // block, then on each block as it arrives (the first compute writes, the others add).
+  //
+  //   grid column j:  (0,j) -> (1,j) -> ... -> (gr-1,j) -> (0,j)   gr-1 steps
+  virtual void EmitKSteps(const GemmSpec& g) = 0;
 };
 
 class Partitioner {

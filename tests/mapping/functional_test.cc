@@ -366,5 +366,101 @@ TEST_F(FunctionalTest, BatchedSideTablesLeaveTheTasksAlone) {
             Lower(*chip_, SmallModel(), wl, m).Dump());
 }
 
+// ---- mn_2d K-steps (mapping.mn_2d_weights = "k_steps") ----
+
+config::Mapping KSteps(int tp, int grid_rows, const std::string& coll = "ring",
+                       const std::string& place = "linear") {
+  config::Mapping m = Map(tp, "mn_2d", coll, place);
+  m.set_grid_rows(grid_rows);
+  m.set_mn_2d_weights("k_steps");
+  return m;
+}
+
+TEST_F(FunctionalTest, Mn2dKStepsEveryGridCollectiveAndPhase) {
+  // Rank (i, j) holds W[k-block i, cols j] only; the K-blocks rotate within grid columns
+  // and every rank accumulates its Y block over them. Grids 2x2, 4x2, 2x4, 1x4 (no
+  // rotation: plain mn_2d) and 4x1, every collective algorithm (rotate is a ring for all
+  // but bidirectional_ring), prefill then decode, batch 1 and 2, weights in SRAM and
+  // streamed from DRAM.
+  int runs = 0, rotations = 0;
+  for (const std::string& coll : CollectiveNames()) {
+    if (coll == "nvls") continue;  // Mn2dKStepsOnASwitchChip
+    for (auto [tp, rows] : {std::pair{4, 2}, {8, 4}, {8, 2}, {4, 1}, {4, 4}})
+      for (uint32_t batch : {1u, 2u})
+        for (const char* weights : {"auto", "dram"}) {
+          config::Mapping m = KSteps(tp, rows, coll, "snake");
+          m.set_weights(weights);
+          const auto wl = Batched(Work(8, 1, 2), batch);
+          SCOPED_TRACE(coll + " / tp " + std::to_string(tp) + " grid_rows " + std::to_string(rows) +
+                       " / batch " + std::to_string(batch) + " / weights " + weights);
+          Program p = Lower(*chip_, SmallModel(), wl, m, {.functional = true});
+          EXPECT_EQ(p.weights_location, std::string(weights) == "dram" ? "dram (streamed each use)" : "sram");
+          for (const CollectiveInfo& c : p.collectives) rotations += c.kind == "rotate";
+          int k_step_ops = 0;
+          for (const OpInfo& o : p.ops) k_step_ops += o.ref.partition.find(", k_steps)") != std::string::npos;
+          EXPECT_EQ(k_step_ops > 0, rows > 1);  // grid_rows 1: plain mn_2d
+          EXPECT_LT(MaxRelativeError(RunFunctional(p), RunReference(SmallModel(), wl)), kTol);
+          ++runs;
+        }
+  }
+  EXPECT_EQ(runs, 5 * 5 * 2 * 2);
+  EXPECT_GT(rotations, 0);
+}
+
+TEST_F(FunctionalTest, Mn2dKStepsOnASwitchChipPipelinedAndMixed) {
+  const arch::Chip chip = arch::Chip::Build(testing::SwitchChip(8, 0));
+  for (const char* coll : {"nvls", "auto"}) {
+    SCOPED_TRACE(coll);
+    const auto wl = Work(8, 1, 2);
+    EXPECT_LT(MaxRelativeError(
+                  RunFunctional(Lower(chip, SmallModel(), wl, KSteps(8, 2, coll), {.functional = true})),
+                  RunReference(SmallModel(), wl)),
+              kTol);
+  }
+  // Pipeline stages with a cached prefix and two decode steps.
+  EXPECT_LT(Error(KSteps(4, 2, "ring", "linear"), Work(8, 2, 2, 4)), kTol);
+  config::Mapping piped = KSteps(4, 2);
+  piped.set_pipeline_stages(2);
+  EXPECT_LT(Error(piped, Batched(Work(8, 2, 3, 4), 2)), kTol);
+  // Per-op overrides: k_steps mn_2d next to every other partitioner.
+  for (const std::string& other : PartitionerNames())
+    for (const char* cls : {"qkv", "o", "gate_up", "down"})
+      for (auto [tp, rows] : {std::pair{4, 2}, {8, 4}}) {
+        config::Mapping m = KSteps(tp, rows);
+        auto* o = m.add_overrides();
+        o->set_op(cls);
+        o->set_partition(other);
+        SCOPED_TRACE(std::string(cls) + "=" + other + " / tp " + std::to_string(tp));
+        EXPECT_LT(Error(m, Work(8, 1, 2)), kTol);
+      }
+  config::Mapping mixed = Map(4, "megatron", "bidirectional_ring", "snake");
+  mixed.set_grid_rows(2);
+  mixed.set_mn_2d_weights("k_steps");
+  for (const auto& [op, part] : std::vector<std::pair<std::string, std::string>>{
+           {"qkv", "mn_2d"}, {"o", "m_split_rotate"}, {"gate_up", "mn_2d"}, {"down", "k_split"}}) {
+    auto* o = mixed.add_overrides();
+    o->set_op(op);
+    o->set_partition(part);
+  }
+  EXPECT_LT(Error(mixed, Batched(Work(8, 1, 2), 2)), kTol);
+}
+
+TEST_F(FunctionalTest, Mn2dKStepsWithoutAccumulateIsCaught) {
+  // The check can fail: a K-step compute that overwrites instead of adding leaves Y with
+  // one K-block's contribution.
+  const auto wl = Work(8, 0, 1);
+  Program p = Lower(*chip_, SmallModel(), wl, KSteps(4, 2), {.functional = true});
+  EXPECT_LT(MaxRelativeError(RunFunctional(p), RunReference(SmallModel(), wl)), kTol);
+  int accumulating = 0;
+  for (FuncOp& f : p.func.ops)
+    if (f.accumulate) {
+      f.accumulate = false;
+      ++accumulating;
+    }
+  // 7 GEMMs x 4 ranks x (gr - 1 = 1) arriving blocks.
+  EXPECT_EQ(accumulating, 7 * 4);
+  EXPECT_GT(MaxRelativeError(RunFunctional(p), RunReference(SmallModel(), wl)), 1e-3);
+}
+
 }  // namespace
 }  // namespace tpsim::mapping

@@ -560,5 +560,205 @@ TEST(LowerTest, ValidateMappingReportsEveryProblem) {
   std::remove(path.c_str());
 }
 
+// mn_2d K-steps (mapping.mn_2d_weights = "k_steps") on the 2x2 grid of SmallModel, prefill
+// t = 8, bf16, 2 layers: rank (i, j) holds W[k-block i of 2, cols j of 2].
+TEST(LowerTest, Mn2dKStepsRotatesKBlocksWithinGridColumns) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  config::Mapping m = Map(4, "mn_2d");
+  m.set_grid_rows(2);
+  m.set_mn_2d_weights("k_steps");
+  Program p = Lower(chip, SmallModel(), Work(8, 0, 2), m);
+  ExpectWellFormed(p, chip);
+  const std::vector<int> cores = RankCores(p, "attn_norm");  // rank r's core (replicated norm: 4 tasks)
+  ASSERT_EQ(cores.size(), 4u);
+  auto rank = [&](int core) {
+    return static_cast<int>(std::find(cores.begin(), cores.end(), core) - cores.begin());
+  };
+  // Per GEMM (k x n): one rotate collective of gc = 2 groups (grid columns) of gr = 2 ranks,
+  // per group a buffer W[:, cols j] of k x n/2 x 2 B; each rank receives gr - 1 = 1 block
+  // of (k/2) x (n/2) x 2 B from the other rank of its grid column, and computes twice with
+  // k/2 (its own block, then the arriving one), rows t/2 = 4, columns n/2.
+  struct G {
+    const char* op;
+    uint64_t k, n;
+  };
+  const G gemms[] = {{"q_proj", 64, 64},     {"k_proj", 64, 32},   {"v_proj", 64, 32},    {"o_proj", 64, 64},
+                     {"gate_proj", 64, 128}, {"up_proj", 64, 128}, {"down_proj", 128, 64}};
+  const std::string dump = p.Dump();
+  for (const G& g : gemms) {
+    SCOPED_TRACE(g.op);
+    const OpInfo* op = FindOp(p, "prefill", 0, g.op);
+    ASSERT_NE(op, nullptr);
+    EXPECT_EQ(op->ref.partition, "mn_2d(2x2, k_steps)");
+    const uint32_t op_id = static_cast<uint32_t>(op - p.ops.data());
+    int32_t coll = -1;
+    for (size_t c = 0; c < p.collectives.size(); ++c)
+      if (p.collectives[c].op == op_id) coll = static_cast<int32_t>(c);
+    ASSERT_GE(coll, 0);
+    EXPECT_EQ(p.collectives[coll].kind, "rotate");
+    EXPECT_EQ(p.collectives[coll].groups, 2);
+    EXPECT_EQ(p.collectives[coll].ranks, 2);
+    EXPECT_EQ(p.collectives[coll].bytes, g.k * (g.n / 2) * 2);
+    std::vector<int> received(4, 0), computes(4, 0);
+    for (const Task& t : p.tasks) {
+      if (t.op != op_id) continue;
+      if (t.kind == TaskKind::kTransfer) {
+        EXPECT_EQ(t.collective, coll);
+        EXPECT_EQ(t.bytes, (g.k / 2) * (g.n / 2) * 2);
+        EXPECT_EQ(rank(t.core) % 2, rank(t.dst_core) % 2);  // within a grid column
+        EXPECT_NE(rank(t.core) / 2, rank(t.dst_core) / 2);
+        ++received[rank(t.dst_core)];
+      }
+      if (t.kind == TaskKind::kCompute) {
+        EXPECT_EQ(t.m, 4u);
+        EXPECT_EQ(t.k, g.k / 2);
+        EXPECT_EQ(t.n, g.n / 2);
+        ++computes[rank(t.core)];
+      }
+    }
+    EXPECT_EQ(received, std::vector<int>(4, 1));
+    EXPECT_EQ(computes, std::vector<int>(4, 2));
+    EXPECT_NE(dump.find("coll=" + std::to_string(coll) + " step=0 groups=2x2 op=prefill.L0." + g.op + " "),
+              std::string::npos);
+  }
+  // Weights per core: one layer holds q 64x64 + k 64x32 + v 64x32 + o 64x64 + gate 64x128 +
+  // up 64x128 + down 128x64 = 4096 + 2048 + 2048 + 4096 + 8192 + 8192 + 8192 = 36864
+  // elements = 73728 B; 2 layers 147456 B. k_steps: a quarter, 36864 B per core; replicated
+  // mn_2d: k x n/2, half, 73728 B.
+  EXPECT_EQ(PlanWeights(chip, SmallModel(), m, 2, "bf16").weight_bytes_per_core, 147456u / 4);
+  config::Mapping plain = m;
+  plain.set_mn_2d_weights("replicated");
+  EXPECT_EQ(PlanWeights(chip, SmallModel(), plain, 2, "bf16").weight_bytes_per_core, 147456u / 2);
+  plain.clear_mn_2d_weights();
+  EXPECT_EQ(PlanWeights(chip, SmallModel(), plain, 2, "bf16").weight_bytes_per_core, 147456u / 2);
+  config::Mapping replicated = plain;
+  replicated.set_mn_2d_weights("replicated");
+  EXPECT_TRUE(Lower(chip, SmallModel(), Work(8, 0, 2), plain).Dump() ==
+              Lower(chip, SmallModel(), Work(8, 0, 2), replicated).Dump());
+
+  // Streamed weights: each rank reads only its own block (k/2 x n/2 x 2 B) per GEMM, then
+  // rotates it.
+  m.set_weights("dram");
+  Program d = Lower(chip, SmallModel(), Work(8, 0, 2), m);
+  ExpectWellFormed(d, chip);
+  EXPECT_EQ(d.weights_location, "dram (streamed each use)");
+  const OpInfo* gate = FindOp(d, "prefill", 0, "gate_proj");
+  ASSERT_NE(gate, nullptr);
+  int reads = 0;
+  for (const Task& t : d.tasks)
+    if (&d.ops[t.op] == gate && t.kind == TaskKind::kMemory && !t.write) {
+      ++reads;
+      EXPECT_EQ(t.bytes, 32u * 64u * 2u);
+    }
+  EXPECT_EQ(reads, 4);
+}
+
+TEST(LowerTest, Mn2dKStepsDoubleBuffersTheKBlocks) {
+  // tp 8 as 4 x 2: gr - 1 = 3 rotate steps per GEMM. Each rank holds two K-blocks: the
+  // block arriving at step s >= 1 overwrites the one that arrived at step s - 2 (its own
+  // block for s = 1), so the transfer into rank d waits for d's compute on that block and
+  // for d's send of it (step s - 1); it also waits for the block it forwards (its source's
+  // arrival of step s - 1).
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  config::Mapping m = Map(8, "mn_2d");
+  m.set_grid_rows(4);
+  m.set_mn_2d_weights("k_steps");
+  Program p = Lower(chip, SmallModel(), Work(8, 0, 1), m);
+  ExpectWellFormed(p, chip);
+  const OpInfo* gate = FindOp(p, "prefill", 0, "gate_proj");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->ref.partition, "mn_2d(4x2, k_steps)");
+  std::map<int, std::vector<const Task*>> computes, sends, arrivals;  // per core, in order
+  for (const Task& t : p.tasks) {
+    if (&p.ops[t.op] != gate) continue;
+    if (t.kind == TaskKind::kCompute) computes[t.core].push_back(&t);
+    if (t.kind == TaskKind::kTransfer) {
+      sends[t.core].push_back(&t);
+      arrivals[t.dst_core].push_back(&t);
+    }
+  }
+  ASSERT_EQ(computes.size(), 8u);
+  auto has = [](const Task* t, const Task* dep) {
+    return std::find(t->deps.begin(), t->deps.end(), dep->id) != t->deps.end();
+  };
+  int checked = 0;
+  for (const auto& [core, in] : arrivals) {
+    ASSERT_EQ(in.size(), 3u) << core;
+    ASSERT_EQ(computes[core].size(), 4u) << core;  // own block + 3 arrivals, each k = 64 / 4
+    for (const Task* c : computes[core]) EXPECT_EQ(c->k, 16u);
+    for (size_t s = 0; s < 3; ++s) {
+      EXPECT_EQ(in[s]->coll_step, s);
+      EXPECT_EQ(in[s]->bytes, 16u * 64u * 2u);  // (k / 4) x (n / 2) x 2 B
+      // The compute on arrival s depends on it and on the compute before it (it accumulates).
+      EXPECT_TRUE(has(computes[core][s + 1], in[s]));
+      EXPECT_TRUE(has(computes[core][s + 1], computes[core][s]));
+      if (s == 0) continue;
+      EXPECT_TRUE(has(in[s], computes[core][s - 1])) << core << " step " << s;
+      EXPECT_TRUE(has(in[s], sends[core][s - 1])) << core << " step " << s;
+      EXPECT_TRUE(has(in[s], arrivals[in[s]->core][s - 1])) << core << " step " << s;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 8 * 2);
+}
+
+TEST(LowerTest, Mn2dKStepsFallsBackWithoutEqualKBlocks) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  // tp 8 as 8 x 1: q/k/v/gate/up have k = hidden. hidden 6 < 8 and hidden 12 (not a multiple
+  // of 8) cannot form 8 equal K-blocks: those GEMMs run as replicated mn_2d and say why;
+  // o_proj (k = 2 heads x 4 = 8) and down_proj (k = intermediate 16) rotate blocks of 1 and 2.
+  for (uint32_t hidden : {6u, 12u}) {
+    config::Model model = SmallModel();
+    model.set_hidden_size(hidden);
+    model.set_num_attention_heads(2);
+    model.set_num_key_value_heads(2);
+    model.set_head_dim(4);
+    model.set_intermediate_size(16);
+    config::Mapping m = Map(8, "mn_2d");
+    m.set_grid_rows(8);
+    m.set_mn_2d_weights("k_steps");
+    SCOPED_TRACE(hidden);
+    Program p = Lower(chip, model, Work(8, 0, 1), m);
+    ExpectWellFormed(p, chip);
+    EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->ref.partition,
+              hidden == 6 ? "mn_2d(k_steps)->mn_2d (k=6 < grid_rows=8)"
+                          : "mn_2d(k_steps)->mn_2d (k=12 not divisible by grid_rows=8)");
+    EXPECT_EQ(FindOp(p, "prefill", 0, "o_proj")->ref.partition, "mn_2d(8x1, k_steps)");
+    EXPECT_EQ(FindOp(p, "prefill", 0, "down_proj")->ref.partition, "mn_2d(8x1, k_steps)");
+    int rotates = 0;
+    for (const CollectiveInfo& c : p.collectives) rotates += c.kind == "rotate";
+    EXPECT_EQ(rotates, 2);
+  }
+  // grid_rows 1: every rank already holds 1/P (k x n/4), nothing to rotate: plain mn_2d.
+  config::Mapping flat = Map(4, "mn_2d");
+  flat.set_grid_rows(1);
+  flat.set_mn_2d_weights("k_steps");
+  Program f = Lower(chip, SmallModel(), Work(8, 0, 1), flat);
+  EXPECT_EQ(FindOp(f, "prefill", 0, "q_proj")->ref.partition, "mn_2d(1x4)");
+  EXPECT_EQ(FindOp(f, "prefill", 0, "k_proj")->ref.partition,
+            "mn_2d->n_split (M=8, N units=2 not divisible by grid 1x4)");
+  flat.clear_mn_2d_weights();
+  EXPECT_TRUE(f.Dump() == Lower(chip, SmallModel(), Work(8, 0, 1), flat).Dump());
+}
+
+TEST(LowerTest, Mn2dWeightsValueIsValidated) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  config::Mapping m = Map(4, "mn_2d");
+  m.set_mn_2d_weights("summa");
+  std::vector<config::Diag> diags;
+  ValidateMapping(m, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "mapping.mn_2d_weights");
+  EXPECT_EQ(diags[0].value, "summa");
+  EXPECT_EQ(diags[0].rule, "must be replicated or k_steps");
+  EXPECT_THROW(Lower(chip, SmallModel(), Work(8, 0, 1), m), config::ConfigError);
+  for (const char* ok : {"", "replicated", "k_steps"}) {
+    m.set_mn_2d_weights(ok);
+    diags.clear();
+    ValidateMapping(m, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
+    EXPECT_TRUE(diags.empty()) << ok;
+  }
+}
+
 }  // namespace
 }  // namespace tpsim::mapping

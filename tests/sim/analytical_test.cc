@@ -6,7 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "configs/load.h"
@@ -193,6 +197,103 @@ TEST(AnalyticalEngine, Mn2dRowGroupAllGatherOfTheLoweredLayerByHand) {
     EXPECT_EQ(out.tasks[t.id].end_ps - out.tasks[t.id].start_ps, 18'000) << t.core << "->" << t.dst_core;
   }
   EXPECT_EQ(xfers, 4);
+}
+
+// Op `op` of `p` alone: its tasks (ids renumbered, deps on other ops' tasks dropped) and
+// its collectives, as if its inputs were ready at time 0.
+Program OneOp(const Program& p, uint32_t op) {
+  Program q;
+  q.num_cores = p.num_cores;
+  q.ops = {p.ops[op]};
+  std::vector<int32_t> coll(p.collectives.size(), -1);
+  std::vector<int64_t> id(p.tasks.size(), -1);
+  for (const Task& t : p.tasks) {
+    if (t.op != op) continue;
+    Task u = t;
+    u.id = static_cast<uint32_t>(q.tasks.size());
+    u.op = 0;
+    u.func = -1;
+    u.deps.clear();
+    for (uint32_t d : t.deps)
+      if (id[d] >= 0) u.deps.push_back(static_cast<uint32_t>(id[d]));
+    if (t.collective >= 0) {
+      if (coll[t.collective] < 0) {
+        coll[t.collective] = static_cast<int32_t>(q.collectives.size());
+        q.collectives.push_back(p.collectives[t.collective]);
+        q.collectives.back().op = 0;
+      }
+      u.collective = coll[t.collective];
+    }
+    id[t.id] = u.id;
+    q.tasks.push_back(std::move(u));
+  }
+  return q;
+}
+
+TEST(AnalyticalEngine, Mn2dKStepsGemmOverlapsTheRotationByHand) {
+  // gate_proj of SmallModel (k = hidden 64, n = intermediate 128) lowered with mn_2d on a
+  // 2x2 rank grid and mapping.mn_2d_weights = k_steps, prefill of 80 tokens, bf16; ranks
+  // 0..3 on r0c0, r0c1, r1c0, r1c1 (placement file), so each grid column ({r0c0, r1c0},
+  // {r0c1, r1c1}) is one hop and the 4 rotate transfers use 4 distinct links. Rank (i, j):
+  //   compute 1 (own K-block):  m = 80/2 = 40, k = 64/2 = 32, n = 128/2 = 64: 1 tile,
+  //     c = ceil((32 + 64 + 64) cycles x 2000 ps / 0.7) = ceil(457,142.86) = 457,143 ps
+  //   rotate (1 step): its block 32 x 64 x 2 B = 4096 B to the other rank of its column,
+  //     x = 1 hop (2000 ps) + 4096 B / 160 B/ns (25,600 ps) = 27,600 ps, from time 0 (the
+  //     weights are resident): it overlaps compute 1
+  //   compute 2 (arrived K-block, accumulating) starts at max(c, x) = 457,143
+  //   total = max(c, x) + c = 914,286 ps.
+  // With 1 GB/s links the transfer dominates: x = 2000 + 4096 B / 1 B/ns = 4,098,000 ps,
+  // total = x + c = 4,555,143 ps.
+  const std::string path = ::testing::TempDir() + "/tpsim_ksteps_placement.txt";
+  {
+    std::ofstream out(path);
+    out << Core(0, 0) << " " << Core(0, 1) << " " << Core(1, 0) << " " << Core(1, 1) << "\n";
+  }
+  config::Mapping m = mapping::testing::Map(4, "mn_2d", "ring", "file");
+  m.set_placement_file(path);
+  m.set_grid_rows(2);
+  m.set_mn_2d_weights("k_steps");
+  config::Chip slow_cfg = MeshConfig();
+  slow_cfg.mutable_noc()->set_link_bandwidth_gbps(1);
+  const arch::Chip slow = arch::Chip::Build(slow_cfg);
+  struct Case {
+    const arch::Chip* chip;
+    int64_t x, total;
+  };
+  const int64_t c = 457'143;
+  for (const Case& k : {Case{&Mesh(), 27'600, 914'286}, Case{&slow, 4'098'000, 4'555'143}}) {
+    SCOPED_TRACE(k.x);
+    const Program full =
+        mapping::Lower(*k.chip, mapping::testing::SmallModel(), mapping::testing::Work(80, 0, 1), m);
+    uint32_t gate = 0;
+    while (gate < full.ops.size() && full.ops[gate].ref.op != "gate_proj") ++gate;
+    ASSERT_LT(gate, full.ops.size());
+    EXPECT_EQ(full.ops[gate].ref.partition, "mn_2d(2x2, k_steps)");
+    const Program p = OneOp(full, gate);
+    EngineOutput out = AnalyticalEngine().Run(p, *k.chip);
+    std::map<int, std::vector<uint32_t>> computes;  // per core, in task order
+    int xfers = 0;
+    for (const Task& t : p.tasks) {
+      if (t.kind == TaskKind::kCompute) computes[t.core].push_back(t.id);
+      if (t.kind != TaskKind::kTransfer) continue;
+      ++xfers;
+      EXPECT_EQ(t.bytes, 4096u);
+      EXPECT_EQ(k.chip->Hops(t.core, t.dst_core), 1);
+      EXPECT_EQ(out.tasks[t.id].start_ps, 0);
+      EXPECT_EQ(out.tasks[t.id].end_ps, k.x);
+    }
+    EXPECT_EQ(xfers, 4);
+    ASSERT_EQ(computes.size(), 4u);
+    for (const auto& [core, ids] : computes) {
+      ASSERT_EQ(ids.size(), 2u) << core;
+      EXPECT_EQ(out.tasks[ids[0]].start_ps, 0) << core;
+      EXPECT_EQ(out.tasks[ids[0]].end_ps, c) << core;
+      EXPECT_EQ(out.tasks[ids[1]].start_ps, std::max(c, k.x)) << core;
+      EXPECT_EQ(out.tasks[ids[1]].end_ps, k.total) << core;
+    }
+    EXPECT_EQ(out.makespan_ps, k.total);
+  }
+  std::remove(path.c_str());
 }
 
 TEST(AnalyticalEngine, TransferAcrossTheMeshDiagonal) {

@@ -168,6 +168,7 @@ TEST_F(ProgramCacheTest, LoweringInputsChangeTheKey) {
   }));
   EXPECT_TRUE(changed([](config::Experiment* c) { c->mutable_workload()->set_seq_len(128); }));
   EXPECT_TRUE(changed([](config::Experiment* c) { c->mutable_mapping()->set_partition("megatron"); }));
+  EXPECT_TRUE(changed([](config::Experiment* c) { c->mutable_mapping()->set_mn_2d_weights("k_steps"); }));
   EXPECT_TRUE(changed([](config::Experiment* c) { c->mutable_model()->set_intermediate_size(1024); }));
   EXPECT_FALSE(changed([](config::Experiment* c) { c->set_name("other"); }));
   EXPECT_FALSE(changed([](config::Experiment* c) { c->set_engine("tlm"); }));
