@@ -736,34 +736,43 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
     Append(&deps, Ready(g.x, r));
     uint64_t shard = Split(g.n, p_, 0).size() * col_bytes;
     uint64_t transient = (t.m * t.k + t.m * t.n) * d_ + 2 * shard;
-    ts_[g.y].ready[r].push_back(Compute(r, t, f, std::move(deps), transient));
+    const uint32_t id = Compute(r, t, f, std::move(deps), transient);
+    ts_[g.y].ready[r].push_back(id);
+    return id;
   };
+  // computes[r][a]: rank r's computes on arrival a (a = 0: its own shard; a = s + 1: step s).
+  std::vector<std::vector<std::vector<uint32_t>>> computes(p_, std::vector<std::vector<uint32_t>>(1));
   for (int r = 0; r < p_; ++r) {
     Range cols = Split(g.n, p_, r);
     if (func_) fc.pack.push_back({cores_[r], Sl(g.w, {0, g.k}, cols), cols.lo * g.k, true});
     if (!weights_sram_)
       shard_ready[r].push_back(Memory(r, cols.size() * col_bytes, false, WeightReadDeps(r)));
-    compute(r, cols, shard_ready[r]);
+    computes[r][0].push_back(compute(r, cols, shard_ready[r]));
   }
   std::vector<std::vector<uint32_t>> last_in = shard_ready;
+  std::vector<std::vector<uint32_t>> sent(p_);  // each rank's sends of the previous step
   for (size_t s = 0; s < sched.steps.size(); ++s) {
-    std::vector<std::vector<uint32_t>> now(p_);
-    std::vector<std::pair<int, Range>> arrivals;
+    std::vector<std::vector<uint32_t>> now(p_), sending(p_);
     for (const Xfer& x : sched.steps[s].xfers) {
       Task tk = XferTask(x, sched, switch_, coll, s, cores_);
       tk.deps = last_in[x.src];
+      // Two shard buffers per rank (the SRAM `transient` counts two): arrival s + 1
+      // overwrites arrival s - 1's, which the destination must have computed on and
+      // forwarded (its sends of step s - 1).
+      if (s >= 1 && computes[x.dst].size() > s - 1) Append(&tk.deps, computes[x.dst][s - 1]);
+      if (s >= 1) Append(&tk.deps, sent[x.dst]);
       uint32_t id = AddTask(std::move(tk));
       if (fc.first_task < 0) fc.first_task = id;
       fc.last_task = id;
       now[x.dst].push_back(id);
+      sending[x.src].push_back(id);
+      if (computes[x.dst].size() < s + 2) computes[x.dst].resize(s + 2);
       Range cols{x.offset / col_bytes, (x.offset + x.bytes + col_bytes - 1) / col_bytes};
-      if (cols.size() > 0) {
-        std::vector<uint32_t> deps{id};
-        compute(x.dst, cols, deps);
-      }
+      if (cols.size() > 0) computes[x.dst][s + 1].push_back(compute(x.dst, cols, {id}));
     }
     for (int r = 0; r < p_; ++r)
       if (!now[r].empty()) last_in[r] = std::move(now[r]);
+    sent = std::move(sending);
   }
   if (func_) prog_.func.collectives.push_back(std::move(fc));
 }

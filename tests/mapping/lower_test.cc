@@ -702,6 +702,51 @@ TEST(LowerTest, Mn2dKStepsDoubleBuffersTheKBlocks) {
   EXPECT_EQ(checked, 8 * 2);
 }
 
+TEST(LowerTest, MSplitRotateDoubleBuffersTheShards) {
+  // tp 4, m_split_rotate on a one-way ring: 3 rotate steps per GEMM. Each rank holds two
+  // weight shards (the SRAM `transient` counts two): the shard arriving at step s >= 1
+  // overwrites the one that arrived at step s - 2 (its own for s = 1), so the transfer into
+  // rank d waits for d's compute on that shard and for d's send of it (step s - 1), besides
+  // the shard it forwards (its source's arrival of step s - 1).
+  arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  config::Mapping m = Map(4, "m_split_rotate");
+  m.set_collective("ring");
+  Program p = Lower(chip, SmallModel(), Work(8, 0, 1), m);
+  ExpectWellFormed(p, chip);
+  const OpInfo* gate = FindOp(p, "prefill", 0, "gate_proj");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->ref.partition, "m_split_rotate");
+  std::map<int, std::vector<const Task*>> computes, sends, arrivals;  // per core, in order
+  for (const Task& t : p.tasks) {
+    if (&p.ops[t.op] != gate) continue;
+    if (t.kind == TaskKind::kCompute) computes[t.core].push_back(&t);
+    if (t.kind == TaskKind::kTransfer) {
+      sends[t.core].push_back(&t);
+      arrivals[t.dst_core].push_back(&t);
+    }
+  }
+  auto has = [](const Task* t, const Task* dep) {
+    return std::find(t->deps.begin(), t->deps.end(), dep->id) != t->deps.end();
+  };
+  ASSERT_EQ(computes.size(), 4u);
+  int checked = 0;
+  for (const auto& [core, in] : arrivals) {
+    ASSERT_EQ(in.size(), 3u) << core;
+    ASSERT_EQ(computes[core].size(), 4u) << core;  // own shard + 3 arrivals: 2 rows x 32 cols x k 64
+    for (size_t s = 0; s < 3; ++s) {
+      EXPECT_EQ(in[s]->coll_step, s);
+      EXPECT_EQ(in[s]->bytes, 32u * 64u * 2u);  // a shard: n / 4 = 32 columns of k = 64, 2 B
+      EXPECT_TRUE(has(computes[core][s + 1], in[s]));
+      if (s == 0) continue;
+      EXPECT_TRUE(has(in[s], computes[core][s - 1])) << core << " step " << s;
+      EXPECT_TRUE(has(in[s], sends[core][s - 1])) << core << " step " << s;
+      EXPECT_TRUE(has(in[s], arrivals[in[s]->core][s - 1])) << core << " step " << s;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4 * 2);
+}
+
 TEST(LowerTest, Mn2dKStepsFallsBackWithoutEqualKBlocks) {
   arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
   // tp 8 as 8 x 1: q/k/v/gate/up have k = hidden. hidden 6 < 8 and hidden 12 (not a multiple
