@@ -211,6 +211,12 @@ int Describe(Args& a) {
   os << "\n  placement             " << mp.placement() << "\n";
   os << "  collective            " << mp.collective() << "\n";
   os << "  weights               " << (mp.weights().empty() ? "auto" : mp.weights()) << "\n";
+  bool mn_2d = mp.partition() == "mn_2d";
+  for (const auto& o : mp.overrides()) mn_2d = mn_2d || o.partition() == "mn_2d";
+  if (mn_2d)
+    os << "  mn_2d                 grid_rows "
+       << (mp.grid_rows() ? std::to_string(mp.grid_rows()) : std::string("auto (most square)"))
+       << ", weights " << (mp.mn_2d_weights().empty() ? "replicated" : mp.mn_2d_weights()) << "\n";
   std::cout << os.str();
   return 0;
 }

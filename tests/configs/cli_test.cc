@@ -74,6 +74,23 @@ TEST(Cli, EveryShippedChipValidatesInTheDefaultExperiment) {
   }
 }
 
+TEST(Cli, DescribeShowsTheMn2dGridAndWeightsOnlyWhenMn2dIsUsed) {
+  const std::string exp = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
+  Outcome plain = RunTpsim("describe " + exp);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  EXPECT_EQ(plain.output.find("  mn_2d "), std::string::npos) << plain.output;
+  Outcome grid = RunTpsim(
+      "describe " + exp +
+      " --set mapping.partition=mn_2d --set mapping.grid_rows=2 --set mapping.mn_2d_weights=k_steps");
+  ASSERT_EQ(grid.status, 0) << grid.output;
+  EXPECT_NE(grid.output.find("  mn_2d                 grid_rows 2, weights k_steps\n"), std::string::npos)
+      << grid.output;
+  Outcome dflt = RunTpsim("describe " + exp + " --set mapping.partition=mn_2d");
+  EXPECT_NE(dflt.output.find("  mn_2d                 grid_rows auto (most square), weights replicated\n"),
+            std::string::npos)
+      << dflt.output;
+}
+
 TEST(Cli, BrokenCorpusGivesExpectedErrorsAndExitTwo) {
   fs::path dir = fs::path(TPSIM_SOURCE_DIR) / "tests/configs";
   auto files = Files(dir / "broken", ".textproto");
@@ -129,13 +146,15 @@ TEST(Cli, HelpAndUsageErrors) {
 
 TEST(Cli, SetOverridesReachTheResolvedExperiment) {
   Outcome o = RunTpsim(
-      "describe configs/experiments/reference-qwen3-4b.textproto --set mapping.tp=2 --set mapping.pipeline_stages=8");
+      "describe configs/experiments/reference-qwen3-4b.textproto --set mapping.tp=2 --set "
+      "mapping.pipeline_stages=8");
   EXPECT_EQ(o.status, 0) << o.output;
   EXPECT_NE(o.output.find("tp 2 x 8 pipeline stages = 16 cores"), std::string::npos) << o.output;
 }
 
 TEST(Cli, ModelFlagImportsACatalogEntryOrConfigJson) {
-  Outcome by_name = RunTpsim("describe configs/experiments/reference-qwen3-4b.textproto --model llama-3.2-1b");
+  Outcome by_name =
+      RunTpsim("describe configs/experiments/reference-qwen3-4b.textproto --model llama-3.2-1b");
   EXPECT_EQ(by_name.status, 0) << by_name.output;
   EXPECT_NE(by_name.output.find("llama"), std::string::npos);
   Outcome bad = RunTpsim("describe configs/experiments/reference-qwen3-4b.textproto --model no-such-model");
