@@ -152,6 +152,18 @@ class Lowerer : public GemmContext {
   void EmitRotate(const GemmSpec& g) override;
   bool Mn2dKSteps() const override { return m_.mn_2d_weights() == "k_steps"; }
   void EmitKSteps(const GemmSpec& g) override;
+  // The steps of a rotation (kRotate lowered as `sched`, Program collective `coll`) run by
+  // `groups` of ranks at once (step s of every group before step s + 1 of any). Each
+  // transfer waits for the block it forwards; with two block buffers per rank, the block
+  // arriving at step s >= 1 also waits until its destination has computed on, and
+  // forwarded, the block it overwrites. Every arrival is computed on:
+  // compute(rank, the arrival's units of `unit_bytes`, {transfer}). computes[r] starts with
+  // rank r's computes on its own block; last_in[r] is what its own block waits for.
+  using RotateCompute = std::function<uint32_t(int, Range, std::vector<uint32_t>)>;
+  void RotateSteps(const Schedule& sched, int32_t coll, const std::vector<std::vector<int>>& groups,
+                   uint64_t unit_bytes, std::vector<std::vector<uint32_t>> last_in,
+                   std::vector<std::vector<std::vector<uint32_t>>>* computes, FuncCollective* fc,
+                   const RotateCompute& compute);
 
  private:
   int32_t NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0, uint32_t init = 0);
@@ -749,32 +761,46 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
       shard_ready[r].push_back(Memory(r, cols.size() * col_bytes, false, WeightReadDeps(r)));
     computes[r][0].push_back(compute(r, cols, shard_ready[r]));
   }
-  std::vector<std::vector<uint32_t>> last_in = shard_ready;
+  // Two shard buffers per rank (the SRAM `transient` counts two).
+  std::vector<int> all(p_);
+  for (int r = 0; r < p_; ++r) all[r] = r;
+  RotateSteps(sched, coll, {all}, col_bytes, shard_ready, &computes, &fc, compute);
+  if (func_) prog_.func.collectives.push_back(std::move(fc));
+}
+
+void Lowerer::RotateSteps(const Schedule& sched, int32_t coll, const std::vector<std::vector<int>>& groups,
+                          uint64_t unit_bytes, std::vector<std::vector<uint32_t>> last_in,
+                          std::vector<std::vector<std::vector<uint32_t>>>* computes, FuncCollective* fc,
+                          const RotateCompute& compute) {
   std::vector<std::vector<uint32_t>> sent(p_);  // each rank's sends of the previous step
   for (size_t s = 0; s < sched.steps.size(); ++s) {
     std::vector<std::vector<uint32_t>> now(p_), sending(p_);
-    for (const Xfer& x : sched.steps[s].xfers) {
-      Task tk = XferTask(x, sched, switch_, coll, s, cores_);
-      tk.deps = last_in[x.src];
-      // Two shard buffers per rank (the SRAM `transient` counts two): arrival s + 1
-      // overwrites arrival s - 1's, which the destination must have computed on and
-      // forwarded (its sends of step s - 1).
-      if (s >= 1 && computes[x.dst].size() > s - 1) Append(&tk.deps, computes[x.dst][s - 1]);
-      if (s >= 1) Append(&tk.deps, sent[x.dst]);
-      uint32_t id = AddTask(std::move(tk));
-      if (fc.first_task < 0) fc.first_task = id;
-      fc.last_task = id;
-      now[x.dst].push_back(id);
-      sending[x.src].push_back(id);
-      if (computes[x.dst].size() < s + 2) computes[x.dst].resize(s + 2);
-      Range cols{x.offset / col_bytes, (x.offset + x.bytes + col_bytes - 1) / col_bytes};
-      if (cols.size() > 0) computes[x.dst][s + 1].push_back(compute(x.dst, cols, {id}));
-    }
+    for (const std::vector<int>& grp : groups)
+      for (Xfer x : sched.steps[s].xfers) {
+        x.src = grp[x.src], x.dst = grp[x.dst];
+        Task tk = XferTask(x, sched, switch_, coll, s, cores_);
+        tk.deps = last_in[x.src];
+        // Arrival s + 1 overwrites arrival s - 1's buffer, which the destination must have
+        // computed on and forwarded (its sends of step s - 1).
+        std::vector<std::vector<uint32_t>>& at = (*computes)[x.dst];
+        if (s >= 1 && at.size() > s - 1) Append(&tk.deps, at[s - 1]);
+        if (s >= 1) Append(&tk.deps, sent[x.dst]);
+        uint32_t id = AddTask(std::move(tk));
+        if (fc->first_task < 0) fc->first_task = id;
+        fc->last_task = id;
+        now[x.dst].push_back(id);
+        sending[x.src].push_back(id);
+        if (at.size() < s + 2) at.resize(s + 2);
+        const Range units{x.offset / unit_bytes, (x.offset + x.bytes + unit_bytes - 1) / unit_bytes};
+        if (units.size() > 0) {
+          const uint32_t c = compute(x.dst, units, {id});
+          (*computes)[x.dst][s + 1].push_back(c);
+        }
+      }
     for (int r = 0; r < p_; ++r)
       if (!now[r].empty()) last_in[r] = std::move(now[r]);
     sent = std::move(sending);
   }
-  if (func_) prog_.func.collectives.push_back(std::move(fc));
 }
 
 void Lowerer::EmitKSteps(const GemmSpec& g) {
@@ -835,32 +861,8 @@ void Lowerer::EmitKSteps(const GemmSpec& g) {
     if (!weights_sram_) last_in[r].push_back(Memory(r, block_bytes, false, WeightReadDeps(r)));
     computes[r][0].push_back(compute(r, ks, last_in[r]));
   }
-  std::vector<std::vector<uint32_t>> sent(p_);  // each rank's sends of the previous step
-  for (size_t s = 0; s < sched.steps.size(); ++s) {
-    std::vector<std::vector<uint32_t>> now(p_), sending(p_);
-    // Step s of every grid column before step s + 1 of any: the groups' transfers interleave.
-    for (const std::vector<int>& grp : groups)
-      for (Xfer x : sched.steps[s].xfers) {
-        x.src = grp[x.src], x.dst = grp[x.dst];
-        Task tk = XferTask(x, sched, switch_, coll, s, cores_);
-        tk.deps = last_in[x.src];
-        // Two K-block buffers per rank: arrival s + 1 overwrites arrival s - 1's, which the
-        // destination must have computed on and forwarded (its sends of step s - 1).
-        if (s >= 1 && computes[x.dst].size() > s - 1) Append(&tk.deps, computes[x.dst][s - 1]);
-        if (s >= 1) Append(&tk.deps, sent[x.dst]);
-        uint32_t id = AddTask(std::move(tk));
-        if (fc.first_task < 0) fc.first_task = id;
-        fc.last_task = id;
-        now[x.dst].push_back(id);
-        sending[x.src].push_back(id);
-        if (computes[x.dst].size() < s + 2) computes[x.dst].resize(s + 2);
-        const Range ks{x.offset / row_bytes, (x.offset + x.bytes + row_bytes - 1) / row_bytes};
-        if (ks.size() > 0) computes[x.dst][s + 1].push_back(compute(x.dst, ks, {id}));
-      }
-    for (int r = 0; r < p_; ++r)
-      if (!now[r].empty()) last_in[r] = std::move(now[r]);
-    sent = std::move(sending);
-  }
+  // Two K-block buffers per rank; the grid columns' steps interleave.
+  RotateSteps(sched, coll, groups, row_bytes, last_in, &computes, &fc, compute);
   if (func_) prog_.func.collectives.push_back(std::move(fc));
 }
 

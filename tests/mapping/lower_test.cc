@@ -653,12 +653,55 @@ TEST(LowerTest, Mn2dKStepsRotatesKBlocksWithinGridColumns) {
   EXPECT_EQ(reads, 4);
 }
 
+// One rotating GEMM op's tasks per core, in order: its computes, the transfers each core
+// sends and those it receives.
+struct RotationTasks {
+  std::map<int, std::vector<const Task*>> computes, sends, arrivals;
+};
+RotationTasks RotationOf(const Program& p, const OpInfo* op) {
+  RotationTasks r;
+  for (const Task& t : p.tasks) {
+    if (&p.ops[t.op] != op) continue;
+    if (t.kind == TaskKind::kCompute) r.computes[t.core].push_back(&t);
+    if (t.kind == TaskKind::kTransfer) {
+      r.sends[t.core].push_back(&t);
+      r.arrivals[t.dst_core].push_back(&t);
+    }
+  }
+  return r;
+}
+bool HasDep(const Task* t, const Task* dep) {
+  return std::find(t->deps.begin(), t->deps.end(), dep->id) != t->deps.end();
+}
+
+// Two blocks in SRAM per rank: the block arriving at step s >= 1 overwrites the one that
+// arrived at step s - 2 (the rank's own for s = 1), so the transfer into rank d waits for d's
+// compute on that block and for d's send of it (step s - 1), besides the block it forwards
+// (its source's arrival of step s - 1). Every core receives `steps` blocks of `bytes` and
+// computes on its own block and each arrival. Returns the (core, step >= 1) pairs checked.
+int ExpectTwoBlockBuffers(const RotationTasks& r, size_t steps, uint64_t bytes) {
+  int checked = 0;
+  for (const auto& [core, in] : r.arrivals) {
+    const std::vector<const Task*>& c = r.computes.at(core);
+    EXPECT_EQ(in.size(), steps) << core;
+    EXPECT_EQ(c.size(), steps + 1) << core;
+    if (in.size() != steps || c.size() != steps + 1) continue;
+    for (size_t s = 0; s < steps; ++s) {
+      EXPECT_EQ(in[s]->coll_step, s);
+      EXPECT_EQ(in[s]->bytes, bytes);
+      EXPECT_TRUE(HasDep(c[s + 1], in[s]));
+      if (s == 0) continue;
+      EXPECT_TRUE(HasDep(in[s], c[s - 1])) << core << " step " << s;
+      EXPECT_TRUE(HasDep(in[s], r.sends.at(core)[s - 1])) << core << " step " << s;
+      EXPECT_TRUE(HasDep(in[s], r.arrivals.at(in[s]->core)[s - 1])) << core << " step " << s;
+      ++checked;
+    }
+  }
+  return checked;
+}
+
 TEST(LowerTest, Mn2dKStepsDoubleBuffersTheKBlocks) {
-  // tp 8 as 4 x 2: gr - 1 = 3 rotate steps per GEMM. Each rank holds two K-blocks: the
-  // block arriving at step s >= 1 overwrites the one that arrived at step s - 2 (its own
-  // block for s = 1), so the transfer into rank d waits for d's compute on that block and
-  // for d's send of it (step s - 1); it also waits for the block it forwards (its source's
-  // arrival of step s - 1).
+  // tp 8 as 4 x 2: gr - 1 = 3 rotate steps per GEMM, blocks of (k / 4) x (n / 2) x 2 B.
   arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
   config::Mapping m = Map(8, "mn_2d");
   m.set_grid_rows(4);
@@ -668,46 +711,21 @@ TEST(LowerTest, Mn2dKStepsDoubleBuffersTheKBlocks) {
   const OpInfo* gate = FindOp(p, "prefill", 0, "gate_proj");
   ASSERT_NE(gate, nullptr);
   EXPECT_EQ(gate->ref.partition, "mn_2d(4x2, k_steps)");
-  std::map<int, std::vector<const Task*>> computes, sends, arrivals;  // per core, in order
-  for (const Task& t : p.tasks) {
-    if (&p.ops[t.op] != gate) continue;
-    if (t.kind == TaskKind::kCompute) computes[t.core].push_back(&t);
-    if (t.kind == TaskKind::kTransfer) {
-      sends[t.core].push_back(&t);
-      arrivals[t.dst_core].push_back(&t);
+  const RotationTasks r = RotationOf(p, gate);
+  ASSERT_EQ(r.computes.size(), 8u);
+  EXPECT_EQ(ExpectTwoBlockBuffers(r, 3, 16u * 64u * 2u), 8 * 2);
+  for (const auto& [core, c] : r.computes)
+    for (size_t a = 0; a < c.size(); ++a) {
+      EXPECT_EQ(c[a]->k, 16u);  // k = 64 / 4 per block
+      if (a > 0) {
+        EXPECT_TRUE(HasDep(c[a], c[a - 1])) << core;  // it accumulates after the last
+      }
     }
-  }
-  ASSERT_EQ(computes.size(), 8u);
-  auto has = [](const Task* t, const Task* dep) {
-    return std::find(t->deps.begin(), t->deps.end(), dep->id) != t->deps.end();
-  };
-  int checked = 0;
-  for (const auto& [core, in] : arrivals) {
-    ASSERT_EQ(in.size(), 3u) << core;
-    ASSERT_EQ(computes[core].size(), 4u) << core;  // own block + 3 arrivals, each k = 64 / 4
-    for (const Task* c : computes[core]) EXPECT_EQ(c->k, 16u);
-    for (size_t s = 0; s < 3; ++s) {
-      EXPECT_EQ(in[s]->coll_step, s);
-      EXPECT_EQ(in[s]->bytes, 16u * 64u * 2u);  // (k / 4) x (n / 2) x 2 B
-      // The compute on arrival s depends on it and on the compute before it (it accumulates).
-      EXPECT_TRUE(has(computes[core][s + 1], in[s]));
-      EXPECT_TRUE(has(computes[core][s + 1], computes[core][s]));
-      if (s == 0) continue;
-      EXPECT_TRUE(has(in[s], computes[core][s - 1])) << core << " step " << s;
-      EXPECT_TRUE(has(in[s], sends[core][s - 1])) << core << " step " << s;
-      EXPECT_TRUE(has(in[s], arrivals[in[s]->core][s - 1])) << core << " step " << s;
-      ++checked;
-    }
-  }
-  EXPECT_EQ(checked, 8 * 2);
 }
 
 TEST(LowerTest, MSplitRotateDoubleBuffersTheShards) {
-  // tp 4, m_split_rotate on a one-way ring: 3 rotate steps per GEMM. Each rank holds two
-  // weight shards (the SRAM `transient` counts two): the shard arriving at step s >= 1
-  // overwrites the one that arrived at step s - 2 (its own for s = 1), so the transfer into
-  // rank d waits for d's compute on that shard and for d's send of it (step s - 1), besides
-  // the shard it forwards (its source's arrival of step s - 1).
+  // tp 4, m_split_rotate on a one-way ring: 3 rotate steps per GEMM; a shard is n / 4 = 32
+  // columns of k = 64, 2 B each; each core computes its 2 rows on its own shard and 3 others.
   arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
   config::Mapping m = Map(4, "m_split_rotate");
   m.set_collective("ring");
@@ -716,35 +734,9 @@ TEST(LowerTest, MSplitRotateDoubleBuffersTheShards) {
   const OpInfo* gate = FindOp(p, "prefill", 0, "gate_proj");
   ASSERT_NE(gate, nullptr);
   EXPECT_EQ(gate->ref.partition, "m_split_rotate");
-  std::map<int, std::vector<const Task*>> computes, sends, arrivals;  // per core, in order
-  for (const Task& t : p.tasks) {
-    if (&p.ops[t.op] != gate) continue;
-    if (t.kind == TaskKind::kCompute) computes[t.core].push_back(&t);
-    if (t.kind == TaskKind::kTransfer) {
-      sends[t.core].push_back(&t);
-      arrivals[t.dst_core].push_back(&t);
-    }
-  }
-  auto has = [](const Task* t, const Task* dep) {
-    return std::find(t->deps.begin(), t->deps.end(), dep->id) != t->deps.end();
-  };
-  ASSERT_EQ(computes.size(), 4u);
-  int checked = 0;
-  for (const auto& [core, in] : arrivals) {
-    ASSERT_EQ(in.size(), 3u) << core;
-    ASSERT_EQ(computes[core].size(), 4u) << core;  // own shard + 3 arrivals: 2 rows x 32 cols x k 64
-    for (size_t s = 0; s < 3; ++s) {
-      EXPECT_EQ(in[s]->coll_step, s);
-      EXPECT_EQ(in[s]->bytes, 32u * 64u * 2u);  // a shard: n / 4 = 32 columns of k = 64, 2 B
-      EXPECT_TRUE(has(computes[core][s + 1], in[s]));
-      if (s == 0) continue;
-      EXPECT_TRUE(has(in[s], computes[core][s - 1])) << core << " step " << s;
-      EXPECT_TRUE(has(in[s], sends[core][s - 1])) << core << " step " << s;
-      EXPECT_TRUE(has(in[s], arrivals[in[s]->core][s - 1])) << core << " step " << s;
-      ++checked;
-    }
-  }
-  EXPECT_EQ(checked, 4 * 2);
+  const RotationTasks r = RotationOf(p, gate);
+  ASSERT_EQ(r.computes.size(), 4u);
+  EXPECT_EQ(ExpectTwoBlockBuffers(r, 3, 32u * 64u * 2u), 4 * 2);
 }
 
 TEST(LowerTest, Mn2dKStepsFallsBackWithoutEqualKBlocks) {
