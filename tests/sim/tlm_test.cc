@@ -14,9 +14,11 @@
 
 #include "configs/load.h"
 #include "mapping/collective/collective.h"
+#include "mapping/mapping.h"
 #include "mapping/placement/placement.h"
 #include "sim/analytical/analytical.h"
 #include "tests/arch/test_util.h"
+#include "tests/mapping/mapping_test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
@@ -530,6 +532,36 @@ TEST(TlmEngine, RingPlacementBeatsLinearOnceTheRingRunsBothWays) {
   EXPECT_GT(static_cast<double>(bidir_linear), 1.5 * static_cast<double>(bidir_ring));
   // And the bidirectional ring on `ring` placement is the fastest of the four.
   EXPECT_LT(static_cast<double>(bidir_ring), ring_ring);
+}
+
+TEST(TlmEngine, Mn2dSubGroupGatherTransfersTakeTheAnalyticalTime) {
+  // The lowered grid -> grid_rows gather before the MLP norm of an mn_2d layer on a 2 x 2
+  // rank grid (ranks on r0c0..r0c3; grid rows {r0c0, r0c1} and {r0c2, r0c3}), 80 tokens of
+  // SmallModel (hidden 64), bf16: one collective of 2 groups of 2 ranks, each rank sending
+  // its (80 / 2) x (64 / 2) x 2 B = 2560 B block to its neighbour over its own link, as in
+  // AnalyticalEngine.Mn2dRowGroupAllGatherOfTheLoweredLayerByHand: 1 hop (2000 ps) +
+  // 2560 B / 160 B/ns (16,000 ps) = 18,000 ps each, the two groups concurrently.
+  config::Mapping m = mapping::testing::Map(4, "mn_2d");
+  m.set_grid_rows(2);
+  const Program p =
+      mapping::Lower(Mesh(), mapping::testing::SmallModel(), mapping::testing::Work(80, 0, 1), m);
+  int32_t coll = -1;
+  for (size_t c = 0; c < p.collectives.size(); ++c)
+    if (p.ops[p.collectives[c].op].ref.op == "mlp_norm.all_gather") coll = static_cast<int32_t>(c);
+  ASSERT_GE(coll, 0);
+  ASSERT_EQ(p.collectives[coll].groups, 2);
+  const EngineOutput out = RunTlm(p);
+  int xfers = 0;
+  Ps first = -1, last = 0;
+  for (const Task& t : p.tasks) {
+    if (t.kind != TaskKind::kTransfer || t.collective != coll) continue;
+    ++xfers;
+    EXPECT_EQ(out.tasks[t.id].end_ps - out.tasks[t.id].start_ps, 18'000) << t.core << "->" << t.dst_core;
+    first = first < 0 ? out.tasks[t.id].start_ps : std::min(first, out.tasks[t.id].start_ps);
+    last = std::max(last, out.tasks[t.id].end_ps);
+  }
+  EXPECT_EQ(xfers, 4);
+  EXPECT_LT(last - first, 2 * 18'000);  // the groups overlap
 }
 
 }  // namespace
