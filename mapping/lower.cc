@@ -225,6 +225,19 @@ class Lowerer : public GemmContext {
                        const std::string& what, const std::vector<std::vector<Piece>>& pack,
                        const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
                        const std::string& base, const Layout& result);
+  // Lowers one collective run by `groups` groups of `n` ranks (algorithm `algo`, a buffer
+  // of `bytes` per rank) and records its CollectiveInfo for op `op`; returns its index. The
+  // whole TP group uses the stage region's grid; a sub-group is one line of the TP grid
+  // (1 x n, for mesh_2d).
+  int32_t AddCollective(CollectiveKind kind, const std::string& algo, int n, int groups, uint64_t bytes,
+                        uint64_t align_bytes, uint32_t op, Schedule* sched);
+  // The TP grid's lines as rank groups: grid rows (ranks i gc .. i gc + gc - 1) or grid
+  // columns (ranks j, gc + j, ...); grid rows with gc = p_: one group of every rank.
+  std::vector<std::vector<int>> GridLines(int gc, bool columns) const {
+    std::vector<std::vector<int>> g(columns ? gc : p_ / gc);
+    for (int r = 0; r < p_; ++r) g[columns ? r % gc : r / gc].push_back(r);
+    return g;
+  }
   // mn_2d sub-group gathers: grid -> grid_rows within each grid row, grid_rows ->
   // replicated within each grid column. False (nothing emitted) when the blocks are unequal.
   bool GatherGridRow(int32_t t, const std::string& base);
@@ -467,9 +480,22 @@ std::vector<Lowerer::Piece> Lowerer::Blocks(int32_t t, const Layout& l, int r) c
 void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::vector<Piece>>& pack,
                          const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
                          const std::string& base, const Layout& result) {
-  std::vector<int> all(p_);
-  for (int r = 0; r < p_; ++r) all[r] = r;
-  GroupCollective(kind, t, {all}, "", pack, unpack, elems, align_elems, base, result);
+  GroupCollective(kind, t, GridLines(p_, false), "", pack, unpack, elems, align_elems, base, result);
+}
+
+int32_t Lowerer::AddCollective(CollectiveKind kind, const std::string& algo, int n, int groups,
+                               uint64_t bytes, uint64_t align_bytes, uint32_t op, Schedule* sched) {
+  const bool sub = groups > 1 || n != p_;
+  *sched = LowerCollective(algo, kind, n, bytes, align_bytes, sub ? RankGrid{1, n} : coll_grid_);
+  CollectiveInfo ci;
+  ci.kind = ToString(kind);
+  ci.algorithm = sched->algorithm;
+  ci.bytes = bytes;
+  ci.ranks = n;
+  ci.groups = groups;
+  ci.op = op;
+  prog_.collectives.push_back(ci);
+  return static_cast<int32_t>(prog_.collectives.size() - 1);
 }
 
 void Lowerer::GroupCollective(CollectiveKind kind, int32_t t, const std::vector<std::vector<int>>& groups,
@@ -481,25 +507,15 @@ void Lowerer::GroupCollective(CollectiveKind kind, int32_t t, const std::vector<
   const bool sub = groups.size() > 1 || n != p_;
   const std::string algo = ChooseCollective(algo_, kind, n, elems * d_, switch_);
   NewOp(base + "." + kname, algo);
-  // The whole group uses the stage region's grid; a sub-group is one line of the TP grid
-  // (1 x n for mesh_2d, whose note then says it is a single row).
-  Schedule sched =
-      LowerCollective(algo, kind, n, elems * d_, align_elems * d_, sub ? RankGrid{1, n} : coll_grid_);
-  CollectiveInfo ci;
-  ci.kind = kname;
-  ci.algorithm = sched.algorithm;
-  ci.bytes = elems * d_;
-  ci.ranks = n;
-  ci.groups = static_cast<int>(groups.size());
-  ci.op = cur_op_;
+  Schedule sched;  // (mesh_2d's note says when a sub-group's grid is a single row)
+  const int32_t coll = AddCollective(kind, algo, n, static_cast<int>(groups.size()), elems * d_,
+                                     align_elems * d_, cur_op_, &sched);
   std::string label = sched.note;
   if (sub) {
     label = std::to_string(groups.size()) + " " + what + " groups of " + std::to_string(n) + " ranks" +
             (label.empty() ? "" : "; " + label);
   }
   if (!label.empty()) prog_.ops[cur_op_].ref.partition = sched.algorithm + " (" + label + ")";
-  int32_t coll = static_cast<int32_t>(prog_.collectives.size());
-  prog_.collectives.push_back(ci);
   FuncCollective fc;
   // One buffer tensor: every core keeps its own copy, so each group's ranks use theirs.
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, 1, elems);
@@ -545,17 +561,14 @@ bool Lowerer::GatherGridRow(int32_t t, const std::string& base) {
   // split its rows (row sub-block j, contiguous).
   const uint64_t blk = uint64_t{ft.rows / gr} * ft.cols / gc;
   auto block = [&](int r) { return Sl(t, RowsOf(have, ft.rows, p_, r), ColsOf(have, ft.cols, p_, r)); };
-  std::vector<std::vector<int>> groups(gr);
   std::vector<std::vector<Piece>> pack(p_), unpack(p_);
-  for (int r = 0; r < p_; ++r) {
+  for (int r = 0; func_ && r < p_; ++r) {
     const int i = r / gc, j = r % gc;
-    groups[i].push_back(r);
-    if (!func_) continue;
     pack[r].push_back({block(r), j * blk});
     for (int b = 0; b < gc; ++b) unpack[r].push_back({block(i * gc + b), b * blk});
   }
-  GroupCollective(CollectiveKind::kAllGather, t, groups, "grid-row", pack, unpack, gc * blk, blk, base,
-                  Layout::GridRows(gr, gc));
+  GroupCollective(CollectiveKind::kAllGather, t, GridLines(gc, false), "grid-row", pack, unpack, gc * blk,
+                  blk, base, Layout::GridRows(gr, gc));
   return true;
 }
 
@@ -565,11 +578,8 @@ void Lowerer::GatherGridColumn(int32_t t, const std::string& base) {
   const int gc = have.gc;
   // Group j = grid column j (ranks j, gc + j, ...); its buffer is the whole tensor, the
   // group's rank i contributing row block i (row-major, so chunk i at rows.lo * cols).
-  std::vector<std::vector<int>> groups(gc);
   std::vector<std::vector<Piece>> pack(p_), unpack(p_);
-  for (int r = 0; r < p_; ++r) {
-    groups[r % gc].push_back(r);
-    if (!func_) continue;
+  for (int r = 0; func_ && r < p_; ++r) {
     const Range rows = RowsOf(have, ft.rows, p_, r);
     pack[r] = {{Sl(t, rows, {0, ft.cols}), rows.lo * ft.cols}};
     for (int i = 0; i < have.gr; ++i) {
@@ -577,7 +587,7 @@ void Lowerer::GatherGridColumn(int32_t t, const std::string& base) {
       unpack[r].push_back({Sl(t, ri, {0, ft.cols}), ri.lo * ft.cols});
     }
   }
-  GroupCollective(CollectiveKind::kAllGather, t, groups, "grid-column", pack, unpack,
+  GroupCollective(CollectiveKind::kAllGather, t, GridLines(gc, true), "grid-column", pack, unpack,
                   uint64_t{ft.rows} * ft.cols, ft.cols, base, Layout::Replicated());
 }
 
@@ -717,20 +727,12 @@ void Lowerer::EmitShard(const GemmSpec& g, int rank, Range rows, Range ks, Range
 
 void Lowerer::EmitRotate(const GemmSpec& g) {
   uint64_t col_bytes = g.k * d_;
-  CollectiveInfo ci;
-  ci.kind = ToString(CollectiveKind::kRotate);
-  Schedule sched =
-      LowerCollective(ChooseCollective(algo_, CollectiveKind::kRotate, p_, g.n * col_bytes, switch_),
-                      CollectiveKind::kRotate, p_, g.n * col_bytes, col_bytes, coll_grid_);
-  ci.algorithm = sched.algorithm;
-  ci.bytes = g.n * col_bytes;
-  ci.ranks = p_;
-  ci.op = g.op;
-  int32_t coll = static_cast<int32_t>(prog_.collectives.size());
-  prog_.collectives.push_back(ci);
+  Schedule sched;
+  const int32_t coll = AddCollective(
+      CollectiveKind::kRotate, ChooseCollective(algo_, CollectiveKind::kRotate, p_, g.n * col_bytes, switch_),
+      p_, 1, g.n * col_bytes, col_bytes, g.op, &sched);
   FuncCollective fc;
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.n, g.k);  // W^T: shard = whole rows
-  std::vector<uint32_t> own(p_, 0);
   std::vector<std::vector<uint32_t>> shard_ready(p_);
   auto compute = [&](int r, Range cols, std::vector<uint32_t> deps) {
     Range rows = Split(g.t, p_, r);
@@ -762,9 +764,7 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
     computes[r][0].push_back(compute(r, cols, shard_ready[r]));
   }
   // Two shard buffers per rank (the SRAM `transient` counts two).
-  std::vector<int> all(p_);
-  for (int r = 0; r < p_; ++r) all[r] = r;
-  RotateSteps(sched, coll, {all}, col_bytes, shard_ready, &computes, &fc, compute);
+  RotateSteps(sched, coll, GridLines(p_, false), col_bytes, shard_ready, &computes, &fc, compute);
   if (func_) prog_.func.collectives.push_back(std::move(fc));
 }
 
@@ -810,21 +810,11 @@ void Lowerer::EmitKSteps(const GemmSpec& g) {
   const uint64_t row_bytes = nc * d_, block_bytes = kb * row_bytes;
   // Group j = grid column j (ranks j, gc + j, ...); its buffer is W[:, cols j] as [k, nc],
   // member i's chunk being its K-block i (rows i kb .. (i+1) kb - 1).
-  std::vector<std::vector<int>> groups(gc);
-  for (int r = 0; r < p_; ++r) groups[r % gc].push_back(r);
-  const bool sub = gc > 1;
-  const std::string algo = ChooseCollective(algo_, CollectiveKind::kRotate, gr, g.k * row_bytes, switch_);
-  Schedule sched = LowerCollective(algo, CollectiveKind::kRotate, gr, g.k * row_bytes, row_bytes,
-                                   sub ? RankGrid{1, gr} : coll_grid_);
-  CollectiveInfo ci;
-  ci.kind = ToString(CollectiveKind::kRotate);
-  ci.algorithm = sched.algorithm;
-  ci.bytes = g.k * row_bytes;
-  ci.ranks = gr;
-  ci.groups = gc;
-  ci.op = g.op;
-  int32_t coll = static_cast<int32_t>(prog_.collectives.size());
-  prog_.collectives.push_back(ci);
+  const std::vector<std::vector<int>> groups = GridLines(gc, true);
+  Schedule sched;
+  const int32_t coll = AddCollective(
+      CollectiveKind::kRotate, ChooseCollective(algo_, CollectiveKind::kRotate, gr, g.k * row_bytes, switch_),
+      gr, gc, g.k * row_bytes, row_bytes, g.op, &sched);
   FuncCollective fc;
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.k, nc);  // per core: its grid column's W[:, cols j]
   // computes[r][a]: rank r's computes on arrival a (a = 0: its own block; a = s + 1: step s).
