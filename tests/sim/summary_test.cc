@@ -34,15 +34,24 @@ Program TwoOps() {
 }
 
 // Core 0 runs task 1 [0, 10) before task 0 [10, 15): an engine may start a core's
-// queue out of id order. The critical path from task 0 (the last end) goes to the
-// task before it on core 0 by start, task 1: compute = (15 - 10) + (10 - 0) = 15.
-// Ordered by id instead, task 0 would have no predecessor and compute would be 5.
-TEST(BuildSummary, CoreQueueOutOfIdOrder) {
+// queue out of id order.
+struct OutOfIdOrder {
   Program p = TwoOps();
-  p.tasks = {Compute(0, 0, 0), Compute(1, 0, 0)};
   EngineOutput out;
-  out.tasks = {TaskTime{10, 15}, TaskTime{0, 10}};
-  out.makespan_ps = 15;
+  OutOfIdOrder() {
+    p.tasks = {Compute(0, 0, 0), Compute(1, 0, 0)};
+    out.tasks = {TaskTime{10, 15}, TaskTime{0, 10}};
+    out.makespan_ps = 15;
+  }
+};
+
+// The critical path from task 0 (the last end) goes to the task before it on core 0 by
+// start, task 1: compute = (15 - 10) + (10 - 0) = 15. Ordered by id instead, task 0
+// would have no predecessor and compute would be 5.
+TEST(BuildSummary, CoreQueueOutOfIdOrder) {
+  const OutOfIdOrder c;
+  const Program& p = c.p;
+  const EngineOutput& out = c.out;
   const config::Summary s = BuildSummary(p, test::Mesh(), out);
   EXPECT_EQ(s.total_ps(), 15);
   EXPECT_EQ(s.compute_ps(), 15);
@@ -87,11 +96,9 @@ TEST(BuildResult, OpsInOrderSumPerCore) {
 
 // A graph made for another Program (another task count) is not used.
 TEST(BuildSummary, GraphOfAnotherProgramIsIgnored) {
-  Program p = TwoOps();
-  p.tasks = {Compute(0, 0, 0), Compute(1, 0, 0)};
-  EngineOutput out;
-  out.tasks = {TaskTime{10, 15}, TaskTime{0, 10}};
-  out.makespan_ps = 15;
+  const OutOfIdOrder c;
+  const Program& p = c.p;
+  const EngineOutput& out = c.out;
   Program other = TwoOps();
   other.tasks = {Compute(0, 3, 1)};
   const mapping::TaskGraph g = mapping::FlattenTasks(other);
