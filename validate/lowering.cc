@@ -11,6 +11,14 @@ namespace tpsim::validate {
 
 namespace {
 
+// Union-find over cores (sub-group collectives: the transfers connect one group's cores):
+// c's root in `parent` (c joins as its own root), halving the path on the way.
+int GroupRoot(std::map<int, int>* parent, int c) {
+  parent->emplace(c, c);
+  while ((*parent)[c] != c) c = (*parent)[c] = (*parent)[(*parent)[c]];
+  return c;
+}
+
 struct KindInfo {
   LaunchKind kind;
   const char* name;
@@ -160,12 +168,7 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
         st.sent[t.core] += t.bytes;
         if (p.collectives[t.collective].groups > 1) {
           // Sub-group collective: the transfers connect the cores of one group.
-          auto find = [&](int c) {
-            st.parent.emplace(c, c);
-            while (st.parent[c] != c) c = st.parent[c] = st.parent[st.parent[c]];
-            return c;
-          };
-          const int a = find(t.core), b = find(t.dst_core);
+          const int a = GroupRoot(&st.parent, t.core), b = GroupRoot(&st.parent, t.dst_core);
           if (a != b) st.parent[std::max(a, b)] = std::min(a, b);
         }
         break;
@@ -173,21 +176,16 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
     }
   }
 
-  for (const auto& [c, st] : colls) {
+  for (auto& [c, st] : colls) {
     const mapping::CollectiveInfo& ci = p.collectives[c];
     const int touched = static_cast<int>(st.first.size());
     const int groups = std::max(1, ci.groups);
     // Sub-group collectives (CollectiveInfo::groups > 1): one NCCL call per group, over its
     // ranks; coll_group numbers the groups by their smallest core.
     std::map<int, int> group_of;  // root core -> group index
-    auto root = [&](int c) {
-      auto it = st.parent.find(c);
-      while (it != st.parent.end() && it->second != c) c = it->second, it = st.parent.find(c);
-      return c;
-    };
     if (groups > 1)
       for (const auto& [core, first] : st.first)
-        group_of.emplace(root(core), static_cast<int>(group_of.size()));
+        group_of.emplace(GroupRoot(&st.parent, core), static_cast<int>(group_of.size()));
     const int n = groups > 1 ? touched / static_cast<int>(group_of.size()) : touched;
     if (ci.ranks * groups != touched)
       plan.notes.push_back("collective " + std::to_string(c) + " (" + p.ops[ci.op].ref.op +
@@ -200,7 +198,7 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
       l.task = first;
       l.collective = c;
       l.nranks = n;
-      if (groups > 1) l.coll_group = group_of.at(root(core));
+      if (groups > 1) l.coll_group = group_of.at(GroupRoot(&st.parent, core));
       l.bytes = ci.bytes;
       const uint64_t per_rank = uint64_t{static_cast<uint64_t>(n)} * dtype_bytes;
       if (ci.kind == "all_reduce") {
