@@ -35,7 +35,9 @@ REF = "configs/experiments/reference-qwen3-4b.textproto"
 PARTITIONS = ["k_split", "n_split", "m_split_rotate", "mn_2d", "megatron"]
 COLLECTIVES = ["ring", "bidirectional_ring", "mesh_2d", "halving_doubling", "direct"]
 PLACEMENTS = ["linear", "linear_interleave", "snake", "ring", "block", "random", "file"]
-PLACEMENT_FILE = os.path.join(HERE, "reversed-placement.txt")
+# Relative to the repository root (the cases run there), so the resolved config is the same in
+# every checkout.
+PLACEMENT_FILE = "tests/regression/reversed-placement.txt"
 
 
 def cases():
