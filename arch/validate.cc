@@ -88,6 +88,56 @@ void ValidateCollectives(const config::Chip& c, DiagSink& sink) {
   CheckPositive(sink, "collectives.in_switch_bandwidth_gbps", k.in_switch_bandwidth_gbps());
 }
 
+// The gpu block (configs/schema/chip.proto, message Gpu): every field the GEMM and
+// collective models read, in range.
+void ValidateGpu(const config::Chip& c, DiagSink& sink) {
+  if (!c.has_gpu()) return;
+  const auto& g = c.gpu();
+  if (c.noc().topology() != "switch") {
+    sink.Add("gpu", "",
+             "needs noc.topology switch (one GPU per core behind NVSwitch; it is " +
+                 (c.noc().topology().empty() ? std::string("unset") : c.noc().topology()) + ")");
+  }
+  auto positive_int = [&](const std::string& sub, uint64_t v) {
+    if (v == 0) sink.Add("gpu." + sub, "0", "must be positive");
+  };
+  auto fraction = [&](const std::string& sub, double v) {
+    if (!(v > 0 && v <= 1)) sink.Add("gpu." + sub, NumText(v), "must be in (0, 1]");
+  };
+  positive_int("sms", g.sms());
+  CheckPositive(sink, "gpu.bf16_tflops", g.bf16_tflops());
+  CheckPositive(sink, "gpu.fp16_tflops", g.fp16_tflops());
+  CheckNonNegative(sink, "gpu.fp8_tflops", g.fp8_tflops());
+  fraction("tensor_efficiency", g.tensor_efficiency());
+  CheckNonNegative(sink, "gpu.operand_flops_per_byte", g.operand_flops_per_byte());
+  if (CheckNonNegative(sink, "gpu.kernel_overhead_us", g.kernel_overhead_us()) &&
+      g.kernel_overhead_us() > 1e6) {
+    sink.Add("gpu.kernel_overhead_us", NumText(g.kernel_overhead_us()), "must be at most 1000000 (1 s)");
+  }
+  CheckPositive(sink, "gpu.hbm_bandwidth_gbps", g.hbm_bandwidth_gbps());
+  fraction("hbm_efficiency", g.hbm_efficiency());
+  positive_int("l2_bytes", g.l2_bytes());
+  positive_int("nvlink_links", g.nvlink_links());
+  CheckPositive(sink, "gpu.nvlink_link_gbps", g.nvlink_link_gbps());
+  CheckPositive(sink, "gpu.nccl_link_gbps", g.nccl_link_gbps());
+  if (g.compute_capability() < 90) {
+    sink.Add("gpu.compute_capability", std::to_string(g.compute_capability()),
+             "must be at least 90: NCCL's tuning tables are modelled for Hopper (90) and Blackwell (100)");
+  }
+  positive_int("nccl_ring_channels", g.nccl_ring_channels());
+  if (CheckNonNegative(sink, "gpu.collective_launch_us", g.collective_launch_us()) &&
+      g.collective_launch_us() > 1e6) {
+    sink.Add("gpu.collective_launch_us", NumText(g.collective_launch_us()), "must be at most 1000000 (1 s)");
+  }
+  fraction("ring_allreduce_efficiency", g.ring_allreduce_efficiency());
+  fraction("ring_efficiency", g.ring_efficiency());
+  if (g.nvls()) {
+    fraction("nvls_efficiency", g.nvls_efficiency());
+    const double loss = g.nvls_rank_loss();
+    if (!(loss >= 0 && loss < 1)) sink.Add("gpu.nvls_rank_loss", NumText(loss), "must be in [0, 1)");
+  }
+}
+
 }  // namespace
 
 void ValidateChip(const config::Chip& c, const config::SourceMap& locs, const std::string& prefix,
@@ -115,6 +165,7 @@ void ValidateChip(const config::Chip& c, const config::SourceMap& locs, const st
   }
   ValidateMemory(c, net ? &*net : nullptr, sink);
   ValidateCollectives(c, sink);
+  ValidateGpu(c, sink);
 }
 
 }  // namespace tpsim::arch

@@ -5,7 +5,8 @@
 #   bin/tpsim(.real)           the simulator (for `tpsim compare --plot`), when built
 #   lib/                       the non-CUDA shared libraries they need (from ldd; not libcuda,
 #                              libcudart, libcublas(Lt), libnccl, nor glibc's own)
-#   configs/, validate/        the configs and experiments they read, run-on-gpu.sh, plot_compare.py
+#   configs/, validate/        the configs and experiments they read, run-on-gpu.sh, plot_compare.py,
+#                              plot_gpu.py
 # Fails when the bundle is 64 MiB or more; prints its size.
 # usage: validate/bundle.sh [BUILD_DIR]   (default: build/, configured with TPSIM_CUDA=AUTO|ON)
 set -euo pipefail
@@ -41,7 +42,7 @@ strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
 mkdir -p "$out/configs"
 cp -r "$root/configs/chips" "$root/configs/models" "$root/configs/experiments" "$out/configs/"
 cp "$here"/experiments/*.textproto "$out/validate/experiments/"
-cp "$here/run-on-gpu.sh" "$here/plot_compare.py" "$out/validate/"
+cp "$here/run-on-gpu.sh" "$here/plot_compare.py" "$here/plot_gpu.py" "$out/validate/"
 bytes=$(du -sb "$out" | cut -f1)
 echo "bundle: $out, $bytes bytes ($((bytes / 1048576)) MiB)"
 if [ "$bytes" -ge $((64 * 1048576)) ]; then

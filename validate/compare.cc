@@ -1,5 +1,7 @@
 #include "validate/compare.h"
 
+#include "validate/compare_gpu.h"
+
 #include <google/protobuf/util/json_util.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,7 +24,10 @@ namespace {
 constexpr const char* kUsage =
     "usage: tpsim compare PREDICTED MEASURED [--plot out.png]\n"
     "  PREDICTED, MEASURED  result JSON files (tpsim run --out, tpsim-validate --out)\n"
-    "  --plot out.png       also draw predicted vs measured (needs python3 with matplotlib)\n";
+    "  --plot out.png       also draw predicted vs measured (needs python3 with matplotlib)\n"
+    "GPU microbenchmarks (collectives / GEMM CSV files; tpsim compare --chip CHIP --help):\n"
+    "       tpsim compare PREDICTED.csv MEASURED.csv [--plot out.png] [--summary]\n"
+    "       tpsim compare --chip CHIP MEASURED.csv... [--set F=V]... [--plot-dir DIR] [--summary]\n";
 
 std::string OpLabel(const config::OpResult& o) {
   return o.phase() + " L" + std::to_string(o.layer()) + " " + o.op();
@@ -181,21 +186,20 @@ std::string FindPlotPython() {
   return "";
 }
 
-bool PlotComparison(const Comparison& c, const std::string& png, std::string* err) {
+std::string PlotScriptBeside(const std::string& file_name) {
+  const std::string base = PlotScript();
+  const size_t slash = base.rfind('/');
+  return slash == std::string::npos ? file_name : base.substr(0, slash + 1) + file_name;
+}
+
+bool RunPlotScript(const std::string& script, const std::string& data_json, const std::string& png,
+                   std::string* err) {
   std::string py = FindPlotPython();
   if (py.empty()) {
     *err =
         "no python3 with matplotlib found (tried $TPSIM_PYTHON, python3, /usr/bin/python3; "
         "install it with `apt-get install -y python3-matplotlib`)";
     return false;
-  }
-  nlohmann::json data;
-  data["mape_pct"] = c.mape_pct;
-  data["ops"] = nlohmann::json::array();
-  for (const auto& r : c.rows) {
-    if (!r.compared) continue;
-    data["ops"].push_back(
-        {{"label", r.label}, {"predicted_us", r.predicted_us}, {"measured_us", r.measured_us}});
   }
   const std::string tmp = png + ".data.json";
   {
@@ -204,9 +208,8 @@ bool PlotComparison(const Comparison& c, const std::string& png, std::string* er
       *err = tmp + ": cannot write";
       return false;
     }
-    out << data.dump(2) << "\n";
+    out << data_json << "\n";
   }
-  std::string script = PlotScript();
   int rc = Spawn({py, script, tmp, png}, false);
   std::remove(tmp.c_str());
   if (rc != 0) {
@@ -216,7 +219,23 @@ bool PlotComparison(const Comparison& c, const std::string& png, std::string* er
   return true;
 }
 
-int CompareCommand(const std::vector<std::string>& args) {
+bool PlotComparison(const Comparison& c, const std::string& png, std::string* err) {
+  nlohmann::json data;
+  data["mape_pct"] = c.mape_pct;
+  data["ops"] = nlohmann::json::array();
+  for (const auto& r : c.rows) {
+    if (!r.compared) continue;
+    data["ops"].push_back(
+        {{"label", r.label}, {"predicted_us", r.predicted_us}, {"measured_us", r.measured_us}});
+  }
+  return RunPlotScript(PlotScript(), data.dump(2), png, err);
+}
+
+int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFactory* gpu) {
+  for (const auto& a : args) {
+    const bool csv = a.size() > 4 && a.compare(a.size() - 4, 4, ".csv") == 0;
+    if (csv || a == "--chip" || a.rfind("--chip=", 0) == 0) return CompareGpuCommand(args, gpu);
+  }
   std::vector<std::string> files;
   std::string plot;
   for (size_t i = 0; i < args.size(); ++i) {

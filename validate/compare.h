@@ -10,6 +10,7 @@
 // the GPU harness (engine "gpu") and marks it measured = false; such ops are counted.
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,21 @@ std::string FindPlotPython();
 // per-op bars). Returns false with `err` set when it could not.
 bool PlotComparison(const Comparison& c, const std::string& png, std::string* err);
 
-// The subcommand. Exit status: 0 ok, 1 plotting failed, 2 bad usage or unreadable input.
-int CompareCommand(const std::vector<std::string>& args);
+// A plot script shipped beside plot_compare.py (same folder), e.g. "plot_gpu.py".
+std::string PlotScriptBeside(const std::string& file_name);
+
+// Writes `data_json` next to `png`, runs `<FindPlotPython()> script data png`, removes the
+// data file. False with `err` set when it could not.
+bool RunPlotScript(const std::string& script, const std::string& data_json, const std::string& png,
+                   std::string* err);
+
+struct GpuPredictor;
+using GpuPredictorFactory =
+    std::function<GpuPredictor(const std::string& chip, const std::vector<std::string>& sets)>;
+
+// The subcommand. Inputs ending in .csv (or --chip) go to the GPU microbenchmark comparison
+// (validate/compare_gpu.h), which needs `gpu` to predict rows with --chip.
+// Exit status: 0 ok, 1 plotting failed, 2 bad usage or unreadable input.
+int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFactory* gpu = nullptr);
 
 }  // namespace tpsim::validate

@@ -200,6 +200,19 @@ struct Slot {
 
 }  // namespace
 
+std::string Versions() {
+  int rt = 0, drv = 0, nccl = 0, blas_major = 0, blas_minor = 0, blas_patch = 0;
+  cudaRuntimeGetVersion(&rt);
+  cudaDriverGetVersion(&drv);
+  ncclGetVersion(&nccl);
+  cublasGetProperty(MAJOR_VERSION, &blas_major);
+  cublasGetProperty(MINOR_VERSION, &blas_minor);
+  cublasGetProperty(PATCH_LEVEL, &blas_patch);
+  return "CUDA runtime " + std::to_string(rt) + ", driver " + std::to_string(drv) + ", cuBLAS " +
+         std::to_string(blas_major) + "." + std::to_string(blas_minor) + "." + std::to_string(blas_patch) +
+         ", NCCL " + std::to_string(nccl);
+}
+
 int DeviceCount() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
@@ -406,10 +419,10 @@ std::vector<std::string> SelfCheck(std::string* report) {
   return fails;
 }
 
-std::vector<CollectivePoint> MeasureCollectives(const std::vector<uint64_t>& sizes,
+std::vector<CollectivePoint> MeasureCollectives(const std::vector<uint64_t>& sizes, int ranks,
                                                 const GpuRunOptions& opts) {
   std::vector<CollectivePoint> pts;
-  const int n = DeviceCount();
+  const int n = std::min(ranks, DeviceCount());
   const char* kinds[] = {"all_reduce", "all_gather", "reduce_scatter"};
   uint64_t max_bytes = 0;
   for (uint64_t b : sizes) max_bytes = std::max(max_bytes, b);
@@ -453,6 +466,29 @@ std::vector<CollectivePoint> MeasureCollectives(const std::vector<uint64_t>& siz
       pts.push_back(p);
     }
   return pts;
+}
+
+std::vector<double> MeasureGemms(const std::vector<GemmShapeRow>& shapes, const GpuRunOptions& opts) {
+  uint64_t elems = 1;
+  for (const auto& s : shapes) elems = std::max({elems, s.m * s.k, s.k * s.n, s.m * s.n});
+  Check(cudaSetDevice(0), "cudaSetDevice");
+  Device d;
+  d.Init(0, elems);
+  std::vector<Device*> ds = {&d};
+  std::vector<double> seconds;
+  for (const auto& s : shapes) {
+    if (s.dtype != "bf16") throw std::runtime_error("tpsim-validate --gemms times bf16 only, not " + s.dtype);
+    const int64_t ps = TimePs(
+        ds,
+        [&] {
+          Check(Gemm(d.blas, d.buf[0], d.buf[1], d.buf[2], static_cast<int>(s.m), static_cast<int>(s.n),
+                     static_cast<int>(s.k), false),
+                "cublasGemmEx");
+        },
+        opts);
+    seconds.push_back(static_cast<double>(ps) * 1e-12);
+  }
+  return seconds;
 }
 
 }  // namespace tpsim::validate

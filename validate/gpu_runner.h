@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mapping/program.h"
+#include "validate/gpu_csv.h"
 #include "validate/lowering.h"
 #include "validate/measured.h"
 
@@ -31,6 +32,8 @@ struct GpuRunOutput {
 
 int DeviceCount();
 std::string DeviceName(int device);
+// "CUDA runtime 13000, driver 13000, cuBLAS 130000, NCCL 22800" as the libraries report them.
+std::string Versions();
 
 // Throws std::runtime_error on CUDA / cuBLAS / NCCL errors (and when there is no GPU).
 GpuRunOutput RunOnGpus(const LaunchPlan& plan, const GpuRunOptions& opts);
@@ -47,9 +50,15 @@ struct CollectivePoint {
   double seconds = 0;
   bool measured = false;
 };
-// Each kind at each size over all devices (nccl-tests' sizes: the all-gather's receive buffer,
-// the reduce-scatter's send buffer). With fewer than 2 devices nothing is measured.
-std::vector<CollectivePoint> MeasureCollectives(const std::vector<uint64_t>& sizes,
+// Each kind at each size over devices 0..ranks-1 (nccl-tests' sizes: the all-gather's receive
+// buffer, the reduce-scatter's send buffer; bf16). With fewer than 2 devices (or ranks < 2)
+// nothing is measured.
+std::vector<CollectivePoint> MeasureCollectives(const std::vector<uint64_t>& sizes, int ranks,
                                                 const GpuRunOptions& opts);
+
+// Median time in seconds of one cuBLAS bf16 GEMM (fp32 accumulation, CUBLAS_GEMM_DEFAULT) per
+// shape on device 0, each alone: `warmup` runs, then the median of `reps`. Throws
+// std::runtime_error for a dtype other than bf16 and on CUDA / cuBLAS errors.
+std::vector<double> MeasureGemms(const std::vector<GemmShapeRow>& shapes, const GpuRunOptions& opts);
 
 }  // namespace tpsim::validate

@@ -21,6 +21,7 @@
 #include "validate/gpu_runner.h"
 #include "validate/lowering.h"
 #include "validate/measured.h"
+#include "validate/microbench_plan.h"
 #include "validate/numerics.h"
 
 namespace tpsim::validate {
@@ -30,11 +31,16 @@ constexpr const char* kUsage =
     "usage: tpsim-validate EXPERIMENT [--set FIELD=VALUE]... [--out measured.json]\n"
     "                      [--predicted predicted.json] [--reps N] [--warmup N] [--no-numerics]\n"
     "       tpsim-validate EXPERIMENT --dry-run      print per GPU the kernels, shapes and NCCL calls\n"
-    "       tpsim-validate [EXPERIMENT] --collectives [--out sweep.json]\n"
-    "                      all-reduce, all-gather, reduce-scatter from 8 KiB to 1 GiB on this\n"
-    "                      machine's GPUs (time, algbw, busbw as nccl-tests defines them) next to\n"
-    "                      tpsim's analytical prediction for the experiment's chip (default\n"
-    "                      chips/h200-sxm-8.textproto)\n"
+    "       tpsim-validate [EXPERIMENT] --collectives [--out sweep.json] [--csv collectives.csv]\n"
+    "                      all-reduce, all-gather, reduce-scatter from 8 KiB to 1 GiB over 2, 4 and 8\n"
+    "                      of this machine's GPUs (as many as it has; time, algbw, busbw as nccl-tests\n"
+    "                      defines them) next to tpsim's analytical prediction for the experiment's\n"
+    "                      chip (default chips/h200-sxm-8.textproto); --csv writes the measurements\n"
+    "                      in `tpsim collectives --csv` columns for `tpsim compare --chip`\n"
+    "       tpsim-validate --gemms [--shapes shapes.csv] --csv gemms.csv\n"
+    "                      cuBLAS bf16 GEMMs on GPU 0 (median kernel time) over m = 1..8192 and LLM\n"
+    "                      projection shapes (or the m,n,k rows of --shapes), written in `tpsim gemm\n"
+    "                      --csv` columns\n"
     "Before timing, the numerics check runs the experiment's layer as partitioned and the same layer\n"
     "at TP 1 on one GPU (bf16 storage, fp32 arithmetic) and fails the run (exit 1) when an output\n"
     "differs by more than the tolerance --dry-run prints; it also runs the partitioned layer on a\n"
@@ -47,7 +53,8 @@ struct UsageError : std::runtime_error {
 struct Options {
   std::string experiment, out, predicted;
   std::vector<sim::Override> sets;
-  bool dry_run = false, collectives = false, no_numerics = false;
+  std::string csv, shapes;
+  bool dry_run = false, collectives = false, gemms = false, no_numerics = false;
   GpuRunOptions run;
 };
 
@@ -80,6 +87,12 @@ Options Parse(int argc, char** argv) {
       o.no_numerics = true;
     else if (a == "--collectives")
       o.collectives = true;
+    else if (a == "--gemms")
+      o.gemms = true;
+    else if (is("--csv"))
+      o.csv = value("--csv");
+    else if (is("--shapes"))
+      o.shapes = value("--shapes");
     else if (is("--set"))
       o.sets.push_back(sim::ParseOverride(value("--set")));
     else if (is("--out"))
@@ -97,7 +110,10 @@ Options Parse(int argc, char** argv) {
     else
       throw UsageError("more than one EXPERIMENT: " + o.experiment + ", " + a);
   }
-  if (o.experiment.empty() && !o.collectives) throw UsageError("needs an EXPERIMENT");
+  if (o.experiment.empty() && !o.collectives && !o.gemms) throw UsageError("needs an EXPERIMENT");
+  if (o.gemms && o.csv.empty()) throw UsageError("--gemms needs --csv FILE");
+  if (o.gemms && o.collectives) throw UsageError("give --collectives or --gemms, not both");
+  if (!o.shapes.empty() && !o.gemms) throw UsageError("--shapes needs --gemms");
   return o;
 }
 
@@ -128,15 +144,15 @@ int Collectives(const Options& o) {
     config::ParseFile(chip_path, &cfg, &locs);
   }
   arch::Chip chip = arch::Chip::Build(cfg);
-  std::vector<uint64_t> sizes;
-  for (uint64_t b = 8 << 10; b <= (uint64_t{1} << 30); b *= 2) sizes.push_back(b);
-  std::vector<CollectivePoint> pts = MeasureCollectives(sizes, o.run);
+  const std::vector<uint64_t> sizes = SweepSizes();
   const int devices = DeviceCount();
-  const int ranks = devices >= 2 ? devices : chip.num_cores();
+  std::vector<int> rank_list = SweepRanks(devices);
+  if (rank_list.empty()) rank_list.push_back(std::min(8, chip.num_cores()));  // predictions only
   const mapping::InSwitchReduction sw = mapping::InSwitchReductionOf(cfg);
   std::cout << "# chip " << cfg.name() << "; " << devices << " GPU(s) here"
-            << (devices >= 2 ? "" : ": fewer than 2, so nothing is measured") << "; predictions for " << ranks
-            << " ranks (analytical engine)\n";
+            << (devices >= 2 ? "" : ": fewer than 2, so nothing is measured") << "; ranks";
+  for (int r : rank_list) std::cout << " " << r;
+  std::cout << " (analytical engine predictions)\n";
   if (sw.available)
     std::cout
         << "# algo = tpsim's choice (mapping.collective auto): nvls (in-switch reduction) for all_reduce "
@@ -147,41 +163,88 @@ int Collectives(const Options& o) {
   else
     std::cout << "# the chip has no in-switch reduction (collectives.in_switch_reduction): every prediction "
                  "is ring\n";
-  std::printf("%-15s %12s %12s %10s %10s %5s %12s %10s %10s %12s %12s\n", "kind", "bytes", "time_us", "algbw",
-              "busbw", "algo", "pred_us", "pred_alg", "pred_bus", "ring_us", "nvls_us");
+  std::printf("%-15s %5s %12s %12s %10s %10s %5s %12s %10s %10s %12s %12s\n", "kind", "ranks", "bytes",
+              "time_us", "algbw", "busbw", "algo", "pred_us", "pred_alg", "pred_bus", "ring_us", "nvls_us");
   nlohmann::json js = nlohmann::json::array();
-  for (const auto& p : pts) {
-    auto kind = p.kind == "all_reduce"   ? mapping::CollectiveKind::kAllReduce
-                : p.kind == "all_gather" ? mapping::CollectiveKind::kAllGather
-                                         : mapping::CollectiveKind::kReduceScatter;
-    const std::string algo = mapping::ChooseCollective("auto", kind, ranks, p.bytes, sw);
-    double pred_s = PredictCollectivePs(chip, algo, kind, ranks, p.bytes) * 1e-12;
-    double ring_s = PredictCollectivePs(chip, "ring", kind, ranks, p.bytes) * 1e-12;
-    double nvls_s = sw.available ? PredictCollectivePs(chip, "nvls", kind, ranks, p.bytes) * 1e-12 : 0;
-    double alg = p.measured ? AlgBandwidthGbps(p.bytes, p.seconds) : 0;
-    double bus = p.measured ? BusBandwidthGbps(p.kind, p.bytes, p.seconds, ranks) : 0;
-    double palg = AlgBandwidthGbps(p.bytes, pred_s), pbus = BusBandwidthGbps(p.kind, p.bytes, pred_s, ranks);
-    char t[32], nv[32];
-    std::snprintf(t, sizeof t, p.measured ? "%.2f" : "unmeasured", p.seconds * 1e6);
-    std::snprintf(nv, sizeof nv, sw.available ? "%.2f" : "-", nvls_s * 1e6);
-    std::printf("%-15s %12llu %12s %10.2f %10.2f %5s %12.2f %10.2f %10.2f %12.2f %12s\n", p.kind.c_str(),
-                static_cast<unsigned long long>(p.bytes), t, alg, bus, algo.c_str(), pred_s * 1e6, palg, pbus,
-                ring_s * 1e6, nv);
-    js.push_back({{"kind", p.kind},
-                  {"bytes", p.bytes},
-                  {"ranks", ranks},
-                  {"measured", p.measured},
-                  {"time_us", p.seconds * 1e6},
-                  {"algbw_gbps", alg},
-                  {"busbw_gbps", bus},
-                  {"predicted_algorithm", algo},
-                  {"predicted_us", pred_s * 1e6},
-                  {"predicted_ring_us", ring_s * 1e6},
-                  {"predicted_nvls_us", sw.available ? nlohmann::json(nvls_s * 1e6) : nlohmann::json()},
-                  {"predicted_algbw_gbps", palg},
-                  {"predicted_busbw_gbps", pbus}});
+  std::vector<CollectiveRow> rows;
+  for (int ranks : rank_list) {
+    std::vector<CollectivePoint> pts = MeasureCollectives(sizes, devices >= 2 ? ranks : 0, o.run);
+    for (const auto& p : pts) {
+      auto kind = p.kind == "all_reduce"   ? mapping::CollectiveKind::kAllReduce
+                  : p.kind == "all_gather" ? mapping::CollectiveKind::kAllGather
+                                           : mapping::CollectiveKind::kReduceScatter;
+      const std::string algo = mapping::ChooseCollective("auto", kind, ranks, p.bytes, sw);
+      double pred_s = PredictCollectivePs(chip, algo, kind, ranks, p.bytes) * 1e-12;
+      double ring_s = PredictCollectivePs(chip, "ring", kind, ranks, p.bytes) * 1e-12;
+      double nvls_s = sw.available ? PredictCollectivePs(chip, "nvls", kind, ranks, p.bytes) * 1e-12 : 0;
+      double alg = p.measured ? AlgBandwidthGbps(p.bytes, p.seconds) : 0;
+      double bus = p.measured ? BusBandwidthGbps(p.kind, p.bytes, p.seconds, ranks) : 0;
+      double palg = AlgBandwidthGbps(p.bytes, pred_s),
+             pbus = BusBandwidthGbps(p.kind, p.bytes, pred_s, ranks);
+      char t[32], nv[32];
+      std::snprintf(t, sizeof t, p.measured ? "%.2f" : "unmeasured", p.seconds * 1e6);
+      std::snprintf(nv, sizeof nv, sw.available ? "%.2f" : "-", nvls_s * 1e6);
+      std::printf("%-15s %5d %12llu %12s %10.2f %10.2f %5s %12.2f %10.2f %10.2f %12.2f %12s\n",
+                  p.kind.c_str(), ranks, static_cast<unsigned long long>(p.bytes), t, alg, bus, algo.c_str(),
+                  pred_s * 1e6, palg, pbus, ring_s * 1e6, nv);
+      if (p.measured) rows.push_back(MeasuredCollectiveRow(p.kind, ranks, p.bytes, p.seconds));
+      js.push_back({{"kind", p.kind},
+                    {"bytes", p.bytes},
+                    {"ranks", ranks},
+                    {"measured", p.measured},
+                    {"time_us", p.seconds * 1e6},
+                    {"algbw_gbps", alg},
+                    {"busbw_gbps", bus},
+                    {"predicted_algorithm", algo},
+                    {"predicted_us", pred_s * 1e6},
+                    {"predicted_ring_us", ring_s * 1e6},
+                    {"predicted_nvls_us", sw.available ? nlohmann::json(nvls_s * 1e6) : nlohmann::json()},
+                    {"predicted_algbw_gbps", palg},
+                    {"predicted_busbw_gbps", pbus}});
+    }
+  }
+  if (!o.csv.empty()) {
+    WriteFile(o.csv,
+              CollectiveCsvText(
+                  {"tpsim-validate --collectives on " + std::to_string(devices) + " x " +
+                       (devices ? DeviceName(0) : std::string("(no GPU)")) + ", " + Versions(),
+                   "bf16 buffers, one call per GPU from one thread (ncclGroupStart/End); "
+                   "time = median of " +
+                       std::to_string(o.run.reps) + " timed calls after " + std::to_string(o.run.warmup) +
+                       " warm-up ones; algorithm/protocol: "
+                       "NCCL's choice"},
+                  rows));
+    std::cout << "# wrote " << rows.size() << " measured rows to " << o.csv << "\n";
   }
   if (!o.out.empty()) WriteFile(o.out, js.dump(2) + "\n");
+  return 0;
+}
+
+int Gemms(const Options& o) {
+  std::vector<GemmShapeRow> shapes =
+      o.shapes.empty() ? DefaultGemmShapes() : ReadShapesCsv(ReadTextFile(o.shapes), o.shapes);
+  for (auto& s : shapes) {
+    if (s.dtype.empty()) s.dtype = "bf16";
+  }
+  const int devices = DeviceCount();
+  if (devices == 0) {
+    std::cerr << "tpsim-validate: no CUDA device found (--gemms times cuBLAS on GPU 0)\n";
+    return 1;
+  }
+  const std::vector<double> seconds = MeasureGemms(shapes, o.run);
+  std::vector<GemmRow> rows;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    rows.push_back(MeasuredGemmRow(shapes[i].m, shapes[i].n, shapes[i].k, shapes[i].dtype, seconds[i]));
+    std::cout << GemmCsvLine(rows.back()) << "\n";
+  }
+  WriteFile(o.csv,
+            GemmCsvText({"tpsim-validate --gemms on " + DeviceName(0) + ", " + Versions(),
+                         "cuBLAS cublasGemmEx bf16 in and out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT, "
+                         "row-major Y[m,n] = X[m,k] W[k,n]; time = median of " +
+                             std::to_string(o.run.reps) + " timed runs after " +
+                             std::to_string(o.run.warmup) + " warm-up ones, each alone (CUDA events)"},
+                        rows));
+  std::cout << "# wrote " << rows.size() << " rows to " << o.csv << "\n";
   return 0;
 }
 
@@ -224,6 +287,7 @@ bool CheckNumerics(const NumericsPlans& np, const NumericsPlans& small, std::str
 int Main(int argc, char** argv) {
   Options o = Parse(argc, argv);
   if (o.collectives) return Collectives(o);
+  if (o.gemms) return Gemms(o);
   sim::Experiment e = sim::LoadExperiment(o.experiment, o.sets);
   arch::Chip chip = sim::ValidateExperiment(e);
   if (e.cfg.chip().noc().topology() != "switch")

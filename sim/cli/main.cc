@@ -19,8 +19,10 @@
 #include "llm/model.h"
 #include "llm/opgraph.h"
 #include "mapping/mapping.h"
+#include "sim/cli/gpu_commands.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
+#include "sim/microbench.h"
 #include "sim/result.h"
 #include "sim/run.h"
 #include "sim/serving/serving.h"
@@ -315,8 +317,17 @@ const char* kServeUsage =
     "                  [--slo-ttft-ms X] [--slo-tpot-ms Y]   (tpsim serve --help for details)\n";
 int Serve(Args& a) { return serving::ServeCommand(Rest(a)); }
 
-const char* kCompareUsage = "usage: tpsim compare PREDICTED.json MEASURED.json [--plot out.png]\n";
-int Compare(Args& a) { return validate::CompareCommand(Rest(a)); }
+const char* kCompareUsage =
+    "usage: tpsim compare PREDICTED.json MEASURED.json [--plot out.png]\n"
+    "       tpsim compare PREDICTED.csv MEASURED.csv | --chip CHIP MEASURED.csv...   (tpsim compare "
+    "--help)\n";
+int Compare(Args& a) {
+  const validate::GpuPredictorFactory gpu = sim::MicrobenchPredictorFactory();
+  return validate::CompareCommand(Rest(a), &gpu);
+}
+
+int Collectives(Args& a) { return CollectivesCommand(Rest(a)); }
+int Gemm(Args& a) { return GemmCommand(Rest(a)); }
 
 // ---- the table of subcommands -------------------------------------------------
 
@@ -337,6 +348,9 @@ const Command kCommands[] = {
      kServeUsage},
     {"plot", "draw a result or sweep: heatmap, timeline, sweep (python3 + matplotlib)", &Plot, kPlotUsage},
     {"compare", "predicted vs measured per op: table, MAPE, worst op; --plot PNG", &Compare, kCompareUsage},
+    {"collectives", "one collective over a size sweep, nccl-tests style (GPU node or any chip)", &Collectives,
+     kCollectivesUsage},
+    {"gemm", "GEMM shapes on one core: time, TFLOP/s, bound, tiles, waves", &Gemm, kGemmUsage},
 };
 
 void PrintMainHelp() {

@@ -11,8 +11,8 @@ namespace {
 using testing::LoadChip;
 
 TEST(ShippedChips, AllBuild) {
-  for (const char* name :
-       {"wafer-8x8", "mesh-4x4-hbm", "torus-8x8", "ring-16", "wafer-32x32", "h100-sxm-8", "h200-sxm-8"}) {
+  for (const char* name : {"wafer-8x8", "mesh-4x4-hbm", "torus-8x8", "ring-16", "wafer-32x32", "h100-sxm-8",
+                           "h200-sxm-8", "b200-sxm-8"}) {
     SCOPED_TRACE(name);
     Chip chip = LoadChip(name);
     EXPECT_GT(chip.num_cores(), 0);

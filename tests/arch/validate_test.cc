@@ -111,8 +111,34 @@ const Case kCases[] = {
     {"h100-sxm-8",
      [](auto* c) {
        c->mutable_noc()->set_topology("mesh"), c->mutable_noc()->set_rows(2), c->mutable_noc()->set_cols(4);
+       c->clear_gpu();
      },
      "chip.collectives.in_switch_reduction", "true", "needs noc.topology switch"},
+    {"h100-sxm-8",
+     [](auto* c) {
+       c->mutable_noc()->set_topology("mesh"), c->mutable_noc()->set_rows(2), c->mutable_noc()->set_cols(4);
+       c->clear_collectives();
+     },
+     "chip.gpu", "", "needs noc.topology switch"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_sms(0); }, "chip.gpu.sms", "0", "must be positive"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_bf16_tflops(-1); }, "chip.gpu.bf16_tflops", "-1",
+     "must be positive"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_tensor_efficiency(1.5); },
+     "chip.gpu.tensor_efficiency", "1.5", "(0, 1]"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_hbm_efficiency(0); }, "chip.gpu.hbm_efficiency", "0",
+     "(0, 1]"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_kernel_overhead_us(-2); },
+     "chip.gpu.kernel_overhead_us", "-2", "zero or positive"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_l2_bytes(0); }, "chip.gpu.l2_bytes", "0",
+     "must be positive"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_compute_capability(80); },
+     "chip.gpu.compute_capability", "80", "Hopper (90) and Blackwell (100)"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_ring_efficiency(0); }, "chip.gpu.ring_efficiency", "0",
+     "(0, 1]"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_nvls_rank_loss(1); }, "chip.gpu.nvls_rank_loss", "1",
+     "[0, 1)"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_collective_launch_us(2e6); },
+     "chip.gpu.collective_launch_us", "2e+06", "at most 1000000"},
     {"h100-sxm-8", [](auto* c) { c->mutable_collectives()->set_in_switch_bandwidth_gbps(0); },
      "chip.collectives.in_switch_bandwidth_gbps", "0", "must be positive"},
 };

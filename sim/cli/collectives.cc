@@ -1,0 +1,209 @@
+// tpsim collectives CHIP --op OP --ranks N --sizes MIN:MAX [...]: an nccl-tests-style sweep.
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include "sim/cli/gpu_commands.h"
+#include "sim/microbench.h"
+
+namespace tpsim::cli {
+
+const char* const kCollectivesUsage =
+    R"(usage: tpsim collectives CHIP --op OP --ranks N --sizes MIN:MAX [--algo A] [--proto P]
+                         [--csv out.csv] [--set FIELD=VALUE]...
+
+One collective over a sweep of sizes, printed as nccl-tests prints it: time per call, algbw
+= size / time, busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter,
+all_to_all (n-1)/n; broadcast, send_recv 1), and the algorithm and protocol used.
+
+  CHIP             a shipped chip (h100-sxm-8, h200-sxm-8, b200-sxm-8, wafer-8x8, ...) or a
+                   path to a chip file. GPU nodes (a `gpu` block) use the NCCL-like model of
+                   arch/gpu/collective.h; other chips lower the collective over cores
+                   0..N-1 (mapping/collective) and time it with the analytical engine.
+  --op OP          all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv
+                   (chips without a gpu block: the first three and all_to_all)
+  --ranks N        ranks taking part: 2..8 on a GPU node (one NVSwitch domain; more would
+                   cross the network between nodes, which is not modelled), 2..cores otherwise
+  --sizes SPEC     total buffer sizes as nccl-tests counts them (all_gather: the receive
+                   buffer, reduce_scatter: the send buffer, all_to_all: one rank's send
+                   buffer, send_recv: one message): MIN:MAX steps by factors of 2, e.g.
+                   8K:1G; MIN:MAX:F by factors of F; or one size, e.g. 64M. K, M, G, T are
+                   binary (KiB ... TiB)
+  --algo A         auto (default: NCCL's tuner picks), ring, tree, nvls, p2p on a GPU node;
+                   auto or a mapping collective (ring, bidirectional_ring, mesh_2d,
+                   halving_doubling, direct, nvls) on other chips
+  --proto P        auto (default), ll, ll128, simple (GPU nodes only)
+  --csv FILE       also write op,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps,algorithm,protocol
+  --set F=V        override a chip field first, e.g. --set gpu.collective_launch_us=10
+)";
+
+namespace {
+
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// "--flag VALUE" or "--flag=VALUE" at args[*i]; advances *i past the value.
+bool Flag(const std::vector<std::string>& args, size_t* i, const std::string& flag, std::string* value) {
+  const std::string& a = args[*i];
+  if (a == flag) {
+    if (*i + 1 >= args.size()) throw UsageError(flag + " needs a value");
+    *value = args[++*i];
+    return true;
+  }
+  if (a.rfind(flag + "=", 0) == 0) {
+    *value = a.substr(flag.size() + 1);
+    return true;
+  }
+  return false;
+}
+
+uint64_t ParseSizeToken(const std::string& t) {
+  size_t i = 0;
+  while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+  if (i == 0 || i > 15)
+    throw std::invalid_argument("size '" + t + "' is not a number with an optional K, M, G or T");
+  uint64_t v = std::stoull(t.substr(0, i));
+  std::string suffix = t.substr(i);
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int shift = 0;
+  if (!suffix.empty() && (suffix[0] == 'K' || suffix[0] == 'M' || suffix[0] == 'G' || suffix[0] == 'T')) {
+    shift = suffix[0] == 'K' ? 10 : suffix[0] == 'M' ? 20 : suffix[0] == 'G' ? 30 : 40;
+    suffix = suffix.substr(1);
+  }
+  if (!suffix.empty() && suffix != "B" && suffix != "IB") {
+    throw std::invalid_argument("size '" + t +
+                                "': unknown suffix (use K, M, G, T, optionally followed by B)");
+  }
+  if (v == 0) throw std::invalid_argument("size '" + t + "' is zero");
+  if (v > (uint64_t{1} << 40) >> shift) throw std::invalid_argument("size '" + t + "' is above 1 TiB");
+  return v << shift;
+}
+
+std::string Fixed(double v, int d) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", d, v);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<uint64_t> ParseSizes(const std::string& spec) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    size_t c = spec.find(':', start);
+    parts.push_back(spec.substr(start, c == std::string::npos ? std::string::npos : c - start));
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  if (parts.size() > 3)
+    throw std::invalid_argument("--sizes '" + spec + "': expected SIZE, MIN:MAX or MIN:MAX:FACTOR");
+  const uint64_t lo = ParseSizeToken(parts[0]);
+  if (parts.size() == 1) return {lo};
+  const uint64_t hi = ParseSizeToken(parts[1]);
+  uint64_t factor = 2;
+  if (parts.size() == 3) {
+    const std::string& f = parts[2];
+    if (f.empty() || f.size() > 6 || f.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoull(f) < 2) {
+      throw std::invalid_argument("--sizes '" + spec + "': the factor must be an integer >= 2");
+    }
+    factor = std::stoull(f);
+  }
+  if (lo > hi) throw std::invalid_argument("--sizes '" + spec + "': MIN is above MAX");
+  std::vector<uint64_t> out;
+  for (uint64_t s = lo; s <= hi; s *= factor) {
+    out.push_back(s);
+    if (out.size() > 64) throw std::invalid_argument("--sizes '" + spec + "': more than 64 sizes");
+    if (s > hi / factor) break;
+  }
+  return out;
+}
+
+int CollectivesCommand(const std::vector<std::string>& args) {
+  std::string chip_arg, op, ranks_text, sizes_text, algo = "auto", proto = "auto", csv;
+  std::vector<sim::Override> sets;
+  std::vector<uint64_t> sizes;
+  int ranks = 0;
+  try {
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& a = args[i];
+      std::string v;
+      if (a == "-h" || a == "--help") {
+        std::cout << kCollectivesUsage;
+        return 0;
+      }
+      if (Flag(args, &i, "--op", &op) || Flag(args, &i, "--ranks", &ranks_text) ||
+          Flag(args, &i, "--sizes", &sizes_text) || Flag(args, &i, "--algo", &algo) ||
+          Flag(args, &i, "--proto", &proto) || Flag(args, &i, "--csv", &csv)) {
+        continue;
+      }
+      if (Flag(args, &i, "--set", &v)) {
+        sets.push_back(sim::ParseOverride(v));
+        continue;
+      }
+      if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option " + a);
+      if (!chip_arg.empty()) throw UsageError("more than one CHIP: " + chip_arg + ", " + a);
+      chip_arg = a;
+    }
+    if (chip_arg.empty()) throw UsageError("needs a CHIP");
+    if (op.empty()) throw UsageError("needs --op");
+    if (ranks_text.empty()) throw UsageError("needs --ranks");
+    if (sizes_text.empty()) throw UsageError("needs --sizes");
+    if (ranks_text.find_first_not_of("0123456789") != std::string::npos || ranks_text.size() > 6) {
+      throw UsageError("--ranks '" + ranks_text + "' is not a whole number");
+    }
+    ranks = std::stoi(ranks_text);
+    sizes = ParseSizes(sizes_text);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "tpsim collectives: " << e.what() << "\n\n" << kCollectivesUsage;
+    return 2;
+  }
+  std::vector<validate::CollectiveRow> rows;
+  std::string chip_name;
+  try {
+    const arch::Chip chip = sim::LoadChipArg(chip_arg, sets);
+    chip_name = chip.config().name();
+    for (uint64_t s : sizes) rows.push_back(sim::PredictCollective(chip, op, ranks, s, algo, proto));
+    std::cout << "# tpsim collectives: " << op << " over " << ranks << " ranks of " << chip_name << " ("
+              << (chip.config().has_gpu() ? "GPU node: NCCL-like model, arch/gpu/collective.h"
+                                          : "tpsim's collective lowering, analytical engine")
+              << ")\n";
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "tpsim collectives: " << e.what() << "\n";
+    return 2;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "#%13s %12s %10s %10s  %-18s %s\n", "size", "time", "algbw", "busbw",
+                "algorithm", "protocol");
+  std::cout << buf;
+  std::snprintf(buf, sizeof buf, "#%13s %12s %10s %10s\n", "(B)", "(us)", "(GB/s)", "(GB/s)");
+  std::cout << buf;
+  double sum_bus = 0;
+  for (const auto& r : rows) {
+    std::snprintf(buf, sizeof buf, "%14llu %12s %10s %10s  %-18s %s\n",
+                  static_cast<unsigned long long>(r.size_bytes), Fixed(r.time_us, 2).c_str(),
+                  Fixed(r.algbw_gbps, 2).c_str(), Fixed(r.busbw_gbps, 2).c_str(), r.algorithm.c_str(),
+                  r.protocol.c_str());
+    std::cout << buf;
+    sum_bus += r.busbw_gbps;
+  }
+  std::cout << "# Avg bus bandwidth    : " << Fixed(rows.empty() ? 0 : sum_bus / rows.size(), 3) << "\n";
+  if (!csv.empty()) {
+    std::ofstream out(csv, std::ios::binary);
+    out << validate::kCollectiveCsvHeader << "\n";
+    for (const auto& r : rows) out << validate::CollectiveCsvLine(r) << "\n";
+    out.close();
+    if (!out) {
+      std::cerr << "tpsim collectives: cannot write " << csv << "\n";
+      return 1;
+    }
+    std::cout << "# wrote " << csv << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tpsim::cli

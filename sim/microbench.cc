@@ -1,0 +1,175 @@
+#include "sim/microbench.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include "arch/device.h"
+#include "arch/gpu/collective.h"
+#include "mapping/collective/collective.h"
+#include "sim/engine.h"
+
+namespace tpsim::sim {
+
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& t) {
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> ShippedChipNames() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator(config::JoinPath(config::ConfigDir(), "chips"), ec)) {
+    const std::string f = e.path().filename().string();
+    if (EndsWith(f, ".textproto")) names.push_back(f.substr(0, f.size() - 10));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+arch::Chip LoadChipArg(const std::string& arg, const std::vector<Override>& sets) {
+  std::string path = arg;
+  if (arg.find('/') == std::string::npos && !EndsWith(arg, ".textproto") && !EndsWith(arg, ".json")) {
+    path = config::JoinPath(config::ConfigDir(), "chips/" + arg + ".textproto");
+    if (!std::filesystem::exists(path)) {
+      throw std::invalid_argument("unknown chip '" + arg + "' (shipped: " + Join(ShippedChipNames()) +
+                                  "; or give a path to a chip .textproto / .json)");
+    }
+  }
+  config::Chip cfg;
+  config::SourceMap raw(path);
+  config::ParseFile(path, &cfg, &raw);
+  for (const auto& s : sets) {
+    std::string field = s.path.rfind("chip.", 0) == 0 ? s.path.substr(5) : s.path;
+    config::SetScalarField(&cfg, field, s.value, config::Location{"--set " + s.path + "=" + s.value, 1, 1});
+  }
+  config::SourceMap locs(path);
+  locs.Merge("chip", raw, config::Location{path, 1, 1});
+  return arch::Chip::Build(cfg, locs);
+}
+
+validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::string& op, int ranks,
+                                          uint64_t bytes, const std::string& algo, const std::string& proto) {
+  validate::CollectiveRow row;
+  row.op = op;
+  row.ranks = ranks;
+  row.size_bytes = bytes;
+  arch::gpu::CollOp cop;
+  if (!arch::gpu::ParseCollOp(op, &cop)) {
+    throw std::invalid_argument("unknown op '" + op + "' (valid: " + Join(arch::gpu::CollOpNames()) + ")");
+  }
+  const config::Chip& cfg = chip.config();
+  if (cfg.has_gpu()) {
+    arch::gpu::CollQuery q;
+    q.op = cop;
+    q.ranks = ranks;
+    q.bytes = bytes;
+    if (!arch::gpu::ParseAlgo(algo, &q.algo)) {
+      throw std::invalid_argument("unknown algorithm '" + algo + "' (valid: auto, ring, tree, nvls, p2p)");
+    }
+    if (!arch::gpu::ParseProto(proto, &q.proto)) {
+      throw std::invalid_argument("unknown protocol '" + proto + "' (valid: auto, ll, ll128, simple)");
+    }
+    const arch::gpu::CollEstimate e = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q);
+    row.time_us = e.time_us;
+    row.algbw_gbps = e.algbw_gbps;
+    row.busbw_gbps = e.busbw_gbps;
+    row.algorithm = arch::gpu::ToString(e.algo);
+    row.protocol = arch::gpu::ToString(e.proto);
+    return row;
+  }
+  // A chip without a GPU device: tpsim's own collective lowering, analytical engine.
+  mapping::CollectiveKind kind;
+  switch (cop) {
+    case arch::gpu::CollOp::kAllReduce:
+      kind = mapping::CollectiveKind::kAllReduce;
+      break;
+    case arch::gpu::CollOp::kAllGather:
+      kind = mapping::CollectiveKind::kAllGather;
+      break;
+    case arch::gpu::CollOp::kReduceScatter:
+      kind = mapping::CollectiveKind::kReduceScatter;
+      break;
+    case arch::gpu::CollOp::kAllToAll:
+      kind = mapping::CollectiveKind::kAllToAll;
+      break;
+    default:
+      throw std::invalid_argument(op + " is not modelled on " + cfg.name() +
+                                  " (a chip without a gpu block: all_reduce, all_gather, reduce_scatter, "
+                                  "all_to_all)");
+  }
+  if (proto != "auto") {
+    throw std::invalid_argument("--proto " + proto + ": " + cfg.name() +
+                                " has no NCCL protocols (a chip without a gpu block); use auto");
+  }
+  const auto names = mapping::CollectiveNames();
+  if (algo != "auto" && std::find(names.begin(), names.end(), algo) == names.end()) {
+    throw std::invalid_argument("unknown algorithm '" + algo + "' for " + cfg.name() + " (valid: auto, " +
+                                Join(names) + ")");
+  }
+  if (ranks < 2 || ranks > chip.num_cores()) {
+    throw std::invalid_argument("ranks " + std::to_string(ranks) + " outside [2, " +
+                                std::to_string(chip.num_cores()) + "] (the cores of " + cfg.name() + ")");
+  }
+  if (bytes == 0) throw std::invalid_argument("size 0: a collective needs at least one byte");
+  const mapping::Program p = mapping::CollectiveProgram(chip, algo, kind, ranks, bytes, 2);
+  const Ps ps = p.tasks.empty() ? 0 : MakeEngine("analytical")->Run(p, chip).makespan_ps;
+  row.time_us = static_cast<double>(ps) * 1e-6;
+  row.algbw_gbps = ps > 0 ? static_cast<double>(bytes) / (row.time_us * 1000.0) : 0;
+  row.busbw_gbps = row.algbw_gbps * arch::gpu::BusBwFactor(cop, ranks);
+  row.algorithm = p.collectives.empty() ? algo : p.collectives[0].algorithm;
+  row.protocol = "none";
+  return row;
+}
+
+validate::GemmRow PredictGemm(const arch::Chip& chip, uint64_t m, uint64_t n, uint64_t k,
+                              const std::string& dtype) {
+  arch::GemmShape s;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  if (!arch::ParseDtype(dtype, &s.dtype)) {
+    throw std::invalid_argument("unknown dtype '" + dtype + "' (valid: bf16, fp16, fp8)");
+  }
+  const arch::GemmEstimate e = arch::CoreGemm(chip, s);
+  validate::GemmRow r;
+  r.m = m;
+  r.n = n;
+  r.k = k;
+  r.dtype = dtype;
+  r.time_us = e.time_us;
+  r.tflops = e.tflops;
+  r.bound = arch::ToString(e.bound);
+  r.tiles = e.tiles;
+  r.waves = e.waves;
+  r.has_tiles = true;
+  return r;
+}
+
+validate::GpuPredictorFactory MicrobenchPredictorFactory() {
+  return [](const std::string& chip_arg, const std::vector<std::string>& sets) {
+    std::vector<Override> overrides;
+    for (const auto& s : sets) overrides.push_back(ParseOverride(s));
+    auto chip = std::make_shared<const arch::Chip>(LoadChipArg(chip_arg, overrides));
+    validate::GpuPredictor p;
+    p.chip_name = chip->config().name();
+    p.collective = [chip](const validate::CollectiveRow& m) {
+      return PredictCollective(*chip, m.op, m.ranks, m.size_bytes, m.algorithm, m.protocol);
+    };
+    p.gemm = [chip](const validate::GemmRow& m) { return PredictGemm(*chip, m.m, m.n, m.k, m.dtype); };
+    return p;
+  };
+}
+
+}  // namespace tpsim::sim

@@ -1,0 +1,263 @@
+// The GPU device models (arch/gpu/): hand-computed GEMM tiles, waves and split-K, memory- and
+// latency-bound GEMMs, the NCCL tuner's latencies and choices, one calibrated ring step, and
+// the errors for what one node cannot do.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "arch/device.h"
+#include "arch/gpu/collective.h"
+#include "arch/gpu/gemm.h"
+#include "test_util.h"
+
+namespace tpsim::arch {
+namespace {
+
+using testing::LoadChip;
+using testing::LoadChipConfig;
+
+// A small GPU with round numbers: 4 SMs of 1 TFLOP/s (bf16 peak 4 TFLOP/s, efficiency 1),
+// no operand bound, HBM so fast that memory never limits, no fixed overhead.
+config::Gpu SmallGpu() {
+  config::Gpu g;
+  g.set_sms(4);
+  g.set_bf16_tflops(4);
+  g.set_fp16_tflops(4);
+  g.set_tensor_efficiency(1);
+  g.set_operand_flops_per_byte(0);
+  g.set_kernel_overhead_us(0);
+  g.set_hbm_bandwidth_gbps(1e12);
+  g.set_hbm_efficiency(1);
+  g.set_l2_bytes(1 << 30);
+  return g;
+}
+
+TEST(GpuGemm, SplitKFillsTheSms) {
+  // 256 x 256 x 1024: 256x128 tiles give 2 CTAs for 4 SMs; split-K 2 (K slices of 512, the
+  // smallest allowed) gives 4 CTAs, one wave, each 512 k steps of 2 x 256 x 128 flops at
+  // 1e12 FLOP/s: 512 x 65536 / 1e12 s = 33.554432 us. Split 3 would cut K below 512.
+  GemmShape s{256, 256, 1024};
+  GemmEstimate e = gpu::EstimateGemm(SmallGpu(), s);
+  EXPECT_EQ(e.tile_m, 256u);
+  EXPECT_EQ(e.tile_n, 128u);
+  EXPECT_EQ(e.split_k, 2u);
+  EXPECT_EQ(e.tiles, 2u);
+  EXPECT_DOUBLE_EQ(e.waves, 1.0);
+  EXPECT_NEAR(e.time_us, 33.554432, 1e-9);
+  EXPECT_EQ(e.bound, Bound::kCompute);
+  EXPECT_NEAR(e.tflops, 2.0 * 256 * 256 * 1024 / 33.554432e-6 / 1e12, 1e-9);
+}
+
+TEST(GpuGemm, OneTileWaveAndTheLastPartialWave) {
+  // 256 x 640 x 256 (no split: K is below 2 x 512). Every tile shape does the same work per
+  // SM except for the rounding of the last wave; with tm x tn tiles the time is
+  // ceil(ceil(256/tm) ceil(640/tn) / 4) waves x 256 x 2 tm tn / 1e12:
+  //   256x128: 5 tiles -> 2 waves x 16.777216 = 33.554432 us
+  //   128x64:  20 tiles -> 5 waves x 4.194304 = 20.97152 us (the first of the fastest)
+  GemmEstimate e = gpu::EstimateGemm(SmallGpu(), GemmShape{256, 640, 256});
+  EXPECT_EQ(e.tile_m, 128u);
+  EXPECT_EQ(e.tile_n, 64u);
+  EXPECT_EQ(e.split_k, 1u);
+  EXPECT_EQ(e.tiles, 20u);
+  EXPECT_DOUBLE_EQ(e.waves, 5.0);
+  EXPECT_NEAR(e.time_us, 20.97152, 1e-9);
+  // One wave of one tile: 64 x 64 x 64 on a 64x64 tile is 64 k steps of 8192 flops.
+  GemmEstimate one = gpu::EstimateGemm(SmallGpu(), GemmShape{64, 64, 64});
+  EXPECT_EQ(one.tiles, 1u);
+  EXPECT_DOUBLE_EQ(one.waves, 0.25);
+  EXPECT_NEAR(one.time_us, 64 * 8192 / 1e12 * 1e6, 1e-12);
+}
+
+TEST(GpuGemm, OperandFeedPenalisesSmallTiles) {
+  // With 16 flops per operand byte a 64x64 bf16 tile (2 x 64 x 64 flops over 2 x 128 bytes =
+  // 32 flops/byte) is math-bound, but with 64 it waits for operands: per k step
+  // (64 + 64) x 2 x 64 / 1e12 s instead of 8192 / 1e12 s, twice as long.
+  config::Gpu g = SmallGpu();
+  g.set_operand_flops_per_byte(64);
+  GemmEstimate e = gpu::EstimateGemm(g, GemmShape{64, 64, 64});
+  EXPECT_NEAR(e.time_us, 64 * (128 * 2 * 64) / 1e12 * 1e6, 1e-12);
+}
+
+TEST(GpuGemm, DecodeIsMemoryBoundOnH100) {
+  // m = 1, n = k = 4096 bf16 with h100-sxm-8's constants (f = 989.4e12 / 132 x 0.80 FLOP/s per
+  // SM, 90 flops per operand byte). Without split-K a 64x64 tile's k loop is operand-fed:
+  // 4096 x (64 + 64) x 2 x 90 / f = 15.7 us, longer than HBM. Split 2 gives 64 x 2 = 128 CTAs
+  // in one wave at 7.9 us each, so HBM bounds: the 32 MiB weight does not fit half of the
+  // 50 MiB L2 but one row of tiles reads every operand once, plus the fp32 partial sums
+  // written and read back: 8192 + 33554432 + 8192 + 2 x 4 x 4096 x 2 bytes at
+  // hbm_bandwidth_gbps x hbm_efficiency, plus the kernel's fixed overhead.
+  const config::Chip cfg = LoadChipConfig("h100-sxm-8");
+  const config::Gpu& g = cfg.gpu();
+  GemmEstimate e = CoreGemm(LoadChip("h100-sxm-8"), GemmShape{1, 4096, 4096});
+  const double bytes = 8192.0 + 33554432 + 8192 + 2 * 4 * 4096 * 2;
+  const double expect =
+      g.kernel_overhead_us() + bytes / (g.hbm_bandwidth_gbps() * 1e9 * g.hbm_efficiency()) * 1e6;
+  EXPECT_NEAR(e.time_us, expect, 1e-9);
+  EXPECT_EQ(e.bound, Bound::kMemory);
+  EXPECT_EQ(e.tile_m, 64u);
+  EXPECT_EQ(e.tile_n, 64u);
+  EXPECT_EQ(e.split_k, 2u);
+  EXPECT_DOUBLE_EQ(e.waves, 128.0 / 132);
+  // H200 streams the same bytes from faster HBM; the math is the same die's.
+  GemmEstimate h200 = CoreGemm(LoadChip("h200-sxm-8"), GemmShape{1, 4096, 4096});
+  EXPECT_LT(h200.time_us, e.time_us);
+}
+
+TEST(GpuGemm, TinyGemmIsLatencyBound) {
+  GemmEstimate e = CoreGemm(LoadChip("h100-sxm-8"), GemmShape{16, 128, 128});
+  EXPECT_EQ(e.bound, Bound::kLatency);
+  EXPECT_GT(e.overhead_us, std::max(e.compute_us, e.memory_us));
+}
+
+TEST(GpuGemm, LargeGemmIsComputeBoundAndFasterOnB200) {
+  GemmEstimate h100 = CoreGemm(LoadChip("h100-sxm-8"), GemmShape{8192, 8192, 8192});
+  GemmEstimate b200 = CoreGemm(LoadChip("b200-sxm-8"), GemmShape{8192, 8192, 8192});
+  EXPECT_EQ(h100.bound, Bound::kCompute);
+  EXPECT_EQ(b200.bound, Bound::kCompute);
+  // Never above the achievable peak.
+  const config::Chip cfg = LoadChipConfig("h100-sxm-8");
+  EXPECT_LE(h100.tflops, cfg.gpu().bf16_tflops() * cfg.gpu().tensor_efficiency() + 1e-9);
+  EXPECT_LT(b200.time_us, h100.time_us);
+  // fp8 has twice the peak and half the operand bytes.
+  GemmShape fp8{8192, 8192, 8192, 1, Dtype::kFp8};
+  EXPECT_LT(CoreGemm(LoadChip("h100-sxm-8"), fp8).time_us, h100.time_us);
+}
+
+TEST(CoreGemm, SystolicCoreAnswersTheSameQuery) {
+  Chip chip = LoadChip("wafer-8x8");
+  GemmEstimate e = CoreGemm(chip, GemmShape{512, 512, 512});
+  const uint64_t bytes = (512ull * 512 * 3) * 2;
+  EXPECT_NEAR(e.time_us, chip.GemmTime(1, 512, 512, 512, bytes) * 1e-6, 1e-12);
+  const auto& core = chip.config().core();
+  EXPECT_EQ(e.tiles, (512 / core.systolic_rows()) * (512 / core.systolic_cols()));
+  EXPECT_EQ(e.tile_m, core.systolic_rows());
+  EXPECT_THROW(CoreGemm(chip, GemmShape{512, 512, 512, 1, Dtype::kFp8}), std::invalid_argument);
+  EXPECT_THROW(CoreGemm(chip, GemmShape{0, 512, 512}), std::invalid_argument);
+  config::Chip cfg = LoadChipConfig("h100-sxm-8");
+  cfg.mutable_gpu()->set_fp8_tflops(0);
+  EXPECT_THROW(CoreGemm(Chip::Build(cfg), GemmShape{64, 64, 64, 1, Dtype::kFp8}), std::invalid_argument);
+}
+
+// ---- collectives ---------------------------------------------------------------------------
+
+// One link of 100 GB/s as NCCL counts it, every efficiency 1, no launch cost.
+config::Gpu OneLinkGpu() {
+  config::Gpu g;
+  g.set_nvlink_links(1);
+  g.set_nvlink_link_gbps(100);
+  g.set_nccl_link_gbps(100);
+  g.set_compute_capability(90);
+  g.set_nccl_ring_channels(24);
+  g.set_ring_allreduce_efficiency(1);
+  g.set_ring_efficiency(1);
+  g.set_nvls(false);
+  g.set_collective_launch_us(0);
+  return g;
+}
+
+TEST(GpuCollective, OneRingStep) {
+  // all_gather over 2 ranks is one ring step. Simple: bus 100 GB/s, algbw = 100 x 2 / 1 =
+  // 200 GB/s; latency = base 8.4 + 1 step x 3.4 us (tuning.cc, ring Simple on NVLink).
+  // 1 MB: 11.8 + 1e6 / (200 x 1000) = 16.8 us.
+  gpu::CollQuery q{gpu::CollOp::kAllGather, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple};
+  gpu::CollEstimate e = gpu::EstimateCollective(OneLinkGpu(), 8, q);
+  EXPECT_NEAR(e.latency_us, 11.8, 1e-12);
+  EXPECT_NEAR(e.gpu_us, 16.8, 1e-12);
+  EXPECT_NEAR(e.time_us, 16.8, 1e-12);  // no launch cost
+  EXPECT_NEAR(e.algbw_gbps, 1e6 / 16.8e3, 1e-9);
+  EXPECT_NEAR(e.busbw_gbps, e.algbw_gbps * 0.5, 1e-12);
+  // The host's issue time and the device time combine in quadrature.
+  config::Gpu g = OneLinkGpu();
+  g.set_collective_launch_us(22.4);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, std::sqrt(16.8 * 16.8 + 22.4 * 22.4), 1e-9);
+  // The fitted ring efficiency scales the bus ceiling: 0.5 halves algbw to 100 GB/s.
+  g.set_collective_launch_us(0);
+  g.set_ring_efficiency(0.5);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 11.8 + 10.0, 1e-12);
+}
+
+TEST(GpuCollective, LL128Latency) {
+  // ring LL128 all_reduce over 8 ranks: 14.0 + 2 x 7 x 1.9 = 40.6 us; LL: 6.6 + 14 x 0.6 = 15.0.
+  const config::Gpu g = LoadChipConfig("h100-sxm-8").gpu();
+  gpu::CollQuery q{gpu::CollOp::kAllReduce, 8, 1 << 20, gpu::Algo::kRing, gpu::Proto::kLL128};
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 40.6, 1e-9);
+  q.proto = gpu::Proto::kLL;
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 15.0, 1e-9);
+  // The tuner's time for ring LL at 8 KiB: bus min(141, 370.8 / 2) = 141 GB/s,
+  // algbw 141 x 8 / 14; 15.0 + 8192 / (80.571428... x 1000).
+  EXPECT_NEAR(gpu::TunerTimeUs(g, gpu::CollOp::kAllReduce, 8, 8192, gpu::Algo::kRing, gpu::Proto::kLL),
+              15.0 + 8192 / (141.0 * 8 / 14 * 1000), 1e-9);
+}
+
+TEST(GpuCollective, ChoiceAtAFewSizesOnH100) {
+  // NCCL's tuner on 8 x H100 (B = 18 x 20.6 = 370.8 GB/s), all_reduce over 8 ranks:
+  //   ring LL:   15.0 + S / 80.571 (us, S in kB)          ring Simple: 56.0 + S / 211.886
+  //   NVLS:      25 + S / 272  (8 heads of 40 GB/s: 8 x 40 x 0.85 x 7/8 x 2 = 476 busBw)
+  //   8 KiB: LL 15.10 < NVLS 25.03; 1 MiB: LL 28.01 < NVLS 28.86; 2 MiB: NVLS 32.71 < LL 41.03.
+  const config::Gpu g = LoadChipConfig("h100-sxm-8").gpu();
+  auto pick = [&](gpu::CollOp op, int ranks, uint64_t bytes) {
+    gpu::CollEstimate e = gpu::EstimateCollective(g, 8, gpu::CollQuery{op, ranks, bytes});
+    return std::string(gpu::ToString(e.algo)) + "/" + gpu::ToString(e.proto);
+  };
+  EXPECT_EQ(pick(gpu::CollOp::kAllReduce, 8, 8192), "ring/ll");
+  EXPECT_EQ(pick(gpu::CollOp::kAllReduce, 8, 1 << 20), "ring/ll");
+  EXPECT_EQ(pick(gpu::CollOp::kAllReduce, 8, 2 << 20), "nvls/simple");
+  EXPECT_EQ(pick(gpu::CollOp::kAllReduce, 8, 1 << 30), "nvls/simple");
+  EXPECT_NEAR(gpu::TunerTimeUs(g, gpu::CollOp::kAllReduce, 8, 2 << 20, gpu::Algo::kNvls, gpu::Proto::kSimple),
+              25 + 2097152 / 272000.0, 1e-9);
+  // 4 ranks: 4 heads of 60 GB/s give NVLS algbw 204 < ring Simple 247.2, so ring at 1 GiB
+  // (what NCCL logged on H100 at 4 GPUs, nccl-tests-h100-allreduce-algo.csv's source).
+  EXPECT_EQ(pick(gpu::CollOp::kAllReduce, 4, 1 << 30), "ring/simple");
+  // all_gather has only ring here: Simple (18.6 + S / 494.4) beats LL128 (19.7 + S / 454.8) at 64 MiB.
+  EXPECT_EQ(pick(gpu::CollOp::kAllGather, 4, 64 << 20), "ring/simple");
+  EXPECT_EQ(pick(gpu::CollOp::kAllToAll, 8, 64 << 20), "p2p/simple");
+}
+
+TEST(GpuCollective, BlackwellUsesItsOwnTables) {
+  // b200: ring LL bus = min(2 x 141, 18 x 40.1 / 2) = 282 GB/s; all_reduce 2 ranks: algbw
+  // 282 x 2 / 2, latency 6.6 + 2 x 0.6.
+  const config::Gpu g = LoadChipConfig("b200-sxm-8").gpu();
+  EXPECT_NEAR(gpu::TunerTimeUs(g, gpu::CollOp::kAllReduce, 2, 1 << 20, gpu::Algo::kRing, gpu::Proto::kLL),
+              7.8 + 1048576 / 282000.0, 1e-9);
+}
+
+TEST(GpuCollective, BusBandwidthFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(gpu::BusBwFactor(gpu::CollOp::kAllReduce, 8), 14.0 / 8);
+  EXPECT_DOUBLE_EQ(gpu::BusBwFactor(gpu::CollOp::kAllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(gpu::BusBwFactor(gpu::CollOp::kReduceScatter, 2), 0.5);
+  EXPECT_DOUBLE_EQ(gpu::BusBwFactor(gpu::CollOp::kAllToAll, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(gpu::BusBwFactor(gpu::CollOp::kBroadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(gpu::BusBwFactor(gpu::CollOp::kSendRecv, 2), 1.0);
+}
+
+TEST(GpuCollective, WhatOneNodeCannotDo) {
+  const config::Gpu g = LoadChipConfig("h100-sxm-8").gpu();
+  auto msg = [&](gpu::CollQuery q, int gpus = 8) {
+    try {
+      gpu::EstimateCollective(g, gpus, q);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg({gpu::CollOp::kAllReduce, 16, 1024}).find("network between nodes"), std::string::npos);
+  EXPECT_NE(msg({gpu::CollOp::kAllReduce, 1, 1024}).find("outside [2, 8]"), std::string::npos);
+  EXPECT_NE(msg({gpu::CollOp::kAllReduce, 8, 1024}, 4).find("outside [2, 4]"), std::string::npos);
+  EXPECT_NE(msg({gpu::CollOp::kAllReduce, 8, 0}).find("size 0"), std::string::npos);
+  EXPECT_NE(msg({gpu::CollOp::kAllGather, 8, 1024, gpu::Algo::kTree}).find("not available for all_gather"),
+            std::string::npos);
+  EXPECT_NE(msg({gpu::CollOp::kAllReduce, 8, 1024, gpu::Algo::kNvls, gpu::Proto::kLL}).find("protocol ll"),
+            std::string::npos);
+  config::Gpu no_nvls = g;
+  no_nvls.set_nvls(false);
+  try {
+    gpu::EstimateCollective(no_nvls, 8, {gpu::CollOp::kAllReduce, 8, 1024, gpu::Algo::kNvls});
+    FAIL() << "nvls without gpu.nvls";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu.nvls is false"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tpsim::arch

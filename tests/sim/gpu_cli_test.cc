@@ -1,0 +1,200 @@
+// `tpsim collectives`, `tpsim gemm` and `tpsim compare` on the GPU CSV formats, through the
+// real binary: fixed CSV columns, argument errors (exit 2 with a sentence), every shipped
+// chip answering, and the size-list parser.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/cli/gpu_commands.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int RunTpsim(const std::string& args, std::string* output = nullptr) {
+  std::string cmd =
+      "cd '" TPSIM_SOURCE_DIR "' && timeout 120 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::array<char, 4096> buf;
+  std::string out;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = pclose(p);
+  if (output) *output = out;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::vector<std::string> Lines(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> v;
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+class GpuCli : public ::testing::Test {
+ protected:
+  fs::path dir_ = fs::temp_directory_path() / ("tpsim-gpu-cli-" + std::to_string(::getpid()));
+  void SetUp() override { fs::create_directories(dir_); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string P(const std::string& name) const { return (dir_ / name).string(); }
+};
+
+TEST(ParseSizes, StepsByFactorsOfTwo) {
+  const auto s = tpsim::cli::ParseSizes("8K:1G");
+  ASSERT_EQ(s.size(), 18u);
+  EXPECT_EQ(s.front(), 8192u);
+  EXPECT_EQ(s.back(), uint64_t{1} << 30);
+  EXPECT_EQ(s[1], 16384u);
+  EXPECT_EQ(tpsim::cli::ParseSizes("64M"), std::vector<uint64_t>{64u << 20});
+  EXPECT_EQ(tpsim::cli::ParseSizes("1KiB:16KB:4"), (std::vector<uint64_t>{1024, 4096, 16384}));
+  EXPECT_EQ(tpsim::cli::ParseSizes("1000:5000"), (std::vector<uint64_t>{1000, 2000, 4000}));
+  EXPECT_EQ(tpsim::cli::ParseSizes("1:1T").size(), 41u);  // 2^0 .. 2^40
+  for (const char* bad : {"", "8K:", "1G:8K", "0", "8X", "-8K", "8K:1G:1", "8K:1G:x", "2T", "1:2:3:4"}) {
+    EXPECT_THROW(tpsim::cli::ParseSizes(bad), std::invalid_argument) << bad;
+  }
+}
+
+TEST_F(GpuCli, CollectivesCsvColumnsAndRows) {
+  std::string out;
+  ASSERT_EQ(
+      RunTpsim("collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 8K:1G --csv " + P("c.csv"), &out), 0)
+      << out;
+  auto lines = Lines(P("c.csv"));
+  ASSERT_EQ(lines.size(), 19u);
+  EXPECT_EQ(lines[0], "op,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps,algorithm,protocol");
+  EXPECT_EQ(lines[1].rfind("all_reduce,8,8192,", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find(",ring,ll"), std::string::npos) << lines[1];        // NCCL's tuner: LL at 8 KiB
+  EXPECT_NE(lines[18].find(",nvls,simple"), std::string::npos) << lines[18];  // NVLS at 1 GiB, 8 GPUs
+  EXPECT_NE(out.find("# Avg bus bandwidth"), std::string::npos);
+  // Forced algorithm and protocol are honoured and reported.
+  ASSERT_EQ(
+      RunTpsim("collectives h100-sxm-8 --op all_reduce --ranks 4 --sizes 1M --algo ring --proto ll128", &out),
+      0);
+  EXPECT_NE(out.find("ring               ll128"), std::string::npos) << out;
+}
+
+TEST_F(GpuCli, EveryShippedChipAnswersBothCommands) {
+  for (const char* chip : {"h100-sxm-8", "h200-sxm-8", "b200-sxm-8", "wafer-8x8", "mesh-4x4-hbm", "torus-8x8",
+                           "ring-16", "wafer-32x32"}) {
+    std::string out;
+    EXPECT_EQ(
+        RunTpsim(std::string("collectives ") + chip + " --op all_gather --ranks 4 --sizes 64K:1M", &out), 0)
+        << chip << "\n"
+        << out;
+    EXPECT_EQ(RunTpsim(std::string("gemm ") + chip + " --m 128 --n 4096 --k 4096 --csv " + P("g.csv"), &out),
+              0)
+        << chip << "\n"
+        << out;
+    auto lines = Lines(P("g.csv"));
+    ASSERT_EQ(lines.size(), 2u) << chip;
+    EXPECT_EQ(lines[0], "m,n,k,dtype,time_us,tflops,bound,tiles,waves");
+    EXPECT_EQ(lines[1].rfind("128,4096,4096,bf16,", 0), 0u) << lines[1];
+  }
+}
+
+TEST_F(GpuCli, GemmShapesFile) {
+  {
+    std::ofstream f(P("shapes.csv"));
+    f << "# two shapes\nm,n,k,dtype\n1,4096,4096,bf16\n4096,4096,4096,fp8\n";
+  }
+  std::string out;
+  ASSERT_EQ(RunTpsim("gemm h100-sxm-8 --shapes " + P("shapes.csv") + " --csv " + P("g.csv"), &out), 0) << out;
+  auto lines = Lines(P("g.csv"));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1].rfind("1,4096,4096,bf16,", 0), 0u);
+  EXPECT_NE(lines[1].find(",memory,"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].rfind("4096,4096,4096,fp8,", 0), 0u);
+  EXPECT_NE(lines[2].find(",compute,"), std::string::npos) << lines[2];
+  // A written GEMM CSV is itself a shapes file.
+  EXPECT_EQ(RunTpsim("gemm b200-sxm-8 --shapes " + P("g.csv"), &out), 0) << out;
+}
+
+TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
+  struct Case {
+    std::string args, says;
+  };
+  const std::vector<Case> cases = {
+      {"collectives h100-sxm-8 --ranks 8 --sizes 8K:1G", "needs --op"},
+      {"collectives h100-sxm-8 --op all_reduce --sizes 8K:1G", "needs --ranks"},
+      {"collectives h100-sxm-8 --op all_reduce --ranks 8", "needs --sizes"},
+      {"collectives h100-sxm-8 --op all_reduce --ranks 16 --sizes 1M", "network between nodes"},
+      {"collectives h100-sxm-8 --op all_reduce --ranks x --sizes 1M", "not a whole number"},
+      {"collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 1G:8K", "MIN is above MAX"},
+      {"collectives h100-sxm-8 --op all_redux --ranks 8 --sizes 1M", "unknown op 'all_redux'"},
+      {"collectives h100-sxm-8 --op all_gather --ranks 8 --sizes 1M --algo tree",
+       "not available for all_gather"},
+      {"collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 1M --proto ll256", "unknown protocol"},
+      {"collectives wafer-8x8 --op all_reduce --ranks 8 --sizes 1M --proto ll", "has no NCCL protocols"},
+      {"collectives wafer-8x8 --op broadcast --ranks 8 --sizes 1M", "not modelled on wafer-8x8"},
+      {"collectives nosuchchip --op all_reduce --ranks 8 --sizes 1M", "unknown chip 'nosuchchip' (shipped:"},
+      {"collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 1M --frobnicate",
+       "unknown option --frobnicate"},
+      {"gemm h100-sxm-8 --m 1 --n 4096", "needs all of --m, --n and --k"},
+      {"gemm h100-sxm-8 --m 0 --n 4096 --k 4096", "not a positive whole number"},
+      {"gemm h100-sxm-8 --m 1 --n 4096 --k 4096 --dtype fp4", "unknown dtype 'fp4'"},
+      {"gemm wafer-8x8 --m 1 --n 4096 --k 4096 --dtype fp8", "models bf16 only"},
+      {"gemm h100-sxm-8", "needs --m, --n and --k, or --shapes"},
+      {"gemm h100-sxm-8 --shapes /nonexistent/shapes.csv", "cannot read"},
+      {"compare --chip h100-sxm-8", "needs at least one MEASURED.csv"},
+  };
+  for (const auto& c : cases) {
+    std::string out;
+    EXPECT_EQ(RunTpsim(c.args, &out), 2) << c.args << "\n" << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << c.args << "\n" << out;
+    EXPECT_EQ(out.find("terminate called"), std::string::npos) << c.args;
+  }
+  // A bad --set is a located config error, exit 2.
+  std::string out;
+  EXPECT_EQ(RunTpsim("gemm h100-sxm-8 --m 1 --n 1 --k 1 --set gpu.tensor_efficiency=2", &out), 2) << out;
+  EXPECT_NE(out.find("chip.gpu.tensor_efficiency: 2: must be in (0, 1]"), std::string::npos) << out;
+  EXPECT_EQ(RunTpsim("collectives --help", &out), 0);
+  EXPECT_NE(out.find("--sizes SPEC"), std::string::npos);
+  EXPECT_EQ(RunTpsim("gemm --help", &out), 0);
+  EXPECT_NE(out.find("--shapes FILE"), std::string::npos);
+}
+
+TEST_F(GpuCli, CompareTwoFilesAndWithChip) {
+  std::string out;
+  ASSERT_EQ(
+      RunTpsim("collectives h100-sxm-8 --op reduce_scatter --ranks 4 --sizes 1M:4M --csv " + P("pred.csv")),
+      0);
+  {
+    std::ofstream f(P("meas.csv"));
+    // Twice the predicted time at 1 MiB, the same at 2 MiB: errors -50 % and 0 %; MAPE 25 %.
+    auto lines = Lines(P("pred.csv"));
+    f << "# made up for the test\n" << lines[0] << "\n";
+    std::istringstream r1(lines[1]), r2(lines[2]);
+    std::vector<std::string> a, b;
+    for (std::string x; std::getline(r1, x, ',');) a.push_back(x);
+    for (std::string x; std::getline(r2, x, ',');) b.push_back(x);
+    f << a[0] << "," << a[1] << "," << a[2] << "," << std::stod(a[3]) * 2 << ",,,auto,auto\n";
+    f << b[0] << "," << b[1] << "," << b[2] << "," << b[3] << ",,,auto,auto\n";
+  }
+  ASSERT_EQ(RunTpsim("compare " + P("pred.csv") + " " + P("meas.csv"), &out), 0) << out;
+  EXPECT_NE(out.find("reduce_scatter, 4 ranks, algorithm auto, protocol auto: 2 sizes, MAPE 25.00 %"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("file MAPE: 25.00 % over 2 rows"), std::string::npos) << out;
+  // --chip predicts the measured rows itself: the same numbers.
+  ASSERT_EQ(RunTpsim("compare --chip h100-sxm-8 " + P("meas.csv") + " --summary", &out), 0) << out;
+  EXPECT_NE(out.find("MAPE 25.00 %"), std::string::npos) << out;
+  // The shipped calibration files all compare.
+  ASSERT_EQ(RunTpsim("compare --chip h100-sxm-8 validate/results/public/nccl-tests-h100-4gpu.csv "
+                     "validate/results/public/vidur-h100-gemm.csv --summary",
+                     &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("all_gather, 4 ranks"), std::string::npos);
+  EXPECT_NE(out.find("n=4096 k=4096 fp16"), std::string::npos);
+}
+
+}  // namespace

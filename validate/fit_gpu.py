@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Refits the GPU-node constants of configs/chips/h100-sxm-8.textproto to the H100 measurements
+in validate/results/public/ by grid search, with the models themselves: every candidate is
+scored by `tpsim compare --chip h100-sxm-8 --set gpu.FIELD=VALUE ... FILE --summary`.
+
+usage: validate/fit_gpu.py [--tpsim build/bin/tpsim]
+
+  GEMM:        tensor_efficiency, hbm_efficiency, kernel_overhead_us, operand_flops_per_byte
+               minimise the file MAPE of vidur-h100-gemm.csv.
+  collectives: collective_launch_us, ring_allreduce_efficiency, ring_efficiency minimise the
+               sum of the three table MAPEs of nccl-tests-h100-4gpu.csv; then nvls_efficiency,
+               nvls_rank_loss minimise the sum of the NVLS tables of nccl-tests-h100-allreduce-algo.csv.
+Prints the best values found (it does not edit the chip file) and the MAPEs they give. Only
+H100 files are used; H200 and B200 keep H100's constants (no refit)."""
+import argparse
+import itertools
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PUB = os.path.join(ROOT, "validate", "results", "public")
+
+
+def compare(tpsim, sets, csv):
+    args = [tpsim, "compare", "--chip", "h100-sxm-8", "--summary", os.path.join(PUB, csv)]
+    for k, v in sets.items():
+        args += ["--set", "gpu.%s=%s" % (k, v)]
+    out = subprocess.run(args, capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    tables = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(.*): \d+ (?:sizes|rows), MAPE ([0-9.]+) %", out, re.M)}
+    file_mape = float(re.search(r"file MAPE: ([0-9.]+) %", out).group(1))
+    return file_mape, tables
+
+
+def search(tpsim, grid, score):
+    best = None
+    keys = list(grid)
+    for values in itertools.product(*(grid[k] for k in keys)):
+        sets = dict(zip(keys, values))
+        s = score(sets)
+        if best is None or s < best[0]:
+            best = (s, sets)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tpsim", default=os.path.join(ROOT, "build", "bin", "tpsim"))
+    a = ap.parse_args()
+    gemm = search(a.tpsim, {
+        "tensor_efficiency": [0.76, 0.78, 0.80, 0.82, 0.84],
+        "hbm_efficiency": [0.85, 0.86, 0.87, 0.88, 0.90],
+        "kernel_overhead_us": [3, 3.5, 4, 4.5, 5],
+        "operand_flops_per_byte": [70, 80, 90, 100, 110],
+    }, lambda s: compare(a.tpsim, s, "vidur-h100-gemm.csv")[0])
+    print("GEMM (vidur-h100-gemm.csv): file MAPE %.2f %% with %s" % gemm)
+    coll = search(a.tpsim, {
+        "collective_launch_us": [20, 21, 22, 23, 24],
+        "ring_allreduce_efficiency": [0.88, 0.90, 0.92, 0.94, 0.96, 0.98],
+        "ring_efficiency": [0.80, 0.82, 0.84, 0.86, 0.88, 0.90],
+    }, lambda s: sum(compare(a.tpsim, s, "nccl-tests-h100-4gpu.csv")[1].values()))
+    print("collectives (nccl-tests-h100-4gpu.csv): sum of table MAPEs %.2f %% with %s" % coll)
+    nvls = search(a.tpsim, {
+        "nvls_efficiency": [0.68, 0.70, 0.72, 0.74, 0.76, 0.78],
+        "nvls_rank_loss": [0.3, 0.4, 0.5, 0.6, 0.7],
+    }, lambda s: sum(v for k, v in compare(a.tpsim, dict(coll[1], **s), "nccl-tests-h100-allreduce-algo.csv")[1].items()
+                     if "algorithm nvls" in k))
+    print("NVLS (nccl-tests-h100-allreduce-algo.csv): sum of NVLS table MAPEs %.2f %% with %s" % nvls)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+#include "validate/gpu_csv.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace tpsim::validate {
+
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+std::vector<std::string> Split(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(line);
+  while (std::getline(in, cur, ',')) out.push_back(Trim(cur));
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+// The data lines of a CSV: header fields and the rows, with their 1-based line numbers.
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::pair<int, std::vector<std::string>>> rows;
+  std::map<std::string, size_t> index;
+};
+
+Table Parse(const std::string& text, const std::string& name) {
+  Table t;
+  std::istringstream in(text);
+  std::string line;
+  int no = 0;
+  while (std::getline(in, line)) {
+    ++no;
+    std::string s = Trim(line);
+    if (s.empty() || s[0] == '#') continue;
+    if (t.header.empty()) {
+      t.header = Split(s);
+      for (size_t i = 0; i < t.header.size(); ++i) t.index[t.header[i]] = i;
+      continue;
+    }
+    t.rows.emplace_back(no, Split(s));
+  }
+  if (t.header.empty()) throw std::runtime_error(name + ": no header line (and no rows)");
+  return t;
+}
+
+std::string Where(const std::string& name, int line) { return name + ":" + std::to_string(line) + ": "; }
+
+struct Row {
+  const Table& t;
+  const std::string& name;
+  int line;
+  const std::vector<std::string>& f;
+  bool Has(const std::string& col) const {
+    auto it = t.index.find(col);
+    return it != t.index.end() && it->second < f.size() && !f[it->second].empty();
+  }
+  const std::string& Text(const std::string& col) const {
+    auto it = t.index.find(col);
+    if (it == t.index.end()) throw std::runtime_error(Where(name, line) + "no column " + col);
+    if (it->second >= f.size()) {
+      throw std::runtime_error(Where(name, line) + "has " + std::to_string(f.size()) + " fields, column " +
+                               col + " is field " + std::to_string(it->second + 1));
+    }
+    return f[it->second];
+  }
+  double Number(const std::string& col, bool positive) const {
+    const std::string& s = Text(col);
+    char* end = nullptr;
+    errno = 0;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || errno != 0 || !std::isfinite(v)) {
+      throw std::runtime_error(Where(name, line) + col + ": '" + s + "' is not a number");
+    }
+    if (positive ? !(v > 0) : v < 0) {
+      throw std::runtime_error(Where(name, line) + col + ": " + s +
+                               (positive ? " must be positive" : " must be >= 0"));
+    }
+    return v;
+  }
+  uint64_t Count(const std::string& col) const {
+    const std::string& s = Text(col);
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (s.empty() || s[0] == '-' || end != s.c_str() + s.size() || errno != 0 || v == 0) {
+      throw std::runtime_error(Where(name, line) + col + ": '" + s + "' is not a positive integer");
+    }
+    return v;
+  }
+};
+
+void Require(const Table& t, const std::string& name, std::initializer_list<const char*> cols) {
+  for (const char* c : cols) {
+    if (!t.index.count(c)) throw std::runtime_error(name + ": header has no column " + c);
+  }
+}
+
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string CollectiveCsvLine(const CollectiveRow& r) {
+  return r.op + "," + std::to_string(r.ranks) + "," + std::to_string(r.size_bytes) + "," + Num(r.time_us) +
+         "," + Num(r.algbw_gbps) + "," + Num(r.busbw_gbps) + "," + r.algorithm + "," + r.protocol;
+}
+
+std::string GemmCsvLine(const GemmRow& r) {
+  return std::to_string(r.m) + "," + std::to_string(r.n) + "," + std::to_string(r.k) + "," + r.dtype + "," +
+         Num(r.time_us) + "," + Num(r.tflops) + "," + r.bound + "," +
+         (r.has_tiles ? std::to_string(r.tiles) : "") + "," + (r.has_tiles ? Num(r.waves) : "");
+}
+
+CsvKind DetectCsvKind(const std::string& text, const std::string& name) {
+  Table t = Parse(text, name);
+  if (t.index.count("size_bytes")) return CsvKind::kCollective;
+  if (t.index.count("m") && t.index.count("n") && t.index.count("k")) return CsvKind::kGemm;
+  throw std::runtime_error(name + ": neither a collectives CSV (" + kCollectiveCsvHeader +
+                           ") nor a GEMM CSV (" + kGemmCsvHeader + ")");
+}
+
+std::vector<CollectiveRow> ReadCollectiveCsv(const std::string& text, const std::string& name) {
+  Table t = Parse(text, name);
+  Require(t, name, {"op", "ranks", "size_bytes", "time_us"});
+  std::vector<CollectiveRow> out;
+  for (const auto& [line, f] : t.rows) {
+    Row r{t, name, line, f};
+    CollectiveRow c;
+    c.op = r.Text("op");
+    if (c.op.empty()) throw std::runtime_error(Where(name, line) + "op: empty");
+    const uint64_t ranks = r.Count("ranks");
+    if (ranks > 1000000)
+      throw std::runtime_error(Where(name, line) + "ranks: " + r.Text("ranks") + " is too large");
+    c.ranks = static_cast<int>(ranks);
+    c.size_bytes = r.Count("size_bytes");
+    c.time_us = r.Number("time_us", true);
+    if (r.Has("algbw_gbps")) c.algbw_gbps = r.Number("algbw_gbps", false);
+    if (r.Has("busbw_gbps")) c.busbw_gbps = r.Number("busbw_gbps", false);
+    if (r.Has("algorithm")) c.algorithm = r.Text("algorithm");
+    if (r.Has("protocol")) c.protocol = r.Text("protocol");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<GemmRow> ReadGemmCsv(const std::string& text, const std::string& name) {
+  Table t = Parse(text, name);
+  Require(t, name, {"m", "n", "k", "time_us"});
+  std::vector<GemmRow> out;
+  for (const auto& [line, f] : t.rows) {
+    Row r{t, name, line, f};
+    GemmRow g;
+    g.m = r.Count("m");
+    g.n = r.Count("n");
+    g.k = r.Count("k");
+    if (r.Has("dtype")) g.dtype = r.Text("dtype");
+    g.time_us = r.Number("time_us", true);
+    if (r.Has("tflops")) g.tflops = r.Number("tflops", false);
+    if (r.Has("bound")) g.bound = r.Text("bound");
+    if (r.Has("tiles")) {
+      g.tiles = r.Count("tiles");
+      g.has_tiles = true;
+    }
+    if (r.Has("waves")) g.waves = r.Number("waves", false);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::vector<GemmShapeRow> ReadShapesCsv(const std::string& text, const std::string& name) {
+  Table t = Parse(text, name);
+  Require(t, name, {"m", "n", "k"});
+  std::vector<GemmShapeRow> out;
+  for (const auto& [line, f] : t.rows) {
+    Row r{t, name, line, f};
+    GemmShapeRow g;
+    g.m = r.Count("m");
+    g.n = r.Count("n");
+    g.k = r.Count("k");
+    if (r.Has("dtype")) g.dtype = r.Text("dtype");
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot read");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace tpsim::validate

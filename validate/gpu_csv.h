@@ -1,0 +1,72 @@
+#pragma once
+// The CSV formats of GPU-node microbenchmarks, shared by what predicts them
+// (`tpsim collectives`, `tpsim gemm`), what measures them (`tpsim-validate --collectives
+// / --gemms`) and what compares them (`tpsim compare`). Column names and order are fixed:
+//
+//   collectives: op,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps,algorithm,protocol
+//   GEMMs:       m,n,k,dtype,time_us,tflops,bound,tiles,waves
+//
+// Readers skip blank lines and lines starting with '#' (a file's provenance header), take
+// the first other line as the header and find columns by name, so a file may add columns
+// or reorder them; measured files leave columns they cannot know empty (bound, tiles,
+// waves of a GEMM; algorithm / protocol "auto" when NCCL chose). Sizes are nccl-tests'
+// (the whole buffer: all_gather's receive buffer, reduce_scatter's send buffer).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpsim::validate {
+
+constexpr const char* kCollectiveCsvHeader =
+    "op,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps,algorithm,protocol";
+constexpr const char* kGemmCsvHeader = "m,n,k,dtype,time_us,tflops,bound,tiles,waves";
+
+struct CollectiveRow {
+  std::string op;  // all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv
+  int ranks = 0;
+  uint64_t size_bytes = 0;
+  double time_us = 0, algbw_gbps = 0, busbw_gbps = 0;
+  std::string algorithm = "auto", protocol = "auto";
+};
+
+struct GemmRow {
+  uint64_t m = 0, n = 0, k = 0;
+  std::string dtype = "bf16";
+  double time_us = 0, tflops = 0;
+  std::string bound;   // empty when not known (measured)
+  uint64_t tiles = 0;  // 0 with `has_tiles` false when not known
+  double waves = 0;
+  bool has_tiles = false;
+};
+
+// One CSV line (no newline) in the fixed column order; numbers with 3 decimals.
+std::string CollectiveCsvLine(const CollectiveRow& r);
+std::string GemmCsvLine(const GemmRow& r);
+
+enum class CsvKind { kCollective, kGemm };
+
+// Which format `text` holds (its header has size_bytes / m,n,k). Throws
+// std::runtime_error naming `name` when it is neither or has no header.
+CsvKind DetectCsvKind(const std::string& text, const std::string& name);
+
+// Parse a whole file's text. Throws std::runtime_error "name:line: problem" for a missing
+// required column, a malformed number, a negative or zero size / rank / dimension, or a
+// row with too few fields. Required: collectives op, ranks, size_bytes, time_us (algorithm
+// and protocol default to auto); GEMMs m, n, k, time_us (dtype defaults to bf16).
+std::vector<CollectiveRow> ReadCollectiveCsv(const std::string& text, const std::string& name);
+std::vector<GemmRow> ReadGemmCsv(const std::string& text, const std::string& name);
+
+// `tpsim gemm --shapes`: columns m,n,k and optionally dtype (others ignored), so a GEMM
+// CSV (measured or predicted) is also a shapes file. dtype is empty for rows that have
+// none (the caller's default applies). Same errors as above.
+struct GemmShapeRow {
+  uint64_t m = 0, n = 0, k = 0;
+  std::string dtype;
+};
+std::vector<GemmShapeRow> ReadShapesCsv(const std::string& text, const std::string& name);
+
+// Reads a file into a string; throws std::runtime_error "path: cannot read".
+std::string ReadTextFile(const std::string& path);
+
+}  // namespace tpsim::validate
