@@ -13,3 +13,4 @@ target_compile_definitions(noc_booksim_test PRIVATE SC_CPLUSPLUS=201703L TPSIM_S
 target_link_options(noc_booksim_test PRIVATE -Wl,--undefined=sc_main)
 gtest_discover_tests(noc_booksim_test TEST_PREFIX "noc_booksim_test." DISCOVERY_TIMEOUT 60
                      PROPERTIES TIMEOUT 300 LABELS slow)
+
