@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Ramulator 2.0 at a pinned commit outside the tpsim tree, builds the offered-load
 # driver validate/dram/ramulator_load.cc against it, and writes the reference figures
-# tests/sim/dram_ramulator_test.cc compares tpsim's DRAM channel model with:
+# the README compares with tpsim's DRAM channel model:
 #   validate/results/dram/ramulator2-{hbm3-6400,stacked-dram-60}.csv
 # (configurations: validate/dram/ramulator/*.yaml; loads: ramulator_reference.py).
 #
