@@ -2,6 +2,7 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "arch/chip.h"
 #include "arch/topology/topology.h"
@@ -162,6 +163,17 @@ void ValidateChip(const config::Chip& c, const config::SourceMap& locs, const st
       Ps cycle_ps = clock >= 1 && clock <= 1e6 ? std::max<Ps>(1, std::llround(1e6 / clock)) : 1;
       net = topo->Build(c, cycle_ps);
     }
+  }
+  CheckNonNegative(sink, "noc.port_bandwidth_gbps", c.noc().port_bandwidth_gbps());
+  const std::string& topo_name = c.noc().topology();
+  const uint32_t buffers = c.noc().router_buffer_packets();
+  if (buffers > 0 && topo_name == "edges") {
+    sink.Add("noc.router_buffer_packets", std::to_string(buffers),
+             "finite router buffers are not modelled on topology edges (its shortest-path routes may "
+             "deadlock); use 0");
+  } else if (buffers == 1 && (topo_name == "torus" || topo_name == "ring")) {
+    sink.Add("noc.router_buffer_packets", "1",
+             "must be 0 or at least 2 on topology " + topo_name + " (two dateline classes of slots)");
   }
   ValidateMemory(c, net ? &*net : nullptr, sink);
   ValidateCollectives(c, sink);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -41,9 +42,52 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
 
   const arch::Chip& chip = st_->chip;
   const auto& links = chip.links();
-  link_free_.assign(links.size(), 0);
-  port_free_.assign(static_cast<size_t>(std::max(0, chip.num_cores())), 0);
+  const int cores = std::max(0, chip.num_cores());
+  num_links_ = static_cast<int>(links.size());
+  for (const arch::Link& l : links) {
+    bw_.push_back(l.bandwidth_gbps);
+    lat_.push_back(l.latency_ps);
+  }
+  // Network-interface ports: injection ports num_links_ + core, then ejection ports.
+  const double port_gbps = chip.config().noc().port_bandwidth_gbps();
+  const bool ports = port_gbps > 0;
+  if (ports) {
+    bw_.resize(bw_.size() + 2 * static_cast<size_t>(cores), port_gbps);
+    lat_.resize(lat_.size() + 2 * static_cast<size_t>(cores), 0);
+  }
+  link_free_.assign(bw_.size(), 0);
+  port_free_.assign(static_cast<size_t>(cores), 0);
   usage_.assign(links.size(), LinkUsage{});
+  buffer_packets_ = chip.config().noc().router_buffer_packets();
+  buffered_ = buffer_packets_ > 0;
+  if (buffered_) {
+    const std::string& topo = chip.config().noc().topology();
+    // Tori and rings: two slot classes per input port (dateline), as BookSim2's
+    // dimension-order torus routing splits its virtual channels.
+    classes_ = topo == "torus" || topo == "ring" ? 2 : 1;
+    limited_.assign(bw_.size(), 0);
+    dir_.assign(bw_.size(), -1);
+    wrap_.assign(bw_.size(), 0);
+    for (int l = 0; l < num_links_; ++l) {
+      const arch::Node& a = chip.node(links[l].src);
+      const arch::Node& b = chip.node(links[l].dst);
+      limited_[l] = b.kind != arch::Node::kMemory;
+      if (a.row < 0 || a.col < 0 || b.row < 0 || b.col < 0) continue;
+      const int dc = b.col - a.col, dr = b.row - a.row;  // a step of more than one: wraparound
+      if (dc != 0 && dr == 0) dir_[l] = (dc == 1 || dc < -1) ? 0 : 1;
+      if (dr != 0 && dc == 0) dir_[l] = (dr == 1 || dr < -1) ? 2 : 3;
+      wrap_[l] = std::abs(dc) > 1 || std::abs(dr) > 1;
+    }
+    for (int c = 0; c < (ports ? cores : 0); ++c) limited_[num_links_ + c] = 1;  // injection ports
+    // classes_ == 2: class 0 gets the odd slot of an odd buffer.
+    credits_.assign(bw_.size() * classes_, 0);
+    for (size_t l = 0; l < bw_.size(); ++l) {
+      for (int k = 0; k < classes_; ++k)
+        credits_[l * classes_ + k] = (buffer_packets_ + (k == 0 ? classes_ - 1 : 0)) / classes_;
+    }
+    waiting_.resize(bw_.size());
+    in_busy_.resize(bw_.size());
+  }
   const auto& tasks = st_->program.tasks;
   route_of_.assign(tasks.size(), 0);
   hops_of_.assign(tasks.size(), 0);
@@ -66,9 +110,28 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
                                       std::to_string(i) + " has no bandwidth");
         }
       }
+      if (ports && (!route.empty() || !memory)) {
+        // A transfer leaves through its source's injection port and arrives through its
+        // destination's ejection port (a transfer to its own core loops back through
+        // both); memory data only through the core's end.
+        if (!memory || t.write) route.insert(route.begin(), num_links_ + t.core);
+        if (!memory || !t.write) route.push_back(num_links_ + cores + (memory ? t.core : t.dst_core));
+      }
       auto entry =
           std::make_pair(static_cast<uint32_t>(route_links_.size()), static_cast<uint32_t>(route.size()));
       route_links_.insert(route_links_.end(), route.begin(), route.end());
+      if (buffered_) {
+        // Dateline class of each hop: 1 along a run of hops in one direction that
+        // crosses a wraparound link (BookSim2's dim_order_torus), else 0.
+        for (size_t h = 0; h < route.size();) {
+          size_t e = h + 1;
+          while (e < route.size() && dir_[route[h]] >= 0 && dir_[route[e]] == dir_[route[h]]) ++e;
+          bool wraps = false;
+          for (size_t j = h; j < e; ++j) wraps = wraps || wrap_[route[j]];
+          for (size_t j = h; j < e; ++j) route_class_.push_back(classes_ == 2 && wraps ? 1 : 0);
+          h = e;
+        }
+      }
       it = cache.emplace(key, entry).first;
     }
     route_of_[i] = it->second.first;
@@ -106,9 +169,7 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
     const Dram::Grant g = dram_->Reserve(task, inject);
     const Ps latency = t.bytes == 0 ? 0 : st_->chip.channels()[t.channel].latency_ps;
     const Ps at_channel = g.total - latency;
-    const Ps first_link =
-        m.hops == 0 ? 0
-                    : CeilSerialisePs(m.bytes, st_->chip.links()[route_links_[m.route_begin]].bandwidth_gbps);
+    const Ps first_link = m.hops == 0 ? 0 : CeilSerialisePs(m.bytes, bw_[route_links_[m.route_begin]]);
     inject = g.start + latency + std::max<Ps>(0, at_channel - first_link);
     if (m.hops == 0) m.done_ps = g.start + g.total;
   }
@@ -136,6 +197,9 @@ void Network::Process() {
     events_.pop();
     if (e.packet == kInject) {
       Inject(e);
+    } else if (e.packet == kCredit) {
+      ++credits_[static_cast<size_t>(e.hop) * classes_ + e.slot];
+      Serve(static_cast<int>(e.hop));
     } else {
       Hop(messages_[e.slot], e.slot, e.packet, e.hop, e.t, e.tail);
     }
@@ -154,8 +218,7 @@ void Network::Inject(const Event& e) {
     // Through the switch engine (mapping/program.h): the source core's switch
     // port serialises its in-switch transfers; the links are not used.
     Ps latency = 0;
-    for (uint32_t h = 0; h < m.hops; ++h)
-      latency += st_->chip.links()[route_links_[m.route_begin + h]].latency_ps;
+    for (uint32_t h = 0; h < m.hops; ++h) latency += lat_[route_links_[m.route_begin + h]];
     Ps& port = port_free_[t.core];
     const Ps start = std::max(e.t, port);
     const Ps ser = CeilSerialisePs(m.bytes, t.in_switch_gbps);
@@ -167,20 +230,28 @@ void Network::Inject(const Event& e) {
     Finish(m, e.slot);
     return;
   }
+  if (buffered_) {
+    // Packet by packet: each first waits for a slot past the first link; the next one
+    // is offered when this one is granted.
+    m.start_ps = e.t;
+    Hop(m, e.slot, 0, 0, e.t, e.t);
+    return;
+  }
   // Every packet is queued at the source when the message starts, so the first
   // link sends them back to back from `start`: packet p leaves at
   // start + ser(bytes before p). No event per packet on this hop.
   const int link = route_links_[m.route_begin];
-  const double bw = st_->chip.links()[link].bandwidth_gbps;
   const Ps start = std::max(e.t, link_free_[link]);
-  const Ps ser = CeilSerialisePs(m.bytes, bw);
+  const Ps ser = CeilSerialisePs(m.bytes, bw_[link]);
   link_free_[link] = start + ser;
-  LinkUsage& u = usage_[link];
-  u.bytes += m.bytes;
-  u.busy_ps += ser;
-  u.max_queue_ps = std::max(u.max_queue_ps, start - e.t);
+  if (link < num_links_) {
+    LinkUsage& u = usage_[link];
+    u.bytes += m.bytes;
+    u.busy_ps += ser;
+    u.max_queue_ps = std::max(u.max_queue_ps, start - e.t);
+  }
   m.start_ps = start;
-  const Ps latency = st_->chip.links()[link].latency_ps;
+  const Ps latency = lat_[link];
   if (m.hops == 1) {
     m.done_ps = start + ser + latency;
     m.arrived = m.packets;
@@ -191,11 +262,11 @@ void Network::Inject(const Event& e) {
 }
 
 void Network::ScheduleFirstHop(const Message& m, uint32_t slot, uint32_t p) {
-  const auto& l = st_->chip.links()[route_links_[m.route_begin]];
+  const int link = route_links_[m.route_begin];
   const uint64_t begin = static_cast<uint64_t>(p) * packet_bytes_;
   const uint64_t end = std::min(m.bytes, begin + packet_bytes_);
-  const Ps head = m.start_ps + CeilSerialisePs(begin, l.bandwidth_gbps) + l.latency_ps;
-  const Ps tail = m.start_ps + CeilSerialisePs(end, l.bandwidth_gbps) + l.latency_ps;
+  const Ps head = m.start_ps + CeilSerialisePs(begin, bw_[link]) + lat_[link];
+  const Ps tail = m.start_ps + CeilSerialisePs(end, bw_[link]) + lat_[link];
   Schedule(Event{head, m.task, p, slot, 1, tail});
 }
 
@@ -205,7 +276,7 @@ uint64_t Network::PacketBytes(const Message& m, uint32_t p) const {
 }
 
 Ps Network::Serialise(const Message& m, uint32_t p, int link) const {
-  const double bw = st_->chip.links()[link].bandwidth_gbps;
+  const double bw = bw_[link];
   uint64_t begin = static_cast<uint64_t>(p) * packet_bytes_;
   uint64_t end = std::min(m.bytes, begin + packet_bytes_);
   return CeilSerialisePs(end, bw) - CeilSerialisePs(begin, bw);
@@ -213,22 +284,82 @@ Ps Network::Serialise(const Message& m, uint32_t p, int link) const {
 
 void Network::Hop(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head, Ps tail) {
   const int link = route_links_[m.route_begin + hop];
+  if (buffered_ && limited_[link]) {
+    waiting_[link].push_back(Waiter{slot, p, hop, head, tail});
+    Serve(link);
+    return;
+  }
+  Send(m, slot, p, hop, head, tail);
+}
+
+Ps Network::BookInput(int in, Ps earliest, Ps ser) {
+  std::vector<std::pair<Ps, Ps>>& busy = in_busy_[in];  // sorted, disjoint
+  const Ps now = NowPs();
+  size_t keep = 0;
+  while (keep < busy.size() && busy[keep].second <= now) ++keep;
+  busy.erase(busy.begin(), busy.begin() + static_cast<std::ptrdiff_t>(keep));
+  Ps start = earliest;
+  size_t at = 0;
+  for (; at < busy.size(); ++at) {
+    if (start + ser <= busy[at].first) break;  // fits in the gap before this booking
+    start = std::max(start, busy[at].second);
+  }
+  busy.insert(busy.begin() + static_cast<std::ptrdiff_t>(at), {start, start + ser});
+  return start;
+}
+
+void Network::Serve(int link) {
+  std::deque<Waiter>& q = waiting_[link];
+  for (size_t i = 0; i < q.size();) {
+    const Waiter w = q[i];
+    Message& m = messages_[w.slot];
+    if (credits_[static_cast<size_t>(link) * classes_ + route_class_[m.route_begin + w.hop]] == 0) {
+      ++i;
+      continue;
+    }
+    q.erase(q.begin() + static_cast<std::ptrdiff_t>(i));
+    Send(m, w.slot, w.packet, w.hop, w.head, w.tail);
+  }
+}
+
+void Network::Send(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head, Ps tail) {
+  const int link = route_links_[m.route_begin + hop];
   const Ps ser = Serialise(m, p, link);
   // Earliest departure without other messages: head present, the tail cannot
-  // overtake its arrival, and this message's previous packet has left.
-  const Ps ready = std::max({head, tail - ser, m.last_end[hop]});
-  const Ps depart = std::max(ready, link_free_[link]);
+  // overtake its arrival, and this message's previous packet has left (and, with
+  // finite buffers, not before the grant).
+  Ps ready = std::max({head, tail - ser, m.last_end[hop]});
+  if (buffered_) ready = std::max(ready, NowPs());
+  Ps depart = std::max(ready, link_free_[link]);
+  if (buffered_ && hop > 0) depart = BookInput(route_links_[m.route_begin + hop - 1], depart, ser);
   const Ps end = depart + ser;
   link_free_[link] = end;
   m.last_end[hop] = end;
-  LinkUsage& u = usage_[link];
-  u.bytes += PacketBytes(m, p);
-  u.busy_ps += ser;
-  u.max_queue_ps = std::max(u.max_queue_ps, depart - ready);
-  const Ps latency = st_->chip.links()[link].latency_ps;
-  // Packets reach each hop in order, so one pending event per hop suffices:
-  // the packet behind this one on hop 1 is scheduled here.
-  if (hop == 1 && p + 1 < m.packets) ScheduleFirstHop(m, slot, p + 1);
+  if (link < num_links_) {
+    LinkUsage& u = usage_[link];
+    u.bytes += PacketBytes(m, p);
+    u.busy_ps += ser;
+    u.max_queue_ps = std::max(u.max_queue_ps, depart - ready);
+  }
+  const Ps latency = lat_[link];
+  if (buffered_) {
+    const uint32_t cls = route_class_[m.route_begin + hop];
+    if (limited_[link]) --credits_[static_cast<size_t>(link) * classes_ + cls];
+    // The slot this packet held before this link frees when its tail has left.
+    const int prev = hop > 0 ? route_links_[m.route_begin + hop - 1] : -1;
+    if (prev >= 0 && limited_[prev]) {
+      Schedule(Event{end, 0, kCredit, route_class_[m.route_begin + hop - 1], static_cast<uint32_t>(prev), 0});
+    }
+    if (hop + 1 == m.hops && limited_[link]) {
+      Schedule(Event{end + latency, 0, kCredit, cls, static_cast<uint32_t>(link), 0});
+    }
+    // The message's next packet is offered to the first link once this one is granted.
+    if (hop == 0 && p + 1 < m.packets) Schedule(Event{depart, m.task, p + 1, slot, 0, m.start_ps});
+  } else if (hop == 1 && p + 1 < m.packets) {
+    // Packets reach each hop in order, so one pending event per hop suffices:
+    // the packet behind this one on hop 1 is scheduled here.
+    ScheduleFirstHop(m, slot, p + 1);
+  }
   if (hop + 1 < m.hops) {
     Schedule(Event{depart + latency, m.task, p, slot, hop + 1, end + latency});
     return;

@@ -7,6 +7,22 @@
 // "free at" time per link, packet departures are computed from it, and the
 // only events are message starts and packet arrivals at a hop after the first
 // (at most one pending event per message and hop).
+// With chip noc.port_bandwidth_gbps > 0, every route also crosses its source core's
+// injection port (first) and its destination core's ejection port (last): two more
+// serialising stages per core, with no latency, arbitrated like links.
+// With chip noc.router_buffer_packets = B > 0, the input port at the far end of every
+// link and injection port (not ejection ports nor memory controllers, which always
+// accept) holds B packets. A packet reserves a slot there when it is granted the link
+// and frees it when its tail leaves that router (the end of its next link) or, at its
+// destination, when its tail arrives. A packet that finds no slot waits at the link
+// (the oldest first among those a slot of their class is free for). On tori and rings
+// the slots are split into two classes (dateline, as BookSim2's dim_order_torus):
+// a packet uses class 1 along a run of hops in one direction that crosses a
+// wraparound link, class 0 otherwise, so no cycle of full buffers can form. A router
+// forwards from each input port one packet at a time (switch input speedup 1): a
+// packet's crossing is booked on its input port too, in a free gap (another virtual
+// channel's packet may go first). Each packet, the first hop included, is then an
+// event (no closed form for the first hop).
 // Memory tasks whose data crosses links (RunState::mem_via_net) come here too:
 // their channel is reserved first (Dram::Reserve), and the message starts as
 // late as lets its first link finish no earlier than the channel delivers the
@@ -15,6 +31,7 @@
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <cstdint>
+#include <deque>
 #include <queue>
 #include <systemc>
 #include <tlm>
@@ -51,6 +68,7 @@ class Network : public sc_core::sc_module {
     std::vector<Ps> last_end;  // per hop: when this message's previous packet left the link
   };
   static constexpr uint32_t kInject = 0xffffffffu;
+  static constexpr uint32_t kCredit = 0xfffffffeu;  // a slot (class `slot`) past link `hop` frees
   // A packet's head reaching hop `hop` of its route at `t` (its tail at `tail`),
   // or (packet == kInject) a message starting at `t`.
   struct Event {
@@ -75,6 +93,14 @@ class Network : public sc_core::sc_module {
   // Schedules packet `p`'s arrival at hop 1 (its departure from hop 0 is closed form).
   void ScheduleFirstHop(const Message& m, uint32_t slot, uint32_t p);
   void Hop(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head, Ps tail);
+  // Grants packet `p` hop `hop` now: reserves the link (and a slot past it).
+  void Send(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head, Ps tail);
+  // Grants the oldest packets waiting at `link` whose slot need is met.
+  void Serve(int link);
+  // Books the router input port packets arriving over `in` cross the switch from: the
+  // earliest start >= `earliest` at which it is free for `ser` ps (a packet may use a
+  // gap before later bookings, as a packet in another virtual channel would).
+  Ps BookInput(int in, Ps earliest, Ps ser);
   void Finish(Message& m, uint32_t slot);
   uint64_t PacketBytes(const Message& m, uint32_t p) const;
   Ps Serialise(const Message& m, uint32_t p, int link) const;
@@ -83,7 +109,25 @@ class Network : public sc_core::sc_module {
   RunState* st_;
   class Dram* dram_ = nullptr;
   uint64_t packet_bytes_;
-  std::vector<int> route_links_;    // concatenated routes
+  int num_links_ = 0;             // the chip's links; ids from here on are ports
+  std::vector<double> bw_;        // per link, then per injection and ejection port: GB/s
+  std::vector<Ps> lat_;           // per link and port: latency (ports: 0)
+  std::vector<int> route_links_;  // concatenated routes (link and port ids)
+  // Finite router buffers (router_buffer_packets > 0), per link and port id:
+  bool buffered_ = false;
+  uint32_t buffer_packets_ = 0;
+  int classes_ = 1;                   // slot classes per input port (2 on tori and rings: dateline)
+  std::vector<uint8_t> limited_;      // the far end has a finite input buffer
+  std::vector<uint32_t> credits_;     // [link * classes_ + class]: free slots there
+  std::vector<int8_t> dir_;           // grid direction (0..3), -1 when none or a port
+  std::vector<uint8_t> wrap_;         // a wraparound link
+  std::vector<uint8_t> route_class_;  // parallel to route_links_ (finite buffers only)
+  struct Waiter {
+    uint32_t slot, packet, hop;
+    Ps head, tail;
+  };
+  std::vector<std::deque<Waiter>> waiting_;
+  std::vector<std::vector<std::pair<Ps, Ps>>> in_busy_;  // per input port: booked [start, end)
   std::vector<uint32_t> route_of_;  // per task: offset into route_links_ (transfers, memory via links)
   std::vector<uint32_t> hops_of_;
   std::vector<Ps> link_free_;

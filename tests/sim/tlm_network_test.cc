@@ -1,0 +1,153 @@
+// The TLM network's optional router model (chip noc.port_bandwidth_gbps and
+// noc.router_buffer_packets) against hand-computed numbers on the engine tests' 8x8
+// mesh (tests/sim/test_mesh.h): 160 GB/s links, so a 4 KiB packet takes
+// 4096 x 6.25 = 25,600 ps on a link, and 2000 ps per hop.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "arch/chip.h"
+#include "mapping/program.h"
+#include "sim/tlm/tlm_engine.h"
+#include "tests/sim/test_mesh.h"
+
+namespace tpsim::sim {
+namespace {
+
+using mapping::Program;
+using mapping::Task;
+using mapping::TaskKind;
+using test::Core;
+
+arch::Chip MeshWith(double port_gbps, uint32_t buffer_packets) {
+  config::Chip c = test::MeshConfig();
+  c.mutable_noc()->set_port_bandwidth_gbps(port_gbps);
+  c.mutable_noc()->set_router_buffer_packets(buffer_packets);
+  return arch::Chip::Build(c);
+}
+
+Program Transfers(const std::vector<std::pair<int, int>>& pairs, uint64_t bytes) {
+  Program p;
+  p.num_cores = 64;
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "op", "k_split"}, 0, 0, 0});
+  for (const auto& [src, dst] : pairs) {
+    Task t;
+    t.id = static_cast<uint32_t>(p.tasks.size());
+    t.kind = TaskKind::kTransfer;
+    t.core = src;
+    t.dst_core = dst;
+    t.bytes = bytes;
+    p.tasks.push_back(t);
+  }
+  return p;
+}
+
+TEST(TlmNetwork, WithoutPortsTwoSendersReachOneCoreAtOnce) {
+  // r0c0 -> r0c1 and r0c2 -> r0c1 use different links: both 2000 + 25,600 ps.
+  const Program p = Transfers({{Core(0, 0), Core(0, 1)}, {Core(0, 2), Core(0, 1)}}, 4096);
+  const EngineOutput out = MakeTlmEngine()->Run(p, MeshWith(0, 0));
+  EXPECT_EQ(out.tasks[0].end_ps, 27'600);
+  EXPECT_EQ(out.tasks[1].end_ps, 27'600);
+}
+
+TEST(TlmNetwork, EjectionPortSerialisesArrivals) {
+  // With 160 GB/s ports the ejection port of r0c1 takes one packet at a time: the first
+  // (lower task id) is out at 2000 + 25,600; the second reached the port at 2000 and
+  // waits until 27,600, then takes 25,600 more.
+  const Program p = Transfers({{Core(0, 0), Core(0, 1)}, {Core(0, 2), Core(0, 1)}}, 4096);
+  const arch::Chip chip = MeshWith(160, 0);
+  const EngineOutput out = MakeTlmEngine()->Run(p, chip);
+  EXPECT_EQ(out.tasks[0].end_ps, chip.TransferTime(Core(0, 0), Core(0, 1), 4096));
+  EXPECT_EQ(out.tasks[0].end_ps, 27'600);
+  EXPECT_EQ(out.tasks[1].end_ps, 53'200);
+}
+
+TEST(TlmNetwork, InjectionPortSerialisesDepartures) {
+  // r1c1 sends east and south at once: without ports both take 27,600 ps; through one
+  // 160 GB/s injection port the second starts after the first's 25,600 ps.
+  const Program p = Transfers({{Core(1, 1), Core(1, 2)}, {Core(1, 1), Core(2, 1)}}, 4096);
+  const EngineOutput free_out = MakeTlmEngine()->Run(p, MeshWith(0, 0));
+  EXPECT_EQ(free_out.tasks[1].end_ps, 27'600);
+  const EngineOutput out = MakeTlmEngine()->Run(p, MeshWith(160, 0));
+  EXPECT_EQ(out.tasks[0].end_ps, 27'600);
+  EXPECT_EQ(out.tasks[1].end_ps, 25'600 + 27'600);
+}
+
+TEST(TlmNetwork, SelfTransferLoopsBackThroughThePorts) {
+  // No links: without ports it takes no time; with ports 8 KiB at 160 GB/s = 51,200 ps
+  // (injection and ejection pipelined packet by packet, no latency).
+  const Program p = Transfers({{Core(3, 3), Core(3, 3)}}, 8192);
+  EXPECT_EQ(MakeTlmEngine()->Run(p, MeshWith(0, 0)).tasks[0].end_ps, 0);
+  EXPECT_EQ(MakeTlmEngine()->Run(p, MeshWith(160, 0)).tasks[0].end_ps, 51'200);
+}
+
+TEST(TlmNetwork, TwoSlotBuffersKeepTheUnloadedTime) {
+  // r0c0 -> r0c2: 2 hops, 2 packets: 2 x 2000 + 8192 x 6.25 = 55,200 ps
+  // (chip.TransferTime), whether the buffers are unbounded or hold 2 packets.
+  const Program p = Transfers({{Core(0, 0), Core(0, 2)}}, 8192);
+  EXPECT_EQ(MakeTlmEngine()->Run(p, MeshWith(0, 0)).tasks[0].end_ps, 55'200);
+  EXPECT_EQ(MakeTlmEngine()->Run(p, MeshWith(0, 2)).tasks[0].end_ps, 55'200);
+  EXPECT_EQ(MakeTlmEngine()->Run(p, MeshWith(160, 2)).tasks[0].end_ps, 55'200);
+}
+
+TEST(TlmNetwork, OneSlotBufferChargesTheCreditRoundTrip) {
+  // One slot at r0c1: packet 1 may enter the first link only when packet 0's tail has
+  // left r0c1, at 2000 + 25,600 = 27,600, so it starts 2000 ps (one hop) later than
+  // back to back: 55,200 + 2000 = 57,200 ps.
+  const Program p = Transfers({{Core(0, 0), Core(0, 2)}}, 8192);
+  EXPECT_EQ(MakeTlmEngine()->Run(p, MeshWith(0, 1)).tasks[0].end_ps, 57'200);
+}
+
+Program BlockedAtMiddle(uint64_t second_bytes) {
+  // Task 0: r0c1 -> r0c2, 8 KiB: the east link of r0c1 is busy [0, 51,200).
+  // Task 1: r0c0 -> r0c2, 4 KiB: reaches r0c1 at 2000 and waits for the east link.
+  // Task 2: r0c0 -> r1c1: leaves r0c0 after task 1 (at 25,600), reaches r0c1 at 27,600
+  //         through the same (west) input port and turns south onto a free link.
+  Program p = Transfers({{Core(0, 1), Core(0, 2)}, {Core(0, 0), Core(0, 2)}}, 8192);
+  p.tasks[1].bytes = 4096;
+  Program q = Transfers({{Core(0, 0), Core(1, 1)}}, second_bytes);
+  q.tasks[0].id = 2;
+  p.tasks.push_back(q.tasks[0]);
+  return p;
+}
+
+TEST(TlmNetwork, InputPortForwardsOnePacketAtATime) {
+  // Unbounded buffers: task 1 leaves r0c1 at 51,200 (done 51,200 + 25,600 + 2000);
+  // task 2 goes south at once: 27,600 + 25,600 + 2000.
+  const EngineOutput a = MakeTlmEngine()->Run(BlockedAtMiddle(4096), MeshWith(0, 0));
+  EXPECT_EQ(a.tasks[1].end_ps, 78'800);
+  EXPECT_EQ(a.tasks[2].end_ps, 55'200);
+  // Finite buffers: r0c1's west input port has task 1 booked [51,200, 76,800) from
+  // when it arrived; task 2 (25,600 ps long) does not fit in the gap before it, so it
+  // crosses after: 76,800 + 25,600 + 2000. (A virtual-channel router would let task 2
+  // go first and delay task 1 by 2000 ps instead: the bookings are made in arrival order.)
+  const EngineOutput b = MakeTlmEngine()->Run(BlockedAtMiddle(4096), MeshWith(0, 4));
+  EXPECT_EQ(b.tasks[1].end_ps, 78'800);
+  EXPECT_EQ(b.tasks[2].end_ps, 104'400);
+  // A 1 KiB task 2 (6400 ps) fits in the gap [27,600, 51,200): 27,600 + 6400 + 2000.
+  const EngineOutput c = MakeTlmEngine()->Run(BlockedAtMiddle(1024), MeshWith(0, 4));
+  EXPECT_EQ(c.tasks[2].end_ps, 36'000);
+}
+
+TEST(TlmNetwork, RejectsOneSlotOnATorusAndNegativePorts) {
+  config::Chip c = test::MeshConfig();
+  c.mutable_noc()->set_topology("torus");
+  c.mutable_noc()->set_router_buffer_packets(1);
+  std::vector<config::Diag> diags;
+  arch::ValidateChip(c, {}, "chip", &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "chip.noc.router_buffer_packets") << diags[0].str();
+  c.mutable_noc()->set_router_buffer_packets(2);
+  diags.clear();
+  arch::ValidateChip(c, {}, "chip", &diags);
+  EXPECT_TRUE(diags.empty());
+  c.mutable_noc()->set_port_bandwidth_gbps(-1);
+  arch::ValidateChip(c, {}, "chip", &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "chip.noc.port_bandwidth_gbps") << diags[0].str();
+}
+
+}  // namespace
+}  // namespace tpsim::sim
