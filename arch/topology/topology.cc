@@ -1,0 +1,76 @@
+#include <charconv>
+#include <cmath>
+
+#include "arch/topology/topology.h"
+
+namespace tpsim::arch {
+
+int Network::AddNode(Node n) {
+  nodes.push_back(std::move(n));
+  return static_cast<int>(nodes.size()) - 1;
+}
+
+int Network::AddLink(int src, int dst, double bandwidth_gbps, Ps latency_ps, bool die_to_die) {
+  Link l;
+  l.src = src;
+  l.dst = dst;
+  l.bandwidth_gbps = bandwidth_gbps;
+  l.latency_ps = latency_ps;
+  l.die_to_die = die_to_die;
+  links.push_back(std::move(l));
+  return static_cast<int>(links.size()) - 1;
+}
+
+void Network::AddWire(int a, int b, double bandwidth_gbps, Ps latency_ps, bool die_to_die) {
+  AddLink(a, b, bandwidth_gbps, latency_ps, die_to_die);
+  AddLink(b, a, bandwidth_gbps, latency_ps, die_to_die);
+}
+
+void DiagSink::Add(const std::string& sub, const std::string& value, const std::string& rule) {
+  ++count_;
+  if (!diags_) return;
+  std::string path = Path(sub);
+  config::Location where = locs_.Find(path);
+  // A chip file parsed on its own records paths without the prefix.
+  if (!prefix_.empty() && where.line == 1 && where.col == 1) where = locs_.Find(sub);
+  diags_->push_back(config::Diag{std::move(where), std::move(path), value, rule});
+}
+
+std::string NumText(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("?");
+}
+
+bool CheckPositive(DiagSink& sink, const std::string& sub, double v) {
+  if (v > 0 && std::isfinite(v)) return true;
+  sink.Add(sub, NumText(v), "must be positive");
+  return false;
+}
+
+bool CheckNonNegative(DiagSink& sink, const std::string& sub, double v) {
+  if (v >= 0 && std::isfinite(v)) return true;
+  sink.Add(sub, NumText(v), "must be zero or positive");
+  return false;
+}
+
+bool CheckLatencyNs(DiagSink& sink, const std::string& sub, double v) {
+  if (!CheckNonNegative(sink, sub, v)) return false;
+  if (v <= 1e9) return true;
+  sink.Add(sub, NumText(v), "must be at most 1e9 ns (1 s)");
+  return false;
+}
+
+void CheckLinkDefaults(const config::Chip& c, DiagSink& sink) {
+  CheckPositive(sink, "noc.link_bandwidth_gbps", c.noc().link_bandwidth_gbps());
+  CheckLatencyNs(sink, "noc.link_latency_ns", c.noc().link_latency_ns());
+}
+
+std::vector<std::vector<bool>> Topology::BisectionCuts(const Network& net) const {
+  if (net.num_cores < 2) return {};
+  std::vector<bool> side(net.nodes.size(), false);
+  for (int i = 0; i < net.num_cores / 2; ++i) side[i] = true;
+  return {side};
+}
+
+}  // namespace tpsim::arch
