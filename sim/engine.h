@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arch/chip.h"
+#include "configs/registry.h"
 #include "mapping/program.h"
 
 namespace tpsim::sim {
@@ -54,9 +56,26 @@ class Engine {
   virtual EngineOutput Run(const mapping::Program& program, const arch::Chip& chip) = 0;
 };
 
-// Engines by name ("analytical", "tlm"); nullptr for an unknown name.
+// The registry of engines by name (engine, --engine). Adding an engine is one new file
+// defining the Engine and its registrar, in sim/analytical/ (engines without SystemC: linked
+// into every binary, tpsim-validate included) or sim/tlm/ (engines on the SystemC kernel:
+// linked into tpsim only):
+//
+//   const EngineRegistrar kRegistered("roofline", "one line on the model",
+//                                     [] { return std::unique_ptr<Engine>(new Roofline); });
+//
+// The registered name must equal the engine's name() (tests/sim/registry_test.cc).
+using EngineFactory = std::unique_ptr<Engine> (*)();
+struct EngineKind {
+  using Value = EngineFactory;
+  static constexpr std::string_view kName = "engine";
+};
+using EngineRegistry = Registry<EngineKind>;
+using EngineRegistrar = Registrar<EngineKind>;
+
+// Engines by name; nullptr for an unknown name (or one not linked into this binary).
 std::unique_ptr<Engine> MakeEngine(const std::string& name);
-std::vector<std::string> EngineNames();
+std::vector<std::string> EngineNames();  // sorted
 // The error for an unknown engine name at `where` (field: "engine" or "--engine").
 config::Diag UnknownEngineDiag(const config::Location& where, const std::string& field,
                                const std::string& name);

@@ -1,39 +1,20 @@
-#include "sim/analytical/analytical.h"
+// The engine registry's entry points. The engines register themselves (EngineRegistrar in
+// sim/analytical/analytical.cc, sim/tlm/tlm_engine.cc).
 #include "sim/engine.h"
-#include "sim/tlm/tlm_engine.h"
 
 namespace tpsim::sim {
 
-namespace {
-struct EngineEntry {
-  const char* name;
-  std::unique_ptr<Engine> (*make)();
-};
-// The registry of timing engines, by name.
-constexpr EngineEntry kEngines[] = {
-    {"analytical", &MakeAnalyticalEngine},
-    {"tlm", &MakeTlmEngine},
-};
-}  // namespace
-
 std::unique_ptr<Engine> MakeEngine(const std::string& name) {
-  for (const auto& e : kEngines) {
-    if (name == e.name) return e.make();
-  }
-  return nullptr;
+  const EngineFactory* make = EngineRegistry::Get().Find(name);
+  return make ? (*make)() : nullptr;
 }
 
 config::Diag UnknownEngineDiag(const config::Location& where, const std::string& field,
                                const std::string& name) {
-  std::string valid;
-  for (const auto& e : kEngines) valid += (valid.empty() ? "" : ", ") + std::string(e.name);
-  return config::Diag{where, field, name, "unknown engine (valid: " + valid + ")"};
+  return config::Diag{where, field, name,
+                      "unknown engine (valid: " + EngineRegistry::Get().NamesText() + ")"};
 }
 
-std::vector<std::string> EngineNames() {
-  std::vector<std::string> names;
-  for (const auto& e : kEngines) names.emplace_back(e.name);
-  return names;
-}
+std::vector<std::string> EngineNames() { return EngineRegistry::Get().Names(); }
 
 }  // namespace tpsim::sim

@@ -3,6 +3,7 @@
 // RunFunctional's outputs.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "validate/func_plan.h"
 #include "validate/reference.h"
@@ -23,6 +24,12 @@ class Cpu {
  public:
   Cpu(const FuncPlan& plan, const FuncExecOptions& o) : plan_(plan), round_(o.round_bf16) {
     mem_ = InitialArenas(plan, round_);
+  }
+  Cpu(const FuncPlan& plan, const FuncExecOptions& o, std::vector<std::vector<float>> arenas)
+      : plan_(plan), round_(o.round_bf16), mem_(std::move(arenas)) {
+    bool fits = mem_.size() == plan.arenas.size();
+    for (size_t a = 0; fits && a < mem_.size(); ++a) fits = mem_[a].size() == plan.arenas[a].elems;
+    if (!fits) throw std::invalid_argument("func plan: initial arenas do not match the plan's");
   }
   float Store(double x) const { return round_ ? RoundBf16(static_cast<float>(x)) : static_cast<float>(x); }
   Ref R(FuncView v, uint64_t shift = 0) {
@@ -132,6 +139,11 @@ class Cpu {
 
 std::vector<std::vector<float>> RunFuncPlanCpuArenas(const FuncPlan& plan, const FuncExecOptions& opts) {
   return Cpu(plan, opts).Arenas();
+}
+
+std::vector<std::vector<float>> RunFuncPlanCpuArenas(const FuncPlan& plan, const FuncExecOptions& opts,
+                                                     std::vector<std::vector<float>> arenas) {
+  return Cpu(plan, opts, std::move(arenas)).Arenas();
 }
 
 std::vector<mapping::Matrix> RunFuncPlanCpu(const FuncPlan& plan, const FuncExecOptions& opts,

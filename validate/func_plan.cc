@@ -442,23 +442,30 @@ std::string FuncPlan::Describe(size_t i, const Program& p) const {
   return os.str();
 }
 
+namespace {
+void FillInit(const FuncInit& in, bool round_bf16, float* out) {
+  const uint64_t n = uint64_t{in.rows} * in.cols;
+  for (uint64_t i = 0; i < n; ++i) {
+    const float x = in.scale * mapping::FuncRand(in.seed, i);
+    out[i] = round_bf16 ? RoundBf16(x) : x;
+  }
+}
+}  // namespace
+
 std::vector<float> InitValues(const FuncInit& in, bool round_bf16) {
   std::vector<float> v(uint64_t{in.rows} * in.cols);
-  for (uint64_t i = 0; i < v.size(); ++i) {
-    const float x = in.scale * mapping::FuncRand(in.seed, i);
-    v[i] = round_bf16 ? RoundBf16(x) : x;
-  }
+  FillInit(in, round_bf16, v.data());
   return v;
 }
 
 std::vector<std::vector<float>> InitialArenas(const FuncPlan& plan, bool round_bf16) {
   std::vector<std::vector<float>> a;
+  a.reserve(plan.arenas.size());
   for (const auto& ar : plan.arenas) a.emplace_back(ar.elems, 0.f);
   for (const FuncInit& in : plan.inits) {
     if (in.arena >= a.size() || in.offset + uint64_t{in.rows} * in.cols > a[in.arena].size())
       throw std::invalid_argument("func plan: init past its arena");
-    std::vector<float> v = InitValues(in, round_bf16);
-    std::copy(v.begin(), v.end(), a[in.arena].begin() + static_cast<int64_t>(in.offset));
+    FillInit(in, round_bf16, a[in.arena].data() + in.offset);  // in place: no temporary per init
   }
   return a;
 }

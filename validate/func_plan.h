@@ -151,6 +151,11 @@ StepDiff FirstDivergentStep(const StepTrace& got, const StepTrace& want, double 
 
 // The final contents of every arena after the plan ran on the CPU.
 std::vector<std::vector<float>> RunFuncPlanCpuArenas(const FuncPlan& plan, const FuncExecOptions& opts);
+// The same, starting from `arenas` (one per plan arena, of its size) instead of the plan's
+// initial contents: the inits are not applied. For tests that run many one-step plans over
+// the same initial memory.
+std::vector<std::vector<float>> RunFuncPlanCpuArenas(const FuncPlan& plan, const FuncExecOptions& opts,
+                                                     std::vector<std::vector<float>> arenas);
 
 // The CUDA backend's library calls, computed here so that tests can hold them against the CPU
 // backend. cuBLAS is column-major: C[m x n] = op(A) . op(B) (+ beta C), element (i, j) of X at

@@ -50,19 +50,4 @@ void SiluMulRef(const float* a, const float* b, float* y, uint64_t n) {
   for (uint64_t i = 0; i < n; ++i) y[i] = static_cast<float>(a[i] / (1.0 + std::exp(-double{a[i]})) * b[i]);
 }
 
-float RoundBf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u) {  // inf / nan: keep, quiet the nan
-    if (u & 0x007fffffu) u |= 0x00400000u;
-    u &= 0xffff0000u;
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-  }
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-
 }  // namespace tpsim::validate

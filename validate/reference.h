@@ -10,6 +10,7 @@
 // The GPU kernels compute in fp32 on bf16 data; tests compare them within bf16 tolerance.
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace tpsim::validate {
@@ -23,7 +24,21 @@ void SoftmaxRef(const float* x, float* y, uint64_t rows, uint64_t cols, float sc
                 uint32_t tokens);
 void SiluMulRef(const float* a, const float* b, float* y, uint64_t n);
 
-// Rounds to the nearest bf16 (ties to even) and back, as __float2bfloat16 does.
-float RoundBf16(float x);
+// Rounds to the nearest bf16 (ties to even) and back, as __float2bfloat16 does. Inline: the
+// CPU backend calls it for every value it stores.
+inline float RoundBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u) {  // inf / nan: keep, quiet the nan
+    if (u & 0x007fffffu) u |= 0x00400000u;
+    u &= 0xffff0000u;
+  } else {
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+  }
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
 
 }  // namespace tpsim::validate

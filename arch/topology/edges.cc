@@ -32,7 +32,6 @@ std::string NodesText(const config::Noc& n) {
 
 class Edges : public Topology {
  public:
-  std::string_view name() const override { return "edges"; }
   std::string_view params() const override {
     return "core_names, router_names, edges (a, b, bandwidth_gbps, latency_ns), link_bandwidth_gbps, "
            "router_latency_cycles, link_latency_ns";
@@ -122,7 +121,9 @@ class Edges : public Topology {
   }
 };
 
-TPSIM_REGISTER_TOPOLOGY(Edges);
+const TopologyRegistrar kRegistered(
+    "edges", "an explicit network: named cores and routers, one two-way wire per listed edge",
+    std::make_unique<Edges>());
 
 }  // namespace
 }  // namespace tpsim::arch

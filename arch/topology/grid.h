@@ -37,8 +37,7 @@ std::vector<std::vector<bool>> GridCuts(const Network& net);
 // a dimension of size 1 or 2 (the wire would be a self-loop or a duplicate).
 class GridTopology : public Topology {
  public:
-  GridTopology(std::string_view name, bool wrap) : name_(name), wrap_(wrap) {}
-  std::string_view name() const override { return name_; }
+  explicit GridTopology(bool wrap) : wrap_(wrap) {}
   std::string_view params() const override {
     return "rows, cols, link_bandwidth_gbps, router_latency_cycles, link_latency_ns";
   }
@@ -50,7 +49,6 @@ class GridTopology : public Topology {
   std::vector<std::vector<bool>> BisectionCuts(const Network& net) const override { return GridCuts(net); }
 
  private:
-  std::string_view name_;
   bool wrap_;
 };
 

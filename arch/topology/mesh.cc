@@ -13,10 +13,12 @@ namespace {
 
 class Mesh : public GridTopology {
  public:
-  Mesh() : GridTopology("mesh", /*wrap=*/false) {}
+  Mesh() : GridTopology(/*wrap=*/false) {}
 };
 
-TPSIM_REGISTER_TOPOLOGY(Mesh);
+const TopologyRegistrar kRegistered("mesh",
+                                    "rows x cols cores, each wired to its four neighbours; XY routing",
+                                    std::make_unique<Mesh>());
 
 }  // namespace
 }  // namespace tpsim::arch

@@ -14,7 +14,6 @@ namespace {
 
 class Ring : public Topology {
  public:
-  std::string_view name() const override { return "ring"; }
   std::string_view params() const override {
     return "nodes, bidirectional, link_bandwidth_gbps, router_latency_cycles, link_latency_ns";
   }
@@ -45,7 +44,8 @@ class Ring : public Topology {
   }
 };
 
-TPSIM_REGISTER_TOPOLOGY(Ring);
+const TopologyRegistrar kRegistered("ring", "a ring of N cores, one way or both ways; shorter-way routing",
+                                    std::make_unique<Ring>());
 
 }  // namespace
 }  // namespace tpsim::arch

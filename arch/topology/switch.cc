@@ -14,7 +14,6 @@ namespace {
 
 class Switch : public Topology {
  public:
-  std::string_view name() const override { return "switch"; }
   std::string_view params() const override {
     return "nodes, link_bandwidth_gbps, router_latency_cycles, link_latency_ns, switch_latency_ns";
   }
@@ -42,7 +41,9 @@ class Switch : public Topology {
   }
 };
 
-TPSIM_REGISTER_TOPOLOGY(Switch);
+const TopologyRegistrar kRegistered(
+    "switch", "N cores wired to one central switch (NVSwitch-style); two hops between any two",
+    std::make_unique<Switch>());
 
 }  // namespace
 }  // namespace tpsim::arch

@@ -1,13 +1,13 @@
 #pragma once
-// Topology registry. A topology turns the `noc` section of a chip config into
-// nodes and directed links, and may supply its own routing and bisection cuts.
-// Adding a topology is one new file in this folder:
+// Topologies. A topology turns the `noc` section of a chip config into nodes and
+// directed links, and may supply its own routing and bisection cuts. Adding a
+// topology is one new file in this folder (ring.cc is a small example):
 //
 //   class Hypercube : public Topology { ... };
-//   TPSIM_REGISTER_TOPOLOGY(Hypercube);
+//   const TopologyRegistrar kRegistered("hypercube", "one line on what it builds",
+//                                       std::make_unique<Hypercube>());
 //
-// The library holding these files is linked whole-archive, so registration by
-// static initialisers cannot be dropped by the linker.
+// The folder is globbed into a library linked whole-archive (configs/registry.h).
 
 #include <memory>
 #include <string>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "arch/chip.h"
+#include "configs/registry.h"
 
 namespace tpsim::arch {
 
@@ -66,7 +67,6 @@ inline constexpr int kMaxNodes = 4096;
 class Topology {
  public:
   virtual ~Topology() = default;
-  virtual std::string_view name() const = 0;
   // One line: the noc fields it reads.
   virtual std::string_view params() const = 0;
   // Checks the noc fields this topology reads; Build is only called when this
@@ -81,14 +81,19 @@ class Topology {
   virtual std::vector<std::vector<bool>> BisectionCuts(const Network& net) const;
 };
 
-// Takes ownership; returns false (and drops it) when the name is taken.
-bool RegisterTopology(std::unique_ptr<Topology> t);
-const Topology* FindTopology(std::string_view name);  // nullptr when unknown
-std::vector<std::string> TopologyNames();             // sorted
-std::string TopologyNamesText();                      // "edges, mesh, ring, ..."
+// The registry of topologies by name (noc.topology).
+struct TopologyKind {
+  using Value = std::unique_ptr<const Topology>;
+  static constexpr std::string_view kName = "topology";
+};
+using TopologyRegistry = Registry<TopologyKind>;
+using TopologyRegistrar = Registrar<TopologyKind>;
 
-#define TPSIM_REGISTER_TOPOLOGY(Class)                                   \
-  [[maybe_unused]] static const bool tpsim_topology_registered_##Class = \
-      ::tpsim::arch::RegisterTopology(std::make_unique<Class>())
+inline const Topology* FindTopology(std::string_view name) {  // nullptr when unknown
+  const auto* t = TopologyRegistry::Get().Find(name);
+  return t ? t->get() : nullptr;
+}
+inline std::vector<std::string> TopologyNames() { return TopologyRegistry::Get().Names(); }  // sorted
+inline std::string TopologyNamesText() { return TopologyRegistry::Get().NamesText(); }  // "edges, mesh, ..."
 
 }  // namespace tpsim::arch

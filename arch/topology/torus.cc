@@ -13,10 +13,12 @@ namespace {
 
 class Torus : public GridTopology {
  public:
-  Torus() : GridTopology("torus", /*wrap=*/true) {}
+  Torus() : GridTopology(/*wrap=*/true) {}
 };
 
-TPSIM_REGISTER_TOPOLOGY(Torus);
+const TopologyRegistrar kRegistered(
+    "torus", "a mesh whose rows and columns wrap around; shorter-way dimension-order routing",
+    std::make_unique<Torus>());
 
 }  // namespace
 }  // namespace tpsim::arch

@@ -18,7 +18,6 @@ namespace {
 
 class Wafer : public Topology {
  public:
-  std::string_view name() const override { return "wafer"; }
   std::string_view params() const override {
     return "rows, cols, die_rows, die_cols, link_bandwidth_gbps, router_latency_cycles, link_latency_ns, "
            "d2d_bandwidth_gbps, d2d_latency_ns";
@@ -66,7 +65,9 @@ class Wafer : public Topology {
   std::vector<std::vector<bool>> BisectionCuts(const Network& net) const override { return GridCuts(net); }
 };
 
-TPSIM_REGISTER_TOPOLOGY(Wafer);
+const TopologyRegistrar kRegistered(
+    "wafer", "a mesh of cores cut into dies; links across die edges are die-to-die links",
+    std::make_unique<Wafer>());
 
 }  // namespace
 }  // namespace tpsim::arch

@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "configs/registry.h"
 #include "mapping/collective/collective.h"
 
 namespace tpsim::mapping::collective {
@@ -21,18 +23,20 @@ struct Args {
 
 using LowerFn = Schedule (*)(const Args&);
 
-struct Algorithm {
-  const char* name;
-  LowerFn lower;
+// The registry of collective algorithms by name (mapping.collective). Adding an algorithm is
+// one new file in this folder defining a LowerFn and its registrar (direct.cc is a small
+// example):
+//
+//   const CollectiveRegistrar kRegistered("tree", "one line on the pattern", &LowerTree);
+struct CollectiveAlgorithmKind {
+  using Value = LowerFn;
+  static constexpr std::string_view kName = "collective";
 };
+using CollectiveRegistry = Registry<CollectiveAlgorithmKind>;
+using CollectiveRegistrar = Registrar<CollectiveAlgorithmKind>;
 
-// One entry per algorithm, defined in its own .cc and listed in registry.cc.
+// The ring algorithm (ring.cc), which other algorithms fall back to (RingFallback).
 Schedule LowerRing(const Args& a);
-Schedule LowerBidirectionalRing(const Args& a);
-Schedule LowerMesh2d(const Args& a);
-Schedule LowerHalvingDoubling(const Args& a);
-Schedule LowerDirect(const Args& a);
-Schedule LowerNvls(const Args& a);
 
 // A set of byte ranges of the buffer (one rank's share in a pass).
 struct Range {

@@ -8,6 +8,8 @@
 
 namespace tpsim::mapping::collective {
 
+namespace {
+
 Schedule LowerBidirectionalRing(const Args& a) {
   Schedule s;
   s.algorithm = "bidirectional_ring";
@@ -50,4 +52,9 @@ Schedule LowerBidirectionalRing(const Args& a) {
   return s;
 }
 
+const CollectiveRegistrar kRegistered("bidirectional_ring",
+                                      "ring passes both ways round at once, half of each chunk each way",
+                                      &LowerBidirectionalRing);
+
+}  // namespace
 }  // namespace tpsim::mapping::collective

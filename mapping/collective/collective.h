@@ -95,7 +95,7 @@ void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, 
 Schedule LowerCollective(const std::string& algorithm, CollectiveKind kind, int ranks, uint64_t bytes,
                          uint64_t align, RankGrid grid = {});
 
-// Algorithm names LowerCollective accepts (the registry), without "auto".
+// Algorithm names LowerCollective accepts (the registry, sorted), without "auto".
 std::vector<std::string> CollectiveNames();
 
 // What a chip offers for in-switch reduction (NVLS), from its config.

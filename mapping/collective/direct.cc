@@ -20,8 +20,6 @@ void DirectPass(const Args& a, bool reduce, size_t step, std::vector<CollectiveS
   }
 }
 
-}  // namespace
-
 Schedule LowerDirect(const Args& a) {
   Schedule s;
   s.algorithm = "direct";
@@ -52,4 +50,7 @@ Schedule LowerDirect(const Args& a) {
   return s;
 }
 
+const CollectiveRegistrar kRegistered("direct", "every rank to every other rank in one step", &LowerDirect);
+
+}  // namespace
 }  // namespace tpsim::mapping::collective

@@ -44,8 +44,6 @@ size_t Doubling(const Args& a, size_t first, std::vector<CollectiveStep>* steps)
 
 int XorPartner(int /*rounds*/, int /*ranks*/, int round, int r) { return r ^ (round + 1); }
 
-}  // namespace
-
 Schedule LowerHalvingDoubling(const Args& a) {
   const int p = a.ranks;
   if ((p & (p - 1)) != 0) {
@@ -76,4 +74,9 @@ Schedule LowerHalvingDoubling(const Args& a) {
   return s;
 }
 
+const CollectiveRegistrar kRegistered(
+    "halving_doubling", "recursive halving and doubling (Rabenseifner); P a power of two, else ring",
+    &LowerHalvingDoubling);
+
+}  // namespace
 }  // namespace tpsim::mapping::collective

@@ -42,8 +42,6 @@ RankGrid ChooseGrid(const Args& a) {
   return g;
 }
 
-}  // namespace
-
 Schedule LowerMesh2d(const Args& a) {
   if (a.kind == CollectiveKind::kAllToAll || a.kind == CollectiveKind::kRotate) {
     return RingFallback(a, std::string("mesh_2d has no ") + ToString(a.kind) + ": used ring");
@@ -106,4 +104,9 @@ Schedule LowerMesh2d(const Args& a) {
   return s;
 }
 
+const CollectiveRegistrar kRegistered("mesh_2d",
+                                      "ring passes along the rows, then the columns, of an R x C rank grid",
+                                      &LowerMesh2d);
+
+}  // namespace
 }  // namespace tpsim::mapping::collective

@@ -46,8 +46,6 @@ void SwitchPass(const Args& a, bool reduce, size_t step, std::vector<CollectiveS
   }
 }
 
-}  // namespace
-
 Schedule LowerNvls(const Args& a) {
   Schedule s;
   s.algorithm = "nvls";
@@ -71,6 +69,10 @@ Schedule LowerNvls(const Args& a) {
   return s;
 }
 
+const CollectiveRegistrar kRegistered(
+    "nvls", "in-switch reduction (NVLink SHARP): reduce in the switch, multicast back", &LowerNvls);
+
+}  // namespace
 }  // namespace collective
 
 InSwitchReduction InSwitchReductionOf(const config::Chip& chip) {

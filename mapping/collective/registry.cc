@@ -1,6 +1,5 @@
-// The collective registry: public entry points and the name -> algorithm table.
-// Adding an algorithm is one new .cc plus one line here (an explicit table rather
-// than static self-registration, which a static library silently drops).
+// LowerCollective(): the checks every algorithm shares, then the registered algorithm by
+// name; and the helpers of collective.h that belong to no one algorithm.
 
 #include <stdexcept>
 
@@ -9,19 +8,7 @@
 namespace tpsim::mapping {
 namespace {
 
-constexpr collective::Algorithm kAlgorithms[] = {
-    {"ring", &collective::LowerRing},      {"bidirectional_ring", &collective::LowerBidirectionalRing},
-    {"mesh_2d", &collective::LowerMesh2d}, {"halving_doubling", &collective::LowerHalvingDoubling},
-    {"direct", &collective::LowerDirect},  {"nvls", &collective::LowerNvls},
-};
-
 constexpr int kMaxRanks = 1024;  // ring all_reduce at 1024 ranks is already 2M transfers
-
-std::string JoinNames() {
-  std::string out;
-  for (const auto& a : kAlgorithms) out += (out.empty() ? "" : ", ") + std::string(a.name);
-  return out;
-}
 
 }  // namespace
 
@@ -53,21 +40,14 @@ void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, 
   *len = c == p - 1 ? bytes - *offset : base;
 }
 
-std::vector<std::string> CollectiveNames() {
-  std::vector<std::string> names;
-  for (const auto& a : kAlgorithms) names.emplace_back(a.name);
-  return names;
-}
+std::vector<std::string> CollectiveNames() { return collective::CollectiveRegistry::Get().Names(); }
 
 Schedule LowerCollective(const std::string& algorithm, CollectiveKind kind, int ranks, uint64_t bytes,
                          uint64_t align, RankGrid grid) {
-  const collective::Algorithm* found = nullptr;
-  for (const auto& a : kAlgorithms) {
-    if (algorithm == a.name) found = &a;
-  }
-  if (found == nullptr) {
-    throw std::invalid_argument("unknown collective algorithm '" + algorithm + "' (valid: " + JoinNames() +
-                                ")");
+  const collective::LowerFn* lower = collective::CollectiveRegistry::Get().Find(algorithm);
+  if (lower == nullptr) {
+    throw std::invalid_argument("unknown collective algorithm '" + algorithm +
+                                "' (valid: " + collective::CollectiveRegistry::Get().NamesText() + ")");
   }
   if (ranks < 1 || ranks > kMaxRanks) {
     throw std::invalid_argument("collective over " + std::to_string(ranks) + " ranks: ranks must be in [1, " +
@@ -79,7 +59,7 @@ Schedule LowerCollective(const std::string& algorithm, CollectiveKind kind, int 
     return s;
   }
   collective::Args args{kind, ranks, bytes, align == 0 ? 1 : align, grid};
-  Schedule s = found->lower(args);
+  Schedule s = (*lower)(args);
   std::erase_if(s.steps, [](const CollectiveStep& st) { return st.xfers.empty(); });
   return s;
 }

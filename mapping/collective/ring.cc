@@ -35,4 +35,9 @@ Schedule LowerRing(const Args& a) {
   return s;
 }
 
+namespace {
+const CollectiveRegistrar kRegistered("ring", "ring passes: rank r sends to r+1; P-1 steps per pass",
+                                      &LowerRing);
+}  // namespace
+
 }  // namespace tpsim::mapping::collective

@@ -31,4 +31,10 @@ const Partitioner& KSplitPartitioner() {
   static const KSplit p;
   return p;
 }
+
+namespace {
+const PartitionerRegistrar kRegistered(
+    "k_split", "row-parallel: X and W split along K; partial Y sums all-reduced or reduce-scattered",
+    &KSplitPartitioner());
+}  // namespace
 }  // namespace tpsim::mapping

@@ -30,10 +30,10 @@ class MSplitRotate : public Partitioner {
     return most * g.k;
   }
 };
-}  // namespace
 
-const Partitioner& MSplitRotatePartitioner() {
-  static const MSplitRotate p;
-  return p;
-}
+const MSplitRotate kPartitioner;
+const PartitionerRegistrar kRegistered(
+    "m_split_rotate", "activations stationary: X split along M, W shards rotate round the ring",
+    &kPartitioner);
+}  // namespace
 }  // namespace tpsim::mapping

@@ -26,10 +26,10 @@ class Megatron : public Partitioner {
     return column ? &NSplitPartitioner() : &KSplitPartitioner();
   }
 };
-}  // namespace
 
-const Partitioner& MegatronPartitioner() {
-  static const Megatron p;
-  return p;
-}
+const Megatron kPartitioner;
+const PartitionerRegistrar kRegistered(
+    "megatron", "n_split for QKV and gate/up, k_split for O and down: one all-reduce per block",
+    &kPartitioner);
+}  // namespace
 }  // namespace tpsim::mapping

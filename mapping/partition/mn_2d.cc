@@ -83,10 +83,9 @@ class Mn2d : public Partitioner {
     return MostCols(g, p, grid) * g.k;
   }
 };
-}  // namespace
 
-const Partitioner& Mn2dPartitioner() {
-  static const Mn2d p;
-  return p;
-}
+const Mn2d kPartitioner;
+const PartitionerRegistrar kRegistered(
+    "mn_2d", "a rows x cols grid of ranks (SUMMA-style); optional K-steps (mn_2d_weights)", &kPartitioner);
+}  // namespace
 }  // namespace tpsim::mapping

@@ -28,4 +28,10 @@ const Partitioner& NSplitPartitioner() {
   static const NSplit p;
   return p;
 }
+
+namespace {
+const PartitionerRegistrar kRegistered(
+    "n_split", "column-parallel, weights stationary: W split along N, X replicated; Y split along N",
+    &NSplitPartitioner());
+}  // namespace
 }  // namespace tpsim::mapping

@@ -1,12 +1,14 @@
 #pragma once
 // Partitioners of a weight GEMM  Y[t,n] = X[t,k] . W[k,n]  over a TP group of P ranks.
 // Each states the layout it needs X in and the layout Y comes out in; the lowering
-// inserts the converting collective before it. Registry: one file per partitioner.
+// inserts the converting collective before it. One file per partitioner (registry below).
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "configs/registry.h"
 #include "llm/opgraph.h"
 #include "mapping/collective/collective.h"
 #include "mapping/layout.h"
@@ -58,14 +60,29 @@ class Partitioner {
   virtual uint64_t ShardElems(const GemmSpec& g, int p, RankGrid grid) const = 0;
 };
 
-// nullptr when unknown.
-const Partitioner* FindPartitioner(const std::string& name);
+// The registry of partitioners by name (mapping.partition, overrides[].partition). Adding
+// a partitioner is one new file in this folder defining a Partitioner and its registrar
+// (n_split.cc is a small example):
+//
+//   const MyPartitioner kPartitioner;
+//   const PartitionerRegistrar kRegistered("my_split", "one line on how it splits", &kPartitioner);
+//
+// The registered name must equal the object's name() (tests/mapping/registry_test.cc).
+struct PartitionerKind {
+  using Value = const Partitioner*;
+  static constexpr std::string_view kName = "partitioner";
+};
+using PartitionerRegistry = Registry<PartitionerKind>;
+using PartitionerRegistrar = Registrar<PartitionerKind>;
 
-// Each implementation file defines one of these.
+// nullptr when unknown.
+inline const Partitioner* FindPartitioner(std::string_view name) {
+  const Partitioner* const* p = PartitionerRegistry::Get().Find(name);
+  return p ? *p : nullptr;
+}
+
+// The building blocks other partitioners fall back to (megatron, m_split_rotate, mn_2d).
 const Partitioner& KSplitPartitioner();
 const Partitioner& NSplitPartitioner();
-const Partitioner& MSplitRotatePartitioner();
-const Partitioner& Mn2dPartitioner();
-const Partitioner& MegatronPartitioner();
 
 }  // namespace tpsim::mapping

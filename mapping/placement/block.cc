@@ -10,6 +10,8 @@
 
 namespace tpsim::mapping::placement {
 
+namespace {
+
 std::vector<int> PlaceBlock(const PlacementRequest& req, const Region& region, const arch::Chip& chip) {
   std::vector<Cell> order;
   for (int bi = 0; bi < region.rows; bi += 2)
@@ -19,4 +21,8 @@ std::vector<int> PlaceBlock(const PlacementRequest& req, const Region& region, c
   return ToCores(order, req.ranks, region, chip);
 }
 
+const PlacementRegistrar kRegistered("block", "2x2 blocks taken row-major, row-major inside each block",
+                                     &PlaceBlock);
+
+}  // namespace
 }  // namespace tpsim::mapping::placement

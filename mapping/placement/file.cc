@@ -9,6 +9,8 @@
 
 namespace tpsim::mapping::placement {
 
+namespace {
+
 std::vector<int> PlaceFile(const PlacementRequest& req, const Region& region, const arch::Chip& chip) {
   if (static_cast<int>(req.file_cores.size()) != req.ranks) {
     throw std::invalid_argument("placement file: " + std::to_string(req.file_cores.size()) +
@@ -33,4 +35,8 @@ std::vector<int> PlaceFile(const PlacementRequest& req, const Region& region, co
   return req.file_cores;
 }
 
+const PlacementRegistrar kRegistered("file", "one core id per rank, read from mapping.placement_file",
+                                     &PlaceFile);
+
+}  // namespace
 }  // namespace tpsim::mapping::placement

@@ -8,6 +8,8 @@
 
 namespace tpsim::mapping::placement {
 
+namespace {
+
 std::vector<int> PlaceLinearInterleave(const PlacementRequest& req, const Region& region,
                                        const arch::Chip& chip) {
   const std::vector<int> linear = ToCores(RowMajor(region), req.ranks, region, chip);
@@ -17,4 +19,9 @@ std::vector<int> PlaceLinearInterleave(const PlacementRequest& req, const Region
   return cores;
 }
 
+const PlacementRegistrar kRegistered(
+    "linear_interleave", "row-major cores in two halves, consecutive ranks alternating between them",
+    &PlaceLinearInterleave);
+
+}  // namespace
 }  // namespace tpsim::mapping::placement

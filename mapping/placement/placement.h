@@ -1,8 +1,9 @@
 #pragma once
 // Placements map the ranks of a TP group onto physical cores of a region of the
-// chip. Registry names: linear (row-major), linear_interleave, snake, ring
-// (a Hamiltonian cycle of the region so consecutive ranks - and the last and
-// first - are neighbours), block, random (seeded), file.
+// chip. One file per placement in this folder, registered by name (placer.h):
+// linear (row-major), linear_interleave, snake, ring (a Hamiltonian cycle of the
+// region so consecutive ranks - and the last and first - are neighbours), block,
+// random (seeded), file.
 
 #include <cstdint>
 #include <string>
@@ -39,6 +40,6 @@ std::vector<int> Place(const PlacementRequest& req, const arch::Chip& chip);
 // std::invalid_argument when stages * tp exceeds the cores or no shape fits.
 std::vector<Region> StageRegions(const arch::Chip& chip, int stages, int tp);
 
-std::vector<std::string> PlacementNames();
+std::vector<std::string> PlacementNames();  // sorted
 
 }  // namespace tpsim::mapping

@@ -2,8 +2,10 @@
 // Internal to mapping/placement: the placement registry and shared helpers.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "configs/registry.h"
 #include "mapping/placement/placement.h"
 
 namespace tpsim::mapping::placement {
@@ -17,18 +19,16 @@ struct Cell {
 using PlaceFn = std::vector<int> (*)(const PlacementRequest& req, const Region& region,
                                      const arch::Chip& chip);
 
-struct Placer {
-  const char* name;
-  PlaceFn place;
+// The registry of placements by name (mapping.placement). Adding a placement is one new
+// file in this folder defining a PlaceFn and its registrar (snake.cc is a small example):
+//
+//   const PlacementRegistrar kRegistered("diagonal", "one line on the order", &PlaceDiagonal);
+struct PlacementKind {
+  using Value = PlaceFn;
+  static constexpr std::string_view kName = "placement";
 };
-
-std::vector<int> PlaceLinear(const PlacementRequest&, const Region&, const arch::Chip&);
-std::vector<int> PlaceLinearInterleave(const PlacementRequest&, const Region&, const arch::Chip&);
-std::vector<int> PlaceSnake(const PlacementRequest&, const Region&, const arch::Chip&);
-std::vector<int> PlaceRing(const PlacementRequest&, const Region&, const arch::Chip&);
-std::vector<int> PlaceBlock(const PlacementRequest&, const Region&, const arch::Chip&);
-std::vector<int> PlaceRandom(const PlacementRequest&, const Region&, const arch::Chip&);
-std::vector<int> PlaceFile(const PlacementRequest&, const Region&, const arch::Chip&);
+using PlacementRegistry = Registry<PlacementKind>;
+using PlacementRegistrar = Registrar<PlacementKind>;
 
 // The first `n` cells of `order` as core ids.
 std::vector<int> ToCores(const std::vector<Cell>& order, int n, const Region& region, const arch::Chip& chip);

@@ -9,6 +9,8 @@
 
 namespace tpsim::mapping::placement {
 
+namespace {
+
 std::vector<int> PlaceRandom(const PlacementRequest& req, const Region& region, const arch::Chip& chip) {
   std::vector<Cell> cells = RowMajor(region);
   std::mt19937_64 rng(req.seed);
@@ -16,4 +18,8 @@ std::vector<int> PlaceRandom(const PlacementRequest& req, const Region& region, 
   return ToCores(cells, req.ranks, region, chip);
 }
 
+const PlacementRegistrar kRegistered("random", "a seeded shuffle of the region (mapping.placement_seed)",
+                                     &PlaceRandom);
+
+}  // namespace
 }  // namespace tpsim::mapping::placement

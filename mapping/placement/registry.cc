@@ -1,5 +1,4 @@
-// The placement registry: one .cc per placement, listed here (an explicit table
-// rather than static self-registration, which a static library silently drops).
+// Place(): the checks every placement shares, then the registered placement by name.
 
 #include <stdexcept>
 
@@ -8,13 +7,6 @@
 namespace tpsim::mapping {
 namespace {
 
-constexpr placement::Placer kPlacers[] = {
-    {"linear", &placement::PlaceLinear}, {"linear_interleave", &placement::PlaceLinearInterleave},
-    {"snake", &placement::PlaceSnake},   {"ring", &placement::PlaceRing},
-    {"block", &placement::PlaceBlock},   {"random", &placement::PlaceRandom},
-    {"file", &placement::PlaceFile},
-};
-
 std::string RegionText(const Region& r) {
   return std::to_string(r.rows) + "x" + std::to_string(r.cols) + " region at (" + std::to_string(r.row0) +
          ", " + std::to_string(r.col0) + ")";
@@ -22,21 +14,13 @@ std::string RegionText(const Region& r) {
 
 }  // namespace
 
-std::vector<std::string> PlacementNames() {
-  std::vector<std::string> names;
-  for (const auto& p : kPlacers) names.emplace_back(p.name);
-  return names;
-}
+std::vector<std::string> PlacementNames() { return placement::PlacementRegistry::Get().Names(); }
 
 std::vector<int> Place(const PlacementRequest& req, const arch::Chip& chip) {
-  const placement::Placer* found = nullptr;
-  for (const auto& p : kPlacers) {
-    if (req.name == p.name) found = &p;
-  }
-  if (found == nullptr) {
-    std::string valid;
-    for (const auto& p : kPlacers) valid += (valid.empty() ? "" : ", ") + std::string(p.name);
-    throw std::invalid_argument("unknown placement '" + req.name + "' (valid: " + valid + ")");
+  const placement::PlaceFn* place = placement::PlacementRegistry::Get().Find(req.name);
+  if (place == nullptr) {
+    throw std::invalid_argument("unknown placement '" + req.name +
+                                "' (valid: " + placement::PlacementRegistry::Get().NamesText() + ")");
   }
   Region region = req.region;
   if (region.rows == 0 && region.cols == 0) region = {0, 0, chip.grid_rows(), chip.grid_cols()};
@@ -60,7 +44,7 @@ std::vector<int> Place(const PlacementRequest& req, const arch::Chip& chip) {
                                 " ranks do not fit the " + RegionText(region) + " (1 to " +
                                 std::to_string(region.rows * region.cols) + " ranks)");
   }
-  return found->place(req, region, chip);
+  return (*place)(req, region, chip);
 }
 
 namespace placement {

@@ -35,8 +35,6 @@ std::vector<Cell> Cycle(int rows, int cols) {
   return cells;
 }
 
-}  // namespace
-
 std::vector<int> PlaceRing(const PlacementRequest& req, const Region& region, const arch::Chip& chip) {
   const int n = req.ranks, rows = region.rows, cols = region.cols;
   if (n < rows * cols) {
@@ -47,4 +45,8 @@ std::vector<int> PlaceRing(const PlacementRequest& req, const Region& region, co
   return ToCores(Cycle(rows, cols), n, region, chip);
 }
 
+const PlacementRegistrar kRegistered("ring", "a Hamiltonian cycle of the region (snake when none exists)",
+                                     &PlaceRing);
+
+}  // namespace
 }  // namespace tpsim::mapping::placement

@@ -483,4 +483,9 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
 
 std::unique_ptr<Engine> MakeAnalyticalEngine() { return std::make_unique<AnalyticalEngine>(); }
 
+namespace {
+const EngineRegistrar kRegistered("analytical", "closed form: list schedule of the Program, no contention",
+                                  &MakeAnalyticalEngine);
+}  // namespace
+
 }  // namespace tpsim::sim

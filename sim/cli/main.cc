@@ -16,6 +16,7 @@
 
 #include "arch/chip.h"
 #include "configs/load.h"
+#include "configs/registry.h"
 #include "llm/model.h"
 #include "llm/opgraph.h"
 #include "mapping/mapping.h"
@@ -295,6 +296,41 @@ int Run(Args& a) {
   return 0;
 }
 
+// ---- list -------------------------------------------------------------------
+
+const char* kListUsage = R"(usage: tpsim list [KIND]
+
+Prints the registered implementations of each kind (or of KIND only), by name, with
+a one-line description: collective, engine, partitioner, placement, topology.
+)";
+
+int List(Args& a) {
+  std::string only;
+  while (!a.Done()) {
+    if (IsHelp(a.Peek())) {
+      std::cout << kListUsage;
+      return 0;
+    }
+    if (a.Peek().starts_with("-")) throw UsageError("unknown option " + a.Peek());
+    if (!only.empty()) throw UsageError("more than one KIND given");
+    only = a.Next();
+  }
+  const auto& all = RegistryBase::All();
+  if (!only.empty() && !all.count(only)) {
+    std::string kinds;
+    for (const auto& [kind, r] : all) kinds += (kinds.empty() ? "" : ", ") + std::string(kind);
+    throw UsageError("unknown kind '" + only + "' (valid: " + kinds + ")");
+  }
+  bool first = true;
+  for (const auto& [kind, r] : all) {
+    if (!only.empty() && kind != only) continue;
+    std::cout << (first ? "" : "\n") << kind << "\n";
+    for (const auto& e : r->List()) std::printf("  %-20s %s\n", e.name.c_str(), e.description.c_str());
+    first = false;
+  }
+  return 0;
+}
+
 // ---- commands implemented in other libraries: they take the remaining words --
 
 std::vector<std::string> Rest(Args& a) {
@@ -351,6 +387,8 @@ const Command kCommands[] = {
     {"collectives", "one collective over a size sweep, nccl-tests style (GPU node or any chip)", &Collectives,
      kCollectivesUsage},
     {"gemm", "GEMM shapes on one core: time, TFLOP/s, bound, tiles, waves", &Gemm, kGemmUsage},
+    {"list", "the registered topologies, partitioners, placements, collectives and engines", &List,
+     kListUsage},
 };
 
 void PrintMainHelp() {

@@ -154,6 +154,12 @@ EngineOutput TlmEngine::Run(const mapping::Program& program, const arch::Chip& c
 
 std::unique_ptr<Engine> MakeTlmEngine() { return std::make_unique<TlmEngine>(kTlmDefaultPacketBytes); }
 
+namespace {
+const EngineRegistrar kRegistered("tlm",
+                                  "SystemC TLM-2.0: packets through routers and links, contention, DRAM",
+                                  &MakeTlmEngine);
+}  // namespace
+
 std::unique_ptr<Engine> MakeTlmEngineWithPacketBytes(uint64_t packet_bytes) {
   if (packet_bytes == 0) throw std::invalid_argument("tlm: packet_bytes must be > 0");
   return std::make_unique<TlmEngine>(packet_bytes);

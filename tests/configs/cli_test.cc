@@ -127,6 +127,31 @@ TEST(Cli, BrokenCorpusGivesExpectedErrorsAndExitTwo) {
   }
 }
 
+TEST(Cli, ListPrintsEveryRegisteredImplementationByKind) {
+  Outcome all = RunTpsim("list");
+  ASSERT_EQ(all.status, 0) << all.output;
+  // Kinds sorted, names sorted within each kind, one line per implementation.
+  size_t at = 0;
+  for (const char* want : {"collective\n", "  bidirectional_ring ", "  ring ", "\nengine\n", "  analytical ",
+                           "  tlm ", "\npartitioner\n", "  k_split ", "  n_split ", "\nplacement\n",
+                           "  block ", "  snake ", "\ntopology\n", "  edges ", "  wafer "}) {
+    size_t found = all.output.find(want, at);
+    ASSERT_NE(found, std::string::npos) << "no '" << want << "' after offset " << at << " in:\n"
+                                        << all.output;
+    at = found;
+  }
+  Outcome one = RunTpsim("list placement");
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_EQ(one.output.rfind("placement\n  block ", 0), 0u) << one.output;
+  EXPECT_EQ(one.output.find("topology"), std::string::npos) << one.output;
+  Outcome bad = RunTpsim("list hypercube");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find(
+                "unknown kind 'hypercube' (valid: collective, engine, partitioner, placement, topology)"),
+            std::string::npos)
+      << bad.output;
+}
+
 TEST(Cli, HelpAndUsageErrors) {
   Outcome help = RunTpsim("--help");
   EXPECT_EQ(help.status, 0);

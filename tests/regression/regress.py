@@ -35,8 +35,8 @@ REF = "configs/experiments/reference-qwen3-4b.textproto"
 PARTITIONS = ["k_split", "n_split", "m_split_rotate", "mn_2d", "megatron"]
 COLLECTIVES = ["ring", "bidirectional_ring", "mesh_2d", "halving_doubling", "direct"]
 PLACEMENTS = ["linear", "linear_interleave", "snake", "ring", "block", "random", "file"]
-# Relative to the repository root (the cases run there), so the resolved config is the same in
-# every checkout.
+# Relative to ROOT (every case runs there): the path is part of the resolved config that the
+# summaries hash, so an absolute one would tie the golden files to one checkout's location.
 PLACEMENT_FILE = "tests/regression/reversed-placement.txt"
 
 

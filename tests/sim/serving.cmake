@@ -5,5 +5,6 @@ if(TARGET tpsim_serving AND NOT TARGET tpsim_serving_test)
   tpsim_test(tpsim_serving_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/serving_test.cc LIBS tpsim_serving)
   # Skeleton timing against whole Programs (sim/serving/skeleton.h).
   tpsim_test(tpsim_serving_skeleton_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/serving_skeleton_test.cc
-             LIBS tpsim_serving)
+             LIBS tpsim_serving
+             SLOW ServingSkeleton.WholeRunAgreesWithPrograms ServingSkeleton.OtherLayoutsAgreeWithPrograms)
 endif()

@@ -5,7 +5,7 @@
 if(TARGET tpsim_sweep)
   add_executable(tpsim_sweep_driver ${CMAKE_CURRENT_LIST_DIR}/sweep_driver.cc)
   target_link_libraries(tpsim_sweep_driver PRIVATE tpsim_sweep)
-  tpsim_test(sweep_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_test.cc LIBS tpsim_sweep)
+  tpsim_test(sweep_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_test.cc LIBS tpsim_sweep SLOW SweepTest.Sig*)
   add_dependencies(sweep_test tpsim_sweep_driver)
   target_compile_definitions(sweep_test PRIVATE TPSIM_SWEEP_DRIVER="$<TARGET_FILE:tpsim_sweep_driver>")
 endif()
@@ -13,7 +13,8 @@ endif()
 # End to end through the real `tpsim` binary (TPSIM_BINARY_DIR/bin/tpsim): a TLM
 # point in a child process and an analytical point, a time limit, SIGKILL + resume.
 if(TARGET tpsim_sweep)
-  tpsim_test(sweep_cli_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_cli_test.cc LIBS SQLite::SQLite3)
+  tpsim_test(sweep_cli_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_cli_test.cc LIBS SQLite::SQLite3
+             SLOW SweepCliTest.SigkillMidSweepThenResumeRunsEveryPointExactlyOnce)
   target_include_directories(sweep_cli_test PRIVATE ${PROJECT_SOURCE_DIR})
   add_dependencies(sweep_cli_test tpsim)
 endif()
@@ -22,5 +23,5 @@ endif()
 # path: exact against uncached runs.
 if(TARGET tpsim_sweep)
   tpsim_test(program_cache_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_cache_test.cc
-    LIBS tpsim_sweep SQLite::SQLite3)
+    LIBS tpsim_sweep SQLite::SQLite3 SLOW ProgramCacheTest.TimingOnlyFieldsLeaveTheProgramUnchanged)
 endif()

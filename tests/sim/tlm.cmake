@@ -14,3 +14,5 @@ target_link_options(noc_booksim_test PRIVATE -Wl,--undefined=sc_main)
 gtest_discover_tests(noc_booksim_test TEST_PREFIX "noc_booksim_test." DISCOVERY_TIMEOUT 60
                      PROPERTIES TIMEOUT 300 LABELS slow)
 
+# The engine registry with every engine linked.
+tpsim_test(engine_registry_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/registry_test.cc LIBS tpsim_sim)

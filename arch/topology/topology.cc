@@ -1,6 +1,5 @@
 #include <charconv>
 #include <cmath>
-#include <map>
 
 #include "arch/topology/topology.h"
 
@@ -72,35 +71,6 @@ std::vector<std::vector<bool>> Topology::BisectionCuts(const Network& net) const
   std::vector<bool> side(net.nodes.size(), false);
   for (int i = 0; i < net.num_cores / 2; ++i) side[i] = true;
   return {side};
-}
-
-namespace {
-std::map<std::string, std::unique_ptr<Topology>, std::less<>>& Registry() {
-  static std::map<std::string, std::unique_ptr<Topology>, std::less<>> registry;
-  return registry;
-}
-}  // namespace
-
-bool RegisterTopology(std::unique_ptr<Topology> t) {
-  std::string name(t->name());
-  return Registry().emplace(std::move(name), std::move(t)).second;
-}
-
-const Topology* FindTopology(std::string_view name) {
-  auto it = Registry().find(name);
-  return it == Registry().end() ? nullptr : it->second.get();
-}
-
-std::vector<std::string> TopologyNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, t] : Registry()) names.push_back(name);
-  return names;
-}
-
-std::string TopologyNamesText() {
-  std::string s;
-  for (const auto& name : TopologyNames()) s += (s.empty() ? "" : ", ") + name;
-  return s;
 }
 
 }  // namespace tpsim::arch
