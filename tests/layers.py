@@ -30,14 +30,19 @@ ALLOWED = {
     "result": ENGINE,
     "traces": ENGINE,  # an observer: reads EngineOutput, never the pipeline that calls it
     "compare": {"configs"},
-    "validate": BELOW_ENGINE,  # tpsim_validate_plan and the CUDA sources
+    # tpsim_validate_plan and the CUDA sources; they share the GPU microbenchmark CSV formats
+    # (validate/gpu_csv.*, in the compare module, which needs only configs).
+    "validate": BELOW_ENGINE | {"compare"},
     # The run pipeline still writes traces itself (RunOptions::trace_path): the one edge
     # that is to become "the CLI attaches a trace observer".
     "run": RUN,
     "validate_main": RUN | {"validate"},
     "sweep": RUN,
     "serving": RUN,  # writes its own serving trace (traces::WriteServingTrace)
-    "cli": RUN | {"tlm", "sweep", "serving", "compare", "validate"},
+    # tpsim collectives / gemm / compare --chip: predictions on any chip as the CSV rows
+    # tpsim-validate measures.
+    "microbench": RUN | {"compare"},
+    "cli": RUN | {"tlm", "sweep", "serving", "compare", "validate", "microbench"},
 }
 
 
@@ -49,14 +54,14 @@ def module(path):
         return top
     if top == "validate":
         name = parts[-1]
-        if name.startswith("compare."):
+        if name.startswith(("compare.", "compare_gpu.", "gpu_csv.")):
             return "compare"
         return "validate_main" if name == "main.cc" else "validate"
     if top == "sim":
         if len(parts) == 2:
             stem = parts[1].split(".")[0]
             return {"engine": "engine", "engines": "engine", "result": "result", "run": "run",
-                    "experiment": "run"}.get(stem)
+                    "experiment": "run", "microbench": "microbench"}.get(stem)
         return {"analytical": "analytical", "tlm": "tlm", "sweep": "sweep", "serving": "serving",
                 "cli": "cli"}.get(parts[1])
     return None
