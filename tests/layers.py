@@ -4,7 +4,8 @@
   configs -> arch / llm -> mapping -> engine interface -> engines (analytical, tlm)
           -> result, traces (observers of an engine's output) -> run pipeline
           -> sweep, serving -> cli
-  validate's library (tpsim_validate_plan): configs, llm, arch, mapping only
+  validate's library (tpsim_validate_plan): configs, llm, arch, mapping (and the CSV formats
+  of validate/gpu_csv.h, which need only configs)
   tpsim-validate (validate/main.cc): that library and the run pipeline, never sim/tlm
 
 Each source file belongs to one module (by path); a file may include its own module's
