@@ -1,17 +1,20 @@
 #include "configs/load.h"
 
+#include "configs/files.h"
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 namespace tpsim::config {
@@ -19,8 +22,10 @@ namespace tpsim::config {
 namespace pb = google::protobuf;
 
 std::string Diag::str() const {
+  // One line whatever the input: every part clipped and its control bytes escaped.
   std::ostringstream os;
-  os << where.file << ':' << where.line << ':' << where.col << ": " << field << ": " << value << ": " << rule;
+  os << Clip(where.file, 240) << ':' << where.line << ':' << where.col << ": " << Clip(field) << ": "
+     << Clip(value) << ": " << Clip(rule, 1000);
   return os.str();
 }
 
@@ -59,16 +64,18 @@ Location SourceMap::Find(const std::string& path) const {
   return Location{file_, 1, 1};
 }
 
-std::string ReadFileOrThrow(const std::string& path, const Location& referrer, const std::string& field) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw ConfigError(Diag{referrer, field, path, "is a directory, not a config file"});
+bool SourceMap::Knows(const std::string& path) const {
+  std::string p = path;
+  while (true) {
+    if (locs_.count(p)) return true;
+    size_t cut = p.find_last_of(".[");
+    if (cut == std::string::npos) return false;
+    p.resize(cut);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(Diag{referrer, field, path, "file not found or not readable"});
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+}
+
+std::string ReadFileOrThrow(const std::string& path, const Location& referrer, const std::string& field) {
+  return ReadInputFile(path, referrer, field, kMaxConfigBytes);
 }
 
 namespace {
@@ -85,37 +92,69 @@ class Collector : public pb::io::ErrorCollector {
     std::string message;
   };
   void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
-    items.push_back({line, column, message});
+    if (items.size() < 20) items.push_back({line, column, message});
   }
   void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
   std::vector<Item> items;
 };
 
-// Turns protobuf's parser message into "field: value: rule".
+// The text between the first `open` after `from` and the next `close`, if any.
+bool Between(const std::string& s, size_t from, const std::string& open, char close, std::string* out,
+             size_t* end = nullptr) {
+  size_t a = s.find(open, from);
+  if (a == std::string::npos) return false;
+  a += open.size();
+  size_t b = s.find(close, a);
+  if (b == std::string::npos) return false;
+  *out = s.substr(a, b - a);
+  if (end) *end = b;
+  return true;
+}
+
+std::vector<std::string> FieldNameList(const pb::Descriptor* d) {
+  std::vector<std::string> names;
+  for (int i = 0; i < d->field_count(); ++i) names.push_back(d->field(i)->name());
+  return names;
+}
+
+// "unknown field of Noc, did you mean rows?" for `name` in message type `type`.
+std::string UnknownFieldRule(const pb::Descriptor* d, const std::string& name) {
+  if (!d) return "unknown field";
+  return "unknown field of " + d->name() + DidYouMean(name, FieldNameList(d));
+}
+
+// Turns protobuf's text-format parser message into "field: value: rule" (plain
+// string searches: the message quotes user input of any length).
 Diag ParseErrorDiag(const std::string& file, int line, int col, const std::string& message) {
   Diag d{Location{file, line, col}, "<parse>", "", message};
-  std::smatch m;
-  static const std::regex kNoField(R"re(has no field named "([^"]+)")re");
-  static const std::regex kExpected(R"re(^Expected ([a-z ]+), got: (.*)$)re");
-  static const std::regex kRepeatedSpec(R"re(field "([^"]+)" is specified multiple times)re");
-  static const std::regex kOneof(R"re(Field "([^"]+)" is specified along with field "([^"]+)")re");
-  static const std::regex kOutOfRange(R"re(Integer out of range \((.*)\))re");
-  if (std::regex_search(message, m, kNoField)) {
-    d.field = m[1];
-    d.rule = "unknown field (" + message + ")";
-  } else if (std::regex_search(message, m, kExpected)) {
-    d.value = m[2];
-    d.rule = "expected " + m[1].str();
-  } else if (std::regex_search(message, m, kRepeatedSpec)) {
-    d.field = m[1];
+  std::string a, b;
+  size_t end = 0;
+  if (message.find("has no field named") != std::string::npos &&
+      Between(message, message.find("has no field named"), "\"", '"', &a)) {
+    std::string type;
+    const pb::Descriptor* desc = nullptr;
+    if (Between(message, 0, "Message type \"", '"', &type))
+      desc = pb::DescriptorPool::generated_pool()->FindMessageTypeByName(type);
+    d.field = a;
+    d.rule = UnknownFieldRule(desc, a);
+  } else if (message.starts_with("Expected ") && message.find(", got: ") != std::string::npos) {
+    size_t got = message.find(", got: ");
+    d.value = message.substr(got + 7);
+    d.rule = "expected " + message.substr(9, got - 9);
+  } else if (message.find("is specified multiple times") != std::string::npos &&
+             Between(message, 0, "\"", '"', &a)) {
+    d.field = a;
     d.rule = "specified more than once";
-  } else if (std::regex_search(message, m, kOneof)) {
-    d.field = m[1];
-    d.value = m[2];
+  } else if (message.find("is specified along with field") != std::string::npos &&
+             Between(message, 0, "\"", '"', &a, &end) && Between(message, end + 1, "\"", '"', &b)) {
+    d.field = a;
+    d.value = b;
     d.rule = "only one of them may be given";
-  } else if (std::regex_search(message, m, kOutOfRange)) {
-    d.value = m[1];
+  } else if (message.starts_with("Integer out of range (") && message.ends_with(")")) {
+    d.value = message.substr(22, message.size() - 23);
     d.rule = "integer out of range";
+  } else if (message.find("Message is too deep") != std::string::npos) {
+    d.rule = "nested too deeply";
   }
   return d;
 }
@@ -152,104 +191,379 @@ void RecordTextLocations(const pb::Message& msg, const pb::TextFormat::ParseInfo
   }
 }
 
-// Line and column (1-based) of byte offset `pos` in `text`.
-Location LocationOf(const std::string& text, size_t pos, const std::string& file) {
-  Location loc{file, 1, 1};
-  for (size_t i = 0; i < pos && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++loc.line;
-      loc.col = 1;
-    } else {
-      ++loc.col;
-    }
-  }
-  return loc;
-}
-
-// JSON carries no parse tree with positions; find each key after its parent's
-// key instead, which is exact for the configs people write.
-void RecordJsonLocations(const pb::Message& msg, const std::string& text, size_t from,
-                         const std::string& prefix, const std::string& file, SourceMap* locs) {
+// Every string field of `msg` must hold UTF-8 (text format's "\xff" escapes can
+// make bytes that are not); the first that does not is a Diag at its location.
+void CheckStrings(const pb::Message& msg, const std::string& prefix, const SourceMap& locs, int depth,
+                  std::vector<Diag>* diags) {
+  if (depth > 100 || diags->size() >= 10) return;
   const pb::Descriptor* desc = msg.GetDescriptor();
   const pb::Reflection* refl = msg.GetReflection();
   for (int i = 0; i < desc->field_count(); ++i) {
     const pb::FieldDescriptor* f = desc->field(i);
-    size_t pos = text.find("\"" + f->name() + "\"", from);
-    if (pos == std::string::npos) pos = text.find("\"" + f->json_name() + "\"", from);
-    if (pos == std::string::npos) continue;
     std::string base = prefix.empty() ? f->name() : prefix + "." + f->name();
-    locs->Set(base, LocationOf(text, pos, file));
-    if (f->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) continue;
-    if (f->is_repeated()) {
-      for (int j = 0; j < refl->FieldSize(msg, f); ++j) {
-        RecordJsonLocations(refl->GetRepeatedMessage(msg, f, j), text, pos,
-                            base + "[" + std::to_string(j) + "]", file, locs);
+    const int n = f->is_repeated() ? refl->FieldSize(msg, f) : 1;
+    for (int j = 0; j < n; ++j) {
+      std::string path = f->is_repeated() ? base + "[" + std::to_string(j) + "]" : base;
+      if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING) {
+        std::string scratch;
+        const std::string& v = f->is_repeated() ? refl->GetRepeatedStringReference(msg, f, j, &scratch)
+                                                : refl->GetStringReference(msg, f, &scratch);
+        if (!IsUtf8(v)) diags->push_back(Diag{locs.Find(path), path, v, "is not UTF-8 text"});
+      } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+        if (!f->is_repeated() && !refl->HasField(msg, f)) continue;
+        CheckStrings(f->is_repeated() ? refl->GetRepeatedMessage(msg, f, j) : refl->GetMessage(msg, f), path,
+                     locs, depth + 1, diags);
       }
-    } else if (refl->HasField(msg, f)) {
-      RecordJsonLocations(refl->GetMessage(msg, f), text, pos, base, file, locs);
     }
   }
+}
+
+// A JSON reader that checks a config against its message type and records where
+// every key was written, before protobuf parses it: syntax errors, unknown keys
+// and values of the wrong type are reported at their own line and column.
+// Nesting is bounded (kMaxDepth), so no input can exhaust the stack.
+class JsonScanner {
+ public:
+  static constexpr int kMaxDepth = 64;
+
+  JsonScanner(const std::string& text, const std::string& file, SourceMap* locs)
+      : t_(text), file_(file), locs_(locs) {}
+
+  // Throws ConfigError at the first problem.
+  void Run(const pb::Descriptor* root) {
+    Ws();
+    if (p_ >= t_.size()) Fail(p_, "<parse>", "", "empty file: expected a JSON object");
+    if (t_[p_] != '{') Fail(p_, "<parse>", Token(), "a config is a JSON object ({ ... })");
+    Value(root, nullptr, "", 0);
+    Ws();
+    if (p_ < t_.size()) Fail(p_, "<parse>", Token(), "unexpected text after the JSON object");
+  }
+
+ private:
+  [[noreturn]] void Fail(size_t pos, const std::string& field, const std::string& value,
+                         const std::string& rule) {
+    throw ConfigError(Diag{At(pos), field, value, rule});
+  }
+
+  // Location of `pos`, counted on from the last one asked (positions only grow).
+  Location At(size_t pos) {
+    pos = std::min(pos, t_.size());
+    if (pos < at_pos_) at_pos_ = 0, at_ = Location{file_, 1, 1};
+    Location l = LocationIn(std::string_view(t_).substr(at_pos_, pos - at_pos_), pos - at_pos_, file_);
+    at_.line += l.line - 1;
+    at_.col = l.line > 1 ? l.col : at_.col + l.col - 1;
+    at_pos_ = pos;
+    return at_;
+  }
+
+  std::string Token() const { return t_.substr(p_, std::min<size_t>(t_.size() - p_, 40)); }
+
+  void Ws() {
+    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r')) ++p_;
+  }
+
+  std::string String() {
+    const size_t start = p_;
+    std::string out;
+    ++p_;
+    while (p_ < t_.size() && t_[p_] != '"') {
+      char c = t_[p_];
+      if (static_cast<unsigned char>(c) < 0x20) Fail(p_, "<parse>", "", "control character in a string");
+      if (c == '\\') {
+        if (++p_ >= t_.size()) break;
+        char e = t_[p_];
+        if (e == 'u') {
+          for (int k = 1; k <= 4; ++k)
+            if (p_ + k >= t_.size() || !std::isxdigit(static_cast<unsigned char>(t_[p_ + k])))
+              Fail(p_, "<parse>", "", "bad \\u escape in a string");
+          out += '?';
+          p_ += 4;
+        } else if (std::string_view("\"\\/bfnrt").find(e) != std::string_view::npos) {
+          out += e;
+        } else {
+          Fail(p_ - 1, "<parse>", "", "bad escape in a string");
+        }
+        ++p_;
+        continue;
+      }
+      out += c;
+      ++p_;
+    }
+    if (p_ >= t_.size()) Fail(start, "<parse>", "", "unterminated string");
+    ++p_;
+    return out;
+  }
+
+  // A JSON number; returns its text.
+  std::string Number() {
+    const size_t start = p_;
+    if (t_[p_] == '-') ++p_;
+    auto digits = [&] {
+      size_t d = p_;
+      while (p_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[p_]))) ++p_;
+      return p_ > d;
+    };
+    if (!digits()) Fail(start, "<parse>", Token(), "not a JSON value");
+    if (p_ < t_.size() && t_[p_] == '.' && (++p_, !digits())) Fail(start, "<parse>", "", "bad number");
+    if (p_ < t_.size() && (t_[p_] == 'e' || t_[p_] == 'E')) {
+      ++p_;
+      if (p_ < t_.size() && (t_[p_] == '+' || t_[p_] == '-')) ++p_;
+      if (!digits()) Fail(start, "<parse>", "", "bad number");
+    }
+    return t_.substr(start, p_ - start);
+  }
+
+  bool Word(std::string_view w) {
+    if (t_.compare(p_, w.size(), w) != 0) return false;
+    p_ += w.size();
+    return true;
+  }
+
+  // Checks a scalar `text` of JSON kind `kind` ('s' string, 'n' number, 'b' bool)
+  // against field `f`.
+  void CheckScalar(const pb::FieldDescriptor* f, char kind, const std::string& text, size_t pos,
+                   const std::string& path) {
+    using FD = pb::FieldDescriptor;
+    auto bad = [&](const std::string& rule) { Fail(pos, path, text, rule); };
+    switch (f->cpp_type()) {
+      case FD::CPPTYPE_STRING:
+        if (kind != 's') bad("expected a string");
+        break;
+      case FD::CPPTYPE_BOOL:
+        if (kind != 'b') bad("expected true or false");
+        break;
+      case FD::CPPTYPE_ENUM:
+        if (kind == 's' && !f->enum_type()->FindValueByName(text))
+          bad("not a value of " + f->enum_type()->name());
+        if (kind == 'b') bad("expected an enum name");
+        break;
+      case FD::CPPTYPE_DOUBLE:
+      case FD::CPPTYPE_FLOAT:
+        if (kind == 'b') bad("expected a number");
+        break;
+      default: {  // integers: a JSON number or a quoted one, integral and in range
+        if (kind == 'b') bad("expected an integer");
+        char* end = nullptr;
+        errno = 0;
+        long double v = std::strtold(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || v != std::floor(v) || !std::isfinite(static_cast<double>(v)))
+          bad("expected an integer");
+        long double lo = 0, hi = 0;
+        switch (f->cpp_type()) {
+          case FD::CPPTYPE_INT32:
+            lo = INT32_MIN, hi = INT32_MAX;
+            break;
+          case FD::CPPTYPE_UINT32:
+            lo = 0, hi = UINT32_MAX;
+            break;
+          case FD::CPPTYPE_INT64:
+            lo = static_cast<long double>(INT64_MIN), hi = static_cast<long double>(INT64_MAX);
+            break;
+          default:
+            lo = 0, hi = static_cast<long double>(UINT64_MAX);
+            break;
+        }
+        if (v < lo || v > hi) bad("integer out of range of " + std::string(f->cpp_type_name()));
+      }
+    }
+  }
+
+  // A value for field `f` of a message of type `d` (both null: not checked), or,
+  // when `f` is null and `d` is not, a message of type `d`.
+  void Value(const pb::Descriptor* d, const pb::FieldDescriptor* f, const std::string& path, int depth) {
+    if (depth > kMaxDepth)
+      Fail(p_, path, "", "nested more than " + std::to_string(kMaxDepth) + " levels deep");
+    Ws();
+    if (p_ >= t_.size()) Fail(p_, path, "", "unexpected end of the file");
+    const size_t pos = p_;
+    const char c = t_[p_];
+    using FD = pb::FieldDescriptor;
+    if (Word("null")) return;
+    if (c == '{') {
+      if (f && f->cpp_type() != FD::CPPTYPE_MESSAGE) Fail(pos, path, "{", "expected a scalar, not an object");
+      Object(f ? (f->is_map() ? nullptr : f->message_type()) : d, path, depth);
+      return;
+    }
+    if (c == '[') {
+      if (f && !f->is_repeated())
+        Fail(pos, path, "[", "field is not repeated: expected one value, not a list");
+      ++p_;
+      Ws();
+      int i = 0;
+      if (p_ < t_.size() && t_[p_] == ']') {
+        ++p_;
+        return;
+      }
+      for (;; ++i) {
+        std::string ep = path + "[" + std::to_string(i) + "]";
+        Ws();
+        if (f) locs_->Set(ep, At(p_));
+        if (f && f->cpp_type() == FD::CPPTYPE_MESSAGE) {
+          Ws();
+          if (p_ < t_.size() && t_[p_] != '{' && !Word("null")) Fail(p_, ep, Token(), "expected an object");
+          if (p_ < t_.size() && t_[p_] == '{')
+            Object(f->is_map() ? nullptr : f->message_type(), ep, depth + 1);
+        } else {
+          Value(nullptr, nullptr, ep, depth + 1);
+        }
+        Ws();
+        if (p_ < t_.size() && t_[p_] == ',') {
+          ++p_;
+          continue;
+        }
+        if (p_ < t_.size() && t_[p_] == ']') {
+          ++p_;
+          return;
+        }
+        Fail(p_, path, Token(), "expected ',' or ']' in a list");
+      }
+    }
+    if (f && f->is_repeated() && !f->is_map())
+      Fail(pos, path, Token(), "repeated field: expected a list [ ... ]");
+    if (f && f->cpp_type() == FD::CPPTYPE_MESSAGE) Fail(pos, path, Token(), "expected an object { ... }");
+    char kind;
+    std::string text;
+    if (c == '"') {
+      kind = 's';
+      text = String();
+    } else if (Word("true")) {
+      kind = 'b', text = "true";
+    } else if (Word("false")) {
+      kind = 'b', text = "false";
+    } else if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
+      kind = 'n';
+      text = Number();
+    } else {
+      Fail(pos, path.empty() ? "<parse>" : path, Token(), "not a JSON value");
+    }
+    if (f) CheckScalar(f, kind, text, pos, path);
+  }
+
+  void Object(const pb::Descriptor* d, const std::string& path, int depth) {
+    if (depth > kMaxDepth)
+      Fail(p_, path, "", "nested more than " + std::to_string(kMaxDepth) + " levels deep");
+    ++p_;  // '{'
+    Ws();
+    if (p_ < t_.size() && t_[p_] == '}') {
+      ++p_;
+      return;
+    }
+    for (;;) {
+      Ws();
+      if (p_ >= t_.size() || t_[p_] != '"')
+        Fail(p_, path.empty() ? "<parse>" : path, Token(), "expected a \"key\"");
+      const size_t key_pos = p_;
+      std::string key = String();
+      const pb::FieldDescriptor* f = nullptr;
+      std::string fpath;
+      if (d) {
+        f = d->FindFieldByName(key);
+        for (int i = 0; !f && i < d->field_count(); ++i)
+          if (d->field(i)->json_name() == key) f = d->field(i);
+        if (!f) Fail(key_pos + 1, key, "", UnknownFieldRule(d, key));
+        fpath = path.empty() ? f->name() : path + "." + f->name();
+        locs_->Set(fpath, At(key_pos));
+      } else {
+        fpath = path + "." + key;
+      }
+      Ws();
+      if (p_ >= t_.size() || t_[p_] != ':') Fail(p_, fpath, Token(), "expected ':' after the key");
+      ++p_;
+      Value(nullptr, f, fpath, depth + 1);
+      Ws();
+      if (p_ < t_.size() && t_[p_] == ',') {
+        ++p_;
+        continue;
+      }
+      if (p_ < t_.size() && t_[p_] == '}') {
+        ++p_;
+        return;
+      }
+      Fail(p_, path.empty() ? "<parse>" : path, Token(), "expected ',' or '}' in an object");
+    }
+  }
+
+  const std::string& t_;
+  const std::string& file_;
+  SourceMap* locs_;
+  size_t p_ = 0;
+  size_t at_pos_ = 0;
+  Location at_{file_, 1, 1};
+};
+
+// The first 0-based line of `text` that starts with "name:", as the field a
+// type error names none for.
+std::string LeadingFieldName(const std::string& line) {
+  size_t i = 0;
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  size_t start = i;
+  while (i < line.size() && (std::isalnum(static_cast<unsigned char>(line[i])) || line[i] == '_')) ++i;
+  if (i == start || std::isdigit(static_cast<unsigned char>(line[start]))) return "";
+  size_t name_end = i;
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  return i < line.size() && line[i] == ':' ? line.substr(start, name_end - start) : "";
 }
 
 }  // namespace
 
 void ParseMessage(const std::string& text, const std::string& display_name, pb::Message* msg,
                   SourceMap* locs) {
+  size_t bad = 0;
+  if (!IsUtf8(text, &bad)) {
+    throw ConfigError(Diag{LocationIn(text, bad, display_name), "<parse>", Clip(text.substr(bad, 4), 4),
+                           "is not UTF-8 text (configs are UTF-8)"});
+  }
+  SourceMap scratch(display_name);
+  SourceMap* where = locs ? locs : &scratch;
   if (EndsWith(display_name, ".json")) {
+    JsonScanner(text, display_name, where).Run(msg->GetDescriptor());
     pb::util::JsonParseOptions opts;
     opts.ignore_unknown_fields = false;
     auto status = pb::util::JsonStringToMessage(text, msg, opts);
     if (!status.ok()) {
-      std::string m(status.message());
-      Location loc{display_name, 1, 1};
-      // Point at the unknown key when protobuf names it.
-      static const std::regex kField(R"re(Cannot find field[^"]*"?([A-Za-z0-9_]*))re");
-      std::smatch sm;
-      Diag d{loc, "<parse>", "", "invalid JSON config (" + m + ")"};
-      if (std::regex_search(m, sm, kField) && sm[1].length() > 0) {
-        d.field = sm[1];
-        size_t pos = text.find("\"" + sm[1].str() + "\"");
-        if (pos != std::string::npos) d.where = LocationOf(text, pos, display_name);
-        d.rule = "unknown field";
-      }
-      throw ConfigError(d);
+      throw ConfigError(Diag{Location{display_name, 1, 1}, "<parse>", "",
+                             "invalid JSON config (" + std::string(status.message()) + ")"});
     }
-    if (locs) RecordJsonLocations(*msg, text, 0, "", display_name, locs);
-    return;
+  } else {
+    pb::TextFormat::Parser parser;
+    Collector errors;
+    pb::TextFormat::ParseInfoTree tree;
+    parser.RecordErrorsTo(&errors);
+    parser.WriteLocationsTo(&tree);
+    parser.AllowUnknownField(false);
+    if (!parser.ParseFromString(text, msg) || !errors.items.empty()) {
+      std::vector<Diag> diags;
+      std::vector<std::string_view> lines;
+      for (size_t a = 0; a <= text.size();) {
+        size_t b = text.find('\n', a);
+        if (b == std::string::npos) b = text.size();
+        lines.push_back(std::string_view(text).substr(a, b - a));
+        a = b + 1;
+      }
+      for (const auto& e : errors.items) {
+        Diag d = ParseErrorDiag(display_name, e.line + 1, e.col + 1, e.message);
+        const bool on_line = e.line >= 0 && e.line < static_cast<int>(lines.size());
+        // A type error names no field: take it from the "name:" that starts the line.
+        if (d.field == "<parse>" && on_line) {
+          std::string name = LeadingFieldName(std::string(lines[e.line].substr(0, 200)));
+          if (!name.empty()) d.field = name;
+        }
+        // protobuf points just past an unknown field's name; point at its start.
+        int start = e.col - static_cast<int>(d.field.size());
+        if (on_line && start >= 0 && !d.field.empty() &&
+            lines[e.line].substr(static_cast<size_t>(start)).starts_with(d.field)) {
+          d.where.col = start + 1;
+        }
+        diags.push_back(std::move(d));
+      }
+      if (diags.empty()) diags.push_back(Diag{{display_name, 1, 1}, "<parse>", "", "not a valid config"});
+      throw ConfigError(std::move(diags));
+    }
+    RecordTextLocations(*msg, &tree, "", display_name, where);
   }
-  pb::TextFormat::Parser parser;
-  Collector errors;
-  pb::TextFormat::ParseInfoTree tree;
-  parser.RecordErrorsTo(&errors);
-  parser.WriteLocationsTo(&tree);
-  parser.AllowUnknownField(false);
-  if (!parser.ParseFromString(text, msg) || !errors.items.empty()) {
-    std::vector<Diag> diags;
-    std::vector<std::string> lines;
-    {
-      std::istringstream is(text);
-      for (std::string l; std::getline(is, l);) lines.push_back(l);
-    }
-    for (const auto& e : errors.items) {
-      Diag d = ParseErrorDiag(display_name, e.line + 1, e.col + 1, e.message);
-      // A type error names no field: take it from the "name:" that starts the line.
-      if (d.field == "<parse>" && e.line >= 0 && e.line < static_cast<int>(lines.size())) {
-        static const std::regex kLineField(R"re(^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:)re");
-        std::smatch lm;
-        if (std::regex_search(lines[e.line], lm, kLineField)) d.field = lm[1];
-      }
-      // protobuf points just past an unknown field's name; point at its start.
-      int start = e.col - static_cast<int>(d.field.size());
-      if (e.line >= 0 && e.line < static_cast<int>(lines.size()) && start >= 0 && !d.field.empty() &&
-          lines[e.line].compare(start, d.field.size(), d.field) == 0) {
-        d.where.col = start + 1;
-      }
-      diags.push_back(std::move(d));
-    }
-    if (diags.empty()) diags.push_back(Diag{{display_name, 1, 1}, "<parse>", "", "not a valid config"});
-    throw ConfigError(std::move(diags));
-  }
-  if (locs) RecordTextLocations(*msg, &tree, "", display_name, locs);
+  std::vector<Diag> diags;
+  CheckStrings(*msg, "", *where, 0, &diags);
+  if (!diags.empty()) throw ConfigError(std::move(diags));
 }
 
 void ParseFile(const std::string& path, pb::Message* msg, SourceMap* locs) {
@@ -316,7 +630,8 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
     walked += (walked.empty() ? "" : ".") + part.name;
     if (!f) {
       throw ConfigError(Diag{where, walked, value,
-                             "unknown field of " + desc->name() + " (fields: " + FieldNames(desc) + ")"});
+                             "unknown field of " + desc->name() + DidYouMean(part.name, FieldNameList(desc)) +
+                                 " (fields: " + FieldNames(desc) + ")"});
     }
     if (f->is_repeated() && part.index < 0) {
       throw ConfigError(
@@ -411,13 +726,19 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
         break;
       }
       case pb::FieldDescriptor::CPPTYPE_STRING:
+        if (!IsUtf8(value)) throw bad("is not UTF-8 text");
         append ? refl->AddString(cur, f, value)
         : rep  ? refl->SetRepeatedString(cur, f, idx, value)
                : refl->SetString(cur, f, value);
         break;
       case pb::FieldDescriptor::CPPTYPE_ENUM: {
         const auto* ev = f->enum_type()->FindValueByName(value);
-        if (!ev) throw bad("not a value of " + f->enum_type()->name());
+        if (!ev) {
+          std::vector<std::string> names;
+          for (int k = 0; k < f->enum_type()->value_count(); ++k)
+            names.push_back(f->enum_type()->value(k)->name());
+          throw bad("not a value of " + f->enum_type()->name() + DidYouMean(value, names));
+        }
         append ? refl->AddEnum(cur, f, ev)
         : rep  ? refl->SetRepeatedEnum(cur, f, idx, ev)
                : refl->SetEnum(cur, f, ev);
@@ -427,6 +748,44 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
         throw bad("unsupported field type");
     }
     return;
+  }
+}
+
+void CheckIntegerRanges(const pb::Message& msg, const SourceMap& locs, const std::string& prefix,
+                        std::vector<Diag>* diags) {
+  const pb::Descriptor* desc = msg.GetDescriptor();
+  const pb::Reflection* refl = msg.GetReflection();
+  for (int i = 0; i < desc->field_count(); ++i) {
+    const pb::FieldDescriptor* f = desc->field(i);
+    const std::string base = prefix.empty() ? f->name() : prefix + "." + f->name();
+    const int n = f->is_repeated() ? refl->FieldSize(msg, f) : 1;
+    for (int j = 0; j < n; ++j) {
+      const std::string path = f->is_repeated() ? base + "[" + std::to_string(j) + "]" : base;
+      const bool rep = f->is_repeated();
+      switch (f->cpp_type()) {
+        case pb::FieldDescriptor::CPPTYPE_UINT32: {
+          uint32_t v = rep ? refl->GetRepeatedUInt32(msg, f, j) : refl->GetUInt32(msg, f);
+          if (v > uint32_t{INT32_MAX})
+            diags->push_back(
+                Diag{locs.Find(path), path, std::to_string(v), "must be at most 2147483647 (2^31-1)"});
+          break;
+        }
+        case pb::FieldDescriptor::CPPTYPE_UINT64: {
+          uint64_t v = rep ? refl->GetRepeatedUInt64(msg, f, j) : refl->GetUInt64(msg, f);
+          if (v > uint64_t{INT64_MAX} && f->name() != "seed")
+            diags->push_back(Diag{locs.Find(path), path, std::to_string(v),
+                                  "must be at most 9223372036854775807 (2^63-1)"});
+          break;
+        }
+        case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+          if (!rep && !refl->HasField(msg, f)) break;
+          CheckIntegerRanges(rep ? refl->GetRepeatedMessage(msg, f, j) : refl->GetMessage(msg, f), locs, path,
+                             diags);
+          break;
+        default:
+          break;
+      }
+    }
   }
 }
 

@@ -59,6 +59,8 @@ class SourceMap {
   void Merge(const std::string& prefix, const SourceMap& other, const Location& anchor);
   // The location of `path`, else of its longest recorded prefix, else file:1:1.
   Location Find(const std::string& path) const;
+  // True when `path` or one of its prefixes is recorded (Find does not fall back).
+  bool Knows(const std::string& path) const;
   const std::string& file() const { return file_; }
 
  private:
@@ -68,14 +70,13 @@ class SourceMap {
 
 // Reads a whole file; a missing or unreadable file is a ConfigError naming
 // `field` (the config field that referred to it) and its location.
-std::string ReadFileOrThrow(const std::string& path, const Location& referrer,
-                            const std::string& field);
+std::string ReadFileOrThrow(const std::string& path, const Location& referrer, const std::string& field);
 
 // Parses `text` into `msg`: JSON when `display_name` ends in ".json", protobuf
 // text format otherwise. Unknown fields and type errors are ConfigErrors with
 // line and column. Fills `locs` (may be null) with every field's location.
-void ParseMessage(const std::string& text, const std::string& display_name,
-                  google::protobuf::Message* msg, SourceMap* locs);
+void ParseMessage(const std::string& text, const std::string& display_name, google::protobuf::Message* msg,
+                  SourceMap* locs);
 
 // ParseMessage on the contents of `path`.
 void ParseFile(const std::string& path, google::protobuf::Message* msg, SourceMap* locs);
@@ -83,8 +84,14 @@ void ParseFile(const std::string& path, google::protobuf::Message* msg, SourceMa
 // Sets the scalar field at dotted `path` (e.g. "mapping.tp", "chip.memory[0].bandwidth_gbps")
 // of `msg` from its text `value`. Intermediate messages are created. Errors name
 // `where` (the command-line argument) and the rule broken.
-void SetScalarField(google::protobuf::Message* msg, const std::string& path,
-                    const std::string& value, const Location& where);
+void SetScalarField(google::protobuf::Message* msg, const std::string& path, const std::string& value,
+                    const Location& where);
+
+// Every integer field of `msg` (recursively; paths under `prefix`) must fit the
+// signed type the code computes with: uint32 at most 2^31-1, uint64 at most
+// 2^63-1 (fields named "seed" excepted), so that no later conversion wraps.
+void CheckIntegerRanges(const google::protobuf::Message& msg, const SourceMap& locs,
+                        const std::string& prefix, std::vector<Diag>* diags);
 
 // Renders a scalar field's value for a Diag ("" when unset/not scalar).
 std::string FieldValueText(const google::protobuf::Message& msg, const std::string& path);

@@ -32,7 +32,7 @@ void DiagSink::Add(const std::string& sub, const std::string& value, const std::
   std::string path = Path(sub);
   config::Location where = locs_.Find(path);
   // A chip file parsed on its own records paths without the prefix.
-  if (!prefix_.empty() && where.line == 1 && where.col == 1) where = locs_.Find(sub);
+  if (!prefix_.empty() && !locs_.Knows(path)) where = locs_.Find(sub);
   diags_->push_back(config::Diag{std::move(where), std::move(path), value, rule});
 }
 

@@ -1,6 +1,13 @@
 #include "configs/load.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "configs/files.h"
 
 #include "chip.pb.h"
 #include "experiment.pb.h"
@@ -11,8 +18,9 @@ namespace {
 TEST(Load, TextFormatRecordsFieldLocations) {
   Chip chip;
   SourceMap locs("c.textproto");
-  ParseMessage("name: \"x\"\nnoc {\n  rows: 4\n    cols: 8\n}\nmemory { name: \"a\" }\nmemory { name: \"b\" }\n",
-               "c.textproto", &chip, &locs);
+  ParseMessage(
+      "name: \"x\"\nnoc {\n  rows: 4\n    cols: 8\n}\nmemory { name: \"a\" }\nmemory { name: \"b\" }\n",
+      "c.textproto", &chip, &locs);
   EXPECT_EQ(chip.noc().cols(), 8u);
   Location rows = locs.Find("noc.rows");
   EXPECT_EQ(rows.line, 3);
@@ -110,3 +118,72 @@ TEST(Load, PathsResolveRelativeToTheReferringFile) {
 
 }  // namespace
 }  // namespace tpsim::config
+
+// ---- configs/files.h: guarded input, atomic output, message text ----------------
+
+TEST(Files, ClipEscapesAndCuts) {
+  EXPECT_EQ(tpsim::config::Clip("a\nb\t\xff", 120), "a\\nb\\t\\xff");
+  EXPECT_EQ(tpsim::config::Clip(std::string(200, 'x'), 3), "xxx...(200 bytes)");
+  EXPECT_EQ(tpsim::config::Clip("caf\xc3\xa9", 4), "caf\xc3\xa9");  // one character, kept whole
+}
+
+TEST(Files, Utf8IsCheckedStrictly) {
+  size_t bad = 0;
+  EXPECT_TRUE(tpsim::config::IsUtf8("plain \xe2\x82\xac"));
+  EXPECT_FALSE(tpsim::config::IsUtf8("ab\xc0\xaf", &bad));  // overlong '/'
+  EXPECT_EQ(bad, 2u);
+  EXPECT_FALSE(tpsim::config::IsUtf8("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(tpsim::config::IsUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+}
+
+TEST(Files, NearestNameSuggestsOnlyCloseNames) {
+  const std::vector<std::string> names = {"rows", "cols", "link_bandwidth_gbps", "topology"};
+  EXPECT_EQ(tpsim::config::NearestName("rowz", names), "rows");
+  EXPECT_EQ(tpsim::config::NearestName("link_bandwith_gbps", names), "link_bandwidth_gbps");
+  EXPECT_EQ(tpsim::config::NearestName("zzzz", names), "");
+  EXPECT_EQ(tpsim::config::NearestName(std::string(5000, 'r'), names), "");
+}
+
+TEST(Files, OutputIsReplacedWholeOrNotAtAll) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tpsim-files-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string out = (dir / "o.txt").string();
+  tpsim::config::WriteOutputFile(out, "first");
+  {
+    tpsim::config::OutputFile f(out);
+    f.Write("half of a second");
+    // destroyed without Commit: the old content stays, the temporary file goes
+  }
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "first");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  EXPECT_THROW(tpsim::config::WriteOutputFile("/dev/full", "x"), std::runtime_error);
+  EXPECT_THROW(tpsim::config::WriteOutputFile((dir / "no" / "o.txt").string(), "x"), std::runtime_error);
+  EXPECT_THROW(tpsim::config::CheckOutputNotInput("--out", out, {(dir / "." / "o.txt").string()}),
+               tpsim::config::ConfigError);
+  EXPECT_NO_THROW(tpsim::config::CheckOutputNotInput("--out", (dir / "p.txt").string(), {out}));
+  fs::remove_all(dir);
+}
+
+TEST(Files, InputsMustBeRegularBoundedUtf8Files) {
+  using tpsim::config::ConfigError;
+  const tpsim::config::Location at{"exp.textproto", 3, 5};
+  EXPECT_THROW(tpsim::config::ReadInputFile("/dev/zero", at, "chip_file"), ConfigError);
+  EXPECT_THROW(tpsim::config::ReadInputFile("/", at, "chip_file"), ConfigError);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tpsim-in-" + std::to_string(::getpid()))).string();
+  std::ofstream(path) << "ok\nno \xff here\n";
+  try {
+    tpsim::config::ReadInputFile(path, at, "chip_file");
+    ADD_FAILURE() << "not UTF-8, yet read";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.diags()[0].where.line, 2);
+    EXPECT_EQ(e.diags()[0].where.col, 4);
+  }
+  std::ofstream(path) << std::string(100, 'x');
+  EXPECT_THROW(tpsim::config::ReadInputFile(path, at, "chip_file", 99), ConfigError);
+  EXPECT_EQ(tpsim::config::ReadInputFile(path, at, "chip_file", 100).size(), 100u);
+  std::filesystem::remove(path);
+}

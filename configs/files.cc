@@ -1,0 +1,266 @@
+#include "configs/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "configs/load.h"
+
+namespace tpsim::config {
+
+namespace {
+
+// Length of the UTF-8 sequence starting at s[i], or 0 when it is not a valid one.
+size_t Utf8Length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n;
+  uint32_t cp;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2, cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3, cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4, cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  static const uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+std::string Errno() { return std::strerror(errno); }
+
+}  // namespace
+
+bool IsUtf8(std::string_view s, size_t* bad) {
+  for (size_t i = 0; i < s.size();) {
+    size_t n = Utf8Length(s, i);
+    if (n == 0) {
+      if (bad) *bad = i;
+      return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+std::string Clip(std::string_view s, size_t max) {
+  std::string out;
+  size_t shown = 0, i = 0;
+  for (; i < s.size() && shown < max; ++shown) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = Utf8Length(s, i);
+    if (n == 1 && c >= 0x20 && c != 0x7F) {
+      out += static_cast<char>(c);
+    } else if (n > 1) {
+      out.append(s.substr(i, n));
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      static const char* kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+    i += n ? n : 1;
+  }
+  if (i < s.size()) out += "...(" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
+
+Location LocationIn(std::string_view text, size_t pos, const std::string& file) {
+  Location loc{file, 1, 1};
+  for (size_t i = 0; i < pos && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++loc.line;
+      loc.col = 1;
+    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      ++loc.col;  // columns count characters, not UTF-8 continuation bytes
+    }
+  }
+  return loc;
+}
+
+std::string ReadInputFile(const std::string& path, const Location& referrer, const std::string& field,
+                          size_t max_bytes) {
+  auto refuse = [&](const std::string& rule) { return ConfigError(Diag{referrer, field, Clip(path), rule}); };
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    throw refuse(errno == ENOENT ? std::string("file not found") : "cannot open the file (" + Errno() + ")");
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw refuse("cannot read the file (" + Errno() + ")");
+  if (S_ISDIR(st.st_mode)) throw refuse("is a directory, not a file");
+  if (!S_ISREG(st.st_mode))
+    throw refuse("is not a regular file (a FIFO, device or socket); inputs must be files");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    throw refuse("is " + std::to_string(st.st_size) + " bytes, more than the limit of " +
+                 std::to_string(max_bytes) + " bytes for this kind of input");
+  }
+  std::string text;
+  text.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  for (;;) {
+    if (got == text.size()) {
+      if (text.size() > max_bytes) break;
+      text.resize(std::min(max_bytes + 1, text.size() + 4096));  // the file grew while read
+    }
+    ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw refuse("cannot read the file (" + Errno() + ")");
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
+  if (text.size() > max_bytes) {
+    throw refuse("is more than the limit of " + std::to_string(max_bytes) + " bytes for this kind of input");
+  }
+  size_t bad = 0;
+  if (!IsUtf8(text, &bad)) {
+    throw ConfigError(Diag{LocationIn(text, bad, path), field, Clip(text.substr(bad, 4), 4),
+                           "is not UTF-8 text (inputs are UTF-8)"});
+  }
+  return text;
+}
+
+std::string NearestName(std::string_view name, const std::vector<std::string>& valid) {
+  if (name.size() > 64 || name.empty()) return "";
+  std::string best;
+  size_t best_d = std::max<size_t>(1, name.size() / 3) + 1;
+  std::vector<size_t> prev, cur;
+  for (const std::string& v : valid) {
+    if (v.size() > name.size() + best_d || name.size() > v.size() + best_d) continue;
+    prev.resize(v.size() + 1);
+    cur.resize(v.size() + 1);
+    for (size_t j = 0; j <= v.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= name.size(); ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= v.size(); ++j) {
+        size_t sub = prev[j - 1] + (name[i - 1] == v[j - 1] ? 0 : 1);
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+      }
+      std::swap(prev, cur);
+    }
+    if (prev[v.size()] < best_d) {
+      best_d = prev[v.size()];
+      best = v;
+    }
+  }
+  return best;
+}
+
+std::string DidYouMean(std::string_view name, const std::vector<std::string>& valid) {
+  std::string n = NearestName(name, valid);
+  return n.empty() ? "" : ", did you mean " + n + "?";
+}
+
+OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
+  struct stat st {};
+  const bool exists = ::stat(path_.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) throw Fail("is a directory");
+  if (exists && !S_ISREG(st.st_mode)) {
+    // A device or a FIFO (/dev/null, /dev/stdout): written in place, never replaced.
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw Fail(Errno());
+    return;
+  }
+  std::filesystem::path p(path_);
+  const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  tmp_ = dir + "/." + p.filename().string() + ".tpsim-tmp-XXXXXX";
+  fd_ = ::mkstemp(tmp_.data());
+  if (fd_ < 0) {
+    tmp_.clear();
+    throw Fail("cannot create a temporary file in " + Clip(dir) + " (" + Errno() + ")");
+  }
+  mode_t mode;
+  if (exists) {
+    mode = st.st_mode & 07777;
+  } else {
+    mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  if (::fchmod(fd_, mode) != 0) throw Fail(Errno());
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+std::runtime_error OutputFile::Fail(const std::string& why) const {
+  return std::runtime_error("cannot write " + Clip(path_) + ": " + why);
+}
+
+void OutputFile::Write(std::string_view data) {
+  if (fd_ < 0) throw Fail("already closed");
+  for (size_t done = 0; done < data.size();) {
+    ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Fail(n < 0 ? Errno() : "nothing written");
+    done += static_cast<size_t>(n);
+  }
+}
+
+void OutputFile::Commit() {
+  if (fd_ < 0) throw Fail("already closed");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw Fail(Errno());
+  if (!tmp_.empty()) {
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) throw Fail(Errno());
+    tmp_.clear();
+  }
+}
+
+void WriteOutputFile(const std::string& path, std::string_view data) {
+  OutputFile f(path);
+  f.Write(data);
+  f.Commit();
+}
+
+void CheckOutputNotInput(const std::string& flag, const std::string& out,
+                         const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool out_exists = fs::exists(out, ec);
+  const fs::path out_abs = fs::weakly_canonical(fs::absolute(out, ec), ec);
+  for (const std::string& in : inputs) {
+    if (in.empty()) continue;
+    bool same = false;
+    if (out_exists && fs::exists(in, ec)) {
+      same = fs::equivalent(out, in, ec) && !ec;
+    } else {
+      same = out_abs == fs::weakly_canonical(fs::absolute(in, ec), ec);
+    }
+    if (same) {
+      throw ConfigError(Diag{Location{"<command line>", 1, 1}, flag, Clip(out),
+                             "names an input of this run (" + Clip(in) + "); write the output elsewhere"});
+    }
+  }
+}
+
+}  // namespace tpsim::config

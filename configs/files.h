@@ -1,0 +1,82 @@
+#pragma once
+// Guarded file input and output, and the text helpers every error message uses.
+//
+// Inputs: only regular files are read (a FIFO would block, /dev/zero never ends),
+// up to a size cap, and must be UTF-8 text. Outputs: written to a temporary file in
+// the same folder and renamed over the target, so that a failed or interrupted
+// write never leaves a half file; an output that names one of the run's inputs is
+// refused before anything runs. Nothing here exits: input problems are
+// config::ConfigError (exit 2), write failures std::runtime_error naming the
+// file and the reason (exit 1).
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tpsim::config {
+
+struct Location;
+
+// Size caps of input files.
+inline constexpr size_t kMaxConfigBytes = size_t{64} << 20;  // configs, models, placements
+inline constexpr size_t kMaxTraceBytes = size_t{1} << 30;    // request traces
+
+// `s` made printable on one line: control and non-UTF-8 bytes escaped (\n, \xff),
+// and cut after `max` characters with "...(N bytes)" appended.
+std::string Clip(std::string_view s, size_t max = 120);
+
+// True when `s` is valid UTF-8; else `*bad` (may be null) is the offset of the
+// first byte that is not.
+bool IsUtf8(std::string_view s, size_t* bad = nullptr);
+
+// Line and column (1-based) of byte offset `pos` in `text`.
+Location LocationIn(std::string_view text, size_t pos, const std::string& file);
+
+// Reads a whole regular file of at most `max_bytes` that is UTF-8 text. Every
+// refusal (missing, a directory, a FIFO or device, too large, unreadable, not
+// UTF-8) is a ConfigError naming `field` at `referrer`; a byte that is not UTF-8
+// is reported at its own file:line:col.
+std::string ReadInputFile(const std::string& path, const Location& referrer, const std::string& field,
+                          size_t max_bytes = kMaxConfigBytes);
+
+// The valid name closest to `name` (edit distance at most a third of its length,
+// at least 1), or "" when none is close. Names over 64 bytes get no suggestion.
+std::string NearestName(std::string_view name, const std::vector<std::string>& valid);
+
+// ", did you mean X?" for NearestName's answer, else "".
+std::string DidYouMean(std::string_view name, const std::vector<std::string>& valid);
+
+// An output file written through a temporary file in the target's folder and
+// renamed over it by Commit(); without Commit() (an exception, a failed write) the
+// temporary file is removed and the target left as it was. A target that exists
+// and is not a regular file (/dev/null, /dev/stdout, a FIFO) is written in place.
+// Every failure throws std::runtime_error("cannot write PATH: reason").
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  void Write(std::string_view data);
+  void Commit();
+
+ private:
+  std::runtime_error Fail(const std::string& why) const;
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
+// Writes `data` to `path`: a regular file (or a new one) through a temporary file
+// in its folder renamed over it; anything else (/dev/null, /dev/stdout, a FIFO) is
+// written in place. Throws std::runtime_error("cannot write PATH: reason").
+void WriteOutputFile(const std::string& path, std::string_view data);
+
+// Refuses (ConfigError at "<command line>", naming `flag`) an output path that
+// is the same file as one of `inputs` (after resolving links; files that do not
+// exist yet are compared by their absolute paths).
+void CheckOutputNotInput(const std::string& flag, const std::string& out,
+                         const std::vector<std::string>& inputs);
+
+}  // namespace tpsim::config
