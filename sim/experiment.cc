@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "configs/files.h"
 #include "llm/model.h"
 #include "mapping/mapping.h"
 #include "sim/engine.h"
@@ -18,20 +19,67 @@ namespace {
 
 const Location kCommandLine{"<command line>", 1, 1};
 
+// Position (1-based line, col) of the first token of `text`, past blanks and # comments.
+std::pair<int, int> FirstToken(const std::string& text) {
+  int line = 1, col = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+      if (i < text.size()) ++line, col = 1;
+    } else if (c == '\n') {
+      ++line, col = 1;
+    } else if (c == ' ' || c == '\t' || c == '\r') {
+      ++col;
+    } else {
+      break;
+    }
+  }
+  return {line, col};
+}
+
+// True when the first error of parsing `path` says it is no config at all: it is
+// on the line of the file's first token and suggests no field name.
+bool IsNotAConfig(const Diag& d, const std::string& path, int first_line) {
+  return d.where.file == path && d.where.line <= first_line &&
+         d.rule.find("did you mean") == std::string::npos;
+}
+
+// Parses `text` of the file `path` that `field` names into `out`. A file that fails
+// at its very first token is not a config at all (a placement list, a trace, some
+// other file): that is said at the reference, without quoting the file's content.
+void ParseReferenced(const std::string& text, const std::string& path, const std::string& rel,
+                     const std::string& field, const Location& anchor, google::protobuf::Message* out,
+                     config::SourceMap* section) {
+  try {
+    config::ParseMessage(text, path, out, section);
+  } catch (const ConfigError& err) {
+    const auto [line, col] = FirstToken(text);
+    const Diag& d = err.diags().front();
+    if (IsNotAConfig(d, path, line)) {
+      throw ConfigError(Diag{anchor, field, rel,
+                             "is not a " + out->GetDescriptor()->name() + " config (" + path + ":" +
+                                 std::to_string(line) + ":" + std::to_string(col) + " does not start one)"});
+    }
+    throw;
+  }
+}
+
 // Parses the file named by `field` (relative to `dir`) into `out` and records its
 // field locations under `prefix`.
 void LoadSection(const std::string& dir, const std::string& rel, const std::string& field,
                  const std::string& prefix, const config::SourceMap& exp_locs, google::protobuf::Message* out,
-                 config::SourceMap* locs) {
+                 config::SourceMap* locs, std::vector<std::string>* inputs) {
   Location anchor = exp_locs.Find(field);
   std::string path = config::JoinPath(dir, rel);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
+  if (!std::filesystem::exists(path, ec)) {
     throw ConfigError(Diag{anchor, field, rel, "file not found or not readable (looked for " + path + ")"});
   }
   std::string text = config::ReadFileOrThrow(path, anchor, field);
+  inputs->push_back(path);
   config::SourceMap section(path);
-  config::ParseMessage(text, path, out, &section);
+  ParseReferenced(text, path, rel, field, anchor, out, &section);
   locs->Merge(prefix, section, Location{path, 1, 1});
 }
 
@@ -42,17 +90,27 @@ bool LooksLikePath(const std::string& s) {
 }
 
 void LoadModel(const std::string& source, bool is_path, const Location& where, const std::string& field,
-               config::Model* out, config::SourceMap* locs) {
+               config::Model* out, config::SourceMap* locs, std::vector<std::string>* inputs) {
   std::string path = is_path ? source : llm::CatalogPath(source, where, field);
-  if (is_path) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-      throw ConfigError(Diag{where, field, source, "file not found or not readable"});
-    }
-  }
+  // Refused here, at the reference, when it is not a readable regular UTF-8 file.
+  const std::string text = config::ReadFileOrThrow(path, where, field);
+  inputs->push_back(path);
   config::SourceMap section(path);
-  *out = llm::LoadModelFile(path, &section);
+  try {
+    *out = llm::LoadModelFile(path, &section);
+  } catch (const ConfigError& err) {
+    const auto [line, col] = FirstToken(text);
+    const Diag& d = err.diags().front();
+    if (IsNotAConfig(d, path, line)) {
+      throw ConfigError(Diag{where, field, source,
+                             "is not a model config or a HuggingFace config.json (" + path + ":" +
+                                 std::to_string(line) + ":" + std::to_string(col) + " does not start one)"});
+    }
+    throw;
+  }
   if (out->name().empty()) out->set_name(std::filesystem::path(path).stem().string());
+  // A name taken from a file name that is not UTF-8 is shown escaped.
+  if (!config::IsUtf8(out->name())) out->set_name(config::Clip(out->name(), 200));
   locs->Merge("model", section, Location{path, 1, 1});
 }
 
@@ -72,6 +130,7 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
   e.path = path;
   e.locs = config::SourceMap(path);
   std::string text = config::ReadFileOrThrow(path, kCommandLine, "EXPERIMENT");
+  e.inputs.push_back(path);
   config::SourceMap raw(path);
   config::ParseMessage(text, path, &e.cfg, &raw);
   e.locs.Merge("", raw, {});
@@ -80,7 +139,7 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
 
   if (cfg.has_chip_file()) {
     config::Chip chip;
-    LoadSection(dir, cfg.chip_file(), "chip_file", "chip", raw, &chip, &e.locs);
+    LoadSection(dir, cfg.chip_file(), "chip_file", "chip", raw, &chip, &e.locs, &e.inputs);
     *cfg.mutable_chip() = std::move(chip);
   } else if (!cfg.has_chip()) {
     throw ConfigError(
@@ -89,15 +148,15 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
 
   if (!model_override.empty()) {
     LoadModel(model_override, LooksLikePath(model_override), kCommandLine, "--model", cfg.mutable_model(),
-              &e.locs);
+              &e.locs, &e.inputs);
   } else if (cfg.has_model_file()) {
     config::Model m;
     LoadModel(config::JoinPath(dir, cfg.model_file()), true, raw.Find("model_file"), "model_file", &m,
-              &e.locs);
+              &e.locs, &e.inputs);
     *cfg.mutable_model() = std::move(m);
   } else if (cfg.has_model_name()) {
     config::Model m;
-    LoadModel(cfg.model_name(), false, raw.Find("model_name"), "model_name", &m, &e.locs);
+    LoadModel(cfg.model_name(), false, raw.Find("model_name"), "model_name", &m, &e.locs, &e.inputs);
     *cfg.mutable_model() = std::move(m);
   } else if (!cfg.has_model()) {
     throw ConfigError(Diag{Location{path, 1, 1}, "model", "",
@@ -106,7 +165,7 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
 
   if (cfg.has_workload_file()) {
     config::Workload w;
-    LoadSection(dir, cfg.workload_file(), "workload_file", "workload", raw, &w, &e.locs);
+    LoadSection(dir, cfg.workload_file(), "workload_file", "workload", raw, &w, &e.locs, &e.inputs);
     *cfg.mutable_workload() = std::move(w);
   } else if (!cfg.has_workload()) {
     throw ConfigError(Diag{Location{path, 1, 1}, "workload", "",
@@ -115,15 +174,23 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
 
   if (cfg.has_mapping_file()) {
     config::Mapping m;
-    LoadSection(dir, cfg.mapping_file(), "mapping_file", "mapping", raw, &m, &e.locs);
+    LoadSection(dir, cfg.mapping_file(), "mapping_file", "mapping", raw, &m, &e.locs, &e.inputs);
+    // A placement file named in the mapping file is relative to that file.
+    if (!m.placement_file().empty())
+      m.set_placement_file(config::JoinPath(config::DirName(e.inputs.back()), m.placement_file()));
     *cfg.mutable_mapping() = std::move(m);
+  } else if (cfg.has_mapping() && !cfg.mapping().placement_file().empty()) {
+    // Like every other reference of the experiment: relative to its folder.
+    cfg.mutable_mapping()->set_placement_file(config::JoinPath(dir, cfg.mapping().placement_file()));
   } else if (!cfg.has_mapping()) {
     throw ConfigError(
         Diag{Location{path, 1, 1}, "mapping", "", "an experiment needs mapping_file or an inline mapping"});
   }
 
   for (const auto& s : sets) {
-    Location where{"<command line>", 1, 1};
+    // Errors about an overridden field name the --set argument that set it.
+    Location where{"<command line: --set " + config::Clip(s.path, 80) + "=" + config::Clip(s.value, 80) + ">",
+                   1, 1};
     static const char* kRoots[] = {"chip.", "model.", "workload.", "mapping."};
     bool ok = s.path == "name" || s.path == "description" || s.path == "engine";
     for (const char* r : kRoots) ok = ok || s.path.starts_with(r);
@@ -133,7 +200,7 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
                "--set reaches name, engine, and fields under chip., model., workload., mapping."});
     }
     config::SetScalarField(&cfg, s.path, s.value, where);
-    e.locs.Set(s.path, Location{"<command line: --set " + s.path + "=" + s.value + ">", 1, 1});
+    e.locs.Set(s.path, where);
   }
   return e;
 }
@@ -170,8 +237,29 @@ void ValidateWorkload(const Experiment& e, std::vector<Diag>* diags) {
   }
 }
 
+void CheckPlacementFile(const Experiment& e) {
+  const auto& m = e.cfg.mapping();
+  if (m.placement() != "file" || m.placement_file().empty()) return;
+  // Read here first: a FIFO, a device or a huge file is refused before the mapping reads it.
+  config::ReadFileOrThrow(m.placement_file(), e.locs.Find("mapping.placement_file"),
+                          "mapping.placement_file");
+}
+
+void CheckLowerable(const Experiment& e) {
+  const auto& m = e.cfg.model();
+  if (m.num_experts() > 0) {
+    throw ConfigError(Diag{e.locs.Find("model.num_experts"), "model.num_experts",
+                           std::to_string(m.num_experts()),
+                           "MoE layers are not lowered yet: run and serve take dense models "
+                           "(describe shows this one)"});
+  }
+}
+
 arch::Chip ValidateExperiment(const Experiment& e) {
   std::vector<Diag> diags;
+  config::CheckIntegerRanges(e.cfg, e.locs, "", &diags);
+  if (!diags.empty()) throw ConfigError(std::move(diags));
+  CheckPlacementFile(e);
   arch::ValidateChip(e.cfg.chip(), e.locs, "chip", &diags);
   llm::ValidateModel(e.cfg.model(), e.locs, "model", &diags);
   ValidateWorkload(e, &diags);

@@ -26,6 +26,9 @@ struct Experiment {
   std::string path;        // the experiment file
   config::Experiment cfg;  // chip, model, workload and mapping all inline
   config::SourceMap locs;  // field paths from the experiment root
+  // Every file read to make it (the experiment, the chip, model, workload and
+  // mapping files), so that no output of the run overwrites one.
+  std::vector<std::string> inputs;
 };
 
 // Stage one. `model_override` (from --model) replaces the model source when set:
@@ -37,6 +40,14 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
 // config::ConfigError with all violations found; returns the chip it built to
 // check the mapping, so callers need not build it again.
 arch::Chip ValidateExperiment(const Experiment& e);
+
+// Refuses a placement file (placement = file) that is not a readable regular UTF-8
+// file within the size cap, at mapping.placement_file's location.
+void CheckPlacementFile(const Experiment& e);
+
+// What `tpsim run` and `tpsim serve` need beyond ValidateExperiment: a model the
+// lowering handles (no MoE layers yet). ConfigError at the model's location.
+void CheckLowerable(const Experiment& e);
 
 // Checks of the workload alone (positive sizes, layers within the model, dtype).
 void ValidateWorkload(const Experiment& e, std::vector<config::Diag>* diags);
