@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "configs/files.h"
+
 namespace tpsim::sweep {
 
 namespace pb = google::protobuf;
@@ -24,14 +26,23 @@ using NodeP = std::shared_ptr<const Expr::Node>;
   throw std::invalid_argument("col " + std::to_string(pos + 1) + ": " + what);
 }
 
+// Bounds that keep parsing, evaluating and freeing an expression far from the
+// end of any thread's stack, whatever the input: parentheses and unary operators
+// nest at most kMaxNesting deep, and a tree has at most kMaxNodes nodes (so its
+// depth, which evaluation recurses over, is at most that).
+constexpr int kMaxNesting = 100;
+constexpr size_t kMaxNodes = 1000;
+constexpr size_t kMaxLength = size_t{1} << 20;
+
 class Parser {
  public:
   explicit Parser(const std::string& s) : s_(s) {}
 
   NodeP ParseAll() {
+    if (s_.size() > kMaxLength) Fail(kMaxLength, "longer than " + std::to_string(kMaxLength) + " characters");
     NodeP n = Binary(0);
     Skip();
-    if (p_ < s_.size()) Fail(p_, "unexpected '" + s_.substr(p_, 1) + "'");
+    if (p_ < s_.size()) Fail(p_, "unexpected '" + config::Clip(s_.substr(p_, 1), 1) + "'");
     return n;
   }
 
@@ -67,7 +78,7 @@ class Parser {
       for (const auto& op : Levels()[level]) {
         if (Eat(op)) {
           NodeP rhs = Binary(level + 1);
-          lhs = std::make_shared<Expr::Node>(Expr::Node{Expr::Node::kBinary, op, 0, lhs, rhs});
+          lhs = Make(Expr::Node{Expr::Node::kBinary, op, 0, lhs, rhs});
           found = true;
           break;
         }
@@ -76,11 +87,29 @@ class Parser {
     }
   }
 
+  // Every node is made here, counted against kMaxNodes.
+  NodeP Make(Expr::Node n) {
+    if (++nodes_ > kMaxNodes)
+      Fail(p_, "more than " + std::to_string(kMaxNodes) +
+                   " operands and operators; split it into several requires");
+    return std::make_shared<Expr::Node>(std::move(n));
+  }
+
+  // Entered once per unary operator and per parenthesis: the parser's recursion.
+  struct Nest {
+    Parser* p;
+    explicit Nest(Parser* parser) : p(parser) {
+      if (++p->depth_ > kMaxNesting)
+        Fail(p->p_,
+             "nested more than " + std::to_string(kMaxNesting) + " levels deep (parentheses, - and !)");
+    }
+    ~Nest() { --p->depth_; }
+  };
+
   NodeP Unary() {
-    if (Eat("-"))
-      return std::make_shared<Expr::Node>(Expr::Node{Expr::Node::kUnary, "-", 0, Unary(), nullptr});
-    if (Eat("!"))
-      return std::make_shared<Expr::Node>(Expr::Node{Expr::Node::kUnary, "!", 0, Unary(), nullptr});
+    Nest nest(this);
+    if (Eat("-")) return Make(Expr::Node{Expr::Node::kUnary, "-", 0, Unary(), nullptr});
+    if (Eat("!")) return Make(Expr::Node{Expr::Node::kUnary, "!", 0, Unary(), nullptr});
     return Primary();
   }
 
@@ -104,7 +133,7 @@ class Parser {
       }
       if (p_ >= s_.size()) Fail(start, "unterminated string");
       ++p_;
-      return std::make_shared<Expr::Node>(Expr::Node{Expr::Node::kString, lit, 0, nullptr, nullptr});
+      return Make(Expr::Node{Expr::Node::kString, lit, 0, nullptr, nullptr});
     }
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
       const char* b = s_.c_str() + p_;
@@ -112,21 +141,22 @@ class Parser {
       double v = std::strtod(b, &end);
       if (end == b) Fail(p_, "bad number");
       p_ += static_cast<size_t>(end - b);
-      return std::make_shared<Expr::Node>(Expr::Node{Expr::Node::kNumber, "", v, nullptr, nullptr});
+      return Make(Expr::Node{Expr::Node::kNumber, "", v, nullptr, nullptr});
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       while (p_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[p_])) ||
                                 std::string("_.[]").find(s_[p_]) != std::string::npos)) {
         ++p_;
       }
-      return std::make_shared<Expr::Node>(
-          Expr::Node{Expr::Node::kField, s_.substr(start, p_ - start), 0, nullptr, nullptr});
+      return Make(Expr::Node{Expr::Node::kField, s_.substr(start, p_ - start), 0, nullptr, nullptr});
     }
-    Fail(p_, std::string("unexpected '") + c + "'");
+    Fail(p_, "unexpected '" + config::Clip(std::string(1, c), 1) + "'");
   }
 
   const std::string& s_;
   size_t p_ = 0;
+  int depth_ = 0;
+  size_t nodes_ = 0;
 };
 
 double Num(const Value& v, const std::string& op) {

@@ -107,8 +107,10 @@ int TerminalColumns() {
 // is about 75,000 tasks, tens of MB).
 constexpr size_t kCachedPrograms = 4;
 
+// A point to run, kept small (the overrides are made again by the worker): a
+// sweep of a million points plans in tens of MB.
 struct Planned {
-  Point point;
+  uint64_t index;
   std::string hash;
 };
 
@@ -224,6 +226,21 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
 
 SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const PointRunner& runner) {
   std::ostream& log = opts.log ? *opts.log : std::cerr;
+  const uint64_t total = PointCount(spec);
+  const uint64_t shards = std::max<uint32_t>(1, opts.shards);
+  const uint64_t in_shard = total > opts.shard ? (total - opts.shard + shards - 1) / shards : 0;
+  if (in_shard > kMaxSweepPoints) {
+    // Refused before anything is planned: planning visits every point of the shard.
+    throw config::ConfigError(config::Diag{
+        spec.locs.Find(spec.cfg.axis_size() ? "axis" : "zip"), spec.cfg.axis_size() ? "axis" : "zip",
+        total == UINT64_MAX ? std::string("more than 1.8e19 points") : std::to_string(total) + " points",
+        (shards > 1 ? std::to_string(in_shard) + " points in shard " + std::to_string(opts.shard) + "/" +
+                          std::to_string(shards) + "; a"
+                    : std::string("a")) +
+            " run takes at most " + std::to_string(kMaxSweepPoints) +
+            " points: use fewer values, or --shard I/N with N >= " +
+            std::to_string((total + kMaxSweepPoints - 1) / kMaxSweepPoints)});
+  }
   g_stop.store(false);
   StopSignals signals(opts.handle_signals);
   Store store(opts.db, spec.fields);
@@ -235,9 +252,7 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
   std::unordered_set<std::string> planned_hashes;
   std::vector<Planned> work;
   std::vector<Row> plan_failures;  // points whose overrides cannot even be applied
-  const uint64_t total = PointCount(spec);
-  for (uint64_t i = 0; i < total && !g_stop.load(); ++i) {
-    if (!InShard(i, opts.shard, opts.shards)) continue;
+  for (uint64_t i = shards > 1 ? opts.shard : 0; i < total && !g_stop.load(); i += shards) {
     ++stats.points;
     Point p = PointAt(spec, i);
     std::string hash;
@@ -277,7 +292,7 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
       ++stats.skipped;
       continue;
     }
-    work.push_back(Planned{std::move(p), std::move(hash)});
+    work.push_back(Planned{i, std::move(hash)});
   }
   done.clear();
 
@@ -302,22 +317,23 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
       size_t k = next.fetch_add(1);
       if (k >= work.size()) break;
       const Planned& job = work[k];
+      const Point point = PointAt(spec, job.index);
       auto t0 = std::chrono::steady_clock::now();
       PointOutcome out;
       sim::Experiment e;
       try {
-        e = MakeExperiment(spec, job.point);
-        out = runner(e, job.point);
+        e = MakeExperiment(spec, point);
+        out = runner(e, point);
       } catch (const std::exception& err) {
         out = PointOutcome{"error", {}, err.what()};
       }
       if (out.status == "interrupted" || (g_stop.load() && Retryable(out.status))) continue;
       Row row;
       row.config_hash = job.hash;
-      row.point_index = job.point.index;
+      row.point_index = job.index;
       row.status = out.status;
       row.engine = spec.engine;
-      for (const auto& s : job.point.sets) row.field_values.push_back(s.value);
+      for (const auto& s : point.sets) row.field_values.push_back(s.value);
       if (out.status == "ok") row.metrics = out.metrics;
       row.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       row.error = out.error;

@@ -61,7 +61,12 @@ struct SweepStats {
   bool interrupted = false;
 };
 
-// Throws StoreError when the store cannot be opened or written.
+// The most points one run (one shard) plans: a sweep beyond it is refused with its
+// point count (ConfigError, exit 2) before anything runs.
+inline constexpr uint64_t kMaxSweepPoints = 1000000;
+
+// Throws StoreError when the store cannot be opened or written, config::ConfigError
+// when the shard has more than kMaxSweepPoints points.
 SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const PointRunner& runner);
 
 // Requests a stop as SIGINT does (for tests and embedders).

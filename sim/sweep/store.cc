@@ -4,7 +4,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
+
+#include "configs/files.h"
 
 namespace tpsim::sweep {
 
@@ -29,6 +31,42 @@ void Exec(sqlite3* db, const std::string& sql) {
   }
 }
 
+// A tpsim store holds table `points` with the identity columns and nothing else;
+// an empty database is a new store. Anything else (another application's SQLite
+// file, a file that is no database) is refused before a byte of it is changed.
+void CheckIsStore(sqlite3* db, const std::string& path) {
+  std::vector<std::string> tables;
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')", -1, &st,
+                              nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = sqlite3_errmsg(db);
+    sqlite3_finalize(st);
+    throw StoreError(path + " is not a tpsim sweep store (" + msg + ")");
+  }
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    std::string name = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    if (!name.starts_with("sqlite_")) tables.push_back(name);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) throw StoreError(path + " is not a tpsim sweep store (" + sqlite3_errmsg(db) + ")");
+  if (tables.empty()) return;
+  std::vector<std::string> cols;
+  if (tables.size() == 1 && tables[0] == "points") cols = Columns(db);
+  std::vector<std::string> need(std::begin(kCore), std::end(kCore));
+  need.push_back("config");
+  bool ok = !cols.empty();
+  for (const auto& c : need) ok = ok && std::find(cols.begin(), cols.end(), c) != cols.end();
+  if (!ok) {
+    std::string list;
+    for (const auto& t : tables) list += (list.empty() ? "" : ", ") + t;
+    throw StoreError(path + " is not a tpsim sweep store (it has table" + (tables.size() > 1 ? "s " : " ") +
+                     list +
+                     "; a store has only `points` with config_hash, point_index, status, engine and config); "
+                     "choose another --db");
+  }
+}
+
 sqlite3* OpenDb(const std::string& path) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db,
@@ -40,6 +78,7 @@ sqlite3* OpenDb(const std::string& path) {
   }
   sqlite3_busy_timeout(db, 10000);
   try {
+    CheckIsStore(db, path);
     Exec(db, "PRAGMA journal_mode=WAL");
     Exec(db, "PRAGMA synchronous=NORMAL");
   } catch (...) {
@@ -219,9 +258,8 @@ void Store::Insert(const Row& row) {
 
 void ExportCsv(const std::string& db_path, const std::string& csv_path) {
   sqlite3* db = OpenDb(db_path);
-  std::ofstream out(csv_path, std::ios::binary);
+  std::ostringstream out;
   try {
-    if (!out) throw StoreError("cannot write " + csv_path);
     // Canonical order: identity, swept fields, metrics, wall_ms, error.
     std::vector<std::string> known(std::begin(kCore), std::end(kCore));
     known.insert(known.end(), MetricColumns().begin(), MetricColumns().end());
@@ -258,8 +296,11 @@ void ExportCsv(const std::string& db_path, const std::string& csv_path) {
       out << "\n";
     }
     sqlite3_finalize(st);
-    out.close();
-    if (!out) throw StoreError("cannot write " + csv_path);
+    try {
+      config::WriteOutputFile(csv_path, out.str());
+    } catch (const std::runtime_error& e) {
+      throw StoreError(e.what());
+    }
   } catch (...) {
     sqlite3_close(db);
     throw;
@@ -277,7 +318,13 @@ MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs)
         // Open it first so a missing or non-database input is an error, not an empty attach.
         sqlite3* probe = nullptr;
         int rc = sqlite3_open_v2(in.c_str(), &probe, SQLITE_OPEN_READONLY, nullptr);
-        bool ok = rc == SQLITE_OK && !Columns(probe).empty();
+        bool ok = rc == SQLITE_OK;
+        try {
+          if (ok) CheckIsStore(probe, in);
+          ok = ok && !Columns(probe).empty();
+        } catch (const StoreError&) {
+          ok = false;
+        }
         sqlite3_close(probe);
         if (!ok) throw StoreError(in + ": not a sweep database (no points table)");
       }

@@ -1,11 +1,16 @@
 #include "sim/sweep/sweep.h"
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <charconv>
 #include <filesystem>
 #include <iostream>
 
+#include "configs/files.h"
 #include "sim/sweep/runner.h"
 #include "sim/sweep/slurm.h"
 #include "sim/sweep/spec.h"
@@ -80,6 +85,25 @@ std::string Absolute(const std::string& p) {
   return ec ? p : a.lexically_normal().string();
 }
 
+// Removes the temporary folders (tpsim-sweep-PID) that sweeps killed with -9 left
+// behind: those of this user whose process is gone.
+void RemoveStaleTempDirs(const std::filesystem::path& tmp_root) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp_root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("tpsim-sweep-")) continue;
+    pid_t pid = 0;
+    const std::string digits = name.substr(12);
+    auto [p, perr] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (digits.empty() || perr != std::errc() || p != digits.data() + digits.size() || pid <= 0) continue;
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // still running (or not ours to ask)
+    std::error_code rm;
+    std::filesystem::remove_all(entry.path(), rm);
+  }
+}
+
 int Merge(const std::vector<std::string>& args) {
   if (args.size() < 3) throw UsageError("merge needs OUT.sqlite and at least one IN.sqlite");
   std::vector<std::string> in(args.begin() + 2, args.end());
@@ -140,6 +164,13 @@ int Run(const std::vector<std::string>& args) {
   if (db.empty()) db = std::filesystem::path(path).stem().string() + ".sqlite";
 
   SweepSpec spec = LoadSweep(path);  // also checks the file before submitting
+  std::vector<std::string> inputs = spec.base.inputs;
+  inputs.push_back(path);
+  config::CheckOutputNotInput("--db", db, inputs);
+  if (!csv.empty()) {
+    inputs.push_back(db);
+    config::CheckOutputNotInput("--csv", csv, inputs);
+  }
 
   if (slurm) {
     SlurmJob job;
@@ -163,6 +194,7 @@ int Run(const std::vector<std::string>& args) {
   opts.tty = ::isatty(2) == 1;
   PointRunner runner;
   std::string tmp;
+  RemoveStaleTempDirs(std::filesystem::temp_directory_path());
   if (RunsInChildProcess(spec.engine)) {
     tmp = (std::filesystem::temp_directory_path() / ("tpsim-sweep-" + std::to_string(::getpid()))).string();
     std::filesystem::create_directories(tmp);

@@ -147,6 +147,25 @@ TEST(SweepExpr, PrecedenceStringsAndErrors) {
   EXPECT_TRUE(holds("10 % 4 == 2 && 7 >= 7 && 6 <= 5 == 0"));
   EXPECT_THROW(Expr::Parse("1 +"), std::invalid_argument);
   EXPECT_THROW(Expr::Parse("(1"), std::invalid_argument);
+  // Bounded nesting and size: a located error, never a stack overflow (issue 16).
+  auto message = [](const std::string& text) {
+    try {
+      Expr::Parse(text);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  EXPECT_EQ(message(std::string(5000, '(') + "1" + std::string(5000, ')')),
+            "col 101: nested more than 100 levels deep (parentheses, - and !)");
+  EXPECT_EQ(message(std::string(100000, '-') + "1"),
+            "col 101: nested more than 100 levels deep (parentheses, - and !)");
+  EXPECT_EQ(message(std::string(100000, '!') + "1"),
+            "col 101: nested more than 100 levels deep (parentheses, - and !)");
+  EXPECT_EQ(message(std::string(99, '(') + "1" + std::string(99, ')')), "parsed");
+  std::string chain = "1";
+  for (int i = 0; i < 600; ++i) chain += "+1";
+  EXPECT_NE(message(chain).find("more than 1000 operands and operators"), std::string::npos);
   EXPECT_THROW(Expr::Parse("1 2"), std::invalid_argument);
   EXPECT_THROW(holds("mapping.nope == 1"), std::invalid_argument);
   EXPECT_THROW(holds("mapping.partition < 3"), std::invalid_argument);
