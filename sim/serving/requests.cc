@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <stdexcept>
+
+#include "configs/files.h"
 
 namespace tpsim::serving {
 
@@ -80,7 +84,8 @@ struct Row {
   int line;
 };
 
-std::vector<Request> Finish(std::vector<Row> rows, double scale) {
+std::vector<Request> Finish(std::vector<Row> rows, double scale, const std::string& name,
+                            const std::string& field) {
   if (scale <= 0) scale = 1;
   double t0 = rows.empty() ? 0 : rows[0].arrival_s;
   for (const Row& r : rows) t0 = std::min(t0, r.arrival_s);
@@ -90,7 +95,14 @@ std::vector<Request> Finish(std::vector<Row> rows, double scale) {
   for (const Row& r : rows) {
     Request q;
     q.id = static_cast<uint32_t>(out.size());
-    q.arrival_ps = static_cast<Ps>(std::llround((r.arrival_s - t0) * scale * 1e12));
+    const double ps = (r.arrival_s - t0) * scale * 1e12;
+    if (!(ps <= static_cast<double>(kMaxArrivalPs))) {
+      throw ConfigError(Diag{Location{name, r.line, 1}, field, config::Clip(std::to_string(r.arrival_s)),
+                             "arrives " + std::to_string(ps / 1e12) + " s after the first request" +
+                                 (scale != 1 ? " (x time_scale " + std::to_string(scale) + ")" : "") +
+                                 ", past the 30 days a served stream may span"});
+    }
+    q.arrival_ps = static_cast<Ps>(std::llround(ps));
     q.prompt_tokens = r.prompt;
     q.output_tokens = std::max<uint32_t>(1, r.output);
     out.push_back(q);
@@ -142,9 +154,11 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
       r.output = static_cast<uint32_t>(o);
       if (r.arrival_s < 0 || !std::isfinite(r.arrival_s))
         fail(lineno, 1, std::to_string(a), "arrival must be >= 0");
+      if (rows.size() >= kMaxRequests)
+        fail(lineno, 1, "", "more than " + std::to_string(kMaxRequests) + " requests");
       rows.push_back(r);
     }
-    return Finish(std::move(rows), time_scale);
+    return Finish(std::move(rows), time_scale, name, field);
   }
   if (fmt != "csv") fail(1, 1, format, "format must be csv or jsonl");
   int c_arr = -1, c_prompt = -1, c_out = -1;
@@ -185,10 +199,12 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
       fail(lineno, 1, cells[c_prompt], "prompt tokens must be a positive integer");
     if (!ParseCount(cells[c_out], &r.output))
       fail(lineno, 1, cells[c_out], "output tokens must be an integer >= 0");
+    if (rows.size() >= kMaxRequests)
+      fail(lineno, 1, "", "more than " + std::to_string(kMaxRequests) + " requests");
     rows.push_back(r);
   }
   if (c_arr < 0) fail(1, 1, "", "empty trace: no header");
-  return Finish(std::move(rows), time_scale);
+  return Finish(std::move(rows), time_scale, name, field);
 }
 
 namespace {
@@ -220,6 +236,9 @@ std::vector<Request> Synthesize(const config::SyntheticRequests& s) {
     if (i > 0) t += fixed ? 1.0 / s.rate_per_s() : gap(rng);
     Request r;
     r.id = i;
+    if (!(t * 1e12 <= static_cast<double>(kMaxArrivalPs)))
+      throw std::out_of_range("request " + std::to_string(i) + " arrives at " + std::to_string(t) +
+                              " s, past the 30 days a served stream may span");
     r.arrival_ps = static_cast<Ps>(std::llround(t * 1e12));
     r.prompt_tokens = Draw(s.prompt_tokens(), rng);
     r.output_tokens = Draw(s.output_tokens(), rng);
@@ -239,13 +258,25 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
     add(synth ? "trace_file" : "synthetic", r.trace_file(), "set exactly one of trace_file and synthetic");
   if (!r.format().empty() && r.format() != "csv" && r.format() != "jsonl")
     add("format", r.format(), "must be csv or jsonl (or empty: by extension)");
-  if (r.time_scale() < 0 || !std::isfinite(r.time_scale()))
-    add("time_scale", std::to_string(r.time_scale()), "must be >= 0");
+  if (r.time_scale() < 0 || !std::isfinite(r.time_scale()) || r.time_scale() > kMaxTimeScale)
+    add("time_scale", std::to_string(r.time_scale()), "must be >= 0 and at most 1e6");
   if (!synth) return;
   const auto& s = r.synthetic();
   if (s.num_requests() == 0) add("synthetic.num_requests", "0", "must be positive");
-  if (!(s.rate_per_s() > 0) || !std::isfinite(s.rate_per_s()))
+  if (s.num_requests() > kMaxRequests)
+    add("synthetic.num_requests", std::to_string(s.num_requests()),
+        "must be at most " + std::to_string(kMaxRequests) + " (each request is simulated)");
+  if (!(s.rate_per_s() > 0) || !std::isfinite(s.rate_per_s())) {
     add("synthetic.rate_per_s", std::to_string(s.rate_per_s()), "must be > 0 (requests per second)");
+  } else if (s.num_requests() > 1 &&
+             !((s.num_requests() - 1) / s.rate_per_s() <= static_cast<double>(kMaxArrivalPs) / 1e12)) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", s.rate_per_s());
+    add("synthetic.rate_per_s", v,
+        std::to_string(s.num_requests()) + " requests at this rate span " +
+            std::to_string((s.num_requests() - 1) / s.rate_per_s()) +
+            " s, more than the 30 days (2592000 s) a served stream may span");
+  }
   if (!s.arrivals().empty() && s.arrivals() != "poisson" && s.arrivals() != "fixed")
     add("synthetic.arrivals", s.arrivals(), "must be poisson or fixed");
   for (const char* which : {"prompt_tokens", "output_tokens"}) {
@@ -275,11 +306,16 @@ std::vector<Request> LoadRequests(const config::RequestSource& r, const std::str
   if (!diags.empty()) throw ConfigError(std::move(diags));
   std::vector<Request> reqs;
   if (r.has_synthetic()) {
-    reqs = Synthesize(r.synthetic());
+    try {
+      reqs = Synthesize(r.synthetic());
+    } catch (const std::out_of_range& e) {
+      const std::string f = "workload.requests.synthetic.rate_per_s";
+      throw ConfigError(Diag{locs.Find(f), f, std::to_string(r.synthetic().rate_per_s()), e.what()});
+    }
   } else {
     const std::string field = "workload.requests.trace_file";
     std::string path = config::JoinPath(base_dir, r.trace_file());
-    std::string text = config::ReadFileOrThrow(path, locs.Find(field), field);
+    std::string text = config::ReadInputFile(path, locs.Find(field), field, config::kMaxTraceBytes);
     reqs = ParseTrace(text, path, r.format(), field, r.time_scale());
   }
   if (r.max_requests() > 0 && reqs.size() > r.max_requests()) reqs.resize(r.max_requests());

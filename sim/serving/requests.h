@@ -14,6 +14,13 @@ namespace tpsim::serving {
 
 using Ps = int64_t;  // picoseconds
 
+// Limits that keep every time of a served stream representable in int64
+// picoseconds (about 106 days) with room for the service after the last arrival,
+// and its memory bounded.
+inline constexpr Ps kMaxArrivalPs = Ps{30} * 86400 * 1000000000000;  // 30 days
+inline constexpr uint32_t kMaxRequests = 10000000;
+inline constexpr double kMaxTimeScale = 1e6;
+
 struct Request {
   uint32_t id = 0;  // 0-based, in arrival order
   Ps arrival_ps = 0;
@@ -24,13 +31,15 @@ struct Request {
 // Parses a trace (see serving.proto RequestSource for the formats). `format` is "csv",
 // "jsonl" or "" (by `display_name`'s extension). Arrivals are relative to the earliest
 // one and scaled by `time_scale` (<= 0 means 1); requests with 0 output tokens get 1.
+// An arrival past kMaxArrivalPs, or more than kMaxRequests rows, is a ConfigError.
 // Bad rows are config::ConfigError at display_name:line:col, field `field`.
 std::vector<Request> ParseTrace(const std::string& text, const std::string& display_name,
                                 const std::string& format,
                                 const std::string& field = "workload.requests.trace_file",
                                 double time_scale = 1);
 
-// Draws `s.num_requests` requests with std::mt19937_64 seeded by s.seed.
+// Draws `s.num_requests` requests with std::mt19937_64 seeded by s.seed. Throws
+// std::out_of_range when an arrival falls past kMaxArrivalPs.
 std::vector<Request> Synthesize(const config::SyntheticRequests& s);
 
 // Second-stage checks of a RequestSource (fields under "workload.requests.").

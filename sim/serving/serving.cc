@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "arch/chip.h"
+#include "configs/files.h"
 #include "llm/model.h"
 #include "mapping/mapping.h"
 
@@ -151,6 +152,14 @@ Metrics Summarize(const ServeOutcome& out, double slo_ttft_ms, double slo_tpot_m
       m.rejected += r.rejected ? 1 : 0;
       continue;
     }
+    // A time that went backwards can only come from arithmetic that overflowed:
+    // say so instead of reporting it (or counting it as good).
+    if (r.first_token_ps < r.arrival_ps || r.finish_ps < r.first_token_ps) {
+      throw std::runtime_error(
+          "request " + std::to_string(r.id) + " has times that cannot be represented (arrival " +
+          std::to_string(r.arrival_ps) + " ps, first token " + std::to_string(r.first_token_ps) +
+          " ps, finish " + std::to_string(r.finish_ps) + " ps): a duration overflowed");
+    }
     m.completed++;
     m.output_tokens += r.output_tokens;
     t1 = std::max(t1, r.finish_ps);
@@ -281,6 +290,9 @@ const char* kUsage =
     "--trace writes one slice per iteration and the KV-cache use as a counter track.\n";
 
 const Location kCli{"<command line>", 1, 1};
+// Iteration contexts are rounded up to a multiple of this many tokens at most (a
+// larger bucket would only wrap the 32-bit context lengths).
+constexpr uint32_t kMaxContextBucketTokens = 1u << 24;
 
 double ParsePositive(const std::string& flag, const std::string& v) {
   double d = 0;
@@ -301,11 +313,8 @@ struct Group {
   uint64_t capacity_tokens = 0;
 };
 
-void WriteFile(const std::string& path, const std::string& text, const std::string& flag) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  if (!f) throw ConfigError(Diag{kCli, flag, path, "cannot write the file"});
-}
+// Written whole to a temporary file and renamed; a failure is std::runtime_error (exit 1).
+void WriteFile(const std::string& path, const std::string& text) { config::WriteOutputFile(path, text); }
 
 }  // namespace
 
@@ -345,7 +354,7 @@ int ServeCommand(const std::vector<std::string>& args) {
       } else if (a == "--slo-tpot-ms") {
         slo_tpot = ParsePositive(a, value());
       } else if (!a.empty() && a[0] == '-') {
-        throw ConfigError(Diag{kCli, a, "", std::string("unknown option\n") + kUsage});
+        throw ConfigError(Diag{kCli, a, "", "unknown option (tpsim serve --help lists them)"});
       } else if (path.empty()) {
         path = a;
       } else {
@@ -358,7 +367,20 @@ int ServeCommand(const std::vector<std::string>& args) {
     }
     sim::Experiment e = sim::LoadExperiment(path, sets);
     const config::Experiment& cfg = e.cfg;
+    {
+      std::vector<std::string> inputs = e.inputs;
+      if (cfg.mapping().placement() == "file") inputs.push_back(cfg.mapping().placement_file());
+      if (cfg.workload().has_requests() && !cfg.workload().requests().trace_file().empty())
+        inputs.push_back(config::JoinPath(config::DirName(path), cfg.workload().requests().trace_file()));
+      for (const auto& [flag, file] :
+           {std::pair{"--requests-csv", requests_csv}, {"--kv-csv", kv_csv}, {"--trace", trace_path}})
+        if (!file.empty()) config::CheckOutputNotInput(flag, file, inputs);
+    }
     std::vector<Diag> diags;
+    config::CheckIntegerRanges(cfg, e.locs, "", &diags);
+    if (!diags.empty()) throw ConfigError(std::move(diags));
+    sim::CheckPlacementFile(e);
+    sim::CheckLowerable(e);
     arch::ValidateChip(cfg.chip(), e.locs, "chip", &diags);
     llm::ValidateModel(cfg.model(), e.locs, "model", &diags);
     auto add = [&](const std::string& f, const std::string& v, const std::string& rule) {
@@ -390,6 +412,9 @@ int ServeCommand(const std::vector<std::string>& args) {
         sv.chunk_tokens() > sv.max_tokens_per_iteration())
       add("mapping.serving.chunk_tokens", std::to_string(sv.chunk_tokens()),
           "must be <= max_tokens_per_iteration");
+    if (sv.context_bucket_tokens() > kMaxContextBucketTokens)
+      add("mapping.serving.context_bucket_tokens", std::to_string(sv.context_bucket_tokens()),
+          "must be at most " + std::to_string(kMaxContextBucketTokens) + " tokens");
     if (wl.has_requests()) ValidateRequestSource(wl.requests(), e.locs, &diags);
     if (!diags.empty()) throw ConfigError(std::move(diags));
 
@@ -481,15 +506,9 @@ int ServeCommand(const std::vector<std::string>& args) {
       for (const auto& c : costs)
         std::cerr << "skeletons " << c->skeletons() << ", iterations from a skeleton " << c->skeleton_hits()
                   << " of " << c->timed() << " timed (" << c->skeleton_kv_dram() << " with KV in DRAM)\n";
-    if (!requests_csv.empty()) WriteFile(requests_csv, RequestsCsv(out), "--requests-csv");
-    if (!kv_csv.empty()) WriteFile(kv_csv, KvCsv(out), "--kv-csv");
-    if (!trace_path.empty()) {
-      try {
-        WriteServeTrace(trace_path, out, sim::ResolvedText(e));
-      } catch (const std::runtime_error&) {
-        throw ConfigError(Diag{kCli, "--trace", trace_path, "cannot write the file"});
-      }
-    }
+    if (!requests_csv.empty()) WriteFile(requests_csv, RequestsCsv(out));
+    if (!kv_csv.empty()) WriteFile(kv_csv, KvCsv(out));
+    if (!trace_path.empty()) WriteServeTrace(trace_path, out, sim::ResolvedText(e));
     return 0;
   } catch (const ConfigError& err) {
     for (const Diag& d : err.diags()) std::cerr << d.str() << "\n";

@@ -370,8 +370,9 @@ TEST(ServingEngine, ServeCommandEndToEnd) {
         ++counter_points;
     EXPECT_GT(counter_points, 1);
   }
+  // A write error is exit 1 with its reason, like every failure after the input was accepted.
   EXPECT_EQ(
-      ServeCommand({(dir / "exp.textproto").string(), "--trace", (dir / "no/such/dir/t.json").string()}), 2);
+      ServeCommand({(dir / "exp.textproto").string(), "--trace", (dir / "no/such/dir/t.json").string()}), 1);
   std::ifstream in(csv);
   std::string line;
   int rows = 0;
@@ -385,6 +386,46 @@ TEST(ServingEngine, ServeCommandEndToEnd) {
   EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--set", "mapping.serving.mode=split"}), 2);
   EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--slo-ttft-ms", "-1"}), 2);
   fs::remove_all(dir);
+}
+
+// A request whose times went backwards (an overflowed duration) is an error with its
+// cause, never a negative TTFT nor a good request (issue 16).
+TEST(Serving, SummaryRefusesTimesThatCannotBeRepresented) {
+  ServeOutcome out;
+  RequestStats r;
+  r.id = 3;
+  r.arrival_ps = 1000;
+  r.first_token_ps = -5;
+  r.finish_ps = 2000;
+  r.prompt_tokens = 4;
+  r.output_tokens = 2;
+  out.requests.push_back(r);
+  try {
+    Summarize(out, 100, 100);
+    ADD_FAILURE() << "summarised";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("request 3 has times that cannot be represented"),
+              std::string::npos);
+  }
+}
+
+TEST(Serving, SyntheticArrivalsPastTheHorizonAreRefused) {
+  config::SyntheticRequests s;
+  s.set_num_requests(3);
+  s.set_rate_per_s(1e-300);
+  s.set_arrivals("fixed");
+  s.mutable_prompt_tokens()->set_value(4);
+  s.mutable_output_tokens()->set_value(4);
+  EXPECT_THROW(Synthesize(s), std::out_of_range);
+  config::RequestSource src;
+  *src.mutable_synthetic() = s;
+  std::vector<config::Diag> diags;
+  ValidateRequestSource(src, config::SourceMap("e.textproto"), &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "workload.requests.synthetic.rate_per_s");
+  EXPECT_THROW(ParseTrace("arrival_s,prompt_tokens,output_tokens\n0,1,1\n3e6,1,1\n", "t.csv", ""),
+               config::ConfigError);
+  EXPECT_NO_THROW(ParseTrace("arrival_s,prompt_tokens,output_tokens\n0,1,1\n2e6,1,1\n", "t.csv", ""));
 }
 
 }  // namespace
