@@ -515,7 +515,11 @@ std::string Us(Ps ps) {
 
 }  // namespace
 
-std::string ResultToJson(const config::Result& result) { return ToJson(result).dump(2) + "\n"; }
+// Strings are UTF-8 by the time they get here (configs/files.h); any byte that is
+// not is replaced rather than thrown on.
+std::string ResultToJson(const config::Result& result) {
+  return ToJson(result).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
 
 std::string ResultTable(const config::Result& r) {
   std::string s;

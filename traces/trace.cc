@@ -1,5 +1,7 @@
 #include "traces/trace.h"
 
+#include "configs/files.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -567,18 +569,18 @@ Layout BuildLayout(const mapping::Program& p, const arch::Chip& chip, const sim:
 // Buffered output to the trace file.
 class Sink {
  public:
-  explicit Sink(std::ofstream* f) : f_(f) {}
+  explicit Sink(config::OutputFile* f) : f_(f) {}
   std::string* buf() { return &buf_; }
   void MaybeFlush() {
     if (buf_.size() >= (4u << 20)) Flush();
   }
   void Flush() {
-    f_->write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    f_->Write(buf_);
     buf_.clear();
   }
 
  private:
-  std::ofstream* f_;
+  config::OutputFile* f_;
   std::string buf_;
 };
 
@@ -1014,16 +1016,14 @@ void WriteTrace(const std::string& path, const mapping::Program& program, const 
   Check(program, chip, out);
   const Layout layout = BuildLayout(program, chip, out);
   const Describer desc(program, chip, out, resolved_config_text);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw std::runtime_error("cannot write trace " + path);
+  config::OutputFile f(path);  // written whole, then renamed over `path`
   Sink sink(&f);
   if (EndsWith(path, ".json")) {
     Json(layout, desc, resolved_config_text, &sink);
   } else {
     Proto(layout, desc, &sink);
   }
-  f.close();
-  if (!f) throw std::runtime_error("cannot write trace " + path);
+  f.Commit();
 }
 
 namespace {
@@ -1253,16 +1253,14 @@ void WriteServingTrace(const std::string& path, const std::vector<ServingIterati
       run_end = std::max(run_end, c.points[k].first);
     }
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw std::runtime_error("cannot write trace " + path);
+  config::OutputFile f(path);  // written whole, then renamed over `path`
   Sink sink(&f);
   if (EndsWith(path, ".json")) {
     ServingJson(iterations, groups, group_of, counters, config_text, run_end, &sink);
   } else {
     ServingProto(iterations, groups, group_of, counters, config_text, run_end, &sink);
   }
-  f.close();
-  if (!f) throw std::runtime_error("cannot write trace " + path);
+  f.Commit();
 }
 
 }  // namespace tpsim::traces

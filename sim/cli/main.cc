@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "arch/chip.h"
+#include "configs/files.h"
 #include "configs/load.h"
 #include "configs/registry.h"
 #include "llm/model.h"
@@ -98,11 +99,16 @@ bool ExperimentFlag(Args& a, ExperimentArgs* ex) {
   return false;
 }
 
+// Written whole to a temporary file and renamed (configs/files.h); exit 1 on failure.
 void WriteFileOrThrow(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary);
-  out << data;
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + path);
+  config::WriteOutputFile(path, data);
+}
+
+// The files a run reads: no output may name one of them.
+std::vector<std::string> RunInputs(const sim::Experiment& e) {
+  std::vector<std::string> in = e.inputs;
+  if (e.cfg.mapping().placement() == "file") in.push_back(e.cfg.mapping().placement_file());
+  return in;
 }
 
 std::string Fixed(double v, int digits) {
@@ -274,6 +280,10 @@ int Run(Args& a) {
   }
   if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
+  const std::vector<std::string> inputs = RunInputs(e);
+  for (const auto& [flag, file] :
+       {std::pair{"--out", out}, {"--dump-program", dump}, {"--trace", opts.trace_path}})
+    if (!file.empty()) config::CheckOutputNotInput(flag, file, inputs);
   sim::RunOutput r = sim::RunExperiment(e, opts);
   // State every partitioner fallback once (e.g. m_split_rotate->k_split in decode).
   std::set<std::string> fallbacks;
