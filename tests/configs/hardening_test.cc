@@ -1,0 +1,357 @@
+// The reproducers of issue 16 (bad input, files, resource bounds) run through the
+// `tpsim` binary: each must end in exit 2 with a located one-line error, or exit 1
+// with its reason, quickly; never a crash, a hang or a clobbered file.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome Tpsim(const std::string& args, const std::string& cwd = TPSIM_SOURCE_DIR,
+              const std::string& env = "") {
+  std::string cmd = "cd '" + cwd + "' && " + env + " timeout 60 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args +
+                    " 2>&1 </dev/null";
+  Outcome o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.output.append(buf.data(), n);
+  int st = pclose(p);
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return o;
+}
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+// A scratch folder per test, removed at the end.
+class Hardening : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tpsim-harden-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string At(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+const std::string kSrc = TPSIM_SOURCE_DIR;
+const std::string kRef = kSrc + "/configs/experiments/reference-qwen3-4b.textproto";
+const std::string kServing = kSrc + "/configs/experiments/serving-fused.textproto";
+
+// `text` with its "../" references made absolute, to be written in another folder.
+std::string Relocated(std::string text) {
+  for (size_t at = 0; (at = text.find("\"../", at)) != std::string::npos;) {
+    text.insert(at + 1, kSrc + "/configs/experiments/");
+    at += kSrc.size() + 24;
+  }
+  return text;
+}
+
+int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST_F(Hardening, LongTokenIsClippedNotACrash) {
+  Write(At("u.textproto"), std::string(50000, 'A') + ": 1\n");
+  Outcome o = Tpsim("describe " + At("u.textproto"));
+  EXPECT_EQ(o.status, 2) << o.output.substr(0, 400);
+  EXPECT_EQ(Lines(o.output), 1) << o.output.substr(0, 400);
+  EXPECT_EQ(o.output.rfind(At("u.textproto") + ":1:1: ", 0), 0u) << o.output.substr(0, 400);
+  EXPECT_LT(o.output.size(), 600u);
+  EXPECT_NE(o.output.find("(50000 bytes)"), std::string::npos) << o.output;
+}
+
+TEST_F(Hardening, FifoAndDevicesAreRefusedNotRead) {
+  ASSERT_EQ(::mkfifo(At("fifo.textproto").c_str(), 0600), 0);
+  Outcome f = Tpsim("describe " + At("fifo.textproto"));
+  EXPECT_EQ(f.status, 2) << f.output;
+  EXPECT_NE(f.output.find("not a regular file"), std::string::npos) << f.output;
+  Outcome z = Tpsim("describe /dev/zero");
+  EXPECT_EQ(z.status, 2) << z.output;
+  EXPECT_NE(z.output.find("not a regular file"), std::string::npos) << z.output;
+  // A FIFO named by the experiment is refused at the reference.
+  std::string fifo_exp = Relocated(Read(kRef));
+  fifo_exp.replace(fifo_exp.find("chip_file: \""), 12, "chip_file: \"fifo.textproto\" #");
+  Write(At("exp.textproto"), fifo_exp);
+  Outcome r = Tpsim("describe " + At("exp.textproto"));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("chip_file"), std::string::npos) << r.output;
+  // The model from --model and the placement file too.
+  Outcome m = Tpsim("describe " + kRef + " --model " + At("fifo.textproto"));
+  EXPECT_EQ(m.status, 2) << m.output;
+  Outcome p = Tpsim("describe " + kRef +
+                    " --set mapping.placement=file --set mapping.placement_file=" + At("fifo.textproto"));
+  EXPECT_EQ(p.status, 2) << p.output;
+  EXPECT_NE(p.output.find("mapping.placement_file"), std::string::npos) << p.output;
+}
+
+TEST_F(Hardening, TextMustBeUtf8AndIsLocated) {
+  Write(At("bad.textproto"), "name: \"ok\"\ndescription: \"caf\xe9\"\n");
+  Outcome o = Tpsim("describe " + At("bad.textproto"));
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(o.output.rfind(At("bad.textproto") + ":2:", 0), 0u) << o.output;
+  EXPECT_NE(o.output.find("not UTF-8"), std::string::npos) << o.output;
+  // An escape that makes a non-UTF-8 string, and a --set value, are refused too.
+  Outcome e = Tpsim("describe " + kRef + " --set 'name=\xff'");
+  EXPECT_EQ(e.status, 2) << e.output;
+  EXPECT_NE(e.output.find("--set name="), std::string::npos) << e.output;
+  Outcome r = Tpsim("run " + kRef + " --quiet --set 'name=\xfe' --out " + At("r.json"));
+  EXPECT_EQ(r.status, 2) << r.output;
+}
+
+TEST_F(Hardening, JsonErrorsHaveLineAndColumnAndSuggestions) {
+  Write(At("e.json"),
+        "{\n  \"name\": \"x\",\n  \"chip\": {\n    \"noc\": {\n      \"rowz\": 4\n    }\n  }\n}\n");
+  Outcome o = Tpsim("describe " + At("e.json"));
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(o.output, At("e.json") + ":5:8: rowz: : unknown field of Noc, did you mean rows?\n");
+  Write(At("t.json"), "{\n  \"workload\": {\"seq_len\": \"many\"}\n}\n");
+  Outcome t = Tpsim("describe " + At("t.json"));
+  EXPECT_EQ(t.output.rfind(At("t.json") + ":2:27: workload.seq_len: many: expected an integer", 0), 0u)
+      << t.output;
+  Write(At("s.json"), "{\n  \"name\": \"x\",,\n}\n");
+  Outcome s = Tpsim("describe " + At("s.json"));
+  EXPECT_EQ(s.output.rfind(At("s.json") + ":2:15: ", 0), 0u) << s.output;
+  EXPECT_EQ(Lines(s.output), 1) << s.output;
+}
+
+TEST_F(Hardening, UnknownFieldsSuggestTheNearestName) {
+  Outcome o = Tpsim("describe " + kRef + " --set mapping.pipline_stages=2");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.output.find("did you mean pipeline_stages?"), std::string::npos) << o.output;
+  Write(At("u.textproto"), "name: \"x\"\nworkload { seq_lne: 4 }\n");
+  Outcome t = Tpsim("describe " + At("u.textproto"));
+  EXPECT_EQ(t.output,
+            At("u.textproto") + ":2:12: seq_lne: : unknown field of Workload, did you mean seq_len?\n");
+}
+
+TEST_F(Hardening, SetErrorsNameTheSetArgument) {
+  Outcome o = Tpsim("describe " + kRef + " --set chip.noc.link_bandwidth_gbps=-1");
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(o.output.rfind("<command line: --set chip.noc.link_bandwidth_gbps=-1>:1:1: ", 0), 0u) << o.output;
+}
+
+TEST_F(Hardening, IntegersAreRangeCheckedBeforeNarrowing) {
+  Outcome g = Tpsim("describe " + kRef + " --set mapping.grid_rows=2147483648");
+  EXPECT_EQ(g.status, 2) << g.output;
+  EXPECT_NE(g.output.find("mapping.grid_rows: 2147483648: must be at most 2147483647"), std::string::npos)
+      << g.output;
+  Outcome b = Tpsim("serve " + kServing + " --set mapping.serving.context_bucket_tokens=4294967295");
+  EXPECT_EQ(b.status, 2) << b.output;
+  EXPECT_NE(b.output.find("mapping.serving.context_bucket_tokens"), std::string::npos) << b.output;
+  Outcome c = Tpsim("serve " + kServing + " --set mapping.serving.context_bucket_tokens=2147483647");
+  EXPECT_EQ(c.status, 2) << c.output;
+  EXPECT_NE(c.output.find("must be at most 16777216 tokens"), std::string::npos) << c.output;
+}
+
+TEST_F(Hardening, MoeRunIsRefusedAtValidation) {
+  Outcome o = Tpsim("run " + kRef + " --model qwen3-30b-a3b --quiet");
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_NE(o.output.find("qwen3-30b-a3b.json:"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("model.num_experts: 128: MoE layers are not lowered yet"), std::string::npos)
+      << o.output;
+}
+
+TEST_F(Hardening, PlacementFileIsRelativeToTheExperiment) {
+  std::string text = Relocated(Read(kRef));
+  Write(At("exp.textproto"), text);
+  fs::copy_file(kSrc + "/tests/regression/reversed-placement.txt", At("cores.txt"));
+  // Runs from another folder: the file is found next to the experiment.
+  std::string exp = At("exp.textproto");
+  Outcome o = Tpsim("describe " + exp +
+                    " --set mapping.placement=file --set mapping.placement_file=" + At("cores.txt"));
+  EXPECT_EQ(o.status, 0) << o.output;
+  std::string with_file = text;
+  with_file.replace(with_file.find("mapping {") + 9, 0, "\n  placement_file: \"cores.txt\"");
+  Write(At("exp2.textproto"), with_file);
+  Outcome r = Tpsim("describe " + At("exp2.textproto") + " --set mapping.placement=file", "/");
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST_F(Hardening, ReferencedNonConfigFileIsNotEchoed) {
+  Write(At("secret.txt"), "hunter2 is the password\n");
+  std::string text = Relocated(Read(kRef));
+  text.replace(text.find("chip_file: \""), 12, "chip_file: \"secret.txt\" #");
+  Write(At("exp.textproto"), text);
+  Outcome o = Tpsim("describe " + At("exp.textproto"));
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(o.output.find("hunter2"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("chip_file: secret.txt: is not a Chip config"), std::string::npos) << o.output;
+  Outcome m = Tpsim("describe " + kRef + " --model " + At("secret.txt"));
+  EXPECT_EQ(m.status, 2) << m.output;
+  EXPECT_EQ(m.output.find("hunter2"), std::string::npos) << m.output;
+}
+
+// A sweep over the reference experiment with `body` after its base line.
+std::string SweepFile(const std::string& body) { return "base: \"" + kRef + "\"\n" + body; }
+
+TEST_F(Hardening, DeepRequireExpressionsAreLocatedErrors) {
+  Write(At("p.textproto"), SweepFile("axis { field: \"mapping.tp\" values: [\"4\"] }\nrequire: \"" +
+                                     std::string(5000, '(') + "1" + std::string(5000, ')') + "\"\n"));
+  Outcome p = Tpsim("sweep " + At("p.textproto") + " --db " + At("p.sqlite"));
+  EXPECT_EQ(p.status, 2) << p.output.substr(0, 500);
+  EXPECT_NE(p.output.find(At("p.textproto") + ":3:"), std::string::npos) << p.output.substr(0, 500);
+  EXPECT_NE(p.output.find("nested more than 100 levels"), std::string::npos) << p.output.substr(0, 500);
+  Write(At("u.textproto"), SweepFile("axis { field: \"mapping.tp\" values: [\"4\"] }\nrequire: \"" +
+                                     std::string(100000, '-') + "1\"\n"));
+  Outcome u = Tpsim("sweep " + At("u.textproto") + " --db " + At("u.sqlite"));
+  EXPECT_EQ(u.status, 2) << u.output.substr(0, 500);
+  Write(At("c.textproto"), SweepFile("axis { field: \"mapping.tp\" values: [\"4\"] }\nrequire: \"1" + [] {
+          std::string s;
+          for (int i = 0; i < 3000; ++i) s += "+1";
+          return s;
+        }() + " > 0\"\n"));
+  Outcome c = Tpsim("sweep " + At("c.textproto") + " --db " + At("c.sqlite"));
+  EXPECT_EQ(c.status, 2) << c.output.substr(0, 500);
+  EXPECT_NE(c.output.find("more than 1000 operands"), std::string::npos) << c.output.substr(0, 500);
+}
+
+TEST_F(Hardening, HugeSweepIsRefusedWithItsPointCount) {
+  std::string axes;
+  const char* fields[] = {"chip.clock_mhz",
+                          "chip.core.matrix_utilization",
+                          "chip.core.vector_lanes",
+                          "chip.core.sram_bandwidth_gbps",
+                          "chip.noc.link_bandwidth_gbps",
+                          "chip.noc.router_latency_cycles",
+                          "chip.noc.link_latency_ns",
+                          "workload.seq_len",
+                          "workload.batch",
+                          "workload.decode_steps",
+                          "mapping.seed",
+                          "chip.core.systolic_arrays"};
+  for (const char* f : fields)
+    axes += std::string("axis { field: \"") + f +
+            "\" values: [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\"] }\n";
+  Write(At("big.textproto"), SweepFile(axes));
+  auto t0 = std::chrono::steady_clock::now();
+  Outcome o = Tpsim("sweep " + At("big.textproto") + " --db " + At("big.sqlite"));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_NE(o.output.find("68719476736 points"), std::string::npos) << o.output;
+  EXPECT_LT(s, 20);
+}
+
+TEST_F(Hardening, EmptySweepDimensionIsLocated) {
+  Write(At("e.textproto"), SweepFile("axis { field: \"mapping.tp\" }\n"));
+  Outcome o = Tpsim("sweep " + At("e.textproto") + " --db " + At("e.sqlite"));
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(o.output.rfind(At("e.textproto") + ":2:1: axis[0].values", 0), 0u) << o.output;
+}
+
+TEST_F(Hardening, DbOfAnotherApplicationIsRefusedUntouched) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(At("other.sqlite").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE points (x INTEGER, y INTEGER); INSERT INTO points VALUES (1, 2);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  const std::string before = Read(At("other.sqlite"));
+  Write(At("s.textproto"), SweepFile("axis { field: \"mapping.tp\" values: [\"4\"] }\n"));
+  Outcome o = Tpsim("sweep " + At("s.textproto") + " --db " + At("other.sqlite"));
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("is not a tpsim sweep store"), std::string::npos) << o.output;
+  EXPECT_EQ(Read(At("other.sqlite")), before);
+  // Nor a file that is no database at all (here: the sweep file itself is refused first).
+  Outcome s = Tpsim("sweep " + At("s.textproto") + " --db " + At("s.textproto"));
+  EXPECT_EQ(s.status, 2) << s.output;
+  Outcome c =
+      Tpsim("sweep " + At("s.textproto") + " --db " + At("ok.sqlite") + " --csv " + At("s.textproto"));
+  EXPECT_EQ(c.status, 2) << c.output;
+  EXPECT_NE(c.output.find("--csv"), std::string::npos) << c.output;
+  EXPECT_EQ(Read(At("s.textproto")).rfind("base:", 0), 0u);
+}
+
+TEST_F(Hardening, StaleSweepTempFoldersAreRemoved) {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);  // a pid that no longer runs
+  fs::create_directories(dir_ / "tmp" / ("tpsim-sweep-" + std::to_string(pid)) / "x");
+  fs::create_directories(dir_ / "tmp" / ("tpsim-sweep-" + std::to_string(::getpid())));  // alive: kept
+  Write(At("s.textproto"), SweepFile("axis { field: \"mapping.tp\" values: [\"4\"] }\n"));
+  Outcome o =
+      Tpsim("sweep " + At("s.textproto") + " --db " + At("s.sqlite"), kSrc, "TMPDIR='" + At("tmp") + "'");
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_FALSE(fs::exists(dir_ / "tmp" / ("tpsim-sweep-" + std::to_string(pid))));
+  EXPECT_TRUE(fs::exists(dir_ / "tmp" / ("tpsim-sweep-" + std::to_string(::getpid()))));
+}
+
+TEST_F(Hardening, ServedArrivalsMustBeRepresentable) {
+  Outcome o = Tpsim("serve " + kServing + " --set workload.requests.synthetic.rate_per_s=1e-300");
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_NE(o.output.find("workload.requests.synthetic.rate_per_s: 1e-300:"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("goodput"), std::string::npos) << o.output;
+  Outcome n = Tpsim("serve " + kServing + " --set workload.requests.synthetic.num_requests=2147483647");
+  EXPECT_EQ(n.status, 2) << n.output;
+  EXPECT_NE(n.output.find("must be at most 10000000"), std::string::npos) << n.output;
+  Outcome t = Tpsim("serve " + kServing + " --set workload.requests.time_scale=1e300");
+  EXPECT_EQ(t.status, 2) << t.output;
+}
+
+TEST_F(Hardening, TraceSpanningMonthsIsRefusedAtItsLine) {
+  Write(At("t.csv"), "arrival_s,prompt_tokens,output_tokens\n0,16,4\n1e8,16,4\n");
+  std::string text = Relocated(Read(kServing));
+  size_t a = text.find("    synthetic {"), b = text.find("  }\n}\n", a);
+  text.replace(a, b - a, "    trace_file: \"t.csv\"\n");
+  Write(At("exp.textproto"), text);
+  Outcome o = Tpsim("serve " + At("exp.textproto"));
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(o.output.rfind(At("t.csv") + ":3:1: workload.requests.trace_file", 0), 0u) << o.output;
+}
+
+TEST_F(Hardening, OutputsNeverOverwriteInputs) {
+  const std::string text = Relocated(Read(kRef));
+  Write(At("x.textproto"), text);
+  Outcome o = Tpsim("run " + At("x.textproto") + " --quiet --out " + At("x.textproto"));
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_NE(o.output.find("--out"), std::string::npos) << o.output;
+  EXPECT_EQ(Read(At("x.textproto")), text);
+  Outcome t = Tpsim("run " + At("x.textproto") + " --quiet --trace " + kSrc +
+                    "/configs/chips/../chips/wafer-8x8.textproto");
+  EXPECT_EQ(t.status, 2) << t.output;
+}
+
+TEST_F(Hardening, WriteErrorsExitOne) {
+  Outcome o = Tpsim("run " + kRef + " --quiet --out /dev/full");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("cannot write /dev/full"), std::string::npos) << o.output;
+  Outcome d = Tpsim("run " + kRef + " --quiet --out " + At("no/such/dir/r.json"));
+  EXPECT_EQ(d.status, 1) << d.output;
+  // A successful write replaces the file whole and leaves no temporary file.
+  Write(At("r.json"), "old");
+  Outcome ok = Tpsim("run " + kRef + " --quiet --out " + At("r.json"));
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  EXPECT_EQ(Read(At("r.json")).rfind("{", 0), 0u);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+}  // namespace
