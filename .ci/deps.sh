@@ -9,6 +9,7 @@ PACKAGES=(
   libsystemc-dev libboost-graph-dev libprotobuf-dev protobuf-compiler
   libspdlog-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
   python3 python3-matplotlib python3-numpy time
+  clang-14 libclang-rt-14-dev
 )
 if [[ "${1:-}" == "--tests" ]]; then
   PACKAGES+=(slurm-wlm munge)
