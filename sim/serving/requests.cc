@@ -270,11 +270,11 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
     add("synthetic.rate_per_s", std::to_string(s.rate_per_s()), "must be > 0 (requests per second)");
   } else if (s.num_requests() > 1 &&
              !((s.num_requests() - 1) / s.rate_per_s() <= static_cast<double>(kMaxArrivalPs) / 1e12)) {
-    char v[32];
+    char v[32], span[32];
     std::snprintf(v, sizeof v, "%g", s.rate_per_s());
+    std::snprintf(span, sizeof span, "%.3g", (s.num_requests() - 1) / s.rate_per_s());
     add("synthetic.rate_per_s", v,
-        std::to_string(s.num_requests()) + " requests at this rate span " +
-            std::to_string((s.num_requests() - 1) / s.rate_per_s()) +
+        std::to_string(s.num_requests()) + " requests at this rate span " + span +
             " s, more than the 30 days (2592000 s) a served stream may span");
   }
   if (!s.arrivals().empty() && s.arrivals() != "poisson" && s.arrivals() != "fixed")
