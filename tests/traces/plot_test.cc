@@ -66,7 +66,7 @@ class PlotTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   // PNG checks: signature, IHDR size, and more than `min_colours` distinct colours.
-  void ExpectPicture(const std::string& png, int min_colours) {
+  void ExpectPicture(const std::string& png, int min_colours, uint32_t width = 1000) {
     std::ifstream f(png, std::ios::binary);
     ASSERT_TRUE(f) << png << " not written";
     std::string head(24, '\0');
@@ -79,7 +79,7 @@ class PlotTest : public ::testing::Test {
              (static_cast<uint32_t>(static_cast<unsigned char>(head[at + 2])) << 8) |
              static_cast<uint32_t>(static_cast<unsigned char>(head[at + 3]));
     };
-    EXPECT_EQ(be32(16), 1000u);  // 10 in x 100 dpi
+    EXPECT_EQ(be32(16), width);  // 10 in x 100 dpi unless said otherwise
     EXPECT_EQ(be32(20), 800u);   // 8 in x 100 dpi
     const std::string cmd =
         *python_ +
@@ -153,6 +153,99 @@ TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
   EXPECT_EQ(
       PlotCommand({"sweep", Path("sweep.sqlite"), "--x", "tp", "--y", "makespan", "--out", Path("bad.png")}),
       2);
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
+// Two placements of one run side by side: one colour scale (the busiest link of either), the
+// chosen metric, TP groups from tasks[] and memory controllers from the config's memory blocks.
+TEST_F(PlotTest, HeatmapSideBySideSharesOneScale) {
+  std::ofstream(Path("b.json")) << R"({"experiment": "tiny-ring",
+    "config": "chip {\n  noc {\n    rows: 2\n    cols: 2\n  }\n  memory {\n    name: \"hbm\"\n    attach: \"r0c1\"\n  }\n}\n",
+    "links": [{"name": "r0c0->r0c1", "bytes": 3200, "utilization": 0.25, "max_queue_ps": 7000},
+              {"name": "r1c1->r1c0", "bytes": 800, "utilization": 2.0, "max_queue_ps": "1000"}],
+    "dram": [{"name": "hbm0", "bytes": 4096, "utilization": 0.5, "max_queue_ps": 0}],
+    "cores": [{"utilization": 0.5}, {"core": 1}, {"core": 2}, {"core": 3}]})";
+  std::string err;
+  ASSERT_EQ(RunPlot({"heatmap", Path("result.json"), Path("b.json"), "--dump-series", Path("h.json"), "--out",
+                     Path("two.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("two.png"), 20, 1600);  // 1 + 7.5 x 2 in wide
+  nlohmann::json d = ReadJson(Path("h.json"));
+  EXPECT_EQ(d["metric"], "utilization");
+  EXPECT_DOUBLE_EQ(d["vmax"].get<double>(), 2.0);  // b.json's busiest link, shared by both panels
+  ASSERT_EQ(d["panels"].size(), 2u);
+  EXPECT_EQ(d["panels"][0]["busiest"], "r1c1->r1c0");  // 1.0 in result.json
+  EXPECT_DOUBLE_EQ(d["panels"][0]["links"]["r0c0->r0c1"].get<double>(), 0.9);
+  EXPECT_EQ(d["panels"][0]["groups"], nlohmann::json::parse("[[0, 1]]"));  // cores computing layer 0
+  EXPECT_EQ(d["panels"][1]["groups"], nlohmann::json::array());            // no tasks[]: no outline
+  EXPECT_DOUBLE_EQ(d["panels"][1]["memory"]["mc_hbm0"].get<double>(), 0.5);
+  // --metric queue with --vmax in a unit: links by max_queue_ps, the scale as given.
+  ASSERT_EQ(RunPlot({"heatmap", Path("b.json"), "--metric", "queue", "--vmax", "5ns", "--dump-series",
+                     Path("q.json"), "--out", Path("q.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("q.png"), 20);
+  d = ReadJson(Path("q.json"));
+  EXPECT_EQ(d["field"], "max_queue_ps");
+  EXPECT_DOUBLE_EQ(d["vmax"].get<double>(), 5000.0);
+  EXPECT_EQ(d["unit"], "ns");
+  EXPECT_DOUBLE_EQ(d["panels"][0]["links"]["r1c1->r1c0"].get<double>(), 1000.0);
+  EXPECT_EQ(d["panels"][0]["busiest"], "r0c0->r0c1");
+  EXPECT_EQ(RunPlot({"heatmap", Path("b.json"), "--metric", "queue", "--vmax", "5", "--out", Path("bad.png")},
+                    &err),
+            2);
+  EXPECT_NE(err.find("a time needs a unit"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
+// A 64-core timeline made readable: a window, a core subset, one row per group.
+TEST_F(PlotTest, TimelineCoresWindowAndGroups) {
+  std::string err;
+  ASSERT_EQ(RunPlot({"timeline", Path("result.json"), "--cores", "1-2", "--window", "5ns:25ns",
+                     "--dump-series", Path("t.json"), "--out", Path("w.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("w.png"), 3);
+  nlohmann::json d = ReadJson(Path("t.json"));
+  EXPECT_EQ(d["window_us"], nlohmann::json::parse("[0.005, 0.025]"));
+  ASSERT_EQ(d["rows"].size(), 2u);
+  EXPECT_EQ(d["rows"][0]["label"], "core 1");
+  // core 1: q_proj 0..10.5 ns clipped to 5..10.5, o_proj 22.5..30.25 clipped to 22.5..25 (us).
+  ASSERT_EQ(d["rows"][0]["bars"]["compute"].size(), 2u);
+  EXPECT_NEAR(d["rows"][0]["bars"]["compute"][0][0].get<double>(), 0.005, 1e-12);
+  EXPECT_NEAR(d["rows"][0]["bars"]["compute"][0][1].get<double>(), 0.0055, 1e-12);
+  EXPECT_NEAR(d["rows"][0]["bars"]["compute"][1][1].get<double>(), 0.0025, 1e-12);
+  EXPECT_EQ(d["rows"][1]["label"], "core 2");
+  EXPECT_NEAR(d["rows"][1]["bars"]["memory"][0][1].get<double>(), 0.020, 1e-12);
+  // --group stage: cores 0 and 1 compute layer 0; core 2 only reads memory and stays alone.
+  ASSERT_EQ(RunPlot({"timeline", Path("result.json"), "--group", "stage", "--dump-series", Path("g.json"),
+                     "--out", Path("g.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("g.png"), 3);
+  d = ReadJson(Path("g.json"));
+  ASSERT_EQ(d["rows"].size(), 2u);
+  EXPECT_EQ(d["rows"][0]["cores"], nlohmann::json::parse("[0, 1]"));
+  EXPECT_EQ(d["rows"][1]["cores"], nlohmann::json::parse("[2]"));
+  // Both cores compute 0..10.5 ns (shade 1), then only core 1 (shade 0.5) from 22.5 ns.
+  EXPECT_EQ(d["rows"][0]["bars"]["compute"][0][2], 1.0);
+  EXPECT_EQ(d["rows"][0]["bars"]["compute"][1][2], 0.5);
+  // --group tp: the transfer 0 -> 1 joins them (the same groups here).
+  ASSERT_EQ(RunPlot({"timeline", Path("result.json"), "--group", "tp", "--dump-series", Path("p.json"),
+                     "--out", Path("p.png")},
+                    &err),
+            0)
+      << err;
+  EXPECT_EQ(ReadJson(Path("p.json"))["rows"][0]["cores"], nlohmann::json::parse("[0, 1]"));
+  EXPECT_EQ(RunPlot({"timeline", Path("result.json"), "--cores", "9-12", "--out", Path("bad.png")}, &err), 2);
+  EXPECT_NE(err.find("no task runs on these cores (cores with tasks: 0-2)"), std::string::npos) << err;
+  EXPECT_EQ(RunPlot({"timeline", Path("result.json"), "--window", "30:10", "--out", Path("bad.png")}, &err),
+            2);
   EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
 }
 

@@ -4,8 +4,9 @@ Each result is one panel; all panels share one colour scale (the largest value a
 or --vmax), so two placements or two chips can be compared by colour. Each directed link is
 drawn beside its twin, shifted to its own right (so on a horizontal pair the upper one runs
 right to left); cores are shaded by busy fraction. Memory controllers ("mc_*" nodes, outlined
-in blue) sit beside the node they attach to and are coloured by their DRAM channel's value
-of the same metric on the same scale. With tasks[] in the result (tpsim run --tasks), each
+in blue) sit beside the node they attach to, or in a core's corner for memory stacked under
+every core (per_core); each panel's title gives its busiest link and its busiest memory
+channel by the same metric. With tasks[] in the result (tpsim run --tasks), each
 TP group (the cores that compute the same layers: one TP group per pipeline stage) is
 outlined in its own colour.
 """
@@ -37,9 +38,9 @@ def add_arguments(h):
     h.add_argument("--vmax", metavar="VALUE",
                    help="top of the shared colour scale, with a unit: 40%% or 0.4 (utilization), "
                         "64MiB or 4096 (bytes), 2us, 500ns, 1ms (queue, busy); default: the "
-                        "largest value in any panel")
+                        "busiest link in any panel")
     h.add_argument("--labels", choices=("auto", "on", "off"), default="auto",
-                   help="core id and busy %% in each core: auto (up to 16x16 in one panel, 8x8 "
+                   help="core id and busy %% in each core: auto (up to 12x12 in one panel, 8x8 "
                         "with several), on, off")
     h.add_argument("--no-groups", action="store_true", help="do not outline TP groups")
     h.add_argument("--title", help="the figure title")
@@ -107,6 +108,35 @@ def grid_shape(data, nodes):
     return rows, cols
 
 
+def memory_attach(cfg, rows, cols, ncores):
+    """{controller node: (node it attaches to, stacked under a core)} from the resolved config's memory blocks:
+    per_core memories get one channel per core (name + core id), others one per attach entry
+    (name + index), as arch/chip.cc builds them."""
+    out = {}
+    if not isinstance(cfg, str):
+        return out
+    for m in re.finditer(r"(?m)^\s*memory\s*\{", cfg):
+        depth, i = 1, m.end()
+        while i < len(cfg) and depth:
+            depth += {"{": 1, "}": -1}.get(cfg[i], 0)
+            i += 1
+        block = cfg[m.end():i - 1]
+        name = re.search(r'\bname\s*:\s*"([^"]*)"', block)
+        if not name:
+            continue
+        if re.search(r"\bper_core\s*:\s*true", block):
+            for c in range(ncores):
+                out[f"mc_{name.group(1)}{c}"] = ("r%dc%d" % (c // cols, c % cols) if rows and cols
+                                                 else f"n{c}", True)
+        else:
+            nodes = []
+            for a in re.finditer(r"\battach\s*:\s*(\[[^\]]*\]|\"[^\"]*\")", block):
+                nodes += re.findall(r'"([^"]*)"', a.group(1))
+            for k, node in enumerate(nodes):
+                out[f"mc_{name.group(1)}{k}"] = (node, False)
+    return out
+
+
 def stage_groups(data, ncores):
     """Cores grouped by the layers they compute (the TP group of each pipeline stage), from
     tasks[]; [] without tasks. Cores that compute nothing are in no group."""
@@ -158,11 +188,13 @@ def panel_data(path, metric):
             if k >= rows * cols:
                 raise UsageError(f"{path}: core {k} is outside the {rows}x{cols} grid")
     busiest = max(parsed, key=lambda t: (t[2], t[0], t[1]), default=None)
+    attach = memory_attach(data.get("config"), rows, cols, len(util))
     return {
+        "attach": {k: v for k, v in attach.items() if k in mem},
         "result": path, "experiment": data.get("experiment", ""), "grid": [rows, cols],
         "links": parsed, "cores": util, "memory": mem, "names": names,
         "groups": stage_groups(data, len(util)),
-        "max": max([u for _, _, u in parsed] + list(mem.values()) + [0.0]),
+        "max": max([u for _, _, u in parsed] + [0.0]),
         "busiest": busiest,
     }
 
@@ -193,7 +225,8 @@ def layout(p):
             pos[n] = (radius * math.cos(a), radius * math.sin(a))
     # Memory controllers: beside the node their link pair joins, outside the grid when that
     # node is on its edge, else in the cell's corner (stacked memory under a core).
-    attach = {}
+    attach = {mc: node for mc, (node, _) in p["attach"].items() if node in pos}
+    stacked = {mc for mc, (_, st) in p["attach"].items() if st}
     for a, b, _ in p["links"]:
         if a.startswith("mc_") and b in pos:
             attach[a] = b
@@ -208,7 +241,7 @@ def layout(p):
             dy = 0.75 if r == 0 else -0.75 if r == rows - 1 else 0
             if dx and dy:  # a corner: keep to the longer side
                 dx, dy = (dx, 0) if rows > cols else (0, dy)
-            if not dx and not dy:
+            if (not dx and not dy) or mc in stacked:
                 dx, dy = 0.28, 0.28
                 inner.add(mc)
             pos[mc] = (x + dx, y + dy)
@@ -250,7 +283,7 @@ def draw_panel(ax, p, pos, core_names, inner, norm, cmap, core_cmap, labels, mat
     rows, cols = p["grid"]
     ncores = len(p["cores"])
     span = max(rows, cols, 1) if rows and cols else max(4, math.sqrt(max(ncores, 1)) * 2)
-    size = 0.5
+    size = 0.5 if span <= 8 else 0.62  # bigger cores, thinner links once the grid is dense
     cells = []
     for k in sorted(p["cores"]):
         x, y = pos[core_names[k]]
@@ -295,15 +328,13 @@ def draw_panel(ax, p, pos, core_names, inner, norm, cmap, core_cmap, labels, mat
             segs.append(((sx, sy), (sx + ux * length, sy + uy * length)))
             colours.append(colour)
     if segs:
-        ax.add_collection(LineCollection(segs, colors=colours, linewidths=max(0.8, 40 / span),
+        ax.add_collection(LineCollection(segs, colors=colours, linewidths=max(0.8, 32 / span),
                                          capstyle="butt"))
-    # Memory controllers, outlined in blue, coloured by their channel.
+    # Memory controllers, outlined in blue.
     for mc in sorted(m for m in pos if m.startswith("mc_")):
         x, y = pos[mc]
-        s = 0.22 if mc in inner else 0.36
-        v = p["memory"].get(mc)
-        ax.add_patch(Rectangle((x - s / 2, y - s / 2), s, s,
-                               facecolor=cmap(norm(v)) if v is not None else "white",
+        s = 0.16 if mc in inner else 0.36
+        ax.add_patch(Rectangle((x - s / 2, y - s / 2), s, s, facecolor="white",
                                edgecolor="tab:blue", lw=1.2 if span <= 16 else 0.6, zorder=3))
         if labels and mc not in inner and span <= 16:
             ax.text(x, y - s / 2 - 0.03, mc[3:], ha="center", va="top", fontsize=5, color="tab:blue")
@@ -350,7 +381,7 @@ def cmd_heatmap(args):
             p["groups"] = []
         rows, cols = p["grid"]
         span = max(rows, cols, 1)
-        labels = {"on": True, "off": False}.get(args.labels, span <= (16 if n == 1 else 8))
+        labels = {"on": True, "off": False}.get(args.labels, span <= (12 if n == 1 else 8))
         pos, core_names, inner = layout(p)
         draw_panel(ax, p, pos, core_names, inner, norm, cmap, lambda u: core_cmap(min(max(u, 0), 1)),
                    labels, matplotlib)
@@ -358,6 +389,9 @@ def cmd_heatmap(args):
         sub = p["experiment"] or p["result"]
         if b:
             sub += f"\nbusiest link {b[0]}->{b[1]}: {b[2] * factor:.3g} {unit}"
+        if p["memory"]:
+            mc, v = max(p["memory"].items(), key=lambda kv: (kv[1], kv[0]))
+            sub += f"; busiest memory channel {mc[3:]}: {v * factor:.3g} {unit}"
         ax.set_title(sub, fontsize=9)
         dump["panels"].append({
             "result": p["result"], "experiment": p["experiment"], "grid": p["grid"],

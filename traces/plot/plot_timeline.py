@@ -229,6 +229,9 @@ def cmd_timeline(args):
                 f"{label}: {len(cores)} cores"
         rows.append({"label": label, "cores": cores, "bars": bars})
 
+    # Drawn in us below 10 ms of span, else ms (or s): the dump keeps us.
+    xf, xunit = next(((f, u) for f, u, lim in ((1e-6, "s", 1e7), (1e-3, "ms", 1e4), (1.0, "us", 0))
+                      if hi - lo >= lim))
     matplotlib, plt = plt_module()
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
     lane = 1.0 / len(KINDS)
@@ -240,17 +243,17 @@ def cmd_timeline(args):
             y = r + ki * lane + lane * 0.1
             base = matplotlib.colors.to_rgb(KIND_COLOURS[k])
             faces = [(*base, 0.25 + 0.75 * f) for _, _, f in spans]
-            ax.broken_barh([(s, max(d, 1e-9)) for s, d, _ in spans], (y, lane * 0.8), facecolors=faces,
+            ax.broken_barh([(s * xf, max(d * xf, 1e-12)) for s, d, _ in spans], (y, lane * 0.8), facecolors=faces,
                            edgecolor="none")
     for r in range(1, len(rows)):
         ax.axhline(r, color="lightgray", lw=0.5)
     ax.set_ylim(len(rows), 0)
-    ax.set_xlim(lo, hi if t1 is not None else hi + (hi - lo) * 0.01)
+    ax.set_xlim(lo * xf, (hi if t1 is not None else hi + (hi - lo) * 0.01) * xf)
     step = max(1, len(rows) // 40)
     ax.set_yticks([r + 0.5 for r in range(0, len(rows), step)])
     ax.set_yticklabels([rows[r]["label"] for r in range(0, len(rows), step)],
                        fontsize=7 if len(rows) <= 40 else 6)
-    ax.set_xlabel("time (us)")
+    ax.set_xlabel(f"time ({xunit})")
     what = "tasks per core" if not args.group else \
         f"tasks per {'pipeline stage' if args.group == 'stage' else 'TP group'} (shade: share of its cores busy)"
     title = args.title or (f"{data['experiment']}: {what}" if data.get("experiment") else what)
@@ -258,7 +261,7 @@ def cmd_timeline(args):
     if args.cores:
         notes.append(f"cores {fmt_cores(sorted(pick))}")
     if args.window:
-        notes.append(f"window {lo:g}..{hi:g} us")
+        notes.append(f"window {lo * xf:g}..{hi * xf:g} {xunit}")
     if len(rows) > 40:
         notes.append(f"every {step}th of {len(rows)} rows labelled")
     ax.set_title(title + ("\n" + "; ".join(notes) if notes else ""), fontsize=10)
