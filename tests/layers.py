@@ -6,7 +6,8 @@
           -> sweep, serving -> cli
   validate's library (tpsim_validate_plan): configs, llm, arch, mapping (and the CSV formats
   of validate/gpu_csv.h, which need only configs)
-  tpsim-validate (validate/main.cc): that library and the run pipeline, never sim/tlm
+  tpsim-validate (validate/main.cc): that library, the compare module (its collective sweep
+  rows, validate/collective_sweep.h) and the run pipeline, never sim/tlm
 
 Each source file belongs to one module (by path); a file may include its own module's
 headers and those of the modules listed for it below, nothing else. SystemC (<systemc>,
@@ -37,7 +38,7 @@ ALLOWED = {
     # The run pipeline still writes traces itself (RunOptions::trace_path): the one edge
     # that is to become "the CLI attaches a trace observer".
     "run": RUN,
-    "validate_main": RUN | {"validate"},
+    "validate_main": RUN | {"validate", "compare"},
     "sweep": RUN,
     "serving": RUN,  # writes its own serving trace (traces::WriteServingTrace)
     # tpsim collectives / gemm / compare --chip: predictions on any chip as the CSV rows
@@ -55,7 +56,7 @@ def module(path):
         return top
     if top == "validate":
         name = parts[-1]
-        if name.startswith(("compare.", "compare_gpu.", "gpu_csv.")):
+        if name.startswith(("compare.", "compare_gpu.", "gpu_csv.", "collective_sweep.")):
             return "compare"
         return "validate_main" if name == "main.cc" else "validate"
     if top == "sim":

@@ -1,6 +1,8 @@
 #include "validate/compare.h"
 
+#include "validate/collective_sweep.h"
 #include "validate/compare_gpu.h"
+#include "validate/gpu_csv.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <sys/wait.h>
@@ -25,6 +27,10 @@ constexpr const char* kUsage =
     "usage: tpsim compare PREDICTED MEASURED [--plot out.png]\n"
     "  PREDICTED, MEASURED  result JSON files (tpsim run --out, tpsim-validate --out)\n"
     "  --plot out.png       also draw predicted vs measured (needs python3 with matplotlib)\n"
+    "       tpsim compare SWEEP.json [--plot busbw.png]\n"
+    "  SWEEP.json           tpsim-validate --collectives --out (with or without a GPU): the table\n"
+    "                       ('-' where nothing was measured), busbw MAPE per collective and rank\n"
+    "                       count, and busbw over size: predicted lines, measured dots\n"
     "GPU microbenchmarks (collectives / GEMM CSV files; tpsim compare --chip CHIP --help):\n"
     "       tpsim compare PREDICTED.csv MEASURED.csv [--plot out.png] [--summary]\n"
     "       tpsim compare --chip CHIP MEASURED.csv... [--set F=V]... [--plot-dir DIR] [--summary]\n";
@@ -259,8 +265,18 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
       files.push_back(a);
     }
   }
+  if (files.size() == 1) {
+    std::string text;
+    try {
+      text = ReadTextFile(files[0]);
+    } catch (const std::exception& e) {
+      std::cerr << "tpsim compare: " << e.what() << "\n";
+      return 2;
+    }
+    if (IsCollectiveSweepJson(text)) return CompareCollectiveSweep(files[0], plot);
+  }
   if (files.size() != 2) {
-    std::cerr << "tpsim compare: needs PREDICTED and MEASURED\n\n" << kUsage;
+    std::cerr << "tpsim compare: needs PREDICTED and MEASURED (or one SWEEP.json)\n\n" << kUsage;
     return 2;
   }
   Comparison c;

@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "sim/experiment.h"
 #include "sim/result.h"
 #include "sim/run.h"
+#include "validate/collective_sweep.h"
 #include "validate/func_exec.h"
 #include "validate/gpu_runner.h"
 #include "validate/lowering.h"
@@ -31,12 +31,15 @@ constexpr const char* kUsage =
     "usage: tpsim-validate EXPERIMENT [--set FIELD=VALUE]... [--out measured.json]\n"
     "                      [--predicted predicted.json] [--reps N] [--warmup N] [--no-numerics]\n"
     "       tpsim-validate EXPERIMENT --dry-run      print per GPU the kernels, shapes and NCCL calls\n"
-    "       tpsim-validate [EXPERIMENT] --collectives [--out sweep.json] [--csv collectives.csv]\n"
+    "       tpsim-validate [EXPERIMENT] --collectives [--dry-run] [--out sweep.json] [--csv "
+    "collectives.csv]\n"
     "                      all-reduce, all-gather, reduce-scatter from 8 KiB to 1 GiB over 2, 4 and 8\n"
     "                      of this machine's GPUs (as many as it has; time, algbw, busbw as nccl-tests\n"
     "                      defines them) next to tpsim's analytical prediction for the experiment's\n"
     "                      chip (default chips/h200-sxm-8.textproto); --csv writes the measurements\n"
-    "                      in `tpsim collectives --csv` columns for `tpsim compare --chip`\n"
+    "                      in `tpsim collectives --csv` columns for `tpsim compare --chip`; --dry-run\n"
+    "                      predicts without measuring ('-' in the measured columns); `tpsim compare\n"
+    "                      sweep.json --plot busbw.png` draws busbw over size, predicted and measured\n"
     "       tpsim-validate --gemms [--shapes shapes.csv] --csv gemms.csv\n"
     "                      cuBLAS bf16 GEMMs on GPU 0 (median kernel time) over m = 1..8192 and LLM\n"
     "                      projection shapes (or the m,n,k rows of --shapes), written in `tpsim gemm\n"
@@ -146,11 +149,14 @@ int Collectives(const Options& o) {
   arch::Chip chip = arch::Chip::Build(cfg);
   const std::vector<uint64_t> sizes = SweepSizes();
   const int devices = DeviceCount();
-  std::vector<int> rank_list = SweepRanks(devices);
+  std::vector<int> rank_list = SweepRanks(o.dry_run ? chip.num_cores() : devices);
   if (rank_list.empty()) rank_list.push_back(std::min(8, chip.num_cores()));  // predictions only
   const mapping::InSwitchReduction sw = mapping::InSwitchReductionOf(cfg);
   std::cout << "# chip " << cfg.name() << "; " << devices << " GPU(s) here"
-            << (devices >= 2 ? "" : ": fewer than 2, so nothing is measured") << "; ranks";
+            << (o.dry_run      ? ": --dry-run, so nothing is measured"
+                : devices >= 2 ? ""
+                               : ": fewer than 2, so nothing is measured")
+            << "; ranks";
   for (int r : rank_list) std::cout << " " << r;
   std::cout << " (analytical engine predictions)\n";
   if (sw.available)
@@ -163,44 +169,36 @@ int Collectives(const Options& o) {
   else
     std::cout << "# the chip has no in-switch reduction (collectives.in_switch_reduction): every prediction "
                  "is ring\n";
-  std::printf("%-15s %5s %12s %12s %10s %10s %5s %12s %10s %10s %12s %12s\n", "kind", "ranks", "bytes",
-              "time_us", "algbw", "busbw", "algo", "pred_us", "pred_alg", "pred_bus", "ring_us", "nvls_us");
-  nlohmann::json js = nlohmann::json::array();
+  std::cout << CollectiveSweepHeader();
+  std::vector<CollectiveSweepRow> sweep;
   std::vector<CollectiveRow> rows;
   for (int ranks : rank_list) {
-    std::vector<CollectivePoint> pts = MeasureCollectives(sizes, devices >= 2 ? ranks : 0, o.run);
+    std::vector<CollectivePoint> pts =
+        MeasureCollectives(sizes, devices >= 2 && !o.dry_run ? ranks : 0, o.run);
     for (const auto& p : pts) {
       auto kind = p.kind == "all_reduce"   ? mapping::CollectiveKind::kAllReduce
                   : p.kind == "all_gather" ? mapping::CollectiveKind::kAllGather
                                            : mapping::CollectiveKind::kReduceScatter;
-      const std::string algo = mapping::ChooseCollective("auto", kind, ranks, p.bytes, sw);
-      double pred_s = PredictCollectivePs(chip, algo, kind, ranks, p.bytes) * 1e-12;
-      double ring_s = PredictCollectivePs(chip, "ring", kind, ranks, p.bytes) * 1e-12;
-      double nvls_s = sw.available ? PredictCollectivePs(chip, "nvls", kind, ranks, p.bytes) * 1e-12 : 0;
-      double alg = p.measured ? AlgBandwidthGbps(p.bytes, p.seconds) : 0;
-      double bus = p.measured ? BusBandwidthGbps(p.kind, p.bytes, p.seconds, ranks) : 0;
-      double palg = AlgBandwidthGbps(p.bytes, pred_s),
-             pbus = BusBandwidthGbps(p.kind, p.bytes, pred_s, ranks);
-      char t[32], nv[32];
-      std::snprintf(t, sizeof t, p.measured ? "%.2f" : "unmeasured", p.seconds * 1e6);
-      std::snprintf(nv, sizeof nv, sw.available ? "%.2f" : "-", nvls_s * 1e6);
-      std::printf("%-15s %5d %12llu %12s %10.2f %10.2f %5s %12.2f %10.2f %10.2f %12.2f %12s\n",
-                  p.kind.c_str(), ranks, static_cast<unsigned long long>(p.bytes), t, alg, bus, algo.c_str(),
-                  pred_s * 1e6, palg, pbus, ring_s * 1e6, nv);
-      if (p.measured) rows.push_back(MeasuredCollectiveRow(p.kind, ranks, p.bytes, p.seconds));
-      js.push_back({{"kind", p.kind},
-                    {"bytes", p.bytes},
-                    {"ranks", ranks},
-                    {"measured", p.measured},
-                    {"time_us", p.seconds * 1e6},
-                    {"algbw_gbps", alg},
-                    {"busbw_gbps", bus},
-                    {"predicted_algorithm", algo},
-                    {"predicted_us", pred_s * 1e6},
-                    {"predicted_ring_us", ring_s * 1e6},
-                    {"predicted_nvls_us", sw.available ? nlohmann::json(nvls_s * 1e6) : nlohmann::json()},
-                    {"predicted_algbw_gbps", palg},
-                    {"predicted_busbw_gbps", pbus}});
+      CollectiveSweepRow r;
+      r.kind = p.kind;
+      r.ranks = ranks;
+      r.bytes = p.bytes;
+      r.measured = p.measured;
+      r.predicted_algorithm = mapping::ChooseCollective("auto", kind, ranks, p.bytes, sw);
+      const double pred_s = PredictCollectivePs(chip, r.predicted_algorithm, kind, ranks, p.bytes) * 1e-12;
+      r.predicted_us = pred_s * 1e6;
+      r.predicted_ring_us = PredictCollectivePs(chip, "ring", kind, ranks, p.bytes) * 1e-6;
+      if (sw.available) r.predicted_nvls_us = PredictCollectivePs(chip, "nvls", kind, ranks, p.bytes) * 1e-6;
+      if (p.measured) {
+        r.time_us = p.seconds * 1e6;
+        r.algbw_gbps = AlgBandwidthGbps(p.bytes, p.seconds);
+        r.busbw_gbps = BusBandwidthGbps(p.kind, p.bytes, p.seconds, ranks);
+        rows.push_back(MeasuredCollectiveRow(p.kind, ranks, p.bytes, p.seconds));
+      }
+      r.predicted_algbw_gbps = AlgBandwidthGbps(p.bytes, pred_s);
+      r.predicted_busbw_gbps = BusBandwidthGbps(p.kind, p.bytes, pred_s, ranks);
+      std::cout << CollectiveSweepLine(r);
+      sweep.push_back(std::move(r));
     }
   }
   if (!o.csv.empty()) {
@@ -216,7 +214,10 @@ int Collectives(const Options& o) {
                   rows));
     std::cout << "# wrote " << rows.size() << " measured rows to " << o.csv << "\n";
   }
-  if (!o.out.empty()) WriteFile(o.out, js.dump(2) + "\n");
+  if (!o.out.empty()) {
+    WriteFile(o.out, CollectiveSweepJson(sweep));
+    std::cout << "# wrote " << o.out << " (tpsim compare " << o.out << " --plot busbw.png draws it)\n";
+  }
   return 0;
 }
 

@@ -6,7 +6,9 @@ DATA.json: {"kind": "collective" | "gemm", "title": str,
             "tables": [{"name": str, "x": [...], "measured_us": [...], "predicted_us": [...],
                         "measured_rate": [...], "predicted_rate": [...]}]}
 collective: one panel per table, bus bandwidth (GB/s) over size (log2), measured points and the
-            predicted line.
+            predicted line. Optional per table: "measured_x" (the sizes measured_rate belongs to,
+            when not every size was measured), "predicted_label", and "extra": [{"label", "x",
+            "rate"}] more predicted lines (dashed), e.g. each algorithm forced.
 gemm:       a predicted-vs-measured time scatter of every row (left, log-log, identity line) and
             time over M for up to 12 shapes (evenly picked from the file's order).
 The PNG is at most 1200 x 800 pixels (12 x 8 inches at 100 dpi)."""
@@ -37,8 +39,17 @@ def collective(data, out):
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows + 0.6), dpi=DPI, squeeze=False)
     for i, t in enumerate(tables):
         ax = axes[i // cols][i % cols]
-        ax.plot(t["x"], t["predicted_rate"], "-", color="tab:blue", label="predicted")
-        ax.plot(t["x"], t["measured_rate"], "o", color="tab:orange", markersize=4, label="measured")
+        ax.plot(t["x"], t["predicted_rate"], "-", color="tab:blue",
+                label=t.get("predicted_label", "predicted"))
+        for j, e in enumerate(t.get("extra", [])):
+            ax.plot(e["x"], e["rate"], "--", lw=1, color=("tab:green", "tab:purple", "tab:gray")[j % 3],
+                    label=e["label"])
+        mx = t.get("measured_x", t["x"])
+        if t["measured_rate"]:
+            ax.plot(mx, t["measured_rate"], "o", color="tab:orange", markersize=4, label="measured")
+        else:
+            ax.text(0.5, 0.04, "not measured: predictions only", transform=ax.transAxes, ha="center",
+                    fontsize=7, color="gray")
         ax.set_xscale("log", base=2)
         ticks = [x for x in t["x"] if int(math.log2(x)) % 4 == 0] if t["x"] else []
         if ticks:

@@ -349,12 +349,22 @@ std::vector<std::string> Rest(Args& a) {
   return words;
 }
 
-const char* kPlotUsage = R"(usage: tpsim plot heatmap RESULT.json --out links.png
+const char* kPlotUsage = R"(usage: tpsim plot heatmap RESULT.json [RESULT.json...] --out links.png
+           [--metric utilization|bytes|queue|busy] [--vmax V] [--labels auto|on|off] [--no-groups]
        tpsim plot timeline RESULT.json --out gantt.png   (RESULT from run --tasks --out)
-       tpsim plot sweep RESULTS.sqlite --x FIELD --y METRIC [--group FIELD] --out sweep.png
+           [--cores 0-7,16] [--window T0:T1] [--group tp|stage]
+       tpsim plot sweep RESULTS.sqlite --x FIELD --y METRIC --out sweep.png
+           [--color FIELD] [--facet FIELD] [--where EXPR] [--logx] [--logy] [--ratio A/B] [--table]
        tpsim plot serving REQUESTS.csv KV.csv --out serving.png   (CSVs from tpsim serve)
+(tpsim plot COMMAND --help describes every option; --dump-series FILE writes what was drawn)
 )";
-int Plot(Args& a) { return traces::PlotCommand(Rest(a)); }
+int Plot(Args& a) {
+  if (!a.Done() && IsHelp(a.Peek())) {
+    std::cout << kPlotUsage;
+    return 0;
+  }
+  return traces::PlotCommand(Rest(a));
+}
 
 int Sweep(Args& a) { return sweep::SweepCommand(Rest(a)); }
 

@@ -243,7 +243,7 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
   }
   g_stop.store(false);
   StopSignals signals(opts.handle_signals);
-  Store store(opts.db, spec.fields);
+  Store store(opts.db, spec.fields, SweepIdentity(spec), spec.cfg.name());
   SweepStats stats;
 
   // Plan: which points of this shard still need running.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
 
 namespace tpsim::sweep {
 
@@ -21,6 +22,72 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
+namespace {
+
+bool AllDigits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+// Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S (every part digits).
+bool SlurmTime(std::string_view t) {
+  std::string_view rest = t;
+  size_t dash = t.find('-');
+  if (dash != std::string_view::npos) {
+    if (!AllDigits(t.substr(0, dash))) return false;
+    rest = t.substr(dash + 1);
+  }
+  int parts = 0;
+  while (true) {
+    size_t colon = rest.find(':');
+    if (!AllDigits(rest.substr(0, colon))) return false;
+    ++parts;
+    if (colon == std::string_view::npos) break;
+    rest = rest.substr(colon + 1);
+  }
+  return parts <= 3;
+}
+
+bool SlurmName(std::string_view s, bool commas) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '-' || c == '.' || (commas && c == ',');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string CheckSlurmJob(const SlurmJob& job) {
+  if (!job.time.empty() && !SlurmTime(job.time))
+    return "--time expects Slurm's M, M:S, H:M:S, D-H, D-H:M or D-H:M:S, got '" + job.time.substr(0, 40) +
+           "'";
+  if (!job.mem.empty()) {
+    std::string_view m = job.mem;
+    if (!m.empty() && std::string_view("KMGTkmgt").find(m.back()) != std::string_view::npos)
+      m.remove_suffix(1);
+    if (!AllDigits(m))
+      return "--mem expects an integer with an optional K, M, G or T suffix, got '" + job.mem.substr(0, 40) +
+             "'";
+  }
+  if (!job.partition.empty() && !SlurmName(job.partition, true))
+    return "--partition expects partition names (letters, digits, _ - . and , between names), got '" +
+           job.partition.substr(0, 40) + "'";
+  if (!job.account.empty() && !SlurmName(job.account, false))
+    return "--account expects an account name (letters, digits, _ - .), got '" + job.account.substr(0, 40) +
+           "'";
+  return "";
+}
+
+std::string MergeCommand(const SlurmJob& job) {
+  return ShellQuote(job.exe) + " sweep merge " + ShellQuote(job.db.empty() ? "OUT.sqlite" : job.db) + " " +
+         ShellQuote(job.dir) + "/shard-*.sqlite";
+}
+
 std::string SbatchScript(const SlurmJob& job) {
   const std::string n = std::to_string(job.array_size);
   std::string s = "#!/bin/bash\n";
@@ -28,10 +95,12 @@ std::string SbatchScript(const SlurmJob& job) {
   s += "#SBATCH --array=0-" + std::to_string(job.array_size - 1) + "\n";
   s += "#SBATCH --output=" + job.dir + "/task-%a.out\n";
   if (!job.partition.empty()) s += "#SBATCH --partition=" + job.partition + "\n";
+  if (!job.account.empty()) s += "#SBATCH --account=" + job.account + "\n";
+  if (!job.time.empty()) s += "#SBATCH --time=" + job.time + "\n";
+  if (!job.mem.empty()) s += "#SBATCH --mem=" + job.mem + "\n";
   if (job.jobs > 0) s += "#SBATCH --cpus-per-task=" + std::to_string(job.jobs) + "\n";
   s += "# Shard I of " + n + " runs the sweep points with index % " + n + " == I into its own database.\n";
-  s += "# When every task has finished:\n#   " + ShellQuote(job.exe) + " sweep merge OUT.sqlite " +
-       ShellQuote(job.dir) + "/shard-*.sqlite\n";
+  s += "# When every task has finished:\n#   " + MergeCommand(job) + "\n";
   s += "set -euo pipefail\n";
   s += "exec " + ShellQuote(job.exe) + " sweep " + ShellQuote(job.sweep) +
        " --shard \"${SLURM_ARRAY_TASK_ID}/" + n + "\" --db " + ShellQuote(job.dir) +
@@ -40,15 +109,18 @@ std::string SbatchScript(const SlurmJob& job) {
   return s;
 }
 
-std::string SubmitSlurm(const SlurmJob& job, std::string* script_path) {
+std::string WriteSbatch(const SlurmJob& job) {
   std::filesystem::create_directories(job.dir);
   std::string path = job.dir + "/sweep.sbatch";
-  {
-    std::ofstream out(path, std::ios::binary);
-    out << SbatchScript(job);
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + path);
-  }
+  std::ofstream out(path, std::ios::binary);
+  out << SbatchScript(job);
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path);
+  return path;
+}
+
+std::string SubmitSlurm(const SlurmJob& job, std::string* script_path) {
+  std::string path = WriteSbatch(job);
   if (script_path) *script_path = path;
   std::string cmd = "sbatch --parsable " + ShellQuote(path) + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");

@@ -13,6 +13,10 @@ struct SlurmJob {
   std::string dir;        // absolute folder for the shard databases, logs and the script
   int array_size = 4;     // N tasks = N shards
   std::string partition;  // empty: the cluster's default
+  std::string time;       // --time per task (e.g. 2:00:00); empty: the partition's default
+  std::string mem;        // --mem per task (e.g. 8G); empty: the partition's default
+  std::string account;    // --account; empty: the user's default
+  std::string db;         // the store the merge hint names (the sweep's --db)
   int jobs = 0;           // workers per task (also --cpus-per-task); 0: $SLURM_CPUS_PER_TASK, else 1
   std::string job_name = "tpsim-sweep";
 };
@@ -21,9 +25,21 @@ struct SlurmJob {
 //   EXE sweep SWEEP --shard $SLURM_ARRAY_TASK_ID/N --db DIR/shard-$SLURM_ARRAY_TASK_ID.sqlite --jobs J
 std::string SbatchScript(const SlurmJob& job);
 
-// Writes DIR/sweep.sbatch and submits it with `sbatch --parsable`; returns the
-// job id. Throws std::runtime_error with sbatch's output when submission fails.
+// Checks the values that go into #SBATCH lines: time as Slurm writes it (M, M:S,
+// H:M:S, D-H, D-H:M, D-H:M:S), mem as an integer with an optional K/M/G/T suffix,
+// partition and account as names (letters, digits, `_`, `-`, `.`, and `,` between
+// partitions). Returns the first problem as "--flag: ..." or an empty string.
+std::string CheckSlurmJob(const SlurmJob& job);
+
+// Writes DIR/sweep.sbatch and returns its path.
+std::string WriteSbatch(const SlurmJob& job);
+
+// WriteSbatch, then submits it with `sbatch --parsable`; returns the job id.
+// Throws std::runtime_error with sbatch's output when submission fails.
 std::string SubmitSlurm(const SlurmJob& job, std::string* script_path);
+
+// The command that merges the shards of `job` into job.db once every task has finished.
+std::string MergeCommand(const SlurmJob& job);
 
 // Quotes `s` for a POSIX shell.
 std::string ShellQuote(const std::string& s);

@@ -5,6 +5,8 @@
 #include <set>
 #include <stdexcept>
 
+#include <google/protobuf/text_format.h>
+
 #include "sim/engine.h"
 
 namespace tpsim::sweep {
@@ -193,6 +195,18 @@ std::string HashText(const std::string& text) {
 }
 
 std::string ConfigHash(const sim::Experiment& e) { return HashText(sim::ResolvedText(e)); }
+
+std::string SweepIdentity(const SweepSpec& spec) {
+  config::Sweep shape = spec.cfg;
+  shape.clear_name();
+  shape.clear_description();
+  shape.clear_base();
+  shape.clear_time_limit_s();
+  shape.set_engine(spec.engine);
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(shape, &text);
+  return HashText(sim::ResolvedText(spec.base) + "\n--- sweep ---\n" + text);
+}
 
 bool InShard(uint64_t index, uint32_t shard, uint32_t shards) {
   return shards <= 1 || index % shards == shard;

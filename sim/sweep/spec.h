@@ -62,6 +62,12 @@ std::string HashText(const std::string& text);
 // The identity of a point: HashText(sim::ResolvedText(e)).
 std::string ConfigHash(const sim::Experiment& e);
 
+// The identity of a sweep: the hash of its resolved base experiment, its axes and zips
+// (fields and values), its filters and its engine. Two stores hold points of the same
+// sweep when their identities are equal (the shards of one Slurm job are); the name,
+// description, file locations and time limit do not take part.
+std::string SweepIdentity(const SweepSpec& spec);
+
 // Indices of the points of shard `shard` of `shards` (index % shards == shard),
 // before the filter.
 bool InShard(uint64_t index, uint32_t shard, uint32_t shards);

@@ -97,6 +97,32 @@ std::string CreateSql() {
   return sql;
 }
 
+const char* kSweepsSql = "CREATE TABLE IF NOT EXISTS sweeps (identity TEXT PRIMARY KEY, name TEXT)";
+
+bool HasTable(sqlite3* db, const std::string& schema, const std::string& table) {
+  sqlite3_stmt* st = nullptr;
+  std::string sql = "SELECT 1 FROM " + schema + ".sqlite_master WHERE type = 'table' AND name = ?";
+  Check(db, sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), "prepare");
+  sqlite3_bind_text(st, 1, table.c_str(), -1, SQLITE_TRANSIENT);
+  bool found = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  return found;
+}
+
+std::vector<std::pair<std::string, std::string>> ReadSweeps(sqlite3* db, const std::string& schema) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!HasTable(db, schema, "sweeps")) return out;
+  sqlite3_stmt* st = nullptr;
+  std::string sql = "SELECT identity, COALESCE(name, '') FROM " + schema + ".sweeps ORDER BY identity";
+  Check(db, sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), "prepare");
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)),
+                     reinterpret_cast<const char*>(sqlite3_column_text(st, 1)));
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
 void AddMissingColumns(sqlite3* db, const std::string& schema, const std::vector<std::string>& want) {
   std::vector<std::string> have = Columns(db, schema);
   for (const auto& c : want) {
@@ -169,10 +195,25 @@ std::vector<std::string> Columns(sqlite3* db, const std::string& schema) {
   return cols;
 }
 
-Store::Store(const std::string& path, const std::vector<std::string>& fields) : fields_(fields) {
+Store::Store(const std::string& path, const std::vector<std::string>& fields, const std::string& identity,
+             const std::string& name)
+    : fields_(fields) {
   db_ = OpenDb(path);
   try {
     Exec(db_, CreateSql());
+    if (!identity.empty()) {
+      Exec(db_, kSweepsSql);
+      sqlite3_stmt* st = nullptr;
+      Check(db_,
+            sqlite3_prepare_v2(db_, "INSERT OR IGNORE INTO sweeps (identity, name) VALUES (?, ?)", -1, &st,
+                               nullptr),
+            "prepare");
+      sqlite3_bind_text(st, 1, identity.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 2, name.c_str(), -1, SQLITE_TRANSIENT);
+      int rc = sqlite3_step(st);
+      sqlite3_finalize(st);
+      Check(db_, rc, "record the sweep's identity");
+    }
     AddMissingColumns(db_, "main", fields_);
     std::vector<std::string> cols(std::begin(kCore), std::end(kCore));
     cols.insert(cols.end(), fields_.begin(), fields_.end());
@@ -308,11 +349,71 @@ void ExportCsv(const std::string& db_path, const std::string& csv_path) {
   sqlite3_close(db);
 }
 
-MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs) {
+std::vector<std::pair<std::string, std::string>> SweepsOf(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    throw StoreError("cannot open " + path + ": " + msg);
+  }
+  try {
+    auto out = ReadSweeps(db, "main");
+    sqlite3_close(db);
+    return out;
+  } catch (...) {
+    sqlite3_close(db);
+    throw;
+  }
+}
+
+namespace {
+
+// "NAME (identity)" list of a store's sweeps, or why there is none.
+std::string DescribeSweeps(const std::vector<std::pair<std::string, std::string>>& sweeps) {
+  if (sweeps.empty()) return "no recorded sweep (written by an older tpsim)";
+  std::string s;
+  for (const auto& [id, name] : sweeps)
+    s += (s.empty() ? "" : ", ") + (name.empty() ? "unnamed" : name) + " (" + id + ")";
+  return s;
+}
+
+// Throws StoreError unless every store holds exactly the one same sweep (an empty `out`
+// store takes no part).
+void CheckOneSweep(const std::string& out, const std::vector<std::string>& inputs) {
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> stores;
+  if (std::ifstream(out).good()) {
+    sqlite3* probe = nullptr;
+    bool has_rows = false;
+    if (sqlite3_open_v2(out.c_str(), &probe, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
+        HasTable(probe, "main", "points")) {
+      sqlite3_stmt* st = nullptr;
+      if (sqlite3_prepare_v2(probe, "SELECT 1 FROM points LIMIT 1", -1, &st, nullptr) == SQLITE_OK)
+        has_rows = sqlite3_step(st) == SQLITE_ROW;
+      sqlite3_finalize(st);
+    }
+    sqlite3_close(probe);
+    if (has_rows) stores.emplace_back(out, SweepsOf(out));
+  }
+  for (const auto& in : inputs) stores.emplace_back(in, SweepsOf(in));
+  for (const auto& [path, sweeps] : stores) {
+    if (sweeps.size() != 1 || sweeps != stores.front().second) {
+      throw StoreError("refusing to merge stores of different sweeps: " + stores.front().first + " holds " +
+                       DescribeSweeps(stores.front().second) + ", " + path + " holds " +
+                       DescribeSweeps(sweeps) + " (--force merges them anyway)");
+    }
+  }
+}
+
+}  // namespace
+
+MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs, bool force) {
   MergeStats stats;
+  if (!force) CheckOneSweep(out, inputs);
   sqlite3* db = OpenDb(out);
   try {
     Exec(db, CreateSql());
+    Exec(db, kSweepsSql);
     for (const auto& in : inputs) {
       {
         // Open it first so a missing or non-database input is an error, not an empty attach.
@@ -345,6 +446,8 @@ MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs)
              "(SELECT config_hash FROM src.points WHERE status NOT IN ('timeout', 'crashed'))");
         Exec(db, "INSERT OR IGNORE INTO main.points (" + list + ") SELECT " + list + " FROM src.points");
         stats.rows_added += sqlite3_changes(db);
+        if (HasTable(db, "src", "sweeps"))
+          Exec(db, "INSERT OR IGNORE INTO main.sweeps SELECT identity, name FROM src.sweeps");
         Exec(db, "COMMIT");
         sqlite3_stmt* cnt = nullptr;
         Check(db, sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM src.points", -1, &cnt, nullptr), "count");

@@ -22,6 +22,11 @@
 // sweep skips every hash present except `timeout` and `crashed` rows, which are
 // retried (and all failed ones with --retry-failed).
 //
+// Table `sweeps` (identity TEXT PRIMARY KEY, name TEXT): the SweepIdentity of every
+// sweep that wrote into the store (one row, unless a store was reused for an edited
+// sweep); `tpsim sweep merge` compares them so that stores of different sweeps are not
+// mixed by accident.
+//
 // Durability: WAL journal, every Insert is its own committed transaction, so a
 // SIGKILL at any moment leaves every inserted row intact.
 
@@ -63,7 +68,9 @@ class Store {
  public:
   // Opens or creates `path`; creates the table and adds a column for each of
   // `fields` not yet there. Throws StoreError.
-  Store(const std::string& path, const std::vector<std::string>& fields);
+  // `identity` (SweepIdentity) and `name` are recorded in table `sweeps` when not empty.
+  Store(const std::string& path, const std::vector<std::string>& fields, const std::string& identity = "",
+        const std::string& name = "");
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -98,10 +105,17 @@ struct MergeStats {
   int64_t rows_added = 0;  // new hashes, or a retryable row replaced by a finished one
 };
 
+// (identity, name) rows of table `sweeps` of the store at `path`; empty for a store
+// written by a tpsim without that table. Throws StoreError.
+std::vector<std::pair<std::string, std::string>> SweepsOf(const std::string& path);
+
 // Merges the `points` tables of `inputs` into `out` (created when missing).
 // Rows are keyed by config_hash: a hash already present is kept once, except
 // that a retryable row (timeout, crashed) gives way to a finished one. Columns
-// missing from `out` are added. Throws StoreError.
-MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs);
+// missing from `out` are added. Unless `force`, refuses (StoreError, nothing
+// written) when the inputs and a non-empty `out` do not all hold points of one
+// and the same sweep (table `sweeps`), naming the stores that differ. Throws
+// StoreError.
+MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs, bool force = false);
 
 }  // namespace tpsim::sweep

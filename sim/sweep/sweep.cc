@@ -19,7 +19,7 @@
 namespace tpsim::sweep {
 
 const char* const kSweepUsage = R"(usage: tpsim sweep SWEEP [options]
-       tpsim sweep merge OUT.sqlite IN.sqlite...
+       tpsim sweep merge [--force] OUT.sqlite IN.sqlite...
 
 Runs every point of a sweep (configs/schema/sweep.proto: a base experiment and
 axes over any field, cartesian and zipped, with optional `require` filters) and
@@ -41,12 +41,20 @@ point, and running the same command again skips the points already stored
   --slurm              do not run: write DB-without-.sqlite.slurm/sweep.sbatch,
                        a job array of --array-size tasks (default 4), each
                        running one shard into DIR/shard-I.sqlite, submit it
-                       with sbatch, and print the job id and the merge command
+                       with sbatch, and print the job id and the command that
+                       merges the shards into --db
     --array-size N     number of array tasks (= shards)
-    --partition P      Slurm partition
+    --partition P      Slurm partition(s), e.g. debug or a,b
+    --account A        Slurm account to charge
+    --time T           time limit per task (Slurm format: M, H:M:S, D-H:M:S)
+    --mem M            memory per task (e.g. 8G; K, M, G, T suffixes)
+    --dry-run          write the script and print it, do not submit
 
 merge OUT IN...        merge sweep stores into OUT (created when missing); a
-                       config hash present in several is kept once
+                       config hash present in several is kept once. Refuses
+                       (exit 1) stores of different sweeps (another base
+                       experiment, axes, filters or engine; table `sweeps`)
+    --force            merge them anyway
 
 Columns of `points`: config_hash, point_index, status (ok, invalid, error,
 timeout, crashed), engine, one column per swept field named by its exact path
@@ -105,18 +113,31 @@ void RemoveStaleTempDirs(const std::filesystem::path& tmp_root) {
 }
 
 int Merge(const std::vector<std::string>& args) {
-  if (args.size() < 3) throw UsageError("merge needs OUT.sqlite and at least one IN.sqlite");
-  std::vector<std::string> in(args.begin() + 2, args.end());
-  MergeStats s = sweep::Merge(args[1], in);
+  bool force = false;
+  std::vector<std::string> paths;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--force") {
+      force = true;
+    } else if (args[i].starts_with("-")) {
+      throw UsageError("unknown merge option " + args[i]);
+    } else {
+      paths.push_back(args[i]);
+    }
+  }
+  if (paths.size() < 2) throw UsageError("merge needs OUT.sqlite and at least one IN.sqlite");
+  std::vector<std::string> in(paths.begin() + 1, paths.end());
+  MergeStats s = sweep::Merge(paths[0], in, force);
   std::cout << "merged " << s.inputs << " stores: " << s.rows_read << " rows read, " << s.rows_added
-            << " added to " << args[1] << "\n";
+            << " added to " << paths[0] << "\n";
   return 0;
 }
 
 int Run(const std::vector<std::string>& args) {
-  std::string path, db, csv, partition;
+  std::string path, db, csv;
   SweepOptions opts;
-  bool slurm = false, array_given = false, partition_given = false;
+  SlurmJob job;
+  bool slurm = false, dry_run = false;
+  std::vector<std::string> slurm_only;  // Slurm options given, for the error without --slurm
   int array_size = 4;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -142,10 +163,22 @@ int Run(const std::vector<std::string>& args) {
       if (opts.shard >= opts.shards) throw UsageError("--shard I/N needs 0 <= I < N, got " + *v);
     } else if (auto v = value("--array-size")) {
       array_size = ParseNumber<int>("--array-size", *v, 1);
-      array_given = true;
+      slurm_only.push_back("--array-size");
     } else if (auto v = value("--partition")) {
-      partition = *v;
-      partition_given = true;
+      job.partition = *v;
+      slurm_only.push_back("--partition");
+    } else if (auto v = value("--account")) {
+      job.account = *v;
+      slurm_only.push_back("--account");
+    } else if (auto v = value("--time")) {
+      job.time = *v;
+      slurm_only.push_back("--time");
+    } else if (auto v = value("--mem")) {
+      job.mem = *v;
+      slurm_only.push_back("--mem");
+    } else if (a == "--dry-run") {
+      dry_run = true;
+      slurm_only.push_back("--dry-run");
     } else if (a == "--slurm") {
       slurm = true;
     } else if (a == "--retry-failed") {
@@ -159,8 +192,10 @@ int Run(const std::vector<std::string>& args) {
     }
   }
   if (path.empty()) throw UsageError("no sweep file given");
-  if ((array_given || partition_given) && !slurm)
-    throw UsageError("--array-size and --partition need --slurm");
+  if (!slurm && !slurm_only.empty()) throw UsageError(slurm_only.front() + " needs --slurm");
+  if (slurm) {
+    if (std::string problem = CheckSlurmJob(job); !problem.empty()) throw UsageError(problem);
+  }
   if (db.empty()) db = std::filesystem::path(path).stem().string() + ".sqlite";
 
   SweepSpec spec = LoadSweep(path);  // also checks the file before submitting
@@ -173,20 +208,25 @@ int Run(const std::vector<std::string>& args) {
   }
 
   if (slurm) {
-    SlurmJob job;
     job.exe = SelfExe();
     job.sweep = Absolute(path);
     std::string abs_db = Absolute(db);
     job.dir = (abs_db.ends_with(".sqlite") ? abs_db.substr(0, abs_db.size() - 7) : abs_db) + ".slurm";
     job.array_size = array_size;
-    job.partition = partition;
     job.jobs = opts.jobs;
+    job.db = db;
     if (!spec.cfg.name().empty()) job.job_name = "tpsim-" + spec.cfg.name();
+    if (dry_run) {
+      std::string script = WriteSbatch(job);
+      std::cout << SbatchScript(job) << "\n# wrote " << script
+                << " (not submitted); submit it with:\n  sbatch " << ShellQuote(script)
+                << "\n# when it has finished, merge the shards:\n  " << MergeCommand(job) << "\n";
+      return 0;
+    }
     std::string script;
     std::string id = SubmitSlurm(job, &script);
     std::cout << "submitted Slurm job " << id << ": " << array_size << " tasks (" << script << ")\n"
-              << "when it has finished, merge the shards:\n  " << ShellQuote(job.exe) << " sweep merge "
-              << ShellQuote(db) << " " << ShellQuote(job.dir) << "/shard-*.sqlite\n";
+              << "when it has finished, merge the shards:\n  " << MergeCommand(job) << "\n";
     return 0;
   }
 

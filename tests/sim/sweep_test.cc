@@ -365,6 +365,50 @@ TEST_F(SweepTest, MergeKeepsDuplicatesOnce) {
   EXPECT_THROW(Merge(Db("out.sqlite"), {Db("missing.sqlite")}), StoreError);
 }
 
+TEST_F(SweepTest, IdentityIgnoresNameButNotAxes) {
+  SweepSpec a = LoadSweep(SweepFile(kSmall, "a.textproto"));
+  SweepSpec renamed =
+      LoadSweep(SweepFile(std::string("name: \"other\"\ndescription: \"x\"\n") + kSmall, "b.textproto"));
+  EXPECT_EQ(SweepIdentity(a), SweepIdentity(renamed));
+  SweepSpec more = LoadSweep(SweepFile(R"(
+axis { field: "chip.noc.link_bandwidth_gbps" values: ["64", "128", "256", "512"] }
+axis { field: "workload.seq_len" values: ["32", "64", "128"] }
+)",
+                                       "c.textproto"));
+  EXPECT_NE(SweepIdentity(a), SweepIdentity(more));
+  SweepSpec tlm = LoadSweep(SweepFile(std::string("engine: \"tlm\"\n") + kSmall, "d.textproto"));
+  EXPECT_NE(SweepIdentity(a), SweepIdentity(tlm));
+}
+
+TEST_F(SweepTest, MergeRefusesStoresOfDifferentSweepsUnlessForced) {
+  Fake f1, f2;
+  RunSweep(LoadSweep(SweepFile(kSmall, "a.textproto")), Opts(Db("a.sqlite")), f1.Runner());
+  RunSweep(LoadSweep(SweepFile(std::string("engine: \"tlm\"\n") + kSmall, "b.textproto")),
+           Opts(Db("b.sqlite")), f2.Runner());
+  EXPECT_EQ(Scalar(Db("a.sqlite"), "SELECT COUNT(*) FROM sweeps"), 1);
+  try {
+    Merge(Db("out.sqlite"), {Db("a.sqlite"), Db("b.sqlite")});
+    FAIL() << "merged two sweeps";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("different sweeps"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(Db("out.sqlite")));  // refused before anything was written
+  // Into an OUT that already holds the other sweep: refused too.
+  Merge(Db("out.sqlite"), {Db("a.sqlite")});
+  EXPECT_THROW(Merge(Db("out.sqlite"), {Db("b.sqlite")}), StoreError);
+  MergeStats m = Merge(Db("out.sqlite"), {Db("b.sqlite")}, /*force=*/true);
+  EXPECT_EQ(m.rows_read, 12);
+  EXPECT_EQ(Scalar(Db("out.sqlite"), "SELECT COUNT(*) FROM sweeps"), 2);
+  // A store without the table (an older tpsim) cannot be told apart: refused unless forced.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(Db("a.sqlite").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE sweeps", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_THROW(Merge(Db("new.sqlite"), {Db("a.sqlite")}), StoreError);
+  EXPECT_EQ(Merge(Db("new.sqlite"), {Db("a.sqlite")}, true).rows_added, 12);
+}
+
 TEST_F(SweepTest, CsvExportHasHeaderAndOneLinePerPoint) {
   SweepSpec s = LoadSweep(SweepFile(kSmall));
   Fake fake;
@@ -401,6 +445,66 @@ TEST(SweepSlurm, ScriptRunsOneShardPerArrayTask) {
       std::string::npos)
       << s;
   EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+}
+
+TEST(SweepSlurm, ScriptCarriesLimitsAndNamesTheMergeTarget) {
+  SlurmJob job;
+  job.exe = "/opt/tpsim/bin/tpsim";
+  job.sweep = "/data/s.textproto";
+  job.dir = "/data/res.slurm";
+  job.db = "res.sqlite";
+  job.time = "1-02:00:00";
+  job.mem = "8G";
+  job.account = "arch_lab";
+  EXPECT_EQ(CheckSlurmJob(job), "");
+  std::string s = SbatchScript(job);
+  EXPECT_NE(s.find("#SBATCH --time=1-02:00:00\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("#SBATCH --mem=8G\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("#SBATCH --account=arch_lab\n"), std::string::npos) << s;
+  EXPECT_EQ(s.find("OUT.sqlite"), std::string::npos) << s;
+  EXPECT_EQ(MergeCommand(job),
+            "'/opt/tpsim/bin/tpsim' sweep merge 'res.sqlite' '/data/res.slurm'/shard-*.sqlite");
+  EXPECT_NE(s.find("#   " + MergeCommand(job) + "\n"), std::string::npos) << s;
+  for (const char* t : {"30", "30:00", "2:00:00", "1-2", "1-2:30", "1-2:30:00"}) {
+    job.time = t;
+    EXPECT_EQ(CheckSlurmJob(job), "") << t;
+  }
+  for (const char* t : {"", "1:2:3:4", "2h", "1-", ":30", "1-2:x"}) {
+    job.time = t;
+    if (*t) EXPECT_NE(CheckSlurmJob(job).find("--time"), std::string::npos) << t;
+  }
+  job.time = "";
+  job.mem = "8 G";
+  EXPECT_NE(CheckSlurmJob(job).find("--mem"), std::string::npos);
+  job.mem = "";
+  job.partition = "debug\n#SBATCH --exclusive";  // no lines smuggled into the script
+  EXPECT_NE(CheckSlurmJob(job).find("--partition"), std::string::npos);
+  job.partition = "a,b";
+  job.account = "x y";
+  EXPECT_NE(CheckSlurmJob(job).find("--account"), std::string::npos);
+}
+
+TEST_F(SweepTest, SlurmDryRunWritesTheScriptWithoutSubmitting) {
+  std::string sweep = SweepFile(kSmall);
+  std::string db = Db("dry.sqlite");
+  // No sbatch reachable: a dry run must not need it.
+  const char* old_path = std::getenv("PATH");
+  std::string saved = old_path ? old_path : "";
+  ::setenv("PATH", "/nonexistent", 1);
+  testing::internal::CaptureStdout();
+  int rc = SweepCommand({sweep, "--slurm", "--dry-run", "--db", db, "--time", "10:00", "--array-size", "3"});
+  std::string out = testing::internal::GetCapturedStdout();
+  ::setenv("PATH", saved.c_str(), 1);
+  EXPECT_EQ(rc, 0) << out;
+  std::string script = Db("dry.slurm") + "/sweep.sbatch";
+  ASSERT_TRUE(fs::exists(script));
+  EXPECT_NE(out.find("#SBATCH --array=0-2"), std::string::npos) << out;
+  EXPECT_NE(out.find("#SBATCH --time=10:00"), std::string::npos) << out;
+  EXPECT_NE(out.find("not submitted"), std::string::npos) << out;
+  EXPECT_NE(out.find("sweep merge '" + db + "'"), std::string::npos) << out;
+  EXPECT_EQ(SweepCommand({sweep, "--dry-run"}), 2);                             // needs --slurm
+  EXPECT_EQ(SweepCommand({sweep, "--slurm", "--dry-run", "--time", "2h"}), 2);  // a bad limit
+  EXPECT_EQ(SweepCommand({"merge", "--bogus", "a", "b"}), 2);
 }
 
 TEST(SweepCli, UsageErrorsExitTwo) {

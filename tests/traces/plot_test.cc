@@ -2,9 +2,12 @@
 // the 1000 x 800 size the script promises, and that it is not blank.
 #include "traces/plot.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -63,7 +66,7 @@ class PlotTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   // PNG checks: signature, IHDR size, and more than `min_colours` distinct colours.
-  void ExpectPicture(const std::string& png, int min_colours) {
+  void ExpectPicture(const std::string& png, int min_colours, uint32_t width = 1000) {
     std::ifstream f(png, std::ios::binary);
     ASSERT_TRUE(f) << png << " not written";
     std::string head(24, '\0');
@@ -76,7 +79,7 @@ class PlotTest : public ::testing::Test {
              (static_cast<uint32_t>(static_cast<unsigned char>(head[at + 2])) << 8) |
              static_cast<uint32_t>(static_cast<unsigned char>(head[at + 3]));
     };
-    EXPECT_EQ(be32(16), 1000u);  // 10 in x 100 dpi
+    EXPECT_EQ(be32(16), width);  // 10 in x 100 dpi unless said otherwise
     EXPECT_EQ(be32(20), 800u);   // 8 in x 100 dpi
     const std::string cmd =
         *python_ +
@@ -90,6 +93,31 @@ class PlotTest : public ::testing::Test {
     EXPECT_EQ(pclose(p), 0);
     EXPECT_GT(colours, min_colours) << png << " looks blank";
   }
+
+  // PlotCommand with its stderr (and the script's) captured into *err.
+  int RunPlot(const std::vector<std::string>& args, std::string* err) {
+    const std::string log = Path("stderr.txt");
+    std::fflush(stderr);
+    const int saved = dup(STDERR_FILENO);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDERR_FILENO);
+    ::close(fd);
+    const int rc = PlotCommand(args);
+    std::fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    *err = ReadFile(log);
+    return rc;
+  }
+
+  static std::string ReadFile(const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+
+  static nlohmann::json ReadJson(const std::string& p) { return nlohmann::json::parse(ReadFile(p)); }
 
   std::optional<std::string> python_;
   std::filesystem::path dir_;
@@ -126,6 +154,273 @@ TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
       PlotCommand({"sweep", Path("sweep.sqlite"), "--x", "tp", "--y", "makespan", "--out", Path("bad.png")}),
       2);
   EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
+// Two placements of one run side by side: one colour scale (the busiest link of either), the
+// chosen metric, TP groups from tasks[] and memory controllers from the config's memory blocks.
+TEST_F(PlotTest, HeatmapSideBySideSharesOneScale) {
+  std::ofstream(Path("b.json")) << R"({"experiment": "tiny-ring",
+    "config": "chip {\n  noc {\n    rows: 2\n    cols: 2\n  }\n  memory {\n    name: \"hbm\"\n    attach: \"r0c1\"\n  }\n}\n",
+    "links": [{"name": "r0c0->r0c1", "bytes": 3200, "utilization": 0.25, "max_queue_ps": 7000},
+              {"name": "r1c1->r1c0", "bytes": 800, "utilization": 2.0, "max_queue_ps": "1000"}],
+    "dram": [{"name": "hbm0", "bytes": 4096, "utilization": 0.5, "max_queue_ps": 0}],
+    "cores": [{"utilization": 0.5}, {"core": 1}, {"core": 2}, {"core": 3}]})";
+  std::string err;
+  ASSERT_EQ(RunPlot({"heatmap", Path("result.json"), Path("b.json"), "--dump-series", Path("h.json"), "--out",
+                     Path("two.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("two.png"), 20, 1600);  // 1 + 7.5 x 2 in wide
+  nlohmann::json d = ReadJson(Path("h.json"));
+  EXPECT_EQ(d["metric"], "utilization");
+  EXPECT_DOUBLE_EQ(d["vmax"].get<double>(), 2.0);  // b.json's busiest link, shared by both panels
+  ASSERT_EQ(d["panels"].size(), 2u);
+  EXPECT_EQ(d["panels"][0]["busiest"], "r1c1->r1c0");  // 1.0 in result.json
+  EXPECT_DOUBLE_EQ(d["panels"][0]["links"]["r0c0->r0c1"].get<double>(), 0.9);
+  EXPECT_EQ(d["panels"][0]["groups"], nlohmann::json::parse("[[0, 1]]"));  // cores computing layer 0
+  EXPECT_EQ(d["panels"][1]["groups"], nlohmann::json::array());            // no tasks[]: no outline
+  EXPECT_DOUBLE_EQ(d["panels"][1]["memory"]["mc_hbm0"].get<double>(), 0.5);
+  // --metric queue with --vmax in a unit: links by max_queue_ps, the scale as given.
+  ASSERT_EQ(RunPlot({"heatmap", Path("b.json"), "--metric", "queue", "--vmax", "5ns", "--dump-series",
+                     Path("q.json"), "--out", Path("q.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("q.png"), 20);
+  d = ReadJson(Path("q.json"));
+  EXPECT_EQ(d["field"], "max_queue_ps");
+  EXPECT_DOUBLE_EQ(d["vmax"].get<double>(), 5000.0);
+  EXPECT_EQ(d["unit"], "ns");
+  EXPECT_DOUBLE_EQ(d["panels"][0]["links"]["r1c1->r1c0"].get<double>(), 1000.0);
+  EXPECT_EQ(d["panels"][0]["busiest"], "r0c0->r0c1");
+  EXPECT_EQ(RunPlot({"heatmap", Path("b.json"), "--metric", "queue", "--vmax", "5", "--out", Path("bad.png")},
+                    &err),
+            2);
+  EXPECT_NE(err.find("a time needs a unit"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
+// A 64-core timeline made readable: a window, a core subset, one row per group.
+TEST_F(PlotTest, TimelineCoresWindowAndGroups) {
+  std::string err;
+  ASSERT_EQ(RunPlot({"timeline", Path("result.json"), "--cores", "1-2", "--window", "5ns:25ns",
+                     "--dump-series", Path("t.json"), "--out", Path("w.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("w.png"), 3);
+  nlohmann::json d = ReadJson(Path("t.json"));
+  EXPECT_EQ(d["window_us"], nlohmann::json::parse("[0.005, 0.025]"));
+  ASSERT_EQ(d["rows"].size(), 2u);
+  EXPECT_EQ(d["rows"][0]["label"], "core 1");
+  // core 1: q_proj 0..10.5 ns clipped to 5..10.5, o_proj 22.5..30.25 clipped to 22.5..25 (us).
+  ASSERT_EQ(d["rows"][0]["bars"]["compute"].size(), 2u);
+  EXPECT_NEAR(d["rows"][0]["bars"]["compute"][0][0].get<double>(), 0.005, 1e-12);
+  EXPECT_NEAR(d["rows"][0]["bars"]["compute"][0][1].get<double>(), 0.0055, 1e-12);
+  EXPECT_NEAR(d["rows"][0]["bars"]["compute"][1][1].get<double>(), 0.0025, 1e-12);
+  EXPECT_EQ(d["rows"][1]["label"], "core 2");
+  EXPECT_NEAR(d["rows"][1]["bars"]["memory"][0][1].get<double>(), 0.020, 1e-12);
+  // --group stage: cores 0 and 1 compute layer 0; core 2 only reads memory and stays alone.
+  ASSERT_EQ(RunPlot({"timeline", Path("result.json"), "--group", "stage", "--dump-series", Path("g.json"),
+                     "--out", Path("g.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("g.png"), 3);
+  d = ReadJson(Path("g.json"));
+  ASSERT_EQ(d["rows"].size(), 2u);
+  EXPECT_EQ(d["rows"][0]["cores"], nlohmann::json::parse("[0, 1]"));
+  EXPECT_EQ(d["rows"][1]["cores"], nlohmann::json::parse("[2]"));
+  // Both cores compute 0..10.5 ns (shade 1), then only core 1 (shade 0.5) from 22.5 ns.
+  EXPECT_EQ(d["rows"][0]["bars"]["compute"][0][2], 1.0);
+  EXPECT_EQ(d["rows"][0]["bars"]["compute"][1][2], 0.5);
+  // --group tp: the transfer 0 -> 1 joins them (the same groups here).
+  ASSERT_EQ(RunPlot({"timeline", Path("result.json"), "--group", "tp", "--dump-series", Path("p.json"),
+                     "--out", Path("p.png")},
+                    &err),
+            0)
+      << err;
+  EXPECT_EQ(ReadJson(Path("p.json"))["rows"][0]["cores"], nlohmann::json::parse("[0, 1]"));
+  EXPECT_EQ(RunPlot({"timeline", Path("result.json"), "--cores", "9-12", "--out", Path("bad.png")}, &err), 2);
+  EXPECT_NE(err.find("no task runs on these cores (cores with tasks: 0-2)"), std::string::npos) << err;
+  EXPECT_EQ(RunPlot({"timeline", Path("result.json"), "--window", "30:10", "--out", Path("bad.png")}, &err),
+            2);
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
+// A K-vs-M store with three swept fields: prefill_ps = seq x 64e6 / bw for k_split (the
+// all-reduce over the links dominates) and seq x 5e5 for m_split_rotate, so k_split / m_split_rotate
+// is exactly 2 at 64 GB/s and 0.5 at 256 GB/s. Plus one invalid point (NULL metrics).
+void WriteKvsMStore(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  std::string sql =
+      "CREATE TABLE points (config_hash TEXT PRIMARY KEY, point_index INTEGER, status TEXT, engine TEXT, "
+      "\"mapping.partition\", \"workload.seq_len\", \"chip.noc.link_bandwidth_gbps\", prefill_ps INTEGER, "
+      "spilled_bytes INTEGER, core_utilization REAL, wall_ms REAL, error TEXT, config TEXT);";
+  int i = 0;
+  for (const char* part : {"k_split", "m_split_rotate"}) {
+    for (int seq : {128, 512, 2048}) {
+      for (int bw : {64, 256}) {
+        const long long ps = part[0] == 'k' ? seq * 64000000LL / bw : seq * 500000LL;
+        sql += "INSERT INTO points VALUES ('h" + std::to_string(i) + "', " + std::to_string(i) + ", 'ok', " +
+               "'analytical', '" + part + "', " + std::to_string(seq) + ", " + std::to_string(bw) + ", " +
+               std::to_string(ps) + ", " + std::to_string(seq * 4096) + ", 0.5, 1.0, NULL, '');";
+        ++i;
+      }
+    }
+  }
+  sql +=
+      "INSERT INTO points VALUES ('bad', 99, 'invalid', 'analytical', 'mn_2d', 128, 64, NULL, NULL, NULL, "
+      "1.0, 'mapping.tp: 3: not a divisor', '');";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+TEST_F(PlotTest, SweepFacetAndColorDrawEverySeries) {
+  WriteKvsMStore(Path("kvm.sqlite"));
+  std::string err;
+  ASSERT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--dump-series",
+                     Path("s.json"), "--out", Path("facet.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("facet.png"), 3);
+  EXPECT_NE(err.find("left out 1 invalid point(s)"), std::string::npos) << err;
+  const nlohmann::json d = ReadJson(Path("s.json"));
+  EXPECT_EQ(d["points"], 12);
+  ASSERT_EQ(d["panels"].size(), 2u);
+  for (int p = 0; p < 2; ++p) {
+    const int bw = p == 0 ? 64 : 256;
+    EXPECT_EQ(d["panels"][p]["facet"], std::to_string(bw));
+    ASSERT_EQ(d["panels"][p]["series"].size(), 2u);
+    const auto& k = d["panels"][p]["series"][0];
+    const auto& m = d["panels"][p]["series"][1];
+    EXPECT_EQ(k["color"], "k_split");
+    EXPECT_EQ(m["color"], "m_split_rotate");
+    EXPECT_EQ(k["x"], nlohmann::json({128, 512, 2048}));
+    for (int j = 0; j < 3; ++j) {
+      const long long seq = 128LL << (2 * j);
+      EXPECT_EQ(k["y"][j].get<long long>(), seq * 64000000LL / bw);
+      EXPECT_EQ(m["y"][j].get<long long>(), seq * 500000LL);
+    }
+  }
+  // Units from the names: prefill_ps up to 2048 x 1e6 ps = 2.048 ms -> ms; seq_len in tokens.
+  EXPECT_EQ(d["ylabel"], "prefill (ms)");
+  EXPECT_DOUBLE_EQ(d["y_factor"].get<double>(), 1e-9);
+  EXPECT_EQ(d["xlabel"], "workload.seq_len (tokens)");
+  EXPECT_EQ(d["logx"], 2);  // 128 .. 2048 spans 16x, all powers of 2
+}
+
+TEST_F(PlotTest, SweepUndrawnFieldWithSeveralValuesIsAnError) {
+  WriteKvsMStore(Path("kvm.sqlite"));
+  std::string err;
+  EXPECT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--out", Path("saw.png")},
+                    &err),
+            2);
+  EXPECT_FALSE(std::filesystem::exists(Path("saw.png")));
+  EXPECT_NE(err.find("swept field chip.noc.link_bandwidth_gbps has 2 values (64, 256) but is not drawn"),
+            std::string::npos)
+      << err;
+  // Holding it with --where is the other way out; --where uses the require syntax.
+  ASSERT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--where",
+                     "chip.noc.link_bandwidth_gbps == 256 && (workload.seq_len >= 512 || "
+                     "mapping.partition == \"m_split_rotate\")",
+                     "--dump-series", Path("w.json"), "--out", Path("where.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("where.png"), 3);
+  const nlohmann::json d = ReadJson(Path("w.json"));
+  EXPECT_EQ(d["points"], 5);
+  EXPECT_EQ(d["fixed"]["chip.noc.link_bandwidth_gbps"], 256);
+  EXPECT_EQ(d["panels"][0]["series"][0]["x"], nlohmann::json({512, 2048}));
+  EXPECT_EQ(d["panels"][0]["series"][1]["x"], nlohmann::json({128, 512, 2048}));
+  // A bad expression names the column; an unknown column lists the real ones.
+  EXPECT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--where",
+                     "workload.seq_len >", "--out", Path("bad.png")},
+                    &err),
+            2);
+  EXPECT_NE(err.find("col 19: expected a value"), std::string::npos) << err;
+  EXPECT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--where",
+                     "seq_len == 1", "--out", Path("bad.png")},
+                    &err),
+            2);
+  EXPECT_NE(err.find("no column 'seq_len'"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
+TEST_F(PlotTest, SweepRatioOfTwoColorSeries) {
+  WriteKvsMStore(Path("kvm.sqlite"));
+  std::string err;
+  ASSERT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--ratio",
+                     "k_split/m_split_rotate", "--dump-series", Path("r.json"), "--out", Path("ratio.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("ratio.png"), 3);
+  const nlohmann::json d = ReadJson(Path("r.json"));
+  ASSERT_EQ(d["panels"].size(), 2u);
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_EQ(d["panels"][p]["series"].size(), 1u);
+    const auto& s = d["panels"][p]["series"][0];
+    EXPECT_EQ(s["label"], "k_split / m_split_rotate");
+    EXPECT_EQ(s["y"], nlohmann::json::array({p == 0 ? 2.0 : 0.5, p == 0 ? 2.0 : 0.5, p == 0 ? 2.0 : 0.5}));
+  }
+  EXPECT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--ratio",
+                     "k_split/mn_2d", "--out", Path("bad.png")},
+                    &err),
+            2);
+  EXPECT_NE(err.find("'mn_2d' is not a value of --color mapping.partition (values: k_split, m_split_rotate)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--ratio",
+                     "k_split/m_split_rotate", "--out", Path("bad.png")},
+                    &err),
+            2);
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
+TEST_F(PlotTest, SweepLogAxesUnitsAndHelp) {
+  WriteKvsMStore(Path("kvm.sqlite"));
+  std::string err;
+  ASSERT_EQ(
+      RunPlot({"sweep", Path("kvm.sqlite"), "--x", "chip.noc.link_bandwidth_gbps", "--y", "spilled_bytes",
+               "--color", "workload.seq_len", "--where", "mapping.partition == \"k_split\"", "--logx",
+               "--logy", "--dump-series", Path("l.json"), "--out", Path("log.png")},
+              &err),
+      0)
+      << err;
+  ExpectPicture(Path("log.png"), 3);
+  const nlohmann::json d = ReadJson(Path("l.json"));
+  EXPECT_EQ(d["logx"], 2);  // 64 and 256: powers of 2
+  EXPECT_EQ(d["logy"], true);
+  EXPECT_EQ(d["xlabel"], "chip.noc.link_bandwidth_gbps (GB/s)");
+  EXPECT_EQ(d["ylabel"], "spilled (MiB)");  // up to 2048 x 4096 B = 8 MiB
+  EXPECT_DOUBLE_EQ(d["y_factor"].get<double>(), 1.0 / (1 << 20));
+  // Every option is described by --help (argparse prints it and exits 0).
+  const std::string help = Path("help.txt");
+  const std::string cmd = *python_ + " " + PlotScriptPath() + " sweep --help > " + help;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string text = ReadFile(help);
+  for (const char* opt :
+       {"--x FIELD", "--y METRIC", "--color FIELD", "--facet FIELD", "--where EXPR", "--logx", "--logy",
+        "--ratio A/B", "--sharey", "--table", "--dump-series FILE", "--out PNG"}) {
+    EXPECT_NE(text.find(opt), std::string::npos) << opt;
+  }
+  // --logy over a metric with a zero: exit 2.
+  EXPECT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--where",
+                     "prefill_ps - prefill_ps < 0", "--out", Path("bad.png")},
+                    &err),
+            2);
+  EXPECT_NE(err.find("no point of 13 left to draw"), std::string::npos) << err;
 }
 
 // The CSVs of `tpsim serve --requests-csv R.csv --kv-csv K.csv` for a small disaggregated

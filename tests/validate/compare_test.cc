@@ -5,9 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "validate/collective_sweep.h"
 #include "validate/compare.h"
 
 namespace tpsim::validate {
@@ -36,6 +40,96 @@ std::string ResultJson(const std::string& engine, long long total, const std::ve
                   std::to_string(total) + R"(}, "ops": [)";
   for (size_t i = 0; i < ops.size(); ++i) s += (i ? ", " : "") + ops[i];
   return s + "]}\n";
+}
+
+// Two all_reduce rows over 8 ranks: 8 KiB measured at 40 us (predicted 30, ring forced 60,
+// nvls forced 20) and 1 MiB unmeasured (predicted 50, ring 50, no nvls time).
+std::vector<CollectiveSweepRow> HandSweep() {
+  CollectiveSweepRow a;
+  a.kind = "all_reduce";
+  a.ranks = 8;
+  a.bytes = 8192;
+  a.measured = true;
+  a.time_us = 40;
+  a.algbw_gbps = 8192 / 40e-6 / 1e9;        // 0.2048
+  a.busbw_gbps = a.algbw_gbps * 2 * 7 / 8;  // 0.3584
+  a.predicted_algorithm = "nvls";
+  a.predicted_us = 30;
+  a.predicted_algbw_gbps = 8192 / 30e-6 / 1e9;
+  a.predicted_busbw_gbps = a.predicted_algbw_gbps * 2 * 7 / 8;
+  a.predicted_ring_us = 60;
+  a.predicted_nvls_us = 20;
+  CollectiveSweepRow b = a;
+  b.bytes = 1 << 20;
+  b.measured = false;
+  b.time_us = b.algbw_gbps = b.busbw_gbps = 0;
+  b.predicted_algorithm = "ring";
+  b.predicted_us = 50;
+  b.predicted_algbw_gbps = (1 << 20) / 50e-6 / 1e9;
+  b.predicted_busbw_gbps = b.predicted_algbw_gbps * 2 * 7 / 8;
+  b.predicted_ring_us = 50;
+  b.predicted_nvls_us.reset();
+  return {a, b};
+}
+
+TEST(CollectiveSweep, UnmeasuredColumnsPrintADash) {
+  const auto rows = HandSweep();
+  EXPECT_EQ(
+      CollectiveSweepLine(rows[0]),
+      "all_reduce          8         8192        40.00       0.20       0.36  nvls        30.00       0.27"
+      "       0.48        60.00        20.00\n");
+  EXPECT_EQ(
+      CollectiveSweepLine(rows[1]),
+      "all_reduce          8      1048576            -          -          -  ring        50.00      20.97"
+      "      36.70        50.00            -\n");
+  // busbw error of the measured row: (0.4779 - 0.3584) / 0.3584 = +33.3 % (= 40 / 30 - 1).
+  EXPECT_EQ(CollectiveSweepSummary(rows),
+            "all_reduce, 8 ranks: 2 sizes, 1 measured, busbw MAPE 33.33 %, worst +33.3 % at 8192 B\n");
+  CollectiveSweepRow c = rows[1];
+  c.ranks = 4;
+  EXPECT_EQ(CollectiveSweepSummary({c}), "all_reduce, 4 ranks: 1 sizes, none measured (predictions only)\n");
+}
+
+TEST(CollectiveSweep, JsonRoundTripAndErrors) {
+  const auto rows = HandSweep();
+  const std::string text = CollectiveSweepJson(rows);
+  ASSERT_TRUE(IsCollectiveSweepJson(text));
+  const auto back = ParseCollectiveSweepJson(text, "s.json");
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(CollectiveSweepLine(back[0]), CollectiveSweepLine(rows[0]));
+  EXPECT_EQ(CollectiveSweepLine(back[1]), CollectiveSweepLine(rows[1]));
+  EXPECT_FALSE(back[1].predicted_nvls_us.has_value());
+  EXPECT_FALSE(IsCollectiveSweepJson(R"({"ops": []})"));
+  EXPECT_FALSE(IsCollectiveSweepJson("not json"));
+  try {
+    ParseCollectiveSweepJson(R"([{"kind": "all_reduce", "ranks": 8, "bytes": 8192, "measured": 1}])",
+                             "s.json");
+    FAIL() << "accepted a non-boolean measured";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "s.json: rows[0].measured: not true or false");
+  }
+}
+
+// The series the busbw plot receives: tpsim's choice as the line, ring and nvls forced as
+// busbw scaled by predicted_us / forced time, measured dots only where measured.
+TEST(CollectiveSweep, PlotDataSeries) {
+  const auto rows = HandSweep();
+  const nlohmann::json d = nlohmann::json::parse(CollectiveSweepPlotData(rows, "t"));
+  EXPECT_EQ(d["kind"], "collective");
+  ASSERT_EQ(d["tables"].size(), 1u);
+  const auto& t = d["tables"][0];
+  EXPECT_EQ(t["name"], "all_reduce, 8 ranks");
+  EXPECT_EQ(t["x"], nlohmann::json({8192, 1 << 20}));
+  EXPECT_EQ(t["measured_x"], nlohmann::json({8192}));
+  EXPECT_DOUBLE_EQ(t["measured_rate"][0].get<double>(), 0.3584);
+  EXPECT_DOUBLE_EQ(t["predicted_rate"][1].get<double>(), rows[1].predicted_busbw_gbps);
+  ASSERT_EQ(t["extra"].size(), 2u);
+  EXPECT_EQ(t["extra"][0]["label"], "predicted, ring forced");
+  // ring at 8 KiB: 30 / 60 of the choice's busbw; at 1 MiB the choice is ring.
+  EXPECT_DOUBLE_EQ(t["extra"][0]["rate"][0].get<double>(), rows[0].predicted_busbw_gbps * 0.5);
+  EXPECT_DOUBLE_EQ(t["extra"][0]["rate"][1].get<double>(), rows[1].predicted_busbw_gbps);
+  EXPECT_EQ(t["extra"][1]["x"], nlohmann::json({8192}));  // nvls only where predicted
+  EXPECT_DOUBLE_EQ(t["extra"][1]["rate"][0].get<double>(), rows[0].predicted_busbw_gbps * 1.5);
 }
 
 // predicted: a 1 us, b 3 us, c 2 us; measured: a 1.25 us, b 2 us, c 2 us.
@@ -205,6 +299,33 @@ TEST(ComparePlot, RendersHeadlessPngOfExpectedSizeThatIsNotBlank) {
   EXPECT_LT(ink, n / 2) << "mostly dark: not a plot";
   std::ifstream left(png_path + ".data.json");
   EXPECT_FALSE(left.good()) << "temporary data file left behind";
+}
+
+TEST(ComparePlot, CollectiveSweepBusbwOverSize) {
+  ASSERT_FALSE(FindPlotPython().empty())
+      << "needs python3 with matplotlib (apt-get install -y python3-matplotlib)";
+  setenv("TPSIM_PLOT_SCRIPT", (std::string(TPSIM_SOURCE_DIR) + "/validate/plot_compare.py").c_str(), 1);
+  const std::string sweep = Write("sweep.json", CollectiveSweepJson(HandSweep()));
+  const std::string png_path = TempPath("busbw.png");
+  std::remove(png_path.c_str());
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(CompareCommand({sweep, "--plot", png_path}), 0);
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("      1048576            -          -          -  ring"), std::string::npos) << out;
+  EXPECT_NE(out.find("busbw MAPE 33.33 %"), std::string::npos) << out;
+  Png png;
+  std::string why;
+  ASSERT_TRUE(DecodePng(png_path, &png, &why)) << why;
+  // plot_gpu.py, one panel: 4 x 3.8 inches at 100 dpi.
+  EXPECT_EQ(png.width, 400u);
+  EXPECT_EQ(png.height, 380u);
+  // A broken sweep file: exit 2.
+  const std::string bad =
+      Write("badsweep.json", R"([{"kind": "all_reduce", "bytes": 1, "predicted_us": 1}])");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(CompareCommand({bad}), 2);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("rows[0]: no field ranks"), std::string::npos) << err;
 }
 
 }  // namespace

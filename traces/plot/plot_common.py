@@ -1,0 +1,163 @@
+"""Helpers shared by tpsim's plot commands: errors, matplotlib set-up, input reading, units."""
+
+import json
+import math
+import re
+
+FIGSIZE = (10, 8)
+DPI = 100
+
+
+class UsageError(Exception):
+    """Bad input or usage: `tpsim plot` prints it on one line and exits 2."""
+
+
+def plt_module():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.rcParams["svg.hashsalt"] = "tpsim"
+    return matplotlib, plt
+
+
+def save(fig, out):
+    fig.savefig(out, dpi=DPI, metadata={"Software": None})
+
+
+def dump_json(path, data):
+    """Writes what a plot drew (--dump-series) as sorted, indented JSON."""
+    if not path:
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.write("\n")
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}")
+
+
+def load_result(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}")
+    except ValueError as e:
+        raise UsageError(f"{path}: not JSON: {e}")
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: not a tpsim result (expected a JSON object)")
+    return data
+
+
+def num(v, what):
+    """int64 fields may be numbers or (proto3 JSON) strings."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise UsageError(f"{what}: {v!r} is not a number")
+
+
+def config_value(cfg, block, field):
+    """The first `field: value` inside the first `block { ... }` of a resolved experiment in
+    text format (None when absent). Good enough for the scalar fields a title needs."""
+    if not isinstance(cfg, str):
+        return None
+    m = re.search(r"\b" + re.escape(block) + r"\s*\{", cfg)
+    if not m:
+        return None
+    depth, i = 1, m.end()
+    while i < len(cfg) and depth:
+        depth += {"{": 1, "}": -1}.get(cfg[i], 0)
+        i += 1
+    inner = cfg[m.end():i]
+    # Only the block's own level: drop nested blocks.
+    flat, depth = [], 0
+    for ch in inner:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif depth == 0:
+            flat.append(ch)
+    v = re.search(r"(?m)^\s*" + re.escape(field) + r"\s*:\s*(\"[^\"]*\"|\S+)", "".join(flat))
+    if not v:
+        return None
+    return v.group(1).strip('"')
+
+
+# ---- units ----------------------------------------------------------------------------------
+#
+# Every config field and metric states its unit in its name (DESIGN.md); an axis label is the
+# name with that suffix replaced by the unit, and values are scaled to a readable unit.
+
+TIME_UNITS = (("s", 1e12), ("ms", 1e9), ("us", 1e6), ("ns", 1e3), ("ps", 1.0))  # in ps
+BYTE_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+# Suffix -> (unit label, unit size in the base unit of its kind, kind).
+SUFFIXES = (
+    ("_ps", "ps", 1.0, "time"), ("_ns", "ns", 1e3, "time"), ("_us", "us", 1e6, "time"),
+    ("_ms", "ms", 1e9, "time"), ("_s", "s", 1e12, "time"),
+    ("_bytes", "B", 1, "bytes"),
+    ("_gbps", "GB/s", None, None), ("_tflops", "TFLOP/s", None, None),
+    ("_gflops", "GFLOP/s", None, None), ("_cycles", "cycles", None, None),
+    ("_pct", "%", None, None), ("_per_s", "1/s", None, None), ("_tokens", "tokens", None, None),
+    ("_mhz", "MHz", None, None), ("_ghz", "GHz", None, None), ("_w", "W", None, None),
+    ("_pj", "pJ", None, None),
+)
+
+
+def split_unit(name):
+    """(stem, suffix entry or None). 'decode_step_ps_mean' -> ('decode_step mean', _ps)."""
+    stem, tail = name, ""
+    for t in ("_mean", "_max", "_min", "_p50", "_p90", "_p95", "_p99"):
+        if stem.endswith(t):
+            stem, tail = stem[: -len(t)], " " + t[1:]
+            break
+    for s in SUFFIXES:
+        if stem.endswith(s[0]) and len(stem) > len(s[0]):
+            return stem[: -len(s[0])] + tail, s
+    return name, None
+
+
+def axis_unit(name, values):
+    """(factor, label): multiply values by factor to draw them; the label names the unit.
+
+    Times are drawn in s, ms, us or ns and bytes in GiB, MiB, KiB or B, by the largest value;
+    utilisation fractions ('utilization' names) in %; seq_len in tokens."""
+    finite = [abs(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    vmax = max(finite, default=0.0)
+    stem, s = split_unit(name)
+    if "." in name:  # a config field path: keep it whole, the reader types it
+        stem = name
+    if s is not None and s[3] == "time":
+        base = vmax * s[2]  # in ps
+        unit, size = next(((u, f) for u, f in TIME_UNITS if base >= f), (s[1], s[2]))
+        return s[2] / size, f"{stem} ({unit})"
+    if s is not None and s[3] == "bytes":
+        unit, size = next(((u, f) for u, f in BYTE_UNITS if vmax >= f), BYTE_UNITS[-1])
+        return 1.0 / size, f"{stem} ({unit})"
+    if s is not None:
+        return 1.0, f"{stem} ({s[1]})"
+    if name.endswith("utilization") or name.endswith("utilisation"):
+        return 100.0, f"{name} (%)"
+    if name.endswith("seq_len") or name.endswith("_len"):
+        return 1.0, f"{name} (tokens)"
+    return 1.0, name
+
+
+def fmt_value(v):
+    """A compact, deterministic text for a swept value (4096, 0.5, k_split)."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def value_key(v):
+    """Sorts numbers numerically before text."""
+    if isinstance(v, (int, float)):
+        return (0, float(v), "")
+    try:
+        return (0, float(v), str(v))
+    except (TypeError, ValueError):
+        return (1, 0.0, str(v))
