@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "configs/files.h"
@@ -31,7 +32,8 @@ void Exec(sqlite3* db, const std::string& sql) {
   }
 }
 
-// A tpsim store holds table `points` with the identity columns and nothing else;
+// A tpsim store holds table `points` with the identity columns, and optionally table
+// `sweeps` (the identities of the sweeps that wrote it), and nothing else;
 // an empty database is a new store. Anything else (another application's SQLite
 // file, a file that is no database) is refused before a byte of it is changed.
 void CheckIsStore(sqlite3* db, const std::string& path) {
@@ -52,7 +54,9 @@ void CheckIsStore(sqlite3* db, const std::string& path) {
   if (rc != SQLITE_DONE) throw StoreError(path + " is not a tpsim sweep store (" + sqlite3_errmsg(db) + ")");
   if (tables.empty()) return;
   std::vector<std::string> cols;
-  if (tables.size() == 1 && tables[0] == "points") cols = Columns(db);
+  std::vector<std::string> known = tables;
+  std::erase(known, std::string("sweeps"));
+  if (known.size() == 1 && known[0] == "points") cols = Columns(db);
   std::vector<std::string> need(std::begin(kCore), std::end(kCore));
   need.push_back("config");
   bool ok = !cols.empty();
@@ -62,7 +66,8 @@ void CheckIsStore(sqlite3* db, const std::string& path) {
     for (const auto& t : tables) list += (list.empty() ? "" : ", ") + t;
     throw StoreError(path + " is not a tpsim sweep store (it has table" + (tables.size() > 1 ? "s " : " ") +
                      list +
-                     "; a store has only `points` with config_hash, point_index, status, engine and config); "
+                     "; a store has `points` with config_hash, point_index, status, engine and config, and may have "
+                     "`sweeps`); "
                      "choose another --db");
   }
 }
