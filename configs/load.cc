@@ -548,9 +548,10 @@ void ParseMessage(const std::string& text, const std::string& display_name, pb::
           std::string name = LeadingFieldName(std::string(lines[e.line].substr(0, 200)));
           if (!name.empty()) d.field = name;
         }
-        // protobuf points just past an unknown field's name; point at its start.
+        // protobuf points just past an unknown field's name; point at its start. Its column
+        // counts a tab as up to 8 columns, so it may lie past the end of the line.
         int start = e.col - static_cast<int>(d.field.size());
-        if (on_line && start >= 0 && !d.field.empty() &&
+        if (on_line && start >= 0 && static_cast<size_t>(start) <= lines[e.line].size() && !d.field.empty() &&
             lines[e.line].substr(static_cast<size_t>(start)).starts_with(d.field)) {
           d.where.col = start + 1;
         }

@@ -49,6 +49,21 @@ TEST(Load, UnknownFieldIsAnErrorWithLineAndColumn) {
   }
 }
 
+// Found by config_fuzz (tests/fuzz/crashers/config_fuzz/tab-column-past-line-end): protobuf
+// counts a tab as up to 8 columns, so an error column may lie past the end of its line; the
+// error must still be a located ConfigError, not std::out_of_range.
+TEST(Load, ErrorColumnPastTheEndOfATabbedLine) {
+  Chip chip;
+  try {
+    ParseMessage(std::string("\0\0\0r\t\1\0\0\x08", 9), "c.textproto", &chip, nullptr);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    ASSERT_FALSE(e.diags().empty());
+    EXPECT_EQ(e.diags()[0].where.line, 1);
+    EXPECT_EQ(e.diags()[0].str().rfind("c.textproto:1:", 0), 0u) << e.diags()[0].str();
+  }
+}
+
 TEST(Load, TypeErrorNamesTheValue) {
   Chip chip;
   try {
