@@ -2,7 +2,9 @@
 
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 #include "configs/files.h"
 #include "llm/model.h"
@@ -124,6 +126,34 @@ Override ParseOverride(const std::string& arg) {
   return Override{arg.substr(0, eq), arg.substr(eq + 1)};
 }
 
+void DeriveName(const std::string& model_override, const std::vector<Override>& sets,
+                config::Experiment* cfg) {
+  std::string changes;
+  auto add = [&](const std::string& c) { changes += (changes.empty() ? "" : ", ") + c; };
+  if (!model_override.empty()) add("model=" + cfg->model().name());
+  bool named = false;
+  for (const auto& s : sets) {
+    if (s.path == "name") named = true;
+    if (s.path == "name" || s.path == "description") continue;
+    std::string_view path = s.path;
+    for (std::string_view root : {"chip.", "model.", "workload.", "mapping."}) {
+      if (path.starts_with(root)) path.remove_prefix(root.size());
+    }
+    add(std::string(path) + "=" + config::Clip(s.value, 40));
+  }
+  if (named || changes.empty()) return;
+  cfg->set_name((cfg->name().empty() ? std::string("experiment") : cfg->name()) + " [" + changes + "]");
+}
+
+std::string RunTitle(const config::Experiment& cfg, const std::string& engine) {
+  const auto& m = cfg.mapping();
+  std::string title = cfg.model().name() + " on " + cfg.chip().name() + ": TP " + std::to_string(m.tp()) +
+                      " x " + std::to_string(std::max<uint32_t>(1, m.pipeline_stages())) + " stage" +
+                      (m.pipeline_stages() > 1 ? "s" : "") + ", " + m.partition() + ", " + m.placement() +
+                      " placement, " + m.collective() + " collective, " + engine + " engine";
+  return title;
+}
+
 Experiment LoadExperiment(const std::string& path, const std::vector<Override>& sets,
                           const std::string& model_override) {
   Experiment e;
@@ -202,6 +232,7 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
     config::SetScalarField(&cfg, s.path, s.value, where);
     e.locs.Set(s.path, where);
   }
+  DeriveName(model_override, sets, &cfg);
   return e;
 }
 

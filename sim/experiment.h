@@ -32,9 +32,22 @@ struct Experiment {
 };
 
 // Stage one. `model_override` (from --model) replaces the model source when set:
-// a path to a config.json / Model file, or a catalog name.
+// a path to a config.json / Model file, or a catalog name. When --model or --set
+// change anything but the name, the experiment's name says what changed, so that
+// every output names the run it comes from: "reference-qwen3-4b [model=qwen3-32b,
+// tp=16]" (paths without their chip./model./workload./mapping. root; DeriveName).
+// `--set name=...` names it outright.
 Experiment LoadExperiment(const std::string& path, const std::vector<Override>& sets,
                           const std::string& model_override = "");
+
+// Appends " [what changed]" to cfg->name() for a --model and every --set but name and
+// description; leaves it alone when a --set gives the name or nothing changed.
+void DeriveName(const std::string& model_override, const std::vector<Override>& sets,
+                config::Experiment* cfg);
+
+// One line that says what ran: "qwen3-32b on wafer-8x8: TP 16 x 4 stages, k_split,
+// linear placement, ring collective, analytical engine". Plots and tables show it.
+std::string RunTitle(const config::Experiment& cfg, const std::string& engine);
 
 // Stage two: every rule of chip, model, workload and mapping. Throws
 // config::ConfigError with all violations found; returns the chip it built to

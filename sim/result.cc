@@ -521,7 +521,7 @@ std::string ResultToJson(const config::Result& result) {
   return ToJson(result).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-std::string ResultTable(const config::Result& r) {
+std::string ResultTable(const config::Result& r, bool with_ops) {
   std::string s;
   char line[512];
   // Ops: same (phase, layer, op, partition) summed over decode steps.
@@ -543,18 +543,21 @@ std::string ResultTable(const config::Result& r) {
     row.total += op.total_ps();
     ++row.count;
   }
-  std::snprintf(line, sizeof line, "%s (%s engine)\n\n", r.experiment().c_str(), r.engine().c_str());
-  s += line;
-  std::snprintf(line, sizeof line, "%-8s %5s  %-24s %-16s %12s %12s %12s %12s %6s\n", "phase", "layer", "op",
-                "partition", "compute_us", "comm_us", "memory_us", "total_us", "steps");
-  s += line;
-  for (const Row& row : rows) {
-    std::snprintf(line, sizeof line, "%-8s %5u  %-24s %-16s %12s %12s %12s %12s %6d\n", row.phase.c_str(),
-                  row.layer, row.op.c_str(), row.partition.c_str(), Us(row.compute).c_str(),
-                  Us(row.comm).c_str(), Us(row.mem).c_str(), Us(row.total).c_str(), row.count);
-    s += line;
-  }
+  s += r.experiment() + " (" + r.engine() + " engine)\n";
+  if (!r.title().empty()) s += r.title() + "\n";
   s += "\n";
+  if (with_ops) {
+    std::snprintf(line, sizeof line, "%-8s %5s  %-24s %-16s %12s %12s %12s %12s %6s\n", "phase", "layer",
+                  "op", "partition", "compute_us", "comm_us", "memory_us", "total_us", "steps");
+    s += line;
+    for (const Row& row : rows) {
+      std::snprintf(line, sizeof line, "%-8s %5u  %-24s %-16s %12s %12s %12s %12s %6d\n", row.phase.c_str(),
+                    row.layer, row.op.c_str(), row.partition.c_str(), Us(row.compute).c_str(),
+                    Us(row.comm).c_str(), Us(row.mem).c_str(), Us(row.total).c_str(), row.count);
+      s += line;
+    }
+    s += "\n";
+  }
   std::snprintf(line, sizeof line, "%-8s %5s  %12s\n", "phase", "layer", "total_us");
   s += line;
   for (const auto& l : r.layers()) {

@@ -82,6 +82,6 @@ std::string ResultToJson(const config::Result& result);
 // The human table: per op (compute, communication, memory, total in µs; decode
 // ops of the same layer and name summed over steps, with the step count), per
 // layer, then the workload summary.
-std::string ResultTable(const config::Result& result);
+std::string ResultTable(const config::Result& result, bool with_ops = true);
 
 }  // namespace tpsim::sim

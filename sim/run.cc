@@ -78,10 +78,15 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   std::unique_ptr<Engine> engine;
   arch::Chip chip = Prepare(e, opts.engine, &engine);
   RunOutput out;
+  if (opts.on_stage) opts.on_stage("lowering");
   out.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
+  if (opts.on_stage)
+    opts.on_stage(engine->name() == "tlm" ? "timing (tlm engine)" : "timing (analytical engine)");
   EngineOutput timing = engine->Run(out.program, chip);
+  if (opts.on_stage) opts.on_stage("writing results");
   out.result = BuildResult(out.program, chip, timing, e.cfg.name(), engine->name(), opts.keep_task_times);
   out.result.set_config(ResolvedText(e));
+  out.result.set_title(RunTitle(e.cfg, engine->name()));
   if (!opts.trace_path.empty()) {
     traces::WriteTrace(opts.trace_path, out.program, chip, timing, out.result.config());
   }

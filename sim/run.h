@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,9 @@ struct RunOptions {
   std::string engine;            // empty: the experiment's engine, else "analytical"
   bool keep_task_times = false;  // fill Result.tasks
   std::string trace_path;        // non-empty: write a Perfetto (or .json: Chrome) trace there
+  // Called as the run enters each stage ("lowering", "timing (tlm engine)", ...), for a
+  // progress line; may be empty.
+  std::function<void(const char*)> on_stage;
 };
 
 struct RunOutput {

@@ -5,13 +5,19 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "arch/chip.h"
@@ -234,8 +240,11 @@ int Describe(Args& a) {
 
 const char* kRunUsage = R"(usage: tpsim run [EXPERIMENT] [options]
 
-Lowers the experiment to a Program and times it; prints a table per op, per
-layer and for the whole workload.
+Lowers the experiment to a Program and times it; prints what ran (the experiment's
+name, with what --model and --set changed, and a title line: model on chip, TP x
+stages, partition, placement, collective, engine), a table per layer and the
+summary of the whole workload; --ops adds the table per op. On a terminal, a run
+that takes longer than a second shows a progress line on stderr.
 
   EXPERIMENT           experiment file; default: configs/experiments/default.textproto
   --engine NAME        analytical (default) or tlm (SystemC/TLM-2.0, link contention)
@@ -247,14 +256,60 @@ layer and for the whole workload.
                        open it in ui.perfetto.dev
   --tasks              include every task's start and end in the result JSON
                        (needed by `tpsim plot timeline`)
+  --ops                also print the table per op (phase, layer, op, partition,
+                       compute / communication / memory / total us, steps)
   --quiet              print only the summary line
 )";
+
+// A progress line on stderr ("tpsim run: timing (tlm engine) 2.5 s") for runs that take
+// longer than a second, on a terminal only (a file or pipe gets nothing, so outputs stay
+// byte-identical); erased when the run ends.
+class ProgressLine {
+ public:
+  explicit ProgressLine(const char* what) : what_(what), enabled_(::isatty(2) == 1) {
+    if (enabled_) thread_ = std::thread([this] { Loop(); });
+  }
+  ~ProgressLine() {
+    if (!enabled_) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    if (shown_) std::fprintf(stderr, "\r\033[K");
+  }
+  void Stage(const char* stage) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stage_ = stage;
+  }
+
+ private:
+  void Loop() {
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::seconds(1), [this] { return done_; })) return;
+    while (!done_) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "\r\033[K%s: %s %.1f s", what_, stage_, s);
+      std::fflush(stderr);
+      shown_ = true;
+      cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; });
+    }
+  }
+  const char* what_;
+  const char* stage_ = "loading";
+  bool enabled_, done_ = false, shown_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
 
 int Run(Args& a) {
   ExperimentArgs ex;
   sim::RunOptions opts;
   std::string out, dump;
-  bool quiet = false;
+  bool quiet = false, ops = false;
   while (!a.Done()) {
     std::string v;
     if (IsHelp(a.Peek())) {
@@ -274,6 +329,10 @@ int Run(Args& a) {
       quiet = true;
       continue;
     }
+    if (a.Switch("--ops")) {
+      ops = true;
+      continue;
+    }
     if (a.Peek().starts_with("-")) throw UsageError("unknown option " + a.Peek());
     if (!ex.path.empty()) throw UsageError("more than one experiment given");
     ex.path = a.Next();
@@ -284,7 +343,11 @@ int Run(Args& a) {
   for (const auto& [flag, file] :
        {std::pair{"--out", out}, {"--dump-program", dump}, {"--trace", opts.trace_path}})
     if (!file.empty()) config::CheckOutputNotInput(flag, file, inputs);
-  sim::RunOutput r = sim::RunExperiment(e, opts);
+  sim::RunOutput r = [&] {
+    ProgressLine progress("tpsim run");
+    opts.on_stage = [&progress](const char* stage) { progress.Stage(stage); };
+    return sim::RunExperiment(e, opts);
+  }();
   // State every partitioner fallback once (e.g. m_split_rotate->k_split in decode).
   std::set<std::string> fallbacks;
   for (const auto& op : r.program.ops) {
@@ -301,7 +364,7 @@ int Run(Args& a) {
               << " us; critical path: compute " << share(s.compute_ps()) << ", communication "
               << share(s.communication_ps()) << ", memory " << share(s.memory_ps()) << "\n";
   } else {
-    std::cout << sim::ResultTable(r.result);
+    std::cout << sim::ResultTable(r.result, ops);
   }
   return 0;
 }

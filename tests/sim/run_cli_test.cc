@@ -128,4 +128,41 @@ TEST_F(RunCli, BadEngineAndUnwritableOutput) {
   EXPECT_NE(out.find("cannot write"), std::string::npos) << out;
 }
 
+TEST_F(RunCli, OutputsNameTheRunThatWasMade) {
+  // --model and --set show in the name (result, trace) and a title says what ran.
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + kRef +
+                         " --model qwen3-8b --set mapping.tp=2 --set workload.num_layers=2 --set "
+                         "mapping.pipeline_stages=2 --set workload.decode_steps=1 --out " +
+                         P("r.json") + " --trace " + P("t.json"),
+                     &out),
+            0)
+      << out;
+  const std::string name =
+      "reference-qwen3-4b [model=qwen3-8b, tp=2, num_layers=2, pipeline_stages=2, decode_steps=1]";
+  const std::string title =
+      "qwen3-8b on wafer-8x8: TP 2 x 2 stages, k_split, linear placement, ring collective, analytical engine";
+  auto r = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_EQ(r["experiment"], name);
+  EXPECT_EQ(r["title"], title);
+  EXPECT_NE(r["config"].get<std::string>().find("name: \"" + name + "\""), std::string::npos);
+  auto t = nlohmann::json::parse(Slurp(P("t.json")));
+  EXPECT_NE(t["metadata"]["tpsim_config"].get<std::string>().find(name), std::string::npos);
+  // Default output: the name, the title, the layer table and the summary; no op table.
+  EXPECT_EQ(out.rfind(name + " (analytical engine)\n" + title + "\n\n", 0), 0u) << out;
+  EXPECT_NE(out.find("\nsummary\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("compute_us"), std::string::npos) << out;
+  ASSERT_EQ(
+      RunTpsim("run " + kRef + " --set workload.num_layers=1 --set mapping.pipeline_stages=1 --ops", &out),
+      0);
+  EXPECT_NE(out.find("compute_us"), std::string::npos) << out;
+  EXPECT_NE(out.find("q_proj.reduce_scatter"), std::string::npos) << out;
+  // --set name=... names it outright; no override: the file's name.
+  ASSERT_EQ(
+      RunTpsim("run " + kRef + " --set name=mine --set mapping.tp=2 --quiet --out " + P("n.json"), &out), 0);
+  EXPECT_EQ(nlohmann::json::parse(Slurp(P("n.json")))["experiment"], "mine");
+  ASSERT_EQ(RunTpsim("run " + kRef + " --quiet --out " + P("m.json"), &out), 0);
+  EXPECT_EQ(nlohmann::json::parse(Slurp(P("m.json")))["experiment"], "reference-qwen3-4b");
+}
+
 }  // namespace

@@ -24,6 +24,7 @@ namespace {
 // and other defaults omitted as proto3 JSON does; one int64 written as a string).
 const char* const kResult = R"({
   "experiment": "tiny",
+  "title": "tiny-model on tiny-chip: TP 2 x 1 stage",
   "engine": "analytical",
   "config": "name: \"tiny\"\nchip {\n  name: \"mesh-2x2\"\n  noc {\n    topology: \"mesh\"\n    rows: 2\n    cols: 2\n  }\n}\n",
   "links": [
@@ -159,7 +160,7 @@ TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
 // Two placements of one run side by side: one colour scale (the busiest link of either), the
 // chosen metric, TP groups from tasks[] and memory controllers from the config's memory blocks.
 TEST_F(PlotTest, HeatmapSideBySideSharesOneScale) {
-  std::ofstream(Path("b.json")) << R"({"experiment": "tiny-ring",
+  std::ofstream(Path("b.json")) << R"({"experiment": "tiny-ring", "title": "m on c: TP 2 x 1 stage",
     "config": "chip {\n  noc {\n    rows: 2\n    cols: 2\n  }\n  memory {\n    name: \"hbm\"\n    attach: \"r0c1\"\n  }\n}\n",
     "links": [{"name": "r0c0->r0c1", "bytes": 3200, "utilization": 0.25, "max_queue_ps": 7000},
               {"name": "r1c1->r1c0", "bytes": 800, "utilization": 2.0, "max_queue_ps": "1000"}],
@@ -181,6 +182,8 @@ TEST_F(PlotTest, HeatmapSideBySideSharesOneScale) {
   EXPECT_EQ(d["panels"][0]["groups"], nlohmann::json::parse("[[0, 1]]"));  // cores computing layer 0
   EXPECT_EQ(d["panels"][1]["groups"], nlohmann::json::array());            // no tasks[]: no outline
   EXPECT_DOUBLE_EQ(d["panels"][1]["memory"]["mc_hbm0"].get<double>(), 0.5);
+  EXPECT_EQ(d["panels"][1]["title"], "m on c: TP 2 x 1 stage");  // what ran, under each panel's name
+  EXPECT_EQ(d["panels"][0]["title"], "tiny-model on tiny-chip: TP 2 x 1 stage");
   // --metric queue with --vmax in a unit: links by max_queue_ps, the scale as given.
   ASSERT_EQ(RunPlot({"heatmap", Path("b.json"), "--metric", "queue", "--vmax", "5ns", "--dump-series",
                      Path("q.json"), "--out", Path("q.png")},
@@ -229,6 +232,9 @@ TEST_F(PlotTest, TimelineCoresWindowAndGroups) {
       << err;
   ExpectPicture(Path("g.png"), 3);
   d = ReadJson(Path("g.json"));
+  EXPECT_EQ(d["title"],
+            "tiny: tasks per pipeline stage (shade: share of its cores busy)\n"
+            "tiny-model on tiny-chip: TP 2 x 1 stage");
   ASSERT_EQ(d["rows"].size(), 2u);
   EXPECT_EQ(d["rows"][0]["cores"], nlohmann::json::parse("[0, 1]"));
   EXPECT_EQ(d["rows"][1]["cores"], nlohmann::json::parse("[2]"));

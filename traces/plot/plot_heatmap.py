@@ -191,8 +191,8 @@ def panel_data(path, metric):
     attach = memory_attach(data.get("config"), rows, cols, len(util))
     return {
         "attach": {k: v for k, v in attach.items() if k in mem},
-        "result": path, "experiment": data.get("experiment", ""), "grid": [rows, cols],
-        "links": parsed, "cores": util, "memory": mem, "names": names,
+        "result": path, "experiment": data.get("experiment", ""), "title": data.get("title", ""),
+        "grid": [rows, cols], "links": parsed, "cores": util, "memory": mem, "names": names,
         "groups": stage_groups(data, len(util)),
         "max": max([u for _, _, u in parsed] + [0.0]),
         "busiest": busiest,
@@ -387,6 +387,8 @@ def cmd_heatmap(args):
                    labels, matplotlib)
         b = p["busiest"]
         sub = p["experiment"] or p["result"]
+        if p["title"]:
+            sub += "\n" + p["title"]
         if b:
             sub += f"\nbusiest link {b[0]}->{b[1]}: {b[2] * factor:.3g} {unit}"
         if p["memory"]:
@@ -394,7 +396,7 @@ def cmd_heatmap(args):
             sub += f"; busiest memory channel {mc[3:]}: {v * factor:.3g} {unit}"
         ax.set_title(sub, fontsize=9)
         dump["panels"].append({
-            "result": p["result"], "experiment": p["experiment"], "grid": p["grid"],
+            "result": p["result"], "experiment": p["experiment"], "title": p["title"], "grid": p["grid"],
             "links": {f"{a}->{b2}": v for a, b2, v in sorted(p["links"])},
             "memory": dict(sorted(p["memory"].items())),
             "cores": {str(k): v for k, v in sorted(p["cores"].items())},

@@ -257,6 +257,8 @@ def cmd_timeline(args):
     what = "tasks per core" if not args.group else \
         f"tasks per {'pipeline stage' if args.group == 'stage' else 'TP group'} (shade: share of its cores busy)"
     title = args.title or (f"{data['experiment']}: {what}" if data.get("experiment") else what)
+    if not args.title and data.get("title"):
+        title += "\n" + data["title"]
     notes = []
     if args.cores:
         notes.append(f"cores {fmt_cores(sorted(pick))}")
@@ -269,7 +271,7 @@ def cmd_timeline(args):
     ax.legend(handles=[Patch(color=KIND_COLOURS[k], label=k) for k in KINDS], loc="upper right",
               fontsize=8)
     fig.tight_layout()
-    dump_json(args.dump_series, {"window_us": [lo, hi], "group": args.group,
+    dump_json(args.dump_series, {"title": title, "window_us": [lo, hi], "group": args.group,
                                  "rows": [{"label": r["label"], "cores": r["cores"],
                                            "bars": {k: [list(b) for b in r["bars"][k]] for k in KINDS}}
                                           for r in rows]})
