@@ -3,7 +3,7 @@
 
   configs -> arch / llm -> mapping -> engine interface -> engines (analytical, tlm)
           -> result, traces (observers of an engine's output) -> run pipeline
-          -> sweep, serving -> cli
+          -> serving -> sweep (a point with a request stream runs as tpsim serve) -> cli
   validate's library (tpsim_validate_plan): configs, llm, arch, mapping (and the CSV formats
   of validate/gpu_csv.h, which need only configs)
   tpsim-validate (validate/main.cc): that library, the compare module (its collective sweep
@@ -39,7 +39,7 @@ ALLOWED = {
     # that is to become "the CLI attaches a trace observer".
     "run": RUN,
     "validate_main": RUN | {"validate", "compare"},
-    "sweep": RUN,
+    "sweep": RUN | {"serving"},  # a point with a request stream runs as `tpsim serve`
     "serving": RUN,  # writes its own serving trace (traces::WriteServingTrace)
     # tpsim collectives / gemm / compare --chip: predictions on any chip as the CSV rows
     # tpsim-validate measures.

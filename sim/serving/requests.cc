@@ -260,6 +260,10 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
     add("format", r.format(), "must be csv or jsonl (or empty: by extension)");
   if (r.time_scale() < 0 || !std::isfinite(r.time_scale()) || r.time_scale() > kMaxTimeScale)
     add("time_scale", std::to_string(r.time_scale()), "must be >= 0 and at most 1e6");
+  for (const auto& [f, v] : {std::pair{"slo_ttft_ms", r.slo_ttft_ms()}, {"slo_tpot_ms", r.slo_tpot_ms()}}) {
+    if (v < 0 || !std::isfinite(v))
+      add(f, std::to_string(v), "must be a finite number >= 0 (0: no constraint)");
+  }
   if (!synth) return;
   const auto& s = r.synthetic();
   if (s.num_requests() == 0) add("synthetic.num_requests", "0", "must be positive");

@@ -1,5 +1,7 @@
 #include "sim/serving/serving.h"
 
+#include <nlohmann/json.hpp>
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -243,6 +245,27 @@ std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
   return s.str();
 }
 
+std::vector<std::pair<std::string, double>> MetricValues(const Metrics& m) {
+  return {{"ttft_p50_ms", m.ttft_ms[0]},
+          {"ttft_p99_ms", m.ttft_ms[2]},
+          {"tpot_p50_ms", m.tpot_ms[0]},
+          {"tpot_p99_ms", m.tpot_ms[2]},
+          {"latency_p99_ms", m.latency_ms[2]},
+          {"requests_per_s", m.requests_per_s},
+          {"tokens_per_s", m.tokens_per_s},
+          {"goodput_per_s", m.goodput_per_s},
+          {"completed", static_cast<double>(m.completed)},
+          {"rejected", static_cast<double>(m.rejected)}};
+}
+
+std::string MetricsJson(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms) {
+  nlohmann::ordered_json j;
+  for (const auto& [k, v] : MetricValues(m)) j[k] = v;
+  j["slo_ttft_ms"] = slo_ttft_ms;
+  j["slo_tpot_ms"] = slo_tpot_ms;
+  return j.dump(2) + "\n";
+}
+
 std::vector<traces::CounterTrack> KvCounters(const ServeOutcome& out) {
   std::vector<traces::CounterTrack> tracks;
   std::vector<Ps> last_end;
@@ -282,12 +305,16 @@ void WriteServeTrace(const std::string& path, const ServeOutcome& out, const std
 namespace {
 
 const char* kUsage =
-    "usage: tpsim serve EXPERIMENT [--set FIELD=VALUE]... [--engine analytical|tlm]\n"
+    "usage: tpsim serve EXPERIMENT [--set FIELD=VALUE]... [--model MODEL] [--engine analytical|tlm]\n"
     "                   [--requests-csv out.csv] [--kv-csv kv.csv] [--slo-ttft-ms X] [--slo-tpot-ms Y]\n"
-    "                   [--trace out.pftrace|out.json]\n"
+    "                   [--trace out.pftrace|out.json] [--metrics-json m.json]\n"
     "Runs the experiment's request stream (workload.requests) through continuous batching\n"
     "(mapping.serving) and prints TTFT / TPOT / latency percentiles, throughput and goodput.\n"
-    "--trace writes one slice per iteration and the KV-cache use as a counter track.\n";
+    "--trace writes one slice per iteration and the KV-cache use as a counter track.\n"
+    "--metrics-json writes the summary metrics (percentiles, throughput, goodput) as JSON.\n"
+    "--model replaces the experiment's model (a catalog name or a HuggingFace config.json).\n"
+    "Lines starting with 'caveat:' name the modelling simplifications that apply to the run.\n"
+    "SLOs: --slo-ttft-ms / --slo-tpot-ms, else workload.requests.slo_ttft_ms / slo_tpot_ms.\n";
 
 const Location kCli{"<command line>", 1, 1};
 // Iteration contexts are rounded up to a multiple of this many tokens at most (a
@@ -318,7 +345,38 @@ void WriteFile(const std::string& path, const std::string& text) { config::Write
 
 }  // namespace
 
-int ServeCommand(const std::vector<std::string>& args) {
+std::vector<std::string> Caveats(const config::Experiment& cfg, const ServeRun& run) {
+  std::vector<std::string> out;
+  const config::Serving& sv = cfg.mapping().serving();
+  for (size_t i = 0; i < run.groups.size(); ++i) {
+    if (run.groups[i].stages > 1) {
+      out.push_back(std::string(run.groups.size() == 1 ? "the"
+                                : i == 0               ? "the prefill"
+                                                       : "the decode") +
+                    " group's iterations are not pipelined across its " +
+                    std::to_string(run.groups[i].stages) +
+                    " stages (one iteration passes every stage before the next starts): throughput is "
+                    "understated, latency per iteration is not");
+      break;
+    }
+  }
+  if (run.groups.size() == 2)
+    out.push_back(
+        "the prefill and decode groups do not contend for links or DRAM in the timing; KV transfers "
+        "between them are serialised on one FIFO resource");
+  const uint32_t layers = sv.layers_simulated();
+  if (layers > 0 && layers < cfg.model().num_layers())
+    out.push_back("iterations are timed on " + std::to_string(layers) + " of " +
+                  std::to_string(cfg.model().num_layers()) +
+                  " layers and scaled (mapping.serving.layers_simulated)");
+  if (sv.context_bucket_tokens() > 1)
+    out.push_back("contexts are rounded up to " + std::to_string(sv.context_bucket_tokens()) +
+                  " tokens for the timing key (mapping.serving.context_bucket_tokens): iteration times are "
+                  "approximate");
+  return out;
+}
+
+ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
 #ifdef __GLIBC__
   // Every iteration that is lowered builds and frees a Program of up to tens of MB; keep
   // freed memory in the heap instead of returning it to the kernel (munmap, then page
@@ -326,9 +384,138 @@ int ServeCommand(const std::vector<std::string>& args) {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
+  const config::Experiment& cfg = e.cfg;
+  std::vector<Diag> diags;
+  config::CheckIntegerRanges(cfg, e.locs, "", &diags);
+  if (!diags.empty()) throw ConfigError(std::move(diags));
+  sim::CheckPlacementFile(e);
+  sim::CheckLowerable(e);
+  arch::ValidateChip(cfg.chip(), e.locs, "chip", &diags);
+  llm::ValidateModel(cfg.model(), e.locs, "model", &diags);
+  auto add = [&](const std::string& f, const std::string& v, const std::string& rule) {
+    diags.push_back(Diag{e.locs.Find(f), f, v, rule});
+  };
+  const config::Workload& wl = cfg.workload();
+  if (!wl.has_requests())
+    add("workload.requests", "", "tpsim serve needs a request stream (workload.requests)");
+  if (sim::DtypeBytes(wl.dtype()) == 0) add("workload.dtype", wl.dtype(), "must be bf16, fp16 or fp32");
+  std::string engine = !engine_flag.empty()   ? engine_flag
+                       : cfg.engine().empty() ? "analytical"
+                                              : cfg.engine();
+  if (!sim::MakeEngine(engine)) {
+    std::string valid;
+    for (const auto& n : sim::EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
+    diags.push_back(Diag{engine_flag.empty() ? e.locs.Find("engine") : kCli,
+                         engine_flag.empty() ? "engine" : "--engine", engine,
+                         "unknown engine (valid: " + valid + ")"});
+  }
+  const config::Serving& sv = cfg.mapping().serving();
+  const std::string mode = sv.mode().empty() ? "fused" : sv.mode();
+  if (mode != "fused" && mode != "disaggregated")
+    add("mapping.serving.mode", sv.mode(), "must be fused or disaggregated");
+  if (mode == "disaggregated") {
+    if (sv.prefill_stages() == 0) add("mapping.serving.prefill_stages", "0", "disaggregated needs >= 1");
+    if (sv.decode_stages() == 0) add("mapping.serving.decode_stages", "0", "disaggregated needs >= 1");
+  }
+  if (sv.chunk_tokens() > 0 && sv.max_tokens_per_iteration() > 0 &&
+      sv.chunk_tokens() > sv.max_tokens_per_iteration())
+    add("mapping.serving.chunk_tokens", std::to_string(sv.chunk_tokens()),
+        "must be <= max_tokens_per_iteration");
+  if (sv.context_bucket_tokens() > kMaxContextBucketTokens)
+    add("mapping.serving.context_bucket_tokens", std::to_string(sv.context_bucket_tokens()),
+        "must be at most " + std::to_string(kMaxContextBucketTokens) + " tokens");
+  if (wl.has_requests()) ValidateRequestSource(wl.requests(), e.locs, &diags);
+  if (!diags.empty()) throw ConfigError(std::move(diags));
+
+  arch::Chip chip = arch::Chip::Build(cfg.chip(), e.locs);
+  const uint32_t tp = cfg.mapping().tp();
+  std::vector<Group> groups;
+  if (mode == "fused") {
+    groups.push_back({std::max<uint32_t>(1, cfg.mapping().pipeline_stages()), cfg.mapping(), 0});
+  } else {
+    groups.push_back({sv.prefill_stages(), cfg.mapping(), 0});
+    groups.push_back({sv.decode_stages(), cfg.mapping(), 0});
+    if (static_cast<int64_t>(sv.prefill_stages() + sv.decode_stages()) * tp > chip.num_cores())
+      add("mapping.serving.decode_stages", std::to_string(sv.decode_stages()),
+          "(prefill_stages + decode_stages) x tp = " +
+              std::to_string((sv.prefill_stages() + sv.decode_stages()) * tp) + " exceeds the chip's " +
+              std::to_string(chip.num_cores()) + " cores");
+  }
+  for (Group& g : groups) {
+    g.mapping.set_pipeline_stages(g.stages);
+    g.mapping.clear_serving();
+    config::Workload probe;
+    probe.set_batch(1);
+    probe.set_seq_len(1);
+    probe.set_num_layers(sv.layers_simulated() ? sv.layers_simulated() : g.stages);
+    probe.set_dtype(wl.dtype());
+    if (probe.num_layers() > cfg.model().num_layers())
+      add("mapping.serving.layers_simulated", std::to_string(probe.num_layers()),
+          "exceeds the model's layers");
+    mapping::ValidateMapping(g.mapping, chip, cfg.model(), probe, e.locs, &diags);
+  }
+  if (!diags.empty()) throw ConfigError(std::move(diags));
+  std::vector<Request> reqs = LoadRequests(wl.requests(), config::DirName(e.path), e.locs);
+
+  SchedulerConfig sc;
+  sc.max_running = sv.max_running_requests() ? sv.max_running_requests() : 256;
+  sc.max_tokens = sv.max_tokens_per_iteration() ? sv.max_tokens_per_iteration() : 2048;
+  sc.chunk_tokens = sv.chunk_tokens() ? sv.chunk_tokens() : sc.max_tokens;
+  sc.block_tokens = sv.kv_block_tokens() ? sv.kv_block_tokens() : 16;
+  std::vector<std::unique_ptr<EngineCost>> costs;
+  std::vector<SchedulerConfig> scs;
+  for (Group& g : groups) {
+    g.capacity_tokens = sv.kv_capacity_tokens()
+                            ? sv.kv_capacity_tokens()
+                            : KvCapacityTokens(chip, cfg.model(), g.mapping, g.stages, wl.dtype());
+    SchedulerConfig c = sc;
+    c.capacity_blocks = g.capacity_tokens / sc.block_tokens;
+    scs.push_back(c);
+    uint32_t layers = sv.layers_simulated() ? sv.layers_simulated() : g.stages;
+    costs.push_back(std::make_unique<EngineCost>(chip, cfg.model(), g.mapping, layers, wl.dtype(), engine,
+                                                 sv.context_bucket_tokens()));
+    if (std::getenv("TPSIM_SERVE_NO_SKELETONS")) costs.back()->set_use_skeletons(false);
+  }
+  auto cost_fn = [](EngineCost* c) { return [c](const std::vector<llm::SeqChunk>& ch) { return (*c)(ch); }; };
+  ServeOutcome out;
+  if (mode == "fused") {
+    out = RunFused(reqs, scs[0], cost_fn(costs[0].get()));
+  } else {
+    auto xfer_engine = sim::MakeEngine(engine);
+    const uint64_t nkv = cfg.model().num_key_value_heads() ? cfg.model().num_key_value_heads()
+                                                           : cfg.model().num_attention_heads();
+    const uint64_t per_token =
+        2ull * cfg.model().num_layers() * nkv * cfg.model().head_dim() * sim::DtypeBytes(wl.dtype());
+    const int np = static_cast<int>(sv.prefill_stages() * tp), nd = static_cast<int>(sv.decode_stages() * tp);
+    std::map<uint64_t, Ps> xcache;
+    TransferCost xfer = [&](uint64_t tokens) {
+      auto it = xcache.find(tokens);
+      if (it != xcache.end()) return it->second;
+      Ps t = TransferTime(chip, *xfer_engine, np, nd, tokens * per_token);
+      xcache.emplace(tokens, t);
+      return t;
+    };
+    out = RunDisaggregated(reqs, scs[0], cost_fn(costs[0].get()), scs[1], cost_fn(costs[1].get()), xfer);
+  }
+  ServeRun run;
+  run.mode = mode;
+  run.engine = engine;
+  run.tp = tp;
+  run.block_tokens = sc.block_tokens;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    run.groups.push_back(ServeRun::Group{groups[i].stages, scs[i].capacity_blocks, costs[i]->calls(),
+                                         costs[i]->timed(), costs[i]->skeletons(), costs[i]->skeleton_hits(),
+                                         costs[i]->skeleton_kv_dram()});
+  }
+  run.outcome = std::move(out);
+  return run;
+}
+
+int ServeCommand(const std::vector<std::string>& args) {
   try {
-    std::string path, engine_flag, requests_csv, kv_csv, trace_path;
-    double slo_ttft = 0, slo_tpot = 0;
+    std::string path, engine_flag, requests_csv, kv_csv, trace_path, model;
+    double slo_ttft_flag = 0, slo_tpot_flag = 0;
+    std::string metrics_json;
     std::vector<sim::Override> sets;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
@@ -343,16 +530,20 @@ int ServeCommand(const std::vector<std::string>& args) {
         sets.push_back(sim::ParseOverride(value()));
       } else if (a == "--engine") {
         engine_flag = value();
+      } else if (a == "--model") {
+        model = value();
       } else if (a == "--requests-csv") {
         requests_csv = value();
       } else if (a == "--kv-csv") {
         kv_csv = value();
       } else if (a == "--trace") {
         trace_path = value();
+      } else if (a == "--metrics-json") {
+        metrics_json = value();
       } else if (a == "--slo-ttft-ms") {
-        slo_ttft = ParsePositive(a, value());
+        slo_ttft_flag = ParsePositive(a, value());
       } else if (a == "--slo-tpot-ms") {
-        slo_tpot = ParsePositive(a, value());
+        slo_tpot_flag = ParsePositive(a, value());
       } else if (!a.empty() && a[0] == '-') {
         throw ConfigError(Diag{kCli, a, "", "unknown option (tpsim serve --help lists them)"});
       } else if (path.empty()) {
@@ -365,147 +556,40 @@ int ServeCommand(const std::vector<std::string>& args) {
       std::cerr << kUsage;
       return 2;
     }
-    sim::Experiment e = sim::LoadExperiment(path, sets);
+    sim::Experiment e = sim::LoadExperiment(path, sets, model);
     const config::Experiment& cfg = e.cfg;
     {
       std::vector<std::string> inputs = e.inputs;
       if (cfg.mapping().placement() == "file") inputs.push_back(cfg.mapping().placement_file());
       if (cfg.workload().has_requests() && !cfg.workload().requests().trace_file().empty())
         inputs.push_back(config::JoinPath(config::DirName(path), cfg.workload().requests().trace_file()));
-      for (const auto& [flag, file] :
-           {std::pair{"--requests-csv", requests_csv}, {"--kv-csv", kv_csv}, {"--trace", trace_path}})
+      for (const auto& [flag, file] : {std::pair{"--requests-csv", requests_csv},
+                                       {"--kv-csv", kv_csv},
+                                       {"--trace", trace_path},
+                                       {"--metrics-json", metrics_json}})
         if (!file.empty()) config::CheckOutputNotInput(flag, file, inputs);
     }
-    std::vector<Diag> diags;
-    config::CheckIntegerRanges(cfg, e.locs, "", &diags);
-    if (!diags.empty()) throw ConfigError(std::move(diags));
-    sim::CheckPlacementFile(e);
-    sim::CheckLowerable(e);
-    arch::ValidateChip(cfg.chip(), e.locs, "chip", &diags);
-    llm::ValidateModel(cfg.model(), e.locs, "model", &diags);
-    auto add = [&](const std::string& f, const std::string& v, const std::string& rule) {
-      diags.push_back(Diag{e.locs.Find(f), f, v, rule});
-    };
-    const config::Workload& wl = cfg.workload();
-    if (!wl.has_requests())
-      add("workload.requests", "", "tpsim serve needs a request stream (workload.requests)");
-    if (sim::DtypeBytes(wl.dtype()) == 0) add("workload.dtype", wl.dtype(), "must be bf16, fp16 or fp32");
-    std::string engine = !engine_flag.empty()   ? engine_flag
-                         : cfg.engine().empty() ? "analytical"
-                                                : cfg.engine();
-    if (!sim::MakeEngine(engine)) {
-      std::string valid;
-      for (const auto& n : sim::EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
-      diags.push_back(Diag{engine_flag.empty() ? e.locs.Find("engine") : kCli,
-                           engine_flag.empty() ? "engine" : "--engine", engine,
-                           "unknown engine (valid: " + valid + ")"});
-    }
-    const config::Serving& sv = cfg.mapping().serving();
-    const std::string mode = sv.mode().empty() ? "fused" : sv.mode();
-    if (mode != "fused" && mode != "disaggregated")
-      add("mapping.serving.mode", sv.mode(), "must be fused or disaggregated");
-    if (mode == "disaggregated") {
-      if (sv.prefill_stages() == 0) add("mapping.serving.prefill_stages", "0", "disaggregated needs >= 1");
-      if (sv.decode_stages() == 0) add("mapping.serving.decode_stages", "0", "disaggregated needs >= 1");
-    }
-    if (sv.chunk_tokens() > 0 && sv.max_tokens_per_iteration() > 0 &&
-        sv.chunk_tokens() > sv.max_tokens_per_iteration())
-      add("mapping.serving.chunk_tokens", std::to_string(sv.chunk_tokens()),
-          "must be <= max_tokens_per_iteration");
-    if (sv.context_bucket_tokens() > kMaxContextBucketTokens)
-      add("mapping.serving.context_bucket_tokens", std::to_string(sv.context_bucket_tokens()),
-          "must be at most " + std::to_string(kMaxContextBucketTokens) + " tokens");
-    if (wl.has_requests()) ValidateRequestSource(wl.requests(), e.locs, &diags);
-    if (!diags.empty()) throw ConfigError(std::move(diags));
-
-    arch::Chip chip = arch::Chip::Build(cfg.chip(), e.locs);
-    const uint32_t tp = cfg.mapping().tp();
-    std::vector<Group> groups;
-    if (mode == "fused") {
-      groups.push_back({std::max<uint32_t>(1, cfg.mapping().pipeline_stages()), cfg.mapping(), 0});
-    } else {
-      groups.push_back({sv.prefill_stages(), cfg.mapping(), 0});
-      groups.push_back({sv.decode_stages(), cfg.mapping(), 0});
-      if (static_cast<int64_t>(sv.prefill_stages() + sv.decode_stages()) * tp > chip.num_cores())
-        add("mapping.serving.decode_stages", std::to_string(sv.decode_stages()),
-            "(prefill_stages + decode_stages) x tp = " +
-                std::to_string((sv.prefill_stages() + sv.decode_stages()) * tp) + " exceeds the chip's " +
-                std::to_string(chip.num_cores()) + " cores");
-    }
-    for (Group& g : groups) {
-      g.mapping.set_pipeline_stages(g.stages);
-      g.mapping.clear_serving();
-      config::Workload probe;
-      probe.set_batch(1);
-      probe.set_seq_len(1);
-      probe.set_num_layers(sv.layers_simulated() ? sv.layers_simulated() : g.stages);
-      probe.set_dtype(wl.dtype());
-      if (probe.num_layers() > cfg.model().num_layers())
-        add("mapping.serving.layers_simulated", std::to_string(probe.num_layers()),
-            "exceeds the model's layers");
-      mapping::ValidateMapping(g.mapping, chip, cfg.model(), probe, e.locs, &diags);
-    }
-    if (!diags.empty()) throw ConfigError(std::move(diags));
-    std::vector<Request> reqs = LoadRequests(wl.requests(), config::DirName(path), e.locs);
-
-    SchedulerConfig sc;
-    sc.max_running = sv.max_running_requests() ? sv.max_running_requests() : 256;
-    sc.max_tokens = sv.max_tokens_per_iteration() ? sv.max_tokens_per_iteration() : 2048;
-    sc.chunk_tokens = sv.chunk_tokens() ? sv.chunk_tokens() : sc.max_tokens;
-    sc.block_tokens = sv.kv_block_tokens() ? sv.kv_block_tokens() : 16;
-    std::vector<std::unique_ptr<EngineCost>> costs;
-    std::vector<SchedulerConfig> scs;
-    for (Group& g : groups) {
-      g.capacity_tokens = sv.kv_capacity_tokens()
-                              ? sv.kv_capacity_tokens()
-                              : KvCapacityTokens(chip, cfg.model(), g.mapping, g.stages, wl.dtype());
-      SchedulerConfig c = sc;
-      c.capacity_blocks = g.capacity_tokens / sc.block_tokens;
-      scs.push_back(c);
-      uint32_t layers = sv.layers_simulated() ? sv.layers_simulated() : g.stages;
-      costs.push_back(std::make_unique<EngineCost>(chip, cfg.model(), g.mapping, layers, wl.dtype(), engine,
-                                                   sv.context_bucket_tokens()));
-      if (std::getenv("TPSIM_SERVE_NO_SKELETONS")) costs.back()->set_use_skeletons(false);
-    }
-    auto cost_fn = [](EngineCost* c) {
-      return [c](const std::vector<llm::SeqChunk>& ch) { return (*c)(ch); };
-    };
-    ServeOutcome out;
-    if (mode == "fused") {
-      out = RunFused(reqs, scs[0], cost_fn(costs[0].get()));
-    } else {
-      auto xfer_engine = sim::MakeEngine(engine);
-      const uint64_t nkv = cfg.model().num_key_value_heads() ? cfg.model().num_key_value_heads()
-                                                             : cfg.model().num_attention_heads();
-      const uint64_t per_token =
-          2ull * cfg.model().num_layers() * nkv * cfg.model().head_dim() * sim::DtypeBytes(wl.dtype());
-      const int np = static_cast<int>(sv.prefill_stages() * tp),
-                nd = static_cast<int>(sv.decode_stages() * tp);
-      std::map<uint64_t, Ps> xcache;
-      TransferCost xfer = [&](uint64_t tokens) {
-        auto it = xcache.find(tokens);
-        if (it != xcache.end()) return it->second;
-        Ps t = TransferTime(chip, *xfer_engine, np, nd, tokens * per_token);
-        xcache.emplace(tokens, t);
-        return t;
-      };
-      out = RunDisaggregated(reqs, scs[0], cost_fn(costs[0].get()), scs[1], cost_fn(costs[1].get()), xfer);
-    }
+    ServeRun run = Serve(e, engine_flag);
+    const double slo_ttft = slo_ttft_flag > 0 ? slo_ttft_flag : cfg.workload().requests().slo_ttft_ms();
+    const double slo_tpot = slo_tpot_flag > 0 ? slo_tpot_flag : cfg.workload().requests().slo_tpot_ms();
+    const ServeOutcome& out = run.outcome;
     Metrics m = Summarize(out, slo_ttft, slo_tpot);
     std::cout << "serve " << (cfg.name().empty() ? path : cfg.name()) << ": " << cfg.model().name() << " on "
-              << cfg.chip().name() << ", mode " << mode << ", engine " << engine << "\n";
-    for (size_t i = 0; i < groups.size(); ++i) {
-      const char* gname = groups.size() == 1 ? "cores" : i == 0 ? "prefill group" : "decode group";
-      std::cout << gname << ": " << groups[i].stages << " stages x tp " << tp << " = "
-                << groups[i].stages * tp << " cores; KV capacity " << scs[i].capacity_blocks << " blocks of "
-                << sc.block_tokens << " tokens; " << costs[i]->calls() << " iterations, " << costs[i]->timed()
-                << " distinct timed\n";
+              << cfg.chip().name() << ", mode " << run.mode << ", engine " << run.engine << "\n";
+    for (size_t i = 0; i < run.groups.size(); ++i) {
+      const ServeRun::Group& g = run.groups[i];
+      const char* gname = run.groups.size() == 1 ? "cores" : i == 0 ? "prefill group" : "decode group";
+      std::cout << gname << ": " << g.stages << " stages x tp " << run.tp << " = " << g.stages * run.tp
+                << " cores; KV capacity " << g.capacity_blocks << " blocks of " << run.block_tokens
+                << " tokens; " << g.calls << " iterations, " << g.timed << " distinct timed\n";
     }
     std::cout << SummaryText(m, slo_ttft, slo_tpot);
+    for (const std::string& c : Caveats(e.cfg, run)) std::cout << "caveat: " << c << "\n";
     if (std::getenv("TPSIM_SERVE_STATS"))
-      for (const auto& c : costs)
-        std::cerr << "skeletons " << c->skeletons() << ", iterations from a skeleton " << c->skeleton_hits()
-                  << " of " << c->timed() << " timed (" << c->skeleton_kv_dram() << " with KV in DRAM)\n";
+      for (const auto& g : run.groups)
+        std::cerr << "skeletons " << g.skeletons << ", iterations from a skeleton " << g.skeleton_hits
+                  << " of " << g.timed << " timed (" << g.skeleton_kv_dram << " with KV in DRAM)\n";
+    if (!metrics_json.empty()) WriteFile(metrics_json, MetricsJson(m, slo_ttft, slo_tpot));
     if (!requests_csv.empty()) WriteFile(requests_csv, RequestsCsv(out));
     if (!kv_csv.empty()) WriteFile(kv_csv, KvCsv(out));
     if (!trace_path.empty()) WriteServeTrace(trace_path, out, sim::ResolvedText(e));

@@ -79,6 +79,37 @@ double Percentile(std::vector<double> v, double p);
 // slo_*_ms <= 0: no constraint.
 Metrics Summarize(const ServeOutcome& out, double slo_ttft_ms, double slo_tpot_ms);
 
+// The metrics a sweep stores per serving point, by column name, in column order:
+// ttft/tpot p50 and p99 (ms), latency p99 (ms), requests/s, tokens/s, goodput/s,
+// completed, rejected.
+std::vector<std::pair<std::string, double>> MetricValues(const Metrics& m);
+// MetricValues and the SLOs used, as a JSON object (`tpsim serve --metrics-json`).
+std::string MetricsJson(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms);
+
+// One serving run: the request stream of `e` through continuous batching.
+struct ServeRun {
+  std::string mode, engine;
+  uint32_t tp = 0, block_tokens = 0;
+  struct Group {
+    uint32_t stages = 0;
+    uint64_t capacity_blocks = 0;
+    uint64_t calls = 0, timed = 0;  // iterations, distinct iterations timed
+    uint64_t skeletons = 0, skeleton_hits = 0, skeleton_kv_dram = 0;
+  };
+  std::vector<Group> groups;  // fused: one; disaggregated: prefill, decode
+  ServeOutcome outcome;
+};
+
+// Validates `e` for serving (throws config::ConfigError with located diagnostics) and
+// runs it with `engine` (empty: the experiment's engine, else analytical). Throws
+// sim::StallError when an iteration's Program cannot progress. `tpsim serve` and
+// serving sweeps (sim/sweep) call it.
+ServeRun Serve(const sim::Experiment& e, const std::string& engine = "");
+
+// The modelling simplifications that apply to `run` of `cfg`, one sentence each, as
+// `tpsim serve` prints them ("caveat: ...").
+std::vector<std::string> Caveats(const config::Experiment& cfg, const ServeRun& run);
+
 // CSV writers: one row per request; one row per iteration.
 std::string RequestsCsv(const ServeOutcome& out);
 std::string KvCsv(const ServeOutcome& out);

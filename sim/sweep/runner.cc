@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +28,7 @@
 
 #include "sim/engine.h"
 #include "sim/run.h"
+#include "sim/serving/serving.h"
 
 namespace tpsim::sweep {
 
@@ -68,6 +70,33 @@ std::vector<double> Metrics(const config::Summary& s) {
           static_cast<double>(s.memory_ps()),
           s.core_utilization(),
           static_cast<double>(s.spilled_bytes())};
+}
+
+// A serving point's metrics: the run columns NaN (NULL), then the serving columns in
+// MetricColumns() order (serving::MetricValues). SLOs from workload.requests.
+std::vector<double> ServingMetrics(const std::vector<std::pair<std::string, double>>& values) {
+  std::vector<double> out(RunMetricColumns().size(), std::nan(""));
+  for (const auto& [name, v] : values) out.push_back(v);
+  return out;
+}
+
+std::vector<double> ServingMetrics(const serving::Metrics& m) {
+  return ServingMetrics(serving::MetricValues(m));
+}
+
+bool IsServing(const sim::Experiment& e) { return e.cfg.workload().has_requests(); }
+
+// `tpsim serve --metrics-json` output of a child process.
+PointOutcome ServingFromJson(const std::string& text, const std::string& path) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    std::vector<std::pair<std::string, double>> values;
+    for (const auto& [name, unused] : serving::MetricValues(serving::Metrics{}))
+      values.emplace_back(name, j.at(name).get<double>());
+    return PointOutcome{"ok", ServingMetrics(values), ""};
+  } catch (const std::exception& err) {
+    return PointOutcome{"crashed", {}, "unreadable serving metrics " + path + ": " + err.what()};
+  }
 }
 
 std::string Trim(std::string s) {
@@ -126,6 +155,13 @@ PointRunner InProcessRunner(const std::string& engine) {
   auto cache = std::make_shared<sim::ProgramCache>(kCachedPrograms);
   return [engine, cache](const sim::Experiment& e, const Point&) -> PointOutcome {
     try {
+      if (IsServing(e)) {
+        // A request stream: what `tpsim serve` prints, per point.
+        serving::ServeRun run = serving::Serve(e, engine);
+        const auto& rq = e.cfg.workload().requests();
+        return PointOutcome{
+            "ok", ServingMetrics(serving::Summarize(run.outcome, rq.slo_ttft_ms(), rq.slo_tpot_ms())), ""};
+      }
       return PointOutcome{"ok", Metrics(sim::RunSummary(e, engine, cache.get())), ""};
     } catch (const config::ConfigError& err) {
       std::string msg;
@@ -150,7 +186,10 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
       out << sim::ResolvedText(e);
       if (!out) return PointOutcome{"error", {}, "cannot write " + cfg};
     }
-    std::vector<std::string> args = {exe, "run", cfg, "--engine", engine, "--out", json, "--quiet"};
+    std::vector<std::string> args =
+        IsServing(e)
+            ? std::vector<std::string>{exe, "serve", cfg, "--engine", engine, "--metrics-json", json}
+            : std::vector<std::string>{exe, "run", cfg, "--engine", engine, "--out", json, "--quiet"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -210,6 +249,8 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
     } else if (WEXITSTATUS(status) != 0) {
       out = PointOutcome{
           "error", {}, err_text.empty() ? "exit status " + std::to_string(WEXITSTATUS(status)) : err_text};
+    } else if (IsServing(e)) {
+      out = ServingFromJson(ReadAll(json), json);
     } else {
       config::Result r;
       google::protobuf::util::JsonParseOptions jo;

@@ -64,11 +64,11 @@ void CheckIsStore(sqlite3* db, const std::string& path) {
   if (!ok) {
     std::string list;
     for (const auto& t : tables) list += (list.empty() ? "" : ", ") + t;
-    throw StoreError(path + " is not a tpsim sweep store (it has table" + (tables.size() > 1 ? "s " : " ") +
-                     list +
-                     "; a store has `points` with config_hash, point_index, status, engine and config, and may have "
-                     "`sweeps`); "
-                     "choose another --db");
+    throw StoreError(
+        path + " is not a tpsim sweep store (it has table" + (tables.size() > 1 ? "s " : " ") + list +
+        "; a store has `points` with config_hash, point_index, status, engine and config, and may have "
+        "`sweeps`); "
+        "choose another --db");
   }
 }
 
@@ -93,11 +93,16 @@ sqlite3* OpenDb(const std::string& path) {
   return db;
 }
 
+// Metric columns stored as REAL; the others are integers (picoseconds, bytes, counts).
+bool RealColumn(const std::string& m) {
+  return m == "core_utilization" || m.ends_with("_ms") || m.ends_with("_per_s");
+}
+
 std::string CreateSql() {
   std::string sql =
       "CREATE TABLE IF NOT EXISTS points (config_hash TEXT PRIMARY KEY, point_index INTEGER, status TEXT, "
       "engine TEXT";
-  for (const auto& m : MetricColumns()) sql += ", " + m + (m == "core_utilization" ? " REAL" : " INTEGER");
+  for (const auto& m : MetricColumns()) sql += ", " + m + (RealColumn(m) ? " REAL" : " INTEGER");
   sql += ", wall_ms REAL, error TEXT, config TEXT)";
   return sql;
 }
@@ -170,10 +175,26 @@ std::string CsvField(const std::string& s) {
 
 }  // namespace
 
-const std::vector<std::string>& MetricColumns() {
+const std::vector<std::string>& RunMetricColumns() {
   static const std::vector<std::string> k = {"total_ps",         "prefill_ps",       "decode_step_ps_mean",
                                              "compute_ps",       "communication_ps", "memory_ps",
                                              "core_utilization", "spilled_bytes"};
+  return k;
+}
+
+const std::vector<std::string>& ServingMetricColumns() {
+  static const std::vector<std::string> k = {
+      "ttft_p50_ms",    "ttft_p99_ms",  "tpot_p50_ms",   "tpot_p99_ms", "latency_p99_ms",
+      "requests_per_s", "tokens_per_s", "goodput_per_s", "completed",   "rejected"};
+  return k;
+}
+
+const std::vector<std::string>& MetricColumns() {
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> all = RunMetricColumns();
+    all.insert(all.end(), ServingMetricColumns().begin(), ServingMetricColumns().end());
+    return all;
+  }();
   return k;
 }
 
@@ -206,6 +227,7 @@ Store::Store(const std::string& path, const std::vector<std::string>& fields, co
   db_ = OpenDb(path);
   try {
     Exec(db_, CreateSql());
+    AddMissingColumns(db_, "main", MetricColumns());  // a store of an older tpsim
     if (!identity.empty()) {
       Exec(db_, kSweepsSql);
       sqlite3_stmt* st = nullptr;
@@ -284,8 +306,8 @@ void Store::Insert(const Row& row) {
   }
   const auto& metrics = MetricColumns();
   for (size_t m = 0; m < metrics.size(); ++m, ++i) {
-    if (m >= row.metrics.size()) continue;  // NULL
-    if (metrics[m] == "core_utilization") {
+    if (m >= row.metrics.size() || std::isnan(row.metrics[m])) continue;  // NULL
+    if (RealColumn(metrics[m])) {
       sqlite3_bind_double(st, i, row.metrics[m]);
     } else {
       sqlite3_bind_int64(st, i, static_cast<int64_t>(std::llround(row.metrics[m])));

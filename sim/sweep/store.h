@@ -11,7 +11,10 @@
 //                                  in SQL); integers and numbers stored as such,
 //                                  other values as text
 //   total_ps, prefill_ps, decode_step_ps_mean, compute_ps, communication_ps,
-//   memory_ps, spilled_bytes INTEGER; core_utilization REAL   (NULL unless ok)
+//   memory_ps, spilled_bytes INTEGER; core_utilization REAL   (NULL unless an ok run point)
+//   ttft_p50_ms, ttft_p99_ms, tpot_p50_ms, tpot_p99_ms, latency_p99_ms,
+//   requests_per_s, tokens_per_s, goodput_per_s REAL; completed, rejected INTEGER
+//                                  (NULL unless an ok serving point)
 //   wall_ms REAL                   time the point took to run
 //   error TEXT                     the error for a failed point, else NULL
 //   config TEXT                    the resolved experiment (protobuf text)
@@ -46,8 +49,13 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The metric columns, in column order.
+// The metric columns, in column order: those of `tpsim run` points (RunMetricColumns),
+// then those of serving points (ServingMetricColumns: a point whose experiment has a
+// request stream, workload.requests, runs as `tpsim serve`). A point fills one set;
+// the other is NULL.
 const std::vector<std::string>& MetricColumns();
+const std::vector<std::string>& RunMetricColumns();
+const std::vector<std::string>& ServingMetricColumns();
 
 struct Row {
   std::string config_hash;

@@ -7,4 +7,5 @@ add_library(tpsim_sweep
   ${CMAKE_CURRENT_LIST_DIR}/runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/slurm.cc
   ${CMAKE_CURRENT_LIST_DIR}/sweep.cc)
-target_link_libraries(tpsim_sweep PUBLIC tpsim_sim SQLite::SQLite3 Threads::Threads)
+target_link_libraries(tpsim_sweep PUBLIC tpsim_sim tpsim_serving SQLite::SQLite3 Threads::Threads
+                      PRIVATE nlohmann_json::nlohmann_json)

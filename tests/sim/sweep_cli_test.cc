@@ -161,6 +161,61 @@ TEST_F(SweepCliTest, TlmPointInAChildAndAnAnalyticalPointShareOneStore) {
   EXPECT_EQ(test::StoredPoints(db), 2);
 }
 
+// A sweep over the request rate of a serving experiment: each point runs as `tpsim serve`
+// (in process for the analytical engine, in a child for TLM) and stores exactly what
+// `tpsim serve --metrics-json` prints for that point; the run columns stay NULL.
+TEST_F(SweepCliTest, ServingPointsStoreWhatServePrints) {
+  const std::string serving = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
+  const std::string body = "base: \"" + serving + R"("
+axis { field: "workload.requests.synthetic.rate_per_s" values: ["1", "8"] }
+zip {
+  axis { field: "workload.requests.synthetic.num_requests" values: ["6"] }
+  axis { field: "workload.requests.slo_ttft_ms" values: ["1500"] }
+  axis { field: "workload.requests.slo_tpot_ms" values: ["400"] }
+}
+)";
+  const std::string sweep = Path("rate.textproto");
+  std::ofstream(sweep) << body;
+  std::ofstream(Path("rate-tlm.textproto")) << body << "engine: \"tlm\"\n";
+  const std::string db = Path("rate.sqlite");
+  ASSERT_EQ(RunTpsim({"sweep", sweep, "--db", db, "--jobs", "1"}, Path("a.log")), 0)
+      << ReadFile(Path("a.log"));
+  ASSERT_EQ(RunTpsim({"sweep", Path("rate-tlm.textproto"), "--db", db, "--jobs", "1"}, Path("t.log")), 0)
+      << ReadFile(Path("t.log"));
+  auto rows =
+      Query(db,
+            "SELECT engine, status, \"workload.requests.synthetic.rate_per_s\", total_ps, ttft_p99_ms, "
+            "tpot_p50_ms, goodput_per_s, requests_per_s, completed, config, error FROM points "
+            "ORDER BY engine, point_index");
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& r : rows) {
+    ASSERT_EQ(r[1], "ok") << r[0] << " rate " << r[2] << ": " << r[10];
+    EXPECT_EQ(r[3], "NULL") << "a serving point has no run metrics";
+    EXPECT_EQ(r[8], "6");
+    EXPECT_LE(std::stod(r[6]), std::stod(r[7])) << "goodput within throughput";
+    // The point's resolved config, served directly, prints the same metrics.
+    std::ofstream(Path("point.textproto")) << r[9];
+    ASSERT_EQ(RunTpsim({"serve", Path("point.textproto"), "--metrics-json", Path("m.json")}, Path("s.log")),
+              0)
+        << ReadFile(Path("s.log"));
+    const std::string m = ReadFile(Path("m.json"));
+    auto field = [&](const std::string& k) {
+      size_t at = m.find("\"" + k + "\": ");
+      return at == std::string::npos ? -1.0 : std::stod(m.substr(at + k.size() + 4));
+    };
+    // Equal up to the 15 significant digits the query renders REAL values with.
+    auto same = [&](const std::string& stored, const std::string& k) {
+      EXPECT_NEAR(std::stod(stored), field(k), 1e-13 * std::abs(field(k)) + 1e-300)
+          << r[0] << " rate " << r[2] << " " << k;
+    };
+    same(r[4], "ttft_p99_ms");
+    same(r[5], "tpot_p50_ms");
+    same(r[6], "goodput_per_s");
+  }
+  // A higher rate queues more: TTFT p99 grows from 1 to 8 requests per second.
+  EXPECT_LT(std::stod(rows[0][4]), std::stod(rows[1][4]));
+}
+
 TEST_F(SweepCliTest, TlmPointPastItsTimeLimitIsRecordedAsTimeout) {
   // The full reference job under TLM takes far longer than 1 ms.
   const std::string db = Path("limit.sqlite");

@@ -123,6 +123,8 @@ def axis_unit(name, values):
 
     Times are drawn in s, ms, us or ns and bytes in GiB, MiB, KiB or B, by the largest value;
     utilisation fractions ('utilization' names) in %; seq_len in tokens."""
+    if name.endswith("_per_s"):  # a rate (requests_per_s, goodput_per_s): per second, not a time
+        return 1.0, f"{name} (1/s)"
     finite = [abs(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     vmax = max(finite, default=0.0)
     stem, s = split_unit(name)

@@ -43,6 +43,10 @@ def add_arguments(s):
     s.add_argument("--ratio", metavar="A/B",
                    help="draw METRIC(A) / METRIC(B) for two values A and B of the --color field "
                         "(one line per panel, a line at 1; e.g. k_split/m_split_rotate)")
+    s.add_argument("--hline", action="append", default=[], metavar="Y[:LABEL]",
+                   help="a horizontal dashed line at Y, in the store's unit of the --y metric (e.g. "
+                        "ms for ttft_p99_ms); Y may name a swept field held at one value, e.g. "
+                        "--hline workload.requests.slo_ttft_ms:SLO draws the SLO line (repeatable)")
     s.add_argument("--sharey", action="store_true",
                    help="panels share one y scale (always with --ratio)")
     s.add_argument("--title", help="the figure title (default: what is drawn and what is held fixed)")
@@ -210,8 +214,23 @@ def cmd_sweep(args):
         raise UsageError(f"--logx: {args.x} has values <= 0")
     if args.logy and any(y <= 0 for y in all_y):
         raise UsageError(f"--logy: {args.y} has values <= 0")
+    hlines = []
+    for h in args.hline:
+        spec, _, label = h.partition(":")
+        if spec in data["fixed"]:
+            value = data["fixed"][spec]
+            label = label or f"{spec} = {fmt_value(value)}"
+        else:
+            try:
+                value = float(spec)
+            except ValueError:
+                raise UsageError(f"--hline {h}: '{spec}' is neither a number nor a swept field held at "
+                                 f"one value ({', '.join(sorted(data['fixed'])) or 'none'})")
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UsageError(f"--hline {h}: {spec} is not a finite number")
+        hlines.append({"y": float(value), "label": label or fmt_value(value)})
     data.update({"xlabel": xlabel, "ylabel": ylabel, "x_factor": xscale, "y_factor": yscale,
-                 "logx": logx, "logy": bool(args.logy)})
+                 "logx": logx, "logy": bool(args.logy), "hlines": hlines})
 
     matplotlib, plt = plt_module()
     n = len(data["panels"])
@@ -243,6 +262,8 @@ def cmd_sweep(args):
                                 ha="center", fontsize=7)
         if data["ratio"]:
             ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+        for h in hlines:
+            ax.axhline(h["y"] * yscale, color="tab:red", lw=1.0, ls="--", label=h["label"])
         if args.facet:
             ax.set_title(f"{args.facet} = {p['facet']}", fontsize=9)
         ax.grid(True, alpha=0.3)
@@ -271,11 +292,16 @@ def cmd_sweep(args):
         axes[bottom][c].xaxis.set_tick_params(labelbottom=True)
     if args.color and not data["ratio"]:
         seen = {}
+        hline_labels = {x["label"] for x in hlines}
         for p_ax in axes.flat:
             for h, l in zip(*p_ax.get_legend_handles_labels()):
-                seen.setdefault(l, h)
+                if l not in hline_labels:
+                    seen.setdefault(l, h)
         order = sorted(seen, key=lambda l: value_key(l.split(" = ", 1)[1]))
         handles = [seen[l] for l in order]
+        extra = [(h, l) for h, l in zip(*ax0.get_legend_handles_labels()) if l in hline_labels]
+        handles += [h for h, _ in extra]
+        order += [l for _, l in extra]
         if n == 1:
             ax0.legend(handles, order, fontsize=8)
         elif nrows * ncols > n:  # an empty panel holds the legend
@@ -296,6 +322,8 @@ def cmd_sweep(args):
             held.append(f"where {args.where}")
         if held:
             title += "\n" + "; ".join(held)
+    if hlines and not (args.color and not data["ratio"]):
+        ax0.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=legend_rect)
     if args.table:
