@@ -284,7 +284,7 @@ class Lowerer : public GemmContext {
   std::vector<TState> ts_;
   std::vector<std::string> names_;
   // Phase state
-  std::string phase_;
+  Phase phase_ = Phase::kPrefill;
   uint32_t step_ = 0, layer_ = 0;
   uint64_t t_ = 0, cached_ = 0, lmax_ = 0;
   std::vector<int32_t> kcache_, vcache_;  // per layer
@@ -488,7 +488,7 @@ int32_t Lowerer::AddCollective(CollectiveKind kind, const std::string& algo, int
   const bool sub = groups > 1 || n != p_;
   *sched = LowerCollective(algo, kind, n, bytes, align_bytes, sub ? RankGrid{1, n} : coll_grid_);
   CollectiveInfo ci;
-  ci.kind = ToString(kind);
+  ci.kind = kind;
   ci.algorithm = sched->algorithm;
   ci.bytes = bytes;
   ci.ranks = n;
@@ -515,7 +515,10 @@ void Lowerer::GroupCollective(CollectiveKind kind, int32_t t, const std::vector<
     label = std::to_string(groups.size()) + " " + what + " groups of " + std::to_string(n) + " ranks" +
             (label.empty() ? "" : "; " + label);
   }
-  if (!label.empty()) prog_.ops[cur_op_].ref.partition = sched.algorithm + " (" + label + ")";
+  if (!label.empty()) {
+    prog_.ops[cur_op_].ref.partition = sched.algorithm;
+    prog_.ops[cur_op_].ref.note = label;
+  }
   FuncCollective fc;
   // One buffer tensor: every core keeps its own copy, so each group's ranks use theirs.
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, 1, elems);
@@ -1223,7 +1226,7 @@ int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
   NewOp("stage_send", ToString(out));
   for (int r = 0; r < p_; ++r) Reload(x, r, nullptr);
   CollectiveInfo ci;
-  ci.kind = "p2p";
+  ci.kind = CollectiveKind::kP2p;
   ci.algorithm = "direct";
   ci.bytes = t_ * h * d_;
   ci.ranks = p_;
@@ -1339,8 +1342,8 @@ Program Lowerer::Run() {
   weights_sram_ = plan.weights_in_sram;
   kv_sram_ = (weights_sram_ ? wbytes : 0) + kvbytes <= sram_;
   resident_ = (weights_sram_ ? wbytes : 0) + (kv_sram_ ? kvbytes : 0);
-  prog_.weights_location = weights_sram_ ? "sram" : "dram (streamed each use)";
-  prog_.kv_location = kv_sram_ ? "sram" : "dram";
+  prog_.weights_location = weights_sram_ ? WeightsLocation::kSram : WeightsLocation::kDramStreamed;
+  prog_.kv_location = kv_sram_ ? KvLocation::kSram : KvLocation::kDram;
 
   for (uint32_t l = 0; l < layers; ++l) {
     kcache_.push_back(NewTensor(FuncTensorKind::kCache, b * lmax_, nkv * model_.head_dim(),
@@ -1354,7 +1357,7 @@ Program Lowerer::Run() {
   std::vector<uint32_t> prev_out;
   for (uint32_t step = 0; step <= wl_.decode_steps(); ++step) {
     bool decode = step > 0;
-    phase_ = !chunks_.empty() ? "mixed" : decode ? "decode" : "prefill";
+    phase_ = !chunks_.empty() ? Phase::kMixed : decode ? Phase::kDecode : Phase::kPrefill;
     step_ = decode ? step - 1 : 0;
     ph.decode = decode;
     ph.new_tokens = decode ? 1 : wl_.seq_len();

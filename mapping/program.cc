@@ -7,8 +7,8 @@ namespace tpsim::mapping {
 std::string Program::Dump() const {
   std::string out;
   out += "program: " + std::to_string(tasks.size()) + " tasks, " + std::to_string(ops.size()) + " ops, " +
-         std::to_string(collectives.size()) + " collectives; weights " + weights_location + ", kv " +
-         kv_location + ", spilled " + std::to_string(spilled_bytes) + " B\n";
+         std::to_string(collectives.size()) + " collectives; weights " + ToString(weights_location) +
+         ", kv " + ToString(kv_location) + ", spilled " + std::to_string(spilled_bytes) + " B\n";
   char buf[256];
   for (const Task& t : tasks) {
     const OpInfo& op = ops[t.op];
@@ -43,8 +43,9 @@ std::string Program::Dump() const {
         break;
     }
     out += buf;
-    out += " op=" + op.ref.phase + (op.ref.phase == "decode" ? std::to_string(op.ref.step) : "") + ".L" +
-           std::to_string(op.ref.layer) + "." + op.ref.op + " [" + op.ref.partition + "] deps=[";
+    out += " op=" + std::string(ToString(op.ref.phase)) +
+           (op.ref.phase == Phase::kDecode ? std::to_string(op.ref.step) : "") + ".L" +
+           std::to_string(op.ref.layer) + "." + op.ref.op + " [" + op.ref.Label() + "] deps=[";
     for (size_t i = 0; i < t.deps.size(); ++i) out += (i ? "," : "") + std::to_string(t.deps[i]);
     out += "]\n";
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "llm/opgraph.h"
+#include "mapping/program_types.h"
 
 namespace tpsim::mapping {
 
@@ -23,11 +24,14 @@ enum class TaskKind : uint8_t { kCompute, kTransfer, kMemory };
 
 // Provenance of a task: which op of which layer of which phase.
 struct OpRef {
-  std::string phase;  // "prefill" or "decode"
+  Phase phase = Phase::kPrefill;
   uint32_t step = 0;  // decode step (0 for prefill)
   uint32_t layer = 0;
   std::string op;         // op name in the layer graph, or e.g. "q_proj.allreduce", "stage_send"
-  std::string partition;  // partitioner that produced it
+  std::string partition;  // partitioner (collectives: the algorithm) that produced it
+  std::string note{};     // what else to know (a fallback, sub-groups), "" when nothing
+  // What outputs print: "partition", or "partition (note)".
+  std::string Label() const { return note.empty() ? partition : partition + " (" + note + ")"; }
 };
 
 struct Task {
@@ -67,8 +71,11 @@ struct Task {
 // see them as concurrent. `bytes` and `ranks` are then one group's: the transfers touch
 // groups x ranks ranks. groups = 1: one collective over `ranks` ranks, as before.
 struct CollectiveInfo {
-  std::string kind;       // all_reduce, all_gather, reduce_scatter, all_to_all, rotate, p2p
-  std::string algorithm;  // ring, bidirectional_ring, mesh_2d, halving_doubling, direct, nvls
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  // The registered algorithm's name (mapping/collective/collective.h): ring,
+  // bidirectional_ring, mesh_2d, halving_doubling, direct, nvls, ... A name, not an enum,
+  // so that adding an algorithm stays one new file; nothing branches on it.
+  std::string algorithm;
   uint64_t bytes = 0;     // per-rank payload (the full buffer each rank of a group holds)
   int ranks = 0;          // ranks per group
   uint32_t op = 0;
@@ -151,7 +158,7 @@ struct FuncCollective {
   std::vector<FuncCopy> pack, unpack;
 };
 struct FuncOutput {
-  std::string phase;
+  Phase phase = Phase::kPrefill;
   uint32_t step = 0;
   uint32_t rows = 0, cols = 0;
   std::vector<std::pair<int, FuncSlice>> parts;  // (core, region of the output it holds)
@@ -171,8 +178,8 @@ struct Program {
   std::vector<Task> tasks;
   std::vector<OpInfo> ops;
   std::vector<CollectiveInfo> collectives;
-  std::string weights_location;  // "sram" or "dram (streamed each use)"
-  std::string kv_location;       // "sram" or "dram"
+  WeightsLocation weights_location = WeightsLocation::kNone;
+  KvLocation kv_location = KvLocation::kNone;
   uint64_t spilled_bytes = 0;
   FuncData func;
 

@@ -157,8 +157,12 @@ void CheckInputs(const mapping::Program& program, const EngineOutput& out) {
 
 // Segments: prefill, then decode steps in order (other phase names last).
 using Segment = std::tuple<int, std::string, uint32_t>;  // (phase rank, phase, step)
-int PhaseRank(const std::string& ph) { return ph == "prefill" ? 0 : ph == "decode" ? 1 : 2; }
-Segment SegmentOf(const mapping::OpRef& ref) { return Segment{PhaseRank(ref.phase), ref.phase, ref.step}; }
+int PhaseRank(mapping::Phase ph) {
+  return ph == mapping::Phase::kPrefill ? 0 : ph == mapping::Phase::kDecode ? 1 : 2;
+}
+Segment SegmentOf(const mapping::OpRef& ref) {
+  return Segment{PhaseRank(ref.phase), mapping::ToString(ref.phase), ref.step};
+}
 
 // What the summary needs from one pass over the tasks.
 struct TaskTotals {
@@ -228,8 +232,8 @@ void FillSummary(const mapping::Program& program, const mapping::TaskGraph& g, c
   s->set_core_utilization(num_cores > 0 ? util_sum / num_cores : 0.0);
   s->set_achieved_tflops(total > 0 ? tt.flops / static_cast<double>(total) : 0.0);
   s->set_spilled_bytes(program.spilled_bytes);
-  s->set_weights_location(program.weights_location);
-  s->set_kv_location(program.kv_location);
+  s->set_weights_location(mapping::ToString(program.weights_location));
+  s->set_kv_location(mapping::ToString(program.kv_location));
 }
 
 // compute_ps of every op: max over cores of the sum of the op's compute durations.
@@ -347,10 +351,10 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   for (size_t o = 0; o < num_ops; ++o) {
     const auto& info = program.ops[o];
     config::OpResult* op = r.add_ops();
-    op->set_phase(info.ref.phase);
+    op->set_phase(mapping::ToString(info.ref.phase));
     op->set_layer(info.ref.layer);
     op->set_op(info.ref.op);
-    op->set_partition(info.ref.partition);
+    op->set_partition(info.ref.Label());
     op->set_compute_ps(op_compute[o]);
     op->set_communication_ps(op_comm[o].length());
     op->set_memory_ps(op_mem[o].length());
@@ -369,7 +373,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   std::map<std::pair<std::string, uint32_t>, size_t> layer_index;
   for (size_t o = 0; o < num_ops; ++o) {
     const auto& ref = program.ops[o].ref;
-    const auto key = std::make_pair(ref.phase, ref.layer);
+    const auto key = std::make_pair(std::string(mapping::ToString(ref.phase)), ref.layer);
     if (layer_index.try_emplace(key, layer_keys.size()).second) layer_keys.push_back(key);
     if (op_all[o].empty()) continue;
     Ps& le = layer_end.try_emplace({SegmentOf(ref), ref.layer}, kNoTime).first->second;
@@ -444,7 +448,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
       tt->set_kind(kKindNames[static_cast<int>(t.kind)]);
       tt->set_op(ref.op);
       tt->set_layer(ref.layer);
-      tt->set_phase(ref.phase);
+      tt->set_phase(mapping::ToString(ref.phase));
     }
   }
   return r;

@@ -362,11 +362,15 @@ class Describer {
     } else {
       const mapping::OpRef& ref = p_.ops[t.op].ref;
       args->Uint("task", static_cast<uint64_t>(s.task));
-      args->Str("phase", ref.phase);
+      args->Str("phase", mapping::ToString(ref.phase));
       args->Uint("step", ref.step);
       args->Uint("layer", ref.layer);
       args->Str("op", ref.op);
-      args->Str("partition", ref.partition);
+      if (ref.note.empty()) {
+        args->Str("partition", ref.partition);
+      } else {
+        *args->OwnedStr("partition") = ref.Label();
+      }
       switch (t.kind) {
         case TaskKind::kCompute:
           args->Str("op_kind", llm::ToString(t.op_kind));
@@ -397,7 +401,7 @@ class Describer {
           if (t.collective >= 0 && static_cast<size_t>(t.collective) < p_.collectives.size()) {
             const mapping::CollectiveInfo& c = p_.collectives[t.collective];
             std::string* v = args->OwnedStr("collective");
-            *v += c.kind;
+            *v += mapping::ToString(c.kind);
             *v += '/';
             *v += c.algorithm;
             args->Uint("coll_step", t.coll_step);

@@ -89,7 +89,7 @@ class Builder {
     Flush();
     for (const mapping::FuncOutput& fo : f_.outputs) {
       FuncPlanOutput out;
-      out.phase = fo.phase;
+      out.phase = mapping::ToString(fo.phase);
       out.step = fo.step;
       out.rows = fo.rows;
       out.cols = fo.cols;
@@ -434,7 +434,8 @@ std::string FuncPlan::Describe(size_t i, const Program& p) const {
     os << " (task " << s.task;
     if (t.op < p.ops.size()) {
       const auto& r = p.ops[t.op].ref;
-      os << ", " << r.phase << (r.phase == "decode" ? " step " + std::to_string(r.step) : "") << " layer "
+      os << ", " << mapping::ToString(r.phase)
+         << (r.phase == mapping::Phase::kDecode ? " step " + std::to_string(r.step) : "") << " layer "
          << r.layer << " " << r.op;
     }
     os << ")";

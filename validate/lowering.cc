@@ -144,8 +144,7 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
           throw std::invalid_argument("validate: task " + std::to_string(t.id) + " refers to collective " +
                                       std::to_string(t.collective) + " of " +
                                       std::to_string(p.collectives.size()));
-        const std::string kind = t.collective >= 0 ? p.collectives[t.collective].kind : "p2p";
-        if (kind == "p2p") {
+        if (t.collective < 0 || p.collectives[t.collective].kind == mapping::CollectiveKind::kP2p) {
           Launch s;
           s.kind = LaunchKind::kSend;
           s.task = t.id;
@@ -201,12 +200,14 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
       if (groups > 1) l.coll_group = group_of.at(GroupRoot(&st.parent, core));
       l.bytes = ci.bytes;
       const uint64_t per_rank = uint64_t{static_cast<uint64_t>(n)} * dtype_bytes;
-      if (ci.kind == "all_reduce") {
+      if (ci.kind == mapping::CollectiveKind::kAllReduce) {
         l.kind = LaunchKind::kAllReduce;
         l.count = CeilDiv(ci.bytes, dtype_bytes);
         l.padded = ci.bytes % dtype_bytes != 0;
-      } else if (ci.kind == "all_gather" || ci.kind == "reduce_scatter") {
-        l.kind = ci.kind == "all_gather" ? LaunchKind::kAllGather : LaunchKind::kReduceScatter;
+      } else if (ci.kind == mapping::CollectiveKind::kAllGather ||
+                 ci.kind == mapping::CollectiveKind::kReduceScatter) {
+        l.kind = ci.kind == mapping::CollectiveKind::kAllGather ? LaunchKind::kAllGather
+                                                                : LaunchKind::kReduceScatter;
         l.count = CeilDiv(ci.bytes, per_rank);
         l.padded = ci.bytes % per_rank != 0;
       } else {
@@ -253,9 +254,9 @@ std::string LaunchPlan::Dump(const mapping::Program& p) const {
     if (g.memory_tasks) os << ", " << g.memory_tasks << " DRAM tasks not launched";
     os << "\n";
     for (const OpPlan& o : g.ops) {
-      os << "  " << o.ref.phase;
-      if (o.ref.phase == "decode") os << " step " << o.ref.step;
-      os << " L" << o.ref.layer << " " << o.ref.op << " [" << o.ref.partition << "]\n";
+      os << "  " << mapping::ToString(o.ref.phase);
+      if (o.ref.phase == mapping::Phase::kDecode) os << " step " << o.ref.step;
+      os << " L" << o.ref.layer << " " << o.ref.op << " [" << o.ref.Label() << "]\n";
       for (const Launch& l : o.launches) {
         switch (l.kind) {
           case LaunchKind::kGemm:

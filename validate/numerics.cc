@@ -86,7 +86,7 @@ using OpKey = std::tuple<std::string, uint32_t, uint32_t, std::string>;  // phas
 
 OpKey KeyOf(const mapping::Program& p, const FuncStep& s) {
   const mapping::OpRef& r = p.ops[p.tasks[s.task].op].ref;
-  return {r.phase, r.step, r.layer, r.op};
+  return {mapping::ToString(r.phase), r.step, r.layer, r.op};
 }
 
 // Per op of `p`, its op steps, in order.

@@ -42,12 +42,13 @@ Program CollectiveProgram(const arch::Chip& chip, const std::string& requested, 
   Program p;
   p.num_cores = chip.num_cores();
   OpInfo op;
-  op.ref.phase = "prefill";
+  op.ref.phase = Phase::kPrefill;
   op.ref.op = ToString(kind);
-  op.ref.partition = s.note.empty() ? s.algorithm : s.algorithm + " (" + s.note + ")";
+  op.ref.partition = s.algorithm;
+  op.ref.note = s.note;
   p.ops.push_back(op);
   CollectiveInfo ci;
-  ci.kind = ToString(kind);
+  ci.kind = kind;
   ci.algorithm = s.algorithm;
   ci.bytes = bytes;
   ci.ranks = ranks;

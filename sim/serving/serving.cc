@@ -100,11 +100,11 @@ Ps TransferTime(const arch::Chip& chip, sim::Engine& engine, int np, int nd, uin
   mapping::Program p;
   p.num_cores = chip.num_cores();
   mapping::OpInfo op;
-  op.ref.phase = "kv_transfer";
+  op.ref.phase = mapping::Phase::kKvTransfer;
   op.ref.op = "kv_transfer";
   p.ops.push_back(op);
   mapping::CollectiveInfo ci;
-  ci.kind = "p2p";
+  ci.kind = mapping::CollectiveKind::kP2p;
   ci.algorithm = "direct";
   ci.bytes = kv_bytes;
   ci.ranks = np + nd;

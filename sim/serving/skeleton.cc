@@ -185,7 +185,8 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
   sim::EngineOutput o;
   try {
     p = mapping::LowerIteration(chip_, model_, mapping_, chunks, layers_, dtype_);
-    if (p.kv_location != (dram ? "dram" : "sram")) return Why::kOther;  // the plan is not ours
+    if (p.kv_location != (dram ? mapping::KvLocation::kDram : mapping::KvLocation::kSram))
+      return Why::kOther;  // the plan is not ours
     if (p.spilled_bytes != 0 && !exact) return Why::kMemory;
     o = engine_->Run(p, chip_);
   } catch (const std::exception&) {

@@ -394,8 +394,9 @@ TEST_F(FunctionalTest, Mn2dKStepsEveryGridCollectiveAndPhase) {
           SCOPED_TRACE(coll + " / tp " + std::to_string(tp) + " grid_rows " + std::to_string(rows) +
                        " / batch " + std::to_string(batch) + " / weights " + weights);
           Program p = Lower(*chip_, SmallModel(), wl, m, {.functional = true});
-          EXPECT_EQ(p.weights_location, std::string(weights) == "dram" ? "dram (streamed each use)" : "sram");
-          for (const CollectiveInfo& c : p.collectives) rotations += c.kind == "rotate";
+          EXPECT_EQ(p.weights_location,
+                    std::string(weights) == "dram" ? WeightsLocation::kDramStreamed : WeightsLocation::kSram);
+          for (const CollectiveInfo& c : p.collectives) rotations += c.kind == CollectiveKind::kRotate;
           int k_step_ops = 0;
           for (const OpInfo& o : p.ops) k_step_ops += o.ref.partition.find(", k_steps)") != std::string::npos;
           EXPECT_EQ(k_step_ops > 0, rows > 1);  // grid_rows 1: plain mn_2d

@@ -97,7 +97,7 @@ TEST(Nvls, LoweringShowsTheChoice) {
   int nvls = 0, ring = 0;
   for (size_t c = 0; c < p.collectives.size(); ++c) {
     const CollectiveInfo& ci = p.collectives[c];
-    if (ci.kind != "all_reduce") continue;
+    if (ci.kind != CollectiveKind::kAllReduce) continue;
     const std::string want = ci.bytes >= 1024 ? "nvls" : "ring";
     EXPECT_EQ(ci.algorithm, want) << ci.bytes;
     EXPECT_EQ(p.ops[ci.op].ref.partition, want);

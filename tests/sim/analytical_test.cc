@@ -34,7 +34,7 @@ using test::MeshConfig;
 Program NewProgram() {
   Program p;
   p.num_cores = 64;
-  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "op", "k_split"}, 0, 0, 0});
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "op", "k_split"}, 0, 0, 0});
   return p;
 }
 
@@ -139,7 +139,7 @@ TEST(AnalyticalEngine, RingAllReduceOnTwoByTwoBlock) {
   const int ring[4] = {Core(0, 0), Core(0, 1), Core(1, 1), Core(1, 0)};
   const uint64_t S = 640'000, P = 4;
   Program p = NewProgram();
-  p.collectives.push_back(mapping::CollectiveInfo{"all_reduce", "ring", S, 4, 0});
+  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, "ring", S, 4, 0});
   std::vector<int64_t> received(P, -1);  // last transfer into rank r
   for (uint16_t step = 0; step < 2 * (P - 1); ++step) {
     std::vector<int64_t> next(P, -1);
@@ -268,7 +268,7 @@ TEST(AnalyticalEngine, Mn2dKStepsGemmOverlapsTheRotationByHand) {
     uint32_t gate = 0;
     while (gate < full.ops.size() && full.ops[gate].ref.op != "gate_proj") ++gate;
     ASSERT_LT(gate, full.ops.size());
-    EXPECT_EQ(full.ops[gate].ref.partition, "mn_2d(2x2, k_steps)");
+    EXPECT_EQ(full.ops[gate].ref.Label(), "mn_2d(2x2, k_steps)");
     const Program p = OneOp(full, gate);
     EngineOutput out = AnalyticalEngine().Run(p, *k.chip);
     std::map<int, std::vector<uint32_t>> computes;  // per core, in task order
@@ -316,7 +316,8 @@ TEST(AnalyticalEngine, SameStepTransfersSharingALinkTakeTwiceTheSerialisation) {
   //   t0 = 2 hops (4000) + 2,000,000 = 2,004,000 ps
   //   t1 = 1 hop  (2000) + 2,000,000 = 2,002,000 ps
   Program p = NewProgram();
-  p.collectives.push_back(mapping::CollectiveInfo{"all_gather", "direct", 160'000, 3, 0});
+  p.collectives.push_back(
+      mapping::CollectiveInfo{mapping::CollectiveKind::kAllGather, "direct", 160'000, 3, 0});
   AddTransfer(p, Core(0, 0), Core(0, 2), 160'000, 0, 0);
   AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, 0, 0);
   EngineOutput out = AnalyticalEngine().Run(p, Mesh());
@@ -507,7 +508,7 @@ TEST(AnalyticalEngine, NvlsAgainstRingAllReduceOnH200ByHand) {
   // auto picks nvls here (64 MiB >= 1 MiB, 8 >= 4 ranks): the same time.
   mapping::Program autop = mapping::CollectiveProgram(chip, "auto", kAr, 8, bytes, 2);
   EXPECT_EQ(autop.collectives[0].algorithm, "nvls");
-  EXPECT_EQ(autop.ops[0].ref.partition, "nvls");
+  EXPECT_EQ(autop.ops[0].ref.Label(), "nvls");
   EXPECT_EQ(MakeAnalyticalEngine()->Run(autop, chip).makespan_ps, 245'867'734);
   // Below in_switch_min_bytes auto is ring: 512 KiB, chunk 65,536 B:
   // ceil(65,536,000 / 450) = 145,636 + 600,000 = 745,636 ps per step, 14 x = 10,438,904.

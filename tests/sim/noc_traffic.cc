@@ -122,7 +122,8 @@ NocStats RunNocTraffic(const NocTraffic& t) {
   const int create_cycles = t.warmup_cycles + 2 * measure_cycles;
   mapping::Program program;
   program.num_cores = n;
-  program.ops.push_back(mapping::OpInfo{mapping::OpRef{"noc", 0, 0, "traffic", "none"}, 0, 0, 0});
+  program.ops.push_back(
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "traffic", "none"}, 0, 0, 0});
   std::vector<Ps> inject;
   std::mt19937_64 rng(t.seed);
   auto uniform01 = [&rng] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };

@@ -68,15 +68,19 @@ void Read(Program& p, int core, uint64_t bytes, uint32_t op, std::vector<uint32_
 Program LayerProgram() {
   Program p;
   p.num_cores = 64;
-  p.weights_location = "sram";
-  p.kv_location = "dram";
+  p.weights_location = mapping::WeightsLocation::kSram;
+  p.kv_location = mapping::KvLocation::kDram;
   p.spilled_bytes = 123;
   p.ops = {
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "w_load", "k_split"}, 0, 80'000, 0},
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "q_proj", "k_split"}, 4 * 256.0 * 640 * 2560, 2000, 7},
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "q_proj.allreduce", "k_split"}, 0, 160'000, 0},
-      mapping::OpInfo{mapping::OpRef{"decode", 0, 0, "q_proj", "k_split"}, 2 * 256.0 * 640 * 2560, 1000, 0},
-      mapping::OpInfo{mapping::OpRef{"decode", 1, 0, "q_proj", "k_split"}, 2 * 256.0 * 640 * 2560, 1000, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "w_load", "k_split"}, 0, 80'000, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "q_proj", "k_split"},
+                      4 * 256.0 * 640 * 2560, 2000, 7},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "q_proj.allreduce", "k_split"}, 0,
+                      160'000, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kDecode, 0, 0, "q_proj", "k_split"},
+                      2 * 256.0 * 640 * 2560, 1000, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kDecode, 1, 0, "q_proj", "k_split"},
+                      2 * 256.0 * 640 * 2560, 1000, 0},
   };
   Read(p, 0, 80'000, 0, {});
   Gemm(p, 0, 1, {0});
@@ -156,8 +160,8 @@ TEST(BuildResult, PrefetchDoesNotStretchDecode) {
   Program p;
   p.num_cores = 64;
   p.ops = {
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "q_proj", "k_split"}, 0, 0, 0},
-      mapping::OpInfo{mapping::OpRef{"decode", 0, 0, "q_proj", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "q_proj", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kDecode, 0, 0, "q_proj", "k_split"}, 0, 0, 0},
   };
   Gemm(p, 0, 0, {});
   Read(p, 1, 80'000, 1, {});
@@ -187,9 +191,9 @@ TEST(BuildResult, LayersOfAPhaseAddUpToIt) {
   Program p;
   p.num_cores = 64;
   p.ops = {
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "q_proj", "k_split"}, 0, 0, 0},
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 1, "stage_send", "k_split"}, 0, 0, 0},
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 1, "q_proj", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "q_proj", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 1, "stage_send", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 1, "q_proj", "k_split"}, 0, 0, 0},
   };
   Gemm(p, 0, 0, {});
   Send(p, 0, 1, 160'000, 1, {0});

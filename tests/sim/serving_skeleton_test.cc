@@ -101,7 +101,7 @@ TEST(ServingSkeleton, MatchesTheProgramToThePicosecond) {
     std::string name;
     for (const llm::SeqChunk& x : c.chunks)
       name += " {" + std::to_string(x.new_tokens) + "," + std::to_string(x.cached) + "}";
-    EXPECT_EQ(p.kv_location, "sram") << name;
+    EXPECT_EQ(p.kv_location, mapping::KvLocation::kSram) << name;
     EXPECT_EQ(p.spilled_bytes > 0, c.spill) << name;
     if (c.spill) {
       EXPECT_EQ(fast, -1) << name;
@@ -146,7 +146,7 @@ TEST(ServingSkeleton, MatchesTheProgramToThePicosecond) {
   const uint64_t before = sk.skeletons();
   for (const auto& b : dram) {
     mapping::Program p = mapping::LowerIteration(f.chip, model, f.m, b, 16, "bf16");
-    EXPECT_EQ(p.kv_location, "dram");
+    EXPECT_EQ(p.kv_location, mapping::KvLocation::kDram);
     EXPECT_EQ(p.spilled_bytes, 0u);
     EXPECT_EQ(sk.Makespan(b), engine->Run(p, f.chip).makespan_ps) << b.size() << " chunks";
   }
@@ -231,7 +231,7 @@ TEST(ServingSkeleton, OtherLayoutsAgreeWithPrograms) {
     for (uint32_t lt = 4096; lt <= (1u << 20) && in_dram < 2; lt *= 2) {
       const std::vector<llm::SeqChunk> b = {{1, lt}, {3, 100}};
       mapping::Program p = mapping::LowerIteration(chip, model, m, b, su.layers, su.dtype);
-      if (p.kv_location != "dram" || p.spilled_bytes != 0) continue;
+      if (p.kv_location != mapping::KvLocation::kDram || p.spilled_bytes != 0) continue;
       const Ps fast = sk.Makespan(b);
       if (fast >= 0) {
         EXPECT_EQ(fast, engine->Run(p, chip).makespan_ps) << su.exp << " context " << lt;

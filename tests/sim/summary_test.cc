@@ -28,8 +28,8 @@ Task Compute(uint32_t id, int core, uint32_t op, std::vector<uint32_t> deps = {}
 Program TwoOps() {
   Program p;
   p.num_cores = 64;
-  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "a", "k_split"}});
-  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "b", "k_split"}});
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "a", "k_split"}});
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "b", "k_split"}});
   return p;
 }
 

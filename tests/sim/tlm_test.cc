@@ -41,7 +41,7 @@ int LinkBetween(int a, int b) {
 Program NewProgram() {
   Program p;
   p.num_cores = 64;
-  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "op", "k_split"}, 0, 0, 0});
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "op", "k_split"}, 0, 0, 0});
   return p;
 }
 
@@ -97,7 +97,7 @@ Program RingAllReduce(uint64_t S) {
   const int ring[4] = {Core(0, 0), Core(0, 1), Core(1, 1), Core(1, 0)};
   const uint64_t P = 4;
   Program p = NewProgram();
-  p.collectives.push_back(mapping::CollectiveInfo{"all_reduce", "ring", S, 4, 0});
+  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, "ring", S, 4, 0});
   std::vector<int64_t> received(P, -1);
   for (uint16_t step = 0; step < 2 * (P - 1); ++step) {
     std::vector<int64_t> next(P, -1);

@@ -107,7 +107,7 @@ Fixture MakeFixture() {
   f.prog.num_cores = 4;
   auto op = [](uint32_t layer, std::string name) {
     mapping::OpInfo o;
-    o.ref.phase = "prefill";
+    o.ref.phase = mapping::Phase::kPrefill;
     o.ref.layer = layer;
     o.ref.op = std::move(name);
     o.ref.partition = "k_split";
@@ -115,7 +115,7 @@ Fixture MakeFixture() {
   };
   f.prog.ops = {op(0, "q_proj"), op(0, "q_proj.allreduce"), op(1, "o_proj"), op(1, "weights"),
                 op(1, "post_norm")};
-  f.prog.collectives.push_back({"all_reduce", "ring", 1600, 2, 1});
+  f.prog.collectives.push_back({mapping::CollectiveKind::kAllReduce, "ring", 1600, 2, 1});
   f.prog.tasks.push_back(Compute(0, 0, 0, {}));
   f.prog.tasks.push_back(Compute(1, 1, 0, {}));
   f.prog.tasks.push_back(Transfer(2, 0, 1, 1600, {0}));

@@ -11,9 +11,9 @@ mapping::Program TwoGpuProgram() {
   mapping::Program p;
   p.num_cores = 2;
   p.ops.resize(2);
-  p.ops[0].ref = {"prefill", 0, 0, "q_proj", "n_split"};
+  p.ops[0].ref = {mapping::Phase::kPrefill, 0, 0, "q_proj", "n_split"};
   p.ops[0].flops = 4e6;
-  p.ops[1].ref = {"prefill", 0, 0, "o_proj.all_reduce", "ring"};
+  p.ops[1].ref = {mapping::Phase::kPrefill, 0, 0, "o_proj.all_reduce", "ring"};
   for (int c = 0; c < 2; ++c) {
     mapping::Task t;
     t.id = static_cast<uint32_t>(p.tasks.size());
@@ -21,7 +21,7 @@ mapping::Program TwoGpuProgram() {
     t.m = 10, t.n = 20, t.k = 30;
     p.tasks.push_back(t);
   }
-  mapping::CollectiveInfo ci{"all_reduce", "ring", 1000, 2, 1};
+  mapping::CollectiveInfo ci{mapping::CollectiveKind::kAllReduce, "ring", 1000, 2, 1};
   p.collectives.push_back(ci);
   for (int c = 0; c < 2; ++c) {
     mapping::Task t;

@@ -124,7 +124,7 @@ TEST_P(PlanTp, OneNcclCallPerCollectivePerRankWithProgramBytes) {
         const mapping::CollectiveInfo& ci = l.prog.collectives[ln.collective];
         EXPECT_EQ(ln.bytes, ci.bytes);
         EXPECT_EQ(ln.nranks, tp);
-        EXPECT_STREQ(ToString(ln.kind), ci.kind.c_str());
+        EXPECT_STREQ(ToString(ln.kind), mapping::ToString(ci.kind));
         ++mine[ln.collective];
         ++calls[ln.collective];
       }
@@ -139,7 +139,7 @@ TEST_P(PlanTp, OneNcclCallPerCollectivePerRankWithProgramBytes) {
     // activation [128, 2560] in bf16 = 128 * 2560 * 2 = 655360 bytes.
     ASSERT_EQ(l.prog.collectives.size(), 2u);
     for (const auto& ci : l.prog.collectives) {
-      EXPECT_EQ(ci.kind, "all_reduce");
+      EXPECT_EQ(ci.kind, mapping::CollectiveKind::kAllReduce);
       EXPECT_EQ(ci.bytes, 655360u);
     }
     const Launch* ar = Find(l.plan.gpus[0], "o_proj.all_reduce", LaunchKind::kAllReduce);
