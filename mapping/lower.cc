@@ -172,7 +172,7 @@ class Lowerer : public GemmContext {
   uint32_t Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps);
   uint32_t Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient);
   void Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
-              FuncSlice out, std::vector<uint32_t> deps, uint32_t p0 = 0, uint32_t p1 = 0);
+              FuncSlice out, std::vector<uint32_t> deps, uint32_t head_dim = 0, uint32_t position_offset = 0);
   std::vector<uint32_t> Ready(int32_t t, int r) const { return ts_[t].ready[r]; }
   // SRAM timeline: the activations the current stage's cores hold between ops (oldest
   // first). Activation tensors join when created; they leave when their last reader has
@@ -430,7 +430,7 @@ uint32_t Lowerer::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps
 }
 
 void Lowerer::Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
-                     FuncSlice out, std::vector<uint32_t> deps, uint32_t p0, uint32_t p1) {
+                     FuncSlice out, std::vector<uint32_t> deps, uint32_t head_dim, uint32_t position_offset) {
   uint64_t elems = uint64_t{out.r1 - out.r0} * (out.c1 - out.c0);
   uint64_t in =
       uint64_t{a.r1 - a.r0} * (a.c1 - a.c0) + (b.tensor >= 0 ? uint64_t{b.r1 - b.r0} * (b.c1 - b.c0) : 0);
@@ -443,7 +443,7 @@ void Lowerer::Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, Fu
   FuncOp f;
   f.kind = fk;
   f.a = a, f.b = b, f.out = out;
-  f.p0 = p0, f.p1 = p1;
+  f.head_dim = head_dim, f.position_offset = position_offset;
   uint32_t id = Compute(rank, t, f, std::move(deps), t.bytes);
   ts_[out.tensor].ready[rank].push_back(id);
 }
@@ -920,7 +920,8 @@ int32_t Lowerer::HeadOp(Role role, const char* suffix, FuncKind fk, double ops, 
            Sl(y, rows, cols), Ready(x, r), hd, pos0);
     // Batch B > 1: rows are B sequences of t_ / B tokens, each starting at position pos0.
     const uint64_t b = std::max<uint32_t>(1, wl_.batch());
-    if (func_ && fk == FuncKind::kRope && b > 1) prog_.func.ops.back().p2 = static_cast<uint32_t>(t_ / b);
+    if (func_ && fk == FuncKind::kRope && b > 1)
+      prog_.func.ops.back().tokens_per_sequence = static_cast<uint32_t>(t_ / b);
   }
   ts_[y].layout = p_ == 1 ? Layout::Replicated() : l;
   Dead(x);
@@ -1019,7 +1020,7 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       if (!func_ || bs == 1) return;
       FuncOp& f = prog_.func.ops.back();
       f.out = Sl(cache, {cached_, cached_ + t_ / bs}, kv);
-      f.p2 = static_cast<uint32_t>(t_ / bs), f.p3 = static_cast<uint32_t>(lmax_);
+      f.tokens_per_sequence = static_cast<uint32_t>(t_ / bs), f.block_stride = static_cast<uint32_t>(lmax_);
     };
     Vector(r, OpKind::kKvWrite, FuncKind::kCopy, kCopyOps, Sl(k, {0, t_}, kv), {}, Sl(kc, rows, kv),
            Ready(k, r));
@@ -1069,7 +1070,8 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       f.a = Sl(q, {0, t_}, qh[r]);
       f.b = Sl(kc, {0, ltot}, {0, nkv * hd});
       f.out = Sl(scores, {h0 * t_, h1 * t_}, {0, ltot});
-      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      f.head_dim = hdu, f.kv_group = group, f.head_begin = static_cast<uint32_t>(h0),
+      f.head_end = static_cast<uint32_t>(h1);
       std::vector<uint32_t> deps = Ready(q, r);
       Append(&deps, Ready(kc, r));
       uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
@@ -1081,7 +1083,7 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       Range rows{h0 * t_, h1 * t_};
       Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, ltot}), {},
              Sl(probs, rows, {0, ltot}), Ready(scores, r), hdu, static_cast<uint32_t>(cached_));
-      if (func_) prog_.func.ops.back().p2 = static_cast<uint32_t>(s);  // tokens per sequence
+      if (func_) prog_.func.ops.back().tokens_per_sequence = static_cast<uint32_t>(s);
     }
     NewOp(names_[kPv], "heads");
     for (int r = 0; r < p_; ++r) {
@@ -1091,7 +1093,8 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       f.a = Sl(probs, {h0 * t_, h1 * t_}, {0, ltot});
       f.b = Sl(vc, {0, ltot}, {0, nkv * hd});
       f.out = Sl(attn, {0, t_}, qh[r]);
-      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      f.head_dim = hdu, f.kv_group = group, f.head_begin = static_cast<uint32_t>(h0),
+      f.head_end = static_cast<uint32_t>(h1);
       std::vector<uint32_t> deps = Ready(probs, r);
       Append(&deps, Ready(vc, r));
       uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
@@ -1155,7 +1158,8 @@ void Lowerer::ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, co
       f.a = Sl(q, {row0, row0 + s}, qh[r]);
       f.b = Sl(kc, {0, lt}, {0, nkv * hd});
       f.out = Sl(scores, {h0 * s, h1 * s}, {0, lt});
-      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      f.head_dim = hdu, f.kv_group = group, f.head_begin = static_cast<uint32_t>(h0),
+      f.head_end = static_cast<uint32_t>(h1);
       std::vector<uint32_t> deps = Ready(q, r);
       Append(&deps, Ready(kc, r));
       uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
@@ -1167,7 +1171,7 @@ void Lowerer::ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, co
       Range rows{h0 * s, h1 * s};
       Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, lt}), {},
              Sl(probs, rows, {0, lt}), Ready(scores, r), hdu, ch.cached);
-      if (func_) prog_.func.ops.back().p2 = static_cast<uint32_t>(s);
+      if (func_) prog_.func.ops.back().tokens_per_sequence = static_cast<uint32_t>(s);
     }
     NewOp(names_[kPv], "heads");
     for (int r = 0; r < p_; ++r) {
@@ -1177,7 +1181,8 @@ void Lowerer::ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, co
       f.a = Sl(probs, {h0 * s, h1 * s}, {0, lt});
       f.b = Sl(vc, {0, lt}, {0, nkv * hd});
       f.out = Sl(attn, {row0, row0 + s}, qh[r]);
-      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      f.head_dim = hdu, f.kv_group = group, f.head_begin = static_cast<uint32_t>(h0),
+      f.head_end = static_cast<uint32_t>(h1);
       std::vector<uint32_t> deps = Ready(probs, r);
       Append(&deps, Ready(vc, r));
       uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "llm/opgraph.h"
+#include "mapping/func_data.h"
 #include "mapping/program_types.h"
 
 namespace tpsim::mapping {
@@ -89,90 +90,6 @@ struct OpInfo {
   uint64_t spilled_bytes = 0;
 };
 
-// ---- Data semantics, read only by the functional executor (timing engines ignore them).
-// Lower builds them only when asked (LowerOptions::functional); otherwise FuncData is empty.
-// Every logical tensor is a row-major [rows, cols] float matrix; each core keeps its own
-// copy of activations, caches and collective buffers (weights are shared, read-only).
-// Batch B (FuncData::batch) > 1: B independent sequences of equal length. An activation's
-// rows are sequence-major (sequence s owns rows [s*T/B, (s+1)*T/B) of its T rows; decode: one
-// row per sequence); a KV cache is [B * lmax, kv_cols], sequence s owning rows
-// [s*lmax, (s+1)*lmax). Row-wise ops (GEMMs, norms, element-wise) need nothing more;
-// attention, RoPE and the KV write keep each sequence to its own rows (see FuncKind).
-enum class FuncTensorKind : uint8_t {
-  kActivation,  // zero-initialised per core
-  kWeight,      // deterministic random from `seed`, identical everywhere
-  kInput,       // a phase's layer-0 input, random from `seed`, on every core
-  kCache,       // KV cache: rows [0, init_rows) random from `seed` on every core; batch B > 1:
-                //   rows [0, init_rows) of sequence s's block of rows / B rows, random from
-                //   FuncSequenceSeed(seed, s) (mapping/functional.h), counted from the block
-  kBuffer,      // a collective's per-core buffer
-};
-struct FuncTensor {
-  FuncTensorKind kind = FuncTensorKind::kActivation;
-  uint32_t rows = 0, cols = 0;
-  uint64_t seed = 0;
-  uint32_t init_rows = 0;
-};
-// Rows [r0, r1) x columns [c0, c1) of a tensor.
-struct FuncSlice {
-  int32_t tensor = -1;
-  uint32_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
-};
-enum class FuncKind : uint8_t {
-  kMatmul,    // out (+)= a . b   (b^T when transpose_b)
-  kRmsNorm,   // out = rmsnorm(a) over each row of the slice (the slice spans whole rows)
-  kHeadNorm,  // out = rmsnorm(a) per group of p0 columns (head_dim)
-  kRope,      // out = rope(a), groups of p0 columns, position = p1 + row (p2 > 0: p1 + row % p2,
-              //   p2 = tokens per sequence of a batch)
-  kCopy,      // out = a (p2 > 0: a's rows in blocks of p2, one per sequence; out is block 0's
-              //   destination and block s lands s * p3 rows further: the batched KV write)
-  kScores,    // out[h*T + t, j] = q[t, head h] . kcache[j, head h / p1], heads [p2, p3), p0 = head_dim,
-              //   j < ltot = b.r1; batch B > 1: kcache rows of query row t's sequence
-              //   (t / (q.rows / B)), i.e. kcache[(t / (q.rows / B)) * (kcache.rows / B) + j]
-  kSoftmax,   // rows of a (scores) scaled by 1/sqrt(p0), causal: row t sees j <= p1 + t % T;
-              //   T = p2, the tokens per sequence (a chunk's in mixed-iteration mode)
-  kPv,        // out[t, head h] = sum_j a[h*T + t, j] * vcache[j, head h / p1], heads [p2, p3);
-              //   batch B > 1: vcache rows of row t's sequence, as for kScores
-  kAdd,       // out = a + b
-  kSiluMul,   // out = silu(a) * b
-};
-struct FuncOp {
-  FuncKind kind = FuncKind::kCopy;
-  int core = 0;
-  FuncSlice a, b, out;
-  bool transpose_b = false, accumulate = false;
-  uint32_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;
-};
-// Copy between a tensor region and a collective buffer (row-major region at element
-// `offset`, or the region transposed when `transpose`).
-struct FuncCopy {
-  int core = 0;
-  FuncSlice region;
-  uint64_t offset = 0;
-  bool transpose = false;
-};
-// Per collective: pack before its first transfer, unpack after its last.
-struct FuncCollective {
-  int32_t buffer = -1;  // tensor id ([1, elements] or [rows, cols])
-  int64_t first_task = -1, last_task = -1;
-  std::vector<FuncCopy> pack, unpack;
-};
-struct FuncOutput {
-  Phase phase = Phase::kPrefill;
-  uint32_t step = 0;
-  uint32_t rows = 0, cols = 0;
-  std::vector<std::pair<int, FuncSlice>> parts;  // (core, region of the output it holds)
-};
-struct FuncData {
-  uint32_t dtype_bytes = 2;
-  uint32_t head_dim = 0;
-  uint32_t batch = 1;  // independent sequences (see "Batch B" above)
-  std::vector<FuncTensor> tensors;
-  std::vector<FuncOp> ops;
-  std::vector<FuncCollective> collectives;  // parallel to Program::collectives
-  std::vector<FuncOutput> outputs;          // prefill, then each decode step
-};
-
 struct Program {
   int num_cores = 0;
   std::vector<Task> tasks;
@@ -181,7 +98,7 @@ struct Program {
   WeightsLocation weights_location = WeightsLocation::kNone;
   KvLocation kv_location = KvLocation::kNone;
   uint64_t spilled_bytes = 0;
-  FuncData func;
+  FuncData func;  // data semantics for the functional executors (mapping/func_data.h)
 
   // A readable dump: one line per task with kind, core(s), shape/bytes, op and deps.
   std::string Dump() const;

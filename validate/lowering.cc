@@ -73,11 +73,11 @@ Launch ComputeLaunch(const mapping::Program& p, const mapping::Task& t) {
       break;
     case OpKind::kNorm:
       vector(LaunchKind::kRmsNorm);
-      l.group = (f && f->kind == FuncKind::kHeadNorm) ? f->p0 : static_cast<uint32_t>(t.n);
+      l.group = (f && f->kind == FuncKind::kHeadNorm) ? f->head_dim : static_cast<uint32_t>(t.n);
       break;
     case OpKind::kRope:
       vector(LaunchKind::kRope);
-      l.group = f ? f->p0 : 0;
+      l.group = f ? f->head_dim : 0;
       break;
     case OpKind::kSoftmax:
       vector(LaunchKind::kSoftmax);
