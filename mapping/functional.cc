@@ -336,7 +336,7 @@ class Executor {
   std::vector<Matrix> Run() {
     std::vector<Matrix> outs;
     size_t next_out = 0;
-    for (const Task& t : p_.tasks) {
+    for (const Task& t : p_.tasks()) {
       if (t.kind == TaskKind::kCompute && t.func >= 0) Compute(p_.func.ops.at(t.func));
       if (t.kind == TaskKind::kTransfer) Transfer(t);
     }
@@ -374,7 +374,7 @@ class Executor {
 
 std::vector<Matrix> RunFunctional(const Program& p) {
   if (p.func.batch == 0) throw std::invalid_argument("functional: batch 0");
-  if (p.func.outputs.empty() && !p.tasks.empty())
+  if (p.func.outputs.empty() && !p.empty())
     throw std::invalid_argument(
         "functional: the Program has no functional side tables (lower it with LowerOptions::functional)");
   return Executor(p).Run();

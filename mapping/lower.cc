@@ -168,7 +168,7 @@ class Lowerer : public GemmContext {
  private:
   int32_t NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0, uint32_t init = 0);
   uint32_t NewOp(const std::string& name, const std::string& partition);
-  uint32_t AddTask(Task t);
+  uint32_t AddTask(Task t, std::vector<uint32_t> deps);
   uint32_t Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps);
   uint32_t Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient);
   void Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
@@ -225,12 +225,13 @@ class Lowerer : public GemmContext {
                        const std::string& what, const std::vector<std::vector<Piece>>& pack,
                        const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
                        const std::string& base, const Layout& result);
-  // Lowers one collective run by `groups` groups of `n` ranks (algorithm `algo`, a buffer
-  // of `bytes` per rank) and records its CollectiveInfo for op `op`; returns its index. The
-  // whole TP group uses the stage region's grid; a sub-group is one line of the TP grid
-  // (1 x n, for mesh_2d).
-  int32_t AddCollective(CollectiveKind kind, const std::string& algo, int n, int groups, uint64_t bytes,
-                        uint64_t align_bytes, uint32_t op, Schedule* sched);
+  // Lowers one collective run by the rank groups `groups` (equal sizes n; algorithm `algo`, a
+  // buffer of `bytes` per rank) and records its CollectiveInfo (members: the groups' cores)
+  // for op `op`; returns its index. The whole TP group uses the stage region's grid; a
+  // sub-group is one line of the TP grid (1 x n, for mesh_2d).
+  int32_t AddCollective(CollectiveKind kind, const std::string& algo,
+                        const std::vector<std::vector<int>>& groups, uint64_t bytes, uint64_t align_bytes,
+                        uint32_t op, Schedule* sched);
   // The TP grid's lines as rank groups: grid rows (ranks i gc .. i gc + gc - 1) or grid
   // columns (ranks j, gc + j, ...); grid rows with gc = p_: one group of every rank.
   std::vector<std::vector<int>> GridLines(int gc, bool columns) const {
@@ -269,7 +270,8 @@ class Lowerer : public GemmContext {
   const config::Workload& wl_;
   const config::Mapping& m_;
   const bool func_;  // build prog_.func (LowerOptions::functional)
-  Program prog_;
+  ProgramBuilder builder_;
+  Program& prog_ = builder_.program();  // everything but the tasks, set as lowering goes
   // Every tensor's shape (and, for the functional executor, its initialisation); moved
   // to prog_.func.tensors when func_.
   std::vector<FuncTensor> tensors_;
@@ -331,13 +333,11 @@ uint32_t Lowerer::NewOp(const std::string& name, const std::string& partition) {
   return cur_op_;
 }
 
-uint32_t Lowerer::AddTask(Task t) {
-  t.id = static_cast<uint32_t>(prog_.tasks.size());
+uint32_t Lowerer::AddTask(Task t, std::vector<uint32_t> deps) {
   t.op = cur_op_;
-  std::sort(t.deps.begin(), t.deps.end());
-  t.deps.erase(std::unique(t.deps.begin(), t.deps.end()), t.deps.end());
-  prog_.tasks.push_back(std::move(t));
-  return prog_.tasks.back().id;
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  return builder_.Add(t, deps);
 }
 
 uint32_t Lowerer::Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps) {
@@ -347,8 +347,7 @@ uint32_t Lowerer::Memory(int rank, uint64_t bytes, bool write, std::vector<uint3
   t.channel = chip_.ChannelOf(t.core);
   t.write = write;
   t.bytes = bytes;
-  t.deps = std::move(deps);
-  return AddTask(std::move(t));
+  return AddTask(t, std::move(deps));
 }
 
 std::vector<uint32_t> Lowerer::WeightReadDeps(int rank) {
@@ -412,14 +411,13 @@ uint32_t Lowerer::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps
   f.core = cores_[rank];
   t.kind = TaskKind::kCompute;
   t.core = cores_[rank];
-  t.deps = std::move(deps);
   if (func_) {
     t.func = static_cast<int32_t>(prog_.func.ops.size());
     prog_.func.ops.push_back(f);
   }
   prog_.ops[cur_op_].flops += t.flops + t.vector_ops;
   prog_.ops[cur_op_].bytes += t.bytes;
-  uint32_t id = AddTask(std::move(t));
+  uint32_t id = AddTask(t, std::move(deps));
   size_t core = static_cast<size_t>(cores_[rank]);
   if (last_compute_.size() <= core) {
     last_compute_.resize(core + 1, -1);
@@ -483,17 +481,22 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
   GroupCollective(kind, t, GridLines(p_, false), "", pack, unpack, elems, align_elems, base, result);
 }
 
-int32_t Lowerer::AddCollective(CollectiveKind kind, const std::string& algo, int n, int groups,
-                               uint64_t bytes, uint64_t align_bytes, uint32_t op, Schedule* sched) {
-  const bool sub = groups > 1 || n != p_;
+int32_t Lowerer::AddCollective(CollectiveKind kind, const std::string& algo,
+                               const std::vector<std::vector<int>>& groups, uint64_t bytes,
+                               uint64_t align_bytes, uint32_t op, Schedule* sched) {
+  const int n = static_cast<int>(groups[0].size());
+  const bool sub = groups.size() > 1 || n != p_;
   *sched = LowerCollective(algo, kind, n, bytes, align_bytes, sub ? RankGrid{1, n} : coll_grid_);
   CollectiveInfo ci;
   ci.kind = kind;
   ci.algorithm = sched->algorithm;
   ci.bytes = bytes;
   ci.ranks = n;
-  ci.groups = groups;
+  ci.groups = static_cast<int>(groups.size());
   ci.op = op;
+  ci.members.reserve(groups.size() * n);
+  for (const std::vector<int>& g : groups)
+    for (int r : g) ci.members.push_back(cores_[r]);
   prog_.collectives.push_back(ci);
   return static_cast<int32_t>(prog_.collectives.size() - 1);
 }
@@ -508,8 +511,7 @@ void Lowerer::GroupCollective(CollectiveKind kind, int32_t t, const std::vector<
   const std::string algo = ChooseCollective(algo_, kind, n, elems * d_, switch_);
   NewOp(base + "." + kname, algo);
   Schedule sched;  // (mesh_2d's note says when a sub-group's grid is a single row)
-  const int32_t coll = AddCollective(kind, algo, n, static_cast<int>(groups.size()), elems * d_,
-                                     align_elems * d_, cur_op_, &sched);
+  const int32_t coll = AddCollective(kind, algo, groups, elems * d_, align_elems * d_, cur_op_, &sched);
   std::string label = sched.note;
   if (sub) {
     label = std::to_string(groups.size()) + " " + what + " groups of " + std::to_string(n) + " ranks" +
@@ -535,9 +537,9 @@ void Lowerer::GroupCollective(CollectiveKind kind, int32_t t, const std::vector<
       for (Xfer x : sched.steps[s].xfers) {
         x.src = g[x.src], x.dst = g[x.dst];
         Task tk = XferTask(x, sched, switch_, coll, s, cores_);
-        tk.deps = last_in[x.src].empty() ? Ready(t, x.src) : last_in[x.src];
-        if (x.reduce) Append(&tk.deps, Ready(t, x.dst));
-        uint32_t id = AddTask(std::move(tk));
+        std::vector<uint32_t> deps = last_in[x.src].empty() ? Ready(t, x.src) : last_in[x.src];
+        if (x.reduce) Append(&deps, Ready(t, x.dst));
+        uint32_t id = AddTask(tk, std::move(deps));
         if (fc.first_task < 0) fc.first_task = id;
         fc.last_task = id;
         now[x.dst].push_back(id);
@@ -733,7 +735,7 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
   Schedule sched;
   const int32_t coll = AddCollective(
       CollectiveKind::kRotate, ChooseCollective(algo_, CollectiveKind::kRotate, p_, g.n * col_bytes, switch_),
-      p_, 1, g.n * col_bytes, col_bytes, g.op, &sched);
+      GridLines(p_, false), g.n * col_bytes, col_bytes, g.op, &sched);
   FuncCollective fc;
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.n, g.k);  // W^T: shard = whole rows
   std::vector<std::vector<uint32_t>> shard_ready(p_);
@@ -782,13 +784,13 @@ void Lowerer::RotateSteps(const Schedule& sched, int32_t coll, const std::vector
       for (Xfer x : sched.steps[s].xfers) {
         x.src = grp[x.src], x.dst = grp[x.dst];
         Task tk = XferTask(x, sched, switch_, coll, s, cores_);
-        tk.deps = last_in[x.src];
+        std::vector<uint32_t> deps = last_in[x.src];
         // Arrival s + 1 overwrites arrival s - 1's buffer, which the destination must have
         // computed on and forwarded (its sends of step s - 1).
         std::vector<std::vector<uint32_t>>& at = (*computes)[x.dst];
-        if (s >= 1 && at.size() > s - 1) Append(&tk.deps, at[s - 1]);
-        if (s >= 1) Append(&tk.deps, sent[x.dst]);
-        uint32_t id = AddTask(std::move(tk));
+        if (s >= 1 && at.size() > s - 1) Append(&deps, at[s - 1]);
+        if (s >= 1) Append(&deps, sent[x.dst]);
+        uint32_t id = AddTask(tk, std::move(deps));
         if (fc->first_task < 0) fc->first_task = id;
         fc->last_task = id;
         now[x.dst].push_back(id);
@@ -817,7 +819,7 @@ void Lowerer::EmitKSteps(const GemmSpec& g) {
   Schedule sched;
   const int32_t coll = AddCollective(
       CollectiveKind::kRotate, ChooseCollective(algo_, CollectiveKind::kRotate, gr, g.k * row_bytes, switch_),
-      gr, gc, g.k * row_bytes, row_bytes, g.op, &sched);
+      groups, g.k * row_bytes, row_bytes, g.op, &sched);
   FuncCollective fc;
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.k, nc);  // per core: its grid column's W[:, cols j]
   // computes[r][a]: rank r's computes on arrival a (a = 0: its own block; a = s + 1: step s).
@@ -1258,8 +1260,7 @@ int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
     tk.offset = rows.lo * h * d_;
     tk.dst_offset = tk.offset;
     tk.collective = coll;
-    tk.deps = Ready(x, r);
-    uint32_t id = AddTask(std::move(tk));
+    uint32_t id = AddTask(tk, Ready(x, r));
     if (fc.first_task < 0) fc.first_task = id;
     fc.last_task = id;
     landed[r].push_back(id);
@@ -1308,6 +1309,7 @@ Program Lowerer::Run() {
     for (const llm::SeqChunk& c : chunks_) lmax_ += uint64_t{c.cached} + c.new_tokens;
   }
   prog_.num_cores = chip_.num_cores();
+  prog_.num_channels = static_cast<int>(chip_.channels().size());
   if (func_) {
     prog_.func.dtype_bytes = static_cast<uint32_t>(d_);
     prog_.func.head_dim = model_.head_dim();
@@ -1401,7 +1403,7 @@ Program Lowerer::Run() {
     live_.clear();
   }
   if (func_) prog_.func.tensors = std::move(tensors_);
-  return std::move(prog_);
+  return builder_.Build();
 }
 
 }  // namespace

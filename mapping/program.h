@@ -9,10 +9,21 @@
 //   memory   - `bytes` read from or written to a DRAM channel by `core`
 // Tasks are stored in a topological order (every dep has a smaller id), so an
 // executor can schedule in one forward pass. The analytical engine, the TLM
-// engine, the functional executor and the GPU harness all read this struct.
+// engine, the functional executor and the GPU harness all read it.
+//
+// Storage (flat, for Programs of millions of tasks): one 16-byte TaskRecord per task
+// (kind, core, op, a transfer's collective step, and the index of its detail); what
+// repeats is stored once: compute shapes (the shards of one op mostly share one), the
+// payload and byte ranges of transfers (every layer repeats its collectives), memory
+// details; a transfer keeps only its collective beside the index of its shape; every
+// task's deps in one CSR array. A ProgramBuilder is the only way to add tasks; its
+// Build() runs Verify. Program::task(i) decodes task i into a Task.
 
 #include <cstdint>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "llm/opgraph.h"
@@ -35,8 +46,9 @@ struct OpRef {
   std::string Label() const { return note.empty() ? partition : partition + " (" + note + ")"; }
 };
 
+// One task, decoded: what ProgramBuilder::Add takes and Program::task returns. Fields
+// that do not apply to the task's kind keep their defaults.
 struct Task {
-  uint32_t id = 0;
   TaskKind kind = TaskKind::kCompute;
   int core = 0;        // executing core; transfers: the source core
   int dst_core = -1;   // transfers
@@ -60,10 +72,48 @@ struct Task {
   // scaled by their count in the analytical one).
   double in_switch_gbps = 0;
   uint32_t op = 0;          // index into Program::ops
-  int32_t collective = -1;  // index into Program::collectives, -1 when none
-  uint16_t coll_step = 0;   // step within the collective
+  int32_t collective = -1;  // transfers: index into Program::collectives, -1 when none
+  uint16_t coll_step = 0;   // transfers: step within the collective
   int32_t func = -1;        // compute: index into Program::func.ops (LowerOptions::functional only)
-  std::vector<uint32_t> deps;
+  uint32_t id = 0;          // Program::task sets it; ProgramBuilder::Add ignores it
+};
+
+// ---- The stored form.
+struct TaskRecord {
+  TaskKind kind = TaskKind::kCompute;
+  uint8_t reserved = 0;
+  uint16_t coll_step = 0;  // transfers: step within the collective
+  int32_t core = 0;
+  uint32_t op = 0;
+  uint32_t detail = 0;  // compute: Program::shapes(); transfer: transfer_refs(); memory: memories()
+};
+static_assert(sizeof(TaskRecord) == 16);
+
+// A compute task's shape and work; equal shapes are stored once.
+struct ComputeShape {
+  llm::OpKind op_kind = llm::OpKind::kGemm;
+  uint64_t batch = 1, m = 0, n = 0, k = 0;
+  double flops = 0;
+  double vector_ops = 0;
+  uint64_t bytes = 0;
+};
+// A transfer's destination, payload and byte ranges; equal ones are stored once.
+struct TransferShape {
+  uint64_t bytes = 0, offset = 0, dst_offset = 0;
+  double in_switch_gbps = 0;
+  int32_t dst_core = -1;
+  bool reduce = false;
+};
+// One transfer: its shape and its collective.
+struct TransferRef {
+  uint32_t shape = 0;       // index into Program::transfer_shapes()
+  int32_t collective = -1;  // index into Program::collectives, -1 when none
+};
+// A memory task's channel, direction and payload; equal ones are stored once.
+struct MemoryDetail {
+  uint64_t bytes = 0;
+  int32_t channel = -1;
+  bool write = false;
 };
 
 // One collective. Sub-group collectives (mn_2d's grid rows or grid columns): `groups`
@@ -81,6 +131,12 @@ struct CollectiveInfo {
   int ranks = 0;          // ranks per group
   uint32_t op = 0;
   int groups = 1;  // concurrent groups (> 1: a sub-group collective; see above)
+  // The cores of the ranks, group-major: group g's rank r runs on members[g * ranks + r].
+  // Empty for p2p hand-overs (no ranks). Verify checks that each transfer of the collective
+  // stays within one group.
+  std::vector<int> members{};
+  // The group of `core` (-1 when it is not a member).
+  int GroupOf(int core) const;
 };
 
 struct OpInfo {
@@ -90,9 +146,12 @@ struct OpInfo {
   uint64_t spilled_bytes = 0;
 };
 
-struct Program {
-  int num_cores = 0;
-  std::vector<Task> tasks;
+// The Program: built by a ProgramBuilder (tasks can be added in no other way); the fields
+// around the tasks are the builder's too, set before Build.
+class Program {
+ public:
+  int num_cores = 0;     // cores tasks may name: [0, num_cores)
+  int num_channels = 0;  // DRAM channels memory tasks may name: [0, num_channels)
   std::vector<OpInfo> ops;
   std::vector<CollectiveInfo> collectives;
   WeightsLocation weights_location = WeightsLocation::kNone;
@@ -100,24 +159,140 @@ struct Program {
   uint64_t spilled_bytes = 0;
   FuncData func;  // data semantics for the functional executors (mapping/func_data.h)
 
+  size_t num_tasks() const { return records_.size(); }
+  bool empty() const { return records_.empty(); }
+  // Task i decoded (id = i).
+  Task task(size_t i) const;
+  TaskKind kind(size_t i) const { return records_[i].kind; }
+  int core(size_t i) const { return records_[i].core; }
+  uint32_t op(size_t i) const { return records_[i].op; }
+  // Task i's deps (ids < i), in the order they were given.
+  std::span<const uint32_t> deps(size_t i) const {
+    return {deps_.data() + dep_begin_[i], deps_.data() + dep_begin_[i + 1]};
+  }
+  // The detail of task i; only for a task of that kind.
+  const ComputeShape& shape(size_t i) const { return shapes_[records_[i].detail]; }
+  const TransferShape& transfer(size_t i) const {
+    return transfer_shapes_[transfer_refs_[records_[i].detail].shape];
+  }
+  int32_t collective(size_t i) const { return transfer_refs_[records_[i].detail].collective; }
+  const MemoryDetail& memory(size_t i) const { return memories_[records_[i].detail]; }
+  int32_t func_op(size_t i) const { return func_of_.empty() ? -1 : func_of_[i]; }
+
+  // The stored arrays. Task i's deps are dep_list()[dep_begin()[i], dep_begin()[i + 1]).
+  const std::vector<TaskRecord>& records() const { return records_; }
+  const std::vector<ComputeShape>& shapes() const { return shapes_; }
+  const std::vector<TransferRef>& transfer_refs() const { return transfer_refs_; }
+  const std::vector<TransferShape>& transfer_shapes() const { return transfer_shapes_; }
+  const std::vector<MemoryDetail>& memories() const { return memories_; }
+  const std::vector<uint32_t>& dep_begin() const { return dep_begin_; }
+  const std::vector<uint32_t>& dep_list() const { return deps_; }
+  // Bytes the tasks take: records, details, shapes, deps (and func indices when present).
+  size_t TaskBytes() const;
+  // Sum of the compute tasks' flops, in id order.
+  double ComputeFlops() const;
+
+  // The tasks decoded, in id order: for (const Task& t : program.tasks()), or
+  // program.tasks()[i] (a Task by value; bind it to a const reference or copy it).
+  class TaskRange {
+   public:
+    class iterator {
+     public:
+      using value_type = Task;
+      using difference_type = std::ptrdiff_t;
+      iterator(const Program* p, size_t i) : p_(p), i_(i) {}
+      Task operator*() const { return p_->task(i_); }
+      iterator& operator++() {
+        ++i_;
+        return *this;
+      }
+      bool operator==(const iterator& o) const { return i_ == o.i_; }
+
+     private:
+      const Program* p_;
+      size_t i_;
+    };
+    explicit TaskRange(const Program* p) : p_(p) {}
+    iterator begin() const { return {p_, 0}; }
+    iterator end() const { return {p_, p_->num_tasks()}; }
+    size_t size() const { return p_->num_tasks(); }
+    bool empty() const { return p_->empty(); }
+    Task operator[](size_t i) const { return p_->task(i); }
+
+   private:
+    const Program* p_;
+  };
+  TaskRange tasks() const { return TaskRange(this); }
+
   // A readable dump: one line per task with kind, core(s), shape/bytes, op and deps.
   std::string Dump() const;
+
+ private:
+  friend class ProgramBuilder;
+  std::vector<TaskRecord> records_;
+  std::vector<ComputeShape> shapes_;
+  std::vector<TransferRef> transfer_refs_;
+  std::vector<TransferShape> transfer_shapes_;
+  std::vector<MemoryDetail> memories_;
+  std::vector<uint32_t> dep_begin_{0};  // num_tasks() + 1 offsets into deps_
+  std::vector<uint32_t> deps_;
+  std::vector<int32_t> func_of_;  // per task, only when some task has a func op
 };
 
-// A Program's tasks as flat arrays, for code that passes over every task several
-// times (the analytical engine, sim::BuildSummary): the Task structs and their deps
-// vectors are scattered over the heap, these are not. Task i's deps are
-// deps[dep_end[i - 1], dep_end[i]) (from 0 for i = 0), as in Task::deps.
-struct TaskGraph {
-  std::vector<uint32_t> dep_end;  // one per task
-  std::vector<uint32_t> deps;
-  std::vector<TaskKind> kind;
-  std::vector<int> core;
-  std::vector<uint32_t> op;
-  double compute_flops = 0;  // sum of Task::flops over compute tasks, in id order
-  size_t size() const { return kind.size(); }
-  uint32_t dep_begin(size_t i) const { return i == 0 ? 0 : dep_end[i - 1]; }
+// A Program that breaks the contract; what() names the first problem found.
+class InvalidProgram : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
 };
-TaskGraph FlattenTasks(const Program& program);
+
+// The contract, checked: every dep an earlier task; cores, destination cores and channels
+// in range; op, collective and func indices valid; a collective's transfers within one of
+// its member groups; FuncData's per-collective entries parallel to the collectives. Throws
+// InvalidProgram.
+void Verify(const Program& p);
+// The Program fits a chip of `num_cores` cores and `num_channels` DRAM channels (what an
+// engine checks before it runs it). Throws InvalidProgram.
+void VerifyFits(const Program& p, int num_cores, int num_channels);
+
+// The only way to make a Program with tasks:
+//   ProgramBuilder b(num_cores, num_channels);
+//   b.program().ops.push_back(...);              // ops, collectives, memory plan, func
+//   uint32_t id = b.Add(task, {deps...});
+//   Program p = std::move(b).Build();            // Verify, then the Program
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(int num_cores = 0, int num_channels = 0);
+  // The Program being built: everything but its tasks may be set through it.
+  Program& program() { return p_; }
+  // Appends `t` with `deps` (kept in the given order); returns its id.
+  uint32_t Add(const Task& t, std::span<const uint32_t> deps = {});
+  uint32_t Add(const Task& t, std::initializer_list<uint32_t> deps) {
+    return Add(t, std::span<const uint32_t>(deps.begin(), deps.size()));
+  }
+  size_t size() const { return p_.records_.size(); }
+  void Reserve(size_t tasks, size_t deps);
+  // Verify, then hand the Program over (the builder is empty afterwards).
+  Program Build();
+
+ private:
+  // Interning: equal means bit-for-bit equal (doubles compared by their bits).
+  struct ShapeHash {
+    size_t operator()(const ComputeShape& s) const;
+    bool operator()(const ComputeShape& a, const ComputeShape& b) const;
+  };
+  struct TransferHash {
+    size_t operator()(const TransferShape& x) const;
+    bool operator()(const TransferShape& a, const TransferShape& b) const;
+  };
+  struct MemoryHash {
+    size_t operator()(const MemoryDetail& m) const;
+    bool operator()(const MemoryDetail& a, const MemoryDetail& b) const;
+  };
+  Program p_;
+  bool with_func_ = false;  // some task has a functional op: p_.func_of_ has one entry per task
+  std::unordered_map<ComputeShape, uint32_t, ShapeHash, ShapeHash> shape_index_;
+  std::unordered_map<TransferShape, uint32_t, TransferHash, TransferHash> transfer_index_;
+  std::unordered_map<MemoryDetail, uint32_t, MemoryHash, MemoryHash> memory_index_;
+};
 
 }  // namespace tpsim::mapping

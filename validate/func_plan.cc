@@ -78,7 +78,7 @@ class Builder {
   }
 
   FuncPlan Build() {
-    for (const Task& t : p_.tasks) {
+    for (const Task& t : p_.tasks()) {
       if (t.kind == TaskKind::kCompute && t.func >= 0) {
         if (static_cast<size_t>(t.func) >= f_.ops.size())
           Fail("task " + std::to_string(t.id) + ": bad func op");
@@ -429,8 +429,8 @@ std::string FuncPlan::Describe(size_t i, const Program& p) const {
   else
     os << " " << s.out.rows << "x" << s.out.cols;
   if (s.core >= 0) os << " on core " << s.core;
-  if (s.task >= 0 && static_cast<size_t>(s.task) < p.tasks.size()) {
-    const auto& t = p.tasks[s.task];
+  if (s.task >= 0 && static_cast<size_t>(s.task) < p.num_tasks()) {
+    const auto& t = p.task(s.task);
     os << " (task " << s.task;
     if (t.op < p.ops.size()) {
       const auto& r = p.ops[t.op].ref;

@@ -15,13 +15,14 @@
 
 #include "sim/analytical/analytical.h"
 #include "sim/result.h"
+#include "tests/mapping/program_test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
 namespace {
 
 using mapping::Program;
-using mapping::Task;
+using Task = mapping::testing::TestTask;
 using mapping::TaskKind;
 
 constexpr int kLayers = 36, kStages = 16, kTp = 4;
@@ -62,7 +63,7 @@ class Builder {
       for (int r = 0; r < kTp; ++r) prev_ring_[r] = ring[r];
     }
   }
-  Program Take() { return std::move(p_); }
+  Program Take() const { return p_.Build(); }
 
  private:
   uint32_t Op(int layer, const char* name) {
@@ -127,7 +128,7 @@ class Builder {
   }
 
   uint64_t s_;
-  Program p_;
+  mapping::testing::TestProgram p_;
   int prev_ring_[kTp] = {0, 0, 0, 0};
 };
 
@@ -139,7 +140,7 @@ void BM_AnalyticalPrefill(benchmark::State& state) {
     EngineOutput out = engine.Run(program, chip);
     benchmark::DoNotOptimize(out.makespan_ps);
   }
-  state.counters["tasks"] = static_cast<double>(program.tasks.size());
+  state.counters["tasks"] = static_cast<double>(program.num_tasks());
   state.counters["layers/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * kLayers, benchmark::Counter::kIsRate);
 }

@@ -11,6 +11,7 @@
 #include "mapping/mapping.h"
 #include "mapping_test_util.h"
 #include "tests/arch/test_util.h"
+#include "tests/mapping/program_test_util.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -24,7 +25,7 @@ config::Model Qwen4b() { return llm::ImportHuggingFace(TPSIM_SOURCE_DIR "/config
 
 // Every dep precedes its task; transfers go between two cores; memory tasks use the core's channel.
 void ExpectWellFormed(const Program& p, const arch::Chip& chip) {
-  for (const Task& t : p.tasks) {
+  for (const testing::TaskView& t : testing::TaskViews(p)) {
     for (uint32_t d : t.deps) ASSERT_LT(d, t.id);
     ASSERT_LT(t.op, p.ops.size());
     if (t.kind == TaskKind::kTransfer) {
@@ -80,12 +81,12 @@ TEST(LowerTest, KSplitOProjAllReduceBytesQwen3_4b) {
   // Ring all-reduce over 4 ranks: 2(P-1) = 6 steps of P transfers of bytes / P.
   uint64_t moved = 0;
   int transfers = 0;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.collective == static_cast<int>(o - p.collectives.data())) moved += t.bytes, ++transfers;
   EXPECT_EQ(transfers, 6 * 4);
   EXPECT_EQ(moved, 6u * 4u * (256u * 2560u * 2u / 4u));
   // Each rank's o_proj shard: [256 x 1024] . [1024 x 2560] (8 of the 32 heads).
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kCompute && p.ops[t.op].ref.op == "o_proj") {
       EXPECT_EQ(t.m, 256u);
       EXPECT_EQ(t.k, 1024u);
@@ -110,7 +111,7 @@ TEST(LowerTest, MSplitRotateFallsBackToKSplitInDecode) {
       continue;
     ++rotates;
     int n = 0;
-    for (const Task& t : p.tasks)
+    for (const testing::TaskView& t : testing::TaskViews(p))
       if (t.collective == static_cast<int>(c)) {
         EXPECT_EQ(t.bytes, 16u * 64u * 2u);
         ++n;
@@ -120,7 +121,7 @@ TEST(LowerTest, MSplitRotateFallsBackToKSplitInDecode) {
   EXPECT_EQ(rotates, 1);
   int shards = 0;
   const OpInfo* q = FindOp(p, "prefill", 0, "q_proj");
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kCompute && &p.ops[t.op] == q) {
       EXPECT_EQ(t.m, 2u);
       EXPECT_EQ(t.k, 64u);
@@ -146,7 +147,7 @@ TEST(LowerTest, RowsToHeadsUseAllToAll) {
   EXPECT_EQ(a2a["o_proj.all_to_all"], 4u * 64u * 2u);
   EXPECT_EQ(a2a.size(), 4u);
   // Direct all_to_all over 2 ranks: each rank sends its off-diagonal block of q, [4 rows x 32 cols], once.
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.collective >= 0 && p.ops[p.collectives[t.collective].op].ref.op == "q_proj.all_to_all") {
       EXPECT_EQ(t.bytes, 4u * 32u * 2u);
       EXPECT_NE(t.offset, t.dst_offset);
@@ -171,7 +172,7 @@ TEST(LowerTest, SramSpillOnTinySram) {
   EXPECT_EQ(o->spilled_bytes, 2 * (working - avail));  // 2 ranks x 2048
   // Per rank: one weight read, one spill write and its read-back, before the GEMM.
   int reads = 0, writes = 0;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kMemory && &p.ops[t.op] == o) {
       if (t.write) {
         ++writes;
@@ -190,7 +191,7 @@ TEST(LowerTest, SramSpillOnTinySram) {
   const OpInfo* qk = FindOp(kv, "prefill", 0, "attn_qk");
   const OpInfo* kvw = FindOp(kv, "prefill", 0, "kv_write");
   int kv_reads = 0, kv_writes = 0;
-  for (const Task& t : kv.tasks) {
+  for (const testing::TaskView& t : testing::TaskViews(kv)) {
     if (t.kind != TaskKind::kMemory) continue;
     if (&kv.ops[t.op] == qk && !t.write && t.bytes == 8u * 16u * 2u) ++kv_reads;
     if (&kv.ops[t.op] == kvw && t.write && t.bytes == 2u * 8u * 16u * 2u) ++kv_writes;
@@ -233,18 +234,19 @@ TEST(LowerTest, SramTimelineEvictsHeldActivations) {
     ASSERT_NE(q, nullptr);
     EXPECT_EQ(q->spilled_bytes, x);
     int64_t evict = -1, reload = -1;
-    for (const Task& t : p.tasks) {
+    for (const testing::TaskView& t : testing::TaskViews(p)) {
       if (t.kind != TaskKind::kMemory || t.bytes != x) continue;
       const std::string& op = p.ops[t.op].ref.op;
       if (t.write && op == "q_proj") evict = t.id;
       if (!t.write && op == "attn_residual") {
         reload = t.id;
-        ASSERT_EQ(t.deps, std::vector<uint32_t>{static_cast<uint32_t>(evict)});
+        ASSERT_EQ(std::vector<uint32_t>(t.deps.begin(), t.deps.end()),
+                  std::vector<uint32_t>{static_cast<uint32_t>(evict)});
       }
     }
     ASSERT_GE(evict, 0);
     ASSERT_GE(reload, 0);
-    for (const Task& t : p.tasks) {
+    for (const testing::TaskView& t : testing::TaskViews(p)) {
       const std::string& op = p.ops[t.op].ref.op;
       if (t.kind == TaskKind::kCompute && op == "q_proj") {  // the GEMM waits for the eviction
         EXPECT_NE(std::find(t.deps.begin(), t.deps.end(), static_cast<uint32_t>(evict)), t.deps.end());
@@ -273,7 +275,7 @@ TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
   EXPECT_EQ(p.weights_location, WeightsLocation::kDramStreamed);
   int q_reads = 0;
   const OpInfo* q = FindOp(p, "prefill", 1, "q_proj");
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kMemory && &p.ops[t.op] == q && !t.write) {
       EXPECT_EQ(t.bytes, 2560u * 1024u * 2u);
       ++q_reads;
@@ -283,7 +285,7 @@ TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
   Program small = Lower(chip, SmallModel(), Work(16, 1, 2), Map(4, "megatron"));
   EXPECT_EQ(small.weights_location, WeightsLocation::kSram);
   EXPECT_EQ(small.kv_location, KvLocation::kSram);
-  for (const Task& t : small.tasks) EXPECT_NE(t.kind, TaskKind::kMemory);
+  for (const testing::TaskView& t : testing::TaskViews(small)) EXPECT_NE(t.kind, TaskKind::kMemory);
 }
 
 // Streamed weights are double-buffered: on each core, the read of a weight op's
@@ -292,10 +294,11 @@ TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
 TEST(LowerTest, StreamedWeightReadsPrefetchOneOpAhead) {
   arch::Chip chip = arch::testing::LoadChip("wafer-8x8");
   Program p = Lower(chip, Qwen4b(), Work(16, 1, 2), Map(4, "megatron"));
-  std::map<int, std::vector<const Task*>> reads, computes;  // per core, in program order
+  std::map<int, std::vector<const testing::TaskView*>> reads, computes;  // per core, in program order
   std::map<int, std::vector<uint32_t>> last_compute_before_read;
   std::map<int, uint32_t> last_compute;
-  for (const Task& t : p.tasks) {
+  const std::vector<testing::TaskView> tasks = testing::TaskViews(p);
+  for (const testing::TaskView& t : tasks) {
     if (t.kind == TaskKind::kCompute) last_compute[t.core] = t.id;
     if (t.kind == TaskKind::kMemory && !t.write) {
       reads[t.core].push_back(&t);
@@ -341,7 +344,7 @@ TEST(LowerTest, PipelineStagesSendActivations) {
   // One send per phase between the stages: prefill rows split 2 per rank (8 rows / 4), decode
   // the whole [1 x 64] row from every rank.
   int sends = 0;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (p.ops[t.op].ref.op == "stage_send") {
       ++sends;
       EXPECT_EQ(t.bytes, p.ops[t.op].ref.phase == Phase::kPrefill ? 2u * 64u * 2u : 64u * 2u);
@@ -353,7 +356,7 @@ TEST(LowerTest, PipelineStagesSendActivations) {
 // 2 KV heads of 16, intermediate 128), prefill t = 8 tokens, bf16, 2 layers.
 std::vector<int> RankCores(const Program& p, const std::string& op) {  // rank r's core
   std::vector<int> cores;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kCompute && p.ops[t.op].ref.layer == 0 && p.ops[t.op].ref.op == op)
       cores.push_back(t.core);
   return cores;
@@ -397,7 +400,7 @@ TEST(LowerTest, Mn2dGathersWithinGridRowsBeforeTheMlpNorm) {
   EXPECT_EQ(FindOp(p, "prefill", 0, "mlp_norm")->ref.Label(), "grid_rows(2x2)");
   int xfers = 0;
   const int32_t coll = static_cast<int32_t>(&ag - p.collectives.data());
-  for (const Task& t : p.tasks) {
+  for (const testing::TaskView& t : testing::TaskViews(p)) {
     if (t.kind != TaskKind::kTransfer || t.collective != coll) continue;
     ++xfers;
     EXPECT_EQ(t.bytes, (8u / 2) * (64u / 2) * 2u);
@@ -421,7 +424,7 @@ TEST(LowerTest, Mn2dGathersWithinGridRowsBeforeTheMlpNorm) {
   //   the first layer has no attn_norm gather (replicated input): 13312 - 1024 = 12288.
   uint64_t moved[2] = {0, 0};
   int full_group[2] = {0, 0};
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kTransfer) moved[p.ops[t.op].ref.layer] += t.bytes;
   for (const CollectiveInfo& c : p.collectives) full_group[p.ops[c.op].ref.layer] += c.groups == 1;
   EXPECT_EQ(moved[1], 13312u);
@@ -449,7 +452,7 @@ TEST(LowerTest, Mn2dStageSendOfRowsAndColumnGather) {
   EXPECT_EQ(FindOp(p, "prefill", 0, "stage_send.all_gather")->ref.Label(),
             "ring (2 grid-row groups of 2 ranks)");
   int sends = 0;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (p.ops[t.op].ref.op == "stage_send") {
       ++sends;
       EXPECT_EQ(t.bytes, 256u);
@@ -491,7 +494,7 @@ TEST(LowerTest, Mn2dStageSendOfRowsAndColumnGather) {
     return static_cast<int>(std::find(cores.begin(), cores.end(), core) - cores.begin()) % 2;
   };
   int xfers = 0;
-  for (const Task& t : q.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(q))
     if (t.kind == TaskKind::kTransfer && &q.ops[t.op] == cg) {
       ++xfers;
       EXPECT_EQ(t.bytes, 512u);
@@ -509,7 +512,7 @@ TEST(LowerTest, ReferenceQwen3_4bLowers) {
   ExpectWellFormed(p, chip);
   EXPECT_EQ(p.func.outputs.size(), 21u);
   std::string dump = p.Dump();
-  EXPECT_EQ(static_cast<size_t>(std::count(dump.begin(), dump.end(), '\n')), p.tasks.size() + 1);
+  EXPECT_EQ(static_cast<size_t>(std::count(dump.begin(), dump.end(), '\n')), p.num_tasks() + 1);
 }
 
 TEST(LowerTest, ValidateMappingReportsEveryProblem) {
@@ -600,7 +603,7 @@ TEST(LowerTest, Mn2dKStepsRotatesKBlocksWithinGridColumns) {
     EXPECT_EQ(p.collectives[coll].ranks, 2);
     EXPECT_EQ(p.collectives[coll].bytes, g.k * (g.n / 2) * 2);
     std::vector<int> received(4, 0), computes(4, 0);
-    for (const Task& t : p.tasks) {
+    for (const testing::TaskView& t : testing::TaskViews(p)) {
       if (t.op != op_id) continue;
       if (t.kind == TaskKind::kTransfer) {
         EXPECT_EQ(t.collective, coll);
@@ -645,7 +648,7 @@ TEST(LowerTest, Mn2dKStepsRotatesKBlocksWithinGridColumns) {
   const OpInfo* gate = FindOp(d, "prefill", 0, "gate_proj");
   ASSERT_NE(gate, nullptr);
   int reads = 0;
-  for (const Task& t : d.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(d))
     if (&d.ops[t.op] == gate && t.kind == TaskKind::kMemory && !t.write) {
       ++reads;
       EXPECT_EQ(t.bytes, 32u * 64u * 2u);
@@ -656,11 +659,13 @@ TEST(LowerTest, Mn2dKStepsRotatesKBlocksWithinGridColumns) {
 // One rotating GEMM op's tasks per core, in order: its computes, the transfers each core
 // sends and those it receives.
 struct RotationTasks {
-  std::map<int, std::vector<const Task*>> computes, sends, arrivals;
+  std::vector<testing::TaskView> tasks;
+  std::map<int, std::vector<const testing::TaskView*>> computes, sends, arrivals;
 };
 RotationTasks RotationOf(const Program& p, const OpInfo* op) {
   RotationTasks r;
-  for (const Task& t : p.tasks) {
+  r.tasks = testing::TaskViews(p);
+  for (const testing::TaskView& t : r.tasks) {
     if (&p.ops[t.op] != op) continue;
     if (t.kind == TaskKind::kCompute) r.computes[t.core].push_back(&t);
     if (t.kind == TaskKind::kTransfer) {
@@ -670,7 +675,7 @@ RotationTasks RotationOf(const Program& p, const OpInfo* op) {
   }
   return r;
 }
-bool HasDep(const Task* t, const Task* dep) {
+bool HasDep(const testing::TaskView* t, const testing::TaskView* dep) {
   return std::find(t->deps.begin(), t->deps.end(), dep->id) != t->deps.end();
 }
 
@@ -682,7 +687,7 @@ bool HasDep(const Task* t, const Task* dep) {
 int ExpectTwoBlockBuffers(const RotationTasks& r, size_t steps, uint64_t bytes) {
   int checked = 0;
   for (const auto& [core, in] : r.arrivals) {
-    const std::vector<const Task*>& c = r.computes.at(core);
+    const std::vector<const testing::TaskView*>& c = r.computes.at(core);
     EXPECT_EQ(in.size(), steps) << core;
     EXPECT_EQ(c.size(), steps + 1) << core;
     if (in.size() != steps || c.size() != steps + 1) continue;

@@ -41,22 +41,22 @@ TEST(ServingSkeleton, ReplayIsTheAnalyticalSchedule) {
   // waits for the core: 5..12; t2 transfer after t0 (3 ps): 5..8; t3 memory on core 0
   // after t2 (4 ps): 8..12; t4 memory on core 0 (1 ps), no deps, waits for the DRAM
   // queue: 12..13.
-  mapping::Program p;
-  p.num_cores = 2;
+  mapping::ProgramBuilder b(2, 1);
+  b.program().ops.resize(1);
   auto task = [&](mapping::TaskKind kind, std::vector<uint32_t> deps) {
     mapping::Task t;
-    t.id = static_cast<uint32_t>(p.tasks.size());
     t.kind = kind;
     t.core = 0;
     t.dst_core = 1;
-    t.deps = std::move(deps);
-    p.tasks.push_back(t);
+    t.channel = 0;
+    b.Add(t, deps);
   };
   task(mapping::TaskKind::kCompute, {});
   task(mapping::TaskKind::kCompute, {});
   task(mapping::TaskKind::kTransfer, {0});
   task(mapping::TaskKind::kMemory, {2});
   task(mapping::TaskKind::kMemory, {});
+  const mapping::Program p = b.Build();
   EXPECT_EQ(ReplaySchedule(p, {5, 7, 3, 4, 1}), (std::vector<Ps>{5, 12, 8, 12, 13}));
 
   // A lowered iteration: the engine's durations replay to the engine's ends.

@@ -11,13 +11,14 @@
 #include "arch/chip.h"
 #include "mapping/program.h"
 #include "sim/tlm/tlm_engine.h"
+#include "tests/mapping/program_test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
 namespace {
 
-using mapping::Program;
-using mapping::Task;
+using Program = mapping::testing::TestProgram;  // hand-built; a mapping::Program where one is needed
+using Task = mapping::testing::TestTask;
 using mapping::TaskKind;
 using test::Core;
 
