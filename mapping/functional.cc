@@ -116,10 +116,12 @@ SeqMap Seqs(uint32_t batch, const Matrix& act, const Matrix& cache) {
 void CheckAttention(const FuncOp& f, const Matrix& a, const Matrix& cache, const Matrix& o, SeqMap seq) {
   const bool scores = f.kind == FuncKind::kScores;
   const uint32_t t = scores ? f.a.r1 - f.a.r0 : f.out.r1 - f.out.r0, ltot = f.b.r1;
-  const uint64_t kv_cols = f.p3 > f.p2 && f.p1 ? (uint64_t{(f.p3 - 1) / f.p1} + 1) * f.p0 : 0;
-  const uint64_t heads = uint64_t{f.p3} * t, q_cols = uint64_t{f.p3} * f.p0;
-  bool ok =
-      f.p1 > 0 && f.p2 <= f.p3 && ltot <= (seq.tokens ? seq.cache_rows : cache.rows) && kv_cols <= cache.cols;
+  const uint64_t kv_cols = f.head_end > f.head_begin && f.kv_group
+                               ? (uint64_t{(f.head_end - 1) / f.kv_group} + 1) * f.head_dim
+                               : 0;
+  const uint64_t heads = uint64_t{f.head_end} * t, q_cols = uint64_t{f.head_end} * f.head_dim;
+  bool ok = f.kv_group > 0 && f.head_begin <= f.head_end &&
+            ltot <= (seq.tokens ? seq.cache_rows : cache.rows) && kv_cols <= cache.cols;
   if (scores) ok = ok && q_cols <= a.cols && heads <= o.rows && ltot <= o.cols;
   if (!scores) ok = ok && heads <= a.rows && ltot <= a.cols && q_cols <= o.cols;
   if (!ok) throw std::invalid_argument("functional: attention shapes disagree");
@@ -127,8 +129,8 @@ void CheckAttention(const FuncOp& f, const Matrix& a, const Matrix& cache, const
 
 void Scores(const Matrix& q, FuncSlice sq, const Matrix& kc, uint32_t ltot, Matrix& o, const FuncOp& f,
             SeqMap seq = {}) {
-  uint32_t hd = f.p0, group = f.p1, t = sq.r1 - sq.r0;
-  for (uint32_t h = f.p2; h < f.p3; ++h)
+  uint32_t hd = f.head_dim, group = f.kv_group, t = sq.r1 - sq.r0;
+  for (uint32_t h = f.head_begin; h < f.head_end; ++h)
     for (uint32_t i = 0; i < t; ++i)
       for (uint32_t j = 0; j < ltot; ++j) {
         double s = 0;
@@ -155,8 +157,8 @@ void Softmax(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t hd
 
 void Pv(const Matrix& p, const Matrix& vc, uint32_t ltot, Matrix& o, FuncSlice so, const FuncOp& f,
         SeqMap seq = {}) {
-  uint32_t hd = f.p0, group = f.p1, t = so.r1 - so.r0;
-  for (uint32_t h = f.p2; h < f.p3; ++h)
+  uint32_t hd = f.head_dim, group = f.kv_group, t = so.r1 - so.r0;
+  for (uint32_t h = f.head_begin; h < f.head_end; ++h)
     for (uint32_t i = 0; i < t; ++i)
       for (uint32_t d = 0; d < hd; ++d) {
         double s = 0;
@@ -286,21 +288,25 @@ class Executor {
         GroupNorm(a, f.a, o, f.out, f.a.c1 - f.a.c0);
         break;
       case FuncKind::kHeadNorm:
-        GroupNorm(a, f.a, o, f.out, f.p0);
+        GroupNorm(a, f.a, o, f.out, f.head_dim);
         break;
       case FuncKind::kRope:
-        Rope(a, f.a, o, f.out, f.p0, f.p1, f.p2);
+        Rope(a, f.a, o, f.out, f.head_dim, f.position_offset, f.tokens_per_sequence);
         break;
       case FuncKind::kCopy: {
-        // p2 > 0: a's rows in blocks of p2 (one per sequence); block s lands p3 * s rows further.
-        const uint32_t rows = f.a.r1 - f.a.r0, block = f.p2 ? f.p2 : std::max(1u, rows);
+        // a's rows in blocks of tokens_per_sequence (one per sequence); block s lands
+        // block_stride * s rows further.
+        const uint32_t rows = f.a.r1 - f.a.r0,
+                       block = f.tokens_per_sequence ? f.tokens_per_sequence : std::max(1u, rows);
         const uint64_t blocks = rows / block;
         if (rows % block || f.out.r1 - f.out.r0 != (rows ? block : 0) ||
-            f.out.c1 - f.out.c0 != f.a.c1 - f.a.c0 || (blocks && f.out.r1 + (blocks - 1) * f.p3 > o.rows))
+            f.out.c1 - f.out.c0 != f.a.c1 - f.a.c0 ||
+            (blocks && f.out.r1 + (blocks - 1) * f.block_stride > o.rows))
           throw std::invalid_argument("functional: copy shapes disagree");
         for (uint32_t i = 0; i < rows; ++i)
           for (uint32_t j = 0; j < f.a.c1 - f.a.c0; ++j)
-            o.at(f.out.r0 + i / block * f.p3 + i % block, f.out.c0 + j) = a.at(f.a.r0 + i, f.a.c0 + j);
+            o.at(f.out.r0 + i / block * f.block_stride + i % block, f.out.c0 + j) =
+                a.at(f.a.r0 + i, f.a.c0 + j);
         break;
       }
       case FuncKind::kScores: {
@@ -311,7 +317,7 @@ class Executor {
         break;
       }
       case FuncKind::kSoftmax:
-        Softmax(a, f.a, o, f.out, f.p0, f.p1, f.p2);
+        Softmax(a, f.a, o, f.out, f.head_dim, f.position_offset, f.tokens_per_sequence);
         break;
       case FuncKind::kPv: {
         const Matrix& vc = Get(f.b.tensor, f.core);
@@ -330,7 +336,7 @@ class Executor {
   std::vector<Matrix> Run() {
     std::vector<Matrix> outs;
     size_t next_out = 0;
-    for (const Task& t : p_.tasks) {
+    for (const Task& t : p_.tasks()) {
       if (t.kind == TaskKind::kCompute && t.func >= 0) Compute(p_.func.ops.at(t.func));
       if (t.kind == TaskKind::kTransfer) Transfer(t);
     }
@@ -368,7 +374,7 @@ class Executor {
 
 std::vector<Matrix> RunFunctional(const Program& p) {
   if (p.func.batch == 0) throw std::invalid_argument("functional: batch 0");
-  if (p.func.outputs.empty() && !p.tasks.empty())
+  if (p.func.outputs.empty() && !p.empty())
     throw std::invalid_argument(
         "functional: the Program has no functional side tables (lower it with LowerOptions::functional)");
   return Executor(p).Run();
@@ -432,7 +438,7 @@ std::vector<Matrix> RunReference(const config::Model& model, const config::Workl
           for (uint32_t c = 0; c < nkv * hd; ++c)
             kc[l].at(cached + i, c) = k.at(i, c), vc[l].at(cached + i, c) = v.at(i, c);
         FuncOp f;
-        f.p0 = hd, f.p1 = nq / nkv, f.p2 = 0, f.p3 = nq;
+        f.head_dim = hd, f.kv_group = nq / nkv, f.head_begin = 0, f.head_end = nq;
         Matrix s = Make(nq * t, ltot), p = Make(nq * t, ltot), attn = Make(t, nq * hd);
         Scores(q, all(q), kc[l], ltot, s, f);
         Softmax(s, all(s), p, all(p), hd, cached, t);

@@ -168,11 +168,11 @@ class Lowerer : public GemmContext {
  private:
   int32_t NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0, uint32_t init = 0);
   uint32_t NewOp(const std::string& name, const std::string& partition);
-  uint32_t AddTask(Task t);
+  uint32_t AddTask(Task t, std::vector<uint32_t> deps);
   uint32_t Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps);
   uint32_t Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient);
   void Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
-              FuncSlice out, std::vector<uint32_t> deps, uint32_t p0 = 0, uint32_t p1 = 0);
+              FuncSlice out, std::vector<uint32_t> deps, uint32_t head_dim = 0, uint32_t position_offset = 0);
   std::vector<uint32_t> Ready(int32_t t, int r) const { return ts_[t].ready[r]; }
   // SRAM timeline: the activations the current stage's cores hold between ops (oldest
   // first). Activation tensors join when created; they leave when their last reader has
@@ -225,12 +225,13 @@ class Lowerer : public GemmContext {
                        const std::string& what, const std::vector<std::vector<Piece>>& pack,
                        const std::vector<std::vector<Piece>>& unpack, uint64_t elems, uint64_t align_elems,
                        const std::string& base, const Layout& result);
-  // Lowers one collective run by `groups` groups of `n` ranks (algorithm `algo`, a buffer
-  // of `bytes` per rank) and records its CollectiveInfo for op `op`; returns its index. The
-  // whole TP group uses the stage region's grid; a sub-group is one line of the TP grid
-  // (1 x n, for mesh_2d).
-  int32_t AddCollective(CollectiveKind kind, const std::string& algo, int n, int groups, uint64_t bytes,
-                        uint64_t align_bytes, uint32_t op, Schedule* sched);
+  // Lowers one collective run by the rank groups `groups` (equal sizes n; algorithm `algo`, a
+  // buffer of `bytes` per rank) and records its CollectiveInfo (members: the groups' cores)
+  // for op `op`; returns its index. The whole TP group uses the stage region's grid; a
+  // sub-group is one line of the TP grid (1 x n, for mesh_2d).
+  int32_t AddCollective(CollectiveKind kind, const std::string& algo,
+                        const std::vector<std::vector<int>>& groups, uint64_t bytes, uint64_t align_bytes,
+                        uint32_t op, Schedule* sched);
   // The TP grid's lines as rank groups: grid rows (ranks i gc .. i gc + gc - 1) or grid
   // columns (ranks j, gc + j, ...); grid rows with gc = p_: one group of every rank.
   std::vector<std::vector<int>> GridLines(int gc, bool columns) const {
@@ -269,7 +270,8 @@ class Lowerer : public GemmContext {
   const config::Workload& wl_;
   const config::Mapping& m_;
   const bool func_;  // build prog_.func (LowerOptions::functional)
-  Program prog_;
+  ProgramBuilder builder_;
+  Program& prog_ = builder_.program();  // everything but the tasks, set as lowering goes
   // Every tensor's shape (and, for the functional executor, its initialisation); moved
   // to prog_.func.tensors when func_.
   std::vector<FuncTensor> tensors_;
@@ -284,7 +286,7 @@ class Lowerer : public GemmContext {
   std::vector<TState> ts_;
   std::vector<std::string> names_;
   // Phase state
-  std::string phase_;
+  Phase phase_ = Phase::kPrefill;
   uint32_t step_ = 0, layer_ = 0;
   uint64_t t_ = 0, cached_ = 0, lmax_ = 0;
   std::vector<int32_t> kcache_, vcache_;  // per layer
@@ -331,13 +333,11 @@ uint32_t Lowerer::NewOp(const std::string& name, const std::string& partition) {
   return cur_op_;
 }
 
-uint32_t Lowerer::AddTask(Task t) {
-  t.id = static_cast<uint32_t>(prog_.tasks.size());
+uint32_t Lowerer::AddTask(Task t, std::vector<uint32_t> deps) {
   t.op = cur_op_;
-  std::sort(t.deps.begin(), t.deps.end());
-  t.deps.erase(std::unique(t.deps.begin(), t.deps.end()), t.deps.end());
-  prog_.tasks.push_back(std::move(t));
-  return prog_.tasks.back().id;
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  return builder_.Add(t, deps);
 }
 
 uint32_t Lowerer::Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps) {
@@ -347,8 +347,7 @@ uint32_t Lowerer::Memory(int rank, uint64_t bytes, bool write, std::vector<uint3
   t.channel = chip_.ChannelOf(t.core);
   t.write = write;
   t.bytes = bytes;
-  t.deps = std::move(deps);
-  return AddTask(std::move(t));
+  return AddTask(t, std::move(deps));
 }
 
 std::vector<uint32_t> Lowerer::WeightReadDeps(int rank) {
@@ -412,14 +411,13 @@ uint32_t Lowerer::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps
   f.core = cores_[rank];
   t.kind = TaskKind::kCompute;
   t.core = cores_[rank];
-  t.deps = std::move(deps);
   if (func_) {
     t.func = static_cast<int32_t>(prog_.func.ops.size());
     prog_.func.ops.push_back(f);
   }
   prog_.ops[cur_op_].flops += t.flops + t.vector_ops;
   prog_.ops[cur_op_].bytes += t.bytes;
-  uint32_t id = AddTask(std::move(t));
+  uint32_t id = AddTask(t, std::move(deps));
   size_t core = static_cast<size_t>(cores_[rank]);
   if (last_compute_.size() <= core) {
     last_compute_.resize(core + 1, -1);
@@ -430,7 +428,7 @@ uint32_t Lowerer::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps
 }
 
 void Lowerer::Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
-                     FuncSlice out, std::vector<uint32_t> deps, uint32_t p0, uint32_t p1) {
+                     FuncSlice out, std::vector<uint32_t> deps, uint32_t head_dim, uint32_t position_offset) {
   uint64_t elems = uint64_t{out.r1 - out.r0} * (out.c1 - out.c0);
   uint64_t in =
       uint64_t{a.r1 - a.r0} * (a.c1 - a.c0) + (b.tensor >= 0 ? uint64_t{b.r1 - b.r0} * (b.c1 - b.c0) : 0);
@@ -443,7 +441,7 @@ void Lowerer::Vector(int rank, OpKind kind, FuncKind fk, double ops_per_elem, Fu
   FuncOp f;
   f.kind = fk;
   f.a = a, f.b = b, f.out = out;
-  f.p0 = p0, f.p1 = p1;
+  f.head_dim = head_dim, f.position_offset = position_offset;
   uint32_t id = Compute(rank, t, f, std::move(deps), t.bytes);
   ts_[out.tensor].ready[rank].push_back(id);
 }
@@ -483,17 +481,22 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
   GroupCollective(kind, t, GridLines(p_, false), "", pack, unpack, elems, align_elems, base, result);
 }
 
-int32_t Lowerer::AddCollective(CollectiveKind kind, const std::string& algo, int n, int groups,
-                               uint64_t bytes, uint64_t align_bytes, uint32_t op, Schedule* sched) {
-  const bool sub = groups > 1 || n != p_;
+int32_t Lowerer::AddCollective(CollectiveKind kind, const std::string& algo,
+                               const std::vector<std::vector<int>>& groups, uint64_t bytes,
+                               uint64_t align_bytes, uint32_t op, Schedule* sched) {
+  const int n = static_cast<int>(groups[0].size());
+  const bool sub = groups.size() > 1 || n != p_;
   *sched = LowerCollective(algo, kind, n, bytes, align_bytes, sub ? RankGrid{1, n} : coll_grid_);
   CollectiveInfo ci;
-  ci.kind = ToString(kind);
+  ci.kind = kind;
   ci.algorithm = sched->algorithm;
   ci.bytes = bytes;
   ci.ranks = n;
-  ci.groups = groups;
+  ci.groups = static_cast<int>(groups.size());
   ci.op = op;
+  ci.members.reserve(groups.size() * n);
+  for (const std::vector<int>& g : groups)
+    for (int r : g) ci.members.push_back(cores_[r]);
   prog_.collectives.push_back(ci);
   return static_cast<int32_t>(prog_.collectives.size() - 1);
 }
@@ -508,14 +511,16 @@ void Lowerer::GroupCollective(CollectiveKind kind, int32_t t, const std::vector<
   const std::string algo = ChooseCollective(algo_, kind, n, elems * d_, switch_);
   NewOp(base + "." + kname, algo);
   Schedule sched;  // (mesh_2d's note says when a sub-group's grid is a single row)
-  const int32_t coll = AddCollective(kind, algo, n, static_cast<int>(groups.size()), elems * d_,
-                                     align_elems * d_, cur_op_, &sched);
+  const int32_t coll = AddCollective(kind, algo, groups, elems * d_, align_elems * d_, cur_op_, &sched);
   std::string label = sched.note;
   if (sub) {
     label = std::to_string(groups.size()) + " " + what + " groups of " + std::to_string(n) + " ranks" +
             (label.empty() ? "" : "; " + label);
   }
-  if (!label.empty()) prog_.ops[cur_op_].ref.partition = sched.algorithm + " (" + label + ")";
+  if (!label.empty()) {
+    prog_.ops[cur_op_].ref.partition = sched.algorithm;
+    prog_.ops[cur_op_].ref.note = label;
+  }
   FuncCollective fc;
   // One buffer tensor: every core keeps its own copy, so each group's ranks use theirs.
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, 1, elems);
@@ -532,9 +537,9 @@ void Lowerer::GroupCollective(CollectiveKind kind, int32_t t, const std::vector<
       for (Xfer x : sched.steps[s].xfers) {
         x.src = g[x.src], x.dst = g[x.dst];
         Task tk = XferTask(x, sched, switch_, coll, s, cores_);
-        tk.deps = last_in[x.src].empty() ? Ready(t, x.src) : last_in[x.src];
-        if (x.reduce) Append(&tk.deps, Ready(t, x.dst));
-        uint32_t id = AddTask(std::move(tk));
+        std::vector<uint32_t> deps = last_in[x.src].empty() ? Ready(t, x.src) : last_in[x.src];
+        if (x.reduce) Append(&deps, Ready(t, x.dst));
+        uint32_t id = AddTask(tk, std::move(deps));
         if (fc.first_task < 0) fc.first_task = id;
         fc.last_task = id;
         now[x.dst].push_back(id);
@@ -730,7 +735,7 @@ void Lowerer::EmitRotate(const GemmSpec& g) {
   Schedule sched;
   const int32_t coll = AddCollective(
       CollectiveKind::kRotate, ChooseCollective(algo_, CollectiveKind::kRotate, p_, g.n * col_bytes, switch_),
-      p_, 1, g.n * col_bytes, col_bytes, g.op, &sched);
+      GridLines(p_, false), g.n * col_bytes, col_bytes, g.op, &sched);
   FuncCollective fc;
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.n, g.k);  // W^T: shard = whole rows
   std::vector<std::vector<uint32_t>> shard_ready(p_);
@@ -779,13 +784,13 @@ void Lowerer::RotateSteps(const Schedule& sched, int32_t coll, const std::vector
       for (Xfer x : sched.steps[s].xfers) {
         x.src = grp[x.src], x.dst = grp[x.dst];
         Task tk = XferTask(x, sched, switch_, coll, s, cores_);
-        tk.deps = last_in[x.src];
+        std::vector<uint32_t> deps = last_in[x.src];
         // Arrival s + 1 overwrites arrival s - 1's buffer, which the destination must have
         // computed on and forwarded (its sends of step s - 1).
         std::vector<std::vector<uint32_t>>& at = (*computes)[x.dst];
-        if (s >= 1 && at.size() > s - 1) Append(&tk.deps, at[s - 1]);
-        if (s >= 1) Append(&tk.deps, sent[x.dst]);
-        uint32_t id = AddTask(std::move(tk));
+        if (s >= 1 && at.size() > s - 1) Append(&deps, at[s - 1]);
+        if (s >= 1) Append(&deps, sent[x.dst]);
+        uint32_t id = AddTask(tk, std::move(deps));
         if (fc->first_task < 0) fc->first_task = id;
         fc->last_task = id;
         now[x.dst].push_back(id);
@@ -814,7 +819,7 @@ void Lowerer::EmitKSteps(const GemmSpec& g) {
   Schedule sched;
   const int32_t coll = AddCollective(
       CollectiveKind::kRotate, ChooseCollective(algo_, CollectiveKind::kRotate, gr, g.k * row_bytes, switch_),
-      gr, gc, g.k * row_bytes, row_bytes, g.op, &sched);
+      groups, g.k * row_bytes, row_bytes, g.op, &sched);
   FuncCollective fc;
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.k, nc);  // per core: its grid column's W[:, cols j]
   // computes[r][a]: rank r's computes on arrival a (a = 0: its own block; a = s + 1: step s).
@@ -917,7 +922,8 @@ int32_t Lowerer::HeadOp(Role role, const char* suffix, FuncKind fk, double ops, 
            Sl(y, rows, cols), Ready(x, r), hd, pos0);
     // Batch B > 1: rows are B sequences of t_ / B tokens, each starting at position pos0.
     const uint64_t b = std::max<uint32_t>(1, wl_.batch());
-    if (func_ && fk == FuncKind::kRope && b > 1) prog_.func.ops.back().p2 = static_cast<uint32_t>(t_ / b);
+    if (func_ && fk == FuncKind::kRope && b > 1)
+      prog_.func.ops.back().tokens_per_sequence = static_cast<uint32_t>(t_ / b);
   }
   ts_[y].layout = p_ == 1 ? Layout::Replicated() : l;
   Dead(x);
@@ -1016,7 +1022,7 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       if (!func_ || bs == 1) return;
       FuncOp& f = prog_.func.ops.back();
       f.out = Sl(cache, {cached_, cached_ + t_ / bs}, kv);
-      f.p2 = static_cast<uint32_t>(t_ / bs), f.p3 = static_cast<uint32_t>(lmax_);
+      f.tokens_per_sequence = static_cast<uint32_t>(t_ / bs), f.block_stride = static_cast<uint32_t>(lmax_);
     };
     Vector(r, OpKind::kKvWrite, FuncKind::kCopy, kCopyOps, Sl(k, {0, t_}, kv), {}, Sl(kc, rows, kv),
            Ready(k, r));
@@ -1066,7 +1072,8 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       f.a = Sl(q, {0, t_}, qh[r]);
       f.b = Sl(kc, {0, ltot}, {0, nkv * hd});
       f.out = Sl(scores, {h0 * t_, h1 * t_}, {0, ltot});
-      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      f.head_dim = hdu, f.kv_group = group, f.head_begin = static_cast<uint32_t>(h0),
+      f.head_end = static_cast<uint32_t>(h1);
       std::vector<uint32_t> deps = Ready(q, r);
       Append(&deps, Ready(kc, r));
       uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
@@ -1078,7 +1085,7 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       Range rows{h0 * t_, h1 * t_};
       Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, ltot}), {},
              Sl(probs, rows, {0, ltot}), Ready(scores, r), hdu, static_cast<uint32_t>(cached_));
-      if (func_) prog_.func.ops.back().p2 = static_cast<uint32_t>(s);  // tokens per sequence
+      if (func_) prog_.func.ops.back().tokens_per_sequence = static_cast<uint32_t>(s);
     }
     NewOp(names_[kPv], "heads");
     for (int r = 0; r < p_; ++r) {
@@ -1088,7 +1095,8 @@ int32_t Lowerer::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
       f.a = Sl(probs, {h0 * t_, h1 * t_}, {0, ltot});
       f.b = Sl(vc, {0, ltot}, {0, nkv * hd});
       f.out = Sl(attn, {0, t_}, qh[r]);
-      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      f.head_dim = hdu, f.kv_group = group, f.head_begin = static_cast<uint32_t>(h0),
+      f.head_end = static_cast<uint32_t>(h1);
       std::vector<uint32_t> deps = Ready(probs, r);
       Append(&deps, Ready(vc, r));
       uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
@@ -1152,7 +1160,8 @@ void Lowerer::ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, co
       f.a = Sl(q, {row0, row0 + s}, qh[r]);
       f.b = Sl(kc, {0, lt}, {0, nkv * hd});
       f.out = Sl(scores, {h0 * s, h1 * s}, {0, lt});
-      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      f.head_dim = hdu, f.kv_group = group, f.head_begin = static_cast<uint32_t>(h0),
+      f.head_end = static_cast<uint32_t>(h1);
       std::vector<uint32_t> deps = Ready(q, r);
       Append(&deps, Ready(kc, r));
       uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
@@ -1164,7 +1173,7 @@ void Lowerer::ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, co
       Range rows{h0 * s, h1 * s};
       Vector(r, OpKind::kSoftmax, FuncKind::kSoftmax, kSoftmaxOps, Sl(scores, rows, {0, lt}), {},
              Sl(probs, rows, {0, lt}), Ready(scores, r), hdu, ch.cached);
-      if (func_) prog_.func.ops.back().p2 = static_cast<uint32_t>(s);
+      if (func_) prog_.func.ops.back().tokens_per_sequence = static_cast<uint32_t>(s);
     }
     NewOp(names_[kPv], "heads");
     for (int r = 0; r < p_; ++r) {
@@ -1174,7 +1183,8 @@ void Lowerer::ChunkAttention(int32_t q, int32_t kc, int32_t vc, int32_t attn, co
       f.a = Sl(probs, {h0 * s, h1 * s}, {0, lt});
       f.b = Sl(vc, {0, lt}, {0, nkv * hd});
       f.out = Sl(attn, {row0, row0 + s}, qh[r]);
-      f.p0 = hdu, f.p1 = group, f.p2 = static_cast<uint32_t>(h0), f.p3 = static_cast<uint32_t>(h1);
+      f.head_dim = hdu, f.kv_group = group, f.head_begin = static_cast<uint32_t>(h0),
+      f.head_end = static_cast<uint32_t>(h1);
       std::vector<uint32_t> deps = Ready(probs, r);
       Append(&deps, Ready(vc, r));
       uint64_t kvh = ColsOf(heads, nkv * hd, p_, r).size();
@@ -1223,7 +1233,7 @@ int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
   NewOp("stage_send", ToString(out));
   for (int r = 0; r < p_; ++r) Reload(x, r, nullptr);
   CollectiveInfo ci;
-  ci.kind = "p2p";
+  ci.kind = CollectiveKind::kP2p;
   ci.algorithm = "direct";
   ci.bytes = t_ * h * d_;
   ci.ranks = p_;
@@ -1250,8 +1260,7 @@ int32_t Lowerer::StageSend(int32_t x, const std::vector<int>& to) {
     tk.offset = rows.lo * h * d_;
     tk.dst_offset = tk.offset;
     tk.collective = coll;
-    tk.deps = Ready(x, r);
-    uint32_t id = AddTask(std::move(tk));
+    uint32_t id = AddTask(tk, Ready(x, r));
     if (fc.first_task < 0) fc.first_task = id;
     fc.last_task = id;
     landed[r].push_back(id);
@@ -1300,6 +1309,7 @@ Program Lowerer::Run() {
     for (const llm::SeqChunk& c : chunks_) lmax_ += uint64_t{c.cached} + c.new_tokens;
   }
   prog_.num_cores = chip_.num_cores();
+  prog_.num_channels = static_cast<int>(chip_.channels().size());
   if (func_) {
     prog_.func.dtype_bytes = static_cast<uint32_t>(d_);
     prog_.func.head_dim = model_.head_dim();
@@ -1339,8 +1349,8 @@ Program Lowerer::Run() {
   weights_sram_ = plan.weights_in_sram;
   kv_sram_ = (weights_sram_ ? wbytes : 0) + kvbytes <= sram_;
   resident_ = (weights_sram_ ? wbytes : 0) + (kv_sram_ ? kvbytes : 0);
-  prog_.weights_location = weights_sram_ ? "sram" : "dram (streamed each use)";
-  prog_.kv_location = kv_sram_ ? "sram" : "dram";
+  prog_.weights_location = weights_sram_ ? WeightsLocation::kSram : WeightsLocation::kDramStreamed;
+  prog_.kv_location = kv_sram_ ? KvLocation::kSram : KvLocation::kDram;
 
   for (uint32_t l = 0; l < layers; ++l) {
     kcache_.push_back(NewTensor(FuncTensorKind::kCache, b * lmax_, nkv * model_.head_dim(),
@@ -1354,7 +1364,7 @@ Program Lowerer::Run() {
   std::vector<uint32_t> prev_out;
   for (uint32_t step = 0; step <= wl_.decode_steps(); ++step) {
     bool decode = step > 0;
-    phase_ = !chunks_.empty() ? "mixed" : decode ? "decode" : "prefill";
+    phase_ = !chunks_.empty() ? Phase::kMixed : decode ? Phase::kDecode : Phase::kPrefill;
     step_ = decode ? step - 1 : 0;
     ph.decode = decode;
     ph.new_tokens = decode ? 1 : wl_.seq_len();
@@ -1393,7 +1403,7 @@ Program Lowerer::Run() {
     live_.clear();
   }
   if (func_) prog_.func.tensors = std::move(tensors_);
-  return std::move(prog_);
+  return builder_.Build();
 }
 
 }  // namespace

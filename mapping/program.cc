@@ -1,16 +1,19 @@
 #include "mapping/program.h"
 
+#include <bit>
 #include <cstdio>
+#include <cstring>
 
 namespace tpsim::mapping {
 
 std::string Program::Dump() const {
   std::string out;
-  out += "program: " + std::to_string(tasks.size()) + " tasks, " + std::to_string(ops.size()) + " ops, " +
-         std::to_string(collectives.size()) + " collectives; weights " + weights_location + ", kv " +
-         kv_location + ", spilled " + std::to_string(spilled_bytes) + " B\n";
+  out += "program: " + std::to_string(num_tasks()) + " tasks, " + std::to_string(ops.size()) + " ops, " +
+         std::to_string(collectives.size()) + " collectives; weights " + ToString(weights_location) +
+         ", kv " + ToString(kv_location) + ", spilled " + std::to_string(spilled_bytes) + " B\n";
   char buf[256];
-  for (const Task& t : tasks) {
+  for (size_t id = 0; id < num_tasks(); ++id) {
+    const Task t = task(id);
     const OpInfo& op = ops[t.op];
     switch (t.kind) {
       case TaskKind::kCompute:
@@ -43,34 +46,280 @@ std::string Program::Dump() const {
         break;
     }
     out += buf;
-    out += " op=" + op.ref.phase + (op.ref.phase == "decode" ? std::to_string(op.ref.step) : "") + ".L" +
-           std::to_string(op.ref.layer) + "." + op.ref.op + " [" + op.ref.partition + "] deps=[";
-    for (size_t i = 0; i < t.deps.size(); ++i) out += (i ? "," : "") + std::to_string(t.deps[i]);
+    out += " op=" + std::string(ToString(op.ref.phase)) +
+           (op.ref.phase == Phase::kDecode ? std::to_string(op.ref.step) : "") + ".L" +
+           std::to_string(op.ref.layer) + "." + op.ref.op + " [" + op.ref.Label() + "] deps=[";
+    const std::span<const uint32_t> d = deps(id);
+    for (size_t i = 0; i < d.size(); ++i) out += (i ? "," : "") + std::to_string(d[i]);
     out += "]\n";
   }
   return out;
 }
 
-TaskGraph FlattenTasks(const Program& program) {
-  TaskGraph g;
-  const size_t n = program.tasks.size();
-  g.dep_end.resize(n);
-  g.kind.resize(n);
-  g.core.resize(n);
-  g.op.resize(n);
-  size_t total = 0;
-  for (const Task& t : program.tasks) total += t.deps.size();
-  g.deps.reserve(total);
-  for (size_t i = 0; i < n; ++i) {
-    const Task& t = program.tasks[i];
-    g.deps.insert(g.deps.end(), t.deps.begin(), t.deps.end());
-    g.dep_end[i] = static_cast<uint32_t>(g.deps.size());
-    g.kind[i] = t.kind;
-    g.core[i] = t.core;
-    g.op[i] = t.op;
-    if (t.kind == TaskKind::kCompute) g.compute_flops += t.flops;
+int CollectiveInfo::GroupOf(int core) const {
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i] == core) return ranks > 0 ? static_cast<int>(i) / ranks : 0;
+  return -1;
+}
+
+Task Program::task(size_t i) const {
+  const TaskRecord& r = records_[i];
+  Task t;
+  t.id = static_cast<uint32_t>(i);
+  t.kind = r.kind;
+  t.core = r.core;
+  t.op = r.op;
+  switch (r.kind) {
+    case TaskKind::kCompute: {
+      const ComputeShape& s = shapes_[r.detail];
+      t.op_kind = s.op_kind;
+      t.batch = s.batch, t.m = s.m, t.n = s.n, t.k = s.k;
+      t.flops = s.flops;
+      t.vector_ops = s.vector_ops;
+      t.bytes = s.bytes;
+      t.func = func_op(i);
+      break;
+    }
+    case TaskKind::kTransfer: {
+      const TransferRef& ref = transfer_refs_[r.detail];
+      const TransferShape& x = transfer_shapes_[ref.shape];
+      t.dst_core = x.dst_core;
+      t.bytes = x.bytes;
+      t.offset = x.offset;
+      t.dst_offset = x.dst_offset;
+      t.reduce = x.reduce;
+      t.in_switch_gbps = x.in_switch_gbps;
+      t.collective = ref.collective;
+      t.coll_step = r.coll_step;
+      break;
+    }
+    case TaskKind::kMemory: {
+      const MemoryDetail& m = memories_[r.detail];
+      t.channel = m.channel;
+      t.write = m.write;
+      t.bytes = m.bytes;
+      break;
+    }
   }
-  return g;
+  return t;
+}
+
+size_t Program::TaskBytes() const {
+  return records_.size() * sizeof(TaskRecord) + shapes_.size() * sizeof(ComputeShape) +
+         transfer_refs_.size() * sizeof(TransferRef) + transfer_shapes_.size() * sizeof(TransferShape) +
+         memories_.size() * sizeof(MemoryDetail) + (dep_begin_.size() + deps_.size()) * sizeof(uint32_t) +
+         func_of_.size() * sizeof(int32_t);
+}
+
+double Program::ComputeFlops() const {
+  double f = 0;
+  for (const TaskRecord& r : records_)
+    if (r.kind == TaskKind::kCompute) f += shapes_[r.detail].flops;
+  return f;
+}
+
+// ---- Verify.
+
+namespace {
+
+[[noreturn]] void Bad(size_t task, const std::string& what) {
+  throw InvalidProgram("invalid Program: task " + std::to_string(task) + ": " + what);
+}
+
+std::string OutOf(int64_t v, int64_t n) {
+  return std::to_string(v) + " not in [0, " + std::to_string(n) + ")";
+}
+
+}  // namespace
+
+void Verify(const Program& p) {
+  const size_t n = p.num_tasks();
+  if (p.num_cores < 0 || p.num_channels < 0)
+    throw InvalidProgram("invalid Program: negative core or channel count");
+  for (size_t c = 0; c < p.collectives.size(); ++c) {
+    const CollectiveInfo& ci = p.collectives[c];
+    const std::string what = "invalid Program: collective " + std::to_string(c) + ": ";
+    if (ci.op >= p.ops.size()) throw InvalidProgram(what + "op " + OutOf(ci.op, p.ops.size()));
+    if (!ci.members.empty()) {
+      if (ci.ranks < 1 || ci.groups < 1 ||
+          ci.members.size() != static_cast<size_t>(ci.ranks) * static_cast<size_t>(ci.groups))
+        throw InvalidProgram(what + std::to_string(ci.members.size()) + " members for " +
+                             std::to_string(ci.groups) + " x " + std::to_string(ci.ranks) + " ranks");
+      for (int core : ci.members)
+        if (core < 0 || core >= p.num_cores)
+          throw InvalidProgram(what + "member core " + OutOf(core, p.num_cores));
+    }
+  }
+  const FuncData& f = p.func;
+  if (!f.collectives.empty() && f.collectives.size() != p.collectives.size())
+    throw InvalidProgram("invalid Program: " + std::to_string(f.collectives.size()) +
+                         " functional collectives for " + std::to_string(p.collectives.size()) +
+                         " collectives");
+  for (size_t i = 0; i < n; ++i) {
+    const TaskRecord& r = p.records()[i];
+    if (r.core < 0 || r.core >= p.num_cores) Bad(i, "core " + OutOf(r.core, p.num_cores));
+    if (r.op >= p.ops.size()) Bad(i, "op " + OutOf(r.op, p.ops.size()));
+    for (uint32_t d : p.deps(i))
+      if (d >= i) Bad(i, "dep " + std::to_string(d) + " is not an earlier task");
+    switch (r.kind) {
+      case TaskKind::kCompute: {
+        const int32_t fo = p.func_op(i);
+        if (fo >= 0 && static_cast<size_t>(fo) >= f.ops.size()) Bad(i, "func op " + OutOf(fo, f.ops.size()));
+        break;
+      }
+      case TaskKind::kTransfer: {
+        const TransferShape& x = p.transfer(i);
+        const int32_t coll = p.collective(i);
+        if (x.dst_core < 0 || x.dst_core >= p.num_cores) Bad(i, "dst_core " + OutOf(x.dst_core, p.num_cores));
+        if (coll < -1 || coll >= static_cast<int32_t>(p.collectives.size()))
+          Bad(i, "collective " + std::to_string(coll) + " not in [-1, " +
+                     std::to_string(p.collectives.size()) + ")");
+        if (coll >= 0) {
+          const CollectiveInfo& ci = p.collectives[coll];
+          if (!ci.members.empty()) {
+            const int g = ci.GroupOf(r.core);
+            if (g < 0 || g != ci.GroupOf(x.dst_core))
+              Bad(i, "transfer " + std::to_string(r.core) + "->" + std::to_string(x.dst_core) +
+                         " leaves the member groups of collective " + std::to_string(coll));
+          }
+        }
+        break;
+      }
+      case TaskKind::kMemory: {
+        const MemoryDetail& m = p.memory(i);
+        if (m.channel < 0 || m.channel >= p.num_channels)
+          Bad(i, "channel " + OutOf(m.channel, p.num_channels));
+        break;
+      }
+      default:
+        Bad(i, "kind " + std::to_string(static_cast<int>(r.kind)) + " unknown");
+    }
+  }
+}
+
+void VerifyFits(const Program& p, int num_cores, int num_channels) {
+  if (p.num_cores > num_cores || (p.num_channels > num_channels && p.num_channels > 0)) {
+    // A Program made for more cores or channels than the chip has may still fit when its
+    // tasks use fewer: check the tasks themselves.
+    for (size_t i = 0; i < p.num_tasks(); ++i) {
+      const TaskRecord& r = p.records()[i];
+      if (r.core >= num_cores) Bad(i, "core " + OutOf(r.core, num_cores) + " of the chip");
+      if (r.kind == TaskKind::kTransfer && p.transfer(i).dst_core >= num_cores)
+        Bad(i, "dst_core " + OutOf(p.transfer(i).dst_core, num_cores) + " of the chip");
+      if (r.kind == TaskKind::kMemory && p.memory(i).channel >= num_channels)
+        Bad(i, "channel " + OutOf(p.memory(i).channel, num_channels) + " of the chip");
+    }
+  }
+}
+
+// ---- ProgramBuilder.
+
+namespace {
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 29);
+}
+uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
+
+}  // namespace
+
+size_t ProgramBuilder::ShapeHash::operator()(const ComputeShape& s) const {
+  uint64_t h = static_cast<uint64_t>(s.op_kind) + 1;
+  for (uint64_t v : {s.batch, s.m, s.n, s.k, Bits(s.flops), Bits(s.vector_ops), s.bytes}) h = Mix(h, v);
+  return static_cast<size_t>(h);
+}
+bool ProgramBuilder::ShapeHash::operator()(const ComputeShape& a, const ComputeShape& b) const {
+  return a.op_kind == b.op_kind && a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k &&
+         Bits(a.flops) == Bits(b.flops) && Bits(a.vector_ops) == Bits(b.vector_ops) && a.bytes == b.bytes;
+}
+size_t ProgramBuilder::TransferHash::operator()(const TransferShape& x) const {
+  uint64_t h = x.reduce ? 1 : 2;
+  for (uint64_t v :
+       {x.bytes, x.offset, x.dst_offset, Bits(x.in_switch_gbps), uint64_t{static_cast<uint32_t>(x.dst_core)}})
+    h = Mix(h, v);
+  return static_cast<size_t>(h);
+}
+bool ProgramBuilder::TransferHash::operator()(const TransferShape& a, const TransferShape& b) const {
+  return a.bytes == b.bytes && a.offset == b.offset && a.dst_offset == b.dst_offset &&
+         Bits(a.in_switch_gbps) == Bits(b.in_switch_gbps) && a.dst_core == b.dst_core && a.reduce == b.reduce;
+}
+size_t ProgramBuilder::MemoryHash::operator()(const MemoryDetail& m) const {
+  return static_cast<size_t>(Mix(Mix(m.bytes, static_cast<uint32_t>(m.channel)), m.write ? 1 : 2));
+}
+bool ProgramBuilder::MemoryHash::operator()(const MemoryDetail& a, const MemoryDetail& b) const {
+  return a.bytes == b.bytes && a.channel == b.channel && a.write == b.write;
+}
+
+ProgramBuilder::ProgramBuilder(int num_cores, int num_channels) {
+  p_.num_cores = num_cores;
+  p_.num_channels = num_channels;
+}
+
+void ProgramBuilder::Reserve(size_t tasks, size_t deps) {
+  p_.records_.reserve(tasks);
+  p_.dep_begin_.reserve(tasks + 1);
+  p_.deps_.reserve(deps);
+}
+
+uint32_t ProgramBuilder::Add(const Task& t, std::span<const uint32_t> deps) {
+  const size_t id = p_.records_.size();
+  if (id >= UINT32_MAX) throw InvalidProgram("invalid Program: more than 2^32 - 1 tasks");
+  TaskRecord r;
+  r.kind = t.kind;
+  r.core = t.core;
+  r.op = t.op;
+  switch (t.kind) {
+    case TaskKind::kCompute: {
+      const ComputeShape s{t.op_kind, t.batch, t.m, t.n, t.k, t.flops, t.vector_ops, t.bytes};
+      auto [it, inserted] = shape_index_.try_emplace(s, static_cast<uint32_t>(p_.shapes_.size()));
+      if (inserted) p_.shapes_.push_back(s);
+      r.detail = it->second;
+      break;
+    }
+    case TaskKind::kTransfer: {
+      const TransferShape x{t.bytes, t.offset, t.dst_offset, t.in_switch_gbps, t.dst_core, t.reduce};
+      auto [it, inserted] = transfer_index_.try_emplace(x, static_cast<uint32_t>(p_.transfer_shapes_.size()));
+      if (inserted) p_.transfer_shapes_.push_back(x);
+      r.detail = static_cast<uint32_t>(p_.transfer_refs_.size());
+      r.coll_step = t.coll_step;
+      p_.transfer_refs_.push_back(TransferRef{it->second, t.collective});
+      break;
+    }
+    case TaskKind::kMemory: {
+      const MemoryDetail m{t.bytes, t.channel, t.write};
+      auto [it, inserted] = memory_index_.try_emplace(m, static_cast<uint32_t>(p_.memories_.size()));
+      if (inserted) p_.memories_.push_back(m);
+      r.detail = it->second;
+      break;
+    }
+  }
+  p_.records_.push_back(r);
+  // Functional op indices: none until a task has one, then one per task (earlier ones -1).
+  const int32_t func = t.kind == TaskKind::kCompute ? t.func : -1;
+  if (func >= 0 && !with_func_) {
+    p_.func_of_.assign(id, -1);
+    with_func_ = true;
+  }
+  if (with_func_) p_.func_of_.push_back(func);
+  if (p_.deps_.size() + deps.size() >= UINT32_MAX)
+    throw InvalidProgram("invalid Program: more than 2^32 - 1 deps");
+  p_.deps_.insert(p_.deps_.end(), deps.begin(), deps.end());
+  p_.dep_begin_.push_back(static_cast<uint32_t>(p_.deps_.size()));
+  return static_cast<uint32_t>(id);
+}
+
+Program ProgramBuilder::Build() {
+  Verify(p_);
+  Program out = std::move(p_);
+  p_ = Program();
+  p_.num_cores = out.num_cores;
+  p_.num_channels = out.num_channels;
+  with_func_ = false;
+  shape_index_.clear();
+  transfer_index_.clear();
+  memory_index_.clear();
+  return out;
 }
 
 }  // namespace tpsim::mapping

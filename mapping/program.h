@@ -9,13 +9,26 @@
 //   memory   - `bytes` read from or written to a DRAM channel by `core`
 // Tasks are stored in a topological order (every dep has a smaller id), so an
 // executor can schedule in one forward pass. The analytical engine, the TLM
-// engine, the functional executor and the GPU harness all read this struct.
+// engine, the functional executor and the GPU harness all read it.
+//
+// Storage (flat, for Programs of millions of tasks): one 16-byte TaskRecord per task
+// (kind, core, op, a transfer's collective step, and the index of its detail); what
+// repeats is stored once: compute shapes (the shards of one op mostly share one), the
+// payload and byte ranges of transfers (every layer repeats its collectives), memory
+// details; a transfer keeps only its collective beside the index of its shape; every
+// task's deps in one CSR array. A ProgramBuilder is the only way to add tasks; its
+// Build() runs Verify. Program::task(i) decodes task i into a Task.
 
 #include <cstdint>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "llm/opgraph.h"
+#include "mapping/func_data.h"
+#include "mapping/program_types.h"
 
 namespace tpsim::mapping {
 
@@ -23,15 +36,19 @@ enum class TaskKind : uint8_t { kCompute, kTransfer, kMemory };
 
 // Provenance of a task: which op of which layer of which phase.
 struct OpRef {
-  std::string phase;  // "prefill" or "decode"
+  Phase phase = Phase::kPrefill;
   uint32_t step = 0;  // decode step (0 for prefill)
   uint32_t layer = 0;
   std::string op;         // op name in the layer graph, or e.g. "q_proj.allreduce", "stage_send"
-  std::string partition;  // partitioner that produced it
+  std::string partition;  // partitioner (collectives: the algorithm) that produced it
+  std::string note{};     // what else to know (a fallback, sub-groups), "" when nothing
+  // What outputs print: "partition", or "partition (note)".
+  std::string Label() const { return note.empty() ? partition : partition + " (" + note + ")"; }
 };
 
+// One task, decoded: what ProgramBuilder::Add takes and Program::task returns. Fields
+// that do not apply to the task's kind keep their defaults.
 struct Task {
-  uint32_t id = 0;
   TaskKind kind = TaskKind::kCompute;
   int core = 0;        // executing core; transfers: the source core
   int dst_core = -1;   // transfers
@@ -55,10 +72,48 @@ struct Task {
   // scaled by their count in the analytical one).
   double in_switch_gbps = 0;
   uint32_t op = 0;          // index into Program::ops
-  int32_t collective = -1;  // index into Program::collectives, -1 when none
-  uint16_t coll_step = 0;   // step within the collective
+  int32_t collective = -1;  // transfers: index into Program::collectives, -1 when none
+  uint16_t coll_step = 0;   // transfers: step within the collective
   int32_t func = -1;        // compute: index into Program::func.ops (LowerOptions::functional only)
-  std::vector<uint32_t> deps;
+  uint32_t id = 0;          // Program::task sets it; ProgramBuilder::Add ignores it
+};
+
+// ---- The stored form.
+struct TaskRecord {
+  TaskKind kind = TaskKind::kCompute;
+  uint8_t reserved = 0;
+  uint16_t coll_step = 0;  // transfers: step within the collective
+  int32_t core = 0;
+  uint32_t op = 0;
+  uint32_t detail = 0;  // compute: Program::shapes(); transfer: transfer_refs(); memory: memories()
+};
+static_assert(sizeof(TaskRecord) == 16);
+
+// A compute task's shape and work; equal shapes are stored once.
+struct ComputeShape {
+  llm::OpKind op_kind = llm::OpKind::kGemm;
+  uint64_t batch = 1, m = 0, n = 0, k = 0;
+  double flops = 0;
+  double vector_ops = 0;
+  uint64_t bytes = 0;
+};
+// A transfer's destination, payload and byte ranges; equal ones are stored once.
+struct TransferShape {
+  uint64_t bytes = 0, offset = 0, dst_offset = 0;
+  double in_switch_gbps = 0;
+  int32_t dst_core = -1;
+  bool reduce = false;
+};
+// One transfer: its shape and its collective.
+struct TransferRef {
+  uint32_t shape = 0;       // index into Program::transfer_shapes()
+  int32_t collective = -1;  // index into Program::collectives, -1 when none
+};
+// A memory task's channel, direction and payload; equal ones are stored once.
+struct MemoryDetail {
+  uint64_t bytes = 0;
+  int32_t channel = -1;
+  bool write = false;
 };
 
 // One collective. Sub-group collectives (mn_2d's grid rows or grid columns): `groups`
@@ -67,12 +122,21 @@ struct Task {
 // see them as concurrent. `bytes` and `ranks` are then one group's: the transfers touch
 // groups x ranks ranks. groups = 1: one collective over `ranks` ranks, as before.
 struct CollectiveInfo {
-  std::string kind;       // all_reduce, all_gather, reduce_scatter, all_to_all, rotate, p2p
-  std::string algorithm;  // ring, bidirectional_ring, mesh_2d, halving_doubling, direct, nvls
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  // The registered algorithm's name (mapping/collective/collective.h): ring,
+  // bidirectional_ring, mesh_2d, halving_doubling, direct, nvls, ... A name, not an enum,
+  // so that adding an algorithm stays one new file; nothing branches on it.
+  std::string algorithm;
   uint64_t bytes = 0;     // per-rank payload (the full buffer each rank of a group holds)
   int ranks = 0;          // ranks per group
   uint32_t op = 0;
   int groups = 1;  // concurrent groups (> 1: a sub-group collective; see above)
+  // The cores of the ranks, group-major: group g's rank r runs on members[g * ranks + r].
+  // Empty for p2p hand-overs (no ranks). Verify checks that each transfer of the collective
+  // stays within one group.
+  std::vector<int> members{};
+  // The group of `core` (-1 when it is not a member).
+  int GroupOf(int core) const;
 };
 
 struct OpInfo {
@@ -82,118 +146,153 @@ struct OpInfo {
   uint64_t spilled_bytes = 0;
 };
 
-// ---- Data semantics, read only by the functional executor (timing engines ignore them).
-// Lower builds them only when asked (LowerOptions::functional); otherwise FuncData is empty.
-// Every logical tensor is a row-major [rows, cols] float matrix; each core keeps its own
-// copy of activations, caches and collective buffers (weights are shared, read-only).
-// Batch B (FuncData::batch) > 1: B independent sequences of equal length. An activation's
-// rows are sequence-major (sequence s owns rows [s*T/B, (s+1)*T/B) of its T rows; decode: one
-// row per sequence); a KV cache is [B * lmax, kv_cols], sequence s owning rows
-// [s*lmax, (s+1)*lmax). Row-wise ops (GEMMs, norms, element-wise) need nothing more;
-// attention, RoPE and the KV write keep each sequence to its own rows (see FuncKind).
-enum class FuncTensorKind : uint8_t {
-  kActivation,  // zero-initialised per core
-  kWeight,      // deterministic random from `seed`, identical everywhere
-  kInput,       // a phase's layer-0 input, random from `seed`, on every core
-  kCache,       // KV cache: rows [0, init_rows) random from `seed` on every core; batch B > 1:
-                //   rows [0, init_rows) of sequence s's block of rows / B rows, random from
-                //   FuncSequenceSeed(seed, s) (mapping/functional.h), counted from the block
-  kBuffer,      // a collective's per-core buffer
-};
-struct FuncTensor {
-  FuncTensorKind kind = FuncTensorKind::kActivation;
-  uint32_t rows = 0, cols = 0;
-  uint64_t seed = 0;
-  uint32_t init_rows = 0;
-};
-// Rows [r0, r1) x columns [c0, c1) of a tensor.
-struct FuncSlice {
-  int32_t tensor = -1;
-  uint32_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
-};
-enum class FuncKind : uint8_t {
-  kMatmul,    // out (+)= a . b   (b^T when transpose_b)
-  kRmsNorm,   // out = rmsnorm(a) over each row of the slice (the slice spans whole rows)
-  kHeadNorm,  // out = rmsnorm(a) per group of p0 columns (head_dim)
-  kRope,      // out = rope(a), groups of p0 columns, position = p1 + row (p2 > 0: p1 + row % p2,
-              //   p2 = tokens per sequence of a batch)
-  kCopy,      // out = a (p2 > 0: a's rows in blocks of p2, one per sequence; out is block 0's
-              //   destination and block s lands s * p3 rows further: the batched KV write)
-  kScores,    // out[h*T + t, j] = q[t, head h] . kcache[j, head h / p1], heads [p2, p3), p0 = head_dim,
-              //   j < ltot = b.r1; batch B > 1: kcache rows of query row t's sequence
-              //   (t / (q.rows / B)), i.e. kcache[(t / (q.rows / B)) * (kcache.rows / B) + j]
-  kSoftmax,   // rows of a (scores) scaled by 1/sqrt(p0), causal: row t sees j <= p1 + t % T;
-              //   T = p2, the tokens per sequence (a chunk's in mixed-iteration mode)
-  kPv,        // out[t, head h] = sum_j a[h*T + t, j] * vcache[j, head h / p1], heads [p2, p3);
-              //   batch B > 1: vcache rows of row t's sequence, as for kScores
-  kAdd,       // out = a + b
-  kSiluMul,   // out = silu(a) * b
-};
-struct FuncOp {
-  FuncKind kind = FuncKind::kCopy;
-  int core = 0;
-  FuncSlice a, b, out;
-  bool transpose_b = false, accumulate = false;
-  uint32_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;
-};
-// Copy between a tensor region and a collective buffer (row-major region at element
-// `offset`, or the region transposed when `transpose`).
-struct FuncCopy {
-  int core = 0;
-  FuncSlice region;
-  uint64_t offset = 0;
-  bool transpose = false;
-};
-// Per collective: pack before its first transfer, unpack after its last.
-struct FuncCollective {
-  int32_t buffer = -1;  // tensor id ([1, elements] or [rows, cols])
-  int64_t first_task = -1, last_task = -1;
-  std::vector<FuncCopy> pack, unpack;
-};
-struct FuncOutput {
-  std::string phase;
-  uint32_t step = 0;
-  uint32_t rows = 0, cols = 0;
-  std::vector<std::pair<int, FuncSlice>> parts;  // (core, region of the output it holds)
-};
-struct FuncData {
-  uint32_t dtype_bytes = 2;
-  uint32_t head_dim = 0;
-  uint32_t batch = 1;  // independent sequences (see "Batch B" above)
-  std::vector<FuncTensor> tensors;
-  std::vector<FuncOp> ops;
-  std::vector<FuncCollective> collectives;  // parallel to Program::collectives
-  std::vector<FuncOutput> outputs;          // prefill, then each decode step
-};
-
-struct Program {
-  int num_cores = 0;
-  std::vector<Task> tasks;
+// The Program: built by a ProgramBuilder (tasks can be added in no other way); the fields
+// around the tasks are the builder's too, set before Build.
+class Program {
+ public:
+  int num_cores = 0;     // cores tasks may name: [0, num_cores)
+  int num_channels = 0;  // DRAM channels memory tasks may name: [0, num_channels)
   std::vector<OpInfo> ops;
   std::vector<CollectiveInfo> collectives;
-  std::string weights_location;  // "sram" or "dram (streamed each use)"
-  std::string kv_location;       // "sram" or "dram"
+  WeightsLocation weights_location = WeightsLocation::kNone;
+  KvLocation kv_location = KvLocation::kNone;
   uint64_t spilled_bytes = 0;
-  FuncData func;
+  FuncData func;  // data semantics for the functional executors (mapping/func_data.h)
+
+  size_t num_tasks() const { return records_.size(); }
+  bool empty() const { return records_.empty(); }
+  // Task i decoded (id = i).
+  Task task(size_t i) const;
+  TaskKind kind(size_t i) const { return records_[i].kind; }
+  int core(size_t i) const { return records_[i].core; }
+  uint32_t op(size_t i) const { return records_[i].op; }
+  // Task i's deps (ids < i), in the order they were given.
+  std::span<const uint32_t> deps(size_t i) const {
+    return {deps_.data() + dep_begin_[i], deps_.data() + dep_begin_[i + 1]};
+  }
+  // The detail of task i; only for a task of that kind.
+  const ComputeShape& shape(size_t i) const { return shapes_[records_[i].detail]; }
+  const TransferShape& transfer(size_t i) const {
+    return transfer_shapes_[transfer_refs_[records_[i].detail].shape];
+  }
+  int32_t collective(size_t i) const { return transfer_refs_[records_[i].detail].collective; }
+  const MemoryDetail& memory(size_t i) const { return memories_[records_[i].detail]; }
+  int32_t func_op(size_t i) const { return func_of_.empty() ? -1 : func_of_[i]; }
+
+  // The stored arrays. Task i's deps are dep_list()[dep_begin()[i], dep_begin()[i + 1]).
+  const std::vector<TaskRecord>& records() const { return records_; }
+  const std::vector<ComputeShape>& shapes() const { return shapes_; }
+  const std::vector<TransferRef>& transfer_refs() const { return transfer_refs_; }
+  const std::vector<TransferShape>& transfer_shapes() const { return transfer_shapes_; }
+  const std::vector<MemoryDetail>& memories() const { return memories_; }
+  const std::vector<uint32_t>& dep_begin() const { return dep_begin_; }
+  const std::vector<uint32_t>& dep_list() const { return deps_; }
+  // Bytes the tasks take: records, details, shapes, deps (and func indices when present).
+  size_t TaskBytes() const;
+  // Sum of the compute tasks' flops, in id order.
+  double ComputeFlops() const;
+
+  // The tasks decoded, in id order: for (const Task& t : program.tasks()), or
+  // program.tasks()[i] (a Task by value; bind it to a const reference or copy it).
+  class TaskRange {
+   public:
+    class iterator {
+     public:
+      using value_type = Task;
+      using difference_type = std::ptrdiff_t;
+      iterator(const Program* p, size_t i) : p_(p), i_(i) {}
+      Task operator*() const { return p_->task(i_); }
+      iterator& operator++() {
+        ++i_;
+        return *this;
+      }
+      bool operator==(const iterator& o) const { return i_ == o.i_; }
+
+     private:
+      const Program* p_;
+      size_t i_;
+    };
+    explicit TaskRange(const Program* p) : p_(p) {}
+    iterator begin() const { return {p_, 0}; }
+    iterator end() const { return {p_, p_->num_tasks()}; }
+    size_t size() const { return p_->num_tasks(); }
+    bool empty() const { return p_->empty(); }
+    Task operator[](size_t i) const { return p_->task(i); }
+
+   private:
+    const Program* p_;
+  };
+  TaskRange tasks() const { return TaskRange(this); }
 
   // A readable dump: one line per task with kind, core(s), shape/bytes, op and deps.
   std::string Dump() const;
+
+ private:
+  friend class ProgramBuilder;
+  std::vector<TaskRecord> records_;
+  std::vector<ComputeShape> shapes_;
+  std::vector<TransferRef> transfer_refs_;
+  std::vector<TransferShape> transfer_shapes_;
+  std::vector<MemoryDetail> memories_;
+  std::vector<uint32_t> dep_begin_{0};  // num_tasks() + 1 offsets into deps_
+  std::vector<uint32_t> deps_;
+  std::vector<int32_t> func_of_;  // per task, only when some task has a func op
 };
 
-// A Program's tasks as flat arrays, for code that passes over every task several
-// times (the analytical engine, sim::BuildSummary): the Task structs and their deps
-// vectors are scattered over the heap, these are not. Task i's deps are
-// deps[dep_end[i - 1], dep_end[i]) (from 0 for i = 0), as in Task::deps.
-struct TaskGraph {
-  std::vector<uint32_t> dep_end;  // one per task
-  std::vector<uint32_t> deps;
-  std::vector<TaskKind> kind;
-  std::vector<int> core;
-  std::vector<uint32_t> op;
-  double compute_flops = 0;  // sum of Task::flops over compute tasks, in id order
-  size_t size() const { return kind.size(); }
-  uint32_t dep_begin(size_t i) const { return i == 0 ? 0 : dep_end[i - 1]; }
+// A Program that breaks the contract; what() names the first problem found.
+class InvalidProgram : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
 };
-TaskGraph FlattenTasks(const Program& program);
+
+// The contract, checked: every dep an earlier task; cores, destination cores and channels
+// in range; op, collective and func indices valid; a collective's transfers within one of
+// its member groups; FuncData's per-collective entries parallel to the collectives. Throws
+// InvalidProgram.
+void Verify(const Program& p);
+// The Program fits a chip of `num_cores` cores and `num_channels` DRAM channels (what an
+// engine checks before it runs it). Throws InvalidProgram.
+void VerifyFits(const Program& p, int num_cores, int num_channels);
+
+// The only way to make a Program with tasks:
+//   ProgramBuilder b(num_cores, num_channels);
+//   b.program().ops.push_back(...);              // ops, collectives, memory plan, func
+//   uint32_t id = b.Add(task, {deps...});
+//   Program p = std::move(b).Build();            // Verify, then the Program
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(int num_cores = 0, int num_channels = 0);
+  // The Program being built: everything but its tasks may be set through it.
+  Program& program() { return p_; }
+  // Appends `t` with `deps` (kept in the given order); returns its id.
+  uint32_t Add(const Task& t, std::span<const uint32_t> deps = {});
+  uint32_t Add(const Task& t, std::initializer_list<uint32_t> deps) {
+    return Add(t, std::span<const uint32_t>(deps.begin(), deps.size()));
+  }
+  size_t size() const { return p_.records_.size(); }
+  void Reserve(size_t tasks, size_t deps);
+  // Verify, then hand the Program over (the builder is empty afterwards).
+  Program Build();
+
+ private:
+  // Interning: equal means bit-for-bit equal (doubles compared by their bits).
+  struct ShapeHash {
+    size_t operator()(const ComputeShape& s) const;
+    bool operator()(const ComputeShape& a, const ComputeShape& b) const;
+  };
+  struct TransferHash {
+    size_t operator()(const TransferShape& x) const;
+    bool operator()(const TransferShape& a, const TransferShape& b) const;
+  };
+  struct MemoryHash {
+    size_t operator()(const MemoryDetail& m) const;
+    bool operator()(const MemoryDetail& a, const MemoryDetail& b) const;
+  };
+  Program p_;
+  bool with_func_ = false;  // some task has a functional op: p_.func_of_ has one entry per task
+  std::unordered_map<ComputeShape, uint32_t, ShapeHash, ShapeHash> shape_index_;
+  std::unordered_map<TransferShape, uint32_t, TransferHash, TransferHash> transfer_index_;
+  std::unordered_map<MemoryDetail, uint32_t, MemoryHash, MemoryHash> memory_index_;
+};
 
 }  // namespace tpsim::mapping

@@ -16,7 +16,7 @@
 
 namespace tpsim::sim {
 
-using Ps = int64_t;
+using arch::Ps;  // picoseconds (arch/chip.h)
 
 struct TaskTime {
   Ps start_ps = 0;

@@ -124,7 +124,7 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
   }
   if (bytes == 0) throw std::invalid_argument("size 0: a collective needs at least one byte");
   const mapping::Program p = mapping::CollectiveProgram(chip, algo, kind, ranks, bytes, 2);
-  const Ps ps = p.tasks.empty() ? 0 : MakeEngine("analytical")->Run(p, chip).makespan_ps;
+  const Ps ps = p.empty() ? 0 : MakeEngine("analytical")->Run(p, chip).makespan_ps;
   row.time_us = static_cast<double>(ps) * 1e-6;
   row.algbw_gbps = ps > 0 ? static_cast<double>(bytes) / (row.time_us * 1000.0) : 0;
   row.busbw_gbps = row.algbw_gbps * arch::gpu::BusBwFactor(cop, ranks);

@@ -44,17 +44,17 @@ double Ratio(Ps num, Ps den) {
 // in id order and a bucket is sorted only when its starts are not already in order
 // (the analytical engine starts a core's queue in id order), which gives what one
 // sort of (kind, core, start, id) tuples gives, without sorting every task.
-void PrevOnCore(const mapping::TaskGraph& g, const EngineOutput& out, std::vector<int64_t>* prev) {
+void PrevOnCore(const mapping::Program& g, const EngineOutput& out, std::vector<int64_t>* prev) {
   std::vector<uint32_t> ids;    // compute and memory tasks, in id order
   std::vector<int> cores;       // their cores
   std::vector<uint8_t> memory;  // 1 for a memory task
   int64_t lo = 0, hi = -1;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (g.kind[i] == TaskKind::kTransfer) continue;
-    const int core = g.core[i];
+  for (size_t i = 0; i < g.num_tasks(); ++i) {
+    if (g.kind(i) == TaskKind::kTransfer) continue;
+    const int core = g.core(i);
     ids.push_back(static_cast<uint32_t>(i));
     cores.push_back(core);
-    memory.push_back(g.kind[i] == TaskKind::kMemory ? 1 : 0);
+    memory.push_back(g.kind(i) == TaskKind::kMemory ? 1 : 0);
     if (hi < lo) lo = hi = core;
     lo = std::min<int64_t>(lo, core);
     hi = std::max<int64_t>(hi, core);
@@ -80,8 +80,8 @@ void PrevOnCore(const mapping::TaskGraph& g, const EngineOutput& out, std::vecto
 }
 
 // Walks the critical path backwards (see result.h) and adds durations by kind.
-void CriticalPath(const mapping::TaskGraph& g, const EngineOutput& out, config::Summary* s) {
-  const size_t n = g.size();
+void CriticalPath(const mapping::Program& g, const EngineOutput& out, config::Summary* s) {
+  const size_t n = g.num_tasks();
   if (n == 0) return;
   // Previous task of the same kind (compute, memory) on the same core, by (start, id).
   std::vector<int64_t> prev_on_core(n, -1);
@@ -102,7 +102,7 @@ void CriticalPath(const mapping::TaskGraph& g, const EngineOutput& out, config::
         best = c;
       }
     };
-    for (uint32_t j = g.dep_begin(cur); j < g.dep_end[cur]; ++j) consider(g.deps[j]);
+    for (uint32_t d : g.deps(cur)) consider(d);
     consider(prev_on_core[cur]);
     // Attribute only the part of this task after its predecessor on the path
     // ended, so overlapping spans (a queued DRAM request, an engine that reports
@@ -110,7 +110,7 @@ void CriticalPath(const mapping::TaskGraph& g, const EngineOutput& out, config::
     // most the makespan.
     Ps from = out.tasks[cur].start_ps;
     if (best >= 0) from = std::max(from, out.tasks[best].end_ps);
-    by_kind[static_cast<int>(g.kind[cur])] += std::max<Ps>(0, out.tasks[cur].end_ps - from);
+    by_kind[static_cast<int>(g.kind(cur))] += std::max<Ps>(0, out.tasks[cur].end_ps - from);
     if (best < 0) break;
     cur = static_cast<size_t>(best);
   }
@@ -141,7 +141,7 @@ Ps UnionLength(std::vector<std::pair<Ps, Ps>>& iv) {
 namespace {
 
 void CheckInputs(const mapping::Program& program, const EngineOutput& out) {
-  const auto& tasks = program.tasks;
+  const mapping::Program::TaskRange tasks = program.tasks();
   const size_t n = tasks.size();
   if (out.tasks.size() != n) {
     throw std::invalid_argument("BuildResult: the engine timed " + std::to_string(out.tasks.size()) +
@@ -151,14 +151,17 @@ void CheckInputs(const mapping::Program& program, const EngineOutput& out) {
 
 [[noreturn]] void ThrowBadOp(const mapping::Program& program, size_t i) {
   throw std::invalid_argument("BuildResult: task " + std::to_string(i) + " names op " +
-                              std::to_string(program.tasks[i].op) + " of " +
-                              std::to_string(program.ops.size()));
+                              std::to_string(program.op(i)) + " of " + std::to_string(program.ops.size()));
 }
 
 // Segments: prefill, then decode steps in order (other phase names last).
 using Segment = std::tuple<int, std::string, uint32_t>;  // (phase rank, phase, step)
-int PhaseRank(const std::string& ph) { return ph == "prefill" ? 0 : ph == "decode" ? 1 : 2; }
-Segment SegmentOf(const mapping::OpRef& ref) { return Segment{PhaseRank(ref.phase), ref.phase, ref.step}; }
+int PhaseRank(mapping::Phase ph) {
+  return ph == mapping::Phase::kPrefill ? 0 : ph == mapping::Phase::kDecode ? 1 : 2;
+}
+Segment SegmentOf(const mapping::OpRef& ref) {
+  return Segment{PhaseRank(ref.phase), mapping::ToString(ref.phase), ref.step};
+}
 
 // What the summary needs from one pass over the tasks.
 struct TaskTotals {
@@ -168,9 +171,9 @@ struct TaskTotals {
   Ps t0 = 0;  // first task start
 };
 
-TaskTotals Totals(const mapping::Program& program, const mapping::TaskGraph& g, const arch::Chip& chip,
+TaskTotals Totals(const mapping::Program& program, const mapping::Program& g, const arch::Chip& chip,
                   const EngineOutput& out) {
-  const size_t n = g.size();
+  const size_t n = g.num_tasks();
   const int num_cores = chip.num_cores();
   TaskTotals tt;
   tt.op_all.resize(program.ops.size());
@@ -178,16 +181,16 @@ TaskTotals Totals(const mapping::Program& program, const mapping::TaskGraph& g, 
   tt.t0 = n == 0 ? 0 : std::numeric_limits<Ps>::max();
   for (size_t i = 0; i < n; ++i) {
     const TaskTime& time = out.tasks[i];
-    const uint32_t op = g.op[i];
+    const uint32_t op = g.op(i);
     if (op >= tt.op_all.size()) ThrowBadOp(program, i);
     tt.op_all[op].Add(time.start_ps, time.end_ps);
     tt.t0 = std::min(tt.t0, time.start_ps);
-    const int core = g.core[i];
-    if (g.kind[i] == TaskKind::kCompute && core >= 0 && core < num_cores) {
+    const int core = g.core(i);
+    if (g.kind(i) == TaskKind::kCompute && core >= 0 && core < num_cores) {
       tt.core_compute[core] += time.end_ps - time.start_ps;
     }
   }
-  tt.flops = g.compute_flops;
+  tt.flops = g.ComputeFlops();
   return tt;
 }
 
@@ -202,7 +205,7 @@ std::map<Segment, Ps> SegmentEnds(const mapping::Program& program, const std::ve
   return segment_end;
 }
 
-void FillSummary(const mapping::Program& program, const mapping::TaskGraph& g, const arch::Chip& chip,
+void FillSummary(const mapping::Program& program, const mapping::Program& g, const arch::Chip& chip,
                  const EngineOutput& out, const TaskTotals& tt, const std::map<Segment, Ps>& segment_end,
                  config::Summary* s) {
   const Ps total = out.makespan_ps;
@@ -228,8 +231,8 @@ void FillSummary(const mapping::Program& program, const mapping::TaskGraph& g, c
   s->set_core_utilization(num_cores > 0 ? util_sum / num_cores : 0.0);
   s->set_achieved_tflops(total > 0 ? tt.flops / static_cast<double>(total) : 0.0);
   s->set_spilled_bytes(program.spilled_bytes);
-  s->set_weights_location(program.weights_location);
-  s->set_kv_location(program.kv_location);
+  s->set_weights_location(mapping::ToString(program.weights_location));
+  s->set_kv_location(mapping::ToString(program.kv_location));
 }
 
 // compute_ps of every op: max over cores of the sum of the op's compute durations.
@@ -237,7 +240,7 @@ void FillSummary(const mapping::Program& program, const mapping::TaskGraph& g, c
 // emits them), each (op, core) sum is complete when the op changes; otherwise the
 // (op, core, duration) triples are sorted, as for any Program.
 std::vector<Ps> OpCompute(const mapping::Program& program, const EngineOutput& out) {
-  const auto& tasks = program.tasks;
+  const mapping::Program::TaskRange tasks = program.tasks();
   const size_t n = tasks.size();
   std::vector<Ps> op_compute(program.ops.size(), 0);
   bool in_order = true;
@@ -302,29 +305,23 @@ std::vector<Ps> OpCompute(const mapping::Program& program, const EngineOutput& o
 
 }  // namespace
 
-config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
-                             const mapping::TaskGraph* graph) {
+config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip,
+                             const EngineOutput& out) {
   CheckInputs(program, out);
-  mapping::TaskGraph own;
-  if (graph == nullptr || graph->size() != program.tasks.size()) {
-    own = mapping::FlattenTasks(program);
-    graph = &own;
-  }
-  const TaskTotals tt = Totals(program, *graph, chip, out);
+  const TaskTotals tt = Totals(program, program, chip, out);
   config::Summary s;
-  FillSummary(program, *graph, chip, out, tt, SegmentEnds(program, tt.op_all), &s);
+  FillSummary(program, program, chip, out, tt, SegmentEnds(program, tt.op_all), &s);
   return s;
 }
 
 config::Result BuildResult(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
                            const std::string& experiment, const std::string& engine, bool with_tasks) {
   CheckInputs(program, out);
-  const auto& tasks = program.tasks;
+  const mapping::Program::TaskRange tasks = program.tasks();
   const size_t n = tasks.size();
   const Ps total = out.makespan_ps;
   const int num_cores = chip.num_cores();
-  const mapping::TaskGraph graph = mapping::FlattenTasks(program);
-  const TaskTotals tt = Totals(program, graph, chip, out);
+  const TaskTotals tt = Totals(program, program, chip, out);
   const std::vector<Span>& op_all = tt.op_all;
   const std::vector<Ps>& core_compute = tt.core_compute;
 
@@ -347,10 +344,10 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   for (size_t o = 0; o < num_ops; ++o) {
     const auto& info = program.ops[o];
     config::OpResult* op = r.add_ops();
-    op->set_phase(info.ref.phase);
+    op->set_phase(mapping::ToString(info.ref.phase));
     op->set_layer(info.ref.layer);
     op->set_op(info.ref.op);
-    op->set_partition(info.ref.partition);
+    op->set_partition(info.ref.Label());
     op->set_compute_ps(op_compute[o]);
     op->set_communication_ps(op_comm[o].length());
     op->set_memory_ps(op_mem[o].length());
@@ -369,7 +366,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   std::map<std::pair<std::string, uint32_t>, size_t> layer_index;
   for (size_t o = 0; o < num_ops; ++o) {
     const auto& ref = program.ops[o].ref;
-    const auto key = std::make_pair(ref.phase, ref.layer);
+    const auto key = std::make_pair(std::string(mapping::ToString(ref.phase)), ref.layer);
     if (layer_index.try_emplace(key, layer_keys.size()).second) layer_keys.push_back(key);
     if (op_all[o].empty()) continue;
     Ps& le = layer_end.try_emplace({SegmentOf(ref), ref.layer}, kNoTime).first->second;
@@ -398,7 +395,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   }
 
   // ---- Summary.
-  FillSummary(program, graph, chip, out, tt, segment_end, r.mutable_summary());
+  FillSummary(program, program, chip, out, tt, segment_end, r.mutable_summary());
 
   // ---- Links, DRAM channels, cores.
   const auto& links = chip.links();
@@ -444,7 +441,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
       tt->set_kind(kKindNames[static_cast<int>(t.kind)]);
       tt->set_op(ref.op);
       tt->set_layer(ref.layer);
-      tt->set_phase(ref.phase);
+      tt->set_phase(mapping::ToString(ref.phase));
     }
   }
   return r;

@@ -68,10 +68,9 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
 
 // Result::summary alone, field for field what BuildResult writes there, without
 // the per-op, per-layer, per-link, per-core and per-task parts (sweeps keep only
-// the summary). `graph`, when given, is mapping::FlattenTasks(program) made
-// earlier (a Program timed many times). Throws like BuildResult.
-config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
-                             const mapping::TaskGraph* graph = nullptr);
+// the summary). Throws like BuildResult.
+config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip,
+                             const EngineOutput& out);
 
 // JSON of any Result: proto field names (snake_case) in declaration order, every
 // field present (defaults included), 64-bit integers as JSON numbers (protobuf's

@@ -211,7 +211,7 @@ config::Summary RunSummary(const Experiment& e, const std::string& engine_name, 
   const mapping::Program& program = entry->program;
   if (!analytical) return BuildSummary(program, chip, engine->Run(program, chip));
   const AnalyticalPlan& plan = *entry->analytical_plan;
-  return BuildSummary(program, chip, RunAnalytical(program, plan, chip), &plan.graph);
+  return BuildSummary(program, chip, RunAnalytical(program, plan, chip));
 }
 
 }  // namespace tpsim::sim

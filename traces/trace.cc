@@ -126,23 +126,16 @@ bool GemmLike(llm::OpKind k) {
 
 void Check(const mapping::Program& p, const arch::Chip& chip, const sim::EngineOutput& out) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("trace: " + what); };
-  if (out.tasks.size() != p.tasks.size()) {
+  if (out.tasks.size() != p.num_tasks()) {
     bad("engine output has " + std::to_string(out.tasks.size()) + " task times for " +
-        std::to_string(p.tasks.size()) + " tasks");
+        std::to_string(p.num_tasks()) + " tasks");
   }
   const int cores = chip.num_cores();
   const int channels = static_cast<int>(chip.channels().size());
-  for (size_t i = 0; i < p.tasks.size(); ++i) {
-    const mapping::Task& t = p.tasks[i];
+  // The Program was verified when it was built (mapping::Verify); it must fit the chip.
+  mapping::VerifyFits(p, cores, channels);
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
     const std::string id = "task " + std::to_string(i);
-    if (t.core < 0 || t.core >= cores) bad(id + ": core " + std::to_string(t.core) + " not on the chip");
-    if (t.op >= p.ops.size()) bad(id + ": op " + std::to_string(t.op) + " out of range");
-    if (t.kind == TaskKind::kTransfer && (t.dst_core < 0 || t.dst_core >= cores)) {
-      bad(id + ": dst_core " + std::to_string(t.dst_core) + " not on the chip");
-    }
-    if (t.kind == TaskKind::kMemory && (t.channel < 0 || t.channel >= channels)) {
-      bad(id + ": channel " + std::to_string(t.channel) + " not on the chip");
-    }
     const sim::TaskTime& tt = out.tasks[i];
     if (tt.start_ps < 0 || tt.end_ps < tt.start_ps) {
       bad(id + ": times [" + std::to_string(tt.start_ps) + ", " + std::to_string(tt.end_ps) + "] invalid");
@@ -159,7 +152,7 @@ std::string NodeName(const arch::Chip& chip, int core) {
 // tasks. Returns per-core process index into `layout->processes`.
 std::vector<int> AssignStages(const mapping::Program& p, int cores, Layout* layout) {
   std::vector<std::pair<int64_t, int64_t>> range(cores, {-1, -1});
-  for (const mapping::Task& t : p.tasks) {
+  for (const mapping::Task& t : p.tasks()) {
     if (t.kind == TaskKind::kTransfer) continue;
     const int64_t layer = p.ops[t.op].ref.layer;
     auto& r = range[t.core];
@@ -202,8 +195,8 @@ std::vector<int> AssignStages(const mapping::Program& p, int cores, Layout* layo
 void TaskSlices(const mapping::Program& p, const arch::Chip& chip, const sim::EngineOutput& out,
                 std::vector<Slice>* slices) {
   std::vector<std::vector<uint32_t>> compute_by_core(chip.num_cores());
-  for (size_t i = 0; i < p.tasks.size(); ++i) {
-    const mapping::Task& t = p.tasks[i];
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    const mapping::Task& t = p.task(i);
     const sim::TaskTime& tt = out.tasks[i];
     Slice s;
     s.type = Slice::kTask;
@@ -255,7 +248,7 @@ void TaskSlices(const mapping::Program& p, const arch::Chip& chip, const sim::En
         w.end = tt.start_ps;
         w.task = id;
         // The dependency that finished last, when it finished after the lane went idle.
-        for (uint32_t d : p.tasks[id].deps) {
+        for (uint32_t d : p.deps(id)) {
           if (d < out.tasks.size() && out.tasks[d].end_ps > busy_until &&
               (w.aux < 0 || out.tasks[d].end_ps > out.tasks[w.aux].end_ps)) {
             w.aux = d;
@@ -286,7 +279,7 @@ class Describer {
       case Slice::kTask:
         break;
     }
-    switch (p_.tasks[s.task].kind) {
+    switch (p_.task(s.task).kind) {
       case TaskKind::kCompute:
         return "compute";
       case TaskKind::kTransfer:
@@ -299,7 +292,7 @@ class Describer {
 
   std::string Name(const Slice& s) const {
     if (s.type == Slice::kMeta) return "tpsim run";
-    const mapping::Task& t = p_.tasks[s.task];
+    const mapping::Task& t = p_.task(s.task);
     std::string label = Label(t);
     switch (s.type) {
       case Slice::kRecv:
@@ -319,7 +312,7 @@ class Describer {
   // Returns NameKind * ops + op, or -1 for the metadata slice.
   int64_t NameKey(const Slice& s) const {
     if (s.type == Slice::kMeta) return -1;
-    const mapping::Task& t = p_.tasks[s.task];
+    const mapping::Task& t = p_.task(s.task);
     int k = kPlain;
     if (s.type == Slice::kRecv) {
       k = kRecvName;
@@ -338,16 +331,16 @@ class Describer {
     args->Clear();
     if (s.type == Slice::kMeta) {
       args->Str("config", config_);
-      args->Uint("tasks", p_.tasks.size());
+      args->Uint("tasks", p_.num_tasks());
       args->Int("makespan_ps", out_.makespan_ps);
       args->Uint("cores", static_cast<uint64_t>(chip_.num_cores()));
       return;
     }
-    const mapping::Task& t = p_.tasks[s.task];
+    const mapping::Task& t = p_.task(s.task);
     if (s.type == Slice::kWait) {
       args->Uint("before_task", static_cast<uint64_t>(s.task));
       if (s.aux >= 0) {
-        const mapping::Task& dt = p_.tasks[s.aux];
+        const mapping::Task& dt = p_.task(s.aux);
         const char* kind = dt.kind == TaskKind::kCompute    ? "compute "
                            : dt.kind == TaskKind::kTransfer ? "transfer "
                                                             : "memory ";
@@ -364,11 +357,15 @@ class Describer {
     } else {
       const mapping::OpRef& ref = p_.ops[t.op].ref;
       args->Uint("task", static_cast<uint64_t>(s.task));
-      args->Str("phase", ref.phase);
+      args->Str("phase", mapping::ToString(ref.phase));
       args->Uint("step", ref.step);
       args->Uint("layer", ref.layer);
       args->Str("op", ref.op);
-      args->Str("partition", ref.partition);
+      if (ref.note.empty()) {
+        args->Str("partition", ref.partition);
+      } else {
+        *args->OwnedStr("partition") = ref.Label();
+      }
       switch (t.kind) {
         case TaskKind::kCompute:
           args->Str("op_kind", llm::ToString(t.op_kind));
@@ -399,7 +396,7 @@ class Describer {
           if (t.collective >= 0 && static_cast<size_t>(t.collective) < p_.collectives.size()) {
             const mapping::CollectiveInfo& c = p_.collectives[t.collective];
             std::string* v = args->OwnedStr("collective");
-            *v += c.kind;
+            *v += mapping::ToString(c.kind);
             *v += '/';
             *v += c.algorithm;
             args->Uint("coll_step", t.coll_step);
@@ -538,8 +535,8 @@ Layout BuildLayout(const mapping::Program& p, const arch::Chip& chip, const sim:
 
   // Counters.
   std::map<int, std::vector<std::tuple<Ps, Ps, double>>> link_iv, chan_iv;
-  for (size_t i = 0; i < p.tasks.size(); ++i) {
-    const mapping::Task& t = p.tasks[i];
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    const mapping::Task& t = p.task(i);
     const sim::TaskTime& tt = out.tasks[i];
     if (tt.end_ps <= tt.start_ps || t.bytes == 0) continue;
     const double rate = static_cast<double>(t.bytes) / static_cast<double>(tt.end_ps - tt.start_ps);  // B/ps

@@ -78,7 +78,7 @@ class Builder {
   }
 
   FuncPlan Build() {
-    for (const Task& t : p_.tasks) {
+    for (const Task& t : p_.tasks()) {
       if (t.kind == TaskKind::kCompute && t.func >= 0) {
         if (static_cast<size_t>(t.func) >= f_.ops.size())
           Fail("task " + std::to_string(t.id) + ": bad func op");
@@ -89,7 +89,7 @@ class Builder {
     Flush();
     for (const mapping::FuncOutput& fo : f_.outputs) {
       FuncPlanOutput out;
-      out.phase = fo.phase;
+      out.phase = mapping::ToString(fo.phase);
       out.step = fo.step;
       out.rows = fo.rows;
       out.cols = fo.cols;
@@ -261,23 +261,23 @@ class Builder {
   // that share a KV head.
   void Attention(const mapping::FuncOp& f, int64_t task) {
     const bool scores = f.kind == FuncKind::kScores;
-    const uint32_t hd = f.p0, group = f.p1;
-    if (hd == 0 || group == 0 || f.p2 > f.p3) Fail("attention op with head_dim or group 0");
+    const uint32_t hd = f.head_dim, group = f.kv_group;
+    if (hd == 0 || group == 0 || f.head_begin > f.head_end) Fail("attention op with head_dim or group 0");
     CheckSlice(f.a);
     CheckSlice(f.out);
     const FuncTensor &at = Tensor(f.a.tensor), &ct = Tensor(f.b.tensor), &ot = Tensor(f.out.tensor);
     const uint32_t t = scores ? f.a.r1 - f.a.r0 : f.out.r1 - f.out.r0;
     const uint32_t ltot = f.b.r1;
-    const uint32_t kv_heads_needed = f.p3 > f.p2 ? (f.p3 - 1) / group + 1 : 0;
+    const uint32_t kv_heads_needed = f.head_end > f.head_begin ? (f.head_end - 1) / group + 1 : 0;
     if (ltot > ct.rows || uint64_t{kv_heads_needed} * hd > ct.cols) Fail("attention: KV cache too small");
-    const uint64_t q_cols = uint64_t{f.p3} * hd, rows_needed = uint64_t{f.p3} * t;
+    const uint64_t q_cols = uint64_t{f.head_end} * hd, rows_needed = uint64_t{f.head_end} * t;
     if (scores && (q_cols > at.cols || rows_needed > ot.rows || ltot > ot.cols))
       Fail("scores: q or output too small");
     if (!scores && (rows_needed > at.rows || ltot > at.cols || q_cols > ot.cols))
       Fail("pv: probabilities or output too small");
     const Slot a = Get(f.a.tensor, f.core), c = Get(f.b.tensor, f.core), o = Get(f.out.tensor, f.core);
-    for (uint32_t h0 = f.p2; h0 < f.p3;) {
-      const uint32_t g = h0 / group, h1 = std::min(f.p3, (g + 1) * group);
+    for (uint32_t h0 = f.head_begin; h0 < f.head_end;) {
+      const uint32_t g = h0 / group, h1 = std::min(f.head_end, (g + 1) * group);
       FuncStep s = Step(FuncStepKind::kMatmul, FuncStepOrigin::kOp, task, f.core);
       s.tensor = f.out.tensor;
       s.tensor_base = o.offset;
@@ -326,24 +326,24 @@ class Builder {
       case FuncKind::kRmsNorm:
       case FuncKind::kHeadNorm:
         s.kind = FuncStepKind::kRmsNorm;
-        s.group = f.kind == FuncKind::kRmsNorm ? a.cols : f.p0;
+        s.group = f.kind == FuncKind::kRmsNorm ? a.cols : f.head_dim;
         if (s.group == 0 || a.cols % s.group) Fail("norm group does not divide the row");
         SameShape(a, out, "rmsnorm");
         break;
       case FuncKind::kRope:
         s.kind = FuncStepKind::kRope;
-        s.group = f.p0;
-        s.pos0 = f.p1 + f.a.r0;
+        s.group = f.head_dim;
+        s.pos0 = f.position_offset + f.a.r0;
         if (s.group < 2 || s.group % 2 || a.cols % s.group) Fail("rope head_dim does not divide the row");
         SameShape(a, out, "rope");
         break;
       case FuncKind::kSoftmax:
         s.kind = FuncStepKind::kSoftmax;
-        s.scale = 1.0 / std::sqrt(static_cast<double>(f.p0));
-        s.pos0 = f.p1;
-        s.tokens = f.p2;
+        s.scale = 1.0 / std::sqrt(static_cast<double>(f.head_dim));
+        s.pos0 = f.position_offset;
+        s.tokens = f.tokens_per_sequence;
         s.row0 = f.a.r0;
-        if (f.p2 == 0) Fail("softmax with 0 tokens");
+        if (f.tokens_per_sequence == 0) Fail("softmax with 0 tokens");
         SameShape(a, out, "softmax");
         break;
       case FuncKind::kCopy:
@@ -429,12 +429,13 @@ std::string FuncPlan::Describe(size_t i, const Program& p) const {
   else
     os << " " << s.out.rows << "x" << s.out.cols;
   if (s.core >= 0) os << " on core " << s.core;
-  if (s.task >= 0 && static_cast<size_t>(s.task) < p.tasks.size()) {
-    const auto& t = p.tasks[s.task];
+  if (s.task >= 0 && static_cast<size_t>(s.task) < p.num_tasks()) {
+    const auto& t = p.task(s.task);
     os << " (task " << s.task;
     if (t.op < p.ops.size()) {
       const auto& r = p.ops[t.op].ref;
-      os << ", " << r.phase << (r.phase == "decode" ? " step " + std::to_string(r.step) : "") << " layer "
+      os << ", " << mapping::ToString(r.phase)
+         << (r.phase == mapping::Phase::kDecode ? " step " + std::to_string(r.step) : "") << " layer "
          << r.layer << " " << r.op;
     }
     os << ")";

@@ -11,14 +11,6 @@ namespace tpsim::validate {
 
 namespace {
 
-// Union-find over cores (sub-group collectives: the transfers connect one group's cores):
-// c's root in `parent` (c joins as its own root), halving the path on the way.
-int GroupRoot(std::map<int, int>* parent, int c) {
-  parent->emplace(c, c);
-  while ((*parent)[c] != c) c = (*parent)[c] = (*parent)[(*parent)[c]];
-  return c;
-}
-
 struct KindInfo {
   LaunchKind kind;
   const char* name;
@@ -73,11 +65,11 @@ Launch ComputeLaunch(const mapping::Program& p, const mapping::Task& t) {
       break;
     case OpKind::kNorm:
       vector(LaunchKind::kRmsNorm);
-      l.group = (f && f->kind == FuncKind::kHeadNorm) ? f->p0 : static_cast<uint32_t>(t.n);
+      l.group = (f && f->kind == FuncKind::kHeadNorm) ? f->head_dim : static_cast<uint32_t>(t.n);
       break;
     case OpKind::kRope:
       vector(LaunchKind::kRope);
-      l.group = f ? f->p0 : 0;
+      l.group = f ? f->head_dim : 0;
       break;
     case OpKind::kSoftmax:
       vector(LaunchKind::kSoftmax);
@@ -123,14 +115,11 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
   struct CollState {
     std::map<int, uint32_t> first;  // core -> first transfer task touching it
     std::map<int, uint64_t> sent;   // core -> bytes it sends
-    std::map<int, int> parent;      // core -> a core of its group (union-find over transfers)
   };
   std::map<int32_t, CollState> colls;
 
-  for (const mapping::Task& t : p.tasks) {
-    if (t.op >= p.ops.size())
-      throw std::invalid_argument("validate: task " + std::to_string(t.id) + " refers to op " +
-                                  std::to_string(t.op) + " of " + std::to_string(p.ops.size()));
+  // Op and collective indices are valid: the builder verified the Program (mapping::Verify).
+  for (const mapping::Task& t : p.tasks()) {
     switch (t.kind) {
       case mapping::TaskKind::kCompute:
         per_gpu[t.core].push_back({t.id, ComputeLaunch(p, t)});
@@ -140,12 +129,7 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
         per_gpu[t.core];
         break;
       case mapping::TaskKind::kTransfer: {
-        if (t.collective >= 0 && static_cast<size_t>(t.collective) >= p.collectives.size())
-          throw std::invalid_argument("validate: task " + std::to_string(t.id) + " refers to collective " +
-                                      std::to_string(t.collective) + " of " +
-                                      std::to_string(p.collectives.size()));
-        const std::string kind = t.collective >= 0 ? p.collectives[t.collective].kind : "p2p";
-        if (kind == "p2p") {
+        if (t.collective < 0 || p.collectives[t.collective].kind == mapping::CollectiveKind::kP2p) {
           Launch s;
           s.kind = LaunchKind::kSend;
           s.task = t.id;
@@ -166,11 +150,6 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
         st.first.emplace(t.core, t.id);
         st.first.emplace(t.dst_core, t.id);
         st.sent[t.core] += t.bytes;
-        if (p.collectives[t.collective].groups > 1) {
-          // Sub-group collective: the transfers connect the cores of one group.
-          const int a = GroupRoot(&st.parent, t.core), b = GroupRoot(&st.parent, t.dst_core);
-          if (a != b) st.parent[std::max(a, b)] = std::min(a, b);
-        }
         break;
       }
     }
@@ -181,11 +160,14 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
     const int touched = static_cast<int>(st.first.size());
     const int groups = std::max(1, ci.groups);
     // Sub-group collectives (CollectiveInfo::groups > 1): one NCCL call per group, over its
-    // ranks; coll_group numbers the groups by their smallest core.
-    std::map<int, int> group_of;  // root core -> group index
+    // ranks (CollectiveInfo::members); coll_group numbers the groups by their smallest core.
+    std::map<int, int> group_of;  // member group -> group index
+    if (groups > 1 && ci.members.empty())
+      throw std::invalid_argument("validate: collective " + std::to_string(c) + " has " +
+                                  std::to_string(groups) + " groups but no members");
     if (groups > 1)
       for (const auto& [core, first] : st.first)
-        group_of.emplace(GroupRoot(&st.parent, core), static_cast<int>(group_of.size()));
+        group_of.emplace(ci.GroupOf(core), static_cast<int>(group_of.size()));
     const int n = groups > 1 ? touched / static_cast<int>(group_of.size()) : touched;
     if (ci.ranks * groups != touched)
       plan.notes.push_back("collective " + std::to_string(c) + " (" + p.ops[ci.op].ref.op +
@@ -198,15 +180,17 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
       l.task = first;
       l.collective = c;
       l.nranks = n;
-      if (groups > 1) l.coll_group = group_of.at(GroupRoot(&st.parent, core));
+      if (groups > 1) l.coll_group = group_of.at(ci.GroupOf(core));
       l.bytes = ci.bytes;
       const uint64_t per_rank = uint64_t{static_cast<uint64_t>(n)} * dtype_bytes;
-      if (ci.kind == "all_reduce") {
+      if (ci.kind == mapping::CollectiveKind::kAllReduce) {
         l.kind = LaunchKind::kAllReduce;
         l.count = CeilDiv(ci.bytes, dtype_bytes);
         l.padded = ci.bytes % dtype_bytes != 0;
-      } else if (ci.kind == "all_gather" || ci.kind == "reduce_scatter") {
-        l.kind = ci.kind == "all_gather" ? LaunchKind::kAllGather : LaunchKind::kReduceScatter;
+      } else if (ci.kind == mapping::CollectiveKind::kAllGather ||
+                 ci.kind == mapping::CollectiveKind::kReduceScatter) {
+        l.kind = ci.kind == mapping::CollectiveKind::kAllGather ? LaunchKind::kAllGather
+                                                                : LaunchKind::kReduceScatter;
         l.count = CeilDiv(ci.bytes, per_rank);
         l.padded = ci.bytes % per_rank != 0;
       } else {
@@ -228,7 +212,7 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
     g.memory_tasks = memory[core];
     std::map<uint32_t, size_t> slot;  // op -> index in g.ops
     for (auto& [task, launch] : items) {
-      uint32_t op = p.tasks[task].op;
+      uint32_t op = p.task(task).op;
       auto it = slot.find(op);
       if (it == slot.end()) {
         it = slot.emplace(op, g.ops.size()).first;
@@ -253,9 +237,9 @@ std::string LaunchPlan::Dump(const mapping::Program& p) const {
     if (g.memory_tasks) os << ", " << g.memory_tasks << " DRAM tasks not launched";
     os << "\n";
     for (const OpPlan& o : g.ops) {
-      os << "  " << o.ref.phase;
-      if (o.ref.phase == "decode") os << " step " << o.ref.step;
-      os << " L" << o.ref.layer << " " << o.ref.op << " [" << o.ref.partition << "]\n";
+      os << "  " << mapping::ToString(o.ref.phase);
+      if (o.ref.phase == mapping::Phase::kDecode) os << " step " << o.ref.step;
+      os << " L" << o.ref.layer << " " << o.ref.op << " [" << o.ref.Label() << "]\n";
       for (const Launch& l : o.launches) {
         switch (l.kind) {
           case LaunchKind::kGemm:

@@ -130,7 +130,7 @@ void WriteFile(const std::string& path, const std::string& text) {
 int64_t PredictCollectivePs(const arch::Chip& chip, const std::string& algorithm,
                             mapping::CollectiveKind kind, int ranks, uint64_t bytes) {
   mapping::Program p = mapping::CollectiveProgram(chip, algorithm, kind, ranks, bytes, 2);
-  if (p.tasks.empty()) return 0;
+  if (p.empty()) return 0;
   return sim::MakeEngine("analytical")->Run(p, chip).makespan_ps;
 }
 

@@ -49,10 +49,10 @@ config::Result MeasuredResult(const mapping::Program& p, const LaunchPlan& plan,
   for (size_t i = 0; i < n; ++i) {
     const mapping::OpInfo& info = p.ops[i];
     config::OpResult* o = r.add_ops();
-    o->set_phase(info.ref.phase);
+    o->set_phase(mapping::ToString(info.ref.phase));
     o->set_layer(info.ref.layer);
     o->set_op(info.ref.op);
-    o->set_partition(info.ref.partition);
+    o->set_partition(info.ref.Label());
     o->set_compute_ps(comp[i]);
     o->set_communication_ps(comm[i]);
     o->set_total_ps(comp[i] + comm[i]);
@@ -64,7 +64,7 @@ config::Result MeasuredResult(const mapping::Program& p, const LaunchPlan& plan,
     start += comp[i] + comm[i];
     sum_comp += comp[i];
     sum_comm += comm[i];
-    auto key = std::make_pair(info.ref.phase, info.ref.layer);
+    auto key = std::make_pair(std::string(mapping::ToString(info.ref.phase)), info.ref.layer);
     if (!layer_ps.count(key)) layer_order.push_back(key);
     layer_ps[key] += comp[i] + comm[i];
   }
@@ -82,8 +82,8 @@ config::Result MeasuredResult(const mapping::Program& p, const LaunchPlan& plan,
   s->set_prefill_ps(prefill);
   s->set_decode_ps(decode);
   s->set_spilled_bytes(p.spilled_bytes);
-  s->set_weights_location(p.weights_location);
-  s->set_kv_location(p.kv_location);
+  s->set_weights_location(mapping::ToString(p.weights_location));
+  s->set_kv_location(mapping::ToString(p.kv_location));
   double flops = 0;
   for (const auto& info : p.ops) flops += info.flops;
   if (s->total_ps() > 0) s->set_achieved_tflops(flops / static_cast<double>(s->total_ps()));

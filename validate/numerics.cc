@@ -85,8 +85,8 @@ namespace {
 using OpKey = std::tuple<std::string, uint32_t, uint32_t, std::string>;  // phase, step, layer, op
 
 OpKey KeyOf(const mapping::Program& p, const FuncStep& s) {
-  const mapping::OpRef& r = p.ops[p.tasks[s.task].op].ref;
-  return {r.phase, r.step, r.layer, r.op};
+  const mapping::OpRef& r = p.ops[p.task(s.task).op].ref;
+  return {mapping::ToString(r.phase), r.step, r.layer, r.op};
 }
 
 // Per op of `p`, its op steps, in order.
@@ -95,7 +95,7 @@ std::map<OpKey, std::vector<size_t>> StepsByOp(const mapping::Program& p, const 
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const FuncStep& s = plan.steps[i];
     if (s.origin != FuncStepOrigin::kOp || s.tensor < 0 || s.task < 0 ||
-        static_cast<size_t>(s.task) >= p.tasks.size() || p.tasks[s.task].op >= p.ops.size())
+        static_cast<size_t>(s.task) >= p.num_tasks() || p.task(s.task).op >= p.ops.size())
       continue;
     m[KeyOf(p, s)].push_back(i);
   }

@@ -48,6 +48,8 @@ Schedule LowerBidirectionalRing(const Args& a) {
       break;
     case CollectiveKind::kAllToAll:
       break;
+    case CollectiveKind::kP2p:  // no algorithm lowers it (LowerCollective refuses)
+      break;
   }
   return s;
 }

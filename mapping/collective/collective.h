@@ -52,9 +52,6 @@ class Chip;
 
 namespace tpsim::mapping {
 
-enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kRotate };
-const char* ToString(CollectiveKind k);
-
 struct Xfer {
   int src = 0, dst = 0;  // ranks
   uint64_t offset = 0;   // byte range in the buffer

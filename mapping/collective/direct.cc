@@ -46,6 +46,8 @@ Schedule LowerDirect(const Args& a) {
     }
     case CollectiveKind::kRotate:
       return RingFallback(a, "direct: rotate is always a ring rotation");
+    case CollectiveKind::kP2p:  // no algorithm lowers it (LowerCollective refuses)
+      break;
   }
   return s;
 }

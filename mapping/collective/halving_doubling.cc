@@ -70,6 +70,8 @@ Schedule LowerHalvingDoubling(const Args& a) {
       break;
     case CollectiveKind::kRotate:
       break;
+    case CollectiveKind::kP2p:  // no algorithm lowers it (LowerCollective refuses)
+      break;
   }
   return s;
 }

@@ -100,6 +100,8 @@ Schedule LowerMesh2d(const Args& a) {
     case CollectiveKind::kAllToAll:
     case CollectiveKind::kRotate:
       break;
+    case CollectiveKind::kP2p:  // no algorithm lowers it (LowerCollective refuses)
+      break;
   }
   return s;
 }

@@ -65,6 +65,8 @@ Schedule LowerNvls(const Args& a) {
       return RingFallback(a, "nvls: all_to_all has no in-switch form");
     case CollectiveKind::kRotate:
       return RingFallback(a, "nvls: rotate is always a ring rotation");
+    case CollectiveKind::kP2p:  // no algorithm lowers it (LowerCollective refuses)
+      break;
   }
   return s;
 }

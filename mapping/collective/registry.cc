@@ -12,22 +12,6 @@ constexpr int kMaxRanks = 1024;  // ring all_reduce at 1024 ranks is already 2M 
 
 }  // namespace
 
-const char* ToString(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllReduce:
-      return "all_reduce";
-    case CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveKind::kAllGather:
-      return "all_gather";
-    case CollectiveKind::kAllToAll:
-      return "all_to_all";
-    case CollectiveKind::kRotate:
-      return "rotate";
-  }
-  return "unknown";
-}
-
 void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, uint64_t* len) {
   if (align == 0) align = 1;
   if (p < 1 || c < 0 || c >= p) {
@@ -49,6 +33,8 @@ Schedule LowerCollective(const std::string& algorithm, CollectiveKind kind, int 
     throw std::invalid_argument("unknown collective algorithm '" + algorithm +
                                 "' (valid: " + collective::CollectiveRegistry::Get().NamesText() + ")");
   }
+  if (kind == CollectiveKind::kP2p)
+    throw std::invalid_argument("p2p is not a collective an algorithm lowers");
   if (ranks < 1 || ranks > kMaxRanks) {
     throw std::invalid_argument("collective over " + std::to_string(ranks) + " ranks: ranks must be in [1, " +
                                 std::to_string(kMaxRanks) + "]");

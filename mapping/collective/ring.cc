@@ -31,6 +31,8 @@ Schedule LowerRing(const Args& a) {
     case CollectiveKind::kAllToAll:
       RoundRobinAllToAll(a, &s.steps);
       break;
+    case CollectiveKind::kP2p:  // no algorithm lowers it (LowerCollective refuses)
+      break;
   }
   return s;
 }

@@ -39,33 +39,31 @@ Program CollectiveProgram(const arch::Chip& chip, const std::string& requested, 
                                 "collectives.in_switch_reduction)");
   }
   Schedule s = LowerCollective(algo, kind, ranks, bytes, align);
-  Program p;
-  p.num_cores = chip.num_cores();
+  ProgramBuilder b(chip.num_cores(), static_cast<int>(chip.channels().size()));
+  Program& p = b.program();
   OpInfo op;
-  op.ref.phase = "prefill";
+  op.ref.phase = Phase::kPrefill;
   op.ref.op = ToString(kind);
-  op.ref.partition = s.note.empty() ? s.algorithm : s.algorithm + " (" + s.note + ")";
+  op.ref.partition = s.algorithm;
+  op.ref.note = s.note;
   p.ops.push_back(op);
   CollectiveInfo ci;
-  ci.kind = ToString(kind);
+  ci.kind = kind;
   ci.algorithm = s.algorithm;
   ci.bytes = bytes;
   ci.ranks = ranks;
+  for (int r = 0; r < ranks; ++r) ci.members.push_back(r);
   p.collectives.push_back(ci);
   std::vector<std::vector<uint32_t>> last(ranks);
   for (size_t st = 0; st < s.steps.size(); ++st) {
     std::vector<std::vector<uint32_t>> now(ranks);
     for (const Xfer& x : s.steps[st].xfers) {
-      Task t = XferTask(x, s, sw, 0, st);
-      t.id = static_cast<uint32_t>(p.tasks.size());
-      t.deps = last[x.src];
-      now[x.dst].push_back(t.id);
-      p.tasks.push_back(std::move(t));
+      now[x.dst].push_back(b.Add(XferTask(x, s, sw, 0, st), last[x.src]));
     }
     for (int r = 0; r < ranks; ++r)
       if (!now[r].empty()) last[r] = std::move(now[r]);
   }
-  return p;
+  return b.Build();
 }
 
 }  // namespace tpsim::mapping

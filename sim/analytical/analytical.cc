@@ -142,49 +142,19 @@ void SortIfNeeded(std::vector<uint32_t>& v, Less less) {
   if (!std::is_sorted(v.begin(), v.end(), less)) std::sort(v.begin(), v.end(), less);
 }
 
-[[noreturn]] void ThrowBadDep(const Task& t, uint32_t dep, size_t n) {
-  std::string msg = "analytical engine: task " + std::to_string(t.id) + " (core " + std::to_string(t.core) +
-                    ") depends on task " + std::to_string(dep);
-  if (dep >= n) {
-    msg += ", which does not exist (the Program has " + std::to_string(n) + " tasks)";
-  } else {
-    msg += ", which is not an earlier task: the Program is not topologically ordered or has a cycle";
-  }
-  throw StallError(msg);
-}
-
-void CheckTask(const Task& t, size_t index, size_t n, int num_cores, int num_channels) {
-  if (t.id != index) {
-    throw StallError("analytical engine: the task at index " + std::to_string(index) + " has id " +
-                     std::to_string(t.id) + " (ids must equal positions)");
-  }
-  for (uint32_t d : t.deps) {
-    if (d >= t.id || d >= n) ThrowBadDep(t, d, n);
-  }
-  auto bad = [&](const std::string& what, int value) {
-    throw std::invalid_argument("analytical engine: task " + std::to_string(t.id) + ": " + what + " " +
-                                std::to_string(value) + " out of range");
-  };
-  if (t.core < 0 || t.core >= num_cores) bad("core", t.core);
-  if (t.kind == TaskKind::kTransfer && (t.dst_core < 0 || t.dst_core >= num_cores)) {
-    bad("dst_core", t.dst_core);
-  }
-  if (t.kind == TaskKind::kMemory && (t.channel < 0 || t.channel >= num_channels)) bad("channel", t.channel);
-}
-
 }  // namespace
 
 std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& program,
                                                      const arch::Chip& chip) {
-  const std::vector<Task>& tasks = program.tasks;
+  const mapping::Program::TaskRange tasks = program.tasks();
   const size_t n = tasks.size();
   auto plan = std::make_shared<AnalyticalPlan>();
   AnalyticalPlan& p = *plan;
   p.num_cores = chip.num_cores();
   p.num_channels = static_cast<int>(chip.channels().size());
-  // Each task is checked before it is used: the first bad task throws.
-  for (size_t i = 0; i < n; ++i) CheckTask(tasks[i], i, n, p.num_cores, p.num_channels);
-  p.graph = mapping::FlattenTasks(program);
+  // The Program was verified when it was built (mapping::Verify); it must fit the chip.
+  mapping::VerifyFits(program, p.num_cores, p.num_channels);
+  p.num_tasks = n;
   p.shape_of.assign(n, 0);
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_index;  // order never reaches output
   std::vector<std::pair<int, int>> channel_cores;                 // (channel, core) of every memory task
@@ -283,16 +253,15 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
 
 EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan& plan,
                            const arch::Chip& chip) {
-  const std::vector<Task>& tasks = program.tasks;
+  const mapping::Program::TaskRange tasks = program.tasks();
   const size_t n = tasks.size();
   const int num_cores = chip.num_cores();
   const auto& links = chip.links();
   const auto& channels = chip.channels();
-  if (plan.graph.size() != n || plan.num_cores != num_cores ||
+  if (plan.num_tasks != n || plan.num_cores != num_cores ||
       plan.num_channels != static_cast<int>(channels.size())) {
     throw std::invalid_argument("analytical engine: the plan was made for another Program or chip layout");
   }
-  const mapping::TaskGraph& graph = plan.graph;
 
   EngineOutput out;
   out.tasks.resize(n);
@@ -309,7 +278,7 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
                                             : chip.VectorTime(t.vector_ops, t.bytes);
     }
     for (size_t i = 0; i < n; ++i) {
-      if (graph.kind[i] == TaskKind::kCompute) duration[i] = shape_time[plan.shape_of[i]];
+      if (program.kind(i) == TaskKind::kCompute) duration[i] = shape_time[plan.shape_of[i]];
     }
   }
   // Routes of the distinct (src, dst) pairs, stored flat.
@@ -464,12 +433,10 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
   Ps makespan = 0;
   for (size_t i = 0; i < n; ++i) {
     Ps start = 0;
-    for (uint32_t j = graph.dep_begin(i); j < graph.dep_end[i]; ++j) {
-      start = std::max(start, out.tasks[graph.deps[j]].end_ps);
-    }
-    const TaskKind kind = graph.kind[i];
-    Ps* resource = kind == TaskKind::kCompute  ? &core_free[graph.core[i]]
-                   : kind == TaskKind::kMemory ? &dram_free[graph.core[i]]
+    for (uint32_t d : program.deps(i)) start = std::max(start, out.tasks[d].end_ps);
+    const TaskKind kind = program.kind(i);
+    Ps* resource = kind == TaskKind::kCompute  ? &core_free[program.core(i)]
+                   : kind == TaskKind::kMemory ? &dram_free[program.core(i)]
                                                : nullptr;
     if (resource) start = std::max(start, *resource);
     const Ps end = SatAdd(start, duration[i]);

@@ -100,7 +100,7 @@ namespace tpsim::sim {
 // that Program on every chip with the same layout (core grid, topology, channels).
 struct AnalyticalPlan {
   int num_cores = 0, num_channels = 0;
-  mapping::TaskGraph graph;
+  size_t num_tasks = 0;
   std::vector<uint32_t> shapes;            // a compute task of each distinct cost shape
   std::vector<uint32_t> shape_of;          // compute task: index into shapes; transfer: index into pairs
   std::vector<std::pair<int, int>> pairs;  // distinct (src, dst) of transfers with src != dst

@@ -351,7 +351,7 @@ int Run(Args& a) {
   // State every partitioner fallback once (e.g. m_split_rotate->k_split in decode).
   std::set<std::string> fallbacks;
   for (const auto& op : r.program.ops) {
-    if (op.ref.partition.find("->") != std::string::npos) fallbacks.insert(op.ref.partition);
+    if (op.ref.partition.find("->") != std::string::npos) fallbacks.insert(op.ref.Label());
   }
   for (const auto& f : fallbacks) spdlog::warn("partition fallback: {}", f);
   if (!dump.empty()) WriteFileOrThrow(dump, r.program.Dump());

@@ -100,29 +100,28 @@ namespace {
 // decode group's [np, np + nd): core i sends an equal share to core np + i % nd, all
 // in one step, so transfers that share a link share its bandwidth.
 Ps TransferTime(const arch::Chip& chip, sim::Engine& engine, int np, int nd, uint64_t kv_bytes) {
-  mapping::Program p;
-  p.num_cores = chip.num_cores();
+  mapping::ProgramBuilder b(chip.num_cores(), static_cast<int>(chip.channels().size()));
+  mapping::Program& p = b.program();
   mapping::OpInfo op;
-  op.ref.phase = "kv_transfer";
+  op.ref.phase = mapping::Phase::kKvTransfer;
   op.ref.op = "kv_transfer";
   p.ops.push_back(op);
   mapping::CollectiveInfo ci;
-  ci.kind = "p2p";
+  ci.kind = mapping::CollectiveKind::kP2p;
   ci.algorithm = "direct";
   ci.bytes = kv_bytes;
   ci.ranks = np + nd;
   p.collectives.push_back(ci);
   for (int i = 0; i < np; ++i) {
     mapping::Task t;
-    t.id = static_cast<uint32_t>(p.tasks.size());
     t.kind = mapping::TaskKind::kTransfer;
     t.core = i;
     t.dst_core = np + i % nd;
     t.bytes = kv_bytes / np + (static_cast<uint64_t>(i) < kv_bytes % np ? 1 : 0);
     t.collective = 0;
-    p.tasks.push_back(t);
+    b.Add(t);
   }
-  return engine.Run(p, chip).makespan_ps;
+  return engine.Run(b.Build(), chip).makespan_ps;
 }
 
 std::string Ms(double ms) {

@@ -23,13 +23,13 @@ bool IsAttention(const mapping::Task& t) {
 }  // namespace
 
 std::vector<Ps> ReplaySchedule(const mapping::Program& p, const std::vector<Ps>& duration) {
-  const size_t n = p.tasks.size();
+  const size_t n = p.num_tasks();
   std::vector<Ps> end(n, 0);
   std::vector<Ps> core_free(static_cast<size_t>(std::max(0, p.num_cores)), 0), dram_free(core_free);
   for (size_t i = 0; i < n; ++i) {
-    const mapping::Task& t = p.tasks[i];
+    const mapping::Task& t = p.task(i);
     Ps start = 0;
-    for (uint32_t d : t.deps) start = std::max(start, end[d]);
+    for (uint32_t d : p.deps(i)) start = std::max(start, end[d]);
     Ps* res = t.kind == mapping::TaskKind::kCompute  ? &core_free.at(t.core)
               : t.kind == mapping::TaskKind::kMemory ? &dram_free.at(t.core)
                                                      : nullptr;
@@ -185,13 +185,14 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
   sim::EngineOutput o;
   try {
     p = mapping::LowerIteration(chip_, model_, mapping_, chunks, layers_, dtype_);
-    if (p.kv_location != (dram ? "dram" : "sram")) return Why::kOther;  // the plan is not ours
+    if (p.kv_location != (dram ? mapping::KvLocation::kDram : mapping::KvLocation::kSram))
+      return Why::kOther;  // the plan is not ours
     if (p.spilled_bytes != 0 && !exact) return Why::kMemory;
     o = engine_->Run(p, chip_);
   } catch (const std::exception&) {
     return Why::kOther;
   }
-  const size_t n = p.tasks.size();
+  const size_t n = p.num_tasks();
   std::vector<Ps> dur(n);
   for (size_t i = 0; i < n; ++i) dur[i] = o.tasks[i].end_ps - o.tasks[i].start_ps;
   // 1. The replayed schedule is the engine's.
@@ -202,18 +203,18 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
   // GEMM or softmax), per chunk in order [read,] scores, softmax, [read,] PV, each timed as
   // ChunkAttention / ReadPs give, the same heads and KV columns everywhere.
   std::vector<uint8_t> attn_op(p.ops.size(), 0);
-  for (const mapping::Task& t : p.tasks)
+  for (const mapping::Task& t : p.tasks())
     if (IsAttention(t)) attn_op[t.op] = 1;
   for (size_t i = 0; i < p.ops.size(); ++i)
     if (attn_op[i] && p.ops[i].spilled_bytes != 0) return Why::kMemory;
   std::map<std::pair<uint32_t, int>, std::vector<uint32_t>> chains;
   for (size_t i = 0; i < n; ++i)
-    if (attn_op[p.tasks[i].op]) chains[{p.ops[p.tasks[i].op].ref.layer, p.tasks[i].core}].push_back(i);
+    if (attn_op[p.task(i).op]) chains[{p.ops[p.task(i).op].ref.layer, p.task(i).core}].push_back(i);
   if (chains.empty()) return Why::kOther;
   std::vector<uint64_t> sharers(chip_.channels().size(), 0);
   {
     std::vector<std::pair<int, int>> cc;
-    for (const mapping::Task& t : p.tasks)
+    for (const mapping::Task& t : p.tasks())
       if (t.kind == mapping::TaskKind::kMemory) cc.emplace_back(t.channel, t.core);
     std::sort(cc.begin(), cc.end());
     cc.erase(std::unique(cc.begin(), cc.end()), cc.end());
@@ -229,7 +230,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     if (ids.size() != per * chunks.size()) return Why::kOther;
     ReadSig sig;
     for (size_t j = 0; j < ids.size(); ++j) {
-      const mapping::Task& t = p.tasks[ids[j]];
+      const mapping::Task& t = p.task(ids[j]);
       const size_t q = j % per;
       const bool read = dram && (q == 0 || q == 3);
       const bool softmax = q == (dram ? 2u : 1u);
@@ -283,26 +284,23 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     const uint32_t first_r = dram ? ids[0] : UINT32_MAX;
     auto in_deps = [&](uint32_t of, uint32_t d) {
       if (of == UINT32_MAX) return false;
-      const auto& v = p.tasks[of].deps;
+      const auto v = p.deps(of);
       if (std::find(v.begin(), v.end(), d) != v.end()) return true;
       for (uint32_t x : v)
-        if (role[x] == 0 &&
-            std::find(p.tasks[x].deps.begin(), p.tasks[x].deps.end(), d) != p.tasks[x].deps.end())
-          return true;
+        if (role[x] == 0 && std::find(p.deps(x).begin(), p.deps(x).end(), d) != p.deps(x).end()) return true;
       return false;
     };
     for (size_t j = 0; j < ids.size(); ++j) {
-      const mapping::Task& t = p.tasks[ids[j]];
+      const mapping::Task& t = p.task(ids[j]);
       const bool read = t.kind == mapping::TaskKind::kMemory;
-      for (uint32_t d : t.deps) {
+      for (uint32_t d : p.deps(ids[j])) {
         if (role[d] != 0) {
           if (last[d] != ids.back() || d >= ids[j] || read) return Why::kOther;
           continue;
         }
         if (d >= ids[0]) return Why::kOther;
         if (read ? in_deps(first_r, d) : in_deps(first_c, d)) continue;
-        if (!read && p.tasks[d].kind == mapping::TaskKind::kCompute && p.tasks[d].core == key.second)
-          continue;
+        if (!read && p.task(d).kind == mapping::TaskKind::kCompute && p.task(d).core == key.second) continue;
         return Why::kOther;
       }
     }
@@ -311,9 +309,8 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
   }
   for (size_t i = 0; i < n; ++i) {
     if (role[i] != 0) continue;
-    for (uint32_t d : p.tasks[i].deps)
-      if (role[d] != 0 &&
-          std::find(p.tasks[i].deps.begin(), p.tasks[i].deps.end(), last[d]) == p.tasks[i].deps.end())
+    for (uint32_t d : p.deps(i))
+      if (role[d] != 0 && std::find(p.deps(i).begin(), p.deps(i).end(), last[d]) == p.deps(i).end())
         return Why::kOther;
   }
   sk->dram = dram;
@@ -331,10 +328,10 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
       ch.last = ids.back();
       ch.sig = static_cast<uint32_t>(sig_of[ci++]);
       ch.x_begin = static_cast<uint32_t>(sk->ext.size());
-      for (uint32_t d : p.tasks[ids[1]].deps)
+      for (uint32_t d : p.deps(ids[1]))
         if (role[d] == 0) sk->ext.push_back(d);
       ch.x_end = ch.y_begin = static_cast<uint32_t>(sk->ext.size());
-      for (uint32_t d : p.tasks[ids[0]].deps)
+      for (uint32_t d : p.deps(ids[0]))
         if (role[d] == 0) sk->ext.push_back(d);
       ch.y_end = static_cast<uint32_t>(sk->ext.size());
       chain_of_first[ids[0]] = static_cast<uint32_t>(sk->chains.size());
@@ -342,7 +339,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     }
     sk->nodes.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      const mapping::Task& t = p.tasks[i];
+      const mapping::Task& t = p.task(i);
       Skeleton::Node& nd = sk->nodes[i];
       nd.core = t.core;
       nd.dur = dur[i];
@@ -357,7 +354,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
       }
       nd.kind = t.kind == mapping::TaskKind::kCompute ? 0 : t.kind == mapping::TaskKind::kMemory ? 1 : 2;
       nd.dep_begin = static_cast<uint32_t>(sk->deps.size());
-      for (uint32_t d : t.deps)
+      for (uint32_t d : p.deps(i))
         if (role[d] == 0 || d == last[d]) sk->deps.push_back(d);
       nd.dep_end = static_cast<uint32_t>(sk->deps.size());
     }
@@ -376,10 +373,10 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     for (size_t k = 0; k < K; ++k) a[k] = std::max(a[k], b[k]);
   };
   for (size_t i = 0; i < n; ++i) {
-    const mapping::Task& t = p.tasks[i];
+    const mapping::Task& t = p.task(i);
     std::fill(start.begin(), start.end(), kNone);
     start[0] = 0;
-    for (uint32_t d : t.deps) vmax(start.data(), &ends[d * K]);
+    for (uint32_t d : p.deps(i)) vmax(start.data(), &ends[d * K]);
     Ps* res = t.kind == mapping::TaskKind::kCompute  ? &core_free[t.core * K]
               : t.kind == mapping::TaskKind::kMemory ? &dram_free[t.core * K]
                                                      : nullptr;

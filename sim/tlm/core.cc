@@ -11,12 +11,12 @@ using mapping::Task;
 using mapping::TaskKind;
 
 RunState::RunState(const mapping::Program& p, const arch::Chip& c)
-    : program(p), chip(c), times(p.tasks.size()), unmet(p.tasks.size(), 0), done(p.tasks.size(), 0) {
-  const size_t n = p.tasks.size();
+    : program(p), chip(c), times(p.num_tasks()), unmet(p.num_tasks(), 0), done(p.num_tasks(), 0) {
+  const size_t n = p.num_tasks();
   first_dependent.assign(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
-    unmet[i] = static_cast<uint32_t>(p.tasks[i].deps.size());
-    for (uint32_t d : p.tasks[i].deps) {
+    unmet[i] = static_cast<uint32_t>(p.deps(i).size());
+    for (uint32_t d : p.deps(i)) {
       if (d < n) ++first_dependent[d + 1];
     }
   }
@@ -24,8 +24,10 @@ RunState::RunState(const mapping::Program& p, const arch::Chip& c)
   mem_via_net.assign(n, 0);
   std::map<std::tuple<int, int, bool>, bool> via;  // (core, channel, write) -> has a path
   for (size_t i = 0; i < n; ++i) {
-    const Task& t = p.tasks[i];
-    if (t.kind != TaskKind::kMemory) continue;
+    if (p.kind(i) != TaskKind::kMemory) continue;
+    const mapping::MemoryDetail& m = p.memory(i);
+    const mapping::Task t{
+        .kind = TaskKind::kMemory, .core = p.core(i), .channel = m.channel, .write = m.write};
     auto [it, inserted] = via.try_emplace({t.core, t.channel, t.write}, false);
     if (inserted) it->second = !c.MemoryPath(t.core, t.channel, t.write).empty();
     mem_via_net[i] = it->second;
@@ -33,7 +35,7 @@ RunState::RunState(const mapping::Program& p, const arch::Chip& c)
   dependents.resize(first_dependent[n]);
   std::vector<uint32_t> fill(first_dependent.begin(), first_dependent.end() - 1);
   for (size_t i = 0; i < n; ++i) {
-    for (uint32_t d : p.tasks[i].deps) {
+    for (uint32_t d : p.deps(i)) {
       if (d < n) dependents[fill[d]++] = static_cast<uint32_t>(i);
     }
   }
@@ -45,7 +47,7 @@ void RunState::Complete(uint32_t task, Ps now_ps) {
   ++completed;
   for (uint32_t k = first_dependent[task]; k < first_dependent[task + 1]; ++k) {
     uint32_t j = dependents[k];
-    if (--unmet[j] == 0) cores[program.tasks[j].core]->Ready(j);
+    if (--unmet[j] == 0) cores[program.core(j)]->Ready(j);
   }
 }
 
@@ -75,7 +77,7 @@ bool IsGemm(llm::OpKind k) {
 }  // namespace
 
 void Core::Ready(uint32_t task) {
-  const Task& t = st_->program.tasks[task];
+  const Task& t = st_->program.task(task);
   st_->times[task].start_ps = NowPs();
   if (t.kind == TaskKind::kCompute) {
     ready_.push(task);
@@ -103,7 +105,7 @@ void Core::StartNext() {
   uint32_t task = ready_.top();
   ready_.pop();
   running_ = task;
-  const Task& t = st_->program.tasks[task];
+  const Task& t = st_->program.task(task);
   st_->times[task].start_ps = NowPs();
   Ps dur = IsGemm(t.op_kind) ? st_->chip.GemmTime(t.batch, t.m, t.n, t.k, t.bytes)
                              : st_->chip.VectorTime(t.vector_ops, t.bytes);

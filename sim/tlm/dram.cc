@@ -14,7 +14,7 @@ Dram::Dram(sc_core::sc_module_name name, RunState* state)
 }
 
 Dram::Grant Dram::Reserve(uint32_t task, Ps now) {
-  const mapping::Task& t = st_->program.tasks[task];
+  const mapping::Task& t = st_->program.task(task);
   const int ch = t.channel;
   const Ps total = st_->chip.DramTime(ch, t.bytes);
   const Ps occupy = std::max<Ps>(0, total - (t.bytes == 0 ? 0 : st_->chip.channels()[ch].latency_ps));

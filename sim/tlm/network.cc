@@ -88,7 +88,7 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
     waiting_.resize(bw_.size());
     in_busy_.resize(bw_.size());
   }
-  const auto& tasks = st_->program.tasks;
+  const mapping::Program::TaskRange tasks = st_->program.tasks();
   route_of_.assign(tasks.size(), 0);
   hops_of_.assign(tasks.size(), 0);
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cache;  // lookup only
@@ -143,7 +143,7 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
                                             sc_core::sc_time&) {
   if (phase != tlm::BEGIN_REQ) return tlm::TLM_ACCEPTED;
   const uint32_t task = static_cast<uint32_t>(gp.get_address());
-  const mapping::Task& t = st_->program.tasks[task];
+  const mapping::Task& t = st_->program.task(task);
   uint32_t slot;
   if (free_slots_.empty()) {
     slot = static_cast<uint32_t>(messages_.size());
@@ -213,7 +213,7 @@ void Network::Inject(const Event& e) {
     Finish(m, e.slot);
     return;
   }
-  const mapping::Task& t = st_->program.tasks[m.task];
+  const mapping::Task& t = st_->program.task(m.task);
   if (t.in_switch_gbps > 0) {
     // Through the switch engine (mapping/program.h): the source core's switch
     // port serialises its in-switch transfers; the links are not used.

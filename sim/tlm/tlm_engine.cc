@@ -36,7 +36,7 @@ class Kickoff : public sc_core::sc_module {
  private:
   void Go() {
     for (size_t i = 0; i < st_->unmet.size(); ++i) {
-      if (st_->unmet[i] == 0) st_->cores[st_->program.tasks[i].core]->Ready(static_cast<uint32_t>(i));
+      if (st_->unmet[i] == 0) st_->cores[st_->program.core(i)]->Ready(static_cast<uint32_t>(i));
     }
   }
   RunState* st_;
@@ -57,26 +57,13 @@ const char* KindName(TaskKind k) {
 void Validate(const mapping::Program& p, const arch::Chip& chip) {
   const int cores = chip.num_cores();
   const int channels = static_cast<int>(chip.channels().size());
-  for (size_t i = 0; i < p.tasks.size(); ++i) {
-    const Task& t = p.tasks[i];
-    auto bad = [&](const std::string& what) {
-      throw std::invalid_argument("tlm: task " + std::to_string(i) + ": " + what);
-    };
-    if (t.id != i) bad("id " + std::to_string(t.id) + " is not its index");
-    if (t.core < 0 || t.core >= cores)
-      bad("core " + std::to_string(t.core) + " outside 0.." + std::to_string(cores - 1));
-    if (t.kind == TaskKind::kTransfer && (t.dst_core < 0 || t.dst_core >= cores)) {
-      bad("dst_core " + std::to_string(t.dst_core) + " outside 0.." + std::to_string(cores - 1));
-    }
-    if (t.kind == TaskKind::kMemory && (t.channel < 0 || t.channel >= channels)) {
-      bad("channel " + std::to_string(t.channel) + " outside 0.." + std::to_string(channels - 1));
-    }
-  }
+  // The Program was verified when it was built (mapping::Verify); it must fit the chip.
+  mapping::VerifyFits(p, cores, channels);
 }
 
 std::string StallReport(const RunState& st) {
   constexpr int kPerCore = 8;
-  const auto& tasks = st.program.tasks;
+  const mapping::Program::TaskRange tasks = st.program.tasks();
   std::map<int, std::vector<uint32_t>> stuck;  // by core, ids ascending
   for (size_t i = 0; i < tasks.size(); ++i) {
     if (!st.done[i]) stuck[tasks[i].core].push_back(static_cast<uint32_t>(i));
@@ -91,7 +78,7 @@ std::string StallReport(const RunState& st) {
       os << "\n    task " << t.id << " " << KindName(t.kind) << " op " << t.op;
       if (t.op < st.program.ops.size()) os << " (" << st.program.ops[t.op].ref.op << ")";
       os << " waits on";
-      for (uint32_t d : t.deps) {
+      for (uint32_t d : st.program.deps(ids[k])) {
         if (d >= tasks.size()) {
           os << " " << d << " (no such task)";
         } else if (!st.done[d]) {
@@ -144,7 +131,7 @@ EngineOutput TlmEngine::Run(const mapping::Program& program, const arch::Chip& c
     out.links = net.usage();
     out.channels = dram.usage();
     for (const TaskTime& t : out.tasks) out.makespan_ps = std::max(out.makespan_ps, t.end_ps);
-    if (st.completed != program.tasks.size()) stall = StallReport(st);
+    if (st.completed != program.num_tasks()) stall = StallReport(st);
   }
   if (!stall.empty()) throw StallError(stall);
   return out;

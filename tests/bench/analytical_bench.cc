@@ -15,13 +15,14 @@
 
 #include "sim/analytical/analytical.h"
 #include "sim/result.h"
+#include "tests/mapping/program_test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
 namespace {
 
 using mapping::Program;
-using mapping::Task;
+using Task = mapping::testing::TestTask;
 using mapping::TaskKind;
 
 constexpr int kLayers = 36, kStages = 16, kTp = 4;
@@ -31,8 +32,8 @@ class Builder {
  public:
   explicit Builder(uint64_t prompt) : s_(prompt) {
     p_.num_cores = 64;
-    p_.weights_location = "sram";
-    p_.kv_location = "sram";
+    p_.weights_location = mapping::WeightsLocation::kSram;
+    p_.kv_location = mapping::KvLocation::kSram;
     std::vector<int32_t> last(kTp, -1);  // per rank, the last task of the previous layer
     for (int layer = 0; layer < kLayers; ++layer) {
       const int stage = layer * kStages / kLayers;
@@ -62,12 +63,12 @@ class Builder {
       for (int r = 0; r < kTp; ++r) prev_ring_[r] = ring[r];
     }
   }
-  Program Take() { return std::move(p_); }
+  Program Take() const { return p_.Build(); }
 
  private:
   uint32_t Op(int layer, const char* name) {
-    p_.ops.push_back(
-        mapping::OpInfo{mapping::OpRef{"prefill", 0, static_cast<uint32_t>(layer), name, "megatron"}});
+    p_.ops.push_back(mapping::OpInfo{
+        mapping::OpRef{mapping::Phase::kPrefill, 0, static_cast<uint32_t>(layer), name, "megatron"}});
     return static_cast<uint32_t>(p_.ops.size() - 1);
   }
   Task& New(TaskKind kind, int core, uint32_t op, int32_t dep) {
@@ -115,7 +116,8 @@ class Builder {
   void AllReduce(int layer, const char* name, const int* ring, uint64_t bytes, std::vector<int32_t>& last) {
     const uint32_t op = Op(layer, name);
     const auto coll = static_cast<int32_t>(p_.collectives.size());
-    p_.collectives.push_back(mapping::CollectiveInfo{"all_reduce", "ring", bytes, kTp, op});
+    p_.collectives.push_back(
+        mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, "ring", bytes, kTp, op});
     for (uint16_t step = 0; step < 2 * (kTp - 1); ++step) {
       std::vector<int32_t> next(kTp);
       for (int r = 0; r < kTp; ++r) {
@@ -126,7 +128,7 @@ class Builder {
   }
 
   uint64_t s_;
-  Program p_;
+  mapping::testing::TestProgram p_;
   int prev_ring_[kTp] = {0, 0, 0, 0};
 };
 
@@ -138,7 +140,7 @@ void BM_AnalyticalPrefill(benchmark::State& state) {
     EngineOutput out = engine.Run(program, chip);
     benchmark::DoNotOptimize(out.makespan_ps);
   }
-  state.counters["tasks"] = static_cast<double>(program.tasks.size());
+  state.counters["tasks"] = static_cast<double>(program.num_tasks());
   state.counters["layers/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * kLayers, benchmark::Counter::kIsRate);
 }

@@ -127,6 +127,8 @@ void CheckResult(const std::string& algo, CollectiveKind kind, int p, uint64_t e
               << "rank " << r << " elem " << e;
           break;
         }
+        case CollectiveKind::kP2p:
+          FAIL() << "p2p is not lowered by a collective algorithm";
       }
     }
   }
@@ -376,6 +378,11 @@ TEST(Collective, BadInputIsRejectedWithAPlainMessage) {
   EXPECT_TRUE(LowerCollective("direct", CollectiveKind::kAllGather, 4, 0, 4).steps.empty());
   // align 0 is treated as 1.
   EXPECT_EQ(LowerCollective("ring", CollectiveKind::kAllReduce, 4, 4096, 0).steps.size(), 6u);
+}
+
+// kP2p labels pipeline hand-overs in a Program; no algorithm lowers it.
+TEST(Collective, P2pIsNoAlgorithmsKind) {
+  EXPECT_THROW(LowerCollective("ring", CollectiveKind::kP2p, 4, 1024, 2), std::invalid_argument);
 }
 
 }  // namespace

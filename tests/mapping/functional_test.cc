@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "mapping/mapping.h"
 #include "mapping/placement/placement.h"
 #include "mapping_test_util.h"
+#include "tests/mapping/program_test_util.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -149,7 +151,7 @@ TEST_F(FunctionalTest, FilePlacement) {
     SCOPED_TRACE(part);
     Program p = Lower(*chip_, SmallModel(), Work(8, 1, 2), m, {.functional = true});
     std::vector<int> first_core(2, -1);
-    for (const Task& t : p.tasks)
+    for (const Task& t : p.tasks())
       if (t.kind == TaskKind::kCompute)
         first_core[p.ops[t.op].ref.layer] =
             first_core[p.ops[t.op].ref.layer] < 0 ? t.core : first_core[p.ops[t.op].ref.layer];
@@ -162,7 +164,8 @@ TEST_F(FunctionalTest, FilePlacement) {
 
 TEST_F(FunctionalTest, CorruptedTransferIsCaught) {
   // The check can fail: dropping the reduce of one all-reduce transfer breaks the result.
-  Program p = Lower(*chip_, SmallModel(), Work(8, 0, 1), Map(4, "megatron"), {.functional = true});
+  testing::TestProgram p = testing::TestProgram::Of(
+      Lower(*chip_, SmallModel(), Work(8, 0, 1), Map(4, "megatron"), {.functional = true}));
   bool changed = false;
   for (Task& t : p.tasks)
     if (t.kind == TaskKind::kTransfer && t.reduce) {
@@ -181,12 +184,12 @@ TEST_F(FunctionalTest, SideTablesOnlyWhenAsked) {
   Program full = Lower(*chip_, SmallModel(), Work(8, 1, 2), m, {.functional = true});
   Program lean = Lower(*chip_, SmallModel(), Work(8, 1, 2), m);
   EXPECT_EQ(lean.Dump(), full.Dump());
-  ASSERT_EQ(lean.tasks.size(), full.tasks.size());
+  ASSERT_EQ(lean.num_tasks(), full.num_tasks());
   size_t with_func = 0;
-  for (size_t i = 0; i < full.tasks.size(); ++i) {
-    EXPECT_EQ(lean.tasks[i].func, -1);
-    EXPECT_EQ(lean.tasks[i].deps, full.tasks[i].deps);
-    with_func += full.tasks[i].func >= 0;
+  for (size_t i = 0; i < full.num_tasks(); ++i) {
+    EXPECT_EQ(lean.task(i).func, -1);
+    EXPECT_TRUE(std::ranges::equal(lean.deps(i), full.deps(i))) << i;
+    with_func += full.task(i).func >= 0;
   }
   EXPECT_GT(with_func, 0u);
   EXPECT_FALSE(full.func.ops.empty());
@@ -394,8 +397,9 @@ TEST_F(FunctionalTest, Mn2dKStepsEveryGridCollectiveAndPhase) {
           SCOPED_TRACE(coll + " / tp " + std::to_string(tp) + " grid_rows " + std::to_string(rows) +
                        " / batch " + std::to_string(batch) + " / weights " + weights);
           Program p = Lower(*chip_, SmallModel(), wl, m, {.functional = true});
-          EXPECT_EQ(p.weights_location, std::string(weights) == "dram" ? "dram (streamed each use)" : "sram");
-          for (const CollectiveInfo& c : p.collectives) rotations += c.kind == "rotate";
+          EXPECT_EQ(p.weights_location,
+                    std::string(weights) == "dram" ? WeightsLocation::kDramStreamed : WeightsLocation::kSram);
+          for (const CollectiveInfo& c : p.collectives) rotations += c.kind == CollectiveKind::kRotate;
           int k_step_ops = 0;
           for (const OpInfo& o : p.ops) k_step_ops += o.ref.partition.find(", k_steps)") != std::string::npos;
           EXPECT_EQ(k_step_ops > 0, rows > 1);  // grid_rows 1: plain mn_2d

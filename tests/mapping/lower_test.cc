@@ -11,6 +11,7 @@
 #include "mapping/mapping.h"
 #include "mapping_test_util.h"
 #include "tests/arch/test_util.h"
+#include "tests/mapping/program_test_util.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -24,7 +25,7 @@ config::Model Qwen4b() { return llm::ImportHuggingFace(TPSIM_SOURCE_DIR "/config
 
 // Every dep precedes its task; transfers go between two cores; memory tasks use the core's channel.
 void ExpectWellFormed(const Program& p, const arch::Chip& chip) {
-  for (const Task& t : p.tasks) {
+  for (const testing::TaskView& t : testing::TaskViews(p)) {
     for (uint32_t d : t.deps) ASSERT_LT(d, t.id);
     ASSERT_LT(t.op, p.ops.size());
     if (t.kind == TaskKind::kTransfer) {
@@ -43,7 +44,7 @@ void ExpectWellFormed(const Program& p, const arch::Chip& chip) {
 
 const OpInfo* FindOp(const Program& p, const std::string& phase, uint32_t layer, const std::string& name) {
   for (const OpInfo& o : p.ops)
-    if (o.ref.phase == phase && o.ref.layer == layer && o.ref.op == name) return &o;
+    if (ToString(o.ref.phase) == phase && o.ref.layer == layer && o.ref.op == name) return &o;
   return nullptr;
 }
 
@@ -55,7 +56,7 @@ TEST(LowerTest, MegatronHasTwoAllReducesPerLayer) {
   ASSERT_EQ(p.collectives.size(), 3u * 2u * 2u);
   std::vector<std::string> names;
   for (const CollectiveInfo& c : p.collectives) {
-    EXPECT_EQ(c.kind, "all_reduce");
+    EXPECT_EQ(c.kind, CollectiveKind::kAllReduce);
     EXPECT_EQ(c.ranks, 4);
     names.push_back(p.ops[c.op].ref.op);
   }
@@ -63,8 +64,8 @@ TEST(LowerTest, MegatronHasTwoAllReducesPerLayer) {
   EXPECT_EQ(std::count(names.begin(), names.end(), "down_proj.all_reduce"), 6);
   // The prefill all-reduce carries the whole [8, 64] activation: 8 * 64 * 2 bytes.
   EXPECT_EQ(p.collectives[0].bytes, 8u * 64u * 2u);
-  EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->ref.partition, "megatron(n_split)");
-  EXPECT_EQ(FindOp(p, "prefill", 0, "o_proj")->ref.partition, "megatron(k_split)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->ref.Label(), "megatron(n_split)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "o_proj")->ref.Label(), "megatron(k_split)");
 }
 
 TEST(LowerTest, KSplitOProjAllReduceBytesQwen3_4b) {
@@ -75,17 +76,17 @@ TEST(LowerTest, KSplitOProjAllReduceBytesQwen3_4b) {
   for (const CollectiveInfo& c : p.collectives)
     if (p.ops[c.op].ref.op == "o_proj.all_reduce") o = &c;
   ASSERT_NE(o, nullptr);
-  EXPECT_EQ(o->kind, "all_reduce");
+  EXPECT_EQ(o->kind, CollectiveKind::kAllReduce);
   EXPECT_EQ(o->bytes, 256u * 2560u * 2u);
   // Ring all-reduce over 4 ranks: 2(P-1) = 6 steps of P transfers of bytes / P.
   uint64_t moved = 0;
   int transfers = 0;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.collective == static_cast<int>(o - p.collectives.data())) moved += t.bytes, ++transfers;
   EXPECT_EQ(transfers, 6 * 4);
   EXPECT_EQ(moved, 6u * 4u * (256u * 2560u * 2u / 4u));
   // Each rank's o_proj shard: [256 x 1024] . [1024 x 2560] (8 of the 32 heads).
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kCompute && p.ops[t.op].ref.op == "o_proj") {
       EXPECT_EQ(t.m, 256u);
       EXPECT_EQ(t.k, 1024u);
@@ -98,18 +99,19 @@ TEST(LowerTest, MSplitRotateFallsBackToKSplitInDecode) {
   arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
   Program p = Lower(chip, SmallModel(), Work(8, 1, 1), Map(4, "m_split_rotate"));
   ExpectWellFormed(p, chip);
-  EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->ref.partition, "m_split_rotate");
-  EXPECT_EQ(FindOp(p, "decode", 0, "q_proj")->ref.partition, "m_split_rotate->k_split (M=1 < tp=4)");
-  EXPECT_EQ(FindOp(p, "decode", 0, "down_proj")->ref.partition, "m_split_rotate->k_split (M=1 < tp=4)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->ref.Label(), "m_split_rotate");
+  EXPECT_EQ(FindOp(p, "decode", 0, "q_proj")->ref.Label(), "m_split_rotate->k_split (M=1 < tp=4)");
+  EXPECT_EQ(FindOp(p, "decode", 0, "down_proj")->ref.Label(), "m_split_rotate->k_split (M=1 < tp=4)");
   // Prefill q_proj rotates its weight shards: a ring rotate has P-1 = 3 steps of 4 transfers,
   // each a [16 x 64] shard (one head of W^T) = 16 * 64 * 2 bytes; and every rank computes
   // [2 x 64] . [64 x 16] on each of the 4 shards.
   int rotates = 0;
   for (size_t c = 0; c < p.collectives.size(); ++c) {
-    if (p.collectives[c].kind != "rotate" || p.ops[p.collectives[c].op].ref.op != "q_proj") continue;
+    if (p.collectives[c].kind != CollectiveKind::kRotate || p.ops[p.collectives[c].op].ref.op != "q_proj")
+      continue;
     ++rotates;
     int n = 0;
-    for (const Task& t : p.tasks)
+    for (const testing::TaskView& t : testing::TaskViews(p))
       if (t.collective == static_cast<int>(c)) {
         EXPECT_EQ(t.bytes, 16u * 64u * 2u);
         ++n;
@@ -119,7 +121,7 @@ TEST(LowerTest, MSplitRotateFallsBackToKSplitInDecode) {
   EXPECT_EQ(rotates, 1);
   int shards = 0;
   const OpInfo* q = FindOp(p, "prefill", 0, "q_proj");
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kCompute && &p.ops[t.op] == q) {
       EXPECT_EQ(t.m, 2u);
       EXPECT_EQ(t.k, 64u);
@@ -137,7 +139,7 @@ TEST(LowerTest, RowsToHeadsUseAllToAll) {
   Program p = Lower(chip, SmallModel(), Work(8, 0, 1), Map(2, "m_split_rotate", "direct"));
   std::map<std::string, uint64_t> a2a;
   for (const CollectiveInfo& c : p.collectives)
-    if (c.kind == "all_to_all") a2a[p.ops[c.op].ref.op] = c.bytes;
+    if (c.kind == CollectiveKind::kAllToAll) a2a[p.ops[c.op].ref.op] = c.bytes;
   // Bytes per rank: its half of the rows, all columns.
   EXPECT_EQ(a2a["q_proj.all_to_all"], 4u * 64u * 2u);
   EXPECT_EQ(a2a["k_proj.all_to_all"], 4u * 32u * 2u);
@@ -145,7 +147,7 @@ TEST(LowerTest, RowsToHeadsUseAllToAll) {
   EXPECT_EQ(a2a["o_proj.all_to_all"], 4u * 64u * 2u);
   EXPECT_EQ(a2a.size(), 4u);
   // Direct all_to_all over 2 ranks: each rank sends its off-diagonal block of q, [4 rows x 32 cols], once.
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.collective >= 0 && p.ops[p.collectives[t.collective].op].ref.op == "q_proj.all_to_all") {
       EXPECT_EQ(t.bytes, 4u * 32u * 2u);
       EXPECT_NE(t.offset, t.dst_offset);
@@ -159,9 +161,9 @@ TEST(LowerTest, SramSpillOnTinySram) {
   m.set_weights("dram");
   Program p = Lower(chip, SmallModel(), Work(8, 0, 1), m);
   ExpectWellFormed(p, chip);
-  EXPECT_EQ(p.weights_location, "dram (streamed each use)");
+  EXPECT_EQ(p.weights_location, WeightsLocation::kDramStreamed);
   // KV per core: K and V x 8 tokens x 1 KV head x 16 x 2 bytes = 512 B: fits, resident.
-  EXPECT_EQ(p.kv_location, "sram");
+  EXPECT_EQ(p.kv_location, KvLocation::kSram);
   const uint64_t avail = 4096 - 2 * 8 * 16 * 2;
   // o_proj per rank: X [8 x 32] + Y [8 x 64] + streamed W shard [32 x 64], 2 bytes each.
   const uint64_t working = (8 * 32 + 8 * 64) * 2 + 32 * 64 * 2;
@@ -170,7 +172,7 @@ TEST(LowerTest, SramSpillOnTinySram) {
   EXPECT_EQ(o->spilled_bytes, 2 * (working - avail));  // 2 ranks x 2048
   // Per rank: one weight read, one spill write and its read-back, before the GEMM.
   int reads = 0, writes = 0;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kMemory && &p.ops[t.op] == o) {
       if (t.write) {
         ++writes;
@@ -185,11 +187,11 @@ TEST(LowerTest, SramSpillOnTinySram) {
   // (8 tokens x 1 KV head x 16 x 2 bytes each per rank) and kv_write writes both back.
   arch::Chip tiny = arch::Chip::Build(MeshChip(2, 2, 256));
   Program kv = Lower(tiny, SmallModel(), Work(8, 0, 1), m);
-  EXPECT_EQ(kv.kv_location, "dram");
+  EXPECT_EQ(kv.kv_location, KvLocation::kDram);
   const OpInfo* qk = FindOp(kv, "prefill", 0, "attn_qk");
   const OpInfo* kvw = FindOp(kv, "prefill", 0, "kv_write");
   int kv_reads = 0, kv_writes = 0;
-  for (const Task& t : kv.tasks) {
+  for (const testing::TaskView& t : testing::TaskViews(kv)) {
     if (t.kind != TaskKind::kMemory) continue;
     if (&kv.ops[t.op] == qk && !t.write && t.bytes == 8u * 16u * 2u) ++kv_reads;
     if (&kv.ops[t.op] == kvw && t.write && t.bytes == 2u * 8u * 16u * 2u) ++kv_writes;
@@ -216,7 +218,7 @@ TEST(LowerTest, SramTimelineEvictsHeldActivations) {
     arch::Chip chip = arch::Chip::Build(MeshChip(1, 1, sram));
     Program p = Lower(chip, model, Work(8, 0, 1), m);
     ExpectWellFormed(p, chip);
-    EXPECT_EQ(p.kv_location, "sram");
+    EXPECT_EQ(p.kv_location, KvLocation::kSram);
     return p;
   };
   const uint64_t kv = 1024, q_proj = (8 * 64 + 8 * 64) * 2 + 64 * 64 * 2, x = 8 * 64 * 2;
@@ -232,18 +234,19 @@ TEST(LowerTest, SramTimelineEvictsHeldActivations) {
     ASSERT_NE(q, nullptr);
     EXPECT_EQ(q->spilled_bytes, x);
     int64_t evict = -1, reload = -1;
-    for (const Task& t : p.tasks) {
+    for (const testing::TaskView& t : testing::TaskViews(p)) {
       if (t.kind != TaskKind::kMemory || t.bytes != x) continue;
       const std::string& op = p.ops[t.op].ref.op;
       if (t.write && op == "q_proj") evict = t.id;
       if (!t.write && op == "attn_residual") {
         reload = t.id;
-        ASSERT_EQ(t.deps, std::vector<uint32_t>{static_cast<uint32_t>(evict)});
+        ASSERT_EQ(std::vector<uint32_t>(t.deps.begin(), t.deps.end()),
+                  std::vector<uint32_t>{static_cast<uint32_t>(evict)});
       }
     }
     ASSERT_GE(evict, 0);
     ASSERT_GE(reload, 0);
-    for (const Task& t : p.tasks) {
+    for (const testing::TaskView& t : testing::TaskViews(p)) {
       const std::string& op = p.ops[t.op].ref.op;
       if (t.kind == TaskKind::kCompute && op == "q_proj") {  // the GEMM waits for the eviction
         EXPECT_NE(std::find(t.deps.begin(), t.deps.end(), static_cast<uint32_t>(evict)), t.deps.end());
@@ -269,10 +272,10 @@ TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
   ExpectWellFormed(p, chip);
   // Per core per layer (megatron, tp 4): 2560 x (1024 + 256 + 256) + 1024 x 2560 +
   // 2 x 2560 x 2432 + 2432 x 2560 elements x 2 bytes = 50.5 MB > 32 MiB of SRAM.
-  EXPECT_EQ(p.weights_location, "dram (streamed each use)");
+  EXPECT_EQ(p.weights_location, WeightsLocation::kDramStreamed);
   int q_reads = 0;
   const OpInfo* q = FindOp(p, "prefill", 1, "q_proj");
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kMemory && &p.ops[t.op] == q && !t.write) {
       EXPECT_EQ(t.bytes, 2560u * 1024u * 2u);
       ++q_reads;
@@ -280,9 +283,9 @@ TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
   EXPECT_EQ(q_reads, 4);
   // The small model fits: no weight reads at all.
   Program small = Lower(chip, SmallModel(), Work(16, 1, 2), Map(4, "megatron"));
-  EXPECT_EQ(small.weights_location, "sram");
-  EXPECT_EQ(small.kv_location, "sram");
-  for (const Task& t : small.tasks) EXPECT_NE(t.kind, TaskKind::kMemory);
+  EXPECT_EQ(small.weights_location, WeightsLocation::kSram);
+  EXPECT_EQ(small.kv_location, KvLocation::kSram);
+  for (const testing::TaskView& t : testing::TaskViews(small)) EXPECT_NE(t.kind, TaskKind::kMemory);
 }
 
 // Streamed weights are double-buffered: on each core, the read of a weight op's
@@ -291,10 +294,11 @@ TEST(LowerTest, WeightsStreamedFromDramWhenTheyDoNotFit) {
 TEST(LowerTest, StreamedWeightReadsPrefetchOneOpAhead) {
   arch::Chip chip = arch::testing::LoadChip("wafer-8x8");
   Program p = Lower(chip, Qwen4b(), Work(16, 1, 2), Map(4, "megatron"));
-  std::map<int, std::vector<const Task*>> reads, computes;  // per core, in program order
+  std::map<int, std::vector<const testing::TaskView*>> reads, computes;  // per core, in program order
   std::map<int, std::vector<uint32_t>> last_compute_before_read;
   std::map<int, uint32_t> last_compute;
-  for (const Task& t : p.tasks) {
+  const std::vector<testing::TaskView> tasks = testing::TaskViews(p);
+  for (const testing::TaskView& t : tasks) {
     if (t.kind == TaskKind::kCompute) last_compute[t.core] = t.id;
     if (t.kind == TaskKind::kMemory && !t.write) {
       reads[t.core].push_back(&t);
@@ -330,7 +334,7 @@ TEST(LowerTest, NormGathersASplitHiddenInput) {
   const OpInfo* ag = FindOp(p, "prefill", 1, "attn_norm.all_gather");
   ASSERT_NE(ag, nullptr);
   EXPECT_EQ(FindOp(p, "prefill", 0, "attn_norm.all_gather"), nullptr);
-  EXPECT_EQ(FindOp(p, "prefill", 0, "mlp_residual")->ref.partition, "split(cols)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "mlp_residual")->ref.Label(), "split(cols)");
 }
 
 TEST(LowerTest, PipelineStagesSendActivations) {
@@ -340,10 +344,10 @@ TEST(LowerTest, PipelineStagesSendActivations) {
   // One send per phase between the stages: prefill rows split 2 per rank (8 rows / 4), decode
   // the whole [1 x 64] row from every rank.
   int sends = 0;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (p.ops[t.op].ref.op == "stage_send") {
       ++sends;
-      EXPECT_EQ(t.bytes, p.ops[t.op].ref.phase == "prefill" ? 2u * 64u * 2u : 64u * 2u);
+      EXPECT_EQ(t.bytes, p.ops[t.op].ref.phase == Phase::kPrefill ? 2u * 64u * 2u : 64u * 2u);
     }
   EXPECT_EQ(sends, 8);
 }
@@ -352,7 +356,7 @@ TEST(LowerTest, PipelineStagesSendActivations) {
 // 2 KV heads of 16, intermediate 128), prefill t = 8 tokens, bf16, 2 layers.
 std::vector<int> RankCores(const Program& p, const std::string& op) {  // rank r's core
   std::vector<int> cores;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kCompute && p.ops[t.op].ref.layer == 0 && p.ops[t.op].ref.op == op)
       cores.push_back(t.core);
   return cores;
@@ -387,16 +391,16 @@ TEST(LowerTest, Mn2dGathersWithinGridRowsBeforeTheMlpNorm) {
   ASSERT_EQ(between.size(), 1u);  // no collective over all 4 ranks between o_proj and gate/up
   const CollectiveInfo& ag = *between[0];
   EXPECT_EQ(p.ops[ag.op].ref.op, "mlp_norm.all_gather");
-  EXPECT_EQ(ag.kind, "all_gather");
+  EXPECT_EQ(ag.kind, CollectiveKind::kAllGather);
   EXPECT_EQ(ag.groups, 2);
   EXPECT_EQ(ag.ranks, 2);
   EXPECT_EQ(ag.bytes, 4u * 64u * 2u);
-  EXPECT_EQ(p.ops[ag.op].ref.partition, "ring (2 grid-row groups of 2 ranks)");
-  EXPECT_EQ(FindOp(p, "prefill", 0, "attn_residual")->ref.partition, "grid(2x2)");
-  EXPECT_EQ(FindOp(p, "prefill", 0, "mlp_norm")->ref.partition, "grid_rows(2x2)");
+  EXPECT_EQ(p.ops[ag.op].ref.Label(), "ring (2 grid-row groups of 2 ranks)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "attn_residual")->ref.Label(), "grid(2x2)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "mlp_norm")->ref.Label(), "grid_rows(2x2)");
   int xfers = 0;
   const int32_t coll = static_cast<int32_t>(&ag - p.collectives.data());
-  for (const Task& t : p.tasks) {
+  for (const testing::TaskView& t : testing::TaskViews(p)) {
     if (t.kind != TaskKind::kTransfer || t.collective != coll) continue;
     ++xfers;
     EXPECT_EQ(t.bytes, (8u / 2) * (64u / 2) * 2u);
@@ -420,7 +424,7 @@ TEST(LowerTest, Mn2dGathersWithinGridRowsBeforeTheMlpNorm) {
   //   the first layer has no attn_norm gather (replicated input): 13312 - 1024 = 12288.
   uint64_t moved[2] = {0, 0};
   int full_group[2] = {0, 0};
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (t.kind == TaskKind::kTransfer) moved[p.ops[t.op].ref.layer] += t.bytes;
   for (const CollectiveInfo& c : p.collectives) full_group[p.ops[c.op].ref.layer] += c.groups == 1;
   EXPECT_EQ(moved[1], 13312u);
@@ -443,21 +447,20 @@ TEST(LowerTest, Mn2dStageSendOfRowsAndColumnGather) {
   m.set_grid_rows(2);
   Program p = Lower(chip, SmallModel(), Work(8, 0, 2), m);
   ExpectWellFormed(p, chip);
-  EXPECT_EQ(FindOp(p, "prefill", 0, "stage_send")->ref.partition, "split(rows)");
+  EXPECT_EQ(FindOp(p, "prefill", 0, "stage_send")->ref.Label(), "split(rows)");
   ASSERT_NE(FindOp(p, "prefill", 0, "stage_send.all_gather"), nullptr);
-  EXPECT_EQ(FindOp(p, "prefill", 0, "stage_send.all_gather")->ref.partition,
+  EXPECT_EQ(FindOp(p, "prefill", 0, "stage_send.all_gather")->ref.Label(),
             "ring (2 grid-row groups of 2 ranks)");
   int sends = 0;
-  for (const Task& t : p.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(p))
     if (p.ops[t.op].ref.op == "stage_send") {
       ++sends;
       EXPECT_EQ(t.bytes, 256u);
     }
   EXPECT_EQ(sends, 4);
-  EXPECT_EQ(FindOp(p, "prefill", 1, "attn_norm")->ref.partition, "split(rows)");
+  EXPECT_EQ(FindOp(p, "prefill", 1, "attn_norm")->ref.Label(), "split(rows)");
   ASSERT_NE(FindOp(p, "prefill", 1, "q_proj.all_gather"), nullptr);
-  EXPECT_EQ(FindOp(p, "prefill", 1, "q_proj.all_gather")->ref.partition,
-            "ring (2 grid-row groups of 2 ranks)");
+  EXPECT_EQ(FindOp(p, "prefill", 1, "q_proj.all_gather")->ref.Label(), "ring (2 grid-row groups of 2 ranks)");
   // Every collective of the second stage outside the attention's four is a grid-row one.
   int full = 0, rows = 0;
   for (const CollectiveInfo& c : p.collectives)
@@ -479,19 +482,19 @@ TEST(LowerTest, Mn2dStageSendOfRowsAndColumnGather) {
   }
   Program q = Lower(chip, SmallModel(), Work(8, 0, 2), mix);
   ExpectWellFormed(q, chip);
-  EXPECT_EQ(FindOp(q, "prefill", 1, "attn_norm")->ref.partition, "grid_rows(2x2)");
-  EXPECT_EQ(FindOp(q, "prefill", 1, "attn_residual")->ref.partition, "grid_rows(2x2)");
-  EXPECT_EQ(FindOp(q, "prefill", 1, "mlp_norm")->ref.partition, "grid_rows(2x2)");
+  EXPECT_EQ(FindOp(q, "prefill", 1, "attn_norm")->ref.Label(), "grid_rows(2x2)");
+  EXPECT_EQ(FindOp(q, "prefill", 1, "attn_residual")->ref.Label(), "grid_rows(2x2)");
+  EXPECT_EQ(FindOp(q, "prefill", 1, "mlp_norm")->ref.Label(), "grid_rows(2x2)");
   const OpInfo* cg = FindOp(q, "prefill", 1, "gate_proj.all_gather");
   ASSERT_NE(cg, nullptr);
-  EXPECT_EQ(cg->ref.partition, "ring (2 grid-column groups of 2 ranks)");
+  EXPECT_EQ(cg->ref.Label(), "ring (2 grid-column groups of 2 ranks)");
   const std::vector<int> cores = RankCores(q, "q_proj");
   ASSERT_EQ(cores.size(), 4u);
   auto grid_col = [&](int core) {
     return static_cast<int>(std::find(cores.begin(), cores.end(), core) - cores.begin()) % 2;
   };
   int xfers = 0;
-  for (const Task& t : q.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(q))
     if (t.kind == TaskKind::kTransfer && &q.ops[t.op] == cg) {
       ++xfers;
       EXPECT_EQ(t.bytes, 512u);
@@ -509,7 +512,7 @@ TEST(LowerTest, ReferenceQwen3_4bLowers) {
   ExpectWellFormed(p, chip);
   EXPECT_EQ(p.func.outputs.size(), 21u);
   std::string dump = p.Dump();
-  EXPECT_EQ(static_cast<size_t>(std::count(dump.begin(), dump.end(), '\n')), p.tasks.size() + 1);
+  EXPECT_EQ(static_cast<size_t>(std::count(dump.begin(), dump.end(), '\n')), p.num_tasks() + 1);
 }
 
 TEST(LowerTest, ValidateMappingReportsEveryProblem) {
@@ -589,18 +592,18 @@ TEST(LowerTest, Mn2dKStepsRotatesKBlocksWithinGridColumns) {
     SCOPED_TRACE(g.op);
     const OpInfo* op = FindOp(p, "prefill", 0, g.op);
     ASSERT_NE(op, nullptr);
-    EXPECT_EQ(op->ref.partition, "mn_2d(2x2, k_steps)");
+    EXPECT_EQ(op->ref.Label(), "mn_2d(2x2, k_steps)");
     const uint32_t op_id = static_cast<uint32_t>(op - p.ops.data());
     int32_t coll = -1;
     for (size_t c = 0; c < p.collectives.size(); ++c)
       if (p.collectives[c].op == op_id) coll = static_cast<int32_t>(c);
     ASSERT_GE(coll, 0);
-    EXPECT_EQ(p.collectives[coll].kind, "rotate");
+    EXPECT_EQ(p.collectives[coll].kind, CollectiveKind::kRotate);
     EXPECT_EQ(p.collectives[coll].groups, 2);
     EXPECT_EQ(p.collectives[coll].ranks, 2);
     EXPECT_EQ(p.collectives[coll].bytes, g.k * (g.n / 2) * 2);
     std::vector<int> received(4, 0), computes(4, 0);
-    for (const Task& t : p.tasks) {
+    for (const testing::TaskView& t : testing::TaskViews(p)) {
       if (t.op != op_id) continue;
       if (t.kind == TaskKind::kTransfer) {
         EXPECT_EQ(t.collective, coll);
@@ -641,11 +644,11 @@ TEST(LowerTest, Mn2dKStepsRotatesKBlocksWithinGridColumns) {
   m.set_weights("dram");
   Program d = Lower(chip, SmallModel(), Work(8, 0, 2), m);
   ExpectWellFormed(d, chip);
-  EXPECT_EQ(d.weights_location, "dram (streamed each use)");
+  EXPECT_EQ(d.weights_location, WeightsLocation::kDramStreamed);
   const OpInfo* gate = FindOp(d, "prefill", 0, "gate_proj");
   ASSERT_NE(gate, nullptr);
   int reads = 0;
-  for (const Task& t : d.tasks)
+  for (const testing::TaskView& t : testing::TaskViews(d))
     if (&d.ops[t.op] == gate && t.kind == TaskKind::kMemory && !t.write) {
       ++reads;
       EXPECT_EQ(t.bytes, 32u * 64u * 2u);
@@ -656,11 +659,13 @@ TEST(LowerTest, Mn2dKStepsRotatesKBlocksWithinGridColumns) {
 // One rotating GEMM op's tasks per core, in order: its computes, the transfers each core
 // sends and those it receives.
 struct RotationTasks {
-  std::map<int, std::vector<const Task*>> computes, sends, arrivals;
+  std::vector<testing::TaskView> tasks;
+  std::map<int, std::vector<const testing::TaskView*>> computes, sends, arrivals;
 };
 RotationTasks RotationOf(const Program& p, const OpInfo* op) {
   RotationTasks r;
-  for (const Task& t : p.tasks) {
+  r.tasks = testing::TaskViews(p);
+  for (const testing::TaskView& t : r.tasks) {
     if (&p.ops[t.op] != op) continue;
     if (t.kind == TaskKind::kCompute) r.computes[t.core].push_back(&t);
     if (t.kind == TaskKind::kTransfer) {
@@ -670,7 +675,7 @@ RotationTasks RotationOf(const Program& p, const OpInfo* op) {
   }
   return r;
 }
-bool HasDep(const Task* t, const Task* dep) {
+bool HasDep(const testing::TaskView* t, const testing::TaskView* dep) {
   return std::find(t->deps.begin(), t->deps.end(), dep->id) != t->deps.end();
 }
 
@@ -682,7 +687,7 @@ bool HasDep(const Task* t, const Task* dep) {
 int ExpectTwoBlockBuffers(const RotationTasks& r, size_t steps, uint64_t bytes) {
   int checked = 0;
   for (const auto& [core, in] : r.arrivals) {
-    const std::vector<const Task*>& c = r.computes.at(core);
+    const std::vector<const testing::TaskView*>& c = r.computes.at(core);
     EXPECT_EQ(in.size(), steps) << core;
     EXPECT_EQ(c.size(), steps + 1) << core;
     if (in.size() != steps || c.size() != steps + 1) continue;
@@ -710,7 +715,7 @@ TEST(LowerTest, Mn2dKStepsDoubleBuffersTheKBlocks) {
   ExpectWellFormed(p, chip);
   const OpInfo* gate = FindOp(p, "prefill", 0, "gate_proj");
   ASSERT_NE(gate, nullptr);
-  EXPECT_EQ(gate->ref.partition, "mn_2d(4x2, k_steps)");
+  EXPECT_EQ(gate->ref.Label(), "mn_2d(4x2, k_steps)");
   const RotationTasks r = RotationOf(p, gate);
   ASSERT_EQ(r.computes.size(), 8u);
   EXPECT_EQ(ExpectTwoBlockBuffers(r, 3, 16u * 64u * 2u), 8 * 2);
@@ -733,7 +738,7 @@ TEST(LowerTest, MSplitRotateDoubleBuffersTheShards) {
   ExpectWellFormed(p, chip);
   const OpInfo* gate = FindOp(p, "prefill", 0, "gate_proj");
   ASSERT_NE(gate, nullptr);
-  EXPECT_EQ(gate->ref.partition, "m_split_rotate");
+  EXPECT_EQ(gate->ref.Label(), "m_split_rotate");
   const RotationTasks r = RotationOf(p, gate);
   ASSERT_EQ(r.computes.size(), 4u);
   EXPECT_EQ(ExpectTwoBlockBuffers(r, 3, 32u * 64u * 2u), 4 * 2);
@@ -757,13 +762,13 @@ TEST(LowerTest, Mn2dKStepsFallsBackWithoutEqualKBlocks) {
     SCOPED_TRACE(hidden);
     Program p = Lower(chip, model, Work(8, 0, 1), m);
     ExpectWellFormed(p, chip);
-    EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->ref.partition,
+    EXPECT_EQ(FindOp(p, "prefill", 0, "q_proj")->ref.Label(),
               hidden == 6 ? "mn_2d(k_steps)->mn_2d (k=6 < grid_rows=8)"
                           : "mn_2d(k_steps)->mn_2d (k=12 not divisible by grid_rows=8)");
-    EXPECT_EQ(FindOp(p, "prefill", 0, "o_proj")->ref.partition, "mn_2d(8x1, k_steps)");
-    EXPECT_EQ(FindOp(p, "prefill", 0, "down_proj")->ref.partition, "mn_2d(8x1, k_steps)");
+    EXPECT_EQ(FindOp(p, "prefill", 0, "o_proj")->ref.Label(), "mn_2d(8x1, k_steps)");
+    EXPECT_EQ(FindOp(p, "prefill", 0, "down_proj")->ref.Label(), "mn_2d(8x1, k_steps)");
     int rotates = 0;
-    for (const CollectiveInfo& c : p.collectives) rotates += c.kind == "rotate";
+    for (const CollectiveInfo& c : p.collectives) rotates += c.kind == CollectiveKind::kRotate;
     EXPECT_EQ(rotates, 2);
   }
   // grid_rows 1: every rank already holds 1/P (k x n/4), nothing to rotate: plain mn_2d.
@@ -771,8 +776,8 @@ TEST(LowerTest, Mn2dKStepsFallsBackWithoutEqualKBlocks) {
   flat.set_grid_rows(1);
   flat.set_mn_2d_weights("k_steps");
   Program f = Lower(chip, SmallModel(), Work(8, 0, 1), flat);
-  EXPECT_EQ(FindOp(f, "prefill", 0, "q_proj")->ref.partition, "mn_2d(1x4)");
-  EXPECT_EQ(FindOp(f, "prefill", 0, "k_proj")->ref.partition,
+  EXPECT_EQ(FindOp(f, "prefill", 0, "q_proj")->ref.Label(), "mn_2d(1x4)");
+  EXPECT_EQ(FindOp(f, "prefill", 0, "k_proj")->ref.Label(),
             "mn_2d->n_split (M=8, N units=2 not divisible by grid 1x4)");
   flat.clear_mn_2d_weights();
   EXPECT_TRUE(f.Dump() == Lower(chip, SmallModel(), Work(8, 0, 1), flat).Dump());

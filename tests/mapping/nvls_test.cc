@@ -9,6 +9,7 @@
 #include "mapping/mapping.h"
 #include "mapping_test_util.h"
 #include "tests/arch/test_util.h"
+#include "tests/mapping/program_test_util.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -97,12 +98,12 @@ TEST(Nvls, LoweringShowsTheChoice) {
   int nvls = 0, ring = 0;
   for (size_t c = 0; c < p.collectives.size(); ++c) {
     const CollectiveInfo& ci = p.collectives[c];
-    if (ci.kind != "all_reduce") continue;
+    if (ci.kind != CollectiveKind::kAllReduce) continue;
     const std::string want = ci.bytes >= 1024 ? "nvls" : "ring";
     EXPECT_EQ(ci.algorithm, want) << ci.bytes;
     EXPECT_EQ(p.ops[ci.op].ref.partition, want);
     (want == "nvls" ? nvls : ring)++;
-    for (const Task& t : p.tasks) {
+    for (const testing::TaskView& t : testing::TaskViews(p)) {
       if (t.collective != static_cast<int32_t>(c)) continue;
       EXPECT_EQ(t.in_switch_gbps, want == "nvls" ? 480.0 : 0.0);
     }
@@ -127,7 +128,7 @@ TEST(Nvls, CollectiveProgramRejectsNvlsWithoutASwitch) {
   EXPECT_THROW(CollectiveProgram(mesh, "ring", kAr, 9, 1 << 20, 2), std::invalid_argument);
   Program p = CollectiveProgram(mesh, "auto", kAr, 8, 1 << 20, 2);
   EXPECT_EQ(p.collectives[0].algorithm, "ring");
-  EXPECT_EQ(p.tasks.size(), 14u * 8u);  // 2 (P-1) steps of P transfers
+  EXPECT_EQ(p.num_tasks(), 14u * 8u);  // 2 (P-1) steps of P transfers
 }
 
 }  // namespace

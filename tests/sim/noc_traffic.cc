@@ -120,9 +120,9 @@ NocStats RunNocTraffic(const NocTraffic& t) {
   const int measure_cycles = static_cast<int>(
       std::min(1e7, std::max<double>(t.measure_cycles, rate > 0 ? t.min_measured / rate : 0)));
   const int create_cycles = t.warmup_cycles + 2 * measure_cycles;
-  mapping::Program program;
-  program.num_cores = n;
-  program.ops.push_back(mapping::OpInfo{mapping::OpRef{"noc", 0, 0, "traffic", "none"}, 0, 0, 0});
+  mapping::ProgramBuilder builder(n, static_cast<int>(chip.channels().size()));
+  builder.program().ops.push_back(
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "traffic", "none"}, 0, 0, 0});
   std::vector<Ps> inject;
   std::mt19937_64 rng(t.seed);
   auto uniform01 = [&rng] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
@@ -132,16 +132,16 @@ NocStats RunNocTraffic(const NocTraffic& t) {
       if (!(uniform01() < p)) continue;
       const int draw = static_cast<int>(uniform01() * n);
       mapping::Task task;
-      task.id = static_cast<uint32_t>(program.tasks.size());
       task.kind = mapping::TaskKind::kTransfer;
       task.core = s;
       task.dst_core = NocDestination(t.pattern, t.k, s, draw);
       task.bytes = kPacketBytes;
-      program.tasks.push_back(std::move(task));
+      builder.Add(task);
       inject.push_back(static_cast<Ps>(cycle) * kCyclePs);
     }
   }
 
+  const mapping::Program program = builder.Build();
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
   sc_core::sc_get_curr_simcontext()->reset();
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);

@@ -9,13 +9,14 @@
 #include <string>
 
 #include "sim/analytical/analytical.h"
+#include "tests/mapping/program_test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
 namespace {
 
-using mapping::Program;
-using mapping::Task;
+using Program = mapping::testing::TestProgram;  // hand-built; a mapping::Program where one is needed
+using Task = mapping::testing::TestTask;
 using mapping::TaskKind;
 
 using test::Mesh;
@@ -68,15 +69,20 @@ void Read(Program& p, int core, uint64_t bytes, uint32_t op, std::vector<uint32_
 Program LayerProgram() {
   Program p;
   p.num_cores = 64;
-  p.weights_location = "sram";
-  p.kv_location = "dram";
+  p.num_channels = 1;
+  p.weights_location = mapping::WeightsLocation::kSram;
+  p.kv_location = mapping::KvLocation::kDram;
   p.spilled_bytes = 123;
   p.ops = {
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "w_load", "k_split"}, 0, 80'000, 0},
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "q_proj", "k_split"}, 4 * 256.0 * 640 * 2560, 2000, 7},
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "q_proj.allreduce", "k_split"}, 0, 160'000, 0},
-      mapping::OpInfo{mapping::OpRef{"decode", 0, 0, "q_proj", "k_split"}, 2 * 256.0 * 640 * 2560, 1000, 0},
-      mapping::OpInfo{mapping::OpRef{"decode", 1, 0, "q_proj", "k_split"}, 2 * 256.0 * 640 * 2560, 1000, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "w_load", "k_split"}, 0, 80'000, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "q_proj", "k_split"},
+                      4 * 256.0 * 640 * 2560, 2000, 7},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "q_proj.allreduce", "k_split"}, 0,
+                      160'000, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kDecode, 0, 0, "q_proj", "k_split"},
+                      2 * 256.0 * 640 * 2560, 1000, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kDecode, 1, 0, "q_proj", "k_split"},
+                      2 * 256.0 * 640 * 2560, 1000, 0},
   };
   Read(p, 0, 80'000, 0, {});
   Gemm(p, 0, 1, {0});
@@ -155,9 +161,10 @@ TEST(BuildResult, PrefetchDoesNotStretchDecode) {
   //   prefill = 307,200,000 - 0; decode = 614,400,000 - 307,200,000 = 307,200,000.
   Program p;
   p.num_cores = 64;
+  p.num_channels = 1;
   p.ops = {
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "q_proj", "k_split"}, 0, 0, 0},
-      mapping::OpInfo{mapping::OpRef{"decode", 0, 0, "q_proj", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "q_proj", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kDecode, 0, 0, "q_proj", "k_split"}, 0, 0, 0},
   };
   Gemm(p, 0, 0, {});
   Read(p, 1, 80'000, 1, {});
@@ -186,10 +193,11 @@ TEST(BuildResult, LayersOfAPhaseAddUpToIt) {
   //            -> 615,402,000 - 307,200,000 = 308,202,000
   Program p;
   p.num_cores = 64;
+  p.num_channels = 1;
   p.ops = {
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "q_proj", "k_split"}, 0, 0, 0},
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 1, "stage_send", "k_split"}, 0, 0, 0},
-      mapping::OpInfo{mapping::OpRef{"prefill", 0, 1, "q_proj", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "q_proj", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 1, "stage_send", "k_split"}, 0, 0, 0},
+      mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 1, "q_proj", "k_split"}, 0, 0, 0},
   };
   Gemm(p, 0, 0, {});
   Send(p, 0, 1, 160'000, 1, {0});

@@ -41,22 +41,22 @@ TEST(ServingSkeleton, ReplayIsTheAnalyticalSchedule) {
   // waits for the core: 5..12; t2 transfer after t0 (3 ps): 5..8; t3 memory on core 0
   // after t2 (4 ps): 8..12; t4 memory on core 0 (1 ps), no deps, waits for the DRAM
   // queue: 12..13.
-  mapping::Program p;
-  p.num_cores = 2;
+  mapping::ProgramBuilder b(2, 1);
+  b.program().ops.resize(1);
   auto task = [&](mapping::TaskKind kind, std::vector<uint32_t> deps) {
     mapping::Task t;
-    t.id = static_cast<uint32_t>(p.tasks.size());
     t.kind = kind;
     t.core = 0;
     t.dst_core = 1;
-    t.deps = std::move(deps);
-    p.tasks.push_back(t);
+    t.channel = 0;
+    b.Add(t, deps);
   };
   task(mapping::TaskKind::kCompute, {});
   task(mapping::TaskKind::kCompute, {});
   task(mapping::TaskKind::kTransfer, {0});
   task(mapping::TaskKind::kMemory, {2});
   task(mapping::TaskKind::kMemory, {});
+  const mapping::Program p = b.Build();
   EXPECT_EQ(ReplaySchedule(p, {5, 7, 3, 4, 1}), (std::vector<Ps>{5, 12, 8, 12, 13}));
 
   // A lowered iteration: the engine's durations replay to the engine's ends.
@@ -101,7 +101,7 @@ TEST(ServingSkeleton, MatchesTheProgramToThePicosecond) {
     std::string name;
     for (const llm::SeqChunk& x : c.chunks)
       name += " {" + std::to_string(x.new_tokens) + "," + std::to_string(x.cached) + "}";
-    EXPECT_EQ(p.kv_location, "sram") << name;
+    EXPECT_EQ(p.kv_location, mapping::KvLocation::kSram) << name;
     EXPECT_EQ(p.spilled_bytes > 0, c.spill) << name;
     if (c.spill) {
       EXPECT_EQ(fast, -1) << name;
@@ -146,7 +146,7 @@ TEST(ServingSkeleton, MatchesTheProgramToThePicosecond) {
   const uint64_t before = sk.skeletons();
   for (const auto& b : dram) {
     mapping::Program p = mapping::LowerIteration(f.chip, model, f.m, b, 16, "bf16");
-    EXPECT_EQ(p.kv_location, "dram");
+    EXPECT_EQ(p.kv_location, mapping::KvLocation::kDram);
     EXPECT_EQ(p.spilled_bytes, 0u);
     EXPECT_EQ(sk.Makespan(b), engine->Run(p, f.chip).makespan_ps) << b.size() << " chunks";
   }
@@ -231,7 +231,7 @@ TEST(ServingSkeleton, OtherLayoutsAgreeWithPrograms) {
     for (uint32_t lt = 4096; lt <= (1u << 20) && in_dram < 2; lt *= 2) {
       const std::vector<llm::SeqChunk> b = {{1, lt}, {3, 100}};
       mapping::Program p = mapping::LowerIteration(chip, model, m, b, su.layers, su.dtype);
-      if (p.kv_location != "dram" || p.spilled_bytes != 0) continue;
+      if (p.kv_location != mapping::KvLocation::kDram || p.spilled_bytes != 0) continue;
       const Ps fast = sk.Makespan(b);
       if (fast >= 0) {
         EXPECT_EQ(fast, engine->Run(p, chip).makespan_ps) << su.exp << " context " << lt;

@@ -5,13 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "sim/result.h"
+#include "tests/mapping/program_test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
 namespace {
 
-using mapping::Program;
-using mapping::Task;
+using Program = mapping::testing::TestProgram;  // hand-built; a mapping::Program where one is needed
+using Task = mapping::testing::TestTask;
 using mapping::TaskKind;
 
 Task Compute(uint32_t id, int core, uint32_t op, std::vector<uint32_t> deps = {}) {
@@ -28,8 +29,9 @@ Task Compute(uint32_t id, int core, uint32_t op, std::vector<uint32_t> deps = {}
 Program TwoOps() {
   Program p;
   p.num_cores = 64;
-  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "a", "k_split"}});
-  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "b", "k_split"}});
+  p.num_channels = 1;
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "a", "k_split"}});
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "b", "k_split"}});
   return p;
 }
 
@@ -92,18 +94,6 @@ TEST(BuildResult, OpsInOrderSumPerCore) {
   EXPECT_EQ(r.ops(0).compute_ps(), 7);
   EXPECT_EQ(r.ops(1).compute_ps(), 6);
   EXPECT_EQ(r.summary().compute_ps(), 11);  // 3 <- 2
-}
-
-// A graph made for another Program (another task count) is not used.
-TEST(BuildSummary, GraphOfAnotherProgramIsIgnored) {
-  const OutOfIdOrder c;
-  const Program& p = c.p;
-  const EngineOutput& out = c.out;
-  Program other = TwoOps();
-  other.tasks = {Compute(0, 3, 1)};
-  const mapping::TaskGraph g = mapping::FlattenTasks(other);
-  EXPECT_EQ(BuildSummary(p, test::Mesh(), out, &g).SerializeAsString(),
-            BuildSummary(p, test::Mesh(), out).SerializeAsString());
 }
 
 }  // namespace

@@ -11,13 +11,14 @@
 #include "arch/chip.h"
 #include "mapping/program.h"
 #include "sim/tlm/tlm_engine.h"
+#include "tests/mapping/program_test_util.h"
 #include "tests/sim/test_mesh.h"
 
 namespace tpsim::sim {
 namespace {
 
-using mapping::Program;
-using mapping::Task;
+using Program = mapping::testing::TestProgram;  // hand-built; a mapping::Program where one is needed
+using Task = mapping::testing::TestTask;
 using mapping::TaskKind;
 using test::Core;
 
@@ -31,7 +32,7 @@ arch::Chip MeshWith(double port_gbps, uint32_t buffer_packets) {
 Program Transfers(const std::vector<std::pair<int, int>>& pairs, uint64_t bytes) {
   Program p;
   p.num_cores = 64;
-  p.ops.push_back(mapping::OpInfo{mapping::OpRef{"prefill", 0, 0, "op", "k_split"}, 0, 0, 0});
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "op", "k_split"}, 0, 0, 0});
   for (const auto& [src, dst] : pairs) {
     Task t;
     t.id = static_cast<uint32_t>(p.tasks.size());

@@ -18,6 +18,7 @@
 
 #include "arch/chip.h"
 #include "perfetto_trace.pb.h"
+#include "tests/mapping/program_test_util.h"
 
 namespace tpsim::traces {
 namespace {
@@ -61,12 +62,12 @@ const char* const kConfig = "name: \"tiny\"\nchip { name: \"mesh-2x2\" }\n# \"qu
 
 struct Fixture {
   arch::Chip chip = TestChip();
-  mapping::Program prog;
+  mapping::testing::TestProgram prog;  // hand-built; a mapping::Program where one is needed
   sim::EngineOutput out;
 };
 
-mapping::Task Compute(uint32_t id, int core, uint32_t op, std::vector<uint32_t> deps) {
-  mapping::Task t;
+mapping::testing::TestTask Compute(uint32_t id, int core, uint32_t op, std::vector<uint32_t> deps) {
+  mapping::testing::TestTask t;
   t.id = id;
   t.kind = TaskKind::kCompute;
   t.core = core;
@@ -81,8 +82,9 @@ mapping::Task Compute(uint32_t id, int core, uint32_t op, std::vector<uint32_t> 
   return t;
 }
 
-mapping::Task Transfer(uint32_t id, int src, int dst, uint64_t bytes, std::vector<uint32_t> deps) {
-  mapping::Task t;
+mapping::testing::TestTask Transfer(uint32_t id, int src, int dst, uint64_t bytes,
+                                    std::vector<uint32_t> deps) {
+  mapping::testing::TestTask t;
   t.id = id;
   t.kind = TaskKind::kTransfer;
   t.core = src;
@@ -105,9 +107,10 @@ mapping::Task Transfer(uint32_t id, int src, int dst, uint64_t bytes, std::vecto
 Fixture MakeFixture() {
   Fixture f;
   f.prog.num_cores = 4;
+  f.prog.num_channels = static_cast<int>(f.chip.channels().size());
   auto op = [](uint32_t layer, std::string name) {
     mapping::OpInfo o;
-    o.ref.phase = "prefill";
+    o.ref.phase = mapping::Phase::kPrefill;
     o.ref.layer = layer;
     o.ref.op = std::move(name);
     o.ref.partition = "k_split";
@@ -115,12 +118,12 @@ Fixture MakeFixture() {
   };
   f.prog.ops = {op(0, "q_proj"), op(0, "q_proj.allreduce"), op(1, "o_proj"), op(1, "weights"),
                 op(1, "post_norm")};
-  f.prog.collectives.push_back({"all_reduce", "ring", 1600, 2, 1});
+  f.prog.collectives.push_back({mapping::CollectiveKind::kAllReduce, "ring", 1600, 2, 1});
   f.prog.tasks.push_back(Compute(0, 0, 0, {}));
   f.prog.tasks.push_back(Compute(1, 1, 0, {}));
   f.prog.tasks.push_back(Transfer(2, 0, 1, 1600, {0}));
   f.prog.tasks.push_back(Transfer(3, 0, 3, 800, {0}));
-  mapping::Task mem;
+  mapping::testing::TestTask mem;
   mem.id = 4;
   mem.kind = TaskKind::kMemory;
   mem.core = 2;
@@ -129,7 +132,7 @@ Fixture MakeFixture() {
   mem.op = 3;
   f.prog.tasks.push_back(mem);
   f.prog.tasks.push_back(Compute(5, 1, 2, {1, 2}));
-  mapping::Task norm = Compute(6, 2, 4, {4});
+  mapping::testing::TestTask norm = Compute(6, 2, 4, {4});
   norm.op_kind = llm::OpKind::kNorm;
   norm.vector_ops = 100;
   f.prog.tasks.push_back(norm);
@@ -535,7 +538,7 @@ TEST(Trace, JsonHasTheSameSlices) {
 TEST(Trace, ManyConcurrentSlicesStayOnFewTracks) {
   Fixture f = MakeFixture();
   for (int i = 0; i < 6; ++i) {
-    mapping::Task m;
+    mapping::testing::TestTask m;
     m.id = static_cast<uint32_t>(f.prog.tasks.size());
     m.kind = TaskKind::kMemory;
     m.core = 3;
@@ -572,7 +575,7 @@ TEST(Trace, BadInputThrowsWithoutWriting) {
   sim::EngineOutput short_out = f.out;
   short_out.tasks.pop_back();
   EXPECT_THROW(WriteTrace(path, f.prog, f.chip, short_out, kConfig), std::invalid_argument);
-  mapping::Program bad = f.prog;
+  mapping::testing::TestProgram bad = f.prog;
   bad.tasks[2].dst_core = 4;  // 2x2 mesh: cores 0..3
   EXPECT_THROW(WriteTrace(path, bad, f.chip, f.out, kConfig), std::invalid_argument);
   bad = f.prog;

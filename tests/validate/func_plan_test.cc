@@ -17,6 +17,7 @@
 #include "llm/model.h"
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
+#include "tests/mapping/program_test_util.h"
 #include "validate/numerics.h"
 
 namespace tpsim::validate {
@@ -102,7 +103,7 @@ TEST(FuncPlan, ArenasAndStepsOfOneRank) {
   EXPECT_EQ(plan.arenas[1].elems, 0u);
   EXPECT_EQ(plan.arenas[2].core, 0);
   size_t compute = 0;
-  for (const auto& t : p.tasks) compute += t.kind == mapping::TaskKind::kCompute && t.func >= 0;
+  for (const auto& t : p.tasks()) compute += t.kind == mapping::TaskKind::kCompute && t.func >= 0;
   // Every compute task is one step, except QK^T and PV: one batched matmul per KV head (2).
   EXPECT_EQ(plan.steps.size(), compute + 2);
   // Matmul FLOPs: 2 * 8 tokens * 36864 weights + QK^T and PV: 2 * 4 heads * 8 * 8 * 16 each.
@@ -118,7 +119,7 @@ TEST(FuncPlan, EveryTransferIsStagedThenApplied) {
       mapping::Lower(chip, SmallModel(), Work(8, 0, 1), Map(4, "megatron"), {.functional = true});
   FuncPlan plan = BuildFuncPlan(p);
   size_t transfers = 0, reduces = 0, stage = 0, apply_add = 0, apply_copy = 0;
-  for (const auto& t : p.tasks) transfers += t.kind == mapping::TaskKind::kTransfer, reduces += t.reduce;
+  for (const auto& t : p.tasks()) transfers += t.kind == mapping::TaskKind::kTransfer, reduces += t.reduce;
   for (const auto& s : plan.steps) {
     stage += s.origin == FuncStepOrigin::kStage;
     apply_add += s.origin == FuncStepOrigin::kApply && s.kind == FuncStepKind::kAdd;
@@ -146,7 +147,7 @@ TEST(FuncPlan, BadProgramsThrow) {
     EXPECT_THROW(BuildFuncPlan(q), std::invalid_argument);
   }
   {
-    mapping::Program q = p;
+    mapping::testing::TestProgram q = mapping::testing::TestProgram::Of(p);
     for (auto& t : q.tasks)
       if (t.kind == mapping::TaskKind::kTransfer) {
         t.offset += uint64_t{1} << 30;
@@ -155,7 +156,7 @@ TEST(FuncPlan, BadProgramsThrow) {
     EXPECT_THROW(BuildFuncPlan(q), std::invalid_argument);
   }
   {
-    mapping::Program q = p;
+    mapping::testing::TestProgram q = mapping::testing::TestProgram::Of(p);
     for (auto& t : q.tasks)
       if (t.kind == mapping::TaskKind::kTransfer) {
         t.collective = 999;
@@ -253,9 +254,11 @@ TEST(FuncPlan, Bf16CheckCatchesADroppedReduction) {
   const arch::Chip chip = arch::Chip::Build(SwitchChip(8, 0));
   NumericsPlans np = PlanNumerics(chip, SmallModel(), Work(16, 1, 1), Mapping(4, "megatron"));
   bool changed = false;
-  for (auto& t : np.part.tasks)
+  mapping::testing::TestProgram part = mapping::testing::TestProgram::Of(np.part);
+  for (auto& t : part.tasks)
     if (t.kind == mapping::TaskKind::kTransfer && t.reduce && !changed) t.reduce = false, changed = true;
   ASSERT_TRUE(changed);
+  np.part = part;
   FuncPlan broken = BuildFuncPlan(np.part);
   NumericsVerdict v = JudgeNumerics("partitioned vs TP 1", broken, RunFuncPlanCpu(broken, {true}),
                                     RunFuncPlanCpu(np.ref_plan, {true}));
@@ -385,11 +388,13 @@ TEST_F(NumericsCheck, AWrongProgramIsBlamedOnTheMapping) {
   // The partitioned Program drops one reduction (a mapping bug): device and CPU agree on it, TP 1
   // does not.
   for (NumericsPlans* p : {&np_, &small_}) {
-    for (auto& t : p->part.tasks)
+    mapping::testing::TestProgram part = mapping::testing::TestProgram::Of(p->part);
+    for (auto& t : part.tasks)
       if (t.kind == mapping::TaskKind::kTransfer && t.reduce) {
         t.reduce = false;
         break;
       }
+    p->part = part;
     p->part_plan = BuildFuncPlan(p->part);
   }
   NumericsReport r = RunNumericsCheck(np_, small_, Cpu, "cpu-as-device");

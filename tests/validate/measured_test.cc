@@ -1,6 +1,7 @@
 // Measured results from launch medians, on a two-GPU plan built by hand.
 #include <gtest/gtest.h>
 
+#include "tests/mapping/program_test_util.h"
 #include "validate/measured.h"
 
 namespace tpsim::validate {
@@ -8,29 +9,27 @@ namespace {
 
 // Op 0 "q_proj": a GEMM on each of cores 0 and 1. Op 1 "o_proj.all_reduce": one all-reduce.
 mapping::Program TwoGpuProgram() {
-  mapping::Program p;
+  mapping::testing::TestProgram p;
   p.num_cores = 2;
   p.ops.resize(2);
-  p.ops[0].ref = {"prefill", 0, 0, "q_proj", "n_split"};
+  p.ops[0].ref = {mapping::Phase::kPrefill, 0, 0, "q_proj", "n_split"};
   p.ops[0].flops = 4e6;
-  p.ops[1].ref = {"prefill", 0, 0, "o_proj.all_reduce", "ring"};
+  p.ops[1].ref = {mapping::Phase::kPrefill, 0, 0, "o_proj.all_reduce", "ring"};
   for (int c = 0; c < 2; ++c) {
     mapping::Task t;
-    t.id = static_cast<uint32_t>(p.tasks.size());
     t.core = c;
     t.m = 10, t.n = 20, t.k = 30;
-    p.tasks.push_back(t);
+    p.Add(t);
   }
-  mapping::CollectiveInfo ci{"all_reduce", "ring", 1000, 2, 1};
+  mapping::CollectiveInfo ci{mapping::CollectiveKind::kAllReduce, "ring", 1000, 2, 1};
   p.collectives.push_back(ci);
   for (int c = 0; c < 2; ++c) {
     mapping::Task t;
-    t.id = static_cast<uint32_t>(p.tasks.size());
     t.kind = mapping::TaskKind::kTransfer;
     t.core = c, t.dst_core = 1 - c, t.bytes = 500, t.op = 1, t.collective = 0;
-    p.tasks.push_back(t);
+    p.Add(t);
   }
-  return p;
+  return p.Build();
 }
 
 TEST(Measured, OpTimesAreSlowestGpuAndSumsFollow) {

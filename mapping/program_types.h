@@ -1,0 +1,35 @@
+#pragma once
+// The small vocabulary of a Program (mapping/program.h): the phase an op belongs to, the
+// kind of a collective, and where the memory plan keeps weights and the KV cache. Each
+// enum has ToString (the display text outputs print, unchanged from when these were
+// strings) and Parse (the inverse; nullopt for any other text).
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tpsim::mapping {
+
+// The phase of an op: a prefill pass, a decode step, a continuous-batching iteration
+// mixing both (sim/serving), or a KV-cache hand-over between disaggregated groups.
+enum class Phase : uint8_t { kPrefill, kDecode, kMixed, kKvTransfer };
+const char* ToString(Phase p);  // "prefill", "decode", "mixed", "kv_transfer"
+std::optional<Phase> ParsePhase(std::string_view s);
+
+// What a collective computes (mapping/collective/collective.h has the semantics). kP2p is
+// only a Program's label for point-to-point hand-overs (pipeline stage sends): no
+// collective algorithm lowers it.
+enum class CollectiveKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kRotate, kP2p };
+const char* ToString(CollectiveKind k);  // "all_reduce", ..., "rotate", "p2p"
+std::optional<CollectiveKind> ParseCollectiveKind(std::string_view s);
+
+// The memory plan. kNone: no plan was made (hand-built Programs); it prints as "".
+enum class WeightsLocation : uint8_t { kNone, kSram, kDramStreamed };
+const char* ToString(WeightsLocation w);  // "", "sram", "dram (streamed each use)"
+std::optional<WeightsLocation> ParseWeightsLocation(std::string_view s);
+
+enum class KvLocation : uint8_t { kNone, kSram, kDram };
+const char* ToString(KvLocation k);  // "", "sram", "dram"
+std::optional<KvLocation> ParseKvLocation(std::string_view s);
+
+}  // namespace tpsim::mapping

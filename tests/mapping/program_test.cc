@@ -1,0 +1,288 @@
+// The Program IR: the builder's storage (records, interned details, CSR deps), decoding,
+// Verify's rules, and the enums' text.
+#include "mapping/program.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/mapping/program_test_util.h"
+
+namespace tpsim::mapping {
+namespace {
+
+Task Gemm(int core, uint64_t m, uint64_t n, uint64_t k) {
+  Task t;
+  t.core = core;
+  t.m = m, t.n = n, t.k = k;
+  t.flops = 2.0 * m * n * k;
+  t.bytes = 2 * (m * k + k * n + m * n);
+  return t;
+}
+Task Send(int src, int dst, uint64_t bytes, int32_t coll = -1, uint16_t step = 0) {
+  Task t;
+  t.kind = TaskKind::kTransfer;
+  t.core = src, t.dst_core = dst, t.bytes = bytes, t.collective = coll, t.coll_step = step;
+  return t;
+}
+Task Read(int core, int channel, uint64_t bytes) {
+  Task t;
+  t.kind = TaskKind::kMemory;
+  t.core = core, t.channel = channel, t.bytes = bytes;
+  return t;
+}
+
+ProgramBuilder Builder() {
+  ProgramBuilder b(4, 2);
+  b.program().ops.resize(2);
+  return b;
+}
+
+TEST(Program, TasksDecodeAsTheyWereAdded) {
+  ProgramBuilder b = Builder();
+  Task g = Gemm(1, 64, 32, 16);
+  g.op = 1;
+  Task x = Send(1, 2, 4096);
+  x.offset = 100, x.dst_offset = 200, x.reduce = true, x.in_switch_gbps = 480;
+  b.program().collectives.push_back({CollectiveKind::kAllReduce, "nvls", 4096, 2, 0, 1, {1, 2}});
+  x.collective = 0, x.coll_step = 3;
+  Task r = Read(3, 1, 777);
+  r.write = true;
+  EXPECT_EQ(b.Add(g), 0u);
+  EXPECT_EQ(b.Add(x, {0}), 1u);
+  EXPECT_EQ(b.Add(r, {1, 0}), 2u);
+  const Program p = b.Build();
+  ASSERT_EQ(p.num_tasks(), 3u);
+  const Task t0 = p.task(0), t1 = p.task(1), t2 = p.task(2);
+  EXPECT_EQ(t0.kind, TaskKind::kCompute);
+  EXPECT_EQ(t0.core, 1);
+  EXPECT_EQ(t0.op, 1u);
+  EXPECT_EQ(t0.m, 64u);
+  EXPECT_EQ(t0.n, 32u);
+  EXPECT_EQ(t0.k, 16u);
+  EXPECT_EQ(t0.flops, 65536.0);
+  EXPECT_EQ(t0.bytes, 2u * (64 * 16 + 16 * 32 + 64 * 32));
+  EXPECT_EQ(t1.kind, TaskKind::kTransfer);
+  EXPECT_EQ(t1.dst_core, 2);
+  EXPECT_EQ(t1.offset, 100u);
+  EXPECT_EQ(t1.dst_offset, 200u);
+  EXPECT_TRUE(t1.reduce);
+  EXPECT_EQ(t1.in_switch_gbps, 480.0);
+  EXPECT_EQ(t1.collective, 0);
+  EXPECT_EQ(t1.coll_step, 3);
+  EXPECT_EQ(t1.id, 1u);
+  EXPECT_EQ(t2.channel, 1);
+  EXPECT_TRUE(t2.write);
+  EXPECT_EQ(t2.bytes, 777u);
+  // Deps in the order given, in one CSR array.
+  EXPECT_EQ(std::vector<uint32_t>(p.deps(2).begin(), p.deps(2).end()), (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(p.dep_begin(), (std::vector<uint32_t>{0, 0, 1, 3}));
+  EXPECT_EQ(p.dep_list(), (std::vector<uint32_t>{0, 1, 0}));
+  EXPECT_EQ(p.func_op(0), -1);
+  EXPECT_EQ(p.ComputeFlops(), 65536.0);
+}
+
+TEST(Program, EqualDetailsAreStoredOnce) {
+  // 100 equal GEMMs on 4 cores, 100 transfers of 2 shapes in 10 collectives, 10 equal reads:
+  // 1 compute shape, 2 transfer shapes (+ 100 refs), 1 memory detail.
+  ProgramBuilder b = Builder();
+  for (int c = 0; c < 10; ++c)
+    b.program().collectives.push_back({CollectiveKind::kAllGather, "ring", 8, 4, 0});
+  for (int i = 0; i < 100; ++i) b.Add(Gemm(i % 4, 8, 8, 8));
+  for (int i = 0; i < 100; ++i) b.Add(Send(1 + i % 3, 0, 8 << (i % 2), i / 10, static_cast<uint16_t>(i % 3)));
+  for (int i = 0; i < 10; ++i) b.Add(Read(i % 4, 0, 64));
+  const Program p = b.Build();
+  EXPECT_EQ(p.shapes().size(), 1u);
+  EXPECT_EQ(p.transfer_refs().size(), 100u);
+  EXPECT_EQ(p.transfer_shapes().size(), 2u);
+  EXPECT_EQ(p.memories().size(), 1u);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(p.task(100 + i).collective, i / 10);
+    EXPECT_EQ(p.task(100 + i).coll_step, i % 3);
+    EXPECT_EQ(p.task(100 + i).bytes, uint64_t{8} << (i % 2));
+    EXPECT_EQ(p.task(100 + i).core, 1 + i % 3);
+    EXPECT_EQ(p.task(100 + i).dst_core, 0);
+  }
+  // 210 records of 16 B, the details, 211 offsets and no deps.
+  EXPECT_EQ(p.TaskBytes(), 210 * sizeof(TaskRecord) + sizeof(ComputeShape) + 100 * sizeof(TransferRef) +
+                               2 * sizeof(TransferShape) + sizeof(MemoryDetail) + 211 * sizeof(uint32_t));
+}
+
+TEST(Program, ShapesInternBitForBit) {
+  // -0.0 == 0.0 as doubles, but the dump prints them apart: they stay two shapes.
+  ProgramBuilder b = Builder();
+  Task v;
+  v.op_kind = llm::OpKind::kNorm;
+  v.vector_ops = 0.0;
+  b.Add(v);
+  v.vector_ops = -0.0;
+  b.Add(v);
+  const Program p = b.Build();
+  EXPECT_EQ(p.shapes().size(), 2u);
+  EXPECT_TRUE(std::signbit(p.task(1).vector_ops));
+}
+
+TEST(Program, FuncIndicesOnlyWhenAnyTaskHasOne) {
+  ProgramBuilder b = Builder();
+  b.program().func.ops.resize(1);
+  b.Add(Gemm(0, 1, 1, 1));
+  Task g = Gemm(0, 1, 1, 1);
+  g.func = 0;
+  b.Add(g);
+  const Program p = b.Build();
+  EXPECT_EQ(p.func_op(0), -1);
+  EXPECT_EQ(p.func_op(1), 0);
+  EXPECT_EQ(p.task(1).func, 0);
+}
+
+// Each broken Program names its first problem.
+void ExpectInvalid(const ProgramBuilder& b, const std::string& what) {
+  ProgramBuilder copy = b;
+  try {
+    copy.Build();
+    ADD_FAILURE() << "expected InvalidProgram: " << what;
+  } catch (const InvalidProgram& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+TEST(Program, VerifyRejectsWhatWouldCrashOrHangAnExecutor) {
+  {
+    ProgramBuilder b = Builder();
+    b.Add(Gemm(0, 1, 1, 1));
+    b.Add(Gemm(0, 1, 1, 1), {1});  // itself
+    ExpectInvalid(b, "task 1: dep 1 is not an earlier task");
+  }
+  {
+    ProgramBuilder b = Builder();
+    b.Add(Gemm(0, 1, 1, 1), {7});
+    ExpectInvalid(b, "task 0: dep 7 is not an earlier task");
+  }
+  {
+    ProgramBuilder b = Builder();
+    b.Add(Gemm(4, 1, 1, 1));
+    ExpectInvalid(b, "task 0: core 4 not in [0, 4)");
+  }
+  {
+    ProgramBuilder b = Builder();
+    b.Add(Gemm(-1, 1, 1, 1));
+    ExpectInvalid(b, "task 0: core -1 not in [0, 4)");
+  }
+  {
+    ProgramBuilder b = Builder();
+    b.Add(Send(0, 4, 8));
+    ExpectInvalid(b, "task 0: dst_core 4 not in [0, 4)");
+  }
+  {
+    ProgramBuilder b = Builder();
+    b.Add(Read(0, 2, 8));
+    ExpectInvalid(b, "task 0: channel 2 not in [0, 2)");
+  }
+  {
+    ProgramBuilder b = Builder();
+    Task g = Gemm(0, 1, 1, 1);
+    g.op = 2;
+    b.Add(g);
+    ExpectInvalid(b, "task 0: op 2 not in [0, 2)");
+  }
+  {
+    ProgramBuilder b = Builder();
+    b.Add(Send(0, 1, 8, 0));
+    ExpectInvalid(b, "task 0: collective 0 not in [-1, 0)");
+  }
+  {
+    ProgramBuilder b = Builder();
+    Task g = Gemm(0, 1, 1, 1);
+    g.func = 0;
+    b.Add(g);
+    ExpectInvalid(b, "task 0: func op 0 not in [0, 0)");
+  }
+  {
+    // Two groups {0, 1} and {2, 3}: a transfer 1 -> 2 leaves its group.
+    ProgramBuilder b = Builder();
+    b.program().collectives.push_back({CollectiveKind::kAllGather, "ring", 8, 2, 0, 2, {0, 1, 2, 3}});
+    b.Add(Send(0, 1, 8, 0));
+    b.Add(Send(1, 2, 8, 0));
+    ExpectInvalid(b, "task 1: transfer 1->2 leaves the member groups of collective 0");
+  }
+  {
+    ProgramBuilder b = Builder();
+    b.program().collectives.push_back({CollectiveKind::kAllGather, "ring", 8, 2, 0, 2, {0, 1, 2}});
+    ExpectInvalid(b, "collective 0: 3 members for 2 x 2 ranks");
+  }
+  {
+    ProgramBuilder b = Builder();
+    b.program().collectives.push_back({CollectiveKind::kAllGather, "ring", 8, 2, 5});
+    ExpectInvalid(b, "collective 0: op 5 not in [0, 2)");
+  }
+}
+
+TEST(Program, VerifyFitsAChipWithFewerCoresOnlyWhenTheTasksDo) {
+  ProgramBuilder b(8, 2);
+  b.program().ops.resize(1);
+  b.Add(Send(0, 3, 8));
+  b.Add(Read(1, 0, 8));
+  const Program p = b.Build();
+  EXPECT_NO_THROW(VerifyFits(p, 8, 2));
+  EXPECT_NO_THROW(VerifyFits(p, 4, 1));  // cores 0, 1, 3 and channel 0 exist there
+  EXPECT_THROW(VerifyFits(p, 3, 1), InvalidProgram);
+  EXPECT_THROW(VerifyFits(p, 4, 0), InvalidProgram);
+}
+
+TEST(Program, CollectiveMembersGiveEachCoreItsGroup) {
+  CollectiveInfo c{CollectiveKind::kAllReduce, "ring", 8, 2, 0, 3, {4, 5, 0, 1, 7, 6}};
+  EXPECT_EQ(c.GroupOf(4), 0);
+  EXPECT_EQ(c.GroupOf(1), 1);
+  EXPECT_EQ(c.GroupOf(6), 2);
+  EXPECT_EQ(c.GroupOf(2), -1);
+}
+
+TEST(Program, EnumsPrintTheirFormerText) {
+  EXPECT_STREQ(ToString(Phase::kPrefill), "prefill");
+  EXPECT_STREQ(ToString(Phase::kDecode), "decode");
+  EXPECT_STREQ(ToString(Phase::kMixed), "mixed");
+  EXPECT_STREQ(ToString(Phase::kKvTransfer), "kv_transfer");
+  EXPECT_STREQ(ToString(CollectiveKind::kReduceScatter), "reduce_scatter");
+  EXPECT_STREQ(ToString(CollectiveKind::kP2p), "p2p");
+  EXPECT_STREQ(ToString(WeightsLocation::kDramStreamed), "dram (streamed each use)");
+  EXPECT_STREQ(ToString(WeightsLocation::kNone), "");
+  EXPECT_STREQ(ToString(KvLocation::kDram), "dram");
+  for (Phase p : {Phase::kPrefill, Phase::kDecode, Phase::kMixed, Phase::kKvTransfer})
+    EXPECT_EQ(ParsePhase(ToString(p)), p);
+  for (int k = 0; k <= static_cast<int>(CollectiveKind::kP2p); ++k)
+    EXPECT_EQ(ParseCollectiveKind(ToString(static_cast<CollectiveKind>(k))), static_cast<CollectiveKind>(k));
+  EXPECT_EQ(ParseWeightsLocation("dram (streamed each use)"), WeightsLocation::kDramStreamed);
+  EXPECT_EQ(ParseKvLocation("sram"), KvLocation::kSram);
+  EXPECT_EQ(ParsePhase("Prefill"), std::nullopt);
+  EXPECT_EQ(ParseCollectiveKind("allreduce"), std::nullopt);
+}
+
+TEST(Program, LabelKeepsThePartitionApartFromItsNote) {
+  OpRef r;
+  r.partition = "ring";
+  EXPECT_EQ(r.Label(), "ring");
+  r.note = "2 grid-row groups of 2 ranks";
+  EXPECT_EQ(r.Label(), "ring (2 grid-row groups of 2 ranks)");
+  EXPECT_EQ(r.partition, "ring");
+}
+
+TEST(Program, TestProgramBuildsThroughTheBuilder) {
+  testing::TestProgram t;
+  t.num_cores = 2;
+  t.ops.resize(1);
+  t.Add(Gemm(0, 1, 1, 1));
+  t.Add(Send(0, 1, 8), {0});
+  const Program p = t;
+  ASSERT_EQ(p.num_tasks(), 2u);
+  const testing::TaskView v = testing::View(p, 1);
+  EXPECT_EQ(v.kind, TaskKind::kTransfer);
+  ASSERT_EQ(v.deps.size(), 1u);
+  EXPECT_EQ(v.deps[0], 0u);
+  t.tasks[1].deps = {1};
+  EXPECT_THROW(static_cast<void>(t.Build()), InvalidProgram);
+}
+
+}  // namespace
+}  // namespace tpsim::mapping
