@@ -67,7 +67,8 @@ std::vector<double> Metrics(const config::Summary& s) {
           static_cast<double>(s.communication_ps()),
           static_cast<double>(s.memory_ps()),
           s.core_utilization(),
-          static_cast<double>(s.spilled_bytes())};
+          static_cast<double>(s.spilled_bytes()),
+          s.contention()};
 }
 
 std::string Trim(std::string s) {
