@@ -53,17 +53,16 @@ class FlowSet {
 
   size_t size() const { return bytes_.size(); }
   size_t num_resources() const { return gbps_.size(); }
+  double gbps(int r) const { return gbps_[r]; }
   uint64_t bytes(uint32_t f) const { return bytes_[f]; }
+  Ps latency(uint32_t f) const { return latency_[f]; }
+  // Flow f's resources are incidences first_incidence(f) .. first_incidence(f + 1) - 1.
+  uint32_t first_incidence(uint32_t f) const { return f == 0 ? 0 : res_end_[f - 1]; }
+  size_t num_incidences() const { return res_.size(); }
   std::span<const int> resources(uint32_t f) const {
-    const uint32_t b = f == 0 ? 0 : res_end_[f - 1];
+    const uint32_t b = first_incidence(f);
     return {res_.data() + b, res_end_[f] - b};
   }
-
-  // One step: each flow's time under the sharing its window [start[f], end[f]) sees
-  // (the formula above). `alone[f]` is its unloaded time, returned where nothing overlaps
-  // (so the unloaded time is exact to the picosecond whatever rounding the caller used).
-  void Windowed(const std::vector<Ps>& start, const std::vector<Ps>& end, const std::vector<Ps>& alone,
-                std::vector<Ps>* time) const;
 
  private:
   std::vector<double> gbps_;
@@ -71,6 +70,39 @@ class FlowSet {
   std::vector<Ps> latency_;
   std::vector<uint32_t> res_end_;  // CSR: flow f's resources res_[res_end_[f-1], res_end_[f])
   std::vector<int> res_;
+};
+
+// One step of the iteration over a fixed FlowSet: each flow's time under the sharing
+// its window [start[f], end[f]) sees (the formula above). `alone[f]` is its unloaded
+// time, returned where nothing overlaps (so the unloaded time is exact to the
+// picosecond whatever rounding the caller used).
+//
+// Made for repeated steps: the flows by resource and each resource's events in time
+// order are kept between steps (a step re-sorts only where the order changed), and a
+// resource whose flows' windows all moved by the same amount since its last step keeps
+// its overlaps (the formula depends on differences of times only). Results equal those
+// of a fresh evaluation to the bit.
+class WindowedSharing {
+ public:
+  explicit WindowedSharing(const FlowSet& flows);
+  void Step(const std::vector<Ps>& start, const std::vector<Ps>& end, const std::vector<Ps>& alone,
+            std::vector<Ps>* time);
+
+ private:
+  // Overlaps on resource r from the windows in cur_start_ / cur_end_.
+  void Sweep(size_t r);
+
+  const FlowSet& flows_;
+  // Flows with bytes by resource (CSR): resource r's are positions begin_[r] .. begin_[r + 1] - 1.
+  std::vector<uint32_t> begin_;
+  std::vector<uint32_t> by_flow_;
+  std::vector<uint32_t> by_slot_;                                // the incidence's index in the flow's list
+  std::vector<Ps> cur_start_, cur_end_, last_start_, last_end_;  // per position
+  std::vector<uint64_t> keys_, scratch_;                         // Sweep's events
+  std::vector<double> rate_;                                     // per position: bytes per ps over the window
+  std::vector<double> w_start_;                                  // per position
+  std::vector<double> other_;  // per incidence: other bytes in the flow's window
+  std::vector<char> swept_;    // per resource: other_ holds its last step's overlaps
 };
 
 // The flows of one Program on one chip, as the analytical engine builds them:
