@@ -77,8 +77,7 @@ class FlowSet {
 // time, returned where nothing overlaps (so the unloaded time is exact to the
 // picosecond whatever rounding the caller used).
 //
-// Made for repeated steps: the flows by resource and each resource's events in time
-// order are kept between steps (a step re-sorts only where the order changed), and a
+// Made for repeated steps: the flows by resource and the buffers are built once, and a
 // resource whose flows' windows all moved by the same amount since its last step keeps
 // its overlaps (the formula depends on differences of times only). Results equal those
 // of a fresh evaluation to the bit.
