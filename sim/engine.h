@@ -40,6 +40,9 @@ struct EngineOutput {
   std::vector<LinkUsage> links;        // indexed by link id (arch::Chip::links())
   std::vector<ChannelUsage> channels;  // indexed by channel id
   Ps makespan_ps = 0;
+  // Analytical engine only (0 elsewhere): the contention indicator of
+  // sim/analytical/links.h, high where the TLM engine is expected to differ.
+  double contention = 0;
 };
 
 // Thrown when a Program cannot progress (a transfer nobody receives, a cycle):

@@ -231,6 +231,7 @@ void FillSummary(const mapping::Program& program, const mapping::Program& g, con
   s->set_core_utilization(num_cores > 0 ? util_sum / num_cores : 0.0);
   s->set_achieved_tflops(total > 0 ? tt.flops / static_cast<double>(total) : 0.0);
   s->set_spilled_bytes(program.spilled_bytes);
+  s->set_contention(out.contention);
   s->set_weights_location(mapping::ToString(program.weights_location));
   s->set_kv_location(mapping::ToString(program.kv_location));
 }

@@ -3,7 +3,7 @@
 
   configs -> arch / llm -> mapping -> engine interface -> engines (analytical, tlm)
           -> result, traces (observers of an engine's output) -> run pipeline
-          -> serving -> sweep (a point with a request stream runs as tpsim serve) -> cli
+          -> serving -> sweep (a point with a request stream runs as tpsim serve), agree -> cli
   validate's library (tpsim_validate_plan): configs, llm, arch, mapping (and the CSV formats
   of validate/gpu_csv.h, which need only configs)
   tpsim-validate (validate/main.cc): that library, the compare module (its collective sweep
@@ -44,7 +44,9 @@ ALLOWED = {
     # tpsim collectives / gemm / compare --chip: predictions on any chip as the CSV rows
     # tpsim-validate measures.
     "microbench": RUN | {"compare"},
-    "cli": RUN | {"tlm", "sweep", "serving", "compare", "validate", "microbench"},
+    # tpsim agree: both engines (the TLM one by name, through the engine registry).
+    "agree": RUN,
+    "cli": RUN | {"tlm", "sweep", "serving", "compare", "validate", "microbench", "agree"},
 }
 
 
@@ -65,7 +67,7 @@ def module(path):
             return {"engine": "engine", "engines": "engine", "result": "result", "run": "run",
                     "experiment": "run", "microbench": "microbench"}.get(stem)
         return {"analytical": "analytical", "tlm": "tlm", "sweep": "sweep", "serving": "serving",
-                "cli": "cli"}.get(parts[1])
+                "cli": "cli", "agree": "agree"}.get(parts[1])
     return None
 
 

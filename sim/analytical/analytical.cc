@@ -1,5 +1,7 @@
 #include "sim/analytical/analytical.h"
 
+#include "sim/analytical/links.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -68,78 +70,49 @@ Ps SatMulPs(Ps a, uint64_t count) {
   return __builtin_mul_overflow(a, static_cast<Ps>(count), &r) ? std::numeric_limits<Ps>::max() : r;
 }
 
-// bytes * factor rounded up, saturating.
-uint64_t ScaleBytes(uint64_t bytes, double factor) {
-  const double x = std::ceil(static_cast<double>(bytes) * factor);
-  return x >= 18446744073709549568.0 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(x);
-}
-
-// TransferTime memoised for one Run (for transfers whose payload sharing scaled):
-// equal arguments give equal times, so a lookup replaces the floating-point work
-// and TransferTime's route walk. Open addressing; its order never reaches the output.
-class CostMemo {
- public:
-  explicit CostMemo(const arch::Chip& chip) : chip_(chip), slots_(1024) {}
-  Ps Transfer(int src, int dst, uint64_t bytes) {
-    return Get(Key{kTransfer, static_cast<uint64_t>(src), static_cast<uint64_t>(dst), bytes, 0, 0},
-               [&] { return chip_.TransferTime(src, dst, bytes); });
-  }
-
- private:
-  enum Fn : uint64_t { kTransfer = 1 };
-  struct Key {
-    uint64_t fn, a, b, c, d, e;
-    bool operator==(const Key&) const = default;
-  };
-  struct Slot {
-    Key key{};  // fn == 0: empty
-    Ps value = 0;
-  };
-  static uint64_t Hash(const Key& k) {
-    uint64_t h = k.fn;
-    for (uint64_t v : {k.a, k.b, k.c, k.d, k.e}) {
-      h = (h ^ v) * 0x9e3779b97f4a7c15ull;
-      h ^= h >> 29;
-    }
-    return h;
-  }
-  template <class F>
-  Ps Get(const Key& key, F compute) {
-    size_t mask = slots_.size() - 1;
-    for (size_t i = Hash(key) & mask;; i = (i + 1) & mask) {
-      Slot& s = slots_[i];
-      if (s.key == key) return s.value;
-      if (s.key.fn == 0) break;
-    }
-    const Ps value = compute();
-    if (2 * (used_ + 1) > slots_.size()) Grow();
-    mask = slots_.size() - 1;
-    size_t i = Hash(key) & mask;
-    while (slots_[i].key.fn != 0) i = (i + 1) & mask;
-    slots_[i] = Slot{key, value};
-    ++used_;
-    return value;
-  }
-  void Grow() {
-    std::vector<Slot> old(slots_.size() * 2);
-    old.swap(slots_);
-    const size_t mask = slots_.size() - 1;
-    for (const Slot& s : old) {
-      if (s.key.fn == 0) continue;
-      size_t i = Hash(s.key) & mask;
-      while (slots_[i].key.fn != 0) i = (i + 1) & mask;
-      slots_[i] = s;
-    }
-  }
-  const arch::Chip& chip_;
-  std::vector<Slot> slots_;  // a power of two, at most half full
-  size_t used_ = 0;
-};
-
 // Sorts `v` with `less` unless it already is (Programs emit most groups in order).
 template <class Less>
 void SortIfNeeded(std::vector<uint32_t>& v, Less less) {
   if (!std::is_sorted(v.begin(), v.end(), less)) std::sort(v.begin(), v.end(), less);
+}
+
+// The flows of links.h: linked transfers over their routes, memory tasks over their
+// channel (resource links.size() + channel) and network path. Unloaded times from
+// `duration`; the latency of a flow is its time minus the serialisation the model adds.
+LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& plan, const arch::Chip& chip,
+                         const std::vector<int>& route_links,
+                         const std::vector<std::pair<uint32_t, uint32_t>>& pair_route,
+                         const std::map<std::tuple<int, int, bool>, std::vector<int>>& paths,
+                         const std::vector<Ps>& duration) {
+  const auto& links = chip.links();
+  const auto& channels = chip.channels();
+  std::vector<double> gbps;
+  for (const auto& l : links) gbps.push_back(l.bandwidth_gbps);
+  for (const auto& c : channels) gbps.push_back(c.bandwidth_gbps);
+  LinkModel m{FlowSet(std::move(gbps)), {}, {}};
+  std::vector<int> res;
+  for (uint32_t i : plan.linked) {
+    const auto [rb, rs] = pair_route[plan.shape_of[i]];
+    Ps latency = 0;
+    for (uint32_t h = 0; h < rs; ++h) latency = SatAdd(latency, links[route_links[rb + h]].latency_ps);
+    m.flows.Add(program.transfer(i).bytes, latency, route_links.data() + rb, rs);
+    m.task.push_back(i);
+    m.alone.push_back(duration[i]);
+  }
+  for (uint32_t i : plan.memory) {
+    const mapping::MemoryDetail& t = program.memory(i);
+    res.assign(1, static_cast<int>(links.size()) + t.channel);
+    Ps latency = channels[t.channel].latency_ps;
+    auto path = paths.find({program.core(i), t.channel, t.write});
+    if (path != paths.end()) {
+      for (int l : path->second) latency = SatAdd(latency, links[l].latency_ps);
+      res.insert(res.end(), path->second.begin(), path->second.end());
+    }
+    m.flows.Add(t.bytes, latency, res.data(), res.size());
+    m.task.push_back(i);
+    m.alone.push_back(duration[i]);
+  }
+  return m;
 }
 
 }  // namespace
@@ -290,34 +263,6 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     route_links.insert(route_links.end(), r.begin(), r.end());
   }
   auto route_of = [&](uint32_t i) { return pair_route[plan.shape_of[i]]; };
-  CostMemo memo(chip);
-
-  // Link loads within each (collective, step).
-  std::vector<double> factor(plan.grouped.size(), 1.0);  // equivalent-payload multiplier, by grouped index
-  std::vector<uint32_t> load(links.size(), 0);
-  for (const auto& [g, e] : plan.group_spans) {
-    for (size_t j = g; j < e; ++j) {
-      const auto [rb, rs] = route_of(plan.grouped[j]);
-      for (uint32_t h = 0; h < rs; ++h) ++load[route_links[rb + h]];
-    }
-    for (size_t j = g; j < e; ++j) {
-      const auto [rb, rs] = route_of(plan.grouped[j]);
-      double bw_min = links[route_links[rb]].bandwidth_gbps;
-      for (uint32_t h = 1; h < rs; ++h) bw_min = std::min(bw_min, links[route_links[rb + h]].bandwidth_gbps);
-      double f = 1.0;
-      for (uint32_t h = 0; h < rs; ++h) {
-        const int l = route_links[rb + h];
-        const double bw = links[l].bandwidth_gbps;
-        const double fl = bw == bw_min ? static_cast<double>(load[l]) : load[l] * (bw_min / bw);
-        f = std::max(f, fl);
-      }
-      factor[j] = f;
-    }
-    for (size_t j = g; j < e; ++j) {
-      const auto [rb, rs] = route_of(plan.grouped[j]);
-      for (uint32_t h = 0; h < rs; ++h) load[route_links[rb + h]] = 0;
-    }
-  }
 
   // In-switch transfers (program.h): no link bandwidth or contention; the source
   // core's switch port carries the bytes of all its in-switch transfers of one
@@ -345,10 +290,11 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     g = e;
   }
 
-  // Transfers over links. Equal (route, bytes) take equal time alone, so each
-  // distinct one is timed once; a link's statistics are sums and maxima over its
-  // transfers (saturating sums of non-negative terms), so adding a distinct
-  // transfer's share `count` times at once gives what adding them one by one gives.
+  // Transfers over links and memory tasks: unloaded times first (equal (route, bytes)
+  // and (core, channel, direction, bytes) take equal time alone, so each distinct one
+  // is timed once), then sharing among the flows that overlap in time (links.h).
+  // Link and channel statistics are sums over tasks (added `count` times at once per
+  // distinct key) and maxima.
   std::vector<Ps> alone(plan.transfer_keys.size());
   for (size_t k = 0; k < plan.transfer_keys.size(); ++k) {
     const auto& key = plan.transfer_keys[k];
@@ -363,61 +309,23 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     }
   }
   for (size_t j = 0; j < plan.linked.size(); ++j) duration[plan.linked[j]] = alone[plan.transfer_key_of[j]];
-  // Transfers slowed by sharing links with their step (factor > 1): `grouped` holds
-  // a subset of `linked` in another order, so their keys are looked up by task id.
-  if (!plan.grouped.empty()) {
-    std::vector<uint32_t> key_of(n, 0);
-    for (size_t j = 0; j < plan.linked.size(); ++j) key_of[plan.linked[j]] = plan.transfer_key_of[j];
-    for (size_t j = 0; j < plan.grouped.size(); ++j) {
-      if (!(factor[j] > 1.0)) continue;
-      const uint32_t i = plan.grouped[j];
-      const Task& t = tasks[i];
-      duration[i] = memo.Transfer(t.core, t.dst_core, ScaleBytes(t.bytes, factor[j]));
-      const Ps extra = duration[i] - alone[key_of[i]];
-      const auto [rb, rs] = route_of(i);
-      for (uint32_t h = 0; h < rs; ++h) {
-        LinkUsage& u = out.links[route_links[rb + h]];
-        u.max_queue_ps = std::max(u.max_queue_ps, extra);
-      }
-    }
-  }
-
-  // DRAM channels shared by the distinct cores that use them. Memory data crossing
-  // network links: every link counts the distinct (core, channel, direction) flows
-  // whose path uses it, over the whole Program. A memory task's time depends on its
-  // (core, channel, direction, bytes) only, so each distinct one is timed once and
-  // its statistics added `count` times at once (sums and maxima, as for transfers).
-  const std::vector<uint64_t>& sharers = plan.sharers;
-  std::vector<uint32_t> flow_load(links.size(), 0);
   std::map<std::tuple<int, int, bool>, std::vector<int>> paths;
   for (const auto& f : plan.memory_flows) {
     std::vector<int> path = chip.MemoryPath(std::get<0>(f), std::get<1>(f), std::get<2>(f));
-    for (int l : path) ++flow_load[l];
     if (!path.empty()) paths.emplace(f, std::move(path));
   }
-  std::vector<Ps> memory_time(plan.memory_keys.size());
+  std::vector<Ps> memory_alone(plan.memory_keys.size());
   for (size_t k = 0; k < plan.memory_keys.size(); ++k) {
     const auto& key = plan.memory_keys[k];
     const Task& t = tasks[key.task];
-    // Stacked channels: DramTime; others also cross the network path (arch/chip.h MemoryTime),
-    // whose links the other memory flows over them share.
-    const Ps dram_alone = chip.DramTime(t.channel, t.bytes);
-    const uint64_t share = std::max<uint64_t>(1, sharers[t.channel]);
-    const Ps alone = chip.MemoryTime(t.core, t.channel, t.bytes, t.write);
-    auto path = paths.find({t.core, t.channel, t.write});
-    double f = 1.0;
-    if (path != paths.end()) {
-      double bw_min = links[path->second[0]].bandwidth_gbps;
-      for (int l : path->second) bw_min = std::min(bw_min, links[l].bandwidth_gbps);
-      for (int l : path->second) f = std::max(f, flow_load[l] * (bw_min / links[l].bandwidth_gbps));
-    }
-    memory_time[k] =
-        share > 1 || f > 1.0 ? chip.MemoryTime(t.core, t.channel, t.bytes, t.write, share, f) : alone;
+    memory_alone[k] = chip.MemoryTime(t.core, t.channel, t.bytes, t.write);
     ChannelUsage& u = out.channels[t.channel];
     u.bytes += t.bytes * key.count;
     u.busy_ps =
-        SatAdd(u.busy_ps, SatMulPs(std::max<Ps>(0, dram_alone - channels[t.channel].latency_ps), key.count));
-    u.max_queue_ps = std::max(u.max_queue_ps, memory_time[k] - alone);
+        SatAdd(u.busy_ps,
+               SatMulPs(std::max<Ps>(0, chip.DramTime(t.channel, t.bytes) - channels[t.channel].latency_ps),
+                        key.count));
+    auto path = paths.find({t.core, t.channel, t.write});
     if (path == paths.end()) continue;
     for (int l : path->second) {
       LinkUsage& lu = out.links[l];
@@ -426,33 +334,41 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     }
   }
   for (size_t j = 0; j < plan.memory.size(); ++j)
-    duration[plan.memory[j]] = memory_time[plan.memory_key_of[j]];
+    duration[plan.memory[j]] = memory_alone[plan.memory_key_of[j]];
+  const LinkModel model = BuildLinkModel(program, plan, chip, route_links, pair_route, paths, duration);
 
-  // ---- Schedule: one forward pass in id order.
-  std::vector<Ps> core_free(num_cores, 0), dram_free(num_cores, 0);
-  Ps makespan = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Ps start = 0;
-    for (uint32_t d : program.deps(i)) start = std::max(start, out.tasks[d].end_ps);
-    const TaskKind kind = program.kind(i);
-    Ps* resource = kind == TaskKind::kCompute  ? &core_free[program.core(i)]
-                   : kind == TaskKind::kMemory ? &dram_free[program.core(i)]
-                                               : nullptr;
-    if (resource) start = std::max(start, *resource);
-    const Ps end = SatAdd(start, duration[i]);
-    if (resource) *resource = end;
-    out.tasks[i] = TaskTime{start, end};
-    makespan = std::max(makespan, end);
-  }
-  out.makespan_ps = makespan;
+  // ---- Schedule: one forward pass in id order, repeated while sharing changes times.
+  std::vector<Ps> core_free(num_cores), dram_free(num_cores);
+  auto schedule = [&] {
+    std::fill(core_free.begin(), core_free.end(), 0);
+    std::fill(dram_free.begin(), dram_free.end(), 0);
+    Ps makespan = 0;
+    for (size_t i = 0; i < n; ++i) {
+      Ps start = 0;
+      for (uint32_t d : program.deps(i)) start = std::max(start, out.tasks[d].end_ps);
+      const TaskKind kind = program.kind(i);
+      Ps* resource = kind == TaskKind::kCompute  ? &core_free[program.core(i)]
+                     : kind == TaskKind::kMemory ? &dram_free[program.core(i)]
+                                                 : nullptr;
+      if (resource) start = std::max(start, *resource);
+      const Ps end = SatAdd(start, duration[i]);
+      if (resource) *resource = end;
+      out.tasks[i] = TaskTime{start, end};
+      makespan = std::max(makespan, end);
+    }
+    return makespan;
+  };
+  out.makespan_ps = schedule();
+  out.contention = SettleSharing(model, schedule, &duration, &out);
   return out;
 }
 
 std::unique_ptr<Engine> MakeAnalyticalEngine() { return std::make_unique<AnalyticalEngine>(); }
 
 namespace {
-const EngineRegistrar kRegistered("analytical", "closed form: list schedule of the Program, no contention",
-                                  &MakeAnalyticalEngine);
+const EngineRegistrar kRegistered(
+    "analytical", "closed form: list schedule of the Program, links shared by flows overlapping in time",
+    &MakeAnalyticalEngine);
 }  // namespace
 
 }  // namespace tpsim::sim

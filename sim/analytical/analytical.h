@@ -9,43 +9,19 @@
 //             every other kind:
 //                 chip.VectorTime(vector_ops, bytes)
 //
-//   transfer  alpha-beta over the route, with the links shared among the
-//             transfers of the same collective step (same `collective` and
-//             `coll_step`; a transfer with collective == -1 shares with nobody):
-//
-//                 load(l)   = number of transfers of this step whose route uses link l
-//                 ser(t)    = max over links l of route(t):  bytes * load(l) / bw(l)
-//                 time(t)   = sum of hop latencies on route(t) + ser(t)
-//
-//             computed as chip.TransferTime(src, dst, B) with the equivalent
-//             payload B = bytes * max_l(load(l) * bw_min / bw(l)), so a transfer
-//             alone (every load 1) takes exactly chip.TransferTime(src, dst, bytes)
-//             and on a uniform network B = bytes * max load. Example: one step,
-//             two transfers on a mesh row (XY routes):
-//
-//                 c0 ─────► c1 ─────► c2      t1: c0 -> c2, route {c0->c1, c1->c2}
-//                 t1 ══════════════►          t2: c1 -> c2, route {c1->c2}
-//                           t2 ═════►         load(c0->c1) = 1, load(c1->c2) = 2
-//
-//                 time(t1) = 2 hop latencies + 2 * bytes / bw
-//                 time(t2) = 1 hop latency   + 2 * bytes / bw
-//
-//             Transfers of different collectives or steps never see each other
-//             here (that is what the TLM engine adds). src == dst takes 0 ps.
-//
-//   memory    the channel's bandwidth is shared by every core that has a memory
-//             task on that channel anywhere in the Program (n(c) distinct cores):
-//                 time(t) = chip.MemoryTime(core, channel, bytes, write, n(c))
-//             i.e. latency once plus serialisation at bandwidth / n(c)
-//             (= chip.DramTime(channel, bytes * n(c))) when the channel is stacked
-//             under the core; otherwise plus the hop latencies of
-//             chip.MemoryPath and, when the path's narrowest link is slower
-//             than the channel share, the difference (cut-through). Each link
-//             of that path is shared by the distinct (core, channel, direction)
-//             memory flows over it anywhere in the Program, with the transfers'
-//             equivalent-payload rule (path_factor = max over the path of flows
-//             x narrowest bandwidth / link bandwidth). Memory flows and
-//             transfers do not share links here (the TLM engine models that).
+//   transfer  alpha-beta over the route: alone, chip.TransferTime(src, dst, bytes)
+//             (hop latencies + bytes at the narrowest link); src == dst takes 0 ps.
+//   memory    alone, chip.MemoryTime(core, channel, bytes, write): the channel's
+//             latency and bandwidth, plus, when the channel is not stacked under the
+//             core, the hop latencies of chip.MemoryPath, cut-through behind it.
+//   sharing   transfers and memory tasks are flows over resources (their links; a
+//             memory task also its channel) and share them with exactly the flows
+//             that overlap them in time, whatever their collective, step, stage or
+//             kind (sim/analytical/links.h): each flow carries, on each resource, its
+//             bytes plus the bytes the others put there during its window, and the
+//             slowest resource decides. The schedule below and these times are
+//             iterated from the unloaded times until they settle (at most
+//             kMaxSharingRounds schedules).
 //
 // Schedule
 // --------
@@ -53,23 +29,22 @@
 //   compute:   start = max(end of deps, end of the core's previous compute task)
 //              (a core runs one compute task at a time, in id order)
 //   memory:    start = max(end of deps, end of the core's previous memory task)
-//              (each core has one DRAM DMA queue, served in id order at its
-//              1/n(c) share of the channel, so a core never moves more than its
-//              share at once, even when reads are issued without deps as prefetches)
+//              (each core has one DRAM DMA queue, served in id order, so a core's
+//              prefetches never share the channel with each other)
 //   transfer:  start = max(end of deps)
 //              (network DMA engines: transfers overlap with compute, with DRAM
-//              accesses and with each other; only the same-step link sharing
-//              above slows them)
+//              accesses and with each other; only the sharing above slows them)
 //   end = start + time(t); makespan = max end (0 for an empty Program).
 //
 // Statistics in EngineOutput
 //   links[l].bytes        payload bytes of every transfer routed over l and of every
 //                         memory task whose MemoryPath crosses l
 //   links[l].busy_ps      sum over those tasks of ceil(bytes / bw(l)) (unshared)
-//   links[l].max_queue_ps largest extra serialisation a transfer on l suffered from
-//                         sharing: ser(t) - unshared ser(t)
+//   links[l].max_queue_ps largest time a flow over l lost to sharing (its time
+//                         minus its unloaded time)
 //   channels[c].bytes / busy_ps (DramTime(c, bytes) - latency, unshared) /
-//   channels[c].max_queue_ps (largest extra time from sharing the channel)
+//   channels[c].max_queue_ps (largest time a flow on the channel lost to sharing)
+//   contention            links.h's indicator of the final schedule
 //
 // Errors: a dep that is not an earlier task (id >= the task's id, or out of
 // range) or a task whose id is not its index throws StallError naming the tasks;

@@ -27,6 +27,8 @@
 #include "llm/model.h"
 #include "llm/opgraph.h"
 #include "mapping/mapping.h"
+#include "sim/agree/agree.h"
+#include "sim/analytical/links.h"
 #include "sim/cli/gpu_commands.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
@@ -354,6 +356,12 @@ int Run(Args& a) {
     if (op.ref.partition.find("->") != std::string::npos) fallbacks.insert(op.ref.Label());
   }
   for (const auto& f : fallbacks) spdlog::warn("partition fallback: {}", f);
+  if (r.result.summary().contention() > sim::kContentionWarning) {
+    spdlog::warn(
+        "contention {:.2f}: sharing links and DRAM channels added {:.0f}% to this run; on the random "
+        "family (tpsim agree) the TLM engine differs by more than 10% on such runs, check with --engine tlm",
+        r.result.summary().contention(), 100 * r.result.summary().contention());
+  }
   if (!dump.empty()) WriteFileOrThrow(dump, r.program.Dump());
   if (!out.empty()) WriteFileOrThrow(out, sim::ResultToJson(r.result));
   if (quiet) {
@@ -445,6 +453,8 @@ int Compare(Args& a) {
   return validate::CompareCommand(Rest(a), &gpu);
 }
 
+int Agree(Args& a) { return sim::agree::AgreeCommand(Rest(a)); }
+
 int Collectives(Args& a) { return CollectivesCommand(Rest(a)); }
 int Gemm(Args& a) { return GemmCommand(Rest(a)); }
 
@@ -470,6 +480,8 @@ const Command kCommands[] = {
     {"collectives", "one collective over a size sweep, nccl-tests style (GPU node or any chip)", &Collectives,
      kCollectivesUsage},
     {"gemm", "GEMM shapes on one core: time, TFLOP/s, bound, tiles, waves", &Gemm, kGemmUsage},
+    {"agree", "analytical vs TLM engine over a seeded random family of experiments", &Agree,
+     sim::agree::kAgreeUsage},
     {"list", "the registered topologies, partitioners, placements, collectives and engines", &List,
      kListUsage},
 };

@@ -195,6 +195,22 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
   const size_t n = p.num_tasks();
   std::vector<Ps> dur(n);
   for (size_t i = 0; i < n; ++i) dur[i] = o.tasks[i].end_ps - o.tasks[i].start_ps;
+  // 0. No transfer or memory task lost time to sharing (sim/analytical/links.h): shared
+  // flows take times that depend on when the others run, which a skeleton cannot follow
+  // when the chunks change the chains' durations. Such a layout is left to the Program.
+  for (size_t i = 0; i < n; ++i) {
+    const mapping::Task t = p.task(i);
+    Ps alone = dur[i];
+    if (t.kind == mapping::TaskKind::kTransfer && t.core != t.dst_core && t.in_switch_gbps <= 0) {
+      alone = chip_.TransferTime(t.core, t.dst_core, t.bytes);
+    } else if (t.kind == mapping::TaskKind::kMemory) {
+      alone = chip_.MemoryTime(t.core, t.channel, t.bytes, t.write);
+    }
+    if (dur[i] != alone) {
+      shared_ = true;
+      return Why::kOther;
+    }
+  }
   // 1. The replayed schedule is the engine's.
   const std::vector<Ps> end = ReplaySchedule(p, dur);
   for (size_t i = 0; i < n; ++i)
@@ -404,7 +420,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
 }
 
 Ps SkeletonCost::Makespan(const std::vector<llm::SeqChunk>& chunks) {
-  if (!engine_ || chunks.empty()) return -1;
+  if (!engine_ || chunks.empty() || shared_) return -1;
   uint64_t rows64 = 0, context = 0;
   for (const llm::SeqChunk& c : chunks) {
     if (c.new_tokens == 0) return -1;

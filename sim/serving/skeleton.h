@@ -32,6 +32,9 @@
 // -1 and the caller lowers the whole Program.
 //
 // Self-checks when a skeleton is built (any failure: the skeleton is not used):
+//   - no transfer or memory task took longer than alone: the analytical engine shares
+//     links and channels among flows overlapping in time, so a shared flow's time moves
+//     with the chains' durations; one such skeleton turns skeletons off for the layout;
 //   - replaying the schedule with the engine's durations reproduces every task's end;
 //   - every attention task's duration equals the closed form used for real chunks;
 //   - the polynomial (or the replay) at the skeleton's own chunks gives the engine's makespan.
@@ -138,6 +141,7 @@ class SkeletonCost {
   uint64_t d_ = 2, hd_ = 0, kv_cols_max_ = 0;
   uint64_t sram_ = 0, weights_resident_ = 0, kv_per_token_ = 0, context_cap_ = 0;
   bool stacked_ = false;  // every core's DRAM channel is stacked under it
+  bool shared_ = false;   // a skeleton's flows shared a link or channel: no skeletons
   std::unique_ptr<sim::Engine> engine_;
   std::unordered_map<uint32_t, PerRows> rows_;
   Skeleton exact_;                                // the last skeleton at one exact context (GEMMs spilling)

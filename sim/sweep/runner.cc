@@ -69,7 +69,8 @@ std::vector<double> Metrics(const config::Summary& s) {
           static_cast<double>(s.communication_ps()),
           static_cast<double>(s.memory_ps()),
           s.core_utilization(),
-          static_cast<double>(s.spilled_bytes())};
+          static_cast<double>(s.spilled_bytes()),
+          s.contention()};
 }
 
 // A serving point's metrics: the run columns NaN (NULL), then the serving columns in

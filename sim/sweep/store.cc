@@ -178,7 +178,7 @@ std::string CsvField(const std::string& s) {
 const std::vector<std::string>& RunMetricColumns() {
   static const std::vector<std::string> k = {"total_ps",         "prefill_ps",       "decode_step_ps_mean",
                                              "compute_ps",       "communication_ps", "memory_ps",
-                                             "core_utilization", "spilled_bytes"};
+                                             "core_utilization", "spilled_bytes",    "contention"};
   return k;
 }
 

@@ -312,12 +312,16 @@ TEST(AnalyticalEngine, TransferAcrossTheMeshDiagonal) {
   EXPECT_EQ(used, 14);
 }
 
-TEST(AnalyticalEngine, SameStepTransfersSharingALinkTakeTwiceTheSerialisation) {
-  // Step 0 of collective 0:  t0: r0c0 -> r0c2 (links r0c0->r0c1, r0c1->r0c2)
-  //                          t1: r0c1 -> r0c2 (link r0c1->r0c2)
-  // load(r0c1->r0c2) = 2, so both serialise 2 * 160,000 B at 160 B/ns = 2,000,000 ps:
-  //   t0 = 2 hops (4000) + 2,000,000 = 2,004,000 ps
-  //   t1 = 1 hop  (2000) + 2,000,000 = 2,002,000 ps
+TEST(AnalyticalEngine, OverlappingTransfersSharingALinkCarryEachOthersBytes) {
+  // t0: r0c0 -> r0c2 (links r0c0->r0c1, r0c1->r0c2), t1: r0c1 -> r0c2 (link r0c1->r0c2),
+  // 160,000 B each at 160 B/ns, both starting at 0 (sim/analytical/links.h).
+  // Alone: t0 = 2 hops (4,000) + 1,000,000; t1 = 1 hop (2,000) + 1,000,000.
+  // Round 1: all of t1's bytes fall in t0's window [0, 1,004,000), so t0 carries
+  //   320,000 B on the shared link: 4,000 + 2,000,000 = 2,004,000 ps. t0 spreads its
+  //   bytes over its window, so t1's window [0, 1,002,000) sees 160,000 x 1,002/1,004:
+  //   t1 = 2,000 + ceil((160,000 + 159,681.3) / 160 B/ns) = 2,000 + 1,998,008.
+  // Round 2: t0's window is now [0, 2,004,000) and t1's [0, 2,000,008): t1 sees
+  //   160,000 x 2,000,008 / 2,004,000 = 159,681.3 B again; t0 all of t1: settled.
   Program p = NewProgram();
   p.collectives.push_back(
       mapping::CollectiveInfo{mapping::CollectiveKind::kAllGather, "direct", 160'000, 3, 0});
@@ -325,33 +329,37 @@ TEST(AnalyticalEngine, SameStepTransfersSharingALinkTakeTwiceTheSerialisation) {
   AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, 0, 0);
   EngineOutput out = AnalyticalEngine().Run(p, Mesh());
   EXPECT_EQ(out.tasks[0].end_ps, 2'004'000);
-  EXPECT_EQ(out.tasks[1].end_ps, 2'002'000);
-  // The shared link carried both payloads, busy 2 * 1,000,000 ps; each transfer
-  // lost 1,000,000 ps to sharing.
+  EXPECT_EQ(out.tasks[1].end_ps, 2'000'008);
+  // The shared link carried both payloads, busy 2 * 1,000,000 ps; t0 lost 1,000,000 ps.
   const int shared = Mesh().Route(Core(0, 1), Core(0, 2)).at(0);
   EXPECT_EQ(out.links[shared].bytes, 320'000u);
   EXPECT_EQ(out.links[shared].busy_ps, 2'000'000);
   EXPECT_EQ(out.links[shared].max_queue_ps, 1'000'000);
 
-  // The same transfers in different steps (or collectives) do not share:
-  //   t0 = 4000 + 1,000,000; t1 = 2000 + 1,000,000.
+  // Steps and collectives do not matter, only time: in another step or outside any
+  // collective they still overlap and share ...
   p.tasks[1].coll_step = 1;
-  out = AnalyticalEngine().Run(p, Mesh());
-  EXPECT_EQ(out.tasks[0].end_ps, 1'004'000);
-  EXPECT_EQ(out.tasks[1].end_ps, 1'002'000);
-  p.tasks[1].coll_step = 0;
   p.tasks[1].collective = -1;
   out = AnalyticalEngine().Run(p, Mesh());
+  EXPECT_EQ(out.tasks[0].end_ps, 2'004'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 2'000'008);
+  // ... and once t1 waits for t0 they never overlap: each takes its unloaded time.
+  p.tasks[1].deps = {0};
+  out = AnalyticalEngine().Run(p, Mesh());
   EXPECT_EQ(out.tasks[0].end_ps, 1'004'000);
-  EXPECT_EQ(out.tasks[1].end_ps, 1'002'000);
+  EXPECT_EQ(out.tasks[1].start_ps, 1'004'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 1'004'000 + 1'002'000);
 }
 
 TEST(AnalyticalEngine, DramReadSharedByTwoCores) {
-  // Channel 0 (80 B/ns effective, 50 ns) read by cores 0 and 1, 80,000 B each:
-  //   alone:  50,000 + 80,000 / 80 ns (1,000,000) = 1,050,000 ps
-  //   shared by 2 cores: 50,000 + 2 * 1,000,000   = 2,050,000 ps
-  // Core 1 (r0c1) is one hop from the channel's attach node r0c0: + 2,000 ps of
-  // hop latency (its 160 B/ns link outpaces the channel, so only the latency shows).
+  // Channel 0 (80 B/ns effective, 50 ns) read by cores 0 and 1, 80,000 B each, both at 0:
+  //   alone:  core 0: 50,000 + 80,000 / 80 ns (1,000,000) = 1,050,000 ps; core 1 (r0c1)
+  //           one hop from the attach node r0c0: + 2,000 ps of hop latency (its
+  //           160 B/ns link outpaces the channel, so only the latency shows).
+  //   shared (sim/analytical/links.h): core 1's window [0, 1,052,000) holds all of core
+  //           0's bytes: 50,000 + 2,000 + 160,000 / 80 = 2,052,000; core 0's window
+  //           [0, 2,048,099) holds 80,000 x 2,048,099 / 2,052,000 = 79,847.9 B of core 1's:
+  //           50,000 + ceil(159,847.9 / 80 B/ns) = 50,000 + 1,998,099 = 2,048,099 (settled).
   Program p = NewProgram();
   AddMemory(p, 0, 0, 80'000);
   EngineOutput out = AnalyticalEngine().Run(p, Mesh());
@@ -359,20 +367,21 @@ TEST(AnalyticalEngine, DramReadSharedByTwoCores) {
 
   AddMemory(p, 1, 0, 80'000);
   out = AnalyticalEngine().Run(p, Mesh());
-  EXPECT_EQ(out.tasks[0].end_ps, 2'050'000);
+  EXPECT_EQ(out.tasks[0].end_ps, 2'048'099);
   EXPECT_EQ(out.tasks[1].end_ps, 2'052'000);
   EXPECT_EQ(out.channels[0].bytes, 160'000u);
   // Core 1's data crossed r0c0 -> r0c1: 80,000 B at 160 B/ns = 500,000 ps busy.
   EXPECT_EQ(out.links[Mesh().Route(0, 1)[0]].bytes, 80'000u);
   EXPECT_EQ(out.links[Mesh().Route(0, 1)[0]].busy_ps, 500'000);
   EXPECT_EQ(out.channels[0].busy_ps, 2'000'000);       // 2 x 1,000,000 unshared serialisation
-  EXPECT_EQ(out.channels[0].max_queue_ps, 1'000'000);  // each read lost 1,000,000 ps
+  EXPECT_EQ(out.channels[0].max_queue_ps, 1'000'000);  // core 1's read lost 1,000,000 ps
 
-  // A second read by core 0 does not add a sharer: still 2 cores.
-  AddMemory(p, 0, 0, 80'000, {0});
+  // A second read by core 0 that waits for both: nothing overlaps it, so it takes its
+  // unloaded time (the channel had two sharers over the whole run before this model).
+  AddMemory(p, 0, 0, 80'000, {0, 1});
   out = AnalyticalEngine().Run(p, Mesh());
-  EXPECT_EQ(out.tasks[2].start_ps, 2'050'000);
-  EXPECT_EQ(out.tasks[2].end_ps, 4'100'000);
+  EXPECT_EQ(out.tasks[2].start_ps, 2'052'000);
+  EXPECT_EQ(out.tasks[2].end_ps, 2'052'000 + 1'050'000);
 }
 
 TEST(AnalyticalEngine, OneCoresDramReadsQueueButOverlapComputeAndTransfers) {
@@ -450,13 +459,14 @@ TEST(AnalyticalEngine, HbmReadsCrossTheMeshAndShareItsLinks) {
   // mesh-4x4-hbm: hbm_west0 (channel 0) hangs off r1c0: 819.2 x 0.85 = 696.32 B/ns,
   // 100 ns; mesh links 256 B/ns, 2,500 ps per hop. Cores r0c1 (1) and r1c1 (5) each
   // read 1 MiB (1,048,576 B). Paths from r1c0: r1c0->r1c1->r0c1 and r1c0->r1c1, so
-  // link r1c0->r1c1 carries two flows; the channel has two sharers.
-  //   channel: DramTime(2 MiB) = 100,000 + ceil(2,097,152,000 / 696.32 = 3,011,764.7)
-  //            = 100,000 + 3,011,765
-  //   path:    2 flows on a 256 B/ns link: 2 MiB at 256 = 8,192,000 ps, longer than the
-  //            channel's 3,011,765, so the path decides:
-  //   core 5:  100,000 + 1 hop (2,500) + 8,192,000 = 8,294,500
-  //   core 1:  100,000 + 2 hops (5,000) + 8,192,000 = 8,297,000
+  // link r1c0->r1c1 carries two flows at once, and so does the channel.
+  //   channel: 2 MiB at 696.32 B/ns = 3,011,765 ps, shorter than the shared link's
+  //   path:    2 MiB at 256 B/ns = 8,192,000 ps, so the path decides. Alone, core 5
+  //            ends at 100,000 + 2,500 + 4,096,000 = 4,198,500 and core 1 at 4,201,000:
+  //   core 1:  its window holds all of core 5's bytes: 100,000 + 5,000 + 8,192,000 = 8,297,000
+  //   core 5:  its window [0, 8,292,063) holds 1 MiB x 8,292,063 / 8,297,000 of core 1's
+  //            (spread over core 1's window): 100,000 + 2,500 + ceil((1 MiB + 1,047,952.1 B)
+  //            / 256 B/ns) = 8,292,063 (settled from the unloaded windows in two rounds)
   // Alone, core 1 would take 100,000 + 5,000 + 4,096,000 (1 MiB at 256 B/ns).
   const arch::Chip chip = arch::testing::LoadChip("mesh-4x4-hbm");
   ASSERT_EQ(chip.ChannelOf(1), 0);
@@ -469,7 +479,7 @@ TEST(AnalyticalEngine, HbmReadsCrossTheMeshAndShareItsLinks) {
   AddMemory(p, 5, 0, 1 << 20);
   out = AnalyticalEngine().Run(p, chip);
   EXPECT_EQ(out.tasks[0].end_ps, 8'297'000);
-  EXPECT_EQ(out.tasks[1].end_ps, 8'294'500);
+  EXPECT_EQ(out.tasks[1].end_ps, 8'292'063);
   // The shared link carried both reads.
   const int shared = chip.Route(chip.FindNode("r1c0"), chip.FindNode("r1c1"))[0];
   EXPECT_EQ(out.links[shared].bytes, 2u << 20);

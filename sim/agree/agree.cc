@@ -1,0 +1,672 @@
+#include "sim/agree/agree.h"
+
+#include <google/protobuf/text_format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "arch/chip.h"
+#include "configs/load.h"
+#include "llm/model.h"
+#include "mapping/collective/collective.h"
+#include "mapping/mapping.h"
+#include "mapping/placement/placement.h"
+#include "sim/analytical/links.h"
+#include "sim/engine.h"
+#include "sim/experiment.h"
+#include "sim/result.h"
+
+namespace tpsim::sim::agree {
+
+const char* const kAgreeUsage =
+    R"(usage: tpsim agree [--seed S] [--count N] [--jobs J] [--csv OUT.csv] [--worst K]
+       tpsim agree --seed S --only I [--emit X.textproto]
+
+Draws N random valid experiments (chips, dense catalog models, workloads and
+mappings; sim/agree/agree.h says which), runs each on the analytical and the TLM
+engine, and prints the distribution of the analytical/TLM ratios of the total
+time, the prefill and the mean decode step, the share within 10% and 25%, how
+well the analytical engine's contention warning predicted a difference over 10%,
+and the K worst cases, each with the commands that reproduce it.
+
+  --seed S        family seed (default 1); experiment I is the same for every N and J
+  --count N       experiments 0 .. N-1 (default 30)
+  --jobs J        worker processes (default 1; the TLM engine runs one per process)
+  --csv FILE      one row per experiment: what was drawn, both engines' times, ratios
+  --worst K       worst cases listed (default 5)
+  --bounds F,D    exit 1 unless at least a fraction F of the totals are within 10%
+                  of the TLM engine's and every one within D (e.g. 0.95,0.25)
+  --only I        experiment I only: print what was drawn and both engines' times
+  --emit FILE     with --only: write experiment I as a textproto for `tpsim run`
+)";
+
+namespace {
+
+// SplitMix64 (Steele, Lea, Flood 2014): a small, well-mixed stream, the same on
+// every platform (std::uniform_int_distribution is not).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double Unit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  int Int(int lo, int hi) { return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1)); }
+  double LogUniform(double lo, double hi) { return lo * std::exp(Unit() * std::log(hi / lo)); }
+  template <class T>
+  const T& Pick(const std::vector<T>& v) {
+    return v[Next() % v.size()];
+  }
+
+ private:
+  uint64_t s_;
+};
+
+double Round3(double x) {
+  // Three significant digits: readable configs that round-trip exactly through text.
+  if (x <= 0) return x;
+  const double scale = std::pow(10.0, 2 - std::floor(std::log10(x)));
+  return std::round(x * scale) / scale;
+}
+
+std::string Node(const std::string& topo, int row, int col, int cols) {
+  if (topo == "ring") return "n" + std::to_string(row * cols + col);
+  if (topo == "switch") return "gpu" + std::to_string(row * cols + col);
+  return "r" + std::to_string(row) + "c" + std::to_string(col);
+}
+
+// The chip of a draw.
+void DrawChip(Rng& rng, config::Chip* c) {
+  const std::string topo =
+      rng.Pick(std::vector<std::string>{"mesh", "mesh", "torus", "ring", "wafer", "switch"});
+  config::Noc* noc = c->mutable_noc();
+  noc->set_topology(topo);
+  int rows = 1, cols = 1;
+  if (topo == "ring" || topo == "switch") {
+    cols = rng.Pick(std::vector<int>{4, 8, 8, 16, 16, 32, 64});
+    noc->set_nodes(cols);
+    if (topo == "ring") noc->set_bidirectional(rng.Unit() < 0.7);
+    if (topo == "switch") noc->set_switch_latency_ns(Round3(rng.LogUniform(20, 300)));
+  } else {
+    const std::vector<int> sides =
+        topo == "wafer" ? std::vector<int>{4, 8, 8, 16, 16, 32} : std::vector<int>{2, 4, 4, 8, 8, 16, 32};
+    do {
+      rows = rng.Pick(sides);
+      cols = rng.Pick(sides);
+    } while (rows * cols < 4 || rows * cols > 1024);
+    noc->set_rows(rows);
+    noc->set_cols(cols);
+    if (topo == "wafer") {
+      const int die = rng.Pick(std::vector<int>{2, 4});
+      noc->set_die_rows(std::min(die, rows));
+      noc->set_die_cols(std::min(die, cols));
+    }
+  }
+  const double link = Round3(rng.LogUniform(10, 1000));
+  noc->set_link_bandwidth_gbps(link);
+  noc->set_router_latency_cycles(rng.Int(1, 4));
+  noc->set_link_latency_ns(Round3(rng.Unit() < 0.3 ? 0 : rng.LogUniform(0.1, 2)));
+  if (topo == "wafer") {
+    noc->set_d2d_bandwidth_gbps(Round3(link * rng.LogUniform(0.25, 1)));
+    noc->set_d2d_latency_ns(Round3(rng.LogUniform(1, 10)));
+  }
+  c->set_name("agree-" + topo);
+  c->set_clock_mhz(rng.Pick(std::vector<double>{250, 500, 800, 1000, 1000, 1500, 2000}));
+  config::Core* core = c->mutable_core();
+  const int array = rng.Pick(std::vector<int>{32, 64, 64, 128});
+  core->set_systolic_rows(array);
+  core->set_systolic_cols(array);
+  core->set_systolic_arrays(rng.Int(1, 2));
+  core->set_mac_dtype("bf16");
+  core->set_matrix_utilization(Round3(0.5 + 0.45 * rng.Unit()));
+  core->set_vector_lanes(rng.Pick(std::vector<int>{64, 128, 256, 512}));
+  core->set_sram_bytes(static_cast<uint64_t>(std::round(rng.LogUniform(1, 256))) << 20);
+  core->set_sram_bandwidth_gbps(Round3(rng.LogUniform(256, 4096)));
+  config::Memory* m = c->add_memory();
+  const bool hbm = rng.Unit() < 0.5;
+  if (!hbm) {
+    m->set_name("dram");
+    m->set_kind("dram");
+    m->set_per_core(true);
+    m->set_bandwidth_gbps(Round3(rng.LogUniform(30, 200)));
+    m->set_efficiency(Round3(0.6 + 0.3 * rng.Unit()));
+    m->set_latency_ns(Round3(rng.LogUniform(40, 120)));
+    m->set_capacity_bytes(uint64_t{4} << 30);
+    return;
+  }
+  // HBM3 stacks (819.2 GB/s, JEDEC HBM3 6.4 Gb/s x 1024 bits).
+  auto stack = [&](const std::string& name, std::vector<std::string> attach) {
+    config::Memory* s =
+        c->memory_size() == 1 && c->memory(0).name().empty() ? c->mutable_memory(0) : c->add_memory();
+    s->set_name(name);
+    s->set_kind("hbm");
+    for (auto& a : attach) s->add_attach(a);
+    s->set_bandwidth_gbps(819.2);
+    s->set_efficiency(0.85);
+    s->set_latency_ns(100);
+    s->set_capacity_bytes(uint64_t{16} << 30);
+  };
+  const bool two = rng.Unit() < 0.5;
+  if (topo == "ring" || topo == "switch") {
+    const int stacks = std::min(cols / 2, rng.Pick(std::vector<int>{1, 2, 4}));
+    for (int s = 0; s < stacks; ++s) {
+      const int at = s * cols / stacks;
+      std::vector<std::string> attach{Node(topo, 0, at, cols)};
+      if (two) attach.push_back(Node(topo, 0, at + 1, cols));
+      stack("hbm" + std::to_string(s), attach);
+    }
+    return;
+  }
+  const bool corners = rng.Unit() < 0.4;
+  if (corners) {
+    const int pairs[4][2] = {{0, 0}, {0, cols - 1}, {rows - 1, 0}, {rows - 1, cols - 1}};
+    const int stacks = rng.Pick(std::vector<int>{2, 4});
+    for (int s = 0; s < stacks; ++s) {
+      const int r = pairs[s * (4 / stacks)][0], k = pairs[s * (4 / stacks)][1];
+      std::vector<std::string> attach{Node(topo, r, k, cols)};
+      if (two) attach.push_back(Node(topo, r == 0 ? 1 : r - 1, k, cols));
+      stack("hbm_corner" + std::to_string(s), attach);
+    }
+    return;
+  }
+  // Edge midpoints: west and east, then north and south, one or two stacks per edge.
+  const int edges = rng.Pick(std::vector<int>{2, 4});
+  const int per_edge = rng.Int(1, 2);
+  int id = 0;
+  for (int e = 0; e < edges; ++e) {
+    const bool vertical = e < 2;  // west / east edges run along rows
+    const int len = vertical ? rows : cols;
+    for (int k = 0; k < per_edge; ++k) {
+      const int at = std::min(len - 2, (2 * k + 1) * len / (2 * per_edge));
+      std::vector<std::string> attach;
+      for (int j = 0; j < (two ? 2 : 1); ++j) {
+        const int pos = std::max(0, at) + j;
+        const int r = vertical ? pos : (e == 2 ? 0 : rows - 1);
+        const int col = vertical ? (e == 0 ? 0 : cols - 1) : pos;
+        attach.push_back(Node(topo, r, col, cols));
+      }
+      stack("hbm" + std::to_string(id++), attach);
+    }
+  }
+}
+
+bool IsMoe(const config::Model& m) { return m.num_experts() > 0; }
+
+config::Model CatalogModel(const std::string& name) {
+  return llm::ImportHuggingFace(llm::CatalogPath(name, config::Location{}, "model_name"));
+}
+
+const std::vector<std::string>& DenseModels() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& n : llm::CatalogNames()) {
+      if (!IsMoe(CatalogModel(n))) out.push_back(n);
+    }
+    return out;
+  }();
+  return names;
+}
+
+// Packet-hops of a Program on a chip: what the TLM engine's work grows with.
+uint64_t PacketHops(const mapping::Program& p, const arch::Chip& chip) {
+  std::map<std::pair<int, int>, int> hops;
+  uint64_t sum = 0;
+  for (const mapping::Task t : p.tasks()) {
+    int h = 0;
+    if (t.kind == mapping::TaskKind::kTransfer && t.core != t.dst_core) {
+      auto [it, inserted] = hops.try_emplace({t.core, t.dst_core}, 0);
+      if (inserted) it->second = chip.Hops(t.core, t.dst_core);
+      h = it->second;
+    } else if (t.kind == mapping::TaskKind::kMemory) {
+      auto [it, inserted] = hops.try_emplace({-1 - t.channel, t.core}, 0);
+      if (inserted) it->second = static_cast<int>(chip.MemoryPath(t.core, t.channel, t.write).size());
+      h = it->second;
+    }
+    sum += (t.bytes + 4095) / 4096 * static_cast<uint64_t>(h);
+  }
+  return sum;
+}
+
+Experiment Resolve(const config::Experiment& cfg, const std::string& label) {
+  Experiment e;
+  e.path = label;
+  e.cfg = cfg;
+  *e.cfg.mutable_model() = CatalogModel(cfg.model_name());
+  return e;
+}
+
+void DrawRest(Rng& rng, const arch::Chip& chip, config::Experiment* cfg) {
+  const std::string model = rng.Pick(DenseModels());
+  cfg->set_model_name(model);
+  const config::Model m = CatalogModel(model);
+  config::Workload* w = cfg->mutable_workload();
+  w->set_batch(rng.Pick(std::vector<int>{1, 1, 1, 2, 4}));
+  w->set_seq_len(rng.Pick(std::vector<int>{16, 32, 64, 128, 256, 512, 1024}));
+  w->set_decode_steps(rng.Int(1, 4));
+  w->set_dtype("bf16");
+  config::Mapping* mp = cfg->mutable_mapping();
+  const int cores = chip.num_cores();
+  std::vector<int> tps;
+  for (int tp : {1, 2, 4, 8, 16, 32})
+    if (tp <= cores) tps.push_back(tp);
+  const int tp = rng.Pick(tps);
+  std::vector<int> stages;
+  for (int s : {1, 2, 4, 8})
+    if (tp * s <= cores && static_cast<uint32_t>(s) <= m.num_layers()) stages.push_back(s);
+  const int st = rng.Pick(stages);
+  const int per_stage = rng.Int(1, std::max(1, 8 / st));
+  w->set_num_layers(static_cast<uint32_t>(std::min<int>(st * per_stage, static_cast<int>(m.num_layers()))));
+  mp->set_tp(tp);
+  mp->set_pipeline_stages(st);
+  mp->set_partition(rng.Pick(mapping::PartitionerNames()));
+  std::vector<std::string> places;
+  for (const auto& p : mapping::PlacementNames())
+    if (p != "file") places.push_back(p);
+  mp->set_placement(rng.Pick(places));
+  if (mp->placement() == "random") mp->set_seed(rng.Next() % 1000);
+  mp->set_collective(rng.Pick(mapping::CollectiveNames()));
+  if (mp->partition() == "mn_2d" && rng.Unit() < 0.5) mp->set_mn_2d_weights("k_steps");
+}
+
+struct Case {
+  Drawn drawn;
+  Experiment e;
+  arch::Chip chip;
+  mapping::Program program;
+};
+
+Case Draw(uint64_t seed, uint32_t index) {
+  for (uint32_t attempt = 0; attempt < 1000; ++attempt) {
+    Rng rng(seed * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(index) << 20) ^ attempt);
+    rng.Next();
+    config::Experiment cfg;
+    cfg.set_name("agree-" + std::to_string(seed) + "-" + std::to_string(index));
+    DrawChip(rng, cfg.mutable_chip());
+    try {
+      arch::Chip chip = arch::Chip::Build(cfg.chip());
+      DrawRest(rng, chip, &cfg);
+      Experiment e = Resolve(cfg, cfg.name());
+      chip = ValidateExperiment(e);
+      mapping::Program program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
+      if (program.empty() || PacketHops(program, chip) > kMaxPacketHops) continue;
+      return Case{Drawn{cfg, attempt}, std::move(e), std::move(chip), std::move(program)};
+    } catch (const config::ConfigError&) {
+      continue;
+    } catch (const std::invalid_argument&) {
+      continue;
+    }
+  }
+  throw std::runtime_error("agree: no valid experiment for seed " + std::to_string(seed) + " index " +
+                           std::to_string(index) + " in 1000 attempts");
+}
+
+// One experiment's outcome (a line between processes: fixed fields, no spaces in text).
+struct Outcome {
+  uint32_t index = 0;
+  std::string what;  // short description
+  int64_t a_total = 0, t_total = 0, a_prefill = 0, t_prefill = 0, a_decode = 0, t_decode = 0;
+  double contention = 0;
+  double a_ms = 0, t_ms = 0;
+  std::string error;  // "-" when none
+  double Ratio(int64_t a, int64_t t) const { return t > 0 ? static_cast<double>(a) / t : 1.0; }
+  double total() const { return Ratio(a_total, t_total); }
+  double prefill() const { return Ratio(a_prefill, t_prefill); }
+  double decode() const { return Ratio(a_decode, t_decode); }
+  // The largest |ratio - 1| of the three phases.
+  double worst() const {
+    return std::max({std::abs(total() - 1), std::abs(prefill() - 1), std::abs(decode() - 1)});
+  }
+};
+
+std::string Describe(const config::Experiment& c, const arch::Chip& chip) {
+  std::ostringstream os;
+  const auto& n = c.chip().noc();
+  const bool hbm = !c.chip().memory(0).per_core();
+  os << n.topology() << "/" << chip.num_cores() << "c/" << n.link_bandwidth_gbps() << "GBps/"
+     << (hbm ? "hbm" + std::to_string(chip.channels().size()) : "stacked") << "/"
+     << (c.chip().core().sram_bytes() >> 20) << "MiB/" << c.model_name() << "/L" << c.workload().num_layers()
+     << "/b" << c.workload().batch() << "s" << c.workload().seq_len() << "d" << c.workload().decode_steps()
+     << "/tp" << c.mapping().tp() << "pp" << c.mapping().pipeline_stages() << "/" << c.mapping().partition()
+     << "/" << c.mapping().placement() << "/" << c.mapping().collective();
+  return os.str();
+}
+
+Outcome RunOne(uint64_t seed, uint32_t index) {
+  Outcome o;
+  o.index = index;
+  o.error = "-";
+  try {
+    Case k = Draw(seed, index);
+    o.what = Describe(k.drawn.cfg, k.chip);
+    auto time = [&](const std::string& name, double* ms) {
+      auto engine = MakeEngine(name);
+      const auto t0 = std::chrono::steady_clock::now();
+      EngineOutput out = engine->Run(k.program, k.chip);
+      *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (name == "analytical") o.contention = out.contention;
+      return BuildSummary(k.program, k.chip, out);
+    };
+    const config::Summary a = time("analytical", &o.a_ms);
+    const config::Summary t = time("tlm", &o.t_ms);
+    o.a_total = a.total_ps();
+    o.t_total = t.total_ps();
+    o.a_prefill = a.prefill_ps();
+    o.t_prefill = t.prefill_ps();
+    o.a_decode = a.decode_step_ps_mean();
+    o.t_decode = t.decode_step_ps_mean();
+  } catch (const std::exception& ex) {
+    o.error = ex.what();
+    for (char& ch : o.error)
+      if (ch == '\n' || ch == '\t') ch = ' ';
+  }
+  return o;
+}
+
+std::string Serialise(const Outcome& o) {
+  std::ostringstream os;
+  os.precision(17);
+  os << o.index << "\t" << o.what << "\t" << o.a_total << "\t" << o.t_total << "\t" << o.a_prefill << "\t"
+     << o.t_prefill << "\t" << o.a_decode << "\t" << o.t_decode << "\t" << o.contention << "\t" << o.a_ms
+     << "\t" << o.t_ms << "\t" << o.error << "\n";
+  return os.str();
+}
+
+bool Parse(const std::string& line, Outcome* o) {
+  std::istringstream is(line);
+  std::string f;
+  std::vector<std::string> v;
+  while (std::getline(is, f, '\t')) v.push_back(f);
+  if (v.size() != 12) return false;
+  o->index = static_cast<uint32_t>(std::stoul(v[0]));
+  o->what = v[1];
+  o->a_total = std::stoll(v[2]);
+  o->t_total = std::stoll(v[3]);
+  o->a_prefill = std::stoll(v[4]);
+  o->t_prefill = std::stoll(v[5]);
+  o->a_decode = std::stoll(v[6]);
+  o->t_decode = std::stoll(v[7]);
+  o->contention = std::stod(v[8]);
+  o->a_ms = std::stod(v[9]);
+  o->t_ms = std::stod(v[10]);
+  o->error = v[11];
+  return true;
+}
+
+// Runs experiments [0, count) in `jobs` forked workers (worker w takes indices w, w + jobs, ...).
+std::vector<Outcome> RunAll(uint64_t seed, uint32_t count, int jobs) {
+  std::vector<Outcome> all;
+  if (jobs <= 1) {
+    for (uint32_t i = 0; i < count; ++i) {
+      all.push_back(RunOne(seed, i));
+      std::fprintf(stderr, "\ragree: %u/%u", i + 1, count);
+    }
+    std::fprintf(stderr, "\n");
+    return all;
+  }
+  std::vector<std::pair<pid_t, int>> workers;
+  for (int w = 0; w < jobs; ++w) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("agree: pipe failed");
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("agree: fork failed");
+    if (pid == 0) {
+      close(fds[0]);
+      for (uint32_t i = static_cast<uint32_t>(w); i < count; i += static_cast<uint32_t>(jobs)) {
+        const std::string line = Serialise(RunOne(seed, i));
+        size_t off = 0;
+        while (off < line.size()) {
+          const ssize_t k = write(fds[1], line.data() + off, line.size() - off);
+          if (k <= 0) _exit(1);
+          off += static_cast<size_t>(k);
+        }
+      }
+      close(fds[1]);
+      _exit(0);
+    }
+    close(fds[1]);
+    workers.emplace_back(pid, fds[0]);
+  }
+  for (auto& [pid, fd] : workers) {
+    std::string buf;
+    char chunk[4096];
+    ssize_t k;
+    while ((k = read(fd, chunk, sizeof chunk)) > 0) buf.append(chunk, static_cast<size_t>(k));
+    close(fd);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::istringstream is(buf);
+    std::string line;
+    while (std::getline(is, line)) {
+      Outcome o;
+      if (Parse(line, &o)) all.push_back(o);
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const Outcome& a, const Outcome& b) { return a.index < b.index; });
+  if (all.size() != count) throw std::runtime_error("agree: a worker process failed");
+  return all;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+}  // namespace
+
+Drawn RandomExperiment(uint64_t seed, uint32_t index) { return Draw(seed, index).drawn; }
+
+int AgreeCommand(const std::vector<std::string>& args) {
+  uint64_t seed = 1;
+  uint32_t count = 30, worst = 5;
+  int jobs = 1;
+  int64_t only = -1;
+  std::string csv, emit;
+  double need_within10 = -1, need_max = -1;
+  auto usage = [](const std::string& msg) {
+    std::cerr << "tpsim agree: " << msg << "\n\n" << kAgreeUsage;
+    return 2;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::cout << kAgreeUsage;
+      return 0;
+    }
+    std::string flag = a, value;
+    const size_t eq = a.find('=');
+    if (a.starts_with("--") && eq != std::string::npos) {
+      flag = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[i + 1];
+      ++i;
+    } else {
+      return usage(a.starts_with("--") ? a + " needs a value" : "unexpected argument " + a);
+    }
+    try {
+      if (flag == "--seed") {
+        seed = std::stoull(value);
+      } else if (flag == "--count") {
+        count = static_cast<uint32_t>(std::stoul(value));
+      } else if (flag == "--jobs") {
+        jobs = std::stoi(value);
+      } else if (flag == "--worst") {
+        worst = static_cast<uint32_t>(std::stoul(value));
+      } else if (flag == "--only") {
+        only = std::stoll(value);
+      } else if (flag == "--csv") {
+        csv = value;
+      } else if (flag == "--emit") {
+        emit = value;
+      } else if (flag == "--bounds") {
+        const size_t comma = value.find(',');
+        if (comma == std::string::npos) return usage("--bounds needs F,D (e.g. 0.95,0.25)");
+        need_within10 = std::stod(value.substr(0, comma));
+        need_max = std::stod(value.substr(comma + 1));
+      } else {
+        return usage("unknown option " + a);
+      }
+    } catch (const std::logic_error&) {
+      return usage("bad value '" + value + "' for " + flag);
+    }
+  }
+  if (jobs < 1 || jobs > 256) return usage("--jobs must be 1 .. 256");
+  if (count < 1 || count > 1000000) return usage("--count must be 1 .. 1000000");
+  if (!emit.empty() && only < 0) return usage("--emit needs --only");
+  if (only >= 0) {
+    const uint32_t index = static_cast<uint32_t>(only);
+    Case k = Draw(seed, index);
+    if (!emit.empty()) {
+      std::string text;
+      google::protobuf::TextFormat::PrintToString(k.drawn.cfg, &text);
+      std::ofstream out(emit);
+      out << "# tpsim agree --seed " << seed << " --only " << index << " (drawn in attempt "
+          << k.drawn.attempt
+          << ")\n# proto-file: configs/schema/experiment.proto\n# proto-message: tpsim.config.Experiment\n"
+          << text;
+      if (!out) {
+        std::cerr << "tpsim agree: cannot write " << emit << "\n";
+        return 1;
+      }
+    }
+    const Outcome o = RunOne(seed, index);
+    std::cout << "experiment " << index << " of seed " << seed << ": " << o.what << "\n";
+    if (o.error != "-") {
+      std::cout << "error: " << o.error << "\n";
+      return 1;
+    }
+    std::cout << "            analytical          tlm    ratio\n";
+    auto row = [&](const char* name, int64_t a, int64_t t) {
+      std::printf("%-8s %12.3f us %12.3f us  %6.3f\n", name, a / 1e6, t / 1e6, t > 0 ? double(a) / t : 1.0);
+    };
+    row("total", o.a_total, o.t_total);
+    row("prefill", o.a_prefill, o.t_prefill);
+    row("decode", o.a_decode, o.t_decode);
+    std::cout << "contention " << Fixed(o.contention, 3) << ", analytical " << Fixed(o.a_ms, 1) << " ms, tlm "
+              << Fixed(o.t_ms, 1) << " ms\n";
+    return 0;
+  }
+
+  const std::vector<Outcome> all = RunAll(seed, count, jobs);
+  if (!csv.empty()) {
+    std::ofstream out(csv);
+    out << "index,experiment,analytical_total_ps,tlm_total_ps,analytical_prefill_ps,tlm_prefill_ps,"
+           "analytical_decode_step_ps,tlm_decode_step_ps,ratio_total,ratio_prefill,ratio_decode_step,"
+           "contention,analytical_ms,tlm_ms,error\n";
+    out.precision(6);
+    for (const Outcome& o : all) {
+      std::string err = o.error;
+      for (char& ch : err)
+        if (ch == ',' || ch == '"') ch = ';';
+      out << o.index << "," << o.what << "," << o.a_total << "," << o.t_total << "," << o.a_prefill << ","
+          << o.t_prefill << "," << o.a_decode << "," << o.t_decode << "," << o.total() << "," << o.prefill()
+          << "," << o.decode() << "," << o.contention << "," << o.a_ms << "," << o.t_ms << "," << err << "\n";
+    }
+    if (!out) {
+      std::cerr << "tpsim agree: cannot write " << csv << "\n";
+      return 1;
+    }
+  }
+  std::vector<const Outcome*> ok;
+  for (const Outcome& o : all) {
+    if (o.error == "-") ok.push_back(&o);
+  }
+  std::cout << "tpsim agree --seed " << seed << " --count " << count << ": " << ok.size()
+            << " experiments run on both engines";
+  if (ok.size() != all.size()) std::cout << ", " << all.size() - ok.size() << " failed";
+  std::cout << "\n\nanalytical / TLM     min      p5     p25  median     p75     p95     max  within 10%  "
+               "within 25%\n";
+  double a_ms = 0, t_ms = 0;
+  for (const Outcome* o : ok) {
+    a_ms += o->a_ms;
+    t_ms += o->t_ms;
+  }
+  for (int phase = 0; phase < 3; ++phase) {
+    std::vector<double> r;
+    for (const Outcome* o : ok)
+      r.push_back(phase == 0 ? o->total() : phase == 1 ? o->prefill() : o->decode());
+    size_t in10 = 0, in25 = 0;
+    for (double x : r) {
+      in10 += std::abs(x - 1) <= 0.10;
+      in25 += std::abs(x - 1) <= 0.25;
+    }
+    const char* names[] = {"total", "prefill", "decode step"};
+    std::printf("%-16s %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f  %9.1f%%  %9.1f%%\n", names[phase],
+                Quantile(r, 0), Quantile(r, 0.05), Quantile(r, 0.25), Quantile(r, 0.5), Quantile(r, 0.75),
+                Quantile(r, 0.95), Quantile(r, 1), r.empty() ? 0 : 100.0 * in10 / r.size(),
+                r.empty() ? 0 : 100.0 * in25 / r.size());
+  }
+  // The warning (sim/analytical/links.h kContentionWarning) against what happened (total).
+  size_t tp = 0, fp = 0, fn = 0, tn = 0;
+  for (const Outcome* o : ok) {
+    const bool warned = o->contention > kContentionWarning;
+    const bool off = std::abs(o->total() - 1) > 0.10;
+    tp += warned && off;
+    fp += warned && !off;
+    fn += !warned && off;
+    tn += !warned && !off;
+  }
+  std::cout << "\ncontention warning (indicator > " << Fixed(kContentionWarning, 2)
+            << ") vs total off by > 10%: " << tp << " true positives, " << fp << " false positives, " << fn
+            << " missed, " << tn << " true negatives\n";
+  std::cout << "engine time: analytical " << Fixed(ok.empty() ? 0 : a_ms / ok.size(), 1) << " ms, TLM "
+            << Fixed(ok.empty() ? 0 : t_ms / ok.size(), 1) << " ms per experiment (mean)\n";
+  std::vector<const Outcome*> sorted = ok;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Outcome* a, const Outcome* b) { return a->worst() > b->worst(); });
+  std::cout << "\nworst cases (largest |ratio - 1| of total, prefill, decode step):\n";
+  for (size_t i = 0; i < sorted.size() && i < worst; ++i) {
+    const Outcome& o = *sorted[i];
+    std::cout << "  #" << o.index << "  total " << Fixed(o.total(), 3) << ", prefill "
+              << Fixed(o.prefill(), 3) << ", decode step " << Fixed(o.decode(), 3) << ", contention "
+              << Fixed(o.contention, 2) << "  " << o.what << "\n      tpsim agree --seed " << seed
+              << " --only " << o.index << " --emit agree-" << o.index << ".textproto && tpsim run agree-"
+              << o.index << ".textproto --engine tlm\n";
+  }
+  for (const Outcome& o : all) {
+    if (o.error != "-") std::cout << "  #" << o.index << " failed: " << o.error << "\n";
+  }
+  if (ok.size() != all.size()) return 1;
+  if (need_within10 >= 0) {
+    size_t in10 = 0;
+    double worst_total = 0;
+    for (const Outcome* o : ok) {
+      in10 += std::abs(o->total() - 1) <= 0.10;
+      worst_total = std::max(worst_total, std::abs(o->total() - 1));
+    }
+    const double share = ok.empty() ? 1.0 : static_cast<double>(in10) / ok.size();
+    const bool pass = share >= need_within10 && worst_total <= need_max;
+    std::cout << "\nbounds: " << Fixed(100 * share, 1) << "% of totals within 10% (need "
+              << Fixed(100 * need_within10, 1) << "%), worst " << Fixed(100 * worst_total, 1)
+              << "% (need <= " << Fixed(100 * need_max, 1) << "%): " << (pass ? "met" : "NOT met") << "\n";
+    if (!pass) return 1;
+  }
+  return 0;
+}
+
+}  // namespace tpsim::sim::agree
