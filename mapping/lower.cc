@@ -5,8 +5,10 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "mapping/functional.h"
 #include "mapping/mapping.h"
@@ -231,7 +233,8 @@ class Lowerer : public GemmContext {
   // sub-group is one line of the TP grid (1 x n, for mesh_2d).
   int32_t AddCollective(CollectiveKind kind, const std::string& algo,
                         const std::vector<std::vector<int>>& groups, uint64_t bytes, uint64_t align_bytes,
-                        uint32_t op, Schedule* sched);
+                        uint32_t op,
+                        const Schedule** sched);  // *sched: the lowered steps (kept by the Lowerer)
   // The TP grid's lines as rank groups: grid rows (ranks i gc .. i gc + gc - 1) or grid
   // columns (ranks j, gc + j, ...); grid rows with gc = p_: one group of every rank.
   std::vector<std::vector<int>> GridLines(int gc, bool columns) const {
@@ -282,6 +285,8 @@ class Lowerer : public GemmContext {
   InSwitchReduction switch_;  // the chip's in-switch reduction (nvls), for ChooseCollective
   std::vector<int> cores_;
   RankGrid coll_grid_;  // the stage region's shape, for mesh_2d collectives (0 x 0: let it choose)
+  // Lowered schedules by (algorithm, kind, ranks, bytes, align, grid rows, grid cols).
+  std::map<std::tuple<std::string, int, int, uint64_t, uint64_t, int, int>, Schedule> schedules_;
   std::vector<RankGrid> stage_grids_;
   std::vector<TState> ts_;
   std::vector<std::string> names_;
@@ -483,13 +488,18 @@ void Lowerer::Collective(CollectiveKind kind, int32_t t, const std::vector<std::
 
 int32_t Lowerer::AddCollective(CollectiveKind kind, const std::string& algo,
                                const std::vector<std::vector<int>>& groups, uint64_t bytes,
-                               uint64_t align_bytes, uint32_t op, Schedule* sched) {
+                               uint64_t align_bytes, uint32_t op, const Schedule** sched) {
   const int n = static_cast<int>(groups[0].size());
   const bool sub = groups.size() > 1 || n != p_;
-  *sched = LowerCollective(algo, kind, n, bytes, align_bytes, sub ? RankGrid{1, n} : coll_grid_);
+  // Layers repeat their collectives: each distinct one is lowered once.
+  const RankGrid grid = sub ? RankGrid{1, n} : coll_grid_;
+  auto [it, inserted] = schedules_.try_emplace(
+      std::make_tuple(algo, static_cast<int>(kind), n, bytes, align_bytes, grid.rows, grid.cols));
+  if (inserted) it->second = LowerCollective(algo, kind, n, bytes, align_bytes, grid);
+  *sched = &it->second;
   CollectiveInfo ci;
   ci.kind = kind;
-  ci.algorithm = sched->algorithm;
+  ci.algorithm = (*sched)->algorithm;
   ci.bytes = bytes;
   ci.ranks = n;
   ci.groups = static_cast<int>(groups.size());
@@ -510,8 +520,9 @@ void Lowerer::GroupCollective(CollectiveKind kind, int32_t t, const std::vector<
   const bool sub = groups.size() > 1 || n != p_;
   const std::string algo = ChooseCollective(algo_, kind, n, elems * d_, switch_);
   NewOp(base + "." + kname, algo);
-  Schedule sched;  // (mesh_2d's note says when a sub-group's grid is a single row)
-  const int32_t coll = AddCollective(kind, algo, groups, elems * d_, align_elems * d_, cur_op_, &sched);
+  const Schedule* lowered = nullptr;  // (mesh_2d's note says when a sub-group's grid is a single row)
+  const int32_t coll = AddCollective(kind, algo, groups, elems * d_, align_elems * d_, cur_op_, &lowered);
+  const Schedule& sched = *lowered;
   std::string label = sched.note;
   if (sub) {
     label = std::to_string(groups.size()) + " " + what + " groups of " + std::to_string(n) + " ranks" +
@@ -732,10 +743,11 @@ void Lowerer::EmitShard(const GemmSpec& g, int rank, Range rows, Range ks, Range
 
 void Lowerer::EmitRotate(const GemmSpec& g) {
   uint64_t col_bytes = g.k * d_;
-  Schedule sched;
+  const Schedule* lowered = nullptr;
   const int32_t coll = AddCollective(
       CollectiveKind::kRotate, ChooseCollective(algo_, CollectiveKind::kRotate, p_, g.n * col_bytes, switch_),
-      GridLines(p_, false), g.n * col_bytes, col_bytes, g.op, &sched);
+      GridLines(p_, false), g.n * col_bytes, col_bytes, g.op, &lowered);
+  const Schedule& sched = *lowered;
   FuncCollective fc;
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.n, g.k);  // W^T: shard = whole rows
   std::vector<std::vector<uint32_t>> shard_ready(p_);
@@ -816,10 +828,11 @@ void Lowerer::EmitKSteps(const GemmSpec& g) {
   // Group j = grid column j (ranks j, gc + j, ...); its buffer is W[:, cols j] as [k, nc],
   // member i's chunk being its K-block i (rows i kb .. (i+1) kb - 1).
   const std::vector<std::vector<int>> groups = GridLines(gc, true);
-  Schedule sched;
+  const Schedule* lowered = nullptr;
   const int32_t coll = AddCollective(
       CollectiveKind::kRotate, ChooseCollective(algo_, CollectiveKind::kRotate, gr, g.k * row_bytes, switch_),
-      groups, g.k * row_bytes, row_bytes, g.op, &sched);
+      groups, g.k * row_bytes, row_bytes, g.op, &lowered);
+  const Schedule& sched = *lowered;
   FuncCollective fc;
   fc.buffer = NewTensor(FuncTensorKind::kBuffer, g.k, nc);  // per core: its grid column's W[:, cols j]
   // computes[r][a]: rank r's computes on arrival a (a = 0: its own block; a = s + 1: step s).

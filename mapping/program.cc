@@ -136,6 +136,22 @@ void Verify(const Program& p) {
   const size_t n = p.num_tasks();
   if (p.num_cores < 0 || p.num_channels < 0)
     throw InvalidProgram("invalid Program: negative core or channel count");
+  // group_of[core]: the member group of `core` in collective `filled` (-1: none).
+  std::vector<int> group_of(static_cast<size_t>(p.num_cores), -1);
+  int64_t filled = -1;
+  auto fill = [&](size_t c) {
+    if (filled >= 0)
+      for (int core : p.collectives[filled].members) group_of[core] = -1;
+    const CollectiveInfo& ci = p.collectives[c];
+    for (size_t m = 0; m < ci.members.size(); ++m) {
+      const int core = ci.members[m];
+      if (group_of[core] >= 0)
+        throw InvalidProgram("invalid Program: collective " + std::to_string(c) + ": member core " +
+                             std::to_string(core) + " twice");
+      group_of[core] = static_cast<int>(m / static_cast<size_t>(ci.ranks));
+    }
+    filled = static_cast<int64_t>(c);
+  };
   for (size_t c = 0; c < p.collectives.size(); ++c) {
     const CollectiveInfo& ci = p.collectives[c];
     const std::string what = "invalid Program: collective " + std::to_string(c) + ": ";
@@ -148,6 +164,7 @@ void Verify(const Program& p) {
       for (int core : ci.members)
         if (core < 0 || core >= p.num_cores)
           throw InvalidProgram(what + "member core " + OutOf(core, p.num_cores));
+      fill(c);  // distinct members
     }
   }
   const FuncData& f = p.func;
@@ -177,8 +194,9 @@ void Verify(const Program& p) {
         if (coll >= 0) {
           const CollectiveInfo& ci = p.collectives[coll];
           if (!ci.members.empty()) {
-            const int g = ci.GroupOf(r.core);
-            if (g < 0 || g != ci.GroupOf(x.dst_core))
+            if (filled != coll) fill(static_cast<size_t>(coll));  // transfers come collective by collective
+            const int g = group_of[r.core];
+            if (g < 0 || g != group_of[x.dst_core])
               Bad(i, "transfer " + std::to_string(r.core) + "->" + std::to_string(x.dst_core) +
                          " leaves the member groups of collective " + std::to_string(coll));
           }
@@ -222,33 +240,62 @@ uint64_t Mix(uint64_t h, uint64_t v) {
 }
 uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
 
-}  // namespace
-
-size_t ProgramBuilder::ShapeHash::operator()(const ComputeShape& s) const {
+uint64_t HashOf(const ComputeShape& s) {
   uint64_t h = static_cast<uint64_t>(s.op_kind) + 1;
   for (uint64_t v : {s.batch, s.m, s.n, s.k, Bits(s.flops), Bits(s.vector_ops), s.bytes}) h = Mix(h, v);
-  return static_cast<size_t>(h);
+  return h;
 }
-bool ProgramBuilder::ShapeHash::operator()(const ComputeShape& a, const ComputeShape& b) const {
+bool Same(const ComputeShape& a, const ComputeShape& b) {
   return a.op_kind == b.op_kind && a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k &&
          Bits(a.flops) == Bits(b.flops) && Bits(a.vector_ops) == Bits(b.vector_ops) && a.bytes == b.bytes;
 }
-size_t ProgramBuilder::TransferHash::operator()(const TransferShape& x) const {
+uint64_t HashOf(const TransferShape& x) {
   uint64_t h = x.reduce ? 1 : 2;
   for (uint64_t v :
        {x.bytes, x.offset, x.dst_offset, Bits(x.in_switch_gbps), uint64_t{static_cast<uint32_t>(x.dst_core)}})
     h = Mix(h, v);
-  return static_cast<size_t>(h);
+  return h;
 }
-bool ProgramBuilder::TransferHash::operator()(const TransferShape& a, const TransferShape& b) const {
+bool Same(const TransferShape& a, const TransferShape& b) {
   return a.bytes == b.bytes && a.offset == b.offset && a.dst_offset == b.dst_offset &&
          Bits(a.in_switch_gbps) == Bits(b.in_switch_gbps) && a.dst_core == b.dst_core && a.reduce == b.reduce;
 }
-size_t ProgramBuilder::MemoryHash::operator()(const MemoryDetail& m) const {
-  return static_cast<size_t>(Mix(Mix(m.bytes, static_cast<uint32_t>(m.channel)), m.write ? 1 : 2));
+uint64_t HashOf(const MemoryDetail& m) {
+  return Mix(Mix(m.bytes, static_cast<uint32_t>(m.channel)), m.write ? 1 : 2);
 }
-bool ProgramBuilder::MemoryHash::operator()(const MemoryDetail& a, const MemoryDetail& b) const {
+bool Same(const MemoryDetail& a, const MemoryDetail& b) {
   return a.bytes == b.bytes && a.channel == b.channel && a.write == b.write;
+}
+
+}  // namespace
+
+template <class T>
+uint32_t ProgramBuilder::Interner::Intern(const T& v, std::vector<T>* values) {
+  if (2 * (used + 1) > slots.size()) {  // grow: rehash every index by its stored hash
+    std::vector<uint64_t> old(std::max<size_t>(64, 2 * slots.size()), 0);
+    old.swap(slots);
+    const size_t mask = slots.size() - 1;
+    for (uint64_t e : old) {
+      if ((e & 0xffffffffu) == 0) continue;
+      size_t k = static_cast<size_t>(e >> 32) & mask;
+      while (slots[k] != 0) k = (k + 1) & mask;
+      slots[k] = e;
+    }
+  }
+  const uint64_t h = HashOf(v);
+  const uint64_t tag = (h ^ (h >> 32)) & 0xffffffffu;
+  const size_t mask = slots.size() - 1;
+  for (size_t k = static_cast<size_t>(tag) & mask;; k = (k + 1) & mask) {
+    const uint64_t e = slots[k];
+    if (e == 0) {
+      values->push_back(v);
+      slots[k] = (tag << 32) | values->size();
+      ++used;
+      return static_cast<uint32_t>(values->size() - 1);
+    }
+    if ((e >> 32) == tag && Same((*values)[(e & 0xffffffffu) - 1], v))
+      return static_cast<uint32_t>((e & 0xffffffffu) - 1);
+  }
 }
 
 ProgramBuilder::ProgramBuilder(int num_cores, int num_channels) {
@@ -271,26 +318,21 @@ uint32_t ProgramBuilder::Add(const Task& t, std::span<const uint32_t> deps) {
   r.op = t.op;
   switch (t.kind) {
     case TaskKind::kCompute: {
-      const ComputeShape s{t.op_kind, t.batch, t.m, t.n, t.k, t.flops, t.vector_ops, t.bytes};
-      auto [it, inserted] = shape_index_.try_emplace(s, static_cast<uint32_t>(p_.shapes_.size()));
-      if (inserted) p_.shapes_.push_back(s);
-      r.detail = it->second;
+      r.detail = shapes_.Intern(
+          ComputeShape{t.op_kind, t.batch, t.m, t.n, t.k, t.flops, t.vector_ops, t.bytes}, &p_.shapes_);
       break;
     }
     case TaskKind::kTransfer: {
-      const TransferShape x{t.bytes, t.offset, t.dst_offset, t.in_switch_gbps, t.dst_core, t.reduce};
-      auto [it, inserted] = transfer_index_.try_emplace(x, static_cast<uint32_t>(p_.transfer_shapes_.size()));
-      if (inserted) p_.transfer_shapes_.push_back(x);
+      const uint32_t shape = transfers_.Intern(
+          TransferShape{t.bytes, t.offset, t.dst_offset, t.in_switch_gbps, t.dst_core, t.reduce},
+          &p_.transfer_shapes_);
       r.detail = static_cast<uint32_t>(p_.transfer_refs_.size());
       r.coll_step = t.coll_step;
-      p_.transfer_refs_.push_back(TransferRef{it->second, t.collective});
+      p_.transfer_refs_.push_back(TransferRef{shape, t.collective});
       break;
     }
     case TaskKind::kMemory: {
-      const MemoryDetail m{t.bytes, t.channel, t.write};
-      auto [it, inserted] = memory_index_.try_emplace(m, static_cast<uint32_t>(p_.memories_.size()));
-      if (inserted) p_.memories_.push_back(m);
-      r.detail = it->second;
+      r.detail = memories_.Intern(MemoryDetail{t.bytes, t.channel, t.write}, &p_.memories_);
       break;
     }
   }
@@ -311,14 +353,20 @@ uint32_t ProgramBuilder::Add(const Task& t, std::span<const uint32_t> deps) {
 
 Program ProgramBuilder::Build() {
   Verify(p_);
+  // The arrays grew by doubling; a built Program keeps only what it holds.
+  p_.records_.shrink_to_fit();
+  p_.dep_begin_.shrink_to_fit();
+  p_.deps_.shrink_to_fit();
+  p_.transfer_refs_.shrink_to_fit();
+  p_.func_of_.shrink_to_fit();
   Program out = std::move(p_);
   p_ = Program();
   p_.num_cores = out.num_cores;
   p_.num_channels = out.num_channels;
   with_func_ = false;
-  shape_index_.clear();
-  transfer_index_.clear();
-  memory_index_.clear();
+  shapes_.Clear();
+  transfers_.Clear();
+  memories_.Clear();
   return out;
 }
 

@@ -23,7 +23,6 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "llm/opgraph.h"
@@ -275,24 +274,22 @@ class ProgramBuilder {
   Program Build();
 
  private:
-  // Interning: equal means bit-for-bit equal (doubles compared by their bits).
-  struct ShapeHash {
-    size_t operator()(const ComputeShape& s) const;
-    bool operator()(const ComputeShape& a, const ComputeShape& b) const;
-  };
-  struct TransferHash {
-    size_t operator()(const TransferShape& x) const;
-    bool operator()(const TransferShape& a, const TransferShape& b) const;
-  };
-  struct MemoryHash {
-    size_t operator()(const MemoryDetail& m) const;
-    bool operator()(const MemoryDetail& a, const MemoryDetail& b) const;
+  // Interning: the index of `v` in `values`, appended when new. Equal means bit-for-bit
+  // equal (doubles compared by their bits). Open addressing over (hash, index + 1) slots,
+  // at most half full: one probe into a flat array per task in the common case.
+  struct Interner {
+    std::vector<uint64_t> slots;  // high 32 bits: hash; low 32 bits: index + 1 (0: empty)
+    size_t used = 0;
+    template <class T>
+    uint32_t Intern(const T& v, std::vector<T>* values);
+    void Clear() {
+      slots.clear();
+      used = 0;
+    }
   };
   Program p_;
   bool with_func_ = false;  // some task has a functional op: p_.func_of_ has one entry per task
-  std::unordered_map<ComputeShape, uint32_t, ShapeHash, ShapeHash> shape_index_;
-  std::unordered_map<TransferShape, uint32_t, TransferHash, TransferHash> transfer_index_;
-  std::unordered_map<MemoryDetail, uint32_t, MemoryHash, MemoryHash> memory_index_;
+  Interner shapes_, transfers_, memories_;
 };
 
 }  // namespace tpsim::mapping

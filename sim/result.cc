@@ -241,7 +241,7 @@ void FillSummary(const mapping::Program& program, const mapping::Program& g, con
 // emits them), each (op, core) sum is complete when the op changes; otherwise the
 // (op, core, duration) triples are sorted, as for any Program.
 std::vector<Ps> OpCompute(const mapping::Program& program, const EngineOutput& out) {
-  const mapping::Program::TaskRange tasks = program.tasks();
+  const std::vector<mapping::TaskRecord>& tasks = program.records();  // kind, core, op
   const size_t n = tasks.size();
   std::vector<Ps> op_compute(program.ops.size(), 0);
   bool in_order = true;
@@ -318,7 +318,7 @@ config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& 
 config::Result BuildResult(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
                            const std::string& experiment, const std::string& engine, bool with_tasks) {
   CheckInputs(program, out);
-  const mapping::Program::TaskRange tasks = program.tasks();
+  const std::vector<mapping::TaskRecord>& tasks = program.records();  // kind, core, op
   const size_t n = tasks.size();
   const Ps total = out.makespan_ps;
   const int num_cores = chip.num_cores();
@@ -435,7 +435,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
       tt->set_id(i);
       tt->set_start_ps(out.tasks[i].start_ps);
       tt->set_end_ps(out.tasks[i].end_ps);
-      const auto& t = tasks[i];
+      const mapping::Task t = program.task(i);
       const auto& ref = program.ops[t.op].ref;
       tt->set_core(static_cast<uint32_t>(std::max(t.core, 0)));
       tt->set_dst_core(t.kind == TaskKind::kTransfer ? t.dst_core : -1);
