@@ -360,6 +360,30 @@ TEST_F(PlotTest, SweepUndrawnFieldWithSeveralValuesIsAnError) {
   EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
 }
 
+// --hline: a number, or a swept field held at one value (the SLO of a serving sweep), in the
+// store's unit of the --y metric; anything else is exit 2.
+TEST_F(PlotTest, SweepHorizontalLines) {
+  WriteKvsMStore(Path("kvm.sqlite"));
+  std::string err;
+  ASSERT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--hline", "1500:budget",
+                     "--dump-series", Path("h.json"), "--out", Path("h.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("h.png"), 3);
+  const nlohmann::json d = ReadJson(Path("h.json"));
+  ASSERT_EQ(d["hlines"].size(), 1u);
+  EXPECT_EQ(d["hlines"][0]["y"], 1500.0);
+  EXPECT_EQ(d["hlines"][0]["label"], "budget");
+  EXPECT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--hline", "slo",
+                     "--out", Path("bad.png")},
+                    &err),
+            2);
+  EXPECT_NE(err.find("neither a number nor a swept field held at one value"), std::string::npos) << err;
+}
+
 TEST_F(PlotTest, SweepRatioOfTwoColorSeries) {
   WriteKvsMStore(Path("kvm.sqlite"));
   std::string err;
