@@ -52,6 +52,14 @@ class StallError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown when a run's times cannot be represented: a time past the 64-bit picosecond
+// clock (about 106.7 days). what() names the first task whose time ran past it and the
+// chip fields its time depends on.
+class TimeOverflowError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;

@@ -1,6 +1,8 @@
 #include "sim/run.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <limits>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -72,6 +74,49 @@ void AppendSerialised(const google::protobuf::Message& m, std::string* out) {
   *out += std::to_string(bytes.size()) + ":" + bytes;
 }
 
+// Times saturate at the clock's maximum instead of wrapping (SatAdd); a saturated end
+// means the run cannot be represented. Throws TimeOverflowError naming the first task
+// (in id order) that ended there, its payload and the fields its time depends on.
+void CheckRepresentable(const mapping::Program& program, const EngineOutput& timing) {
+  constexpr Ps kMax = std::numeric_limits<Ps>::max();
+  if (timing.makespan_ps < kMax) return;
+  for (size_t i = 0; i < timing.tasks.size() && i < program.num_tasks(); ++i) {
+    if (timing.tasks[i].end_ps < kMax) continue;
+    const mapping::Task t = program.task(i);
+    std::string what, fields;
+    char mb[64];
+    std::snprintf(mb, sizeof mb, "%.6g MB", static_cast<double>(t.bytes) / 1e6);
+    switch (t.kind) {
+      case mapping::TaskKind::kTransfer:
+        what = std::string("a transfer of ") + mb + " from core " + std::to_string(t.core) + " to core " +
+               std::to_string(t.dst_core);
+        fields = "chip.noc.link_bandwidth_gbps and the links' latencies";
+        break;
+      case mapping::TaskKind::kMemory:
+        what = std::string("a DRAM ") + (t.write ? "write" : "read") + " of " + mb + " on channel " +
+               std::to_string(t.channel);
+        fields = "chip.memory[].bandwidth_gbps and efficiency";
+        break;
+      default:
+        what = "a compute task on core " + std::to_string(t.core);
+        fields = "chip.clock_mhz, chip.core.matrix_utilization and the core's units";
+        break;
+    }
+    const std::string op = t.op < program.ops.size() ? program.ops[t.op].ref.op : std::string("?");
+    const double start_days = static_cast<double>(timing.tasks[i].start_ps) / 864e14;
+    char started[64];
+    std::snprintf(started, sizeof started, "%.3g days", start_days);
+    // A task that starts after a day of simulated time is where the clock ran out, not
+    // necessarily the only slow one: the tasks before it took most of the time.
+    const std::string note =
+        start_days < 1 ? "" : " (the tasks before it, of the same kind or not, took most of that time)";
+    throw TimeOverflowError(what + " (task " + std::to_string(i) + ", op " + op + "), started at " + started +
+                            ", ends later than the 106.7 days (2^63 ps) tpsim can represent" + note +
+                            ": check " + fields);
+  }
+  throw TimeOverflowError("the run ends later than the 106.7 days (2^63 ps) tpsim can represent");
+}
+
 }  // namespace
 
 RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
@@ -83,6 +128,7 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   if (opts.on_stage)
     opts.on_stage(engine->name() == "tlm" ? "timing (tlm engine)" : "timing (analytical engine)");
   EngineOutput timing = engine->Run(out.program, chip);
+  CheckRepresentable(out.program, timing);
   if (opts.on_stage) opts.on_stage("writing results");
   out.result = BuildResult(out.program, chip, timing, e.cfg.name(), engine->name(), opts.keep_task_times);
   out.result.set_config(ResolvedText(e));
@@ -209,9 +255,10 @@ config::Summary RunSummary(const Experiment& e, const std::string& engine_name, 
   const std::shared_ptr<const ProgramCache::Entry> entry =
       cache ? cache->Get(e, chip, analytical) : MakeEntry(e, chip, analytical);
   const mapping::Program& program = entry->program;
-  if (!analytical) return BuildSummary(program, chip, engine->Run(program, chip));
-  const AnalyticalPlan& plan = *entry->analytical_plan;
-  return BuildSummary(program, chip, RunAnalytical(program, plan, chip));
+  const EngineOutput timing =
+      analytical ? RunAnalytical(program, *entry->analytical_plan, chip) : engine->Run(program, chip);
+  CheckRepresentable(program, timing);
+  return BuildSummary(program, chip, timing);
 }
 
 }  // namespace tpsim::sim

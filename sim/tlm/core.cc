@@ -1,6 +1,7 @@
 #include "sim/tlm/core.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -41,7 +42,20 @@ RunState::RunState(const mapping::Program& p, const arch::Chip& c)
   }
 }
 
+void RunState::StopOnOverflow(uint32_t task) {
+  times[task].end_ps = std::numeric_limits<Ps>::max();
+  if (overflow_task >= 0) return;  // already stopping on an earlier one
+  overflow_task = task;
+  // sc_stop reports "Simulation stopped by user." as an info of type /OSCI/SystemC on stdout.
+  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  sc_core::sc_stop();
+}
+
 void RunState::Complete(uint32_t task, Ps now_ps) {
+  if (now_ps < 0) {  // the kernel's unsigned clock went past 2^63 ps (a DRAM or network delay)
+    StopOnOverflow(task);
+    return;
+  }
   done[task] = 1;
   times[task].end_ps = now_ps;
   ++completed;
@@ -109,6 +123,10 @@ void Core::StartNext() {
   st_->times[task].start_ps = NowPs();
   Ps dur = IsGemm(t.op_kind) ? st_->chip.GemmTime(t.batch, t.m, t.n, t.k, t.bytes)
                              : st_->chip.VectorTime(t.vector_ops, t.bytes);
+  if (NowPs() < 0 || dur >= std::numeric_limits<Ps>::max() - NowPs()) {
+    st_->StopOnOverflow(task);
+    return;
+  }
   done_ev_.notify(sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(dur)));
 }
 

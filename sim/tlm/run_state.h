@@ -24,6 +24,12 @@ struct RunState {
   std::vector<uint32_t> first_dependent;  // CSR over tasks: dependents[first_dependent[i] ..
   std::vector<uint32_t> dependents;       //                             first_dependent[i + 1])
   std::vector<Core*> cores;
+  // A compute task whose end would pass the 64-bit picosecond clock: the simulation stops
+  // there (sc_stop) with that task's end at the clock's maximum, and the run pipeline
+  // reports it (sim::TimeOverflowError) instead of the engine spinning on wrapped times.
+  int64_t overflow_task = -1;
+  // Records `task` as ending past the clock and stops the simulation (first one only).
+  void StopOnOverflow(uint32_t task);
   // Memory tasks whose data crosses network links (arch::Chip::MemoryPath not
   // empty): the network carries them, behind their channel's service.
   std::vector<uint8_t> mem_via_net;

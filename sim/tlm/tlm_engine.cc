@@ -131,7 +131,7 @@ EngineOutput TlmEngine::Run(const mapping::Program& program, const arch::Chip& c
     out.links = net.usage();
     out.channels = dram.usage();
     for (const TaskTime& t : out.tasks) out.makespan_ps = std::max(out.makespan_ps, t.end_ps);
-    if (st.completed != program.num_tasks()) stall = StallReport(st);
+    if (st.completed != program.num_tasks() && st.overflow_task < 0) stall = StallReport(st);
   }
   if (!stall.empty()) throw StallError(stall);
   return out;

@@ -165,4 +165,16 @@ TEST_F(RunCli, OutputsNameTheRunThatWasMade) {
   EXPECT_EQ(nlohmann::json::parse(Slurp(P("m.json")))["experiment"], "reference-qwen3-4b");
 }
 
+TEST_F(RunCli, TimesPastTheClockAreAnErrorNamingTheCause) {
+  // 1e-9 GB/s links: a transfer of the reference layer takes longer than 2^63 ps. Before,
+  // the saturated maximum was printed as the result with exit 0.
+  std::string out;
+  EXPECT_EQ(RunTpsim("run " + kRef + " --set chip.noc.link_bandwidth_gbps=1e-9 --quiet", &out), 1) << out;
+  EXPECT_NE(out.find("a transfer of"), std::string::npos) << out;
+  EXPECT_NE(out.find("106.7 days"), std::string::npos) << out;
+  EXPECT_NE(out.find("chip.noc.link_bandwidth_gbps"), std::string::npos) << out;
+  EXPECT_EQ(out.find("9223372036854"), std::string::npos) << "no saturated time printed as a result:\n"
+                                                          << out;
+}
+
 }  // namespace
