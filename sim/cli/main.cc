@@ -259,7 +259,11 @@ that takes longer than a second shows a progress line on stderr.
   --tasks              include every task's start and end in the result JSON
                        (needed by `tpsim plot timeline`)
   --ops                also print the table per op (phase, layer, op, partition,
-                       compute / communication / memory / total us, steps)
+                       compute / communication / memory / total us, steps):
+                       compute_us, comm_us, memory_us are the op's slowest rank's
+                       busy time in each; total_us is its span, first task's start
+                       to last task's end, so it includes waiting for inputs and is
+                       not their sum
   --quiet              print only the summary line
 )";
 

@@ -27,11 +27,16 @@ std::string Write(const std::string& name, const std::string& text) {
   return p;
 }
 
-std::string Op(const std::string& phase, int layer, const std::string& op, long long total_ps,
-               bool measured) {
+// An op whose kernel time is `kernel_ps`, split as compute 1/2, communication 1/4, memory 1/4
+// (an odd remainder in compute), and whose span (total_ps) adds `waiting_ps` of waiting.
+std::string Op(const std::string& phase, int layer, const std::string& op, long long kernel_ps, bool measured,
+               long long waiting_ps = 0) {
+  const long long comm = kernel_ps / 4, mem = kernel_ps / 4, comp = kernel_ps - comm - mem;
   std::ostringstream os;
   os << R"({"phase": ")" << phase << R"(", "layer": )" << layer << R"(, "op": ")" << op
-     << R"(", "total_ps": )" << total_ps << R"(, "measured": )" << (measured ? "true" : "false") << "}";
+     << R"(", "compute_ps": )" << comp << R"(, "communication_ps": )" << comm << R"(, "memory_ps": )" << mem
+     << R"(, "total_ps": )" << kernel_ps + waiting_ps << R"(, "measured": )" << (measured ? "true" : "false")
+     << "}";
   return os.str();
 }
 
@@ -161,6 +166,20 @@ TEST(Compare, MapeAndWorstOpByHand) {
   std::string table = ComparisonTable(c);
   EXPECT_NE(table.find("MAPE: 23.33 %"), std::string::npos) << table;
   EXPECT_NE(table.find("worst op: prefill L0 b (50.0 %)"), std::string::npos) << table;
+}
+
+// Like with like: an op's kernel time (compute + communication + memory), not its span, which
+// adds the time it waited for its inputs (a GPU's measured op has no such waiting).
+TEST(Compare, KernelTimeNotSpan) {
+  config::Result p = LoadResultJson(
+      Write("predw.json", ResultJson("analytical", 0, {Op("prefill", 0, "a", 2000000, false, 7000000)})));
+  config::Result m =
+      LoadResultJson(Write("measw.json", ResultJson("gpu", 0, {Op("prefill", 0, "a", 2500000, true)})));
+  Comparison c = CompareResults(p, m);
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.rows[0].predicted_us, 2.0);  // not 9 us
+  EXPECT_DOUBLE_EQ(c.rows[0].error_pct, -20.0);
+  EXPECT_NE(ComparisonTable(c).find("kernel time"), std::string::npos);
 }
 
 TEST(Compare, RepeatsMatchByOccurrenceAndUnmeasuredAreSkipped) {
