@@ -177,4 +177,25 @@ TEST_F(RunCli, TimesPastTheClockAreAnErrorNamingTheCause) {
                                                           << out;
 }
 
+TEST_F(RunCli, ProgressLineOnATerminalOnly) {
+  // 800 decode steps take more than a second: on a terminal (script(1) gives one) stderr
+  // shows the stage and the time; into a pipe nothing, so redirected output stays the same.
+  const std::string args = kRef + " --set workload.decode_steps=800 --quiet";
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + args, &out), 0) << out;
+  EXPECT_EQ(out.find("tpsim run:"), std::string::npos) << out;
+  const std::string cmd = "cd '" TPSIM_SOURCE_DIR "' && script -qec \"'" TPSIM_BINARY_DIR "/bin/tpsim' run " +
+                          args + "\" /dev/null 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::array<char, 4096> buf;
+  std::string tty;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) tty.append(buf.data(), n);
+  ASSERT_EQ(pclose(p), 0) << tty;
+  EXPECT_NE(tty.find("\r\033[Ktpsim run: "), std::string::npos) << tty;
+  EXPECT_NE(tty.find(" s\r\033[K"), std::string::npos) << "the line is erased at the end:\n" << tty;
+  EXPECT_NE(tty.find("total "), std::string::npos) << tty;
+}
+
 }  // namespace
