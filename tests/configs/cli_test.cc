@@ -13,26 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "tests/cli_test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int status = -1;
-  std::string output;  // stdout and stderr together
-};
+using Outcome = tpsim::test::CommandOutcome;  // stdout and stderr together
 
 Outcome RunTpsim(const std::string& args, const std::string& cwd = TPSIM_SOURCE_DIR) {
-  std::string cmd = "cd '" + cwd + "' && timeout 60 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1";
-  Outcome o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.output.append(buf.data(), n);
-  int st = pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return o;
+  return tpsim::test::RunCommand("cd '" + cwd + "' && timeout 60 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args +
+                                 " 2>&1");
 }
 
 std::vector<std::string> Lines(const std::string& s) {

@@ -15,22 +15,17 @@
 
 #include "sim/cli/gpu_commands.h"
 
+#include "tests/cli_test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
 int RunTpsim(const std::string& args, std::string* output = nullptr) {
-  std::string cmd =
-      "cd '" TPSIM_SOURCE_DIR "' && timeout 120 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  std::array<char, 4096> buf;
-  std::string out;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = pclose(p);
-  if (output) *output = out;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  tpsim::test::CommandOutcome o = tpsim::test::RunCommand(
+      "cd '" TPSIM_SOURCE_DIR "' && timeout 120 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1");
+  if (output) *output = std::move(o.output);
+  return o.status;
 }
 
 std::vector<std::string> Lines(const fs::path& p) {

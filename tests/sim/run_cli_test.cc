@@ -15,22 +15,17 @@
 #include <sstream>
 #include <string>
 
+#include "tests/cli_test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
 int RunTpsim(const std::string& args, std::string* output = nullptr) {
-  std::string cmd =
-      "cd '" TPSIM_SOURCE_DIR "' && timeout 120 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  std::array<char, 4096> buf;
-  std::string out;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = pclose(p);
-  if (output) *output = out;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  tpsim::test::CommandOutcome o = tpsim::test::RunCommand(
+      "cd '" TPSIM_SOURCE_DIR "' && timeout 120 '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1");
+  if (output) *output = std::move(o.output);
+  return o.status;
 }
 
 std::string Slurp(const fs::path& p) {
@@ -186,13 +181,9 @@ TEST_F(RunCli, ProgressLineOnATerminalOnly) {
   EXPECT_EQ(out.find("tpsim run:"), std::string::npos) << out;
   const std::string cmd = "cd '" TPSIM_SOURCE_DIR "' && script -qec \"'" TPSIM_BINARY_DIR "/bin/tpsim' run " +
                           args + "\" /dev/null 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::array<char, 4096> buf;
-  std::string tty;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) tty.append(buf.data(), n);
-  ASSERT_EQ(pclose(p), 0) << tty;
+  const tpsim::test::CommandOutcome run = tpsim::test::RunCommand(cmd);
+  const std::string& tty = run.output;
+  ASSERT_EQ(run.status, 0) << tty;
   EXPECT_NE(tty.find("\r\033[Ktpsim run: "), std::string::npos) << tty;
   EXPECT_NE(tty.find(" s\r\033[K"), std::string::npos) << "the line is erased at the end:\n" << tty;
   EXPECT_NE(tty.find("total "), std::string::npos) << tty;
