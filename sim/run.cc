@@ -1,12 +1,17 @@
 #include "sim/run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "llm/opgraph.h"
+#include "mapping/estimate.h"
 #include "mapping/mapping.h"
 #include "sim/analytical/analytical.h"
 #include "sim/engine.h"
@@ -15,10 +20,182 @@
 
 namespace tpsim::sim {
 
+uint64_t DefaultMaxMemory() {
+  static const uint64_t kLimit = [] {
+    double total = 0;
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key, unit;
+    double kb = 0;
+    while (meminfo >> key >> kb >> unit) {
+      if (key == "MemTotal:") {
+        total = kb * 1024;
+        break;
+      }
+    }
+    std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+    double cg = 0;
+    if (cgroup >> cg && cg > 0 && (total == 0 || cg < total)) total = cg;  // "max" does not parse
+    if (total <= 0) return uint64_t{16} * 1000 * 1000 * 1000;
+    return static_cast<uint64_t>(0.8 * total);
+  }();
+  return kLimit;
+}
+
+std::optional<uint64_t> ParseByteSize(const std::string& text) {
+  std::istringstream in(text);
+  double v = 0;
+  if (text.empty() || !(in >> v) || !std::isfinite(v) || v < 0) return std::nullopt;
+  std::string unit;
+  std::getline(in, unit);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.ends_with("IB"))
+    unit.resize(unit.size() - 2);
+  else if (unit.size() > 1 && unit.ends_with("B"))
+    unit.pop_back();
+  else if (unit == "B")
+    unit.clear();
+  double scale = 1;
+  if (unit == "K")
+    scale = 1024.0;
+  else if (unit == "M")
+    scale = 1024.0 * 1024;
+  else if (unit == "G")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty())
+    return std::nullopt;
+  const double bytes = v * scale;
+  if (bytes >= 18446744073709551615.0) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
+namespace {
+
+std::string Sci(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, v < 1e6 ? "%.0f" : "%.3g", v);
+  return buf;
+}
+
+}  // namespace
+
+void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_bytes,
+                    const std::string& limit_flag) {
+  if (max_bytes == 0) return;
+  const config::Model& model = e.cfg.model();
+  const config::Workload& wl = e.cfg.workload();
+  const config::Mapping& m = e.cfg.mapping();
+  const mapping::ProgramEstimate est = mapping::EstimateProgram(chip, model, wl, m);
+  if (est.peak_bytes <= static_cast<double>(max_bytes)) return;
+  // Blame the factor that grows it most: the passes, the layers, or TP (its tasks per
+  // layer against TP 1).
+  config::Mapping one = m;
+  one.set_tp(1);
+  one.clear_grid_rows();
+  const double tp_factor =
+      est.per_layer / std::max(1.0, mapping::EstimateProgram(chip, model, wl, one).per_layer);
+  const std::string layers_field = wl.num_layers() ? "workload.num_layers" : "model.num_layers";
+  std::string field = "workload.decode_steps", value = std::to_string(wl.decode_steps());
+  if (est.layers >= est.passes && est.layers >= tp_factor) {
+    field = layers_field, value = std::to_string(static_cast<uint64_t>(est.layers));
+  } else if (tp_factor > est.passes) {
+    field = "mapping.tp", value = std::to_string(m.tp());
+  }
+  const std::string limit = limit_flag + " " + mapping::FormatBytes(static_cast<double>(max_bytes)) +
+                            (max_bytes == DefaultMaxMemory() ? " (80% of this machine's memory)" : "");
+  throw config::ConfigError(config::Diag{
+      e.locs.Find(field), field, value,
+      "the Program would take about " + Sci(est.tasks) + " tasks, " + mapping::FormatBytes(est.peak_bytes) +
+          " (" + Sci(est.passes) + " passes (workload.decode_steps + 1) x " + Sci(est.layers) + " layers (" +
+          layers_field + ") x " + Sci(est.per_layer) +
+          " tasks per layer at mapping.tp=" + std::to_string(m.tp()) + "), more than " + limit +
+          ": lower workload.decode_steps, the layers or mapping.tp, or raise " + limit_flag});
+}
+
+void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
+  const config::Model& model = e.cfg.model();
+  const config::Workload& wl = e.cfg.workload();
+  const config::Mapping& m = e.cfg.mapping();
+  // Half the clock, so that the cycle's rounding and the engines' ceilings cannot make a
+  // run that fits look certain to overflow.
+  constexpr double kLimitS = 0.5 * 9223372036854775807.0 * 1e-12;
+  const double layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
+  const double batch = std::max<uint32_t>(1, wl.batch());
+  const uint32_t d = DtypeBytes(wl.dtype());
+  llm::Phase ph;
+  ph.batch = 1;
+  ph.new_tokens = 1;
+  ph.dtype_bytes = d;
+  const double weight_bytes = static_cast<double>(llm::BuildLayer(model, ph).WeightBytes());
+  auto refuse = [&](const std::string& field, const std::string& value, double seconds,
+                    const std::string& what) {
+    char days[64];
+    std::snprintf(days, sizeof days, "%.3g days", seconds / 86400);
+    throw config::ConfigError(config::Diag{e.locs.Find(field), field, value,
+                                           what + " would take at least " + days +
+                                               ", longer than the 106.7 days (2^63 ps) tpsim can represent"});
+  };
+  auto num = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  // Compute: every token of every pass goes through every layer's weight GEMMs.
+  const double flops =
+      2.0 * (weight_bytes / d) * layers * batch * (static_cast<double>(wl.seq_len()) + wl.decode_steps());
+  const double rate = chip.PeakTflops() * 1e12 * e.cfg.chip().core().matrix_utilization();
+  if (rate > 0 && flops / rate > kLimitS) {
+    refuse("chip.core.matrix_utilization", num(e.cfg.chip().core().matrix_utilization()), flops / rate,
+           "the weight GEMMs (" + num(flops) + " FLOP at " + num(rate) + " FLOP/s on all cores)");
+  }
+  // DRAM: streamed weights are read at least once, through at most one channel per core
+  // of the mapping (every core uses one channel: arch::Chip::ChannelOf).
+  double fastest_channel = 0;
+  for (const arch::MemoryChannel& c : chip.channels())
+    fastest_channel = std::max(fastest_channel, c.bandwidth_gbps);
+  const double cores_used =
+      static_cast<double>(std::max<uint32_t>(1, m.tp())) * std::max<uint32_t>(1, m.pipeline_stages());
+  const double dram =
+      std::min(static_cast<double>(chip.channels().size()), cores_used) * fastest_channel * 1e9;
+  if (dram > 0 && !e.cfg.chip().memory().empty()) {
+    bool streamed = false;
+    try {
+      streamed =
+          !mapping::PlanWeights(chip, model, m, static_cast<uint32_t>(layers), wl.dtype()).weights_in_sram;
+    } catch (const std::exception&) {
+    }
+    const double bytes = weight_bytes * layers;
+    if (streamed && bytes / dram > kLimitS) {
+      refuse("chip.memory[0].bandwidth_gbps", num(e.cfg.chip().memory(0).bandwidth_gbps()), bytes / dram,
+             "reading the streamed weights (" + num(bytes) + " bytes at " + num(dram / 1e9) +
+                 " GB/s effective over the channels the mapping's cores use)");
+    }
+  }
+  // Links: with TP > 1 every layer of every pass ends in data exchanged between ranks (a
+  // collective or a layout conversion), and no transfer of it is smaller than a 1/P^2
+  // share of the layer's output; one such transfer per layer and pass, in sequence, over
+  // the fastest link. In-switch collectives (nvls, auto) do not use the links' rate.
+  const double p = std::max<uint32_t>(1, m.tp());
+  double fastest = 0;
+  for (const arch::Link& l : chip.links()) fastest = std::max(fastest, l.bandwidth_gbps);
+  if (p > 1 && fastest > 0 && m.collective() != "nvls" && m.collective() != "auto") {
+    const double row = static_cast<double>(model.hidden_size()) * d / (p * p);
+    const double bytes = layers * batch * row * (static_cast<double>(wl.seq_len()) + wl.decode_steps());
+    const double seconds = bytes / (fastest * 1e9);
+    if (seconds > kLimitS) {
+      refuse("chip.noc.link_bandwidth_gbps", num(e.cfg.chip().noc().link_bandwidth_gbps()), seconds,
+             "the transfers between the TP ranks (at least " + num(bytes) + " bytes in sequence at " +
+                 num(fastest) + " GB/s)");
+    }
+  }
+}
+
 namespace {
 
 // Validates `e` and finds its engine; returns the chip ValidateExperiment built.
-arch::Chip Prepare(const Experiment& e, const std::string& requested, std::unique_ptr<Engine>* engine) {
+arch::Chip Prepare(const Experiment& e, const std::string& requested, std::unique_ptr<Engine>* engine,
+                   uint64_t max_memory_bytes) {
   arch::Chip chip = ValidateExperiment(e);
   CheckLowerable(e);
   if (e.cfg.workload().has_requests() && (e.cfg.workload().batch() == 0 || e.cfg.workload().seq_len() == 0)) {
@@ -32,6 +209,8 @@ arch::Chip Prepare(const Experiment& e, const std::string& requested, std::uniqu
     throw config::ConfigError(
         UnknownEngineDiag(config::Location{"<command line>", 1, 1}, "--engine", engine_name));
   }
+  CheckTimeBounds(e, chip);
+  CheckResources(e, chip, max_memory_bytes);
   return chip;
 }
 
@@ -121,7 +300,7 @@ void CheckRepresentable(const mapping::Program& program, const EngineOutput& tim
 
 RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   std::unique_ptr<Engine> engine;
-  arch::Chip chip = Prepare(e, opts.engine, &engine);
+  arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes);
   RunOutput out;
   if (opts.on_stage) opts.on_stage("lowering");
   out.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
@@ -247,9 +426,10 @@ size_t ProgramCache::size() const {
   return lru_.size();
 }
 
-config::Summary RunSummary(const Experiment& e, const std::string& engine_name, ProgramCache* cache) {
+config::Summary RunSummary(const Experiment& e, const std::string& engine_name, ProgramCache* cache,
+                           uint64_t max_memory_bytes) {
   std::unique_ptr<Engine> engine;
-  arch::Chip chip = Prepare(e, engine_name, &engine);
+  arch::Chip chip = Prepare(e, engine_name, &engine, max_memory_bytes);
   // AnalyticalEngine::Run is RunAnalytical with a fresh plan; a cached entry keeps its plan.
   const bool analytical = engine->name() == "analytical";
   const std::shared_ptr<const ProgramCache::Entry> entry =

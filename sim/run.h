@@ -8,6 +8,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,31 @@ namespace tpsim::sim {
 
 struct AnalyticalPlan;
 
+// ---- Resource and time guards (issue 16), run before lowering.
+
+// The memory a run may take unless --max-memory says otherwise: 80% of the machine's
+// memory (MemTotal in /proc/meminfo, or the cgroup's memory.max when that is lower);
+// 16 GB when neither can be read. Read once per process.
+uint64_t DefaultMaxMemory();
+// "8G", "512M", "1.5GB", "64KiB", "1000000": bytes (K, M, G, T are powers of 1024, with
+// or without a trailing B or iB); nullopt for anything else or a value past 2^64.
+std::optional<uint64_t> ParseByteSize(const std::string& text);
+
+// Refuses an experiment whose Program would take more than `max_bytes` (0: no limit) by
+// mapping::EstimateProgram: config::ConfigError at the field that drives the size most
+// (workload.decode_steps, the layers, or mapping.tp), with the estimate and the limit.
+// `limit_flag` names where the limit came from in the message ("--max-memory").
+void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_bytes,
+                    const std::string& limit_flag = "--max-memory");
+
+// Refuses (config::ConfigError, located) an experiment whose times certainly pass the
+// 2^63 ps clock, from lower bounds alone: the weight GEMMs' FLOPs at the whole chip's
+// achievable peak (chip.core.matrix_utilization, chip.clock_mhz), the streamed weights
+// at the whole DRAM bandwidth (chip.memory[].bandwidth_gbps), and one activation chunk
+// per layer and pass over the fastest link (chip.noc.link_bandwidth_gbps). Runs that
+// pass may still overflow; the engines then throw TimeOverflowError.
+void CheckTimeBounds(const Experiment& e, const arch::Chip& chip);
+
 struct RunOptions {
   std::string engine;            // empty: the experiment's engine, else "analytical"
   bool keep_task_times = false;  // fill Result.tasks
@@ -27,6 +53,8 @@ struct RunOptions {
   // Called as the run enters each stage ("lowering", "timing (tlm engine)", ...), for a
   // progress line; may be empty.
   std::function<void(const char*)> on_stage;
+  // Refuse before lowering when the Program's estimate exceeds this (0: no limit).
+  uint64_t max_memory_bytes = DefaultMaxMemory();
 };
 
 struct RunOutput {
@@ -89,7 +117,8 @@ class ProgramCache {
 
 // What a sweep keeps of a point: Result::summary exactly as RunExperiment(e,
 // {engine}) computes it, without the rest of the Result. Lowers through `cache`
-// when it is not null. Throws like RunExperiment.
-config::Summary RunSummary(const Experiment& e, const std::string& engine, ProgramCache* cache);
+// when it is not null. Throws like RunExperiment (CheckResources with `max_memory_bytes`).
+config::Summary RunSummary(const Experiment& e, const std::string& engine, ProgramCache* cache,
+                           uint64_t max_memory_bytes = DefaultMaxMemory());
 
 }  // namespace tpsim::sim

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -265,6 +267,9 @@ that takes longer than a second shows a progress line on stderr.
                        to last task's end, so it includes waiting for inputs and is
                        not their sum
   --quiet              print only the summary line
+  --max-memory SIZE    refuse (exit 2, before lowering) an experiment whose Program
+                       is estimated to need more than SIZE (e.g. 8G, 512M; 0: no
+                       limit); default: 80% of this machine's memory
 )";
 
 // A progress line on stderr ("tpsim run: timing (tlm engine) 2.5 s") for runs that take
@@ -325,6 +330,13 @@ int Run(Args& a) {
     if (ExperimentFlag(a, &ex)) continue;
     if (a.Flag("--engine", &opts.engine) || a.Flag("--out", &out) || a.Flag("--dump-program", &dump) ||
         a.Flag("--trace", &opts.trace_path)) {
+      continue;
+    }
+    if (a.Flag("--max-memory", &v)) {
+      const std::optional<uint64_t> bytes = sim::ParseByteSize(v);
+      if (!bytes)
+        throw UsageError("--max-memory expects a size such as 8G, 512M or 1000000, got '" + v + "'");
+      opts.max_memory_bytes = *bytes;
       continue;
     }
     if (a.Switch("--tasks")) {
@@ -539,6 +551,16 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return tpsim::cli::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    // The last resort: the estimates (mapping/estimate.h) refuse what they can foresee.
+    std::string cmd;
+    for (int i = 1; i < argc && cmd.size() < 200; ++i) cmd += std::string(" ") + argv[i];
+    if (cmd.size() > 200) cmd = cmd.substr(0, 200) + "...";
+    std::cerr
+        << "tpsim: error: out of memory (std::bad_alloc) in `tpsim" << cmd
+        << "`: the experiment needs more memory than this machine gives it; lower workload.decode_steps, "
+           "the layers, mapping.tp or the requests, or pass a lower --max-memory to be refused up front\n";
+    return 1;
   } catch (const tpsim::config::ConfigError& e) {
     for (const auto& d : e.diags()) std::cerr << d.str() << "\n";
     return 2;

@@ -137,24 +137,17 @@ int TerminalColumns() {
 // is about 75,000 tasks, tens of MB).
 constexpr size_t kCachedPrograms = 4;
 
-// A point to run, kept small (the overrides are made again by the worker): a
-// sweep of a million points plans in tens of MB.
-struct Planned {
-  uint64_t index;
-  std::string hash;
-};
-
 }  // namespace
 
 void RequestStop() { g_stop.store(true); }
 
 bool RunsInChildProcess(const std::string& engine) { return engine == "tlm"; }
 
-PointRunner InProcessRunner(const std::string& engine) {
+PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes) {
   // One cache shared by the workers: points that differ only in chip timing fields
   // lower once (sim/run.h ProgramCache); freed with the runner.
   auto cache = std::make_shared<sim::ProgramCache>(kCachedPrograms);
-  return [engine, cache](const sim::Experiment& e, const Point&) -> PointOutcome {
+  return [engine, cache, max_memory_bytes](const sim::Experiment& e, const Point&) -> PointOutcome {
     try {
       if (IsServing(e)) {
         // A request stream: what `tpsim serve` prints, per point.
@@ -163,13 +156,16 @@ PointRunner InProcessRunner(const std::string& engine) {
         return PointOutcome{
             "ok", ServingMetrics(serving::Summarize(run.outcome, rq.slo_ttft_ms(), rq.slo_tpot_ms())), ""};
       }
-      return PointOutcome{"ok", Metrics(sim::RunSummary(e, engine, cache.get())), ""};
+      return PointOutcome{"ok", Metrics(sim::RunSummary(e, engine, cache.get(), max_memory_bytes)), ""};
     } catch (const config::ConfigError& err) {
       std::string msg;
       for (const auto& d : err.diags()) msg += (msg.empty() ? "" : "\n") + d.str();
       return PointOutcome{"invalid", {}, msg};
     } catch (const sim::StallError& err) {
       return PointOutcome{"error", {}, std::string("simulation stalled: ") + err.what()};
+    } catch (const std::bad_alloc&) {
+      return PointOutcome{
+          "error", {}, "out of memory (std::bad_alloc): the point needs more memory than is left"};
     } catch (const std::exception& err) {
       return PointOutcome{"error", {}, err.what()};
     }
@@ -177,7 +173,7 @@ PointRunner InProcessRunner(const std::string& engine) {
 }
 
 PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine, double time_limit_s,
-                               const std::string& tmp_dir) {
+                               const std::string& tmp_dir, uint64_t max_memory_bytes) {
   if (time_limit_s <= 0) time_limit_s = 600;
   return [=](const sim::Experiment& e, const Point& p) -> PointOutcome {
     std::string stem = tmp_dir + "/point-" + std::to_string(p.index) + "-" + std::to_string(::getpid());
@@ -188,9 +184,10 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
       if (!out) return PointOutcome{"error", {}, "cannot write " + cfg};
     }
     std::vector<std::string> args =
-        IsServing(e)
-            ? std::vector<std::string>{exe, "serve", cfg, "--engine", engine, "--metrics-json", json}
-            : std::vector<std::string>{exe, "run", cfg, "--engine", engine, "--out", json, "--quiet"};
+        IsServing(e) ? std::vector<std::string>{exe, "serve", cfg, "--engine", engine, "--metrics-json", json}
+                     : std::vector<std::string>{
+                           exe,     "run", cfg,       "--engine",     engine,
+                           "--out", json,  "--quiet", "--max-memory", std::to_string(max_memory_bytes)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -271,125 +268,128 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
   const uint64_t total = PointCount(spec);
   const uint64_t shards = std::max<uint32_t>(1, opts.shards);
   const uint64_t in_shard = total > opts.shard ? (total - opts.shard + shards - 1) / shards : 0;
-  if (in_shard > kMaxSweepPoints) {
-    // Refused before anything is planned: planning visits every point of the shard.
-    throw config::ConfigError(config::Diag{
-        spec.locs.Find(spec.cfg.axis_size() ? "axis" : "zip"), spec.cfg.axis_size() ? "axis" : "zip",
-        total == UINT64_MAX ? std::string("more than 1.8e19 points") : std::to_string(total) + " points",
-        (shards > 1 ? std::to_string(in_shard) + " points in shard " + std::to_string(opts.shard) + "/" +
-                          std::to_string(shards) + "; a"
-                    : std::string("a")) +
-            " run takes at most " + std::to_string(kMaxSweepPoints) +
-            " points: use fewer values, or --shard I/N with N >= " +
-            std::to_string((total + kMaxSweepPoints - 1) / kMaxSweepPoints)});
-  }
   g_stop.store(false);
   StopSignals signals(opts.handle_signals);
   Store store(opts.db, spec.fields, SweepIdentity(spec), spec.cfg.name());
   SweepStats stats;
 
-  // Plan: which points of this shard still need running.
+  // Planning is lazy: the workers take the shard's points in index order, one at a time,
+  // decoding each from its index and applying the filters then, so the first point runs
+  // at once whatever the sweep's size, and memory grows with the points visited, not
+  // with the points in the sweep.
+  std::mutex mu;  // guards the planner, the store and the counters below
+  std::condition_variable cv;
   std::unordered_map<std::string, std::string> done;
   for (auto& [hash, status] : store.Statuses()) done.emplace(std::move(hash), std::move(status));
   std::unordered_set<std::string> planned_hashes;
-  std::vector<Planned> work;
-  std::vector<Row> plan_failures;  // points whose overrides cannot even be applied
-  for (uint64_t i = shards > 1 ? opts.shard : 0; i < total && !g_stop.load(); i += shards) {
-    ++stats.points;
-    Point p = PointAt(spec, i);
-    std::string hash;
+  uint64_t cursor = shards > 1 ? opts.shard : 0;  // next index to plan
+  uint64_t started = 0;                           // points handed to a worker or stored as unresolvable
+  std::string store_error;
+  auto insert = [&](const Row& row, bool ok) {
     try {
-      sim::Experiment e = MakeExperiment(spec, p);
-      if (!PassesFilter(spec, e)) {
-        ++stats.filtered;
-        continue;
-      }
-      hash = ConfigHash(e);
+      store.Insert(row);
     } catch (const std::exception& err) {
-      std::string key;
-      for (const auto& s : p.sets) key += s.path + "=" + s.value + "\n";
-      hash = HashText("unresolvable point\n" + sim::ResolvedText(spec.base) + key);
-      std::string msg = err.what();
-      if (auto* ce = dynamic_cast<const config::ConfigError*>(&err)) {
-        msg.clear();
-        for (const auto& d : ce->diags()) msg += (msg.empty() ? "" : "\n") + d.str();
-      }
-      Row row{hash, i, "invalid", spec.engine, {}, {}, 0, msg, key};
-      for (const auto& s : p.sets) row.field_values.push_back(s.value);
-      if (!planned_hashes.insert(hash).second) continue;
-      auto it = done.find(hash);
-      if (it != done.end() && !(opts.retry_failed || Retryable(it->second))) {
-        ++stats.skipped;
-      } else {
-        plan_failures.push_back(std::move(row));
-      }
-      continue;
+      if (store_error.empty()) store_error = err.what();
+      g_stop.store(true);
+      return false;
     }
-    if (!planned_hashes.insert(hash).second) {
-      ++stats.duplicates;
-      continue;
-    }
-    auto it = done.find(hash);
-    if (it != done.end() && !(it->second != "ok" && (opts.retry_failed || Retryable(it->second)))) {
-      ++stats.skipped;
-      continue;
-    }
-    work.push_back(Planned{i, std::move(hash)});
-  }
-  done.clear();
-
-  std::mutex mu;  // guards the store and the counters below
-  std::condition_variable cv;
-  for (const auto& row : plan_failures) {
-    store.Insert(row);
     ++stats.ran;
-    ++stats.failed;
-  }
-  const uint64_t to_run = work.size() + plan_failures.size();
+    ++(ok ? stats.ok : stats.failed);
+    return true;
+  };
+  struct Job {
+    Point point;
+    sim::Experiment e;
+    std::string hash;
+  };
+  // The next point of the shard to run, with `mu` held; false when there is none (the
+  // shard is done, the limit reached or a stop requested). Points whose overrides cannot
+  // be applied are stored as invalid here.
+  auto next_job = [&](Job* job) -> bool {
+    while (cursor < total && !g_stop.load()) {
+      if (opts.limit > 0 && started >= opts.limit) {
+        stats.limited = true;
+        return false;
+      }
+      const uint64_t i = cursor;
+      cursor = total - cursor > shards ? cursor + shards : total;
+      ++stats.points;
+      Point p = PointAt(spec, i);
+      try {
+        sim::Experiment e = MakeExperiment(spec, p);
+        if (!PassesFilter(spec, e)) {
+          ++stats.filtered;
+          continue;
+        }
+        std::string hash = ConfigHash(e);
+        if (!planned_hashes.insert(hash).second) {
+          ++stats.duplicates;
+          continue;
+        }
+        auto it = done.find(hash);
+        if (it != done.end() && !(it->second != "ok" && (opts.retry_failed || Retryable(it->second)))) {
+          ++stats.skipped;
+          continue;
+        }
+        ++started;
+        *job = Job{std::move(p), std::move(e), std::move(hash)};
+        return true;
+      } catch (const std::exception& err) {
+        std::string key;
+        for (const auto& s : p.sets) key += s.path + "=" + s.value + "\n";
+        const std::string hash = HashText("unresolvable point\n" + sim::ResolvedText(spec.base) + key);
+        if (!planned_hashes.insert(hash).second) continue;
+        auto it = done.find(hash);
+        if (it != done.end() && !(opts.retry_failed || Retryable(it->second))) {
+          ++stats.skipped;
+          continue;
+        }
+        std::string msg = err.what();
+        if (auto* ce = dynamic_cast<const config::ConfigError*>(&err)) {
+          msg.clear();
+          for (const auto& d : ce->diags()) msg += (msg.empty() ? "" : "\n") + d.str();
+        }
+        Row row{hash, i, "invalid", spec.engine, {}, {}, 0, msg, key};
+        for (const auto& s : p.sets) row.field_values.push_back(s.value);
+        ++started;
+        if (!insert(row, false)) return false;
+      }
+    }
+    return false;
+  };
 
   unsigned jobs =
       opts.jobs > 0 ? static_cast<unsigned>(opts.jobs) : std::max(1u, std::thread::hardware_concurrency());
-  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(work.size(), 1)));
-  std::atomic<size_t> next{0};
+  jobs = static_cast<unsigned>(std::min<uint64_t>(jobs, std::max<uint64_t>(in_shard, 1)));
+  if (opts.limit > 0) jobs = static_cast<unsigned>(std::min<uint64_t>(jobs, opts.limit));
   size_t active = jobs;
-  std::string store_error;
   auto worker = [&] {
     for (;;) {
-      if (g_stop.load()) break;
-      size_t k = next.fetch_add(1);
-      if (k >= work.size()) break;
-      const Planned& job = work[k];
-      const Point point = PointAt(spec, job.index);
+      Job job;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!next_job(&job)) break;
+      }
       auto t0 = std::chrono::steady_clock::now();
       PointOutcome out;
-      sim::Experiment e;
       try {
-        e = MakeExperiment(spec, point);
-        out = runner(e, point);
+        out = runner(job.e, job.point);
       } catch (const std::exception& err) {
         out = PointOutcome{"error", {}, err.what()};
       }
       if (out.status == "interrupted" || (g_stop.load() && Retryable(out.status))) continue;
       Row row;
       row.config_hash = job.hash;
-      row.point_index = job.index;
+      row.point_index = job.point.index;
       row.status = out.status;
       row.engine = spec.engine;
-      for (const auto& s : point.sets) row.field_values.push_back(s.value);
+      for (const auto& s : job.point.sets) row.field_values.push_back(s.value);
       if (out.status == "ok") row.metrics = out.metrics;
       row.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       row.error = out.error;
-      row.config = sim::ResolvedText(e);
+      row.config = sim::ResolvedText(job.e);
       std::lock_guard<std::mutex> lock(mu);
-      try {
-        store.Insert(row);
-      } catch (const std::exception& err) {
-        if (store_error.empty()) store_error = err.what();
-        g_stop.store(true);
-        break;
-      }
-      ++stats.ran;
-      ++(out.status == "ok" ? stats.ok : stats.failed);
+      if (!insert(row, out.status == "ok")) break;
     }
     std::lock_guard<std::mutex> lock(mu);
     --active;
@@ -399,25 +399,32 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
   auto start = std::chrono::steady_clock::now();
   auto last_line = start;
   bool drew = false;
+  // Progress over the shard's points visited (planned, filtered or skipped); the points
+  // that will run are not known before the end (filters and the store decide).
   auto progress = [&](bool final) {
     double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    uint64_t finished = stats.ran;
-    double rate = el > 0 ? static_cast<double>(finished) / el : 0;
-    double eta = rate > 0 ? static_cast<double>(to_run - finished) / rate : NAN;
+    const uint64_t visited = stats.points;
+    double rate = el > 0 ? static_cast<double>(stats.ran) / el : 0;
+    double visit_rate = el > 0 ? static_cast<double>(visited) / el : 0;
+    double eta =
+        visit_rate > 0 ? static_cast<double>(in_shard - std::min(visited, in_shard)) / visit_rate : NAN;
     char buf[256];
     if (opts.tty) {
       // One line, redrawn in place: fitted to the terminal's width (read at each draw,
       // so a resize is followed) and cleared to its end, so that it never wraps.
-      std::snprintf(buf, sizeof(buf), " %llu/%llu  failed %llu  %.1f pt/s  ETA %s",
-                    static_cast<unsigned long long>(finished), static_cast<unsigned long long>(to_run),
-                    static_cast<unsigned long long>(stats.failed), rate, Duration(eta).c_str());
+      std::snprintf(buf, sizeof(buf), " %llu/%llu  ran %llu  failed %llu  %.1f pt/s  ETA %s",
+                    static_cast<unsigned long long>(visited), static_cast<unsigned long long>(in_shard),
+                    static_cast<unsigned long long>(stats.ran), static_cast<unsigned long long>(stats.failed),
+                    rate, Duration(eta).c_str());
       std::string text = buf;
       const int cols = TerminalColumns();
       const int width = std::min(30, cols - 1 - 2 - static_cast<int>(text.size()));
       std::string line;
       if (width >= 10) {
-        int fill = to_run ? static_cast<int>(static_cast<uint64_t>(width) * finished / to_run) : width;
-        std::string bar(static_cast<size_t>(fill), '#');
+        int fill = in_shard ? static_cast<int>(static_cast<double>(width) * static_cast<double>(visited) /
+                                               static_cast<double>(in_shard))
+                            : width;
+        std::string bar(static_cast<size_t>(std::clamp(fill, 0, width)), '#');
         bar.resize(static_cast<size_t>(width), '.');
         line = "[" + bar + "]";
       }
@@ -426,19 +433,17 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
       log << "\r" << line << "\x1b[K" << (final ? "\n" : "") << std::flush;
       drew = true;
     } else {
-      std::snprintf(buf, sizeof(buf), "sweep: %llu/%llu points done, %llu failed, %.1f points/s, ETA %s\n",
-                    static_cast<unsigned long long>(finished), static_cast<unsigned long long>(to_run),
-                    static_cast<unsigned long long>(stats.failed), rate, Duration(eta).c_str());
+      std::snprintf(buf, sizeof(buf),
+                    "sweep: %llu/%llu points visited, %llu run, %llu failed, %.1f points/s, ETA %s\n",
+                    static_cast<unsigned long long>(visited), static_cast<unsigned long long>(in_shard),
+                    static_cast<unsigned long long>(stats.ran), static_cast<unsigned long long>(stats.failed),
+                    rate, Duration(eta).c_str());
       log << buf << std::flush;
     }
   };
 
   std::vector<std::thread> threads;
-  if (!work.empty()) {
-    for (unsigned t = 0; t < jobs; ++t) threads.emplace_back(worker);
-  } else {
-    active = 0;
-  }
+  for (unsigned t = 0; t < jobs; ++t) threads.emplace_back(worker);
   {
     std::unique_lock<std::mutex> lock(mu);
     while (active > 0) {
@@ -449,10 +454,10 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
         last_line = now;
       }
     }
-    if (opts.tty || drew || to_run > 0) progress(true);
+    if (opts.tty || drew || stats.ran > 0) progress(true);
   }
   for (auto& t : threads) t.join();
-  stats.interrupted = g_stop.load() && store_error.empty() && stats.ran < to_run;
+  stats.interrupted = g_stop.load() && store_error.empty() && cursor < total;
   if (!store_error.empty()) throw StoreError(store_error);
   return stats;
 }

@@ -1,7 +1,7 @@
 #pragma once
-// Running a sweep: plan the points of a shard (filter, skip hashes already in the
-// store), run them on N workers, commit each finished point at once, show
-// progress, stop cleanly on SIGINT/SIGTERM.
+// Running a sweep: take the points of a shard in index order, lazily (decode each
+// from its index, filter, skip hashes already in the store), run them on N workers,
+// commit each finished point at once, show progress, stop cleanly on SIGINT/SIGTERM.
 
 #include <cstdint>
 #include <functional>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/run.h"
 #include "sim/sweep/spec.h"
 #include "sim/sweep/store.h"
 
@@ -26,14 +27,17 @@ struct PointOutcome {
 // exception is recorded as status "error").
 using PointRunner = std::function<PointOutcome(const sim::Experiment& e, const Point& p)>;
 
-// In this process, through sim::RunExperiment with `engine`.
-PointRunner InProcessRunner(const std::string& engine);
+// In this process, through sim::RunExperiment with `engine`; a point whose Program is
+// estimated above `max_memory_bytes` (0: no limit) is stored as invalid, not run.
+PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes = sim::DefaultMaxMemory());
 
 // In a child process per point: `exe run POINT.textproto --engine ENGINE --out
 // POINT.json --quiet` with the resolved point written to `tmp_dir`, killed after
-// `time_limit_s` (status timeout). Exit 2 is invalid, 1 error, a signal crashed.
+// `time_limit_s` (status timeout). Exit 2 is invalid, 1 error, a signal crashed. Run
+// points get `--max-memory max_memory_bytes`.
 PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine, double time_limit_s,
-                               const std::string& tmp_dir);
+                               const std::string& tmp_dir,
+                               uint64_t max_memory_bytes = sim::DefaultMaxMemory());
 
 // True when points of `engine` run in child processes (engines that elaborate a
 // simulation kernel once per process).
@@ -48,10 +52,13 @@ struct SweepOptions {
   bool tty = false;             // progress bar (else a plain line every few seconds)
   std::ostream* log = nullptr;  // progress and summary; null = std::cerr
   bool handle_signals = true;   // SIGINT/SIGTERM stop the sweep after in-flight points
+  // > 0: run (or store as unresolvable) at most this many points, the first ones of the
+  // shard that still need running, then stop; running again continues after them.
+  uint64_t limit = 0;
 };
 
 struct SweepStats {
-  uint64_t points = 0;      // in the shard, before the filter
+  uint64_t points = 0;      // of the shard visited (all of them unless stopped), before the filter
   uint64_t filtered = 0;    // failed a `require`
   uint64_t duplicates = 0;  // same resolved config as an earlier point
   uint64_t skipped = 0;     // already in the store
@@ -59,14 +66,12 @@ struct SweepStats {
   uint64_t ok = 0;
   uint64_t failed = 0;  // stored with a status other than ok
   bool interrupted = false;
+  bool limited = false;  // stopped at SweepOptions::limit with points left
 };
 
-// The most points one run (one shard) plans: a sweep beyond it is refused with its
-// point count (ConfigError, exit 2) before anything runs.
-inline constexpr uint64_t kMaxSweepPoints = 1000000;
-
-// Throws StoreError when the store cannot be opened or written, config::ConfigError
-// when the shard has more than kMaxSweepPoints points.
+// Points are planned as the workers take them, so a sweep of any size (2^64 - 1 points at
+// most) starts at once; memory grows with the points visited. Throws StoreError when the
+// store cannot be opened or written.
 SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const PointRunner& runner);
 
 // Requests a stop as SIGINT does (for tests and embedders).

@@ -9,8 +9,10 @@
 #include <charconv>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "configs/files.h"
+#include "sim/run.h"
 #include "sim/sweep/runner.h"
 #include "sim/sweep/slurm.h"
 #include "sim/sweep/spec.h"
@@ -36,6 +38,13 @@ point, and running the same command again skips the points already stored
                        in the current directory); table `points`
   --csv FILE           also export the store as CSV when done (no config column)
   --shard I/N          run only the points whose index % N == I (0 <= I < N)
+  --limit N            run at most N points (the first of the shard not yet
+                       stored), then stop; the same command continues after them.
+                       Points are planned as they run, so a sweep of any size
+                       starts at once
+  --max-memory SIZE    store as invalid, without running it, a point whose Program
+                       is estimated to need more than SIZE (8G, 512M; 0: no limit);
+                       default: 80% of this machine's memory
   --retry-failed       also rerun points stored as invalid or error
                        (timeout and crashed points are always retried)
   --slurm              do not run: write DB-without-.sqlite.slurm/sweep.sbatch,
@@ -140,6 +149,7 @@ int Run(const std::vector<std::string>& args) {
   bool slurm = false, dry_run = false;
   std::vector<std::string> slurm_only;  // Slurm options given, for the error without --slurm
   int array_size = 4;
+  uint64_t max_memory = sim::DefaultMaxMemory();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const std::string& flag) -> std::optional<std::string> {
@@ -162,6 +172,13 @@ int Run(const std::vector<std::string>& args) {
       opts.shards = ParseNumber<uint32_t>("--shard N", v->substr(slash + 1), 1);
       opts.shard = ParseNumber<uint32_t>("--shard I", v->substr(0, slash), 0);
       if (opts.shard >= opts.shards) throw UsageError("--shard I/N needs 0 <= I < N, got " + *v);
+    } else if (auto v = value("--max-memory")) {
+      const std::optional<uint64_t> bytes = sim::ParseByteSize(*v);
+      if (!bytes)
+        throw UsageError("--max-memory expects a size such as 8G, 512M or 1000000, got '" + *v + "'");
+      max_memory = *bytes;
+    } else if (auto v = value("--limit")) {
+      opts.limit = ParseNumber<uint64_t>("--limit", *v, 1);
     } else if (auto v = value("--array-size")) {
       array_size = ParseNumber<int>("--array-size", *v, 1);
       slurm_only.push_back("--array-size");
@@ -239,9 +256,9 @@ int Run(const std::vector<std::string>& args) {
   if (RunsInChildProcess(spec.engine)) {
     tmp = (std::filesystem::temp_directory_path() / ("tpsim-sweep-" + std::to_string(::getpid()))).string();
     std::filesystem::create_directories(tmp);
-    runner = ChildProcessRunner(SelfExe(), spec.engine, spec.cfg.time_limit_s(), tmp);
+    runner = ChildProcessRunner(SelfExe(), spec.engine, spec.cfg.time_limit_s(), tmp, max_memory);
   } else {
-    runner = InProcessRunner(spec.engine);
+    runner = InProcessRunner(spec.engine, max_memory);
   }
   SweepStats s;
   try {
@@ -267,6 +284,10 @@ int Run(const std::vector<std::string>& args) {
   if (s.interrupted) {
     std::cerr << "sweep interrupted: every finished point is stored; run the same command again to resume\n";
     return 130;
+  }
+  if (s.limited) {
+    std::cerr << "sweep stopped after --limit " << opts.limit
+              << " points; run the same command again to continue\n";
   }
   if (!csv.empty()) {
     ExportCsv(db, csv);

@@ -318,6 +318,46 @@ TEST_F(SweepTest, StopMidwayKeepsFinishedPointsAndResumeCompletes) {
   EXPECT_EQ(Scalar(Db(), "SELECT COUNT(DISTINCT point_index) FROM points"), 12);
 }
 
+// Planning is lazy: a sweep of 8^12 = 68719476736 points visits only the points it runs;
+// with a filter it visits the filtered ones on the way; --limit resumes after them.
+TEST_F(SweepTest, HugeSweepPlansLazilyAndLimitResumes) {
+  std::string axes;
+  for (const char* f : {"chip.clock_mhz", "chip.core.vector_lanes", "chip.core.sram_bandwidth_gbps",
+                        "chip.noc.link_bandwidth_gbps", "chip.noc.router_latency_cycles",
+                        "chip.noc.link_latency_ns", "workload.seq_len", "workload.batch", "mapping.seed",
+                        "chip.core.systolic_arrays", "chip.core.systolic_rows", "workload.decode_steps"})
+    axes += std::string("axis { field: \"") + f +
+            "\" values: [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\"] }\n";
+  SweepSpec s = LoadSweep(SweepFile(axes + "require: \"workload.decode_steps >= 7\"\n"));
+  ASSERT_EQ(PointCount(s), 68719476736u);
+  Fake fake;
+  SweepOptions o = Opts(Db(), 1);
+  o.limit = 4;
+  SweepStats st = RunSweep(s, o, fake.Runner());
+  // decode_steps is the fastest axis: of indices 0..7 only 6 and 7 pass, then 14 and 15.
+  EXPECT_EQ(fake.ran, (std::vector<uint64_t>{6, 7, 14, 15}));
+  EXPECT_EQ(st.points, 16u);
+  EXPECT_EQ(st.filtered, 12u);
+  EXPECT_EQ(st.ran, 4u);
+  EXPECT_TRUE(st.limited);
+  EXPECT_FALSE(st.interrupted);
+  Fake more;
+  o.limit = 2;
+  SweepStats st2 = RunSweep(s, o, more.Runner());
+  EXPECT_EQ(more.ran, (std::vector<uint64_t>{22, 23}));
+  EXPECT_EQ(st2.skipped, 4u);
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(*) FROM points"), 6);
+  // Shard 3 of 5 of the same sweep: indices 3, 8, 13, 18, 23, ... of which 23 and 38 pass first.
+  Fake sharded;
+  SweepOptions so = Opts(Db("shard.sqlite"), 2);
+  so.shard = 3;
+  so.shards = 5;
+  so.limit = 2;
+  RunSweep(s, so, sharded.Runner());
+  std::sort(sharded.ran.begin(), sharded.ran.end());
+  EXPECT_EQ(sharded.ran, (std::vector<uint64_t>{23, 38}));
+}
+
 TEST_F(SweepTest, ShardsAreDisjointAndCoverEveryPoint) {
   SweepSpec s = LoadSweep(SweepFile(kSmall));
   std::multiset<uint64_t> all;

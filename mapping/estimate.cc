@@ -1,0 +1,148 @@
+#include "mapping/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+
+#include "mapping/collective/collective.h"
+#include "mapping/mapping.h"
+
+namespace tpsim::mapping {
+
+namespace {
+
+// Transfers of the largest collective `algorithm` makes on `p` ranks (all_reduce,
+// reduce_scatter, all_gather, all_to_all, rotate), counted from its schedule. Above
+// kCounted ranks the count at kCounted is scaled by (p / kCounted)^2: no algorithm
+// moves more than every rank to every other rank in each of a constant number of
+// phases, so this stays an upper bound while the schedules counted stay small.
+double CollectiveTransfers(const std::string& algorithm, int p) {
+  if (p <= 1) return 0;
+  constexpr int kCounted = 128;
+  const int q = std::min(p, kCounted);
+  double most = 0;
+  for (CollectiveKind kind :
+       {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
+        CollectiveKind::kAllToAll, CollectiveKind::kRotate}) {
+    const uint64_t bytes = uint64_t{64} * static_cast<uint64_t>(q) * static_cast<uint64_t>(q);
+    size_t n = 0;
+    for (const std::string& algo : {algorithm, std::string("ring")}) {
+      try {
+        const Schedule s = LowerCollective(algo, kind, q, bytes, 2);
+        for (const CollectiveStep& step : s.steps) n += step.xfers.size();
+        break;
+      } catch (const std::exception&) {
+        n = 0;  // this algorithm cannot (a grid it needs, an unknown name): count the ring
+      }
+    }
+    most = std::max(most, static_cast<double>(n));
+  }
+  const double scale = static_cast<double>(p) / q;
+  return most * scale * scale;
+}
+
+// Collectives per layer (both blocks) that a partitioner's layouts need, an upper bound
+// counted from the lowering of each (tests/mapping/estimate_test.cc): the converting
+// collectives before and after its GEMMs, the heads conversions of q, k and v, and the
+// residual adds. An unknown (newly registered) partitioner gets the largest.
+double CollectivesPerLayer(const std::string& partition) {
+  struct Count {
+    const char* name;
+    double collectives;
+  };
+  static constexpr Count kCounts[] = {
+      {"k_split", 8}, {"n_split", 6}, {"megatron", 4}, {"m_split_rotate", 9}, {"mn_2d", 8},
+  };
+  double most = 0;
+  for (const Count& c : kCounts) {
+    if (partition == c.name) return c.collectives;
+    most = std::max(most, c.collectives);
+  }
+  return most;
+}
+
+}  // namespace
+
+ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& model,
+                                const config::Workload& wl, const config::Mapping& m) {
+  ProgramEstimate e;
+  const int p = std::max<int>(1, static_cast<int>(m.tp()));
+  const double stages = std::max<double>(1, m.pipeline_stages());
+  const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
+  e.tp = p;
+  e.passes = static_cast<double>(wl.decode_steps()) + 1;
+  e.layers = layers;
+
+  // The partitioners used: the mapping's, and those of its overrides.
+  std::vector<std::string> parts = {m.partition().empty() ? std::string("k_split") : m.partition()};
+  for (const auto& o : m.overrides()) parts.push_back(o.partition());
+  // mn_2d's grid: mapping.grid_rows, else the most square (as Lower resolves it).
+  int grid_rows = static_cast<int>(m.grid_rows());
+  if (grid_rows <= 0) {
+    grid_rows = 1;
+    for (int r = 1; r * r <= p; ++r)
+      if (p % r == 0) grid_rows = r;
+  }
+  double shards = 1, coll = 0;
+  for (const std::string& part : parts) {
+    if (part == "m_split_rotate") shards = std::max<double>(shards, p);
+    if (part == "mn_2d" && m.mn_2d_weights() == "k_steps") shards = std::max<double>(shards, grid_rows);
+    coll = std::max(coll, CollectivesPerLayer(part));
+  }
+  constexpr double kGemms = 7;
+  const double vector_ops = 12 + (model.qk_norm() ? 2 : 0);
+  const double compute = p * (vector_ops + kGemms * shards);
+
+  // Memory tasks: one read per streamed weight shard; a KV write and two reads per rank
+  // when the KV cache is in DRAM; when a task's data and the activations held between ops
+  // may not fit beside the resident weights and KV, evictions and spills, at most
+  // kSpillsPerCompute per compute task (2.4 measured with 256 KiB of SRAM per core).
+  constexpr double kSpillsPerCompute = 3;
+  const double d = wl.dtype() == "fp32" ? 4 : 2;
+  const double b = std::max<uint32_t>(1, wl.batch());
+  const double h = model.hidden_size(), hd = model.head_dim(), nq = model.num_attention_heads();
+  const double widest = std::max({h, static_cast<double>(model.intermediate_size()), nq * hd});
+  const double rows = b * std::max<uint32_t>(1, wl.seq_len());  // the prefill's rows, the most of any pass
+  const double context = static_cast<double>(wl.cached_prefix()) + wl.seq_len() + wl.decode_steps();
+  double memory = 0;
+  bool weights_sram = false, kv_sram = false;
+  double resident = 0;
+  try {
+    const WeightPlan plan = PlanWeights(chip, model, m, layers, wl.dtype());
+    const double kv = 2.0 * b * context * plan.kv_heads_per_core * hd * d * plan.layers_per_core;
+    const double sram = static_cast<double>(chip.config().core().sram_bytes());
+    weights_sram = plan.weights_in_sram;
+    kv_sram = (weights_sram ? static_cast<double>(plan.weight_bytes_per_core) : 0) + kv <= sram;
+    resident = (weights_sram ? static_cast<double>(plan.weight_bytes_per_core) : 0) + (kv_sram ? kv : 0);
+  } catch (const std::exception&) {
+  }
+  if (!weights_sram) memory += p * kGemms * shards;
+  if (!kv_sram) memory += 3.0 * p;
+  const double heads_per_rank = std::ceil(nq / p);
+  const double attention = heads_per_rank * b * (2 * (rows / b) * context + 2 * context * hd) * d;
+  const double gemm = 2 * rows * widest * d + (weights_sram ? 0 : 2 * h * widest / p * d);
+  const double held = 4 * rows * widest * d;
+  const double sram = static_cast<double>(chip.config().core().sram_bytes());
+  if (std::max(attention, gemm) + held > sram - resident) memory += kSpillsPerCompute * compute;
+
+  std::string algorithm = m.collective();
+  if (algorithm.empty() || algorithm == "auto") algorithm = "ring";
+  const double transfers = coll * CollectiveTransfers(algorithm, p) + kGemms * shards * (shards > 1 ? p : 0);
+  e.per_layer = compute + memory + transfers;
+  e.tasks = e.passes * (e.layers * e.per_layer + (stages - 1) * p * p);
+  e.peak_bytes = e.tasks * ProgramEstimate::kBytesPerTask + ProgramEstimate::kBaseBytes;
+  return e;
+}
+
+std::string FormatBytes(double bytes) {
+  char buf[64];
+  if (bytes >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g MB", bytes / 1e6);
+  }
+  return buf;
+}
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,55 @@
+#pragma once
+// What lowering an experiment will cost, before lowering it: an upper bound on the
+// Program's tasks and on the memory that lowering and timing it take, in closed form
+// from the workload, the model's layer shape, the mapping and the collective algorithm
+// (microseconds, no Program built). `tpsim run`, `serve` and sweep points refuse an
+// experiment whose estimate exceeds --max-memory before they allocate it.
+//
+//   tasks <= passes x layers x P x (V + G x R) x (1 + mem)      compute and memory tasks
+//          + passes x layers x C x X(P)                           collective transfers
+//          + passes x (stages - 1) x P x P                        stage hand-overs
+//   passes = decode_steps + 1 (the prefill, then one per decode step)
+//   V      = vector tasks per rank and layer (norms, rope, KV writes, attention, adds)
+//   G x R  = the 7 weight GEMMs, R shards per rank (P for m_split_rotate, the grid's
+//            rows for mn_2d k_steps, else 1)
+//   mem    = memory tasks per compute task (weights streamed, KV in DRAM, spills)
+//   C      = collectives per layer of the partitioners used (counted per partitioner)
+//   X(P)   = transfers of the largest collective the algorithm makes on P ranks
+// tests/mapping/estimate_test.cc holds the bound against the lowering of every shipped
+// experiment and of each partitioner x algorithm, within a stated factor.
+
+#include <cstdint>
+#include <string>
+
+#include "arch/chip.h"
+#include "mapping.pb.h"
+#include "model.pb.h"
+#include "workload.pb.h"
+
+namespace tpsim::mapping {
+
+struct ProgramEstimate {
+  double tasks = 0;       // upper bound on Program::num_tasks()
+  double peak_bytes = 0;  // upper bound on the memory lowering + timing take at once
+  double passes = 0;      // decode_steps + 1
+  double layers = 0;      // simulated layers
+  double per_layer = 0;   // tasks per layer and pass
+  int tp = 1;
+  // Bytes per task at the peak of a run (Program records, details, deps, the lowerer's
+  // bookkeeping, an engine's per-task times): 228-229 measured as peak RSS / tasks of
+  // `tpsim run` (analytical) on reference-qwen3-4b with 400 and 1000 decode steps and on
+  // wafer-32x32-qwen3-32b (README, "Bad input, files and resource limits"); and the
+  // process's own, without a Program.
+  static constexpr double kBytesPerTask = 256;
+  static constexpr double kBaseBytes = 64e6;
+};
+
+// The estimate for lowering `wl` on `chip` (Lower's arguments). Never throws for a
+// validated experiment; saturates in doubles rather than overflowing.
+ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& model,
+                                const config::Workload& wl, const config::Mapping& m);
+
+// "N.N GB" / "N MB" for messages.
+std::string FormatBytes(double bytes);
+
+}  // namespace tpsim::mapping
