@@ -273,6 +273,82 @@ TEST_F(Hardening, HugeSweepRunsItsFirstPointsLazily) {
   EXPECT_NE(shard.output.find(": 2 points in shard 5/1000; ran 2"), std::string::npos) << shard.output;
 }
 
+// The pre-lowering estimate (mapping/estimate.h) refuses, located and at once, what would
+// have ended in std::bad_alloc. --max-memory is fixed here so the outcome does not depend
+// on the machine's memory.
+TEST_F(Hardening, ProgramsBeyondMaxMemoryAreRefusedBeforeLowering) {
+  Outcome steps = Tpsim("run " + kRef + " --set workload.decode_steps=40000 --max-memory 16G --quiet");
+  EXPECT_EQ(steps.status, 2) << steps.output;
+  EXPECT_EQ(Lines(steps.output), 1) << steps.output;
+  EXPECT_EQ(steps.output.rfind(
+                "<command line: --set workload.decode_steps=40000>:1:1: workload.decode_steps: 40000: "
+                "the Program would take about ",
+                0),
+            0u)
+      << steps.output;
+  EXPECT_NE(steps.output.find("more than --max-memory 17.2 GB"), std::string::npos) << steps.output;
+
+  // An HF config.json with 1e6 layers: located at num_hidden_layers in that file.
+  std::string hf = Read(kSrc + "/configs/models/qwen3-4b.json");
+  hf.replace(hf.find("\"num_hidden_layers\": 36"), 23, "\"num_hidden_layers\": 1000000");
+  Write(At("big.json"), hf);
+  Outcome layers =
+      Tpsim("run " + kRef + " --model " + At("big.json") +
+            " --set workload.num_layers=0 --set mapping.pipeline_stages=1 --max-memory 16G --quiet");
+  EXPECT_EQ(layers.status, 2) << layers.output;
+  EXPECT_EQ(layers.output.rfind(At("big.json") + ":18:", 0), 0u) << layers.output;
+  EXPECT_NE(layers.output.find("model.num_layers: 1000000: "), std::string::npos) << layers.output;
+
+  // TP 64 in one stage of the 1024-core wafer: about 1.6 million tasks, 289 MB measured; a
+  // limit of 100 MB refuses it at mapping.tp.
+  Outcome tp = Tpsim(
+      "run configs/experiments/wafer-32x32-qwen3-32b.textproto --set mapping.tp=64 "
+      "--set mapping.pipeline_stages=1 --max-memory 100M --quiet");
+  EXPECT_EQ(tp.status, 2) << tp.output;
+  EXPECT_EQ(tp.output.rfind("<command line: --set mapping.tp=64>:1:1: mapping.tp: 64: ", 0), 0u) << tp.output;
+
+  // A bad size is a usage error; 0 turns the guard off.
+  Outcome bad = Tpsim("run " + kRef + " --max-memory lots");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--max-memory expects a size"), std::string::npos) << bad.output;
+  EXPECT_EQ(Tpsim("run " + kRef + " --set workload.decode_steps=2 --max-memory 0 --quiet").status, 0);
+
+  // In a sweep the point is stored as invalid with the same message, not run.
+  Write(At("s.textproto"),
+        SweepFile("axis { field: \"workload.decode_steps\" values: [\"2\", \"40000\"] }\n"));
+  Outcome sw = Tpsim("sweep " + At("s.textproto") + " --db " + At("s.sqlite") + " --jobs 1 --max-memory 1G");
+  EXPECT_EQ(sw.status, 0) << sw.output;
+  EXPECT_NE(sw.output.find("ran 2 (1 ok, 1 failed)"), std::string::npos) << sw.output;
+}
+
+// Where the config alone makes the 2^63 ps clock overflow certain, validation refuses it
+// (exit 2 at the field) instead of running into TimeOverflowError (issue 16 item 2).
+TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
+  const std::string one =
+      " --set workload.num_layers=1 --set mapping.pipeline_stages=1 --set workload.decode_steps=0 "
+      "--set workload.seq_len=64";
+  for (const char* engine : {"analytical", "tlm"}) {
+    Outcome u =
+        Tpsim("run " + kRef + " --engine " + engine + one + " --set chip.core.matrix_utilization=1e-12");
+    EXPECT_EQ(u.status, 2) << u.output;
+    EXPECT_EQ(u.output.rfind("<command line: --set chip.core.matrix_utilization=1e-12>:1:1: "
+                             "chip.core.matrix_utilization: 1e-12: the weight GEMMs",
+                             0),
+              0u)
+        << u.output;
+    EXPECT_NE(u.output.find("would take at least 570 days"), std::string::npos) << u.output;
+  }
+  Outcome bw = Tpsim("run " + kRef + one + " --set chip.memory[0].bandwidth_gbps=1e-9");
+  EXPECT_EQ(bw.status, 2) << bw.output;
+  EXPECT_NE(bw.output.find("chip.memory[0].bandwidth_gbps: 1e-09: reading the streamed weights"),
+            std::string::npos)
+      << bw.output;
+  // Not certain from the config alone: run, then stopped by the engine's check (exit 1).
+  Outcome link = Tpsim("run " + kRef + " --set chip.noc.link_bandwidth_gbps=1e-9 --quiet");
+  EXPECT_EQ(link.status, 1) << link.output;
+  EXPECT_NE(link.output.find("106.7 days"), std::string::npos) << link.output;
+}
+
 TEST_F(Hardening, EmptySweepDimensionIsLocated) {
   Write(At("e.textproto"), SweepFile("axis { field: \"mapping.tp\" }\n"));
   Outcome o = Tpsim("sweep " + At("e.textproto") + " --db " + At("e.sqlite"));
