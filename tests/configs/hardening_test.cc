@@ -321,6 +321,22 @@ TEST_F(Hardening, ProgramsBeyondMaxMemoryAreRefusedBeforeLowering) {
   EXPECT_NE(sw.output.find("ran 2 (1 ok, 1 failed)"), std::string::npos) << sw.output;
 }
 
+// Synthetic requests whose records would not fit: refused before any is drawn (beyond
+// 10,000,000, e.g. 2^31, the count itself is refused: ServedArrivalsMustBeRepresentable).
+TEST_F(Hardening, SyntheticRequestsBeyondMaxMemoryAreRefused) {
+  Outcome o =
+      Tpsim("serve " + kServing + " --set workload.requests.synthetic.num_requests=9000000 --max-memory 1G");
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(
+      o.output.rfind("<command line: --set workload.requests.synthetic.num_requests=9000000>:1:1: "
+                     "workload.requests.synthetic.num_requests: 9000000: serving them takes about 4.67 GB",
+                     0),
+      0u)
+      << o.output;
+  Outcome bad = Tpsim("serve " + kServing + " --max-memory 12X");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+}
+
 // Where the config alone makes the 2^63 ps clock overflow certain, validation refuses it
 // (exit 2 at the field) instead of running into TimeOverflowError (issue 16 item 2).
 TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
