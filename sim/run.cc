@@ -178,7 +178,11 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
   // the fastest link. In-switch collectives (nvls, auto) do not use the links' rate.
   const double p = std::max<uint32_t>(1, m.tp());
   double fastest = 0;
-  for (const arch::Link& l : chip.links()) fastest = std::max(fastest, l.bandwidth_gbps);
+  for (const arch::Link& l : chip.links()) {
+    if (chip.node(l.src).kind == arch::Node::kMemory || chip.node(l.dst).kind == arch::Node::kMemory)
+      continue;
+    fastest = std::max(fastest, l.bandwidth_gbps);  // the network's links, not the controllers'
+  }
   if (p > 1 && fastest > 0 && m.collective() != "nvls" && m.collective() != "auto") {
     const double row = static_cast<double>(model.hidden_size()) * d / (p * p);
     const double bytes = layers * batch * row * (static_cast<double>(wl.seq_len()) + wl.decode_steps());

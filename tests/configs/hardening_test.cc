@@ -359,6 +359,11 @@ TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
   EXPECT_NE(bw.output.find("chip.memory[0].bandwidth_gbps: 1e-09: reading the streamed weights"),
             std::string::npos)
       << bw.output;
+  Outcome slow = Tpsim("run " + kRef + " --set chip.noc.link_bandwidth_gbps=1e-10 --quiet");
+  EXPECT_EQ(slow.status, 2) << slow.output;
+  EXPECT_NE(slow.output.find("chip.noc.link_bandwidth_gbps: 1e-10: the transfers between the TP ranks"),
+            std::string::npos)
+      << slow.output;
   // Not certain from the config alone: run, then stopped by the engine's check (exit 1).
   Outcome link = Tpsim("run " + kRef + " --set chip.noc.link_bandwidth_gbps=1e-9 --quiet");
   EXPECT_EQ(link.status, 1) << link.output;
