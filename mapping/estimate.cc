@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
@@ -14,11 +17,24 @@ namespace {
 
 // Transfers of the largest collective `algorithm` makes on `p` ranks (all_reduce,
 // reduce_scatter, all_gather, all_to_all, rotate), counted from its schedule. Above
-// kCounted ranks the count at kCounted is scaled by (p / kCounted)^2: no algorithm
-// moves more than every rank to every other rank in each of a constant number of
-// phases, so this stays an upper bound while the schedules counted stay small.
+// kCounted ranks the count at kCounted is scaled by p(p-1) / (kCounted(kCounted-1)): the
+// algorithms' transfer counts grow at most as rank pairs do (ring and direct exactly so,
+// halving_doubling and mesh_2d slower), so this stays an upper bound while the schedules
+// counted stay small.
+double CountTransfers(const std::string& algorithm, int p);
+
+// CountTransfers, remembered per (algorithm, ranks): a sweep asks for the same few.
 double CollectiveTransfers(const std::string& algorithm, int p) {
   if (p <= 1) return 0;
+  static std::mutex mu;
+  static std::map<std::pair<std::string, int>, double> counted;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = counted.try_emplace({algorithm, p}, 0.0);
+  if (fresh) it->second = CountTransfers(algorithm, p);
+  return it->second;
+}
+
+double CountTransfers(const std::string& algorithm, int p) {
   constexpr int kCounted = 128;
   const int q = std::min(p, kCounted);
   double most = 0;
@@ -38,8 +54,7 @@ double CollectiveTransfers(const std::string& algorithm, int p) {
     }
     most = std::max(most, static_cast<double>(n));
   }
-  const double scale = static_cast<double>(p) / q;
-  return most * scale * scale;
+  return most * (static_cast<double>(p) * (p - 1)) / (static_cast<double>(q) * (q - 1));
 }
 
 // Collectives per layer (both blocks) that a partitioner's layouts need, an upper bound

@@ -93,6 +93,10 @@ TEST(Estimate, BoundsOtherShapes) {
   Check({"mesh-16x16-hbm-qwen3-8b.textproto",
          {"mapping.tp=32", "mapping.pipeline_stages=8", "mapping.partition=n_split",
           "mapping.collective=direct", "workload.decode_steps=1"}});
+  // Above 128 ranks the collectives' transfers are scaled, not counted.
+  Check({"mesh-16x16-hbm-qwen3-8b.textproto",
+         {"mapping.tp=256", "mapping.pipeline_stages=1", "workload.num_layers=1", "workload.decode_steps=0",
+          "workload.seq_len=256"}});
 }
 
 }  // namespace
