@@ -299,7 +299,7 @@ TEST_F(Hardening, ProgramsBeyondMaxMemoryAreRefusedBeforeLowering) {
   EXPECT_EQ(layers.output.rfind(At("big.json") + ":18:", 0), 0u) << layers.output;
   EXPECT_NE(layers.output.find("model.num_layers: 1000000: "), std::string::npos) << layers.output;
 
-  // TP 64 in one stage of the 1024-core wafer: about 1.6 million tasks, 289 MB measured; a
+  // TP 64 in one stage of the 1024-core wafer: 289 MB peak RSS measured, 691 MB estimated; a
   // limit of 100 MB refuses it at mapping.tp.
   Outcome tp = Tpsim(
       "run configs/experiments/wafer-32x32-qwen3-32b.textproto --set mapping.tp=64 "
