@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <stdexcept>
-#include <unordered_map>
+
+#include "mapping/func_plan.h"
 
 namespace tpsim::mapping {
 
@@ -29,29 +29,11 @@ void Fill(Matrix* m, uint64_t seed, uint32_t rows, float scale) {
     for (uint32_t c = 0; c < m->cols; ++c) m->at(r, c) = scale * FuncRand(seed, uint64_t{r} * m->cols + c);
 }
 
-// A KV cache of `batch` sequences (blocks of rows / batch rows): rows [0, init) of block s
-// hold rand(FuncSequenceSeed(seed, s), r * cols + col), r counted from the block's start.
-void FillCache(Matrix* m, uint64_t seed, uint32_t batch, uint32_t init) {
-  const uint32_t per = m->rows / std::max(1u, batch);
-  for (uint32_t s = 0; s < std::max(1u, batch); ++s)
-    for (uint32_t r = 0; r < std::min(init, per); ++r)
-      for (uint32_t c = 0; c < m->cols; ++c)
-        m->at(s * per + r, c) = FuncRand(FuncSequenceSeed(seed, s), uint64_t{r} * m->cols + c);
-}
-
 Matrix Make(uint32_t rows, uint32_t cols) {
   return {rows, cols, std::vector<float>(uint64_t{rows} * cols, 0.f)};
 }
 
-constexpr float kEps = 1e-6f;
-constexpr double kTheta = 10000.0;
-
-void Check(const Matrix& m, const FuncSlice& s) {
-  if (s.r0 > s.r1 || s.c0 > s.c1 || s.r1 > m.rows || s.c1 > m.cols)
-    throw std::invalid_argument("functional: slice out of range");
-}
-
-// ---- Kernels on (matrix, slice) views ----------------------------------------------------
+// ---- The reference's kernels: one sequence at a time, whole matrices or slices of them ----
 
 void Matmul(const Matrix& a, FuncSlice sa, const Matrix& b, FuncSlice sb, bool tb, bool acc, Matrix& o,
             FuncSlice so) {
@@ -77,21 +59,20 @@ void GroupNorm(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t 
       double ss = 0;
       for (uint32_t c = 0; c < group; ++c)
         ss += double{a.at(sa.r0 + i, sa.c0 + g0 + c)} * a.at(sa.r0 + i, sa.c0 + g0 + c);
-      double inv = 1.0 / std::sqrt(ss / group + kEps);
+      double inv = 1.0 / std::sqrt(ss / group + kFuncNormEps);
       for (uint32_t c = 0; c < group; ++c)
         o.at(so.r0 + i, so.c0 + g0 + c) = static_cast<float>(a.at(sa.r0 + i, sa.c0 + g0 + c) * inv);
     }
 }
 
-// Position of row r: pos0 + r, or pos0 + r % wrap (wrap > 0: tokens per sequence of a batch).
-void Rope(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t hd, uint32_t pos0,
-          uint32_t wrap = 0) {
+// Position of row r: pos0 + r.
+void Rope(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t hd, uint32_t pos0) {
   uint32_t half = hd / 2;
   for (uint32_t i = 0; i < sa.r1 - sa.r0; ++i) {
-    double pos = pos0 + (wrap ? (sa.r0 + i) % wrap : sa.r0 + i);
+    double pos = pos0 + sa.r0 + i;
     for (uint32_t g0 = 0; g0 < sa.c1 - sa.c0; g0 += hd)
       for (uint32_t c = 0; c < half; ++c) {
-        double ang = pos * std::pow(kTheta, -2.0 * c / hd);
+        double ang = pos * std::pow(kFuncRopeTheta, -2.0 * c / hd);
         double x0 = a.at(sa.r0 + i, sa.c0 + g0 + c), x1 = a.at(sa.r0 + i, sa.c0 + g0 + c + half);
         o.at(so.r0 + i, so.c0 + g0 + c) = static_cast<float>(x0 * std::cos(ang) - x1 * std::sin(ang));
         o.at(so.r0 + i, so.c0 + g0 + c + half) = static_cast<float>(x0 * std::sin(ang) + x1 * std::cos(ang));
@@ -99,44 +80,14 @@ void Rope(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t hd, u
   }
 }
 
-// Batch B > 1: query row r belongs to sequence r / (q.rows / B), whose cache rows start at
-// that sequence's block of kc.rows / B rows.
-struct SeqMap {
-  uint32_t tokens = 0, cache_rows = 0;  // per sequence; tokens 0: batch 1
-  uint32_t Base(uint32_t row) const { return tokens ? row / tokens * cache_rows : 0; }
-};
-SeqMap Seqs(uint32_t batch, const Matrix& act, const Matrix& cache) {
-  if (batch <= 1) return {};
-  if (act.rows % batch || cache.rows % batch)
-    throw std::invalid_argument("functional: rows do not divide into the batch's sequences");
-  return {act.rows / batch, cache.rows / batch};
-}
-
-// Every index the scores / pv kernels touch lies inside the matrices.
-void CheckAttention(const FuncOp& f, const Matrix& a, const Matrix& cache, const Matrix& o, SeqMap seq) {
-  const bool scores = f.kind == FuncKind::kScores;
-  const uint32_t t = scores ? f.a.r1 - f.a.r0 : f.out.r1 - f.out.r0, ltot = f.b.r1;
-  const uint64_t kv_cols = f.head_end > f.head_begin && f.kv_group
-                               ? (uint64_t{(f.head_end - 1) / f.kv_group} + 1) * f.head_dim
-                               : 0;
-  const uint64_t heads = uint64_t{f.head_end} * t, q_cols = uint64_t{f.head_end} * f.head_dim;
-  bool ok = f.kv_group > 0 && f.head_begin <= f.head_end &&
-            ltot <= (seq.tokens ? seq.cache_rows : cache.rows) && kv_cols <= cache.cols;
-  if (scores) ok = ok && q_cols <= a.cols && heads <= o.rows && ltot <= o.cols;
-  if (!scores) ok = ok && heads <= a.rows && ltot <= a.cols && q_cols <= o.cols;
-  if (!ok) throw std::invalid_argument("functional: attention shapes disagree");
-}
-
-void Scores(const Matrix& q, FuncSlice sq, const Matrix& kc, uint32_t ltot, Matrix& o, const FuncOp& f,
-            SeqMap seq = {}) {
+void Scores(const Matrix& q, FuncSlice sq, const Matrix& kc, uint32_t ltot, Matrix& o, const FuncOp& f) {
   uint32_t hd = f.head_dim, group = f.kv_group, t = sq.r1 - sq.r0;
   for (uint32_t h = f.head_begin; h < f.head_end; ++h)
     for (uint32_t i = 0; i < t; ++i)
       for (uint32_t j = 0; j < ltot; ++j) {
         double s = 0;
-        uint32_t row = seq.Base(sq.r0 + i) + j;
         for (uint32_t d = 0; d < hd; ++d)
-          s += double{q.at(sq.r0 + i, h * hd + d)} * kc.at(row, (h / group) * hd + d);
+          s += double{q.at(sq.r0 + i, h * hd + d)} * kc.at(j, (h / group) * hd + d);
         o.at(h * t + i, j) = static_cast<float>(s);
       }
 }
@@ -155,16 +106,13 @@ void Softmax(const Matrix& a, FuncSlice sa, Matrix& o, FuncSlice so, uint32_t hd
   }
 }
 
-void Pv(const Matrix& p, const Matrix& vc, uint32_t ltot, Matrix& o, FuncSlice so, const FuncOp& f,
-        SeqMap seq = {}) {
+void Pv(const Matrix& p, const Matrix& vc, uint32_t ltot, Matrix& o, FuncSlice so, const FuncOp& f) {
   uint32_t hd = f.head_dim, group = f.kv_group, t = so.r1 - so.r0;
   for (uint32_t h = f.head_begin; h < f.head_end; ++h)
     for (uint32_t i = 0; i < t; ++i)
       for (uint32_t d = 0; d < hd; ++d) {
         double s = 0;
-        uint32_t base = seq.Base(so.r0 + i);
-        for (uint32_t j = 0; j < ltot; ++j)
-          s += double{p.at(h * t + i, j)} * vc.at(base + j, (h / group) * hd + d);
+        for (uint32_t j = 0; j < ltot; ++j) s += double{p.at(h * t + i, j)} * vc.at(j, (h / group) * hd + d);
         o.at(so.r0 + i, h * hd + d) = static_cast<float>(s);
       }
 }
@@ -178,198 +126,6 @@ void Binary(FuncKind k, const Matrix& a, FuncSlice sa, const Matrix& b, FuncSlic
     }
 }
 
-class Executor {
- public:
-  explicit Executor(const Program& p) : p_(p), packed_(p.func.collectives.size(), false) {
-    for (size_t c = 0; c < p.func.collectives.size(); ++c) buffer_owner_[p.func.collectives[c].buffer] = c;
-  }
-
-  // Packs a collective's buffers the first time anything touches them.
-  void EnsurePacked(size_t c) {
-    if (packed_[c]) return;
-    packed_[c] = true;
-    for (const FuncCopy& cp : p_.func.collectives[c].pack) Copy(cp, p_.func.collectives[c].buffer, true);
-  }
-  void EnsurePackedBuffer(int32_t tensor) {
-    auto it = buffer_owner_.find(tensor);
-    if (it != buffer_owner_.end()) EnsurePacked(it->second);
-  }
-
-  Matrix& Get(int32_t t, int core) {
-    if (t < 0 || static_cast<size_t>(t) >= p_.func.tensors.size())
-      throw std::invalid_argument("functional: bad tensor id");
-    const FuncTensor& ft = p_.func.tensors[t];
-    uint64_t key = ft.kind == FuncTensorKind::kWeight ? uint64_t(t) << 20
-                                                      : (uint64_t(t) << 20) | static_cast<uint32_t>(core + 1);
-    auto it = store_.find(key);
-    if (it != store_.end()) return it->second;
-    Matrix m = Make(ft.rows, ft.cols);
-    if (ft.kind == FuncTensorKind::kWeight) Fill(&m, ft.seed, ft.rows, FuncWeightScale(ft.rows));
-    if (ft.kind == FuncTensorKind::kInput) Fill(&m, ft.seed, ft.rows, 1.f);
-    if (ft.kind == FuncTensorKind::kCache) FillCache(&m, ft.seed, p_.func.batch, ft.init_rows);
-    return store_.emplace(key, std::move(m)).first->second;
-  }
-
-  void Copy(const FuncCopy& c, int32_t buffer, bool to_buffer) {
-    Matrix& t = Get(c.region.tensor, c.core);
-    Matrix& b = Get(buffer, c.core);
-    Check(t, c.region);
-    uint64_t idx = c.offset;
-    uint32_t rows = c.region.r1 - c.region.r0, cols = c.region.c1 - c.region.c0;
-    if (c.offset + uint64_t{rows} * cols > b.v.size())
-      throw std::invalid_argument("functional: copy past buffer");
-    if (!c.transpose) {
-      for (uint32_t i = 0; i < rows; ++i)
-        for (uint32_t j = 0; j < cols; ++j, ++idx) {
-          float& x = t.at(c.region.r0 + i, c.region.c0 + j);
-          if (to_buffer)
-            b.v[idx] = x;
-          else
-            x = b.v[idx];
-        }
-    } else {
-      for (uint32_t j = 0; j < cols; ++j)
-        for (uint32_t i = 0; i < rows; ++i, ++idx) {
-          float& x = t.at(c.region.r0 + i, c.region.c0 + j);
-          if (to_buffer)
-            b.v[idx] = x;
-          else
-            x = b.v[idx];
-        }
-    }
-  }
-
-  void Flush() {
-    for (const Pending& pd : pending_) {
-      Matrix& b = Get(pd.buffer, pd.dst);
-      for (size_t i = 0; i < pd.data.size(); ++i)
-        b.v[pd.offset + i] = pd.reduce ? b.v[pd.offset + i] + pd.data[i] : pd.data[i];
-    }
-    pending_.clear();
-  }
-
-  void Transfer(const Task& t) {
-    if (t.collective < 0 || static_cast<size_t>(t.collective) >= p_.func.collectives.size())
-      throw std::invalid_argument("functional: transfer without a collective");
-    const FuncCollective& fc = p_.func.collectives[t.collective];
-    if (!pending_.empty() && (pending_key_ != std::make_pair(t.collective, int(t.coll_step)))) Flush();
-    pending_key_ = {t.collective, t.coll_step};
-    EnsurePacked(static_cast<size_t>(t.collective));
-    uint64_t e = p_.func.dtype_bytes;
-    Matrix& src = Get(fc.buffer, t.core);
-    uint64_t off = t.offset / e, n = t.bytes / e;
-    if (off + n > src.v.size()) throw std::invalid_argument("functional: transfer past buffer");
-    uint64_t dst_off = t.dst_offset / e;
-    if (dst_off + n > src.v.size()) throw std::invalid_argument("functional: transfer past buffer");
-    pending_.push_back(
-        {fc.buffer, t.dst_core, dst_off, t.reduce, {src.v.begin() + off, src.v.begin() + off + n}});
-    if (static_cast<int64_t>(t.id) == fc.last_task) {
-      Flush();
-      for (const FuncCopy& c : fc.unpack) Copy(c, fc.buffer, false);
-    }
-  }
-
-  void Compute(const FuncOp& f) {
-    Flush();
-    EnsurePackedBuffer(f.a.tensor);
-    EnsurePackedBuffer(f.b.tensor);
-    Matrix& a = Get(f.a.tensor, f.core);
-    Matrix& o = Get(f.out.tensor, f.core);
-    Check(a, f.a);
-    Check(o, f.out);
-    switch (f.kind) {
-      case FuncKind::kMatmul: {
-        Matrix& b = Get(f.b.tensor, f.core);
-        Check(b, f.b);
-        Matmul(a, f.a, b, f.b, f.transpose_b, f.accumulate, o, f.out);
-        break;
-      }
-      case FuncKind::kRmsNorm:
-        GroupNorm(a, f.a, o, f.out, f.a.c1 - f.a.c0);
-        break;
-      case FuncKind::kHeadNorm:
-        GroupNorm(a, f.a, o, f.out, f.head_dim);
-        break;
-      case FuncKind::kRope:
-        Rope(a, f.a, o, f.out, f.head_dim, f.position_offset, f.tokens_per_sequence);
-        break;
-      case FuncKind::kCopy: {
-        // a's rows in blocks of tokens_per_sequence (one per sequence); block s lands
-        // block_stride * s rows further.
-        const uint32_t rows = f.a.r1 - f.a.r0,
-                       block = f.tokens_per_sequence ? f.tokens_per_sequence : std::max(1u, rows);
-        const uint64_t blocks = rows / block;
-        if (rows % block || f.out.r1 - f.out.r0 != (rows ? block : 0) ||
-            f.out.c1 - f.out.c0 != f.a.c1 - f.a.c0 ||
-            (blocks && f.out.r1 + (blocks - 1) * f.block_stride > o.rows))
-          throw std::invalid_argument("functional: copy shapes disagree");
-        for (uint32_t i = 0; i < rows; ++i)
-          for (uint32_t j = 0; j < f.a.c1 - f.a.c0; ++j)
-            o.at(f.out.r0 + i / block * f.block_stride + i % block, f.out.c0 + j) =
-                a.at(f.a.r0 + i, f.a.c0 + j);
-        break;
-      }
-      case FuncKind::kScores: {
-        const Matrix& kc = Get(f.b.tensor, f.core);
-        const SeqMap seq = Seqs(p_.func.batch, a, kc);
-        CheckAttention(f, a, kc, o, seq);
-        Scores(a, f.a, kc, f.b.r1, o, f, seq);
-        break;
-      }
-      case FuncKind::kSoftmax:
-        Softmax(a, f.a, o, f.out, f.head_dim, f.position_offset, f.tokens_per_sequence);
-        break;
-      case FuncKind::kPv: {
-        const Matrix& vc = Get(f.b.tensor, f.core);
-        const SeqMap seq = Seqs(p_.func.batch, o, vc);
-        CheckAttention(f, a, vc, o, seq);
-        Pv(a, vc, f.b.r1, o, f.out, f, seq);
-        break;
-      }
-      case FuncKind::kAdd:
-      case FuncKind::kSiluMul:
-        Binary(f.kind, a, f.a, Get(f.b.tensor, f.core), f.b, o, f.out);
-        break;
-    }
-  }
-
-  std::vector<Matrix> Run() {
-    std::vector<Matrix> outs;
-    size_t next_out = 0;
-    for (const Task& t : p_.tasks()) {
-      if (t.kind == TaskKind::kCompute && t.func >= 0) Compute(p_.func.ops.at(t.func));
-      if (t.kind == TaskKind::kTransfer) Transfer(t);
-    }
-    Flush();
-    for (; next_out < p_.func.outputs.size(); ++next_out) {
-      const FuncOutput& fo = p_.func.outputs[next_out];
-      Matrix m = Make(fo.rows, fo.cols);
-      for (const auto& [core, s] : fo.parts) {
-        Matrix& src = Get(s.tensor, core);
-        for (uint32_t i = s.r0; i < s.r1; ++i)
-          for (uint32_t j = s.c0; j < s.c1; ++j) m.at(i, j) = src.at(i, j);
-      }
-      outs.push_back(std::move(m));
-    }
-    return outs;
-  }
-
- private:
-  struct Pending {
-    int32_t buffer;
-    int dst;
-    uint64_t offset;
-    bool reduce;
-    std::vector<float> data;
-  };
-  const Program& p_;
-  std::unordered_map<uint64_t, Matrix> store_;
-  std::vector<Pending> pending_;
-  std::pair<int, int> pending_key_{-1, -1};
-  std::vector<bool> packed_;
-  std::map<int32_t, size_t> buffer_owner_;
-};
-
 }  // namespace
 
 std::vector<Matrix> RunFunctional(const Program& p) {
@@ -377,7 +133,7 @@ std::vector<Matrix> RunFunctional(const Program& p) {
   if (p.func.outputs.empty() && !p.empty())
     throw std::invalid_argument(
         "functional: the Program has no functional side tables (lower it with LowerOptions::functional)");
-  return Executor(p).Run();
+  return RunFuncPlanCpu(BuildFuncPlan(p), {});
 }
 
 std::vector<Matrix> RunReference(const config::Model& model, const config::Workload& wl) {

@@ -28,19 +28,25 @@ struct Matrix {
   float at(uint32_t r, uint32_t c) const { return v[uint64_t{r} * cols + c]; }
 };
 
+// The numerics' constants, shared by the reference, the CPU interpreter (mapping/func_plan.h) and
+// the GPU harness's kernels (validate/reference.h).
+constexpr float kFuncNormEps = 1e-6f;       // rmsnorm: x / sqrt(mean(x^2) + eps)
+constexpr double kFuncRopeTheta = 10000.0;  // RoPE base
+
 // Seed of functional tensor `role` of layer (or phase) `index`; shared by lowering and reference.
 uint64_t FuncSeed(uint32_t index, int role);
 // Element `i` of the tensor with `seed`: a deterministic uniform in [-1, 1) (splitmix64).
 // Weights with `rows` rows are scaled by FuncWeightScale(rows) = 1 / sqrt(rows).
-// Other executors of the same data semantics (validate/func_plan.cc) use these too.
+// The CPU interpreter (mapping/func_plan.h) and the GPU harness use these too.
 float FuncRand(uint64_t seed, uint64_t i);
 float FuncWeightScale(uint32_t rows);
 // Seed of sequence `sequence`'s cached prefix in a KV cache with `seed` (batch > 1; sequence
 // 0 keeps `seed`, so its data is the batch-1 data).
 uint64_t FuncSequenceSeed(uint64_t seed, uint32_t sequence);
 
-// Runs the Program; returns the last layer's output of prefill, then of each decode step.
-// The Program must be lowered with LowerOptions::functional. Throws std::invalid_argument
+// Runs the Program with the one CPU interpreter of functional data (BuildFuncPlan +
+// RunFuncPlanCpu, mapping/func_plan.h); returns the last layer's output of prefill, then of
+// each decode step. The Program must be lowered with LowerOptions::functional. Throws std::invalid_argument
 // for a Program without its functional side tables, or when a task's data is
 // inconsistent.
 std::vector<Matrix> RunFunctional(const Program& p);

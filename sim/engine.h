@@ -60,11 +60,35 @@ class TimeOverflowError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What an engine works out about a Program that no chip timing field changes (the analytical
+// engine's AnalyticalPlan): valid for that Program on every chip of the same layout (core grid,
+// topology, channels). Engines define their own subclass.
+struct PreparedProgram {
+  virtual ~PreparedProgram() = default;
+};
+
+// An engine is used as a prepare/run pair: Prepare once per Program and chip layout, then Run on
+// each chip (sim::ProgramCache keeps the prepared part beside the Program, so a sweep over
+// timing fields prepares once). Callers never ask an engine for its name to pick a fast path.
 class Engine {
  public:
   virtual ~Engine() = default;
   virtual std::string name() const = 0;
-  virtual EngineOutput Run(const mapping::Program& program, const arch::Chip& chip) = 0;
+  // The chip-layout-only work on `program`; nullptr for an engine that has none (the default).
+  // Throws what Run would for a Program it cannot time.
+  virtual std::shared_ptr<const PreparedProgram> Prepare(const mapping::Program& program,
+                                                         const arch::Chip& chip) const;
+  // Times `program` on `chip`. `prepared` is what Prepare returned for this Program on a chip of
+  // the same layout, or nullptr (the engine then does that work itself).
+  virtual EngineOutput Run(const mapping::Program& program, const arch::Chip& chip,
+                           const PreparedProgram* prepared) = 0;
+  EngineOutput Run(const mapping::Program& program, const arch::Chip& chip) {
+    return Run(program, chip, nullptr);
+  }
+  // True when the engine's times are the analytical list schedule of sim/analytical/analytical.h.
+  // Then tools that replay that schedule without lowering every Program (the serving skeletons,
+  // sim/serving/skeleton.h) stand in for it exactly; for any other engine they must not.
+  virtual bool ListSchedule() const { return false; }
 };
 
 // The registry of engines by name (engine, --engine). Adding an engine is one new file

@@ -4,6 +4,10 @@
 
 namespace tpsim::sim {
 
+std::shared_ptr<const PreparedProgram> Engine::Prepare(const mapping::Program&, const arch::Chip&) const {
+  return nullptr;
+}
+
 std::unique_ptr<Engine> MakeEngine(const std::string& name) {
   const EngineFactory* make = EngineRegistry::Get().Find(name);
   return make ? (*make)() : nullptr;

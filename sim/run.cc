@@ -13,10 +13,8 @@
 #include "llm/opgraph.h"
 #include "mapping/estimate.h"
 #include "mapping/mapping.h"
-#include "sim/analytical/analytical.h"
 #include "sim/engine.h"
 #include "sim/result.h"
-#include "traces/trace.h"
 
 namespace tpsim::sim {
 
@@ -308,17 +306,16 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   RunOutput out;
   if (opts.on_stage) opts.on_stage("lowering");
   out.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
-  if (opts.on_stage)
-    opts.on_stage(engine->name() == "tlm" ? "timing (tlm engine)" : "timing (analytical engine)");
+  // Lives until the next stage replaces it (a progress line may hold the pointer until then).
+  const std::string timing_stage = "timing (" + engine->name() + " engine)";
+  if (opts.on_stage) opts.on_stage(timing_stage.c_str());
   EngineOutput timing = engine->Run(out.program, chip);
   CheckRepresentable(out.program, timing);
   if (opts.on_stage) opts.on_stage("writing results");
   out.result = BuildResult(out.program, chip, timing, e.cfg.name(), engine->name(), opts.keep_task_times);
   out.result.set_config(ResolvedText(e));
   out.result.set_title(RunTitle(e.cfg, engine->name()));
-  if (!opts.trace_path.empty()) {
-    traces::WriteTrace(opts.trace_path, out.program, chip, timing, out.result.config());
-  }
+  for (const RunObserver& observe : opts.observers) observe(RunView{out.program, chip, timing, out.result});
   return out;
 }
 
@@ -360,33 +357,37 @@ std::string ProgramCache::Key(const config::Experiment& cfg) {
 
 namespace {
 
-std::shared_ptr<const ProgramCache::Entry> MakeEntry(const Experiment& e, const arch::Chip& chip, bool plan) {
+std::shared_ptr<const ProgramCache::Entry> MakeEntry(const Experiment& e, const arch::Chip& chip,
+                                                     const Engine* engine) {
   auto entry = std::make_shared<ProgramCache::Entry>();
   entry->program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
-  if (plan) entry->analytical_plan = PlanAnalytical(entry->program, chip);
+  if (engine) {
+    entry->prepared_by = engine->name();
+    entry->prepared = engine->Prepare(entry->program, chip);
+  }
   return entry;
 }
 
 }  // namespace
 
 std::shared_ptr<const ProgramCache::Entry> ProgramCache::Get(const Experiment& e, const arch::Chip& chip,
-                                                             bool analytical_plan) {
+                                                             const Engine* engine) {
   const std::string key = capacity_ > 0 ? Key(e.cfg) : "";
   std::unique_lock<std::mutex> lock(mu_);
   if (key.empty()) {
     ++misses_;
     lock.unlock();
-    return MakeEntry(e, chip, analytical_plan);
+    return MakeEntry(e, chip, engine);
   }
   for (;;) {
     auto it = std::find_if(lru_.begin(), lru_.end(), [&](const Slot& s) { return s.key == key; });
     if (it == lru_.end()) break;
-    if (it->entry && (it->entry->analytical_plan || !analytical_plan)) {
+    if (it->entry && (!engine || it->entry->prepared_by == engine->name())) {
       ++hits_;
       lru_.splice(lru_.begin(), lru_, it);
       return it->entry;
     }
-    if (it->entry) break;  // cached without the plan asked for: made again below
+    if (it->entry) break;  // cached without what this engine prepares: made again below
     ready_.wait(lock);     // another caller is lowering it
   }
   ++misses_;
@@ -396,7 +397,7 @@ std::shared_ptr<const ProgramCache::Entry> ProgramCache::Get(const Experiment& e
   lock.unlock();
   std::shared_ptr<const Entry> entry;
   try {
-    entry = MakeEntry(e, chip, analytical_plan);
+    entry = MakeEntry(e, chip, engine);
   } catch (...) {
     lock.lock();
     lru_.erase(pending);
@@ -434,13 +435,11 @@ config::Summary RunSummary(const Experiment& e, const std::string& engine_name, 
                            uint64_t max_memory_bytes) {
   std::unique_ptr<Engine> engine;
   arch::Chip chip = Prepare(e, engine_name, &engine, max_memory_bytes);
-  // AnalyticalEngine::Run is RunAnalytical with a fresh plan; a cached entry keeps its plan.
-  const bool analytical = engine->name() == "analytical";
+  // A cached entry keeps what the engine prepared; without a cache, Run prepares for itself.
   const std::shared_ptr<const ProgramCache::Entry> entry =
-      cache ? cache->Get(e, chip, analytical) : MakeEntry(e, chip, analytical);
+      cache ? cache->Get(e, chip, engine.get()) : MakeEntry(e, chip, nullptr);
   const mapping::Program& program = entry->program;
-  const EngineOutput timing =
-      analytical ? RunAnalytical(program, *entry->analytical_plan, chip) : engine->Run(program, chip);
+  const EngineOutput timing = engine->Run(program, chip, entry->prepared.get());
   CheckRepresentable(program, timing);
   return BuildSummary(program, chip, timing);
 }

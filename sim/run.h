@@ -19,7 +19,20 @@
 
 namespace tpsim::sim {
 
-struct AnalyticalPlan;
+class Engine;
+struct EngineOutput;
+struct PreparedProgram;
+
+// What a finished run hands its observers: the Program, the chip, the engine's times and the
+// Result (config text, title). The run pipeline knows nothing of what observers do with it;
+// the command line attaches the trace writer (tpsim run --trace) as one.
+struct RunView {
+  const mapping::Program& program;
+  const arch::Chip& chip;
+  const EngineOutput& timing;
+  const config::Result& result;
+};
+using RunObserver = std::function<void(const RunView&)>;
 
 // ---- Resource and time guards (issue 16), run before lowering.
 
@@ -49,12 +62,13 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip);
 struct RunOptions {
   std::string engine;            // empty: the experiment's engine, else "analytical"
   bool keep_task_times = false;  // fill Result.tasks
-  std::string trace_path;        // non-empty: write a Perfetto (or .json: Chrome) trace there
   // Called as the run enters each stage ("lowering", "timing (tlm engine)", ...), for a
   // progress line; may be empty.
   std::function<void(const char*)> on_stage;
   // Refuse before lowering when the Program's estimate exceeds this (0: no limit).
   uint64_t max_memory_bytes = DefaultMaxMemory();
+  // Called in order once the Result is built, before RunExperiment returns.
+  std::vector<RunObserver> observers;
 };
 
 struct RunOutput {
@@ -90,14 +104,17 @@ class ProgramCache {
 
   struct Entry {
     mapping::Program program;
-    // The analytical engine's chip-layout-only work on `program`
-    // (sim/analytical/analytical.h), when asked for; valid for every chip of the same key.
-    std::shared_ptr<const AnalyticalPlan> analytical_plan;
+    // What `prepared_by` (an engine name) prepared for `program` (Engine::Prepare: the
+    // chip-layout-only work, valid for every chip of the same key); null when none was asked
+    // for or the engine has none.
+    std::string prepared_by;
+    std::shared_ptr<const PreparedProgram> prepared;
   };
-  // The Program of `e` on `chip` (the chip built from e), with its analytical plan
-  // when `analytical_plan`: cached, or made and cached. Throws what mapping::Lower
-  // or sim::PlanAnalytical throw (nothing is cached then).
-  std::shared_ptr<const Entry> Get(const Experiment& e, const arch::Chip& chip, bool analytical_plan = false);
+  // The Program of `e` on `chip` (the chip built from e), prepared by `engine` when given:
+  // cached, or made and cached. Throws what mapping::Lower or Engine::Prepare throw
+  // (nothing is cached then).
+  std::shared_ptr<const Entry> Get(const Experiment& e, const arch::Chip& chip,
+                                   const Engine* engine = nullptr);
 
   uint64_t hits() const;
   uint64_t misses() const;

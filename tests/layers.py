@@ -2,8 +2,10 @@
 """Dependencies run one way: checks every #include of the sources against the layers.
 
   configs -> arch / llm -> mapping -> engine interface -> engines (analytical, tlm)
-          -> result, traces (observers of an engine's output) -> run pipeline
-          -> serving -> sweep (a point with a request stream runs as tpsim serve), agree -> cli
+          -> result -> run pipeline -> serving -> sweep (a point with a request stream runs as
+          tpsim serve), agree -> cli
+  traces read an engine's output (engine interface and below) and are attached by the cli as
+  observers: nothing between the engines and the cli includes them
   validate's library (tpsim_validate_plan): configs, llm, arch, mapping (and the CSV formats
   of validate/gpu_csv.h, which need only configs)
   tpsim-validate (validate/main.cc): that library, the compare module (its collective sweep
@@ -20,7 +22,7 @@ import sys
 
 BELOW_ENGINE = {"configs", "llm", "arch", "mapping"}
 ENGINE = BELOW_ENGINE | {"engine"}
-RUN = ENGINE | {"analytical", "result", "traces", "run"}
+RUN = ENGINE | {"analytical", "result", "run"}
 ALLOWED = {
     "configs": set(),
     "llm": {"configs"},
@@ -35,18 +37,16 @@ ALLOWED = {
     # tpsim_validate_plan and the CUDA sources; they share the GPU microbenchmark CSV formats
     # (validate/gpu_csv.*, in the compare module, which needs only configs).
     "validate": BELOW_ENGINE | {"compare"},
-    # The run pipeline still writes traces itself (RunOptions::trace_path): the one edge
-    # that is to become "the CLI attaches a trace observer".
-    "run": RUN,
+    "run": RUN,  # observers (RunOptions::observers) are attached by the caller
     "validate_main": RUN | {"validate", "compare"},
     "sweep": RUN | {"serving"},  # a point with a request stream runs as `tpsim serve`
-    "serving": RUN,  # writes its own serving trace (traces::WriteServingTrace)
+    "serving": RUN,  # its trace is written by the cli (sim/cli/serve.cc)
     # tpsim collectives / gemm / compare --chip: predictions on any chip as the CSV rows
     # tpsim-validate measures.
     "microbench": RUN | {"compare"},
     # tpsim agree: both engines (the TLM one by name, through the engine registry).
     "agree": RUN,
-    "cli": RUN | {"tlm", "sweep", "serving", "compare", "validate", "microbench", "agree"},
+    "cli": RUN | {"traces", "tlm", "sweep", "serving", "compare", "validate", "microbench", "agree"},
 }
 
 

@@ -259,7 +259,7 @@ std::string NumericsPlanText(const NumericsPlans& np, const NumericsPlans& small
       (m.collective().empty() ? "ring" : m.collective()) +
       ") against the same layer at TP 1, both on GPU 0 (every rank's data and transfer on that GPU), "
       "on " +
-      np.instance.description + (np.instance.reduced ? "" : " (the experiment's shapes at batch 1)") + "\n";
+      np.instance.description + (np.instance.reduced ? "" : " (the experiment's batch and shapes)") + "\n";
   s += "#   bf16 storage (every value written rounded to bf16), fp32 arithmetic (cuBLAS fp32 GEMMs, "
        "CUBLAS_COMPUTE_32F, pedantic math); pass: every output's max |error| / max |TP 1 output| <= " +
        std::string(tol) + "\n";

@@ -12,11 +12,12 @@ namespace tpsim::validate {
 namespace {
 
 std::string Describe(const config::Workload& w, bool reduced) {
-  std::string s = "batch 1, seq_len " + std::to_string(w.seq_len());
+  std::string s =
+      "batch " + std::to_string(std::max(1u, w.batch())) + ", seq_len " + std::to_string(w.seq_len());
   if (w.cached_prefix()) s += " after " + std::to_string(w.cached_prefix()) + " cached";
   s += ", " + std::to_string(w.decode_steps()) + " decode step" + (w.decode_steps() == 1 ? "" : "s") + ", " +
        std::to_string(w.num_layers()) + " layer" + (w.num_layers() == 1 ? "" : "s");
-  if (reduced) s += " (seq_len reduced to fit the check's memory budget)";
+  if (reduced) s += " (batch and seq_len reduced to fit the check's memory budget)";
   return s;
 }
 
@@ -27,7 +28,7 @@ NumericsPlans PlanNumerics(const arch::Chip& chip, const config::Model& model, c
   NumericsPlans out;
   NumericsInstance& in = out.instance;
   in.workload = wl;
-  in.workload.set_batch(1);
+  in.workload.set_batch(std::max(1u, wl.batch()));
   in.workload.set_num_layers(std::max(1u, m.pipeline_stages()));
   in.partitioned = m;
   in.unpartitioned = m;
@@ -43,9 +44,12 @@ NumericsPlans PlanNumerics(const arch::Chip& chip, const config::Model& model, c
     out.ref = mapping::Lower(chip, model, in.workload, in.unpartitioned, {.functional = true});
     out.part_plan = BuildFuncPlan(out.part);
     out.ref_plan = BuildFuncPlan(out.ref);
-    if (out.Bytes() <= max_bytes || in.workload.seq_len() <= 16) break;
+    if (out.Bytes() <= max_bytes || (in.workload.batch() == 1 && in.workload.seq_len() <= 16)) break;
     in.reduced = true;
-    in.workload.set_seq_len(std::max(16u, in.workload.seq_len() / 2));
+    if (in.workload.batch() > 1)  // fewer sequences first: each is checked the same way
+      in.workload.set_batch(in.workload.batch() / 2);
+    else
+      in.workload.set_seq_len(std::max(16u, in.workload.seq_len() / 2));
     in.workload.set_decode_steps(std::min(2u, in.workload.decode_steps()));
   }
   in.description = Describe(in.workload, in.reduced);

@@ -29,15 +29,15 @@ namespace tpsim::validate {
 // 2^-5 leaves a 2.5x margin; a dropped reduction gives errors of order 1.
 constexpr double kNumericsTolerance = 1.0 / 32;
 
-// The check's instance: the experiment's model and shapes with batch 1 (the functional
-// semantics are exact for batch 1) and one layer per pipeline stage. When both Programs' data
-// would exceed `max_bytes` (fp32, all ranks on one GPU), seq_len is halved (not below 16) until
-// it fits, keeping the cached prefix and at most 2 decode steps.
+// The check's instance: the experiment's model, batch and shapes with one layer per pipeline
+// stage. When both Programs' data would exceed `max_bytes` (fp32, all ranks on one GPU), the
+// batch is halved down to 1, then seq_len (not below 16), until it fits, keeping the cached
+// prefix and at most 2 decode steps.
 struct NumericsInstance {
   config::Workload workload;
   config::Mapping partitioned;    // the experiment's mapping
   config::Mapping unpartitioned;  // TP 1, one stage, k_split (no collective)
-  bool reduced = false;           // seq_len and decode steps were cut to fit
+  bool reduced = false;           // batch, seq_len and decode steps were cut to fit
   std::string description;        // e.g. "batch 1, seq_len 512, 2 decode steps, 1 layer"
 };
 // 24 GiB: fits an 80 GB H100 or a 141 GB H200 with room (the runs free it before timing); the shipped

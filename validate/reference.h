@@ -10,13 +10,14 @@
 // The GPU kernels compute in fp32 on bf16 data; tests compare them within bf16 tolerance.
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
+
+#include "mapping/func_plan.h"
 
 namespace tpsim::validate {
 
-constexpr float kRmsEps = 1e-6f;
-constexpr double kRopeTheta = 10000.0;
+constexpr float kRmsEps = mapping::kFuncNormEps;
+constexpr double kRopeTheta = mapping::kFuncRopeTheta;
 
 void RmsNormRef(const float* x, float* y, uint64_t rows, uint64_t cols, uint32_t group);
 void RopeRef(const float* x, float* y, uint64_t rows, uint64_t cols, uint32_t head_dim, uint32_t pos0);
@@ -24,21 +25,6 @@ void SoftmaxRef(const float* x, float* y, uint64_t rows, uint64_t cols, float sc
                 uint32_t tokens);
 void SiluMulRef(const float* a, const float* b, float* y, uint64_t n);
 
-// Rounds to the nearest bf16 (ties to even) and back, as __float2bfloat16 does. Inline: the
-// CPU backend calls it for every value it stores.
-inline float RoundBf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u) {  // inf / nan: keep, quiet the nan
-    if (u & 0x007fffffu) u |= 0x00400000u;
-    u &= 0xffff0000u;
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-  }
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
+using mapping::RoundBf16;  // mapping/func_plan.h: the CPU backend rounds with it too
 
 }  // namespace tpsim::validate

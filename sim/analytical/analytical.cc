@@ -220,7 +220,18 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
   return plan;
 }
 
-EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::Chip& chip) {
+std::shared_ptr<const PreparedProgram> AnalyticalEngine::Prepare(const mapping::Program& program,
+                                                                 const arch::Chip& chip) const {
+  return PlanAnalytical(program, chip);
+}
+
+EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::Chip& chip,
+                                   const PreparedProgram* prepared) {
+  if (prepared) {
+    const auto* plan = dynamic_cast<const AnalyticalPlan*>(prepared);
+    if (!plan) throw std::invalid_argument("analytical engine: prepared by another engine");
+    return RunAnalytical(program, *plan, chip);
+  }
   return RunAnalytical(program, *PlanAnalytical(program, chip), chip);
 }
 

@@ -56,8 +56,8 @@
 // the link and channel statistics are sums and maxima, so a distinct task's share
 // is added count times at once. What does not depend on the chip's timing (checks,
 // flat deps, the distinct shapes and their counts, transfer groups, DRAM sharers)
-// is an AnalyticalPlan: Run makes one per call; RunAnalytical takes one made
-// earlier, so a sweep times one Program on many chips that differ only in timing
+// is an AnalyticalPlan (the engine's Prepare): Run without one makes one per call;
+// with one made earlier, so a sweep times one Program on many chips that differ only in timing
 // fields without redoing it (sim::ProgramCache).
 
 #include <memory>
@@ -73,7 +73,7 @@ namespace tpsim::sim {
 // What timing a Program needs that no chip timing field changes. Made by
 // PlanAnalytical for a Program and the chip's core and channel counts; valid for
 // that Program on every chip with the same layout (core grid, topology, channels).
-struct AnalyticalPlan {
+struct AnalyticalPlan : PreparedProgram {
   int num_cores = 0, num_channels = 0;
   size_t num_tasks = 0;
   std::vector<uint32_t> shapes;            // a compute task of each distinct cost shape
@@ -107,8 +107,15 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
 
 class AnalyticalEngine : public Engine {
  public:
+  using Engine::Run;
   std::string name() const override { return "analytical"; }
-  EngineOutput Run(const mapping::Program& program, const arch::Chip& chip) override;
+  // PlanAnalytical.
+  std::shared_ptr<const PreparedProgram> Prepare(const mapping::Program& program,
+                                                 const arch::Chip& chip) const override;
+  // RunAnalytical with `prepared` (an AnalyticalPlan), or with a fresh plan when it is null.
+  EngineOutput Run(const mapping::Program& program, const arch::Chip& chip,
+                   const PreparedProgram* prepared) override;
+  bool ListSchedule() const override { return true; }
 };
 
 std::unique_ptr<Engine> MakeAnalyticalEngine();

@@ -32,14 +32,15 @@
 #include "sim/agree/agree.h"
 #include "sim/analytical/links.h"
 #include "sim/cli/gpu_commands.h"
+#include "sim/cli/serve.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
 #include "sim/microbench.h"
 #include "sim/result.h"
 #include "sim/run.h"
-#include "sim/serving/serving.h"
 #include "sim/sweep/sweep.h"
 #include "traces/plot.h"
+#include "traces/trace.h"
 #include "validate/compare.h"
 
 namespace tpsim::cli {
@@ -319,7 +320,7 @@ class ProgressLine {
 int Run(Args& a) {
   ExperimentArgs ex;
   sim::RunOptions opts;
-  std::string out, dump;
+  std::string out, dump, trace_path;
   bool quiet = false, ops = false;
   while (!a.Done()) {
     std::string v;
@@ -329,7 +330,7 @@ int Run(Args& a) {
     }
     if (ExperimentFlag(a, &ex)) continue;
     if (a.Flag("--engine", &opts.engine) || a.Flag("--out", &out) || a.Flag("--dump-program", &dump) ||
-        a.Flag("--trace", &opts.trace_path)) {
+        a.Flag("--trace", &trace_path)) {
       continue;
     }
     if (a.Flag("--max-memory", &v)) {
@@ -359,8 +360,12 @@ int Run(Args& a) {
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
   const std::vector<std::string> inputs = RunInputs(e);
   for (const auto& [flag, file] :
-       {std::pair{"--out", out}, {"--dump-program", dump}, {"--trace", opts.trace_path}})
+       {std::pair{"--out", out}, {"--dump-program", dump}, {"--trace", trace_path}})
     if (!file.empty()) config::CheckOutputNotInput(flag, file, inputs);
+  if (!trace_path.empty())  // the trace writer observes the run; the pipeline knows nothing of it
+    opts.observers.push_back([&trace_path](const sim::RunView& v) {
+      traces::WriteTrace(trace_path, v.program, v.chip, v.timing, v.result.config());
+    });
   sim::RunOutput r = [&] {
     ProgressLine progress("tpsim run");
     opts.on_stage = [&progress](const char* stage) { progress.Stage(stage); };
@@ -458,7 +463,7 @@ int Sweep(Args& a) { return sweep::SweepCommand(Rest(a)); }
 const char* kServeUsage =
     "usage: tpsim serve EXPERIMENT [--set F=V]... [--engine E] [--requests-csv out.csv] [--kv-csv kv.csv]\n"
     "                  [--slo-ttft-ms X] [--slo-tpot-ms Y]   (tpsim serve --help for details)\n";
-int Serve(Args& a) { return serving::ServeCommand(Rest(a)); }
+int Serve(Args& a) { return cli::ServeCommand(Rest(a)); }
 
 const char* kCompareUsage =
     "usage: tpsim compare PREDICTED.json MEASURED.json [--plot out.png]\n"

@@ -13,7 +13,6 @@
 #include "sim/experiment.h"
 #include "sim/serving/scheduler.h"
 #include "sim/serving/skeleton.h"
-#include "traces/trace.h"
 
 namespace tpsim::serving {
 
@@ -114,23 +113,5 @@ std::vector<std::string> Caveats(const config::Experiment& cfg, const ServeRun& 
 std::string RequestsCsv(const ServeOutcome& out);
 std::string KvCsv(const ServeOutcome& out);
 std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms);
-
-// The KV use of each group as a counter track "kv blocks used (<group>)" (unit "blocks"):
-// one point per iteration at its start with the blocks held during it (KvSample::used_blocks),
-// then 0 at the end of the group's last iteration (every request has left by then).
-// Groups in first-seen order of out.kv.
-std::vector<traces::CounterTrack> KvCounters(const ServeOutcome& out);
-
-// `tpsim serve --trace`: a Perfetto (or, for ".json", Chrome JSON) trace with one slice per
-// iteration on its group's track and the KvCounters (traces::WriteServingTrace).
-void WriteServeTrace(const std::string& path, const ServeOutcome& out, const std::string& config_text);
-
-// The `serve` subcommand; `args` are the words after "serve". Returns the exit code
-// (0 ok, 2 config errors printed as file:line:col: field: value: rule). With the
-// environment variable TPSIM_SERVE_STATS set, one line per group goes to stderr: skeletons
-// lowered and distinct iterations timed from one (tests/bench/serving_bench.sh); with
-// TPSIM_SERVE_NO_SKELETONS set, every distinct iteration lowers its own Program (for
-// before/after timings; the output is the same).
-int ServeCommand(const std::vector<std::string>& args);
 
 }  // namespace tpsim::serving

@@ -94,14 +94,16 @@ std::string StallReport(const RunState& st) {
 class TlmEngine : public Engine {
  public:
   explicit TlmEngine(uint64_t packet_bytes) : packet_bytes_(packet_bytes) {}
+  using Engine::Run;
   std::string name() const override { return "tlm"; }
-  EngineOutput Run(const mapping::Program& program, const arch::Chip& chip) override;
+  // Nothing to prepare: every run builds its modules from the Program.
+  EngineOutput Run(const mapping::Program& program, const arch::Chip& chip, const PreparedProgram*) override;
 
  private:
   uint64_t packet_bytes_;
 };
 
-EngineOutput TlmEngine::Run(const mapping::Program& program, const arch::Chip& chip) {
+EngineOutput TlmEngine::Run(const mapping::Program& program, const arch::Chip& chip, const PreparedProgram*) {
   Validate(program, chip);
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
   // A fresh simulation context for every run (as DRAMSys's test fixture does).

@@ -217,12 +217,14 @@ TEST_F(ProgramCacheTest, ConcurrentCallersLowerOnce) {
   ProgramCache cache(4);
   std::vector<std::shared_ptr<const ProgramCache::Entry>> got(4);
   std::vector<std::thread> threads;
+  const std::unique_ptr<Engine> engine = MakeEngine("analytical");
   for (size_t t = 0; t < got.size(); ++t) {
-    threads.emplace_back([&, t] { got[t] = cache.Get(a, chip, true); });
+    threads.emplace_back([&, t] { got[t] = cache.Get(a, chip, engine.get()); });
   }
   for (auto& t : threads) t.join();
   for (const auto& g : got) EXPECT_EQ(g, got[0]);
-  ASSERT_NE(got[0]->analytical_plan, nullptr);
+  ASSERT_NE(dynamic_cast<const AnalyticalPlan*>(got[0]->prepared.get()), nullptr);
+  EXPECT_EQ(got[0]->prepared_by, "analytical");
   EXPECT_EQ(cache.misses(), 1u);
   EXPECT_EQ(cache.hits(), 3u);
 }

@@ -12,6 +12,7 @@
 #include "llm/model.h"
 #include "mapping/mapping.h"
 #include "perfetto_trace.pb.h"
+#include "sim/cli/serve.h"
 #include "sim/engine.h"
 #include "sim/serving/requests.h"
 #include "sim/serving/scheduler.h"
@@ -20,6 +21,10 @@
 
 namespace tpsim::serving {
 namespace {
+
+using cli::KvCounters;
+using cli::ServeCommand;
+using cli::WriteServeTrace;
 
 Request Req(uint32_t id, Ps arrival, uint32_t prompt, uint32_t output) {
   return {id, arrival, prompt, output};

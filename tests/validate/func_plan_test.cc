@@ -1,8 +1,9 @@
-// The GPU numerics check's plan (validate/func_plan.h) run by its CPU backend must reproduce
-// mapping's functional executor on the small test model of tests/mapping (hidden 64, 4 heads,
-// 2 KV heads, head_dim 16, intermediate 128, qk_norm) for every partitioner at TP 1, 2, 4, 8,
-// prefill and decode: that is what makes the CUDA backend, which runs the same steps, a check of
-// the partitioned layer and not of a re-derivation of it.
+// The one interpreter of functional data (mapping/func_plan.h: the plan and its CPU backend, which
+// is also mapping::RunFunctional) must reproduce the unpartitioned reference on the small test
+// model of tests/mapping (hidden 64, 4 heads, 2 KV heads, head_dim 16, intermediate 128,
+// qk_norm) for every partitioner at TP 1, 2, 4, 8, prefill and decode, batch 1 and 2: that is
+// what makes the CUDA backend, which runs the same steps, a check of the partitioned layer and
+// not of a re-derivation of it. Also the GPU side (validate/func_plan.h) and the numerics check.
 #include "validate/func_plan.h"
 
 #include <gtest/gtest.h>
@@ -29,10 +30,6 @@ using mapping::testing::SmallModel;
 using mapping::testing::SwitchChip;
 using mapping::testing::Work;
 
-// Same arithmetic, same order: equal to the last bit in practice; 1e-6 leaves room for a
-// compiler that contracts a multiply-add.
-constexpr double kTight = 1e-6;
-
 config::Mapping Mapping(int tp, const std::string& part, const std::string& coll = "ring") {
   config::Mapping m = Map(tp, part, coll);
   if (part == "mn_2d") m.set_grid_rows(tp >= 4 ? 2 : 1);
@@ -50,27 +47,28 @@ std::vector<Case> Cases() {
   return cs;
 }
 
-TEST(FuncPlan, CpuBackendEqualsFunctionalExecutorOnAMesh) {
+// mapping::RunFunctional is this plan on the CPU backend (one interpreter); what holds it is the
+// unpartitioned reference, computed one sequence at a time with its own kernels.
+TEST(FuncPlan, CpuBackendAgreesWithTheReferenceOnAMesh) {
   const arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
-  for (const auto& wl : {Work(8, 1, 2), Work(8, 2, 1, 4)})  // prefill 8 + 1 decode; cached 4 + 2 decodes
+  config::Workload batched = Work(8, 1, 2);
+  batched.set_batch(2);
+  for (const auto& wl : {Work(8, 1, 2), Work(8, 2, 1, 4), batched})  // + cached 4 + 2 decodes; batch 2
     for (const Case& c : Cases()) {
-      SCOPED_TRACE(c.part + " tp " + std::to_string(c.tp) + " seq " + std::to_string(wl.seq_len()));
+      SCOPED_TRACE(c.part + " tp " + std::to_string(c.tp) + " seq " + std::to_string(wl.seq_len()) +
+                   " batch " + std::to_string(wl.batch()));
       mapping::Program p =
           mapping::Lower(chip, SmallModel(), wl, Mapping(c.tp, c.part), {.functional = true});
-      FuncPlan plan = BuildFuncPlan(p);
-      auto got = RunFuncPlanCpu(plan, {});
-      auto want = mapping::RunFunctional(p);
+      auto got = RunFuncPlanCpu(BuildFuncPlan(p), {});
       ASSERT_EQ(got.size(), 1u + wl.decode_steps());
-      OutputDiff d = CompareOutputs(got, want);
+      OutputDiff d = CompareOutputs(got, mapping::RunReference(SmallModel(), wl));
       EXPECT_FALSE(d.shape_mismatch);
-      EXPECT_LE(d.rel, kTight) << "output " << d.output << " (" << d.row << ", " << d.col << "): " << d.got
-                               << " vs " << d.want;
-      // ... and therefore the unpartitioned layer, as tests/mapping/functional_test.cc demands.
-      EXPECT_LT(mapping::MaxRelativeError(got, mapping::RunReference(SmallModel(), wl)), 1e-4);
+      EXPECT_LT(d.rel, 1e-4) << "output " << d.output << " (" << d.row << ", " << d.col << "): " << d.got
+                             << " vs " << d.want;
     }
 }
 
-TEST(FuncPlan, CpuBackendEqualsFunctionalExecutorOnASwitchWithNvlsAndPipelines) {
+TEST(FuncPlan, CpuBackendAgreesWithTheReferenceOnASwitchWithNvlsAndPipelines) {
   const arch::Chip chip = arch::Chip::Build(SwitchChip(8, 0));
   std::vector<config::Mapping> maps;
   for (const char* part : {"megatron", "k_split", "mn_2d"})
@@ -78,12 +76,38 @@ TEST(FuncPlan, CpuBackendEqualsFunctionalExecutorOnASwitchWithNvlsAndPipelines) 
       maps.push_back(Mapping(8, part, coll));
   maps.push_back(Map(4, "megatron", "ring", "linear", 2));  // two pipeline stages of TP 4
   maps.push_back(Map(2, "m_split_rotate", "bidirectional_ring", "linear", 2));
+  const auto want = mapping::RunReference(SmallModel(), Work(8, 1, 2));
   for (const config::Mapping& m : maps) {
     SCOPED_TRACE(m.partition() + " / " + m.collective() + " / tp " + std::to_string(m.tp()) + " stages " +
                  std::to_string(m.pipeline_stages()));
     mapping::Program p = mapping::Lower(chip, SmallModel(), Work(8, 1, 2), m, {.functional = true});
-    OutputDiff d = CompareOutputs(RunFuncPlanCpu(BuildFuncPlan(p), {}), mapping::RunFunctional(p));
-    EXPECT_LE(d.rel, kTight);
+    OutputDiff d = CompareOutputs(RunFuncPlanCpu(BuildFuncPlan(p), {}), want);
+    EXPECT_LT(d.rel, 1e-4);
+  }
+}
+
+// Batch B > 1 splits attention, RoPE and the KV write by sequence: with batch 3 a decode step's
+// QK^T of one core's heads is one batched matmul per (sequence, KV head); counted here on TP 1
+// (4 query heads over 2 KV heads: 2 per sequence).
+TEST(FuncPlan, BatchedAttentionIsOneMatmulPerSequenceAndKvHead) {
+  const arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  for (uint32_t batch : {1u, 3u}) {
+    config::Workload wl = Work(8, 1, 1);
+    wl.set_batch(batch);
+    mapping::Program p = mapping::Lower(chip, SmallModel(), wl, Map(1, "k_split"), {.functional = true});
+    FuncPlan plan = BuildFuncPlan(p);
+    size_t decode_scores = 0, decode_ropes = 0;
+    for (const FuncStep& s : plan.steps) {
+      if (s.task < 0 || s.origin != FuncStepOrigin::kOp) continue;
+      const mapping::OpRef& r = p.ops[p.task(s.task).op].ref;
+      if (r.phase != mapping::Phase::kDecode) continue;
+      decode_scores += s.kind == FuncStepKind::kMatmul && s.transpose_b && s.b.rows == 9;  // 8 + 1 keys
+      decode_ropes += s.kind == FuncStepKind::kRope;
+    }
+    EXPECT_EQ(decode_scores, 2u * batch) << "batch " << batch;
+    EXPECT_EQ(decode_ropes, 2u * batch) << "batch " << batch;  // q and k, one row per sequence
+    EXPECT_LT(mapping::MaxRelativeError(RunFuncPlanCpu(plan, {}), mapping::RunReference(SmallModel(), wl)),
+              1e-4);
   }
 }
 
@@ -138,7 +162,7 @@ TEST(FuncPlan, BadProgramsThrow) {
       mapping::Lower(chip, SmallModel(), Work(8, 0, 1), Map(2, "megatron"), {.functional = true});
   {
     mapping::Program q = p;
-    q.func.batch = 2;
+    q.func.batch = 3;  // 8 rows do not divide into 3 sequences
     EXPECT_THROW(BuildFuncPlan(q), std::invalid_argument);
   }
   {
@@ -268,14 +292,14 @@ TEST(FuncPlan, Bf16CheckCatchesADroppedReduction) {
 }
 
 TEST(FuncPlan, NumericsInstanceShrinksToItsBudget) {
-  // Batch 4, 2 layers, prompt 64 + 3 decode steps; the check takes batch 1 and one layer (one
-  // stage). A budget nothing fits halves seq_len down to 16 (and no further) and keeps 2 decode
-  // steps.
+  // Batch 4, 2 layers, prompt 64 + 3 decode steps; the check keeps the batch and takes one
+  // layer (one stage). A budget nothing fits halves the batch to 1, then seq_len down to 16 (and
+  // no further), and keeps 2 decode steps.
   const arch::Chip chip = arch::Chip::Build(SwitchChip(8, 0));
   config::Workload wl = Work(64, 3, 2);
   wl.set_batch(4);
   NumericsPlans full = PlanNumerics(chip, SmallModel(), wl, Mapping(4, "megatron"));
-  EXPECT_EQ(full.instance.workload.batch(), 1u);
+  EXPECT_EQ(full.instance.workload.batch(), 4u);
   EXPECT_EQ(full.instance.workload.num_layers(), 1u);
   EXPECT_EQ(full.instance.workload.seq_len(), 64u);
   EXPECT_EQ(full.instance.workload.decode_steps(), 3u);
@@ -283,6 +307,7 @@ TEST(FuncPlan, NumericsInstanceShrinksToItsBudget) {
   EXPECT_EQ(full.ref_plan.arenas.size(), 3u);  // weights, staging, one GPU
   NumericsPlans small = PlanNumerics(chip, SmallModel(), wl, Mapping(4, "megatron"), 1);
   EXPECT_TRUE(small.instance.reduced);
+  EXPECT_EQ(small.instance.workload.batch(), 1u);
   EXPECT_EQ(small.instance.workload.seq_len(), 16u);
   EXPECT_EQ(small.instance.workload.decode_steps(), 2u);
   EXPECT_NE(small.instance.description.find("reduced"), std::string::npos);

@@ -1,18 +1,13 @@
-// The CPU backend of a FuncPlan: the arithmetic of mapping/functional.cc (double accumulation,
-// the same expressions) on the plan's strided views, so an unrounded run reproduces
-// RunFunctional's outputs.
+// The CPU backend of a FuncPlan (mapping/func_plan.h): double accumulation, on the plan's strided
+// views. mapping::RunFunctional runs it unrounded; tpsim-validate runs it with bf16 rounding too.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-#include "validate/func_plan.h"
-#include "validate/reference.h"
+#include "mapping/func_plan.h"
 
-namespace tpsim::validate {
+namespace tpsim::mapping {
 namespace {
-
-constexpr float kEps = 1e-6f;  // mapping/functional.cc's
-constexpr double kTheta = 10000.0;
 
 struct Ref {
   float* base;
@@ -37,7 +32,7 @@ class Cpu {
     return {mem_[v.arena].data(), v};
   }
 
-  // Each element sums k in ascending order, as mapping's executor does (bit-identical results);
+  // Each element sums k in ascending order in double, as the reference does;
   // W not transposed goes row by row for locality.
   void Matmul(const FuncStep& s) {
     const uint32_t m = s.out.rows, n = s.out.cols, inner = s.a.cols;
@@ -70,7 +65,7 @@ class Cpu {
           for (uint32_t g0 = 0; g0 < cols; g0 += s.group) {
             double ss = 0;
             for (uint32_t c = 0; c < s.group; ++c) ss += double{a(i, g0 + c)} * a(i, g0 + c);
-            const double inv = 1.0 / std::sqrt(ss / s.group + kEps);
+            const double inv = 1.0 / std::sqrt(ss / s.group + kFuncNormEps);
             for (uint32_t c = 0; c < s.group; ++c) y(i, g0 + c) = Store(a(i, g0 + c) * inv);
           }
         break;
@@ -80,7 +75,7 @@ class Cpu {
           const double pos = s.pos0 + i;
           for (uint32_t g0 = 0; g0 < cols; g0 += hd)
             for (uint32_t c = 0; c < half; ++c) {
-              const double ang = pos * std::pow(kTheta, -2.0 * c / hd);
+              const double ang = pos * std::pow(kFuncRopeTheta, -2.0 * c / hd);
               const double x0 = a(i, g0 + c), x1 = a(i, g0 + c + half);
               y(i, g0 + c) = Store(static_cast<float>(x0 * std::cos(ang) - x1 * std::sin(ang)));
               y(i, g0 + c + half) = Store(static_cast<float>(x0 * std::sin(ang) + x1 * std::cos(ang)));
@@ -117,7 +112,7 @@ class Cpu {
     }
   }
 
-  std::vector<mapping::Matrix> Run(StepTrace* trace) {
+  std::vector<Matrix> Run(StepTrace* trace) {
     for (const FuncStep& s : plan_.steps) {
       Run(s);
       if (trace) trace->push_back(ReadView(mem_[s.out.arena], s.out, s.batch, s.stride_out));
@@ -146,9 +141,8 @@ std::vector<std::vector<float>> RunFuncPlanCpuArenas(const FuncPlan& plan, const
   return Cpu(plan, opts, std::move(arenas)).Arenas();
 }
 
-std::vector<mapping::Matrix> RunFuncPlanCpu(const FuncPlan& plan, const FuncExecOptions& opts,
-                                            StepTrace* trace) {
+std::vector<Matrix> RunFuncPlanCpu(const FuncPlan& plan, const FuncExecOptions& opts, StepTrace* trace) {
   return Cpu(plan, opts).Run(trace);
 }
 
-}  // namespace tpsim::validate
+}  // namespace tpsim::mapping
