@@ -64,7 +64,7 @@ class GemmContext {
   };
   virtual WeightBlock FetchWeights(int rank, uint64_t bytes) = 0;
   // A collective of `kind` run at once by disjoint equal-size `groups` of ranks, `bytes`
-  // per rank, for op g.op: records it and returns its lowered steps.
+  // per rank, for op `op` (Program::ops index): records it and returns its lowered steps.
   virtual CollectiveRun AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
                                       uint64_t bytes, uint64_t align_bytes, uint32_t op) = 0;
   // The transfer x (ranks) of step `step` of collective c, after `deps`; returns its task.
