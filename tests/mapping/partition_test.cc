@@ -196,6 +196,24 @@ TEST(PartitionTest, MSplitRotateRotatesWeightShardsRoundTheRing) {
   EXPECT_EQ(ctx.func_collectives, 1);
 }
 
+// Streamed weights with rotation: each rank reads only its own block, once; arrivals come
+// over the network, not from DRAM.
+TEST(PartitionTest, RotationsReadOnlyTheOwnBlockFromDram) {
+  FakeContext rot(4, {2, 2});
+  rot.stream = true;
+  std::string label;
+  ChooseAndEmit("m_split_rotate", Spec(llm::OpClass::kQkv, 8, 16, 32), &rot, &label);
+  EXPECT_EQ(rot.fetched, (std::vector<uint64_t>{256, 256, 256, 256}));  // 8 columns x 16 x 2 B
+  ASSERT_EQ(rot.shards.size(), 16u);
+  EXPECT_EQ(rot.shards[0].deps, (std::vector<uint32_t>{0}));  // rank 0's own shard waits for its read
+  FakeContext ks(4, {2, 2});
+  ks.stream = true;
+  ks.mapping.set_mn_2d_weights("k_steps");
+  ChooseAndEmit("mn_2d", Spec(llm::OpClass::kGateUp, 8, 16, 32), &ks, &label);
+  EXPECT_EQ(ks.fetched, (std::vector<uint64_t>{256, 256, 256, 256}));  // 8 K rows x 16 columns x 2 B
+  EXPECT_EQ(ks.transfers, 4);
+}
+
 TEST(PartitionTest, MSplitRotateFallsBackToKSplitWithFewerRowsThanRanks) {
   FakeContext ctx(4, {2, 2});
   std::string label;
