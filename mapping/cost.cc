@@ -1,5 +1,6 @@
 #include "mapping/cost.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -40,6 +41,11 @@ Ps StackedMemoryTime(const arch::Chip& chip, int channel, uint64_t bytes, uint64
   uint64_t shared = 0;
   if (__builtin_mul_overflow(bytes, sharers, &shared)) shared = std::numeric_limits<uint64_t>::max();
   return chip.DramTime(channel, shared);
+}
+
+Ps ChannelBusyTime(const arch::Chip& chip, int channel, uint64_t bytes) {
+  const Ps total = chip.DramTime(channel, bytes);
+  return bytes == 0 ? 0 : std::max<Ps>(0, total - chip.channels()[channel].latency_ps);
 }
 
 Ps TaskTime(const arch::Chip& chip, const Program& p, size_t i) {

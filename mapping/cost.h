@@ -61,6 +61,11 @@ inline Ps MemoryTime(const arch::Chip& chip, int core, int channel, uint64_t byt
 // what chip.MemoryTime gives then.
 Ps StackedMemoryTime(const arch::Chip& chip, int channel, uint64_t bytes, uint64_t sharers = 1);
 
+// The time a memory access of `bytes` keeps `channel` busy: its serialisation,
+// chip.DramTime less the channel's latency (0 when bytes == 0). Both engines' channel
+// busy_ps; the TLM engine's channel serves its next request after it.
+Ps ChannelBusyTime(const arch::Chip& chip, int channel, uint64_t bytes);
+
 // Task `i` of `p` alone on `chip` (an in-switch transfer alone on its port: port_bytes =
 // its bytes). Throws std::out_of_range for a core or channel the chip does not have.
 Ps TaskTime(const arch::Chip& chip, const Program& p, size_t i);

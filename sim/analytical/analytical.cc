@@ -310,10 +310,7 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     memory_alone[k] = mapping::MemoryTime(chip, t.core, t.channel, t.bytes, t.write);
     ChannelUsage& u = out.channels[t.channel];
     u.bytes += t.bytes * key.count;
-    u.busy_ps =
-        SatAdd(u.busy_ps,
-               SatMulPs(std::max<Ps>(0, chip.DramTime(t.channel, t.bytes) - channels[t.channel].latency_ps),
-                        key.count));
+    u.busy_ps = SatAdd(u.busy_ps, SatMulPs(mapping::ChannelBusyTime(chip, t.channel, t.bytes), key.count));
     auto path = paths.find({t.core, t.channel, t.write});
     if (path == paths.end()) continue;
     for (int l : path->second) {

@@ -115,6 +115,9 @@ TEST(CostModel, MemoryStackedAndAcrossTheNetwork) {
   // narrower than the channel, so cut-through adds no serialisation.
   EXPECT_EQ(MemoryTime(chip, 2, 0, 5000, false), 606000);
   EXPECT_EQ(MemoryTime(chip, 2, 0, 5000, true), 606000);
+  // The channel is busy for the serialisation only: 500000 ps of the 600000.
+  EXPECT_EQ(ChannelBusyTime(chip, 0, 5000), 500000);
+  EXPECT_EQ(ChannelBusyTime(chip, 0, 0), 0);
 }
 
 TEST(CostModel, TaskTimeOfEveryKind) {
