@@ -1,7 +1,5 @@
 #include "sim/result.h"
 
-#include "sim/schedule.h"
-
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
@@ -14,6 +12,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "sim/schedule.h"
 
 namespace tpsim::sim {
 

@@ -1,12 +1,6 @@
 #include "sim/analytical/analytical.h"
 
-#include "sim/analytical/links.h"
-
-#include "mapping/cost.h"
-#include "sim/schedule.h"
-
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -15,6 +9,10 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "mapping/cost.h"
+#include "sim/analytical/links.h"
+#include "sim/schedule.h"
 
 namespace tpsim::sim {
 
