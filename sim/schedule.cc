@@ -16,22 +16,24 @@ Ps SatAdd(Ps a, Ps b) {
 
 // The numeric algebra: starts and ends in picoseconds, written into `times`.
 struct Numeric {
-  std::span<const Ps> duration;
+  using Time = Ps;
+  const Ps* duration;
   TaskTime* times;
-  Ps* core_free;
-  Ps* dram_free;
-  Ps start = 0, makespan = 0;
+  Ps* queues[3];  // by Queue: core_free, -, dram_free
+  Ps makespan = 0;
 
-  Ps* free(Queue q, int core) const { return q == Queue::kCompute ? &core_free[core] : &dram_free[core]; }
-  void Begin(size_t) { start = 0; }
-  void AfterTask(uint32_t d) { start = std::max(start, times[d].end_ps); }
-  void AfterQueue(Queue q, int core) { start = std::max(start, *free(q, core)); }
-  void End(size_t i) {
+  Ps& free(Queue q, int core) const { return queues[static_cast<int>(q)][core]; }
+  static Ps Origin() { return 0; }
+  Ps EndOf(uint32_t d) const { return times[d].end_ps; }
+  Ps FreeAt(Queue q, int core) const { return free(q, core); }
+  static Ps Later(Ps a, Ps b) { return std::max(a, b); }
+  Ps Finish(size_t i, Ps start) {
     const Ps end = SatAdd(start, duration[i]);
     times[i] = TaskTime{start, end};
     makespan = std::max(makespan, end);
+    return end;
   }
-  void Occupy(Queue q, int core, size_t i) { *free(q, core) = times[i].end_ps; }
+  void Occupy(Queue q, int core, Ps end) { free(q, core) = end; }
 };
 
 }  // namespace
@@ -45,7 +47,7 @@ Ps ListScheduler::Run(const mapping::Program& p, std::span<const Ps> duration, s
   const size_t cores = static_cast<size_t>(std::max(0, p.num_cores));
   core_free_.assign(cores, 0);
   dram_free_.assign(cores, 0);
-  Numeric a{duration, times.data(), core_free_.data(), dram_free_.data()};
+  Numeric a{duration.data(), times.data(), {core_free_.data(), nullptr, dram_free_.data()}};
   ListSchedule(ProgramGraph{p}, a);
   return a.makespan;
 }

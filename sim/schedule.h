@@ -32,33 +32,37 @@ namespace tpsim::sim {
 
 // The queue a task waits for besides its deps: its core's compute unit, its core's DRAM
 // DMA queue, or none (transfers).
-enum class Queue : uint8_t { kNone, kCompute, kDram };
-constexpr Queue QueueOf(mapping::TaskKind k) {
-  return k == mapping::TaskKind::kCompute  ? Queue::kCompute
-         : k == mapping::TaskKind::kMemory ? Queue::kDram
-                                           : Queue::kNone;
-}
+// Numbered like TaskKind, so that QueueOf is free in the hot loop.
+enum class Queue : uint8_t { kCompute, kNone, kDram };
+static_assert(static_cast<int>(mapping::TaskKind::kCompute) == static_cast<int>(Queue::kCompute) &&
+              static_cast<int>(mapping::TaskKind::kTransfer) == static_cast<int>(Queue::kNone) &&
+              static_cast<int>(mapping::TaskKind::kMemory) == static_cast<int>(Queue::kDram));
+constexpr Queue QueueOf(mapping::TaskKind k) { return static_cast<Queue>(k); }
 
 // The rule over any max-plus algebra. `Graph` is a DAG in topological id order:
 //   size_t size(); deps(i) (iterable of uint32_t ids < i); Queue queue(i); int core(i).
-// `Algebra` holds the times (numbers, max-plus polynomials, ...):
-//   Begin(i)              task i's start := the time origin
-//   AfterTask(d)          start := max(start, end of task d)
-//   AfterQueue(q, core)   start := max(start, the time queue (q, core) is free)
-//   End(i)                end of task i := start + its duration
-//   Occupy(q, core, i)    queue (q, core) is free from the end of task i
+// `Algebra` holds the times (numbers, max-plus polynomials, ...) of type Algebra::Time,
+// a value or a handle to one:
+//   Time Origin()                  the time origin (a task with no constraint starts there)
+//   Time EndOf(d)                  end of task d (d < the task being timed)
+//   Time FreeAt(q, core)           the time queue (q, core) is free
+//   Time Later(Time a, Time b)     max(a, b) (may reuse a's storage)
+//   Time Finish(i, Time start)     end of task i := start + its duration; returns it
+//   void Occupy(q, core, Time end) queue (q, core) is free from `end`
 // ProgramGraph adapts a Program; ListScheduler below is the numeric algebra.
 template <class Graph, class Algebra>
 void ListSchedule(const Graph& g, Algebra& a) {
   const size_t n = g.size();
   for (size_t i = 0; i < n; ++i) {
     const Queue q = g.queue(i);
-    const int core = g.core(i);
-    a.Begin(i);
-    for (uint32_t d : g.deps(i)) a.AfterTask(d);
-    if (q != Queue::kNone) a.AfterQueue(q, core);
-    a.End(i);
-    if (q != Queue::kNone) a.Occupy(q, core, i);
+    typename Algebra::Time start = a.Origin();
+    for (uint32_t d : g.deps(i)) start = a.Later(start, a.EndOf(d));
+    if (q == Queue::kNone) {
+      a.Finish(i, start);
+    } else {
+      const int core = g.core(i);
+      a.Occupy(q, core, a.Finish(i, a.Later(start, a.FreeAt(q, core))));
+    }
   }
 }
 

@@ -146,22 +146,24 @@ struct SkeletonCost::SkeletonGraph {
 // the chain by its ChainFn, max(X + a, Y + b), and frees the core at that end and the
 // core's DRAM queue at Y + r; its other nodes take no time of their own.
 struct SkeletonCost::ReplayTimes {
+  using Time = Ps;
   const Skeleton& sk;
   const std::vector<ChainFn>& fns;
   Ps* ends;
   Ps* core_free;
   Ps* dram_free;
-  Ps start = 0, makespan = 0;
+  Ps makespan = 0;
 
   Ps& free(sim::Queue q, int core) const {
     return q == sim::Queue::kCompute ? core_free[core] : dram_free[core];
   }
-  void Begin(size_t) { start = 0; }
-  void AfterTask(uint32_t d) { start = std::max(start, ends[d]); }
-  void AfterQueue(sim::Queue q, int core) { start = std::max(start, free(q, core)); }
-  void End(size_t i) {
+  static Ps Origin() { return 0; }
+  Ps EndOf(uint32_t d) const { return ends[d]; }
+  Ps FreeAt(sim::Queue q, int core) const { return free(q, core); }
+  static Ps Later(Ps a, Ps b) { return std::max(a, b); }
+  Ps Finish(size_t i, Ps start) {
     const Skeleton::Node& nd = sk.nodes[i];
-    if (nd.chain_rest) return;
+    if (nd.chain_rest) return start;
     if (nd.chain >= 0) {
       const Skeleton::Chain& ch = sk.chains[nd.chain];
       Ps x = core_free[ch.core], y = dram_free[ch.core];
@@ -173,12 +175,13 @@ struct SkeletonCost::ReplayTimes {
       dram_free[ch.core] = y + f.r;
       ends[ch.last] = e;
       makespan = std::max(makespan, e);
-      return;
+      return e;
     }
     ends[i] = start + nd.dur;
     makespan = std::max(makespan, ends[i]);
+    return ends[i];
   }
-  void Occupy(sim::Queue q, int core, size_t i) { free(q, core) = ends[i]; }
+  void Occupy(sim::Queue q, int core, Ps end) { free(q, core) = end; }
 };
 
 Ps SkeletonCost::Replay(const Skeleton& sk, const std::vector<ChainFn>& fns) {
@@ -195,6 +198,7 @@ Ps SkeletonCost::Replay(const Skeleton& sk, const std::vector<ChainFn>& fns) {
 // absent). A chain's first task ends at its start times D (the coefficients shift up by
 // one); its other tasks end at their start (the whole chain is charged once).
 struct SkeletonCost::SymbolicTimes {
+  using Time = Ps*;  // K coefficients
   size_t K;
   const std::vector<uint8_t>& role;  // 1: first task of a chain, 2: a later one
   const std::vector<Ps>& dur;
@@ -213,28 +217,33 @@ struct SkeletonCost::SymbolicTimes {
   static void Max(Ps* a, const Ps* b, size_t k) {
     for (size_t j = 0; j < k; ++j) a[j] = std::max(a[j], b[j]);
   }
-  Ps* free(sim::Queue q, int core) {
-    return q == sim::Queue::kCompute ? &core_free[core * K] : &dram_free[core * K];
-  }
-  void Begin(size_t) {
+  Ps* Origin() {
     std::fill(start.begin(), start.end(), kNone);
     start[0] = 0;
+    return start.data();
   }
-  void AfterTask(uint32_t d) { Max(start.data(), &ends[d * K], K); }
-  void AfterQueue(sim::Queue q, int core) { Max(start.data(), free(q, core), K); }
-  void End(size_t i) {
+  Ps* EndOf(uint32_t d) { return &ends[d * K]; }
+  Ps* FreeAt(sim::Queue q, int core) {
+    return q == sim::Queue::kCompute ? &core_free[core * K] : &dram_free[core * K];
+  }
+  Ps* Later(Ps* a, const Ps* b) const {
+    Max(a, b, K);
+    return a;
+  }
+  Ps* Finish(size_t i, const Ps* s) {
     Ps* e = &ends[i * K];
     if (role[i] == 1) {
-      if (start[K - 1] != kNone) ok = false;
-      for (size_t k = 1; k < K; ++k) e[k] = start[k - 1];
+      if (s[K - 1] != kNone) ok = false;
+      for (size_t k = 1; k < K; ++k) e[k] = s[k - 1];
     } else if (role[i] == 2) {
-      std::copy(start.begin(), start.end(), e);
+      std::copy(s, s + K, e);
     } else {
-      for (size_t k = 0; k < K; ++k) e[k] = start[k] == kNone ? kNone : start[k] + dur[i];
+      for (size_t k = 0; k < K; ++k) e[k] = s[k] == kNone ? kNone : s[k] + dur[i];
     }
     Max(makespan.data(), e, K);
+    return e;
   }
-  void Occupy(sim::Queue q, int core, size_t i) { std::copy(&ends[i * K], &ends[i * K] + K, free(q, core)); }
+  void Occupy(sim::Queue q, int core, const Ps* end) { std::copy(end, end + K, FreeAt(q, core)); }
 };
 
 SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton* sk, bool exact) {

@@ -87,15 +87,15 @@ TEST(ListSchedule, EndsSaturate) {
 // A custom algebra over the same rule: the number of tasks on the longest chain of deps and
 // queue predecessors (every duration 1, in integers of another kind).
 struct Depth {
+  using Time = int;
   std::vector<int> end, core_free, dram_free;
-  int start = 0;
-  void Begin(size_t) { start = 0; }
-  void AfterTask(uint32_t d) { start = std::max(start, end[d]); }
-  void AfterQueue(Queue q, int core) {
-    start = std::max(start, (q == Queue::kCompute ? core_free : dram_free)[core]);
-  }
-  void End(size_t i) { end[i] = start + 1; }
-  void Occupy(Queue q, int core, size_t i) { (q == Queue::kCompute ? core_free : dram_free)[core] = end[i]; }
+  int& free(Queue q, int core) { return (q == Queue::kCompute ? core_free : dram_free)[core]; }
+  static int Origin() { return 0; }
+  int EndOf(uint32_t d) const { return end[d]; }
+  int FreeAt(Queue q, int core) { return free(q, core); }
+  static int Later(int a, int b) { return std::max(a, b); }
+  int Finish(size_t i, int start) { return end[i] = start + 1; }
+  void Occupy(Queue q, int core, int e) { free(q, core) = e; }
 };
 
 TEST(ListSchedule, AnyAlgebra) {
