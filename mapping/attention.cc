@@ -62,16 +62,38 @@ void AttentionEmitter::KvWrite(int32_t k, int32_t v, int32_t kc, int32_t vc) {
   }
 }
 
-void AttentionEmitter::AttnTask(int r, int32_t cache, uint64_t seqs, uint64_t m, uint64_t n, uint64_t kk,
-                                uint64_t nh, FuncOp f, std::vector<uint32_t> deps, uint64_t kv_bytes) {
+AttentionShapes AttentionSpanShapes(uint64_t batch, uint64_t s, uint64_t ctx, uint64_t hd, uint64_t d) {
+  // scores: batch x [s, hd] . [hd, ctx]; PV: batch x [s, ctx] . [ctx, hd]; each reads its two
+  // operands and writes its result. Softmax reads the scores and writes the probabilities.
+  auto gemm = [&](uint64_t m, uint64_t n, uint64_t k) {
+    return ComputeShape{.op_kind = llm::OpKind::kBatchedGemm,
+                        .batch = batch,
+                        .m = m,
+                        .n = n,
+                        .k = k,
+                        .flops = 2.0 * batch * m * n * k,
+                        .bytes = batch * (m * k + n * k + m * n) * d};
+  };
+  const uint64_t elems = batch * s * ctx;
+  return {gemm(s, ctx, hd),
+          ComputeShape{.op_kind = llm::OpKind::kSoftmax,
+                       .m = batch * s,
+                       .n = ctx,
+                       .vector_ops = kSoftmaxOps * static_cast<double>(elems),
+                       .bytes = 2 * elems * d},
+          gemm(s, hd, ctx)};
+}
+
+void AttentionEmitter::AttnTask(int r, int32_t cache, const ComputeShape& shape, FuncOp f,
+                                std::vector<uint32_t> deps, uint64_t kv_bytes) {
   const bool kv_dram = !cx_.mem->KvResident();
   if (kv_dram) deps.push_back(cx_.Memory(r, kv_bytes, false, cx_.Ready(cache, r)));
   Task t;
-  t.op_kind = llm::OpKind::kBatchedGemm;
-  t.batch = nh * seqs, t.m = m, t.n = n, t.k = kk;
-  t.flops = 2.0 * t.batch * m * n * kk;
-  t.bytes = t.batch * (m * kk + n * kk + m * n) * cx_.d;
-  const uint64_t transient = t.batch * (m * kk + m * n) * cx_.d + (kv_dram ? kv_bytes : 0);
+  t.op_kind = shape.op_kind;
+  t.batch = shape.batch, t.m = shape.m, t.n = shape.n, t.k = shape.k;
+  t.flops = shape.flops;
+  t.bytes = shape.bytes;
+  const uint64_t transient = t.batch * (t.m * t.k + t.m * t.n) * cx_.d + (kv_dram ? kv_bytes : 0);
   cx_.ts[f.out.tensor].ready[r].push_back(cx_.Compute(r, t, f, std::move(deps), transient));
 }
 
@@ -109,7 +131,8 @@ void AttentionEmitter::Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc,
     heads_op(&f, h0, h1);
     std::vector<uint32_t> deps = cx_.Ready(q, r);
     Append(&deps, cx_.Ready(kc, r));
-    AttnTask(r, kc, sp.seqs, sp.s, lt, hd, h1 - h0, f, deps, kv_bytes(r));
+    AttnTask(r, kc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).scores, f, deps,
+             kv_bytes(r));
   }
   cx_.NewOp(cx_.names[OpRole::kSoftmax], "heads");
   for (int r = 0; r < cx_.p; ++r) {
@@ -132,7 +155,7 @@ void AttentionEmitter::Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc,
     heads_op(&f, h0, h1);
     std::vector<uint32_t> deps = cx_.Ready(probs, r);
     Append(&deps, cx_.Ready(vc, r));
-    AttnTask(r, vc, sp.seqs, sp.s, hd, lt, h1 - h0, f, deps, kv_bytes(r));
+    AttnTask(r, vc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).pv, f, deps, kv_bytes(r));
   }
 }
 

@@ -35,6 +35,16 @@ struct LowerOptions {
 Program Lower(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
               const config::Mapping& m, const LowerOptions& opts = {});
 
+// The compute tasks of attention on one rank for one span of rows (mapping/attention.cc):
+// `batch` = query heads x sequences, each sequence's `s` new tokens attending to `ctx` context
+// rows, head_dim `hd`, `dtype_bytes` per element. Lowering emits exactly these shapes; the
+// serving skeletons (sim/serving/skeleton.h) time chunks with them without lowering.
+struct AttentionShapes {
+  ComputeShape scores, softmax, pv;
+};
+AttentionShapes AttentionSpanShapes(uint64_t batch, uint64_t s, uint64_t ctx, uint64_t hd,
+                                    uint64_t dtype_bytes);
+
 // Stage-two checks of the mapping against chip, model and workload. Diags name fields
 // under "mapping.".
 void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,

@@ -14,9 +14,6 @@ namespace tpsim::serving {
 namespace {
 
 constexpr Ps kNone = std::numeric_limits<Ps>::min();
-// Vector lane-operations per softmax element (mapping/lower.cc kSoftmaxOps); checked
-// against the engine's durations whenever a skeleton is built.
-constexpr double kSoftmaxOps = 5;
 
 bool IsAttention(const mapping::Task& t) {
   return t.kind == mapping::TaskKind::kCompute &&
@@ -85,18 +82,10 @@ SkeletonCost::ChunkPs SkeletonCost::ChunkAttention(const llm::SeqChunk& c, uint6
     auto it = chunk_ps_.find(key);
     if (it != chunk_ps_.end()) return it->second;
   }
-  const uint64_t bytes = heads * (s * hd_ + lt * hd_ + s * lt) * d_;
-  const uint64_t elems = heads * s * lt;
-  using llm::OpKind;
-  using Shape = mapping::ComputeShape;
-  const Shape scores{
-      .op_kind = OpKind::kBatchedGemm, .batch = heads, .m = s, .n = lt, .k = hd_, .bytes = bytes};
-  const Shape softmax{.op_kind = OpKind::kSoftmax,
-                      .vector_ops = kSoftmaxOps * static_cast<double>(elems),
-                      .bytes = 2 * elems * d_};
-  const Shape pv{.op_kind = OpKind::kBatchedGemm, .batch = heads, .m = s, .n = hd_, .k = lt, .bytes = bytes};
-  const ChunkPs t{mapping::ComputeTime(chip_, scores), mapping::ComputeTime(chip_, softmax),
-                  mapping::ComputeTime(chip_, pv)};
+  // The shapes lowering emits for this chunk (one sequence, `heads` query heads).
+  const mapping::AttentionShapes sh = mapping::AttentionSpanShapes(heads, s, lt, hd_, d_);
+  const ChunkPs t{mapping::ComputeTime(chip_, sh.scores), mapping::ComputeTime(chip_, sh.softmax),
+                  mapping::ComputeTime(chip_, sh.pv)};
   if (lt <= UINT32_MAX) chunk_ps_.emplace(ChunkKey{c.new_tokens, static_cast<uint32_t>(lt), heads}, t);
   return t;
 }
