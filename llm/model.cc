@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "llm/opgraph.h"
+
 namespace tpsim::llm {
 
 namespace {
@@ -23,10 +25,9 @@ struct Architecture {
 };
 
 constexpr Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", false, false},
-    {"MistralForCausalLM", "mistral", false, false},
-    {"Qwen3ForCausalLM", "qwen3", true, false},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", true, true},
+    {"LlamaForCausalLM", "llama", false, false},    {"MistralForCausalLM", "mistral", false, false},
+    {"Qwen3ForCausalLM", "qwen3", true, false},     {"Qwen3MoeForCausalLM", "qwen3_moe", true, true},
+    {"MixtralForCausalLM", "mixtral", false, true},
 };
 
 std::string SupportedHfNames() {
@@ -171,6 +172,9 @@ constexpr std::pair<const char*, const char*> kFieldKeys[] = {
     {"num_experts", "num_experts"},
     {"num_experts_per_token", "num_experts_per_tok"},
     {"moe_intermediate_size", "moe_intermediate_size"},
+    {"norm_topk_prob", "norm_topk_prob"},
+    {"decoder_sparse_step", "decoder_sparse_step"},
+    {"mlp_only_layers", "mlp_only_layers"},
     {"max_position_embeddings", "max_position_embeddings"},
 };
 
@@ -209,19 +213,34 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   auto kv_heads = r.Uint("num_key_value_heads", false);
   auto head_dim = r.Uint("head_dim", false);
   bool moe = arch && arch->moe;
-  auto inter = r.Uint("intermediate_size", !moe);
+  const bool mixtral = arch && std::string(arch->name) == "mixtral";
+  // Mixtral's intermediate_size is its experts' size (every layer is sparse).
+  auto inter = r.Uint("intermediate_size", !moe || mixtral);
   auto max_pos = r.Uint("max_position_embeddings", false);
   auto tie = r.Bool("tie_word_embeddings");
-  if (moe) {
+  if (mixtral) {
+    // Mixtral: num_local_experts experts of intermediate_size each, every layer sparse; its
+    // router takes the softmax over the top-k logits, which is the renormalised top-k.
+    if (auto v = r.Uint("num_local_experts", true)) m.set_num_experts(*v);
+    if (auto v = r.Uint("num_experts_per_tok", true)) m.set_num_experts_per_token(*v);
+    if (inter) m.set_moe_intermediate_size(*inter);
+    m.set_norm_topk_prob(true);
+  } else if (moe) {
     if (auto v = r.Uint("num_experts", true)) m.set_num_experts(*v);
     if (auto v = r.Uint("num_experts_per_tok", true)) m.set_num_experts_per_token(*v);
     if (auto v = r.Uint("moe_intermediate_size", true)) m.set_moe_intermediate_size(*v);
-    // Qwen3-MoE: every layer is sparse unless decoder_sparse_step / mlp_only_layers say otherwise.
-    auto step = r.Uint("decoder_sparse_step", false);
-    if (step && *step != 1) r.Error("decoder_sparse_step", std::to_string(*step), "only 1 is supported");
-    if (auto it = j.find("mlp_only_layers");
-        it != j.end() && !(it->is_array() && it->empty()) && !it->is_null()) {
-      r.Error("mlp_only_layers", it->dump(), "only [] is supported (every layer MoE)");
+    if (auto v = r.Bool("norm_topk_prob")) m.set_norm_topk_prob(*v);
+    // Qwen3-MoE: layer l is sparse when (l + 1) % decoder_sparse_step == 0 and l is not in
+    // mlp_only_layers (llm::IsMoeLayer); the others have the dense MLP of intermediate_size.
+    if (auto v = r.Uint("decoder_sparse_step", false)) m.set_decoder_sparse_step(*v);
+    if (auto it = j.find("mlp_only_layers"); it != j.end() && !it->is_null()) {
+      bool ok = it->is_array();
+      for (const auto& e : ok ? *it : json::array()) {
+        ok = ok && e.is_number_unsigned() && e.get<uint64_t>() <= UINT32_MAX;
+        if (ok) m.add_mlp_only_layers(e.get<uint32_t>());
+      }
+      if (!ok)
+        r.Error("mlp_only_layers", it->dump(), "must be an array of layer indices (non-negative integers)");
     }
   }
   if (!r.diags().empty()) throw config::ConfigError(std::move(r.diags()));
@@ -239,6 +258,10 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   if (locs) {
     for (const auto& [field, key] : kFieldKeys) {
       if (r.Has(key)) locs->Set(field, r.Where(key));
+    }
+    if (mixtral) {
+      if (r.Has("num_local_experts")) locs->Set("num_experts", r.Where("num_local_experts"));
+      if (r.Has("intermediate_size")) locs->Set("moe_intermediate_size", r.Where("intermediate_size"));
     }
   }
   return m;
@@ -342,8 +365,23 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
       fail("num_experts_per_token", std::to_string(m.num_experts_per_token()),
            "must be 0 when num_experts is 0 (dense model)");
     }
-    if (m.architecture() == "qwen3_moe") fail("num_experts", "0", "must be positive for qwen3_moe");
+    if (m.architecture() == "qwen3_moe" || m.architecture() == "mixtral")
+      fail("num_experts", "0", "must be positive for " + m.architecture());
+    if (m.shared_expert_intermediate_size() != 0)
+      fail("shared_expert_intermediate_size", std::to_string(m.shared_expert_intermediate_size()),
+           "must be 0 when num_experts is 0 (dense model)");
   } else {
+    bool dense_layers = false;
+    for (uint32_t l : m.mlp_only_layers()) {
+      if (l >= m.num_layers())
+        fail("mlp_only_layers", std::to_string(l),
+             "must be a layer index below num_layers (" + std::to_string(m.num_layers()) + ")");
+      dense_layers = true;
+    }
+    if (m.decoder_sparse_step() > 1) dense_layers = true;
+    if (dense_layers && m.intermediate_size() == 0)
+      fail("intermediate_size", "0",
+           "must be positive: mlp_only_layers or decoder_sparse_step give dense layers");
     positive("num_experts_per_token", m.num_experts_per_token());
     if (m.num_experts_per_token() > m.num_experts()) {
       fail("num_experts_per_token", std::to_string(m.num_experts_per_token()),
@@ -353,16 +391,29 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
   }
 }
 
-double ParameterCount(const config::Model& m) {
+namespace {
+
+// Parameters of the whole model counting `experts_per_layer` routed experts in each MoE layer
+// (all of them, or the num_experts_per_token one token activates).
+double Parameters(const config::Model& m, double experts_per_layer) {
   const double h = m.hidden_size(), d = m.head_dim(), q = double(m.num_attention_heads()) * d,
                kv = double(m.num_key_value_heads()) * d;
-  double attn = h * q + 2 * h * kv + q * h;
-  double norms = 2 * h + (m.qk_norm() ? 2 * d : 0);
-  double mlp = m.num_experts() > 0
-                   ? h * m.num_experts() + double(m.num_experts()) * 3 * h * m.moe_intermediate_size()
-                   : 3 * h * m.intermediate_size();
-  double embed = double(m.vocab_size()) * h;
-  return embed + (m.tie_word_embeddings() ? 0 : embed) + h + double(m.num_layers()) * (attn + norms + mlp);
+  const double attn = h * q + 2 * h * kv + q * h;
+  const double norms = 2 * h + (m.qk_norm() ? 2 * d : 0);
+  const double dense_mlp = 3 * h * m.intermediate_size();
+  const double moe_mlp = h * m.num_experts() + experts_per_layer * 3 * h * m.moe_intermediate_size() +
+                         3 * h * m.shared_expert_intermediate_size();
+  double layers = 0;
+  for (uint32_t l = 0; l < m.num_layers(); ++l)
+    layers += attn + norms + (IsMoeLayer(m, l) ? moe_mlp : dense_mlp);
+  const double embed = double(m.vocab_size()) * h;
+  return embed + (m.tie_word_embeddings() ? 0 : embed) + h + layers;
 }
+
+}  // namespace
+
+double ParameterCount(const config::Model& m) { return Parameters(m, m.num_experts()); }
+
+double ActiveParameterCount(const config::Model& m) { return Parameters(m, m.num_experts_per_token()); }
 
 }  // namespace tpsim::llm

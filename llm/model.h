@@ -9,7 +9,7 @@
 
 namespace tpsim::llm {
 
-// Reads a HuggingFace-format config.json (Qwen3, Qwen3-MoE, Llama, Mistral) into
+// Reads a HuggingFace-format config.json (Qwen3, Qwen3-MoE, Llama, Mistral, Mixtral) into
 // a Model. An unsupported `architectures` entry or a missing key is a
 // config::ConfigError naming the file and the key.
 config::Model ImportHuggingFace(const std::string& path);
@@ -37,5 +37,9 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
 
 // Parameter count of the whole model (embeddings, all layers, final norm, LM head).
 double ParameterCount(const config::Model& m);
+// The parameters one token uses: as ParameterCount, with num_experts_per_token routed experts
+// per MoE layer instead of all of them (the router and shared experts count whole). Equal to
+// ParameterCount for a dense model.
+double ActiveParameterCount(const config::Model& m);
 
 }  // namespace tpsim::llm

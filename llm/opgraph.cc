@@ -19,8 +19,12 @@
 // head and sequence (GQA: the query heads of a group share the read).
 //
 // MoE (router + experts replace gate/up/silu_mul/down): the router is a GEMM
-// [M,H]x[H,E] plus a softmax over E (5 FLOPs per logit); top-k selection is not
-// counted; it writes the top-k expert ids (int32) and gate weights per row.
+// [M,H]x[H,E] plus a softmax over E (5 FLOPs per logit), plus 2 FLOPs per selected expert
+// when norm_topk_prob renormalises the top-k weights; top-k selection is not counted; it
+// writes the top-k expert ids (int32) and gate weights per row. Shared experts
+// (shared_expert_intermediate_size Is > 0): one FFN every row goes through, 2*M*H*2Is +
+// 5*M*Is + 2*M*Is*H FLOPs plus M*H for adding it to the routed output. Layers that
+// IsMoeLayer excludes (mlp_only_layers, decoder_sparse_step) have the dense MLP.
 // `experts` fuses every expert's gate, up, SiLU*mul and down and the weighted
 // combine: R = M*top_k routed rows; FLOPs = 2*R*H*2Im + 5*R*Im + 2*R*Im*H + 2*R*H;
 // it reads each routed row's input (R*H), the weights of min(E, R) experts (the
@@ -79,9 +83,10 @@ const char* ToString(OpClass c) {
 
 const char* ToString(OpRole r) {
   static const char* const kNames[kNumOpRoles] = {
-      "attn_norm", "q_proj",  "k_proj",   "v_proj",    "q_norm",       "k_norm",        "rope",
-      "kv_write",  "attn_qk", "softmax",  "attn_pv",   "o_proj",       "attn_residual", "mlp_norm",
-      "gate_proj", "up_proj", "silu_mul", "down_proj", "mlp_residual", "router",        "experts"};
+      "attn_norm",     "q_proj",   "k_proj",    "v_proj",        "q_norm",   "k_norm",
+      "rope",          "kv_write", "attn_qk",   "softmax",       "attn_pv",  "o_proj",
+      "attn_residual", "mlp_norm", "gate_proj", "up_proj",       "silu_mul", "down_proj",
+      "mlp_residual",  "router",   "experts",   "shared_experts"};
   const int i = static_cast<int>(r);
   return i >= 0 && i < kNumOpRoles ? kNames[i] : "?";
 }
@@ -178,7 +183,15 @@ class Builder {
 
 }  // namespace
 
-LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
+bool IsMoeLayer(const config::Model& model, uint32_t layer) {
+  if (model.num_experts() == 0) return false;
+  for (uint32_t l : model.mlp_only_layers())
+    if (l == layer) return false;
+  const uint32_t step = model.decoder_sparse_step();
+  return step <= 1 || (uint64_t{layer} + 1) % step == 0;
+}
+
+LayerGraph BuildLayer(const config::Model& model, const Phase& phase, uint32_t layer) {
   LayerGraph g;
   g.phase = phase;
   Builder bld(&g);
@@ -232,7 +245,7 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
   int mlp_norm = bld.Norm(OpRole::kMlpNorm, OpClass::kNorm, M, H, {attn_res});
 
   int mlp_out;
-  if (model.num_experts() == 0) {
+  if (!IsMoeLayer(model, layer)) {
     const uint64_t I = model.intermediate_size();
     int gate = bld.Gemm(OpRole::kGateProj, OpClass::kGateUp, M, H, I, {mlp_norm});
     int up = bld.Gemm(OpRole::kUpProj, OpClass::kGateUp, M, H, I, {mlp_norm});
@@ -244,7 +257,8 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
                    Im = model.moe_intermediate_size();
     Op r = NewOp(OpRole::kRouter, OpKind::kRouter, OpClass::kRouter);
     r.m = M, r.k = H, r.n = E;
-    r.flops = 2.0 * M * H * E + kSoftmaxFlops * M * E;
+    // Renormalising the top-k gate weights: a sum and a division per selected expert.
+    r.flops = 2.0 * M * H * E + kSoftmaxFlops * M * E + (model.norm_topk_prob() ? 2.0 * M * topk : 0);
     r.weight_bytes = H * E * b;
     r.bytes_read = M * H * b + r.weight_bytes;
     r.bytes_written = M * topk * (4 + b);
@@ -260,6 +274,18 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
     ex.bytes_written = M * H * b;
     ex.inputs = {mlp_norm, router};
     mlp_out = bld.Add(std::move(ex));
+    if (const uint64_t Is = model.shared_expert_intermediate_size()) {
+      // Every row through one FFN of size Is (gate+up, SiLU*mul, down), added to the routed
+      // experts' combined output.
+      Op sh = NewOp(OpRole::kSharedExperts, OpKind::kGemm, OpClass::kExperts);
+      sh.m = M, sh.k = H, sh.n = 2 * Is;
+      sh.flops = 2.0 * M * H * 2 * Is + kSiluMulFlops * M * Is + 2.0 * M * Is * H + double(M) * H;
+      sh.weight_bytes = 3 * H * Is * b;
+      sh.bytes_read = M * H * b + sh.weight_bytes + M * H * b;
+      sh.bytes_written = M * H * b;
+      sh.inputs = {mlp_norm, mlp_out};
+      mlp_out = bld.Add(std::move(sh));
+    }
   }
   bld.Eltwise(OpRole::kMlpResidual, OpKind::kElementwise, OpClass::kElementwise, M * H, 2, kResidualFlops,
               {mlp_out, attn_res});

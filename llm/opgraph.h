@@ -56,8 +56,9 @@ enum class OpRole : uint8_t {
   kMlpResidual,
   kRouter,
   kExperts,
+  kSharedExperts,
 };
-constexpr int kNumOpRoles = static_cast<int>(OpRole::kExperts) + 1;
+constexpr int kNumOpRoles = static_cast<int>(OpRole::kSharedExperts) + 1;
 
 const char* ToString(OpKind k);
 const char* ToString(OpClass c);
@@ -95,8 +96,14 @@ struct LayerGraph {
   uint64_t WeightBytes() const;
 };
 
-// Prefill: batch B, S new tokens, `cached` tokens already in the cache.
-LayerGraph BuildLayer(const config::Model& model, const Phase& phase);
+// Prefill: batch B, S new tokens, `cached` tokens already in the cache. The layer of an MoE
+// model is sparse (router, experts, shared experts) unless IsMoeLayer(model, layer) is false.
+LayerGraph BuildLayer(const config::Model& model, const Phase& phase, uint32_t layer = 0);
+
+// Whether layer `layer` (0-based) of `model` has the MoE block: the model has experts, the
+// layer is not in mlp_only_layers, and (layer + 1) % decoder_sparse_step == 0 (HuggingFace's
+// Qwen-MoE rule; a step of 0 or 1 makes every layer sparse).
+bool IsMoeLayer(const config::Model& model, uint32_t layer);
 
 // One sequence's share of a mixed (continuous-batching) iteration: `new_tokens`
 // processed now (a prefill chunk, or 1 for a decode step) after `cached` tokens

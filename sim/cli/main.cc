@@ -207,7 +207,10 @@ int Describe(Args& a) {
   auto pl = llm::BuildLayer(m, pre);
   auto dl = llm::BuildLayer(m, dec);
   os << "\nmodel       " << m.name() << " (" << m.architecture() << ")\n";
-  os << "  parameters            " << Fixed(llm::ParameterCount(m) / 1e9, 3) << " B\n";
+  os << "  parameters            " << Fixed(llm::ParameterCount(m) / 1e9, 3) << " B";
+  if (m.num_experts() > 0)
+    os << " (" << Fixed(llm::ActiveParameterCount(m) / 1e9, 3) << " B active per token)";
+  os << "\n";
   os << "  layers                " << m.num_layers() << " (" << layers << " simulated)\n";
   os << "  hidden / heads / kv   " << m.hidden_size() << " / " << m.num_attention_heads() << " / "
      << m.num_key_value_heads() << " (head_dim " << m.head_dim() << ")\n";

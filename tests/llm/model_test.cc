@@ -1,4 +1,5 @@
 #include "llm/model.h"
+#include "llm/opgraph.h"
 
 #include <gtest/gtest.h>
 
@@ -32,10 +33,10 @@ std::string ErrorOf(F f) {
 }
 
 TEST(Catalog, ListsTheShippedModels) {
-  EXPECT_EQ(CatalogNames(),
-            (std::vector<std::string>{"llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
-                                      "mistral-7b-v0.3", "qwen3-0.6b", "qwen3-1.7b", "qwen3-14b",
-                                      "qwen3-30b-a3b", "qwen3-32b", "qwen3-4b", "qwen3-8b"}));
+  EXPECT_EQ(CatalogNames(), (std::vector<std::string>{
+                                "llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
+                                "mistral-7b-v0.3", "mixtral-8x7b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-14b",
+                                "qwen3-235b-a22b", "qwen3-30b-a3b", "qwen3-32b", "qwen3-4b", "qwen3-8b"}));
 }
 
 TEST(Catalog, EveryEntryImportsAndValidates) {
@@ -98,6 +99,84 @@ TEST(Import, Qwen3Moe) {
   EXPECT_NEAR(ParameterCount(m), 30.5e9, 0.02 * 30.5e9);
 }
 
+// Published totals and activated parameters (the models' HuggingFace cards): Qwen3-30B-A3B
+// 30.5B / 3.3B, Qwen3-235B-A22B 235B / 22B, Mixtral-8x7B 46.7B / 12.9B.
+TEST(ParameterCount, MoeTotalAndActiveMatchPublished) {
+  const config::Model q30 = ImportHuggingFace(ModelPath("qwen3-30b-a3b"));
+  EXPECT_NEAR(ActiveParameterCount(q30), 3.3e9, 0.02 * 3.3e9);
+  const config::Model q235 = ImportHuggingFace(ModelPath("qwen3-235b-a22b"));
+  EXPECT_NEAR(ParameterCount(q235), 235e9, 0.02 * 235e9);
+  EXPECT_NEAR(ActiveParameterCount(q235), 22e9, 0.02 * 22e9);
+  const config::Model mix = ImportHuggingFace(ModelPath("mixtral-8x7b"));
+  EXPECT_NEAR(ParameterCount(mix), 46.7e9, 0.02 * 46.7e9);
+  EXPECT_NEAR(ActiveParameterCount(mix), 12.9e9, 0.02 * 12.9e9);
+  // By hand: embeddings and LM head 2 x 32000 x 4096; per layer q, o 4096^2 each, k, v
+  // 4096 x 1024 each, two norms, the router 4096 x 8, and 8 (all) or 2 (active) experts of
+  // 3 x 4096 x 14336; the final norm.
+  auto mixtral = [](double experts) {
+    return 2 * 32000.0 * 4096 +
+           32.0 *
+               (2 * 4096.0 * 4096 + 2 * 4096.0 * 1024 + 2 * 4096 + 4096 * 8 + experts * 3 * 4096.0 * 14336) +
+           4096;
+  };
+  EXPECT_DOUBLE_EQ(ParameterCount(mix), mixtral(8));
+  EXPECT_DOUBLE_EQ(ActiveParameterCount(mix), mixtral(2));
+  // A dense model: all parameters are active.
+  const config::Model dense = ImportHuggingFace(ModelPath("qwen3-4b"));
+  EXPECT_DOUBLE_EQ(ActiveParameterCount(dense), ParameterCount(dense));
+}
+
+TEST(Import, Mixtral) {
+  const config::Model m = ImportHuggingFace(ModelPath("mixtral-8x7b"));
+  EXPECT_EQ(m.architecture(), "mixtral");
+  EXPECT_FALSE(m.qk_norm());
+  EXPECT_EQ(m.num_experts(), 8u);  // num_local_experts
+  EXPECT_EQ(m.num_experts_per_token(), 2u);
+  EXPECT_EQ(m.moe_intermediate_size(), 14336u);  // Mixtral's intermediate_size is its experts'
+  EXPECT_TRUE(m.norm_topk_prob());
+  EXPECT_EQ(m.head_dim(), 128u);
+  for (uint32_t l = 0; l < m.num_layers(); ++l) EXPECT_TRUE(IsMoeLayer(m, l)) << l;
+}
+
+// decoder_sparse_step 2 with mlp_only_layers [0] on 4 layers: layer l is sparse when
+// (l + 1) % 2 == 0 and l != 0, so layers 1 and 3; 0 and 2 have the dense MLP.
+TEST(Import, SparseStepAndMlpOnlyLayers) {
+  const std::string text = R"({
+  "architectures": ["Qwen3MoeForCausalLM"],
+  "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+  "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+  "norm_topk_prob": false, "decoder_sparse_step": 2, "mlp_only_layers": [0]
+})";
+  const config::Model m = ImportHuggingFaceText(text, "s.json");
+  EXPECT_FALSE(m.norm_topk_prob());
+  EXPECT_EQ(m.decoder_sparse_step(), 2u);
+  ASSERT_EQ(m.mlp_only_layers_size(), 1);
+  EXPECT_FALSE(IsMoeLayer(m, 0));
+  EXPECT_TRUE(IsMoeLayer(m, 1));
+  EXPECT_FALSE(IsMoeLayer(m, 2));
+  EXPECT_TRUE(IsMoeLayer(m, 3));
+  // Two dense layers (3 x 64 x 128 MLP) and two sparse ones (router 64 x 8 + 8 experts of
+  // 3 x 64 x 32, or 2 active); attention 64 x 64 x 2 + 64 x 32 x 2, norms 2 x 64 + 2 x 16.
+  const double attn = 2 * 64.0 * 64 + 2 * 64.0 * 32 + 2 * 64 + 2 * 16, embed = 2 * 1000.0 * 64 + 64;
+  auto total = [&](double experts) {
+    return embed + 4 * attn + 2 * (3 * 64.0 * 128) + 2 * (64 * 8 + experts * 3 * 64.0 * 32);
+  };
+  EXPECT_DOUBLE_EQ(ParameterCount(m), total(8));
+  EXPECT_DOUBLE_EQ(ActiveParameterCount(m), total(2));
+  // A dense layer index past the model is refused at validation.
+  config::Model bad = m;
+  bad.add_mlp_only_layers(4);
+  std::vector<config::Diag> diags;
+  ValidateModel(bad, config::SourceMap{}, "model", &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "model.mlp_only_layers");
+  std::string bad_text = text;
+  bad_text.replace(bad_text.find("[0]"), 3, "[\"x\"]");
+  EXPECT_NE(ErrorOf([&] { ImportHuggingFaceText(bad_text, "s.json"); }).find("mlp_only_layers"),
+            std::string::npos);
+}
+
 TEST(ParameterCount, MatchesPublished) {
   double qwen = ParameterCount(ImportHuggingFace(ModelPath("qwen3-4b")));
   EXPECT_NEAR(qwen, 4.02e9, 0.02 * 4.02e9);
@@ -142,9 +221,10 @@ TEST(ImportErrors, MissingKey) {
 
 TEST(ImportErrors, UnsupportedArchitecture) {
   std::string text = Replace(kGood, "Qwen3ForCausalLM", "GPT2LMHeadModel");
-  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
-            "b.json:2:3: architectures: GPT2LMHeadModel: unsupported architecture; supported: "
-            "LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM");
+  EXPECT_EQ(
+      ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
+      "b.json:2:3: architectures: GPT2LMHeadModel: unsupported architecture; supported: "
+      "LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM");
 }
 
 TEST(ImportErrors, WrongType) {

@@ -272,6 +272,31 @@ TEST(OpGraph, Qwen3MoeLayerShape) {
   EXPECT_LT(ex.weight_bytes * 10, ex2.weight_bytes);
 }
 
+// The MoE variants: a layer in mlp_only_layers is dense; norm_topk_prob adds 2 FLOPs per
+// selected expert to the router; shared experts are one FFN every row goes through.
+TEST(OpGraph, MoeDenseLayersTopKNormAndSharedExperts) {
+  config::Model m = ImportHuggingFace(std::string(TPSIM_SOURCE_DIR) + "/configs/models/qwen3-30b-a3b.json");
+  constexpr uint64_t H = 2048, E = 128, K = 8, Is = 1024, M = 4;
+  const Phase ph{.batch = 1, .new_tokens = M};
+  m.add_mlp_only_layers(1);
+  LayerGraph dense = BuildLayer(m, ph, 1);
+  EXPECT_EQ(Find(dense, "gate_proj").n, 6144u);  // intermediate_size: the dense MLP
+  for (const auto& op : dense.ops) EXPECT_NE(op.role, OpRole::kRouter);
+  LayerGraph sparse = BuildLayer(m, ph, 0);
+  ASSERT_TRUE(m.norm_topk_prob());
+  EXPECT_DOUBLE_EQ(Find(sparse, "router").flops, 2.0 * M * H * E + 5.0 * M * E + 2.0 * M * K);
+  m.set_norm_topk_prob(false);
+  EXPECT_DOUBLE_EQ(Find(BuildLayer(m, ph, 0), "router").flops, 2.0 * M * H * E + 5.0 * M * E);
+  m.set_shared_expert_intermediate_size(Is);
+  LayerGraph shared = BuildLayer(m, ph, 0);
+  const Op& sh = Find(shared, "shared_experts");
+  EXPECT_EQ(sh.role, OpRole::kSharedExperts);
+  EXPECT_EQ(sh.weight_bytes, 3 * H * Is * 2);
+  EXPECT_DOUBLE_EQ(sh.flops, 2.0 * M * H * 2 * Is + 5.0 * M * Is + 2.0 * M * Is * H + double(M) * H);
+  // The residual adds the shared experts' output (which includes the routed experts').
+  EXPECT_EQ(shared.ops[Find(shared, "mlp_residual").inputs[0]].name, "shared_experts");
+}
+
 // A continuous-batching iteration: one prefill chunk of 128 new tokens after 256 cached,
 // and two decode tokens after 100 and 300 cached. Weight GEMMs, norms and element-wise ops
 // run over all M = 130 rows; attention is per sequence over its own context.
