@@ -77,6 +77,15 @@ const char* ToString(OpClass c) {
   return "?";
 }
 
+const char* ToString(OpRole r) {
+  static const char* const kNames[kNumOpRoles] = {
+      "attn_norm", "q_proj",  "k_proj",   "v_proj",    "q_norm",       "k_norm",        "rope",
+      "kv_write",  "attn_qk", "softmax",  "attn_pv",   "o_proj",       "attn_residual", "mlp_norm",
+      "gate_proj", "up_proj", "silu_mul", "down_proj", "mlp_residual", "router",        "experts"};
+  const int i = static_cast<int>(r);
+  return i >= 0 && i < kNumOpRoles ? kNames[i] : "?";
+}
+
 double LayerGraph::Flops() const {
   double s = 0;
   for (const auto& op : ops) s += op.flops;
@@ -103,11 +112,13 @@ uint64_t LayerGraph::WeightBytes() const {
 
 namespace {
 
-Op NewOp(std::string name, OpKind kind, OpClass cls) {
+// Every op is named after its role (ToString(OpRole)).
+Op NewOp(OpRole role, OpKind kind, OpClass cls) {
   Op op;
-  op.name = std::move(name);
+  op.name = ToString(role);
   op.kind = kind;
   op.cls = cls;
+  op.role = role;
   return op;
 }
 
@@ -123,8 +134,8 @@ class Builder {
   }
 
   // Y[m,n] = X[m,k] . W[k,n].
-  int Gemm(const std::string& name, OpClass cls, uint64_t m, uint64_t k, uint64_t n, std::vector<int> in) {
-    Op op = NewOp(name, OpKind::kGemm, cls);
+  int Gemm(OpRole role, OpClass cls, uint64_t m, uint64_t k, uint64_t n, std::vector<int> in) {
+    Op op = NewOp(role, OpKind::kGemm, cls);
     op.m = m, op.k = k, op.n = n;
     op.flops = 2.0 * m * n * k;
     op.weight_bytes = k * n * b_;
@@ -135,8 +146,8 @@ class Builder {
   }
 
   // RMSNorm over `rows` rows of `width` values, gamma of `width`.
-  int Norm(const std::string& name, OpClass cls, uint64_t rows, uint64_t width, std::vector<int> in) {
-    Op op = NewOp(name, OpKind::kNorm, cls);
+  int Norm(OpRole role, OpClass cls, uint64_t rows, uint64_t width, std::vector<int> in) {
+    Op op = NewOp(role, OpKind::kNorm, cls);
     op.m = rows, op.k = width, op.elements = rows * width;
     op.flops = kNormFlops * op.elements;
     op.weight_bytes = width * b_;
@@ -147,9 +158,9 @@ class Builder {
   }
 
   // Element-wise op producing `elements` values from `operands` inputs each.
-  int Eltwise(const std::string& name, OpKind kind, OpClass cls, uint64_t elements, int operands,
+  int Eltwise(OpRole role, OpKind kind, OpClass cls, uint64_t elements, int operands,
               double flops_per_element, std::vector<int> in) {
-    Op op = NewOp(name, kind, cls);
+    Op op = NewOp(role, kind, cls);
     op.elements = elements;
     op.flops = flops_per_element * elements;
     op.bytes_read = operands * elements * b_;
@@ -177,19 +188,21 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
                  nkv = model.num_key_value_heads(), d = model.head_dim();
   const uint64_t qd = nh * d, kvd = nkv * d;
 
-  int attn_norm = bld.Norm("attn_norm", OpClass::kNorm, M, H, {});
-  int q = bld.Gemm("q_proj", OpClass::kQkv, M, H, qd, {attn_norm});
-  int k = bld.Gemm("k_proj", OpClass::kQkv, M, H, kvd, {attn_norm});
-  int v = bld.Gemm("v_proj", OpClass::kQkv, M, H, kvd, {attn_norm});
+  int attn_norm = bld.Norm(OpRole::kAttnNorm, OpClass::kNorm, M, H, {});
+  int q = bld.Gemm(OpRole::kQProj, OpClass::kQkv, M, H, qd, {attn_norm});
+  int k = bld.Gemm(OpRole::kKProj, OpClass::kQkv, M, H, kvd, {attn_norm});
+  int v = bld.Gemm(OpRole::kVProj, OpClass::kQkv, M, H, kvd, {attn_norm});
   if (model.qk_norm()) {
-    q = bld.Norm("q_norm", OpClass::kAttention, M * nh, d, {q});
-    k = bld.Norm("k_norm", OpClass::kAttention, M * nkv, d, {k});
+    q = bld.Norm(OpRole::kQNorm, OpClass::kAttention, M * nh, d, {q});
+    k = bld.Norm(OpRole::kKNorm, OpClass::kAttention, M * nkv, d, {k});
   }
-  int rope = bld.Eltwise("rope", OpKind::kRope, OpClass::kAttention, M * (qd + kvd), 1, kRopeFlops, {q, k});
-  int kv_write = bld.Eltwise("kv_write", OpKind::kKvWrite, OpClass::kAttention, 2 * M * kvd, 1, 0, {rope, v});
+  int rope =
+      bld.Eltwise(OpRole::kRope, OpKind::kRope, OpClass::kAttention, M * (qd + kvd), 1, kRopeFlops, {q, k});
+  int kv_write =
+      bld.Eltwise(OpRole::kKvWrite, OpKind::kKvWrite, OpClass::kAttention, 2 * M * kvd, 1, 0, {rope, v});
 
   const uint64_t scores = B * nh * S * T;
-  Op qk = NewOp("attn_qk", OpKind::kBatchedGemm, OpClass::kAttention);
+  Op qk = NewOp(OpRole::kAttnQk, OpKind::kBatchedGemm, OpClass::kAttention);
   qk.batch = B * nh, qk.m = S, qk.k = d, qk.n = T;
   qk.flops = 2.0 * qk.batch * qk.m * qk.n * qk.k;
   qk.bytes_read = M * qd * b + B * T * kvd * b;  // Q, and K of every token from the cache
@@ -197,7 +210,7 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
   qk.inputs = {rope, kv_write};
   int attn_qk = bld.Add(std::move(qk));
 
-  Op sm = NewOp("softmax", OpKind::kSoftmax, OpClass::kAttention);
+  Op sm = NewOp(OpRole::kSoftmax, OpKind::kSoftmax, OpClass::kAttention);
   sm.m = B * nh * S, sm.n = T, sm.elements = scores;
   sm.flops = kSoftmaxFlops * scores;
   sm.bytes_read = scores * b;
@@ -205,7 +218,7 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
   sm.inputs = {attn_qk};
   int softmax = bld.Add(std::move(sm));
 
-  Op pv = NewOp("attn_pv", OpKind::kBatchedGemm, OpClass::kAttention);
+  Op pv = NewOp(OpRole::kAttnPv, OpKind::kBatchedGemm, OpClass::kAttention);
   pv.batch = B * nh, pv.m = S, pv.k = T, pv.n = d;
   pv.flops = 2.0 * pv.batch * pv.m * pv.n * pv.k;
   pv.bytes_read = scores * b + B * T * kvd * b;  // P, and V of every token from the cache
@@ -213,23 +226,23 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
   pv.inputs = {softmax, kv_write};
   int attn_pv = bld.Add(std::move(pv));
 
-  int o = bld.Gemm("o_proj", OpClass::kO, M, qd, H, {attn_pv});
-  int attn_res = bld.Eltwise("attn_residual", OpKind::kElementwise, OpClass::kElementwise, M * H, 2,
+  int o = bld.Gemm(OpRole::kOProj, OpClass::kO, M, qd, H, {attn_pv});
+  int attn_res = bld.Eltwise(OpRole::kAttnResidual, OpKind::kElementwise, OpClass::kElementwise, M * H, 2,
                              kResidualFlops, {o});
-  int mlp_norm = bld.Norm("mlp_norm", OpClass::kNorm, M, H, {attn_res});
+  int mlp_norm = bld.Norm(OpRole::kMlpNorm, OpClass::kNorm, M, H, {attn_res});
 
   int mlp_out;
   if (model.num_experts() == 0) {
     const uint64_t I = model.intermediate_size();
-    int gate = bld.Gemm("gate_proj", OpClass::kGateUp, M, H, I, {mlp_norm});
-    int up = bld.Gemm("up_proj", OpClass::kGateUp, M, H, I, {mlp_norm});
-    int act = bld.Eltwise("silu_mul", OpKind::kElementwise, OpClass::kElementwise, M * I, 2, kSiluMulFlops,
-                          {gate, up});
-    mlp_out = bld.Gemm("down_proj", OpClass::kDown, M, I, H, {act});
+    int gate = bld.Gemm(OpRole::kGateProj, OpClass::kGateUp, M, H, I, {mlp_norm});
+    int up = bld.Gemm(OpRole::kUpProj, OpClass::kGateUp, M, H, I, {mlp_norm});
+    int act = bld.Eltwise(OpRole::kSiluMul, OpKind::kElementwise, OpClass::kElementwise, M * I, 2,
+                          kSiluMulFlops, {gate, up});
+    mlp_out = bld.Gemm(OpRole::kDownProj, OpClass::kDown, M, I, H, {act});
   } else {
     const uint64_t E = model.num_experts(), topk = model.num_experts_per_token(),
                    Im = model.moe_intermediate_size();
-    Op r = NewOp("router", OpKind::kRouter, OpClass::kRouter);
+    Op r = NewOp(OpRole::kRouter, OpKind::kRouter, OpClass::kRouter);
     r.m = M, r.k = H, r.n = E;
     r.flops = 2.0 * M * H * E + kSoftmaxFlops * M * E;
     r.weight_bytes = H * E * b;
@@ -239,7 +252,7 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
     int router = bld.Add(std::move(r));
 
     const uint64_t R = M * topk, active = std::min(E, R);
-    Op ex = NewOp("experts", OpKind::kGemm, OpClass::kExperts);
+    Op ex = NewOp(OpRole::kExperts, OpKind::kGemm, OpClass::kExperts);
     ex.batch = active, ex.m = active ? (R + active - 1) / active : 0, ex.k = H, ex.n = 2 * Im;
     ex.flops = 2.0 * R * H * 2 * Im + kSiluMulFlops * R * Im + 2.0 * R * Im * H + 2.0 * R * H;
     ex.weight_bytes = active * 3 * H * Im * b;
@@ -248,7 +261,7 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase) {
     ex.inputs = {mlp_norm, router};
     mlp_out = bld.Add(std::move(ex));
   }
-  bld.Eltwise("mlp_residual", OpKind::kElementwise, OpClass::kElementwise, M * H, 2, kResidualFlops,
+  bld.Eltwise(OpRole::kMlpResidual, OpKind::kElementwise, OpClass::kElementwise, M * H, 2, kResidualFlops,
               {mlp_out, attn_res});
   return g;
 }
@@ -278,7 +291,7 @@ LayerGraph BuildMixedLayer(const config::Model& model, const std::vector<SeqChun
       one.cached = c.cached;
       LayerGraph part = BuildLayer(model, one);
       for (const Op& p : part.ops)
-        if (p.name == op.name) {
+        if (p.role == op.role) {
           op.flops += p.flops, op.bytes_read += p.bytes_read, op.bytes_written += p.bytes_written;
           op.elements += p.elements;
         }
@@ -286,8 +299,8 @@ LayerGraph BuildMixedLayer(const config::Model& model, const std::vector<SeqChun
     const uint64_t nh = model.num_attention_heads();
     if (op.kind == OpKind::kBatchedGemm) {
       op.batch = nh * chunks.size();
-      if (op.name == "attn_qk") op.n = max_ctx;
-      if (op.name == "attn_pv") op.k = max_ctx;
+      if (op.role == OpRole::kAttnQk) op.n = max_ctx;
+      if (op.role == OpRole::kAttnPv) op.k = max_ctx;
     } else {
       op.n = max_ctx;
     }

@@ -32,13 +32,42 @@ enum class OpKind {
 // Which partitioner choice governs an op (mapping.overrides[].op).
 enum class OpClass { kQkv, kAttention, kO, kGateUp, kDown, kNorm, kElementwise, kRouter, kExperts };
 
+// What an op is within the layer, set where the graph is built (BuildLayer): lowering walks
+// the graph by role and never guesses from names. ToString gives the canonical op name.
+enum class OpRole : uint8_t {
+  kAttnNorm,
+  kQProj,
+  kKProj,
+  kVProj,
+  kQNorm,
+  kKNorm,
+  kRope,
+  kKvWrite,
+  kAttnQk,
+  kSoftmax,
+  kAttnPv,
+  kOProj,
+  kAttnResidual,
+  kMlpNorm,
+  kGateProj,
+  kUpProj,
+  kSiluMul,
+  kDownProj,
+  kMlpResidual,
+  kRouter,
+  kExperts,
+};
+constexpr int kNumOpRoles = static_cast<int>(OpRole::kExperts) + 1;
+
 const char* ToString(OpKind k);
 const char* ToString(OpClass c);
+const char* ToString(OpRole r);
 
 struct Op {
   std::string name;  // unique within the layer: "attn_norm", "q_proj", "qk_norm", "rope", ...
   OpKind kind;
   OpClass cls;
+  OpRole role;
   // GEMM shape (kGemm, kBatchedGemm, kRouter): batch x [M,K]x[K,N].
   uint64_t batch = 1, m = 0, n = 0, k = 0;
   uint64_t elements = 0;       // element-wise ops: values produced

@@ -1,5 +1,5 @@
 // CollectiveProgram: one collective alone in a Program, for collective sweeps and
-// engine tests. Deps follow the lowering (mapping/lower.cc): a transfer waits for
+// engine tests. Deps follow the lowering (mapping/layout_convert.cc): a transfer waits for
 // the transfers of the latest earlier step that wrote into its source rank.
 
 #include <stdexcept>

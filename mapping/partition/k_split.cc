@@ -2,7 +2,7 @@
 // partial Y, left as a partial-sum layout for the lowering to all-reduce or reduce-scatter.
 #include <algorithm>
 
-#include "mapping/partition/partitioner.h"
+#include "mapping/partition/blocks.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -15,7 +15,7 @@ class KSplit : public Partitioner {
   }
   Layout Emit(const GemmSpec& g, GemmContext& ctx) const override {
     Layout in = Input(g, ctx);
-    for (int r = 0; r < ctx.P(); ++r) ctx.EmitShard(g, r, {0, g.t}, ColsOf(in, g.k, ctx.P(), r), {0, g.n});
+    for (int r = 0; r < ctx.P(); ++r) EmitShard(ctx, g, r, {0, g.t}, ColsOf(in, g.k, ctx.P(), r), {0, g.n});
     return Layout::Partial();
   }
   uint64_t ShardElems(const GemmSpec& g, int p, RankGrid) const override {

@@ -4,7 +4,7 @@
 // label says so, e.g. "m_split_rotate->k_split (M=1 < tp=4)".
 #include <algorithm>
 
-#include "mapping/partition/partitioner.h"
+#include "mapping/partition/blocks.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -21,7 +21,7 @@ class MSplitRotate : public Partitioner {
   }
   Layout Input(const GemmSpec&, const GemmContext&) const override { return Layout::Rows(); }
   Layout Emit(const GemmSpec& g, GemmContext& ctx) const override {
-    ctx.EmitRotate(g);
+    EmitRotation(ctx, g);
     return Layout::Rows();
   }
   uint64_t ShardElems(const GemmSpec& g, int p, RankGrid) const override {

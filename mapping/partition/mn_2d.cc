@@ -5,13 +5,13 @@
 //
 // mapping.mn_2d_weights = "k_steps" (SUMMA K-steps): the same layouts, but rank (i, j)
 // holds only W[k-block i, cols j] (1/P of W, no replication) and the K-blocks rotate
-// within each grid column (GemmContext::EmitKSteps). Pr = 1 needs no rotation: plain
+// within each grid column (EmitKSteps, blocks.h). Pr = 1 needs no rotation: plain
 // mn_2d already holds 1/P (same Program, same labels). k not a multiple of Pr (no equal
 // K-blocks) falls back to replicated mn_2d and says so, e.g.
 // "mn_2d(k_steps)->mn_2d (k=10 not divisible by grid_rows=4)" or "(k=2 < grid_rows=4)".
 #include <algorithm>
 
-#include "mapping/partition/partitioner.h"
+#include "mapping/partition/blocks.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -32,7 +32,7 @@ class Mn2dKSteps : public Partitioner {
     return Layout::GridRows(ctx.Grid().rows, ctx.Grid().cols);
   }
   Layout Emit(const GemmSpec& g, GemmContext& ctx) const override {
-    ctx.EmitKSteps(g);
+    EmitKSteps(ctx, g);
     return Layout::Grid(ctx.Grid().rows, ctx.Grid().cols, g.n_unit);
   }
   uint64_t ShardElems(const GemmSpec& g, int p, RankGrid grid) const override {
@@ -52,7 +52,8 @@ class Mn2d : public Partitioner {
   const Partitioner* Choose(const GemmSpec& g, const GemmContext& ctx, std::string* label) const override {
     RankGrid grid = ctx.Grid();
     uint64_t units = g.n / g.n_unit;
-    const bool k_steps = ctx.Mn2dKSteps() && grid.rows > 1;  // one grid row: nothing to rotate
+    const bool k_steps =
+        ctx.Mapping().mn_2d_weights() == "k_steps" && grid.rows > 1;  // one grid row: nothing to rotate
     if (g.t % grid.rows != 0 || units % grid.cols != 0) {
       *label = std::string(k_steps ? "mn_2d(k_steps)" : "mn_2d") + "->n_split (M=" + std::to_string(g.t) +
                ", N units=" + std::to_string(units) + " not divisible by grid " + GridName(grid) + ")";
@@ -75,7 +76,7 @@ class Mn2d : public Partitioner {
   Layout Emit(const GemmSpec& g, GemmContext& ctx) const override {
     Layout out = Layout::Grid(ctx.Grid().rows, ctx.Grid().cols, g.n_unit);
     for (int r = 0; r < ctx.P(); ++r)
-      ctx.EmitShard(g, r, RowsOf(out, g.t, ctx.P(), r), {0, g.k}, ColsOf(out, g.n, ctx.P(), r));
+      EmitShard(ctx, g, r, RowsOf(out, g.t, ctx.P(), r), {0, g.k}, ColsOf(out, g.n, ctx.P(), r));
     return out;
   }
   uint64_t ShardElems(const GemmSpec& g, int p, RankGrid grid) const override {

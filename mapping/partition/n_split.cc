@@ -3,7 +3,7 @@
 // KV head its query heads use), X replicated; Y split along columns.
 #include <algorithm>
 
-#include "mapping/partition/partitioner.h"
+#include "mapping/partition/blocks.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -13,7 +13,7 @@ class NSplit : public Partitioner {
   Layout Input(const GemmSpec&, const GemmContext&) const override { return Layout::Replicated(); }
   Layout Emit(const GemmSpec& g, GemmContext& ctx) const override {
     Layout out = Layout::Cols(g.n_unit);
-    for (int r = 0; r < ctx.P(); ++r) ctx.EmitShard(g, r, {0, g.t}, {0, g.k}, ColsOf(out, g.n, ctx.P(), r));
+    for (int r = 0; r < ctx.P(); ++r) EmitShard(ctx, g, r, {0, g.t}, {0, g.k}, ColsOf(out, g.n, ctx.P(), r));
     return out;
   }
   uint64_t ShardElems(const GemmSpec& g, int p, RankGrid) const override {

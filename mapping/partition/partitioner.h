@@ -10,7 +10,9 @@
 
 #include "configs/registry.h"
 #include "llm/opgraph.h"
+#include "mapping.pb.h"
 #include "mapping/collective/collective.h"
+#include "mapping/func_data.h"
 #include "mapping/layout.h"
 
 namespace tpsim::mapping {
@@ -23,28 +25,57 @@ struct GemmSpec {
   int32_t x = -1, w = -1, y = -1;   // FuncData tensors
 };
 
-// What a partitioner may ask of the lowering.
+// One shard of a GEMM on one rank:  Y[rows, cols] (+)= X[rows, ks] . B, B being W[ks, cols]
+// or a block of a collective's buffer (rotating weights).
+struct ShardGemm {
+  Range rows, ks, cols;
+  FuncSlice b;                // B's slice (functional data)
+  bool transpose_b = false;   // B held as [cols, ks] (a rotated W^T buffer)
+  bool accumulate = false;    // adds to Y (the rank's previous shard compute is in the deps)
+  uint64_t buffer_bytes = 0;  // SRAM the compute holds besides X, Y: streamed or arriving weight blocks
+};
+
+// A collective the partitioner runs itself (rotation): its index in Program::collectives
+// and its lowered steps (ranks within a group).
+struct CollectiveRun {
+  int32_t id = -1;
+  const Schedule* schedule = nullptr;
+};
+
+// The emission interface a partitioner writes through: the lowering implements it
+// (GemmEmitter, mapping/gemm_emitter.h), tests implement it with fakes. It knows nothing
+// of any particular partitioner; rotation and K-steps are building blocks over it
+// (mapping/partition/blocks.h).
 class GemmContext {
  public:
   virtual ~GemmContext() = default;
   virtual int P() const = 0;
   virtual RankGrid Grid() const = 0;  // resolved mn_2d grid (rows x cols = P)
-  // Rank r computes Y[rows, cols] (+)= X[rows, ks] . W[ks, cols] (accumulating into a
-  // partial when ks is not all of k). Deps, weight streaming and spills are handled.
-  virtual void EmitShard(const GemmSpec& g, int rank, Range rows, Range ks, Range cols) = 0;
-  // X split along rows; W column shards rotate around the ring (CollectiveKind::kRotate),
-  // each rank computing on every shard as it arrives.
-  virtual void EmitRotate(const GemmSpec& g) = 0;
-  // mapping.mn_2d_weights == "k_steps".
-  virtual bool Mn2dKSteps() const = 0;
-  // mn_2d K-steps (SUMMA) on the gr x gc grid, k a multiple of gr: rank (i, j) holds
-  // W[k-block i, cols j]; within each grid column the K-blocks rotate around the column's
-  // ring (CollectiveKind::kRotate, one collective of gc groups of gr ranks), and rank (i, j)
-  // computes Y[rows i, cols j] (+)= X[rows i, k-block s] . W[k-block s, cols j] on its own
-  // block, then on each block as it arrives (the first compute writes, the others add).
-  //
-  //   grid column j:  (0,j) -> (1,j) -> ... -> (gr-1,j) -> (0,j)   gr-1 steps
-  virtual void EmitKSteps(const GemmSpec& g) = 0;
+  // The mapping, for options a partitioner reads (mn_2d_weights).
+  virtual const config::Mapping& Mapping() const = 0;
+  virtual uint64_t DtypeBytes() const = 0;
+  // Emits rank `rank`'s compute of shard `s` after `deps` and X's producers; returns its task.
+  virtual uint32_t EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<uint32_t> deps) = 0;
+  // Rank `rank`'s weight block of `bytes`: when weights stream from DRAM, its read (the
+  // compute depends on `deps`) and the SRAM it holds (sram_bytes); nothing when resident.
+  struct WeightBlock {
+    std::vector<uint32_t> deps;
+    uint64_t sram_bytes = 0;
+  };
+  virtual WeightBlock FetchWeights(int rank, uint64_t bytes) = 0;
+  // A collective of `kind` run at once by disjoint equal-size `groups` of ranks, `bytes`
+  // per rank, for op `op` (Program::ops index): records it and returns its lowered steps.
+  virtual CollectiveRun AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
+                                      uint64_t bytes, uint64_t align_bytes, uint32_t op) = 0;
+  // The transfer x (ranks) of step `step` of collective c, after `deps`; returns its task.
+  virtual uint32_t EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x,
+                                std::vector<uint32_t> deps) = 0;
+  // Functional data: whether it is built, a rank's core, a collective buffer tensor, and
+  // the record of a collective's pack/unpack copies (parallel to Program::collectives).
+  virtual bool Functional() const = 0;
+  virtual int Core(int rank) const = 0;
+  virtual int32_t NewBuffer(uint64_t rows, uint64_t cols) = 0;
+  virtual void AddFuncCollective(FuncCollective fc) = 0;
 };
 
 class Partitioner {

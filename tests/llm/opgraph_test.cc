@@ -207,6 +207,30 @@ TEST(OpGraph, ClassesKindsAndEdges) {
   EXPECT_STREQ(ToString(OpKind::kBatchedGemm), "batched_gemm");
 }
 
+// Every op carries its role, set where the graph is built; the role names the op, and each
+// role appears at most once (lowering looks ops up by role, never by name).
+TEST(OpGraph, RolesAreSetAndNameTheOps) {
+  LayerGraph g = BuildLayer(Qwen3_4B(), Phase{.batch = 1, .new_tokens = 4});
+  ASSERT_EQ(g.ops.size(), 19u);
+  std::set<OpRole> roles;
+  for (const Op& op : g.ops) {
+    EXPECT_EQ(op.name, ToString(op.role));
+    EXPECT_TRUE(roles.insert(op.role).second) << op.name;
+  }
+  EXPECT_EQ(g.ops[1].role, OpRole::kQProj);
+  EXPECT_EQ(g.ops[4].role, OpRole::kQNorm);
+  EXPECT_EQ(g.ops[9].role, OpRole::kSoftmax);
+  EXPECT_EQ(g.ops.back().role, OpRole::kMlpResidual);
+  config::Model moe = Qwen3_4B();
+  moe.set_num_experts(8);
+  moe.set_num_experts_per_token(2);
+  moe.set_moe_intermediate_size(64);
+  LayerGraph m = BuildLayer(moe, Phase{});
+  EXPECT_EQ(Find(m, "router").role, OpRole::kRouter);
+  EXPECT_EQ(Find(m, "experts").role, OpRole::kExperts);
+  EXPECT_STREQ(ToString(OpRole::kAttnResidual), "attn_residual");
+}
+
 TEST(OpGraph, LlamaHasNoQkNorm) {
   config::Model m = ImportHuggingFace(std::string(TPSIM_SOURCE_DIR) + "/configs/models/llama-3.1-8b.json");
   LayerGraph g = BuildLayer(m, Phase{.decode = true, .batch = 1, .new_tokens = 1, .cached = 10});

@@ -48,6 +48,22 @@ const OpInfo* FindOp(const Program& p, const std::string& phase, uint32_t layer,
   return nullptr;
 }
 
+// The layer's roles come from llm's graph: an MoE layer (router + experts in place of the
+// dense MLP) is refused by role, naming the first op lowering cannot map.
+TEST(LowerTest, MoeLayersAreRefusedByRole) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  config::Model moe = SmallModel();
+  moe.set_num_experts(4);
+  moe.set_num_experts_per_token(2);
+  moe.set_moe_intermediate_size(32);
+  try {
+    Lower(chip, moe, Work(4, 0, 1), Map(2, "megatron"));
+    FAIL() << "an MoE layer was lowered";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "mapping: MoE layers (op router) are not supported yet");
+  }
+}
+
 TEST(LowerTest, MegatronHasTwoAllReducesPerLayer) {
   arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
   Program p = Lower(chip, SmallModel(), Work(8, 2, 2), Map(4, "megatron"));

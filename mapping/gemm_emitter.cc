@@ -1,0 +1,118 @@
+#include "mapping/gemm_emitter.h"
+
+#include <stdexcept>
+
+#include "mapping/layout_convert.h"
+#include "mapping/memory_plan.h"
+
+namespace tpsim::mapping {
+
+using llm::OpClass;
+using llm::OpRole;
+
+std::vector<LayerGemm> LayerGemms(const config::Model& model) {
+  const uint64_t h = model.hidden_size(), hd = model.head_dim(), nq = model.num_attention_heads();
+  const uint64_t nkv = model.num_key_value_heads() ? model.num_key_value_heads() : nq;
+  const uint64_t inter = model.intermediate_size();
+  const uint32_t hdu = static_cast<uint32_t>(hd);
+  return {{OpRole::kQProj, OpClass::kQkv, h, nq * hd, 1, hdu},
+          {OpRole::kKProj, OpClass::kQkv, h, nkv * hd, 1, hdu},
+          {OpRole::kVProj, OpClass::kQkv, h, nkv * hd, 1, hdu},
+          {OpRole::kOProj, OpClass::kO, nq * hd, h, hdu, 1},
+          {OpRole::kGateProj, OpClass::kGateUp, h, inter, 1, 1},
+          {OpRole::kUpProj, OpClass::kGateUp, h, inter, 1, 1},
+          {OpRole::kDownProj, OpClass::kDown, inter, h, 1, 1}};
+}
+
+const Partitioner* GemmEmitter::PartitionerFor(OpClass cls) const {
+  std::string name = cx_.m.partition().empty() ? "megatron" : cx_.m.partition();
+  for (const auto& o : cx_.m.overrides())
+    if (o.op() == llm::ToString(cls)) name = o.partition();
+  const Partitioner* p = FindPartitioner(name);
+  if (!p) throw std::invalid_argument("mapping: unknown partition " + name);
+  return p;
+}
+
+GemmSpec GemmEmitter::Spec(const LayerGemm& lg) const {
+  GemmSpec g;
+  g.cls = lg.cls;
+  g.t = cx_.t, g.k = lg.k, g.n = lg.n, g.k_unit = lg.k_unit, g.n_unit = lg.n_unit;
+  return g;
+}
+
+const Partitioner* GemmEmitter::Choose(const GemmSpec& g, std::string* label) const {
+  return PartitionerFor(g.cls)->Choose(g, *this, label);
+}
+
+Layout GemmEmitter::WantedInput(const LayerGemm& lg) const {
+  const GemmSpec g = Spec(lg);
+  std::string label;
+  return Choose(g, &label)->Input(g, *this);
+}
+
+uint64_t GemmEmitter::ShardElems(const LayerGemm& lg) const {
+  const GemmSpec g = Spec(lg);
+  std::string label;
+  return Choose(g, &label)->ShardElems(g, cx_.p, cx_.grid);
+}
+
+int32_t GemmEmitter::Gemm(const LayerGemm& lg, int32_t x, int32_t w) {
+  GemmSpec g = Spec(lg);
+  std::string label;
+  const Partitioner* p = Choose(g, &label);
+  const std::string& name = cx_.names[lg.role];
+  conv_.Convert(x, p->Input(g, *this), name);
+  g.op = cx_.NewOp(name, label);
+  g.x = x, g.w = w;
+  g.y = cx_.NewTensor(FuncTensorKind::kActivation, cx_.t, lg.n);
+  const Layout out = p->Emit(g, *this);
+  cx_.ts[g.y].layout = cx_.p == 1 ? Layout::Replicated() : out;
+  return g.y;
+}
+
+uint32_t GemmEmitter::EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<uint32_t> deps) {
+  Append(&deps, cx_.Ready(g.x, rank));
+  Task t;
+  t.op_kind = llm::OpKind::kGemm;
+  t.m = s.rows.size(), t.n = s.cols.size(), t.k = s.ks.size();
+  t.flops = 2.0 * t.m * t.n * t.k;
+  t.bytes = (t.m * t.k + t.m * t.n + t.k * t.n) * cx_.d;
+  FuncOp f;
+  f.kind = FuncKind::kMatmul;
+  f.a = Sl(g.x, s.rows, s.ks);
+  f.b = s.b;
+  f.transpose_b = s.transpose_b;
+  f.accumulate = s.accumulate;
+  f.out = Sl(g.y, s.rows, s.cols);
+  const uint64_t transient = (t.m * t.k + t.m * t.n) * cx_.d + s.buffer_bytes;
+  const uint32_t id = cx_.Compute(rank, t, f, std::move(deps), transient);
+  cx_.ts[g.y].ready[rank].push_back(id);
+  return id;
+}
+
+GemmContext::WeightBlock GemmEmitter::FetchWeights(int rank, uint64_t bytes) {
+  if (cx_.mem->WeightsResident()) return {};
+  return {{cx_.Memory(rank, bytes, false, cx_.mem->WeightReadDeps(rank))}, bytes};
+}
+
+CollectiveRun GemmEmitter::AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
+                                         uint64_t bytes, uint64_t align_bytes, uint32_t op) {
+  const int n = static_cast<int>(groups[0].size());
+  CollectiveRun c;
+  c.id = conv_.AddCollective(kind, ChooseCollective(cx_.algo, kind, n, bytes, cx_.sw), groups, bytes,
+                             align_bytes, op, &c.schedule);
+  return c;
+}
+
+uint32_t GemmEmitter::EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x,
+                                   std::vector<uint32_t> deps) {
+  return cx_.AddTask(XferTask(x, *c.schedule, cx_.sw, c.id, step, cx_.cores), std::move(deps));
+}
+
+int32_t GemmEmitter::NewBuffer(uint64_t rows, uint64_t cols) {
+  return cx_.NewTensor(FuncTensorKind::kBuffer, rows, cols);
+}
+
+void GemmEmitter::AddFuncCollective(FuncCollective fc) { cx_.prog.func.collectives.push_back(std::move(fc)); }
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,64 @@
+#pragma once
+// Weight GEMMs: the partitioner named by the mapping (mapping.partition, overrides[])
+// chooses how each GEMM splits over the TP group; the emitter brings X into the layout it
+// needs (LayoutConverter) and implements GemmContext, the interface partitioners emit
+// through: shard computes with their weight traffic, and the collectives of rotations.
+
+#include <cstdint>
+#include <vector>
+
+#include "mapping/lower_context.h"
+#include "mapping/partition/partitioner.h"
+
+namespace tpsim::mapping {
+
+class LayoutConverter;
+
+// A weight GEMM of the layer: its class, W's shape [k, n] and the column units of k and n
+// (head_dim where the dimension is made of heads).
+struct LayerGemm {
+  llm::OpRole role;
+  llm::OpClass cls;
+  uint64_t k, n;
+  uint32_t k_unit, n_unit;
+};
+// The dense layer's weight GEMMs, in layer order (q, k, v, o, gate, up, down).
+std::vector<LayerGemm> LayerGemms(const config::Model& model);
+
+class GemmEmitter : public GemmContext {
+ public:
+  GemmEmitter(LowerContext& cx, LayoutConverter& conv) : cx_(cx), conv_(conv) {}
+
+  // The layout the GEMM's partitioner wants its input in.
+  Layout WantedInput(const LayerGemm& lg) const;
+  // Emits Y = X . W for the current rows (cx.t); returns Y (its layout set).
+  int32_t Gemm(const LayerGemm& lg, int32_t x, int32_t w);
+  // Most weight elements one rank holds at rest (the partitioner that would run).
+  uint64_t ShardElems(const LayerGemm& lg) const;
+
+  // GemmContext
+  int P() const override { return cx_.p; }
+  RankGrid Grid() const override { return cx_.grid; }
+  const config::Mapping& Mapping() const override { return cx_.m; }
+  uint64_t DtypeBytes() const override { return cx_.d; }
+  uint32_t EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<uint32_t> deps) override;
+  WeightBlock FetchWeights(int rank, uint64_t bytes) override;
+  CollectiveRun AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
+                              uint64_t bytes, uint64_t align_bytes, uint32_t op) override;
+  uint32_t EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x,
+                        std::vector<uint32_t> deps) override;
+  bool Functional() const override { return cx_.func; }
+  int Core(int rank) const override { return cx_.cores[rank]; }
+  int32_t NewBuffer(uint64_t rows, uint64_t cols) override;
+  void AddFuncCollective(FuncCollective fc) override;
+
+ private:
+  const Partitioner* PartitionerFor(llm::OpClass cls) const;
+  GemmSpec Spec(const LayerGemm& lg) const;
+  const Partitioner* Choose(const GemmSpec& g, std::string* label) const;
+
+  LowerContext& cx_;
+  LayoutConverter& conv_;
+};
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,114 @@
+#include "mapping/lower_context.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "mapping/memory_plan.h"
+
+namespace tpsim::mapping {
+
+RoleNames::RoleNames(const llm::LayerGraph& g) {
+  for (int r = 0; r < llm::kNumOpRoles; ++r) names_[r] = llm::ToString(static_cast<llm::OpRole>(r));
+  for (const llm::Op& op : g.ops) {
+    if (op.role == llm::OpRole::kRouter || op.role == llm::OpRole::kExperts)
+      throw std::invalid_argument("mapping: MoE layers (op " + op.name + ") are not supported yet");
+    names_[static_cast<int>(op.role)] = op.name;
+  }
+}
+
+int32_t LowerContext::NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed,
+                                uint32_t init) {
+  FuncTensor ft;
+  ft.kind = kind;
+  ft.rows = static_cast<uint32_t>(rows);
+  ft.cols = static_cast<uint32_t>(cols);
+  ft.seed = seed;
+  ft.init_rows = init;
+  tensors.push_back(ft);
+  TState st;
+  st.ready.resize(p);
+  ts.push_back(std::move(st));
+  const int32_t id = static_cast<int32_t>(tensors.size() - 1);
+  mem->Created(id, kind);
+  return id;
+}
+
+uint32_t LowerContext::NewOp(const std::string& name, const std::string& partition) {
+  OpInfo info;
+  info.ref.phase = phase;
+  info.ref.step = step;
+  info.ref.layer = layer;
+  info.ref.op = name;
+  info.ref.partition = partition;
+  prog.ops.push_back(std::move(info));
+  cur_op = static_cast<uint32_t>(prog.ops.size() - 1);
+  return cur_op;
+}
+
+uint32_t LowerContext::AddTask(Task t, std::vector<uint32_t> deps) {
+  t.op = cur_op;
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  return builder.Add(t, deps);
+}
+
+uint32_t LowerContext::Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps) {
+  Task t;
+  t.kind = TaskKind::kMemory;
+  t.core = cores[rank];
+  t.channel = chip.ChannelOf(t.core);
+  t.write = write;
+  t.bytes = bytes;
+  return AddTask(t, std::move(deps));
+}
+
+uint32_t LowerContext::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient) {
+  const int32_t used[3] = {f.a.tensor, f.b.tensor, f.out.tensor};
+  mem->BeforeCompute(rank, t.op_kind, used, transient, &deps);
+  f.core = cores[rank];
+  t.kind = TaskKind::kCompute;
+  t.core = cores[rank];
+  if (func) {
+    t.func = static_cast<int32_t>(prog.func.ops.size());
+    prog.func.ops.push_back(f);
+  }
+  prog.ops[cur_op].flops += t.flops + t.vector_ops;
+  prog.ops[cur_op].bytes += t.bytes;
+  const uint32_t id = AddTask(t, std::move(deps));
+  mem->AfterCompute(rank, id);
+  return id;
+}
+
+void LowerContext::Vector(int rank, llm::OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a,
+                          FuncSlice b, FuncSlice out, std::vector<uint32_t> deps, uint32_t head_dim,
+                          uint32_t position_offset) {
+  const uint64_t elems = uint64_t{out.r1 - out.r0} * (out.c1 - out.c0);
+  const uint64_t in =
+      uint64_t{a.r1 - a.r0} * (a.c1 - a.c0) + (b.tensor >= 0 ? uint64_t{b.r1 - b.r0} * (b.c1 - b.c0) : 0);
+  Task t;
+  t.op_kind = kind;
+  t.m = out.r1 - out.r0;
+  t.n = out.c1 - out.c0;
+  t.vector_ops = ops_per_elem * static_cast<double>(elems);
+  t.bytes = (in + elems) * d;
+  FuncOp f;
+  f.kind = fk;
+  f.a = a, f.b = b, f.out = out;
+  f.head_dim = head_dim, f.position_offset = position_offset;
+  const uint32_t id = Compute(rank, t, f, std::move(deps), t.bytes);
+  ts[out.tensor].ready[rank].push_back(id);
+}
+
+bool LowerContext::Covers(const Layout& have, int32_t x, const Layout& want) const {
+  if (have == want) return true;
+  if (have.kind == LayoutKind::kPartial || want.kind == LayoutKind::kPartial) return false;
+  const FuncTensor& ft = tensors[x];
+  for (int r = 0; r < p; ++r) {
+    Range hr = RowsOf(have, ft.rows, p, r), hc = ColsOf(have, ft.cols, p, r);
+    Range wr = RowsOf(want, ft.rows, p, r), wc = ColsOf(want, ft.cols, p, r);
+    if (wr.lo < hr.lo || wr.hi > hr.hi || wc.lo < hc.lo || wc.hi > hc.hi) return false;
+  }
+  return true;
+}
+
+}  // namespace tpsim::mapping

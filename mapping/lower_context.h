@@ -1,0 +1,137 @@
+#pragma once
+// The state the lowering passes share, and the few emission primitives all of them use.
+//
+//   lower.cc            Lower / LowerIteration / PlanWeights: runs the passes per phase
+//   layer_pass          walks one decoder layer of llm's op graph (by role)
+//   gemm_emitter        weight GEMMs: picks the partitioner, implements GemmContext
+//   attention           scores / softmax / PV by heads, whole batch or per chunk
+//   layout_convert      collectives that move a tensor between layouts
+//   memory_plan         where weights and KV live; SRAM timeline, spills, weight prefetch
+//   pipeline            layers -> stages, stage placement, stage-to-stage sends
+//   validate_mapping    stage-two checks of the mapping (ValidateMapping)
+//
+// One LowerContext per Lower call; every pass holds a reference to it. Nothing here is
+// part of the library's interface (mapping/mapping.h is).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "arch/chip.h"
+#include "llm/opgraph.h"
+#include "mapping/collective/collective.h"
+#include "mapping/layout.h"
+#include "mapping/mapping.h"
+#include "model.pb.h"
+#include "workload.pb.h"
+
+namespace tpsim::mapping {
+
+class MemoryPlanner;
+
+// Names of the layer graph's ops by role (canonical names where the graph has none, e.g.
+// q_norm without qk_norm). Throws std::invalid_argument for MoE layers (not mapped yet).
+class RoleNames {
+ public:
+  RoleNames() = default;
+  explicit RoleNames(const llm::LayerGraph& g);
+  const std::string& operator[](llm::OpRole r) const { return names_[static_cast<int>(r)]; }
+
+ private:
+  std::string names_[llm::kNumOpRoles];
+};
+
+// A tensor's lowering state.
+struct TState {
+  Layout layout;
+  std::vector<std::vector<uint32_t>> ready;  // per rank: tasks a reader depends on
+  // Per rank: the memory task that wrote this tensor's block out to DRAM to make room
+  // (SRAM timeline), -1 while it is in SRAM. Empty until something is evicted.
+  std::vector<int64_t> evicted;
+};
+
+struct LowerContext {
+  LowerContext(const arch::Chip& c, const config::Model& mo, const config::Workload& w,
+               const config::Mapping& ma, const LowerOptions& opts)
+      : chip(c), model(mo), wl(w), m(ma), func(opts.functional) {}
+  LowerContext(const LowerContext&) = delete;
+  LowerContext& operator=(const LowerContext&) = delete;
+
+  const arch::Chip& chip;
+  const config::Model& model;
+  const config::Workload& wl;
+  const config::Mapping& m;
+  const bool func;  // build prog.func (LowerOptions::functional)
+  ProgramBuilder builder;
+  Program& prog = builder.program();  // everything but the tasks, set as lowering goes
+  MemoryPlanner* mem = nullptr;       // the memory plan (set by the driver)
+
+  // Every tensor's shape (and, for the functional executor, its initialisation); moved to
+  // prog.func.tensors when func. ts: parallel lowering state.
+  std::vector<FuncTensor> tensors;
+  std::vector<TState> ts;
+
+  // The TP group: ranks, mn_2d grid, dtype bytes, collective choice.
+  int p = 1;
+  RankGrid grid;
+  uint64_t d = 2;
+  std::string algo;
+  InSwitchReduction sw;    // the chip's in-switch reduction (nvls), for ChooseCollective
+  std::vector<int> cores;  // the current stage's cores by rank
+  RankGrid coll_grid;      // the stage region's shape, for mesh_2d collectives (0 x 0: let it choose)
+  // Lowered schedules by (algorithm, kind, ranks, bytes, align, grid rows, grid cols).
+  std::map<std::tuple<std::string, int, int, uint64_t, uint64_t, int, int>, Schedule> schedules;
+
+  // Phase state
+  Phase phase = Phase::kPrefill;
+  uint32_t step = 0, layer = 0;
+  uint64_t t = 0, cached = 0, lmax = 0;  // rows, cached tokens, KV rows per sequence
+  std::vector<llm::SeqChunk> chunks;     // LowerIteration: attention per chunk
+  std::vector<int32_t> kcache, vcache;   // per layer
+  RoleNames names;
+  uint32_t cur_op = 0;
+
+  int32_t NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0, uint32_t init = 0);
+  uint32_t NewOp(const std::string& name, const std::string& partition);
+  uint32_t AddTask(Task t, std::vector<uint32_t> deps);
+  // A DRAM read or write of `bytes` by rank's core.
+  uint32_t Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps);
+  // A compute task on rank's core with its functional op; the memory plan adds what
+  // keeping `transient` bytes of its own data in SRAM takes.
+  uint32_t Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient);
+  // An element-wise / reduction op of out's elements; out's readers depend on it.
+  void Vector(int rank, llm::OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
+              FuncSlice out, std::vector<uint32_t> deps, uint32_t head_dim = 0, uint32_t position_offset = 0);
+  std::vector<uint32_t> Ready(int32_t t, int r) const { return ts[t].ready[r]; }
+  // Bytes of tensor x rank r holds in x's layout.
+  uint64_t Held(int32_t x, int r) const {
+    const FuncTensor& ft = tensors[x];
+    const Layout& l = ts[x].layout;
+    return RowsOf(l, ft.rows, p, r).size() * ColsOf(l, ft.cols, p, r).size() * d;
+  }
+  // Whether tensor x's layout `have` already gives every rank what `want` needs: the same
+  // layout, or (neither being partial sums) every rank's wanted block inside the one it holds.
+  bool Covers(const Layout& have, int32_t x, const Layout& want) const;
+  bool Satisfies(int32_t x, const Layout& want) const { return Covers(ts[x].layout, x, want); }
+  uint64_t NumKvHeads() const {
+    return model.num_key_value_heads() ? model.num_key_value_heads() : model.num_attention_heads();
+  }
+};
+
+// Vector-unit lane-operations per element.
+constexpr double kNormOps = 4, kRopeOps = 3, kSoftmaxOps = 5, kAddOps = 1, kSiluMulOps = 5, kCopyOps = 1;
+
+inline FuncSlice Sl(int32_t t, Range rows, Range cols) {
+  return {t, static_cast<uint32_t>(rows.lo), static_cast<uint32_t>(rows.hi), static_cast<uint32_t>(cols.lo),
+          static_cast<uint32_t>(cols.hi)};
+}
+inline void Append(std::vector<uint32_t>* a, const std::vector<uint32_t>& b) {
+  a->insert(a->end(), b.begin(), b.end());
+}
+inline bool IsGridKind(const Layout& l) {
+  return l.kind == LayoutKind::kGrid || l.kind == LayoutKind::kGridRows;
+}
+
+}  // namespace tpsim::mapping

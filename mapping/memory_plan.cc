@@ -1,0 +1,122 @@
+#include "mapping/memory_plan.h"
+
+#include <algorithm>
+
+#include "mapping/gemm_emitter.h"
+#include "mapping/pipeline.h"
+
+namespace tpsim::mapping {
+
+WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
+  cx.p = static_cast<int>(cx.m.tp());
+  cx.d = cx.wl.dtype() == "fp32" ? 4 : 2;
+  int rows = static_cast<int>(cx.m.grid_rows());
+  if (rows <= 0) {
+    rows = 1;
+    for (int r = 1; r * r <= cx.p; ++r)
+      if (cx.p % r == 0) rows = r;
+  }
+  cx.grid = {rows, cx.p / rows};
+  const int stages = std::max<int>(1, static_cast<int>(cx.m.pipeline_stages()));
+  const uint32_t layers = cx.wl.num_layers() ? cx.wl.num_layers() : cx.model.num_layers();
+  const int most_layers = MostLayersPerStage(stages, layers);
+  const uint64_t nkv = cx.NumKvHeads();
+  uint64_t elems = 0;
+  for (const LayerGemm& g : LayerGemms(cx.model)) elems += gemm.ShardElems(g);
+  WeightPlan plan;
+  plan.weight_bytes_per_core = elems * most_layers * cx.d;
+  plan.weights_in_sram =
+      cx.m.weights() == "sram" ||
+      (cx.m.weights() != "dram" && plan.weight_bytes_per_core <= cx.chip.config().core().sram_bytes());
+  plan.layers_per_core = static_cast<uint32_t>(most_layers);
+  plan.kv_heads_per_core =
+      static_cast<uint32_t>(nkv >= static_cast<uint64_t>(cx.p) ? (nkv + cx.p - 1) / cx.p : 1);
+  return plan;
+}
+
+void SramTimeline::Place(const WeightPlan& plan) {
+  sram_ = cx_.chip.config().core().sram_bytes();
+  const uint64_t b = std::max<uint32_t>(1, cx_.wl.batch());
+  const uint64_t wbytes = plan.weight_bytes_per_core;
+  const uint64_t kvbytes =
+      2 * b * cx_.lmax * plan.kv_heads_per_core * cx_.model.head_dim() * cx_.d * plan.layers_per_core;
+  weights_sram_ = plan.weights_in_sram;
+  kv_sram_ = (weights_sram_ ? wbytes : 0) + kvbytes <= sram_;
+  resident_ = (weights_sram_ ? wbytes : 0) + (kv_sram_ ? kvbytes : 0);
+  cx_.prog.weights_location = weights_sram_ ? WeightsLocation::kSram : WeightsLocation::kDramStreamed;
+  cx_.prog.kv_location = kv_sram_ ? KvLocation::kSram : KvLocation::kDram;
+}
+
+void SramTimeline::Created(int32_t t, FuncTensorKind kind) {
+  if (kind == FuncTensorKind::kActivation || kind == FuncTensorKind::kInput) live_.push_back(t);
+}
+
+void SramTimeline::Dead(int32_t t) {
+  live_.erase(std::remove(live_.begin(), live_.end(), t), live_.end());
+  cx_.ts[t].evicted.clear();
+}
+
+void SramTimeline::Grow(size_t core) {
+  if (prefetch_mark_.size() <= core) {
+    prefetch_mark_.resize(core + 1, -1);
+    last_compute_.resize(core + 1, -1);
+  }
+}
+
+std::vector<uint32_t> SramTimeline::WeightReadDeps(int rank) {
+  const size_t core = static_cast<size_t>(cx_.cores[rank]);
+  Grow(core);
+  const int64_t gate = prefetch_mark_[core];
+  prefetch_mark_[core] = last_compute_[core];
+  if (gate < 0) return {};
+  return {static_cast<uint32_t>(gate)};
+}
+
+void SramTimeline::AfterCompute(int rank, uint32_t task) {
+  const size_t core = static_cast<size_t>(cx_.cores[rank]);
+  Grow(core);
+  last_compute_[core] = task;
+}
+
+void SramTimeline::Reload(int32_t t, int r, std::vector<uint32_t>* deps) {
+  if (t < 0 || cx_.ts[t].evicted.empty() || cx_.ts[t].evicted[r] < 0) return;
+  uint32_t rd = cx_.Memory(r, cx_.Held(t, r), false, {static_cast<uint32_t>(cx_.ts[t].evicted[r])});
+  cx_.ts[t].evicted[r] = -1;
+  cx_.ts[t].ready[r].push_back(rd);
+  if (deps) deps->push_back(rd);
+}
+
+void SramTimeline::BeforeCompute(int rank, llm::OpKind kind, const int32_t (&used)[3], uint64_t transient,
+                                 std::vector<uint32_t>* deps) {
+  auto touched = [&](int32_t x) { return x == used[0] || x == used[1] || x == used[2]; };
+  for (int32_t u : used) Reload(u, rank, deps);
+  const uint64_t avail = sram_ > resident_ ? sram_ - resident_ : 0;
+  uint64_t idle = 0;
+  auto in_sram = [&](int32_t x) { return cx_.ts[x].evicted.empty() || cx_.ts[x].evicted[rank] < 0; };
+  const bool attention = kind == llm::OpKind::kBatchedGemm || kind == llm::OpKind::kSoftmax;
+  for (int32_t x : live_)
+    if (!attention && !touched(x) && in_sram(x)) idle += cx_.Held(x, rank);
+  for (size_t i = 0; !attention && i < live_.size() && transient + idle > avail; ++i) {
+    const int32_t x = live_[i];
+    const uint64_t held = cx_.Held(x, rank);
+    if (touched(x) || !in_sram(x) || held == 0) continue;
+    const uint32_t w = cx_.Memory(rank, held, true, cx_.Ready(x, rank));
+    if (cx_.ts[x].evicted.empty()) cx_.ts[x].evicted.assign(cx_.p, -1);
+    cx_.ts[x].evicted[rank] = w;
+    deps->push_back(w);
+    idle -= held;
+    cx_.prog.ops[cx_.cur_op].spilled_bytes += held;
+    cx_.prog.spilled_bytes += held;
+  }
+  if (transient + idle > avail) {
+    uint64_t spill = transient + idle - avail;
+    if (spill > transient) spill = transient;
+    const uint32_t w = cx_.Memory(rank, spill, true, *deps);
+    const uint32_t rd = cx_.Memory(rank, spill, false, {w});
+    deps->push_back(rd);
+    cx_.prog.ops[cx_.cur_op].spilled_bytes += spill;
+    cx_.prog.spilled_bytes += spill;
+  }
+}
+
+}  // namespace tpsim::mapping

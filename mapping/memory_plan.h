@@ -1,0 +1,77 @@
+#pragma once
+// The memory plan of a lowering: where weights and the KV cache live, and the memory
+// traffic that keeping each compute task's data on chip takes. The lowering talks to it
+// through MemoryPlanner only, so a different memory system (a GPU's HBM streamed through
+// L2, say) is another implementation of the same interface.
+
+#include <cstdint>
+#include <vector>
+
+#include "mapping/lower_context.h"
+
+namespace tpsim::mapping {
+
+class MemoryPlanner {
+ public:
+  virtual ~MemoryPlanner() = default;
+  // Decides where weights and KV live (Program::weights_location, kv_location) from the
+  // per-core weight plan and the KV rows per sequence (ctx.lmax).
+  virtual void Place(const WeightPlan& plan) = 0;
+  virtual bool WeightsResident() const = 0;  // false: every weight block is read from DRAM per use
+  virtual bool KvResident() const = 0;       // false: KV written to and read from DRAM
+  // Tensor t was created / will not be read again / a phase ended (nothing is held over).
+  virtual void Created(int32_t t, FuncTensorKind kind) = 0;
+  virtual void Dead(int32_t t) = 0;
+  virtual void EndPhase() = 0;
+  // Before a compute task of `kind` on rank r that touches tensors used[0..2] (-1: none)
+  // with `transient` bytes of its own data: emits what makes room, appending to deps.
+  virtual void BeforeCompute(int rank, llm::OpKind kind, const int32_t (&used)[3], uint64_t transient,
+                             std::vector<uint32_t>* deps) = 0;
+  virtual void AfterCompute(int rank, uint32_t task) = 0;
+  // Reads t's block back to rank r when it was moved out; t's readers (and deps) wait for it.
+  virtual void Reload(int32_t t, int r, std::vector<uint32_t>* deps) = 0;
+  // What the DRAM read of a streamed weight block on rank r waits for (prefetch depth).
+  virtual std::vector<uint32_t> WeightReadDeps(int rank) = 0;
+};
+
+// The scratchpad plan of a systolic core: weights stay in SRAM when every core's shards
+// of its stage fit (mapping.weights "auto"; "sram" pins them, "dram" streams them), the
+// KV cache when it fits beside them. SRAM timeline, per core: resident weights and KV, the
+// activations still live (held between ops), and each task's own data (`transient`) must
+// fit. Live activations the task does not touch are evicted to DRAM, oldest first, as far
+// as needed (one write each; read back when next used); what still does not fit is
+// spilled and read back around the task. Attention tasks (scores, softmax, PV) are checked
+// against SRAM less the resident data only (q is read back before attention starts, so
+// attention neither evicts nor reloads). Streamed weights are double-buffered: the read
+// of a weight op's shard may start once the compute that preceded the previous weight op
+// on that core has finished (one op of prefetch).
+class SramTimeline : public MemoryPlanner {
+ public:
+  explicit SramTimeline(LowerContext& cx) : cx_(cx) {}
+  void Place(const WeightPlan& plan) override;
+  bool WeightsResident() const override { return weights_sram_; }
+  bool KvResident() const override { return kv_sram_; }
+  void Created(int32_t t, FuncTensorKind kind) override;
+  void Dead(int32_t t) override;
+  void EndPhase() override { live_.clear(); }
+  void BeforeCompute(int rank, llm::OpKind kind, const int32_t (&used)[3], uint64_t transient,
+                     std::vector<uint32_t>* deps) override;
+  void AfterCompute(int rank, uint32_t task) override;
+  void Reload(int32_t t, int r, std::vector<uint32_t>* deps) override;
+  std::vector<uint32_t> WeightReadDeps(int rank) override;
+
+ private:
+  void Grow(size_t core);
+  LowerContext& cx_;
+  std::vector<int32_t> live_;  // activations the stage's cores hold between ops, oldest first
+  bool weights_sram_ = true, kv_sram_ = true;
+  uint64_t resident_ = 0, sram_ = 0;
+  std::vector<int64_t> last_compute_, prefetch_mark_;  // per core
+};
+
+class GemmEmitter;
+// Weights per core of the most loaded stage and whether they stay in SRAM (sets cx.p,
+// cx.d and cx.grid from the mapping first).
+WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm);
+
+}  // namespace tpsim::mapping

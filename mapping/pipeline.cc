@@ -1,0 +1,105 @@
+#include "mapping/pipeline.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "mapping/layout_convert.h"
+#include "mapping/memory_plan.h"
+
+namespace tpsim::mapping {
+
+int LayerStage(uint32_t l, int stages, uint32_t layers) {
+  return static_cast<int>(uint64_t{l} * stages / layers);
+}
+
+int MostLayersPerStage(int stages, uint32_t layers) {
+  std::vector<int> per_stage(stages, 0);
+  for (uint32_t l = 0; l < layers; ++l) per_stage[LayerStage(l, stages, layers)]++;
+  return *std::max_element(per_stage.begin(), per_stage.end());
+}
+
+PlacementFile ReadPlacementFile(const config::Mapping& m) {
+  PlacementFile f;
+  if (m.placement() != "file" || m.placement_file().empty()) return f;
+  std::ifstream in(m.placement_file());
+  if (!in) return f;
+  f.readable = true;
+  int c;
+  while (in >> c) f.cores.push_back(c);
+  f.well_formed = in.eof();
+  return f;
+}
+
+StagePlacement PlaceStages(const arch::Chip& chip, const config::Mapping& m, int stages, int tp,
+                           const PlacementFile& file) {
+  StagePlacement out;
+  const std::vector<Region> regions = StageRegions(chip, stages, tp);
+  for (int s = 0; s < stages; ++s) {
+    PlacementRequest req;
+    req.name = m.placement().empty() ? "linear" : m.placement();
+    req.ranks = tp;
+    req.region = regions.at(s);
+    req.seed = m.seed() + static_cast<uint64_t>(s);
+    // Stage s's ids from the file (tp per stage, in stage order); the whole list when it
+    // is too short (Place then reports the count).
+    if (file.cores.size() >= static_cast<size_t>((s + 1) * tp))
+      req.file_cores.assign(file.cores.begin() + s * tp, file.cores.begin() + (s + 1) * tp);
+    else
+      req.file_cores = file.cores;
+    out.cores.push_back(Place(req, chip));
+    const Region& reg = regions[s];
+    out.grids.push_back(reg.rows * reg.cols == tp ? RankGrid{reg.rows, reg.cols} : RankGrid{});
+  }
+  return out;
+}
+
+int32_t StageSend(LowerContext& cx, LayoutConverter& conv, int32_t x, const std::vector<int>& to) {
+  Layout out = (cx.t >= static_cast<uint64_t>(cx.p) && cx.p > 1) ? Layout::Rows() : Layout::Replicated();
+  // mn_2d layouts gather no more than `out` needs: a grid within grid rows when those cover
+  // the row split (the next stage then norms split rows, not whole grid rows redundantly).
+  if (!cx.Satisfies(x, out) && IsGridKind(cx.ts[x].layout)) conv.Convert(x, out, "stage_send");
+  if (!cx.Satisfies(x, out)) conv.Convert(x, Layout::Replicated(), "stage_send");
+  uint64_t h = cx.model.hidden_size();
+  cx.NewOp("stage_send", ToString(out));
+  for (int r = 0; r < cx.p; ++r) cx.mem->Reload(x, r, nullptr);
+  CollectiveInfo ci;
+  ci.kind = CollectiveKind::kP2p;
+  ci.algorithm = "direct";
+  ci.bytes = cx.t * h * cx.d;
+  ci.ranks = cx.p;
+  ci.op = cx.cur_op;
+  int32_t coll = static_cast<int32_t>(cx.prog.collectives.size());
+  cx.prog.collectives.push_back(ci);
+  FuncCollective fc;
+  fc.buffer = cx.NewTensor(FuncTensorKind::kBuffer, 1, cx.t * h);
+  int32_t y = cx.NewTensor(FuncTensorKind::kActivation, cx.t, h);
+  std::vector<std::vector<uint32_t>> landed(cx.p);
+  for (int r = 0; r < cx.p; ++r) {
+    Range rows = RowsOf(out, cx.t, cx.p, r);
+    if (rows.size() == 0) continue;
+    FuncSlice sx = Sl(x, rows, {0, h}), sy = Sl(y, rows, {0, h});
+    if (cx.func) {
+      fc.pack.push_back({cx.cores[r], sx, rows.lo * h, false});
+      fc.unpack.push_back({to[r], sy, rows.lo * h, false});
+    }
+    Task tk;
+    tk.kind = TaskKind::kTransfer;
+    tk.core = cx.cores[r];
+    tk.dst_core = to[r];
+    tk.bytes = rows.size() * h * cx.d;
+    tk.offset = rows.lo * h * cx.d;
+    tk.dst_offset = tk.offset;
+    tk.collective = coll;
+    uint32_t id = cx.AddTask(tk, cx.Ready(x, r));
+    if (fc.first_task < 0) fc.first_task = id;
+    fc.last_task = id;
+    landed[r].push_back(id);
+  }
+  if (cx.func) cx.prog.func.collectives.push_back(std::move(fc));
+  cx.ts[y].ready = landed;
+  cx.ts[y].layout = out;
+  cx.mem->Dead(x);  // the next stage's cores hold y; these cores are done with the layer output
+  return y;
+}
+
+}  // namespace tpsim::mapping

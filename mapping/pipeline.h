@@ -1,0 +1,45 @@
+#pragma once
+// Pipeline and placement: layers split into contiguous pipeline stages, each stage a TP
+// group placed on its own region of cores (StageRegions, then the placement by name), and
+// the activation sent from one stage's cores to the next's.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "arch/chip.h"
+#include "mapping.pb.h"
+#include "mapping/lower_context.h"
+#include "mapping/placement/placement.h"
+
+namespace tpsim::mapping {
+
+// The stage layer l of `layers` runs in: floor(l * stages / layers).
+int LayerStage(uint32_t l, int stages, uint32_t layers);
+// The most layers any stage holds.
+int MostLayersPerStage(int stages, uint32_t layers);
+
+// mapping.placement_file, read once per lowering (placement = file only).
+struct PlacementFile {
+  bool readable = false;     // the file opened
+  bool well_formed = false;  // whitespace-separated integers to the end
+  std::vector<int> cores;    // the ids read (up to the first bad token)
+};
+PlacementFile ReadPlacementFile(const config::Mapping& m);
+
+// Every stage's cores by rank and its region's grid (rows x cols when the region has
+// exactly tp cells, else 0 x 0). Throws std::invalid_argument when a placement cannot be met.
+struct StagePlacement {
+  std::vector<std::vector<int>> cores;
+  std::vector<RankGrid> grids;
+};
+StagePlacement PlaceStages(const arch::Chip& chip, const config::Mapping& m, int stages, int tp,
+                           const PlacementFile& file);
+
+class LayoutConverter;
+
+// Moves x from the current stage's ranks to cores `to` (rank r -> rank r): split rows when
+// every rank has some, else the whole tensor from each rank. Returns the moved tensor.
+int32_t StageSend(LowerContext& cx, LayoutConverter& conv, int32_t x, const std::vector<int>& to);
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,131 @@
+// Stage-two checks of the mapping against chip, model and workload (mapping.h).
+#include "mapping/validate_mapping.h"
+
+#include <algorithm>
+
+#include "mapping/collective/collective.h"
+#include "mapping/pipeline.h"
+
+namespace tpsim::mapping {
+
+namespace {
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+bool Contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+}  // namespace
+
+void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
+                     const config::Workload& wl, const config::SourceMap& locs,
+                     std::vector<config::Diag>* diags) {
+  ValidateMapping(m, chip, model, wl, locs, ReadPlacementFile(m), diags);
+}
+
+void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
+                     const config::Workload& wl, const config::SourceMap& locs, const PlacementFile& file,
+                     std::vector<config::Diag>* diags) {
+  const size_t before = diags->size();
+  auto add = [&](const std::string& field, const std::string& value, const std::string& rule) {
+    diags->push_back({locs.Find(field), field, value, rule});
+  };
+  // Sizes beyond the chip are rejected before any int arithmetic on them.
+  const int64_t cores = chip.num_cores();
+  const int tp = m.tp() > cores ? -1 : static_cast<int>(m.tp());
+  const int stages = m.pipeline_stages() > cores ? static_cast<int>(cores) + 1
+                                                 : std::max<int>(1, static_cast<int>(m.pipeline_stages()));
+  const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
+  if (m.tp() == 0) add("mapping.tp", "0", "must be > 0");
+  if (tp < 0) {
+    add("mapping.tp", std::to_string(m.tp()), "exceeds the chip's " + std::to_string(cores) + " cores");
+  }
+  if (tp > 0 && static_cast<int64_t>(tp) * stages > chip.num_cores())
+    add("mapping.tp", std::to_string(tp),
+        "tp x pipeline_stages (" + std::to_string(int64_t{tp} * stages) + ") exceeds the chip's " +
+            std::to_string(chip.num_cores()) + " cores");
+  if (static_cast<uint32_t>(stages) > layers)
+    add("mapping.pipeline_stages", std::to_string(std::max<uint32_t>(1, m.pipeline_stages())),
+        "more stages than simulated layers (" + std::to_string(layers) + ")");
+  const std::vector<std::string> parts = PartitionerNames();
+  std::vector<std::string> used;
+  const std::string dflt = m.partition().empty() ? "megatron" : m.partition();
+  if (!Contains(parts, dflt))
+    add("mapping.partition", m.partition(), "unknown partitioner; valid: " + Join(parts));
+  used.push_back(dflt);
+  const std::vector<std::string> weight_classes = {"qkv", "o", "gate_up", "down"};
+  const std::vector<std::string> fixed_classes = {"attention", "norm", "elementwise", "router", "experts"};
+  for (int i = 0; i < m.overrides_size(); ++i) {
+    const auto& o = m.overrides(i);
+    std::string f = "mapping.overrides[" + std::to_string(i) + "]";
+    if (Contains(fixed_classes, o.op()))
+      add(f + ".op", o.op(),
+          "op class has a fixed partition (attention splits by heads; norms and element-wise ops follow "
+          "their input; MoE is not mapped); partitioners apply to: " +
+              Join(weight_classes));
+    else if (!Contains(weight_classes, o.op()))
+      add(f + ".op", o.op(), "unknown op class; valid: " + Join(weight_classes));
+    if (!Contains(parts, o.partition()))
+      add(f + ".partition", o.partition(), "unknown partitioner; valid: " + Join(parts));
+    used.push_back(o.partition());
+  }
+  const std::vector<std::string> places = PlacementNames();
+  if (!m.placement().empty() && !Contains(places, m.placement()))
+    add("mapping.placement", m.placement(), "unknown placement; valid: " + Join(places));
+  const std::vector<std::string> colls = CollectiveNames();
+  if (!m.collective().empty() && m.collective() != "auto" && !Contains(colls, m.collective()))
+    add("mapping.collective", m.collective(),
+        "unknown collective algorithm; valid: " + Join(colls) + ", auto");
+  if (m.collective() == "nvls" && !InSwitchReductionOf(chip.config()).available)
+    add("mapping.collective", m.collective(),
+        "needs a chip with noc.topology switch and collectives.in_switch_reduction true");
+  const std::vector<std::string> weights = {"", "auto", "sram", "dram"};
+  if (!Contains(weights, m.weights())) add("mapping.weights", m.weights(), "must be auto, sram or dram");
+  const std::vector<std::string> mn_2d_weights = {"", "replicated", "k_steps"};
+  if (!Contains(mn_2d_weights, m.mn_2d_weights()))
+    add("mapping.mn_2d_weights", m.mn_2d_weights(), "must be replicated or k_steps");
+  if (tp > 0) {
+    uint32_t nq = model.num_attention_heads();
+    uint32_t nkv = model.num_key_value_heads() ? model.num_key_value_heads() : nq;
+    if (nq == 0 || (nq % tp != 0 && tp % nq != 0))
+      add("mapping.tp", std::to_string(tp),
+          "attention splits by heads: num_attention_heads (" + std::to_string(nq) +
+              ") must divide by tp, or tp by it (heads are then replicated)");
+    if (nkv > 0 && nkv % tp != 0 && tp % nkv != 0)
+      add("mapping.tp", std::to_string(tp),
+          "num_key_value_heads (" + std::to_string(nkv) +
+              ") must divide by tp, or tp by it (KV heads are then replicated)");
+    if (Contains(used, "mn_2d") && m.grid_rows() > 0 && tp % static_cast<int>(m.grid_rows()) != 0)
+      add("mapping.grid_rows", std::to_string(m.grid_rows()), "must divide tp (" + std::to_string(tp) + ")");
+  }
+  if (m.placement() == "file") {
+    if (!file.readable) {
+      add("mapping.placement_file", m.placement_file(), "placement = file needs a readable file");
+    } else {
+      if (!file.well_formed)
+        add("mapping.placement_file", m.placement_file(), "must hold whitespace-separated core ids");
+      if (tp > 0 && static_cast<int64_t>(file.cores.size()) < tp)
+        add("mapping.placement_file", m.placement_file(),
+            "has " + std::to_string(file.cores.size()) + " core ids, tp needs " + std::to_string(tp));
+      for (int id : file.cores)
+        if (id < 0 || id >= chip.num_cores()) {
+          add("mapping.placement_file", m.placement_file(),
+              "core id " + std::to_string(id) + " is not on the chip");
+          break;
+        }
+    }
+  }
+  if (diags->size() == before) {
+    // Everything else is consistent: the placements themselves must be possible.
+    try {
+      PlaceStages(chip, m, stages, tp, file);
+    } catch (const std::exception& e) {
+      add(m.placement() == "file" ? "mapping.placement_file" : "mapping.placement",
+          m.placement() == "file" ? m.placement_file() : m.placement(), e.what());
+    }
+  }
+}
+
+}  // namespace tpsim::mapping
