@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/schedule.h"
+
 namespace tpsim::sim {
 
 namespace {
@@ -37,86 +39,6 @@ struct Span {
 double Ratio(Ps num, Ps den) {
   if (den <= 0) return 0.0;
   return std::clamp(static_cast<double>(num) / static_cast<double>(den), 0.0, 1.0);
-}
-
-// prev[i] = the compute (memory) task that precedes compute (memory) task i on
-// its core in (start, id) order, -1 when none. Tasks are bucketed by (kind, core)
-// in id order and a bucket is sorted only when its starts are not already in order
-// (the analytical engine starts a core's queue in id order), which gives what one
-// sort of (kind, core, start, id) tuples gives, without sorting every task.
-void PrevOnCore(const mapping::Program& g, const EngineOutput& out, std::vector<int64_t>* prev) {
-  std::vector<uint32_t> ids;    // compute and memory tasks, in id order
-  std::vector<int> cores;       // their cores
-  std::vector<uint8_t> memory;  // 1 for a memory task
-  int64_t lo = 0, hi = -1;
-  for (size_t i = 0; i < g.num_tasks(); ++i) {
-    if (g.kind(i) == TaskKind::kTransfer) continue;
-    const int core = g.core(i);
-    ids.push_back(static_cast<uint32_t>(i));
-    cores.push_back(core);
-    memory.push_back(g.kind(i) == TaskKind::kMemory ? 1 : 0);
-    if (hi < lo) lo = hi = core;
-    lo = std::min<int64_t>(lo, core);
-    hi = std::max<int64_t>(hi, core);
-  }
-  if (ids.empty()) return;
-  const size_t span = static_cast<size_t>(hi - lo + 1);
-  auto bucket = [&](size_t j) { return (memory[j] ? span : 0) + static_cast<size_t>(cores[j] - lo); };
-  std::vector<uint32_t> begin(2 * span + 1, 0);
-  for (size_t j = 0; j < ids.size(); ++j) ++begin[bucket(j) + 1];
-  for (size_t b = 1; b < begin.size(); ++b) begin[b] += begin[b - 1];
-  std::vector<uint32_t> order(ids.size());
-  std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
-  for (size_t j = 0; j < ids.size(); ++j) order[fill[bucket(j)]++] = ids[j];
-  auto by_start = [&](uint32_t a, uint32_t b) {
-    const Ps sa = out.tasks[a].start_ps, sb = out.tasks[b].start_ps;
-    return sa != sb ? sa < sb : a < b;
-  };
-  for (size_t b = 0; b + 1 < begin.size(); ++b) {
-    auto first = order.begin() + begin[b], last = order.begin() + begin[b + 1];
-    if (!std::is_sorted(first, last, by_start)) std::sort(first, last, by_start);
-    for (auto it = first; it != last && it + 1 != last; ++it) (*prev)[*(it + 1)] = *it;
-  }
-}
-
-// Walks the critical path backwards (see result.h) and adds durations by kind.
-void CriticalPath(const mapping::Program& g, const EngineOutput& out, config::Summary* s) {
-  const size_t n = g.num_tasks();
-  if (n == 0) return;
-  // Previous task of the same kind (compute, memory) on the same core, by (start, id).
-  std::vector<int64_t> prev_on_core(n, -1);
-  PrevOnCore(g, out, &prev_on_core);
-  size_t cur = 0;
-  for (size_t i = 1; i < n; ++i) {
-    if (out.tasks[i].end_ps > out.tasks[cur].end_ps) cur = i;
-  }
-  std::vector<bool> visited(n, false);
-  Ps by_kind[3] = {0, 0, 0};
-  while (!visited[cur]) {
-    visited[cur] = true;
-    int64_t best = -1;
-    auto consider = [&](int64_t c) {
-      if (c < 0 || static_cast<size_t>(c) >= n) return;
-      if (best < 0 || out.tasks[c].end_ps > out.tasks[best].end_ps ||
-          (out.tasks[c].end_ps == out.tasks[best].end_ps && c < best)) {
-        best = c;
-      }
-    };
-    for (uint32_t d : g.deps(cur)) consider(d);
-    consider(prev_on_core[cur]);
-    // Attribute only the part of this task after its predecessor on the path
-    // ended, so overlapping spans (a queued DRAM request, an engine that reports
-    // issue time as start) are never counted twice and the shares add up to at
-    // most the makespan.
-    Ps from = out.tasks[cur].start_ps;
-    if (best >= 0) from = std::max(from, out.tasks[best].end_ps);
-    by_kind[static_cast<int>(g.kind(cur))] += std::max<Ps>(0, out.tasks[cur].end_ps - from);
-    if (best < 0) break;
-    cur = static_cast<size_t>(best);
-  }
-  s->set_compute_ps(by_kind[static_cast<int>(TaskKind::kCompute)]);
-  s->set_communication_ps(by_kind[static_cast<int>(TaskKind::kTransfer)]);
-  s->set_memory_ps(by_kind[static_cast<int>(TaskKind::kMemory)]);
 }
 
 // Length of the union of intervals, sorted by start.
@@ -225,7 +147,10 @@ void FillSummary(const mapping::Program& program, const mapping::Program& g, con
     s->set_decode_ps(decode);
     s->set_decode_step_ps_mean((decode + decode_steps / 2) / decode_steps);
   }
-  CriticalPath(g, out, s);
+  const CriticalPathSplit path = CriticalPath(g, out.tasks);
+  s->set_compute_ps(path.compute_ps);
+  s->set_communication_ps(path.communication_ps);
+  s->set_memory_ps(path.memory_ps);
   double util_sum = 0;
   for (int c = 0; c < num_cores; ++c) util_sum += Ratio(tt.core_compute[c], total);
   s->set_core_utilization(num_cores > 0 ? util_sum / num_cores : 0.0);

@@ -14,12 +14,13 @@
 //                             decode_ps / number of decode steps (OpRef::step),
 //                             rounded to the nearest ps.
 //   summary.compute_ps / communication_ps / memory_ps
-//                             the critical path, split by task kind. It is walked
-//                             backwards from the last-finishing task (lowest id on
-//                             ties); from each task it moves to its enabler: the
-//                             latest-ending of its deps and, for a compute or memory
-//                             task, the task of the same kind that started before it
-//                             on the same core (lowest id on ties). Each task on the path adds
+//                             the critical path, split by task kind (sim::CriticalPath,
+//                             sim/schedule.h). It is walked backwards from the
+//                             last-finishing task (lowest id on ties); from each task
+//                             it moves to its enabler: the latest-ending of its deps
+//                             and, for a compute or memory task, the task of the same
+//                             kind that started before it on the same core (its queue,
+//                             lowest id on ties). Each task on the path adds
 //                             to its kind the part of its span after its enabler
 //                             ended (a TLM DRAM request whose span includes queueing
 //                             behind its enabler is not counted twice). Idle gaps on

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "mapping/cost.h"
 #include "perfetto_trace.pb.h"
 
 namespace tpsim::traces {
@@ -119,10 +120,6 @@ struct Layout {
   int meta_pid = 1;
   int run_track = -1;  // index into tracks
 };
-
-bool GemmLike(llm::OpKind k) {
-  return k == llm::OpKind::kGemm || k == llm::OpKind::kBatchedGemm || k == llm::OpKind::kRouter;
-}
 
 void Check(const mapping::Program& p, const arch::Chip& chip, const sim::EngineOutput& out) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("trace: " + what); };
@@ -369,7 +366,7 @@ class Describer {
       switch (t.kind) {
         case TaskKind::kCompute:
           args->Str("op_kind", llm::ToString(t.op_kind));
-          if (GemmLike(t.op_kind)) {
+          if (mapping::OnMatrixUnit(t.op_kind)) {
             std::string* v = args->OwnedStr("shape");
             AppendNum(t.batch, v);
             *v += "x[";

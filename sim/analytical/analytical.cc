@@ -1,9 +1,6 @@
 #include "sim/analytical/analytical.h"
 
-#include "sim/analytical/links.h"
-
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -13,6 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "mapping/cost.h"
+#include "sim/analytical/links.h"
+#include "sim/schedule.h"
+
 namespace tpsim::sim {
 
 namespace {
@@ -20,18 +21,7 @@ namespace {
 using mapping::Task;
 using mapping::TaskKind;
 
-bool IsGemmKind(llm::OpKind k) {
-  return k == llm::OpKind::kGemm || k == llm::OpKind::kBatchedGemm || k == llm::OpKind::kRouter;
-}
-
-// Serialisation of `bytes` at `gbps` (bytes per ns), rounded up to a picosecond.
-Ps SerialisationPs(uint64_t bytes, double gbps) {
-  if (bytes == 0 || gbps <= 0) return 0;
-  const double ps = std::ceil(static_cast<double>(bytes) * 1000.0 / gbps);
-  // Saturate: converting a double past int64's range is undefined behaviour.
-  if (!(ps < static_cast<double>(std::numeric_limits<Ps>::max()))) return std::numeric_limits<Ps>::max();
-  return static_cast<Ps>(ps);
-}
+using mapping::SerialisationPs;
 
 // A compute task's arguments to the chip's cost functions: equal keys, equal times.
 struct ShapeKey {
@@ -50,7 +40,7 @@ struct ShapeHash {
   }
 };
 ShapeKey ShapeOf(const Task& t) {
-  if (IsGemmKind(t.op_kind)) return ShapeKey{true, t.batch, t.m, t.n, t.k, t.bytes, 0};
+  if (mapping::OnMatrixUnit(t.op_kind)) return ShapeKey{true, t.batch, t.m, t.n, t.k, t.bytes, 0};
   uint64_t ops_bits;
   static_assert(sizeof ops_bits == sizeof t.vector_ops);
   std::memcpy(&ops_bits, &t.vector_ops, sizeof ops_bits);
@@ -257,9 +247,7 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
   {
     std::vector<Ps> shape_time(plan.shapes.size());
     for (size_t s = 0; s < plan.shapes.size(); ++s) {
-      const Task& t = tasks[plan.shapes[s]];
-      shape_time[s] = IsGemmKind(t.op_kind) ? chip.GemmTime(t.batch, t.m, t.n, t.k, t.bytes)
-                                            : chip.VectorTime(t.vector_ops, t.bytes);
+      shape_time[s] = mapping::ComputeTime(chip, program.shape(plan.shapes[s]));
     }
     for (size_t i = 0; i < n; ++i) {
       if (program.kind(i) == TaskKind::kCompute) duration[i] = shape_time[plan.shape_of[i]];
@@ -295,8 +283,7 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
       const auto [rb, rs] = route_of(i);
       Ps latency = 0;
       for (uint32_t h = 0; h < rs; ++h) latency = SatAdd(latency, links[route_links[rb + h]].latency_ps);
-      duration[i] =
-          tasks[i].bytes == 0 ? 0 : SatAdd(latency, SerialisationPs(port_bytes, tasks[i].in_switch_gbps));
+      duration[i] = mapping::InSwitchTime(latency, tasks[i].bytes, port_bytes, tasks[i].in_switch_gbps);
     }
     g = e;
   }
@@ -310,7 +297,7 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
   for (size_t k = 0; k < plan.transfer_keys.size(); ++k) {
     const auto& key = plan.transfer_keys[k];
     const Task& t = tasks[key.task];
-    alone[k] = chip.TransferTime(t.core, t.dst_core, t.bytes);
+    alone[k] = mapping::TransferTime(chip, t.core, t.dst_core, t.bytes);
     const auto [rb, rs] = route_of(key.task);
     for (uint32_t h = 0; h < rs; ++h) {
       const int l = route_links[rb + h];
@@ -329,13 +316,10 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
   for (size_t k = 0; k < plan.memory_keys.size(); ++k) {
     const auto& key = plan.memory_keys[k];
     const Task& t = tasks[key.task];
-    memory_alone[k] = chip.MemoryTime(t.core, t.channel, t.bytes, t.write);
+    memory_alone[k] = mapping::MemoryTime(chip, t.core, t.channel, t.bytes, t.write);
     ChannelUsage& u = out.channels[t.channel];
     u.bytes += t.bytes * key.count;
-    u.busy_ps =
-        SatAdd(u.busy_ps,
-               SatMulPs(std::max<Ps>(0, chip.DramTime(t.channel, t.bytes) - channels[t.channel].latency_ps),
-                        key.count));
+    u.busy_ps = SatAdd(u.busy_ps, SatMulPs(mapping::ChannelBusyTime(chip, t.channel, t.bytes), key.count));
     auto path = paths.find({t.core, t.channel, t.write});
     if (path == paths.end()) continue;
     for (int l : path->second) {
@@ -348,27 +332,9 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     duration[plan.memory[j]] = memory_alone[plan.memory_key_of[j]];
   const LinkModel model = BuildLinkModel(program, plan, chip, route_links, pair_route, paths, duration);
 
-  // ---- Schedule: one forward pass in id order, repeated while sharing changes times.
-  std::vector<Ps> core_free(num_cores), dram_free(num_cores);
-  auto schedule = [&] {
-    std::fill(core_free.begin(), core_free.end(), 0);
-    std::fill(dram_free.begin(), dram_free.end(), 0);
-    Ps makespan = 0;
-    for (size_t i = 0; i < n; ++i) {
-      Ps start = 0;
-      for (uint32_t d : program.deps(i)) start = std::max(start, out.tasks[d].end_ps);
-      const TaskKind kind = program.kind(i);
-      Ps* resource = kind == TaskKind::kCompute  ? &core_free[program.core(i)]
-                     : kind == TaskKind::kMemory ? &dram_free[program.core(i)]
-                                                 : nullptr;
-      if (resource) start = std::max(start, *resource);
-      const Ps end = SatAdd(start, duration[i]);
-      if (resource) *resource = end;
-      out.tasks[i] = TaskTime{start, end};
-      makespan = std::max(makespan, end);
-    }
-    return makespan;
-  };
+  // ---- Schedule (sim/schedule.h), repeated while sharing changes times.
+  ListScheduler scheduler;
+  auto schedule = [&] { return scheduler.Run(program, duration, out.tasks); };
   out.makespan_ps = schedule();
   out.contention = SettleSharing(model, schedule, &duration, &out);
   return out;

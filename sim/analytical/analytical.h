@@ -4,16 +4,10 @@
 //
 // Task durations
 // --------------
-//   compute   GEMM kinds (kGemm, kBatchedGemm, kRouter):
-//                 chip.GemmTime(batch, m, n, k, bytes)
-//             every other kind:
-//                 chip.VectorTime(vector_ops, bytes)
-//
-//   transfer  alpha-beta over the route: alone, chip.TransferTime(src, dst, bytes)
-//             (hop latencies + bytes at the narrowest link); src == dst takes 0 ps.
-//   memory    alone, chip.MemoryTime(core, channel, bytes, write): the channel's
-//             latency and bandwidth, plus, when the channel is not stacked under the
-//             core, the hop latencies of chip.MemoryPath, cut-through behind it.
+// Alone, each task takes what the cost model gives (mapping/cost.h: ComputeTime,
+// TransferTime, InSwitchTime with the port bytes below, MemoryTime); src == dst takes 0 ps.
+//   in-switch the source core's switch port carries the bytes of all its in-switch
+//             transfers of one (collective, step); each ends when it has sent them all.
 //   sharing   transfers and memory tasks are flows over resources (their links; a
 //             memory task also its channel) and share them with exactly the flows
 //             that overlap them in time, whatever their collective, step, stage or
@@ -25,16 +19,9 @@
 //
 // Schedule
 // --------
-// One pass over tasks in id order (the Program is topologically ordered):
-//   compute:   start = max(end of deps, end of the core's previous compute task)
-//              (a core runs one compute task at a time, in id order)
-//   memory:    start = max(end of deps, end of the core's previous memory task)
-//              (each core has one DRAM DMA queue, served in id order, so a core's
-//              prefetches never share the channel with each other)
-//   transfer:  start = max(end of deps)
-//              (network DMA engines: transfers overlap with compute, with DRAM
-//              accesses and with each other; only the sharing above slows them)
-//   end = start + time(t); makespan = max end (0 for an empty Program).
+// The list schedule of sim/schedule.h (ListScheduler): compute tasks queue on their core,
+// memory tasks on their core's DRAM DMA queue (so a core's prefetches never share the
+// channel with each other), transfers on nothing (only the sharing above slows them).
 //
 // Statistics in EngineOutput
 //   links[l].bytes        payload bytes of every transfer routed over l and of every

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <span>
 #include <stdexcept>
 
+#include "mapping/cost.h"
 #include "mapping/mapping.h"
+#include "sim/schedule.h"
 
 namespace tpsim::serving {
 
@@ -20,25 +23,14 @@ bool IsAttention(const mapping::Task& t) {
          (t.op_kind == llm::OpKind::kBatchedGemm || t.op_kind == llm::OpKind::kSoftmax);
 }
 
-}  // namespace
-
-std::vector<Ps> ReplaySchedule(const mapping::Program& p, const std::vector<Ps>& duration) {
-  const size_t n = p.num_tasks();
-  std::vector<Ps> end(n, 0);
-  std::vector<Ps> core_free(static_cast<size_t>(std::max(0, p.num_cores)), 0), dram_free(core_free);
-  for (size_t i = 0; i < n; ++i) {
-    const mapping::Task& t = p.task(i);
-    Ps start = 0;
-    for (uint32_t d : p.deps(i)) start = std::max(start, end[d]);
-    Ps* res = t.kind == mapping::TaskKind::kCompute  ? &core_free.at(t.core)
-              : t.kind == mapping::TaskKind::kMemory ? &dram_free.at(t.core)
-                                                     : nullptr;
-    if (res) start = std::max(start, *res);
-    end[i] = start + duration[i];
-    if (res) *res = end[i];
-  }
-  return end;
+// A transfer over links or a memory task: a flow that the analytical engine may slow down
+// by sharing its links or channel with flows overlapping it in time.
+bool IsFlow(const mapping::Task& t) {
+  return (t.kind == mapping::TaskKind::kTransfer && t.core != t.dst_core && t.in_switch_gbps <= 0) ||
+         t.kind == mapping::TaskKind::kMemory;
 }
+
+}  // namespace
 
 SkeletonCost::SkeletonCost(const arch::Chip& chip, const config::Model& model, const config::Mapping& mapping,
                            uint32_t layers, std::string dtype)
@@ -95,17 +87,22 @@ SkeletonCost::ChunkPs SkeletonCost::ChunkAttention(const llm::SeqChunk& c, uint6
   }
   const uint64_t bytes = heads * (s * hd_ + lt * hd_ + s * lt) * d_;
   const uint64_t elems = heads * s * lt;
-  const ChunkPs t{chip_.GemmTime(heads, s, lt, hd_, bytes),
-                  chip_.VectorTime(kSoftmaxOps * static_cast<double>(elems), 2 * elems * d_),
-                  chip_.GemmTime(heads, s, hd_, lt, bytes)};
+  using llm::OpKind;
+  using Shape = mapping::ComputeShape;
+  const Shape scores{
+      .op_kind = OpKind::kBatchedGemm, .batch = heads, .m = s, .n = lt, .k = hd_, .bytes = bytes};
+  const Shape softmax{.op_kind = OpKind::kSoftmax,
+                      .vector_ops = kSoftmaxOps * static_cast<double>(elems),
+                      .bytes = 2 * elems * d_};
+  const Shape pv{.op_kind = OpKind::kBatchedGemm, .batch = heads, .m = s, .n = hd_, .k = lt, .bytes = bytes};
+  const ChunkPs t{mapping::ComputeTime(chip_, scores), mapping::ComputeTime(chip_, softmax),
+                  mapping::ComputeTime(chip_, pv)};
   if (lt <= UINT32_MAX) chunk_ps_.emplace(ChunkKey{c.new_tokens, static_cast<uint32_t>(lt), heads}, t);
   return t;
 }
 
 Ps SkeletonCost::ReadPs(const ReadSig& sig, uint64_t bytes) const {
-  uint64_t shared = 0;
-  if (__builtin_mul_overflow(bytes, sig.share, &shared)) shared = std::numeric_limits<uint64_t>::max();
-  return chip_.DramTime(sig.channel, shared);
+  return mapping::StackedMemoryTime(chip_, sig.channel, bytes, sig.share);
 }
 
 SkeletonCost::ChainFn SkeletonCost::Fn(const std::vector<llm::SeqChunk>& chunks, const Skeleton& sk,
@@ -132,38 +129,113 @@ SkeletonCost::ChainFn SkeletonCost::Fn(const std::vector<llm::SeqChunk>& chunks,
   return {core.x, core.y, dram.y};
 }
 
+// The collapsed skeleton as sim::ListSchedule's graph: chain nodes have no deps and no
+// queue of their own (ReplayTimes times a chain's first node from its inputs and queues).
+struct SkeletonCost::SkeletonGraph {
+  const Skeleton& sk;
+  size_t size() const { return sk.nodes.size(); }
+  std::span<const uint32_t> deps(size_t i) const {
+    const Skeleton::Node& nd = sk.nodes[i];
+    return {sk.deps.data() + nd.dep_begin, nd.dep_end - nd.dep_begin};
+  }
+  sim::Queue queue(size_t i) const { return sk.nodes[i].queue; }
+  int core(size_t i) const { return sk.nodes[i].core; }
+};
+
+// sim::ListSchedule's numeric algebra on the collapsed skeleton: a chain's first node ends
+// the chain by its ChainFn, max(X + a, Y + b), and frees the core at that end and the
+// core's DRAM queue at Y + r; its other nodes take no time of their own.
+struct SkeletonCost::ReplayTimes {
+  const Skeleton& sk;
+  const std::vector<ChainFn>& fns;
+  Ps* ends;
+  Ps* core_free;
+  Ps* dram_free;
+  Ps start = 0, makespan = 0;
+
+  Ps& free(sim::Queue q, int core) const {
+    return q == sim::Queue::kCompute ? core_free[core] : dram_free[core];
+  }
+  void Begin(size_t) { start = 0; }
+  void AfterTask(uint32_t d) { start = std::max(start, ends[d]); }
+  void AfterQueue(sim::Queue q, int core) { start = std::max(start, free(q, core)); }
+  void End(size_t i) {
+    const Skeleton::Node& nd = sk.nodes[i];
+    if (nd.chain_rest) return;
+    if (nd.chain >= 0) {
+      const Skeleton::Chain& ch = sk.chains[nd.chain];
+      Ps x = core_free[ch.core], y = dram_free[ch.core];
+      for (uint32_t j = ch.x_begin; j < ch.x_end; ++j) x = std::max(x, ends[sk.ext[j]]);
+      for (uint32_t j = ch.y_begin; j < ch.y_end; ++j) y = std::max(y, ends[sk.ext[j]]);
+      const ChainFn& f = fns[ch.sig];
+      const Ps e = std::max(x + f.a, f.b == kNone ? kNone : y + f.b);
+      core_free[ch.core] = e;
+      dram_free[ch.core] = y + f.r;
+      ends[ch.last] = e;
+      makespan = std::max(makespan, e);
+      return;
+    }
+    ends[i] = start + nd.dur;
+    makespan = std::max(makespan, ends[i]);
+  }
+  void Occupy(sim::Queue q, int core, size_t i) { free(q, core) = ends[i]; }
+};
+
 Ps SkeletonCost::Replay(const Skeleton& sk, const std::vector<ChainFn>& fns) {
   ends_.assign(sk.nodes.size(), 0);
   core_free_.assign(static_cast<size_t>(sk.num_cores), 0);
   dram_free_.assign(static_cast<size_t>(sk.num_cores), 0);
-  Ps mk = 0;
-  for (size_t i = 0; i < sk.nodes.size(); ++i) {
-    const Skeleton::Node& nd = sk.nodes[i];
-    if (nd.kind == 4) continue;
-    if (nd.kind == 3) {
-      const Skeleton::Chain& ch = sk.chains[nd.chain];
-      Ps x = core_free_[ch.core], y = dram_free_[ch.core];
-      for (uint32_t j = ch.x_begin; j < ch.x_end; ++j) x = std::max(x, ends_[sk.ext[j]]);
-      for (uint32_t j = ch.y_begin; j < ch.y_end; ++j) y = std::max(y, ends_[sk.ext[j]]);
-      const ChainFn& f = fns[ch.sig];
-      const Ps e = std::max(x + f.a, f.b == kNone ? kNone : y + f.b);
-      core_free_[ch.core] = e;
-      dram_free_[ch.core] = y + f.r;
-      ends_[ch.last] = e;
-      mk = std::max(mk, e);
-      continue;
-    }
-    Ps start = 0;
-    for (uint32_t j = nd.dep_begin; j < nd.dep_end; ++j) start = std::max(start, ends_[sk.deps[j]]);
-    Ps* res = nd.kind == 0 ? &core_free_[nd.core] : nd.kind == 1 ? &dram_free_[nd.core] : nullptr;
-    if (res) start = std::max(start, *res);
-    const Ps e = start + nd.dur;
-    if (res) *res = e;
-    ends_[i] = e;
-    mk = std::max(mk, e);
-  }
-  return mk;
+  ReplayTimes times{sk, fns, ends_.data(), core_free_.data(), dram_free_.data()};
+  sim::ListSchedule(SkeletonGraph{sk}, times);
+  return times.makespan;
 }
+
+// sim::ListSchedule's symbolic algebra (KV in SRAM): every time is a max-plus polynomial
+// max_k (c_k + k D) in one chain's duration D, stored as K coefficients c_k (kNone when
+// absent). A chain's first task ends at its start times D (the coefficients shift up by
+// one); its other tasks end at their start (the whole chain is charged once).
+struct SkeletonCost::SymbolicTimes {
+  size_t K;
+  const std::vector<uint8_t>& role;  // 1: first task of a chain, 2: a later one
+  const std::vector<Ps>& dur;
+  std::vector<Ps> ends, core_free, dram_free, start, makespan;
+  bool ok = true;  // false: a path would hold more than K - 1 chains
+
+  SymbolicTimes(size_t k, size_t n, int cores, const std::vector<uint8_t>& r, const std::vector<Ps>& d)
+      : K(k),
+        role(r),
+        dur(d),
+        ends(n * k, kNone),
+        core_free(static_cast<size_t>(cores) * k, kNone),
+        dram_free(core_free),
+        start(k),
+        makespan(k, kNone) {}
+  static void Max(Ps* a, const Ps* b, size_t k) {
+    for (size_t j = 0; j < k; ++j) a[j] = std::max(a[j], b[j]);
+  }
+  Ps* free(sim::Queue q, int core) {
+    return q == sim::Queue::kCompute ? &core_free[core * K] : &dram_free[core * K];
+  }
+  void Begin(size_t) {
+    std::fill(start.begin(), start.end(), kNone);
+    start[0] = 0;
+  }
+  void AfterTask(uint32_t d) { Max(start.data(), &ends[d * K], K); }
+  void AfterQueue(sim::Queue q, int core) { Max(start.data(), free(q, core), K); }
+  void End(size_t i) {
+    Ps* e = &ends[i * K];
+    if (role[i] == 1) {
+      if (start[K - 1] != kNone) ok = false;
+      for (size_t k = 1; k < K; ++k) e[k] = start[k - 1];
+    } else if (role[i] == 2) {
+      std::copy(start.begin(), start.end(), e);
+    } else {
+      for (size_t k = 0; k < K; ++k) e[k] = start[k] == kNone ? kNone : start[k] + dur[i];
+    }
+    Max(makespan.data(), e, K);
+  }
+  void Occupy(sim::Queue q, int core, size_t i) { std::copy(&ends[i * K], &ends[i * K] + K, free(q, core)); }
+};
 
 SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton* sk, bool exact) {
   ++built_;
@@ -199,20 +271,13 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
   // flows take times that depend on when the others run, which a skeleton cannot follow
   // when the chunks change the chains' durations. Such a layout is left to the Program.
   for (size_t i = 0; i < n; ++i) {
-    const mapping::Task t = p.task(i);
-    Ps alone = dur[i];
-    if (t.kind == mapping::TaskKind::kTransfer && t.core != t.dst_core && t.in_switch_gbps <= 0) {
-      alone = chip_.TransferTime(t.core, t.dst_core, t.bytes);
-    } else if (t.kind == mapping::TaskKind::kMemory) {
-      alone = chip_.MemoryTime(t.core, t.channel, t.bytes, t.write);
-    }
-    if (dur[i] != alone) {
+    if (IsFlow(p.task(i)) && dur[i] != mapping::TaskTime(chip_, p, i)) {
       shared_ = true;
       return Why::kOther;
     }
   }
-  // 1. The replayed schedule is the engine's.
-  const std::vector<Ps> end = ReplaySchedule(p, dur);
+  // 1. The replayed schedule (sim/schedule.h) is the engine's.
+  const std::vector<Ps> end = sim::ScheduleEnds(p, dur);
   for (size_t i = 0; i < n; ++i)
     if (end[i] != o.tasks[i].end_ps) return Why::kOther;
   // 2. Attention chains per (layer, core): the tasks of attention ops (those with a batched
@@ -360,15 +425,14 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
       nd.core = t.core;
       nd.dur = dur[i];
       if (role[i] == 1) {
-        nd.kind = 3;
         nd.chain = static_cast<int32_t>(chain_of_first.at(static_cast<uint32_t>(i)));
         continue;
       }
       if (role[i] == 2) {
-        nd.kind = 4;
+        nd.chain_rest = true;
         continue;
       }
-      nd.kind = t.kind == mapping::TaskKind::kCompute ? 0 : t.kind == mapping::TaskKind::kMemory ? 1 : 2;
+      nd.queue = sim::QueueOf(t.kind);
       nd.dep_begin = static_cast<uint32_t>(sk->deps.size());
       for (uint32_t d : p.deps(i))
         if (role[d] == 0 || d == last[d]) sk->deps.push_back(d);
@@ -381,39 +445,14 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     return Why::kOk;
   }
   // 3. Symbolic pass: every end as max_k (c_k + k D), D one chain's duration.
-  const size_t K = layers_ + 1;
-  std::vector<Ps> ends(n * K, kNone);
-  std::vector<Ps> core_free(static_cast<size_t>(p.num_cores) * K, kNone), dram_free(core_free);
-  std::vector<Ps> start(K), mk(K, kNone);
-  auto vmax = [&](Ps* a, const Ps* b) {
-    for (size_t k = 0; k < K; ++k) a[k] = std::max(a[k], b[k]);
-  };
-  for (size_t i = 0; i < n; ++i) {
-    const mapping::Task& t = p.task(i);
-    std::fill(start.begin(), start.end(), kNone);
-    start[0] = 0;
-    for (uint32_t d : p.deps(i)) vmax(start.data(), &ends[d * K]);
-    Ps* res = t.kind == mapping::TaskKind::kCompute  ? &core_free[t.core * K]
-              : t.kind == mapping::TaskKind::kMemory ? &dram_free[t.core * K]
-                                                     : nullptr;
-    if (res) vmax(start.data(), res);
-    Ps* e = &ends[i * K];
-    if (role[i] == 1) {
-      if (start[K - 1] != kNone) return Why::kOther;
-      for (size_t k = 1; k < K; ++k) e[k] = start[k - 1];
-    } else if (role[i] == 2) {
-      std::copy(start.begin(), start.end(), e);
-    } else {
-      for (size_t k = 0; k < K; ++k) e[k] = start[k] == kNone ? kNone : start[k] + dur[i];
-    }
-    if (res) std::copy(e, e + K, res);
-    vmax(mk.data(), e);
-  }
-  sk->poly = std::move(mk);
+  SymbolicTimes sym(layers_ + 1, n, p.num_cores, role, dur);
+  sim::ListSchedule(sim::ProgramGraph{p}, sym);
+  if (!sym.ok) return Why::kOther;
+  sk->poly = std::move(sym.makespan);
   // 4. The polynomial at the skeleton's own D is the engine's makespan.
   const Ps d_skel = Fn(chunks, *sk, nullptr).a;
   Ps at = kNone;
-  for (size_t k = 0; k < K; ++k)
+  for (size_t k = 0; k < sk->poly.size(); ++k)
     if (sk->poly[k] != kNone) at = std::max(at, sk->poly[k] + static_cast<Ps>(k) * d_skel);
   if (at != o.makespan_ps) return Why::kOther;
   return Why::kOk;

@@ -16,7 +16,8 @@
 //
 // A Skeleton is that polynomial for one M, obtained once from one lowered Program (the
 // "skeleton": M rows, total context L_s, a few small chunks) by a symbolic pass over the
-// engine's schedule with the per-task durations the engine computed. It applies exactly
+// engine's schedule (sim::ListSchedule over max-plus polynomials) with the per-task
+// durations the engine computed. It applies exactly
 // to every chunk list with the same M and L <= L_s whose attention spills nothing (the
 // memory plan is monotone in L: KV-in-SRAM and no-spill at L_s imply both at L).
 // When the KV cache is in DRAM (context beyond what fits in SRAM beside the weights), the
@@ -36,7 +37,8 @@
 //     links and channels among flows overlapping in time, so a shared flow's time moves
 //     with the chains' durations; one such skeleton turns skeletons off for the layout;
 //   - replaying the schedule with the engine's durations reproduces every task's end;
-//   - every attention task's duration equals the closed form used for real chunks;
+//   - every attention task's duration equals the cost model's (mapping/cost.h) for the
+//     chunk's shapes, which is how real chunks are timed;
 //   - the polynomial (or the replay) at the skeleton's own chunks gives the engine's makespan.
 
 #include <cstdint>
@@ -52,14 +54,10 @@
 #include "mapping.pb.h"
 #include "model.pb.h"
 #include "sim/engine.h"
+#include "sim/schedule.h"
 #include "sim/serving/requests.h"
 
 namespace tpsim::serving {
-
-// The analytical engine's schedule replayed with given durations: compute tasks queue on
-// their core, memory tasks on their core's DRAM queue, transfers on nothing. Returns
-// every task's end (exposed for tests).
-std::vector<Ps> ReplaySchedule(const mapping::Program& p, const std::vector<Ps>& duration);
 
 class SkeletonCost {
  public:
@@ -103,8 +101,9 @@ class SkeletonCost {
       uint32_t dep_begin = 0, dep_end = 0;
       Ps dur = 0;
       int core = 0;
-      uint8_t kind = 0;  // 0 compute, 1 memory, 2 transfer, 3 chain (first task), 4 chain (others)
-      int32_t chain = -1;
+      sim::Queue queue = sim::Queue::kNone;  // QueueOf(kind); kNone on chain tasks
+      bool chain_rest = false;               // a chain's task after its first
+      int32_t chain = -1;                    // a chain's first task: index into chains
     };
     struct Chain {
       int core = 0;
@@ -131,7 +130,11 @@ class SkeletonCost {
   uint64_t AttentionTransient(const llm::SeqChunk& c, uint64_t heads, uint64_t kv_cols, bool dram) const;
   Ps ReadPs(const ReadSig& s, uint64_t bytes) const;
   ChainFn Fn(const std::vector<llm::SeqChunk>& chunks, const Skeleton& sk, const ReadSig* sig);
+  // The schedule (sim::ListSchedule) of a KV-in-DRAM skeleton with the chains' maps `fns`.
   Ps Replay(const Skeleton& sk, const std::vector<ChainFn>& fns);
+  struct SkeletonGraph;  // ListSchedule's graph and algebras (skeleton.cc)
+  struct ReplayTimes;
+  struct SymbolicTimes;
 
   const arch::Chip& chip_;
   const config::Model& model_;

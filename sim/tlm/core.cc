@@ -6,6 +6,8 @@
 #include <string>
 #include <tuple>
 
+#include "mapping/cost.h"
+
 namespace tpsim::sim::tlm_model {
 
 using mapping::Task;
@@ -84,12 +86,6 @@ Core::Core(sc_core::sc_module_name name, int id, RunState* state)
   dont_initialize();
 }
 
-namespace {
-bool IsGemm(llm::OpKind k) {
-  return k == llm::OpKind::kGemm || k == llm::OpKind::kBatchedGemm || k == llm::OpKind::kRouter;
-}
-}  // namespace
-
 void Core::Ready(uint32_t task) {
   const Task& t = st_->program.task(task);
   st_->times[task].start_ps = NowPs();
@@ -121,8 +117,7 @@ void Core::StartNext() {
   running_ = task;
   const Task& t = st_->program.task(task);
   st_->times[task].start_ps = NowPs();
-  Ps dur = IsGemm(t.op_kind) ? st_->chip.GemmTime(t.batch, t.m, t.n, t.k, t.bytes)
-                             : st_->chip.VectorTime(t.vector_ops, t.bytes);
+  const Ps dur = mapping::ComputeTime(st_->chip, t);
   if (NowPs() < 0 || dur >= std::numeric_limits<Ps>::max() - NowPs()) {
     st_->StopOnOverflow(task);
     return;

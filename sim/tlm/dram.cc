@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "mapping/cost.h"
+
 namespace tpsim::sim::tlm_model {
 
 Dram::Dram(sc_core::sc_module_name name, RunState* state)
@@ -17,7 +19,7 @@ Dram::Grant Dram::Reserve(uint32_t task, Ps now) {
   const mapping::Task& t = st_->program.task(task);
   const int ch = t.channel;
   const Ps total = st_->chip.DramTime(ch, t.bytes);
-  const Ps occupy = std::max<Ps>(0, total - (t.bytes == 0 ? 0 : st_->chip.channels()[ch].latency_ps));
+  const Ps occupy = mapping::ChannelBusyTime(st_->chip, ch, t.bytes);
   const Ps start = std::max(now, free_[ch]);
   free_[ch] = start + occupy;
   ChannelUsage& u = usage_[ch];

@@ -6,9 +6,9 @@
 // Model (all times integer picoseconds; SystemC time resolution 1 ps)
 // -----
 //   core      executes its tasks as their deps complete. Compute tasks take
-//             chip.GemmTime(batch, m, n, k, bytes) for GEMM kinds (kGemm,
-//             kBatchedGemm, kRouter) and chip.VectorTime(vector_ops, bytes)
-//             otherwise, one at a time, lowest task id first among the ready
+//             the cost model's mapping::ComputeTime (mapping/cost.h: GemmTime on
+//             the matrix unit, VectorTime on the vector unit), one at a time,
+//             lowest task id first among the ready
 //             ones (work-conserving). Transfer and memory tasks are issued as
 //             TLM-2.0 transactions the moment they are ready and overlap with
 //             compute and with each other.

@@ -12,6 +12,7 @@
 #include "mapping/mapping.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
+#include "sim/schedule.h"
 #include "sim/serving/requests.h"
 #include "sim/serving/scheduler.h"
 #include "sim/serving/serving.h"
@@ -45,36 +46,15 @@ struct Fused {
 };
 
 TEST(ServingSkeleton, ReplayIsTheAnalyticalSchedule) {
-  // By hand: t0 compute on core 0 (5 ps) at 0..5; t1 compute on core 0 (7 ps), no deps,
-  // waits for the core: 5..12; t2 transfer after t0 (3 ps): 5..8; t3 memory on core 0
-  // after t2 (4 ps): 8..12; t4 memory on core 0 (1 ps), no deps, waits for the DRAM
-  // queue: 12..13.
-  mapping::ProgramBuilder b(2, 1);
-  b.program().ops.resize(1);
-  auto task = [&](mapping::TaskKind kind, std::vector<uint32_t> deps) {
-    mapping::Task t;
-    t.kind = kind;
-    t.core = 0;
-    t.dst_core = 1;
-    t.channel = 0;
-    b.Add(t, deps);
-  };
-  task(mapping::TaskKind::kCompute, {});
-  task(mapping::TaskKind::kCompute, {});
-  task(mapping::TaskKind::kTransfer, {0});
-  task(mapping::TaskKind::kMemory, {2});
-  task(mapping::TaskKind::kMemory, {});
-  const mapping::Program p = b.Build();
-  EXPECT_EQ(ReplaySchedule(p, {5, 7, 3, 4, 1}), (std::vector<Ps>{5, 12, 8, 12, 13}));
-
-  // A lowered iteration: the engine's durations replay to the engine's ends.
+  // A lowered iteration: the engine's durations replay (sim/schedule.h, by hand in
+  // tests/sim/schedule_test.cc) to the engine's ends.
   Fused f;
   mapping::Program it =
       mapping::LowerIteration(f.chip, f.e.cfg.model(), f.m, {{64, 0}, {1, 500}, {1, 70}}, 16, "bf16");
   sim::EngineOutput o = sim::MakeEngine("analytical")->Run(it, f.chip);
   std::vector<Ps> dur, ends;
   for (const sim::TaskTime& t : o.tasks) dur.push_back(t.end_ps - t.start_ps), ends.push_back(t.end_ps);
-  EXPECT_EQ(ReplaySchedule(it, dur), ends);
+  EXPECT_EQ(sim::ScheduleEnds(it, dur), ends);
 }
 
 TEST(ServingSkeleton, MatchesTheProgramToThePicosecond) {

@@ -1,7 +1,7 @@
 // BuildSummary and BuildResult on engine outputs written by hand, where a core's
 // queue does not start in id order and an op's compute tasks are interleaved with
-// another op's: the cases in which result.cc falls back from its one-pass orders
-// (PrevOnCore, OpCompute) to sorting. Numbers worked out in the comments.
+// another op's: the cases in which the critical path (sim/schedule.cc PrevInQueue) and
+// result.cc (OpCompute) fall back from their one-pass orders to sorting. Numbers worked out in the comments.
 #include <gtest/gtest.h>
 
 #include "sim/result.h"
