@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "chip.pb.h"
 #include "mapping/memory_plan.h"
 
 namespace tpsim::mapping {
@@ -69,9 +70,15 @@ void AttentionEmitter::AttnTask(int r, int32_t cache, uint64_t seqs, uint64_t m,
   Task t;
   t.op_kind = llm::OpKind::kBatchedGemm;
   t.batch = nh * seqs, t.m = m, t.n = n, t.k = kk;
-  t.flops = 2.0 * t.batch * m * n * kk;
-  t.bytes = t.batch * (m * kk + n * kk + m * n) * cx_.d;
-  const uint64_t transient = t.batch * (m * kk + m * n) * cx_.d + (kv_dram ? kv_bytes : 0);
+  // A GPU's attention kernel (GQA) stacks the query heads that share a KV head into M, so K or
+  // V is read once per KV head, not once per query head: batch = KV heads, m = group x rows.
+  // Timing only: with functional data (tpsim-validate's launches) the shape stays per head.
+  const uint64_t group = cx_.model.num_attention_heads() / cx_.NumKvHeads();
+  if (cx_.chip.config().has_gpu() && !cx_.func && group > 1 && nh % group == 0)
+    t.batch = nh / group * seqs, t.m = m * group;
+  t.flops = 2.0 * t.batch * t.m * n * kk;
+  t.bytes = t.batch * (t.m * kk + n * kk + t.m * n) * cx_.d;
+  const uint64_t transient = t.batch * (t.m * kk + t.m * n) * cx_.d + (kv_dram ? kv_bytes : 0);
   cx_.ts[f.out.tensor].ready[r].push_back(cx_.Compute(r, t, f, std::move(deps), transient));
 }
 
