@@ -130,6 +130,9 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
       g.collective_launch_us() > 1e6) {
     sink.Add("gpu.collective_launch_us", NumText(g.collective_launch_us()), "must be at most 1000000 (1 s)");
   }
+  if (CheckNonNegative(sink, "gpu.kernel_launch_us", g.kernel_launch_us()) && g.kernel_launch_us() > 1e6) {
+    sink.Add("gpu.kernel_launch_us", NumText(g.kernel_launch_us()), "must be at most 1000000 (1 s)");
+  }
   fraction("ring_allreduce_efficiency", g.ring_allreduce_efficiency());
   fraction("ring_efficiency", g.ring_efficiency());
   if (g.nvls()) {

@@ -53,6 +53,8 @@ const char* ToString(OpKind k) {
       return "kv_write";
     case OpKind::kRouter:
       return "router";
+    case OpKind::kCollective:
+      return "collective";
   }
   return "?";
 }

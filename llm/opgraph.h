@@ -27,6 +27,9 @@ enum class OpKind {
   kElementwise,  // SiLU*mul, residual add
   kKvWrite,      // append new K,V to the KV cache
   kRouter,       // MoE gate GEMM + top-k
+  // A collective as one kernel per rank (NCCL on a GPU-node chip; mapping/cost.h): not an op
+  // of the layer graph, only a Program task's kind.
+  kCollective,
 };
 
 // Which partitioner choice governs an op (mapping.overrides[].op).

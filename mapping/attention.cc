@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "chip.pb.h"
 #include "mapping/memory_plan.h"
 
 namespace tpsim::mapping {
@@ -84,7 +85,7 @@ AttentionShapes AttentionSpanShapes(uint64_t batch, uint64_t s, uint64_t ctx, ui
           gemm(s, hd, ctx)};
 }
 
-void AttentionEmitter::AttnTask(int r, int32_t cache, const ComputeShape& shape, FuncOp f,
+void AttentionEmitter::AttnTask(int r, int32_t cache, const ComputeShape& shape, uint64_t seqs, FuncOp f,
                                 std::vector<uint32_t> deps, uint64_t kv_bytes) {
   const bool kv_dram = !cx_.mem->KvResident();
   if (kv_dram) deps.push_back(cx_.Memory(r, kv_bytes, false, cx_.Ready(cache, r)));
@@ -93,6 +94,15 @@ void AttentionEmitter::AttnTask(int r, int32_t cache, const ComputeShape& shape,
   t.batch = shape.batch, t.m = shape.m, t.n = shape.n, t.k = shape.k;
   t.flops = shape.flops;
   t.bytes = shape.bytes;
+  // A GPU's attention kernel (GQA) stacks the query heads that share a KV head into M, so K or
+  // V is read once per KV head, not once per query head: batch = KV heads, m = group x rows.
+  // Timing only: with functional data (tpsim-validate's launches) the shape stays per head.
+  const uint64_t group = cx_.model.num_attention_heads() / cx_.NumKvHeads(), nh = shape.batch / seqs;
+  if (cx_.chip.config().has_gpu() && !cx_.func && group > 1 && nh % group == 0) {
+    t.batch = nh / group * seqs, t.m = shape.m * group;
+    t.flops = 2.0 * t.batch * t.m * t.n * t.k;
+    t.bytes = t.batch * (t.m * t.k + t.n * t.k + t.m * t.n) * cx_.d;
+  }
   const uint64_t transient = t.batch * (t.m * t.k + t.m * t.n) * cx_.d + (kv_dram ? kv_bytes : 0);
   cx_.ts[f.out.tensor].ready[r].push_back(cx_.Compute(r, t, f, std::move(deps), transient));
 }
@@ -131,7 +141,7 @@ void AttentionEmitter::Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc,
     heads_op(&f, h0, h1);
     std::vector<uint32_t> deps = cx_.Ready(q, r);
     Append(&deps, cx_.Ready(kc, r));
-    AttnTask(r, kc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).scores, f, deps,
+    AttnTask(r, kc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).scores, sp.seqs, f, deps,
              kv_bytes(r));
   }
   cx_.NewOp(cx_.names[OpRole::kSoftmax], "heads");
@@ -155,7 +165,8 @@ void AttentionEmitter::Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc,
     heads_op(&f, h0, h1);
     std::vector<uint32_t> deps = cx_.Ready(probs, r);
     Append(&deps, cx_.Ready(vc, r));
-    AttnTask(r, vc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).pv, f, deps, kv_bytes(r));
+    AttnTask(r, vc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).pv, sp.seqs, f, deps,
+             kv_bytes(r));
   }
 }
 

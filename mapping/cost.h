@@ -18,6 +18,17 @@
 //             bandwidth, plus the network path to a channel not stacked under the core
 //             (cut-through behind the channel).
 //
+// On a GPU-node chip (chip.gpu present) a compute task is one kernel, timed by the GPU models:
+//   GEMM-like  arch::CoreGemm({m, n, k, batch, bf16}): the GPU GEMM model (arch/gpu/gemm.h),
+//              which streams the operands (weights, and for attention the KV cache) from HBM
+//              under the math and adds the kernel's fixed cost gpu.kernel_overhead_us
+//   the rest   memory-bound: gpu.kernel_overhead_us + bytes / (gpu.hbm_bandwidth_gbps x
+//              gpu.hbm_efficiency), bytes the task's inputs and output (GpuVectorKernelTime)
+//   collective arch::gpu::EstimateCollective(gpu, cores, {kind, ranks, bytes}) with NCCL's
+//              algorithm and protocol choice: gpu_us (the device time, as inside a CUDA graph);
+//              in eager mode time_us (nccl-tests' time per call, the host's issue included)
+// and a Program in eager mode adds Program::kernel_launch_ps to each other kernel (KernelTime).
+//
 // The formulas of the chip's functions (cycles, tiles, rounding, saturation) are in
 // arch/chip.h. What an engine adds when tasks overlap (links and channels shared,
 // sim/analytical/links.h; packets and queues, sim/tlm) is not here.
@@ -40,6 +51,20 @@ constexpr bool OnMatrixUnit(llm::OpKind k) {
 // A compute task of shape `s` on one core of `chip`.
 Ps ComputeTime(const arch::Chip& chip, const ComputeShape& s);
 Ps ComputeTime(const arch::Chip& chip, const Task& t);
+
+// A non-GEMM kernel moving `bytes` (read and written) on a GPU-node chip: memory-bound at the
+// HBM's achievable rate plus the kernel's fixed cost (see above). Requires chip.gpu.
+Ps GpuVectorKernelTime(const arch::Chip& chip, uint64_t bytes);
+
+// A compute task of shape `s` in Program `p`: ComputeTime plus p.kernel_launch_ps (the host's
+// launch of the kernel in eager mode on a GPU-node chip; 0 otherwise); a collective kernel
+// takes GpuCollectiveTime, eager when p.kernel_launch_ps > 0. What the engines charge.
+Ps KernelTime(const arch::Chip& chip, const Program& p, const ComputeShape& s);
+
+// The collective kernel of shape `s` (op_kind kCollective) on a GPU-node chip: NCCL's choice
+// as arch::gpu::EstimateCollective predicts it; gpu_us, or time_us when `eager`. Throws
+// std::invalid_argument on a chip without a gpu block or for a kind NCCL does not run.
+Ps GpuCollectiveTime(const arch::Chip& chip, const ComputeShape& s, bool eager);
 
 // A transfer of `bytes` from core `src` to core `dst` over the network links, alone.
 inline Ps TransferTime(const arch::Chip& chip, int src, int dst, uint64_t bytes) {

@@ -1,6 +1,9 @@
 #include "mapping/gemm_emitter.h"
 
 #include <stdexcept>
+#include <string_view>
+
+#include "chip.pb.h"
 
 #include "mapping/layout_convert.h"
 #include "mapping/memory_plan.h"
@@ -56,11 +59,25 @@ uint64_t GemmEmitter::ShardElems(const LayerGemm& lg) const {
   return Choose(g, &label)->ShardElems(g, cx_.p, cx_.grid);
 }
 
-int32_t GemmEmitter::Gemm(const LayerGemm& lg, int32_t x, int32_t w) {
+std::optional<LayerGemm> GemmEmitter::Fused(std::initializer_list<const LayerGemm*> parts) const {
+  if (!cx_.chip.config().has_gpu() || cx_.func || parts.size() < 2) return std::nullopt;
+  LayerGemm whole = **parts.begin();
+  whole.n = 0;
+  std::string label;
+  for (const LayerGemm* lg : parts) {
+    if (lg->k != whole.k || lg->cls != whole.cls) return std::nullopt;
+    if (std::string_view(Choose(Spec(*lg), &label)->name()) != "n_split") return std::nullopt;
+    whole.n += lg->n;
+  }
+  if (std::string_view(Choose(Spec(whole), &label)->name()) != "n_split") return std::nullopt;
+  return whole;
+}
+
+int32_t GemmEmitter::Gemm(const LayerGemm& lg, int32_t x, int32_t w, const std::string* name_given) {
   GemmSpec g = Spec(lg);
   std::string label;
   const Partitioner* p = Choose(g, &label);
-  const std::string& name = cx_.names[lg.role];
+  const std::string& name = name_given ? *name_given : cx_.names[lg.role];
   conv_.Convert(x, p->Input(g, *this), name);
   g.op = cx_.NewOp(name, label);
   g.x = x, g.w = w;

@@ -5,6 +5,9 @@
 // through: shard computes with their weight traffic, and the collectives of rotations.
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "mapping/lower_context.h"
@@ -31,8 +34,13 @@ class GemmEmitter : public GemmContext {
 
   // The layout the GEMM's partitioner wants its input in.
   Layout WantedInput(const LayerGemm& lg) const;
-  // Emits Y = X . W for the current rows (cx.t); returns Y (its layout set).
-  int32_t Gemm(const LayerGemm& lg, int32_t x, int32_t w);
+  // Emits Y = X . W for the current rows (cx.t); returns Y (its layout set). The op is named
+  // after lg.role unless `name` is given.
+  int32_t Gemm(const LayerGemm& lg, int32_t x, int32_t w, const std::string* name = nullptr);
+  // The GEMMs `parts` (same input, same k) concatenated along n, when they run as one GEMM: on
+  // a GPU-node chip without functional data, when each part and the whole run n_split (fused
+  // QKV and gate+up, as inference engines run them); nullopt otherwise.
+  std::optional<LayerGemm> Fused(std::initializer_list<const LayerGemm*> parts) const;
   // Most weight elements one rank holds at rest (the partitioner that would run).
   uint64_t ShardElems(const LayerGemm& lg) const;
 

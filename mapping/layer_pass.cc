@@ -1,6 +1,8 @@
 #include "mapping/layer_pass.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "mapping/attention.h"
 #include "mapping/functional.h"
@@ -15,6 +17,8 @@ using llm::OpRole;
 namespace {
 // Weight roles, for FuncTensor seeds (shared with the functional reference).
 enum WeightRole : int { kWq, kWk, kWv, kWo, kWgate, kWup, kWdown };
+// The fused GEMMs' op names (GemmEmitter::Fused).
+const std::string kQkvName = "qkv_proj", kGateUpName = "gate_up_proj";
 }  // namespace
 
 void LayerPass::Convert(int32_t t, const Layout& want, OpRole role) {
@@ -126,6 +130,13 @@ int32_t LayerPass::Elementwise2(llm::OpRole role, const Layout& l, int32_t a, in
   return y;
 }
 
+int32_t LayerPass::Part(int32_t fused, const LayerGemm& lg) {
+  const int32_t y = cx_.NewTensor(FuncTensorKind::kActivation, cx_.t, lg.n);
+  cx_.ts[y].layout = cx_.p == 1 ? Layout::Replicated() : Layout::Cols(lg.n_unit);
+  cx_.ts[y].ready = cx_.ts[fused].ready;
+  return y;
+}
+
 int32_t LayerPass::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
   cx_.layer = layer;
   const uint64_t hd = cx_.model.head_dim(), nq = cx_.model.num_attention_heads();
@@ -141,9 +152,17 @@ int32_t LayerPass::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
   // Attention block.
   const Layout want_qkv = gemm_.WantedInput(gq);
   const int32_t xn = RowNorm(OpRole::kAttnNorm, x, want_qkv);
-  int32_t q = gemm_.Gemm(gq, xn, weight(kWq, gq));
-  int32_t k = gemm_.Gemm(gk, xn, weight(kWk, gk));
-  const int32_t v = gemm_.Gemm(gv, xn, weight(kWv, gv));
+  int32_t q, k, v;
+  if (const std::optional<LayerGemm> qkv = gemm_.Fused({&gq, &gk, &gv})) {
+    // One GEMM (GPU-node chips): q, k and v are its column blocks, each rank's in its heads.
+    const int32_t y = gemm_.Gemm(*qkv, xn, weight(kWq, *qkv), &kQkvName);
+    q = Part(y, gq), k = Part(y, gk), v = Part(y, gv);
+    cx_.mem->Dead(y);
+  } else {
+    q = gemm_.Gemm(gq, xn, weight(kWq, gq));
+    k = gemm_.Gemm(gk, xn, weight(kWk, gk));
+    v = gemm_.Gemm(gv, xn, weight(kWv, gv));
+  }
   cx_.mem->Dead(xn);
   const Layout heads = Layout::Cols(hdu);
   for (int32_t* tp : {&q, &k})
@@ -167,8 +186,15 @@ int32_t LayerPass::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
 
   // MLP block.
   const int32_t hn = RowNorm(OpRole::kMlpNorm, h1, want_mlp);
-  const int32_t gate = gemm_.Gemm(gg, hn, weight(kWgate, gg));
-  const int32_t up = gemm_.Gemm(gu, hn, weight(kWup, gu));
+  int32_t gate, up;
+  if (const std::optional<LayerGemm> gate_up = gemm_.Fused({&gg, &gu})) {
+    const int32_t y = gemm_.Gemm(*gate_up, hn, weight(kWgate, *gate_up), &kGateUpName);
+    gate = Part(y, gg), up = Part(y, gu);
+    cx_.mem->Dead(y);
+  } else {
+    gate = gemm_.Gemm(gg, hn, weight(kWgate, gg));
+    up = gemm_.Gemm(gu, hn, weight(kWup, gu));
+  }
   cx_.mem->Dead(hn);
   const Layout want_down = gemm_.WantedInput(gd);
   for (int32_t t : {gate, up})

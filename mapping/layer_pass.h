@@ -37,6 +37,9 @@ class LayerPass {
   int32_t Elementwise2(llm::OpRole role, const Layout& l, int32_t a, int32_t b, uint64_t cols, FuncKind fk,
                        double ops_per_elem);
   void Convert(int32_t t, const Layout& want, llm::OpRole role);
+  // The column block of a fused GEMM's output `fused` that GEMM lg alone would have made: a
+  // new tensor in lg's n_split layout, ready when the fused GEMM is.
+  int32_t Part(int32_t fused, const LayerGemm& lg);
 
   LowerContext& cx_;
   LayoutConverter& conv_;

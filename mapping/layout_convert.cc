@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "arch/gpu/collective.h"
+#include "chip.pb.h"
 #include "mapping/memory_plan.h"
 #include "mapping/partition/blocks.h"
 
@@ -65,6 +67,11 @@ void LayoutConverter::GroupCollective(CollectiveKind kind, int32_t t,
                                       uint64_t align_elems, const std::string& base, const Layout& result) {
   std::string kname = ToString(kind);
   const int n = static_cast<int>(groups[0].size());
+  if (cx_.chip.config().has_gpu() && !cx_.func && n > 1 && kind != CollectiveKind::kRotate &&
+      kind != CollectiveKind::kP2p) {
+    NcclCollective(kind, t, groups, elems * cx_.d, base, result);
+    return;
+  }
   const bool sub = groups.size() > 1 || n != cx_.p;
   const std::string algo = ChooseCollective(cx_.algo, kind, n, elems * cx_.d, cx_.sw);
   cx_.NewOp(base + "." + kname, algo);
@@ -110,6 +117,62 @@ void LayoutConverter::GroupCollective(CollectiveKind kind, int32_t t,
   }
   if (cx_.func) cx_.prog.func.collectives.push_back(std::move(fc));
   for (int r = 0; r < cx_.p; ++r) Append(&cx_.ts[t].ready[r], all_in[r]);
+  cx_.ts[t].layout = result;
+}
+
+void LayoutConverter::NcclCollective(CollectiveKind kind, int32_t t,
+                                     const std::vector<std::vector<int>>& groups, uint64_t bytes,
+                                     const std::string& base, const Layout& result) {
+  namespace gpu = arch::gpu;
+  const int n = static_cast<int>(groups[0].size());
+  // mapping.collective "ring" / "nvls" force NCCL's algorithm (nvls: all_reduce only, as
+  // NCCL_ALGO=NVLS); anything else lets NCCL's tuner choose.
+  gpu::Algo algo = gpu::Algo::kAuto;
+  if (cx_.algo == "ring") algo = gpu::Algo::kRing;
+  if (cx_.algo == "nvls" && kind == CollectiveKind::kAllReduce) algo = gpu::Algo::kNvls;
+  Task tk;
+  tk.op_kind = llm::OpKind::kCollective;
+  tk.m = static_cast<uint64_t>(kind), tk.n = static_cast<uint64_t>(n), tk.k = static_cast<uint64_t>(algo);
+  tk.bytes = bytes;
+  // The op's label: what NCCL would run (its tuner's choice of algorithm and protocol).
+  std::string note;
+  try {
+    const gpu::CollEstimate e =
+        gpu::EstimateCollective(cx_.chip.config().gpu(), cx_.chip.num_cores(),
+                                {.op = kind == CollectiveKind::kAllReduce       ? gpu::CollOp::kAllReduce
+                                       : kind == CollectiveKind::kAllGather     ? gpu::CollOp::kAllGather
+                                       : kind == CollectiveKind::kReduceScatter ? gpu::CollOp::kReduceScatter
+                                                                                : gpu::CollOp::kAllToAll,
+                                 .ranks = n,
+                                 .bytes = bytes,
+                                 .algo = algo});
+    note = std::string(gpu::ToString(e.algo)) + "/" + gpu::ToString(e.proto);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("mapping: ") + ToString(kind) + " over " + std::to_string(n) +
+                                " GPUs of " + cx_.chip.config().name() + ": " + e.what());
+  }
+  cx_.NewOp(base + "." + ToString(kind), "nccl");
+  cx_.prog.ops[cx_.cur_op].ref.note = note;
+  CollectiveInfo ci;
+  ci.kind = kind;
+  ci.algorithm = "nccl";
+  ci.bytes = bytes;
+  ci.ranks = n;
+  ci.groups = static_cast<int>(groups.size());
+  ci.op = cx_.cur_op;
+  for (const std::vector<int>& g : groups)
+    for (int r : g) ci.members.push_back(cx_.cores[r]);
+  cx_.prog.collectives.push_back(std::move(ci));
+  // One kernel per rank; every rank's kernel starts once all ranks of its group are ready
+  // (NCCL's kernels wait for each other), so a group's kernels run together.
+  std::vector<uint32_t> out(cx_.p, UINT32_MAX);
+  for (const std::vector<int>& g : groups) {
+    std::vector<uint32_t> deps;
+    for (int r : g) Append(&deps, cx_.Ready(t, r));
+    for (int r : g) out[r] = cx_.Compute(r, tk, FuncOp{}, deps, 0);
+  }
+  for (int r = 0; r < cx_.p; ++r)
+    if (out[r] != UINT32_MAX) cx_.ts[t].ready[r].push_back(out[r]);
   cx_.ts[t].layout = result;
 }
 

@@ -10,7 +10,8 @@
 //   anything  -> replicated               all_gather
 //
 // Each collective is one op named "<producer>.<kind>" and one Program collective whose
-// lowered steps become transfer tasks between the stage's cores.
+// lowered steps become transfer tasks between the stage's cores. On a GPU-node chip (without
+// functional data) it is one NCCL kernel per rank instead (NcclCollective).
 
 #include <cstdint>
 #include <string>
@@ -56,6 +57,11 @@ class LayoutConverter {
                        uint64_t align_elems, const std::string& base, const Layout& result);
   // mn_2d sub-group gathers: grid -> grid_rows within each grid row, grid_rows ->
   // replicated within each grid column. False (nothing emitted) when the blocks are unequal.
+  // On a GPU-node chip (without functional data): the collective as one NCCL kernel per rank
+  // (a compute task of kind kCollective that the cost model times with
+  // arch::gpu::EstimateCollective) instead of its lowered transfers.
+  void NcclCollective(CollectiveKind kind, int32_t t, const std::vector<std::vector<int>>& groups,
+                      uint64_t bytes, const std::string& base, const Layout& result);
   bool GatherGridRow(int32_t t, const std::string& base);
   void GatherGridColumn(int32_t t, const std::string& base);
   std::vector<Piece> Blocks(int32_t t, const Layout& l, int r) const;  // rank r's block and its offset

@@ -2,6 +2,7 @@
 // step) it walks the simulated layers through the passes (lower_context.h lists them),
 // stage by stage, and sends the activation between stages.
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "mapping/attention.h"
@@ -22,12 +23,13 @@ class Lowering {
   Lowering(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
            const config::Mapping& m, const LowerOptions& opts)
       : cx_(chip, model, wl, m, opts),
-        mem_(cx_),
+        sram_(cx_),
+        gpu_(cx_),
         conv_(cx_),
         gemm_(cx_, conv_),
         attn_(cx_),
         layer_(cx_, conv_, gemm_, attn_) {
-    cx_.mem = &mem_;
+    cx_.mem = chip.config().has_gpu() ? static_cast<MemoryPlanner*>(&gpu_) : &sram_;
   }
   // Mixed-iteration mode (LowerIteration): attention per chunk.
   void SetChunks(std::vector<llm::SeqChunk> chunks) { cx_.chunks = std::move(chunks); }
@@ -36,7 +38,8 @@ class Lowering {
 
  private:
   LowerContext cx_;
-  SramTimeline mem_;
+  SramTimeline sram_;  // systolic cores
+  GpuHbmPlan gpu_;     // GPU-node chips (chip.gpu)
   LayoutConverter conv_;
   GemmEmitter gemm_;
   AttentionEmitter attn_;
@@ -71,7 +74,10 @@ Program Lowering::Run(const PlacementFile& file) {
   std::vector<int> stage_of(layers);
   for (uint32_t l = 0; l < layers; ++l) stage_of[l] = LayerStage(l, stages, layers);
 
-  mem_.Place(plan);  // weights and KV resident in SRAM when they fit
+  cx_.mem->Place(plan);  // SRAM: weights and KV resident when they fit; GPU: both in HBM
+  if (cx_.chip.config().has_gpu() && cx_.m.enforce_eager())
+    prog.kernel_launch_ps =
+        static_cast<int64_t>(std::llround(cx_.chip.config().gpu().kernel_launch_us() * 1e6));
 
   const uint64_t kv_cols = cx_.NumKvHeads() * model.head_dim();
   for (uint32_t l = 0; l < layers; ++l) {
@@ -121,7 +127,7 @@ Program Lowering::Run(const PlacementFile& file) {
       Append(&prev_out, cx_.ts[x].ready[r]);
     }
     if (cx_.func) prog.func.outputs.push_back(std::move(out));
-    mem_.EndPhase();
+    cx_.mem->EndPhase();
   }
   if (cx_.func) prog.func.tensors = std::move(cx_.tensors);
   return cx_.builder.Build();

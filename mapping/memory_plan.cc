@@ -26,8 +26,9 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
   WeightPlan plan;
   plan.weight_bytes_per_core = elems * most_layers * cx.d;
   plan.weights_in_sram =
-      cx.m.weights() == "sram" ||
-      (cx.m.weights() != "dram" && plan.weight_bytes_per_core <= cx.chip.config().core().sram_bytes());
+      !cx.chip.config().has_gpu() &&
+      (cx.m.weights() == "sram" ||
+       (cx.m.weights() != "dram" && plan.weight_bytes_per_core <= cx.chip.config().core().sram_bytes()));
   plan.layers_per_core = static_cast<uint32_t>(most_layers);
   plan.kv_heads_per_core =
       static_cast<uint32_t>(nkv >= static_cast<uint64_t>(cx.p) ? (nkv + cx.p - 1) / cx.p : 1);
@@ -45,6 +46,11 @@ void SramTimeline::Place(const WeightPlan& plan) {
   resident_ = (weights_sram_ ? wbytes : 0) + (kv_sram_ ? kvbytes : 0);
   cx_.prog.weights_location = weights_sram_ ? WeightsLocation::kSram : WeightsLocation::kDramStreamed;
   cx_.prog.kv_location = kv_sram_ ? KvLocation::kSram : KvLocation::kDram;
+}
+
+void GpuHbmPlan::Place(const WeightPlan&) {
+  cx_.prog.weights_location = WeightsLocation::kHbm;
+  cx_.prog.kv_location = KvLocation::kHbm;
 }
 
 void SramTimeline::Created(int32_t t, FuncTensorKind kind) {

@@ -69,9 +69,32 @@ class SramTimeline : public MemoryPlanner {
   std::vector<int64_t> last_compute_, prefetch_mark_;  // per core
 };
 
+// The plan of a GPU-node chip (chip.gpu present): weights and the KV cache live in HBM and are
+// read by the kernels that use them, which the cost model times with that traffic included
+// (mapping/cost.h: a GEMM's weights, attention's KV through the GPU GEMM model), so the plan
+// emits no memory task: no weight reads, no KV writes or reads, no eviction, no spill. The
+// GPU's L2 is a cache inside those kernel times, not a scratchpad this plan fills.
+class GpuHbmPlan : public MemoryPlanner {
+ public:
+  explicit GpuHbmPlan(LowerContext& cx) : cx_(cx) {}
+  void Place(const WeightPlan& plan) override;
+  bool WeightsResident() const override { return true; }  // no weight-read tasks: the GEMM streams them
+  bool KvResident() const override { return true; }       // no KV memory tasks: attention reads it
+  void Created(int32_t, FuncTensorKind) override {}
+  void Dead(int32_t) override {}
+  void EndPhase() override {}
+  void BeforeCompute(int, llm::OpKind, const int32_t (&)[3], uint64_t, std::vector<uint32_t>*) override {}
+  void AfterCompute(int, uint32_t) override {}
+  void Reload(int32_t, int, std::vector<uint32_t>*) override {}
+  std::vector<uint32_t> WeightReadDeps(int) override { return {}; }
+
+ private:
+  LowerContext& cx_;
+};
+
 class GemmEmitter;
 // Weights per core of the most loaded stage and whether they stay in SRAM (sets cx.p,
-// cx.d and cx.grid from the mapping first).
+// cx.d and cx.grid from the mapping first). On a GPU-node chip they never do (HBM).
 WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm);
 
 }  // namespace tpsim::mapping

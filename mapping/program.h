@@ -53,7 +53,9 @@ struct Task {
   int dst_core = -1;   // transfers
   int channel = -1;    // memory tasks: DRAM channel index (arch::Chip::channels())
   bool write = false;  // memory tasks: write (spill) vs read
-  // compute: GEMM shape (op_kind GEMM-like) or vector work
+  // compute: GEMM shape (op_kind GEMM-like) or vector work; op_kind kCollective (a GPU-node
+  // chip's collective, one kernel per rank): m = its CollectiveKind, n = its ranks, bytes =
+  // its buffer (CollectiveInfo::bytes, nccl-tests' size)
   llm::OpKind op_kind = llm::OpKind::kGemm;
   uint64_t batch = 1, m = 0, n = 0, k = 0;
   double flops = 0;
@@ -126,8 +128,8 @@ struct CollectiveInfo {
   // bidirectional_ring, mesh_2d, halving_doubling, direct, nvls, ... A name, not an enum,
   // so that adding an algorithm stays one new file; nothing branches on it.
   std::string algorithm;
-  uint64_t bytes = 0;     // per-rank payload (the full buffer each rank of a group holds)
-  int ranks = 0;          // ranks per group
+  uint64_t bytes = 0;  // per-rank payload (the full buffer each rank of a group holds)
+  int ranks = 0;       // ranks per group
   uint32_t op = 0;
   int groups = 1;  // concurrent groups (> 1: a sub-group collective; see above)
   // The cores of the ranks, group-major: group g's rank r runs on members[g * ranks + r].
@@ -156,6 +158,10 @@ class Program {
   WeightsLocation weights_location = WeightsLocation::kNone;
   KvLocation kv_location = KvLocation::kNone;
   uint64_t spilled_bytes = 0;
+  // GPU-node chips in eager mode (mapping.enforce_eager): the host's launch cost of one
+  // kernel (chip.gpu.kernel_launch_us), which every compute task adds to its duration
+  // (mapping/cost.h, KernelTime). 0 elsewhere and under CUDA graphs.
+  int64_t kernel_launch_ps = 0;
   FuncData func;  // data semantics for the functional executors (mapping/func_data.h)
 
   size_t num_tasks() const { return records_.size(); }

@@ -24,12 +24,14 @@ const char* ToString(CollectiveKind k);  // "all_reduce", ..., "rotate", "p2p"
 std::optional<CollectiveKind> ParseCollectiveKind(std::string_view s);
 
 // The memory plan. kNone: no plan was made (hand-built Programs); it prints as "".
-enum class WeightsLocation : uint8_t { kNone, kSram, kDramStreamed };
-const char* ToString(WeightsLocation w);  // "", "sram", "dram (streamed each use)"
+// kHbm: a GPU's weights in HBM, streamed by each GEMM kernel (no memory tasks).
+enum class WeightsLocation : uint8_t { kNone, kSram, kDramStreamed, kHbm };
+const char* ToString(WeightsLocation w);  // "", "sram", "dram (streamed each use)", "hbm (read by each GEMM)"
 std::optional<WeightsLocation> ParseWeightsLocation(std::string_view s);
 
-enum class KvLocation : uint8_t { kNone, kSram, kDram };
-const char* ToString(KvLocation k);  // "", "sram", "dram"
+// kHbm: a GPU's KV cache in HBM, read by the attention kernels (no memory tasks).
+enum class KvLocation : uint8_t { kNone, kSram, kDram, kHbm };
+const char* ToString(KvLocation k);  // "", "sram", "dram", "hbm (read by attention)"
 std::optional<KvLocation> ParseKvLocation(std::string_view s);
 
 }  // namespace tpsim::mapping

@@ -258,11 +258,14 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   // ---- Per op.
   const size_t num_ops = program.ops.size();
   std::vector<Span> op_comm(num_ops), op_mem(num_ops);
+  std::vector<bool> coll_kernels(num_ops, false);  // ops run as a GPU's collective kernels
   std::vector<std::vector<std::pair<Ps, Ps>>> core_intervals(std::max(num_cores, 0));
   for (size_t i = 0; i < n; ++i) {
     const auto& t = tasks[i];
     const TaskTime& time = out.tasks[i];
-    if (t.kind == TaskKind::kTransfer) op_comm[t.op].Add(time.start_ps, time.end_ps);
+    const bool coll = t.kind == TaskKind::kCompute && program.shape(i).op_kind == llm::OpKind::kCollective;
+    if (t.kind == TaskKind::kTransfer || coll) op_comm[t.op].Add(time.start_ps, time.end_ps);
+    if (coll) coll_kernels[t.op] = true;
     if (t.kind == TaskKind::kMemory) op_mem[t.op].Add(time.start_ps, time.end_ps);
     if (t.core >= 0 && t.core < num_cores) core_intervals[t.core].emplace_back(time.start_ps, time.end_ps);
   }
@@ -274,7 +277,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     op->set_layer(info.ref.layer);
     op->set_op(info.ref.op);
     op->set_partition(info.ref.Label());
-    op->set_compute_ps(op_compute[o]);
+    op->set_compute_ps(coll_kernels[o] ? 0 : op_compute[o]);  // a collective kernel is communication
     op->set_communication_ps(op_comm[o].length());
     op->set_memory_ps(op_mem[o].length());
     op->set_total_ps(op_all[o].length());

@@ -138,7 +138,11 @@ CriticalPathSplit CriticalPath(const mapping::Program& g, std::span<const TaskTi
     // start) are never counted twice and the shares add up to at most the makespan.
     Ps from = times[cur].start_ps;
     if (best >= 0) from = std::max(from, times[best].end_ps);
-    by_kind[static_cast<int>(g.kind(cur))] += std::max<Ps>(0, times[cur].end_ps - from);
+    // A GPU's collective kernel (op_kind kCollective) is communication, though it runs on its core.
+    int kind = static_cast<int>(g.kind(cur));
+    if (g.kind(cur) == mapping::TaskKind::kCompute && g.shape(cur).op_kind == llm::OpKind::kCollective)
+      kind = static_cast<int>(mapping::TaskKind::kTransfer);
+    by_kind[kind] += std::max<Ps>(0, times[cur].end_ps - from);
     if (best < 0) break;
     cur = static_cast<size_t>(best);
   }

@@ -96,7 +96,8 @@ std::vector<Ps> ScheduleEnds(const mapping::Program& p, std::span<const Ps> dura
 // latest-ending (lowest id on ties) of its deps and of the task before it in its queue
 // (same queue and core, by start time then id, as the engine ran it). Each task on the path
 // adds to its kind the part of its span after its enabler ended, so the three sum to at
-// most the makespan, and to the makespan for a ListSchedule. `times` has one per task.
+// most the makespan, and to the makespan for a ListSchedule. `times` has one per task. A
+// GPU's collective kernel (a compute task of op_kind kCollective) counts as communication.
 struct CriticalPathSplit {
   Ps compute_ps = 0, communication_ps = 0, memory_ps = 0;
 };

@@ -80,6 +80,8 @@ Launch ComputeLaunch(const mapping::Program& p, const mapping::Task& t) {
     case OpKind::kKvWrite:
       vector(LaunchKind::kCopy);
       break;
+    case OpKind::kCollective:  // only in Programs lowered without functional data (never here)
+      break;
   }
   return l;
 }

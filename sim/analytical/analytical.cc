@@ -247,7 +247,7 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
   {
     std::vector<Ps> shape_time(plan.shapes.size());
     for (size_t s = 0; s < plan.shapes.size(); ++s) {
-      shape_time[s] = mapping::ComputeTime(chip, program.shape(plan.shapes[s]));
+      shape_time[s] = mapping::KernelTime(chip, program, program.shape(plan.shapes[s]));
     }
     for (size_t i = 0; i < n; ++i) {
       if (program.kind(i) == TaskKind::kCompute) duration[i] = shape_time[plan.shape_of[i]];

@@ -115,9 +115,8 @@ void Core::StartNext() {
   uint32_t task = ready_.top();
   ready_.pop();
   running_ = task;
-  const Task& t = st_->program.task(task);
   st_->times[task].start_ps = NowPs();
-  const Ps dur = mapping::ComputeTime(st_->chip, t);
+  const Ps dur = mapping::KernelTime(st_->chip, st_->program, st_->program.shape(task));
   if (NowPs() < 0 || dur >= std::numeric_limits<Ps>::max() - NowPs()) {
     st_->StopOnOverflow(task);
     return;

@@ -14,6 +14,7 @@
 
 #include "configs/load.h"
 #include "mapping/collective/collective.h"
+#include "mapping/cost.h"
 #include "mapping/mapping.h"
 #include "mapping/placement/placement.h"
 #include "sim/analytical/analytical.h"
@@ -481,6 +482,34 @@ TEST(TlmEngine, AgreesWithAnalyticalOnNvlsAllReduce) {
               0.02 * static_cast<double>(ana.makespan_ps));
   // The links carry nothing: the switch engine moved the data.
   for (const LinkUsage& u : tlm.links) EXPECT_EQ(u.bytes, 0u);
+}
+
+TEST(TlmEngine, GpuLayerIsASumOfKernelsOnBothEngines) {
+  // A 2-layer decode-and-prefill of the small model on h100-sxm-8. At TP 1 every kernel runs
+  // in series on one GPU (no collective, no memory task), so the makespan is the sum of the
+  // kernels' durations, and eager mode adds exactly one launch (6.7 us) per kernel. At TP 2
+  // (NCCL kernels, all ranks of a group starting together) both engines agree exactly.
+  const arch::Chip chip = arch::testing::LoadChip("h100-sxm-8");
+  const config::Model model = mapping::testing::SmallModel();
+  const config::Workload wl = mapping::testing::Work(16, 1, 2);
+  config::Mapping graphs = mapping::testing::Map(1, "megatron"), eager = graphs;
+  eager.set_enforce_eager(true);
+  const mapping::Program g = mapping::Lower(chip, model, wl, graphs);
+  const mapping::Program e = mapping::Lower(chip, model, wl, eager);
+  Ps sum = 0;
+  int64_t kernels = 0;
+  for (size_t i = 0; i < g.num_tasks(); ++i) {
+    ASSERT_EQ(g.kind(i), TaskKind::kCompute);
+    sum += mapping::TaskTime(chip, g, i);
+    ++kernels;
+  }
+  for (const mapping::Program* p : {&g, &e}) {
+    const Ps want = sum + (p == &e ? kernels * 6'700'000 : 0);
+    EXPECT_EQ(MakeAnalyticalEngine()->Run(*p, chip).makespan_ps, want);
+    EXPECT_EQ(MakeTlmEngine()->Run(*p, chip).makespan_ps, want);
+  }
+  const mapping::Program tp2 = mapping::Lower(chip, model, wl, mapping::testing::Map(2, "megatron"));
+  EXPECT_EQ(MakeTlmEngine()->Run(tp2, chip).makespan_ps, MakeAnalyticalEngine()->Run(tp2, chip).makespan_ps);
 }
 
 // One 16 MiB all-reduce over 16 ranks placed on the 2 x 8 band of rows 0-1 of
