@@ -277,8 +277,8 @@ class Describer {
         break;
     }
     switch (p_.task(s.task).kind) {
-      case TaskKind::kCompute:
-        return "compute";
+      case TaskKind::kCompute:  // a GPU node's NCCL kernel is a compute task of op kind kCollective
+        return p_.shape(s.task).op_kind == llm::OpKind::kCollective ? "collective" : "compute";
       case TaskKind::kTransfer:
         return "send";
       case TaskKind::kMemory:

@@ -339,6 +339,22 @@ TEST(Trace, EveryTaskOnceWithTrackTimeAndDuration) {
   std::filesystem::remove(path);
 }
 
+// A GPU node's collective runs as a kernel (a compute task of op kind kCollective,
+// mapping/layout_convert.h): its slice is in category "collective", not "compute".
+TEST(Trace, CollectiveKernelsHaveTheirOwnCategory) {
+  Fixture f = MakeFixture();
+  f.prog.tasks[1].op_kind = llm::OpKind::kCollective;
+  const std::string path = TmpPath("coll.pftrace");
+  WriteTrace(path, f.prog, f.chip, f.out, kConfig);
+  std::map<uint64_t, std::string> category;
+  for (const DSlice& s : Decode(ReadFile(path)).slices)
+    if (s.args.count("task") && s.category != "wait" && s.category != "recv")
+      category[s.args.at("task").uint_value()] = s.category;
+  EXPECT_EQ(category.at(0), "compute");
+  EXPECT_EQ(category.at(1), "collective");
+  EXPECT_EQ(category.at(2), "send");
+}
+
 TEST(Trace, FlowsFromEachSendToItsReceive) {
   Fixture f = MakeFixture();
   const std::string path = TmpPath("b.pftrace");
