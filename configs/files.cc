@@ -257,7 +257,7 @@ void CheckOutputNotInput(const std::string& flag, const std::string& out,
       same = out_abs == fs::weakly_canonical(fs::absolute(in, ec), ec);
     }
     if (same) {
-      throw ConfigError(Diag{Location{"<command line>", 1, 1}, flag, Clip(out),
+      throw ConfigError(Diag{kCommandLine, flag, Clip(out),
                              "names an input of this run (" + Clip(in) + "); write the output elsewhere"});
     }
   }

@@ -24,6 +24,8 @@ struct Location {
   int line = 1;
   int col = 1;
 };
+// Where errors in command-line arguments (flags, --set) are reported.
+inline const Location kCommandLine{"<command line>", 1, 1};
 
 // One config error, printed as "file:line:col: field: value: rule".
 struct Diag {

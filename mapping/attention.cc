@@ -63,46 +63,50 @@ void AttentionEmitter::KvWrite(int32_t k, int32_t v, int32_t kc, int32_t vc) {
   }
 }
 
+namespace {
+
+// batch x [m, k] . [k, n], reading both operands and writing the result once at d bytes each.
+ComputeShape BatchedGemm(uint64_t batch, uint64_t m, uint64_t n, uint64_t k, uint64_t d) {
+  return ComputeShape{.op_kind = llm::OpKind::kBatchedGemm,
+                      .batch = batch,
+                      .m = m,
+                      .n = n,
+                      .k = k,
+                      .flops = 2.0 * batch * m * n * k,
+                      .bytes = batch * (m * k + n * k + m * n) * d};
+}
+
+}  // namespace
+
 AttentionShapes AttentionSpanShapes(uint64_t batch, uint64_t s, uint64_t ctx, uint64_t hd, uint64_t d) {
-  // scores: batch x [s, hd] . [hd, ctx]; PV: batch x [s, ctx] . [ctx, hd]; each reads its two
-  // operands and writes its result. Softmax reads the scores and writes the probabilities.
-  auto gemm = [&](uint64_t m, uint64_t n, uint64_t k) {
-    return ComputeShape{.op_kind = llm::OpKind::kBatchedGemm,
-                        .batch = batch,
-                        .m = m,
-                        .n = n,
-                        .k = k,
-                        .flops = 2.0 * batch * m * n * k,
-                        .bytes = batch * (m * k + n * k + m * n) * d};
-  };
+  // scores: batch x [s, hd] . [hd, ctx]; PV: batch x [s, ctx] . [ctx, hd]. Softmax reads the
+  // scores and writes the probabilities.
   const uint64_t elems = batch * s * ctx;
-  return {gemm(s, ctx, hd),
+  return {BatchedGemm(batch, s, ctx, hd, d),
           ComputeShape{.op_kind = llm::OpKind::kSoftmax,
                        .m = batch * s,
                        .n = ctx,
                        .vector_ops = kSoftmaxOps * static_cast<double>(elems),
                        .bytes = 2 * elems * d},
-          gemm(s, hd, ctx)};
+          BatchedGemm(batch, s, hd, ctx, d)};
 }
 
 void AttentionEmitter::AttnTask(int r, int32_t cache, const ComputeShape& shape, uint64_t seqs, FuncOp f,
                                 std::vector<uint32_t> deps, uint64_t kv_bytes) {
   const bool kv_dram = !cx_.mem->KvResident();
   if (kv_dram) deps.push_back(cx_.Memory(r, kv_bytes, false, cx_.Ready(cache, r)));
-  Task t;
-  t.op_kind = shape.op_kind;
-  t.batch = shape.batch, t.m = shape.m, t.n = shape.n, t.k = shape.k;
-  t.flops = shape.flops;
-  t.bytes = shape.bytes;
   // A GPU's attention kernel (GQA) stacks the query heads that share a KV head into M, so K or
   // V is read once per KV head, not once per query head: batch = KV heads, m = group x rows.
   // Timing only: with functional data (tpsim-validate's launches) the shape stays per head.
   const uint64_t group = cx_.model.num_attention_heads() / cx_.NumKvHeads(), nh = shape.batch / seqs;
-  if (cx_.chip.config().has_gpu() && !cx_.func && group > 1 && nh % group == 0) {
-    t.batch = nh / group * seqs, t.m = shape.m * group;
-    t.flops = 2.0 * t.batch * t.m * t.n * t.k;
-    t.bytes = t.batch * (t.m * t.k + t.n * t.k + t.m * t.n) * cx_.d;
-  }
+  const ComputeShape sh = cx_.chip.config().has_gpu() && !cx_.func && group > 1 && nh % group == 0
+                              ? BatchedGemm(nh / group * seqs, shape.m * group, shape.n, shape.k, cx_.d)
+                              : shape;
+  Task t;
+  t.op_kind = sh.op_kind;
+  t.batch = sh.batch, t.m = sh.m, t.n = sh.n, t.k = sh.k;
+  t.flops = sh.flops;
+  t.bytes = sh.bytes;
   const uint64_t transient = t.batch * (t.m * t.k + t.m * t.n) * cx_.d + (kv_dram ? kv_bytes : 0);
   cx_.ts[f.out.tensor].ready[r].push_back(cx_.Compute(r, t, f, std::move(deps), transient));
 }

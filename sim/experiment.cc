@@ -15,11 +15,10 @@ namespace tpsim::sim {
 
 using config::ConfigError;
 using config::Diag;
+using config::kCommandLine;
 using config::Location;
 
 namespace {
-
-const Location kCommandLine{"<command line>", 1, 1};
 
 // Position (1-based line, col) of the first token of `text`, past blanks and # comments.
 std::pair<int, int> FirstToken(const std::string& text) {

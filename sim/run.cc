@@ -208,8 +208,7 @@ arch::Chip Prepare(const Experiment& e, const std::string& requested, std::uniqu
   if (engine_name.empty()) engine_name = "analytical";
   *engine = MakeEngine(engine_name);
   if (!*engine) {
-    throw config::ConfigError(
-        UnknownEngineDiag(config::Location{"<command line>", 1, 1}, "--engine", engine_name));
+    throw config::ConfigError(UnknownEngineDiag(config::kCommandLine, "--engine", engine_name));
   }
   CheckTimeBounds(e, chip);
   CheckResources(e, chip, max_memory_bytes);

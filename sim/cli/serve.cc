@@ -77,8 +77,6 @@ const char* kUsage =
 // as the growth of peak RSS from 1,000 to 8,000 requests of serving-fused, doubled.
 constexpr double kBytesPerRequest = 512;
 
-const Location kCli{"<command line>", 1, 1};
-
 double ParsePositive(const std::string& flag, const std::string& v) {
   double d = 0;
   size_t used = 0;
@@ -88,7 +86,7 @@ double ParsePositive(const std::string& flag, const std::string& v) {
     used = 0;
   }
   if (used != v.size() || !(d > 0) || !std::isfinite(d))
-    throw ConfigError(Diag{kCli, flag, v, "must be a number > 0"});
+    throw ConfigError(Diag{config::kCommandLine, flag, v, "must be a number > 0"});
   return d;
 }
 
@@ -107,7 +105,7 @@ int ServeCommand(const std::vector<std::string>& args) {
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
       auto value = [&]() -> std::string {
-        if (i + 1 >= args.size()) throw ConfigError(Diag{kCli, a, "", "needs a value"});
+        if (i + 1 >= args.size()) throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value"});
         return args[++i];
       };
       if (a == "--help" || a == "-h") {
@@ -134,14 +132,16 @@ int ServeCommand(const std::vector<std::string>& args) {
       } else if (a == "--max-memory") {
         const std::string v = value();
         const std::optional<uint64_t> bytes = sim::ParseByteSize(v);
-        if (!bytes) throw ConfigError(Diag{kCli, a, v, "expects a size such as 8G, 512M or 1000000"});
+        if (!bytes)
+          throw ConfigError(Diag{config::kCommandLine, a, v, "expects a size such as 8G, 512M or 1000000"});
         max_memory = *bytes;
       } else if (!a.empty() && a[0] == '-') {
-        throw ConfigError(Diag{kCli, a, "", "unknown option (tpsim serve --help lists them)"});
+        throw ConfigError(
+            Diag{config::kCommandLine, a, "", "unknown option (tpsim serve --help lists them)"});
       } else if (path.empty()) {
         path = a;
       } else {
-        throw ConfigError(Diag{kCli, "EXPERIMENT", a, "only one experiment file"});
+        throw ConfigError(Diag{config::kCommandLine, "EXPERIMENT", a, "only one experiment file"});
       }
     }
     if (path.empty()) {

@@ -268,7 +268,6 @@ std::string MetricsJson(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
 
 namespace {
 
-const Location kCli{"<command line>", 1, 1};
 // Iteration contexts are rounded up to a multiple of this many tokens at most (a
 // larger bucket would only wrap the 32-bit context lengths).
 constexpr uint32_t kMaxContextBucketTokens = 1u << 24;
@@ -341,7 +340,7 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   if (!sim::MakeEngine(engine)) {
     std::string valid;
     for (const auto& n : sim::EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
-    diags.push_back(Diag{engine_flag.empty() ? e.locs.Find("engine") : kCli,
+    diags.push_back(Diag{engine_flag.empty() ? e.locs.Find("engine") : config::kCommandLine,
                          engine_flag.empty() ? "engine" : "--engine", engine,
                          "unknown engine (valid: " + valid + ")"});
   }
