@@ -16,7 +16,6 @@ namespace tpsim::cli {
 
 using config::ConfigError;
 using config::Diag;
-using config::Location;
 using sim::Ps;
 using namespace serving;
 
