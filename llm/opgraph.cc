@@ -199,8 +199,10 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase, uint32_t l
   Builder bld(&g);
   const uint64_t b = bld.b();
   const uint64_t B = phase.batch, S = phase.new_tokens, T = uint64_t(phase.cached) + phase.new_tokens;
-  const uint64_t M = B * S, H = model.hidden_size(), nh = model.num_attention_heads(),
-                 nkv = model.num_key_value_heads(), d = model.head_dim();
+  const uint64_t M = B * S, H = model.hidden_size(), nh = model.num_attention_heads(), d = model.head_dim();
+  // A model without num_key_value_heads is multi-head attention (the loader sets it; a model
+  // built in code may not).
+  const uint64_t nkv = model.num_key_value_heads() ? model.num_key_value_heads() : nh;
   const uint64_t qd = nh * d, kvd = nkv * d;
 
   int attn_norm = bld.Norm(OpRole::kAttnNorm, OpClass::kNorm, M, H, {});

@@ -13,18 +13,38 @@ namespace tpsim::mapping {
 using llm::OpClass;
 using llm::OpRole;
 
+bool IsWeightGemm(OpRole role) {
+  switch (role) {
+    case OpRole::kQProj:
+    case OpRole::kKProj:
+    case OpRole::kVProj:
+    case OpRole::kOProj:
+    case OpRole::kGateProj:
+    case OpRole::kUpProj:
+    case OpRole::kDownProj:
+      return true;
+    default:
+      return false;
+  }
+}
+
+LayerGemm GemmOf(const llm::Op& op, const config::Model& model) {
+  const uint32_t hd = static_cast<uint32_t>(model.head_dim());
+  return {op.role,
+          op.cls,
+          op.k,
+          op.n,
+          op.cls == llm::OpClass::kO ? hd : 1u,
+          op.cls == llm::OpClass::kQkv ? hd : 1u};
+}
+
 std::vector<LayerGemm> LayerGemms(const config::Model& model) {
-  const uint64_t h = model.hidden_size(), hd = model.head_dim(), nq = model.num_attention_heads();
-  const uint64_t nkv = model.num_key_value_heads() ? model.num_key_value_heads() : nq;
-  const uint64_t inter = model.intermediate_size();
-  const uint32_t hdu = static_cast<uint32_t>(hd);
-  return {{OpRole::kQProj, OpClass::kQkv, h, nq * hd, 1, hdu},
-          {OpRole::kKProj, OpClass::kQkv, h, nkv * hd, 1, hdu},
-          {OpRole::kVProj, OpClass::kQkv, h, nkv * hd, 1, hdu},
-          {OpRole::kOProj, OpClass::kO, nq * hd, h, hdu, 1},
-          {OpRole::kGateProj, OpClass::kGateUp, h, inter, 1, 1},
-          {OpRole::kUpProj, OpClass::kGateUp, h, inter, 1, 1},
-          {OpRole::kDownProj, OpClass::kDown, inter, h, 1, 1}};
+  std::vector<LayerGemm> out;
+  config::Model dense = model;
+  dense.set_num_experts(0);
+  for (const llm::Op& op : llm::BuildLayer(dense, llm::Phase{}).ops)
+    if (IsWeightGemm(op.role)) out.push_back(GemmOf(op, model));
+  return out;
 }
 
 const Partitioner* GemmEmitter::PartitionerFor(OpClass cls) const {
@@ -59,9 +79,9 @@ uint64_t GemmEmitter::ShardElems(const LayerGemm& lg) const {
   return Choose(g, &label)->ShardElems(g, cx_.p, cx_.grid);
 }
 
-std::optional<LayerGemm> GemmEmitter::Fused(std::initializer_list<const LayerGemm*> parts) const {
+std::optional<LayerGemm> GemmEmitter::Fused(std::span<const LayerGemm* const> parts) const {
   if (!cx_.chip.config().has_gpu() || cx_.func || parts.size() < 2) return std::nullopt;
-  LayerGemm whole = **parts.begin();
+  LayerGemm whole = *parts.front();
   whole.n = 0;
   std::string label;
   for (const LayerGemm* lg : parts) {

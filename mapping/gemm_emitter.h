@@ -5,8 +5,8 @@
 // through: shard computes with their weight traffic, and the collectives of rotations.
 
 #include <cstdint>
-#include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,7 +25,13 @@ struct LayerGemm {
   uint64_t k, n;
   uint32_t k_unit, n_unit;
 };
-// The dense layer's weight GEMMs, in layer order (q, k, v, o, gate, up, down).
+// Whether ops of this role are weight GEMMs the emitter lowers (q, k, v, o, gate, up, down).
+bool IsWeightGemm(llm::OpRole role);
+// The weight GEMM of a graph op (IsWeightGemm(op.role)): W's shape [k, n] and the column
+// units (head_dim where the dimension is made of heads).
+LayerGemm GemmOf(const llm::Op& op, const config::Model& model);
+// The dense layer's weight GEMMs, in layer order (q, k, v, o, gate, up, down), from llm's
+// op graph.
 std::vector<LayerGemm> LayerGemms(const config::Model& model);
 
 class GemmEmitter : public GemmContext {
@@ -40,7 +46,7 @@ class GemmEmitter : public GemmContext {
   // The GEMMs `parts` (same input, same k) concatenated along n, when they run as one GEMM: on
   // a GPU-node chip without functional data, when each part and the whole run n_split (fused
   // QKV and gate+up, as inference engines run them); nullopt otherwise.
-  std::optional<LayerGemm> Fused(std::initializer_list<const LayerGemm*> parts) const;
+  std::optional<LayerGemm> Fused(std::span<const LayerGemm* const> parts) const;
   // Most weight elements one rank holds at rest (the partitioner that would run).
   uint64_t ShardElems(const LayerGemm& lg) const;
 

@@ -1,7 +1,9 @@
 #include "mapping/layer_pass.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "mapping/attention.h"
@@ -15,17 +17,61 @@ namespace tpsim::mapping {
 using llm::OpRole;
 
 namespace {
-// Weight roles, for FuncTensor seeds (shared with the functional reference).
-enum WeightRole : int { kWq, kWk, kWv, kWo, kWgate, kWup, kWdown };
-// The fused GEMMs' op names (GemmEmitter::Fused).
+// A weight's seed for FuncTensor (shared with the functional reference): its GEMM's place in
+// the dense layer (q, k, v, o, gate, up, down); a fused GEMM takes its first part's.
+int WeightSeed(OpRole role) {
+  switch (role) {
+    case OpRole::kQProj:
+      return 0;
+    case OpRole::kKProj:
+      return 1;
+    case OpRole::kVProj:
+      return 2;
+    case OpRole::kOProj:
+      return 3;
+    case OpRole::kGateProj:
+      return 4;
+    case OpRole::kUpProj:
+      return 5;
+    case OpRole::kDownProj:
+      return 6;
+    default:
+      throw std::logic_error(std::string("mapping: no weight seed for op role ") + llm::ToString(role));
+  }
+}
+bool IsHeadOp(OpRole role) {
+  return role == OpRole::kQNorm || role == OpRole::kKNorm || role == OpRole::kRope;
+}
+// The fused GEMMs' op names (GemmEmitter::Fused), by their first part.
 const std::string kQkvName = "qkv_proj", kGateUpName = "gate_up_proj";
 }  // namespace
+
+LayerPass::LayerPass(LowerContext& cx, LayoutConverter& conv, GemmEmitter& gemm, AttentionEmitter& attn)
+    : cx_(cx), conv_(conv), gemm_(gemm), attn_(attn) {
+  config::Model dense = cx.model;
+  dense.set_num_experts(0);
+  dense_ = llm::BuildLayer(dense, llm::Phase{});
+  if (cx.model.num_experts() > 0) {
+    config::Model every_layer_sparse = cx.model;
+    every_layer_sparse.clear_mlp_only_layers();
+    every_layer_sparse.set_decoder_sparse_step(1);
+    sparse_ = llm::BuildLayer(every_layer_sparse, llm::Phase{});
+  }
+}
+
+const llm::LayerGraph& LayerPass::Graph(uint32_t layer) const {
+  return llm::IsMoeLayer(cx_.model, layer) ? sparse_ : dense_;
+}
 
 void LayerPass::Convert(int32_t t, const Layout& want, OpRole role) {
   conv_.Convert(t, want, cx_.names[role]);
 }
 
-Layout LayerPass::WantedInput() const { return gemm_.WantedInput(gemms_[0]); }
+Layout LayerPass::WantedInput() const {
+  const Layout want = Layout::Replicated();
+  const Walk w{dense_, 0, -1, want, {}};
+  return WantAfter(w, 0);
+}
 
 int32_t LayerPass::RowNorm(llm::OpRole role, int32_t x, const Layout& next_want) {
   Layout l = cx_.ts[x].layout;
@@ -137,84 +183,168 @@ int32_t LayerPass::Part(int32_t fused, const LayerGemm& lg) {
   return y;
 }
 
+int32_t LayerPass::In(const Walk& w, size_t i, size_t j) const {
+  const llm::Op& op = w.g.ops[i];
+  if (j >= op.inputs.size()) return w.x;
+  const int32_t t = w.out[static_cast<size_t>(op.inputs[j])][0];
+  if (t < 0) throw std::logic_error(std::string("mapping: ") + op.name + " reads an op not lowered yet");
+  return t;
+}
+
+std::vector<size_t> LayerPass::Consumers(const llm::LayerGraph& g, size_t i) const {
+  std::vector<size_t> c;
+  for (size_t j = i + 1; j < g.ops.size(); ++j)
+    for (int in : g.ops[j].inputs)
+      if (in == static_cast<int>(i)) {
+        c.push_back(j);
+        break;
+      }
+  return c;
+}
+
+Layout LayerPass::WantAfter(const Walk& w, size_t i) const {
+  const std::vector<size_t> cons = Consumers(w.g, i);
+  if (cons.empty()) return w.next_want;
+  for (size_t c : cons) {
+    const llm::Op& op = w.g.ops[c];
+    if (IsWeightGemm(op.role)) return gemm_.WantedInput(GemmOf(op, cx_.model));
+  }
+  for (size_t c : cons)
+    if (w.g.ops[c].kind == llm::OpKind::kNorm && !IsHeadOp(w.g.ops[c].role)) return WantAfter(w, c);
+  return Layout::Replicated();
+}
+
 int32_t LayerPass::Layer(uint32_t layer, int32_t x, const Layout& next_want) {
   cx_.layer = layer;
-  const uint64_t hd = cx_.model.head_dim(), nq = cx_.model.num_attention_heads();
-  const uint64_t nkv = cx_.NumKvHeads();
-  const uint64_t inter = cx_.model.intermediate_size();
-  const uint32_t hdu = static_cast<uint32_t>(hd);
-  const LayerGemm &gq = gemms_[0], &gk = gemms_[1], &gv = gemms_[2], &go = gemms_[3], &gg = gemms_[4],
-                  &gu = gemms_[5], &gd = gemms_[6];
-  auto weight = [&](int role, const LayerGemm& g) {
-    return cx_.NewTensor(FuncTensorKind::kWeight, g.k, g.n, FuncSeed(layer, role));
-  };
+  const llm::LayerGraph& g = Graph(layer);
+  Walk w{g, layer, x, next_want, std::vector<std::array<int32_t, 2>>(g.ops.size(), {-1, -1})};
+  for (size_t i = 0; i < g.ops.size();) i = Dispatch(w, i);
+  return w.out.back()[0];
+}
 
-  // Attention block.
-  const Layout want_qkv = gemm_.WantedInput(gq);
-  const int32_t xn = RowNorm(OpRole::kAttnNorm, x, want_qkv);
-  int32_t q, k, v;
-  if (const std::optional<LayerGemm> qkv = gemm_.Fused({&gq, &gk, &gv})) {
-    // One GEMM (GPU-node chips): q, k and v are its column blocks, each rank's in its heads.
-    const int32_t y = gemm_.Gemm(*qkv, xn, weight(kWq, *qkv), &kQkvName);
-    q = Part(y, gq), k = Part(y, gk), v = Part(y, gv);
+size_t LayerPass::Dispatch(Walk& w, size_t i) {
+  const llm::Op& op = w.g.ops[i];
+  const OpRole role = op.role;
+  switch (role) {
+    case OpRole::kAttnNorm:
+    case OpRole::kMlpNorm:
+      w.out[i][0] = RowNorm(role, In(w, i, 0), WantAfter(w, i));
+      return i + 1;
+    case OpRole::kQNorm:
+    case OpRole::kKNorm: {
+      const uint64_t heads = role == OpRole::kQNorm ? cx_.model.num_attention_heads() : cx_.NumKvHeads();
+      w.out[i][0] = HeadOp(role, "", FuncKind::kHeadNorm, kNormOps, In(w, i, 0), heads, 0);
+      return i + 1;
+    }
+    case OpRole::kRope: {
+      // q then k, each at the positions after the cached tokens.
+      const uint32_t pos0 = static_cast<uint32_t>(cx_.cached);
+      w.out[i][0] =
+          HeadOp(role, ".q", FuncKind::kRope, kRopeOps, In(w, i, 0), cx_.model.num_attention_heads(), pos0);
+      w.out[i][1] = HeadOp(role, ".k", FuncKind::kRope, kRopeOps, In(w, i, 1), cx_.NumKvHeads(), pos0);
+      return i + 1;
+    }
+    case OpRole::kKvWrite:
+      return Attention(w, i);
+    case OpRole::kAttnResidual:
+    case OpRole::kMlpResidual: {
+      // a + residual: the residual stream is the second input, or the layer's input.
+      const int32_t a = In(w, i, 0), res = op.inputs.size() > 1 ? In(w, i, 1) : w.x;
+      w.out[i][0] = Add(role, a, res, WantAfter(w, i), w.g.ops[static_cast<size_t>(op.inputs[0])].role);
+      return i + 1;
+    }
+    case OpRole::kSiluMul: {
+      const int32_t gate = In(w, i, 0), up = In(w, i, 1);
+      const Layout la = cx_.p == 1 ? Layout::Replicated() : cx_.ts[gate].layout;
+      const uint64_t cols = w.g.ops[static_cast<size_t>(op.inputs[0])].n;
+      w.out[i][0] = Elementwise2(role, la, gate, up, cols, FuncKind::kSiluMul, kSiluMulOps);
+      return i + 1;
+    }
+    default:
+      if (IsWeightGemm(role)) return GemmGroup(w, i);
+      throw std::invalid_argument(std::string("mapping: op ") + op.name + " (role " + llm::ToString(role) +
+                                  ") is not lowered yet");
+  }
+}
+
+size_t LayerPass::GemmGroup(Walk& w, size_t i) {
+  const llm::LayerGraph& g = w.g;
+  size_t end = i + 1;
+  while (end < g.ops.size() && IsWeightGemm(g.ops[end].role) && g.ops[end].inputs == g.ops[i].inputs) ++end;
+  std::vector<LayerGemm> parts;
+  for (size_t j = i; j < end; ++j) parts.push_back(GemmOf(g.ops[j], cx_.model));
+  const int32_t x = In(w, i, 0);
+  auto weight = [&](const LayerGemm& lg) {
+    return cx_.NewTensor(FuncTensorKind::kWeight, lg.k, lg.n, FuncSeed(w.layer, WeightSeed(lg.role)));
+  };
+  std::vector<const LayerGemm*> ptrs;
+  for (const LayerGemm& lg : parts) ptrs.push_back(&lg);
+  if (const std::optional<LayerGemm> fused = gemm_.Fused(ptrs)) {
+    // One GEMM (GPU-node chips): the parts are its column blocks, each rank's in its heads.
+    const std::string& name = parts[0].role == OpRole::kQProj ? kQkvName : kGateUpName;
+    const int32_t y = gemm_.Gemm(*fused, x, weight(*fused), &name);
+    for (size_t j = i; j < end; ++j) w.out[j][0] = Part(y, parts[j - i]);
     cx_.mem->Dead(y);
   } else {
-    q = gemm_.Gemm(gq, xn, weight(kWq, gq));
-    k = gemm_.Gemm(gk, xn, weight(kWk, gk));
-    v = gemm_.Gemm(gv, xn, weight(kWv, gv));
+    for (size_t j = i; j < end; ++j) w.out[j][0] = gemm_.Gemm(parts[j - i], x, weight(parts[j - i]));
   }
-  cx_.mem->Dead(xn);
-  const Layout heads = Layout::Cols(hdu);
-  for (int32_t* tp : {&q, &k})
-    if (cx_.ts[*tp].layout.kind == LayoutKind::kPartial || cx_.ts[*tp].layout.kind == LayoutKind::kGrid)
-      Convert(*tp, heads, tp == &q ? OpRole::kQProj : OpRole::kKProj);
-  if (cx_.model.qk_norm()) {
-    q = HeadOp(OpRole::kQNorm, "", FuncKind::kHeadNorm, kNormOps, q, nq, 0);
-    k = HeadOp(OpRole::kKNorm, "", FuncKind::kHeadNorm, kNormOps, k, nkv, 0);
+  cx_.mem->Dead(x);
+
+  // Outputs bound for per-head ops (q, k) leave partial sums and grids for the heads layout.
+  const Layout heads = Layout::Cols(static_cast<uint32_t>(cx_.model.head_dim()));
+  for (size_t j = i; j < end; ++j) {
+    const std::vector<size_t> cons = Consumers(g, j);
+    const LayoutKind kind = cx_.ts[w.out[j][0]].layout.kind;
+    if (!cons.empty() && IsHeadOp(g.ops[cons[0]].role) &&
+        (kind == LayoutKind::kPartial || kind == LayoutKind::kGrid))
+      Convert(w.out[j][0], heads, g.ops[j].role);
   }
-  q = HeadOp(OpRole::kRope, ".q", FuncKind::kRope, kRopeOps, q, nq, static_cast<uint32_t>(cx_.cached));
-  k = HeadOp(OpRole::kRope, ".k", FuncKind::kRope, kRopeOps, k, nkv, static_cast<uint32_t>(cx_.cached));
+  // Outputs bound for an element-wise product (gate, up into SiLU*mul) meet in one layout:
+  // partial sums resolve toward what the product's consumer GEMM wants.
+  std::vector<size_t> eltwise;
+  for (size_t j = i; j < end; ++j) {
+    const std::vector<size_t> cons = Consumers(g, j);
+    if (cons.size() == 1 && g.ops[cons[0]].kind == llm::OpKind::kElementwise) eltwise.push_back(j);
+  }
+  if (eltwise.size() > 1) {
+    const Layout want_next = WantAfter(w, Consumers(g, eltwise[0])[0]);
+    for (size_t j : eltwise)
+      if (cx_.ts[w.out[j][0]].layout.kind == LayoutKind::kPartial)
+        Convert(w.out[j][0],
+                want_next.kind == LayoutKind::kCols   ? want_next
+                : want_next.kind == LayoutKind::kRows ? Layout::Rows()
+                                                      : Layout::Replicated(),
+                g.ops[j].role);
+    bool same = true;
+    for (size_t j : eltwise) same = same && cx_.ts[w.out[j][0]].layout == cx_.ts[w.out[eltwise[0]][0]].layout;
+    if (!same)
+      for (size_t j : eltwise) Convert(w.out[j][0], Layout::Replicated(), g.ops[j].role);
+  }
+  return end;
+}
+
+size_t LayerPass::Attention(Walk& w, size_t i) {
+  // kv_write, attn_qk, softmax, attn_pv: one AttentionEmitter call.
+  static constexpr OpRole kOrder[] = {OpRole::kKvWrite, OpRole::kAttnQk, OpRole::kSoftmax, OpRole::kAttnPv};
+  for (size_t j = 0; j < std::size(kOrder); ++j)
+    if (i + j >= w.g.ops.size() || w.g.ops[i + j].role != kOrder[j])
+      throw std::logic_error(
+          "mapping: the attention ops of the layer graph are not kv_write, attn_qk, "
+          "softmax, attn_pv in order");
+  // kv_write reads rope (q and k) and v.
+  const llm::Op& kvw = w.g.ops[i];
+  if (kvw.inputs.size() != 2 || w.g.ops[static_cast<size_t>(kvw.inputs[0])].role != OpRole::kRope)
+    throw std::logic_error("mapping: kv_write does not read rope and v");
+  int32_t q = w.out[static_cast<size_t>(kvw.inputs[0])][0], k = w.out[static_cast<size_t>(kvw.inputs[0])][1];
+  int32_t v = In(w, i, 1);
+  // The conversions are named after the projections that made q, k and v.
+  const Layout heads = Layout::Cols(static_cast<uint32_t>(cx_.model.head_dim()));
   Convert(q, heads, OpRole::kQProj);
   Convert(k, heads, OpRole::kKProj);
   Convert(v, heads, OpRole::kVProj);
-  const int32_t attn = attn_.Emit(layer, q, k, v);
-
-  const Layout want_mlp = gemm_.WantedInput(gg);
-  const int32_t o = gemm_.Gemm(go, attn, weight(kWo, go));
-  cx_.mem->Dead(attn);
-  const int32_t h1 = Add(OpRole::kAttnResidual, o, x, want_mlp, OpRole::kOProj);
-
-  // MLP block.
-  const int32_t hn = RowNorm(OpRole::kMlpNorm, h1, want_mlp);
-  int32_t gate, up;
-  if (const std::optional<LayerGemm> gate_up = gemm_.Fused({&gg, &gu})) {
-    const int32_t y = gemm_.Gemm(*gate_up, hn, weight(kWgate, *gate_up), &kGateUpName);
-    gate = Part(y, gg), up = Part(y, gu);
-    cx_.mem->Dead(y);
-  } else {
-    gate = gemm_.Gemm(gg, hn, weight(kWgate, gg));
-    up = gemm_.Gemm(gu, hn, weight(kWup, gu));
-  }
-  cx_.mem->Dead(hn);
-  const Layout want_down = gemm_.WantedInput(gd);
-  for (int32_t t : {gate, up})
-    if (cx_.ts[t].layout.kind == LayoutKind::kPartial) {
-      const bool cols = want_down.kind == LayoutKind::kCols;
-      Convert(t,
-              cols                                  ? want_down
-              : want_down.kind == LayoutKind::kRows ? Layout::Rows()
-                                                    : Layout::Replicated(),
-              t == gate ? OpRole::kGateProj : OpRole::kUpProj);
-    }
-  if (!(cx_.ts[gate].layout == cx_.ts[up].layout)) {
-    Convert(gate, Layout::Replicated(), OpRole::kGateProj);
-    Convert(up, Layout::Replicated(), OpRole::kUpProj);
-  }
-  const Layout la = cx_.p == 1 ? Layout::Replicated() : cx_.ts[gate].layout;
-  const int32_t act = Elementwise2(OpRole::kSiluMul, la, gate, up, inter, FuncKind::kSiluMul, kSiluMulOps);
-  const int32_t down = gemm_.Gemm(gd, act, weight(kWdown, gd));
-  cx_.mem->Dead(act);
-  return Add(OpRole::kMlpResidual, down, h1, next_want, OpRole::kDownProj);
+  const int32_t attn = attn_.Emit(w.layer, q, k, v);
+  w.out[i + 3][0] = attn;
+  return i + std::size(kOrder);
 }
 
 }  // namespace tpsim::mapping

@@ -1,14 +1,24 @@
 #pragma once
-// The layer pass: one dense decoder layer (norm, QKV, per-head norm, RoPE, KV write and
-// attention by heads, O, residual, norm, gate/up, SiLU*mul, down, residual), op names from
-// llm's op graph by role (RoleNames). Weight GEMMs go to the GemmEmitter, attention to the
-// AttentionEmitter, layout changes to the LayoutConverter; norms and element-wise ops
-// follow the layout their input arrives in.
+// The layer pass: walks llm's op graph of one decoder layer (llm::BuildLayer) and dispatches
+// each op on its role. Weight GEMMs go to the GemmEmitter (a run of GEMMs reading the same
+// input is one group: q/k/v, gate/up; fused into one GEMM where the emitter allows), the
+// attention ops (kv_write, attn_qk, softmax, attn_pv) to the AttentionEmitter, layout
+// changes to the LayoutConverter; norms and element-wise ops follow the layout their input
+// arrives in. The layouts ops are lowered into come from the graph's edges: a norm's output
+// goes to the layout its consuming GEMM wants, a residual's to the next norm's. A role the
+// pass has no rule for (the MoE block) is refused with its name.
+//
+// Graph conventions the pass relies on (llm/opgraph.h): the layer's input feeds the ops
+// without inputs (attn_norm) and is the residual operand of an add with one input
+// (attn_residual); rope has two outputs (q then k); the last op is the layer's output.
 
 #include <cstdint>
 
+#include <array>
+#include <span>
 #include <vector>
 
+#include "llm/opgraph.h"
 #include "mapping/gemm_emitter.h"
 #include "mapping/lower_context.h"
 
@@ -19,8 +29,7 @@ class LayoutConverter;
 
 class LayerPass {
  public:
-  LayerPass(LowerContext& cx, LayoutConverter& conv, GemmEmitter& gemm, AttentionEmitter& attn)
-      : cx_(cx), conv_(conv), gemm_(gemm), attn_(attn), gemms_(LayerGemms(cx.model)) {}
+  LayerPass(LowerContext& cx, LayoutConverter& conv, GemmEmitter& gemm, AttentionEmitter& attn);
   // Lowers layer `layer` on input x (cx.t rows); the output is left in a layout that
   // satisfies `next_want` cheaply (the next layer's QKV input, or replicated). Returns it.
   int32_t Layer(uint32_t layer, int32_t x, const Layout& next_want);
@@ -28,6 +37,27 @@ class LayerPass {
   Layout WantedInput() const;
 
  private:
+  // One walk over a layer's graph: the tensors each op produced (rope: q and k).
+  struct Walk {
+    const llm::LayerGraph& g;
+    uint32_t layer;
+    int32_t x;  // the layer's input
+    const Layout& next_want;
+    std::vector<std::array<int32_t, 2>> out;
+  };
+  // Lowers op i (and the ops it groups with); returns the index of the next op to lower.
+  size_t Dispatch(Walk& w, size_t i);
+  size_t GemmGroup(Walk& w, size_t i);
+  size_t Attention(Walk& w, size_t i);
+  // Input j of op i (the layer's input where the op has none).
+  int32_t In(const Walk& w, size_t i, size_t j) const;
+  // The ops that read op i's output, in graph order.
+  std::vector<size_t> Consumers(const llm::LayerGraph& g, size_t i) const;
+  // The layout op i's output should be left in: what its consuming GEMM group wants (a norm),
+  // what the next norm's GEMM wants (a residual), or `next_want` (the layer's last op).
+  Layout WantAfter(const Walk& w, size_t i) const;
+  const llm::LayerGraph& Graph(uint32_t layer) const;
+
   int32_t RowNorm(llm::OpRole role, int32_t x, const Layout& next_want);
   int32_t HeadOp(llm::OpRole role, const char* suffix, FuncKind fk, double ops, int32_t x, uint64_t heads,
                  uint32_t pos0);
@@ -45,7 +75,9 @@ class LayerPass {
   LayoutConverter& conv_;
   GemmEmitter& gemm_;
   AttentionEmitter& attn_;
-  const std::vector<LayerGemm> gemms_;  // q, k, v, o, gate, up, down
+  // The layer's graph: dense, and (an MoE model) sparse. The structure and the weight shapes
+  // do not depend on the phase, so one graph serves prefill, decode and mixed iterations.
+  llm::LayerGraph dense_, sparse_;
 };
 
 }  // namespace tpsim::mapping
