@@ -49,7 +49,7 @@ int32_t LayoutConverter::AddCollective(CollectiveKind kind, const std::string& a
   *sched = &it->second;
   CollectiveInfo ci;
   ci.kind = kind;
-  ci.algorithm = (*sched)->algorithm;
+  ci.algorithm = AlgorithmOf((*sched)->algorithm);
   ci.bytes = bytes;
   ci.ranks = n;
   ci.groups = static_cast<int>(groups.size());
@@ -155,7 +155,7 @@ void LayoutConverter::NcclCollective(CollectiveKind kind, int32_t t,
   cx_.prog.ops[cx_.cur_op].ref.note = note;
   CollectiveInfo ci;
   ci.kind = kind;
-  ci.algorithm = "nccl";
+  ci.algorithm = AlgorithmOf("nccl");
   ci.bytes = bytes;
   ci.ranks = n;
   ci.groups = static_cast<int>(groups.size());

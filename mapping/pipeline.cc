@@ -64,7 +64,7 @@ int32_t StageSend(LowerContext& cx, LayoutConverter& conv, int32_t x, const std:
   for (int r = 0; r < cx.p; ++r) cx.mem->Reload(x, r, nullptr);
   CollectiveInfo ci;
   ci.kind = CollectiveKind::kP2p;
-  ci.algorithm = "direct";
+  ci.algorithm = AlgorithmOf("direct");
   ci.bytes = cx.t * h * cx.d;
   ci.ranks = cx.p;
   ci.op = cx.cur_op;

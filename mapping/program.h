@@ -124,10 +124,9 @@ struct MemoryDetail {
 // groups x ranks ranks. groups = 1: one collective over `ranks` ranks, as before.
 struct CollectiveInfo {
   CollectiveKind kind = CollectiveKind::kAllReduce;
-  // The registered algorithm's name (mapping/collective/collective.h): ring,
-  // bidirectional_ring, mesh_2d, halving_doubling, direct, nvls, ... A name, not an enum,
-  // so that adding an algorithm stays one new file; nothing branches on it.
-  std::string algorithm;
+  // The algorithm (mapping/program_types.h): ring, bidirectional_ring, mesh_2d,
+  // halving_doubling, direct, nvls, ... or nccl; ToString(algorithm) prints it.
+  AlgorithmId algorithm{};
   uint64_t bytes = 0;  // per-rank payload (the full buffer each rank of a group holds)
   int ranks = 0;       // ranks per group
   uint32_t op = 0;

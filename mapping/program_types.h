@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace tpsim::mapping {
@@ -22,6 +23,18 @@ std::optional<Phase> ParsePhase(std::string_view s);
 enum class CollectiveKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kRotate, kP2p };
 const char* ToString(CollectiveKind k);  // "all_reduce", ..., "rotate", "p2p"
 std::optional<CollectiveKind> ParseCollectiveKind(std::string_view s);
+
+// A collective's algorithm, as a typed id. The set is open (the collective registry,
+// mapping/collective/: adding an algorithm is one new file there), so the id is not a
+// closed list of enumerators but the index of the algorithm's name in the sorted table of
+// every registered algorithm plus "nccl" (a GPU-node chip's collectives, run as NCCL
+// kernels and timed whole). The table is fixed once the program has started, so an id is
+// stable within a run; outputs print ToString (the name), never the number.
+enum class AlgorithmId : uint8_t {};
+const std::string& ToString(AlgorithmId a);
+std::optional<AlgorithmId> ParseAlgorithm(std::string_view name);
+// The id of a known algorithm; throws std::invalid_argument naming the known ones otherwise.
+AlgorithmId AlgorithmOf(std::string_view name);
 
 // The memory plan. kNone: no plan was made (hand-built Programs); it prints as "".
 // kHbm: a GPU's weights in HBM, streamed by each GEMM kernel (no memory tasks).

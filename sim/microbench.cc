@@ -128,7 +128,7 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
   row.time_us = static_cast<double>(ps) * 1e-6;
   row.algbw_gbps = ps > 0 ? static_cast<double>(bytes) / (row.time_us * 1000.0) : 0;
   row.busbw_gbps = row.algbw_gbps * arch::gpu::BusBwFactor(cop, ranks);
-  row.algorithm = p.collectives.empty() ? algo : p.collectives[0].algorithm;
+  row.algorithm = p.collectives.empty() ? algo : mapping::ToString(p.collectives[0].algorithm);
   row.protocol = "none";
   return row;
 }

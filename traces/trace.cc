@@ -395,7 +395,7 @@ class Describer {
             std::string* v = args->OwnedStr("collective");
             *v += mapping::ToString(c.kind);
             *v += '/';
-            *v += c.algorithm;
+            *v += mapping::ToString(c.algorithm);
             args->Uint("coll_step", t.coll_step);
           }
           break;

@@ -272,11 +272,12 @@ std::string LaunchPlan::Dump(const mapping::Program& p) const {
                           (unsigned long long)l.count, l.kind == LaunchKind::kSend ? "to" : "from", l.peer);
             break;
           default:
-            std::snprintf(buf, sizeof buf, "bytes=%llu count=%llu ranks=%d (collective %d, %s)%s%s",
-                          (unsigned long long)l.bytes, (unsigned long long)l.count, l.nranks, l.collective,
-                          l.collective >= 0 ? p.collectives[l.collective].algorithm.c_str() : "",
-                          l.padded ? " padded" : "",
-                          l.coll_group >= 0 ? (" group " + std::to_string(l.coll_group)).c_str() : "");
+            std::snprintf(
+                buf, sizeof buf, "bytes=%llu count=%llu ranks=%d (collective %d, %s)%s%s",
+                (unsigned long long)l.bytes, (unsigned long long)l.count, l.nranks, l.collective,
+                l.collective >= 0 ? mapping::ToString(p.collectives[l.collective].algorithm).c_str() : "",
+                l.padded ? " padded" : "",
+                l.coll_group >= 0 ? (" group " + std::to_string(l.coll_group)).c_str() : "");
             break;
         }
         std::string api = ApiName(l.kind);

@@ -1,6 +1,7 @@
 // LowerCollective(): the checks every algorithm shares, then the registered algorithm by
 // name; and the helpers of collective.h that belong to no one algorithm.
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "mapping/collective/algorithm.h"
@@ -22,6 +23,44 @@ void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, 
   const uint64_t base = bytes / align / static_cast<uint64_t>(p) * align;
   *offset = base * static_cast<uint64_t>(c);
   *len = c == p - 1 ? bytes - *offset : base;
+}
+
+namespace {
+// Every algorithm a CollectiveInfo may name (AlgorithmId): the registered ones and "nccl",
+// sorted; built on first use, after static initialisation has registered them all.
+const std::vector<std::string>& AlgorithmTable() {
+  static const std::vector<std::string> table = [] {
+    std::vector<std::string> t = collective::CollectiveRegistry::Get().Names();
+    if (std::find(t.begin(), t.end(), "nccl") == t.end()) t.push_back("nccl");
+    std::sort(t.begin(), t.end());
+    if (t.size() > 256)
+      throw std::logic_error("more than 256 collective algorithms for an 8-bit AlgorithmId");
+    return t;
+  }();
+  return table;
+}
+}  // namespace
+
+const std::string& ToString(AlgorithmId a) {
+  const std::vector<std::string>& t = AlgorithmTable();
+  const size_t i = static_cast<size_t>(a);
+  static const std::string kUnknown = "?";
+  return i < t.size() ? t[i] : kUnknown;
+}
+
+std::optional<AlgorithmId> ParseAlgorithm(std::string_view name) {
+  const std::vector<std::string>& t = AlgorithmTable();
+  const auto it = std::lower_bound(t.begin(), t.end(), name);
+  if (it == t.end() || *it != name) return std::nullopt;
+  return static_cast<AlgorithmId>(it - t.begin());
+}
+
+AlgorithmId AlgorithmOf(std::string_view name) {
+  if (const std::optional<AlgorithmId> a = ParseAlgorithm(name)) return *a;
+  std::string known;
+  for (const std::string& n : AlgorithmTable()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown collective algorithm '" + std::string(name) + "' (known: " + known +
+                              ")");
 }
 
 std::vector<std::string> CollectiveNames() { return collective::CollectiveRegistry::Get().Names(); }

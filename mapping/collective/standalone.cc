@@ -49,7 +49,7 @@ Program CollectiveProgram(const arch::Chip& chip, const std::string& requested, 
   p.ops.push_back(op);
   CollectiveInfo ci;
   ci.kind = kind;
-  ci.algorithm = s.algorithm;
+  ci.algorithm = AlgorithmOf(s.algorithm);
   ci.bytes = bytes;
   ci.ranks = ranks;
   for (int r = 0; r < ranks; ++r) ci.members.push_back(r);

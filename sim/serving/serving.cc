@@ -109,7 +109,7 @@ Ps TransferTime(const arch::Chip& chip, sim::Engine& engine, int np, int nd, uin
   p.ops.push_back(op);
   mapping::CollectiveInfo ci;
   ci.kind = mapping::CollectiveKind::kP2p;
-  ci.algorithm = "direct";
+  ci.algorithm = mapping::AlgorithmOf("direct");
   ci.bytes = kv_bytes;
   ci.ranks = np + nd;
   p.collectives.push_back(ci);

@@ -116,8 +116,8 @@ class Builder {
   void AllReduce(int layer, const char* name, const int* ring, uint64_t bytes, std::vector<int32_t>& last) {
     const uint32_t op = Op(layer, name);
     const auto coll = static_cast<int32_t>(p_.collectives.size());
-    p_.collectives.push_back(
-        mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, "ring", bytes, kTp, op});
+    p_.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce,
+                                                     mapping::AlgorithmOf("ring"), bytes, kTp, op});
     for (uint16_t step = 0; step < 2 * (kTp - 1); ++step) {
       std::vector<int32_t> next(kTp);
       for (int r = 0; r < kTp; ++r) {

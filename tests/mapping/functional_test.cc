@@ -97,7 +97,7 @@ TEST_F(FunctionalTest, NvlsAndAutoOnASwitchChip) {
         if (part == "mn_2d") m.set_grid_rows(tp == 2 ? 1 : 2);
         SCOPED_TRACE(part + " / " + coll + " / tp " + std::to_string(tp));
         Program p = Lower(chip, SmallModel(), wl, m, {.functional = true});
-        for (const auto& c : p.collectives) nvls_collectives += c.algorithm == "nvls";
+        for (const auto& c : p.collectives) nvls_collectives += mapping::ToString(c.algorithm) == "nvls";
         EXPECT_LT(MaxRelativeError(RunFunctional(p), ref), kTol);
       }
   EXPECT_GT(nvls_collectives, 0);

@@ -100,7 +100,7 @@ TEST(Nvls, LoweringShowsTheChoice) {
     const CollectiveInfo& ci = p.collectives[c];
     if (ci.kind != CollectiveKind::kAllReduce) continue;
     const std::string want = ci.bytes >= 1024 ? "nvls" : "ring";
-    EXPECT_EQ(ci.algorithm, want) << ci.bytes;
+    EXPECT_EQ(mapping::ToString(ci.algorithm), want) << ci.bytes;
     EXPECT_EQ(p.ops[ci.op].ref.partition, want);
     (want == "nvls" ? nvls : ring)++;
     for (const testing::TaskView& t : testing::TaskViews(p)) {
@@ -113,12 +113,12 @@ TEST(Nvls, LoweringShowsTheChoice) {
   // tp 2 < in_switch_min_ranks: ring everywhere; empty collective: ring.
   for (const auto& [tp, coll] : {std::pair{2, "auto"}, std::pair{8, ""}}) {
     Program q = Lower(chip, SmallModel(), Work(8, 1, 1), Map(tp, "megatron", coll));
-    for (const auto& ci : q.collectives) EXPECT_NE(ci.algorithm, "nvls") << tp << coll;
+    for (const auto& ci : q.collectives) EXPECT_NE(mapping::ToString(ci.algorithm), "nvls") << tp << coll;
   }
   // On a mesh auto is ring, and nvls is rejected by the mapping validation.
   const arch::Chip mesh = arch::Chip::Build(testing::MeshChip(2, 4, uint64_t{1} << 30));
   Program m = Lower(mesh, SmallModel(), Work(8, 1, 1), Map(8, "megatron", "auto"));
-  for (const auto& ci : m.collectives) EXPECT_NE(ci.algorithm, "nvls");
+  for (const auto& ci : m.collectives) EXPECT_NE(mapping::ToString(ci.algorithm), "nvls");
   EXPECT_THROW(Lower(mesh, SmallModel(), Work(8, 1, 1), Map(8, "megatron", "nvls")), config::ConfigError);
 }
 
@@ -127,7 +127,7 @@ TEST(Nvls, CollectiveProgramRejectsNvlsWithoutASwitch) {
   EXPECT_THROW(CollectiveProgram(mesh, "nvls", kAr, 8, 1 << 20, 2), std::invalid_argument);
   EXPECT_THROW(CollectiveProgram(mesh, "ring", kAr, 9, 1 << 20, 2), std::invalid_argument);
   Program p = CollectiveProgram(mesh, "auto", kAr, 8, 1 << 20, 2);
-  EXPECT_EQ(p.collectives[0].algorithm, "ring");
+  EXPECT_EQ(mapping::ToString(p.collectives[0].algorithm), "ring");
   EXPECT_EQ(p.num_tasks(), 14u * 8u);  // 2 (P-1) steps of P transfers
 }
 

@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "mapping/collective/collective.h"
 #include "tests/mapping/program_test_util.h"
 
 namespace tpsim::mapping {
@@ -46,7 +50,8 @@ TEST(Program, TasksDecodeAsTheyWereAdded) {
   g.op = 1;
   Task x = Send(1, 2, 4096);
   x.offset = 100, x.dst_offset = 200, x.reduce = true, x.in_switch_gbps = 480;
-  b.program().collectives.push_back({CollectiveKind::kAllReduce, "nvls", 4096, 2, 0, 1, {1, 2}});
+  b.program().collectives.push_back(
+      {CollectiveKind::kAllReduce, mapping::AlgorithmOf("nvls"), 4096, 2, 0, 1, {1, 2}});
   x.collective = 0, x.coll_step = 3;
   Task r = Read(3, 1, 777);
   r.write = true;
@@ -89,7 +94,7 @@ TEST(Program, EqualDetailsAreStoredOnce) {
   // 1 compute shape, 2 transfer shapes (+ 100 refs), 1 memory detail.
   ProgramBuilder b = Builder();
   for (int c = 0; c < 10; ++c)
-    b.program().collectives.push_back({CollectiveKind::kAllGather, "ring", 8, 4, 0});
+    b.program().collectives.push_back({CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 4, 0});
   for (int i = 0; i < 100; ++i) b.Add(Gemm(i % 4, 8, 8, 8));
   for (int i = 0; i < 100; ++i) b.Add(Send(1 + i % 3, 0, 8 << (i % 2), i / 10, static_cast<uint16_t>(i % 3)));
   for (int i = 0; i < 10; ++i) b.Add(Read(i % 4, 0, 64));
@@ -202,19 +207,21 @@ TEST(Program, VerifyRejectsWhatWouldCrashOrHangAnExecutor) {
   {
     // Two groups {0, 1} and {2, 3}: a transfer 1 -> 2 leaves its group.
     ProgramBuilder b = Builder();
-    b.program().collectives.push_back({CollectiveKind::kAllGather, "ring", 8, 2, 0, 2, {0, 1, 2, 3}});
+    b.program().collectives.push_back(
+        {CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 2, 0, 2, {0, 1, 2, 3}});
     b.Add(Send(0, 1, 8, 0));
     b.Add(Send(1, 2, 8, 0));
     ExpectInvalid(b, "task 1: transfer 1->2 leaves the member groups of collective 0");
   }
   {
     ProgramBuilder b = Builder();
-    b.program().collectives.push_back({CollectiveKind::kAllGather, "ring", 8, 2, 0, 2, {0, 1, 2}});
+    b.program().collectives.push_back(
+        {CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 2, 0, 2, {0, 1, 2}});
     ExpectInvalid(b, "collective 0: 3 members for 2 x 2 ranks");
   }
   {
     ProgramBuilder b = Builder();
-    b.program().collectives.push_back({CollectiveKind::kAllGather, "ring", 8, 2, 5});
+    b.program().collectives.push_back({CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 2, 5});
     ExpectInvalid(b, "collective 0: op 5 not in [0, 2)");
   }
 }
@@ -232,7 +239,7 @@ TEST(Program, VerifyFitsAChipWithFewerCoresOnlyWhenTheTasksDo) {
 }
 
 TEST(Program, CollectiveMembersGiveEachCoreItsGroup) {
-  CollectiveInfo c{CollectiveKind::kAllReduce, "ring", 8, 2, 0, 3, {4, 5, 0, 1, 7, 6}};
+  CollectiveInfo c{CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 8, 2, 0, 3, {4, 5, 0, 1, 7, 6}};
   EXPECT_EQ(c.GroupOf(4), 0);
   EXPECT_EQ(c.GroupOf(1), 1);
   EXPECT_EQ(c.GroupOf(6), 2);
@@ -282,6 +289,31 @@ TEST(Program, TestProgramBuildsThroughTheBuilder) {
   EXPECT_EQ(v.deps[0], 0u);
   t.tasks[1].deps = {1};
   EXPECT_THROW(static_cast<void>(t.Build()), InvalidProgram);
+}
+
+TEST(Program, AlgorithmIdsNameTheRegisteredAlgorithmsAndNccl) {
+  // Every registered algorithm and nccl has an id that prints back as its name; ids are
+  // the sorted order of the names, so distinct names get distinct ids.
+  std::vector<std::string> names = CollectiveNames();
+  names.push_back("nccl");
+  std::sort(names.begin(), names.end());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::optional<AlgorithmId> a = ParseAlgorithm(names[i]);
+    ASSERT_TRUE(a.has_value()) << names[i];
+    EXPECT_EQ(static_cast<size_t>(*a), i) << names[i];
+    EXPECT_EQ(ToString(*a), names[i]);
+    EXPECT_EQ(AlgorithmOf(names[i]), *a);
+  }
+  EXPECT_NE(AlgorithmOf("ring"), AlgorithmOf("nvls"));
+  EXPECT_FALSE(ParseAlgorithm("auto").has_value());  // a request, not an algorithm
+  EXPECT_FALSE(ParseAlgorithm("").has_value());
+  try {
+    static_cast<void>(AlgorithmOf("tree"));
+    FAIL() << "tree is not an algorithm of the registry";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'tree'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ring"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -141,7 +141,8 @@ TEST(AnalyticalEngine, RingAllReduceOnTwoByTwoBlock) {
   const int ring[4] = {Core(0, 0), Core(0, 1), Core(1, 1), Core(1, 0)};
   const uint64_t S = 640'000, P = 4;
   Program p = NewProgram();
-  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, "ring", S, 4, 0});
+  p.collectives.push_back(
+      mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), S, 4, 0});
   std::vector<int64_t> received(P, -1);  // last transfer into rank r
   for (uint16_t step = 0; step < 2 * (P - 1); ++step) {
     std::vector<int64_t> next(P, -1);
@@ -323,8 +324,8 @@ TEST(AnalyticalEngine, OverlappingTransfersSharingALinkCarryEachOthersBytes) {
   // Round 2: t0's window is now [0, 2,004,000) and t1's [0, 2,000,008): t1 sees
   //   160,000 x 2,000,008 / 2,004,000 = 159,681.3 B again; t0 all of t1: settled.
   Program p = NewProgram();
-  p.collectives.push_back(
-      mapping::CollectiveInfo{mapping::CollectiveKind::kAllGather, "direct", 160'000, 3, 0});
+  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllGather,
+                                                  mapping::AlgorithmOf("direct"), 160'000, 3, 0});
   AddTransfer(p, Core(0, 0), Core(0, 2), 160'000, 0, 0);
   AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, 0, 0);
   EngineOutput out = AnalyticalEngine().Run(p, Mesh());
@@ -435,8 +436,8 @@ TEST(AnalyticalEngine, HugePayloadsSaturateInsteadOfOverflowing) {
   // largest Ps rather than wrapping.
   constexpr Ps kMax = std::numeric_limits<Ps>::max();
   Program p = NewProgram();
-  p.collectives.push_back(
-      mapping::CollectiveInfo{mapping::CollectiveKind::kAllGather, "direct", uint64_t{1} << 63, 3, 0});
+  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllGather,
+                                                  mapping::AlgorithmOf("direct"), uint64_t{1} << 63, 3, 0});
   AddTransfer(p, Core(0, 0), Core(0, 2), uint64_t{1} << 63, 0, 0);
   AddTransfer(p, Core(0, 1), Core(0, 2), uint64_t{1} << 63, 0, 0);
   AddMemory(p, 0, 0, uint64_t{1} << 63, {0});
@@ -506,13 +507,13 @@ TEST(AnalyticalEngine, NvlsAgainstRingAllReduceOnH200ByHand) {
   EXPECT_EQ(run("nvls").makespan_ps, 245'867'734);
   // auto picks nvls here (64 MiB >= 1 MiB, 8 >= 4 ranks): the same time.
   mapping::Program autop = mapping::CollectiveProgram(chip, "auto", kAr, 8, bytes, 2);
-  EXPECT_EQ(autop.collectives[0].algorithm, "nvls");
+  EXPECT_EQ(mapping::ToString(autop.collectives[0].algorithm), "nvls");
   EXPECT_EQ(autop.ops[0].ref.Label(), "nvls");
   EXPECT_EQ(MakeAnalyticalEngine()->Run(autop, chip).makespan_ps, 245'867'734);
   // Below in_switch_min_bytes auto is ring: 512 KiB, chunk 65,536 B:
   // ceil(65,536,000 / 450) = 145,636 + 600,000 = 745,636 ps per step, 14 x = 10,438,904.
   mapping::Program small = mapping::CollectiveProgram(chip, "auto", kAr, 8, 512 << 10, 2);
-  EXPECT_EQ(small.collectives[0].algorithm, "ring");
+  EXPECT_EQ(mapping::ToString(small.collectives[0].algorithm), "ring");
   EXPECT_EQ(MakeAnalyticalEngine()->Run(small, chip).makespan_ps, 10'438'904);
 }
 

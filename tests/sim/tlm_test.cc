@@ -100,7 +100,8 @@ Program RingAllReduce(uint64_t S) {
   const int ring[4] = {Core(0, 0), Core(0, 1), Core(1, 1), Core(1, 0)};
   const uint64_t P = 4;
   Program p = NewProgram();
-  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, "ring", S, 4, 0});
+  p.collectives.push_back(
+      mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), S, 4, 0});
   std::vector<int64_t> received(P, -1);
   for (uint16_t step = 0; step < 2 * (P - 1); ++step) {
     std::vector<int64_t> next(P, -1);
@@ -474,7 +475,7 @@ TEST(TlmEngine, AgreesWithAnalyticalOnNvlsAllReduce) {
   const arch::Chip chip = arch::testing::LoadChip("h200-sxm-8");
   const mapping::Program p =
       mapping::CollectiveProgram(chip, "nvls", mapping::CollectiveKind::kAllReduce, 8, uint64_t{64} << 20, 2);
-  ASSERT_EQ(p.collectives[0].algorithm, "nvls");
+  ASSERT_EQ(mapping::ToString(p.collectives[0].algorithm), "nvls");
   EngineOutput tlm = MakeTlmEngine()->Run(p, chip);
   EngineOutput ana = MakeAnalyticalEngine()->Run(p, chip);
   EXPECT_EQ(tlm.makespan_ps, 245'867'738);

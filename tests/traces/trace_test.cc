@@ -118,7 +118,8 @@ Fixture MakeFixture() {
   };
   f.prog.ops = {op(0, "q_proj"), op(0, "q_proj.allreduce"), op(1, "o_proj"), op(1, "weights"),
                 op(1, "post_norm")};
-  f.prog.collectives.push_back({mapping::CollectiveKind::kAllReduce, "ring", 1600, 2, 1});
+  f.prog.collectives.push_back(
+      {mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 1600, 2, 1});
   f.prog.tasks.push_back(Compute(0, 0, 0, {}));
   f.prog.tasks.push_back(Compute(1, 1, 0, {}));
   f.prog.tasks.push_back(Transfer(2, 0, 1, 1600, {0}));

@@ -21,7 +21,7 @@ mapping::Program TwoGpuProgram() {
     t.m = 10, t.n = 20, t.k = 30;
     p.Add(t);
   }
-  mapping::CollectiveInfo ci{mapping::CollectiveKind::kAllReduce, "ring", 1000, 2, 1};
+  mapping::CollectiveInfo ci{mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 1000, 2, 1};
   p.collectives.push_back(ci);
   for (int c = 0; c < 2; ++c) {
     mapping::Task t;

@@ -169,7 +169,7 @@ TEST(Plan, NvlsAllReduceIsOneNcclAllReducePerRank) {
   // one ncclAllReduce of the whole buffer per GPU (it picks NVLS itself).
   Lowered l = LowerQwen(8, 0, "auto", 256);
   ASSERT_EQ(l.prog.collectives.size(), 2u);
-  for (const auto& ci : l.prog.collectives) EXPECT_EQ(ci.algorithm, "nvls");
+  for (const auto& ci : l.prog.collectives) EXPECT_EQ(mapping::ToString(ci.algorithm), "nvls");
   for (const GpuPlan& g : l.plan.gpus) {
     ASSERT_EQ(g.NumCollectives(), 2u) << "GPU " << g.gpu;
     for (const OpPlan& o : g.ops)
@@ -185,7 +185,7 @@ TEST(Plan, NvlsAllReduceIsOneNcclAllReducePerRank) {
       << l.plan.Dump(l.prog);
   // S = 128 (655,360 B < 1 MiB): ring, still one ncclAllReduce.
   Lowered small = LowerQwen(8, 0, "auto", 128);
-  for (const auto& ci : small.prog.collectives) EXPECT_EQ(ci.algorithm, "ring");
+  for (const auto& ci : small.prog.collectives) EXPECT_EQ(mapping::ToString(ci.algorithm), "ring");
   EXPECT_EQ(small.plan.gpus[0].NumCollectives(), 2u);
 }
 
