@@ -55,9 +55,9 @@ void AttentionEmitter::KvWrite(int32_t k, int32_t v, int32_t kc, int32_t vc) {
                cx_.Ready(v, r));
     seq_rows(vc);
     if (!cx_.mem->KvResident()) {
-      std::vector<uint32_t> deps = cx_.Ready(kc, r);
+      std::vector<TaskId> deps = cx_.Ready(kc, r);
       Append(&deps, cx_.Ready(vc, r));
-      const uint32_t w = cx_.Memory(r, 2 * t * kv.size() * cx_.d, true, deps);
+      const TaskId w = cx_.Memory(r, 2 * t * kv.size() * cx_.d, true, deps);
       cx_.ts[kc].ready[r].push_back(w), cx_.ts[vc].ready[r].push_back(w);
     }
   }
@@ -92,7 +92,7 @@ AttentionShapes AttentionSpanShapes(uint64_t batch, uint64_t s, uint64_t ctx, ui
 }
 
 void AttentionEmitter::AttnTask(int r, int32_t cache, const ComputeShape& shape, uint64_t seqs, FuncOp f,
-                                std::vector<uint32_t> deps, uint64_t kv_bytes) {
+                                std::vector<TaskId> deps, uint64_t kv_bytes) {
   const bool kv_dram = !cx_.mem->KvResident();
   if (kv_dram) deps.push_back(cx_.Memory(r, kv_bytes, false, cx_.Ready(cache, r)));
   // A GPU's attention kernel (GQA) stacks the query heads that share a KV head into M, so K or
@@ -143,7 +143,7 @@ void AttentionEmitter::Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc,
     f.b = Sl(kc, {0, lt}, {0, nkv * hd});
     f.out = Sl(scores, {h0 * rows, h1 * rows}, {0, lt});
     heads_op(&f, h0, h1);
-    std::vector<uint32_t> deps = cx_.Ready(q, r);
+    std::vector<TaskId> deps = cx_.Ready(q, r);
     Append(&deps, cx_.Ready(kc, r));
     AttnTask(r, kc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).scores, sp.seqs, f, deps,
              kv_bytes(r));
@@ -167,7 +167,7 @@ void AttentionEmitter::Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc,
     f.b = Sl(vc, {0, lt}, {0, nkv * hd});
     f.out = Sl(attn, qrows, qh);
     heads_op(&f, h0, h1);
-    std::vector<uint32_t> deps = cx_.Ready(probs, r);
+    std::vector<TaskId> deps = cx_.Ready(probs, r);
     Append(&deps, cx_.Ready(vc, r));
     AttnTask(r, vc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).pv, sp.seqs, f, deps,
              kv_bytes(r));

@@ -29,7 +29,7 @@ class AttentionEmitter {
   // One attention task (scores or PV, of AttentionSpanShapes over `seqs` sequences) on rank r;
   // when the KV cache is in DRAM it first reads the `kv_bytes` of K or V it needs.
   void AttnTask(int r, int32_t cache, const ComputeShape& shape, uint64_t seqs, FuncOp f,
-                std::vector<uint32_t> deps, uint64_t kv_bytes);
+                std::vector<TaskId> deps, uint64_t kv_bytes);
 
   LowerContext& cx_;
 };

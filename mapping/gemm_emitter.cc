@@ -107,7 +107,7 @@ int32_t GemmEmitter::Gemm(const LayerGemm& lg, int32_t x, int32_t w, const std::
   return g.y;
 }
 
-uint32_t GemmEmitter::EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<uint32_t> deps) {
+TaskId GemmEmitter::EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<TaskId> deps) {
   Append(&deps, cx_.Ready(g.x, rank));
   Task t;
   t.op_kind = llm::OpKind::kGemm;
@@ -122,7 +122,7 @@ uint32_t GemmEmitter::EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, 
   f.accumulate = s.accumulate;
   f.out = Sl(g.y, s.rows, s.cols);
   const uint64_t transient = (t.m * t.k + t.m * t.n) * cx_.d + s.buffer_bytes;
-  const uint32_t id = cx_.Compute(rank, t, f, std::move(deps), transient);
+  const TaskId id = cx_.Compute(rank, t, f, std::move(deps), transient);
   cx_.ts[g.y].ready[rank].push_back(id);
   return id;
 }
@@ -133,7 +133,7 @@ GemmContext::WeightBlock GemmEmitter::FetchWeights(int rank, uint64_t bytes) {
 }
 
 CollectiveRun GemmEmitter::AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
-                                         uint64_t bytes, uint64_t align_bytes, uint32_t op) {
+                                         uint64_t bytes, uint64_t align_bytes, OpId op) {
   const int n = static_cast<int>(groups[0].size());
   CollectiveRun c;
   c.id = conv_.AddCollective(kind, ChooseCollective(cx_.algo, kind, n, bytes, cx_.sw), groups, bytes,
@@ -141,8 +141,8 @@ CollectiveRun GemmEmitter::AddCollective(CollectiveKind kind, const std::vector<
   return c;
 }
 
-uint32_t GemmEmitter::EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x,
-                                   std::vector<uint32_t> deps) {
+TaskId GemmEmitter::EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x,
+                                 std::vector<TaskId> deps) {
   return cx_.AddTask(XferTask(x, *c.schedule, cx_.sw, c.id, step, cx_.cores), std::move(deps));
 }
 

@@ -55,12 +55,11 @@ class GemmEmitter : public GemmContext {
   RankGrid Grid() const override { return cx_.grid; }
   const config::Mapping& Mapping() const override { return cx_.m; }
   uint64_t DtypeBytes() const override { return cx_.d; }
-  uint32_t EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<uint32_t> deps) override;
+  TaskId EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<TaskId> deps) override;
   WeightBlock FetchWeights(int rank, uint64_t bytes) override;
   CollectiveRun AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
-                              uint64_t bytes, uint64_t align_bytes, uint32_t op) override;
-  uint32_t EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x,
-                        std::vector<uint32_t> deps) override;
+                              uint64_t bytes, uint64_t align_bytes, OpId op) override;
+  TaskId EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x, std::vector<TaskId> deps) override;
   bool Functional() const override { return cx_.func; }
   int Core(int rank) const override { return cx_.cores[rank]; }
   int32_t NewBuffer(uint64_t rows, uint64_t cols) override;

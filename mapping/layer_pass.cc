@@ -166,7 +166,7 @@ int32_t LayerPass::Elementwise2(llm::OpRole role, const Layout& l, int32_t a, in
   for (int r = 0; r < cx_.p; ++r) {
     Range rr = RowsOf(l, cx_.t, cx_.p, r), cr = ColsOf(l, cols, cx_.p, r);
     if (rr.size() == 0 || cr.size() == 0) continue;
-    std::vector<uint32_t> deps = cx_.Ready(a, r);
+    std::vector<TaskId> deps = cx_.Ready(a, r);
     Append(&deps, cx_.Ready(b, r));
     cx_.Vector(r, llm::OpKind::kElementwise, fk, ops_per_elem, Sl(a, rr, cr), Sl(b, rr, cr), Sl(y, rr, cr),
                deps);

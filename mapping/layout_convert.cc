@@ -38,7 +38,7 @@ void LayoutConverter::Collective(CollectiveKind kind, int32_t t, const Pieces& p
 
 int32_t LayoutConverter::AddCollective(CollectiveKind kind, const std::string& algo,
                                        const std::vector<std::vector<int>>& groups, uint64_t bytes,
-                                       uint64_t align_bytes, uint32_t op, const Schedule** sched) {
+                                       uint64_t align_bytes, OpId op, const Schedule** sched) {
   const int n = static_cast<int>(groups[0].size());
   const bool sub = groups.size() > 1 || n != cx_.p;
   // Layers repeat their collectives: each distinct one is lowered once.
@@ -96,17 +96,17 @@ void LayoutConverter::GroupCollective(CollectiveKind kind, int32_t t,
     for (const Piece& pc : unpack[r]) fc.unpack.push_back({cx_.cores[r], pc.region, pc.offset, false});
   }
   for (int r = 0; r < cx_.p; ++r) cx_.mem->Reload(t, r, nullptr);
-  std::vector<std::vector<uint32_t>> last_in(cx_.p), all_in(cx_.p);
+  std::vector<std::vector<TaskId>> last_in(cx_.p), all_in(cx_.p);
   for (size_t s = 0; s < sched.steps.size(); ++s) {
-    std::vector<std::vector<uint32_t>> now(cx_.p);
+    std::vector<std::vector<TaskId>> now(cx_.p);
     // Step s of every group before step s + 1 of any: the groups' transfers interleave.
     for (const std::vector<int>& g : groups)
       for (Xfer x : sched.steps[s].xfers) {
         x.src = g[x.src], x.dst = g[x.dst];
         Task tk = XferTask(x, sched, cx_.sw, coll, s, cx_.cores);
-        std::vector<uint32_t> deps = last_in[x.src].empty() ? cx_.Ready(t, x.src) : last_in[x.src];
+        std::vector<TaskId> deps = last_in[x.src].empty() ? cx_.Ready(t, x.src) : last_in[x.src];
         if (x.reduce) Append(&deps, cx_.Ready(t, x.dst));
-        uint32_t id = cx_.AddTask(tk, std::move(deps));
+        TaskId id = cx_.AddTask(tk, std::move(deps));
         if (fc.first_task < 0) fc.first_task = id;
         fc.last_task = id;
         now[x.dst].push_back(id);
@@ -165,9 +165,9 @@ void LayoutConverter::NcclCollective(CollectiveKind kind, int32_t t,
   cx_.prog.collectives.push_back(std::move(ci));
   // One kernel per rank; every rank's kernel starts once all ranks of its group are ready
   // (NCCL's kernels wait for each other), so a group's kernels run together.
-  std::vector<uint32_t> out(cx_.p, UINT32_MAX);
+  std::vector<TaskId> out(cx_.p, TaskId(UINT32_MAX));
   for (const std::vector<int>& g : groups) {
-    std::vector<uint32_t> deps;
+    std::vector<TaskId> deps;
     for (int r : g) Append(&deps, cx_.Ready(t, r));
     for (int r : g) out[r] = cx_.Compute(r, tk, FuncOp{}, deps, 0);
   }

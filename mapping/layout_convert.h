@@ -38,7 +38,7 @@ class LayoutConverter {
   // group uses the stage region's grid; a sub-group is one line of the TP grid (1 x n).
   int32_t AddCollective(CollectiveKind kind, const std::string& algo,
                         const std::vector<std::vector<int>>& groups, uint64_t bytes, uint64_t align_bytes,
-                        uint32_t op, const Schedule** sched);
+                        OpId op, const Schedule** sched);
 
  private:
   struct Piece {

@@ -89,7 +89,7 @@ Program Lowering::Run(const PlacementFile& file) {
   llm::Phase ph;
   ph.batch = static_cast<uint32_t>(b);
   ph.dtype_bytes = static_cast<uint32_t>(cx_.d);
-  std::vector<uint32_t> prev_out;
+  std::vector<TaskId> prev_out;
   for (uint32_t step = 0; step <= wl.decode_steps(); ++step) {
     const bool decode = step > 0;
     cx_.phase = !cx_.chunks.empty() ? Phase::kMixed : decode ? Phase::kDecode : Phase::kPrefill;

@@ -34,7 +34,7 @@ int32_t LowerContext::NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t col
   return id;
 }
 
-uint32_t LowerContext::NewOp(const std::string& name, const std::string& partition) {
+OpId LowerContext::NewOp(const std::string& name, const std::string& partition) {
   OpInfo info;
   info.ref.phase = phase;
   info.ref.step = step;
@@ -42,46 +42,46 @@ uint32_t LowerContext::NewOp(const std::string& name, const std::string& partiti
   info.ref.op = name;
   info.ref.partition = partition;
   prog.ops.push_back(std::move(info));
-  cur_op = static_cast<uint32_t>(prog.ops.size() - 1);
+  cur_op = OpId(static_cast<uint32_t>(prog.ops.size() - 1));
   return cur_op;
 }
 
-uint32_t LowerContext::AddTask(Task t, std::vector<uint32_t> deps) {
+TaskId LowerContext::AddTask(Task t, std::vector<TaskId> deps) {
   t.op = cur_op;
   std::sort(deps.begin(), deps.end());
   deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
   return builder.Add(t, deps);
 }
 
-uint32_t LowerContext::Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps) {
+TaskId LowerContext::Memory(int rank, uint64_t bytes, bool write, std::vector<TaskId> deps) {
   Task t;
   t.kind = TaskKind::kMemory;
-  t.core = cores[rank];
+  t.core = CoreId(cores[rank]);
   t.channel = chip.ChannelOf(t.core);
   t.write = write;
   t.bytes = bytes;
   return AddTask(t, std::move(deps));
 }
 
-uint32_t LowerContext::Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient) {
+TaskId LowerContext::Compute(int rank, Task t, FuncOp f, std::vector<TaskId> deps, uint64_t transient) {
   const int32_t used[3] = {f.a.tensor, f.b.tensor, f.out.tensor};
   mem->BeforeCompute(rank, t.op_kind, used, transient, &deps);
   f.core = cores[rank];
   t.kind = TaskKind::kCompute;
-  t.core = cores[rank];
+  t.core = CoreId(cores[rank]);
   if (func) {
     t.func = static_cast<int32_t>(prog.func.ops.size());
     prog.func.ops.push_back(f);
   }
   prog.ops[cur_op].flops += t.flops + t.vector_ops;
   prog.ops[cur_op].bytes += t.bytes;
-  const uint32_t id = AddTask(t, std::move(deps));
+  const TaskId id = AddTask(t, std::move(deps));
   mem->AfterCompute(rank, id);
   return id;
 }
 
 void LowerContext::Vector(int rank, llm::OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a,
-                          FuncSlice b, FuncSlice out, std::vector<uint32_t> deps, uint32_t head_dim,
+                          FuncSlice b, FuncSlice out, std::vector<TaskId> deps, uint32_t head_dim,
                           uint32_t position_offset) {
   const uint64_t elems = uint64_t{out.r1 - out.r0} * (out.c1 - out.c0);
   const uint64_t in =
@@ -96,7 +96,7 @@ void LowerContext::Vector(int rank, llm::OpKind kind, FuncKind fk, double ops_pe
   f.kind = fk;
   f.a = a, f.b = b, f.out = out;
   f.head_dim = head_dim, f.position_offset = position_offset;
-  const uint32_t id = Compute(rank, t, f, std::move(deps), t.bytes);
+  const TaskId id = Compute(rank, t, f, std::move(deps), t.bytes);
   ts[out.tensor].ready[rank].push_back(id);
 }
 

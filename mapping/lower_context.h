@@ -46,7 +46,7 @@ class RoleNames {
 // A tensor's lowering state.
 struct TState {
   Layout layout;
-  std::vector<std::vector<uint32_t>> ready;  // per rank: tasks a reader depends on
+  std::vector<std::vector<TaskId>> ready;  // per rank: tasks a reader depends on
   // Per rank: the memory task that wrote this tensor's block out to DRAM to make room
   // (SRAM timeline), -1 while it is in SRAM. Empty until something is evicted.
   std::vector<int64_t> evicted;
@@ -91,20 +91,20 @@ struct LowerContext {
   std::vector<llm::SeqChunk> chunks;     // LowerIteration: attention per chunk
   std::vector<int32_t> kcache, vcache;   // per layer
   RoleNames names;
-  uint32_t cur_op = 0;
+  OpId cur_op{0};
 
   int32_t NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0, uint32_t init = 0);
-  uint32_t NewOp(const std::string& name, const std::string& partition);
-  uint32_t AddTask(Task t, std::vector<uint32_t> deps);
+  OpId NewOp(const std::string& name, const std::string& partition);
+  TaskId AddTask(Task t, std::vector<TaskId> deps);
   // A DRAM read or write of `bytes` by rank's core.
-  uint32_t Memory(int rank, uint64_t bytes, bool write, std::vector<uint32_t> deps);
+  TaskId Memory(int rank, uint64_t bytes, bool write, std::vector<TaskId> deps);
   // A compute task on rank's core with its functional op; the memory plan adds what
   // keeping `transient` bytes of its own data in SRAM takes.
-  uint32_t Compute(int rank, Task t, FuncOp f, std::vector<uint32_t> deps, uint64_t transient);
+  TaskId Compute(int rank, Task t, FuncOp f, std::vector<TaskId> deps, uint64_t transient);
   // An element-wise / reduction op of out's elements; out's readers depend on it.
   void Vector(int rank, llm::OpKind kind, FuncKind fk, double ops_per_elem, FuncSlice a, FuncSlice b,
-              FuncSlice out, std::vector<uint32_t> deps, uint32_t head_dim = 0, uint32_t position_offset = 0);
-  std::vector<uint32_t> Ready(int32_t t, int r) const { return ts[t].ready[r]; }
+              FuncSlice out, std::vector<TaskId> deps, uint32_t head_dim = 0, uint32_t position_offset = 0);
+  std::vector<TaskId> Ready(int32_t t, int r) const { return ts[t].ready[r]; }
   // Bytes of tensor x rank r holds in x's layout.
   uint64_t Held(int32_t x, int r) const {
     const FuncTensor& ft = tensors[x];
@@ -127,7 +127,7 @@ inline FuncSlice Sl(int32_t t, Range rows, Range cols) {
   return {t, static_cast<uint32_t>(rows.lo), static_cast<uint32_t>(rows.hi), static_cast<uint32_t>(cols.lo),
           static_cast<uint32_t>(cols.hi)};
 }
-inline void Append(std::vector<uint32_t>* a, const std::vector<uint32_t>& b) {
+inline void Append(std::vector<TaskId>* a, const std::vector<TaskId>& b) {
   a->insert(a->end(), b.begin(), b.end());
 }
 inline bool IsGridKind(const Layout& l) {

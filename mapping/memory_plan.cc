@@ -69,31 +69,31 @@ void SramTimeline::Grow(size_t core) {
   }
 }
 
-std::vector<uint32_t> SramTimeline::WeightReadDeps(int rank) {
+std::vector<TaskId> SramTimeline::WeightReadDeps(int rank) {
   const size_t core = static_cast<size_t>(cx_.cores[rank]);
   Grow(core);
   const int64_t gate = prefetch_mark_[core];
   prefetch_mark_[core] = last_compute_[core];
   if (gate < 0) return {};
-  return {static_cast<uint32_t>(gate)};
+  return {TaskId(static_cast<uint32_t>(gate))};
 }
 
-void SramTimeline::AfterCompute(int rank, uint32_t task) {
+void SramTimeline::AfterCompute(int rank, TaskId task) {
   const size_t core = static_cast<size_t>(cx_.cores[rank]);
   Grow(core);
   last_compute_[core] = task;
 }
 
-void SramTimeline::Reload(int32_t t, int r, std::vector<uint32_t>* deps) {
+void SramTimeline::Reload(int32_t t, int r, std::vector<TaskId>* deps) {
   if (t < 0 || cx_.ts[t].evicted.empty() || cx_.ts[t].evicted[r] < 0) return;
-  uint32_t rd = cx_.Memory(r, cx_.Held(t, r), false, {static_cast<uint32_t>(cx_.ts[t].evicted[r])});
+  TaskId rd = cx_.Memory(r, cx_.Held(t, r), false, {TaskId(static_cast<uint32_t>(cx_.ts[t].evicted[r]))});
   cx_.ts[t].evicted[r] = -1;
   cx_.ts[t].ready[r].push_back(rd);
   if (deps) deps->push_back(rd);
 }
 
 void SramTimeline::BeforeCompute(int rank, llm::OpKind kind, const int32_t (&used)[3], uint64_t transient,
-                                 std::vector<uint32_t>* deps) {
+                                 std::vector<TaskId>* deps) {
   auto touched = [&](int32_t x) { return x == used[0] || x == used[1] || x == used[2]; };
   for (int32_t u : used) Reload(u, rank, deps);
   const uint64_t avail = sram_ > resident_ ? sram_ - resident_ : 0;
@@ -106,7 +106,7 @@ void SramTimeline::BeforeCompute(int rank, llm::OpKind kind, const int32_t (&use
     const int32_t x = live_[i];
     const uint64_t held = cx_.Held(x, rank);
     if (touched(x) || !in_sram(x) || held == 0) continue;
-    const uint32_t w = cx_.Memory(rank, held, true, cx_.Ready(x, rank));
+    const TaskId w = cx_.Memory(rank, held, true, cx_.Ready(x, rank));
     if (cx_.ts[x].evicted.empty()) cx_.ts[x].evicted.assign(cx_.p, -1);
     cx_.ts[x].evicted[rank] = w;
     deps->push_back(w);
@@ -117,8 +117,8 @@ void SramTimeline::BeforeCompute(int rank, llm::OpKind kind, const int32_t (&use
   if (transient + idle > avail) {
     uint64_t spill = transient + idle - avail;
     if (spill > transient) spill = transient;
-    const uint32_t w = cx_.Memory(rank, spill, true, *deps);
-    const uint32_t rd = cx_.Memory(rank, spill, false, {w});
+    const TaskId w = cx_.Memory(rank, spill, true, *deps);
+    const TaskId rd = cx_.Memory(rank, spill, false, {w});
     deps->push_back(rd);
     cx_.prog.ops[cx_.cur_op].spilled_bytes += spill;
     cx_.prog.spilled_bytes += spill;

@@ -26,12 +26,12 @@ class MemoryPlanner {
   // Before a compute task of `kind` on rank r that touches tensors used[0..2] (-1: none)
   // with `transient` bytes of its own data: emits what makes room, appending to deps.
   virtual void BeforeCompute(int rank, llm::OpKind kind, const int32_t (&used)[3], uint64_t transient,
-                             std::vector<uint32_t>* deps) = 0;
-  virtual void AfterCompute(int rank, uint32_t task) = 0;
+                             std::vector<TaskId>* deps) = 0;
+  virtual void AfterCompute(int rank, TaskId task) = 0;
   // Reads t's block back to rank r when it was moved out; t's readers (and deps) wait for it.
-  virtual void Reload(int32_t t, int r, std::vector<uint32_t>* deps) = 0;
+  virtual void Reload(int32_t t, int r, std::vector<TaskId>* deps) = 0;
   // What the DRAM read of a streamed weight block on rank r waits for (prefetch depth).
-  virtual std::vector<uint32_t> WeightReadDeps(int rank) = 0;
+  virtual std::vector<TaskId> WeightReadDeps(int rank) = 0;
 };
 
 // The scratchpad plan of a systolic core: weights stay in SRAM when every core's shards
@@ -55,10 +55,10 @@ class SramTimeline : public MemoryPlanner {
   void Dead(int32_t t) override;
   void EndPhase() override { live_.clear(); }
   void BeforeCompute(int rank, llm::OpKind kind, const int32_t (&used)[3], uint64_t transient,
-                     std::vector<uint32_t>* deps) override;
-  void AfterCompute(int rank, uint32_t task) override;
-  void Reload(int32_t t, int r, std::vector<uint32_t>* deps) override;
-  std::vector<uint32_t> WeightReadDeps(int rank) override;
+                     std::vector<TaskId>* deps) override;
+  void AfterCompute(int rank, TaskId task) override;
+  void Reload(int32_t t, int r, std::vector<TaskId>* deps) override;
+  std::vector<TaskId> WeightReadDeps(int rank) override;
 
  private:
   void Grow(size_t core);
@@ -83,10 +83,10 @@ class GpuHbmPlan : public MemoryPlanner {
   void Created(int32_t, FuncTensorKind) override {}
   void Dead(int32_t) override {}
   void EndPhase() override {}
-  void BeforeCompute(int, llm::OpKind, const int32_t (&)[3], uint64_t, std::vector<uint32_t>*) override {}
-  void AfterCompute(int, uint32_t) override {}
-  void Reload(int32_t, int, std::vector<uint32_t>*) override {}
-  std::vector<uint32_t> WeightReadDeps(int) override { return {}; }
+  void BeforeCompute(int, llm::OpKind, const int32_t (&)[3], uint64_t, std::vector<TaskId>*) override {}
+  void AfterCompute(int, TaskId) override {}
+  void Reload(int32_t, int, std::vector<TaskId>*) override {}
+  std::vector<TaskId> WeightReadDeps(int) override { return {}; }
 
  private:
   LowerContext& cx_;

@@ -73,7 +73,7 @@ int32_t StageSend(LowerContext& cx, LayoutConverter& conv, int32_t x, const std:
   FuncCollective fc;
   fc.buffer = cx.NewTensor(FuncTensorKind::kBuffer, 1, cx.t * h);
   int32_t y = cx.NewTensor(FuncTensorKind::kActivation, cx.t, h);
-  std::vector<std::vector<uint32_t>> landed(cx.p);
+  std::vector<std::vector<TaskId>> landed(cx.p);
   for (int r = 0; r < cx.p; ++r) {
     Range rows = RowsOf(out, cx.t, cx.p, r);
     if (rows.size() == 0) continue;
@@ -84,13 +84,13 @@ int32_t StageSend(LowerContext& cx, LayoutConverter& conv, int32_t x, const std:
     }
     Task tk;
     tk.kind = TaskKind::kTransfer;
-    tk.core = cx.cores[r];
-    tk.dst_core = to[r];
+    tk.core = CoreId(cx.cores[r]);
+    tk.dst_core = CoreId(to[r]);
     tk.bytes = rows.size() * h * cx.d;
     tk.offset = rows.lo * h * cx.d;
     tk.dst_offset = tk.offset;
     tk.collective = coll;
-    uint32_t id = cx.AddTask(tk, cx.Ready(x, r));
+    TaskId id = cx.AddTask(tk, cx.Ready(x, r));
     if (fc.first_task < 0) fc.first_task = id;
     fc.last_task = id;
     landed[r].push_back(id);

@@ -18,20 +18,22 @@ std::string Program::Dump() const {
     switch (t.kind) {
       case TaskKind::kCompute:
         if (t.flops > 0)
-          std::snprintf(
-              buf, sizeof buf, "t%u compute core=%d %s batch=%llu m=%llu k=%llu n=%llu flops=%.0f bytes=%llu",
-              t.id, t.core, llm::ToString(t.op_kind), (unsigned long long)t.batch, (unsigned long long)t.m,
-              (unsigned long long)t.k, (unsigned long long)t.n, t.flops, (unsigned long long)t.bytes);
+          std::snprintf(buf, sizeof buf,
+                        "t%u compute core=%d %s batch=%llu m=%llu k=%llu n=%llu flops=%.0f bytes=%llu",
+                        t.id.value(), t.core.value(), llm::ToString(t.op_kind), (unsigned long long)t.batch,
+                        (unsigned long long)t.m, (unsigned long long)t.k, (unsigned long long)t.n, t.flops,
+                        (unsigned long long)t.bytes);
         else
           std::snprintf(buf, sizeof buf, "t%u compute core=%d %s m=%llu n=%llu vector_ops=%.0f bytes=%llu",
-                        t.id, t.core, llm::ToString(t.op_kind), (unsigned long long)t.m,
+                        t.id.value(), t.core.value(), llm::ToString(t.op_kind), (unsigned long long)t.m,
                         (unsigned long long)t.n, t.vector_ops, (unsigned long long)t.bytes);
         break;
       case TaskKind::kTransfer:
         std::snprintf(buf, sizeof buf,
-                      "t%u transfer core=%d->%d bytes=%llu offset=%llu->%llu%s coll=%d step=%u", t.id, t.core,
-                      t.dst_core, (unsigned long long)t.bytes, (unsigned long long)t.offset,
-                      (unsigned long long)t.dst_offset, t.reduce ? " reduce" : "", t.collective, t.coll_step);
+                      "t%u transfer core=%d->%d bytes=%llu offset=%llu->%llu%s coll=%d step=%u", t.id.value(),
+                      t.core.value(), t.dst_core.value(), (unsigned long long)t.bytes,
+                      (unsigned long long)t.offset, (unsigned long long)t.dst_offset,
+                      t.reduce ? " reduce" : "", t.collective, t.coll_step);
         if (t.collective >= 0 && static_cast<size_t>(t.collective) < collectives.size() &&
             collectives[t.collective].groups > 1) {
           // Sub-group collectives only (the line is unchanged for every other one).
@@ -41,15 +43,15 @@ std::string Program::Dump() const {
         }
         break;
       case TaskKind::kMemory:
-        std::snprintf(buf, sizeof buf, "t%u memory core=%d channel=%d %s bytes=%llu", t.id, t.core, t.channel,
-                      t.write ? "write" : "read", (unsigned long long)t.bytes);
+        std::snprintf(buf, sizeof buf, "t%u memory core=%d channel=%d %s bytes=%llu", t.id.value(),
+                      t.core.value(), t.channel, t.write ? "write" : "read", (unsigned long long)t.bytes);
         break;
     }
     out += buf;
     out += " op=" + std::string(ToString(op.ref.phase)) +
            (op.ref.phase == Phase::kDecode ? std::to_string(op.ref.step) : "") + ".L" +
            std::to_string(op.ref.layer) + "." + op.ref.op + " [" + op.ref.Label() + "] deps=[";
-    const std::span<const uint32_t> d = deps(id);
+    const std::span<const TaskId> d = deps(id);
     for (size_t i = 0; i < d.size(); ++i) out += (i ? "," : "") + std::to_string(d[i]);
     out += "]\n";
   }
@@ -65,7 +67,7 @@ int CollectiveInfo::GroupOf(int core) const {
 Task Program::task(size_t i) const {
   const TaskRecord& r = records_[i];
   Task t;
-  t.id = static_cast<uint32_t>(i);
+  t.id = TaskId(static_cast<uint32_t>(i));
   t.kind = r.kind;
   t.core = r.core;
   t.op = r.op;
@@ -83,7 +85,7 @@ Task Program::task(size_t i) const {
     case TaskKind::kTransfer: {
       const TransferRef& ref = transfer_refs_[r.detail];
       const TransferShape& x = transfer_shapes_[ref.shape];
-      t.dst_core = x.dst_core;
+      t.dst_core = CoreId(x.dst_core);
       t.bytes = x.bytes;
       t.offset = x.offset;
       t.dst_offset = x.dst_offset;
@@ -309,7 +311,7 @@ void ProgramBuilder::Reserve(size_t tasks, size_t deps) {
   p_.deps_.reserve(deps);
 }
 
-uint32_t ProgramBuilder::Add(const Task& t, std::span<const uint32_t> deps) {
+TaskId ProgramBuilder::Add(const Task& t, std::span<const TaskId> deps) {
   const size_t id = p_.records_.size();
   if (id >= UINT32_MAX) throw InvalidProgram("invalid Program: more than 2^32 - 1 tasks");
   TaskRecord r;
@@ -348,7 +350,7 @@ uint32_t ProgramBuilder::Add(const Task& t, std::span<const uint32_t> deps) {
     throw InvalidProgram("invalid Program: more than 2^32 - 1 deps");
   p_.deps_.insert(p_.deps_.end(), deps.begin(), deps.end());
   p_.dep_begin_.push_back(static_cast<uint32_t>(p_.deps_.size()));
-  return static_cast<uint32_t>(id);
+  return TaskId(static_cast<uint32_t>(id));
 }
 
 Program ProgramBuilder::Build() {

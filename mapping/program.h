@@ -49,10 +49,10 @@ struct OpRef {
 // that do not apply to the task's kind keep their defaults.
 struct Task {
   TaskKind kind = TaskKind::kCompute;
-  int core = 0;        // executing core; transfers: the source core
-  int dst_core = -1;   // transfers
-  int channel = -1;    // memory tasks: DRAM channel index (arch::Chip::channels())
-  bool write = false;  // memory tasks: write (spill) vs read
+  CoreId core{0};       // executing core; transfers: the source core
+  CoreId dst_core{-1};  // transfers
+  int channel = -1;     // memory tasks: DRAM channel index (arch::Chip::channels())
+  bool write = false;   // memory tasks: write (spill) vs read
   // compute: GEMM shape (op_kind GEMM-like) or vector work; op_kind kCollective (a GPU-node
   // chip's collective, one kernel per rank): m = its CollectiveKind, n = its ranks, bytes =
   // its buffer (CollectiveInfo::bytes, nccl-tests' size)
@@ -72,11 +72,11 @@ struct Task {
   // the same (collective, coll_step) share (serialised in the TLM engine, each
   // scaled by their count in the analytical one).
   double in_switch_gbps = 0;
-  uint32_t op = 0;          // index into Program::ops
+  OpId op{0};               // index into Program::ops
   int32_t collective = -1;  // transfers: index into Program::collectives, -1 when none
   uint16_t coll_step = 0;   // transfers: step within the collective
   int32_t func = -1;        // compute: index into Program::func.ops (LowerOptions::functional only)
-  uint32_t id = 0;          // Program::task sets it; ProgramBuilder::Add ignores it
+  TaskId id{0};             // Program::task sets it; ProgramBuilder::Add ignores it
 };
 
 // ---- The stored form.
@@ -84,8 +84,8 @@ struct TaskRecord {
   TaskKind kind = TaskKind::kCompute;
   uint8_t reserved = 0;
   uint16_t coll_step = 0;  // transfers: step within the collective
-  int32_t core = 0;
-  uint32_t op = 0;
+  CoreId core{0};
+  OpId op{0};
   uint32_t detail = 0;  // compute: Program::shapes(); transfer: transfer_refs(); memory: memories()
 };
 static_assert(sizeof(TaskRecord) == 16);
@@ -129,7 +129,7 @@ struct CollectiveInfo {
   AlgorithmId algorithm{};
   uint64_t bytes = 0;  // per-rank payload (the full buffer each rank of a group holds)
   int ranks = 0;       // ranks per group
-  uint32_t op = 0;
+  OpId op{0};
   int groups = 1;  // concurrent groups (> 1: a sub-group collective; see above)
   // The cores of the ranks, group-major: group g's rank r runs on members[g * ranks + r].
   // Empty for p2p hand-overs (no ranks). Verify checks that each transfer of the collective
@@ -168,10 +168,10 @@ class Program {
   // Task i decoded (id = i).
   Task task(size_t i) const;
   TaskKind kind(size_t i) const { return records_[i].kind; }
-  int core(size_t i) const { return records_[i].core; }
-  uint32_t op(size_t i) const { return records_[i].op; }
+  CoreId core(size_t i) const { return records_[i].core; }
+  OpId op(size_t i) const { return records_[i].op; }
   // Task i's deps (ids < i), in the order they were given.
-  std::span<const uint32_t> deps(size_t i) const {
+  std::span<const TaskId> deps(size_t i) const {
     return {deps_.data() + dep_begin_[i], deps_.data() + dep_begin_[i + 1]};
   }
   // The detail of task i; only for a task of that kind.
@@ -190,7 +190,7 @@ class Program {
   const std::vector<TransferShape>& transfer_shapes() const { return transfer_shapes_; }
   const std::vector<MemoryDetail>& memories() const { return memories_; }
   const std::vector<uint32_t>& dep_begin() const { return dep_begin_; }
-  const std::vector<uint32_t>& dep_list() const { return deps_; }
+  const std::vector<TaskId>& dep_list() const { return deps_; }
   // Bytes the tasks take: records, details, shapes, deps (and func indices when present).
   size_t TaskBytes() const;
   // Sum of the compute tasks' flops, in id order.
@@ -239,7 +239,7 @@ class Program {
   std::vector<TransferShape> transfer_shapes_;
   std::vector<MemoryDetail> memories_;
   std::vector<uint32_t> dep_begin_{0};  // num_tasks() + 1 offsets into deps_
-  std::vector<uint32_t> deps_;
+  std::vector<TaskId> deps_;
   std::vector<int32_t> func_of_;  // per task, only when some task has a func op
 };
 
@@ -261,7 +261,7 @@ void VerifyFits(const Program& p, int num_cores, int num_channels);
 // The only way to make a Program with tasks:
 //   ProgramBuilder b(num_cores, num_channels);
 //   b.program().ops.push_back(...);              // ops, collectives, memory plan, func
-//   uint32_t id = b.Add(task, {deps...});
+//   TaskId id = b.Add(task, {deps...});
 //   Program p = std::move(b).Build();            // Verify, then the Program
 class ProgramBuilder {
  public:
@@ -269,9 +269,9 @@ class ProgramBuilder {
   // The Program being built: everything but its tasks may be set through it.
   Program& program() { return p_; }
   // Appends `t` with `deps` (kept in the given order); returns its id.
-  uint32_t Add(const Task& t, std::span<const uint32_t> deps = {});
-  uint32_t Add(const Task& t, std::initializer_list<uint32_t> deps) {
-    return Add(t, std::span<const uint32_t>(deps.begin(), deps.size()));
+  TaskId Add(const Task& t, std::span<const TaskId> deps = {});
+  TaskId Add(const Task& t, std::initializer_list<TaskId> deps) {
+    return Add(t, std::span<const TaskId>(deps.begin(), deps.size()));
   }
   size_t size() const { return p_.records_.size(); }
   void Reserve(size_t tasks, size_t deps);

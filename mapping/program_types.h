@@ -11,6 +11,29 @@
 
 namespace tpsim::mapping {
 
+// A typed index: constructed only explicitly from its integer (so a core cannot be passed
+// where a task or an op is wanted, nor an op index stored as a core), read implicitly as
+// that integer (indexing arrays, printing and arithmetic stay as they were). Tasks, cores
+// and ops of a Program use it; value() spells the read out where that reads better.
+template <class Tag, class Rep>
+class Id {
+ public:
+  using rep_type = Rep;
+  constexpr Id() = default;
+  constexpr explicit Id(Rep v) : v_(v) {}
+  constexpr operator Rep() const { return v_; }  // NOLINT(google-explicit-constructor)
+  constexpr Rep value() const { return v_; }
+
+ private:
+  Rep v_{};
+};
+// A core of the chip (arch::Chip numbering); -1 where none (a compute task's dst_core).
+using CoreId = Id<struct CoreIdTag, int32_t>;
+// A task of a Program: its position in the Program's topological order.
+using TaskId = Id<struct TaskIdTag, uint32_t>;
+// An op of a Program: an index into Program::ops.
+using OpId = Id<struct OpIdTag, uint32_t>;
+
 // The phase of an op: a prefill pass, a decode step, a continuous-batching iteration
 // mixing both (sim/serving), or a KV-cache hand-over between disaggregated groups.
 enum class Phase : uint8_t { kPrefill, kDecode, kMixed, kKvTransfer };

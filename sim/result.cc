@@ -177,8 +177,8 @@ std::vector<Ps> OpCompute(const mapping::Program& program, const EngineOutput& o
     if (t.op < last_op) in_order = false;
     last_op = t.op;
     if (hi < lo) lo = hi = t.core;
-    lo = std::min(lo, t.core);
-    hi = std::max(hi, t.core);
+    lo = std::min<int>(lo, t.core);
+    hi = std::max<int>(hi, t.core);
   }
   if (hi < lo) return op_compute;
   if (in_order) {
@@ -365,7 +365,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
       tt->set_end_ps(out.tasks[i].end_ps);
       const mapping::Task t = program.task(i);
       const auto& ref = program.ops[t.op].ref;
-      tt->set_core(static_cast<uint32_t>(std::max(t.core, 0)));
+      tt->set_core(static_cast<uint32_t>(std::max<int>(t.core, 0)));
       tt->set_dst_core(t.kind == TaskKind::kTransfer ? t.dst_core : -1);
       tt->set_kind(kKindNames[static_cast<int>(t.kind)]);
       tt->set_op(ref.op);

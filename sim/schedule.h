@@ -70,7 +70,7 @@ void ListSchedule(const Graph& g, Algebra& a) {
 struct ProgramGraph {
   const mapping::Program& p;
   size_t size() const { return p.num_tasks(); }
-  std::span<const uint32_t> deps(size_t i) const { return p.deps(i); }
+  std::span<const mapping::TaskId> deps(size_t i) const { return p.deps(i); }
   Queue queue(size_t i) const { return QueueOf(p.kind(i)); }
   int core(size_t i) const { return p.core(i); }
 };

@@ -13,8 +13,8 @@ Task XferTask(const Xfer& x, const Schedule& s, const InSwitchReduction& sw, int
               const std::vector<int>& cores) {
   Task t;
   t.kind = TaskKind::kTransfer;
-  t.core = cores.empty() ? x.src : cores[x.src];
-  t.dst_core = cores.empty() ? x.dst : cores[x.dst];
+  t.core = CoreId(cores.empty() ? x.src : cores[x.src]);
+  t.dst_core = CoreId(cores.empty() ? x.dst : cores[x.dst]);
   t.bytes = x.bytes;
   t.offset = x.offset;
   t.dst_offset = x.DstOffset();
@@ -54,9 +54,9 @@ Program CollectiveProgram(const arch::Chip& chip, const std::string& requested, 
   ci.ranks = ranks;
   for (int r = 0; r < ranks; ++r) ci.members.push_back(r);
   p.collectives.push_back(ci);
-  std::vector<std::vector<uint32_t>> last(ranks);
+  std::vector<std::vector<TaskId>> last(ranks);
   for (size_t st = 0; st < s.steps.size(); ++st) {
-    std::vector<std::vector<uint32_t>> now(ranks);
+    std::vector<std::vector<TaskId>> now(ranks);
     for (const Xfer& x : s.steps[st].xfers) {
       now[x.dst].push_back(b.Add(XferTask(x, s, sw, 0, st), last[x.src]));
     }

@@ -11,12 +11,10 @@ FuncSlice Sl(int32_t t, Range rows, Range cols) {
           static_cast<uint32_t>(cols.hi)};
 }
 
-void Append(std::vector<uint32_t>* a, const std::vector<uint32_t>& b) {
-  a->insert(a->end(), b.begin(), b.end());
-}
+void Append(std::vector<TaskId>* a, const std::vector<TaskId>& b) { a->insert(a->end(), b.begin(), b.end()); }
 
 // compute(rank, units of the arrival, deps): the compute on an arrived block.
-using RotateCompute = std::function<uint32_t(int, Range, std::vector<uint32_t>)>;
+using RotateCompute = std::function<TaskId(int, Range, std::vector<TaskId>)>;
 
 // The steps of rotation c run by `groups` of ranks at once (step s of every group before
 // step s + 1 of any). Each transfer waits for the block it forwards; with two block
@@ -25,24 +23,24 @@ using RotateCompute = std::function<uint32_t(int, Range, std::vector<uint32_t>)>
 // compute(rank, the arrival's units of `unit_bytes`, {transfer}). computes[r] starts with
 // rank r's computes on its own block; last_in[r] is what its own block waits for.
 void RotateSteps(GemmContext& ctx, const CollectiveRun& c, const std::vector<std::vector<int>>& groups,
-                 uint64_t unit_bytes, std::vector<std::vector<uint32_t>> last_in,
-                 std::vector<std::vector<std::vector<uint32_t>>>* computes, FuncCollective* fc,
+                 uint64_t unit_bytes, std::vector<std::vector<TaskId>> last_in,
+                 std::vector<std::vector<std::vector<TaskId>>>* computes, FuncCollective* fc,
                  const RotateCompute& compute) {
   const int p = ctx.P();
   const Schedule& sched = *c.schedule;
-  std::vector<std::vector<uint32_t>> sent(p);  // each rank's sends of the previous step
+  std::vector<std::vector<TaskId>> sent(p);  // each rank's sends of the previous step
   for (size_t s = 0; s < sched.steps.size(); ++s) {
-    std::vector<std::vector<uint32_t>> now(p), sending(p);
+    std::vector<std::vector<TaskId>> now(p), sending(p);
     for (const std::vector<int>& grp : groups)
       for (Xfer x : sched.steps[s].xfers) {
         x.src = grp[x.src], x.dst = grp[x.dst];
-        std::vector<uint32_t> deps = last_in[x.src];
+        std::vector<TaskId> deps = last_in[x.src];
         // Arrival s + 1 overwrites arrival s - 1's buffer, which the destination must have
         // computed on and forwarded (its sends of step s - 1).
-        std::vector<std::vector<uint32_t>>& at = (*computes)[x.dst];
+        std::vector<std::vector<TaskId>>& at = (*computes)[x.dst];
         if (s >= 1 && at.size() > s - 1) Append(&deps, at[s - 1]);
         if (s >= 1) Append(&deps, sent[x.dst]);
-        uint32_t id = ctx.EmitTransfer(c, s, x, std::move(deps));
+        TaskId id = ctx.EmitTransfer(c, s, x, std::move(deps));
         if (fc->first_task < 0) fc->first_task = id;
         fc->last_task = id;
         now[x.dst].push_back(id);
@@ -50,7 +48,7 @@ void RotateSteps(GemmContext& ctx, const CollectiveRun& c, const std::vector<std
         if (at.size() < s + 2) at.resize(s + 2);
         const Range units{x.offset / unit_bytes, (x.offset + x.bytes + unit_bytes - 1) / unit_bytes};
         if (units.size() > 0) {
-          const uint32_t cid = compute(x.dst, units, {id});
+          const TaskId cid = compute(x.dst, units, {id});
           (*computes)[x.dst][s + 1].push_back(cid);
         }
       }
@@ -86,7 +84,7 @@ void EmitRotation(GemmContext& ctx, const GemmSpec& g) {
   fc.buffer = ctx.NewBuffer(g.n, g.k);  // W^T: shard = whole rows
   // Two shard buffers per rank.
   const uint64_t buffers = 2 * Split(g.n, p, 0).size() * col_bytes;
-  auto compute = [&](int r, Range cols, std::vector<uint32_t> deps) {
+  auto compute = [&](int r, Range cols, std::vector<TaskId> deps) {
     ShardGemm s;
     s.rows = Split(g.t, p, r), s.ks = {0, g.k}, s.cols = cols;
     s.b = Sl(fc.buffer, cols, {0, g.k});
@@ -95,8 +93,8 @@ void EmitRotation(GemmContext& ctx, const GemmSpec& g) {
     return ctx.EmitGemm(g, r, s, std::move(deps));
   };
   // computes[r][a]: rank r's computes on arrival a (a = 0: its own shard; a = s + 1: step s).
-  std::vector<std::vector<std::vector<uint32_t>>> computes(p, std::vector<std::vector<uint32_t>>(1));
-  std::vector<std::vector<uint32_t>> shard_ready(p);
+  std::vector<std::vector<std::vector<TaskId>>> computes(p, std::vector<std::vector<TaskId>>(1));
+  std::vector<std::vector<TaskId>> shard_ready(p);
   for (int r = 0; r < p; ++r) {
     Range cols = Split(g.n, p, r);
     if (ctx.Functional()) fc.pack.push_back({ctx.Core(r), Sl(g.w, {0, g.k}, cols), cols.lo * g.k, true});
@@ -120,22 +118,22 @@ void EmitKSteps(GemmContext& ctx, const GemmSpec& g) {
   FuncCollective fc;
   fc.buffer = ctx.NewBuffer(g.k, nc);  // per core: its grid column's W[:, cols j]
   // computes[r][a]: rank r's computes on arrival a (a = 0: its own block; a = s + 1: step s).
-  std::vector<std::vector<std::vector<uint32_t>>> computes(p, std::vector<std::vector<uint32_t>>(1));
+  std::vector<std::vector<std::vector<TaskId>>> computes(p, std::vector<std::vector<TaskId>>(1));
   std::vector<int64_t> prev(p, -1);  // the compute each next one accumulates after
-  auto compute = [&](int r, Range ks, std::vector<uint32_t> deps) {
+  auto compute = [&](int r, Range ks, std::vector<TaskId> deps) {
     ShardGemm s;
     s.rows = RowsOf(out, g.t, p, r), s.ks = ks, s.cols = ColsOf(out, g.n, p, r);
     s.b = Sl(fc.buffer, ks, {0, nc});
     s.accumulate = prev[r] >= 0;
-    if (prev[r] >= 0) deps.push_back(static_cast<uint32_t>(prev[r]));
+    if (prev[r] >= 0) deps.push_back(TaskId(static_cast<uint32_t>(prev[r])));
     // The two K-blocks in SRAM (the one computed on, the one arriving); streamed weights
     // are read into the first.
     s.buffer_bytes = 2 * block_bytes;
-    const uint32_t id = ctx.EmitGemm(g, r, s, std::move(deps));
+    const TaskId id = ctx.EmitGemm(g, r, s, std::move(deps));
     prev[r] = id;
     return id;
   };
-  std::vector<std::vector<uint32_t>> last_in(p);
+  std::vector<std::vector<TaskId>> last_in(p);
   for (int r = 0; r < p; ++r) {
     const int i = r / gc;
     const Range ks{i * kb, (i + 1) * kb}, cols = ColsOf(out, g.n, p, r);

@@ -18,7 +18,7 @@
 namespace tpsim::mapping {
 
 struct GemmSpec {
-  uint32_t op = 0;  // Program::ops index
+  OpId op{0};  // Program::ops index
   llm::OpClass cls = llm::OpClass::kQkv;
   uint64_t t = 0, k = 0, n = 0;
   uint32_t k_unit = 1, n_unit = 1;  // head_dim where the dimension is made of heads
@@ -55,21 +55,21 @@ class GemmContext {
   virtual const config::Mapping& Mapping() const = 0;
   virtual uint64_t DtypeBytes() const = 0;
   // Emits rank `rank`'s compute of shard `s` after `deps` and X's producers; returns its task.
-  virtual uint32_t EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<uint32_t> deps) = 0;
+  virtual TaskId EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<TaskId> deps) = 0;
   // Rank `rank`'s weight block of `bytes`: when weights stream from DRAM, its read (the
   // compute depends on `deps`) and the SRAM it holds (sram_bytes); nothing when resident.
   struct WeightBlock {
-    std::vector<uint32_t> deps;
+    std::vector<TaskId> deps;
     uint64_t sram_bytes = 0;
   };
   virtual WeightBlock FetchWeights(int rank, uint64_t bytes) = 0;
   // A collective of `kind` run at once by disjoint equal-size `groups` of ranks, `bytes`
   // per rank, for op `op` (Program::ops index): records it and returns its lowered steps.
   virtual CollectiveRun AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
-                                      uint64_t bytes, uint64_t align_bytes, uint32_t op) = 0;
+                                      uint64_t bytes, uint64_t align_bytes, OpId op) = 0;
   // The transfer x (ranks) of step `step` of collective c, after `deps`; returns its task.
-  virtual uint32_t EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x,
-                                std::vector<uint32_t> deps) = 0;
+  virtual TaskId EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x,
+                              std::vector<TaskId> deps) = 0;
   // Functional data: whether it is built, a rank's core, a collective buffer tensor, and
   // the record of a collective's pack/unpack copies (parallel to Program::collectives).
   virtual bool Functional() const = 0;

@@ -116,8 +116,8 @@ Ps TransferTime(const arch::Chip& chip, sim::Engine& engine, int np, int nd, uin
   for (int i = 0; i < np; ++i) {
     mapping::Task t;
     t.kind = mapping::TaskKind::kTransfer;
-    t.core = i;
-    t.dst_core = np + i % nd;
+    t.core = mapping::CoreId(i);
+    t.dst_core = mapping::CoreId(np + i % nd);
     t.bytes = kv_bytes / np + (static_cast<uint64_t>(i) < kv_bytes % np ? 1 : 0);
     t.collective = 0;
     b.Add(t);

@@ -73,16 +73,16 @@ class Builder {
   }
   Task& New(TaskKind kind, int core, uint32_t op, int32_t dep) {
     Task& t = p_.tasks.emplace_back();
-    t.id = static_cast<uint32_t>(p_.tasks.size() - 1);
+    t.id = mapping::TaskId(static_cast<uint32_t>(p_.tasks.size() - 1));
     t.kind = kind;
-    t.core = core;
-    t.op = op;
-    if (dep >= 0) t.deps.push_back(static_cast<uint32_t>(dep));
+    t.core = mapping::CoreId(core);
+    t.op = mapping::OpId(op);
+    if (dep >= 0) t.deps.push_back(mapping::TaskId(static_cast<uint32_t>(dep)));
     return t;
   }
   int32_t Send(int src, int dst, uint64_t bytes, uint32_t op, int32_t coll, uint16_t step, int32_t dep) {
     Task& t = New(TaskKind::kTransfer, src, op, dep);
-    t.dst_core = dst;
+    t.dst_core = mapping::CoreId(dst);
     t.bytes = bytes;
     t.collective = coll;
     t.coll_step = step;
@@ -116,8 +116,8 @@ class Builder {
   void AllReduce(int layer, const char* name, const int* ring, uint64_t bytes, std::vector<int32_t>& last) {
     const uint32_t op = Op(layer, name);
     const auto coll = static_cast<int32_t>(p_.collectives.size());
-    p_.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce,
-                                                     mapping::AlgorithmOf("ring"), bytes, kTp, op});
+    p_.collectives.push_back(mapping::CollectiveInfo{
+        mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), bytes, kTp, mapping::OpId(op)});
     for (uint16_t step = 0; step < 2 * (kTp - 1); ++step) {
       std::vector<int32_t> next(kTp);
       for (int r = 0; r < kTp; ++r) {

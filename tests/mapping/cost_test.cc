@@ -132,17 +132,17 @@ TEST(CostModel, TaskTimeOfEveryKind) {
   tp.Add(gemm);
   Task xfer;
   xfer.kind = TaskKind::kTransfer;
-  xfer.core = 0, xfer.dst_core = 2, xfer.bytes = 1000;
+  xfer.core = mapping::CoreId(0), xfer.dst_core = mapping::CoreId(2), xfer.bytes = 1000;
   tp.Add(xfer);
   Task in_switch = xfer;
   in_switch.in_switch_gbps = 50;  // alone on its port: 6000 + 1000 x 1000 / 50 = 26000 ps
   tp.Add(in_switch);
   Task local = xfer;
-  local.dst_core = 0;
+  local.dst_core = mapping::CoreId(0);
   tp.Add(local);
   Task mem;
   mem.kind = TaskKind::kMemory;
-  mem.core = 2, mem.channel = 0, mem.bytes = 5000;
+  mem.core = mapping::CoreId(2), mem.channel = 0, mem.bytes = 5000;
   tp.Add(mem);
   const Program p = tp.Build();
   EXPECT_EQ(TaskTime(chip, p, 0), 192000);

@@ -26,10 +26,10 @@ class FakeMemory : public MemoryPlanner {
   void Created(int32_t, FuncTensorKind) override {}
   void Dead(int32_t) override {}
   void EndPhase() override {}
-  void BeforeCompute(int, llm::OpKind, const int32_t (&)[3], uint64_t, std::vector<uint32_t>*) override {}
-  void AfterCompute(int, uint32_t) override {}
-  void Reload(int32_t, int, std::vector<uint32_t>*) override { ++reloads; }
-  std::vector<uint32_t> WeightReadDeps(int) override { return {}; }
+  void BeforeCompute(int, llm::OpKind, const int32_t (&)[3], uint64_t, std::vector<TaskId>*) override {}
+  void AfterCompute(int, TaskId) override {}
+  void Reload(int32_t, int, std::vector<TaskId>*) override { ++reloads; }
+  std::vector<TaskId> WeightReadDeps(int) override { return {}; }
 };
 
 class LayoutConvertTest : public ::testing::Test {

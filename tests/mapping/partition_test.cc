@@ -18,7 +18,7 @@ struct Shard {
   Range rows, ks, cols;
   bool transpose_b, accumulate;
   uint64_t buffer_bytes;
-  std::vector<uint32_t> deps;
+  std::vector<TaskId> deps;
 };
 
 struct Coll {
@@ -44,26 +44,26 @@ class FakeContext : public GemmContext {
   RankGrid Grid() const override { return grid_; }
   const config::Mapping& Mapping() const override { return mapping; }
   uint64_t DtypeBytes() const override { return 2; }
-  uint32_t EmitGemm(const GemmSpec&, int rank, const ShardGemm& s, std::vector<uint32_t> deps) override {
+  TaskId EmitGemm(const GemmSpec&, int rank, const ShardGemm& s, std::vector<TaskId> deps) override {
     shards.push_back(
         {rank, s.rows, s.ks, s.cols, s.transpose_b, s.accumulate, s.buffer_bytes, std::move(deps)});
-    return next_++;
+    return TaskId(next_++);
   }
   WeightBlock FetchWeights(int, uint64_t bytes) override {
     if (!stream) return {};
     fetched.push_back(bytes);
-    return {{next_++}, bytes};
+    return {{TaskId(next_++)}, bytes};
   }
   CollectiveRun AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
-                              uint64_t bytes, uint64_t align, uint32_t) override {
+                              uint64_t bytes, uint64_t align, OpId) override {
     colls.push_back({kind, groups, bytes, align});
     schedules.push_back(LowerCollective("ring", kind, static_cast<int>(groups[0].size()), bytes, align));
     return {static_cast<int32_t>(colls.size() - 1), &schedules.back()};
   }
-  uint32_t EmitTransfer(const CollectiveRun&, size_t, const Xfer& x, std::vector<uint32_t>) override {
+  TaskId EmitTransfer(const CollectiveRun&, size_t, const Xfer& x, std::vector<TaskId>) override {
     ++transfers;
     transfer_bytes += x.bytes;
-    return next_++;
+    return TaskId(next_++);
   }
   bool Functional() const override { return true; }
   int Core(int rank) const override { return 100 + rank; }
@@ -205,7 +205,7 @@ TEST(PartitionTest, RotationsReadOnlyTheOwnBlockFromDram) {
   ChooseAndEmit("m_split_rotate", Spec(llm::OpClass::kQkv, 8, 16, 32), &rot, &label);
   EXPECT_EQ(rot.fetched, (std::vector<uint64_t>{256, 256, 256, 256}));  // 8 columns x 16 x 2 B
   ASSERT_EQ(rot.shards.size(), 16u);
-  EXPECT_EQ(rot.shards[0].deps, (std::vector<uint32_t>{0}));  // rank 0's own shard waits for its read
+  EXPECT_EQ(rot.shards[0].deps, (std::vector<TaskId>{TaskId(0)}));  // rank 0's own shard waits for its read
   FakeContext ks(4, {2, 2});
   ks.stream = true;
   ks.mapping.set_mn_2d_weights("k_steps");

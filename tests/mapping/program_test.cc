@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mapping/collective/collective.h"
@@ -19,7 +20,7 @@ namespace {
 
 Task Gemm(int core, uint64_t m, uint64_t n, uint64_t k) {
   Task t;
-  t.core = core;
+  t.core = mapping::CoreId(core);
   t.m = m, t.n = n, t.k = k;
   t.flops = 2.0 * m * n * k;
   t.bytes = 2 * (m * k + k * n + m * n);
@@ -28,13 +29,14 @@ Task Gemm(int core, uint64_t m, uint64_t n, uint64_t k) {
 Task Send(int src, int dst, uint64_t bytes, int32_t coll = -1, uint16_t step = 0) {
   Task t;
   t.kind = TaskKind::kTransfer;
-  t.core = src, t.dst_core = dst, t.bytes = bytes, t.collective = coll, t.coll_step = step;
+  t.core = mapping::CoreId(src), t.dst_core = mapping::CoreId(dst), t.bytes = bytes, t.collective = coll,
+  t.coll_step = step;
   return t;
 }
 Task Read(int core, int channel, uint64_t bytes) {
   Task t;
   t.kind = TaskKind::kMemory;
-  t.core = core, t.channel = channel, t.bytes = bytes;
+  t.core = mapping::CoreId(core), t.channel = channel, t.bytes = bytes;
   return t;
 }
 
@@ -47,17 +49,17 @@ ProgramBuilder Builder() {
 TEST(Program, TasksDecodeAsTheyWereAdded) {
   ProgramBuilder b = Builder();
   Task g = Gemm(1, 64, 32, 16);
-  g.op = 1;
+  g.op = mapping::OpId(1);
   Task x = Send(1, 2, 4096);
   x.offset = 100, x.dst_offset = 200, x.reduce = true, x.in_switch_gbps = 480;
   b.program().collectives.push_back(
-      {CollectiveKind::kAllReduce, mapping::AlgorithmOf("nvls"), 4096, 2, 0, 1, {1, 2}});
+      {CollectiveKind::kAllReduce, mapping::AlgorithmOf("nvls"), 4096, 2, mapping::OpId(0), 1, {1, 2}});
   x.collective = 0, x.coll_step = 3;
   Task r = Read(3, 1, 777);
   r.write = true;
   EXPECT_EQ(b.Add(g), 0u);
-  EXPECT_EQ(b.Add(x, {0}), 1u);
-  EXPECT_EQ(b.Add(r, {1, 0}), 2u);
+  EXPECT_EQ(b.Add(x, {TaskId(0)}), 1u);
+  EXPECT_EQ(b.Add(r, {TaskId(1), TaskId(0)}), 2u);
   const Program p = b.Build();
   ASSERT_EQ(p.num_tasks(), 3u);
   const Task t0 = p.task(0), t1 = p.task(1), t2 = p.task(2);
@@ -84,7 +86,7 @@ TEST(Program, TasksDecodeAsTheyWereAdded) {
   // Deps in the order given, in one CSR array.
   EXPECT_EQ(std::vector<uint32_t>(p.deps(2).begin(), p.deps(2).end()), (std::vector<uint32_t>{1, 0}));
   EXPECT_EQ(p.dep_begin(), (std::vector<uint32_t>{0, 0, 1, 3}));
-  EXPECT_EQ(p.dep_list(), (std::vector<uint32_t>{0, 1, 0}));
+  EXPECT_EQ(p.dep_list(), (std::vector<TaskId>{TaskId(0), TaskId(1), TaskId(0)}));
   EXPECT_EQ(p.func_op(0), -1);
   EXPECT_EQ(p.ComputeFlops(), 65536.0);
 }
@@ -94,7 +96,8 @@ TEST(Program, EqualDetailsAreStoredOnce) {
   // 1 compute shape, 2 transfer shapes (+ 100 refs), 1 memory detail.
   ProgramBuilder b = Builder();
   for (int c = 0; c < 10; ++c)
-    b.program().collectives.push_back({CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 4, 0});
+    b.program().collectives.push_back(
+        {CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 4, mapping::OpId(0)});
   for (int i = 0; i < 100; ++i) b.Add(Gemm(i % 4, 8, 8, 8));
   for (int i = 0; i < 100; ++i) b.Add(Send(1 + i % 3, 0, 8 << (i % 2), i / 10, static_cast<uint16_t>(i % 3)));
   for (int i = 0; i < 10; ++i) b.Add(Read(i % 4, 0, 64));
@@ -157,12 +160,12 @@ TEST(Program, VerifyRejectsWhatWouldCrashOrHangAnExecutor) {
   {
     ProgramBuilder b = Builder();
     b.Add(Gemm(0, 1, 1, 1));
-    b.Add(Gemm(0, 1, 1, 1), {1});  // itself
+    b.Add(Gemm(0, 1, 1, 1), {TaskId(1)});  // itself
     ExpectInvalid(b, "task 1: dep 1 is not an earlier task");
   }
   {
     ProgramBuilder b = Builder();
-    b.Add(Gemm(0, 1, 1, 1), {7});
+    b.Add(Gemm(0, 1, 1, 1), {TaskId(7)});
     ExpectInvalid(b, "task 0: dep 7 is not an earlier task");
   }
   {
@@ -188,7 +191,7 @@ TEST(Program, VerifyRejectsWhatWouldCrashOrHangAnExecutor) {
   {
     ProgramBuilder b = Builder();
     Task g = Gemm(0, 1, 1, 1);
-    g.op = 2;
+    g.op = mapping::OpId(2);
     b.Add(g);
     ExpectInvalid(b, "task 0: op 2 not in [0, 2)");
   }
@@ -208,7 +211,7 @@ TEST(Program, VerifyRejectsWhatWouldCrashOrHangAnExecutor) {
     // Two groups {0, 1} and {2, 3}: a transfer 1 -> 2 leaves its group.
     ProgramBuilder b = Builder();
     b.program().collectives.push_back(
-        {CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 2, 0, 2, {0, 1, 2, 3}});
+        {CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 2, mapping::OpId(0), 2, {0, 1, 2, 3}});
     b.Add(Send(0, 1, 8, 0));
     b.Add(Send(1, 2, 8, 0));
     ExpectInvalid(b, "task 1: transfer 1->2 leaves the member groups of collective 0");
@@ -216,12 +219,13 @@ TEST(Program, VerifyRejectsWhatWouldCrashOrHangAnExecutor) {
   {
     ProgramBuilder b = Builder();
     b.program().collectives.push_back(
-        {CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 2, 0, 2, {0, 1, 2}});
+        {CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 2, mapping::OpId(0), 2, {0, 1, 2}});
     ExpectInvalid(b, "collective 0: 3 members for 2 x 2 ranks");
   }
   {
     ProgramBuilder b = Builder();
-    b.program().collectives.push_back({CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 2, 5});
+    b.program().collectives.push_back(
+        {CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 2, mapping::OpId(5)});
     ExpectInvalid(b, "collective 0: op 5 not in [0, 2)");
   }
 }
@@ -239,7 +243,8 @@ TEST(Program, VerifyFitsAChipWithFewerCoresOnlyWhenTheTasksDo) {
 }
 
 TEST(Program, CollectiveMembersGiveEachCoreItsGroup) {
-  CollectiveInfo c{CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 8, 2, 0, 3, {4, 5, 0, 1, 7, 6}};
+  CollectiveInfo c{CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 8, 2, mapping::OpId(0), 3,
+                   {4, 5, 0, 1, 7, 6}};
   EXPECT_EQ(c.GroupOf(4), 0);
   EXPECT_EQ(c.GroupOf(1), 1);
   EXPECT_EQ(c.GroupOf(6), 2);
@@ -287,8 +292,34 @@ TEST(Program, TestProgramBuildsThroughTheBuilder) {
   EXPECT_EQ(v.kind, TaskKind::kTransfer);
   ASSERT_EQ(v.deps.size(), 1u);
   EXPECT_EQ(v.deps[0], 0u);
-  t.tasks[1].deps = {1};
+  t.tasks[1].deps = {TaskId(1)};
   EXPECT_THROW(static_cast<void>(t.Build()), InvalidProgram);
+}
+
+// Typed ids: made only explicitly from their integer (a core is not an op or a task, and a
+// plain number is none of them), read implicitly as it; the records stay 16 bytes.
+static_assert(!std::is_convertible_v<int, CoreId> && !std::is_convertible_v<uint32_t, TaskId> &&
+              !std::is_convertible_v<uint32_t, OpId>);
+static_assert(!std::is_convertible_v<TaskId, CoreId> && !std::is_convertible_v<OpId, TaskId> &&
+              !std::is_convertible_v<CoreId, OpId>);
+static_assert(std::is_convertible_v<CoreId, int32_t> && std::is_convertible_v<TaskId, uint32_t>);
+static_assert(sizeof(CoreId) == 4 && sizeof(TaskId) == 4 && sizeof(OpId) == 4 && sizeof(TaskRecord) == 16);
+
+TEST(Program, TypedIdsReadAsTheirIntegers) {
+  ProgramBuilder b(4, 1);
+  b.program().ops.resize(2);
+  Task g = Gemm(3, 1, 1, 1);
+  g.op = OpId(1);
+  const TaskId first = b.Add(g);
+  const TaskId second = b.Add(Send(3, 0, 64), {first});
+  const Program p = b.Build();
+  EXPECT_EQ(first.value(), 0u);
+  EXPECT_EQ(second, 1u);
+  EXPECT_EQ(p.core(0), 3);
+  EXPECT_EQ(p.task(1).dst_core, 0);
+  EXPECT_EQ(p.op(0), 1u);
+  ASSERT_EQ(p.deps(1).size(), 1u);
+  EXPECT_EQ(p.deps(1)[0], first);
 }
 
 TEST(Program, AlgorithmIdsNameTheRegisteredAlgorithmsAndNccl) {

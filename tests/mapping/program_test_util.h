@@ -16,7 +16,7 @@ namespace tpsim::mapping::testing {
 
 // A task and its deps, as a test writes them (id: its index, set by the test's helper).
 struct TestTask : mapping::Task {
-  std::vector<uint32_t> deps;
+  std::vector<mapping::TaskId> deps;
 };
 
 struct TestProgram {
@@ -30,12 +30,12 @@ struct TestProgram {
   mapping::FuncData func;
   std::vector<TestTask> tasks;
 
-  // Appends `t` with `deps`; returns its id.
-  uint32_t Add(mapping::Task t, std::vector<uint32_t> deps = {}) {
+  // Appends `t` with `deps` (plain numbers, as tests write them); returns its id.
+  mapping::TaskId Add(mapping::Task t, const std::vector<uint32_t>& deps = {}) {
     TestTask x;
     static_cast<mapping::Task&>(x) = t;
-    x.id = static_cast<uint32_t>(tasks.size());
-    x.deps = std::move(deps);
+    x.id = mapping::TaskId(static_cast<uint32_t>(tasks.size()));
+    for (uint32_t d : deps) x.deps.push_back(mapping::TaskId(d));
     tasks.push_back(std::move(x));
     return tasks.back().id;
   }
@@ -52,7 +52,7 @@ struct TestProgram {
     t.spilled_bytes = p.spilled_bytes;
     t.func = p.func;
     for (size_t i = 0; i < p.num_tasks(); ++i) {
-      const std::span<const uint32_t> d = p.deps(i);
+      const std::span<const mapping::TaskId> d = p.deps(i);
       t.Add(p.task(i), std::vector<uint32_t>(d.begin(), d.end()));
     }
     return t;
@@ -76,7 +76,7 @@ struct TestProgram {
 
 // A built Program's task with its deps.
 struct TaskView : mapping::Task {
-  std::span<const uint32_t> deps;
+  std::span<const mapping::TaskId> deps;
 };
 inline TaskView View(const mapping::Program& p, size_t i) {
   TaskView v;

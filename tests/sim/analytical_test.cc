@@ -43,42 +43,42 @@ Program NewProgram() {
 uint32_t AddTransfer(Program& p, int src, int dst, uint64_t bytes, int32_t collective, uint16_t step,
                      std::vector<uint32_t> deps = {}) {
   Task t;
-  t.id = static_cast<uint32_t>(p.tasks.size());
+  t.id = mapping::TaskId(static_cast<uint32_t>(p.tasks.size()));
   t.kind = TaskKind::kTransfer;
-  t.core = src;
-  t.dst_core = dst;
+  t.core = mapping::CoreId(src);
+  t.dst_core = mapping::CoreId(dst);
   t.bytes = bytes;
   t.collective = collective;
   t.coll_step = step;
-  t.deps = std::move(deps);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   p.tasks.push_back(std::move(t));
   return p.tasks.back().id;
 }
 
 uint32_t AddMemory(Program& p, int core, int channel, uint64_t bytes, std::vector<uint32_t> deps = {}) {
   Task t;
-  t.id = static_cast<uint32_t>(p.tasks.size());
+  t.id = mapping::TaskId(static_cast<uint32_t>(p.tasks.size()));
   t.kind = TaskKind::kMemory;
-  t.core = core;
+  t.core = mapping::CoreId(core);
   t.channel = channel;
   t.bytes = bytes;
-  t.deps = std::move(deps);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   p.tasks.push_back(std::move(t));
   return p.tasks.back().id;
 }
 
 uint32_t AddGemm(Program& p, int core, uint64_t m, uint64_t n, uint64_t k, std::vector<uint32_t> deps = {}) {
   Task t;
-  t.id = static_cast<uint32_t>(p.tasks.size());
+  t.id = mapping::TaskId(static_cast<uint32_t>(p.tasks.size()));
   t.kind = TaskKind::kCompute;
   t.op_kind = llm::OpKind::kGemm;
-  t.core = core;
+  t.core = mapping::CoreId(core);
   t.m = m;
   t.n = n;
   t.k = k;
   t.flops = 2.0 * m * n * k;
   t.bytes = 2 * (m * k + k * n + m * n);
-  t.deps = std::move(deps);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   p.tasks.push_back(std::move(t));
   return p.tasks.back().id;
 }
@@ -141,8 +141,8 @@ TEST(AnalyticalEngine, RingAllReduceOnTwoByTwoBlock) {
   const int ring[4] = {Core(0, 0), Core(0, 1), Core(1, 1), Core(1, 0)};
   const uint64_t S = 640'000, P = 4;
   Program p = NewProgram();
-  p.collectives.push_back(
-      mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), S, 4, 0});
+  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce,
+                                                  mapping::AlgorithmOf("ring"), S, 4, mapping::OpId(0)});
   std::vector<int64_t> received(P, -1);  // last transfer into rank r
   for (uint16_t step = 0; step < 2 * (P - 1); ++step) {
     std::vector<int64_t> next(P, -1);
@@ -215,16 +215,16 @@ Program OneOp(const mapping::Program& p, uint32_t op) {
     if (t.op != op) continue;
     Task u;
     static_cast<mapping::Task&>(u) = t;
-    u.id = static_cast<uint32_t>(q.tasks.size());
-    u.op = 0;
+    u.id = mapping::TaskId(static_cast<uint32_t>(q.tasks.size()));
+    u.op = mapping::OpId(0);
     u.func = -1;
     for (uint32_t d : t.deps)
-      if (id[d] >= 0) u.deps.push_back(static_cast<uint32_t>(id[d]));
+      if (id[d] >= 0) u.deps.push_back(mapping::TaskId(static_cast<uint32_t>(id[d])));
     if (t.collective >= 0) {
       if (coll[t.collective] < 0) {
         coll[t.collective] = static_cast<int32_t>(q.collectives.size());
         q.collectives.push_back(p.collectives[t.collective]);
-        q.collectives.back().op = 0;
+        q.collectives.back().op = mapping::OpId(0);
       }
       u.collective = coll[t.collective];
     }
@@ -324,8 +324,8 @@ TEST(AnalyticalEngine, OverlappingTransfersSharingALinkCarryEachOthersBytes) {
   // Round 2: t0's window is now [0, 2,004,000) and t1's [0, 2,000,008): t1 sees
   //   160,000 x 2,000,008 / 2,004,000 = 159,681.3 B again; t0 all of t1: settled.
   Program p = NewProgram();
-  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllGather,
-                                                  mapping::AlgorithmOf("direct"), 160'000, 3, 0});
+  p.collectives.push_back(mapping::CollectiveInfo{
+      mapping::CollectiveKind::kAllGather, mapping::AlgorithmOf("direct"), 160'000, 3, mapping::OpId(0)});
   AddTransfer(p, Core(0, 0), Core(0, 2), 160'000, 0, 0);
   AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, 0, 0);
   EngineOutput out = AnalyticalEngine().Run(p, Mesh());
@@ -345,7 +345,7 @@ TEST(AnalyticalEngine, OverlappingTransfersSharingALinkCarryEachOthersBytes) {
   EXPECT_EQ(out.tasks[0].end_ps, 2'004'000);
   EXPECT_EQ(out.tasks[1].end_ps, 2'000'008);
   // ... and once t1 waits for t0 they never overlap: each takes its unloaded time.
-  p.tasks[1].deps = {0};
+  p.tasks[1].deps = {mapping::TaskId(0)};
   out = AnalyticalEngine().Run(p, Mesh());
   EXPECT_EQ(out.tasks[0].end_ps, 1'004'000);
   EXPECT_EQ(out.tasks[1].start_ps, 1'004'000);
@@ -422,7 +422,7 @@ TEST(AnalyticalEngine, ProgramForALargerChipThrowsInsteadOfCrashing) {
   p.num_cores = 128;
   AddTransfer(p, 0, 64, 100, -1, 0);
   EXPECT_THROW(AnalyticalEngine().Run(p, Mesh()), mapping::InvalidProgram);
-  p.tasks[0].dst_core = 1;
+  p.tasks[0].dst_core = mapping::CoreId(1);
   EXPECT_EQ(AnalyticalEngine().Run(p, Mesh()).tasks.size(), 1u);  // fits: only cores 0, 1 used
   Program q = NewProgram();
   q.num_channels = 4;
@@ -437,7 +437,8 @@ TEST(AnalyticalEngine, HugePayloadsSaturateInsteadOfOverflowing) {
   constexpr Ps kMax = std::numeric_limits<Ps>::max();
   Program p = NewProgram();
   p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllGather,
-                                                  mapping::AlgorithmOf("direct"), uint64_t{1} << 63, 3, 0});
+                                                  mapping::AlgorithmOf("direct"), uint64_t{1} << 63, 3,
+                                                  mapping::OpId(0)});
   AddTransfer(p, Core(0, 0), Core(0, 2), uint64_t{1} << 63, 0, 0);
   AddTransfer(p, Core(0, 1), Core(0, 2), uint64_t{1} << 63, 0, 0);
   AddMemory(p, 0, 0, uint64_t{1} << 63, {0});

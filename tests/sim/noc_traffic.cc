@@ -133,8 +133,8 @@ NocStats RunNocTraffic(const NocTraffic& t) {
       const int draw = static_cast<int>(uniform01() * n);
       mapping::Task task;
       task.kind = mapping::TaskKind::kTransfer;
-      task.core = s;
-      task.dst_core = NocDestination(t.pattern, t.k, s, draw);
+      task.core = mapping::CoreId(s);
+      task.dst_core = mapping::CoreId(NocDestination(t.pattern, t.k, s, draw));
       task.bytes = kPacketBytes;
       builder.Add(task);
       inject.push_back(static_cast<Ps>(cycle) * kCyclePs);

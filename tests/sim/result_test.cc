@@ -24,11 +24,11 @@ using test::MeshConfig;
 
 Task MakeTask(const Program& p, TaskKind kind, int core, uint32_t op, std::vector<uint32_t> deps) {
   Task t;
-  t.id = static_cast<uint32_t>(p.tasks.size());
+  t.id = mapping::TaskId(static_cast<uint32_t>(p.tasks.size()));
   t.kind = kind;
-  t.core = core;
-  t.op = op;
-  t.deps = std::move(deps);
+  t.core = mapping::CoreId(core);
+  t.op = mapping::OpId(op);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   return t;
 }
 
@@ -44,7 +44,7 @@ void Gemm(Program& p, int core, uint32_t op, std::vector<uint32_t> deps) {
 
 void Send(Program& p, int src, int dst, uint64_t bytes, uint32_t op, std::vector<uint32_t> deps) {
   Task t = MakeTask(p, TaskKind::kTransfer, src, op, std::move(deps));
-  t.dst_core = dst;
+  t.dst_core = mapping::CoreId(dst);
   t.bytes = bytes;
   p.tasks.push_back(t);
 }
@@ -249,7 +249,7 @@ TEST(BuildResult, MismatchedOutputThrows) {
   EngineOutput out = AnalyticalEngine().Run(p, Mesh());
   out.tasks.pop_back();
   EXPECT_THROW(BuildResult(p, Mesh(), out, "x", "analytical"), std::invalid_argument);
-  p.tasks[0].op = 99;
+  p.tasks[0].op = mapping::OpId(99);
   EXPECT_THROW(BuildResult(p, Mesh(), AnalyticalEngine().Run(p, Mesh()), "x", "analytical"),
                std::invalid_argument);
 }

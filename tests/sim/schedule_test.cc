@@ -28,8 +28,8 @@ mapping::Program Tiny() {
   auto task = [&](TaskKind kind, int core, std::vector<uint32_t> deps) {
     mapping::Task t;
     t.kind = kind;
-    t.core = core;
-    if (kind == TaskKind::kTransfer) t.dst_core = 1;
+    t.core = mapping::CoreId(core);
+    if (kind == TaskKind::kTransfer) t.dst_core = mapping::CoreId(1);
     if (kind == TaskKind::kMemory) t.channel = 0;
     p.Add(t, std::move(deps));
   };

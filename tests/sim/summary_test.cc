@@ -17,12 +17,12 @@ using mapping::TaskKind;
 
 Task Compute(uint32_t id, int core, uint32_t op, std::vector<uint32_t> deps = {}) {
   Task t;
-  t.id = id;
+  t.id = mapping::TaskId(id);
   t.kind = TaskKind::kCompute;
-  t.core = core;
-  t.op = op;
+  t.core = mapping::CoreId(core);
+  t.op = mapping::OpId(op);
   t.flops = 10;
-  t.deps = std::move(deps);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   return t;
 }
 

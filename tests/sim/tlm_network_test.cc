@@ -35,10 +35,10 @@ Program Transfers(const std::vector<std::pair<int, int>>& pairs, uint64_t bytes)
   p.ops.push_back(mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "op", "k_split"}, 0, 0, 0});
   for (const auto& [src, dst] : pairs) {
     Task t;
-    t.id = static_cast<uint32_t>(p.tasks.size());
+    t.id = mapping::TaskId(static_cast<uint32_t>(p.tasks.size()));
     t.kind = TaskKind::kTransfer;
-    t.core = src;
-    t.dst_core = dst;
+    t.core = mapping::CoreId(src);
+    t.dst_core = mapping::CoreId(dst);
     t.bytes = bytes;
     p.tasks.push_back(t);
   }
@@ -109,7 +109,7 @@ Program BlockedAtMiddle(uint64_t second_bytes) {
   Program p = Transfers({{Core(0, 1), Core(0, 2)}, {Core(0, 0), Core(0, 2)}}, 8192);
   p.tasks[1].bytes = 4096;
   Program q = Transfers({{Core(0, 0), Core(1, 1)}}, second_bytes);
-  q.tasks[0].id = 2;
+  q.tasks[0].id = mapping::TaskId(2);
   p.tasks.push_back(q.tasks[0]);
   return p;
 }

@@ -49,7 +49,7 @@ Program NewProgram() {
 }
 
 uint32_t Add(Program& p, Task t) {
-  t.id = static_cast<uint32_t>(p.tasks.size());
+  t.id = mapping::TaskId(static_cast<uint32_t>(p.tasks.size()));
   p.tasks.push_back(std::move(t));
   return p.tasks.back().id;
 }
@@ -58,22 +58,22 @@ uint32_t AddTransfer(Program& p, int src, int dst, uint64_t bytes, std::vector<u
                      int32_t collective = -1, uint16_t step = 0) {
   Task t;
   t.kind = TaskKind::kTransfer;
-  t.core = src;
-  t.dst_core = dst;
+  t.core = mapping::CoreId(src);
+  t.dst_core = mapping::CoreId(dst);
   t.bytes = bytes;
   t.collective = collective;
   t.coll_step = step;
-  t.deps = std::move(deps);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   return Add(p, std::move(t));
 }
 
 uint32_t AddMemory(Program& p, int core, uint64_t bytes, std::vector<uint32_t> deps = {}) {
   Task t;
   t.kind = TaskKind::kMemory;
-  t.core = core;
+  t.core = mapping::CoreId(core);
   t.channel = 0;
   t.bytes = bytes;
-  t.deps = std::move(deps);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   return Add(p, std::move(t));
 }
 
@@ -81,13 +81,13 @@ uint32_t AddGemm(Program& p, int core, uint64_t m, uint64_t n, uint64_t k, std::
   Task t;
   t.kind = TaskKind::kCompute;
   t.op_kind = llm::OpKind::kGemm;
-  t.core = core;
+  t.core = mapping::CoreId(core);
   t.m = m;
   t.n = n;
   t.k = k;
   t.flops = 2.0 * m * n * k;
   t.bytes = 2 * (m * k + k * n + m * n);
-  t.deps = std::move(deps);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   return Add(p, std::move(t));
 }
 
@@ -100,8 +100,8 @@ Program RingAllReduce(uint64_t S) {
   const int ring[4] = {Core(0, 0), Core(0, 1), Core(1, 1), Core(1, 0)};
   const uint64_t P = 4;
   Program p = NewProgram();
-  p.collectives.push_back(
-      mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), S, 4, 0});
+  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllReduce,
+                                                  mapping::AlgorithmOf("ring"), S, 4, mapping::OpId(0)});
   std::vector<int64_t> received(P, -1);
   for (uint16_t step = 0; step < 2 * (P - 1); ++step) {
     std::vector<int64_t> next(P, -1);
@@ -356,7 +356,7 @@ TEST(TlmEngine, UnsatisfiableDependenciesCannotReachTheEngine) {
   AddGemm(p, 0, 64, 64, 64);            // 0: runs
   AddTransfer(p, 0, 1, 4096, {0, 17});  // 1: 17 does not exist
   EXPECT_THROW(RunTlm(p), mapping::InvalidProgram);
-  p.tasks[1].deps = {0};
+  p.tasks[1].deps = {mapping::TaskId(0)};
   AddGemm(p, 2, 64, 64, 64, {3});  // 2 and 3: a cycle
   AddGemm(p, 2, 64, 64, 64, {2});
   EXPECT_THROW(RunTlm(p), mapping::InvalidProgram);
@@ -525,8 +525,8 @@ Ps PlacedAllReduce(const std::string& algorithm, const std::string& placement) {
   Program p = Program::Of(mapping::CollectiveProgram(chip, algorithm, mapping::CollectiveKind::kAllReduce, 16,
                                                      uint64_t{16} << 20, 2));
   for (Task& t : p.tasks) {
-    t.core = cores[t.core];
-    if (t.kind == TaskKind::kTransfer) t.dst_core = cores[t.dst_core];
+    t.core = mapping::CoreId(cores[t.core]);
+    if (t.kind == TaskKind::kTransfer) t.dst_core = mapping::CoreId(cores[t.dst_core]);
   }
   for (int& c : p.collectives[0].members) c = cores[c];
   return MakeTlmEngine()->Run(p, chip).makespan_ps;

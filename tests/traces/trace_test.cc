@@ -68,31 +68,31 @@ struct Fixture {
 
 mapping::testing::TestTask Compute(uint32_t id, int core, uint32_t op, std::vector<uint32_t> deps) {
   mapping::testing::TestTask t;
-  t.id = id;
+  t.id = mapping::TaskId(id);
   t.kind = TaskKind::kCompute;
-  t.core = core;
-  t.op = op;
+  t.core = mapping::CoreId(core);
+  t.op = mapping::OpId(op);
   t.op_kind = llm::OpKind::kGemm;
   t.m = 16;
   t.n = 32;
   t.k = 64;
   t.flops = 2.0 * 16 * 32 * 64;
   t.bytes = 1000;
-  t.deps = std::move(deps);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   return t;
 }
 
 mapping::testing::TestTask Transfer(uint32_t id, int src, int dst, uint64_t bytes,
                                     std::vector<uint32_t> deps) {
   mapping::testing::TestTask t;
-  t.id = id;
+  t.id = mapping::TaskId(id);
   t.kind = TaskKind::kTransfer;
-  t.core = src;
-  t.dst_core = dst;
+  t.core = mapping::CoreId(src);
+  t.dst_core = mapping::CoreId(dst);
   t.bytes = bytes;
-  t.op = 1;
+  t.op = mapping::OpId(1);
   t.collective = 0;
-  t.deps = std::move(deps);
+  t.deps = std::vector<mapping::TaskId>(deps.begin(), deps.end());
   return t;
 }
 
@@ -119,18 +119,18 @@ Fixture MakeFixture() {
   f.prog.ops = {op(0, "q_proj"), op(0, "q_proj.allreduce"), op(1, "o_proj"), op(1, "weights"),
                 op(1, "post_norm")};
   f.prog.collectives.push_back(
-      {mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 1600, 2, 1});
+      {mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 1600, 2, mapping::OpId(1)});
   f.prog.tasks.push_back(Compute(0, 0, 0, {}));
   f.prog.tasks.push_back(Compute(1, 1, 0, {}));
   f.prog.tasks.push_back(Transfer(2, 0, 1, 1600, {0}));
   f.prog.tasks.push_back(Transfer(3, 0, 3, 800, {0}));
   mapping::testing::TestTask mem;
-  mem.id = 4;
+  mem.id = mapping::TaskId(4);
   mem.kind = TaskKind::kMemory;
-  mem.core = 2;
+  mem.core = mapping::CoreId(2);
   mem.channel = f.chip.ChannelOf(2);
   mem.bytes = 5000;
-  mem.op = 3;
+  mem.op = mapping::OpId(3);
   f.prog.tasks.push_back(mem);
   f.prog.tasks.push_back(Compute(5, 1, 2, {1, 2}));
   mapping::testing::TestTask norm = Compute(6, 2, 4, {4});
@@ -556,12 +556,12 @@ TEST(Trace, ManyConcurrentSlicesStayOnFewTracks) {
   Fixture f = MakeFixture();
   for (int i = 0; i < 6; ++i) {
     mapping::testing::TestTask m;
-    m.id = static_cast<uint32_t>(f.prog.tasks.size());
+    m.id = mapping::TaskId(static_cast<uint32_t>(f.prog.tasks.size()));
     m.kind = TaskKind::kMemory;
-    m.core = 3;
+    m.core = mapping::CoreId(3);
     m.channel = f.chip.ChannelOf(3);
     m.bytes = 100;
-    m.op = 3;
+    m.op = mapping::OpId(3);
     f.prog.tasks.push_back(m);
     f.out.tasks.push_back({0, 8000});
   }
@@ -593,13 +593,13 @@ TEST(Trace, BadInputThrowsWithoutWriting) {
   short_out.tasks.pop_back();
   EXPECT_THROW(WriteTrace(path, f.prog, f.chip, short_out, kConfig), std::invalid_argument);
   mapping::testing::TestProgram bad = f.prog;
-  bad.tasks[2].dst_core = 4;  // 2x2 mesh: cores 0..3
+  bad.tasks[2].dst_core = mapping::CoreId(4);  // 2x2 mesh: cores 0..3
   EXPECT_THROW(WriteTrace(path, bad, f.chip, f.out, kConfig), std::invalid_argument);
   bad = f.prog;
   bad.tasks[4].channel = 9;
   EXPECT_THROW(WriteTrace(path, bad, f.chip, f.out, kConfig), std::invalid_argument);
   bad = f.prog;
-  bad.tasks[0].op = 99;
+  bad.tasks[0].op = mapping::OpId(99);
   EXPECT_THROW(WriteTrace(path, bad, f.chip, f.out, kConfig), std::invalid_argument);
   sim::EngineOutput backwards = f.out;
   backwards.tasks[0] = {500, 100};

@@ -17,16 +17,18 @@ mapping::Program TwoGpuProgram() {
   p.ops[1].ref = {mapping::Phase::kPrefill, 0, 0, "o_proj.all_reduce", "ring"};
   for (int c = 0; c < 2; ++c) {
     mapping::Task t;
-    t.core = c;
+    t.core = mapping::CoreId(c);
     t.m = 10, t.n = 20, t.k = 30;
     p.Add(t);
   }
-  mapping::CollectiveInfo ci{mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 1000, 2, 1};
+  mapping::CollectiveInfo ci{mapping::CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 1000, 2,
+                             mapping::OpId(1)};
   p.collectives.push_back(ci);
   for (int c = 0; c < 2; ++c) {
     mapping::Task t;
     t.kind = mapping::TaskKind::kTransfer;
-    t.core = c, t.dst_core = 1 - c, t.bytes = 500, t.op = 1, t.collective = 0;
+    t.core = mapping::CoreId(c), t.dst_core = mapping::CoreId(1 - c), t.bytes = 500, t.op = mapping::OpId(1),
+    t.collective = 0;
     p.Add(t);
   }
   return p.Build();
