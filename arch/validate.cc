@@ -133,6 +133,7 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
   if (CheckNonNegative(sink, "gpu.kernel_launch_us", g.kernel_launch_us()) && g.kernel_launch_us() > 1e6) {
     sink.Add("gpu.kernel_launch_us", NumText(g.kernel_launch_us()), "must be at most 1000000 (1 s)");
   }
+  CheckNonNegative(sink, "gpu.ring_channel_memory_gbps", g.ring_channel_memory_gbps());  // 0 = no cap
   fraction("ring_allreduce_efficiency", g.ring_allreduce_efficiency());
   fraction("ring_efficiency", g.ring_efficiency());
   if (g.nvls()) {

@@ -83,6 +83,7 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
     }
     const arch::gpu::CollEstimate e = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q);
     row.time_us = e.time_us;
+    row.gpu_us = e.gpu_us;
     row.algbw_gbps = e.algbw_gbps;
     row.busbw_gbps = e.busbw_gbps;
     row.algorithm = arch::gpu::ToString(e.algo);
@@ -126,6 +127,7 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
   const mapping::Program p = mapping::CollectiveProgram(chip, algo, kind, ranks, bytes, 2);
   const Ps ps = p.empty() ? 0 : MakeEngine("analytical")->Run(p, chip).makespan_ps;
   row.time_us = static_cast<double>(ps) * 1e-6;
+  row.gpu_us = row.time_us;  // no host issue cost in tpsim's own lowering
   row.algbw_gbps = ps > 0 ? static_cast<double>(bytes) / (row.time_us * 1000.0) : 0;
   row.busbw_gbps = row.algbw_gbps * arch::gpu::BusBwFactor(cop, ranks);
   row.algorithm = p.collectives.empty() ? algo : mapping::ToString(p.collectives[0].algorithm);

@@ -24,9 +24,11 @@ GPU microbenchmarks, predicted against measured, in the CSV formats of `tpsim co
 --csv` / `tpsim gemm --csv` / `tpsim-validate --collectives / --gemms`:
   collectives  op,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps,algorithm,protocol
   GEMMs        m,n,k,dtype,time_us,tflops,bound,tiles,waves
-Lines starting with '#' are comments (a measurement's source). Tables: collectives per
-(op, ranks, algorithm, protocol), GEMMs per (n, k, dtype); error % = (predicted - measured)
-/ measured on time_us; MAPE = mean |error %| per table and per file.
+Lines starting with '#' are comments (a measurement's source); in a collectives file the line
+`# timing: device` says its times are device times (a CUDA graph's time per call or a kernel
+duration), held against the model's device time without the host's issue cost. Tables:
+collectives per (op, ranks, algorithm, protocol), GEMMs per (n, k, dtype); error % =
+(predicted - measured) / measured on time_us; MAPE = mean |error %| per table and per file.
 
   PREDICTED.csv MEASURED.csv  rows matched by (op, ranks, size_bytes) or (m, n, k, dtype)
   --chip CHIP       predict every row of each MEASURED file on CHIP (a shipped chip or a
@@ -76,7 +78,7 @@ GpuTable& TableFor(GpuFileComparison* c, std::map<std::string, size_t>* index, c
 
 std::string CollTable(const CollectiveRow& m) {
   return m.op + ", " + std::to_string(m.ranks) + " ranks, algorithm " + m.algorithm + ", protocol " +
-         m.protocol;
+         m.protocol + (m.device_time ? ", device time" : "");
 }
 std::string GemmTable(const GemmRow& m) {
   return "n=" + std::to_string(m.n) + " k=" + std::to_string(m.k) + " " + m.dtype;
@@ -86,11 +88,13 @@ GpuCompareRow CollRow(const CollectiveRow& m, const CollectiveRow& p) {
   GpuCompareRow r;
   r.key = std::to_string(m.size_bytes);
   r.x = static_cast<double>(m.size_bytes);
+  // Device-time measurements are held against the model's device time (no host issue cost).
+  const double pred = m.device_time && p.gpu_us > 0 ? p.gpu_us : p.time_us;
   r.measured_us = m.time_us;
-  r.predicted_us = p.time_us;
-  r.error_pct = (p.time_us - m.time_us) / m.time_us * 100.0;
+  r.predicted_us = pred;
+  r.error_pct = (pred - m.time_us) / m.time_us * 100.0;
   r.measured_rate = m.busbw_gbps;
-  r.predicted_rate = p.busbw_gbps;
+  r.predicted_rate = p.busbw_gbps * p.time_us / pred;
   r.predicted_as = p.algorithm + "/" + p.protocol;
   return r;
 }

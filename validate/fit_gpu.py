@@ -9,7 +9,9 @@ usage: validate/fit_gpu.py [--tpsim build/bin/tpsim]
                minimise the file MAPE of vidur-h100-gemm.csv.
   collectives: collective_launch_us, ring_allreduce_efficiency, ring_efficiency minimise the
                sum of the three table MAPEs of nccl-tests-h100-4gpu.csv; then nvls_efficiency,
-               nvls_rank_loss minimise the sum of the NVLS tables of nccl-tests-h100-allreduce-algo.csv.
+               nvls_rank_loss minimise the sum of the NVLS tables of nccl-tests-h100-allreduce-algo.csv;
+               then ring_channel_memory_gbps minimises the sum of the 2-GPU ring tables (NCCL's
+               choice in nccl-tests-h100-allreduce-2-6gpu.csv, ring forced in -algo.csv).
 Prints the best values found (it does not edit the chip file) and the MAPEs they give. Only
 H100 files are used; H200 and B200 keep H100's constants (no refit)."""
 import argparse
@@ -67,6 +69,18 @@ def main():
     }, lambda s: sum(v for k, v in compare(a.tpsim, dict(coll[1], **s), "nccl-tests-h100-allreduce-algo.csv")[1].items()
                      if "algorithm nvls" in k))
     print("NVLS (nccl-tests-h100-allreduce-algo.csv): sum of NVLS table MAPEs %.2f %% with %s" % nvls)
+    fitted = dict(coll[1], **nvls[1])
+
+    def two_gpu_rings(s):
+        sets = dict(fitted, **s)
+        auto = compare(a.tpsim, sets, "nccl-tests-h100-allreduce-2-6gpu.csv")[1]
+        forced = compare(a.tpsim, sets, "nccl-tests-h100-allreduce-algo.csv")[1]
+        return (auto["all_reduce, 2 ranks, algorithm auto, protocol auto"] +
+                forced["all_reduce, 2 ranks, algorithm ring, protocol auto"])
+
+    ring2 = search(a.tpsim, {"ring_channel_memory_gbps": [0, 48, 50, 51, 52, 53, 54, 55, 56, 58, 60]}, two_gpu_rings)
+    print("2-GPU ring (nccl-tests-h100-allreduce-2-6gpu.csv, -algo.csv): sum of 2-GPU ring table MAPEs "
+          "%.2f %% with %s" % ring2)
     return 0
 
 

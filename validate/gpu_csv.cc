@@ -32,6 +32,7 @@ struct Table {
   std::vector<std::string> header;
   std::vector<std::pair<int, std::vector<std::string>>> rows;
   std::map<std::string, size_t> index;
+  bool device_time = false;  // a `# timing: device` line
 };
 
 Table Parse(const std::string& text, const std::string& name) {
@@ -42,6 +43,7 @@ Table Parse(const std::string& text, const std::string& name) {
   while (std::getline(in, line)) {
     ++no;
     std::string s = Trim(line);
+    if (!s.empty() && s[0] == '#' && Trim(s.substr(1)) == "timing: device") t.device_time = true;
     if (s.empty() || s[0] == '#') continue;
     if (t.header.empty()) {
       t.header = Split(s);
@@ -152,6 +154,7 @@ std::vector<CollectiveRow> ReadCollectiveCsv(const std::string& text, const std:
     if (r.Has("busbw_gbps")) c.busbw_gbps = r.Number("busbw_gbps", false);
     if (r.Has("algorithm")) c.algorithm = r.Text("algorithm");
     if (r.Has("protocol")) c.protocol = r.Text("protocol");
+    c.device_time = t.device_time;
     out.push_back(std::move(c));
   }
   return out;

@@ -6,7 +6,9 @@
 //   collectives: op,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps,algorithm,protocol
 //   GEMMs:       m,n,k,dtype,time_us,tflops,bound,tiles,waves
 //
-// Readers skip blank lines and lines starting with '#' (a file's provenance header), take
+// Readers skip blank lines and lines starting with '#' (a file's provenance header), except
+// the collectives directive `# timing: device` (the file's times are device times, see
+// CollectiveRow::device_time; the default is nccl-tests' eager time per call), take
 // the first other line as the header and find columns by name, so a file may add columns
 // or reorder them; measured files leave columns they cannot know empty (bound, tiles,
 // waves of a GEMM; algorithm / protocol "auto" when NCCL chose). Sizes are nccl-tests'
@@ -28,6 +30,11 @@ struct CollectiveRow {
   uint64_t size_bytes = 0;
   double time_us = 0, algbw_gbps = 0, busbw_gbps = 0;
   std::string algorithm = "auto", protocol = "auto";
+  // Not CSV columns. Measured: the file says `# timing: device` (time_us is device time, a
+  // CUDA graph's time per call or a kernel's duration, with no host issue cost). Predicted: the
+  // model's device time (arch::gpu::CollEstimate::gpu_us; 0 when not known).
+  bool device_time = false;
+  double gpu_us = 0;
 };
 
 struct GemmRow {

@@ -128,6 +128,17 @@ double FittedNvlsAlgbw(const config::Gpu& g, int n) {
          (1.0 - g.nvls_rank_loss() / n);
 }
 
+// The ring all_reduce's bus ceiling set by the memory traffic of NCCL's channels (collective.h):
+// per rank and chunk, NCCL's ring all_reduce (src/device/all_reduce.h, runRing) runs send (1 load,
+// 1 remote store), n - 2 recvReduceSend (2 loads, 1 remote store), recvReduceCopySend (2 loads,
+// 1 store, 1 remote store), n - 2 recvCopySend (1 load, 1 store, 1 remote store) and recv (1 load,
+// 1 store): 6n - 4 loads and stores for 2n - 2 on the bus. Infinite when off or not all_reduce.
+double RingMemoryBusCap(const config::Gpu& g, CollOp op, int n) {
+  if (op != CollOp::kAllReduce || !(g.ring_channel_memory_gbps() > 0)) return HUGE_VAL;
+  const double traffic_per_bus_byte = (3.0 * n - 2) / (n - 1);
+  return g.nccl_ring_channels() * g.ring_channel_memory_gbps() / traffic_per_bus_byte;
+}
+
 double Time(const Pair& p, uint64_t bytes) { return p.lat + static_cast<double>(bytes) / (1000.0 * p.algbw); }
 
 // The algorithms and protocols an op may use here, in NCCL's enumeration order.
@@ -327,8 +338,10 @@ CollEstimate EstimateCollective(const config::Gpu& g, int gpus, const CollQuery&
   // The prediction for the chosen pair.
   const double b = static_cast<double>(g.nvlink_links()) * g.nccl_link_gbps();
   const double eff = q.op == CollOp::kAllReduce ? g.ring_allreduce_efficiency() : g.ring_efficiency();
+  const double ring_bus =
+      best_a == Algo::kRing ? std::min(b * eff, RingMemoryBusCap(g, q.op, q.ranks)) : b * eff;
   const Pair pair = best_a == Algo::kTree ? PairModel(g, q.op, q.ranks, q.bytes, best_a, best_p, b, 0)
-                                          : PairModel(g, q.op, q.ranks, q.bytes, best_a, best_p, b * eff,
+                                          : PairModel(g, q.op, q.ranks, q.bytes, best_a, best_p, ring_bus,
                                                       FittedNvlsAlgbw(g, q.ranks));
   CollEstimate e;
   e.algo = best_a;

@@ -26,6 +26,11 @@
 //
 // Prediction for the chosen pair:
 //   ring:  B_eff = B x ring_allreduce_efficiency (all_reduce) or x ring_efficiency (others),
+//          capped for all_reduce at channels x ring_channel_memory_gbps x (n - 1) / (3n - 2):
+//          each channel (one CTA) moves its chunks through local and remote loads and stores,
+//          (3n - 2) / (n - 1) of them per bus byte (4 at 2 ranks, 3.3 at 4, 3.1 at 8; counted
+//          from NCCL's runRing primitives, collective.cc); on H100 the cap binds at 2 ranks
+//          only (a 2-GPU ring reaches 300..327 GB/s busbw where 4 GPUs reach 339..354);
 //          then NCCL's protocol factors on B_eff; latency as the tuner's.
 //   tree:  the tuner's numbers (one H100 measurement agrees within 3%; not fitted).
 //   nvls:  algbw = links x nvlink_link_gbps x nvlsEff(arch) x nvls_efficiency x (1 - nvls_rank_loss / n).

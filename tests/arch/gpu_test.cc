@@ -177,6 +177,31 @@ TEST(GpuCollective, OneRingStep) {
   EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 11.8 + 10.0, 1e-12);
 }
 
+TEST(GpuCollective, RingLocalMemoryCapsTwoRanks) {
+  // ring_channel_memory_gbps 10 on 24 channels: 240 GB/s of loads and stores. A ring all_reduce
+  // moves (3n - 2) / (n - 1) of them per bus byte: 4 at 2 ranks -> bus cap 60 GB/s (below the
+  // link's 100), 10/3 at 4 ranks -> 72 GB/s.
+  config::Gpu g = OneLinkGpu();
+  g.set_ring_channel_memory_gbps(10);
+  gpu::CollQuery q{gpu::CollOp::kAllReduce, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple};
+  // 2 ranks: 2 steps, algbw = 60 x 2 / 2 = 60 GB/s; latency 8.4 + 2 x 3.4 = 15.2 us.
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 15.2 + 1e6 / 60e3, 1e-9);
+  // 4 ranks: 6 steps, algbw = 72 x 4 / 6 = 48 GB/s; latency 8.4 + 6 x 3.4 = 28.8 us.
+  q.ranks = 4;
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 28.8 + 1e6 / 48e3, 1e-9);
+  // 20 GB/s per channel: the caps (120 and 144 GB/s) are above the link, nothing changes.
+  g.set_ring_channel_memory_gbps(20);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 28.8 + 1e6 / (100.0 * 4 / 6 * 1e3), 1e-9);
+  // The cap is all_reduce's only: all_gather over 2 ranks keeps the link's 100 GB/s (OneRingStep).
+  g.set_ring_channel_memory_gbps(10);
+  gpu::CollQuery ag{gpu::CollOp::kAllGather, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple};
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, ag).gpu_us, 16.8, 1e-12);
+  // NCCL's choice does not see it (the tuner's constants as they are).
+  EXPECT_EQ(gpu::TunerTimeUs(g, gpu::CollOp::kAllReduce, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple),
+            gpu::TunerTimeUs(OneLinkGpu(), gpu::CollOp::kAllReduce, 2, 1000000, gpu::Algo::kRing,
+                             gpu::Proto::kSimple));
+}
+
 TEST(GpuCollective, LL128Latency) {
   // ring LL128 all_reduce over 8 ranks: 14.0 + 2 x 7 x 1.9 = 40.6 us; LL: 6.6 + 14 x 0.6 = 15.0.
   const config::Gpu g = LoadChipConfig("h100-sxm-8").gpu();

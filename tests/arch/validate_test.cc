@@ -141,6 +141,8 @@ const Case kCases[] = {
      "(0, 1]"},
     {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_nvls_rank_loss(1); }, "chip.gpu.nvls_rank_loss", "1",
      "[0, 1)"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_ring_channel_memory_gbps(-1); },
+     "chip.gpu.ring_channel_memory_gbps", "-1", "must be zero or positive"},
     {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_collective_launch_us(2e6); },
      "chip.gpu.collective_launch_us", "2e+06", "at most 1000000"},
     {"h100-sxm-8", [](auto* c) { c->mutable_collectives()->set_in_switch_bandwidth_gbps(0); },

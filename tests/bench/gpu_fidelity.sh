@@ -29,4 +29,5 @@ echo "$out" | awk '
     mape = $3
     printf "  %-58s %-40s MAPE %5.1f %%  target <= 10 %%: %s\n", file, "all GEMM rows", mape, (mape <= 10 ? "met" : sprintf("missed by %.1f points", mape - 10))
   }'
-echo "  (vidur-h100-dgx-allreduce.csv holds NCCL kernel durations, not nccl-tests times: shown above, no target)"
+echo "  (vidur-h100-dgx-allreduce.csv and nccl-tests-h100-4gpu-graph.csv hold device times (kernel durations, a"
+echo "   CUDA graph's time per call), held against the model's gpu_us: shown above, no target)"

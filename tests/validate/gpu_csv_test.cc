@@ -152,6 +152,32 @@ TEST(CompareGpu, MapePerTableByHand) {
   EXPECT_THROW(CompareCollectives("d.csv", dup, {dup[0]}), std::runtime_error);
 }
 
+TEST(CompareGpu, DeviceTimeFilesUseTheModelsDeviceTime) {
+  // `# timing: device`: the measured 10 us is held against the predicted gpu_us (12, +20 %),
+  // not time_us (30); the table says so. Without the line: time_us (+200 %).
+  GpuPredictor p;
+  p.collective = [](const CollectiveRow& m) {
+    CollectiveRow r = m;
+    r.time_us = 30;
+    r.gpu_us = 12;
+    r.busbw_gbps = 4;
+    return r;
+  };
+  const std::string rows = std::string(kCollectiveCsvHeader) + "\nall_reduce,4,8192,10,,,auto,auto\n";
+  auto read = ReadCollectiveCsv("# source\n#  timing: device\n" + rows, "d.csv");
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_TRUE(read[0].device_time);
+  GpuFileComparison c = PredictAndCompare("d.csv", "# timing: device\n" + rows, p);
+  ASSERT_EQ(c.tables.size(), 1u);
+  EXPECT_EQ(c.tables[0].name, "all_reduce, 4 ranks, algorithm auto, protocol auto, device time");
+  EXPECT_NEAR(c.tables[0].rows[0].predicted_us, 12.0, 1e-12);
+  EXPECT_NEAR(c.tables[0].rows[0].error_pct, 20.0, 1e-9);
+  EXPECT_NEAR(c.tables[0].rows[0].predicted_rate, 10.0, 1e-9);  // busbw at 12 us instead of 30
+  c = PredictAndCompare("h.csv", "# timing: host\n" + rows, p);
+  EXPECT_FALSE(ReadCollectiveCsv(rows, "h.csv")[0].device_time);
+  EXPECT_NEAR(c.tables[0].rows[0].error_pct, 200.0, 1e-9);
+}
+
 TEST(CompareGpu, PredictorRowsFollowTheMeasuredOnes) {
   GpuPredictor p;
   p.collective = [](const CollectiveRow& m) {
