@@ -83,6 +83,9 @@ void ParseMessage(const std::string& text, const std::string& display_name, goog
 // ParseMessage on the contents of `path`.
 void ParseFile(const std::string& path, google::protobuf::Message* msg, SourceMap* locs);
 
+// The names of a message type's fields, in declaration order (for "did you mean").
+std::vector<std::string> FieldNameList(const google::protobuf::Descriptor* d);
+
 // Sets the scalar field at dotted `path` (e.g. "mapping.tp", "chip.memory[0].bandwidth_gbps")
 // of `msg` from its text `value`. Intermediate messages are created. Errors name
 // `where` (the command-line argument) and the rule broken.
