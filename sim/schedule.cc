@@ -21,7 +21,7 @@ struct Numeric {
   const Ps* duration;
   const Ps* busy;
   TaskTime* times;
-  Ps* queues[3];  // by Queue: core free, -, channel free
+  Ps* queues[4];  // by Queue: core free, -, channel free, link free
   Ps makespan = 0;
 
   Ps& free(Queue q, int r) const { return queues[static_cast<int>(q)][r]; }
@@ -36,7 +36,7 @@ struct Numeric {
     return end;
   }
   void Release(size_t i, Queue q, int r, Ps start, Ps end) {
-    free(q, r) = q == Queue::kDram ? SatAdd(start, busy[i]) : end;
+    free(q, r) = q == Queue::kCompute ? end : SatAdd(start, busy[i]);
   }
 };
 
@@ -51,8 +51,16 @@ void CheckSizes(const char* who, size_t n, std::span<const Ps> duration, std::sp
 
 }  // namespace
 
-Dispatcher::Dispatcher(const mapping::Program& p) : p_(p) {
+Dispatcher::Dispatcher(const mapping::Program& p, std::vector<int32_t> first_link, int num_links)
+    : p_(p), first_link_(std::move(first_link)) {
   const size_t n = p.num_tasks();
+  if (!first_link_.empty() && first_link_.size() != n)
+    throw std::invalid_argument("Dispatcher: " + std::to_string(first_link_.size()) + " first links for " +
+                                std::to_string(n) + " tasks");
+  for (int32_t l : first_link_)
+    if (l >= num_links)
+      throw std::invalid_argument("Dispatcher: link " + std::to_string(l) + " out of range");
+  link_free_.assign(static_cast<size_t>(std::max(0, num_links)), 0);
   first_dependent_.assign(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     for (uint32_t d : p.deps(i)) ++first_dependent_[d + 1];
@@ -85,6 +93,7 @@ Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::
   for (auto& h : core_ready_) h.clear();
   std::fill(core_busy_.begin(), core_busy_.end(), 0);
   std::fill(channel_free_.begin(), channel_free_.end(), 0);
+  std::fill(link_free_.begin(), link_free_.end(), 0);
   order_.clear();
   events_.clear();
   Ps makespan = 0;
@@ -99,9 +108,10 @@ Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::
   };
   Ps now = 0;
   for (;;) {
-    // Tasks that became ready at `now`: DRAM requests join their channel's queue (ties by
-    // id), transfers start, compute waits for its core.
+    // Tasks that became ready at `now`: DRAM requests join their channel's queue and
+    // transfers their first link's (ties by id), compute waits for its core.
     memory_ready_.clear();
+    link_ready_.clear();
     for (uint32_t i : ready_) {
       switch (p.kind(i)) {
         case mapping::TaskKind::kCompute: {
@@ -118,11 +128,22 @@ Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::
           memory_ready_.push_back(i);
           break;
         case mapping::TaskKind::kTransfer:
-          start(i, now);
+          if (!first_link_.empty() && first_link_[i] >= 0) {
+            link_ready_.push_back(i);
+          } else {
+            start(i, now);
+          }
           break;
       }
     }
     ready_.clear();
+    std::sort(link_ready_.begin(), link_ready_.end());
+    for (uint32_t i : link_ready_) {
+      Ps& free = link_free_[first_link_[i]];
+      const Ps at = std::max(now, free);
+      free = SatAdd(at, busy[i]);
+      start(i, at);
+    }
     std::sort(memory_ready_.begin(), memory_ready_.end());
     for (uint32_t i : memory_ready_) {
       Ps& free = channel_free_[p.memory(i).channel];
@@ -168,15 +189,20 @@ Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::
 }
 
 std::vector<Ps> ReplayEnds(const mapping::Program& p, std::span<const uint32_t> order,
-                           std::span<const Ps> duration, std::span<const Ps> busy) {
+                           std::span<const Ps> duration, std::span<const Ps> busy,
+                           std::span<const int32_t> first_link, int num_links) {
   const size_t n = p.num_tasks();
   std::vector<TaskTime> times(n);
   CheckSizes("ReplayEnds", n, duration, busy, n);
   if (order.size() != n) throw std::invalid_argument("ReplayEnds: the order does not hold every task once");
   std::vector<Ps> core_free(static_cast<size_t>(std::max(0, p.num_cores)), 0);
   std::vector<Ps> channel_free(static_cast<size_t>(std::max(0, p.num_channels)), 0);
-  Numeric a{duration.data(), busy.data(), times.data(), {core_free.data(), nullptr, channel_free.data()}};
-  ListSchedule(ProgramGraph{p, order}, a);
+  std::vector<Ps> link_free(static_cast<size_t>(std::max(0, num_links)), 0);
+  Numeric a{duration.data(),
+            busy.data(),
+            times.data(),
+            {core_free.data(), nullptr, channel_free.data(), link_free.data()}};
+  ListSchedule(ProgramGraph{p, order, first_link}, a);
   std::vector<Ps> end(n);
   for (size_t i = 0; i < n; ++i) end[i] = times[i].end_ps;
   return end;
@@ -250,8 +276,11 @@ CriticalPathSplit CriticalPath(const mapping::Program& g, std::span<const TaskTi
   while (!visited[cur]) {
     visited[cur] = true;
     int64_t best = -1;
+    // An enabler ends no later than the task it enables (a dep always does; a DRAM request
+    // may end after the next one on its channel when its network path is slower), so the
+    // parts below add up to at most the makespan.
     auto consider = [&](int64_t c) {
-      if (c < 0 || static_cast<size_t>(c) >= n) return;
+      if (c < 0 || static_cast<size_t>(c) >= n || times[c].end_ps > times[cur].end_ps) return;
       if (best < 0 || times[c].end_ps > times[best].end_ps ||
           (times[c].end_ps == times[best].end_ps && c < best)) {
         best = c;

@@ -15,15 +15,19 @@
 //              channel's rate, mapping::ChannelBusyTime) and ends `duration` ps after its
 //              start (latency included, and its network path when it has one), so the
 //              next request's transfer overlaps this one's latency
-//   transfer:  starts when its deps have ended (network DMA engines: transfers overlap
-//              with compute, with DRAM accesses and with each other)
+//   transfer:  issued when its deps have ended; over links, it queues for the first link
+//              of its route first come first served (by that time, ties by lowest id), as a
+//              TLM message does, and holds it for its bytes at that link's rate; then the
+//              other links and the rest of its duration. Transfers overlap with compute,
+//              with DRAM accesses and with transfers that leave by other links.
 //   end = start + duration (saturating); makespan = max end (0 for an empty Program).
 //
 // Dispatch runs this as a discrete-event pass (O(n log n)) and records the order in which
 // it starts tasks. Given that order, the rule is max-plus: each task starts at
 //   max(end of its deps, the time its queue is free)
-// where the queue is its core's compute unit (free at the previous task's end) or its
-// channel (free at the previous request's start + busy), or none (transfers). ListSchedule
+// where the queue is its core's compute unit (free at the previous task's end), its
+// channel or first link (free at the previous one's start + busy), or none (a transfer
+// without links: to its own core, or through the switch engine). ListSchedule
 // is that pass over any algebra (numbers, max-plus polynomials, ...) in a given order; over
 // numbers in Dispatch's order it gives Dispatch's times to the picosecond. The critical
 // path walks the same edges backwards.
@@ -45,19 +49,25 @@
 namespace tpsim::sim {
 
 // The queue a task waits for besides its deps: its core's compute unit, its channel's
-// request queue, or none (transfers).
+// request queue, its first link (transfers over links), or none.
 // Numbered like TaskKind, so that QueueOf is free in the hot loop.
-enum class Queue : uint8_t { kCompute, kNone, kDram };
+enum class Queue : uint8_t { kCompute, kNone, kDram, kLink };
 static_assert(static_cast<int>(mapping::TaskKind::kCompute) == static_cast<int>(Queue::kCompute) &&
               static_cast<int>(mapping::TaskKind::kTransfer) == static_cast<int>(Queue::kNone) &&
               static_cast<int>(mapping::TaskKind::kMemory) == static_cast<int>(Queue::kDram));
 constexpr Queue QueueOf(mapping::TaskKind k) { return static_cast<Queue>(k); }
+// A task's queue when `first_link` (one per task, -1 for none; empty: none at all) gives
+// the first link of each transfer's route.
+inline Queue QueueOf(mapping::TaskKind k, std::span<const int32_t> first_link, size_t i) {
+  return k == mapping::TaskKind::kTransfer && !first_link.empty() && first_link[i] >= 0 ? Queue::kLink
+                                                                                        : QueueOf(k);
+}
 
 // The rule over any max-plus algebra, in a fixed order. `Graph`:
 //   order()   the tasks in the order to time them (Dispatch's start order: every task after
 //             its deps and after the tasks before it in its queue)
 //   deps(i)   iterable of uint32_t task ids; Queue queue(i); int resource(i) (the core of a
-//             compute task, the channel of a memory task)
+//             compute task, the channel of a memory task, the first link of a transfer)
 // `Algebra` holds the times of type Algebra::Time, a value or a handle to one:
 //   Time Origin()                  the time origin (a task with no constraint starts there)
 //   Time EndOf(d)                  end of task d (d timed earlier in the order)
@@ -66,7 +76,7 @@ constexpr Queue QueueOf(mapping::TaskKind k) { return static_cast<Queue>(k); }
 //   Time Finish(i, Time start)     end of task i := start + its duration; returns it
 //   void Release(i, q, r, Time start, Time end)
 //                                  queue (q, r) is free after task i: at `end` for a core,
-//                                  at start + busy(i) for a channel
+//                                  at start + busy(i) for a channel or a link
 // ProgramGraph adapts a Program.
 template <class Graph, class Algebra>
 void ListSchedule(const Graph& g, Algebra& a) {
@@ -84,15 +94,24 @@ void ListSchedule(const Graph& g, Algebra& a) {
   }
 }
 
-// A Program and a timing order as ListSchedule's Graph.
+// A Program, a timing order and the transfers' first links (as Dispatcher's) as
+// ListSchedule's Graph.
 struct ProgramGraph {
   const mapping::Program& p;
   std::span<const uint32_t> task_order;
+  std::span<const int32_t> first_link = {};
   std::span<const uint32_t> order() const { return task_order; }
   std::span<const uint32_t> deps(size_t i) const { return p.deps(i); }
-  Queue queue(size_t i) const { return QueueOf(p.kind(i)); }
+  Queue queue(size_t i) const { return QueueOf(p.kind(i), first_link, i); }
   int resource(size_t i) const {
-    return p.kind(i) == mapping::TaskKind::kMemory ? p.memory(i).channel : p.core(i);
+    switch (queue(i)) {
+      case Queue::kDram:
+        return p.memory(i).channel;
+      case Queue::kLink:
+        return first_link[i];
+      default:
+        return p.core(i);
+    }
   }
 };
 
@@ -102,37 +121,41 @@ class Dispatcher {
  public:
   // Every task's core must be in [0, p.num_cores) and every memory task's channel in
   // [0, p.num_channels), as mapping::Verify checks when the Program is built.
-  explicit Dispatcher(const mapping::Program& p);
+  // `first_link`: per task, the first link of a transfer's route in [0, num_links), -1
+  // for a transfer that queues for none (and for every other task); empty: none does.
+  explicit Dispatcher(const mapping::Program& p, std::vector<int32_t> first_link = {}, int num_links = 0);
   // Times the Program with `duration` (one per task) and `busy` (one per task: how long a
-  // memory task holds its channel; other tasks' entries are not read): times[i] = {start,
-  // end}; returns the makespan. Ends saturate at INT64_MAX.
+  // memory task holds its channel and a transfer its first link; other tasks' entries are
+  // not read): times[i] = {start, end}; returns the makespan. Ends saturate at INT64_MAX.
   Ps Run(std::span<const Ps> duration, std::span<const Ps> busy, std::span<TaskTime> times);
   // The order in which the last Run started the tasks (ListSchedule's order).
   const std::vector<uint32_t>& order() const { return order_; }
 
  private:
   const mapping::Program& p_;
-  std::vector<uint32_t> first_dependent_, dependents_, unmet_, order_, ready_, memory_ready_;
+  std::vector<int32_t> first_link_;
+  std::vector<uint32_t> first_dependent_, dependents_, unmet_, order_, ready_, memory_ready_, link_ready_;
   std::vector<std::vector<uint32_t>> core_ready_;  // per core: a min-heap of ready ids
   std::vector<uint8_t> core_busy_, core_dirty_;
   std::vector<int> dirty_cores_;
-  std::vector<Ps> channel_free_;
+  std::vector<Ps> channel_free_, link_free_;
   std::vector<std::pair<Ps, uint32_t>> events_;  // min-heap of (end, task) of running tasks
 };
 
 // The numeric ListSchedule of `p` in `order` with `duration` and `busy` as in Dispatcher::Run:
 // every task's end (Dispatcher's ends when `order` is its order for the same durations).
 std::vector<Ps> ReplayEnds(const mapping::Program& p, std::span<const uint32_t> order,
-                           std::span<const Ps> duration, std::span<const Ps> busy);
+                           std::span<const Ps> duration, std::span<const Ps> busy,
+                           std::span<const int32_t> first_link = {}, int num_links = 0);
 
 // The critical path of a timed Program, split by task kind (Result summary, sim/result.h):
 // walked backwards from the last-finishing task (lowest id on ties) to its enabler, the
 // latest-ending (lowest id on ties) of its deps and of the task before it in its queue
 // (a compute task: the same core's compute; a memory task: the same channel's requests; by
-// start time then id, as the engine ran them). Each task on the path adds to its kind the
-// part of its span after its enabler ended, so the three sum to at most the makespan (to
-// the makespan for a Dispatcher schedule, short of a DRAM request that ends before the one
-// before it on its channel). `times` has one per task. A
+// start time then id, as the engine ran them) among those that end no later than it. Each
+// task on the path adds to its kind the part of its span after its enabler ended, so the
+// three sum to at most the makespan (to the makespan for a Dispatcher schedule, short of
+// a DRAM request that ends before the one before it on its channel). `times` has one per task. A
 // GPU's collective kernel (a compute task of op_kind kCollective) counts as communication.
 struct CriticalPathSplit {
   Ps compute_ps = 0, communication_ps = 0, memory_ps = 0;

@@ -298,6 +298,16 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     }
   }
   for (size_t j = 0; j < plan.linked.size(); ++j) duration[plan.linked[j]] = alone[plan.transfer_key_of[j]];
+  // Each transfer over links queues for the first link of its route (sim/schedule.h) and
+  // holds it for its bytes at that link's rate.
+  std::vector<int32_t> first_link(plan.linked.empty() ? 0 : n, -1);
+  std::vector<Ps> first_hold(plan.transfer_keys.size(), 0);
+  for (size_t k = 0; k < plan.transfer_keys.size(); ++k) {
+    const auto [rb, rs] = route_of(plan.transfer_keys[k].task);
+    if (rs > 0)
+      first_hold[k] =
+          SerialisationPs(tasks[plan.transfer_keys[k].task].bytes, links[route_links[rb]].bandwidth_gbps);
+  }
   std::map<std::tuple<int, int, bool>, std::vector<int>> paths;
   for (const auto& f : plan.memory_flows) {
     std::vector<int> path = chip.MemoryPath(std::get<0>(f), std::get<1>(f), std::get<2>(f));
@@ -320,7 +330,14 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
       lu.busy_ps = SatAdd(lu.busy_ps, SatMulPs(SerialisationPs(t.bytes, links[l].bandwidth_gbps), key.count));
     }
   }
-  std::vector<Ps> busy(n, 0);  // how long each memory task holds its channel
+  std::vector<Ps> busy(n, 0);  // how long each memory task holds its channel, a transfer its first link
+  for (size_t j = 0; j < plan.linked.size(); ++j) {
+    const uint32_t i = plan.linked[j];
+    const auto [rb, rs] = route_of(i);
+    if (rs == 0) continue;
+    first_link[i] = route_links[rb];
+    busy[i] = first_hold[plan.transfer_key_of[j]];
+  }
   for (size_t j = 0; j < plan.memory.size(); ++j) {
     duration[plan.memory[j]] = memory_alone[plan.memory_key_of[j]];
     busy[plan.memory[j]] = memory_busy[plan.memory_key_of[j]];
@@ -328,7 +345,7 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
   const LinkModel model = BuildLinkModel(program, plan, chip, route_links, pair_route, paths, duration);
 
   // ---- Schedule (sim/schedule.h), repeated while sharing changes times.
-  Dispatcher scheduler(program);
+  Dispatcher scheduler(program, std::move(first_link), static_cast<int>(links.size()));
   auto schedule = [&] { return scheduler.Run(duration, busy, out.tasks); };
   out.makespan_ps = schedule();
   out.contention = SettleSharing(model, schedule, &duration, &out);

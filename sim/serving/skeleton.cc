@@ -137,7 +137,7 @@ struct SkeletonCost::SkeletonGraph {
   }
   sim::Queue queue(size_t i) const { return sk.nodes[i].queue; }
   int resource(size_t i) const {
-    return sk.nodes[i].queue == sim::Queue::kDram ? sk.nodes[i].channel : sk.nodes[i].core;
+    return sk.nodes[i].queue == sim::Queue::kCompute ? sk.nodes[i].core : sk.nodes[i].channel;
   }
 };
 
@@ -151,9 +151,12 @@ struct SkeletonCost::ReplayTimes {
   Ps* ends;
   Ps* core_free;
   Ps* channel_free;
+  Ps* link_free;
   Ps makespan = 0;
 
-  Ps& free(sim::Queue q, int r) const { return q == sim::Queue::kCompute ? core_free[r] : channel_free[r]; }
+  Ps& free(sim::Queue q, int r) const {
+    return q == sim::Queue::kCompute ? core_free[r] : q == sim::Queue::kDram ? channel_free[r] : link_free[r];
+  }
   static Ps Origin() { return 0; }
   Ps EndOf(uint32_t d) const { return ends[d]; }
   Ps FreeAt(sim::Queue q, int r) const { return free(q, r); }
@@ -187,7 +190,8 @@ Ps SkeletonCost::Replay(const Skeleton& sk, const std::vector<ChainFn>& fns) {
   ends_.assign(sk.nodes.size(), 0);
   core_free_.assign(static_cast<size_t>(sk.num_cores), 0);
   channel_free_.assign(static_cast<size_t>(sk.num_channels), 0);
-  ReplayTimes times{sk, fns, ends_.data(), core_free_.data(), channel_free_.data()};
+  link_free_.assign(static_cast<size_t>(sk.num_links), 0);
+  ReplayTimes times{sk, fns, ends_.data(), core_free_.data(), channel_free_.data(), link_free_.data()};
   sim::ListSchedule(SkeletonGraph{sk}, times);
   return times.makespan;
 }
@@ -202,10 +206,10 @@ struct SkeletonCost::SymbolicTimes {
   const std::vector<uint8_t>& role;  // 1: first task of a chain, 2: a later one
   const std::vector<Ps>& dur;
   const std::vector<Ps>& busy;
-  std::vector<Ps> ends, core_free, channel_free, start, makespan;
+  std::vector<Ps> ends, core_free, channel_free, link_free, start, makespan;
   bool ok = true;  // false: a path would hold more than K - 1 chains
 
-  SymbolicTimes(size_t k, size_t n, int cores, int channels, const std::vector<uint8_t>& r,
+  SymbolicTimes(size_t k, size_t n, int cores, int channels, int links, const std::vector<uint8_t>& r,
                 const std::vector<Ps>& d, const std::vector<Ps>& b)
       : K(k),
         role(r),
@@ -214,6 +218,7 @@ struct SkeletonCost::SymbolicTimes {
         ends(n * k, kNone),
         core_free(static_cast<size_t>(cores) * k, kNone),
         channel_free(static_cast<size_t>(channels) * k, kNone),
+        link_free(static_cast<size_t>(links) * k, kNone),
         start(k),
         makespan(k, kNone) {}
   static void Max(Ps* a, const Ps* b, size_t k) {
@@ -226,7 +231,9 @@ struct SkeletonCost::SymbolicTimes {
   }
   Ps* EndOf(uint32_t d) { return &ends[d * K]; }
   Ps* FreeAt(sim::Queue q, int r) {
-    return q == sim::Queue::kCompute ? &core_free[r * K] : &channel_free[r * K];
+    return q == sim::Queue::kCompute ? &core_free[r * K]
+           : q == sim::Queue::kDram  ? &channel_free[r * K]
+                                     : &link_free[r * K];
   }
   Ps* Later(Ps* a, const Ps* b) const {
     Max(a, b, K);
@@ -247,7 +254,7 @@ struct SkeletonCost::SymbolicTimes {
   }
   void Release(size_t i, sim::Queue q, int r, const Ps* s, const Ps* end) {
     Ps* f = FreeAt(q, r);
-    if (q == sim::Queue::kDram) {
+    if (q != sim::Queue::kCompute) {
       for (size_t k = 0; k < K; ++k) f[k] = s[k] == kNone ? kNone : s[k] + busy[i];
     } else {
       std::copy(end, end + K, f);
@@ -296,15 +303,34 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
   }
   // 1. The engine's schedule (sim/schedule.h) with these durations, and its replay in the
   // engine's order, are the engine's.
+  // Memory tasks hold their channel, transfers over links their first link, as the
+  // analytical engine has them.
+  const int num_links = static_cast<int>(chip_.links().size());
   std::vector<Ps> busy(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    if (p.kind(i) == mapping::TaskKind::kMemory)
-      busy[i] = mapping::ChannelBusyTime(chip_, p.memory(i).channel, p.memory(i).bytes);
-  sim::Dispatcher dispatcher(p);
+  std::vector<int32_t> first_link(n, -1);
+  {
+    std::map<std::pair<int, int>, int32_t> first;  // (src, dst) -> first link of the route
+    for (size_t i = 0; i < n; ++i) {
+      const mapping::Task& t = p.task(i);
+      if (t.kind == mapping::TaskKind::kMemory) {
+        busy[i] = mapping::ChannelBusyTime(chip_, t.channel, t.bytes);
+      } else if (t.kind == mapping::TaskKind::kTransfer && t.core != t.dst_core && t.in_switch_gbps <= 0) {
+        auto [it, inserted] = first.try_emplace({t.core, t.dst_core}, -1);
+        if (inserted) {
+          const std::vector<int> route = chip_.Route(t.core, t.dst_core);
+          if (!route.empty()) it->second = route[0];
+        }
+        first_link[i] = it->second;
+        if (it->second >= 0)
+          busy[i] = mapping::SerialisationPs(t.bytes, chip_.links()[it->second].bandwidth_gbps);
+      }
+    }
+  }
+  sim::Dispatcher dispatcher(p, first_link, num_links);
   std::vector<sim::TaskTime> times(n);
   if (dispatcher.Run(dur, busy, times) != o.makespan_ps) return Why::kOther;
   const std::vector<uint32_t> order = dispatcher.order();
-  const std::vector<Ps> end = sim::ReplayEnds(p, order, dur, busy);
+  const std::vector<Ps> end = sim::ReplayEnds(p, order, dur, busy, first_link, num_links);
   for (size_t i = 0; i < n; ++i)
     if (end[i] != o.tasks[i].end_ps || times[i].end_ps != end[i]) return Why::kOther;
   // 2. Attention chains per (layer, core): the tasks of attention ops (those with a batched
@@ -422,6 +448,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
       for (uint32_t i : ord) {
         if (p.kind(i) == mapping::TaskKind::kCompute) q.emplace_back(p.core(i), i);
         if (p.kind(i) == mapping::TaskKind::kMemory) q.emplace_back(-1 - int64_t{p.memory(i).channel}, i);
+        if (first_link[i] >= 0) q.emplace_back(-1 - int64_t{p.num_channels} - first_link[i], i);
       }
       std::stable_sort(q.begin(), q.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       return q;
@@ -466,6 +493,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     // 3a. The skeleton as Replay's nodes.
     sk->num_cores = p.num_cores;
     sk->num_channels = p.num_channels;
+    sk->num_links = num_links;
     // The engine's order, with each chain's first node (which times the whole chain) moved
     // to its last task's place: after every input of the chain, and no task of the chain's
     // core or channel between (2c).
@@ -513,7 +541,8 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
         nd.chain_rest = true;
         continue;
       }
-      nd.queue = sim::QueueOf(t.kind);
+      nd.queue = sim::QueueOf(t.kind, first_link, i);
+      if (nd.queue == sim::Queue::kLink) nd.channel = first_link[i];
       nd.dep_begin = static_cast<uint32_t>(sk->deps.size());
       for (uint32_t d : p.deps(i))
         if (role[d] == 0 || d == last[d]) sk->deps.push_back(d);
@@ -526,8 +555,8 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     return Why::kOk;
   }
   // 3. Symbolic pass: every end as max_k (c_k + k D), D one chain's duration.
-  SymbolicTimes sym(layers_ + 1, n, p.num_cores, p.num_channels, role, dur, busy);
-  sim::ListSchedule(sim::ProgramGraph{p, order}, sym);
+  SymbolicTimes sym(layers_ + 1, n, p.num_cores, p.num_channels, num_links, role, dur, busy);
+  sim::ListSchedule(sim::ProgramGraph{p, order, first_link}, sym);
   if (!sym.ok) return Why::kOther;
   sk->poly = std::move(sym.makespan);
   // 4. The polynomial at the skeleton's own D is the engine's makespan.

@@ -42,7 +42,7 @@
 //     chains' durations; one such skeleton turns skeletons off for the layout;
 //   - replaying the schedule (ListSchedule in the engine's order) with the engine's
 //     durations reproduces every task's end;
-//   - every core and channel serves its tasks in the same order when every chain task's
+//   - every core, channel and link serves its tasks in the same order when every chain task's
 //     duration (and hold of its channel) is 0 or 16 times the skeleton's: the order does
 //     not follow the chains' durations at those extremes (a check at three points, not
 //     a proof for every duration; EngineCost's verify mode compares whole runs);
@@ -111,7 +111,7 @@ class SkeletonCost {
       Ps dur = 0;
       int core = 0;
       Ps busy = 0;                           // a memory task: how long it holds its channel
-      int channel = 0;                       // a memory task's channel
+      int channel = 0;                       // a memory task's channel, a transfer's first link
       sim::Queue queue = sim::Queue::kNone;  // QueueOf(kind); kNone on chain tasks
       bool chain_rest = false;               // a chain's task after its first
       int32_t chain = -1;                    // a chain's first task: index into chains
@@ -127,7 +127,7 @@ class SkeletonCost {
     std::vector<uint32_t> order;  // the engine's order (sim::Dispatcher) of the nodes
     std::vector<Chain> chains;
     std::vector<ReadSig> sigs;
-    int num_cores = 0, num_channels = 0;
+    int num_cores = 0, num_channels = 0, num_links = 0;
   };
   struct PerRows {
     std::map<uint64_t, Skeleton> by_context;  // L_s -> skeleton (ok ones), KV in SRAM
@@ -161,7 +161,7 @@ class SkeletonCost {
   std::unique_ptr<sim::Engine> engine_;
   std::unordered_map<uint32_t, PerRows> rows_;
   Skeleton exact_;  // the last skeleton at one exact context (GEMMs spilling)
-  std::vector<Ps> ends_, core_free_, channel_free_;  // Replay's buffers
+  std::vector<Ps> ends_, core_free_, channel_free_, link_free_;  // Replay's buffers
   std::vector<ChainFn> fns_;
   struct ChunkKey {
     uint32_t s, lt;

@@ -105,6 +105,33 @@ TEST(Schedule, TiesGoToTheLowestId) {
   EXPECT_EQ(times[4].start_ps, 7);
 }
 
+TEST(Schedule, TransfersQueueForTheirFirstLink) {
+  // Three transfers from core 0 (t0 5 ps, holding link 0 for 4; t1 3 ps, holding link 0 for
+  // 2; t2 2 ps over link 1), all issued at 0: t0 0..5; t1 waits until t0's bytes have left
+  // link 0: 4..7; t2 leaves by another link: 0..2. Without first links all start at 0.
+  mapping::testing::TestProgram b;
+  b.num_cores = 2;
+  b.ops.resize(1);
+  for (int k = 0; k < 3; ++k) {
+    mapping::Task t;
+    t.kind = TaskKind::kTransfer;
+    t.core = 0;
+    t.dst_core = 1;
+    b.Add(t, {});
+  }
+  const mapping::Program p = b.Build();
+  const std::vector<Ps> dur = {5, 3, 2}, busy = {4, 2, 2};
+  const std::vector<int32_t> first = {0, 0, 1};
+  std::vector<TaskTime> times(3);
+  Dispatcher s(p, first, 2);
+  EXPECT_EQ(s.Run(dur, busy, times), 7);
+  EXPECT_EQ(times[1].start_ps, 4);
+  EXPECT_EQ(times[2].start_ps, 0);
+  EXPECT_EQ(ReplayEnds(p, s.order(), dur, busy, first, 2), (std::vector<Ps>{5, 7, 2}));
+  EXPECT_EQ(Dispatcher(p).Run(dur, busy, times), 5);
+  EXPECT_THROW(Dispatcher(p, {0, 0, 2}, 2), std::invalid_argument);  // no link 2
+}
+
 TEST(Schedule, CriticalPathSplitsTheMakespan) {
   // Back from t7 (ends 21): its enabler is t4 (15, not t6 at 14): 6 ps compute; t4's is t0
   // (5; t5 before it on the channel ended at 4): 10 ps memory; t0 has none: 5 ps compute.

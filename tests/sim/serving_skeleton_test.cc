@@ -53,17 +53,26 @@ TEST(ServingSkeleton, ReplayIsTheAnalyticalSchedule) {
   mapping::Program it =
       mapping::LowerIteration(f.chip, f.e.cfg.model(), f.m, {{64, 0}, {1, 500}, {1, 70}}, 16, "bf16");
   sim::EngineOutput o = sim::MakeEngine("analytical")->Run(it, f.chip);
+  // Memory tasks hold their channel for ChannelBusyTime, transfers over links the first
+  // link of their route for their bytes at its rate.
   std::vector<Ps> dur, busy, ends;
+  std::vector<int32_t> first_link;
   for (const sim::TaskTime& t : o.tasks) dur.push_back(t.end_ps - t.start_ps), ends.push_back(t.end_ps);
   for (size_t i = 0; i < it.num_tasks(); ++i) {
-    busy.push_back(it.kind(i) == mapping::TaskKind::kMemory
-                       ? mapping::ChannelBusyTime(f.chip, it.memory(i).channel, it.memory(i).bytes)
-                       : 0);
+    const mapping::Task& t = it.task(i);
+    busy.push_back(t.kind == mapping::TaskKind::kMemory ? mapping::ChannelBusyTime(f.chip, t.channel, t.bytes)
+                                                        : 0);
+    first_link.push_back(-1);
+    if (t.kind == mapping::TaskKind::kTransfer && t.core != t.dst_core && t.in_switch_gbps <= 0) {
+      first_link.back() = f.chip.Route(t.core, t.dst_core).at(0);
+      busy.back() = mapping::SerialisationPs(t.bytes, f.chip.links()[first_link.back()].bandwidth_gbps);
+    }
   }
-  sim::Dispatcher d(it);
+  const int links = static_cast<int>(f.chip.links().size());
+  sim::Dispatcher d(it, first_link, links);
   std::vector<sim::TaskTime> times(it.num_tasks());
   EXPECT_EQ(d.Run(dur, busy, times), o.makespan_ps);
-  EXPECT_EQ(sim::ReplayEnds(it, d.order(), dur, busy), ends);
+  EXPECT_EQ(sim::ReplayEnds(it, d.order(), dur, busy, first_link, links), ends);
 }
 
 TEST(ServingSkeleton, MatchesTheProgramToThePicosecond) {
