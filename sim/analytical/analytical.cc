@@ -363,7 +363,7 @@ std::unique_ptr<Engine> MakeAnalyticalEngine() { return std::make_unique<Analyti
 
 namespace {
 const EngineRegistrar kRegistered(
-    "analytical", "closed form: list schedule of the Program, links shared by flows overlapping in time",
+    "analytical", "closed form: the TLM engine's task order, links shared by flows overlapping in time",
     &MakeAnalyticalEngine);
 }  // namespace
 
