@@ -20,17 +20,19 @@
 // Schedule
 // --------
 // The one schedule of sim/schedule.h (Dispatcher), which picks work as the TLM engine's
-// cores and channels do: a free core starts its lowest-id ready compute task, a DRAM
-// channel serves its requests first come first served and holds each for its bytes at
-// the channel's rate (mapping::ChannelBusyTime), transfers start when ready (only the
-// sharing above slows them).
+// cores, channels and network do: a free core starts its lowest-id ready compute task, a
+// DRAM channel serves its requests first come first served and holds each for its bytes
+// at the channel's rate (mapping::ChannelBusyTime), and a transfer over links queues
+// first come first served for the first link of its route, holding it for its bytes at
+// that link's rate (mapping::SerialisationPs; the sharing above may slow it further on).
+// In-switch transfers and transfers to the same core start when ready.
 //
 // Statistics in EngineOutput
 //   links[l].bytes        payload bytes of every transfer routed over l and of every
 //                         memory task whose MemoryPath crosses l
 //   links[l].busy_ps      sum over those tasks of ceil(bytes / bw(l)) (unshared)
 //   links[l].max_queue_ps largest time a flow over l lost to sharing (its time
-//                         minus its unloaded time)
+//                         minus its unloaded time; waits for a first link not included)
 //   channels[c].bytes / busy_ps (ChannelBusyTime, the time the channel is held) /
 //   channels[c].max_queue_ps (the longest a request waited for the channel after its
 //                         deps ended)
