@@ -85,9 +85,10 @@ class Engine {
   EngineOutput Run(const mapping::Program& program, const arch::Chip& chip) {
     return Run(program, chip, nullptr);
   }
-  // True when the engine's times are the analytical list schedule of sim/analytical/analytical.h.
-  // Then tools that replay that schedule without lowering every Program (the serving skeletons,
-  // sim/serving/skeleton.h) stand in for it exactly; for any other engine they must not.
+  // True when the engine's times are the schedule of sim/schedule.h (sim::Dispatcher, as the
+  // analytical engine of sim/analytical/analytical.h times Programs). Then tools that replay
+  // that schedule without lowering every Program (the serving skeletons,
+  // sim/serving/skeleton.h) may stand in for it; for any other engine they must not.
   virtual bool ListSchedule() const { return false; }
 };
 

@@ -17,16 +17,18 @@
 //                             the critical path, split by task kind (sim::CriticalPath,
 //                             sim/schedule.h). It is walked backwards from the
 //                             last-finishing task (lowest id on ties); from each task
-//                             it moves to its enabler: the latest-ending of its deps
-//                             and, for a compute or memory task, the task of the same
-//                             kind that started before it on the same core (its queue,
-//                             lowest id on ties). Each task on the path adds
+//                             it moves to its enabler: the latest-ending, among those
+//                             ending no later than it, of its deps and of the task
+//                             before it in its queue (a compute task: the same core's
+//                             compute; a memory task: the same channel's requests; by
+//                             start, lowest id on ties). Each task on the path adds
 //                             to its kind the part of its span after its enabler
 //                             ended (a TLM DRAM request whose span includes queueing
 //                             behind its enabler is not counted twice). Idle gaps on
 //                             the path belong to no kind, so the three sum to at most
-//                             total_ps; for the analytical engine, whose tasks start
-//                             exactly when their enabler ends, they sum to total_ps.
+//                             total_ps (for the analytical engine nearly always to
+//                             total_ps: its tasks start when a dep or queue frees, but
+//                             a transfer's first-link queue is not on the walk).
 //   summary.core_utilization  mean over the chip's cores of (sum of compute task
 //                             durations) / total_ps, in [0, 1].
 //   summary.achieved_tflops   sum of compute task flops / total_ps (flop/ps = Tflop/s).

@@ -1,6 +1,7 @@
 #include "sim/schedule.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -18,14 +19,15 @@ Ps SatAdd(Ps a, Ps b) {
 struct Numeric {
   using Time = Ps;
   const Ps* duration;
+  const Ps* busy;
   TaskTime* times;
-  Ps* queues[3];  // by Queue: core_free, -, dram_free
+  Ps* queues[4];  // by Queue: core free, -, channel free, link free
   Ps makespan = 0;
 
-  Ps& free(Queue q, int core) const { return queues[static_cast<int>(q)][core]; }
+  Ps& free(Queue q, int r) const { return queues[static_cast<int>(q)][r]; }
   static Ps Origin() { return 0; }
   Ps EndOf(uint32_t d) const { return times[d].end_ps; }
-  Ps FreeAt(Queue q, int core) const { return free(q, core); }
+  Ps FreeAt(Queue q, int r) const { return free(q, r); }
   static Ps Later(Ps a, Ps b) { return std::max(a, b); }
   Ps Finish(size_t i, Ps start) {
     const Ps end = SatAdd(start, duration[i]);
@@ -33,60 +35,210 @@ struct Numeric {
     makespan = std::max(makespan, end);
     return end;
   }
-  void Occupy(Queue q, int core, Ps end) { free(q, core) = end; }
+  void Release(size_t i, Queue q, int r, Ps start, Ps end) {
+    free(q, r) = q == Queue::kCompute ? end : SatAdd(start, busy[i]);
+  }
 };
+
+void CheckSizes(const char* who, size_t n, std::span<const Ps> duration, std::span<const Ps> busy,
+                size_t times) {
+  if (duration.size() != n || busy.size() != n || times != n) {
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(duration.size()) + " durations, " +
+                                std::to_string(busy.size()) + " busy times and " + std::to_string(times) +
+                                " times for " + std::to_string(n) + " tasks");
+  }
+}
 
 }  // namespace
 
-Ps ListScheduler::Run(const mapping::Program& p, std::span<const Ps> duration, std::span<TaskTime> times) {
+Dispatcher::Dispatcher(const mapping::Program& p, std::vector<int32_t> first_link, int num_links)
+    : p_(p), first_link_(std::move(first_link)) {
   const size_t n = p.num_tasks();
-  if (duration.size() != n || times.size() != n) {
-    throw std::invalid_argument("ListScheduler: " + std::to_string(duration.size()) + " durations and " +
-                                std::to_string(times.size()) + " times for " + std::to_string(n) + " tasks");
+  if (!first_link_.empty() && first_link_.size() != n)
+    throw std::invalid_argument("Dispatcher: " + std::to_string(first_link_.size()) + " first links for " +
+                                std::to_string(n) + " tasks");
+  for (int32_t l : first_link_)
+    if (l >= num_links)
+      throw std::invalid_argument("Dispatcher: link " + std::to_string(l) + " out of range");
+  link_free_.assign(static_cast<size_t>(std::max(0, num_links)), 0);
+  first_dependent_.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (uint32_t d : p.deps(i)) ++first_dependent_[d + 1];
+  }
+  for (size_t i = 0; i < n; ++i) first_dependent_[i + 1] += first_dependent_[i];
+  dependents_.resize(first_dependent_[n]);
+  std::vector<uint32_t> fill(first_dependent_.begin(), first_dependent_.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    for (uint32_t d : p.deps(i)) dependents_[fill[d]++] = static_cast<uint32_t>(i);
   }
   const size_t cores = static_cast<size_t>(std::max(0, p.num_cores));
-  core_free_.assign(cores, 0);
-  dram_free_.assign(cores, 0);
-  Numeric a{duration.data(), times.data(), {core_free_.data(), nullptr, dram_free_.data()}};
-  ListSchedule(ProgramGraph{p}, a);
-  return a.makespan;
+  core_ready_.resize(cores);
+  core_busy_.assign(cores, 0);
+  core_dirty_.assign(cores, 0);
+  channel_free_.assign(static_cast<size_t>(std::max(0, p.num_channels)), 0);
+  order_.reserve(n);
+  events_.reserve(1024);
 }
 
-std::vector<Ps> ScheduleEnds(const mapping::Program& p, std::span<const Ps> duration) {
-  std::vector<TaskTime> times(p.num_tasks());
-  ListScheduler().Run(p, duration, times);
-  std::vector<Ps> end(times.size());
-  for (size_t i = 0; i < times.size(); ++i) end[i] = times[i].end_ps;
+Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::span<TaskTime> times) {
+  const mapping::Program& p = p_;
+  const size_t n = p.num_tasks();
+  CheckSizes("Dispatcher", n, duration, busy, times.size());
+  unmet_.resize(n);
+  ready_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    unmet_[i] = static_cast<uint32_t>(p.deps(i).size());
+    if (unmet_[i] == 0) ready_.push_back(static_cast<uint32_t>(i));
+  }
+  for (auto& h : core_ready_) h.clear();
+  std::fill(core_busy_.begin(), core_busy_.end(), 0);
+  std::fill(channel_free_.begin(), channel_free_.end(), 0);
+  std::fill(link_free_.begin(), link_free_.end(), 0);
+  order_.clear();
+  events_.clear();
+  Ps makespan = 0;
+  auto later = std::greater<std::pair<Ps, uint32_t>>();
+  auto start = [&](uint32_t i, Ps at) {
+    const Ps end = SatAdd(at, duration[i]);
+    times[i] = TaskTime{at, end};
+    makespan = std::max(makespan, end);
+    order_.push_back(i);
+    events_.emplace_back(end, i);
+    std::push_heap(events_.begin(), events_.end(), later);
+  };
+  Ps now = 0;
+  for (;;) {
+    // Tasks that became ready at `now`: DRAM requests join their channel's queue and
+    // transfers their first link's (ties by id), compute waits for its core.
+    memory_ready_.clear();
+    link_ready_.clear();
+    for (uint32_t i : ready_) {
+      switch (p.kind(i)) {
+        case mapping::TaskKind::kCompute: {
+          const int c = p.core(i);
+          core_ready_[c].push_back(i);
+          std::push_heap(core_ready_[c].begin(), core_ready_[c].end(), std::greater<uint32_t>());
+          if (!core_dirty_[c]) {
+            core_dirty_[c] = 1;
+            dirty_cores_.push_back(c);
+          }
+          break;
+        }
+        case mapping::TaskKind::kMemory:
+          memory_ready_.push_back(i);
+          break;
+        case mapping::TaskKind::kTransfer:
+          if (!first_link_.empty() && first_link_[i] >= 0) {
+            link_ready_.push_back(i);
+          } else {
+            start(i, now);
+          }
+          break;
+      }
+    }
+    ready_.clear();
+    std::sort(link_ready_.begin(), link_ready_.end());
+    for (uint32_t i : link_ready_) {
+      Ps& free = link_free_[first_link_[i]];
+      const Ps at = std::max(now, free);
+      free = SatAdd(at, busy[i]);
+      start(i, at);
+    }
+    std::sort(memory_ready_.begin(), memory_ready_.end());
+    for (uint32_t i : memory_ready_) {
+      Ps& free = channel_free_[p.memory(i).channel];
+      const Ps at = std::max(now, free);
+      free = SatAdd(at, busy[i]);
+      start(i, at);
+    }
+    // Free cores start their lowest-id ready task.
+    for (int c : dirty_cores_) {
+      core_dirty_[c] = 0;
+      auto& h = core_ready_[c];
+      if (core_busy_[c] || h.empty()) continue;
+      std::pop_heap(h.begin(), h.end(), std::greater<uint32_t>());
+      const uint32_t i = h.back();
+      h.pop_back();
+      core_busy_[c] = 1;
+      start(i, now);
+    }
+    dirty_cores_.clear();
+    if (events_.empty()) break;
+    // Every task that ends at the next event time, before any decision at that time.
+    now = events_.front().first;
+    while (!events_.empty() && events_.front().first == now) {
+      std::pop_heap(events_.begin(), events_.end(), later);
+      const uint32_t i = events_.back().second;
+      events_.pop_back();
+      if (p.kind(i) == mapping::TaskKind::kCompute) {
+        const int c = p.core(i);
+        core_busy_[c] = 0;
+        if (!core_dirty_[c]) {
+          core_dirty_[c] = 1;
+          dirty_cores_.push_back(c);
+        }
+      }
+      for (uint32_t k = first_dependent_[i]; k < first_dependent_[i + 1]; ++k) {
+        const uint32_t j = dependents_[k];
+        if (--unmet_[j] == 0) ready_.push_back(j);
+      }
+    }
+  }
+  if (order_.size() != n) throw std::logic_error("Dispatcher: a task was never ready (a dep cycle)");
+  return makespan;
+}
+
+std::vector<Ps> ReplayEnds(const mapping::Program& p, std::span<const uint32_t> order,
+                           std::span<const Ps> duration, std::span<const Ps> busy,
+                           std::span<const int32_t> first_link, int num_links) {
+  const size_t n = p.num_tasks();
+  std::vector<TaskTime> times(n);
+  CheckSizes("ReplayEnds", n, duration, busy, n);
+  if (order.size() != n) throw std::invalid_argument("ReplayEnds: the order does not hold every task once");
+  std::vector<Ps> core_free(static_cast<size_t>(std::max(0, p.num_cores)), 0);
+  std::vector<Ps> channel_free(static_cast<size_t>(std::max(0, p.num_channels)), 0);
+  std::vector<Ps> link_free(static_cast<size_t>(std::max(0, num_links)), 0);
+  Numeric a{duration.data(),
+            busy.data(),
+            times.data(),
+            {core_free.data(), nullptr, channel_free.data(), link_free.data()}};
+  ListSchedule(ProgramGraph{p, order, first_link}, a);
+  std::vector<Ps> end(n);
+  for (size_t i = 0; i < n; ++i) end[i] = times[i].end_ps;
   return end;
 }
 
 namespace {
 
-// prev[i] = the task before task i in its queue (same queue and core) in (start, id)
-// order, -1 when none. Tasks are bucketed by (queue, core) in id order and a bucket is
-// sorted only when its starts are not already in order (ListSchedule serves a queue in id
-// order), which gives what one sort of (queue, core, start, id) tuples gives, without
-// sorting every task.
+// prev[i] = the task before task i in its queue (compute: same core; memory: same channel)
+// in (start, id) order, -1 when none. Tasks are bucketed by queue in id order and a bucket
+// is sorted only when its starts are not already in order, which gives what one sort of
+// (queue, start, id) tuples gives, without sorting every task.
 void PrevInQueue(const mapping::Program& g, std::span<const TaskTime> times, std::vector<int64_t>* prev) {
-  std::vector<uint32_t> ids;    // tasks with a queue, in id order
-  std::vector<int> cores;       // their cores
-  std::vector<uint8_t> memory;  // 1 for the DRAM queue
-  int64_t lo = 0, hi = -1;
+  std::vector<uint32_t> ids;      // tasks with a queue, in id order
+  std::vector<int64_t> resource;  // their core (compute) or channel (memory)
+  std::vector<uint8_t> memory;    // 1 for a channel
+  int64_t lo[2] = {0, 0}, hi[2] = {-1, -1};
   for (size_t i = 0; i < g.num_tasks(); ++i) {
     const Queue q = QueueOf(g.kind(i));
     if (q == Queue::kNone) continue;
-    const int core = g.core(i);
+    const int m = q == Queue::kDram ? 1 : 0;
+    const int64_t r = m ? g.memory(i).channel : g.core(i);
     ids.push_back(static_cast<uint32_t>(i));
-    cores.push_back(core);
-    memory.push_back(q == Queue::kDram ? 1 : 0);
-    if (hi < lo) lo = hi = core;
-    lo = std::min<int64_t>(lo, core);
-    hi = std::max<int64_t>(hi, core);
+    resource.push_back(r);
+    memory.push_back(static_cast<uint8_t>(m));
+    if (hi[m] < lo[m]) lo[m] = hi[m] = r;
+    lo[m] = std::min(lo[m], r);
+    hi[m] = std::max(hi[m], r);
   }
   if (ids.empty()) return;
-  const size_t span = static_cast<size_t>(hi - lo + 1);
-  auto bucket = [&](size_t j) { return (memory[j] ? span : 0) + static_cast<size_t>(cores[j] - lo); };
-  std::vector<uint32_t> begin(2 * span + 1, 0);
+  const size_t span0 = static_cast<size_t>(hi[0] - lo[0] + 1);
+  const size_t span1 = static_cast<size_t>(hi[1] - lo[1] + 1);
+  auto bucket = [&](size_t j) {
+    return memory[j] ? span0 + static_cast<size_t>(resource[j] - lo[1])
+                     : static_cast<size_t>(resource[j] - lo[0]);
+  };
+  std::vector<uint32_t> begin(span0 + span1 + 1, 0);
   for (size_t j = 0; j < ids.size(); ++j) ++begin[bucket(j) + 1];
   for (size_t b = 1; b < begin.size(); ++b) begin[b] += begin[b - 1];
   std::vector<uint32_t> order(ids.size());
@@ -124,8 +276,11 @@ CriticalPathSplit CriticalPath(const mapping::Program& g, std::span<const TaskTi
   while (!visited[cur]) {
     visited[cur] = true;
     int64_t best = -1;
+    // An enabler ends no later than the task it enables (a dep always does; a DRAM request
+    // may end after the next one on its channel when its network path is slower), so the
+    // parts below add up to at most the makespan.
     auto consider = [&](int64_t c) {
-      if (c < 0 || static_cast<size_t>(c) >= n) return;
+      if (c < 0 || static_cast<size_t>(c) >= n || times[c].end_ps > times[cur].end_ps) return;
       if (best < 0 || times[c].end_ps > times[best].end_ps ||
           (times[c].end_ps == times[best].end_ps && c < best)) {
         best = c;

@@ -1,28 +1,46 @@
 #pragma once
-// The list schedule: the analytical engine's timing rule, written once. The analytical
+// The one schedule: the analytical engine's timing rule, written once. The analytical
 // engine times Programs with it, the serving skeletons replay it (numerically, and
 // symbolically as max-plus polynomials), and the Result's critical path walks it back.
+// It follows the rules by which the TLM engine's cores and DRAM channels pick their work
+// (sim/tlm/core.cc, sim/tlm/dram.cc), so that the two engines run tasks in the same order:
 //
-// One pass over tasks in id order (a Program is topologically ordered):
-//   compute:   start = max(end of deps, end of the core's previous compute task)
-//              (a core runs one compute task at a time, in id order)
-//   memory:    start = max(end of deps, end of the core's previous memory task)
-//              (each core has one DRAM DMA queue, served in id order)
-//   transfer:  start = max(end of deps)
-//              (network DMA engines: transfers overlap with compute, with DRAM
-//              accesses and with each other)
-//   end = start + duration; makespan = max end (0 for an empty Program).
+//   compute:   a core runs one compute task at a time; whenever it is free it starts the
+//              lowest-id task among those whose deps have all ended (every task that became
+//              ready at that instant competes), and it never waits for a lower id that is
+//              not ready yet
+//   memory:    a DRAM request is issued when its deps have ended and its channel serves
+//              requests first come first served (by that time, ties by lowest id): it starts
+//              at max(issue, channel free), holds the channel for `busy` ps (its bytes at the
+//              channel's rate, mapping::ChannelBusyTime) and ends `duration` ps after its
+//              start (latency included, and its network path when it has one), so the
+//              next request's transfer overlaps this one's latency
+//   transfer:  issued when its deps have ended; over links, it queues for the first link
+//              of its route first come first served (by that time, ties by lowest id), as a
+//              TLM message does, and holds it for its bytes at that link's rate; then the
+//              other links and the rest of its duration. Transfers overlap with compute,
+//              with DRAM accesses and with transfers that leave by other links.
+//   end = start + duration (saturating); makespan = max end (0 for an empty Program).
 //
-// The queue a task waits on besides its deps is QueueOf(kind). The critical path walks
-// the same edges backwards: from a task to its enabler, the latest-ending of its deps and
-// of the task before it in its queue.
+// Dispatch runs this as a discrete-event pass (O(n log n)) and records the order in which
+// it starts tasks. Given that order, the rule is max-plus: each task starts at
+//   max(end of its deps, the time its queue is free)
+// where the queue is its core's compute unit (free at the previous task's end), its
+// channel or first link (free at the previous one's start + busy), or none (a transfer
+// without links: to its own core, or through the switch engine). ListSchedule
+// is that pass over any algebra (numbers, max-plus polynomials, ...) in a given order; over
+// numbers in Dispatch's order it gives Dispatch's times to the picosecond. The critical
+// path walks the same edges backwards.
 //
 //   core 0 compute  [ a ][    b    ]          b waits for a (its queue) and for t
 //   transfers            [ t ]                t waits for a (a dep)
 //   core 1 compute             [ c ]          c waits for t (a dep)
+//   channel 0       [ r1 ]..                  r2 issued with r1 starts when r1's bytes
+//                          [ r2 ]..           have left the channel; ".." its latency
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "mapping/program.h"
@@ -30,73 +48,114 @@
 
 namespace tpsim::sim {
 
-// The queue a task waits for besides its deps: its core's compute unit, its core's DRAM
-// DMA queue, or none (transfers).
+// The queue a task waits for besides its deps: its core's compute unit, its channel's
+// request queue, its first link (transfers over links), or none.
 // Numbered like TaskKind, so that QueueOf is free in the hot loop.
-enum class Queue : uint8_t { kCompute, kNone, kDram };
+enum class Queue : uint8_t { kCompute, kNone, kDram, kLink };
 static_assert(static_cast<int>(mapping::TaskKind::kCompute) == static_cast<int>(Queue::kCompute) &&
               static_cast<int>(mapping::TaskKind::kTransfer) == static_cast<int>(Queue::kNone) &&
               static_cast<int>(mapping::TaskKind::kMemory) == static_cast<int>(Queue::kDram));
 constexpr Queue QueueOf(mapping::TaskKind k) { return static_cast<Queue>(k); }
+// A task's queue when `first_link` (one per task, -1 for none; empty: none at all) gives
+// the first link of each transfer's route.
+inline Queue QueueOf(mapping::TaskKind k, std::span<const int32_t> first_link, size_t i) {
+  return k == mapping::TaskKind::kTransfer && !first_link.empty() && first_link[i] >= 0 ? Queue::kLink
+                                                                                        : QueueOf(k);
+}
 
-// The rule over any max-plus algebra. `Graph` is a DAG in topological id order:
-//   size_t size(); deps(i) (iterable of uint32_t ids < i); Queue queue(i); int core(i).
-// `Algebra` holds the times (numbers, max-plus polynomials, ...) of type Algebra::Time,
-// a value or a handle to one:
+// The rule over any max-plus algebra, in a fixed order. `Graph`:
+//   order()   the tasks in the order to time them (Dispatch's start order: every task after
+//             its deps and after the tasks before it in its queue)
+//   deps(i)   iterable of uint32_t task ids; Queue queue(i); int resource(i) (the core of a
+//             compute task, the channel of a memory task, the first link of a transfer)
+// `Algebra` holds the times of type Algebra::Time, a value or a handle to one:
 //   Time Origin()                  the time origin (a task with no constraint starts there)
-//   Time EndOf(d)                  end of task d (d < the task being timed)
-//   Time FreeAt(q, core)           the time queue (q, core) is free
+//   Time EndOf(d)                  end of task d (d timed earlier in the order)
+//   Time FreeAt(q, r)              the time queue (q, r) is free
 //   Time Later(Time a, Time b)     max(a, b) (may reuse a's storage)
 //   Time Finish(i, Time start)     end of task i := start + its duration; returns it
-//   void Occupy(q, core, Time end) queue (q, core) is free from `end`
-// ProgramGraph adapts a Program; ListScheduler below is the numeric algebra.
+//   void Release(i, q, r, Time start, Time end)
+//                                  queue (q, r) is free after task i: at `end` for a core,
+//                                  at start + busy(i) for a channel or a link
+// ProgramGraph adapts a Program.
 template <class Graph, class Algebra>
 void ListSchedule(const Graph& g, Algebra& a) {
-  const size_t n = g.size();
-  for (size_t i = 0; i < n; ++i) {
+  for (uint32_t i : g.order()) {
     const Queue q = g.queue(i);
     typename Algebra::Time start = a.Origin();
     for (uint32_t d : g.deps(i)) start = a.Later(start, a.EndOf(d));
     if (q == Queue::kNone) {
       a.Finish(i, start);
     } else {
-      const int core = g.core(i);
-      a.Occupy(q, core, a.Finish(i, a.Later(start, a.FreeAt(q, core))));
+      const int r = g.resource(i);
+      start = a.Later(start, a.FreeAt(q, r));
+      a.Release(i, q, r, start, a.Finish(i, start));
     }
   }
 }
 
-// A Program as ListSchedule's Graph.
+// A Program, a timing order and the transfers' first links (as Dispatcher's) as
+// ListSchedule's Graph.
 struct ProgramGraph {
   const mapping::Program& p;
-  size_t size() const { return p.num_tasks(); }
+  std::span<const uint32_t> task_order;
+  std::span<const int32_t> first_link = {};
+  std::span<const uint32_t> order() const { return task_order; }
   std::span<const mapping::TaskId> deps(size_t i) const { return p.deps(i); }
-  Queue queue(size_t i) const { return QueueOf(p.kind(i)); }
-  int core(size_t i) const { return p.core(i); }
+  Queue queue(size_t i) const { return QueueOf(p.kind(i), first_link, i); }
+  int resource(size_t i) const {
+    switch (queue(i)) {
+      case Queue::kDram:
+        return p.memory(i).channel;
+      case Queue::kLink:
+        return first_link[i];
+      default:
+        return p.core(i);
+    }
+  }
 };
 
-// The numeric schedule, with buffers kept between runs (the analytical engine schedules
-// one Program several times while link sharing settles).
-class ListScheduler {
+// The numeric schedule of one Program, with its dependents and buffers kept between runs
+// (the analytical engine schedules one Program several times while link sharing settles).
+class Dispatcher {
  public:
-  // Times `p` with `duration` (one per task): times[i] = {start, end}; returns the
-  // makespan. Ends saturate at INT64_MAX. Every task's core must be in [0, p.num_cores),
-  // as mapping::Verify checks when the Program is built.
-  Ps Run(const mapping::Program& p, std::span<const Ps> duration, std::span<TaskTime> times);
+  // Every task's core must be in [0, p.num_cores) and every memory task's channel in
+  // [0, p.num_channels), as mapping::Verify checks when the Program is built.
+  // `first_link`: per task, the first link of a transfer's route in [0, num_links), -1
+  // for a transfer that queues for none (and for every other task); empty: none does.
+  explicit Dispatcher(const mapping::Program& p, std::vector<int32_t> first_link = {}, int num_links = 0);
+  // Times the Program with `duration` (one per task) and `busy` (one per task: how long a
+  // memory task holds its channel and a transfer its first link; other tasks' entries are
+  // not read): times[i] = {start, end}; returns the makespan. Ends saturate at INT64_MAX.
+  Ps Run(std::span<const Ps> duration, std::span<const Ps> busy, std::span<TaskTime> times);
+  // The order in which the last Run started the tasks (ListSchedule's order).
+  const std::vector<uint32_t>& order() const { return order_; }
 
  private:
-  std::vector<Ps> core_free_, dram_free_;
+  const mapping::Program& p_;
+  std::vector<int32_t> first_link_;
+  std::vector<uint32_t> first_dependent_, dependents_, unmet_, order_, ready_, memory_ready_, link_ready_;
+  std::vector<std::vector<uint32_t>> core_ready_;  // per core: a min-heap of ready ids
+  std::vector<uint8_t> core_busy_, core_dirty_;
+  std::vector<int> dirty_cores_;
+  std::vector<Ps> channel_free_, link_free_;
+  std::vector<std::pair<Ps, uint32_t>> events_;  // min-heap of (end, task) of running tasks
 };
 
-// Every task's end under ListSchedule with `duration`.
-std::vector<Ps> ScheduleEnds(const mapping::Program& p, std::span<const Ps> duration);
+// The numeric ListSchedule of `p` in `order` with `duration` and `busy` as in Dispatcher::Run:
+// every task's end (Dispatcher's ends when `order` is its order for the same durations).
+std::vector<Ps> ReplayEnds(const mapping::Program& p, std::span<const uint32_t> order,
+                           std::span<const Ps> duration, std::span<const Ps> busy,
+                           std::span<const int32_t> first_link = {}, int num_links = 0);
 
 // The critical path of a timed Program, split by task kind (Result summary, sim/result.h):
 // walked backwards from the last-finishing task (lowest id on ties) to its enabler, the
 // latest-ending (lowest id on ties) of its deps and of the task before it in its queue
-// (same queue and core, by start time then id, as the engine ran it). Each task on the path
-// adds to its kind the part of its span after its enabler ended, so the three sum to at
-// most the makespan, and to the makespan for a ListSchedule. `times` has one per task. A
+// (a compute task: the same core's compute; a memory task: the same channel's requests; by
+// start time then id, as the engine ran them) among those that end no later than it. Each
+// task on the path adds to its kind the part of its span after its enabler ended, so the
+// three sum to at most the makespan (to the makespan for a Dispatcher schedule, short of
+// a DRAM request that ends before the one before it on its channel). `times` has one per task. A
 // GPU's collective kernel (a compute task of op_kind kCollective) counts as communication.
 struct CriticalPathSplit {
   Ps compute_ps = 0, communication_ps = 0, memory_ps = 0;

@@ -634,8 +634,14 @@ int AgreeCommand(const std::vector<std::string>& args) {
   std::cout << "\ncontention warning (indicator > " << Fixed(kContentionWarning, 2)
             << ") vs total off by > 10%: " << tp << " true positives, " << fp << " false positives, " << fn
             << " missed, " << tn << " true negatives\n";
+  std::vector<double> a_each, t_each;
+  for (const Outcome* o : ok) {
+    a_each.push_back(o->a_ms);
+    t_each.push_back(o->t_ms);
+  }
   std::cout << "engine time: analytical " << Fixed(ok.empty() ? 0 : a_ms / ok.size(), 1) << " ms, TLM "
-            << Fixed(ok.empty() ? 0 : t_ms / ok.size(), 1) << " ms per experiment (mean)\n";
+            << Fixed(ok.empty() ? 0 : t_ms / ok.size(), 1) << " ms per experiment (mean); median "
+            << Fixed(Quantile(a_each, 0.5), 1) << " ms and " << Fixed(Quantile(t_each, 0.5), 1) << " ms\n";
   std::vector<const Outcome*> sorted = ok;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const Outcome* a, const Outcome* b) { return a->worst() > b->worst(); });

@@ -66,9 +66,10 @@ void SortIfNeeded(std::vector<uint32_t>& v, Less less) {
   if (!std::is_sorted(v.begin(), v.end(), less)) std::sort(v.begin(), v.end(), less);
 }
 
-// The flows of links.h: linked transfers over their routes, memory tasks over their
-// channel (resource links.size() + channel) and network path. Unloaded times from
-// `duration`; the latency of a flow is its time minus the serialisation the model adds.
+// The flows of links.h: linked transfers over their routes, memory tasks whose data crosses
+// links (chip.MemoryPath not empty) over that path. A DRAM channel is not a shared resource
+// here: the schedule queues its requests (sim/schedule.h). Unloaded times from `duration`;
+// the latency of a flow is its time minus the serialisation the model adds.
 LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& plan, const arch::Chip& chip,
                          const std::vector<int>& route_links,
                          const std::vector<std::pair<uint32_t, uint32_t>>& pair_route,
@@ -78,9 +79,7 @@ LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& 
   const auto& channels = chip.channels();
   std::vector<double> gbps;
   for (const auto& l : links) gbps.push_back(l.bandwidth_gbps);
-  for (const auto& c : channels) gbps.push_back(c.bandwidth_gbps);
   LinkModel m{FlowSet(std::move(gbps)), {}, {}};
-  std::vector<int> res;
   for (uint32_t i : plan.linked) {
     const auto [rb, rs] = pair_route[plan.shape_of[i]];
     Ps latency = 0;
@@ -91,14 +90,13 @@ LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& 
   }
   for (uint32_t i : plan.memory) {
     const mapping::MemoryDetail& t = program.memory(i);
-    res.assign(1, static_cast<int>(links.size()) + t.channel);
-    Ps latency = channels[t.channel].latency_ps;
     auto path = paths.find({program.core(i), t.channel, t.write});
-    if (path != paths.end()) {
-      for (int l : path->second) latency = SatAdd(latency, links[l].latency_ps);
-      res.insert(res.end(), path->second.begin(), path->second.end());
-    }
-    m.flows.Add(t.bytes, latency, res.data(), res.size());
+    if (path == paths.end()) continue;
+    // What the path adds to the channel's time: its hop latencies and, where the path is
+    // narrower than the channel, the difference (chip.MemoryTime, cut-through).
+    Ps latency = channels[t.channel].latency_ps;
+    for (int l : path->second) latency = SatAdd(latency, links[l].latency_ps);
+    m.flows.Add(t.bytes, latency, path->second.data(), path->second.size());
     m.task.push_back(i);
     m.alone.push_back(duration[i]);
   }
@@ -120,7 +118,6 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
   p.num_tasks = n;
   p.shape_of.assign(n, 0);
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_index;  // order never reaches output
-  std::vector<std::pair<int, int>> channel_cores;                 // (channel, core) of every memory task
   // Indices are given in task order; the maps only look them up.
   std::unordered_map<uint64_t, uint32_t> pair_index;
   for (size_t i = 0; i < n; ++i) {
@@ -150,7 +147,6 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
         break;
       case TaskKind::kMemory:
         p.memory.push_back(static_cast<uint32_t>(i));
-        channel_cores.emplace_back(t.channel, t.core);
         break;
     }
   }
@@ -179,11 +175,6 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
     if (x.core != y.core) return x.core < y.core;
     return a < b;
   });
-  // DRAM channels shared by the distinct cores that use them.
-  std::sort(channel_cores.begin(), channel_cores.end());
-  channel_cores.erase(std::unique(channel_cores.begin(), channel_cores.end()), channel_cores.end());
-  p.sharers.assign(p.num_channels, 0);
-  for (const auto& [c, core] : channel_cores) ++p.sharers[c];
   // Distinct (pair, bytes) of linked transfers and (channel, bytes) of memory tasks.
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> transfer_index;  // (pair, bytes) as a ShapeKey
   for (uint32_t i : p.linked) {
@@ -307,19 +298,30 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     }
   }
   for (size_t j = 0; j < plan.linked.size(); ++j) duration[plan.linked[j]] = alone[plan.transfer_key_of[j]];
+  // Each transfer over links queues for the first link of its route (sim/schedule.h) and
+  // holds it for its bytes at that link's rate.
+  std::vector<int32_t> first_link(plan.linked.empty() ? 0 : n, -1);
+  std::vector<Ps> first_hold(plan.transfer_keys.size(), 0);
+  for (size_t k = 0; k < plan.transfer_keys.size(); ++k) {
+    const auto [rb, rs] = route_of(plan.transfer_keys[k].task);
+    if (rs > 0)
+      first_hold[k] =
+          SerialisationPs(tasks[plan.transfer_keys[k].task].bytes, links[route_links[rb]].bandwidth_gbps);
+  }
   std::map<std::tuple<int, int, bool>, std::vector<int>> paths;
   for (const auto& f : plan.memory_flows) {
     std::vector<int> path = chip.MemoryPath(std::get<0>(f), std::get<1>(f), std::get<2>(f));
     if (!path.empty()) paths.emplace(f, std::move(path));
   }
-  std::vector<Ps> memory_alone(plan.memory_keys.size());
+  std::vector<Ps> memory_alone(plan.memory_keys.size()), memory_busy(plan.memory_keys.size());
   for (size_t k = 0; k < plan.memory_keys.size(); ++k) {
     const auto& key = plan.memory_keys[k];
     const Task& t = tasks[key.task];
     memory_alone[k] = mapping::MemoryTime(chip, t.core, t.channel, t.bytes, t.write);
     ChannelUsage& u = out.channels[t.channel];
     u.bytes += t.bytes * key.count;
-    u.busy_ps = SatAdd(u.busy_ps, SatMulPs(mapping::ChannelBusyTime(chip, t.channel, t.bytes), key.count));
+    memory_busy[k] = mapping::ChannelBusyTime(chip, t.channel, t.bytes);
+    u.busy_ps = SatAdd(u.busy_ps, SatMulPs(memory_busy[k], key.count));
     auto path = paths.find({t.core, t.channel, t.write});
     if (path == paths.end()) continue;
     for (int l : path->second) {
@@ -328,15 +330,32 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
       lu.busy_ps = SatAdd(lu.busy_ps, SatMulPs(SerialisationPs(t.bytes, links[l].bandwidth_gbps), key.count));
     }
   }
-  for (size_t j = 0; j < plan.memory.size(); ++j)
+  std::vector<Ps> busy(n, 0);  // how long each memory task holds its channel, a transfer its first link
+  for (size_t j = 0; j < plan.linked.size(); ++j) {
+    const uint32_t i = plan.linked[j];
+    const auto [rb, rs] = route_of(i);
+    if (rs == 0) continue;
+    first_link[i] = route_links[rb];
+    busy[i] = first_hold[plan.transfer_key_of[j]];
+  }
+  for (size_t j = 0; j < plan.memory.size(); ++j) {
     duration[plan.memory[j]] = memory_alone[plan.memory_key_of[j]];
+    busy[plan.memory[j]] = memory_busy[plan.memory_key_of[j]];
+  }
   const LinkModel model = BuildLinkModel(program, plan, chip, route_links, pair_route, paths, duration);
 
   // ---- Schedule (sim/schedule.h), repeated while sharing changes times.
-  ListScheduler scheduler;
-  auto schedule = [&] { return scheduler.Run(program, duration, out.tasks); };
+  Dispatcher scheduler(program, std::move(first_link), static_cast<int>(links.size()));
+  auto schedule = [&] { return scheduler.Run(duration, busy, out.tasks); };
   out.makespan_ps = schedule();
   out.contention = SettleSharing(model, schedule, &duration, &out);
+  // Channel queues: the longest a request waited for its channel after its deps ended.
+  for (uint32_t i : plan.memory) {
+    Ps ready = 0;
+    for (uint32_t d : program.deps(i)) ready = std::max(ready, out.tasks[d].end_ps);
+    Ps& q = out.channels[program.memory(i).channel].max_queue_ps;
+    q = std::max(q, out.tasks[i].start_ps - ready);
+  }
   return out;
 }
 
@@ -344,7 +363,7 @@ std::unique_ptr<Engine> MakeAnalyticalEngine() { return std::make_unique<Analyti
 
 namespace {
 const EngineRegistrar kRegistered(
-    "analytical", "closed form: list schedule of the Program, links shared by flows overlapping in time",
+    "analytical", "closed form: the TLM engine's task order, links shared by flows overlapping in time",
     &MakeAnalyticalEngine);
 }  // namespace
 

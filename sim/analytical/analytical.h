@@ -1,6 +1,7 @@
 #pragma once
-// The analytical engine: closed-form task times and one forward pass over the
-// Program's DAG. Microseconds per layer; no queues, no events.
+// The analytical engine: closed-form task times and one event pass over the Program's
+// DAG per sharing round (the schedule of sim/schedule.h). Microseconds per layer; no
+// packets, no link queues.
 //
 // Task durations
 // --------------
@@ -8,41 +9,45 @@
 // TransferTime, InSwitchTime with the port bytes below, MemoryTime); src == dst takes 0 ps.
 //   in-switch the source core's switch port carries the bytes of all its in-switch
 //             transfers of one (collective, step); each ends when it has sent them all.
-//   sharing   transfers and memory tasks are flows over resources (their links; a
-//             memory task also its channel) and share them with exactly the flows
-//             that overlap them in time, whatever their collective, step, stage or
-//             kind (sim/analytical/links.h): each flow carries, on each resource, its
-//             bytes plus the bytes the others put there during its window, and the
-//             slowest resource decides. The schedule below and these times are
-//             iterated from the unloaded times until they settle (at most
-//             kMaxSharingRounds schedules).
+//   sharing   transfers and memory tasks whose data crosses links are flows over
+//             those links and share them with exactly the flows that overlap them in
+//             time, whatever their collective, step, stage or kind
+//             (sim/analytical/links.h): each flow carries, on each link, its bytes plus
+//             the bytes the others put there during its window, and the slowest link
+//             decides. The schedule below and these times are iterated from the
+//             unloaded times until they settle (at most kMaxSharingRounds schedules).
 //
 // Schedule
 // --------
-// The list schedule of sim/schedule.h (ListScheduler): compute tasks queue on their core,
-// memory tasks on their core's DRAM DMA queue (so a core's prefetches never share the
-// channel with each other), transfers on nothing (only the sharing above slows them).
+// The one schedule of sim/schedule.h (Dispatcher), which picks work as the TLM engine's
+// cores, channels and network do: a free core starts its lowest-id ready compute task, a
+// DRAM channel serves its requests first come first served and holds each for its bytes
+// at the channel's rate (mapping::ChannelBusyTime), and a transfer over links queues
+// first come first served for the first link of its route, holding it for its bytes at
+// that link's rate (mapping::SerialisationPs; the sharing above may slow it further on).
+// In-switch transfers and transfers to the same core start when ready.
 //
 // Statistics in EngineOutput
 //   links[l].bytes        payload bytes of every transfer routed over l and of every
 //                         memory task whose MemoryPath crosses l
 //   links[l].busy_ps      sum over those tasks of ceil(bytes / bw(l)) (unshared)
 //   links[l].max_queue_ps largest time a flow over l lost to sharing (its time
-//                         minus its unloaded time)
-//   channels[c].bytes / busy_ps (DramTime(c, bytes) - latency, unshared) /
-//   channels[c].max_queue_ps (largest time a flow on the channel lost to sharing)
+//                         minus its unloaded time; waits for a first link not included)
+//   channels[c].bytes / busy_ps (ChannelBusyTime, the time the channel is held) /
+//   channels[c].max_queue_ps (the longest a request waited for the channel after its
+//                         deps ended)
 //   contention            links.h's indicator of the final schedule
 //
 // Errors: a dep that is not an earlier task (id >= the task's id, or out of
 // range) or a task whose id is not its index throws StallError naming the tasks;
 // a core, destination or channel out of range throws std::invalid_argument.
-// Cost: linear in tasks plus route lengths, plus a sort of the transfers by step
-// unless they come sorted. Routes are computed once per core pair, and the chip's
-// cost functions once per distinct compute shape, (src, dst, bytes) transfer and
+// Cost: the schedule is O(n log n) in tasks per round (its event and ready heaps), plus
+// route lengths, plus a sort of the transfers by step unless they come sorted. Routes are computed once per
+// core pair, and the chip's cost functions once per distinct compute shape, (src, dst, bytes) transfer and
 // (core, channel, direction, bytes) memory task: equal arguments, equal times, and
 // the link and channel statistics are sums and maxima, so a distinct task's share
 // is added count times at once. What does not depend on the chip's timing (checks,
-// flat deps, the distinct shapes and their counts, transfer groups, DRAM sharers)
+// flat deps, the distinct shapes and their counts, transfer groups)
 // is an AnalyticalPlan (the engine's Prepare): Run without one makes one per call;
 // with one made earlier, so a sweep times one Program on many chips that differ only in timing
 // fields without redoing it (sim::ProgramCache).
@@ -71,7 +76,6 @@ struct AnalyticalPlan : PreparedProgram {
   std::vector<std::pair<uint32_t, uint32_t>> group_spans;  // [begin, end) in grouped of steps with > 1
   std::vector<uint32_t> in_switch;                         // by (collective, step, core, id)
   std::vector<uint32_t> memory;                            // memory tasks, by id
-  std::vector<uint64_t> sharers;  // per channel: distinct cores with memory tasks on it
   struct Key {
     uint32_t task;   // the first task with this key
     uint64_t count;  // tasks with it

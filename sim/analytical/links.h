@@ -1,11 +1,11 @@
 #pragma once
-// Time-windowed sharing of links and DRAM channels (the analytical engine's
-// contention model). Plain C++: no Program, no chip; the engine describes its
-// flows here and reads back their times.
+// Time-windowed sharing of links (the analytical engine's contention model; DRAM
+// channels are queues in its schedule, sim/schedule.h). Plain C++: no Program, no
+// chip; the engine describes its flows here and reads back their times.
 //
-// A flow is a transfer or a memory task: `bytes` that cross a set of resources
-// (the links of its route; for a memory task also its DRAM channel), each with a
-// bandwidth, after a fixed latency (hop latencies, channel latency). Given a
+// A flow is a transfer or a memory task whose data crosses links: `bytes` that cross
+// a set of resources (the links of its route or memory path), each with a bandwidth,
+// after a fixed latency (hop latencies, and a memory task's channel latency). Given a
 // schedule, every flow u is taken to spread its bytes evenly over its own window
 // [s_u, e_u). The bytes the other flows put on resource r while flow f runs are
 //
@@ -16,8 +16,9 @@
 //
 //     time(f) = latency(f) + max over r of ceil(1000 * (bytes(f) + O(f, r)) / bw(r))   [ps]
 //
-// (cut-through: the slowest resource decides). Alone (O = 0 everywhere) that is
-// the unloaded time both engines use (arch::Chip::TransferTime, MemoryTime).
+// (cut-through: the slowest resource decides), and never less than its unloaded time,
+// which both engines use (arch::Chip::TransferTime, MemoryTime: a memory task's
+// channel may be slower than its path).
 // Flows that never overlap in time never slow each other: pipeline stages that
 // run one after another, memory streams of different phases, a transfer and a
 // memory flow on the same link only while both are in flight.
@@ -32,8 +33,8 @@
 //
 // Contention indicator: the share of the final makespan that sharing added to the
 // unloaded schedule's, (makespan - unloaded makespan) / makespan. 0 where no flows
-// overlap; near 1 where the run is dominated by shared links or channels, where the
-// even-spread rule above is furthest from the TLM engine's packet queues.
+// overlap; near 1 where the run is dominated by shared links, where the even-spread
+// rule above is furthest from the TLM engine's packet queues.
 
 #include <cstdint>
 #include <functional>
@@ -105,7 +106,8 @@ class WindowedSharing {
 };
 
 // The flows of one Program on one chip, as the analytical engine builds them:
-// resources 0 .. links - 1 are the chip's links, links + c its DRAM channel c.
+// resources 0 .. links - 1 are the chip's links (a resource past them, r = links + c,
+// is counted as DRAM channel c in the statistics).
 struct LinkModel {
   FlowSet flows;
   std::vector<uint32_t> task;  // per flow: its task id

@@ -91,7 +91,11 @@ SkeletonCost::ChunkPs SkeletonCost::ChunkAttention(const llm::SeqChunk& c, uint6
 }
 
 Ps SkeletonCost::ReadPs(const ReadSig& sig, uint64_t bytes) const {
-  return mapping::StackedMemoryTime(chip_, sig.channel, bytes, sig.share);
+  return mapping::StackedMemoryTime(chip_, sig.channel, bytes);
+}
+
+Ps SkeletonCost::ReadBusyPs(const ReadSig& sig, uint64_t bytes) const {
+  return mapping::ChannelBusyTime(chip_, sig.channel, bytes);
 }
 
 SkeletonCost::ChainFn SkeletonCost::Fn(const std::vector<llm::SeqChunk>& chunks, const Skeleton& sk,
@@ -102,15 +106,18 @@ SkeletonCost::ChainFn SkeletonCost::Fn(const std::vector<llm::SeqChunk>& chunks,
   };
   auto add = [](V v, Ps t) { return V{v.x == kNone ? kNone : v.x + t, v.y == kNone ? kNone : v.y + t}; };
   auto vmax = [](V a, V b) { return V{std::max(a.x, b.x), std::max(a.y, b.y)}; };
+  // `dram` is when the channel is free: a read starts there, holds the channel for its
+  // busy time and ends `rd` after its start (sim/schedule.h).
   V core{0, kNone}, dram{kNone, 0};
   for (const llm::SeqChunk& c : chunks) {
     const ChunkPs t = ChunkAttention(c, sk.heads);
     if (sig) {
-      const Ps rd = ReadPs(*sig, (uint64_t{c.cached} + c.new_tokens) * sk.kv_cols * d_);
-      dram = add(dram, rd);
-      core = add(vmax(core, dram), t.scores + t.softmax);
-      dram = add(dram, rd);
-      core = add(vmax(core, dram), t.pv);
+      const uint64_t bytes = (uint64_t{c.cached} + c.new_tokens) * sk.kv_cols * d_;
+      const Ps rd = ReadPs(*sig, bytes), hold = ReadBusyPs(*sig, bytes);
+      core = add(vmax(core, add(dram, rd)), t.scores + t.softmax);
+      dram = add(dram, hold);
+      core = add(vmax(core, add(dram, rd)), t.pv);
+      dram = add(dram, hold);
     } else {
       core = add(core, t.scores + t.softmax + t.pv);
     }
@@ -118,50 +125,54 @@ SkeletonCost::ChainFn SkeletonCost::Fn(const std::vector<llm::SeqChunk>& chunks,
   return {core.x, core.y, dram.y};
 }
 
-// The collapsed skeleton as sim::ListSchedule's graph: chain nodes have no deps and no
-// queue of their own (ReplayTimes times a chain's first node from its inputs and queues).
+// The collapsed skeleton as sim::ListSchedule's graph, in the engine's order: chain nodes
+// have no deps and no queue of their own (ReplayTimes times a chain's first node from its
+// inputs and queues).
 struct SkeletonCost::SkeletonGraph {
   const Skeleton& sk;
-  size_t size() const { return sk.nodes.size(); }
+  std::span<const uint32_t> order() const { return sk.order; }
   std::span<const uint32_t> deps(size_t i) const {
     const Skeleton::Node& nd = sk.nodes[i];
     return {sk.deps.data() + nd.dep_begin, nd.dep_end - nd.dep_begin};
   }
   sim::Queue queue(size_t i) const { return sk.nodes[i].queue; }
-  int core(size_t i) const { return sk.nodes[i].core; }
+  int resource(size_t i) const {
+    return sk.nodes[i].queue == sim::Queue::kCompute ? sk.nodes[i].core : sk.nodes[i].channel;
+  }
 };
 
 // sim::ListSchedule's numeric algebra on the collapsed skeleton: a chain's first node ends
 // the chain by its ChainFn, max(X + a, Y + b), and frees the core at that end and the
-// core's DRAM queue at Y + r; its other nodes take no time of their own.
+// chain's channel at Y + r; its other nodes take no time of their own.
 struct SkeletonCost::ReplayTimes {
   using Time = Ps;
   const Skeleton& sk;
   const std::vector<ChainFn>& fns;
   Ps* ends;
   Ps* core_free;
-  Ps* dram_free;
+  Ps* channel_free;
+  Ps* link_free;
   Ps makespan = 0;
 
-  Ps& free(sim::Queue q, int core) const {
-    return q == sim::Queue::kCompute ? core_free[core] : dram_free[core];
+  Ps& free(sim::Queue q, int r) const {
+    return q == sim::Queue::kCompute ? core_free[r] : q == sim::Queue::kDram ? channel_free[r] : link_free[r];
   }
   static Ps Origin() { return 0; }
   Ps EndOf(uint32_t d) const { return ends[d]; }
-  Ps FreeAt(sim::Queue q, int core) const { return free(q, core); }
+  Ps FreeAt(sim::Queue q, int r) const { return free(q, r); }
   static Ps Later(Ps a, Ps b) { return std::max(a, b); }
   Ps Finish(size_t i, Ps start) {
     const Skeleton::Node& nd = sk.nodes[i];
     if (nd.chain_rest) return start;
     if (nd.chain >= 0) {
       const Skeleton::Chain& ch = sk.chains[nd.chain];
-      Ps x = core_free[ch.core], y = dram_free[ch.core];
+      Ps x = core_free[ch.core], y = channel_free[ch.channel];
       for (uint32_t j = ch.x_begin; j < ch.x_end; ++j) x = std::max(x, ends[sk.ext[j]]);
       for (uint32_t j = ch.y_begin; j < ch.y_end; ++j) y = std::max(y, ends[sk.ext[j]]);
       const ChainFn& f = fns[ch.sig];
       const Ps e = std::max(x + f.a, f.b == kNone ? kNone : y + f.b);
       core_free[ch.core] = e;
-      dram_free[ch.core] = y + f.r;
+      if (f.b != kNone) channel_free[ch.channel] = y + f.r;
       ends[ch.last] = e;
       makespan = std::max(makespan, e);
       return e;
@@ -170,14 +181,17 @@ struct SkeletonCost::ReplayTimes {
     makespan = std::max(makespan, ends[i]);
     return ends[i];
   }
-  void Occupy(sim::Queue q, int core, Ps end) { free(q, core) = end; }
+  void Release(size_t i, sim::Queue q, int r, Ps start, Ps end) {
+    free(q, r) = q == sim::Queue::kDram ? start + sk.nodes[i].busy : end;
+  }
 };
 
 Ps SkeletonCost::Replay(const Skeleton& sk, const std::vector<ChainFn>& fns) {
   ends_.assign(sk.nodes.size(), 0);
   core_free_.assign(static_cast<size_t>(sk.num_cores), 0);
-  dram_free_.assign(static_cast<size_t>(sk.num_cores), 0);
-  ReplayTimes times{sk, fns, ends_.data(), core_free_.data(), dram_free_.data()};
+  channel_free_.assign(static_cast<size_t>(sk.num_channels), 0);
+  link_free_.assign(static_cast<size_t>(sk.num_links), 0);
+  ReplayTimes times{sk, fns, ends_.data(), core_free_.data(), channel_free_.data(), link_free_.data()};
   sim::ListSchedule(SkeletonGraph{sk}, times);
   return times.makespan;
 }
@@ -191,16 +205,20 @@ struct SkeletonCost::SymbolicTimes {
   size_t K;
   const std::vector<uint8_t>& role;  // 1: first task of a chain, 2: a later one
   const std::vector<Ps>& dur;
-  std::vector<Ps> ends, core_free, dram_free, start, makespan;
+  const std::vector<Ps>& busy;
+  std::vector<Ps> ends, core_free, channel_free, link_free, start, makespan;
   bool ok = true;  // false: a path would hold more than K - 1 chains
 
-  SymbolicTimes(size_t k, size_t n, int cores, const std::vector<uint8_t>& r, const std::vector<Ps>& d)
+  SymbolicTimes(size_t k, size_t n, int cores, int channels, int links, const std::vector<uint8_t>& r,
+                const std::vector<Ps>& d, const std::vector<Ps>& b)
       : K(k),
         role(r),
         dur(d),
+        busy(b),
         ends(n * k, kNone),
         core_free(static_cast<size_t>(cores) * k, kNone),
-        dram_free(core_free),
+        channel_free(static_cast<size_t>(channels) * k, kNone),
+        link_free(static_cast<size_t>(links) * k, kNone),
         start(k),
         makespan(k, kNone) {}
   static void Max(Ps* a, const Ps* b, size_t k) {
@@ -212,8 +230,10 @@ struct SkeletonCost::SymbolicTimes {
     return start.data();
   }
   Ps* EndOf(uint32_t d) { return &ends[d * K]; }
-  Ps* FreeAt(sim::Queue q, int core) {
-    return q == sim::Queue::kCompute ? &core_free[core * K] : &dram_free[core * K];
+  Ps* FreeAt(sim::Queue q, int r) {
+    return q == sim::Queue::kCompute ? &core_free[r * K]
+           : q == sim::Queue::kDram  ? &channel_free[r * K]
+                                     : &link_free[r * K];
   }
   Ps* Later(Ps* a, const Ps* b) const {
     Max(a, b, K);
@@ -232,7 +252,14 @@ struct SkeletonCost::SymbolicTimes {
     Max(makespan.data(), e, K);
     return e;
   }
-  void Occupy(sim::Queue q, int core, const Ps* end) { std::copy(end, end + K, FreeAt(q, core)); }
+  void Release(size_t i, sim::Queue q, int r, const Ps* s, const Ps* end) {
+    Ps* f = FreeAt(q, r);
+    if (q != sim::Queue::kCompute) {
+      for (size_t k = 0; k < K; ++k) f[k] = s[k] == kNone ? kNone : s[k] + busy[i];
+    } else {
+      std::copy(end, end + K, f);
+    }
+  }
 };
 
 SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton* sk, bool exact) {
@@ -274,10 +301,38 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
       return Why::kOther;
     }
   }
-  // 1. The replayed schedule (sim/schedule.h) is the engine's.
-  const std::vector<Ps> end = sim::ScheduleEnds(p, dur);
+  // 1. The engine's schedule (sim/schedule.h) with these durations, and its replay in the
+  // engine's order, are the engine's.
+  // Memory tasks hold their channel, transfers over links their first link, as the
+  // analytical engine has them.
+  const int num_links = static_cast<int>(chip_.links().size());
+  std::vector<Ps> busy(n, 0);
+  std::vector<int32_t> first_link(n, -1);
+  {
+    std::map<std::pair<int, int>, int32_t> first;  // (src, dst) -> first link of the route
+    for (size_t i = 0; i < n; ++i) {
+      const mapping::Task& t = p.task(i);
+      if (t.kind == mapping::TaskKind::kMemory) {
+        busy[i] = mapping::ChannelBusyTime(chip_, t.channel, t.bytes);
+      } else if (t.kind == mapping::TaskKind::kTransfer && t.core != t.dst_core && t.in_switch_gbps <= 0) {
+        auto [it, inserted] = first.try_emplace({t.core, t.dst_core}, -1);
+        if (inserted) {
+          const std::vector<int> route = chip_.Route(t.core, t.dst_core);
+          if (!route.empty()) it->second = route[0];
+        }
+        first_link[i] = it->second;
+        if (it->second >= 0)
+          busy[i] = mapping::SerialisationPs(t.bytes, chip_.links()[it->second].bandwidth_gbps);
+      }
+    }
+  }
+  sim::Dispatcher dispatcher(p, first_link, num_links);
+  std::vector<sim::TaskTime> times(n);
+  if (dispatcher.Run(dur, busy, times) != o.makespan_ps) return Why::kOther;
+  const std::vector<uint32_t> order = dispatcher.order();
+  const std::vector<Ps> end = sim::ReplayEnds(p, order, dur, busy, first_link, num_links);
   for (size_t i = 0; i < n; ++i)
-    if (end[i] != o.tasks[i].end_ps) return Why::kOther;
+    if (end[i] != o.tasks[i].end_ps || times[i].end_ps != end[i]) return Why::kOther;
   // 2. Attention chains per (layer, core): the tasks of attention ops (those with a batched
   // GEMM or softmax), per chunk in order [read,] scores, softmax, [read,] PV, each timed as
   // ChunkAttention / ReadPs give, the same heads and KV columns everywhere.
@@ -290,20 +345,12 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
   for (size_t i = 0; i < n; ++i)
     if (attn_op[p.task(i).op]) chains[{p.ops[p.task(i).op].ref.layer, p.task(i).core}].push_back(i);
   if (chains.empty()) return Why::kOther;
-  std::vector<uint64_t> sharers(chip_.channels().size(), 0);
-  {
-    std::vector<std::pair<int, int>> cc;
-    for (const mapping::Task& t : p.tasks())
-      if (t.kind == mapping::TaskKind::kMemory) cc.emplace_back(t.channel, t.core);
-    std::sort(cc.begin(), cc.end());
-    cc.erase(std::unique(cc.begin(), cc.end()), cc.end());
-    for (const auto& [c, core] : cc) ++sharers.at(c);
-  }
   const size_t per = dram ? 5 : 3;
   uint64_t heads = 0, kv_cols = 0;
   std::vector<uint8_t> role(n, 0);   // 1: first task of a chain, 2: a later one
   std::vector<uint32_t> last(n, 0);  // chain tasks: the chain's last task
   std::vector<int32_t> sig_of;       // per chain (map order)
+  std::vector<int> chain_channel;    // per chain: its reads' channel
   std::vector<ReadSig> sigs;
   for (const auto& [key, ids] : chains) {
     if (ids.size() != per * chunks.size()) return Why::kOther;
@@ -318,7 +365,8 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
         const uint64_t lt = uint64_t{chunks[j / per].cached} + chunks[j / per].new_tokens;
         if (kv_cols == 0 && lt * d_ > 0) kv_cols = t.bytes / (lt * d_);
         if (t.bytes != lt * kv_cols * d_ || kv_cols == 0) return Why::kOther;
-        sig = {t.core, t.channel, std::max<uint64_t>(1, sharers.at(t.channel))};
+        if (q == 3 && t.channel != sig.channel) return Why::kOther;
+        sig = {t.core, t.channel};
       } else {
         if (!IsAttention(t) || (t.op_kind == llm::OpKind::kSoftmax) != softmax) return Why::kOther;
         if (!softmax) {
@@ -345,14 +393,14 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     uint32_t si = 0;
     if (dram) {
       while (si < sigs.size() &&
-             !(sigs[si].share == sig.share &&
-               chip_.channels()[sigs[si].channel].latency_ps == chip_.channels()[sig.channel].latency_ps &&
+             !(chip_.channels()[sigs[si].channel].latency_ps == chip_.channels()[sig.channel].latency_ps &&
                chip_.channels()[sigs[si].channel].bandwidth_gbps ==
                    chip_.channels()[sig.channel].bandwidth_gbps))
         ++si;
       if (si == sigs.size()) sigs.push_back(sig);
     }
     sig_of.push_back(static_cast<int32_t>(si));
+    chain_channel.push_back(sig.channel);
   }
   // The chain is one block on its core: its tasks wait only on the chain (earlier tasks),
   // on inputs of the chain's first compute or first read (or what those wait on), or on
@@ -392,18 +440,79 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
       if (role[d] != 0 && std::find(p.deps(i).begin(), p.deps(i).end(), last[d]) == p.deps(i).end())
         return Why::kOther;
   }
+  // 2b. Every queue serves its tasks in the same order with every chain task taking no time,
+  // or 16 times as long (sim/schedule.h picks by readiness; see the header).
+  {
+    auto queue_orders = [&](const std::vector<uint32_t>& ord) {
+      std::vector<std::pair<int64_t, uint32_t>> q;  // (queue, task), stable in `ord`
+      for (uint32_t i : ord) {
+        if (p.kind(i) == mapping::TaskKind::kCompute) q.emplace_back(p.core(i), i);
+        if (p.kind(i) == mapping::TaskKind::kMemory) q.emplace_back(-1 - int64_t{p.memory(i).channel}, i);
+        if (first_link[i] >= 0) q.emplace_back(-1 - int64_t{p.num_channels} - first_link[i], i);
+      }
+      std::stable_sort(q.begin(), q.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      return q;
+    };
+    const auto base = queue_orders(order);
+    for (Ps scale : {Ps{0}, Ps{16}}) {
+      std::vector<Ps> d2 = dur, b2 = busy;
+      for (size_t i = 0; i < n; ++i) {
+        if (role[i] == 0) continue;
+        d2[i] = dur[i] * scale;
+        b2[i] = busy[i] * scale;
+      }
+      dispatcher.Run(d2, b2, times);
+      if (queue_orders(dispatcher.order()) != base) return Why::kOther;
+    }
+  }
+  // 2c. A chain's tasks are consecutive in its core's and its channel's queues in the
+  // engine's order: nothing else of those queues between its first and its last.
+  {
+    std::vector<uint32_t> pos(n);
+    for (size_t k = 0; k < n; ++k) pos[order[k]] = static_cast<uint32_t>(k);
+    for (const auto& [key, ids] : chains) {
+      uint32_t lo = UINT32_MAX, hi = 0;
+      int channel = -1;
+      for (uint32_t i : ids) {
+        lo = std::min(lo, pos[i]);
+        hi = std::max(hi, pos[i]);
+        if (p.kind(i) == mapping::TaskKind::kMemory) channel = p.memory(i).channel;
+      }
+      for (uint32_t k = lo; k <= hi; ++k) {
+        const uint32_t i = order[k];
+        if (role[i] != 0) continue;
+        if (p.kind(i) == mapping::TaskKind::kCompute && p.core(i) == key.second) return Why::kOther;
+        if (p.kind(i) == mapping::TaskKind::kMemory && p.memory(i).channel == channel) return Why::kOther;
+      }
+    }
+  }
   sk->dram = dram;
   sk->heads = heads;
   sk->kv_cols = kv_cols;
   if (dram) {
     // 3a. The skeleton as Replay's nodes.
     sk->num_cores = p.num_cores;
+    sk->num_channels = p.num_channels;
+    sk->num_links = num_links;
+    // The engine's order, with each chain's first node (which times the whole chain) moved
+    // to its last task's place: after every input of the chain, and no task of the chain's
+    // core or channel between (2c).
+    {
+      std::vector<int64_t> first_of(n, -1);
+      for (const auto& [key, ids] : chains) first_of[ids.back()] = ids[0];
+      for (uint32_t i : order) {
+        if (role[i] == 1) continue;
+        if (first_of[i] >= 0) sk->order.push_back(static_cast<uint32_t>(first_of[i]));
+        sk->order.push_back(i);
+      }
+    }
     sk->sigs = sigs;
     std::map<uint32_t, uint32_t> chain_of_first;
     size_t ci = 0;
     for (const auto& [key, ids] : chains) {
       Skeleton::Chain ch;
       ch.core = key.second;
+      ch.channel = chain_channel[ci];
       ch.last = ids.back();
       ch.sig = static_cast<uint32_t>(sig_of[ci++]);
       ch.x_begin = static_cast<uint32_t>(sk->ext.size());
@@ -422,6 +531,8 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
       Skeleton::Node& nd = sk->nodes[i];
       nd.core = t.core;
       nd.dur = dur[i];
+      nd.busy = busy[i];
+      if (t.kind == mapping::TaskKind::kMemory) nd.channel = t.channel;
       if (role[i] == 1) {
         nd.chain = static_cast<int32_t>(chain_of_first.at(static_cast<uint32_t>(i)));
         continue;
@@ -430,7 +541,8 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
         nd.chain_rest = true;
         continue;
       }
-      nd.queue = sim::QueueOf(t.kind);
+      nd.queue = sim::QueueOf(t.kind, first_link, i);
+      if (nd.queue == sim::Queue::kLink) nd.channel = first_link[i];
       nd.dep_begin = static_cast<uint32_t>(sk->deps.size());
       for (uint32_t d : p.deps(i))
         if (role[d] == 0 || d == last[d]) sk->deps.push_back(d);
@@ -443,8 +555,8 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     return Why::kOk;
   }
   // 3. Symbolic pass: every end as max_k (c_k + k D), D one chain's duration.
-  SymbolicTimes sym(layers_ + 1, n, p.num_cores, role, dur);
-  sim::ListSchedule(sim::ProgramGraph{p}, sym);
+  SymbolicTimes sym(layers_ + 1, n, p.num_cores, p.num_channels, num_links, role, dur, busy);
+  sim::ListSchedule(sim::ProgramGraph{p, order, first_link}, sym);
   if (!sym.ok) return Why::kOther;
   sk->poly = std::move(sym.makespan);
   // 4. The polynomial at the skeleton's own D is the engine's makespan.

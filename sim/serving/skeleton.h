@@ -22,7 +22,7 @@
 // memory plan is monotone in L: KV-in-SRAM and no-spill at L_s imply both at L).
 // When the KV cache is in DRAM (context beyond what fits in SRAM beside the weights), the
 // memory plan no longer depends on L at all, and each chain also reads its chunks' K and V
-// from DRAM: reads queue on the core's DRAM queue, each compute waits for its read. One
+// from DRAM: reads queue on the core's DRAM channel, each compute waits for its read. One
 // skeleton per M then serves every such context; the iteration is timed by replaying the
 // skeleton's schedule with each chain's max-plus map (ChainFn) for the real chunks.
 // Where the GEMMs spill (the KV fills most of SRAM), the spills depend on the context
@@ -32,11 +32,22 @@
 // is not stacked under the cores, another engine) is not handled here: Makespan returns
 // -1 and the caller lowers the whole Program.
 //
+// The engine's schedule (sim/schedule.h) picks the next task of a core or channel by
+// readiness, so its order may depend on durations; the polynomial holds for one order of
+// every queue (given those orders the schedule is max-plus).
+//
 // Self-checks when a skeleton is built (any failure: the skeleton is not used):
 //   - no transfer or memory task took longer than alone: the analytical engine shares
-//     links and channels among flows overlapping in time, so a shared flow's time moves
-//     with the chains' durations; one such skeleton turns skeletons off for the layout;
-//   - replaying the schedule with the engine's durations reproduces every task's end;
+//     links among flows overlapping in time, so a shared flow's time moves with the
+//     chains' durations; one such skeleton turns skeletons off for the layout;
+//   - replaying the schedule (ListSchedule in the engine's order) with the engine's
+//     durations reproduces every task's end;
+//   - every core, channel and link serves its tasks in the same order when every chain task's
+//     duration (and hold of its channel) is 0 or 16 times the skeleton's: the order does
+//     not follow the chains' durations at those extremes (a check at three points, not
+//     a proof for every duration; EngineCost's verify mode compares whole runs);
+//   - each chain's tasks follow one another in its core's and its channel's queues, with
+//     no other task of those queues timed between them;
 //   - every attention task's duration equals the cost model's (mapping/cost.h) for the
 //     chunk's shapes, which is how real chunks are timed;
 //   - the polynomial (or the replay) at the skeleton's own chunks gives the engine's makespan.
@@ -79,16 +90,14 @@ class SkeletonCost {
   ChunkPs ChunkAttention(const llm::SeqChunk& c, uint64_t heads);
 
  private:
-  // How a chain's KV reads are timed: stacked DRAM (no network path), `share` cores on
-  // `channel`: DramTime(channel, bytes x share), as the engine's MemoryTime gives then.
+  // How a chain's KV reads are timed: stacked DRAM (no network path) on `channel`:
+  // DramTime(channel, bytes), holding the channel for ChannelBusyTime(channel, bytes).
   struct ReadSig {
     int core = 0, channel = 0;
-    uint64_t share = 1;
   };
   // The chain of one (layer, rank) as a max-plus map: it ends at max(X + a, Y + b) and
-  // leaves the core's DRAM queue free at Y + r, X = max(core free, the inputs of its first
-  // compute), Y = max(DRAM queue free, the inputs of its first read); b = kNone and r = 0
-  // without reads.
+  // leaves its channel free at Y + r, X = max(core free, the inputs of its first compute),
+  // Y = max(channel free, the inputs of its first read); b = kNone and r = 0 without reads.
   struct ChainFn {
     Ps a = 0, b = 0, r = 0;
   };
@@ -101,21 +110,24 @@ class SkeletonCost {
       uint32_t dep_begin = 0, dep_end = 0;
       Ps dur = 0;
       int core = 0;
+      Ps busy = 0;                           // a memory task: how long it holds its channel
+      int channel = 0;                       // a memory task's channel, a transfer's first link
       sim::Queue queue = sim::Queue::kNone;  // QueueOf(kind); kNone on chain tasks
       bool chain_rest = false;               // a chain's task after its first
       int32_t chain = -1;                    // a chain's first task: index into chains
     };
     struct Chain {
-      int core = 0;
+      int core = 0, channel = 0;
       uint32_t x_begin = 0, x_end = 0, y_begin = 0, y_end = 0;  // into ext
       uint32_t last = 0;
       uint32_t sig = 0;
     };
     std::vector<Node> nodes;
     std::vector<uint32_t> deps, ext;
+    std::vector<uint32_t> order;  // the engine's order (sim::Dispatcher) of the nodes
     std::vector<Chain> chains;
     std::vector<ReadSig> sigs;
-    int num_cores = 0;
+    int num_cores = 0, num_channels = 0, num_links = 0;
   };
   struct PerRows {
     std::map<uint64_t, Skeleton> by_context;  // L_s -> skeleton (ok ones), KV in SRAM
@@ -129,6 +141,7 @@ class SkeletonCost {
   uint64_t Avail(uint64_t context) const;
   uint64_t AttentionTransient(const llm::SeqChunk& c, uint64_t heads, uint64_t kv_cols, bool dram) const;
   Ps ReadPs(const ReadSig& s, uint64_t bytes) const;
+  Ps ReadBusyPs(const ReadSig& s, uint64_t bytes) const;
   ChainFn Fn(const std::vector<llm::SeqChunk>& chunks, const Skeleton& sk, const ReadSig* sig);
   // The schedule (sim::ListSchedule) of a KV-in-DRAM skeleton with the chains' maps `fns`.
   Ps Replay(const Skeleton& sk, const std::vector<ChainFn>& fns);
@@ -144,11 +157,11 @@ class SkeletonCost {
   uint64_t d_ = 2, hd_ = 0, kv_cols_max_ = 0;
   uint64_t sram_ = 0, weights_resident_ = 0, kv_per_token_ = 0, context_cap_ = 0;
   bool stacked_ = false;  // every core's DRAM channel is stacked under it
-  bool shared_ = false;   // a skeleton's flows shared a link or channel: no skeletons
+  bool shared_ = false;   // a skeleton's flows shared a link: no skeletons
   std::unique_ptr<sim::Engine> engine_;
   std::unordered_map<uint32_t, PerRows> rows_;
-  Skeleton exact_;                                // the last skeleton at one exact context (GEMMs spilling)
-  std::vector<Ps> ends_, core_free_, dram_free_;  // Replay's buffers
+  Skeleton exact_;  // the last skeleton at one exact context (GEMMs spilling)
+  std::vector<Ps> ends_, core_free_, channel_free_, link_free_;  // Replay's buffers
   std::vector<ChainFn> fns_;
   struct ChunkKey {
     uint32_t s, lt;

@@ -3,5 +3,5 @@ tpsim_test(analytical_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/analytical_test.cc 
 tpsim_test(result_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/result_test.cc
   LIBS tpsim_result tpsim_analytical nlohmann_json::nlohmann_json)
 tpsim_test(summary_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/summary_test.cc LIBS tpsim_result tpsim_analytical)
-# The list schedule and critical path (sim/schedule.h), by hand.
+# The schedule and critical path (sim/schedule.h), by hand.
 tpsim_test(schedule_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/schedule_test.cc LIBS tpsim_engine)

@@ -1,9 +1,10 @@
-// The list schedule (sim/schedule.h) and its critical path on a tiny hand-timed Program.
+// The schedule (sim/schedule.h) and its critical path on tiny hand-timed Programs.
 #include "sim/schedule.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "tests/mapping/program_test_util.h"
@@ -13,13 +14,18 @@ namespace {
 
 using mapping::TaskKind;
 
-// Two cores, one channel; durations in ps beside each task:
-//   t0 compute core 0 (5)                 0..5
-//   t1 compute core 0 (7), no deps        5..12   waits for core 0 (t0)
-//   t2 transfer 0 -> 1 (3), after t0      5..8
-//   t3 memory core 0 (4), after t2        8..12
-//   t4 memory core 0 (1), no deps        12..13   waits for core 0's DRAM queue (t3)
-//   t5 compute core 1 (6), after t2, t4  13..19
+// Two cores, one channel; durations in ps beside each task (memory: and how long it holds
+// the channel):
+//   t0 compute core 0 (5), no deps        0..5
+//   t1 transfer 0 -> 1 (3), after t0      5..8
+//   t2 compute core 0 (4), after t1       8..12   ready at 8: core 0 ran t3 meanwhile
+//   t3 compute core 0 (2), no deps        5..7    the lowest-id ready task when core 0 frees
+//                                                 at 5 (t2 is not ready; id order would wait)
+//   t4 memory (10, holds 6), after t0     5..15   the channel is free from 2
+//   t5 memory (4, holds 2), no deps       0..4    issued first, served first (though id 5)
+//   t6 memory (3, holds 2), after t1     11..14   issued at 8, starts when t4's bytes have
+//                                                 left the channel (5 + 6), before t4 ends
+//   t7 compute core 1 (6), after t4, t6  15..21
 mapping::Program Tiny() {
   mapping::testing::TestProgram p;
   p.num_cores = 2;
@@ -34,75 +40,142 @@ mapping::Program Tiny() {
     p.Add(t, std::move(deps));
   };
   task(TaskKind::kCompute, 0, {});
-  task(TaskKind::kCompute, 0, {});
   task(TaskKind::kTransfer, 0, {0});
-  task(TaskKind::kMemory, 0, {2});
+  task(TaskKind::kCompute, 0, {1});
+  task(TaskKind::kCompute, 0, {});
+  task(TaskKind::kMemory, 0, {0});
   task(TaskKind::kMemory, 0, {});
-  task(TaskKind::kCompute, 1, {2, 4});
+  task(TaskKind::kMemory, 0, {1});
+  task(TaskKind::kCompute, 1, {4, 6});
   return p.Build();
 }
-const std::vector<Ps> kDurations = {5, 7, 3, 4, 1, 6};
+const std::vector<Ps> kDurations = {5, 3, 4, 2, 10, 4, 3, 6};
+const std::vector<Ps> kBusy = {0, 0, 0, 0, 6, 2, 2, 0};
 
-TEST(ListSchedule, HandTimedProgram) {
+TEST(Schedule, HandTimedProgram) {
   const mapping::Program p = Tiny();
   std::vector<TaskTime> times(p.num_tasks());
-  ListScheduler s;
-  EXPECT_EQ(s.Run(p, kDurations, times), 19);
-  const std::vector<std::pair<Ps, Ps>> want = {{0, 5}, {5, 12}, {5, 8}, {8, 12}, {12, 13}, {13, 19}};
+  Dispatcher s(p);
+  EXPECT_EQ(s.Run(kDurations, kBusy, times), 21);
+  const std::vector<std::pair<Ps, Ps>> want = {{0, 5},  {5, 8}, {8, 12},  {5, 7},
+                                               {5, 15}, {0, 4}, {11, 14}, {15, 21}};
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(times[i].start_ps, want[i].first) << "task " << i;
     EXPECT_EQ(times[i].end_ps, want[i].second) << "task " << i;
   }
+  // Started in this order (at 0: the channel's request before the core's task; at 8 too).
+  EXPECT_EQ(s.order(), (std::vector<uint32_t>{5, 0, 1, 4, 3, 6, 2, 7}));
   // Buffers are reset between runs: the same answer again.
-  EXPECT_EQ(s.Run(p, kDurations, times), 19);
-  EXPECT_EQ(ScheduleEnds(p, kDurations), (std::vector<Ps>{5, 12, 8, 12, 13, 19}));
+  EXPECT_EQ(s.Run(kDurations, kBusy, times), 21);
+  // The max-plus replay in that order gives the same ends.
+  EXPECT_EQ(ReplayEnds(p, s.order(), kDurations, kBusy), (std::vector<Ps>{5, 8, 12, 7, 15, 4, 14, 21}));
   EXPECT_EQ(QueueOf(TaskKind::kCompute), Queue::kCompute);
   EXPECT_EQ(QueueOf(TaskKind::kMemory), Queue::kDram);
   EXPECT_EQ(QueueOf(TaskKind::kTransfer), Queue::kNone);
+  // Sizes are checked.
+  EXPECT_THROW(s.Run(kDurations, {}, times), std::invalid_argument);
 }
 
-TEST(ListSchedule, CriticalPathSplitsTheMakespan) {
-  // Back from t5 (ends 19): its enabler is t4 (13, not t2 at 8): 6 ps compute; t4's is t3,
-  // before it in the DRAM queue (12): 1 ps memory; t3's is t2 (8): 4 ps memory; t2's is t0
-  // (5): 3 ps communication; t0 has none: 5 ps compute. 11 + 3 + 5 = 19.
+TEST(Schedule, TiesGoToTheLowestId) {
+  // Core 0 frees at 5 with t1 and t2 both made ready then (by t0): t1 first. Two requests
+  // issued together (t3, t4 after t0): t3 first.
+  mapping::testing::TestProgram b;
+  b.num_cores = 1;
+  b.num_channels = 1;
+  b.ops.resize(1);
+  auto task = [&](TaskKind kind, std::vector<uint32_t> deps) {
+    mapping::Task t;
+    t.kind = kind;
+    t.core = 0;
+    if (kind == TaskKind::kMemory) t.channel = 0;
+    b.Add(t, std::move(deps));
+  };
+  task(TaskKind::kCompute, {});
+  task(TaskKind::kCompute, {0});
+  task(TaskKind::kCompute, {0});
+  task(TaskKind::kMemory, {0});
+  task(TaskKind::kMemory, {0});
+  const mapping::Program p = b.Build();
+  std::vector<TaskTime> times(p.num_tasks());
+  Dispatcher s(p);
+  EXPECT_EQ(s.Run(std::vector<Ps>{5, 1, 1, 3, 3}, std::vector<Ps>{0, 0, 0, 2, 2}, times), 10);
+  EXPECT_EQ(times[1].start_ps, 5);
+  EXPECT_EQ(times[2].start_ps, 6);
+  EXPECT_EQ(times[3].start_ps, 5);
+  EXPECT_EQ(times[4].start_ps, 7);
+}
+
+TEST(Schedule, TransfersQueueForTheirFirstLink) {
+  // Three transfers from core 0 (t0 5 ps, holding link 0 for 4; t1 3 ps, holding link 0 for
+  // 2; t2 2 ps over link 1), all issued at 0: t0 0..5; t1 waits until t0's bytes have left
+  // link 0: 4..7; t2 leaves by another link: 0..2. Without first links all start at 0.
+  mapping::testing::TestProgram b;
+  b.num_cores = 2;
+  b.ops.resize(1);
+  for (int k = 0; k < 3; ++k) {
+    mapping::Task t;
+    t.kind = TaskKind::kTransfer;
+    t.core = 0;
+    t.dst_core = 1;
+    b.Add(t, {});
+  }
+  const mapping::Program p = b.Build();
+  const std::vector<Ps> dur = {5, 3, 2}, busy = {4, 2, 2};
+  const std::vector<int32_t> first = {0, 0, 1};
+  std::vector<TaskTime> times(3);
+  Dispatcher s(p, first, 2);
+  EXPECT_EQ(s.Run(dur, busy, times), 7);
+  EXPECT_EQ(times[1].start_ps, 4);
+  EXPECT_EQ(times[2].start_ps, 0);
+  EXPECT_EQ(ReplayEnds(p, s.order(), dur, busy, first, 2), (std::vector<Ps>{5, 7, 2}));
+  EXPECT_EQ(Dispatcher(p).Run(dur, busy, times), 5);
+  EXPECT_THROW(Dispatcher(p, {0, 0, 2}, 2), std::invalid_argument);  // no link 2
+}
+
+TEST(Schedule, CriticalPathSplitsTheMakespan) {
+  // Back from t7 (ends 21): its enabler is t4 (15, not t6 at 14): 6 ps compute; t4's is t0
+  // (5; t5 before it on the channel ended at 4): 10 ps memory; t0 has none: 5 ps compute.
   const mapping::Program p = Tiny();
   std::vector<TaskTime> times(p.num_tasks());
-  ListScheduler().Run(p, kDurations, times);
+  Dispatcher(p).Run(kDurations, kBusy, times);
   const CriticalPathSplit c = CriticalPath(p, times);
   EXPECT_EQ(c.compute_ps, 11);
-  EXPECT_EQ(c.communication_ps, 3);
-  EXPECT_EQ(c.memory_ps, 5);
+  EXPECT_EQ(c.communication_ps, 0);
+  EXPECT_EQ(c.memory_ps, 10);
   // An empty Program has none.
   const CriticalPathSplit none = CriticalPath(mapping::testing::TestProgram{}.Build(), {});
   EXPECT_EQ(none.compute_ps + none.communication_ps + none.memory_ps, 0);
 }
 
-TEST(ListSchedule, EndsSaturate) {
+TEST(Schedule, EndsSaturate) {
   const mapping::Program p = Tiny();
   std::vector<Ps> d(kDurations);
   d[0] = std::numeric_limits<Ps>::max();
-  EXPECT_EQ(ScheduleEnds(p, d)[1], std::numeric_limits<Ps>::max());
+  std::vector<TaskTime> times(p.num_tasks());
+  EXPECT_EQ(Dispatcher(p).Run(d, kBusy, times), std::numeric_limits<Ps>::max());
+  EXPECT_EQ(times[2].end_ps, std::numeric_limits<Ps>::max());
 }
 
 // A custom algebra over the same rule: the number of tasks on the longest chain of deps and
 // queue predecessors (every duration 1, in integers of another kind).
 struct Depth {
   using Time = int;
-  std::vector<int> end, core_free, dram_free;
-  int& free(Queue q, int core) { return (q == Queue::kCompute ? core_free : dram_free)[core]; }
+  std::vector<int> end, core_free, channel_free;
+  int& free(Queue q, int r) { return (q == Queue::kCompute ? core_free : channel_free)[r]; }
   static int Origin() { return 0; }
   int EndOf(uint32_t d) const { return end[d]; }
-  int FreeAt(Queue q, int core) { return free(q, core); }
+  int FreeAt(Queue q, int r) { return free(q, r); }
   static int Later(int a, int b) { return std::max(a, b); }
   int Finish(size_t i, int start) { return end[i] = start + 1; }
-  void Occupy(Queue q, int core, int e) { free(q, core) = e; }
+  void Release(size_t, Queue q, int r, int, int e) { free(q, r) = e; }
 };
 
-TEST(ListSchedule, AnyAlgebra) {
+TEST(Schedule, AnyAlgebra) {
   const mapping::Program p = Tiny();
-  Depth d{std::vector<int>(p.num_tasks()), std::vector<int>(2), std::vector<int>(2)};
-  ListSchedule(ProgramGraph{p}, d);
-  EXPECT_EQ(d.end, (std::vector<int>{1, 2, 2, 3, 4, 5}));
+  const std::vector<uint32_t> order = {5, 0, 1, 4, 3, 6, 2, 7};
+  Depth d{std::vector<int>(p.num_tasks()), std::vector<int>(2), std::vector<int>(1)};
+  ListSchedule(ProgramGraph{p, order}, d);
+  EXPECT_EQ(d.end, (std::vector<int>{1, 2, 3, 2, 2, 1, 3, 4}));
 }
 
 }  // namespace
