@@ -86,7 +86,7 @@ TEST(Schedule, TiesGoToTheLowestId) {
   auto task = [&](TaskKind kind, std::vector<uint32_t> deps) {
     mapping::Task t;
     t.kind = kind;
-    t.core = 0;
+    t.core = mapping::CoreId(0);
     if (kind == TaskKind::kMemory) t.channel = 0;
     b.Add(t, std::move(deps));
   };
@@ -115,8 +115,8 @@ TEST(Schedule, TransfersQueueForTheirFirstLink) {
   for (int k = 0; k < 3; ++k) {
     mapping::Task t;
     t.kind = TaskKind::kTransfer;
-    t.core = 0;
-    t.dst_core = 1;
+    t.core = mapping::CoreId(0);
+    t.dst_core = mapping::CoreId(1);
     b.Add(t, {});
   }
   const mapping::Program p = b.Build();
