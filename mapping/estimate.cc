@@ -10,6 +10,7 @@
 
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
+#include "mapping/moe_routing.h"
 
 namespace tpsim::mapping {
 
@@ -105,7 +106,11 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
     if (part == "mn_2d" && m.mn_2d_weights() == "k_steps") shards = std::max<double>(shards, grid_rows);
     coll = std::max(coll, CollectivesPerLayer(part));
   }
-  constexpr double kGemms = 7;
+  // An MoE model whose simulated layers are all sparse has 4 weight GEMMs a layer (q, k, v, o;
+  // its MoE blocks are counted below) and no dense MLP intermediate.
+  bool all_sparse = model.num_experts() > 0;
+  for (uint32_t l = 0; all_sparse && l < layers; ++l) all_sparse = llm::IsMoeLayer(model, l);
+  const double kGemms = all_sparse ? 4 : 7;
   const double vector_ops = 12 + (model.qk_norm() ? 2 : 0);
   const double compute = p * (vector_ops + kGemms * shards);
 
@@ -117,7 +122,9 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   const double d = wl.dtype() == "fp32" ? 4 : 2;
   const double b = std::max<uint32_t>(1, wl.batch());
   const double h = model.hidden_size(), hd = model.head_dim(), nq = model.num_attention_heads();
-  const double widest = std::max({h, static_cast<double>(model.intermediate_size()), nq * hd});
+  const double widest = std::max(
+      {h, static_cast<double>(all_sparse ? model.moe_intermediate_size() : model.intermediate_size()),
+       nq * hd});
   const double rows = b * std::max<uint32_t>(1, wl.seq_len());  // the prefill's rows, the most of any pass
   const double context = static_cast<double>(wl.cached_prefix()) + wl.seq_len() + wl.decode_steps();
   double memory = 0;
@@ -146,6 +153,19 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   const double transfers = coll * CollectiveTransfers(algorithm, p) + kGemms * shards * (shards > 1 ? p : 0);
   e.per_layer = compute + memory + transfers;
   e.tasks = e.passes * (e.layers * e.per_layer + (stages - 1) * p * p);
+  if (model.num_experts() > 0) {
+    // MoE blocks (moe_pass.h), per layer and pass of T tokens: at most min(E, T top_k) experts
+    // get tokens, each on tp_moe ranks in each replica: 3 compute tasks (and a weight read when
+    // weights stream); per rank the router's 2 tasks, the weighted sum, 4 shared-expert tasks,
+    // and 2 weight reads; the dispatch and combine (direct) at most P (P - 1) transfers each.
+    const MoeGroups g = MoeGroupsOf(m, model, p);
+    const double per_task = weights_sram ? 3 : 4;
+    auto block = [&](double tokens) {
+      const double active = std::min<double>(model.num_experts(), tokens * model.num_experts_per_token());
+      return active * g.tp * g.Replicas() * per_task + p * (7.0 + (weights_sram ? 0 : 2)) + 2.0 * p * (p - 1);
+    };
+    e.tasks += e.layers * (block(rows) + wl.decode_steps() * block(b));
+  }
   e.peak_bytes = e.tasks * ProgramEstimate::kBytesPerTask + ProgramEstimate::kBaseBytes;
   return e;
 }

@@ -161,11 +161,11 @@ TEST_F(Hardening, IntegersAreRangeCheckedBeforeNarrowing) {
   EXPECT_NE(c.output.find("must be at most 16777216 tokens"), std::string::npos) << c.output;
 }
 
-TEST_F(Hardening, MoeRunIsRefusedAtValidation) {
-  Outcome o = Tpsim("run " + kRef + " --model qwen3-30b-a3b --quiet");
+TEST_F(Hardening, MoeServeIsRefusedAtValidation) {
+  Outcome o = Tpsim("serve " + kServing + " --model qwen3-30b-a3b");
   EXPECT_EQ(o.status, 2) << o.output;
   EXPECT_NE(o.output.find("qwen3-30b-a3b.json:"), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find("model.num_experts: 128: MoE layers are not lowered yet"), std::string::npos)
+  EXPECT_NE(o.output.find("model.num_experts: 128: MoE layers are not served yet"), std::string::npos)
       << o.output;
 }
 
