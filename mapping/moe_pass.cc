@@ -98,6 +98,30 @@ std::vector<std::vector<uint32_t>> MoePass::AllToAllV(const std::string& name,
   return in;
 }
 
+void MoePass::GroupedExperts(int r, const std::vector<uint64_t>& rows, uint32_t first, uint32_t count,
+                             uint64_t im, std::vector<uint32_t>* done) {
+  const uint64_t h = cx_.model.hidden_size(), d = cx_.d;
+  uint64_t active = 0, total = 0;
+  for (uint32_t e = first; e < first + count; ++e)
+    if (rows[e] > 0) ++active, total += rows[e];
+  if (active == 0) return;
+  // One kernel's grid spreads every active expert's tiles over the SMs, so the total decides,
+  // not the busiest expert: batch = active experts of ceil(rows / active) rows each (llm's
+  // experts op has the same shape); FLOPs and bytes are the experts' own.
+  auto grouped = [&](uint64_t k, uint64_t n, std::vector<uint32_t> after) {
+    Task t;
+    t.op_kind = llm::OpKind::kGemm;
+    t.batch = active, t.m = (total + active - 1) / active, t.n = n, t.k = k;
+    t.flops = 2.0 * total * n * k;
+    t.bytes = (total * k + total * n + active * k * n) * d;
+    return cx_.Compute(r, t, FuncOp{}, std::move(after), t.bytes);
+  };
+  const uint32_t gate_up = grouped(h, 2 * im, *done);
+  const uint32_t act = VectorTask(r, llm::OpKind::kElementwise, total, im, kSiluMulOps * total * im,
+                                  3 * total * im * d, {gate_up});
+  done->push_back(grouped(im, h, {act}));
+}
+
 int32_t MoePass::Block(uint32_t layer, int32_t x) {
   const int p = cx_.p;
   const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, p);
@@ -154,6 +178,10 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
     Append(&in, routed[r]);
     done[r] = in;
     const uint32_t first = static_cast<uint32_t>(g.Slot(r)) * g.ExpertsPerSlot();
+    if (cx_.chip.config().has_gpu()) {
+      GroupedExperts(r, at[g.Replica(r)], first, g.ExpertsPerSlot(), im, &done[r]);
+      continue;
+    }
     for (uint32_t e = first; e < first + g.ExpertsPerSlot(); ++e) {
       const uint64_t n = at[g.Replica(r)][e];
       if (n == 0) continue;  // no rows: its weights are not read either

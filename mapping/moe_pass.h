@@ -12,7 +12,9 @@
 //   experts           rank d, for each expert e of its slot that received n_e > 0 rows: its
 //                     weight shard read from DRAM when weights stream (only such experts),
 //                     gate+up GEMM [n_e, H] x [H, 2 Im / tp_moe], SiLU*mul, down GEMM
-//                     [n_e, Im / tp_moe] x [Im / tp_moe, H] (partial sums when tp_moe > 1)
+//                     [n_e, Im / tp_moe] x [Im / tp_moe, H] (partial sums when tp_moe > 1);
+//                     on a GPU-node chip one grouped GEMM per rank for gate+up and one for
+//                     down over its active experts (a fused MoE kernel: the total decides)
 //   experts.combine   the reverse uneven all_to_all: each rank of a slot sends its (partial)
 //                     outputs back to the rows' source rank
 //   experts.sum       rank r: the top-k weighted sum (and the tp_moe partials) of its rows
@@ -53,6 +55,11 @@ class MoePass {
   uint32_t Gemm(int r, uint64_t m, uint64_t k, uint64_t n, std::vector<uint32_t> deps, FuncSlice a = {});
   uint32_t VectorTask(int r, llm::OpKind kind, uint64_t rows, uint64_t cols, double ops, uint64_t bytes,
                       std::vector<uint32_t> deps, FuncSlice a = {});
+  // A GPU-node chip's experts on rank r: one grouped GEMM for gate+up over the experts
+  // [first, first + count) that got rows (as vLLM's fused MoE kernel), SiLU*mul, one for down
+  // (HBM weights: no weight reads), after the tasks in *done; appends the last to *done.
+  void GroupedExperts(int r, const std::vector<uint64_t>& rows, uint32_t first, uint32_t count, uint64_t im,
+                      std::vector<uint32_t>* done);
   // The DRAM read of `bytes` of weights on rank r when weights stream (none when resident).
   void WeightRead(int r, uint64_t bytes, std::vector<uint32_t>* deps);
 
