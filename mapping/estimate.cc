@@ -107,10 +107,15 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
     coll = std::max(coll, CollectivesPerLayer(part));
   }
   // An MoE model whose simulated layers are all sparse has 4 weight GEMMs a layer (q, k, v, o;
-  // its MoE blocks are counted below) and no dense MLP intermediate.
+  // its MoE blocks are counted below), no dense MLP intermediate, and the attention block's
+  // half of the collectives (counted as all-reduces: twice a gather's transfers, which covers
+  // the MoE block's conversion of its input to rows; tests/sim/estimate_test.cc).
   bool all_sparse = model.num_experts() > 0;
   for (uint32_t l = 0; all_sparse && l < layers; ++l) all_sparse = llm::IsMoeLayer(model, l);
   const double kGemms = all_sparse ? 4 : 7;
+  if (all_sparse) coll = coll / 2;
+  // A GPU-node chip's memory plan (GpuHbmPlan) emits no memory tasks: no reads, no spills.
+  const bool gpu = chip.config().has_gpu();
   const double vector_ops = 12 + (model.qk_norm() ? 2 : 0);
   const double compute = p * (vector_ops + kGemms * shards);
 
@@ -147,6 +152,7 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   const double held = 4 * rows * widest * d;
   const double sram = static_cast<double>(chip.config().core().sram_bytes());
   if (std::max(attention, gemm) + held > sram - resident) memory += kSpillsPerCompute * compute;
+  if (gpu) memory = 0;
 
   std::string algorithm = m.collective();
   if (algorithm.empty() || algorithm == "auto") algorithm = "ring";
@@ -158,11 +164,13 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
     // get tokens, each on tp_moe ranks in each replica: 3 compute tasks (and a weight read when
     // weights stream); per rank the router's 2 tasks, the weighted sum, 4 shared-expert tasks,
     // and 2 weight reads; the dispatch and combine (direct) at most P (P - 1) transfers each.
+    // A GPU-node chip: 3 grouped tasks per rank, no weight reads.
     const MoeGroups g = MoeGroupsOf(m, model, p);
-    const double per_task = weights_sram ? 3 : 4;
+    const double per_task = weights_sram || gpu ? 3 : 4;
     auto block = [&](double tokens) {
       const double active = std::min<double>(model.num_experts(), tokens * model.num_experts_per_token());
-      return active * g.tp * g.Replicas() * per_task + p * (7.0 + (weights_sram ? 0 : 2)) + 2.0 * p * (p - 1);
+      const double experts = gpu ? 3.0 * p : active * g.tp * g.Replicas() * per_task;
+      return experts + p * (7.0 + (weights_sram || gpu ? 0 : 2)) + 2.0 * p * (p - 1);
     };
     e.tasks += e.layers * (block(rows) + wl.decode_steps() * block(b));
   }

@@ -89,7 +89,9 @@ TEST_F(RunCli, EnginesAgreeOnTheShippedMoeExperimentsWithinTenPercent) {
   for (const std::string& exp : {std::string("configs/experiments/moe-qwen3-30b-a3b.textproto"),
                                  std::string("configs/experiments/moe-qwen3-30b-a3b.textproto "
                                              "--set mapping.moe.routing=zipf --set mapping.moe.zipf_s=1.2"),
-                                 std::string("configs/experiments/moe-qwen3-30b-a3b-h200.textproto")}) {
+                                 std::string("configs/experiments/moe-qwen3-30b-a3b-h200.textproto"),
+                                 std::string("configs/experiments/moe-qwen3-235b-a22b.textproto "
+                                             "--set workload.num_layers=16")}) {
     std::string out;
     ASSERT_EQ(RunTpsim("run " + exp + " --engine analytical --quiet --out " + P("a.json"), &out), 0) << out;
     ASSERT_EQ(RunTpsim("run " + exp + " --engine tlm --quiet --out " + P("t.json"), &out), 0) << out;
