@@ -282,16 +282,6 @@ void CheckPlacementFile(const Experiment& e) {
                           "mapping.placement_file");
 }
 
-void CheckLowerable(const Experiment& e) {
-  const auto& m = e.cfg.model();
-  if (m.num_experts() > 0) {
-    throw ConfigError(Diag{e.locs.Find("model.num_experts"), "model.num_experts",
-                           std::to_string(m.num_experts()),
-                           "MoE layers are not served yet: serve takes dense models "
-                           "(run and describe take this one)"});
-  }
-}
-
 arch::Chip ValidateExperiment(const Experiment& e) {
   std::vector<Diag> diags;
   config::CheckIntegerRanges(e.cfg, e.locs, "", &diags);

@@ -161,12 +161,19 @@ TEST_F(Hardening, IntegersAreRangeCheckedBeforeNarrowing) {
   EXPECT_NE(c.output.find("must be at most 16777216 tokens"), std::string::npos) << c.output;
 }
 
-TEST_F(Hardening, MoeServeIsRefusedAtValidation) {
-  Outcome o = Tpsim("serve " + kServing + " --model qwen3-30b-a3b");
-  EXPECT_EQ(o.status, 2) << o.output;
-  EXPECT_NE(o.output.find("qwen3-30b-a3b.json:"), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find("model.num_experts: 128: MoE layers are not served yet"), std::string::npos)
-      << o.output;
+TEST_F(Hardening, MoeModelsAreServedAndTheirMappingIsChecked) {
+  // Issue 17: serve takes an MoE model (each iteration lowers its own Program); a bad
+  // mapping.moe is a located error.
+  Outcome o = Tpsim("serve " + kServing +
+                    " --model qwen3-30b-a3b --set workload.requests.synthetic.num_requests=3 "
+                    "--set mapping.moe.ep=4");
+  EXPECT_EQ(o.status, 0) << o.output;
+  Outcome b = Tpsim("serve " + kServing + " --model qwen3-30b-a3b --set mapping.moe.ep=3");
+  EXPECT_EQ(b.status, 2) << b.output;
+  EXPECT_NE(
+      b.output.find("<command line: --set mapping.moe.ep=3>:1:1: mapping.moe.ep: 3: must divide num_experts"),
+      std::string::npos)
+      << b.output;
 }
 
 TEST_F(Hardening, PlacementFileIsRelativeToTheExperiment) {
