@@ -192,6 +192,35 @@ TEST_F(Hardening, PlacementFileIsRelativeToTheExperiment) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+TEST_F(Hardening, RoutingTraceIsRelativeToTheExperimentAndItsErrorsAreLocated) {
+  // mapping.moe.routing_file, like placement_file, is relative to the file that names it.
+  std::string text = Relocated(Read(kSrc + "/configs/experiments/moe-qwen3-30b-a3b.textproto"));
+  const std::string balanced = "routing: \"balanced\"";
+  text.replace(text.find(balanced), balanced.size(), "routing: \"trace\" routing_file: \"routing.csv\"");
+  Write(At("exp.textproto"), text);
+  std::string trace = "layer";
+  for (int e = 0; e < 128; ++e) trace += ",e" + std::to_string(e);
+  trace += "\n";
+  for (int l = 0; l < 4; ++l) {
+    trace += std::to_string(l);
+    for (int e = 0; e < 128; ++e) trace += "," + std::to_string(e < 8 ? 100 : 1);
+    trace += "\n";
+  }
+  Write(At("routing.csv"), trace);
+  const std::string sets = " --set workload.num_layers=4 --set workload.decode_steps=1 --quiet";
+  Outcome o = Tpsim("run " + At("exp.textproto") + sets, "/");
+  EXPECT_EQ(o.status, 0) << o.output;
+  // Layer 4 missing once 8 layers are simulated; a short line at its line and column.
+  Outcome m = Tpsim("run " + At("exp.textproto") + " --set workload.num_layers=8 --quiet", "/");
+  EXPECT_EQ(m.status, 2) << m.output;
+  EXPECT_NE(m.output.find("has no line for layer 4"), std::string::npos) << m.output;
+  Write(At("routing.csv"), trace + "4,-1\n");
+  Outcome b = Tpsim("run " + At("exp.textproto") + sets, "/");
+  EXPECT_EQ(b.status, 2) << b.output;
+  EXPECT_NE(b.output.find(At("routing.csv") + ":6:1: mapping.moe.routing_file"), std::string::npos)
+      << b.output;
+}
+
 TEST_F(Hardening, ReferencedNonConfigFileIsNotEchoed) {
   Write(At("secret.txt"), "hunter2 is the password\n");
   std::string text = Relocated(Read(kRef));

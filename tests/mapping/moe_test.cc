@@ -224,6 +224,28 @@ TEST(MoeLower, OneLayersFlopsByHand) {
   }
 }
 
+TEST(MoeLower, SharedExpertsFlopsByHand) {
+  // Shared experts of intermediate 16 on every one of the 16 rows: gate+up 2 x 16 x 64 x 32 =
+  // 65,536, SiLU*mul 5 x 16 x 16 = 1,280, down 2 x 16 x 16 x 64 = 32,768, the add 16 x 64 =
+  // 1,024: 100,608, as llm's graph counts; the routed experts' ops are unchanged.
+  const arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  config::Model model = MoeModel();
+  model.set_shared_expert_intermediate_size(16);
+  llm::Phase ph;
+  ph.new_tokens = 16;
+  double graph_shared = 0;
+  for (const llm::Op& op : llm::BuildLayer(model, ph).ops)
+    if (op.role == llm::OpRole::kSharedExperts) graph_shared = op.flops;
+  EXPECT_DOUBLE_EQ(graph_shared, 100'608);
+  const Program p = Lower(chip, model, Work(16, 0, 1), MoeMap(4, 4, 1));
+  ASSERT_NE(FindOp(p, "shared_experts"), nullptr);
+  EXPECT_DOUBLE_EQ(FindOp(p, "shared_experts")->flops, 100'608);
+  EXPECT_DOUBLE_EQ(FindOp(p, "experts")->flops, 398'336);
+  // Its weights (3 x 64 x 16) are on every rank.
+  EXPECT_EQ(PlanWeights(chip, model, MoeMap(4, 4, 1), 1, "bf16").weight_bytes_per_core,
+            (4'096u + 12'800 + 3'072) * 2);
+}
+
 TEST(MoeLower, DispatchAndCombineBytesByHand) {
   // 16 tokens on 4 ranks (4 rows each), balanced: 32 / 8 = 4 rows per expert, 1 from each
   // rank. ep 4: slot s holds experts 2s, 2s+1, so rank r sends 2 rows x 64 x 2 B = 256 B to
