@@ -38,12 +38,12 @@ std::vector<std::pair<std::string, int>> Fields(const std::string& line) {
   return out;
 }
 
-// A non-negative finite number, or false.
+// A number in [0, 1e12] (tokens; the bound keeps every sum of a line finite), or false.
 bool ParseCount(const std::string& s, double* v) {
   if (s.empty()) return false;
   char* end = nullptr;
   const double x = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(x) || x < 0) return false;
+  if (end != s.c_str() + s.size() || !std::isfinite(x) || x < 0 || x > 1e12) return false;
   *v = x;
   return true;
 }
@@ -94,7 +94,7 @@ RoutingTrace ReadRoutingTrace(const std::string& path, uint32_t experts, const c
     for (uint32_t e = 0; e < experts; ++e) {
       const auto& [f, col] = fields[e + 1];
       if (!ParseCount(f, &counts[e])) {
-        add(line_no, col, f, "tokens of expert " + std::to_string(e) + " must be a non-negative number");
+        add(line_no, col, f, "tokens of expert " + std::to_string(e) + " must be a number in [0, 1e12]");
         ok = false;
         break;
       }

@@ -40,8 +40,11 @@ void ValidateMoe(const config::Mapping& m, const config::Model& model, const con
         "must divide num_experts (" + std::to_string(experts) +
             ") so every expert slot holds as many experts");
   if (tp > 0) {
-    const uint32_t span = ep * (mm.tp() ? mm.tp() : std::max<uint32_t>(1, static_cast<uint32_t>(tp) / ep));
-    if (ep > static_cast<uint32_t>(tp) || static_cast<uint32_t>(tp) % span != 0)
+    // In 64 bits: ep and moe.tp may each be up to 2^31 - 1.
+    const uint64_t span =
+        uint64_t{ep} * (mm.tp() ? mm.tp() : std::max<uint32_t>(1, static_cast<uint32_t>(tp) / ep));
+    if (ep > static_cast<uint32_t>(tp) || span > static_cast<uint64_t>(tp) ||
+        static_cast<uint64_t>(tp) % span != 0)
       add(mm.tp() ? "mapping.moe.tp" : "mapping.moe.ep", std::to_string(mm.tp() ? mm.tp() : mm.ep()),
           "moe.ep x moe.tp (" + std::to_string(ep) + " x " +
               std::to_string(mm.tp() ? mm.tp() : static_cast<uint32_t>(tp) / ep) +
