@@ -10,6 +10,7 @@
 
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
+#include "mapping/moe_routing.h"
 
 namespace tpsim::mapping {
 
@@ -105,7 +106,16 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
     if (part == "mn_2d" && m.mn_2d_weights() == "k_steps") shards = std::max<double>(shards, grid_rows);
     coll = std::max(coll, CollectivesPerLayer(part));
   }
-  constexpr double kGemms = 7;
+  // An MoE model whose simulated layers are all sparse has 4 weight GEMMs a layer (q, k, v, o;
+  // its MoE blocks are counted below), no dense MLP intermediate, and the attention block's
+  // half of the collectives (counted as all-reduces: twice a gather's transfers, which covers
+  // the MoE block's conversion of its input to rows; tests/sim/estimate_test.cc).
+  bool all_sparse = model.num_experts() > 0;
+  for (uint32_t l = 0; all_sparse && l < layers; ++l) all_sparse = llm::IsMoeLayer(model, l);
+  const double kGemms = all_sparse ? 4 : 7;
+  if (all_sparse) coll = coll / 2;
+  // A GPU-node chip's memory plan (GpuHbmPlan) emits no memory tasks: no reads, no spills.
+  const bool gpu = chip.config().has_gpu();
   const double vector_ops = 12 + (model.qk_norm() ? 2 : 0);
   const double compute = p * (vector_ops + kGemms * shards);
 
@@ -117,7 +127,9 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   const double d = wl.dtype() == "fp32" ? 4 : 2;
   const double b = std::max<uint32_t>(1, wl.batch());
   const double h = model.hidden_size(), hd = model.head_dim(), nq = model.num_attention_heads();
-  const double widest = std::max({h, static_cast<double>(model.intermediate_size()), nq * hd});
+  const double widest = std::max(
+      {h, static_cast<double>(all_sparse ? model.moe_intermediate_size() : model.intermediate_size()),
+       nq * hd});
   const double rows = b * std::max<uint32_t>(1, wl.seq_len());  // the prefill's rows, the most of any pass
   const double context = static_cast<double>(wl.cached_prefix()) + wl.seq_len() + wl.decode_steps();
   double memory = 0;
@@ -140,12 +152,28 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   const double held = 4 * rows * widest * d;
   const double sram = static_cast<double>(chip.config().core().sram_bytes());
   if (std::max(attention, gemm) + held > sram - resident) memory += kSpillsPerCompute * compute;
+  if (gpu) memory = 0;
 
   std::string algorithm = m.collective();
   if (algorithm.empty() || algorithm == "auto") algorithm = "ring";
   const double transfers = coll * CollectiveTransfers(algorithm, p) + kGemms * shards * (shards > 1 ? p : 0);
   e.per_layer = compute + memory + transfers;
   e.tasks = e.passes * (e.layers * e.per_layer + (stages - 1) * p * p);
+  if (model.num_experts() > 0) {
+    // MoE blocks (moe_pass.h), per layer and pass of T tokens: at most min(E, T top_k) experts
+    // get tokens, each on tp_moe ranks in each replica: 3 compute tasks (and a weight read when
+    // weights stream); per rank the router's 2 tasks, the weighted sum, 4 shared-expert tasks,
+    // and 2 weight reads; the dispatch and combine (direct) at most P (P - 1) transfers each.
+    // A GPU-node chip: 3 grouped tasks per rank, no weight reads.
+    const MoeGroups g = MoeGroupsOf(m, model, p);
+    const double per_task = weights_sram || gpu ? 3 : 4;
+    auto block = [&](double tokens) {
+      const double active = std::min<double>(model.num_experts(), tokens * model.num_experts_per_token());
+      const double experts = gpu ? 3.0 * p : active * g.tp * g.Replicas() * per_task;
+      return experts + p * (7.0 + (weights_sram || gpu ? 0 : 2)) + 2.0 * p * (p - 1);
+    };
+    e.tasks += e.layers * (block(rows) + wl.decode_steps() * block(b));
+  }
   e.peak_bytes = e.tasks * ProgramEstimate::kBytesPerTask + ProgramEstimate::kBaseBytes;
   return e;
 }

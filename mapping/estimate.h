@@ -8,6 +8,7 @@
 //   tasks <= passes x layers x P x (V + G x R) x (1 + mem)      compute and memory tasks
 //          + passes x layers x C x X(P)                           collective transfers
 //          + passes x (stages - 1) x P x P                        stage hand-overs
+//          + layers x (MoE blocks: prefill + decode steps)        MoE models (estimate.cc)
 //   passes = decode_steps + 1 (the prefill, then one per decode step)
 //   V      = vector tasks per rank and layer (norms, rope, KV writes, attention, adds)
 //   G x R  = the 7 weight GEMMs, R shards per rank (P for m_split_rotate, the grid's

@@ -47,7 +47,7 @@ const std::string kQkvName = "qkv_proj", kGateUpName = "gate_up_proj";
 }  // namespace
 
 LayerPass::LayerPass(LowerContext& cx, LayoutConverter& conv, GemmEmitter& gemm, AttentionEmitter& attn)
-    : cx_(cx), conv_(conv), gemm_(gemm), attn_(attn) {
+    : cx_(cx), conv_(conv), gemm_(gemm), attn_(attn), moe_(cx, conv) {
   config::Model dense = cx.model;
   dense.set_num_experts(0);
   dense_ = llm::BuildLayer(dense, llm::Phase{});
@@ -208,6 +208,7 @@ Layout LayerPass::WantAfter(const Walk& w, size_t i) const {
   for (size_t c : cons) {
     const llm::Op& op = w.g.ops[c];
     if (IsWeightGemm(op.role)) return gemm_.WantedInput(GemmOf(op, cx_.model));
+    if (op.role == OpRole::kRouter) return cx_.p > 1 ? Layout::Rows() : Layout::Replicated();
   }
   for (size_t c : cons)
     if (w.g.ops[c].kind == llm::OpKind::kNorm && !IsHeadOp(w.g.ops[c].role)) return WantAfter(w, c);
@@ -246,6 +247,8 @@ size_t LayerPass::Dispatch(Walk& w, size_t i) {
     }
     case OpRole::kKvWrite:
       return Attention(w, i);
+    case OpRole::kRouter:
+      return Moe(w, i);
     case OpRole::kAttnResidual:
     case OpRole::kMlpResidual: {
       // a + residual: the residual stream is the second input, or the layer's input.
@@ -345,6 +348,19 @@ size_t LayerPass::Attention(Walk& w, size_t i) {
   const int32_t attn = attn_.Emit(w.layer, q, k, v);
   w.out[i + 3][0] = attn;
   return i + std::size(kOrder);
+}
+
+size_t LayerPass::Moe(Walk& w, size_t i) {
+  // router, experts (reading the norm and the router), shared_experts (the norm and experts):
+  // one MoePass block; each op's output is the block's.
+  size_t end = i + 1;
+  while (end < w.g.ops.size() &&
+         (w.g.ops[end].role == OpRole::kExperts || w.g.ops[end].role == OpRole::kSharedExperts))
+    ++end;
+  if (end == i + 1) throw std::logic_error("mapping: the layer graph's router has no experts after it");
+  const int32_t y = moe_.Block(w.layer, In(w, i, 0));
+  for (size_t j = i; j < end; ++j) w.out[j][0] = y;
+  return end;
 }
 
 }  // namespace tpsim::mapping

@@ -6,7 +6,8 @@
 // changes to the LayoutConverter; norms and element-wise ops follow the layout their input
 // arrives in. The layouts ops are lowered into come from the graph's edges: a norm's output
 // goes to the layout its consuming GEMM wants, a residual's to the next norm's. A role the
-// pass has no rule for (the MoE block) is refused with its name.
+// pass has no rule for is refused with its name. The MoE block (router, experts,
+// shared_experts) goes to the MoePass; the norm before it leaves its rows split over the ranks.
 //
 // Graph conventions the pass relies on (llm/opgraph.h): the layer's input feeds the ops
 // without inputs (attn_norm) and is the residual operand of an add with one input
@@ -21,6 +22,7 @@
 #include "llm/opgraph.h"
 #include "mapping/gemm_emitter.h"
 #include "mapping/lower_context.h"
+#include "mapping/moe_pass.h"
 
 namespace tpsim::mapping {
 
@@ -49,6 +51,7 @@ class LayerPass {
   size_t Dispatch(Walk& w, size_t i);
   size_t GemmGroup(Walk& w, size_t i);
   size_t Attention(Walk& w, size_t i);
+  size_t Moe(Walk& w, size_t i);
   // Input j of op i (the layer's input where the op has none).
   int32_t In(const Walk& w, size_t i, size_t j) const;
   // The ops that read op i's output, in graph order.
@@ -75,6 +78,7 @@ class LayerPass {
   LayoutConverter& conv_;
   GemmEmitter& gemm_;
   AttentionEmitter& attn_;
+  MoePass moe_;
   // The layer's graph: dense, and (an MoE model) sparse. The structure and the weight shapes
   // do not depend on the phase, so one graph serves prefill, decode and mixed iterations.
   llm::LayerGraph dense_, sparse_;

@@ -10,9 +10,6 @@ namespace tpsim::mapping {
 RoleNames::RoleNames(const llm::LayerGraph& g) {
   for (int r = 0; r < llm::kNumOpRoles; ++r) names_[r] = llm::ToString(static_cast<llm::OpRole>(r));
   for (const llm::Op& op : g.ops) {
-    if (op.role == llm::OpRole::kRouter || op.role == llm::OpRole::kExperts ||
-        op.role == llm::OpRole::kSharedExperts)
-      throw std::invalid_argument("mapping: MoE layers (op " + op.name + ") are not supported yet");
     names_[static_cast<int>(op.role)] = op.name;
   }
 }

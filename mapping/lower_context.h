@@ -5,6 +5,7 @@
 //   layer_pass          walks one decoder layer of llm's op graph (by role)
 //   gemm_emitter        weight GEMMs: picks the partitioner, implements GemmContext
 //   attention           scores / softmax / PV by heads, whole batch or per chunk
+//   moe_pass            MoE block: router, dispatch / combine all_to_alls, experts (moe_routing)
 //   layout_convert      collectives that move a tensor between layouts
 //   memory_plan         where weights and KV live; SRAM timeline, spills, weight prefetch
 //   pipeline            layers -> stages, stage placement, stage-to-stage sends
@@ -32,7 +33,7 @@ namespace tpsim::mapping {
 class MemoryPlanner;
 
 // Names of the layer graph's ops by role (canonical names where the graph has none, e.g.
-// q_norm without qk_norm). Throws std::invalid_argument for MoE layers (not mapped yet).
+// q_norm without qk_norm).
 class RoleNames {
  public:
   RoleNames() = default;

@@ -31,7 +31,7 @@ struct LowerOptions {
 // beside them; each compute task's activations, partial sums and streamed or rotating
 // weight shards beyond the remaining SRAM are spilled (write + read-back memory tasks). Throws
 // config::ConfigError when ValidateMapping finds problems, and std::invalid_argument for layers it cannot map
-// (MoE).
+// (MoE layers with LowerOptions::functional). MoE layers: mapping/moe_pass.h.
 Program Lower(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
               const config::Mapping& m, const LowerOptions& opts = {});
 

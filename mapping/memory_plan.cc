@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mapping/gemm_emitter.h"
+#include "mapping/moe_routing.h"
 #include "mapping/pipeline.h"
 
 namespace tpsim::mapping {
@@ -22,9 +23,26 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
   const int most_layers = MostLayersPerStage(stages, layers);
   const uint64_t nkv = cx.NumKvHeads();
   uint64_t elems = 0;
-  for (const LayerGemm& g : LayerGemms(cx.model)) elems += gemm.ShardElems(g);
   WeightPlan plan;
-  plan.weight_bytes_per_core = elems * most_layers * cx.d;
+  if (cx.model.num_experts() == 0) {
+    for (const LayerGemm& g : LayerGemms(cx.model)) elems += gemm.ShardElems(g);
+    plan.weight_bytes_per_core = elems * most_layers * cx.d;
+  } else {
+    // Attention's shards every layer; the dense MLP's or the MoE block's by layer: the stage
+    // holding the most weights decides.
+    uint64_t attn = 0, mlp = 0;
+    for (const LayerGemm& g : LayerGemms(cx.model)) {
+      const bool is_mlp = g.role == llm::OpRole::kGateProj || g.role == llm::OpRole::kUpProj ||
+                          g.role == llm::OpRole::kDownProj;
+      (is_mlp ? mlp : attn) += gemm.ShardElems(g);
+    }
+    const uint64_t moe = MoeLayerWeightElems(cx.model, MoeGroupsOf(cx.m, cx.model, cx.p));
+    std::vector<uint64_t> per_stage(static_cast<size_t>(stages), 0);
+    for (uint32_t l = 0; l < layers; ++l)
+      per_stage[static_cast<size_t>(LayerStage(l, stages, layers))] +=
+          attn + (llm::IsMoeLayer(cx.model, l) ? moe : mlp);
+    plan.weight_bytes_per_core = *std::max_element(per_stage.begin(), per_stage.end()) * cx.d;
+  }
   plan.weights_in_sram =
       !cx.chip.config().has_gpu() &&
       (cx.m.weights() == "sram" ||

@@ -2,8 +2,11 @@
 #include "mapping/validate_mapping.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "mapping/collective/collective.h"
+#include "mapping/moe_routing.h"
 #include "mapping/pipeline.h"
 
 namespace tpsim::mapping {
@@ -14,8 +17,75 @@ std::string Join(const std::vector<std::string>& v) {
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
 }
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 bool Contains(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// mapping.moe against the model (num_experts > 0) and the group size tp (-1: too large).
+void ValidateMoe(const config::Mapping& m, const config::Model& model, const config::Workload& wl,
+                 const config::SourceMap& locs, int tp, std::vector<config::Diag>* diags) {
+  auto add = [&](const std::string& field, const std::string& value, const std::string& rule) {
+    diags->push_back({locs.Find(field), field, value, rule});
+  };
+  const config::MoeMapping& mm = m.moe();
+  const uint32_t experts = model.num_experts();
+  const uint32_t ep = std::max<uint32_t>(1, mm.ep());
+  if (mm.ep() > 0 && experts % mm.ep() != 0)
+    add("mapping.moe.ep", std::to_string(mm.ep()),
+        "must divide num_experts (" + std::to_string(experts) +
+            ") so every expert slot holds as many experts");
+  if (tp > 0) {
+    // In 64 bits: ep and moe.tp may each be up to 2^31 - 1.
+    const uint64_t span =
+        uint64_t{ep} * (mm.tp() ? mm.tp() : std::max<uint32_t>(1, static_cast<uint32_t>(tp) / ep));
+    if (ep > static_cast<uint32_t>(tp) || span > static_cast<uint64_t>(tp) ||
+        static_cast<uint64_t>(tp) % span != 0)
+      add(mm.tp() ? "mapping.moe.tp" : "mapping.moe.ep", std::to_string(mm.tp() ? mm.tp() : mm.ep()),
+          "moe.ep x moe.tp (" + std::to_string(ep) + " x " +
+              std::to_string(mm.tp() ? mm.tp() : static_cast<uint32_t>(tp) / ep) +
+              ") must divide mapping.tp (" + std::to_string(tp) + ")");
+    const uint32_t etp = mm.tp() ? mm.tp() : std::max<uint32_t>(1, static_cast<uint32_t>(tp) / ep);
+    if (model.moe_intermediate_size() % etp != 0)
+      add(mm.tp() ? "mapping.moe.tp" : "mapping.moe.ep", std::to_string(mm.tp() ? mm.tp() : mm.ep()),
+          "the ranks per expert (" + std::to_string(etp) + ") must divide moe_intermediate_size (" +
+              std::to_string(model.moe_intermediate_size()) + ")");
+  }
+  RoutingKind kind;
+  if (!ParseRoutingKind(mm.routing(), &kind)) {
+    add("mapping.moe.routing", mm.routing(), "must be balanced, zipf or trace");
+    return;
+  }
+  if (!std::isfinite(mm.zipf_s()) || mm.zipf_s() < 0 || mm.zipf_s() > 100)
+    add("mapping.moe.zipf_s", Num(mm.zipf_s()), "must be in [0, 100]");
+  if (kind == RoutingKind::kZipf && mm.zipf_s() == 0)
+    add("mapping.moe.routing", mm.routing(),
+        "zipf routing needs mapping.moe.zipf_s > 0 (the skew, e.g. 1.0)");
+  if (!std::isfinite(mm.capacity_factor()) || mm.capacity_factor() < 0 || mm.capacity_factor() > 1e6)
+    add("mapping.moe.capacity_factor", Num(mm.capacity_factor()),
+        "must be 0 (dropless) or a positive factor up to 1e6");
+  if (kind != RoutingKind::kTrace) return;
+  if (mm.routing_file().empty()) {
+    add("mapping.moe.routing", mm.routing(), "trace routing needs mapping.moe.routing_file");
+    return;
+  }
+  try {
+    const RoutingTrace trace =
+        ReadRoutingTrace(mm.routing_file(), experts, locs.Find("mapping.moe.routing_file"));
+    const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
+    for (uint32_t l = 0; l < layers; ++l)
+      if (llm::IsMoeLayer(model, l) && !trace.layers.contains(l)) {
+        add("mapping.moe.routing_file", mm.routing_file(),
+            "has no line for layer " + std::to_string(l) + " (every simulated MoE layer needs one)");
+        break;
+      }
+  } catch (const config::ConfigError& e) {
+    diags->insert(diags->end(), e.diags().begin(), e.diags().end());
+  }
 }
 }  // namespace
 
@@ -63,7 +133,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     if (Contains(fixed_classes, o.op()))
       add(f + ".op", o.op(),
           "op class has a fixed partition (attention splits by heads; norms and element-wise ops follow "
-          "their input; MoE is not mapped); partitioners apply to: " +
+          "their input; MoE blocks follow mapping.moe); partitioners apply to: " +
               Join(weight_classes));
     else if (!Contains(weight_classes, o.op()))
       add(f + ".op", o.op(), "unknown op class; valid: " + Join(weight_classes));
@@ -100,6 +170,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     if (Contains(used, "mn_2d") && m.grid_rows() > 0 && tp % static_cast<int>(m.grid_rows()) != 0)
       add("mapping.grid_rows", std::to_string(m.grid_rows()), "must divide tp (" + std::to_string(tp) + ")");
   }
+  if (model.num_experts() > 0) ValidateMoe(m, model, wl, locs, tp, diags);
   if (m.placement() == "file") {
     if (!file.readable) {
       add("mapping.placement_file", m.placement_file(), "placement = file needs a readable file");

@@ -204,14 +204,21 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
   if (cfg.has_mapping_file()) {
     config::Mapping m;
     LoadSection(dir, cfg.mapping_file(), "mapping_file", "mapping", raw, &m, &e.locs, &e.inputs);
-    // A placement file named in the mapping file is relative to that file.
+    // A placement file (and a routing trace) named in the mapping file is relative to that file.
     if (!m.placement_file().empty())
       m.set_placement_file(config::JoinPath(config::DirName(e.inputs.back()), m.placement_file()));
+    if (!m.moe().routing_file().empty())
+      m.mutable_moe()->set_routing_file(
+          config::JoinPath(config::DirName(e.inputs.back()), m.moe().routing_file()));
     *cfg.mutable_mapping() = std::move(m);
-  } else if (cfg.has_mapping() && !cfg.mapping().placement_file().empty()) {
+  } else if (cfg.has_mapping()) {
     // Like every other reference of the experiment: relative to its folder.
-    cfg.mutable_mapping()->set_placement_file(config::JoinPath(dir, cfg.mapping().placement_file()));
-  } else if (!cfg.has_mapping()) {
+    if (!cfg.mapping().placement_file().empty())
+      cfg.mutable_mapping()->set_placement_file(config::JoinPath(dir, cfg.mapping().placement_file()));
+    if (!cfg.mapping().moe().routing_file().empty())
+      cfg.mutable_mapping()->mutable_moe()->set_routing_file(
+          config::JoinPath(dir, cfg.mapping().moe().routing_file()));
+  } else {
     throw ConfigError(
         Diag{Location{path, 1, 1}, "mapping", "", "an experiment needs mapping_file or an inline mapping"});
   }
@@ -273,16 +280,6 @@ void CheckPlacementFile(const Experiment& e) {
   // Read here first: a FIFO, a device or a huge file is refused before the mapping reads it.
   config::ReadFileOrThrow(m.placement_file(), e.locs.Find("mapping.placement_file"),
                           "mapping.placement_file");
-}
-
-void CheckLowerable(const Experiment& e) {
-  const auto& m = e.cfg.model();
-  if (m.num_experts() > 0) {
-    throw ConfigError(Diag{e.locs.Find("model.num_experts"), "model.num_experts",
-                           std::to_string(m.num_experts()),
-                           "MoE layers are not lowered yet: run and serve take dense models "
-                           "(describe shows this one)"});
-  }
 }
 
 arch::Chip ValidateExperiment(const Experiment& e) {

@@ -58,10 +58,6 @@ arch::Chip ValidateExperiment(const Experiment& e);
 // file within the size cap, at mapping.placement_file's location.
 void CheckPlacementFile(const Experiment& e);
 
-// What `tpsim run` and `tpsim serve` need beyond ValidateExperiment: a model the
-// lowering handles (no MoE layers yet). ConfigError at the model's location.
-void CheckLowerable(const Experiment& e);
-
 // Checks of the workload alone (positive sizes, layers within the model, dtype).
 void ValidateWorkload(const Experiment& e, std::vector<config::Diag>* diags);
 

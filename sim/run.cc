@@ -199,7 +199,6 @@ namespace {
 arch::Chip Prepare(const Experiment& e, const std::string& requested, std::unique_ptr<Engine>* engine,
                    uint64_t max_memory_bytes) {
   arch::Chip chip = ValidateExperiment(e);
-  CheckLowerable(e);
   if (e.cfg.workload().has_requests() && (e.cfg.workload().batch() == 0 || e.cfg.workload().seq_len() == 0)) {
     throw config::ConfigError(config::Diag{e.locs.Find("workload.requests"), "workload.requests", "",
                                            "a request stream is served, not run: use `tpsim serve`"});

@@ -92,6 +92,17 @@ void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, 
 Schedule LowerCollective(const std::string& algorithm, CollectiveKind kind, int ranks, uint64_t bytes,
                          uint64_t align, RankGrid grid = {});
 
+// An uneven all_to_all (all_to_all_v: MoE token dispatch and combine): rank r sends
+// bytes[r][d] to rank d. Rank r's send buffer holds its blocks for d = 0..P-1 in order, rank
+// d's receive buffer the blocks from r = 0..P-1 in order (Xfer::offset in the sender's,
+// dst_offset in the receiver's); diagonal blocks stay local (no transfer). "direct": one step,
+// every non-empty block at once; any other registered algorithm: pairwise exchange, P - 1
+// steps, step k sending r -> (r + k) mod P (Schedule::note says so). Empty steps are dropped.
+// Throws std::invalid_argument for an unknown algorithm or a matrix that is not square.
+//
+//   2 ranks, bytes {{0, 4}, {6, 0}}, direct:  step 0: 0 -> 1 [0, 4) -> [0, 4); 1 -> 0 [0, 6) -> [0, 6)
+Schedule LowerAllToAllV(const std::string& algorithm, const std::vector<std::vector<uint64_t>>& bytes);
+
 // Algorithm names LowerCollective accepts (the registry, sorted), without "auto".
 std::vector<std::string> CollectiveNames();
 

@@ -29,6 +29,7 @@
 #include "llm/model.h"
 #include "llm/opgraph.h"
 #include "mapping/mapping.h"
+#include "mapping/moe_routing.h"
 #include "sim/agree/agree.h"
 #include "sim/analytical/links.h"
 #include "sim/cli/gpu_commands.h"
@@ -240,6 +241,18 @@ int Describe(Args& a) {
     os << "  mn_2d                 grid_rows "
        << (mp.grid_rows() ? std::to_string(mp.grid_rows()) : std::string("auto (most square)"))
        << ", weights " << (mp.mn_2d_weights().empty() ? "replicated" : mp.mn_2d_weights()) << "\n";
+  if (e.cfg.model().num_experts() > 0) {
+    const mapping::MoeGroups g = mapping::MoeGroupsOf(mp, e.cfg.model(), static_cast<int>(mp.tp()));
+    const auto& mm = mp.moe();
+    os << "  moe                   ep " << g.ep << " x tp " << g.tp << " (" << g.Replicas() << " replica"
+       << (g.Replicas() == 1 ? "" : "s") << ", " << g.ExpertsPerSlot() << " experts per slot), routing "
+       << (mm.routing().empty() ? "balanced" : mm.routing());
+    if (mm.routing() == "zipf") os << " s=" << mm.zipf_s();
+    if (mm.routing() == "trace") os << " " << mm.routing_file();
+    os << ", "
+       << (mm.capacity_factor() > 0 ? "capacity factor " + Fixed(mm.capacity_factor(), 2) : "dropless")
+       << "\n";
+  }
   std::cout << os.str();
   return 0;
 }

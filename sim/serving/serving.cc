@@ -54,7 +54,9 @@ EngineCost::EngineCost(const arch::Chip& chip, const config::Model& model, confi
       dtype_(std::move(dtype)),
       engine_(sim::MakeEngine(engine)) {
   if (!engine_) throw std::invalid_argument("serving: unknown engine " + engine);
-  if (engine_->ListSchedule()) {  // the skeletons replay exactly this engine's schedule
+  // The skeletons replay exactly this engine's schedule of a dense layer; an MoE model's
+  // iterations (tokens routed per iteration) each lower their own Program.
+  if (engine_->ListSchedule() && model_.num_experts() == 0) {
     try {
       skeleton_ = std::make_unique<SkeletonCost>(chip_, model_, mapping_, layers_, dtype_);
     } catch (const std::exception&) {
@@ -324,7 +326,6 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   config::CheckIntegerRanges(cfg, e.locs, "", &diags);
   if (!diags.empty()) throw ConfigError(std::move(diags));
   sim::CheckPlacementFile(e);
-  sim::CheckLowerable(e);
   arch::ValidateChip(cfg.chip(), e.locs, "chip", &diags);
   llm::ValidateModel(cfg.model(), e.locs, "model", &diags);
   auto add = [&](const std::string& f, const std::string& v, const std::string& rule) {

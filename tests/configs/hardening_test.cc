@@ -161,12 +161,19 @@ TEST_F(Hardening, IntegersAreRangeCheckedBeforeNarrowing) {
   EXPECT_NE(c.output.find("must be at most 16777216 tokens"), std::string::npos) << c.output;
 }
 
-TEST_F(Hardening, MoeRunIsRefusedAtValidation) {
-  Outcome o = Tpsim("run " + kRef + " --model qwen3-30b-a3b --quiet");
-  EXPECT_EQ(o.status, 2) << o.output;
-  EXPECT_NE(o.output.find("qwen3-30b-a3b.json:"), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find("model.num_experts: 128: MoE layers are not lowered yet"), std::string::npos)
-      << o.output;
+TEST_F(Hardening, MoeModelsAreServedAndTheirMappingIsChecked) {
+  // Issue 17: serve takes an MoE model (each iteration lowers its own Program); a bad
+  // mapping.moe is a located error.
+  Outcome o = Tpsim("serve " + kServing +
+                    " --model qwen3-30b-a3b --set workload.requests.synthetic.num_requests=3 "
+                    "--set mapping.moe.ep=4");
+  EXPECT_EQ(o.status, 0) << o.output;
+  Outcome b = Tpsim("serve " + kServing + " --model qwen3-30b-a3b --set mapping.moe.ep=3");
+  EXPECT_EQ(b.status, 2) << b.output;
+  EXPECT_NE(
+      b.output.find("<command line: --set mapping.moe.ep=3>:1:1: mapping.moe.ep: 3: must divide num_experts"),
+      std::string::npos)
+      << b.output;
 }
 
 TEST_F(Hardening, PlacementFileIsRelativeToTheExperiment) {
@@ -183,6 +190,35 @@ TEST_F(Hardening, PlacementFileIsRelativeToTheExperiment) {
   Write(At("exp2.textproto"), with_file);
   Outcome r = Tpsim("describe " + At("exp2.textproto") + " --set mapping.placement=file", "/");
   EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST_F(Hardening, RoutingTraceIsRelativeToTheExperimentAndItsErrorsAreLocated) {
+  // mapping.moe.routing_file, like placement_file, is relative to the file that names it.
+  std::string text = Relocated(Read(kSrc + "/configs/experiments/moe-qwen3-30b-a3b.textproto"));
+  const std::string balanced = "routing: \"balanced\"";
+  text.replace(text.find(balanced), balanced.size(), "routing: \"trace\" routing_file: \"routing.csv\"");
+  Write(At("exp.textproto"), text);
+  std::string trace = "layer";
+  for (int e = 0; e < 128; ++e) trace += ",e" + std::to_string(e);
+  trace += "\n";
+  for (int l = 0; l < 4; ++l) {
+    trace += std::to_string(l);
+    for (int e = 0; e < 128; ++e) trace += "," + std::to_string(e < 8 ? 100 : 1);
+    trace += "\n";
+  }
+  Write(At("routing.csv"), trace);
+  const std::string sets = " --set workload.num_layers=4 --set workload.decode_steps=1 --quiet";
+  Outcome o = Tpsim("run " + At("exp.textproto") + sets, "/");
+  EXPECT_EQ(o.status, 0) << o.output;
+  // Layer 4 missing once 8 layers are simulated; a short line at its line and column.
+  Outcome m = Tpsim("run " + At("exp.textproto") + " --set workload.num_layers=8 --quiet", "/");
+  EXPECT_EQ(m.status, 2) << m.output;
+  EXPECT_NE(m.output.find("has no line for layer 4"), std::string::npos) << m.output;
+  Write(At("routing.csv"), trace + "4,-1\n");
+  Outcome b = Tpsim("run " + At("exp.textproto") + sets, "/");
+  EXPECT_EQ(b.status, 2) << b.output;
+  EXPECT_NE(b.output.find(At("routing.csv") + ":6:1: mapping.moe.routing_file"), std::string::npos)
+      << b.output;
 }
 
 TEST_F(Hardening, ReferencedNonConfigFileIsNotEchoed) {

@@ -169,6 +169,42 @@ TEST(AnalyticalEngine, RingAllReduceOnTwoByTwoBlock) {
   EXPECT_EQ(used, 4);
 }
 
+// The uneven all_to_all of MoE dispatch (mapping::LowerAllToAllV, direct) on a 2x2 block:
+// ranks 0..3 on r0c0, r0c1, r1c0, r1c1; only neighbours exchange (the diagonal pairs send
+// nothing), so each of the 8 directed links carries one flow and nothing is shared. One
+// step: every transfer starts at 0 and takes 1 hop (2000 ps) + bytes / 160 B/ns.
+//   0->1 160,000 B: 1,002,000   1->0 320,000: 2,002,000   0->2 480,000: 3,002,000
+//   2->0 160,000:   1,002,000   1->3 160,000: 1,002,000   3->1 640,000: 4,002,000
+//   2->3 320,000:   2,002,000   3->2 160,000: 1,002,000   makespan 4,002,000
+mapping::Schedule TwoByTwoAllToAllV(std::vector<std::vector<uint64_t>>* bytes) {
+  *bytes = {
+      {0, 160'000, 480'000, 0}, {320'000, 0, 0, 160'000}, {160'000, 0, 0, 320'000}, {0, 640'000, 160'000, 0}};
+  return mapping::LowerAllToAllV("direct", *bytes);
+}
+
+TEST(AnalyticalEngine, UnevenAllToAllOnTwoByTwoBlockByHand) {
+  const int cores[4] = {Core(0, 0), Core(0, 1), Core(1, 0), Core(1, 1)};
+  std::vector<std::vector<uint64_t>> bytes;
+  const mapping::Schedule s = TwoByTwoAllToAllV(&bytes);
+  ASSERT_EQ(s.steps.size(), 1u);
+  ASSERT_EQ(s.steps[0].xfers.size(), 8u);
+  Program p = NewProgram();
+  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllToAll,
+                                                  mapping::AlgorithmOf("direct"), 800'000, 4, 0});
+  for (const mapping::Xfer& x : s.steps[0].xfers) AddTransfer(p, cores[x.src], cores[x.dst], x.bytes, 0, 0);
+  const EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  for (size_t i = 0; i < p.tasks.size(); ++i)
+    EXPECT_EQ(out.tasks[i].end_ps, static_cast<int64_t>(2000 + p.tasks[i].bytes * 1000 / 160)) << i;
+  EXPECT_EQ(out.makespan_ps, 4'002'000);
+  int used = 0;
+  for (const auto& l : out.links) {
+    if (l.bytes == 0) continue;
+    ++used;
+    EXPECT_EQ(l.max_queue_ps, 0);
+  }
+  EXPECT_EQ(used, 8);
+}
+
 TEST(AnalyticalEngine, Mn2dRowGroupAllGatherOfTheLoweredLayerByHand) {
   // The lowering's grid -> grid_rows gather before the MLP norm: mn_2d on a 2x2 rank grid,
   // linear placement (ranks 0..3 on r0c0..r0c3; grid rows {r0c0, r0c1} and {r0c2, r0c3}),

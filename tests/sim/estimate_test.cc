@@ -54,8 +54,19 @@ void Check(const Case& c) {
 TEST(Estimate, BoundsEveryShippedExperiment) {
   for (const char* f :
        {"default.textproto", "mesh-4x4-hbm-qwen3-0.6b.textproto", "mesh-16x16-hbm-qwen3-8b.textproto",
-        "reference-qwen3-4b.textproto", "wafer-32x32-qwen3-32b.textproto"})
+        "reference-qwen3-4b.textproto", "wafer-32x32-qwen3-32b.textproto", "moe-qwen3-30b-a3b.textproto",
+        "moe-qwen3-30b-a3b-h200.textproto", "moe-qwen3-235b-a22b.textproto"})
     Check({f, {}});
+  // MoE: skewed routing (fewer experts get tokens), and every expert on every rank's slot.
+  Check({"moe-qwen3-30b-a3b.textproto", {"mapping.moe.routing=zipf", "mapping.moe.zipf_s=1.2"}});
+  Check({"moe-qwen3-30b-a3b.textproto", {"mapping.moe.ep=1", "mapping.moe.tp=16"}});
+  Check({"moe-qwen3-30b-a3b.textproto", {"chip.core.sram_bytes=1048576", "workload.num_layers=8"}});
+  for (const char* part : {"k_split", "n_split", "m_split_rotate", "mn_2d"})
+    for (const char* algo : {"ring", "direct", "mesh_2d"})
+      Check({"moe-qwen3-30b-a3b.textproto",
+             {std::string("mapping.partition=") + part, std::string("mapping.collective=") + algo,
+              "workload.num_layers=8", "workload.decode_steps=1"}});
+  Check({"moe-qwen3-30b-a3b.textproto", {"mapping.moe.ep=2", "mapping.moe.tp=4", "workload.batch=8"}});
 }
 
 TEST(Estimate, BoundsEachPartitionerAndAlgorithm) {

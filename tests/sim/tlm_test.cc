@@ -187,6 +187,24 @@ TEST(TlmEngine, RingAllReduceMatchesClosedForm) {
   EXPECT_EQ(used, 4);
 }
 
+TEST(TlmEngine, UnevenAllToAllOnTwoByTwoBlockMatchesClosedForm) {
+  // As AnalyticalEngine.UnevenAllToAllOnTwoByTwoBlockByHand: neighbours only, one flow per
+  // link, each 1 hop (2000 ps) + bytes / 160 B/ns; the largest, 3->1 640,000 B: 4,002,000 ps.
+  const int cores[4] = {Core(0, 0), Core(0, 1), Core(1, 0), Core(1, 1)};
+  const std::vector<std::vector<uint64_t>> bytes = {
+      {0, 160'000, 480'000, 0}, {320'000, 0, 0, 160'000}, {160'000, 0, 0, 320'000}, {0, 640'000, 160'000, 0}};
+  const mapping::Schedule s = mapping::LowerAllToAllV("direct", bytes);
+  Program p = NewProgram();
+  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllToAll,
+                                                  mapping::AlgorithmOf("direct"), 800'000, 4, 0});
+  for (const mapping::Xfer& x : s.steps.at(0).xfers)
+    AddTransfer(p, cores[x.src], cores[x.dst], x.bytes, {}, 0, 0);
+  const EngineOutput out = RunTlm(p);
+  for (size_t i = 0; i < p.tasks.size(); ++i)
+    EXPECT_EQ(out.tasks[i].end_ps, static_cast<int64_t>(2000 + p.tasks[i].bytes * 1000 / 160)) << i;
+  EXPECT_EQ(out.makespan_ps, 4'002'000);
+}
+
 TEST(TlmEngine, SingleGemmTakesChipGemmTime) {
   // Y[256,256] = X[256,1024] . W[1024,256] on a 64x64 array:
   //   tiles = 4 * 4 = 16, cycles/tile = 1024 + 64 + 64 = 1152

@@ -1,0 +1,73 @@
+#pragma once
+// The MoE block of a sparse layer (llm's router, experts and shared_experts ops), lowered
+// with expert parallelism (mapping.moe). Tokens arrive split by rows over the TP group's P
+// ranks (the norm before the block leaves them so). Per layer and phase:
+//
+//   router            rank r: [rows_r, H] x [H, E] GEMM, softmax over E (+ top-k renorm)
+//   routing           tokens per expert (moe_routing.h), each expert's split over the source
+//                     ranks in proportion to their rows
+//   experts.dispatch  an uneven all_to_all within each replica (LowerAllToAllV, direct):
+//                     rank r sends the H-wide rows it routed to expert e to every rank of
+//                     e's slot (tp_moe ranks: each needs whole rows for its N split)
+//   experts           rank d, for each expert e of its slot that received n_e > 0 rows: its
+//                     weight shard read from DRAM when weights stream (only such experts),
+//                     gate+up GEMM [n_e, H] x [H, 2 Im / tp_moe], SiLU*mul, down GEMM
+//                     [n_e, Im / tp_moe] x [Im / tp_moe, H] (partial sums when tp_moe > 1);
+//                     on a GPU-node chip one grouped GEMM per rank for gate+up and one for
+//                     down over its active experts (a fused MoE kernel: the total decides)
+//   experts.combine   the reverse uneven all_to_all: each rank of a slot sends its (partial)
+//                     outputs back to the rows' source rank
+//   experts.sum       rank r: the top-k weighted sum (and the tp_moe partials) of its rows
+//   shared_experts    rank r: gate+up, SiLU*mul, down on its own rows with whole weights
+//                     (replicated on every rank), added to the routed output
+//
+// The slowest slot decides: combine transfers wait for the last expert GEMM of their
+// sender. The functional executor does not run MoE layers (Lower refuses them with
+// LowerOptions::functional).
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mapping/lower_context.h"
+#include "mapping/moe_routing.h"
+
+namespace tpsim::mapping {
+
+class LayoutConverter;
+
+class MoePass {
+ public:
+  MoePass(LowerContext& cx, LayoutConverter& conv) : cx_(cx), conv_(conv) {}
+  // The block of layer `layer` on x (the MLP norm's output); returns its output [t, H] split
+  // by rows (replicated when P = 1).
+  int32_t Block(uint32_t layer, int32_t x);
+
+ private:
+  // Reads the routing settings (and a trace) on first use.
+  const Routing& RoutingOf();
+  // An uneven all_to_all over each replica: bytes[r][d] between global ranks r and d of the
+  // same replica; transfer r -> d waits for deps[r]. Returns, per rank, the transfers into it.
+  std::vector<std::vector<uint32_t>> AllToAllV(const std::string& name,
+                                               const std::vector<std::vector<uint64_t>>& bytes,
+                                               const std::vector<std::vector<uint32_t>>& deps);
+  // A compute task on rank r in the current op.
+  uint32_t Gemm(int r, uint64_t m, uint64_t k, uint64_t n, std::vector<uint32_t> deps, FuncSlice a = {});
+  uint32_t VectorTask(int r, llm::OpKind kind, uint64_t rows, uint64_t cols, double ops, uint64_t bytes,
+                      std::vector<uint32_t> deps, FuncSlice a = {});
+  // A GPU-node chip's experts on rank r: one grouped GEMM for gate+up over the experts
+  // [first, first + count) that got rows (as vLLM's fused MoE kernel), SiLU*mul, one for down
+  // (HBM weights: no weight reads), after the tasks in *done; appends the last to *done.
+  void GroupedExperts(int r, const std::vector<uint64_t>& rows, uint32_t first, uint32_t count, uint64_t im,
+                      std::vector<uint32_t>* done);
+  // The DRAM read of `bytes` of weights on rank r when weights stream (none when resident).
+  void WeightRead(int r, uint64_t bytes, std::vector<uint32_t>* deps);
+
+  LowerContext& cx_;
+  LayoutConverter& conv_;
+  bool routing_ready_ = false;
+  Routing routing_;
+  std::unique_ptr<RoutingTrace> trace_;
+};
+
+}  // namespace tpsim::mapping

@@ -1,0 +1,98 @@
+#pragma once
+// Token routing of mixture-of-experts layers: how many tokens each expert receives in one
+// layer and step (mapping.moe.routing). Pure functions of the routing settings, the token
+// count and the layer; no randomness beyond a seeded, per-layer shuffle.
+//
+//   R = tokens x top_k assignments (every token picks top_k distinct experts)
+//   balanced   every expert floor(R / E); the R mod E extra assignments spread evenly over the
+//              expert ids (Bresenham: expert e gets one more when floor((e+1) rem / E) >
+//              floor(e rem / E)), so they do not pile up on the first expert slot
+//   zipf       the expert of popularity rank i weighs 1 / (i + 1)^s; R is apportioned by
+//              weight (largest remainder, ties to the lower rank), no expert above `tokens`
+//              (a token picks an expert once; the excess goes to the others by weight);
+//              popularity rank i is expert HotOrder(E, seed, layer)[i]
+//   trace      the trace's tokens per expert for the layer, as weights, apportioned to R the
+//              same way (a trace taken at another batch size scales to this one)
+//   capacity   capacity_factor > 0: each expert keeps at most ceil(capacity_factor x R / E)
+//              assignments; the rest are dropped (they skip the experts: residual only)
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "configs/load.h"
+#include "mapping.pb.h"
+#include "model.pb.h"
+
+namespace tpsim::mapping {
+
+// A routing trace: tokens per expert by layer (CSV, one line per layer:
+// "layer,tokens_expert_0,...,tokens_expert_{E-1}"; blank lines, lines starting with '#' and a
+// header line whose first field is not a number are skipped).
+struct RoutingTrace {
+  std::map<uint32_t, std::vector<double>> layers;
+};
+// Reads a trace for `experts` experts. Errors (unreadable file, a field that is not a
+// non-negative number, a line without 1 + experts fields, a layer twice, a line whose counts
+// are all 0) are ConfigErrors at file:line:col naming `field`.
+RoutingTrace ReadRoutingTrace(const std::string& path, uint32_t experts, const config::Location& referrer,
+                              const std::string& field = "mapping.moe.routing_file");
+
+enum class RoutingKind { kBalanced, kZipf, kTrace };
+// The routing kind named by mapping.moe.routing; false when the name is unknown.
+bool ParseRoutingKind(const std::string& name, RoutingKind* kind);
+
+struct Routing {
+  RoutingKind kind = RoutingKind::kBalanced;
+  double zipf_s = 0;
+  double capacity_factor = 0;  // 0: dropless
+  uint64_t seed = 0;
+  const RoutingTrace* trace = nullptr;  // kTrace
+};
+
+// What one layer's routing gives: assignments per expert (after capacity) and those dropped.
+struct ExpertLoad {
+  std::vector<uint64_t> tokens;
+  uint64_t dropped = 0;
+};
+// `tokens` tokens, each to `top_k` of `experts` experts, at layer `layer`. Throws
+// std::invalid_argument for a trace without that layer.
+ExpertLoad RouteTokens(const Routing& r, uint32_t experts, uint32_t top_k, uint64_t tokens, uint32_t layer);
+
+// The pieces, for tests.
+std::vector<uint64_t> BalancedCounts(uint64_t assignments, uint32_t experts);
+// `total` apportioned by `weights` (largest remainder, ties to the lower index), none above `cap`
+// (the excess re-apportioned over the others by weight). Needs cap x weights.size() >= total.
+std::vector<uint64_t> Apportion(uint64_t total, const std::vector<double>& weights, uint64_t cap);
+std::vector<double> ZipfWeights(uint32_t experts, double s);
+// Popularity rank -> expert id: a Fisher-Yates shuffle of 0..experts-1 driven by splitmix64
+// seeded with seed and layer.
+std::vector<uint32_t> HotOrder(uint32_t experts, uint64_t seed, uint32_t layer);
+// Most assignments one expert keeps: ceil(capacity_factor x assignments / experts); 0 factor:
+// no limit (UINT64_MAX).
+uint64_t ExpertCapacity(double capacity_factor, uint64_t assignments, uint32_t experts);
+// Each expert's assignments split over sources in proportion to the sources' tokens, by
+// cumulative rounding: source s gets floor(n x C(s+1) / T) - floor(n x C(s) / T) of an
+// expert's n, C(s) the tokens of sources before s, T all tokens. Rows: sources.
+std::vector<std::vector<uint64_t>> SplitBySource(const std::vector<uint64_t>& per_expert,
+                                                 const std::vector<uint64_t>& tokens_per_source);
+
+// How mapping.moe splits a TP group of p ranks (mapping.proto, MoeMapping).
+struct MoeGroups {
+  int p = 1, ep = 1, tp = 1;                   // group, expert-parallel degree, ranks per expert
+  uint32_t experts = 0;                        // E
+  int Span() const { return ep * tp; }         // ranks of one replica
+  int Replicas() const { return p / Span(); }  // replicas of all the experts
+  int Replica(int r) const { return r / Span(); }
+  int Slot(int r) const { return (r % Span()) / tp; }
+  uint32_t ExpertsPerSlot() const { return experts / static_cast<uint32_t>(ep); }
+  int SlotOf(uint32_t expert) const { return static_cast<int>(expert / ExpertsPerSlot()); }
+};
+// ep 0 -> 1, tp 0 -> p / ep (at least 1). No checks (ValidateMapping makes them).
+MoeGroups MoeGroupsOf(const config::Mapping& m, const config::Model& model, int p);
+// Weight elements one rank holds for one MoE layer: the router (H x E), its slot's experts'
+// shards (E / ep x 3 H Im / tp_moe) and the shared experts (3 H Is).
+uint64_t MoeLayerWeightElems(const config::Model& model, const MoeGroups& g);
+
+}  // namespace tpsim::mapping

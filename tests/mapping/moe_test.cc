@@ -1,0 +1,344 @@
+// MoE layers: token routing (mapping/moe_routing.h), the uneven all_to_all
+// (LowerAllToAllV), and the lowered block (mapping/moe_pass.h) against hand-computed counts,
+// bytes and FLOPs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+
+#include "configs/load.h"
+#include "llm/opgraph.h"
+#include "mapping/collective/collective.h"
+#include "mapping/mapping.h"
+#include "mapping/moe_routing.h"
+#include "tests/mapping/mapping_test_util.h"
+
+namespace tpsim::mapping {
+namespace {
+
+using testing::Map;
+using testing::MeshChip;
+using testing::SmallModel;
+using testing::Work;
+
+std::vector<uint64_t> Sorted(std::vector<uint64_t> v) {
+  std::sort(v.rbegin(), v.rend());
+  return v;
+}
+
+TEST(MoeRouting, BalancedSpreadsTheRemainderOverTheExperts) {
+  // 20 assignments over 8 experts: 2 each, and the 4 left over go to experts 1, 3, 5, 7
+  // (expert e gets floor((e+1) 4 / 8) - floor(e 4 / 8) more).
+  EXPECT_EQ(BalancedCounts(20, 8), (std::vector<uint64_t>{2, 3, 2, 3, 2, 3, 2, 3}));
+  // Decode of one token, top-2 of 8: experts 3 and 7 (different slots for ep 2 and 4).
+  EXPECT_EQ(BalancedCounts(2, 8), (std::vector<uint64_t>{0, 0, 0, 1, 0, 0, 0, 1}));
+  Routing r;
+  const ExpertLoad l = RouteTokens(r, 8, 2, 10, 0);
+  EXPECT_EQ(l.tokens, BalancedCounts(20, 8));
+  EXPECT_EQ(l.dropped, 0u);
+}
+
+TEST(MoeRouting, ZipfApportionsByWeightWithinTheTokenCap) {
+  // Weights 1, 1/2, 1/3, 1/4 (sum 25/12); 24 assignments: quotas 11.52, 5.76, 3.84, 2.88;
+  // floors 11, 5, 3, 2 (21) and the 3 largest remainders (.88, .84, .76) one more each.
+  EXPECT_EQ(Apportion(24, ZipfWeights(4, 1.0), 1000), (std::vector<uint64_t>{11, 6, 4, 3}));
+  // 8 tokens, top-3: no expert above 8. The first takes 8; its excess 3 goes to the others by
+  // weight 1/2, 1/3, 1/4 (quotas 1.38, 0.92, 0.69: floors 1, 0, 0, then .92 and .69 one each).
+  EXPECT_EQ(Apportion(24, ZipfWeights(4, 1.0), 8), (std::vector<uint64_t>{8, 7, 5, 4}));
+  Routing r;
+  r.kind = RoutingKind::kZipf;
+  r.zipf_s = 1.0;
+  r.seed = 7;
+  ExpertLoad l = RouteTokens(r, 4, 3, 8, 5);
+  EXPECT_EQ(Sorted(l.tokens), (std::vector<uint64_t>{8, 7, 5, 4}));
+  // The hottest expert is the first of the layer's shuffle.
+  EXPECT_EQ(l.tokens[HotOrder(4, 7, 5)[0]], 8u);
+  // Capacity factor 1: ceil(1 x 24 / 4) = 6 per expert; 2 + 1 assignments dropped.
+  r.capacity_factor = 1.0;
+  l = RouteTokens(r, 4, 3, 8, 5);
+  EXPECT_EQ(Sorted(l.tokens), (std::vector<uint64_t>{6, 6, 5, 4}));
+  EXPECT_EQ(l.dropped, 3u);
+  EXPECT_EQ(ExpertCapacity(1.25, 24, 4), 8u);  // ceil(7.5)
+  EXPECT_EQ(ExpertCapacity(0, 24, 4), UINT64_MAX);
+}
+
+TEST(MoeRouting, HotOrderIsASeededPermutationPerLayer) {
+  for (uint32_t layer : {0u, 1u, 47u}) {
+    std::vector<uint32_t> o = HotOrder(128, 1, layer);
+    EXPECT_EQ(o, HotOrder(128, 1, layer));
+    std::sort(o.begin(), o.end());
+    for (uint32_t i = 0; i < 128; ++i) EXPECT_EQ(o[i], i);
+  }
+  EXPECT_NE(HotOrder(128, 1, 0), HotOrder(128, 1, 1));
+}
+
+TEST(MoeRouting, SplitBySourceIsCumulativeRounding) {
+  // Sources of 2, 1, 1 tokens (T = 4). Expert 0's 5: floor(5x2/4) = 2, floor(5x3/4) - 2 = 1,
+  // 5 - 3 = 2; expert 1's 3: 1, 2 - 1 = 1, 3 - 2 = 1.
+  EXPECT_EQ(SplitBySource({5, 3}, {2, 1, 1}), (std::vector<std::vector<uint64_t>>{{2, 1}, {1, 1}, {2, 1}}));
+}
+
+class TraceFile : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& text) {
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("tpsim_moe_trace_" + std::to_string(::getpid()) + ".csv"))
+            .string();
+    std::ofstream(path) << text;
+    paths_.push_back(path);
+    return path;
+  }
+  void TearDown() override {
+    for (const std::string& p : paths_) std::filesystem::remove(p);
+  }
+  std::vector<std::string> paths_;
+};
+
+TEST_F(TraceFile, CountsScaleToTheStepsAssignments) {
+  const std::string path = Write("# tokens per expert\nlayer,e0,e1,e2,e3\n0,1,1,2,0\n1, 10, 0, 0, 30\n");
+  const RoutingTrace t = ReadRoutingTrace(path, 4, config::kCommandLine);
+  ASSERT_EQ(t.layers.size(), 2u);
+  Routing r;
+  r.kind = RoutingKind::kTrace;
+  r.trace = &t;
+  // 4 tokens x top-2 = 8 assignments by 1:1:2:0.
+  EXPECT_EQ(RouteTokens(r, 4, 2, 4, 0).tokens, (std::vector<uint64_t>{2, 2, 4, 0}));
+  // Layer 1 by 1:0:0:3 over 8 = 2, 0, 0, 6; no expert above 4 tokens: expert 3 keeps 4 and
+  // its excess 2 goes to the uncapped by weight (expert 0 alone): 4, 0, 0, 4.
+  EXPECT_EQ(RouteTokens(r, 4, 2, 4, 1).tokens, (std::vector<uint64_t>{4, 0, 0, 4}));
+  EXPECT_THROW(RouteTokens(r, 4, 2, 4, 2), std::invalid_argument);
+}
+
+TEST_F(TraceFile, ErrorsNameLineAndColumn) {
+  const std::string path = Write("0,1,1,2,0\n1,1,x,2,0\n2,1,1\n0,1,1,1,1\n3,0,0,0,0\n");
+  try {
+    ReadRoutingTrace(path, 4, config::kCommandLine);
+    FAIL() << "a bad trace was read";
+  } catch (const config::ConfigError& e) {
+    ASSERT_EQ(e.diags().size(), 4u);
+    const config::Diag& bad = e.diags()[0];
+    EXPECT_EQ(bad.where.file, path);
+    EXPECT_EQ(bad.where.line, 2);
+    EXPECT_EQ(bad.where.col, 5);
+    EXPECT_EQ(bad.field, "mapping.moe.routing_file");
+    EXPECT_EQ(bad.value, "x");
+    EXPECT_EQ(e.diags()[1].where.line, 3);  // 3 fields, not 5
+    EXPECT_EQ(e.diags()[2].where.line, 4);  // layer 0 twice
+    EXPECT_EQ(e.diags()[3].where.line, 5);  // all zero
+  }
+}
+
+TEST(AllToAllV, DirectAndPairwiseOnFourRanksByHand) {
+  // A 2x2 mesh's 4 ranks. Rank r's send buffer: its blocks for d = 0..3 in order; rank d's
+  // receive buffer: the blocks from r = 0..3 in order.
+  const std::vector<std::vector<uint64_t>> b = {{5, 10, 0, 30}, {1, 0, 2, 3}, {4, 4, 4, 4}, {0, 6, 7, 0}};
+  const Schedule s = LowerAllToAllV("direct", b);
+  ASSERT_EQ(s.steps.size(), 1u);
+  // Non-empty off-diagonal blocks: 0->1, 0->3, 1->0, 1->2, 1->3, 2->0, 2->1, 2->3, 3->1, 3->2.
+  ASSERT_EQ(s.steps[0].xfers.size(), 10u);
+  auto find = [&](int src, int dst) -> const Xfer& {
+    for (const Xfer& x : s.steps[0].xfers)
+      if (x.src == src && x.dst == dst) return x;
+    throw std::runtime_error("no transfer");
+  };
+  // 0 -> 3: 30 bytes from offset 5 + 10 + 0 = 15 of rank 0's buffer; rank 3's blocks start
+  // with rank 0's: offset 0.
+  EXPECT_EQ(find(0, 3).offset, 15u);
+  EXPECT_EQ(find(0, 3).bytes, 30u);
+  EXPECT_EQ(find(0, 3).DstOffset(), 0u);
+  // 2 -> 1: offset 4 in rank 2's buffer; in rank 1's, after 10 (from 0) and 0 (from 1): 10.
+  EXPECT_EQ(find(2, 1).offset, 4u);
+  EXPECT_EQ(find(2, 1).DstOffset(), 10u);
+  // 3 -> 2: offset 0 + 6 = 6; in rank 2's: 0 + 2 + 4 = 6.
+  EXPECT_EQ(find(3, 2).offset, 6u);
+  EXPECT_EQ(find(3, 2).DstOffset(), 6u);
+  uint64_t sent = 0;
+  for (const Xfer& x : s.steps[0].xfers) sent += x.bytes;
+  EXPECT_EQ(sent, 10u + 30 + 1 + 2 + 3 + 4 + 4 + 4 + 6 + 7);
+
+  // Any other algorithm: pairwise exchange, step k sending r -> r + k mod 4.
+  const Schedule pw = LowerAllToAllV("ring", b);
+  EXPECT_EQ(pw.note, "ring: uneven all_to_all as pairwise exchange");
+  ASSERT_EQ(pw.steps.size(), 3u);
+  for (size_t k = 0; k < 3; ++k)
+    for (const Xfer& x : pw.steps[k].xfers) EXPECT_EQ(x.dst, (x.src + static_cast<int>(k) + 1) % 4);
+  EXPECT_THROW(LowerAllToAllV("nope", b), std::invalid_argument);
+  EXPECT_THROW(LowerAllToAllV("direct", {{1, 2}}), std::invalid_argument);
+}
+
+// hidden 64, E = 8 experts of intermediate 32, top-2, renormalised.
+config::Model MoeModel() {
+  config::Model m = SmallModel();
+  m.set_architecture("qwen3_moe");
+  m.set_num_experts(8);
+  m.set_num_experts_per_token(2);
+  m.set_moe_intermediate_size(32);
+  m.set_norm_topk_prob(true);
+  return m;
+}
+
+const OpInfo* FindOp(const Program& p, const std::string& name, Phase phase = Phase::kPrefill) {
+  for (const OpInfo& o : p.ops)
+    if (o.ref.op == name && o.ref.phase == phase) return &o;
+  return nullptr;
+}
+
+config::Mapping MoeMap(int tp, int ep, int etp) {
+  config::Mapping m = Map(tp, "megatron");
+  m.mutable_moe()->set_ep(ep);
+  m.mutable_moe()->set_tp(etp);
+  return m;
+}
+
+TEST(MoeLower, OneLayersFlopsByHand) {
+  // 16 tokens, H 64, E 8, top-2 (R = 32 assignments), Im 32:
+  //   router   2 x 16 x 64 x 8 = 16,384 + softmax 5 x 16 x 8 = 640 + renorm 2 x 16 x 2 = 64
+  //            = 17,088
+  //   experts  gate+up 2 x 32 x 64 x 64 = 262,144 + SiLU*mul 5 x 32 x 32 = 5,120
+  //            + down 2 x 32 x 32 x 64 = 131,072 = 398,336
+  //   sum      2 x 32 x 64 = 4,096
+  // the same for every EP x TP split, and what llm's graph counts for router and experts.
+  const arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  const config::Model model = MoeModel();
+  llm::Phase ph;
+  ph.new_tokens = 16;
+  const llm::LayerGraph g = llm::BuildLayer(model, ph);
+  double graph_router = 0, graph_experts = 0;
+  for (const llm::Op& op : g.ops) {
+    if (op.role == llm::OpRole::kRouter) graph_router = op.flops;
+    if (op.role == llm::OpRole::kExperts) graph_experts = op.flops;
+  }
+  EXPECT_DOUBLE_EQ(graph_router, 17'088);
+  EXPECT_DOUBLE_EQ(graph_experts, 398'336 + 4'096);
+  for (auto [ep, etp] : {std::pair{4, 1}, std::pair{2, 2}, std::pair{1, 4}, std::pair{2, 1}}) {
+    SCOPED_TRACE("ep " + std::to_string(ep) + " tp " + std::to_string(etp));
+    const Program p = Lower(chip, model, Work(16, 0, 1), MoeMap(4, ep, etp));
+    ASSERT_NE(FindOp(p, "router"), nullptr);
+    EXPECT_DOUBLE_EQ(FindOp(p, "router")->flops, 17'088);
+    EXPECT_DOUBLE_EQ(FindOp(p, "experts")->flops, 398'336);
+    EXPECT_DOUBLE_EQ(FindOp(p, "experts.sum")->flops, 4'096);
+  }
+}
+
+TEST(MoeLower, SharedExpertsFlopsByHand) {
+  // Shared experts of intermediate 16 on every one of the 16 rows: gate+up 2 x 16 x 64 x 32 =
+  // 65,536, SiLU*mul 5 x 16 x 16 = 1,280, down 2 x 16 x 16 x 64 = 32,768, the add 16 x 64 =
+  // 1,024: 100,608, as llm's graph counts; the routed experts' ops are unchanged.
+  const arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  config::Model model = MoeModel();
+  model.set_shared_expert_intermediate_size(16);
+  llm::Phase ph;
+  ph.new_tokens = 16;
+  double graph_shared = 0;
+  for (const llm::Op& op : llm::BuildLayer(model, ph).ops)
+    if (op.role == llm::OpRole::kSharedExperts) graph_shared = op.flops;
+  EXPECT_DOUBLE_EQ(graph_shared, 100'608);
+  const Program p = Lower(chip, model, Work(16, 0, 1), MoeMap(4, 4, 1));
+  ASSERT_NE(FindOp(p, "shared_experts"), nullptr);
+  EXPECT_DOUBLE_EQ(FindOp(p, "shared_experts")->flops, 100'608);
+  EXPECT_DOUBLE_EQ(FindOp(p, "experts")->flops, 398'336);
+  // Its weights (3 x 64 x 16) are on every rank.
+  EXPECT_EQ(PlanWeights(chip, model, MoeMap(4, 4, 1), 1, "bf16").weight_bytes_per_core,
+            (4'096u + 12'800 + 3'072) * 2);
+}
+
+TEST(MoeLower, DispatchAndCombineBytesByHand) {
+  // 16 tokens on 4 ranks (4 rows each), balanced: 32 / 8 = 4 rows per expert, 1 from each
+  // rank. ep 4: slot s holds experts 2s, 2s+1, so rank r sends 2 rows x 64 x 2 B = 256 B to
+  // every other rank: 12 transfers of 256 B each way.
+  const arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  const Program p = Lower(chip, MoeModel(), Work(16, 0, 1), MoeMap(4, 4, 1));
+  int a2a = 0;
+  for (size_t c = 0; c < p.collectives.size(); ++c) {
+    const CollectiveInfo& ci = p.collectives[c];
+    if (ci.kind != CollectiveKind::kAllToAll) continue;
+    ++a2a;
+    EXPECT_EQ(ToString(ci.algorithm), "direct");
+    EXPECT_EQ(ci.ranks, 4);
+    EXPECT_EQ(ci.bytes, 3u * 256 + 256);  // the largest send buffer, own block included
+    int n = 0;
+    for (size_t i = 0; i < p.num_tasks(); ++i)
+      if (p.kind(i) == TaskKind::kTransfer && p.collective(i) == static_cast<int32_t>(c)) {
+        ++n;
+        EXPECT_EQ(p.transfer(i).bytes, 256u);
+      }
+    EXPECT_EQ(n, 12);
+  }
+  EXPECT_EQ(a2a, 2);
+  // Each rank runs 2 experts of 4 rows: gate+up [4, 64] x [64, 64], down [4, 32] x [32, 64].
+  int gemms = 0;
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    if (p.kind(i) != TaskKind::kCompute || p.ops[p.op(i)].ref.op != "experts") continue;
+    const ComputeShape& s = p.shape(i);
+    if (s.op_kind != llm::OpKind::kGemm) continue;
+    ++gemms;
+    EXPECT_EQ(s.m, 4u);
+    EXPECT_TRUE((s.k == 64 && s.n == 64) || (s.k == 32 && s.n == 64)) << s.k << " " << s.n;
+  }
+  EXPECT_EQ(gemms, 4 * 2 * 2);
+}
+
+TEST(MoeLower, StreamedWeightsAreReadOnlyForExpertsWithTokens) {
+  // Decode of one token: top-2 balanced picks experts 3 and 7 (BalancedCounts(2, 8)), in
+  // slots 1 and 3 (ep 4): two reads of 3 x 64 x 32 x 2 B = 12,288 B, on ranks 1 and 3.
+  const arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  config::Mapping m = MoeMap(4, 4, 1);
+  m.set_weights("dram");
+  const Program p = Lower(chip, MoeModel(), Work(16, 1, 1), m);
+  std::vector<int> cores;
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    const OpRef& ref = p.ops[p.op(i)].ref;
+    if (p.kind(i) != TaskKind::kMemory || ref.op != "experts" || ref.phase != Phase::kDecode) continue;
+    EXPECT_EQ(p.memory(i).bytes, 12'288u);
+    cores.push_back(p.core(i));
+  }
+  EXPECT_EQ(cores, (std::vector<int>{1, 3}));  // linear placement: rank r on core r
+}
+
+TEST(MoeLower, WeightPlanCountsEveryExpertOfTheSlot) {
+  // Per core, tp 4 megatron attention: q 64x64/4 + o 64x64/4, and k, v a whole KV head each
+  // (2 KV heads over 4 ranks: each rank keeps one) 64x16: 1,024 x 4 = 4,096; MoE ep 4: router
+  // 64 x 8 = 512 and 2 experts x 3 x 64 x 32 = 12,288. (4,096 + 12,800) x 2 B per layer, 2 layers.
+  const arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  EXPECT_EQ(PlanWeights(chip, MoeModel(), MoeMap(4, 4, 1), 2, "bf16").weight_bytes_per_core,
+            2u * (4'096 + 12'800) * 2);
+  // ep 2 x tp 2: 4 experts per slot, each a half: the same 12,288.
+  EXPECT_EQ(PlanWeights(chip, MoeModel(), MoeMap(4, 2, 2), 2, "bf16").weight_bytes_per_core,
+            2u * (4'096 + 12'800) * 2);
+  // ep 1 x tp 2 (2 replicas): all 8 experts, halves: 8 x 3 x 64 x 16 = 24,576.
+  EXPECT_EQ(PlanWeights(chip, MoeModel(), MoeMap(4, 1, 2), 2, "bf16").weight_bytes_per_core,
+            2u * (4'096 + 512 + 24'576) * 2);
+}
+
+TEST(MoeLower, ValidationNamesTheMoeFields) {
+  const arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  auto diags = [&](const config::Mapping& m) {
+    std::vector<config::Diag> d;
+    ValidateMapping(m, chip, MoeModel(), Work(16, 0, 1), config::SourceMap(), &d);
+    std::string s;
+    for (const config::Diag& x : d) s += x.field + ": " + x.value + ": " + x.rule + "\n";
+    return s;
+  };
+  EXPECT_EQ(diags(MoeMap(4, 4, 1)), "");
+  EXPECT_NE(diags(MoeMap(4, 3, 1)).find("mapping.moe.ep: 3: must divide num_experts (8)"), std::string::npos);
+  EXPECT_NE(
+      diags(MoeMap(4, 2, 4)).find("mapping.moe.tp: 4: moe.ep x moe.tp (2 x 4) must divide mapping.tp (4)"),
+      std::string::npos);
+  config::Mapping z = MoeMap(4, 4, 1);
+  z.mutable_moe()->set_routing("zipf");
+  EXPECT_NE(diags(z).find("zipf routing needs mapping.moe.zipf_s > 0"), std::string::npos);
+  z.mutable_moe()->set_routing("hot");
+  EXPECT_NE(diags(z).find("mapping.moe.routing: hot: must be balanced, zipf or trace"), std::string::npos);
+  z.mutable_moe()->set_routing("trace");
+  EXPECT_NE(diags(z).find("trace routing needs mapping.moe.routing_file"), std::string::npos);
+  z.mutable_moe()->set_routing("");
+  z.mutable_moe()->set_capacity_factor(-1);
+  EXPECT_NE(diags(z).find("mapping.moe.capacity_factor: -1: must be 0 (dropless)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpsim::mapping
