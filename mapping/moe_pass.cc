@@ -28,12 +28,12 @@ const Routing& MoePass::RoutingOf() {
   return routing_;
 }
 
-void MoePass::WeightRead(int r, uint64_t bytes, std::vector<uint32_t>* deps) {
+void MoePass::WeightRead(int r, uint64_t bytes, std::vector<TaskId>* deps) {
   if (cx_.mem->WeightsResident() || bytes == 0) return;
   deps->push_back(cx_.Memory(r, bytes, false, cx_.mem->WeightReadDeps(r)));
 }
 
-uint32_t MoePass::Gemm(int r, uint64_t m, uint64_t k, uint64_t n, std::vector<uint32_t> deps, FuncSlice a) {
+TaskId MoePass::Gemm(int r, uint64_t m, uint64_t k, uint64_t n, std::vector<TaskId> deps, FuncSlice a) {
   Task t;
   t.op_kind = llm::OpKind::kGemm;
   t.m = m, t.n = n, t.k = k;
@@ -46,8 +46,8 @@ uint32_t MoePass::Gemm(int r, uint64_t m, uint64_t k, uint64_t n, std::vector<ui
   return cx_.Compute(r, t, f, std::move(deps), transient);
 }
 
-uint32_t MoePass::VectorTask(int r, llm::OpKind kind, uint64_t rows, uint64_t cols, double ops,
-                             uint64_t bytes, std::vector<uint32_t> deps, FuncSlice a) {
+TaskId MoePass::VectorTask(int r, llm::OpKind kind, uint64_t rows, uint64_t cols, double ops, uint64_t bytes,
+                           std::vector<TaskId> deps, FuncSlice a) {
   Task t;
   t.op_kind = kind;
   t.m = rows, t.n = cols;
@@ -58,12 +58,12 @@ uint32_t MoePass::VectorTask(int r, llm::OpKind kind, uint64_t rows, uint64_t co
   return cx_.Compute(r, t, f, std::move(deps), bytes);
 }
 
-std::vector<std::vector<uint32_t>> MoePass::AllToAllV(const std::string& name,
-                                                      const std::vector<std::vector<uint64_t>>& bytes,
-                                                      const std::vector<std::vector<uint32_t>>& deps) {
+std::vector<std::vector<TaskId>> MoePass::AllToAllV(const std::string& name,
+                                                    const std::vector<std::vector<uint64_t>>& bytes,
+                                                    const std::vector<std::vector<TaskId>>& deps) {
   const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, cx_.p);
   const int span = g.Span(), replicas = g.Replicas();
-  std::vector<std::vector<uint32_t>> in(cx_.p);
+  std::vector<std::vector<TaskId>> in(cx_.p);
   if (span == 1) return in;  // every rank holds all the experts its rows need
   cx_.NewOp(name, "direct");
   if (replicas > 1) cx_.prog.ops[cx_.cur_op].ref.note = std::to_string(replicas) + " expert replicas";
@@ -99,7 +99,7 @@ std::vector<std::vector<uint32_t>> MoePass::AllToAllV(const std::string& name,
 }
 
 void MoePass::GroupedExperts(int r, const std::vector<uint64_t>& rows, uint32_t first, uint32_t count,
-                             uint64_t im, std::vector<uint32_t>* done) {
+                             uint64_t im, std::vector<TaskId>* done) {
   const uint64_t h = cx_.model.hidden_size(), d = cx_.d;
   uint64_t active = 0, total = 0;
   for (uint32_t e = first; e < first + count; ++e)
@@ -108,7 +108,7 @@ void MoePass::GroupedExperts(int r, const std::vector<uint64_t>& rows, uint32_t 
   // One kernel's grid spreads every active expert's tiles over the SMs, so the total decides,
   // not the busiest expert: batch = active experts of ceil(rows / active) rows each (llm's
   // experts op has the same shape); FLOPs and bytes are the experts' own.
-  auto grouped = [&](uint64_t k, uint64_t n, std::vector<uint32_t> after) {
+  auto grouped = [&](uint64_t k, uint64_t n, std::vector<TaskId> after) {
     Task t;
     t.op_kind = llm::OpKind::kGemm;
     t.batch = active, t.m = (total + active - 1) / active, t.n = n, t.k = k;
@@ -116,9 +116,9 @@ void MoePass::GroupedExperts(int r, const std::vector<uint64_t>& rows, uint32_t 
     t.bytes = (total * k + total * n + active * k * n) * d;
     return cx_.Compute(r, t, FuncOp{}, std::move(after), t.bytes);
   };
-  const uint32_t gate_up = grouped(h, 2 * im, *done);
-  const uint32_t act = VectorTask(r, llm::OpKind::kElementwise, total, im, kSiluMulOps * total * im,
-                                  3 * total * im * d, {gate_up});
+  const TaskId gate_up = grouped(h, 2 * im, *done);
+  const TaskId act = VectorTask(r, llm::OpKind::kElementwise, total, im, kSiluMulOps * total * im,
+                                3 * total * im * d, {gate_up});
   done->push_back(grouped(im, h, {act}));
 }
 
@@ -138,15 +138,15 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
 
   // Router: each rank routes its own rows.
   cx_.NewOp(cx_.names[OpRole::kRouter], "rows");
-  std::vector<std::vector<uint32_t>> routed(p);
+  std::vector<std::vector<TaskId>> routed(p);
   const double softmax_ops = 5.0 * e_count + (cx_.model.norm_topk_prob() ? 2.0 * topk : 0);
   for (int r = 0; r < p; ++r) {
     routed[r] = cx_.Ready(x, r);
     if (tokens[r] == 0) continue;
     const FuncSlice xs = Sl(x, rows[r], {0, h});
-    std::vector<uint32_t> deps = cx_.Ready(x, r);
+    std::vector<TaskId> deps = cx_.Ready(x, r);
     WeightRead(r, h * e_count * d, &deps);
-    const uint32_t gemm = Gemm(r, tokens[r], h, e_count, deps, xs);
+    const TaskId gemm = Gemm(r, tokens[r], h, e_count, deps, xs);
     routed[r] = {VectorTask(r, llm::OpKind::kSoftmax, tokens[r], e_count, softmax_ops * tokens[r],
                             2 * tokens[r] * e_count * d, {gemm})};
   }
@@ -168,13 +168,13 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
       for (uint32_t e = first; e < first + g.ExpertsPerSlot(); ++e) bytes[r][dd] += by_src[r][e] * h * d;
     }
   const std::string& ex_name = cx_.names[OpRole::kExperts];
-  const std::vector<std::vector<uint32_t>> arrived = AllToAllV(ex_name + ".dispatch", bytes, routed);
+  const std::vector<std::vector<TaskId>> arrived = AllToAllV(ex_name + ".dispatch", bytes, routed);
 
   // Experts: each rank runs its slot's experts that received rows.
   cx_.NewOp(ex_name, "ep " + std::to_string(g.ep) + " x tp " + std::to_string(g.tp));
-  std::vector<std::vector<uint32_t>> done(p);
+  std::vector<std::vector<TaskId>> done(p);
   for (int r = 0; r < p; ++r) {
-    std::vector<uint32_t> in = arrived[r];
+    std::vector<TaskId> in = arrived[r];
     Append(&in, routed[r]);
     done[r] = in;
     const uint32_t first = static_cast<uint32_t>(g.Slot(r)) * g.ExpertsPerSlot();
@@ -185,10 +185,10 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
     for (uint32_t e = first; e < first + g.ExpertsPerSlot(); ++e) {
       const uint64_t n = at[g.Replica(r)][e];
       if (n == 0) continue;  // no rows: its weights are not read either
-      std::vector<uint32_t> deps = in;
+      std::vector<TaskId> deps = in;
       WeightRead(r, 3 * h * im * d, &deps);
-      const uint32_t gate_up = Gemm(r, n, h, 2 * im, deps);
-      const uint32_t act =
+      const TaskId gate_up = Gemm(r, n, h, 2 * im, deps);
+      const TaskId act =
           VectorTask(r, llm::OpKind::kElementwise, n, im, kSiluMulOps * n * im, 3 * n * im * d, {gate_up});
       done[r].push_back(Gemm(r, n, im, h, {act}));
     }
@@ -198,13 +198,13 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
   std::vector<std::vector<uint64_t>> back(p, std::vector<uint64_t>(p, 0));
   for (int r = 0; r < p; ++r)
     for (int dd = 0; dd < p; ++dd) back[dd][r] = bytes[r][dd];
-  const std::vector<std::vector<uint32_t>> returned = AllToAllV(ex_name + ".combine", back, done);
+  const std::vector<std::vector<TaskId>> returned = AllToAllV(ex_name + ".combine", back, done);
   cx_.NewOp(ex_name + ".sum", ToString(rows_l));
   const int32_t y = cx_.NewTensor(FuncTensorKind::kActivation, cx_.t, h);
   cx_.ts[y].layout = rows_l;
   for (int r = 0; r < p; ++r) {
     if (tokens[r] == 0) continue;
-    std::vector<uint32_t> deps = returned[r];
+    std::vector<TaskId> deps = returned[r];
     Append(&deps, done[r]);
     // Each row: its top-k expert outputs (tp_moe partials each), scaled by their gate weights
     // and summed (a multiply-add per value).
@@ -220,13 +220,13 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
     for (int r = 0; r < p; ++r) {
       if (tokens[r] == 0) continue;
       const uint64_t n = tokens[r];
-      std::vector<uint32_t> deps = cx_.Ready(x, r);
+      std::vector<TaskId> deps = cx_.Ready(x, r);
       WeightRead(r, 3 * h * is * d, &deps);
-      const uint32_t gate_up = Gemm(r, n, h, 2 * is, deps, Sl(x, rows[r], {0, h}));
-      const uint32_t act =
+      const TaskId gate_up = Gemm(r, n, h, 2 * is, deps, Sl(x, rows[r], {0, h}));
+      const TaskId act =
           VectorTask(r, llm::OpKind::kElementwise, n, is, kSiluMulOps * n * is, 3 * n * is * d, {gate_up});
-      const uint32_t down = Gemm(r, n, is, h, {act});
-      std::vector<uint32_t> add_deps = cx_.Ready(y, r);
+      const TaskId down = Gemm(r, n, is, h, {act});
+      std::vector<TaskId> add_deps = cx_.Ready(y, r);
       add_deps.push_back(down);
       cx_.ts[y].ready[r] = {
           VectorTask(r, llm::OpKind::kElementwise, n, h, kAddOps * n * h, 3 * n * h * d, add_deps)};

@@ -48,20 +48,20 @@ class MoePass {
   const Routing& RoutingOf();
   // An uneven all_to_all over each replica: bytes[r][d] between global ranks r and d of the
   // same replica; transfer r -> d waits for deps[r]. Returns, per rank, the transfers into it.
-  std::vector<std::vector<uint32_t>> AllToAllV(const std::string& name,
-                                               const std::vector<std::vector<uint64_t>>& bytes,
-                                               const std::vector<std::vector<uint32_t>>& deps);
+  std::vector<std::vector<TaskId>> AllToAllV(const std::string& name,
+                                             const std::vector<std::vector<uint64_t>>& bytes,
+                                             const std::vector<std::vector<TaskId>>& deps);
   // A compute task on rank r in the current op.
-  uint32_t Gemm(int r, uint64_t m, uint64_t k, uint64_t n, std::vector<uint32_t> deps, FuncSlice a = {});
-  uint32_t VectorTask(int r, llm::OpKind kind, uint64_t rows, uint64_t cols, double ops, uint64_t bytes,
-                      std::vector<uint32_t> deps, FuncSlice a = {});
+  TaskId Gemm(int r, uint64_t m, uint64_t k, uint64_t n, std::vector<TaskId> deps, FuncSlice a = {});
+  TaskId VectorTask(int r, llm::OpKind kind, uint64_t rows, uint64_t cols, double ops, uint64_t bytes,
+                    std::vector<TaskId> deps, FuncSlice a = {});
   // A GPU-node chip's experts on rank r: one grouped GEMM for gate+up over the experts
   // [first, first + count) that got rows (as vLLM's fused MoE kernel), SiLU*mul, one for down
   // (HBM weights: no weight reads), after the tasks in *done; appends the last to *done.
   void GroupedExperts(int r, const std::vector<uint64_t>& rows, uint32_t first, uint32_t count, uint64_t im,
-                      std::vector<uint32_t>* done);
+                      std::vector<TaskId>* done);
   // The DRAM read of `bytes` of weights on rank r when weights stream (none when resident).
-  void WeightRead(int r, uint64_t bytes, std::vector<uint32_t>* deps);
+  void WeightRead(int r, uint64_t bytes, std::vector<TaskId>* deps);
 
   LowerContext& cx_;
   LayoutConverter& conv_;

@@ -189,8 +189,8 @@ TEST(AnalyticalEngine, UnevenAllToAllOnTwoByTwoBlockByHand) {
   ASSERT_EQ(s.steps.size(), 1u);
   ASSERT_EQ(s.steps[0].xfers.size(), 8u);
   Program p = NewProgram();
-  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllToAll,
-                                                  mapping::AlgorithmOf("direct"), 800'000, 4, 0});
+  p.collectives.push_back(mapping::CollectiveInfo{
+      mapping::CollectiveKind::kAllToAll, mapping::AlgorithmOf("direct"), 800'000, 4, mapping::OpId(0)});
   for (const mapping::Xfer& x : s.steps[0].xfers) AddTransfer(p, cores[x.src], cores[x.dst], x.bytes, 0, 0);
   const EngineOutput out = AnalyticalEngine().Run(p, Mesh());
   for (size_t i = 0; i < p.tasks.size(); ++i)

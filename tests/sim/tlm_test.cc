@@ -195,8 +195,8 @@ TEST(TlmEngine, UnevenAllToAllOnTwoByTwoBlockMatchesClosedForm) {
       {0, 160'000, 480'000, 0}, {320'000, 0, 0, 160'000}, {160'000, 0, 0, 320'000}, {0, 640'000, 160'000, 0}};
   const mapping::Schedule s = mapping::LowerAllToAllV("direct", bytes);
   Program p = NewProgram();
-  p.collectives.push_back(mapping::CollectiveInfo{mapping::CollectiveKind::kAllToAll,
-                                                  mapping::AlgorithmOf("direct"), 800'000, 4, 0});
+  p.collectives.push_back(mapping::CollectiveInfo{
+      mapping::CollectiveKind::kAllToAll, mapping::AlgorithmOf("direct"), 800'000, 4, mapping::OpId(0)});
   for (const mapping::Xfer& x : s.steps.at(0).xfers)
     AddTransfer(p, cores[x.src], cores[x.dst], x.bytes, {}, 0, 0);
   const EngineOutput out = RunTlm(p);
