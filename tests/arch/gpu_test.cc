@@ -230,17 +230,19 @@ TEST(GpuCollective, KernelFixedCostAndHostOverlap) {
   g.set_collective_launch_exponent(64);
   EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, 15.0 + 1e9 / 200e3, 1e-6);
   // NCCL's choice does not see the kernel cost (the tuner's constants as they are).
-  EXPECT_EQ(gpu::TunerTimeUs(g, gpu::CollOp::kAllGather, 2, 8192, gpu::Algo::kRing, gpu::Proto::kLL),
-            gpu::TunerTimeUs(OneLinkGpu(), gpu::CollOp::kAllGather, 2, 8192, gpu::Algo::kRing, gpu::Proto::kLL));
+  EXPECT_EQ(
+      gpu::TunerTimeUs(g, gpu::CollOp::kAllGather, 2, 8192, gpu::Algo::kRing, gpu::Proto::kLL),
+      gpu::TunerTimeUs(OneLinkGpu(), gpu::CollOp::kAllGather, 2, 8192, gpu::Algo::kRing, gpu::Proto::kLL));
 }
 
 TEST(GpuCollective, LL128Latency) {
-  // ring LL128 all_reduce over 8 ranks: 14.0 + 2 x 7 x 1.9 = 40.6 us; LL: 6.6 + 14 x 0.6 = 15.0.
+  // ring LL128 all_reduce over 8 ranks: 14.0 + 2 x 7 x 1.9 = 40.6 us; LL: 6.6 + 14 x 0.6 = 15.0;
+  // the prediction adds h100-sxm-8's collective_kernel_us, 5.25 us: 45.85 and 20.25.
   const config::Gpu g = LoadChipConfig("h100-sxm-8").gpu();
   gpu::CollQuery q{gpu::CollOp::kAllReduce, 8, 1 << 20, gpu::Algo::kRing, gpu::Proto::kLL128};
-  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 40.6, 1e-9);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 45.85, 1e-9);
   q.proto = gpu::Proto::kLL;
-  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 15.0, 1e-9);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 20.25, 1e-9);
   // The tuner's time for ring LL at 8 KiB: bus min(141, 370.8 / 2) = 141 GB/s,
   // algbw 141 x 8 / 14; 15.0 + 8192 / (80.571428... x 1000).
   EXPECT_NEAR(gpu::TunerTimeUs(g, gpu::CollOp::kAllReduce, 8, 8192, gpu::Algo::kRing, gpu::Proto::kLL),
