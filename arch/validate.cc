@@ -134,6 +134,13 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
     sink.Add("gpu.kernel_launch_us", NumText(g.kernel_launch_us()), "must be at most 1000000 (1 s)");
   }
   CheckNonNegative(sink, "gpu.ring_channel_memory_gbps", g.ring_channel_memory_gbps());  // 0 = no cap
+  if (CheckNonNegative(sink, "gpu.collective_kernel_us", g.collective_kernel_us()) &&
+      g.collective_kernel_us() > 1e6) {
+    sink.Add("gpu.collective_kernel_us", NumText(g.collective_kernel_us()), "must be at most 1000000 (1 s)");
+  }
+  if (const double p = g.collective_launch_exponent(); p != 0 && !(p >= 1 && p <= 64)) {
+    sink.Add("gpu.collective_launch_exponent", NumText(p), "must be 0 (= 2) or in [1, 64]");
+  }
   fraction("ring_allreduce_efficiency", g.ring_allreduce_efficiency());
   fraction("ring_efficiency", g.ring_efficiency());
   if (g.nvls()) {

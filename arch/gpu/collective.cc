@@ -347,10 +347,16 @@ CollEstimate EstimateCollective(const config::Gpu& g, int gpus, const CollQuery&
   e.algo = best_a;
   e.proto = best_p;
   e.tuner_us = best_t;
-  e.latency_us = pair.lat;
-  e.gpu_us = Time(pair, q.bytes);
+  // The kernel's own fixed device cost (gpu.collective_kernel_us) on top of the pair's latency;
+  // the choice above stays NCCL's (its tuner does not know this constant).
+  e.latency_us = pair.lat + g.collective_kernel_us();
+  e.gpu_us = e.latency_us + static_cast<double>(q.bytes) / (1000.0 * pair.algbw);
   const double launch = g.collective_launch_us();
-  e.time_us = std::sqrt(e.gpu_us * e.gpu_us + launch * launch);
+  const double p = g.collective_launch_exponent() > 0 ? g.collective_launch_exponent() : 2.0;
+  // (gpu^p + launch^p)^(1/p), scaled by the larger term so that no power overflows.
+  const double big = std::max(e.gpu_us, launch);
+  e.time_us = launch > 0 ? big * std::pow(std::pow(e.gpu_us / big, p) + std::pow(launch / big, p), 1.0 / p)
+                         : e.gpu_us;
   e.algbw_gbps = static_cast<double>(q.bytes) / (e.time_us * 1000.0);
   e.busbw_gbps = e.algbw_gbps * BusBwFactor(q.op, q.ranks);
   return e;

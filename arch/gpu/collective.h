@@ -35,9 +35,13 @@
 //   tree:  the tuner's numbers (one H100 measurement agrees within 3%; not fitted).
 //   nvls:  algbw = links x nvlink_link_gbps x nvlsEff(arch) x nvls_efficiency x (1 - nvls_rank_loss / n).
 //   p2p:   ring Simple with B_eff (ring_efficiency); not calibrated (no measurement).
-//   gpu_us  = latency + bytes / (1000 x algbw)                 (bytes in B, GB/s -> us)
-//   time_us = sqrt(gpu_us^2 + collective_launch_us^2)         (back-to-back calls: host issue
-//             and device time overlap only in part; the form fitted to nccl-tests-h100-4gpu.csv)
+//   gpu_us  = collective_kernel_us + latency + bytes / (1000 x algbw)   (bytes in B, GB/s -> us)
+//             collective_kernel_us: the kernel's own fixed device cost, which NCCL's base
+//             latencies leave out (5.25 us on H100, fitted to nccl-tests-h100-4gpu-graph.csv,
+//             nccl-tests under CUDA graphs; not seen by the choice above)
+//   time_us = (gpu_us^p + collective_launch_us^p)^(1/p), p = collective_launch_exponent
+//             (back-to-back calls: host issue and device time overlap in part; p = 2 when 0;
+//             H100: launch 24.5 us, p = 5, fitted to nccl-tests-h100-4gpu.csv)
 // Sizes are what nccl-tests calls size: the whole buffer (all_gather: the receive buffer,
 // reduce_scatter: the send buffer, all_to_all: one rank's send buffer, send_recv: one message).
 // busbw = algbw x factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
@@ -80,7 +84,7 @@ struct CollQuery {
 struct CollEstimate {
   double time_us = 0;     // nccl-tests' time per call
   double gpu_us = 0;      // device time alone (latency + bytes / algbw), as with CUDA graphs
-  double latency_us = 0;  // the pair's latency (part of gpu_us)
+  double latency_us = 0;  // the pair's latency plus collective_kernel_us (part of gpu_us)
   double algbw_gbps = 0;  // bytes / time_us
   double busbw_gbps = 0;  // algbw x BusBwFactor
   Algo algo = Algo::kRing;

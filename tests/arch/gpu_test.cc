@@ -202,13 +202,47 @@ TEST(GpuCollective, RingLocalMemoryCapsTwoRanks) {
                              gpu::Proto::kSimple));
 }
 
+TEST(GpuCollective, KernelFixedCostAndHostOverlap) {
+  // collective_kernel_us 3.2 on OneRingStep's all_gather (2 ranks, Simple, 1 MB): latency
+  // 11.8 + 3.2 = 15.0 us, gpu_us 15.0 + 5.0 = 20.0 us (the bytes' 5 us unchanged).
+  config::Gpu g = OneLinkGpu();
+  g.set_collective_kernel_us(3.2);
+  gpu::CollQuery q{gpu::CollOp::kAllGather, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple};
+  gpu::CollEstimate e = gpu::EstimateCollective(g, 8, q);
+  EXPECT_NEAR(e.latency_us, 15.0, 1e-12);
+  EXPECT_NEAR(e.gpu_us, 20.0, 1e-12);
+  EXPECT_NEAR(e.time_us, 20.0, 1e-12);  // no launch cost: a CUDA graph's time
+  // Host issue 15 us: exponent 0 means 2, sqrt(20^2 + 15^2) = 25; exponent 1 adds them, 35;
+  // exponent 64 is the larger within 20 x (1 + 0.75^64 / 64) - 20 < 1e-8.
+  g.set_collective_launch_us(15);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, 25.0, 1e-9);
+  g.set_collective_launch_exponent(2);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, 25.0, 1e-9);
+  g.set_collective_launch_exponent(1);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, 35.0, 1e-9);
+  g.set_collective_launch_exponent(64);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, 20.0, 1e-8);
+  // p = 4: (20^4 + 15^4)^(1/4) = (160000 + 50625)^(1/4) = 210625^(1/4) = 21.422861...
+  g.set_collective_launch_exponent(4);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, 21.422861, 1e-6);
+  // Large times do not overflow the powers: 1 GB at exponent 64 is its device time.
+  q.bytes = 1000000000;
+  g.set_collective_launch_exponent(64);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, 15.0 + 1e9 / 200e3, 1e-6);
+  // NCCL's choice does not see the kernel cost (the tuner's constants as they are).
+  EXPECT_EQ(
+      gpu::TunerTimeUs(g, gpu::CollOp::kAllGather, 2, 8192, gpu::Algo::kRing, gpu::Proto::kLL),
+      gpu::TunerTimeUs(OneLinkGpu(), gpu::CollOp::kAllGather, 2, 8192, gpu::Algo::kRing, gpu::Proto::kLL));
+}
+
 TEST(GpuCollective, LL128Latency) {
-  // ring LL128 all_reduce over 8 ranks: 14.0 + 2 x 7 x 1.9 = 40.6 us; LL: 6.6 + 14 x 0.6 = 15.0.
+  // ring LL128 all_reduce over 8 ranks: 14.0 + 2 x 7 x 1.9 = 40.6 us; LL: 6.6 + 14 x 0.6 = 15.0;
+  // the prediction adds h100-sxm-8's collective_kernel_us, 5.25 us: 45.85 and 20.25.
   const config::Gpu g = LoadChipConfig("h100-sxm-8").gpu();
   gpu::CollQuery q{gpu::CollOp::kAllReduce, 8, 1 << 20, gpu::Algo::kRing, gpu::Proto::kLL128};
-  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 40.6, 1e-9);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 45.85, 1e-9);
   q.proto = gpu::Proto::kLL;
-  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 15.0, 1e-9);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 20.25, 1e-9);
   // The tuner's time for ring LL at 8 KiB: bus min(141, 370.8 / 2) = 141 GB/s,
   // algbw 141 x 8 / 14; 15.0 + 8192 / (80.571428... x 1000).
   EXPECT_NEAR(gpu::TunerTimeUs(g, gpu::CollOp::kAllReduce, 8, 8192, gpu::Algo::kRing, gpu::Proto::kLL),

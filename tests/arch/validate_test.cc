@@ -145,6 +145,10 @@ const Case kCases[] = {
      "chip.gpu.ring_channel_memory_gbps", "-1", "must be zero or positive"},
     {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_collective_launch_us(2e6); },
      "chip.gpu.collective_launch_us", "2e+06", "at most 1000000"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_collective_kernel_us(-3); },
+     "chip.gpu.collective_kernel_us", "-3", "must be zero or positive"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_collective_launch_exponent(0.5); },
+     "chip.gpu.collective_launch_exponent", "0.5", "must be 0 (= 2) or in [1, 64]"},
     {"h100-sxm-8", [](auto* c) { c->mutable_collectives()->set_in_switch_bandwidth_gbps(0); },
      "chip.collectives.in_switch_bandwidth_gbps", "0", "must be positive"},
 };
