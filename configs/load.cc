@@ -80,10 +80,6 @@ std::string ReadFileOrThrow(const std::string& path, const Location& referrer, c
 
 namespace {
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Collects text-format parse errors with their (0-based) positions.
 class Collector : public pb::io::ErrorCollector {
  public:
@@ -509,7 +505,7 @@ void ParseMessage(const std::string& text, const std::string& display_name, pb::
   }
   SourceMap scratch(display_name);
   SourceMap* where = locs ? locs : &scratch;
-  if (EndsWith(display_name, ".json")) {
+  if (display_name.ends_with(".json")) {
     JsonScanner(text, display_name, where).Run(msg->GetDescriptor());
     pb::util::JsonParseOptions opts;
     opts.ignore_unknown_fields = false;

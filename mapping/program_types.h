@@ -18,7 +18,6 @@ namespace tpsim::mapping {
 template <class Tag, class Rep>
 class Id {
  public:
-  using rep_type = Rep;
   constexpr Id() = default;
   constexpr explicit Id(Rep v) : v_(v) {}
   constexpr operator Rep() const { return v_; }  // NOLINT(google-explicit-constructor)

@@ -212,7 +212,7 @@ void WriteServingTrace(const std::string& path, const std::vector<ServingIterati
   }
   config::OutputFile f(path);  // written whole, then renamed over `path`
   Sink sink(&f);
-  if (EndsWith(path, ".json")) {
+  if (path.ends_with(".json")) {
     ServingJson(iterations, groups, group_of, counters, config_text, run_end, &sink);
   } else {
     ServingProto(iterations, groups, group_of, counters, config_text, run_end, &sink);

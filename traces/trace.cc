@@ -437,7 +437,7 @@ void WriteTrace(const std::string& path, const mapping::Program& program, const 
   const Describer desc(program, chip, out, resolved_config_text);
   config::OutputFile f(path);  // written whole, then renamed over `path`
   Sink sink(&f);
-  if (EndsWith(path, ".json")) {
+  if (path.ends_with(".json")) {
     Json(layout, desc, resolved_config_text, &sink);
   } else {
     Proto(layout, desc, &sink);

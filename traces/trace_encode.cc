@@ -165,8 +165,4 @@ void JsonArgs(const ArgList& args, std::string* o) {
   *o += "}";
 }
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace tpsim::traces::internal

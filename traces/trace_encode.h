@@ -170,6 +170,4 @@ void JsonCounterEvent(const std::string& name, const std::string& unit, int64_t 
 // An ArgList as a JSON object.
 void JsonArgs(const ArgList& args, std::string* o);
 
-bool EndsWith(const std::string& s, const std::string& suffix);
-
 }  // namespace tpsim::traces::internal
