@@ -80,6 +80,17 @@ LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& 
   std::vector<double> gbps;
   for (const auto& l : links) gbps.push_back(l.bandwidth_gbps);
   LinkModel m{FlowSet(std::move(gbps)), {}, {}};
+  size_t flows = plan.linked.size(), incidences = 0;
+  for (uint32_t i : plan.linked) incidences += pair_route[plan.shape_of[i]].second;
+  for (uint32_t i : plan.memory) {
+    auto path = paths.find({program.core(i), program.memory(i).channel, program.memory(i).write});
+    if (path == paths.end()) continue;
+    ++flows;
+    incidences += path->second.size();
+  }
+  m.flows.Reserve(flows, incidences);
+  m.task.reserve(flows);
+  m.alone.reserve(flows);
   for (uint32_t i : plan.linked) {
     const auto [rb, rs] = pair_route[plan.shape_of[i]];
     Ps latency = 0;
@@ -175,6 +186,10 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
     if (x.core != y.core) return x.core < y.core;
     return a < b;
   });
+  // The lists grew by doubling: give the slack back before the run allocates its own.
+  for (auto* v : {&p.linked, &p.grouped, &p.in_switch, &p.memory}) v->shrink_to_fit();
+  p.transfer_key_of.reserve(p.linked.size());
+  p.memory_key_of.reserve(p.memory.size());
   // Distinct (pair, bytes) of linked transfers and (channel, bytes) of memory tasks.
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> transfer_index;  // (pair, bytes) as a ShapeKey
   for (uint32_t i : p.linked) {
@@ -198,6 +213,7 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
   }
   std::sort(p.memory_flows.begin(), p.memory_flows.end());
   p.memory_flows.erase(std::unique(p.memory_flows.begin(), p.memory_flows.end()), p.memory_flows.end());
+  p.memory_flows.shrink_to_fit();
   return plan;
 }
 

@@ -42,6 +42,13 @@ void RadixSort(std::vector<uint64_t>* keys, std::vector<uint64_t>* scratch) {
 
 }  // namespace
 
+void FlowSet::Reserve(size_t flows, size_t incidences) {
+  bytes_.reserve(flows);
+  latency_.reserve(flows);
+  res_end_.reserve(flows);
+  res_.reserve(incidences);
+}
+
 uint32_t FlowSet::Add(uint64_t bytes, Ps latency_ps, const int* resources, size_t count) {
   bytes_.push_back(bytes);
   latency_.push_back(latency_ps);
@@ -58,44 +65,52 @@ WindowedSharing::WindowedSharing(const FlowSet& flows) : flows_(flows) {
     if (flows.bytes(f) == 0) continue;
     for (int r : flows.resources(f)) ++begin_[r + 1];
   }
-  for (size_t r = 0; r < nr; ++r) begin_[r + 1] += begin_[r];
+  uint32_t busiest = 0;
+  for (size_t r = 0; r < nr; ++r) {
+    busiest = std::max(busiest, begin_[r + 1]);
+    begin_[r + 1] += begin_[r];
+  }
   const uint32_t positions = begin_[nr];
   by_flow_.resize(positions);
   by_slot_.resize(positions);
-  std::vector<uint32_t> fill(begin_.begin(), begin_.end() - 1);
-  for (uint32_t f = 0; f < n; ++f) {
-    if (flows.bytes(f) == 0) continue;
-    const uint32_t first = flows.first_incidence(f);
-    const auto res = flows.resources(f);
-    for (uint32_t k = 0; k < res.size(); ++k) {
-      const uint32_t at = fill[res[k]]++;
-      by_flow_[at] = f;
-      by_slot_[at] = first + k;
+  {
+    std::vector<uint32_t> fill(begin_.begin(), begin_.end() - 1);
+    for (uint32_t f = 0; f < n; ++f) {
+      if (flows.bytes(f) == 0) continue;
+      const uint32_t first = flows.first_incidence(f);
+      const auto res = flows.resources(f);
+      for (uint32_t k = 0; k < res.size(); ++k) {
+        const uint32_t at = fill[res[k]]++;
+        by_flow_[at] = f;
+        by_slot_[at] = first + k;
+      }
     }
   }
-  cur_start_.resize(positions);
-  cur_end_.resize(positions);
-  last_start_.resize(positions);
-  last_end_.resize(positions);
-  rate_.resize(positions);
-  w_start_.resize(positions);
+  last_start_.assign(n, 0);
+  last_end_.assign(n, 0);
+  win_.resize(busiest);
+  rate_.resize(busiest);
+  w_start_.resize(busiest);
   other_.assign(flows.num_incidences(), 0.0);
   swept_.assign(nr, 0);
 }
 
-void WindowedSharing::Sweep(size_t r) {
+void WindowedSharing::Sweep(size_t r, std::span<const TaskTime> times, std::span<const uint32_t> task) {
   const uint32_t b = begin_[r], e = begin_[r + 1];
-  auto active = [&](uint32_t at) { return cur_end_[at] > cur_start_[at]; };
+  // The windows of r's flows, gathered once (indexed by position - b).
+  for (uint32_t at = b; at < e; ++at) win_[at - b] = times[task[by_flow_[at]]];
+  auto active = [&](uint32_t at) { return win_[at - b].end_ps > win_[at - b].start_ps; };
   uint32_t num_active = 0;
   Ps first = std::numeric_limits<Ps>::max(), last = 0;
   for (uint32_t at = b; at < e; ++at) {
     other_[by_slot_[at]] = 0;
     if (!active(at)) continue;
     ++num_active;
-    first = std::min(first, cur_start_[at]);
-    last = std::max(last, cur_end_[at]);
-    rate_[at] =
-        static_cast<double>(flows_.bytes(by_flow_[at])) / static_cast<double>(cur_end_[at] - cur_start_[at]);
+    const TaskTime& w = win_[at - b];
+    first = std::min(first, w.start_ps);
+    last = std::max(last, w.end_ps);
+    rate_[at - b] =
+        static_cast<double>(flows_.bytes(by_flow_[at])) / static_cast<double>(w.end_ps - w.start_ps);
   }
   if (num_active < 2) return;
   // W(t) = bytes delivered on r by t (each flow at a constant rate over its window),
@@ -107,11 +122,11 @@ void WindowedSharing::Sweep(size_t r) {
     w += slope * static_cast<double>(at_t - t);
     t = at_t;
     if (!is_end) {
-      w_start_[at] = w;
-      slope += rate_[at];
+      w_start_[at - b] = w;
+      slope += rate_[at - b];
     } else {
-      other_[by_slot_[at]] = w - w_start_[at] - static_cast<double>(flows_.bytes(by_flow_[at]));
-      slope -= rate_[at];
+      other_[by_slot_[at]] = w - w_start_[at - b] - static_cast<double>(flows_.bytes(by_flow_[at]));
+      slope -= rate_[at - b];
     }
   };
   // Events as one integer each, (time - first, position - b, is_end), where they fit
@@ -122,8 +137,8 @@ void WindowedSharing::Sweep(size_t r) {
     for (uint32_t at = b; at < e; ++at) {
       if (!active(at)) continue;
       const uint64_t p = uint64_t{at - b} << 1;
-      keys_.push_back(static_cast<uint64_t>(cur_start_[at] - first) << position_bits | p);
-      keys_.push_back(static_cast<uint64_t>(cur_end_[at] - first) << position_bits | p | 1);
+      keys_.push_back(static_cast<uint64_t>(win_[at - b].start_ps - first) << position_bits | p);
+      keys_.push_back(static_cast<uint64_t>(win_[at - b].end_ps - first) << position_bits | p | 1);
     }
     RadixSort(&keys_, &scratch_);
     const uint64_t position_mask = (uint64_t{1} << position_bits) - 1;
@@ -141,8 +156,8 @@ void WindowedSharing::Sweep(size_t r) {
   std::vector<Event> events;
   for (uint32_t at = b; at < e; ++at) {
     if (!active(at)) continue;
-    events.push_back({cur_start_[at], at, false});
-    events.push_back({cur_end_[at], at, true});
+    events.push_back({win_[at - b].start_ps, at, false});
+    events.push_back({win_[at - b].end_ps, at, true});
   }
   std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) {
     if (x.t != y.t) return x.t < y.t;
@@ -151,30 +166,30 @@ void WindowedSharing::Sweep(size_t r) {
   for (const Event& ev : events) visit(ev.t, ev.at, ev.is_end);
 }
 
-void WindowedSharing::Step(const std::vector<Ps>& start, const std::vector<Ps>& end,
-                           const std::vector<Ps>& alone, std::vector<Ps>* time) {
+bool WindowedSharing::Step(std::span<const TaskTime> times, std::span<const uint32_t> task,
+                           std::span<const Ps> alone, std::span<Ps> duration) {
   const size_t n = flows_.size();
   const size_t nr = flows_.num_resources();
-  for (size_t at = 0; at < by_flow_.size(); ++at) {
-    cur_start_[at] = start[by_flow_[at]];
-    cur_end_[at] = end[by_flow_[at]];
-  }
   for (size_t r = 0; r < nr; ++r) {
     const uint32_t b = begin_[r], e = begin_[r + 1];
     if (e == b) continue;
     // Every window moved by the same delta (or none moved): the overlaps stay.
     bool moved = !swept_[r];
-    const Ps delta = cur_start_[b] - last_start_[b];
+    const Ps delta = times[task[by_flow_[b]]].start_ps - last_start_[by_flow_[b]];
     for (uint32_t at = b; at < e && !moved; ++at) {
-      moved = cur_start_[at] - last_start_[at] != delta || cur_end_[at] - last_end_[at] != delta;
+      const uint32_t f = by_flow_[at];
+      const TaskTime& w = times[task[f]];
+      moved = w.start_ps - last_start_[f] != delta || w.end_ps - last_end_[f] != delta;
     }
     if (!moved) continue;
-    Sweep(r);
+    Sweep(r, times, task);
     swept_[r] = 1;
   }
-  cur_start_.swap(last_start_);
-  cur_end_.swap(last_end_);
-  time->assign(n, 0);
+  for (uint32_t f = 0; f < n; ++f) {
+    last_start_[f] = times[task[f]].start_ps;
+    last_end_[f] = times[task[f]].end_ps;
+  }
+  bool changed = false;
   for (uint32_t f = 0; f < n; ++f) {
     const double b = static_cast<double>(flows_.bytes(f));
     Ps ser = 0;
@@ -188,29 +203,22 @@ void WindowedSharing::Step(const std::vector<Ps>& start, const std::vector<Ps>& 
       shared = shared || o > 0;
       ser = std::max(ser, CeilPs(b + o, flows_.gbps(res[k])));
     }
-    (*time)[f] = shared ? std::max(alone[f], SatAdd(flows_.latency(f), ser)) : alone[f];
+    const Ps time = shared ? std::max(alone[f], SatAdd(flows_.latency(f), ser)) : alone[f];
+    Ps& d = duration[task[f]];
+    const Ps delta = time > d ? time - d : d - time;
+    changed = changed || static_cast<double>(delta) > 1e-3 * static_cast<double>(std::max<Ps>(d, 1000));
+    d = time;
   }
+  return changed;
 }
 
 double SettleSharing(const LinkModel& model, const std::function<Ps()>& schedule, std::vector<Ps>* duration,
                      EngineOutput* out) {
   const size_t n = model.task.size();
-  std::vector<Ps> start(n), end(n), time;
   WindowedSharing sharing(model.flows);
   const Ps unloaded = out->makespan_ps;
   for (int round = 0; round < kMaxSharingRounds && n > 0; ++round) {
-    for (size_t f = 0; f < n; ++f) {
-      start[f] = out->tasks[model.task[f]].start_ps;
-      end[f] = out->tasks[model.task[f]].end_ps;
-    }
-    sharing.Step(start, end, model.alone, &time);
-    bool moved = false;
-    for (size_t f = 0; f < n; ++f) {
-      Ps& d = (*duration)[model.task[f]];
-      const Ps delta = time[f] > d ? time[f] - d : d - time[f];
-      moved = moved || static_cast<double>(delta) > 1e-3 * static_cast<double>(std::max<Ps>(d, 1000));
-      d = time[f];
-    }
+    const bool moved = sharing.Step(out->tasks, model.task, model.alone, *duration);
     if (!moved) break;
     const Ps before = out->makespan_ps;
     out->makespan_ps = schedule();

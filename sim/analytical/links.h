@@ -49,6 +49,8 @@ class FlowSet {
  public:
   explicit FlowSet(std::vector<double> resource_gbps) : gbps_(std::move(resource_gbps)) {}
 
+  // Room for `flows` flows over `incidences` resources in all (avoids growth slack).
+  void Reserve(size_t flows, size_t incidences);
   // Adds a flow over `resources` (ids into the bandwidth table); returns its index.
   uint32_t Add(uint64_t bytes, Ps latency_ps, const int* resources, size_t count);
 
@@ -74,35 +76,39 @@ class FlowSet {
 };
 
 // One step of the iteration over a fixed FlowSet: each flow's time under the sharing
-// its window [start[f], end[f]) sees (the formula above). `alone[f]` is its unloaded
-// time, returned where nothing overlaps (so the unloaded time is exact to the
-// picosecond whatever rounding the caller used).
+// its window [start, end) sees (the formula above), flow f's window being
+// times[task[f]]. `alone[f]` is its unloaded time, returned where nothing overlaps (so
+// the unloaded time is exact to the picosecond whatever rounding the caller used).
 //
 // Made for repeated steps: the flows by resource and the buffers are built once, and a
 // resource whose flows' windows all moved by the same amount since its last step keeps
 // its overlaps (the formula depends on differences of times only). Results equal those
-// of a fresh evaluation to the bit.
+// of a fresh evaluation to the bit. Memory: per flow two times, per incidence two ids
+// and one overlap; the sweep's buffers are sized for the busiest resource.
 class WindowedSharing {
  public:
   explicit WindowedSharing(const FlowSet& flows);
-  void Step(const std::vector<Ps>& start, const std::vector<Ps>& end, const std::vector<Ps>& alone,
-            std::vector<Ps>* time);
+  // Writes each flow's time into duration[task[f]]; true when one moved by more than
+  // 0.1% (of at least a nanosecond) from the value it replaced.
+  bool Step(std::span<const TaskTime> times, std::span<const uint32_t> task, std::span<const Ps> alone,
+            std::span<Ps> duration);
 
  private:
-  // Overlaps on resource r from the windows in cur_start_ / cur_end_.
-  void Sweep(size_t r);
+  // Overlaps on resource r from the windows in times[task[f]].
+  void Sweep(size_t r, std::span<const TaskTime> times, std::span<const uint32_t> task);
 
   const FlowSet& flows_;
   // Flows with bytes by resource (CSR): resource r's are positions begin_[r] .. begin_[r + 1] - 1.
   std::vector<uint32_t> begin_;
   std::vector<uint32_t> by_flow_;
-  std::vector<uint32_t> by_slot_;                                // the incidence's index in the flow's list
-  std::vector<Ps> cur_start_, cur_end_, last_start_, last_end_;  // per position
-  std::vector<uint64_t> keys_, scratch_;                         // Sweep's events
-  std::vector<double> rate_;                                     // per position: bytes per ps over the window
-  std::vector<double> w_start_;                                  // per position
-  std::vector<double> other_;  // per incidence: other bytes in the flow's window
-  std::vector<char> swept_;    // per resource: other_ holds its last step's overlaps
+  std::vector<uint32_t> by_slot_;          // the incidence's index in the flow's list
+  std::vector<Ps> last_start_, last_end_;  // per flow: its window at the previous step
+  std::vector<uint64_t> keys_, scratch_;   // Sweep's events
+  std::vector<TaskTime> win_;              // Sweep's, per position of r: the flow's window
+  std::vector<double> rate_;               // Sweep's, per position of r: bytes per ps over the window
+  std::vector<double> w_start_;            // Sweep's, per position of r
+  std::vector<double> other_;              // per incidence: other bytes in the flow's window
+  std::vector<char> swept_;                // per resource: other_ holds its last step's overlaps
 };
 
 // The flows of one Program on one chip, as the analytical engine builds them:
