@@ -1,0 +1,25 @@
+#pragma once
+// The random family behind `tpsim agree` (agree.h describes it), for agree.cc: a drawn
+// experiment with its resolved config, chip and lowered Program.
+
+#include <cstdint>
+
+#include "arch/chip.h"
+#include "mapping/program.h"
+#include "sim/agree/agree.h"
+#include "sim/experiment.h"
+
+namespace tpsim::sim::agree {
+
+struct Case {
+  Drawn drawn;
+  Experiment e;
+  arch::Chip chip;
+  mapping::Program program;
+};
+
+// Experiment `index` of `seed`: the first attempt that validates, lowers and stays
+// within kMaxPacketHops. Throws std::runtime_error after 1000 attempts.
+Case Draw(uint64_t seed, uint32_t index);
+
+}  // namespace tpsim::sim::agree
