@@ -39,6 +39,7 @@
 #include "sim/microbench.h"
 #include "sim/result.h"
 #include "sim/run.h"
+#include "sim/search/search.h"
 #include "sim/sweep/sweep.h"
 #include "traces/plot.h"
 #include "traces/trace.h"
@@ -491,6 +492,7 @@ int Compare(Args& a) {
 }
 
 int Agree(Args& a) { return sim::agree::AgreeCommand(Rest(a)); }
+int Search(Args& a) { return search::SearchCommand(Rest(a)); }
 
 int Collectives(Args& a) { return CollectivesCommand(Rest(a)); }
 int Gemm(Args& a) { return GemmCommand(Rest(a)); }
@@ -519,6 +521,8 @@ const Command kCommands[] = {
     {"gemm", "GEMM shapes on one core: time, TFLOP/s, bound, tiles, waves", &Gemm, kGemmUsage},
     {"agree", "analytical vs TLM engine over a seeded random family of experiments", &Agree,
      sim::agree::kAgreeUsage},
+    {"search", "the best mapping of an experiment on its chip: Pareto front, TLM-confirmed", &Search,
+     search::kSearchUsage},
     {"list", "the registered topologies, partitioners, placements, collectives and engines", &List,
      kListUsage},
 };

@@ -1,0 +1,110 @@
+#pragma once
+// `tpsim search`: the best mapping of an experiment's model and workload on its chip.
+//
+// The space (Space): TP x pipeline stages (powers of two whose product fits the chip),
+// the partition of the attention projections (qkv, o) and of the MLP (gate_up, down),
+// placement, collective, weights location and batch; the experiment's chip, model and
+// workload stay. Each candidate runs as one replica of the model on tp x stages cores;
+// the chip holds floor(cores / (tp x stages)) replicas, which only scales throughput
+// (replicas are not simulated together: they would share DRAM stacks and links).
+//
+// Order and pruning (deterministic whatever --jobs): candidates are visited in
+// ascending lower bound of the objective (LowerBounds), in chunks; a candidate is
+// skipped when an evaluated point already dominates its bounds on every dimension of
+// the front (total latency, tokens/s per chip, and TTFT / TPOT where the objective or
+// an SLO uses them), strictly on one: then no point it could reach is on the front or
+// the best. Pruning decisions depend only on the chunks evaluated before, so the same
+// input gives the same front, best and database.
+//
+// Lower bounds, valid for the systolic cores' cost model (arch/chip.h GemmTime >=
+// MACs / (R x C x arrays) cycles, matrix_utilization <= 1): each phase runs every
+// layer's weight GEMMs, 2 x tokens x weight parameters FLOPs, on the tp cores of one
+// stage at a time (the layers of one batch follow one another), so the phase takes at
+// least that over tp x the core's peak. GPU-node chips and MoE models get no bound
+// (0: never pruned).
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "arch/chip.h"
+#include "sim/experiment.h"
+
+namespace tpsim::search {
+
+struct Candidate {
+  uint32_t tp = 1, stages = 1, batch = 1;
+  std::string attention, mlp;  // partitioners of qkv/o and of gate_up/down
+  std::string placement, collective, weights;
+};
+
+// What to search over; empty lists mean every registered choice (tp and stages: powers
+// of two; batch and weights: the experiment's).
+struct SpaceOptions {
+  std::vector<uint32_t> tp, stages, batch;
+  std::vector<std::string> partitions, placements, collectives, weights;
+};
+
+// Every candidate, in a fixed order (tp, stages, attention, mlp, placement,
+// collective, weights, batch; the last fastest).
+std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts);
+
+// The experiment of a candidate: the base with its mapping (and batch) changed and a
+// name that says so.
+sim::Experiment Apply(const sim::Experiment& base, const Candidate& c);
+
+// Replicas of a candidate's tp x stages cores on the chip.
+uint32_t Replicas(const arch::Chip& chip, const Candidate& c);
+
+struct Bounds {
+  double prefill_ps = 0, decode_step_ps = 0, total_ps = 0;
+};
+Bounds LowerBounds(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c);
+
+// The metrics of an evaluated candidate (ms, tokens/s per chip).
+struct Point {
+  double total_ms = 0, ttft_ms = 0, tpot_ms = 0, tokens_per_s = 0;
+};
+
+// Indices of the points on the Pareto front (minimising each `min` column, maximising
+// each `max` column), in input order. Ties: a point equal to another on every column
+// stays.
+std::vector<size_t> ParetoFront(const std::vector<std::vector<double>>& min_cols,
+                                const std::vector<std::vector<double>>& max_cols);
+
+struct SearchOptions {
+  std::string objective = "latency";        // latency, ttft, tpot, throughput
+  double slo_ttft_ms = 0, slo_tpot_ms = 0;  // 0: none
+  uint64_t budget = 10000;                  // candidates simulated at most
+  int jobs = 0;                             // 0: all cores
+  bool prune = true;
+  uint32_t shard = 0, shards = 1;
+  std::string db;  // SQLite store ("" none)
+  SpaceOptions space;
+};
+
+struct Found {
+  Candidate c;
+  uint32_t replicas = 0;
+  Point p;
+  size_t index = 0;  // in Space order
+};
+
+struct SearchResult {
+  uint64_t candidates = 0, ok = 0, invalid = 0, errors = 0, pruned = 0, skipped = 0;
+  uint64_t simulated = 0, reused = 0;  // reused: from the store
+  std::vector<Found> front;            // the Pareto front of feasible points, by total latency
+  std::vector<Found> ranked;           // every feasible point, best first by the objective
+};
+
+// Runs the search (analytical engine); progress lines to `progress` when not null.
+// Throws sweep::StoreError for a database it cannot use.
+SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const SearchOptions& o,
+                    std::ostream* progress);
+
+// The `tpsim search` command line (words after "search"); returns the exit status.
+int SearchCommand(const std::vector<std::string>& args);
+extern const char* const kSearchUsage;
+
+}  // namespace tpsim::search

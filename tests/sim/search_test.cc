@@ -1,0 +1,135 @@
+// tpsim search (issue 19 item 3): the Pareto front, the lower bounds, the space, and that
+// pruning and resuming change nothing the search reports.
+#include "sim/search/search.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tpsim::search {
+namespace {
+
+const std::string kExperiment =
+    std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto";
+
+// mesh-4x4-hbm made compute-bound so that the compute roofline is tight enough to prune:
+// 16x16 systolic arrays at 1 GHz, utilization 1, wide links and vector units; Qwen3-0.6B,
+// 2 layers, a 1024-token prompt, no decode.
+sim::Experiment ComputeBound() {
+  return sim::LoadExperiment(kExperiment, {{"chip.core.systolic_rows", "16"},
+                                           {"chip.core.systolic_cols", "16"},
+                                           {"chip.core.matrix_utilization", "1"},
+                                           {"chip.core.vector_lanes", "4096"},
+                                           {"chip.core.sram_bandwidth_gbps", "0"},
+                                           {"chip.noc.link_bandwidth_gbps", "4096"},
+                                           {"mapping.pipeline_stages", "1"},
+                                           {"workload.num_layers", "2"},
+                                           {"workload.seq_len", "1024"},
+                                           {"workload.decode_steps", "0"}});
+}
+
+SearchOptions SmallSpace() {
+  SearchOptions o;
+  o.jobs = 2;
+  o.space.tp = {1, 2, 4, 8};
+  o.space.stages = {1, 2};
+  o.space.partitions = {"n_split", "k_split"};
+  o.space.placements = {"ring", "snake"};
+  o.space.collectives = {"ring", "bidirectional_ring"};
+  return o;
+}
+
+std::string Key(const Found& f) {
+  return std::to_string(f.index) + ":" + std::to_string(f.p.total_ms) + ":" +
+         std::to_string(f.p.tokens_per_s);
+}
+
+TEST(SearchTest, ParetoFrontHandExample) {
+  // (latency, throughput): (1, 10) and (2, 20) trade off; (2, 5) is beaten by (1, 10),
+  // (3, 20) by (2, 20); the duplicate (1, 10) stays (ties are not dominated).
+  const std::vector<std::vector<double>> lat = {{1, 2, 2, 3, 1}};
+  const std::vector<std::vector<double>> thr = {{10, 20, 5, 20, 10}};
+  EXPECT_EQ(ParetoFront(lat, thr), (std::vector<size_t>{0, 1, 4}));
+}
+
+TEST(SearchTest, SpaceSizeAndReplicas) {
+  const sim::Experiment e = ComputeBound();
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  // 4 tp x 2 stages (all within 16 cores and 2 layers) x 2 x 2 partitions x 2 placements x
+  // 2 collectives = 128.
+  const std::vector<Candidate> space = Space(e, chip, SmallSpace().space);
+  EXPECT_EQ(space.size(), 128u);
+  Candidate c;
+  c.tp = 4;
+  c.stages = 2;
+  EXPECT_EQ(Replicas(chip, c), 2u);  // 16 cores / 8
+  c.tp = 8;
+  EXPECT_EQ(Replicas(chip, c), 1u);
+}
+
+TEST(SearchTest, ComputeBoundByHand) {
+  const sim::Experiment e = ComputeBound();
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  Candidate c;
+  c.tp = 4;
+  c.stages = 1;
+  c.batch = 1;
+  c.attention = c.mlp = "n_split";
+  c.placement = "ring";
+  c.collective = "ring";
+  // Qwen3-0.6B weight GEMMs per layer: q 1024x2048, k and v 1024x1024, o 2048x1024,
+  // gate, up 1024x3072 and down 3072x1024: 15,728,640 parameters. 1024 tokens x 2 layers
+  // x 15,728,640 MACs over 4 cores of 16 x 16 MACs per 1000 ps:
+  // 32,212,254,720 / (4 x 0.256) = 31,457,280,000 ps.
+  const Bounds b = LowerBounds(e, chip, c);
+  EXPECT_DOUBLE_EQ(b.prefill_ps, 31457280000.0);
+  EXPECT_DOUBLE_EQ(b.decode_step_ps, 0.0);
+  EXPECT_DOUBLE_EQ(b.total_ps, 31457280000.0);  // weights stay in SRAM: no memory bound
+}
+
+TEST(SearchTest, PruningKeepsTheFrontAndTheBest) {
+  const sim::Experiment e = ComputeBound();
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions pruned = SmallSpace();
+  SearchOptions exhaustive = SmallSpace();
+  exhaustive.prune = false;
+  for (const char* objective : {"latency", "throughput"}) {
+    pruned.objective = exhaustive.objective = objective;
+    const SearchResult a = Search(e, chip, pruned, nullptr);
+    const SearchResult x = Search(e, chip, exhaustive, nullptr);
+    EXPECT_GT(a.pruned, 0u) << objective << ": the test needs pruning to happen";
+    EXPECT_EQ(x.pruned, 0u);
+    EXPECT_EQ(x.ok, 128u);
+    ASSERT_EQ(a.front.size(), x.front.size()) << objective;
+    for (size_t i = 0; i < a.front.size(); ++i) EXPECT_EQ(Key(a.front[i]), Key(x.front[i])) << objective;
+    ASSERT_FALSE(a.ranked.empty());
+    EXPECT_EQ(Key(a.ranked[0]), Key(x.ranked[0])) << objective;
+    // Bounds are below what the engine gives for every simulated candidate.
+    for (const Found& f : x.ranked) {
+      EXPECT_LE(LowerBounds(e, chip, f.c).total_ps * 1e-9, f.p.total_ms * (1 + 1e-12)) << f.index;
+    }
+  }
+}
+
+TEST(SearchTest, ResumeFromTheStoreGivesTheSameFront) {
+  const sim::Experiment e = ComputeBound();
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  const std::filesystem::path db =
+      std::filesystem::temp_directory_path() / ("search_test_" + std::to_string(getpid()) + ".sqlite");
+  std::filesystem::remove(db);
+  SearchOptions o = SmallSpace();
+  o.db = db.string();
+  const SearchResult first = Search(e, chip, o, nullptr);
+  const SearchResult again = Search(e, chip, o, nullptr);
+  EXPECT_EQ(first.reused, 0u);
+  EXPECT_EQ(again.reused, again.simulated);
+  ASSERT_EQ(first.front.size(), again.front.size());
+  for (size_t i = 0; i < first.front.size(); ++i) EXPECT_EQ(Key(first.front[i]), Key(again.front[i]));
+  std::filesystem::remove(db);
+}
+
+}  // namespace
+}  // namespace tpsim::search
