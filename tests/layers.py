@@ -3,7 +3,7 @@
 
   configs -> arch / llm -> mapping -> engine interface -> engines (analytical, tlm)
           -> result -> run pipeline -> serving -> sweep (a point with a request stream runs as
-          tpsim serve), agree -> cli
+          tpsim serve), agree, search (on sweep) -> cli
   traces read an engine's output (engine interface and below) and are attached by the cli as
   observers: nothing between the engines and the cli includes them
   validate's library (tpsim_validate_plan): configs, llm, arch, mapping (and the CSV formats
@@ -46,7 +46,10 @@ ALLOWED = {
     "microbench": RUN | {"compare"},
     # tpsim agree: both engines (the TLM one by name, through the engine registry).
     "agree": RUN,
-    "cli": RUN | {"traces", "tlm", "sweep", "serving", "compare", "validate", "microbench", "agree"},
+    # tpsim search: candidates through the sweep runner and store (TLM confirmation in child
+    # processes, by engine name).
+    "search": RUN | {"sweep", "serving"},
+    "cli": RUN | {"traces", "tlm", "sweep", "serving", "compare", "validate", "microbench", "agree", "search"},
 }
 
 
@@ -67,7 +70,7 @@ def module(path):
             return {"engine": "engine", "engines": "engine", "schedule": "engine", "result": "result", "run": "run",
                     "experiment": "run", "microbench": "microbench"}.get(stem)
         return {"analytical": "analytical", "tlm": "tlm", "sweep": "sweep", "serving": "serving",
-                "cli": "cli", "agree": "agree"}.get(parts[1])
+                "cli": "cli", "agree": "agree", "search": "search"}.get(parts[1])
     return None
 
 
