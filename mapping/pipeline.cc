@@ -33,6 +33,22 @@ PlacementFile ReadPlacementFile(const config::Mapping& m) {
 StagePlacement PlaceStages(const arch::Chip& chip, const config::Mapping& m, int stages, int tp,
                            const PlacementFile& file) {
   StagePlacement out;
+  if (m.span() == "chip") {
+    // One order over the whole chip for every rank of every stage.
+    PlacementRequest req;
+    req.name = m.placement().empty() ? "linear" : m.placement();
+    req.ranks = stages * tp;
+    req.seed = m.seed();
+    const std::vector<int> order = Place(req, chip);
+    const bool tp_major = m.span_order() == "tp_major";
+    for (int s = 0; s < stages; ++s) {
+      std::vector<int> cores(tp);
+      for (int r = 0; r < tp; ++r) cores[r] = order.at(tp_major ? r * stages + s : s * tp + r);
+      out.cores.push_back(std::move(cores));
+      out.grids.push_back(RankGrid{});  // no rectangle: mesh_2d uses its own grid of ranks
+    }
+    return out;
+  }
   const std::vector<Region> regions = StageRegions(chip, stages, tp);
   for (int s = 0; s < stages; ++s) {
     PlacementRequest req;

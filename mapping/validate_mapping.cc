@@ -151,6 +151,15 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   if (m.collective() == "nvls" && !InSwitchReductionOf(chip.config()).available)
     add("mapping.collective", m.collective(),
         "needs a chip with noc.topology switch and collectives.in_switch_reduction true");
+  if (m.span() != "" && m.span() != "stage" && m.span() != "chip")
+    add("mapping.span", m.span(), "must be stage or chip");
+  if (m.span_order() != "" && m.span_order() != "stage_major" && m.span_order() != "tp_major")
+    add("mapping.span_order", m.span_order(), "must be stage_major or tp_major");
+  if (m.span() == "chip" && m.placement() == "file")
+    add("mapping.span", m.span(),
+        "placement = file already lists every stage's cores; span applies to the others");
+  if (!m.span_order().empty() && m.span() != "chip")
+    add("mapping.span_order", m.span_order(), "applies only with mapping.span = chip");
   const std::vector<std::string> weights = {"", "auto", "sram", "dram"};
   if (!Contains(weights, m.weights())) add("mapping.weights", m.weights(), "must be auto, sram or dram");
   const std::vector<std::string> mn_2d_weights = {"", "replicated", "k_steps"};

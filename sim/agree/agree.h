@@ -18,7 +18,9 @@
 //   model     a dense catalog model (llm::CatalogNames() without experts), 1 .. 8
 //             layers simulated
 //   workload  batch 1 .. 4, prompt 16 .. 1024 tokens, 1 .. 4 decode steps
-//   mapping   every partitioner, placement (but file), collective, tp 1 .. 32 and
+//   mapping   every partitioner and collective, the placements block, linear,
+//             linear_interleave, random, ring and snake (fixed, so that a placement
+//             added later does not change the draws), tp 1 .. 32 and
 //             pipeline stages 1 .. 8 within the chip
 // Sizes are drawn so that a TLM run takes about a second on average.
 

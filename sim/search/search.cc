@@ -64,6 +64,9 @@ skipped (pruned): it cannot be on the front nor the best. Deterministic for any 
   --partitions LIST    partitioners for both op kinds (default: all registered)
   --placements LIST    (default: all but file)
   --collectives LIST   (default: all registered, nvls only on in-switch chips)
+  --spans LIST         where a placement applies: stage (each stage's own region),
+                       chip:stage_major, chip:tp_major (one order over the whole chip,
+                       mapping.span); default: all three
   --weights LIST       auto, sram, dram (default: the experiment's)
   --batch LIST         batch sizes (default: the experiment's)
   --set FIELD=VALUE    override a field of the experiment first (as tpsim run)
@@ -113,6 +116,8 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
       o.weights.empty() ? std::vector<std::string>{base.cfg.mapping().weights()} : o.weights;
   const std::vector<uint32_t> batches =
       o.batch.empty() ? std::vector<uint32_t>{std::max<uint32_t>(1, base.cfg.workload().batch())} : o.batch;
+  const std::vector<std::string> spans =
+      o.spans.empty() ? std::vector<std::string>{"stage", "chip:stage_major", "chip:tp_major"} : o.spans;
   std::vector<Candidate> out;
   for (uint32_t tp : tps)
     for (uint32_t st : stages) {
@@ -120,9 +125,15 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
       for (const auto& a : parts)
         for (const auto& m : parts)
           for (const auto& pl : places)
-            for (const auto& co : colls)
-              for (const auto& w : weights)
-                for (uint32_t b : batches) out.push_back(Candidate{tp, st, b, a, m, pl, co, w});
+            for (const auto& sp : spans) {
+              // One stage: both wafer-wide orders are the same placement.
+              if (st == 1 && sp == "chip:tp_major" &&
+                  std::find(spans.begin(), spans.end(), "chip:stage_major") != spans.end())
+                continue;
+              for (const auto& co : colls)
+                for (const auto& w : weights)
+                  for (uint32_t b : batches) out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp});
+            }
     }
   return out;
 }
@@ -135,6 +146,12 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
   m->set_placement(c.placement);
   m->set_collective(c.collective);
   m->set_weights(c.weights);
+  m->clear_span();
+  m->clear_span_order();
+  if (c.span.starts_with("chip")) {
+    m->set_span("chip");
+    m->set_span_order(c.span == "chip:tp_major" ? "tp_major" : "stage_major");
+  }
   m->clear_grid_rows();
   m->clear_overrides();
   m->set_partition(c.mlp);
@@ -148,7 +165,8 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
   e.cfg.mutable_workload()->set_batch(c.batch);
   std::ostringstream name;
   name << base.cfg.name() << " [search: tp=" << c.tp << " stages=" << c.stages << " attention=" << c.attention
-       << " mlp=" << c.mlp << " placement=" << c.placement << " collective=" << c.collective;
+       << " mlp=" << c.mlp << " placement=" << c.placement << " span=" << c.span
+       << " collective=" << c.collective;
   if (!c.weights.empty()) name << " weights=" << c.weights;
   name << " batch=" << c.batch << "]";
   e.cfg.set_name(name.str());
@@ -351,10 +369,11 @@ Point PointOf(const sim::Experiment& base, const Entry& x, const std::vector<dou
 }
 
 const std::vector<std::string>& StoreFields() {
-  static const std::vector<std::string> k = {
-      "mapping.tp",      "mapping.pipeline_stages", "search.attention",
-      "search.mlp",      "mapping.placement",       "mapping.collective",
-      "mapping.weights", "workload.batch",          "search.replicas"};
+  static const std::vector<std::string> k = {"mapping.tp",        "mapping.pipeline_stages",
+                                             "search.attention",  "search.mlp",
+                                             "mapping.placement", "mapping.collective",
+                                             "mapping.weights",   "workload.batch",
+                                             "search.replicas",   "search.span"};
   return k;
 }
 
@@ -367,7 +386,8 @@ std::vector<std::string> FieldValues(const Entry& x) {
           x.c.collective,
           x.c.weights,
           std::to_string(x.c.batch),
-          std::to_string(x.replicas)};
+          std::to_string(x.replicas),
+          x.c.span};
 }
 
 // Rows already in the store: config hash -> (status, metrics in MetricColumns order, error).
@@ -411,10 +431,17 @@ std::string Ms(double v) {
   return buf;
 }
 
+// The placement column: "snake", or "snake@chip:tp_major" for a wafer-wide one.
+std::string Placed(const Candidate& c) {
+  return c.span.starts_with("chip") ? c.placement + "@" + c.span : c.placement;
+}
+
 std::string Describe(const Found& x) {
   std::ostringstream os;
   os << "tp " << x.c.tp << " x " << x.c.stages << " stages x " << x.replicas << " replicas, attention "
-     << x.c.attention << ", mlp " << x.c.mlp << ", " << x.c.placement << ", " << x.c.collective;
+     << x.c.attention << ", mlp " << x.c.mlp << ", " << x.c.placement
+     << (x.c.span.starts_with("chip") ? " over the chip (" + x.c.span.substr(5) + ")" : "") << ", "
+     << x.c.collective;
   if (!x.c.weights.empty()) os << ", weights " << x.c.weights;
   os << ", batch " << x.c.batch;
   return os.str();
@@ -690,6 +717,8 @@ int SearchCommand(const std::vector<std::string>& args) {
         o.search.space.placements = SplitList(value);
       } else if (flag == "--collectives") {
         o.search.space.collectives = SplitList(value);
+      } else if (flag == "--spans") {
+        o.search.space.spans = SplitList(value);
       } else if (flag == "--weights") {
         o.search.space.weights = SplitList(value);
       } else {
@@ -715,7 +744,8 @@ int SearchCommand(const std::vector<std::string>& args) {
        {known(o.search.space.partitions, mapping::PartitionerNames(), "--partitions"),
         known(o.search.space.placements, mapping::PlacementNames(), "--placements"),
         known(o.search.space.collectives, mapping::CollectiveNames(), "--collectives"),
-        known(o.search.space.weights, {"auto", "sram", "dram"}, "--weights")}) {
+        known(o.search.space.weights, {"auto", "sram", "dram"}, "--weights"),
+        known(o.search.space.spans, {"stage", "chip:stage_major", "chip:tp_major"}, "--spans")}) {
     if (!err.empty()) return Usage(err);
   }
   if (std::find(o.search.space.placements.begin(), o.search.space.placements.end(), "file") !=
@@ -768,7 +798,7 @@ int SearchCommand(const std::vector<std::string>& args) {
   std::cout << "Pareto front (total latency, tokens/s per chip" << (cols.ttft ? ", TTFT" : "")
             << (cols.tpot ? ", TPOT" : "") << "), " << res.front.size()
             << " points; candidates with equal metrics are counted in `ties`, the first shown:\n";
-  std::printf("  %4s %5s %6s %8s %-15s %-15s %-18s %-19s %7s %5s %12s %10s %10s %12s %5s\n", "#", "tp",
+  std::printf("  %4s %5s %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %5s\n", "#", "tp",
               "stages", "replicas", "attention", "mlp", "placement", "collective", "weights", "batch",
               "total_ms", "ttft_ms", "tpot_ms", "tokens/s", "ties");
   size_t shown = 0;
@@ -780,9 +810,9 @@ int SearchCommand(const std::vector<std::string>& args) {
            res.front[r + ties].p.ttft_ms == x.p.ttft_ms && res.front[r + ties].p.tpot_ms == x.p.tpot_ms)
       ++ties;
     if (o.top == 0 || shown < o.top) {
-      std::printf("  %4zu %5u %6u %8u %-15s %-15s %-18s %-19s %7s %5u %12s %10s %10s %12.1f %5zu\n",
+      std::printf("  %4zu %5u %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %5zu\n",
                   shown + 1, x.c.tp, x.c.stages, x.replicas, x.c.attention.c_str(), x.c.mlp.c_str(),
-                  x.c.placement.c_str(), x.c.collective.c_str(),
+                  Placed(x.c).c_str(), x.c.collective.c_str(),
                   x.c.weights.empty() ? "-" : x.c.weights.c_str(), x.c.batch, Ms(x.p.total_ms).c_str(),
                   Ms(x.p.ttft_ms).c_str(), Ms(x.p.tpot_ms).c_str(), x.p.tokens_per_s, ties);
     }

@@ -3,7 +3,8 @@
 //
 // The space (Space): TP x pipeline stages (powers of two whose product fits the chip),
 // the partition of the attention projections (qkv, o) and of the MLP (gate_up, down),
-// placement, collective, weights location and batch; the experiment's chip, model and
+// placement (inside each stage's region, or wafer-wide: mapping.span = chip, stage- or
+// TP-major), collective, weights location and batch; the experiment's chip, model and
 // workload stay. Each candidate runs as one replica of the model on tp x stages cores;
 // the chip holds floor(cores / (tp x stages)) replicas, which only scales throughput
 // (replicas are not simulated together: they would share DRAM stacks and links).
@@ -37,6 +38,7 @@ struct Candidate {
   uint32_t tp = 1, stages = 1, batch = 1;
   std::string attention, mlp;  // partitioners of qkv/o and of gate_up/down
   std::string placement, collective, weights;
+  std::string span;  // "stage" (per-stage regions), "chip:stage_major" or "chip:tp_major" (wafer-wide)
 };
 
 // What to search over; empty lists mean every registered choice (tp and stages: powers
@@ -44,6 +46,8 @@ struct Candidate {
 struct SpaceOptions {
   std::vector<uint32_t> tp, stages, batch;
   std::vector<std::string> partitions, placements, collectives, weights;
+  std::vector<std::string>
+      spans;  // default: stage, chip:stage_major, chip:tp_major (the last with stages > 1)
 };
 
 // Every candidate, in a fixed order (tp, stages, attention, mlp, placement,

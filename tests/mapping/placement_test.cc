@@ -2,6 +2,8 @@
 
 #include "mapping/placement/placement.h"
 
+#include "mapping/pipeline.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -181,7 +183,7 @@ TEST(Placement, BadRequestsAreRejectedWithAPlainMessage) {
     EXPECT_NE(msg.find("spiral"), std::string::npos);
     for (const std::string& n : PlacementNames()) EXPECT_NE(msg.find(n), std::string::npos) << msg;
   }
-  EXPECT_EQ(PlacementNames().size(), 7u);
+  EXPECT_EQ(PlacementNames().size(), 8u);  // block file hilbert linear linear_interleave random ring snake
   EXPECT_THROW(PlaceOn(chip, "linear", 17, k4x4), std::invalid_argument);
   EXPECT_THROW(PlaceOn(chip, "linear", 0, k4x4), std::invalid_argument);
   EXPECT_THROW(PlaceOn(chip, "linear", 4, {6, 6, 4, 4}), std::invalid_argument);  // runs off the grid
@@ -220,6 +222,42 @@ void CheckTiling(const arch::Chip& chip, const std::vector<Region>& rs, int tp) 
       EXPECT_TRUE(side || stacked) << "stages " << s << " and " << s + 1 << " do not touch";
     }
   }
+}
+
+TEST(Placement, HilbertVisitsA4x4RegionAsOneWalkOfNeighbours) {
+  const arch::Chip& chip = Mesh8x8();
+  const std::vector<int> h = PlaceOn(chip, "hilbert", 16, k4x4);
+  std::vector<int> sorted = h;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, PlaceOn(chip, "linear", 16, k4x4));  // a permutation of the region
+  EXPECT_EQ(h.front(), 20);                              // starts at the region's corner
+  for (size_t i = 0; i + 1 < h.size(); ++i) EXPECT_TRUE(GridNeighbours(chip, h[i], h[i + 1])) << i;
+  // The curve's first quadrant is the region's top-left 2x2 block.
+  EXPECT_EQ(std::set<int>(h.begin(), h.begin() + 4), (std::set<int>{20, 21, 28, 29}));
+}
+
+TEST(PlaceStages, ChipSpanTakesStagesFromOneOrder) {
+  const arch::Chip chip = MakeChip("mesh", 4, 4);
+  config::Mapping m;
+  m.set_placement("snake");
+  m.set_span("chip");
+  // Snake over the whole 4x4 chip: 0 1 2 3 7 6 5 4 8 9 ...
+  // stage_major: stage s takes positions 4s .. 4s+3.
+  StagePlacement p = PlaceStages(chip, m, 2, 4, PlacementFile{});
+  EXPECT_EQ(p.cores[0], (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(p.cores[1], (std::vector<int>{7, 6, 5, 4}));
+  // tp_major: rank r of stage s takes position 2r + s.
+  m.set_span_order("tp_major");
+  p = PlaceStages(chip, m, 2, 4, PlacementFile{});
+  EXPECT_EQ(p.cores[0], (std::vector<int>{0, 2, 7, 5}));
+  EXPECT_EQ(p.cores[1], (std::vector<int>{1, 3, 6, 4}));
+  // The default (span = stage): each stage in its own region (StageRegions); disjoint.
+  m.clear_span();
+  m.clear_span_order();
+  p = PlaceStages(chip, m, 2, 4, PlacementFile{});
+  std::set<int> all(p.cores[0].begin(), p.cores[0].end());
+  all.insert(p.cores[1].begin(), p.cores[1].end());
+  EXPECT_EQ(all.size(), 8u);
 }
 
 TEST(StageRegions, EightByEightMesh) {

@@ -38,8 +38,8 @@ TEST(MappingRegistries, PartitionersAreRegisteredUnderTheirOwnName) {
 }
 
 TEST(MappingRegistries, PlacementsAreRegisteredAndUnknownOnesListedSorted) {
-  EXPECT_EQ(PlacementNames(), (std::vector<std::string>{"block", "file", "linear", "linear_interleave",
-                                                        "random", "ring", "snake"}));
+  EXPECT_EQ(PlacementNames(), (std::vector<std::string>{"block", "file", "hilbert", "linear",
+                                                        "linear_interleave", "random", "ring", "snake"}));
   ExpectOneLineDescriptions<placement::PlacementKind>();
   PlacementRequest req;
   req.name = "spiral";
@@ -48,9 +48,9 @@ TEST(MappingRegistries, PlacementsAreRegisteredAndUnknownOnesListedSorted) {
     Place(req, arch::Chip::Build(testing::MeshChip(2, 2, 1 << 20)));
     FAIL() << "no throw";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(
-        e.what(),
-        "unknown placement 'spiral' (valid: block, file, linear, linear_interleave, random, ring, snake)");
+    EXPECT_STREQ(e.what(),
+                 "unknown placement 'spiral' (valid: block, file, hilbert, linear, linear_interleave, "
+                 "random, ring, snake)");
   }
 }
 

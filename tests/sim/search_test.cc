@@ -59,9 +59,14 @@ TEST(SearchTest, SpaceSizeAndReplicas) {
   const sim::Experiment e = ComputeBound();
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
   // 4 tp x 2 stages (all within 16 cores and 2 layers) x 2 x 2 partitions x 2 placements x
-  // 2 collectives = 128.
+  // 2 collectives, times the spans: stage, chip:stage_major and chip:tp_major with 2
+  // stages, the first two with 1 (one stage: both chip orders are the same):
+  // 16 x (4 x 3 + 4 x 2) = 320.
   const std::vector<Candidate> space = Space(e, chip, SmallSpace().space);
-  EXPECT_EQ(space.size(), 128u);
+  EXPECT_EQ(space.size(), 320u);
+  SpaceOptions local = SmallSpace().space;
+  local.spans = {"stage"};
+  EXPECT_EQ(Space(e, chip, local).size(), 128u);
   Candidate c;
   c.tp = 4;
   c.stages = 2;
@@ -102,7 +107,7 @@ TEST(SearchTest, PruningKeepsTheFrontAndTheBest) {
     const SearchResult x = Search(e, chip, exhaustive, nullptr);
     EXPECT_GT(a.pruned, 0u) << objective << ": the test needs pruning to happen";
     EXPECT_EQ(x.pruned, 0u);
-    EXPECT_EQ(x.ok, 128u);
+    EXPECT_EQ(x.ok, 320u);
     ASSERT_EQ(a.front.size(), x.front.size()) << objective;
     for (size_t i = 0; i < a.front.size(); ++i) EXPECT_EQ(Key(a.front[i]), Key(x.front[i])) << objective;
     ASSERT_FALSE(a.ranked.empty());
