@@ -158,7 +158,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   if (m.span() == "chip" && m.placement() == "file")
     add("mapping.span", m.span(),
         "placement = file already lists every stage's cores; span applies to the others");
-  if (!m.span_order().empty() && m.span() != "chip")
+  if (!m.span_order().empty() && (m.span().empty() || m.span() == "stage"))
     add("mapping.span_order", m.span_order(), "applies only with mapping.span = chip");
   const std::vector<std::string> weights = {"", "auto", "sram", "dram"};
   if (!Contains(weights, m.weights())) add("mapping.weights", m.weights(), "must be auto, sram or dram");
