@@ -530,7 +530,7 @@ std::vector<CollectivePoint> MeasureCollectives(const std::vector<uint64_t>& siz
             ds,
             [&] {
               Check(ncclGroupStart(), "ncclGroupStart");
-              for (int r = 0; r < n; ++r) IssueNccl(*devs[r], l, cs[r], r, n, -1);
+              for (int r = 0; r < n; ++r) IssueNccl(*devs[r], l, cs[r], r, n, -1, [](int g) { return g; });
               Check(ncclGroupEnd(), "ncclGroupEnd");
             },
             opts);
