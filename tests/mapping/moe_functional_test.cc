@@ -140,7 +140,7 @@ TEST(MoeFunctional, ReferenceIsNotTrivial) {
 }
 
 TEST(MoeFunctional, EveryRoutingAndEpTpSplitOnAMesh) {
-  // Attention TP p = 1, 2, 4, 8 (megatron) on a 4x4 mesh, every (ep, moe tp) the mapping
+  // Attention TP p = 1, 2, 4, 8, 16 (megatron) on a 4x4 mesh, every (ep, moe tp) the mapping
   // accepts, prefill of 8 tokens + 1 decode step, 2 sparse layers.
   const arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
   const config::Model model = MoeModel();
@@ -158,7 +158,7 @@ TEST(MoeFunctional, EveryRoutingAndEpTpSplitOnAMesh) {
     EXPECT_EQ(RouteTokens(r, 8, 2, 8, 0).dropped > 0, moe.capacity_factor() > 0) << name;
   }
   int runs = 0, refused = 0;
-  for (int p : {1, 2, 4, 8})
+  for (int p : {1, 2, 4, 8, 16})
     for (int ep : {1, 2, 4, 8})
       for (int etp : {1, 2, 4, 8}) {
         const config::Mapping m = MoeMap(p, ep, etp);
@@ -175,9 +175,9 @@ TEST(MoeFunctional, EveryRoutingAndEpTpSplitOnAMesh) {
           ++runs;
         }
       }
-  // (p, ep, moe tp) with ep x moe tp dividing p: 1 + 3 + 6 + 10 = 20 splits, 6 routings each.
-  EXPECT_EQ(runs, 20 * 6);
-  EXPECT_EQ(refused, 64 - 20);
+  // (p, ep, moe tp) with ep x moe tp dividing p: 1 + 3 + 6 + 10 + 13 = 33 splits, 6 routings each.
+  EXPECT_EQ(runs, 33 * 6);
+  EXPECT_EQ(refused, 80 - 33);
 }
 
 TEST(MoeFunctional, SharedExpertsBatchesMixedLayersAndRawTopK) {
