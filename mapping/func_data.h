@@ -28,6 +28,8 @@ enum class FuncTensorKind : uint8_t {
                 //   rows [0, init_rows) of sequence s's block of rows / B rows, random from
                 //   FuncSequenceSeed(seed, s) (mapping/functional.h), counted from the block
   kBuffer,      // a collective's per-core buffer
+  kConst,       // fixed values FuncData::consts[seed] (row-major [rows, cols]) on every core that
+                //   reads it: the MoE routing's gate bias (mapping/moe_pass.h)
 };
 struct FuncTensor {
   FuncTensorKind kind = FuncTensorKind::kActivation;
@@ -70,6 +72,10 @@ struct FuncOp {
   uint32_t kv_group = 0;                  // kScores, kPv: query heads per KV head
   uint32_t head_begin = 0, head_end = 0;  // kScores, kPv: the query heads [begin, end)
   uint32_t block_stride = 0;              // kCopy: rows between the destinations of two blocks
+  // The next op of the same task (-1: none; else a larger index): one task may stand for several
+  // ops, e.g. an MoE rank's fused gate+up GEMM is one matmul per expert and projection, and its
+  // weighted sum one accumulating matmul per (token, expert) (mapping/moe_pass.h).
+  int32_t next = -1;
 };
 // Copy between a tensor region and a collective buffer (row-major region at element
 // `offset`, or the region transposed when `transpose`).
@@ -99,6 +105,7 @@ struct FuncData {
   std::vector<FuncOp> ops;
   std::vector<FuncCollective> collectives;  // parallel to Program::collectives
   std::vector<FuncOutput> outputs;          // prefill, then each decode step
+  std::vector<std::vector<float>> consts;   // the values of kConst tensors (by FuncTensor::seed)
 };
 
 }  // namespace tpsim::mapping

@@ -66,10 +66,13 @@ class Builder {
 
   FuncPlan Build() {
     for (const Task& t : p_.tasks()) {
-      if (t.kind == TaskKind::kCompute && t.func >= 0) {
-        if (static_cast<size_t>(t.func) >= f_.ops.size())
-          Fail("task " + std::to_string(t.id) + ": bad func op");
-        Compute(f_.ops[t.func], t.id);
+      // A task's ops: t.func, then each op's `next` (strictly increasing, so no cycle).
+      for (int64_t i = t.kind == TaskKind::kCompute ? t.func : -1; i >= 0;) {
+        if (static_cast<size_t>(i) >= f_.ops.size()) Fail("task " + std::to_string(t.id) + ": bad func op");
+        Compute(f_.ops[i], t.id);
+        const int64_t next = f_.ops[i].next;
+        if (next >= 0 && next <= i) Fail("task " + std::to_string(t.id) + ": func op chain goes backwards");
+        i = next;
       }
       if (t.kind == TaskKind::kTransfer) Transfer(t);
     }
@@ -133,6 +136,12 @@ class Builder {
     FuncInit init{arena, s.offset, 0, ft.cols, ft.seed, 1.f};
     if (weight) init.rows = ft.rows, init.scale = FuncWeightScale(ft.rows);
     if (ft.kind == FuncTensorKind::kInput) init.rows = ft.rows;
+    if (ft.kind == FuncTensorKind::kConst) {
+      if (ft.seed >= f_.consts.size() || f_.consts[ft.seed].size() != uint64_t{ft.rows} * ft.cols)
+        Fail("const tensor " + std::to_string(t) + " without its values");
+      init.rows = ft.rows;
+      init.values = f_.consts[ft.seed];
+    }
     if (ft.kind == FuncTensorKind::kCache) {
       // Batch B: sequence q's block of rows / B rows starts with its own random prefix
       // (FuncSequenceSeed; sequence 0 keeps the tensor's seed).
@@ -505,7 +514,7 @@ namespace {
 void FillInit(const FuncInit& in, bool round_bf16, float* out) {
   const uint64_t n = uint64_t{in.rows} * in.cols;
   for (uint64_t i = 0; i < n; ++i) {
-    const float x = in.scale * FuncRand(in.seed, i);
+    const float x = in.values.empty() ? in.scale * FuncRand(in.seed, i) : in.values[i];
     out[i] = round_bf16 ? RoundBf16(x) : x;
   }
 }

@@ -84,13 +84,15 @@ struct FuncStep {
   uint64_t tensor_base = 0;
 };
 
-// Rows [0, rows) of an arena's region filled with mapping's deterministic uniforms of `seed`.
+// Rows [0, rows) of an arena's region filled with mapping's deterministic uniforms of `seed`
+// (times `scale`), or with `values` (rows x cols, row-major) when it is not empty (kConst).
 struct FuncInit {
   uint32_t arena = 0;
   uint64_t offset = 0;
   uint32_t rows = 0, cols = 0;
   uint64_t seed = 0;
   float scale = 1;
+  std::vector<float> values{};
 };
 
 struct FuncPlanOutput {

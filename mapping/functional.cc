@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
+#include "llm/opgraph.h"
 #include "mapping/func_plan.h"
+#include "mapping/moe_routing.h"
 
 namespace tpsim::mapping {
 
@@ -126,6 +129,49 @@ void Binary(FuncKind k, const Matrix& a, FuncSlice sa, const Matrix& b, FuncSlic
     }
 }
 
+// The unpartitioned MoE block of layer l on its normed input hn ([T, H], all rows of the
+// phase): router softmax, each expert on the tokens ExpertTokens gives it (mapping/moe_routing.h,
+// from RouteTokens' counts after the capacity cap), weighted by the token's router
+// probability (renormalised over the experts the token reached when norm_topk_prob), summed,
+// plus the shared experts on every token.
+template <typename Ffn, typename Gemm>
+Matrix MoeReference(const config::Model& model, const Routing& routing, uint32_t l, const Matrix& hn, Ffn ffn,
+                    Gemm gemm) {
+  const uint32_t t = hn.rows, h = hn.cols, e_count = model.num_experts();
+  Matrix logits = gemm(l, hn, kFuncRouterRole, e_count), probs = Make(t, e_count);
+  for (uint32_t i = 0; i < t; ++i) {
+    double mx = -1e300, sum = 0;
+    for (uint32_t e = 0; e < e_count; ++e) mx = std::max(mx, double{logits.at(i, e)});
+    for (uint32_t e = 0; e < e_count; ++e) sum += std::exp(logits.at(i, e) - mx);
+    for (uint32_t e = 0; e < e_count; ++e)
+      probs.at(i, e) = static_cast<float>(std::exp(logits.at(i, e) - mx) / sum);
+  }
+  const ExpertLoad load = RouteTokens(routing, e_count, model.num_experts_per_token(), t, l);
+  const std::vector<std::vector<uint32_t>> takes = ExpertTokens(load.tokens, t);
+  std::vector<double> reached(t, 0.0);  // sum of the probabilities of the experts a token reached
+  for (uint32_t e = 0; e < e_count; ++e)
+    for (uint32_t i : takes[e]) reached[i] += probs.at(i, e);
+  Matrix y = Make(t, h);
+  for (uint32_t e = 0; e < e_count; ++e) {
+    if (takes[e].empty()) continue;
+    Matrix in = Make(static_cast<uint32_t>(takes[e].size()), h);
+    for (size_t j = 0; j < takes[e].size(); ++j)
+      std::copy_n(hn.v.begin() + uint64_t{takes[e][j]} * h, h, in.v.begin() + j * h);
+    const Matrix out = ffn(l, in, kFuncExpertRole + 3 * static_cast<int>(e), model.moe_intermediate_size());
+    for (size_t j = 0; j < takes[e].size(); ++j) {
+      const uint32_t i = takes[e][j];
+      const double g = model.norm_topk_prob() ? probs.at(i, e) / reached[i] : probs.at(i, e);
+      for (uint32_t c = 0; c < h; ++c)
+        y.at(i, c) = static_cast<float>(y.at(i, c) + g * out.at(static_cast<uint32_t>(j), c));
+    }
+  }
+  if (model.shared_expert_intermediate_size() > 0) {
+    const Matrix sh = ffn(l, hn, kFuncSharedRole, model.shared_expert_intermediate_size());
+    for (uint64_t j = 0; j < y.v.size(); ++j) y.v[j] += sh.v[j];
+  }
+  return y;
+}
+
 }  // namespace
 
 std::vector<Matrix> RunFunctional(const Program& p) {
@@ -136,7 +182,24 @@ std::vector<Matrix> RunFunctional(const Program& p) {
   return RunFuncPlanCpu(BuildFuncPlan(p), {});
 }
 
-std::vector<Matrix> RunReference(const config::Model& model, const config::Workload& wl) {
+Routing ReferenceRouting(const config::MoeMapping& moe, uint32_t experts,
+                         std::unique_ptr<RoutingTrace>* trace) {
+  Routing r;
+  if (!ParseRoutingKind(moe.routing(), &r.kind))
+    throw std::invalid_argument("functional: unknown moe routing " + moe.routing());
+  r.zipf_s = moe.zipf_s();
+  r.capacity_factor = moe.capacity_factor();
+  r.seed = moe.seed();
+  if (r.kind == RoutingKind::kTrace) {
+    *trace = std::make_unique<RoutingTrace>(
+        ReadRoutingTrace(moe.routing_file(), experts, config::Location{"<mapping>", 1, 1}));
+    r.trace = trace->get();
+  }
+  return r;
+}
+
+std::vector<Matrix> RunReference(const config::Model& model, const config::Workload& wl,
+                                 const config::MoeMapping& moe) {
   const uint32_t batch = std::max(1u, wl.batch());
   const uint32_t h = model.hidden_size(), hd = model.head_dim(), nq = model.num_attention_heads();
   const uint32_t nkv = model.num_key_value_heads() ? model.num_key_value_heads() : nq;
@@ -149,9 +212,24 @@ std::vector<Matrix> RunReference(const config::Model& model, const config::Workl
     return w;
   };
   auto all = [](const Matrix& m) { return FuncSlice{0, 0, m.rows, 0, m.cols}; };
+  auto gemm = [&](uint32_t l, const Matrix& in, int role, uint32_t n) {
+    Matrix w = weight(l, role, in.cols, n), y = Make(in.rows, n);
+    Matmul(in, all(in), w, all(w), false, false, y, all(y));
+    return y;
+  };
+  // silu(in . gate) * (in . up) . down, the weights of roles role, role + 1, role + 2.
+  auto ffn = [&](uint32_t l, const Matrix& in, int role, uint32_t width) {
+    Matrix g = gemm(l, in, role, width), u = gemm(l, in, role + 1, width), act = Make(in.rows, width);
+    Binary(FuncKind::kSiluMul, g, all(g), u, all(u), act, all(act));
+    return gemm(l, act, role + 2, h);
+  };
+  std::unique_ptr<RoutingTrace> trace;
+  Routing routing;
+  if (model.num_experts() > 0) routing = ReferenceRouting(moe, model.num_experts(), &trace);
   // Sequence s of a batch: its own caches, whose prefix is random from
   // FuncSequenceSeed(seed, s), and rows (s * t + i) of the phase's input stream. Sequences
-  // never see each other.
+  // never see each other in attention; the MLP (and the MoE block's routing) is row-wise
+  // over all batch * t rows of the phase.
   const uint32_t kv_cols = nkv * hd;
   std::vector<std::vector<Matrix>> kcs(batch), vcs(batch);  // [sequence][layer]
   for (uint32_t sq = 0; sq < batch; ++sq)
@@ -168,49 +246,43 @@ std::vector<Matrix> RunReference(const config::Model& model, const config::Workl
     const uint32_t t = step == 0 ? wl.seq_len() : 1;
     const uint32_t cached = step == 0 ? wl.cached_prefix() : wl.cached_prefix() + wl.seq_len() + step - 1;
     const uint32_t ltot = cached + t;
-    Matrix all_x = Make(batch * t, h);
-    Fill(&all_x, FuncSeed(step, 200), batch * t, 1.f);
-    for (uint32_t sq = 0; sq < batch; ++sq) {
-      std::vector<Matrix>&kc = kcs[sq], &vc = vcs[sq];
-      Matrix x = Make(t, h);
-      std::copy(all_x.v.begin() + uint64_t{sq} * t * h, all_x.v.begin() + uint64_t{sq + 1} * t * h,
-                x.v.begin());
-      for (uint32_t l = 0; l < layers; ++l) {
-        auto gemm = [&](const Matrix& in, int role, uint32_t n) {
-          Matrix w = weight(l, role, in.cols, n), y = Make(in.rows, n);
-          Matmul(in, all(in), w, all(w), false, false, y, all(y));
-          return y;
-        };
+    Matrix x = Make(batch * t, h);
+    Fill(&x, FuncSeed(step, 200), batch * t, 1.f);
+    for (uint32_t l = 0; l < layers; ++l) {
+      Matrix h1 = Make(batch * t, h);
+      for (uint32_t sq = 0; sq < batch; ++sq) {
+        Matrix xs = Make(t, h);
+        std::copy(x.v.begin() + uint64_t{sq} * t * h, x.v.begin() + uint64_t{sq + 1} * t * h, xs.v.begin());
         Matrix xn = Make(t, h);
-        GroupNorm(x, all(x), xn, all(xn), h);
-        Matrix q = gemm(xn, 0, nq * hd), k = gemm(xn, 1, nkv * hd), v = gemm(xn, 2, nkv * hd);
+        GroupNorm(xs, all(xs), xn, all(xn), h);
+        Matrix q = gemm(l, xn, 0, nq * hd), k = gemm(l, xn, 1, nkv * hd), v = gemm(l, xn, 2, nkv * hd);
         if (model.qk_norm()) {
           GroupNorm(q, all(q), q, all(q), hd);
           GroupNorm(k, all(k), k, all(k), hd);
         }
         Rope(q, all(q), q, all(q), hd, cached);
         Rope(k, all(k), k, all(k), hd, cached);
+        Matrix &kc = kcs[sq][l], &vc = vcs[sq][l];
         for (uint32_t i = 0; i < t; ++i)
           for (uint32_t c = 0; c < nkv * hd; ++c)
-            kc[l].at(cached + i, c) = k.at(i, c), vc[l].at(cached + i, c) = v.at(i, c);
+            kc.at(cached + i, c) = k.at(i, c), vc.at(cached + i, c) = v.at(i, c);
         FuncOp f;
         f.head_dim = hd, f.kv_group = nq / nkv, f.head_begin = 0, f.head_end = nq;
         Matrix s = Make(nq * t, ltot), p = Make(nq * t, ltot), attn = Make(t, nq * hd);
-        Scores(q, all(q), kc[l], ltot, s, f);
+        Scores(q, all(q), kc, ltot, s, f);
         Softmax(s, all(s), p, all(p), hd, cached, t);
-        Pv(p, vc[l], ltot, attn, all(attn), f);
-        Matrix o = gemm(attn, 3, h), h1 = Make(t, h);
-        Binary(FuncKind::kAdd, o, all(o), x, all(x), h1, all(h1));
-        Matrix hn = Make(t, h);
-        GroupNorm(h1, all(h1), hn, all(hn), h);
-        Matrix g = gemm(hn, 4, inter), u = gemm(hn, 5, inter), act = Make(t, inter);
-        Binary(FuncKind::kSiluMul, g, all(g), u, all(u), act, all(act));
-        Matrix dn = gemm(act, 6, h);
-        Binary(FuncKind::kAdd, dn, all(dn), h1, all(h1), x, all(x));
+        Pv(p, vc, ltot, attn, all(attn), f);
+        Matrix o = gemm(l, attn, 3, h), r1 = Make(t, h);
+        Binary(FuncKind::kAdd, o, all(o), xs, all(xs), r1, all(r1));
+        std::copy(r1.v.begin(), r1.v.end(), h1.v.begin() + uint64_t{sq} * t * h);
       }
-      std::copy(x.v.begin(), x.v.end(), all_x.v.begin() + uint64_t{sq} * t * h);
+      Matrix hn = Make(batch * t, h);
+      GroupNorm(h1, all(h1), hn, all(hn), h);
+      Matrix dn =
+          llm::IsMoeLayer(model, l) ? MoeReference(model, routing, l, hn, ffn, gemm) : ffn(l, hn, 4, inter);
+      Binary(FuncKind::kAdd, dn, all(dn), h1, all(h1), x, all(x));
     }
-    outs.push_back(std::move(all_x));
+    outs.push_back(std::move(x));
   }
   return outs;
 }

@@ -15,6 +15,7 @@
 
 #include <vector>
 
+#include "mapping.pb.h"
 #include "mapping/program.h"
 #include "model.pb.h"
 #include "workload.pb.h"
@@ -32,6 +33,15 @@ struct Matrix {
 // the GPU harness's kernels (validate/reference.h).
 constexpr float kFuncNormEps = 1e-6f;       // rmsnorm: x / sqrt(mean(x^2) + eps)
 constexpr double kFuncRopeTheta = 10000.0;  // RoPE base
+
+// Roles of the MoE block's weights (FuncSeed(layer, role)), shared by lowering and reference:
+// the router [H, E]; the shared experts' gate, up [H, Is] and down [Is, H] at kFuncSharedRole
+// + 0, 1, 2; expert e's gate, up [H, Im] and down [Im, H] at kFuncExpertRole + 3e + 0, 1, 2.
+// (The dense layer's q, k, v, o, gate, up, down are roles 0..6; KV caches 100, 101; inputs 200.)
+constexpr int kFuncRouterRole = 7, kFuncSharedRole = 8, kFuncExpertRole = 16;
+// The gate bias of an expert a token did not reach (norm_topk_prob: the router softmax over
+// logits + bias gives the renormalised top-k weights; exp(-1e30) is 0 in float and bf16).
+constexpr float kFuncMaskedLogit = -1e30f;
 
 // Seed of functional tensor `role` of layer (or phase) `index`; shared by lowering and reference.
 uint64_t FuncSeed(uint32_t index, int role);
@@ -51,8 +61,16 @@ uint64_t FuncSequenceSeed(uint64_t seed, uint32_t sequence);
 // inconsistent.
 std::vector<Matrix> RunFunctional(const Program& p);
 
-// The same outputs, computed unpartitioned, one sequence of the batch at a time.
-std::vector<Matrix> RunReference(const config::Model& model, const config::Workload& wl);
+// The same outputs, computed unpartitioned: attention one sequence of the batch at a time, the
+// MLP (or MoE block) over all the phase's rows. An MoE layer routes by `moe` (mapping.moe: routing,
+// capacity_factor; its ep and tp do not matter): router softmax over the E experts, each expert
+// takes the tokens ExpertTokens (mapping/moe_routing.h) gives it from RouteTokens' counts (after
+// the capacity cap: the tokens an expert does not take skip it), silu(x Wg) * (x Wu) Wd per
+// expert, weighted by the router probability (renormalised over the experts the token reached
+// when norm_topk_prob), plus the shared experts (no gate of their own), then the residual.
+// Throws config::ConfigError for an unreadable routing trace.
+std::vector<Matrix> RunReference(const config::Model& model, const config::Workload& wl,
+                                 const config::MoeMapping& moe = config::MoeMapping());
 
 // max |a - b| / max(max |b|, tiny) over all outputs.
 double MaxRelativeError(const std::vector<Matrix>& a, const std::vector<Matrix>& b);

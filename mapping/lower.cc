@@ -133,12 +133,6 @@ Program Lowering::Run(const PlacementFile& file) {
   return cx_.builder.Build();
 }
 
-// The functional executor has no MoE semantics (dispatch, experts, combine) yet.
-void RefuseFunctionalMoe(const config::Model& model, const LowerOptions& opts) {
-  if (opts.functional && model.num_experts() > 0)
-    throw std::invalid_argument("mapping: the functional executor does not run MoE layers yet");
-}
-
 // Checks the mapping (reading the placement file once) and lowers.
 Program CheckAndRun(Lowering* lowering, const arch::Chip& chip, const config::Model& model,
                     const config::Workload& wl, const config::Mapping& m) {
@@ -153,7 +147,6 @@ Program CheckAndRun(Lowering* lowering, const arch::Chip& chip, const config::Mo
 
 Program Lower(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
               const config::Mapping& m, const LowerOptions& opts) {
-  RefuseFunctionalMoe(model, opts);
   Lowering lowering(chip, model, wl, m, opts);
   return CheckAndRun(&lowering, chip, model, wl, m);
 }
@@ -162,7 +155,6 @@ Program LowerIteration(const arch::Chip& chip, const config::Model& model, const
                        const std::vector<llm::SeqChunk>& chunks, uint32_t layers, const std::string& dtype,
                        const LowerOptions& opts) {
   if (chunks.empty()) throw std::invalid_argument("mapping: an iteration needs at least one chunk");
-  RefuseFunctionalMoe(model, opts);
   config::Workload wl;
   wl.set_batch(1);
   uint64_t rows = 0;

@@ -22,11 +22,33 @@
 //                     (replicated on every rank), added to the routed output
 //
 // The slowest slot decides: combine transfers wait for the last expert GEMM of their
-// sender. The functional executor does not run MoE layers (Lower refuses them with
-// LowerOptions::functional).
+// sender.
+//
+// Functional data (LowerOptions::functional; the tasks are the same without it): the routing
+// counts become tokens by ExpertTokens (moe_routing.h), so rank r's rows for expert e are the
+// tokens of its row range that e takes (SplitBySource's count exactly). Each task carries a
+// chain of FuncOps (FuncOp::next):
+//   router            matmul x_r . Wr -> logits; norm_topk_prob: + a constant gate bias
+//                     (0 where the routing sends the token to the expert, kFuncMaskedLogit
+//                     elsewhere); softmax over E -> gate weights G
+//   dispatch          pack: rank r's rows of each expert of d's slot into the buffer at the
+//                     schedule's offset; unpack at d: into the expert's input X_e (rows by source
+//                     rank, then token); a rank's own rows are copied by its first expert op
+//   experts           per expert of the slot: X_e . Wg_e[:, cols], X_e . Wu_e[:, cols] (cols:
+//                     the rank's Im / tp_moe block), SiLU*mul, . Wd_e[cols, :] -> Z_e (partial
+//                     sums when tp_moe > 1); a GPU-node rank's grouped tasks chain every expert
+//   combine           pack: Z_e's rows of each source into the buffer; no unpack (the sum reads
+//                     the buffer where the rows landed)
+//   experts.sum       y[i] += G[i, e] . Z_e row of token i, one accumulating 1 x 1 x H matmul per
+//                     (token, expert, rank of the slot)
+//   shared_experts    x_r . Wsg, x_r . Wsu, SiLU*mul, . Wsd, added to y
+// The extra tensors are not announced to the memory plan (the timed tasks already count their
+// bytes as transient SRAM).
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "mapping/lower_context.h"
@@ -48,9 +70,18 @@ class MoePass {
   const Routing& RoutingOf();
   // An uneven all_to_all over each replica: bytes[r][d] between global ranks r and d of the
   // same replica; transfer r -> d waits for deps[r]. Returns, per rank, the transfers into it.
-  std::vector<std::vector<TaskId>> AllToAllV(const std::string& name,
-                                             const std::vector<std::vector<uint64_t>>& bytes,
-                                             const std::vector<std::vector<TaskId>>& deps);
+  // Functional lowering: `fc` (its buffer and copies) becomes the collective's FuncCollective;
+  // offsets[r][d] must be the schedule's (sender's, receiver's) byte offsets of block r -> d.
+  std::vector<std::vector<TaskId>> AllToAllV(
+      const std::string& name, const std::vector<std::vector<uint64_t>>& bytes,
+      const std::vector<std::vector<TaskId>>& deps, FuncCollective* fc = nullptr,
+      const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>* offsets = nullptr);
+  // Functional lowering only: a tensor the memory plan does not see.
+  int32_t FuncOnly(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0);
+  // Functional lowering only: the compute task just added stands for `ops` (its FuncOp, a
+  // placeholder, becomes ops[0]; the rest are chained after it). Empty `ops`: a copy of zero
+  // rows of `none_tensor` (a task with nothing to compute, e.g. a sum whose tokens all dropped).
+  void Attach(std::vector<FuncOp> ops, int32_t none_tensor = -1);
   // A compute task on rank r in the current op.
   TaskId Gemm(int r, uint64_t m, uint64_t k, uint64_t n, std::vector<TaskId> deps, FuncSlice a = {});
   TaskId VectorTask(int r, llm::OpKind kind, uint64_t rows, uint64_t cols, double ops, uint64_t bytes,
@@ -58,8 +89,10 @@ class MoePass {
   // A GPU-node chip's experts on rank r: one grouped GEMM for gate+up over the experts
   // [first, first + count) that got rows (as vLLM's fused MoE kernel), SiLU*mul, one for down
   // (HBM weights: no weight reads), after the tasks in *done; appends the last to *done.
+  // ops[e] (functional lowering): expert e's gate+up, SiLU*mul and down FuncOps, chained into
+  // the three tasks.
   void GroupedExperts(int r, const std::vector<uint64_t>& rows, uint32_t first, uint32_t count, uint64_t im,
-                      std::vector<TaskId>* done);
+                      std::vector<TaskId>* done, const std::vector<std::array<std::vector<FuncOp>, 3>>* ops);
   // The DRAM read of `bytes` of weights on rank r when weights stream (none when resident).
   void WeightRead(int r, uint64_t bytes, std::vector<TaskId>* deps);
 

@@ -257,6 +257,17 @@ std::vector<std::vector<uint64_t>> SplitBySource(const std::vector<uint64_t>& pe
   return out;
 }
 
+std::vector<std::vector<uint32_t>> ExpertTokens(const std::vector<uint64_t>& per_expert, uint64_t tokens) {
+  std::vector<std::vector<uint32_t>> out(per_expert.size());
+  for (size_t e = 0; e < per_expert.size(); ++e) {
+    const unsigned __int128 n = per_expert[e];
+    if (n > tokens) throw std::invalid_argument("moe routing: an expert has more assignments than tokens");
+    for (uint64_t i = 0; i < tokens; ++i)
+      if (n * (i + 1) / tokens > n * i / tokens) out[e].push_back(static_cast<uint32_t>(i));
+  }
+  return out;
+}
+
 MoeGroups MoeGroupsOf(const config::Mapping& m, const config::Model& model, int p) {
   MoeGroups g;
   g.p = std::max(1, p);

@@ -78,6 +78,15 @@ uint64_t ExpertCapacity(double capacity_factor, uint64_t assignments, uint32_t e
 std::vector<std::vector<uint64_t>> SplitBySource(const std::vector<uint64_t>& per_expert,
                                                  const std::vector<uint64_t>& tokens_per_source);
 
+// Which tokens each expert takes (the functional executor's assignment, mapping/functional.h):
+// expert e with n_e of `tokens` tokens takes token i when floor(n_e (i+1) / tokens) >
+// floor(n_e i / tokens) (n_e <= tokens; a larger n_e throws std::invalid_argument). For every
+// split of the tokens into consecutive ranges this gives each range exactly SplitBySource's
+// count, so the partitioned layer and the unpartitioned reference route the same tokens to the
+// same experts whatever the ranks. A token takes between 0 and E experts (balanced 16 tokens,
+// 8 experts of 4: tokens 3, 7, 11 and 15 take all 8, the others none). Ascending token ids.
+std::vector<std::vector<uint32_t>> ExpertTokens(const std::vector<uint64_t>& per_expert, uint64_t tokens);
+
 // How mapping.moe splits a TP group of p ranks (mapping.proto, MoeMapping).
 struct MoeGroups {
   int p = 1, ep = 1, tp = 1;                   // group, expert-parallel degree, ranks per expert

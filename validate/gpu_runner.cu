@@ -34,6 +34,20 @@ struct Device {
   cublasHandle_t blas = nullptr;
   bf16* buf[3] = {nullptr, nullptr, nullptr};
   uint64_t elems = 0;
+  // Device arrays of `ptr_cap` pointers to buf[0], buf[1], buf[2] (grouped GEMMs' problems all
+  // read and write the scratch buffers), made on first need (a warm-up call: outside the timing).
+  void** ptrs[3] = {nullptr, nullptr, nullptr};
+  size_t ptr_cap = 0;
+  void EnsurePtrs(size_t n) {
+    if (n <= ptr_cap) return;
+    for (int i = 0; i < 3; ++i) {
+      cudaFree(ptrs[i]);
+      Check(cudaMalloc(&ptrs[i], n * sizeof(void*)), "cudaMalloc");
+      std::vector<void*> host(n, buf[i]);
+      Check(cudaMemcpy(ptrs[i], host.data(), n * sizeof(void*), cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+    ptr_cap = n;
+  }
   void Init(int dev, uint64_t n) {
     id = dev;
     Check(cudaSetDevice(dev), "cudaSetDevice");
@@ -51,6 +65,7 @@ struct Device {
     if (!stream) return;
     cudaSetDevice(id);
     for (auto* b : buf) cudaFree(b);
+    for (auto* p : ptrs) cudaFree(p);
     cublasDestroy(blas);
     cudaStreamDestroy(stream);
   }
@@ -61,12 +76,54 @@ uint64_t ElemsNeeded(const Launch& l) {
     case LaunchKind::kGemm:
     case LaunchKind::kBatchedGemm:
       return l.batch * std::max({l.m * l.k, l.k * l.n, l.m * l.n});
+    case LaunchKind::kGroupedGemm: {  // every problem on the same scratch buffers
+      uint64_t most = 0;
+      for (const GemmShape& g : l.groups) most = std::max({most, g.m * g.k, g.k * g.n, g.m * g.n});
+      return most;
+    }
     case LaunchKind::kAllGather:
     case LaunchKind::kReduceScatter:
       return l.count * static_cast<uint64_t>(std::max(1, l.nranks));
+    case LaunchKind::kGroupSendRecv: {
+      uint64_t sent = 0, received = 0;
+      for (const PeerCount& pc : l.sends) sent += pc.count;
+      for (const PeerCount& pc : l.recvs) received += pc.count;
+      return std::max({l.count, sent, received});
+    }
     default:
       return std::max(l.Elements(), l.count);
   }
+}
+
+// The experts of an MoE rank: cublasGemmGroupedBatchedEx, one group per problem (each its own
+// m, n, k; row-major as Gemm: column-major C^T = W^T X^T), bf16 in and out, fp32 compute. Where
+// cuBLAS lacks it (before 12.5) or refuses the types, a loop of cublasGemmEx (the same products).
+cublasStatus_t GroupedGemm(Device& d, const Launch& l) {
+  const int n = static_cast<int>(l.groups.size());
+  if (n == 0) return CUBLAS_STATUS_SUCCESS;
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120500
+  d.EnsurePtrs(static_cast<size_t>(n));
+  std::vector<cublasOperation_t> op(n, CUBLAS_OP_N);
+  std::vector<int> cm(n), cn(n), ck(n), size(n, 1);
+  std::vector<float> alpha(n, 1.0f), beta(n, 0.0f);
+  for (int i = 0; i < n; ++i) {
+    cm[i] = static_cast<int>(l.groups[i].n);
+    cn[i] = static_cast<int>(l.groups[i].m);
+    ck[i] = static_cast<int>(l.groups[i].k);
+  }
+  // A = W [k, n] row-major (lda n), B = X [m, k] (ldb k), C = Y [m, n] (ldc n).
+  const cublasStatus_t st = cublasGemmGroupedBatchedEx(
+      d.blas, op.data(), op.data(), cm.data(), cn.data(), ck.data(), alpha.data(), d.ptrs[1], CUDA_R_16BF,
+      cm.data(), d.ptrs[0], CUDA_R_16BF, ck.data(), beta.data(), d.ptrs[2], CUDA_R_16BF, cm.data(), n,
+      size.data(), CUBLAS_COMPUTE_32F);
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED) return st;
+#endif
+  for (const GemmShape& g : l.groups) {
+    const cublasStatus_t st1 = Gemm(d.blas, d.buf[0], d.buf[1], d.buf[2], static_cast<int>(g.m),
+                                    static_cast<int>(g.n), static_cast<int>(g.k), false);
+    if (st1 != CUBLAS_STATUS_SUCCESS) return st1;
+  }
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 void IssueCompute(Device& d, const Launch& l) {
@@ -81,6 +138,9 @@ void IssueCompute(Device& d, const Launch& l) {
       Check(GemmBatched(d.blas, a, b, y, static_cast<int>(l.batch), static_cast<int>(l.m),
                         static_cast<int>(l.n), static_cast<int>(l.k)),
             "cublasGemmStridedBatchedEx");
+      break;
+    case LaunchKind::kGroupedGemm:
+      Check(GroupedGemm(d, l), "cublasGemmGroupedBatchedEx");
       break;
     case LaunchKind::kRmsNorm:
       LaunchRmsNorm(a, y, l.rows, l.cols, l.group, d.stream);
@@ -105,8 +165,9 @@ void IssueCompute(Device& d, const Launch& l) {
   }
 }
 
-// One NCCL call of a participant, on its communicator rank.
-void IssueNccl(Device& d, const Launch& l, ncclComm_t comm, int my, int n, int peer) {
+// One NCCL call of a participant, on its communicator rank (rank_of: a GPU's rank).
+void IssueNccl(Device& d, const Launch& l, ncclComm_t comm, int my, int n, int peer,
+               const std::function<int(int)>& rank_of) {
   bf16 *a = d.buf[0], *y = d.buf[2];
   switch (l.kind) {
     case LaunchKind::kAllReduce:
@@ -125,6 +186,19 @@ void IssueNccl(Device& d, const Launch& l, ncclComm_t comm, int my, int n, int p
       Check(ncclRecv(y, l.count, ncclBfloat16, peer, comm, d.stream), "ncclRecv");
       break;
     case LaunchKind::kGroupSendRecv: {
+      if (!l.sends.empty() || !l.recvs.empty()) {  // an uneven all_to_all: the exact blocks
+        uint64_t off = 0;                          // blocks side by side in the scratch buffers (ElemsNeeded)
+        for (const PeerCount& pc : l.sends) {
+          Check(ncclSend(a + off, pc.count, ncclBfloat16, rank_of(pc.peer), comm, d.stream), "ncclSend");
+          off += pc.count;
+        }
+        off = 0;
+        for (const PeerCount& pc : l.recvs) {
+          Check(ncclRecv(y + off, pc.count, ncclBfloat16, rank_of(pc.peer), comm, d.stream), "ncclRecv");
+          off += pc.count;
+        }
+        break;
+      }
       // A ring rotation of this GPU's bytes in n-1 pieces (rotate / all_to_all volume).
       uint64_t piece = n > 1 ? (l.count + n - 2) / (n - 1) : 0;
       for (int s = 0; s + 1 < n && piece; ++s) {
@@ -297,7 +371,7 @@ GpuRunOutput RunOnGpus(const LaunchPlan& plan, const GpuRunOptions& opts) {
         const Launch& ln = plan.gpus[s.g].ops[s.o].launches[s.l];
         int me = rank_of(dev_of(s.g));
         int peer = ln.peer >= 0 ? rank_of(ln.peer) : -1;
-        IssueNccl(*devs[dev_of(s.g)], ln, cs[me], me, static_cast<int>(set.size()), peer);
+        IssueNccl(*devs[dev_of(s.g)], ln, cs[me], me, static_cast<int>(set.size()), peer, rank_of);
       }
       Check(ncclGroupEnd(), "ncclGroupEnd");
     };
@@ -351,7 +425,7 @@ GpuRunOutput RunOnGpus(const LaunchPlan& plan, const GpuRunOptions& opts) {
           const Launch& ln = plan.gpus[s.g].ops[s.o].launches[s.l];
           int me = rank_of(dev_of(s.g));
           IssueNccl(*devs[dev_of(s.g)], ln, cs[me], me, static_cast<int>(set.size()),
-                    ln.peer >= 0 ? rank_of(ln.peer) : -1);
+                    ln.peer >= 0 ? rank_of(ln.peer) : -1, rank_of);
         }
         Check(ncclGroupEnd(), "ncclGroupEnd");
         for (const Slot& s : slots) ++pos[s.g].second;
@@ -456,7 +530,7 @@ std::vector<CollectivePoint> MeasureCollectives(const std::vector<uint64_t>& siz
             ds,
             [&] {
               Check(ncclGroupStart(), "ncclGroupStart");
-              for (int r = 0; r < n; ++r) IssueNccl(*devs[r], l, cs[r], r, n, -1);
+              for (int r = 0; r < n; ++r) IssueNccl(*devs[r], l, cs[r], r, n, -1, [](int g) { return g; });
               Check(ncclGroupEnd(), "ncclGroupEnd");
             },
             opts);

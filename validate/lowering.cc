@@ -25,6 +25,7 @@ constexpr KindInfo kKinds[] = {
     {LaunchKind::kSiluMul, "silu_mul", "silu_mul_bf16"},
     {LaunchKind::kAdd, "add", "add_bf16"},
     {LaunchKind::kCopy, "copy", "copy_bf16"},
+    {LaunchKind::kGroupedGemm, "grouped_gemm", "cublasGemmGroupedBatchedEx"},
     {LaunchKind::kAllReduce, "all_reduce", "ncclAllReduce"},
     {LaunchKind::kAllGather, "all_gather", "ncclAllGather"},
     {LaunchKind::kReduceScatter, "reduce_scatter", "ncclReduceScatter"},
@@ -52,9 +53,25 @@ Launch ComputeLaunch(const mapping::Program& p, const mapping::Task& t) {
     l.rows = t.m;
     l.cols = t.n;
   };
+  // The task's matmuls (its functional op chain, FuncOp::next): an MoE rank's experts.
+  std::vector<GemmShape> matmuls;
+  for (int64_t i = t.func; i >= 0 && static_cast<size_t>(i) < p.func.ops.size(); i = p.func.ops[i].next) {
+    const mapping::FuncOp& op = p.func.ops[i];
+    if (op.kind == FuncKind::kMatmul)
+      matmuls.push_back({op.out.r1 - op.out.r0, op.out.c1 - op.out.c0, op.a.c1 - op.a.c0});
+    if (op.next >= 0 && op.next <= i) break;
+  }
   switch (t.op_kind) {
     case OpKind::kGemm:
     case OpKind::kRouter:
+      if (matmuls.size() > 1 || (t.func < 0 && t.batch > 1)) {
+        // Several experts' (or gate and up) GEMMs in one task: one grouped GEMM. Without
+        // functional data the task's batch x [m, k] x [k, n] stands for them.
+        l.kind = LaunchKind::kGroupedGemm;
+        l.groups = matmuls.size() > 1 ? matmuls : std::vector<GemmShape>(t.batch, GemmShape{t.m, t.n, t.k});
+        l.batch = l.groups.size();
+        break;
+      }
       l.kind = LaunchKind::kGemm;
       l.m = t.m, l.n = t.n, l.k = t.k;
       l.transpose_b = f && f->transpose_b;
@@ -115,8 +132,9 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
   std::map<int, std::vector<std::pair<uint32_t, Launch>>> per_gpu;
   std::map<int, uint64_t> memory;
   struct CollState {
-    std::map<int, uint32_t> first;  // core -> first transfer task touching it
-    std::map<int, uint64_t> sent;   // core -> bytes it sends
+    std::map<int, uint32_t> first;                    // core -> first transfer task touching it
+    std::map<int, uint64_t> sent;                     // core -> bytes it sends
+    std::map<int, std::map<int, uint64_t>> to, from;  // core -> peer -> bytes sent / received
   };
   std::map<int32_t, CollState> colls;
 
@@ -152,6 +170,8 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
         st.first.emplace(t.core, t.id);
         st.first.emplace(t.dst_core, t.id);
         st.sent[t.core] += t.bytes;
+        st.to[t.core][t.dst_core] += t.bytes;
+        st.from[t.dst_core][t.core] += t.bytes;
         break;
       }
     }
@@ -201,6 +221,16 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
         l.bytes = it == st.sent.end() ? 0 : it->second;
         l.count = CeilDiv(l.bytes, dtype_bytes);
         l.padded = l.bytes % dtype_bytes != 0;
+        if (ci.kind == mapping::CollectiveKind::kAllToAll) {  // uneven: exact counts per peer
+          for (const auto& [peer, b] : st.to[core]) {
+            l.sends.push_back({peer, CeilDiv(b, dtype_bytes)});
+            l.padded = l.padded || b % dtype_bytes != 0;
+          }
+          for (const auto& [peer, b] : st.from[core]) {
+            l.recvs.push_back({peer, CeilDiv(b, dtype_bytes)});
+            l.padded = l.padded || b % dtype_bytes != 0;
+          }
+        }
       }
       per_gpu[core].push_back({first, l});
     }
@@ -232,7 +262,7 @@ LaunchPlan PlanLaunches(const mapping::Program& p, uint32_t dtype_bytes) {
 
 std::string LaunchPlan::Dump(const mapping::Program& p) const {
   std::ostringstream os;
-  char buf[256];
+  char buf[4096];
   for (const GpuPlan& g : gpus) {
     os << "GPU " << g.gpu << ": " << g.NumLaunches() << " launches (" << g.NumKernels() << " kernels, "
        << g.NumCollectives() << " NCCL calls)";
@@ -266,6 +296,13 @@ std::string LaunchPlan::Dump(const mapping::Program& p) const {
             std::snprintf(buf, sizeof buf, "rows=%llu cols=%llu elements=%llu", (unsigned long long)l.rows,
                           (unsigned long long)l.cols, (unsigned long long)l.Elements());
             break;
+          case LaunchKind::kGroupedGemm: {
+            std::string g = std::to_string(l.groups.size()) + " problems:";
+            for (const GemmShape& gs : l.groups)
+              g += " " + std::to_string(gs.m) + "x" + std::to_string(gs.n) + "x" + std::to_string(gs.k);
+            std::snprintf(buf, sizeof buf, "%s (m x n x k) bf16->fp32", g.c_str());
+            break;
+          }
           case LaunchKind::kSend:
           case LaunchKind::kRecv:
             std::snprintf(buf, sizeof buf, "bytes=%llu count=%llu %s GPU %d", (unsigned long long)l.bytes,
@@ -283,6 +320,13 @@ std::string LaunchPlan::Dump(const mapping::Program& p) const {
         std::string api = ApiName(l.kind);
         api.resize(std::max<size_t>(api.size(), 28), ' ');
         os << "    " << api << " " << buf << "\n";
+        if (!l.sends.empty() || !l.recvs.empty()) {
+          os << "      ";
+          for (const PeerCount& pc : l.sends) os << " ncclSend(" << pc.count << " to GPU " << pc.peer << ")";
+          for (const PeerCount& pc : l.recvs)
+            os << " ncclRecv(" << pc.count << " from GPU " << pc.peer << ")";
+          os << "\n";
+        }
       }
     }
   }

@@ -15,8 +15,20 @@
 //   all_gather     -> ncclAllGather      sendcount = bytes / ranks / elem
 //   reduce_scatter -> ncclReduceScatter  recvcount = bytes / ranks / elem
 //   p2p (pipeline stage hand-off)        -> ncclSend / ncclRecv of each transfer's bytes
-//   rotate, all_to_all                   -> one ncclGroupStart..End of the send/recvs this
+//   rotate                               -> one ncclGroupStart..End of the send/recvs this
 //                                           GPU takes part in (their bytes summed)
+//   all_to_all (MoE dispatch / combine)  -> one ncclGroupStart..End per GPU of an ncclSend to
+//                                           each peer it sends to and an ncclRecv from each peer
+//                                           it receives from, with the Program's per-peer counts
+//                                           (Launch::sends, Launch::recvs: an uneven all_to_all)
+// An MoE rank's expert GEMMs (a compute task whose functional ops are several matmuls, or a
+// GEMM task with batch > 1 in a Program without functional data) become one grouped GEMM:
+//   experts gate+up / down, shared gate+up -> cublasGemmGroupedBatchedEx (one problem per
+//                                           matmul, Launch::groups; CUDA 12.5+, else a loop of
+//                                           cublasGemmEx, validate/gpu_runner.cu)
+// The token gather (copying a rank's own rows into the experts' inputs) and the weighted
+// combine (one multiply-add per token, expert and value) are the element-wise kernels of their
+// tasks (copy into the GEMM's input is not launched; the sum is an add kernel of rows x cols).
 // where `bytes` is CollectiveInfo::bytes (the full tensor each rank holds) and `elem` the
 // workload's dtype size. Memory (DRAM) tasks launch nothing on a GPU: HBM traffic is part of
 // the kernels that touch it; they are counted per GPU.
@@ -41,6 +53,7 @@ enum class LaunchKind : uint8_t {
   kSiluMul,      // silu(a) * b
   kAdd,          // a + b (residual)
   kCopy,         // KV-cache write
+  kGroupedGemm,  // cublasGemmGroupedBatchedEx (MoE experts; Launch::groups)
   kAllReduce,    // NCCL collectives ...
   kAllGather,
   kReduceScatter,
@@ -53,6 +66,18 @@ const char* ToString(LaunchKind k);
 // The library call or kernel name tpsim-validate uses for `k`.
 const char* ApiName(LaunchKind k);
 bool IsCollective(LaunchKind k);
+
+// One problem of a grouped GEMM: row-major [m, k] x [k, n].
+struct GemmShape {
+  uint64_t m = 0, n = 0, k = 0;
+  bool operator==(const GemmShape&) const = default;
+};
+// One peer of a grouped send/recv: the other GPU and the element count.
+struct PeerCount {
+  int peer = -1;
+  uint64_t count = 0;
+  bool operator==(const PeerCount&) const = default;
+};
 
 struct Launch {
   LaunchKind kind = LaunchKind::kGemm;
@@ -72,6 +97,11 @@ struct Launch {
   int coll_group = -1;      // sub-group collectives (CollectiveInfo::groups > 1): this GPU's
                             // group, numbered by smallest core; one NCCL call per group
   bool padded = false;      // bytes did not divide evenly by ranks x elem; count rounded up
+  // kGroupedGemm: the problems, in the order of the task's matmuls (flops: their sum)
+  std::vector<GemmShape> groups{};
+  // kGroupSendRecv of an all_to_all: per peer GPU (ascending), the elements this GPU sends to it
+  // and receives from it (sums: bytes / elem); empty for rotate (bytes summed, ring pieces)
+  std::vector<PeerCount> sends{}, recvs{};
   uint64_t Elements() const { return rows * cols; }
 };
 

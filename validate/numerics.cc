@@ -39,6 +39,10 @@ NumericsPlans PlanNumerics(const arch::Chip& chip, const config::Model& model, c
   in.unpartitioned.set_collective("ring");
   in.unpartitioned.set_placement("linear");
   in.unpartitioned.set_grid_rows(0);
+  if (in.unpartitioned.has_moe()) {  // one rank holds every expert whole; the routing stays
+    in.unpartitioned.mutable_moe()->set_ep(1);
+    in.unpartitioned.mutable_moe()->set_tp(1);
+  }
   for (;;) {
     out.part = mapping::Lower(chip, model, in.workload, in.partitioned, {.functional = true});
     out.ref = mapping::Lower(chip, model, in.workload, in.unpartitioned, {.functional = true});

@@ -48,23 +48,6 @@ const OpInfo* FindOp(const Program& p, const std::string& phase, uint32_t layer,
   return nullptr;
 }
 
-// MoE layers lower (tests/mapping/moe_test.cc) but have no functional semantics yet: a
-// functional lowering refuses them.
-TEST(LowerTest, MoeLayersAreRefusedForTheFunctionalExecutor) {
-  arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
-  config::Model moe = SmallModel();
-  moe.set_num_experts(4);
-  moe.set_num_experts_per_token(2);
-  moe.set_moe_intermediate_size(32);
-  EXPECT_NO_THROW(Lower(chip, moe, Work(4, 0, 1), Map(2, "megatron")));
-  try {
-    Lower(chip, moe, Work(4, 0, 1), Map(2, "megatron"), LowerOptions{true});
-    FAIL() << "an MoE layer was lowered with functional data";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "mapping: the functional executor does not run MoE layers yet");
-  }
-}
-
 TEST(LowerTest, MegatronHasTwoAllReducesPerLayer) {
   arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
   Program p = Lower(chip, SmallModel(), Work(8, 2, 2), Map(4, "megatron"));

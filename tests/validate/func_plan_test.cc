@@ -522,5 +522,39 @@ TEST(FuncPlan, CompareOutputsFindsTheWorstElement) {
   EXPECT_DOUBLE_EQ(CompareOutputs({a}, {a}).rel, 0.0);
 }
 
+// An MoE layer (8 experts of intermediate 32, top-2, zipf routing with capacity factor 0.5,
+// shared experts) at attention TP 8 with EP 4 x expert TP 2 on a switch chip: the whole numerics
+// check with the CPU backend for the device passes (bf16 partitioned vs bf16 at TP 1, where one
+// rank holds every expert), and the plan's CPU backend unrounded equals the reference.
+TEST(FuncPlan, MoeLayerPassesTheNumericsCheck) {
+  const arch::Chip chip = arch::Chip::Build(SwitchChip(8, 0));
+  config::Model model = SmallModel();
+  model.set_architecture("qwen3_moe");
+  model.set_num_experts(8);
+  model.set_num_experts_per_token(2);
+  model.set_moe_intermediate_size(32);
+  model.set_norm_topk_prob(true);
+  model.set_shared_expert_intermediate_size(32);
+  config::Mapping m = Mapping(8, "megatron");
+  m.mutable_moe()->set_ep(4);
+  m.mutable_moe()->set_tp(2);
+  m.mutable_moe()->set_routing("zipf");
+  m.mutable_moe()->set_zipf_s(1.2);
+  m.mutable_moe()->set_capacity_factor(0.5);
+  const NumericsPlans np = PlanNumerics(chip, model, Work(16, 2, 1), m);
+  EXPECT_EQ(np.instance.unpartitioned.moe().ep(), 1u);
+  EXPECT_EQ(np.instance.unpartitioned.moe().routing(), "zipf");
+  const NumericsPlans small = PlanNumerics(chip, model, CrossCheckWorkload(np.instance.workload), m);
+  const auto cpu = [](const FuncPlan& plan, StepTrace* trace) { return RunFuncPlanCpu(plan, {true}, trace); };
+  const NumericsReport r = RunNumericsCheck(np, small, cpu, "cpu-as-device");
+  EXPECT_TRUE(r.ok) << r.note;
+  ASSERT_EQ(r.verdicts.size(), 2u);
+  EXPECT_TRUE(r.verdicts[0].ok) << r.verdicts[0].text;
+  EXPECT_LT(CompareOutputs(RunFuncPlanCpu(np.part_plan, {}),
+                           mapping::RunReference(model, np.instance.workload, m.moe()))
+                .rel,
+            1e-4);
+}
+
 }  // namespace
 }  // namespace tpsim::validate

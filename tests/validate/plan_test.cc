@@ -3,6 +3,7 @@
 // Qwen3-4B: hidden 2560, 32 query heads, 8 KV heads, head_dim 128, intermediate 9728.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "arch/chip.h"
@@ -230,6 +231,127 @@ TEST(Plan, BadDtypeIsAnErrorNotACrash) {
   // Bad op or collective indices cannot reach PlanLaunches: the builder verifies every
   // Program (mapping::Verify).
   EXPECT_THROW(PlanLaunches(mapping::Program{}, 0), std::invalid_argument);
+}
+
+// An MoE layer on h200-sxm-8 (issue 17): hidden 64, 8 experts of intermediate 32, top-2,
+// balanced routing, 16 prefill tokens over attention TP 8 (2 rows per GPU). 32 assignments: 4
+// per expert, and ExpertTokens gives every expert tokens 3, 7, 11 and 15 (floor(4 (i+1) / 16) >
+// floor(4 i / 16)), which live on GPUs 1, 3, 5 and 7: each odd GPU sends its one token to every
+// expert, the even GPUs route none.
+Lowered LowerMoe(int ep, int etp) {
+  const std::string dir = std::string(TPSIM_SOURCE_DIR) + "/configs/";
+  config::Chip cfg;
+  config::ParseFile(dir + "chips/h200-sxm-8.textproto", &cfg, nullptr);
+  arch::Chip chip = arch::Chip::Build(cfg);
+  config::Model model;
+  model.set_name("small-moe");
+  model.set_architecture("qwen3_moe");
+  model.set_hidden_size(64);
+  model.set_num_layers(1);
+  model.set_num_attention_heads(8);
+  model.set_num_key_value_heads(8);
+  model.set_head_dim(8);
+  model.set_intermediate_size(128);
+  model.set_vocab_size(256);
+  model.set_max_position_embeddings(1024);
+  model.set_num_experts(8);
+  model.set_num_experts_per_token(2);
+  model.set_moe_intermediate_size(32);
+  model.set_norm_topk_prob(true);
+  config::Workload wl;
+  wl.set_batch(1);
+  wl.set_seq_len(16);
+  wl.set_num_layers(1);
+  wl.set_dtype("bf16");
+  config::Mapping m;
+  m.set_tp(8);
+  m.set_partition("megatron");
+  m.set_placement("linear");
+  m.mutable_moe()->set_ep(ep);
+  m.mutable_moe()->set_tp(etp);
+  Lowered l;
+  l.prog = mapping::Lower(chip, model, wl, m, {.functional = true});
+  l.plan = PlanLaunches(l.prog, 2);
+  return l;
+}
+
+TEST(Plan, MoeExpertsAreGroupedGemmsAndAllToAllsExactSendRecvs) {
+  for (auto [ep, etp] : {std::pair{8, 1}, {4, 2}}) {
+    SCOPED_TRACE("ep " + std::to_string(ep) + " x moe tp " + std::to_string(etp));
+    const Lowered l = LowerMoe(ep, etp);
+    ASSERT_EQ(l.plan.gpus.size(), 8u);
+    const uint64_t im = 32 / etp, per_slot = 8 / ep;  // Im per rank, experts per GPU
+    for (const GpuPlan& g : l.plan.gpus) {
+      const bool odd = g.gpu % 2 == 1;
+      // Experts: every expert of the GPU's slot got 4 rows. gate+up: one grouped GEMM of a
+      // gate and an up problem per expert, [4, 64] x [64, Im / tp]; down: [4, Im / tp] x
+      // [Im / tp, 64] per expert (one expert: a plain cublasGemmEx).
+      const Launch* gu = Find(g, "experts", LaunchKind::kGroupedGemm);
+      ASSERT_NE(gu, nullptr) << g.gpu;
+      EXPECT_EQ(gu->groups, std::vector<GemmShape>(2 * per_slot, GemmShape{4, im, 64}));
+      EXPECT_EQ(gu->batch, 2 * per_slot);
+      int downs = 0;
+      for (const auto& o : g.ops)
+        if (o.ref.op == "experts")
+          for (const Launch& ln : o.launches) {
+            if (ln.kind == LaunchKind::kGemm) {
+              EXPECT_EQ(per_slot, 1u);
+              EXPECT_EQ(ln.m, 4u);
+              EXPECT_EQ(ln.n, 64u);
+              EXPECT_EQ(ln.k, im);
+              ++downs;
+            }
+            if (ln.kind == LaunchKind::kGroupedGemm && ln.groups[0].n == 64) {
+              EXPECT_EQ(ln.groups, std::vector<GemmShape>(per_slot, GemmShape{4, 64, im}));
+              ++downs;
+            }
+          }
+      EXPECT_EQ(downs, 1) << g.gpu;
+      // Dispatch: an odd GPU sends its token's row to each other GPU once per expert of that
+      // GPU's slot (64 x experts per slot elements); every GPU receives that from each odd GPU.
+      const Launch* disp = Find(g, "experts.dispatch", LaunchKind::kGroupSendRecv);
+      ASSERT_NE(disp, nullptr) << g.gpu;
+      std::vector<PeerCount> sends, recvs;
+      for (int q = 0; q < 8; ++q) {
+        if (q == g.gpu) continue;
+        if (odd) sends.push_back({q, 64 * per_slot});
+        if (q % 2 == 1) recvs.push_back({q, 64 * per_slot});
+      }
+      EXPECT_EQ(disp->sends, sends) << g.gpu;
+      EXPECT_EQ(disp->recvs, recvs) << g.gpu;
+      EXPECT_EQ(disp->bytes, odd ? 7 * 64 * per_slot * 2 : 0u);
+      EXPECT_EQ(disp->nranks, 8);
+      // Combine: the reverse (each rank of a slot returns its partial sums).
+      const Launch* comb = Find(g, "experts.combine", LaunchKind::kGroupSendRecv);
+      ASSERT_NE(comb, nullptr) << g.gpu;
+      EXPECT_EQ(comb->sends, recvs) << g.gpu;
+      EXPECT_EQ(comb->recvs, sends) << g.gpu;
+    }
+    // Each GPU's sends to a peer are that peer's receives from it, and the Program's bytes.
+    uint64_t planned = 0, program = 0;
+    for (const GpuPlan& g : l.plan.gpus)
+      for (const auto& o : g.ops)
+        for (const Launch& ln : o.launches) {
+          if (ln.kind != LaunchKind::kGroupSendRecv) continue;
+          for (const PeerCount& pc : ln.sends) planned += pc.count * 2;
+          for (const PeerCount& pc : ln.sends) {
+            const Launch* back = Find(l.plan.gpus[pc.peer], o.ref.op, LaunchKind::kGroupSendRecv);
+            ASSERT_NE(back, nullptr);
+            EXPECT_NE(std::find(back->recvs.begin(), back->recvs.end(), PeerCount{g.gpu, pc.count}),
+                      back->recvs.end());
+          }
+        }
+    for (const mapping::Task& t : l.prog.tasks())
+      if (t.kind == mapping::TaskKind::kTransfer &&
+          l.prog.collectives[t.collective].kind == mapping::CollectiveKind::kAllToAll)
+        program += t.bytes;
+    EXPECT_EQ(planned, program);
+    EXPECT_EQ(program, 2u * 4 * 7 * 64 * per_slot * 2);  // dispatch + combine, 4 senders x 7 peers
+    const std::string dump = l.plan.Dump(l.prog);
+    EXPECT_NE(dump.find("cublasGemmGroupedBatchedEx"), std::string::npos);
+    EXPECT_NE(dump.find("ncclSend(" + std::to_string(64 * per_slot) + " to GPU 0)"), std::string::npos)
+        << dump;
+  }
 }
 
 TEST(Bandwidth, NcclTestsDefinitions) {
