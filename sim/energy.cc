@@ -41,7 +41,7 @@ class Accountant {
         if (m.bytes == 0) break;
         const double b = static_cast<double>(m.bytes);
         out.memory_pj = b * ChannelPj(m.channel);
-        out.network_pj = b * PathPj(chip_.MemoryPath(p.core(i), m.channel, m.write));
+        out.network_pj = b * MemoryPathPj(p.core(i), m.channel, m.write);
         if (!gpu_) out.sram_pj = b * (m.write ? e_.sram_read_pj_per_byte() : e_.sram_write_pj_per_byte());
         break;
       }
@@ -118,6 +118,16 @@ class Accountant {
     return pj;
   }
 
+  double MemoryPathPj(int core, int channel, bool write) {
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(core)) << 32) |
+                         (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 1) | (write ? 1 : 0);
+    auto it = paths_.find(key);
+    if (it != paths_.end()) return it->second;
+    const double pj = PathPj(chip_.MemoryPath(core, channel, write));
+    paths_.emplace(key, pj);
+    return pj;
+  }
+
   double ChannelPj(int channel) const {
     const auto& kind = chip_.config().memory(chip_.channels().at(channel).memory).kind();
     return kind == "hbm" ? e_.hbm_pj_per_byte() : e_.dram_pj_per_byte();
@@ -127,7 +137,8 @@ class Accountant {
   const config::Energy& e_;
   const bool gpu_;
   double mac_pj_ = 0, d2d_pj_ = 0;
-  std::unordered_map<uint64_t, double> routes_;
+  std::unordered_map<uint64_t, double> routes_;  // (src, dst) -> pJ per byte
+  std::unordered_map<uint64_t, double> paths_;   // (core, channel, write) -> pJ per byte
 };
 
 }  // namespace

@@ -59,6 +59,7 @@ def cmd_energy(args):
     for x, row in zip(xs, rows):
         ax.text(x, row["energy_j"], f"{row['per_token_j'] * 1e3:.3g} mJ/token, {row['power_w']:.3g} W",
                 ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, max(bottom) * 1.12 if max(bottom) > 0 else 1)  # room for the labels above the bars
     ax.set_xticks(xs)
     ax.set_xticklabels([row["label"] for row in rows], fontsize=8)
     ax.set_ylabel("energy (J)")
