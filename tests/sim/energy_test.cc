@@ -10,6 +10,7 @@
 #include "sim/analytical/analytical.h"
 #include "sim/result.h"
 #include "sim/tlm/tlm_engine.h"
+#include "tests/arch/test_util.h"
 #include "tests/mapping/program_test_util.h"
 #include "tests/sim/test_mesh.h"
 
@@ -186,6 +187,64 @@ TEST(Energy, BothEnginesReportTheSameDynamicEnergy) {
   EXPECT_EQ(a.network_energy_j(), t.network_energy_j());
   // Static energy follows each engine's own makespan.
   EXPECT_DOUBLE_EQ(t.static_energy_j(), 34.0 * static_cast<double>(t.total_ps()) * 1e-12);
+}
+
+// A hop across a die boundary of wafer-32x32 (4x4-core dies) costs its d2d figure (10.4 pJ/B),
+// a hop inside a die the NoC figure (0.103 pJ/B); both ends pay SRAM (0.194 pJ/B each way).
+TEST(Energy, DieToDieHopsOnTheShippedWafer) {
+  const arch::Chip wafer = arch::testing::LoadChip("wafer-32x32");
+  const config::Energy& e = wafer.config().energy();
+  ASSERT_DOUBLE_EQ(e.d2d_hop_pj_per_byte(), 10.4);
+  ASSERT_DOUBLE_EQ(e.hop_pj_per_byte(), 0.103);
+  Program p;
+  p.num_cores = wafer.num_cores();
+  p.num_channels = static_cast<int>(wafer.channels().size());
+  p.ops = OneOp().ops;
+  auto send = [&](int src, int dst) {
+    mapping::Task t;
+    t.kind = TaskKind::kTransfer;
+    t.core = mapping::CoreId(src);
+    t.dst_core = mapping::CoreId(dst);
+    t.bytes = 100;
+    p.Add(t);
+  };
+  send(2, 3);  // r0c2 -> r0c3: inside die 0
+  send(3, 4);  // r0c3 -> r0c4: crosses into die 1
+  send(0, 5);  // r0c0 -> r0c5: 4 hops inside, 1 across
+  EXPECT_NEAR(TaskEnergy(p, 0, wafer, "bf16").network_pj, 100 * 0.103, 1e-9);
+  EXPECT_NEAR(TaskEnergy(p, 1, wafer, "bf16").network_pj, 100 * 10.4, 1e-9);
+  EXPECT_NEAR(TaskEnergy(p, 2, wafer, "bf16").network_pj, 100 * (4 * 0.103 + 10.4), 1e-9);
+  EXPECT_NEAR(TaskEnergy(p, 1, wafer, "bf16").sram_pj, 100 * 0.194 * 2, 1e-9);
+}
+
+// On a GPU node (h200-sxm-8): a GEMM's bytes are HBM traffic (31.2 pJ/B), and an all_reduce
+// kernel over 8 GPUs moves NCCL's bus bytes, 2 x 7/8 of its buffer, over GPU -> switch -> GPU
+// (2 NVLink hops at 10.4 pJ/B), read from and written to HBM.
+TEST(Energy, GpuNodeKernelsByHand) {
+  const arch::Chip h200 = arch::testing::LoadChip("h200-sxm-8");
+  ASSERT_EQ(h200.Hops(0, 1), 2);
+  Program p;
+  p.num_cores = h200.num_cores();
+  p.num_channels = static_cast<int>(h200.channels().size());
+  p.ops = OneOp().ops;
+  p.Add(Gemm());
+  mapping::Task c;
+  c.kind = TaskKind::kCompute;
+  c.op_kind = llm::OpKind::kCollective;
+  c.core = mapping::CoreId(0);
+  c.m = static_cast<uint64_t>(mapping::CollectiveKind::kAllReduce);
+  c.n = 8;
+  c.bytes = 1 << 20;
+  p.Add(c);
+  const EnergyParts g = TaskEnergy(p, 0, h200, "bf16");
+  EXPECT_NEAR(g.compute_pj, 419'430'400.0 * 0.116, 1e-3);
+  EXPECT_NEAR(g.memory_pj, 4'915'200.0 * 31.2, 1e-3);
+  EXPECT_EQ(g.sram_pj, 0);
+  const EnergyParts a = TaskEnergy(p, 1, h200, "bf16");
+  const double wire = (1 << 20) * 2.0 * 7 / 8;
+  EXPECT_NEAR(a.network_pj, wire * 2 * 10.4, 1e-3);
+  EXPECT_NEAR(a.memory_pj, wire * 31.2 * 2, 1e-3);
+  EXPECT_EQ(a.compute_pj, 0);
 }
 
 TEST(Energy, ChipWithoutEnergyBlockReportsNone) {
