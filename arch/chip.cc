@@ -80,6 +80,7 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
     auto add = [&](const std::string& name, int attach) {
       MemoryChannel ch;
       ch.name = name;
+      ch.memory = mi;
       ch.attach = attach;
       ch.bandwidth_gbps = m.bandwidth_gbps() * m.efficiency();
       ch.latency_ps = std::llround(m.latency_ns() * 1000.0);

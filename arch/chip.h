@@ -45,6 +45,7 @@ struct Link {
 
 struct MemoryChannel {
   std::string name;                  // "dram3", "hbm_west0"
+  int memory = 0;                    // its memory: index into config().memory()
   int node = 0;                      // its controller node (Node::kMemory, "mc_dram3")
   int attach = 0;                    // the network node the controller hangs off (its core when stacked)
   int up_link = -1, down_link = -1;  // controller -> attach, attach -> controller

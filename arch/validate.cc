@@ -1,4 +1,7 @@
 // Second-stage checks of a chip config (see ValidateChip in chip.h).
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
 #include <cmath>
 #include <optional>
 #include <set>
@@ -150,6 +153,33 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
   }
 }
 
+// The energy block (configs/schema/chip.proto, message Energy): every field finite and >= 0;
+// the MAC energy and the per-byte energy of every memory kind the chip declares positive (a
+// zero there would make that traffic silently free).
+void ValidateEnergy(const config::Chip& c, DiagSink& sink) {
+  if (!c.has_energy()) return;
+  const config::Energy& e = c.energy();
+  const google::protobuf::Descriptor* d = e.GetDescriptor();
+  const google::protobuf::Reflection* r = e.GetReflection();
+  bool ok = true;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const std::string sub = "energy." + std::string(d->field(i)->name());
+    ok = CheckNonNegative(sink, sub, r->GetDouble(e, d->field(i))) && ok;
+  }
+  if (!ok) return;
+  if (e.mac_bf16_pj() == 0) sink.Add("energy.mac_bf16_pj", "0", "must be positive");
+  for (int i = 0; i < c.memory_size(); ++i) {
+    const std::string& kind = c.memory(i).kind();
+    const double pj = kind == "dram" ? e.dram_pj_per_byte() : kind == "hbm" ? e.hbm_pj_per_byte() : -1;
+    if (pj == 0) {
+      sink.Add("energy." + kind + "_pj_per_byte", "0",
+               "must be positive: the chip has a memory of kind " + kind + " (memory[" + std::to_string(i) +
+                   "], " + c.memory(i).name() + ")");
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 void ValidateChip(const config::Chip& c, const config::SourceMap& locs, const std::string& prefix,
@@ -189,6 +219,7 @@ void ValidateChip(const config::Chip& c, const config::SourceMap& locs, const st
   ValidateMemory(c, net ? &*net : nullptr, sink);
   ValidateCollectives(c, sink);
   ValidateGpu(c, sink);
+  ValidateEnergy(c, sink);
 }
 
 }  // namespace tpsim::arch

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/energy.h"
 #include "sim/schedule.h"
 
 namespace tpsim::sim {
@@ -127,6 +128,39 @@ std::map<Segment, Ps> SegmentEnds(const mapping::Program& program, const std::ve
   return segment_end;
 }
 
+// The energy fields of the summary (sim/energy.h; result.proto has the definitions).
+void FillEnergy(const mapping::Program& program, const arch::Chip& chip, const ProgramEnergy& pe,
+                const EnergyInputs& in, config::Summary* s) {
+  s->set_energy_modelled(pe.modelled);
+  if (!pe.modelled) return;
+  constexpr double kJPerPj = 1e-12, kSPerPs = 1e-12;
+  EnergyParts prefill, decode;
+  for (size_t o = 0; o < program.ops.size() && o < pe.ops.size(); ++o) {
+    const mapping::Phase ph = program.ops[o].ref.phase;
+    if (ph == mapping::Phase::kPrefill) prefill += pe.ops[o];
+    if (ph == mapping::Phase::kDecode) decode += pe.ops[o];
+  }
+  const double static_j = pe.static_w * static_cast<double>(s->total_ps()) * kSPerPs;
+  const double energy = pe.total.total_pj() * kJPerPj + static_j;
+  s->set_energy_j(energy);
+  s->set_static_energy_j(static_j);
+  s->set_compute_energy_j(pe.total.compute_pj * kJPerPj);
+  s->set_sram_energy_j(pe.total.sram_pj * kJPerPj);
+  s->set_network_energy_j(pe.total.network_pj * kJPerPj);
+  s->set_memory_energy_j(pe.total.memory_pj * kJPerPj);
+  s->set_prefill_energy_j(prefill.total_pj() * kJPerPj +
+                          pe.static_w * static_cast<double>(s->prefill_ps()) * kSPerPs);
+  s->set_decode_energy_j(decode.total_pj() * kJPerPj +
+                         pe.static_w * static_cast<double>(s->decode_ps()) * kSPerPs);
+  const uint64_t tokens = in.prompt_tokens + in.generated_tokens;
+  if (tokens > 0) s->set_energy_per_token_j(energy / static_cast<double>(tokens));
+  if (in.generated_tokens > 0) {
+    s->set_decode_energy_per_token_j(s->decode_energy_j() / static_cast<double>(in.generated_tokens));
+  }
+  if (s->total_ps() > 0) s->set_average_power_w(energy / (static_cast<double>(s->total_ps()) * kSPerPs));
+  s->set_tdp_w(chip.config().energy().core_tdp_w() * chip.num_cores());
+}
+
 void FillSummary(const mapping::Program& program, const mapping::Program& g, const arch::Chip& chip,
                  const EngineOutput& out, const TaskTotals& tt, const std::map<Segment, Ps>& segment_end,
                  config::Summary* s) {
@@ -231,17 +265,19 @@ std::vector<Ps> OpCompute(const mapping::Program& program, const EngineOutput& o
 
 }  // namespace
 
-config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip,
-                             const EngineOutput& out) {
+config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
+                             const EnergyInputs& energy) {
   CheckInputs(program, out);
   const TaskTotals tt = Totals(program, program, chip, out);
   config::Summary s;
   FillSummary(program, program, chip, out, tt, SegmentEnds(program, tt.op_all), &s);
+  FillEnergy(program, chip, ComputeEnergy(program, chip, energy.dtype), energy, &s);
   return s;
 }
 
 config::Result BuildResult(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
-                           const std::string& experiment, const std::string& engine, bool with_tasks) {
+                           const std::string& experiment, const std::string& engine, bool with_tasks,
+                           const EnergyInputs& energy) {
   CheckInputs(program, out);
   const std::vector<mapping::TaskRecord>& tasks = program.records();  // kind, core, op
   const size_t n = tasks.size();
@@ -270,6 +306,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     if (t.core >= 0 && t.core < num_cores) core_intervals[t.core].emplace_back(time.start_ps, time.end_ps);
   }
   const std::vector<Ps> op_compute = OpCompute(program, out);
+  const ProgramEnergy pe = ComputeEnergy(program, chip, energy.dtype);
   for (size_t o = 0; o < num_ops; ++o) {
     const auto& info = program.ops[o];
     config::OpResult* op = r.add_ops();
@@ -285,6 +322,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     op->set_flops(info.flops);
     op->set_bytes(info.bytes);
     op->set_spilled_bytes(info.spilled_bytes);
+    if (pe.modelled) op->set_energy_j(pe.ops[o].total_pj() * 1e-12);
   }
 
   // ---- Phases, decode steps and layers, from the ends of their tasks.
@@ -304,6 +342,14 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   // Layer time: end of the layer minus end of the previous layer of the same
   // segment (the previous segment's end, or t0, for the first layer).
   std::vector<Ps> layer_total(layer_keys.size(), 0);
+  std::vector<double> layer_energy_pj(layer_keys.size(), 0);
+  if (pe.modelled) {
+    for (size_t o = 0; o < num_ops; ++o) {
+      const auto& ref = program.ops[o].ref;
+      layer_energy_pj[layer_index.at({std::string(mapping::ToString(ref.phase)), ref.layer})] +=
+          pe.ops[o].total_pj();
+    }
+  }
   Ps baseline = t0, prev_segment_end = t0;
   const Segment* cur = nullptr;
   for (const auto& [k, end] : layer_end) {
@@ -321,10 +367,12 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     lr->set_phase(layer_keys[l].first);
     lr->set_layer(layer_keys[l].second);
     lr->set_total_ps(layer_total[l]);
+    lr->set_energy_j(layer_energy_pj[l] * 1e-12);
   }
 
   // ---- Summary.
   FillSummary(program, program, chip, out, tt, segment_end, r.mutable_summary());
+  FillEnergy(program, chip, pe, energy, r.mutable_summary());
 
   // ---- Links, DRAM channels, cores.
   const auto& links = chip.links();
@@ -514,6 +562,31 @@ std::string ResultTable(const config::Result& r, bool with_ops) {
                 m.core_utilization(), m.achieved_tflops(), static_cast<unsigned long long>(m.spilled_bytes()),
                 m.weights_location().empty() ? "-" : m.weights_location().c_str(),
                 m.kv_location().empty() ? "-" : m.kv_location().c_str());
+  s += line;
+  if (!m.energy_modelled()) {
+    s += "  energy not modelled (the chip has no energy block, or an fp32 workload meets no mac_fp32_pj)\n";
+    return s;
+  }
+  std::snprintf(
+      line, sizeof line,
+      "  energy         %12.6f J: compute %.6f, SRAM %.6f, network %.6f, memory %.6f, static %.6f\n",
+      m.energy_j(), m.compute_energy_j(), m.sram_energy_j(), m.network_energy_j(), m.memory_energy_j(),
+      m.static_energy_j());
+  s += line;
+  if (m.decode_energy_per_token_j() > 0) {
+    std::snprintf(line, sizeof line, "  energy/token   %12.3f mJ (decode: %.3f mJ per generated token)\n",
+                  m.energy_per_token_j() * 1e3, m.decode_energy_per_token_j() * 1e3);
+  } else {
+    std::snprintf(line, sizeof line, "  energy/token   %12.3f mJ (no generated token)\n",
+                  m.energy_per_token_j() * 1e3);
+  }
+  s += line;
+  if (m.tdp_w() > 0) {
+    std::snprintf(line, sizeof line, "  average power  %12.1f W (TDP %.0f W)\n", m.average_power_w(),
+                  m.tdp_w());
+  } else {
+    std::snprintf(line, sizeof line, "  average power  %12.1f W\n", m.average_power_w());
+  }
   s += line;
   return s;
 }

@@ -58,22 +58,30 @@
 //                             start/end, core (transfers: source), dst_core (-1 unless a
 //                             transfer), kind, and the op name, layer and phase of its op.
 //   config                    left empty (the caller fills in the resolved experiment).
+//   energy (summary.energy_*, ops[i].energy_j, layers[i].energy_j)
+//                             sim/energy.h: dynamic energy per task from the Program and
+//                             chip.energy, summed per op and per (phase, layer); static power
+//                             x total_ps; per token over EnergyInputs' token counts.
 
 #include <string>
 
 #include "result.pb.h"
+#include "sim/energy.h"
 #include "sim/engine.h"
 
 namespace tpsim::sim {
 
+// `energy` carries the workload's dtype and token counts for the energy fields (sim/energy.h;
+// the defaults: bf16, tokens unknown, so the per-token fields stay 0).
 config::Result BuildResult(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
-                           const std::string& experiment, const std::string& engine, bool with_tasks = true);
+                           const std::string& experiment, const std::string& engine, bool with_tasks = true,
+                           const EnergyInputs& energy = {});
 
 // Result::summary alone, field for field what BuildResult writes there, without
 // the per-op, per-layer, per-link, per-core and per-task parts (sweeps keep only
 // the summary). Throws like BuildResult.
-config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip,
-                             const EngineOutput& out);
+config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
+                             const EnergyInputs& energy = {});
 
 // JSON of any Result: proto field names (snake_case) in declaration order, every
 // field present (defaults included), 64-bit integers as JSON numbers (protobuf's

@@ -310,7 +310,8 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   EngineOutput timing = engine->Run(out.program, chip);
   CheckRepresentable(out.program, timing);
   if (opts.on_stage) opts.on_stage("writing results");
-  out.result = BuildResult(out.program, chip, timing, e.cfg.name(), engine->name(), opts.keep_task_times);
+  out.result = BuildResult(out.program, chip, timing, e.cfg.name(), engine->name(), opts.keep_task_times,
+                           EnergyInputsOf(e.cfg.workload()));
   out.result.set_config(ResolvedText(e));
   out.result.set_title(RunTitle(e.cfg, engine->name()));
   for (const RunObserver& observe : opts.observers) observe(RunView{out.program, chip, timing, out.result});
@@ -439,7 +440,7 @@ config::Summary RunSummary(const Experiment& e, const std::string& engine_name, 
   const mapping::Program& program = entry->program;
   const EngineOutput timing = engine->Run(program, chip, entry->prepared.get());
   CheckRepresentable(program, timing);
-  return BuildSummary(program, chip, timing);
+  return BuildSummary(program, chip, timing, EnergyInputsOf(e.cfg.workload()));
 }
 
 }  // namespace tpsim::sim

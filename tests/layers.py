@@ -67,7 +67,7 @@ def module(path):
     if top == "sim":
         if len(parts) == 2:
             stem = parts[1].split(".")[0]
-            return {"engine": "engine", "engines": "engine", "schedule": "engine", "result": "result", "run": "run",
+            return {"engine": "engine", "engines": "engine", "schedule": "engine", "result": "result", "energy": "result", "run": "run",
                     "experiment": "run", "microbench": "microbench"}.get(stem)
         return {"analytical": "analytical", "tlm": "tlm", "sweep": "sweep", "serving": "serving",
                 "cli": "cli", "agree": "agree", "search": "search"}.get(parts[1])

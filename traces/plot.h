@@ -5,6 +5,7 @@
 //   serving R.csv K.csv --out serving.png      TTFT/TPOT CDFs and KV use (from tpsim serve)
 //   timeline RESULT.json --out gantt.png       Gantt chart per core from result.tasks[]
 //   sweep RESULTS.sqlite --x FIELD --y METRIC [--group FIELD] --out sweep.png
+//   energy RESULT.json [RESULT.json...] --out energy.png   energy by event and per op
 //
 // The script is the one in the source tree (compile-time path), or $TPSIM_PLOT_SCRIPT when
 // set. The interpreter is the first of `python3`, `/usr/bin/python3` that can import

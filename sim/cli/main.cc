@@ -408,7 +408,12 @@ int Run(Args& a) {
     std::cout << "total " << Fixed(s.total_ps() / 1e6, 3) << " us, prefill " << Fixed(s.prefill_ps() / 1e6, 3)
               << " us, decode step " << Fixed(s.decode_step_ps_mean() / 1e6, 3)
               << " us; critical path: compute " << share(s.compute_ps()) << ", communication "
-              << share(s.communication_ps()) << ", memory " << share(s.memory_ps()) << "\n";
+              << share(s.communication_ps()) << ", memory " << share(s.memory_ps());
+    if (s.energy_modelled()) {
+      std::cout << "; energy " << Fixed(s.energy_per_token_j() * 1e3, 3) << " mJ/token, "
+                << Fixed(s.average_power_w(), 1) << " W";
+    }
+    std::cout << "\n";
   } else {
     std::cout << sim::ResultTable(r.result, ops);
   }
@@ -464,6 +469,7 @@ const char* kPlotUsage = R"(usage: tpsim plot heatmap RESULT.json [RESULT.json..
            [--cores 0-7,16] [--window T0:T1] [--group tp|stage]
        tpsim plot sweep RESULTS.sqlite --x FIELD --y METRIC --out sweep.png
            [--color FIELD] [--facet FIELD] [--where EXPR] [--logx] [--logy] [--ratio A/B] [--table]
+       tpsim plot energy RESULT.json [RESULT.json...] --out energy.png [--top N]
        tpsim plot serving REQUESTS.csv KV.csv --out serving.png   (CSVs from tpsim serve)
 (tpsim plot COMMAND --help describes every option; --dump-series FILE writes what was drawn)
 )";
@@ -514,7 +520,8 @@ const Command kCommands[] = {
      sweep::kSweepUsage},
     {"serve", "serve a request stream: continuous batching, KV capacity, TTFT/TPOT/goodput", &Serve,
      kServeUsage},
-    {"plot", "draw a result or sweep: heatmap, timeline, sweep (python3 + matplotlib)", &Plot, kPlotUsage},
+    {"plot", "draw a result or sweep: heatmap, timeline, sweep, energy (python3 + matplotlib)", &Plot,
+     kPlotUsage},
     {"compare", "predicted vs measured per op: table, MAPE, worst op; --plot PNG", &Compare, kCompareUsage},
     {"collectives", "one collective over a size sweep, nccl-tests style (GPU node or any chip)", &Collectives,
      kCollectivesUsage},

@@ -62,15 +62,16 @@ class StopSignals {
 };
 
 std::vector<double> Metrics(const config::Summary& s) {
-  return {static_cast<double>(s.total_ps()),
-          static_cast<double>(s.prefill_ps()),
-          static_cast<double>(s.decode_step_ps_mean()),
-          static_cast<double>(s.compute_ps()),
-          static_cast<double>(s.communication_ps()),
-          static_cast<double>(s.memory_ps()),
-          s.core_utilization(),
-          static_cast<double>(s.spilled_bytes()),
-          s.contention()};
+  return {
+      static_cast<double>(s.total_ps()), static_cast<double>(s.prefill_ps()),
+      static_cast<double>(s.decode_step_ps_mean()), static_cast<double>(s.compute_ps()),
+      static_cast<double>(s.communication_ps()), static_cast<double>(s.memory_ps()), s.core_utilization(),
+      static_cast<double>(s.spilled_bytes()), s.contention(),
+      // Energy: NULL when the chip has no energy model (sim/energy.h).
+      s.energy_modelled() ? s.energy_j() : std::nan(""),
+      s.energy_modelled() && s.energy_per_token_j() > 0 ? s.energy_per_token_j() : std::nan(""),
+      s.energy_modelled() && s.decode_energy_per_token_j() > 0 ? s.decode_energy_per_token_j() : std::nan(""),
+      s.energy_modelled() ? s.average_power_w() : std::nan("")};
 }
 
 // A serving point's metrics: the run columns NaN (NULL), then the serving columns in

@@ -95,7 +95,8 @@ sqlite3* OpenDb(const std::string& path) {
 
 // Metric columns stored as REAL; the others are integers (picoseconds, bytes, counts).
 bool RealColumn(const std::string& m) {
-  return m == "core_utilization" || m.ends_with("_ms") || m.ends_with("_per_s");
+  return m == "core_utilization" || m.ends_with("_ms") || m.ends_with("_per_s") || m.ends_with("_j") ||
+         m.ends_with("_w");
 }
 
 std::string CreateSql() {
@@ -176,9 +177,11 @@ std::string CsvField(const std::string& s) {
 }  // namespace
 
 const std::vector<std::string>& RunMetricColumns() {
-  static const std::vector<std::string> k = {"total_ps",         "prefill_ps",       "decode_step_ps_mean",
-                                             "compute_ps",       "communication_ps", "memory_ps",
-                                             "core_utilization", "spilled_bytes",    "contention"};
+  static const std::vector<std::string> k = {
+      "total_ps",         "prefill_ps", "decode_step_ps_mean", "compute_ps",
+      "communication_ps", "memory_ps",  "core_utilization",    "spilled_bytes",
+      "contention",       "energy_j",   "energy_per_token_j",  "decode_energy_per_token_j",
+      "average_power_w"};
   return k;
 }
 

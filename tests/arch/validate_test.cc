@@ -151,6 +151,16 @@ const Case kCases[] = {
      "chip.gpu.collective_launch_exponent", "0.5", "must be 0 (= 2) or in [1, 64]"},
     {"h100-sxm-8", [](auto* c) { c->mutable_collectives()->set_in_switch_bandwidth_gbps(0); },
      "chip.collectives.in_switch_bandwidth_gbps", "0", "must be positive"},
+    {"wafer-8x8", [](auto* c) { c->mutable_energy()->set_hop_pj_per_byte(-1); },
+     "chip.energy.hop_pj_per_byte", "-1", "must be zero or positive"},
+    {"wafer-8x8", [](auto* c) { c->mutable_energy()->set_core_static_w(NAN); }, "chip.energy.core_static_w",
+     "nan", "must be zero or positive"},
+    {"wafer-8x8", [](auto* c) { c->mutable_energy()->set_mac_bf16_pj(0); }, "chip.energy.mac_bf16_pj", "0",
+     "must be positive"},
+    {"wafer-8x8", [](auto* c) { c->mutable_energy()->set_dram_pj_per_byte(0); },
+     "chip.energy.dram_pj_per_byte", "0", "the chip has a memory of kind dram (memory[0], dram)"},
+    {"h200-sxm-8", [](auto* c) { c->mutable_energy()->set_hbm_pj_per_byte(0); },
+     "chip.energy.hbm_pj_per_byte", "0", "the chip has a memory of kind hbm"},
 };
 
 // Names from the index and the field (the default would print the Case's bytes,

@@ -5,3 +5,5 @@ tpsim_test(result_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/result_test.cc
 tpsim_test(summary_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/summary_test.cc LIBS tpsim_result tpsim_analytical)
 # The schedule and critical path (sim/schedule.h), by hand.
 tpsim_test(schedule_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/schedule_test.cc LIBS tpsim_engine)
+# The energy model (sim/energy.h) by hand, on both engines.
+tpsim_test(energy_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/energy_test.cc LIBS tpsim_result tpsim_analytical tpsim_tlm)

@@ -130,6 +130,34 @@ TEST_F(PlotTest, HeatmapRenders) {
   ExpectPicture(Path("links.png"), 20);
 }
 
+// The energy breakdown: a stacked bar of the summary's parts and the ops' energy; a result
+// without an energy model is refused with exit 2.
+TEST_F(PlotTest, EnergyRendersAndRefusesAResultWithoutEnergy) {
+  nlohmann::json r = nlohmann::json::parse(kResult);
+  r["summary"] = {{"energy_modelled", true},   {"energy_j", 0.01},
+                  {"compute_energy_j", 0.004}, {"sram_energy_j", 0.002},
+                  {"network_energy_j", 0.001}, {"memory_energy_j", 0.002},
+                  {"static_energy_j", 0.001},  {"energy_per_token_j", 0.0025},
+                  {"average_power_w", 120.5}};
+  r["ops"] = {{{"op", "q_proj"}, {"energy_j", 0.005}},
+              {{"op", "o_proj"}, {"energy_j", 0.003}},
+              {{"op", "q_proj"}, {"energy_j", 0.001}}};
+  std::ofstream(Path("e.json")) << r.dump();
+  std::string err;
+  ASSERT_EQ(RunPlot({"energy", Path("e.json"), Path("e.json"), "--dump-series", Path("e_dump.json"), "--out",
+                     Path("energy.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("energy.png"), 5);
+  const nlohmann::json d = ReadJson(Path("e_dump.json"));
+  ASSERT_EQ(d["results"].size(), 2u);
+  EXPECT_DOUBLE_EQ(d["results"][0]["parts_j"]["compute"].get<double>(), 0.004);
+  EXPECT_DOUBLE_EQ(d["results"][0]["ops_j"]["q_proj"].get<double>(), 0.006);  // summed over its two rows
+  EXPECT_EQ(RunPlot({"energy", Path("result.json"), "--out", Path("bad.png")}, &err), 2);
+  EXPECT_NE(err.find("no energy in this result"), std::string::npos) << err;
+}
+
 TEST_F(PlotTest, TimelineRenders) {
   ASSERT_EQ(PlotCommand({"timeline", Path("result.json"), "--out", Path("gantt.png")}), 0);
   ExpectPicture(Path("gantt.png"), 3);

@@ -12,6 +12,9 @@ command's options.
   sweep RESULTS.sqlite --x FIELD --y METRIC [--color F] [--facet F] [--where EXPR]
         [--logx] [--logy] [--ratio A/B] --out sweep.png      (plot_sweep.py)
       A metric of a sweep store against a swept field; every swept field is drawn or held.
+  energy RESULT.json [RESULT.json ...] --out energy.png [--top N]      (plot_energy.py)
+      The energy by event (compute, SRAM, network, memory, static) of each result as a
+      stacked bar, and the dynamic energy of the largest ops.
   serving REQUESTS.csv KV.csv --out serving.png
       From `tpsim serve --requests-csv REQUESTS.csv --kv-csv KV.csv`: the CDFs of TTFT and of
       mean TPOT over completed requests (status ok; TPOT of requests with more than one output
@@ -33,6 +36,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_common import DPI, FIGSIZE, UsageError, num, plt_module, save  # noqa: E402
+import plot_energy  # noqa: E402
 import plot_heatmap  # noqa: E402
 import plot_sweep  # noqa: E402
 import plot_timeline  # noqa: E402
@@ -142,6 +146,10 @@ def main(argv):
                        description=plot_sweep.HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     plot_sweep.add_arguments(s)
+    en = sub.add_parser("energy", help="energy by event and per op of one or more results",
+                        description=plot_energy.HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    plot_energy.add_arguments(en)
     v = sub.add_parser("serving", help="TTFT and TPOT CDFs and KV use over time from tpsim serve CSVs")
     v.add_argument("requests")
     v.add_argument("kv")
@@ -149,9 +157,9 @@ def main(argv):
     try:
         args = p.parse_args(argv)
         if not args.cmd:
-            raise UsageError("expected a subcommand: heatmap, timeline, sweep or serving")
+            raise UsageError("expected a subcommand: heatmap, timeline, sweep, energy or serving")
         {"heatmap": plot_heatmap.cmd_heatmap, "timeline": plot_timeline.cmd_timeline, "sweep": plot_sweep.cmd_sweep,
-         "serving": cmd_serving}[args.cmd](args)
+         "energy": plot_energy.cmd_energy, "serving": cmd_serving}[args.cmd](args)
     except UsageError as e:
         print(f"tpsim plot: {e}", file=sys.stderr)
         return 2
