@@ -21,6 +21,7 @@
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
 #include "mapping/placement/placement.h"
+#include "sim/energy.h"
 #include "sim/sweep/runner.h"
 #include "sim/sweep/spec.h"
 #include "sim/sweep/store.h"
@@ -31,8 +32,8 @@ const char* const kSearchUsage =
     R"(usage: tpsim search EXPERIMENT [options]
 
 Searches mappings of the experiment's model and workload on its chip with the analytical
-engine and prints the Pareto front (total latency, tokens/s per chip, and TTFT / TPOT when
-the objective or an SLO uses them), the best candidate for the objective, and the top ones
+engine and prints the Pareto front (total latency, tokens/s per chip, energy per token when
+the chip has an energy model, and TTFT / TPOT when the objective or an SLO uses them), the best candidate for the objective, and the top ones
 confirmed with the TLM engine.
 
 The space: TP x pipeline stages (powers of two, tp x stages <= cores), the partitioner of
@@ -44,7 +45,7 @@ the objective; one whose bounds an evaluated point already beats on every front 
 skipped (pruned): it cannot be on the front nor the best. Deterministic for any --jobs.
 
   --objective O        latency (default: total time), ttft, tpot, throughput (tokens/s
-                       per chip)
+                       per chip), energy (per token; needs chip.energy)
   --slo-ttft-ms X      only candidates with TTFT (prefill) <= X ms count as feasible
   --slo-tpot-ms Y      only candidates with TPOT (mean decode step) <= Y ms
   --budget N           simulate at most N candidates (default 10000)
@@ -208,6 +209,15 @@ Bounds LowerBounds(const sim::Experiment& base, const arch::Chip& chip, const Ca
   b.prefill_ps = phase(static_cast<double>(c.batch) * wl.seq_len());
   b.decode_step_ps = wl.decode_steps() > 0 ? phase(c.batch) : 0;
   b.total_ps = b.prefill_ps + b.decode_step_ps * wl.decode_steps();
+  // Energy per token: at least the weight GEMMs' MACs at the chip's MAC energy (every
+  // other term of sim/energy.h is >= 0), plus the weights read from DRAM below.
+  const bool fp32 = wl.dtype() == "fp32";
+  const double mac_pj = fp32 ? cc.energy().mac_fp32_pj() : cc.energy().mac_bf16_pj();
+  const double tokens =
+      static_cast<double>(c.batch) * (static_cast<double>(wl.seq_len()) + wl.decode_steps());
+  double energy_j =
+      (static_cast<double>(c.batch) * wl.seq_len() + static_cast<double>(c.batch) * wl.decode_steps()) *
+      params * layers * mac_pj * 1e-12;
   // Weights the memory plan leaves in DRAM are read in every pass (the prefill and each
   // decode step): at least the model's weight bytes per pass, over all the chip's
   // channels at once (each channel serves its requests one after another at its
@@ -220,10 +230,16 @@ Bounds LowerBounds(const sim::Experiment& base, const arch::Chip& chip, const Ca
     if (!plan.weights_in_sram && gbps > 0) {
       const double bytes = params * ph.dtype_bytes * layers * (1.0 + wl.decode_steps());
       b.total_ps = std::max(b.total_ps, bytes * 1000.0 / gbps);
+      double pj_per_byte = std::numeric_limits<double>::infinity();  // the cheapest memory kind
+      for (const auto& mem : cc.memory())
+        pj_per_byte = std::min(pj_per_byte, mem.kind() == "hbm" ? cc.energy().hbm_pj_per_byte()
+                                                                : cc.energy().dram_pj_per_byte());
+      if (std::isfinite(pj_per_byte)) energy_j += bytes * pj_per_byte * 1e-12;
     }
   } catch (const std::exception&) {
     // An invalid mapping: the run reports it; no memory bound.
   }
+  b.energy_per_token_j = cc.has_energy() && tokens > 0 ? energy_j / tokens : 0;
   return b;
 }
 
@@ -280,11 +296,13 @@ double TokensPerSecond(const sim::Experiment& base, const Entry& x, double total
 // The front's columns for this search: total latency and tokens/s always, TTFT and
 // TPOT where the objective or an SLO uses them.
 struct Columns {
-  bool ttft = false, tpot = false;
+  bool ttft = false, tpot = false, energy = false;
 };
 
-Columns FrontColumns(const SearchOptions& o) {
-  return Columns{o.objective == "ttft" || o.slo_ttft_ms > 0, o.objective == "tpot" || o.slo_tpot_ms > 0};
+// Energy per token joins the front when the chip has an energy model (chip.energy).
+Columns FrontColumns(const SearchOptions& o, bool energy) {
+  return Columns{o.objective == "ttft" || o.slo_ttft_ms > 0, o.objective == "tpot" || o.slo_tpot_ms > 0,
+                 energy};
 }
 
 // True when `p` is at least as good as every bound of `x` and better on one.
@@ -303,6 +321,11 @@ bool DominatesBounds(const Point& p, const Entry& x, const Columns& cols, const 
     no_worse = no_worse && p.tpot_ms <= lb_tpot;
     better = better || p.tpot_ms < lb_tpot;
   }
+  if (cols.energy) {
+    const double lb_energy = x.lb.energy_per_token_j * 1e3;
+    no_worse = no_worse && p.energy_mj <= lb_energy;
+    better = better || p.energy_mj < lb_energy;
+  }
   return no_worse && better;
 }
 
@@ -317,6 +340,10 @@ bool Dominates(const Point& a, const Point& b, const Columns& cols) {
   if (cols.tpot) {
     no_worse = no_worse && a.tpot_ms <= b.tpot_ms;
     better = better || a.tpot_ms < b.tpot_ms;
+  }
+  if (cols.energy) {
+    no_worse = no_worse && a.energy_mj <= b.energy_mj;
+    better = better || a.energy_mj < b.energy_mj;
   }
   return no_worse && better;
 }
@@ -338,12 +365,14 @@ double ObjectiveValue(const SearchOptions& o, const Point& p) {
   if (o.objective == "ttft") return p.ttft_ms;
   if (o.objective == "tpot") return p.tpot_ms;
   if (o.objective == "throughput") return -p.tokens_per_s;
+  if (o.objective == "energy") return p.energy_mj;
   return p.total_ms;
 }
 
 double ObjectiveBound(const SearchOptions& o, const sim::Experiment& base, const Entry& x) {
   if (o.objective == "ttft") return x.lb.prefill_ps;
   if (o.objective == "tpot") return x.lb.decode_step_ps;
+  if (o.objective == "energy") return x.lb.energy_per_token_j;
   if (o.objective == "throughput")
     return x.lb.total_ps > 0 ? -TokensPerSecond(base, x, x.lb.total_ps)
                              : -std::numeric_limits<double>::infinity();
@@ -365,6 +394,7 @@ Point PointOf(const sim::Experiment& base, const Entry& x, const std::vector<dou
   p.ttft_ms = at("prefill_ps") * 1e-9;
   p.tpot_ms = at("decode_step_ps_mean") * 1e-9;
   p.tokens_per_s = TokensPerSecond(base, x, at("total_ps"));
+  p.energy_mj = at("energy_per_token_j") * 1e3;  // NaN (NULL) where the chip has no energy model
   return p;
 }
 
@@ -457,7 +487,9 @@ int Usage(const std::string& msg) {
 SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const SearchOptions& o,
                     std::ostream* progress) {
   const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const Columns cols = FrontColumns(o);
+  const Columns cols = FrontColumns(o, sim::EnergyModelled(chip, base.cfg.workload().dtype()));
+  if (o.objective == "energy" && !cols.energy)
+    throw std::invalid_argument("--objective energy needs an energy model in the chip (chip.energy)");
 
   std::vector<Entry> all;
   for (const Candidate& c : Space(base, chip, o.space)) {
@@ -595,12 +627,14 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   std::vector<std::vector<double>> mins(1), maxs(1);
   if (cols.ttft) mins.emplace_back();
   if (cols.tpot) mins.emplace_back();
+  if (cols.energy) mins.emplace_back();
   for (size_t k : feasible) {
     const Point& p = all[k].p;
     size_t c = 0;
     mins[c++].push_back(p.total_ms);
     if (cols.ttft) mins[c++].push_back(p.ttft_ms);
     if (cols.tpot) mins[c++].push_back(p.tpot_ms);
+    if (cols.energy) mins[c++].push_back(p.energy_mj);
     maxs[0].push_back(p.tokens_per_s);
   }
   std::vector<size_t> front;
@@ -669,8 +703,9 @@ int SearchCommand(const std::vector<std::string>& args) {
     };
     try {
       if (flag == "--objective") {
-        if (value != "latency" && value != "ttft" && value != "tpot" && value != "throughput")
-          return Usage("--objective must be latency, ttft, tpot or throughput, not '" + value + "'");
+        if (value != "latency" && value != "ttft" && value != "tpot" && value != "throughput" &&
+            value != "energy")
+          return Usage("--objective must be latency, ttft, tpot, throughput or energy, not '" + value + "'");
         o.search.objective = value;
       } else if (flag == "--slo-ttft-ms") {
         o.search.slo_ttft_ms = std::stod(value);
@@ -783,7 +818,7 @@ int SearchCommand(const std::vector<std::string>& args) {
     return 1;
   }
   const SearchOptions& so = o.search;
-  const Columns cols = FrontColumns(so);
+  const Columns cols = FrontColumns(so, sim::EnergyModelled(chip, base.cfg.workload().dtype()));
   std::cout << "tpsim search " << o.path << ": " << base.cfg.model().name() << " on "
             << base.cfg.chip().name() << ", objective " << so.objective;
   if (so.slo_ttft_ms > 0) std::cout << ", TTFT <= " << so.slo_ttft_ms << " ms";
@@ -796,25 +831,27 @@ int SearchCommand(const std::vector<std::string>& args) {
     return 1;
   }
   std::cout << "Pareto front (total latency, tokens/s per chip" << (cols.ttft ? ", TTFT" : "")
-            << (cols.tpot ? ", TPOT" : "") << "), " << res.front.size()
+            << (cols.tpot ? ", TPOT" : "") << (cols.energy ? ", energy per token" : "") << "), "
+            << res.front.size()
             << " points; candidates with equal metrics are counted in `ties`, the first shown:\n";
-  std::printf("  %4s %5s %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %5s\n", "#", "tp",
+  std::printf("  %4s %5s %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %9s %5s\n", "#", "tp",
               "stages", "replicas", "attention", "mlp", "placement", "collective", "weights", "batch",
-              "total_ms", "ttft_ms", "tpot_ms", "tokens/s", "ties");
+              "total_ms", "ttft_ms", "tpot_ms", "tokens/s", "mJ/token", "ties");
   size_t shown = 0;
   for (size_t r = 0; r < res.front.size(); ++r) {
     const Found& x = res.front[r];
     size_t ties = 1;
     while (r + ties < res.front.size() && res.front[r + ties].p.total_ms == x.p.total_ms &&
            res.front[r + ties].p.tokens_per_s == x.p.tokens_per_s &&
-           res.front[r + ties].p.ttft_ms == x.p.ttft_ms && res.front[r + ties].p.tpot_ms == x.p.tpot_ms)
+           res.front[r + ties].p.ttft_ms == x.p.ttft_ms && res.front[r + ties].p.tpot_ms == x.p.tpot_ms &&
+           (std::isnan(x.p.energy_mj) || res.front[r + ties].p.energy_mj == x.p.energy_mj))
       ++ties;
     if (o.top == 0 || shown < o.top) {
-      std::printf("  %4zu %5u %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %5zu\n",
+      std::printf("  %4zu %5u %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %9.3f %5zu\n",
                   shown + 1, x.c.tp, x.c.stages, x.replicas, x.c.attention.c_str(), x.c.mlp.c_str(),
                   Placed(x.c).c_str(), x.c.collective.c_str(),
                   x.c.weights.empty() ? "-" : x.c.weights.c_str(), x.c.batch, Ms(x.p.total_ms).c_str(),
-                  Ms(x.p.ttft_ms).c_str(), Ms(x.p.tpot_ms).c_str(), x.p.tokens_per_s, ties);
+                  Ms(x.p.ttft_ms).c_str(), Ms(x.p.tpot_ms).c_str(), x.p.tokens_per_s, x.p.energy_mj, ties);
     }
     ++shown;
     r += ties - 1;
@@ -824,7 +861,9 @@ int SearchCommand(const std::vector<std::string>& args) {
   const Found& best = res.ranked[0];
   std::cout << "\nbest (" << so.objective << "): " << Describe(best) << "\n  total " << Ms(best.p.total_ms)
             << " ms, TTFT " << Ms(best.p.ttft_ms) << " ms, TPOT " << Ms(best.p.tpot_ms) << " ms, "
-            << Ms(best.p.tokens_per_s) << " tokens/s per chip\n";
+            << Ms(best.p.tokens_per_s) << " tokens/s per chip";
+  if (cols.energy) std::cout << ", " << Ms(best.p.energy_mj) << " mJ/token";
+  std::cout << "\n";
   if (!o.out.empty()) {
     std::ofstream out(o.out);
     out << "# tpsim search " << o.path << " --objective " << so.objective << ": the best candidate\n"

@@ -63,12 +63,14 @@ uint32_t Replicas(const arch::Chip& chip, const Candidate& c);
 
 struct Bounds {
   double prefill_ps = 0, decode_step_ps = 0, total_ps = 0;
+  double energy_per_token_j = 0;  // chips with chip.energy; 0 otherwise
 };
 Bounds LowerBounds(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c);
 
 // The metrics of an evaluated candidate (ms, tokens/s per chip).
 struct Point {
   double total_ms = 0, ttft_ms = 0, tpot_ms = 0, tokens_per_s = 0;
+  double energy_mj = 0;  // per token; NaN where the chip has no energy model
 };
 
 // Indices of the points on the Pareto front (minimising each `min` column, maximising

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,17 +19,22 @@ const std::string kExperiment =
 // mesh-4x4-hbm made compute-bound so that the compute roofline is tight enough to prune:
 // 16x16 systolic arrays at 1 GHz, utilization 1, wide links and vector units; Qwen3-0.6B,
 // 2 layers, a 1024-token prompt, no decode.
-sim::Experiment ComputeBound() {
-  return sim::LoadExperiment(kExperiment, {{"chip.core.systolic_rows", "16"},
-                                           {"chip.core.systolic_cols", "16"},
-                                           {"chip.core.matrix_utilization", "1"},
-                                           {"chip.core.vector_lanes", "4096"},
-                                           {"chip.core.sram_bandwidth_gbps", "0"},
-                                           {"chip.noc.link_bandwidth_gbps", "4096"},
-                                           {"mapping.pipeline_stages", "1"},
-                                           {"workload.num_layers", "2"},
-                                           {"workload.seq_len", "1024"},
-                                           {"workload.decode_steps", "0"}});
+sim::Experiment ComputeBound(bool energy = false) {
+  sim::Experiment e = sim::LoadExperiment(kExperiment, {{"chip.core.systolic_rows", "16"},
+                                                        {"chip.core.systolic_cols", "16"},
+                                                        {"chip.core.matrix_utilization", "1"},
+                                                        {"chip.core.vector_lanes", "4096"},
+                                                        {"chip.core.sram_bandwidth_gbps", "0"},
+                                                        {"chip.noc.link_bandwidth_gbps", "4096"},
+                                                        {"mapping.pipeline_stages", "1"},
+                                                        {"workload.num_layers", "2"},
+                                                        {"workload.seq_len", "1024"},
+                                                        {"workload.decode_steps", "0"}});
+  // Without the chip's energy model the front is (latency, tokens/s): the compute bound
+  // alone then prunes. With it, energy per token is a third column (its bound: the MACs'
+  // energy).
+  if (!energy) e.cfg.mutable_chip()->clear_energy();
+  return e;
 }
 
 SearchOptions SmallSpace() {
@@ -93,6 +99,12 @@ TEST(SearchTest, ComputeBoundByHand) {
   EXPECT_DOUBLE_EQ(b.prefill_ps, 31457280000.0);
   EXPECT_DOUBLE_EQ(b.decode_step_ps, 0.0);
   EXPECT_DOUBLE_EQ(b.total_ps, 31457280000.0);  // weights stay in SRAM: no memory bound
+  EXPECT_DOUBLE_EQ(b.energy_per_token_j, 0.0);  // energy model cleared
+  // With mesh-4x4-hbm's energy block (mac_bf16_pj 0.116): per token of the 1024, 2 layers x
+  // 15,728,640 MACs x 0.116 pJ = 3.64904448e-6 J.
+  const sim::Experiment with_energy = ComputeBound(/*energy=*/true);
+  EXPECT_NEAR(LowerBounds(with_energy, arch::Chip::Build(with_energy.cfg.chip()), c).energy_per_token_j,
+              3.64904448e-6, 1e-15);
 }
 
 TEST(SearchTest, PruningKeepsTheFrontAndTheBest) {
@@ -115,6 +127,26 @@ TEST(SearchTest, PruningKeepsTheFrontAndTheBest) {
     // Bounds are below what the engine gives for every simulated candidate.
     for (const Found& f : x.ranked) {
       EXPECT_LE(LowerBounds(e, chip, f.c).total_ps * 1e-9, f.p.total_ms * (1 + 1e-12)) << f.index;
+    }
+  }
+}
+
+TEST(SearchTest, EnergyColumnKeepsTheFrontUnderPruning) {
+  const sim::Experiment e = ComputeBound(/*energy=*/true);
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions pruned = SmallSpace();
+  SearchOptions exhaustive = SmallSpace();
+  exhaustive.prune = false;
+  for (const char* objective : {"latency", "energy"}) {
+    pruned.objective = exhaustive.objective = objective;
+    const SearchResult a = Search(e, chip, pruned, nullptr);
+    const SearchResult x = Search(e, chip, exhaustive, nullptr);
+    ASSERT_EQ(a.front.size(), x.front.size()) << objective;
+    for (size_t i = 0; i < a.front.size(); ++i) EXPECT_EQ(Key(a.front[i]), Key(x.front[i])) << objective;
+    EXPECT_EQ(Key(a.ranked[0]), Key(x.ranked[0])) << objective;
+    for (const Found& f : x.ranked) {
+      EXPECT_TRUE(std::isfinite(f.p.energy_mj));
+      EXPECT_LE(LowerBounds(e, chip, f.c).energy_per_token_j * 1e3, f.p.energy_mj * (1 + 1e-12)) << f.index;
     }
   }
 }
