@@ -5,3 +5,6 @@ tpsim_test(result_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/result_test.cc
 tpsim_test(summary_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/summary_test.cc LIBS tpsim_result tpsim_analytical)
 # The schedule and critical path (sim/schedule.h), by hand.
 tpsim_test(schedule_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/schedule_test.cc LIBS tpsim_engine)
+# Decode-step reuse (sim/step_reuse.h) against the unrolled Program, byte for byte.
+tpsim_test(step_reuse_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_reuse_test.cc LIBS tpsim_agree
+  SLOW StepReuse.ShippedExperiments StepReuse.ReferenceUpTo200Steps StepReuse.SummedOpRows)
