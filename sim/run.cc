@@ -17,6 +17,7 @@
 #include "sim/engine.h"
 #include "sim/result.h"
 #include "sim/sampled_run.h"
+#include "sim/step_period.h"
 #include "sim/step_reuse.h"
 
 namespace tpsim::sim {
@@ -326,9 +327,11 @@ bool TryReuse(const Experiment& e, const RunOptions& opts) {
 RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   std::unique_ptr<Engine> engine;
   const bool try_reuse = TryReuse(e, opts);
-  // Reuse lowers the head and two single steps; a fallback checks the whole Program below.
+  // Reuse holds at most three Programs of the prefill and kPeriodHead + 2 decode steps at once
+  // (sim/step_period.h), counted as one of 3 x (kPeriodHead + 3) passes; a fallback checks
+  // the whole Program below.
   arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes,
-                            try_reuse ? std::optional<uint32_t>(kHeadSteps + 2) : std::nullopt);
+                            try_reuse ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt);
   RunOutput out;
   if (try_reuse && engine->ListSchedule()) {
     if (opts.on_stage) opts.on_stage("lowering (decode steps reused)");
