@@ -23,6 +23,7 @@ class Lowering {
   Lowering(const arch::Chip& chip, const config::Model& model, const config::Workload& wl,
            const config::Mapping& m, const LowerOptions& opts)
       : cx_(chip, model, wl, m, opts),
+        opts_(opts),
         sram_(cx_),
         gpu_(cx_),
         conv_(cx_),
@@ -38,6 +39,7 @@ class Lowering {
 
  private:
   LowerContext cx_;
+  LowerOptions opts_;
   SramTimeline sram_;  // systolic cores
   GpuHbmPlan gpu_;     // GPU-node chips (chip.gpu)
   LayoutConverter conv_;
@@ -90,14 +92,28 @@ Program Lowering::Run(const PlacementFile& file) {
   ph.batch = static_cast<uint32_t>(b);
   ph.dtype_bytes = static_cast<uint32_t>(cx_.d);
   std::vector<TaskId> prev_out;
-  for (uint32_t step = 0; step <= wl.decode_steps(); ++step) {
+  std::vector<uint32_t> steps;  // 0: the prefill
+  if (opts_.decode_steps_only.empty()) {
+    for (uint32_t step = 0; step <= wl.decode_steps(); ++step) steps.push_back(step);
+  } else {
+    if (!opts_.skip_prefill) steps.push_back(0);
+    for (uint32_t step : opts_.decode_steps_only) {
+      if (step == 0 || step > wl.decode_steps() || (!steps.empty() && step <= steps.back()))
+        throw std::invalid_argument("mapping: decode_steps_only must increase within 1..decode_steps");
+      steps.push_back(step);
+    }
+  }
+  bool named_decode = false;
+  for (size_t si = 0; si < steps.size(); ++si) {
+    const uint32_t step = steps[si];
     const bool decode = step > 0;
     cx_.phase = !cx_.chunks.empty() ? Phase::kMixed : decode ? Phase::kDecode : Phase::kPrefill;
     cx_.step = decode ? step - 1 : 0;
     ph.decode = decode;
     ph.new_tokens = decode ? 1 : wl.seq_len();
     ph.cached = decode ? wl.cached_prefix() + wl.seq_len() + cx_.step : wl.cached_prefix();
-    if (step <= 1) cx_.names = RoleNames(llm::BuildLayer(model, ph));
+    if (si == 0 || (decode && !named_decode)) cx_.names = RoleNames(llm::BuildLayer(model, ph));
+    named_decode = named_decode || decode;
     cx_.t = b * ph.new_tokens;
     cx_.cached = ph.cached;
     cx_.cores = placed.cores[stage_of.empty() ? 0 : stage_of[0]];

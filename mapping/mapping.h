@@ -23,6 +23,12 @@ struct LowerOptions {
   // validate/ (launch plans, numerics) read. Off, func stays empty and every Task::func -1;
   // the tasks, ops and collectives are the same either way.
   bool functional = false;
+  // Lower only these decode steps (1-based, increasing, each <= workload.decode_steps) instead
+  // of all; empty: every step. Each one has its own context, and the first lowered one depends
+  // on the prefill's output (on nothing with skip_prefill); the memory plan is the whole
+  // workload's (sim/step_reuse.h lowers a few steps and times the rest from them).
+  std::vector<uint32_t> decode_steps_only{};
+  bool skip_prefill = false;  // lower no prefill (only with decode_steps_only)
 };
 
 // Lowers the workload (prefill of all simulated layers, then each decode step) to a

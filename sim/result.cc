@@ -515,7 +515,7 @@ std::string ResultTable(const config::Result& r, bool with_ops) {
     row.comm += op.communication_ps();
     row.mem += op.memory_ps();
     row.total += op.total_ps();
-    ++row.count;
+    row.count += op.has_steps() ? static_cast<int>(op.steps()) : 1;
   }
   s += r.experiment() + " (" + r.engine() + " engine)\n";
   if (!r.title().empty()) s += r.title() + "\n";

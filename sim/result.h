@@ -32,7 +32,10 @@
 //   summary.core_utilization  mean over the chip's cores of (sum of compute task
 //                             durations) / total_ps, in [0, 1].
 //   summary.achieved_tflops   sum of compute task flops / total_ps (flop/ps = Tflop/s).
-//   ops[i]                    one per Program::ops entry, in that order:
+//   ops[i]                    one per Program::ops entry, in that order (a run that
+//                             reuses decode steps past sim::kRowSteps steps instead has
+//                             one row per op summing the reused steps, with `steps` set:
+//                             sim/step_reuse.h):
 //       compute_ps            max over cores of the sum of that op's compute durations;
 //       communication_ps      span of the op's transfer tasks (0 when none);
 //       memory_ps             span of the op's memory tasks (0 when none);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -15,6 +16,9 @@
 #include "mapping/mapping.h"
 #include "sim/engine.h"
 #include "sim/result.h"
+#include "sim/sampled_run.h"
+#include "sim/step_period.h"
+#include "sim/step_reuse.h"
 
 namespace tpsim::sim {
 
@@ -79,10 +83,11 @@ std::string Sci(double v) {
 }  // namespace
 
 void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_bytes,
-                    const std::string& limit_flag) {
+                    const std::string& limit_flag, std::optional<uint32_t> materialised_steps) {
   if (max_bytes == 0) return;
   const config::Model& model = e.cfg.model();
-  const config::Workload& wl = e.cfg.workload();
+  config::Workload wl = e.cfg.workload();
+  if (materialised_steps && *materialised_steps < wl.decode_steps()) wl.set_decode_steps(*materialised_steps);
   const config::Mapping& m = e.cfg.mapping();
   const mapping::ProgramEstimate est = mapping::EstimateProgram(chip, model, wl, m);
   if (est.peak_bytes <= static_cast<double>(max_bytes)) return;
@@ -94,7 +99,7 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
   const double tp_factor =
       est.per_layer / std::max(1.0, mapping::EstimateProgram(chip, model, wl, one).per_layer);
   const std::string layers_field = wl.num_layers() ? "workload.num_layers" : "model.num_layers";
-  std::string field = "workload.decode_steps", value = std::to_string(wl.decode_steps());
+  std::string field = "workload.decode_steps", value = std::to_string(e.cfg.workload().decode_steps());
   if (est.layers >= est.passes && est.layers >= tp_factor) {
     field = layers_field, value = std::to_string(static_cast<uint64_t>(est.layers));
   } else if (tp_factor > est.passes) {
@@ -196,8 +201,9 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
 namespace {
 
 // Validates `e` and finds its engine; returns the chip ValidateExperiment built.
+// `materialised_steps`: the decode steps the run will lower (CheckResources).
 arch::Chip Prepare(const Experiment& e, const std::string& requested, std::unique_ptr<Engine>* engine,
-                   uint64_t max_memory_bytes) {
+                   uint64_t max_memory_bytes, std::optional<uint32_t> materialised_steps = std::nullopt) {
   arch::Chip chip = ValidateExperiment(e);
   if (e.cfg.workload().has_requests() && (e.cfg.workload().batch() == 0 || e.cfg.workload().seq_len() == 0)) {
     throw config::ConfigError(config::Diag{e.locs.Find("workload.requests"), "workload.requests", "",
@@ -210,7 +216,7 @@ arch::Chip Prepare(const Experiment& e, const std::string& requested, std::uniqu
     throw config::ConfigError(UnknownEngineDiag(config::kCommandLine, "--engine", engine_name));
   }
   CheckTimeBounds(e, chip);
-  CheckResources(e, chip, max_memory_bytes);
+  CheckResources(e, chip, max_memory_bytes, "--max-memory", materialised_steps);
   return chip;
 }
 
@@ -298,10 +304,56 @@ void CheckRepresentable(const mapping::Program& program, const EngineOutput& tim
 
 }  // namespace
 
+namespace {
+
+// Whether `opts` asks to try decode-step reuse on `e` (RunOptions::reuse).
+bool TryReuse(const Experiment& e, const RunOptions& opts) {
+  const uint32_t steps = e.cfg.workload().decode_steps();
+  // Observers read the whole Program's times, unless they ask for a few steps.
+  if (!opts.observers.empty() && opts.observe_steps.empty()) return false;
+  switch (opts.reuse) {
+    case RunOptions::Reuse::kOff:
+      return false;
+    case RunOptions::Reuse::kForce:
+      return steps >= kHeadSteps + 2;
+    case RunOptions::Reuse::kAuto:
+      return steps >= kAutoReuseSteps;
+  }
+  return false;
+}
+
+}  // namespace
+
 RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   std::unique_ptr<Engine> engine;
-  arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes);
+  const bool try_reuse = TryReuse(e, opts);
+  // Reuse holds at most three Programs of the prefill and kPeriodHead + 2 decode steps at once
+  // (sim/step_period.h), counted as one of 3 x (kPeriodHead + 3) passes; a fallback checks
+  // the whole Program below.
+  arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes,
+                            try_reuse ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt);
   RunOutput out;
+  if (try_reuse && engine->ListSchedule()) {
+    if (opts.on_stage) opts.on_stage("lowering (decode steps reused)");
+    std::string why;
+    SampledRun view;
+    std::optional<RunOutput> reused = RunWithStepReuse(e, chip, *engine, opts, &why, &view);
+    if (reused) {
+      out = std::move(*reused);
+      out.reused = true;
+      out.reuse = "decode steps " + std::to_string(kHeadSteps + 1) + ".." +
+                  std::to_string(e.cfg.workload().decode_steps()) + " timed from one lowered step";
+      out.result.set_config(ResolvedText(e));
+      out.result.set_title(RunTitle(e.cfg, engine->name()));
+      for (const RunObserver& observe : opts.observers)
+        observe(RunView{view.program, chip, view.timing, out.result});
+      return out;
+    }
+    out.reuse = why;
+    CheckResources(e, chip, opts.max_memory_bytes);
+  } else if (try_reuse) {
+    out.reuse = "the " + engine->name() + " engine does not list its schedule";
+  }
   if (opts.on_stage) opts.on_stage("lowering");
   out.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
   // Lives until the next stage replaces it (a progress line may hold the pointer until then).
@@ -314,8 +366,54 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
                            EnergyInputsOf(e.cfg.workload()));
   out.result.set_config(ResolvedText(e));
   out.result.set_title(RunTitle(e.cfg, engine->name()));
+  if (!opts.observers.empty() && !opts.observe_steps.empty()) {
+    const std::vector<size_t> begin = SegmentBegins(out.program);
+    const SampledRun view = SampleSteps(
+        e, chip, opts.observe_steps,
+        [&](uint32_t seg) {
+          if (seg + 1 >= begin.size()) throw std::logic_error("sampled run: no such step");
+          return std::vector<TaskTime>(timing.tasks.begin() + static_cast<std::ptrdiff_t>(begin[seg]),
+                                       timing.tasks.begin() + static_cast<std::ptrdiff_t>(begin[seg + 1]));
+        },
+        timing);
+    for (const RunObserver& observe : opts.observers)
+      observe(RunView{view.program, chip, view.timing, out.result});
+    return out;
+  }
   for (const RunObserver& observe : opts.observers) observe(RunView{out.program, chip, timing, out.result});
   return out;
+}
+
+std::vector<uint32_t> ParseObserveSteps(const std::string& text, uint32_t decode_steps) {
+  std::vector<uint32_t> steps;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    auto number = [&](const std::string& v) -> uint64_t {
+      if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
+        throw std::invalid_argument("'" + item + "' is not first, last, every:N or a step number");
+      return std::stoull(v);
+    };
+    if (item == "first") {
+      if (decode_steps > 0) steps.push_back(1);
+    } else if (item == "last") {
+      if (decode_steps > 0) steps.push_back(decode_steps);
+    } else if (item.starts_with("every:")) {
+      const uint64_t n = number(item.substr(6));
+      if (n == 0) throw std::invalid_argument("'" + item + "': every:N needs N >= 1");
+      for (uint64_t k = n; k <= decode_steps; k += n) steps.push_back(static_cast<uint32_t>(k));
+    } else {
+      const uint64_t k = number(item);
+      if (k == 0 || k > decode_steps)
+        throw std::invalid_argument("step " + item + " is not within 1.." + std::to_string(decode_steps));
+      steps.push_back(static_cast<uint32_t>(k));
+    }
+    pos = comma + 1;
+  }
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  return steps;
 }
 
 const std::vector<std::string>& ProgramCache::TimingOnlyFields() {

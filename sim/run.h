@@ -48,8 +48,11 @@ std::optional<uint64_t> ParseByteSize(const std::string& text);
 // mapping::EstimateProgram: config::ConfigError at the field that drives the size most
 // (workload.decode_steps, the layers, or mapping.tp), with the estimate and the limit.
 // `limit_flag` names where the limit came from in the message ("--max-memory").
+// `materialised_steps`: the decode steps the run lowers when fewer than the workload's
+// (decode-step reuse lowers a few; the message still names workload.decode_steps).
 void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_bytes,
-                    const std::string& limit_flag = "--max-memory");
+                    const std::string& limit_flag = "--max-memory",
+                    std::optional<uint32_t> materialised_steps = std::nullopt);
 
 // Refuses (config::ConfigError, located) an experiment whose times certainly pass the
 // 2^63 ps clock, from lower bounds alone: the weight GEMMs' FLOPs at the whole chip's
@@ -69,11 +72,36 @@ struct RunOptions {
   uint64_t max_memory_bytes = DefaultMaxMemory();
   // Called in order once the Result is built, before RunExperiment returns.
   std::vector<RunObserver> observers;
+  // Decode-step reuse (sim/step_reuse.h): kAuto tries it from kAutoReuseSteps decode steps
+  // on when the engine lists its schedule and no observer needs the whole Program; kForce
+  // tries it from kHeadSteps + 2 steps on; kOff lowers every step. Where its self-checks
+  // fail the run lowers every step (RunOutput::reuse says why).
+  enum class Reuse { kAuto, kOff, kForce };
+  Reuse reuse = Reuse::kAuto;
+  // The decode steps the observers see (tpsim run --trace-steps), increasing: they get a
+  // Program of the prefill and these steps, each task timed as in the whole run; empty: the
+  // whole Program. With it, decode-step reuse applies despite observers.
+  std::vector<uint32_t> observe_steps;
+  // With decode-step reuse, past this many decode steps the reused steps' op rows are summed
+  // into one row per op (config::OpResult::steps); sim::kRowSteps by default.
+  uint32_t row_steps = 256;
 };
+
+// "first,last,every:N,K,...": decode steps 1, `decode_steps`, every N-th (N, 2N, ...) and K,
+// sorted and unique; std::invalid_argument naming the bad item otherwise.
+std::vector<uint32_t> ParseObserveSteps(const std::string& text, uint32_t decode_steps);
+
+// Decode steps from which RunOptions::Reuse::kAuto reuses steps: below, lowering every step
+// takes well under a second (tests/bench/longgen_bench.sh).
+inline constexpr uint32_t kAutoReuseSteps = 64;
 
 struct RunOutput {
   config::Result result;
+  // The Program timed: the whole workload's, or with decode-step reuse the prefill and the
+  // first kHeadSteps decode steps (sim/step_reuse.h).
   mapping::Program program;
+  bool reused = false;  // decode steps were timed from one lowered step
+  std::string reuse;    // what reuse did, or why it did not apply ("" when not tried)
 };
 
 // Validates, lowers and times `e`. Throws config::ConfigError for bad input and

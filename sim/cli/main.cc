@@ -33,6 +33,7 @@
 #include "sim/agree/agree.h"
 #include "sim/analytical/links.h"
 #include "sim/cli/gpu_commands.h"
+#include "sim/cli/progress_line.h"
 #include "sim/cli/serve.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
@@ -276,6 +277,8 @@ that takes longer than a second shows a progress line on stderr.
   --dump-program FILE  write the lowered Program, one task per line
   --trace FILE         write a Perfetto trace (.pftrace; FILE.json: Chrome JSON);
                        open it in ui.perfetto.dev
+  --trace-steps LIST   trace the prefill and these decode steps only (first, last,
+                       every:N, step numbers; e.g. first,last,every:1000)
   --tasks              include every task's start and end in the result JSON
                        (needed by `tpsim plot timeline`)
   --ops                also print the table per op (phase, layer, op, partition,
@@ -285,59 +288,18 @@ that takes longer than a second shows a progress line on stderr.
                        to last task's end, so it includes waiting for inputs and is
                        not their sum
   --quiet              print only the summary line
+  --no-reuse           lower every decode step (default: from 64 steps, analytical
+                       engine, steps timed from a few lowered ones where exact;
+                       README "Long generations"); --reuse: try from 5 steps on
   --max-memory SIZE    refuse (exit 2, before lowering) an experiment whose Program
                        is estimated to need more than SIZE (e.g. 8G, 512M; 0: no
                        limit); default: 80% of this machine's memory
 )";
 
-// A progress line on stderr ("tpsim run: timing (tlm engine) 2.5 s") for runs that take
-// longer than a second, on a terminal only (a file or pipe gets nothing, so outputs stay
-// byte-identical); erased when the run ends.
-class ProgressLine {
- public:
-  explicit ProgressLine(const char* what) : what_(what), enabled_(::isatty(2) == 1) {
-    if (enabled_) thread_ = std::thread([this] { Loop(); });
-  }
-  ~ProgressLine() {
-    if (!enabled_) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-    if (shown_) std::fprintf(stderr, "\r\033[K");
-  }
-  void Stage(const char* stage) {
-    std::lock_guard<std::mutex> lock(mu_);
-    stage_ = stage;
-  }
-
- private:
-  void Loop() {
-    const auto start = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, std::chrono::seconds(1), [this] { return done_; })) return;
-    while (!done_) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::fprintf(stderr, "\r\033[K%s: %s %.1f s", what_, stage_, s);
-      std::fflush(stderr);
-      shown_ = true;
-      cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; });
-    }
-  }
-  const char* what_;
-  const char* stage_ = "loading";
-  bool enabled_, done_ = false, shown_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread thread_;
-};
-
 int Run(Args& a) {
   ExperimentArgs ex;
   sim::RunOptions opts;
-  std::string out, dump, trace_path;
+  std::string out, dump, trace_path, trace_steps;
   bool quiet = false, ops = false;
   while (!a.Done()) {
     std::string v;
@@ -347,7 +309,7 @@ int Run(Args& a) {
     }
     if (ExperimentFlag(a, &ex)) continue;
     if (a.Flag("--engine", &opts.engine) || a.Flag("--out", &out) || a.Flag("--dump-program", &dump) ||
-        a.Flag("--trace", &trace_path)) {
+        a.Flag("--trace", &trace_path) || a.Flag("--trace-steps", &trace_steps)) {
       continue;
     }
     if (a.Flag("--max-memory", &v)) {
@@ -365,6 +327,14 @@ int Run(Args& a) {
       quiet = true;
       continue;
     }
+    if (a.Switch("--no-reuse")) {
+      opts.reuse = sim::RunOptions::Reuse::kOff;
+      continue;
+    }
+    if (a.Switch("--reuse")) {
+      opts.reuse = sim::RunOptions::Reuse::kForce;
+      continue;
+    }
     if (a.Switch("--ops")) {
       ops = true;
       continue;
@@ -379,6 +349,16 @@ int Run(Args& a) {
   for (const auto& [flag, file] :
        {std::pair{"--out", out}, {"--dump-program", dump}, {"--trace", trace_path}})
     if (!file.empty()) config::CheckOutputNotInput(flag, file, inputs);
+  if (!dump.empty()) opts.reuse = sim::RunOptions::Reuse::kOff;  // the dump is the whole Program
+  if (!trace_steps.empty()) {
+    if (trace_path.empty()) throw UsageError("--trace-steps needs --trace");
+    try {
+      opts.observe_steps = sim::ParseObserveSteps(trace_steps, e.cfg.workload().decode_steps());
+    } catch (const std::invalid_argument& err) {
+      throw UsageError(std::string("--trace-steps: ") + err.what());
+    }
+    if (opts.observe_steps.empty()) throw UsageError("--trace-steps: no decode step selected");
+  }
   if (!trace_path.empty())  // the trace writer observes the run; the pipeline knows nothing of it
     opts.observers.push_back([&trace_path](const sim::RunView& v) {
       traces::WriteTrace(trace_path, v.program, v.chip, v.timing, v.result.config());
@@ -388,6 +368,7 @@ int Run(Args& a) {
     opts.on_stage = [&progress](const char* stage) { progress.Stage(stage); };
     return sim::RunExperiment(e, opts);
   }();
+  if (!r.reused && !r.reuse.empty()) spdlog::warn("every decode step lowered: {}", r.reuse);
   // State every partitioner fallback once (e.g. m_split_rotate->k_split in decode).
   std::set<std::string> fallbacks;
   for (const auto& op : r.program.ops) {

@@ -7,3 +7,6 @@ tpsim_test(summary_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/summary_test.cc LIBS t
 tpsim_test(schedule_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/schedule_test.cc LIBS tpsim_engine)
 # The energy model (sim/energy.h) by hand, on both engines.
 tpsim_test(energy_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/energy_test.cc LIBS tpsim_result tpsim_analytical tpsim_tlm)
+# Decode-step reuse (sim/step_reuse.h) against the unrolled Program, byte for byte.
+tpsim_test(step_reuse_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_reuse_test.cc LIBS tpsim_agree
+  SLOW StepReuse.ShippedExperiments StepReuse.ReferenceUpTo200Steps StepReuse.SummedOpRows)

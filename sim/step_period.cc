@@ -1,0 +1,645 @@
+#include "sim/step_period.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <map>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "mapping/cost.h"
+#include "mapping/mapping.h"
+#include "sim/analytical/links.h"
+#include "sim/engine.h"
+#include "sim/result.h"
+#include "sim/schedule.h"
+#include "sim/step_reuse.h"
+
+namespace tpsim::sim {
+
+namespace {
+
+using mapping::Program;
+using mapping::TaskKind;
+
+bool Add(Ps a, Ps b, Ps* r) {
+  return !__builtin_add_overflow(a, b, r) && *r < std::numeric_limits<Ps>::max();
+}
+
+// The union of each core's task intervals over the whole run (BuildResult's busy_ps), fed in
+// steps: intervals that start before every later step's can be merged for good.
+class BusyUnion {
+ public:
+  explicit BusyUnion(int cores) : pending_(cores), cur_(cores, {0, kNone}), total_(cores, 0) {}
+  void Add(int core, Ps s, Ps e) { pending_[core].emplace_back(s, e); }
+  // Merges every pending interval that starts before `before` (nothing later starts before it).
+  void Flush(Ps before) {
+    for (size_t c = 0; c < pending_.size(); ++c) {
+      auto& v = pending_[c];
+      std::sort(v.begin(), v.end());
+      size_t j = 0;
+      for (; j < v.size() && v[j].first < before; ++j) Merge(c, v[j]);
+      v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(j));
+    }
+  }
+  Ps Total(size_t c) const {
+    return total_[c] + (cur_[c].second == kNone ? 0 : cur_[c].second - cur_[c].first);
+  }
+
+ private:
+  static constexpr Ps kNone = std::numeric_limits<Ps>::min();
+  void Merge(size_t c, std::pair<Ps, Ps> iv) {
+    auto& [cs, ce] = cur_[c];
+    if (ce == kNone || iv.first > ce) {
+      if (ce != kNone) total_[c] += ce - cs;
+      cs = iv.first, ce = iv.second;
+    } else {
+      ce = std::max(ce, iv.second);
+    }
+  }
+  std::vector<std::vector<std::pair<Ps, Ps>>> pending_;
+  std::vector<std::pair<Ps, Ps>> cur_;
+  std::vector<Ps> total_;
+};
+
+Ps SatAdd(Ps a, Ps b) {
+  Ps r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
+}
+
+// The analytical engine's run of `p` (sim/analytical/analytical.cc: unloaded times, the
+// schedule, then link sharing settled by SettleSharing), but with extra(times) added to every
+// makespan the settling sees: `p` is the head of a run whose steps after it end that much
+// later (its rounds stop on the whole run's makespan). Tasks, makespan (with the extra),
+// contention and the links' max_queue_ps. false for a Program with in-switch transfers.
+bool Replay(const Program& p, const arch::Chip& chip,
+            const std::function<Ps(std::span<const TaskTime>)>& extra, EngineOutput* o) {
+  const size_t n = p.num_tasks();
+  const auto& links = chip.links();
+  const auto& channels = chip.channels();
+  std::vector<Ps> duration(n), busy(n, 0);
+  std::vector<int32_t> first_link(n, -1);
+  std::vector<double> gbps;
+  for (const auto& l : links) gbps.push_back(l.bandwidth_gbps);
+  LinkModel model{FlowSet(std::move(gbps)), {}, {}};
+  std::vector<uint32_t> memory_flows;
+  for (size_t i = 0; i < n; ++i) {
+    duration[i] = mapping::TaskTime(chip, p, i);
+    if (p.kind(i) == TaskKind::kMemory) {
+      const mapping::MemoryDetail& m = p.memory(i);
+      busy[i] = mapping::ChannelBusyTime(chip, m.channel, m.bytes);
+      memory_flows.push_back(static_cast<uint32_t>(i));
+    } else if (p.kind(i) == TaskKind::kTransfer && p.core(i) != p.transfer(i).dst_core) {
+      if (p.transfer(i).in_switch_gbps > 0) return false;
+      const std::vector<int> route = chip.Route(p.core(i), p.transfer(i).dst_core);
+      Ps latency = 0;
+      for (int l : route) latency = SatAdd(latency, links[l].latency_ps);
+      model.flows.Add(p.transfer(i).bytes, latency, route.data(), route.size());
+      model.task.push_back(static_cast<uint32_t>(i));
+      model.alone.push_back(duration[i]);
+      if (!route.empty()) {
+        first_link[i] = route[0];
+        busy[i] = mapping::SerialisationPs(p.transfer(i).bytes, links[route[0]].bandwidth_gbps);
+      }
+    }
+  }
+  for (uint32_t i : memory_flows) {
+    const mapping::MemoryDetail& m = p.memory(i);
+    const std::vector<int> path = chip.MemoryPath(p.core(i), m.channel, m.write);
+    if (path.empty()) continue;
+    Ps latency = channels[m.channel].latency_ps;
+    for (int l : path) latency = SatAdd(latency, links[l].latency_ps);
+    model.flows.Add(m.bytes, latency, path.data(), path.size());
+    model.task.push_back(i);
+    model.alone.push_back(duration[i]);
+  }
+  Dispatcher d(p, std::move(first_link), static_cast<int>(links.size()));
+  o->tasks.assign(n, {});
+  o->links.assign(links.size(), {});
+  o->channels.assign(channels.size(), {});
+  auto schedule = [&] {
+    const Ps m = d.Run(duration, busy, o->tasks);
+    return SatAdd(m, extra(o->tasks));
+  };
+  o->makespan_ps = schedule();
+  o->contention = SettleSharing(model, schedule, &duration, o);
+  return true;
+}
+
+}  // namespace
+
+std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip, Engine& engine,
+                                     const RunOptions& opts, const StepTemplate& tpl,
+                                     const EngineOutput& step_out, std::string* why, SampledRun* view) {
+  auto fail = [&](const std::string& reason) -> std::optional<RunOutput> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  const config::Workload& wl = e.cfg.workload();
+  const uint32_t N = wl.decode_steps(), H = kPeriodHead;
+  if (N < H + 5) return fail("fewer than " + std::to_string(H + 5) + " decode steps");
+  const Program& tp = tpl.program();
+  const size_t n = tp.num_tasks();
+  Program A, B, T;
+  {
+    mapping::LowerOptions o;
+    for (uint32_t s = 1; s <= H + 1; ++s) o.decode_steps_only.push_back(s);
+    A = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+    o.decode_steps_only.push_back(H + 2);
+    B = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+    // The run's last two steps end it (no step after them reads its weights ahead): lowered
+    // at their own contexts right after step H, they are the run's last two steps shifted.
+    o.decode_steps_only.resize(H);
+    o.decode_steps_only.push_back(N - 1);
+    o.decode_steps_only.push_back(N);
+    T = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+  }
+  const EngineOutput ua = engine.Run(A, chip), ub0 = engine.Run(B, chip), ut = engine.Run(T, chip);
+  if (ub0.makespan_ps >= std::numeric_limits<Ps>::max()) return fail("the head's times overflow");
+  const std::vector<size_t> bA = SegmentBegins(A), bB = SegmentBegins(B);
+  if (bA.size() != H + 3 || bB.size() != H + 4) return fail("the head's steps are not in order");
+  // Settled: one more step, or the last two at their contexts, change nothing up to step H.
+  if (T.num_tasks() != B.num_tasks()) return fail("the last steps have other tasks");
+  for (size_t i = 0; i < bB[H + 1]; ++i)
+    if (ua.tasks[i].start_ps != ub0.tasks[i].start_ps || ua.tasks[i].end_ps != ub0.tasks[i].end_ps ||
+        ut.tasks[i].start_ps != ub0.tasks[i].start_ps || ut.tasks[i].end_ps != ub0.tasks[i].end_ps)
+      return fail("later steps change the times of step " + std::to_string(H));
+  for (uint32_t j = 0; j < 2; ++j)
+    if (!tpl.MatchStep(T, bB[H + 1 + j], bB[H + 2 + j], N - 1 + j, why)) return std::nullopt;
+  for (size_t g = bB[1]; g < T.num_tasks(); ++g) {
+    const TaskKind k = T.kind(g);
+    const bool flow =
+        k == TaskKind::kMemory || (k == TaskKind::kTransfer && T.core(g) != T.transfer(g).dst_core);
+    if (flow && ut.tasks[g].end_ps - ut.tasks[g].start_ps != mapping::TaskTime(chip, T, g))
+      return fail("flows of decode steps share links");
+  }
+  // Link sharing settles in rounds that stop on the whole run's makespan: B replayed as the
+  // engine times it (checked), then with the makespan of the whole run, one period per step
+  // after B. Decode steps' flows must take their unloaded times (they then never move).
+  EngineOutput ub;
+  {
+    const Ps P0 = ub0.tasks[bB[H]].start_ps - ub0.tasks[bB[H - 1]].start_ps;
+    Ps extra;
+    if (P0 <= 0 || __builtin_mul_overflow(static_cast<Ps>(N - H - 2), P0, &extra)) return fail("no period");
+    EngineOutput same;
+    if (!Replay(
+            B, chip, [](std::span<const TaskTime>) { return Ps{0}; }, &same))
+      return fail("in-switch transfers");
+    bool ok = same.makespan_ps == ub0.makespan_ps && same.contention == ub0.contention;
+    for (size_t i = 0; ok && i < B.num_tasks(); ++i)
+      ok = same.tasks[i].start_ps == ub0.tasks[i].start_ps && same.tasks[i].end_ps == ub0.tasks[i].end_ps;
+    for (size_t l = 0; ok && l < same.links.size(); ++l)
+      ok = same.links[l].max_queue_ps == ub0.links[l].max_queue_ps;
+    if (!ok) return fail("the engine's run of the head is not its replay");
+    // Each round's schedule is periodic in the decode steps (their flows share alike), so the
+    // whole run ends (N - H - 2) of that round's periods after B.
+    Replay(
+        B, chip,
+        [&](std::span<const TaskTime> t) {
+          const Ps p = t[bB[H]].start_ps - t[bB[H - 1]].start_ps;
+          return p > 0 ? SatAdd(0, static_cast<Ps>(N - H - 2) * p) : Ps{0};
+        },
+        &ub);
+    for (size_t l = 0; l < ub.links.size(); ++l) {
+      const Ps q = ub.links[l].max_queue_ps;
+      ub.links[l] = ub0.links[l];
+      ub.links[l].max_queue_ps = q;
+    }
+    ub.channels = ub0.channels;
+    // Flows that share a link take times from floating-point overlaps of absolute windows, which
+    // can round one picosecond apart from one period to the next: decode steps' flows must take
+    // their unloaded times (then no sharing round moves them, whatever the makespan).
+    for (size_t g = bB[1]; g < B.num_tasks(); ++g) {
+      const TaskKind k = B.kind(g);
+      const bool flow =
+          k == TaskKind::kMemory || (k == TaskKind::kTransfer && B.core(g) != B.transfer(g).dst_core);
+      if (flow && ub0.tasks[g].end_ps - ub0.tasks[g].start_ps != mapping::TaskTime(chip, B, g))
+        return fail("flows of decode steps share links");
+    }
+    // The run's makespan must not change how sharing settles the steps B times as they are.
+    for (size_t i = 0; i < bB[H + 1]; ++i)
+      if (ub.tasks[i].start_ps != ub0.tasks[i].start_ps || ub.tasks[i].end_ps != ub0.tasks[i].end_ps)
+        return fail("link sharing settles differently over the whole run");
+    (void)extra;
+  }
+  std::string reason;
+  for (uint32_t s = 2; s <= H + 2; ++s)
+    if (!tpl.MatchStep(B, bB[s], bB[s + 1], s, &reason)) return fail(reason);
+  // Deps on the steps before, as (steps back, task of that step): the same from step 3 on.
+  auto seg_of = [&](size_t id) {
+    return static_cast<uint32_t>(std::upper_bound(bB.begin(), bB.end(), id) - bB.begin() - 1);
+  };
+  using Ext = std::vector<std::pair<uint32_t, uint32_t>>;
+  auto ext_of = [&](uint32_t s, size_t i, Ext* out) {
+    out->clear();
+    for (uint32_t d : B.deps(bB[s] + i)) {
+      if (d >= bB[s]) continue;
+      const uint32_t sd = seg_of(d);
+      out->emplace_back(s - sd, static_cast<uint32_t>(d - bB[sd]));
+    }
+  };
+  std::vector<Ext> ext(n);
+  uint32_t L = 0;
+  for (size_t i = 0; i < n; ++i) {
+    ext_of(H, i, &ext[i]);
+    for (const auto& [off, r] : ext[i]) L = std::max(L, off);
+  }
+  {
+    Ext tmp;
+    for (uint32_t s = 3; s <= H + 2; ++s)
+      for (size_t i = 0; i < n; ++i) {
+        ext_of(s, i, &tmp);
+        if (tmp != ext[i]) return fail("decode steps depend on the steps before them differently");
+      }
+  }
+  if (L == 0 || L + 3 > H) return fail("decode steps depend on " + std::to_string(L) + " steps before them");
+  // Memory tasks that wait on attention: their wait for the channel (max_queue_ps) follows
+  // the attention's end, step by step.
+  std::vector<uint32_t> waits_on_attention;
+  for (size_t i = 0; i < n; ++i) {
+    if (tp.kind(i) != TaskKind::kMemory) continue;
+    bool w = false;
+    for (uint32_t d : tp.deps(i)) w = w || tpl.IsContext(d);
+    for (const auto& [off, r] : ext[i]) w = w || tpl.IsContext(r);
+    if (w) waits_on_attention.push_back(static_cast<uint32_t>(i));
+  }
+  // Attention chains: an attention task starts at max(its start one period earlier shifted,
+  // the ends of the attention tasks before it: its deps, and its core's previous task when
+  // that is attention). ctx_prev: per attention task, those tasks of its step.
+  const std::span<const TaskTime> tb(ub.tasks);
+  const Ps P = tb[bB[H]].start_ps - tb[bB[H - 1]].start_ps;
+  if (P <= 0) return fail("no period");
+  std::vector<std::vector<uint32_t>> ctx_prev(n);
+  std::vector<Ps> bound(n, std::numeric_limits<Ps>::max());  // step H: when a non-attention task sees it
+  {
+    // Compute queues of steps H and H + 1 (step H + 1: step H shifted; the order by start).
+    std::map<int, std::vector<std::pair<Ps, uint64_t>>> by_core;
+    for (uint32_t s = H; s <= H + 1; ++s)
+      for (size_t i = 0; i < n; ++i)
+        if (tp.kind(i) == TaskKind::kCompute)
+          by_core[tp.core(i)].emplace_back(tb[bB[H] + i].start_ps + (s - H) * P, uint64_t{s - H} * n + i);
+    for (auto& [c, v] : by_core) {
+      std::sort(v.begin(), v.end());
+      for (size_t j = 0; j + 1 < v.size(); ++j) {
+        if (v[j].second >= n) continue;  // a task of step H + 1
+        const uint32_t x = static_cast<uint32_t>(v[j].second);
+        const uint64_t next = v[j + 1].second;
+        if (!tpl.IsContext(x)) continue;
+        if (next < n && tpl.IsContext(next)) {
+          ctx_prev[next].push_back(x);
+        } else {
+          bound[x] = std::min(bound[x], v[j + 1].first);
+        }
+      }
+    }
+    for (uint32_t x : tpl.context_tasks()) {
+      if (tpl.IsContext(x) && by_core[tp.core(x)].back().second == x)
+        return fail("no task after an attention task");
+      for (uint32_t d : tp.deps(x))
+        if (tpl.IsContext(d)) ctx_prev[x].push_back(d);
+      for (const auto& [off, rr] : ext[x])
+        if (tpl.IsContext(rr)) return fail("attention waits on attention of a step before");
+    }
+    // Non-attention dependents, in the step and in the L steps after it.
+    for (size_t i = 0; i < n; ++i) {
+      if (tpl.IsContext(i)) continue;
+      for (uint32_t d : tp.deps(i))
+        if (tpl.IsContext(d)) bound[d] = std::min(bound[d], tb[bB[H] + i].start_ps);
+      for (const auto& [off, rr] : ext[i])
+        if (tpl.IsContext(rr))
+          bound[rr] = std::min(bound[rr], tb[bB[H] + i].start_ps - static_cast<Ps>(off) * P);
+    }
+  }
+  // Step k's times (k > H - L - 1): step `from`'s non-attention times shifted by (k - from)
+  // periods, attention by the chain rule at step k's context, each attention task's end no
+  // later than the first non-attention task that sees it.
+  std::vector<TaskTime> tk(n), tc(n);
+  auto predict = [&](std::span<const TaskTime> prev, uint32_t from, uint32_t k,
+                     std::vector<TaskTime>& tk) -> bool {
+    Ps shift;
+    if (__builtin_mul_overflow(static_cast<Ps>(k - from), P, &shift)) return false;
+    for (size_t i = 0; i < n; ++i)
+      if (!Add(prev[i].start_ps, shift, &tk[i].start_ps) || !Add(prev[i].end_ps, shift, &tk[i].end_ps))
+        return false;
+    const Ps to_h = static_cast<Ps>(k) * P - static_cast<Ps>(H) * P;  // bound is step H's
+    for (uint32_t x : tpl.context_tasks()) {
+      Ps st = tk[x].start_ps;
+      for (uint32_t c : ctx_prev[x]) st = std::max(st, tk[c].end_ps);
+      const Ps d = tpl.DurationAt(x, k);
+      if (d < prev[x].end_ps - prev[x].start_ps) return false;
+      tk[x] = {st, st + d};
+      if (bound[x] != std::numeric_limits<Ps>::max() && tk[x].end_ps > bound[x] + to_h) return false;
+    }
+    return true;
+  };
+  // Periodic: each of steps H - L .. H is the one before it so predicted.
+  for (uint32_t s = H - L; s <= H; ++s) {
+    if (!predict(tb.subspan(bB[s - 1], n), s - 1, s, tk)) return fail("attention would delay another task");
+    for (size_t i = 0; i < n; ++i)
+      if (tk[i].start_ps != tb[bB[s] + i].start_ps || tk[i].end_ps != tb[bB[s] + i].end_ps)
+        return fail("the schedule is not periodic by decode step " + std::to_string(H));
+  }
+  const std::vector<TaskTime> base(tb.begin() + static_cast<std::ptrdiff_t>(bB[H]),
+                                   tb.begin() + static_cast<std::ptrdiff_t>(bB[H + 1]));
+  Ps min_start = std::numeric_limits<Ps>::max(), max_start = std::numeric_limits<Ps>::min();
+  for (const TaskTime& x : base)
+    min_start = std::min(min_start, x.start_ps), max_start = std::max(max_start, x.start_ps);
+  // Every task of a step starts after every task three steps before (queues' predecessors of
+  // a step's tasks then lie within two steps after it).
+  if (min_start + 3 * P <= max_start) return fail("decode steps overlap by more than two periods");
+  auto times_at = [&](uint32_t k) { return predict(base, H, k, tk); };
+  // B with steps H + 1 and H + 2 so timed: the run's times up to step H + 2.
+  EngineOutput bo;
+  bo.tasks = ub.tasks;
+  for (uint32_t k = H + 1; k <= H + 2; ++k) {
+    if (!times_at(k))
+      return fail("attention of decode step " + std::to_string(k) + " would delay another task");
+    std::copy(tk.begin(), tk.end(), bo.tasks.begin() + static_cast<std::ptrdiff_t>(bB[k]));
+  }
+  bo.links = ub.links;
+  bo.channels = ub.channels;
+  bo.contention = ub.contention;
+  for (ChannelUsage& c : bo.channels) c.max_queue_ps = 0;
+  for (size_t g = 0; g < B.num_tasks(); ++g) {
+    bo.makespan_ps = std::max(bo.makespan_ps, bo.tasks[g].end_ps);
+    if (B.kind(g) != TaskKind::kMemory) continue;
+    Ps ready = 0;
+    for (uint32_t d : B.deps(g)) ready = std::max(ready, bo.tasks[d].end_ps);
+    Ps& q = bo.channels[B.memory(g).channel].max_queue_ps;
+    q = std::max(q, bo.tasks[g].start_ps - ready);
+  }
+  RunOutput out;
+  out.result = BuildResult(B, chip, bo, e.cfg.name(), engine.name(), opts.keep_task_times);
+  config::Result& res = out.result;
+  // Totals from B, then step by step.
+  const int cores = chip.num_cores();
+  RunTotals tot;
+  tot.core_compute.assign(cores, 0);
+  for (int c = 0; c < cores && c < res.cores_size(); ++c) tot.core_compute[c] = res.cores(c).compute_ps();
+  BusyUnion busy(cores);
+  for (size_t g = 0; g < B.num_tasks(); ++g)
+    if (B.core(g) >= 0 && B.core(g) < cores) busy.Add(B.core(g), bo.tasks[g].start_ps, bo.tasks[g].end_ps);
+  std::map<uint32_t, int> decode_layer;  // layer -> index into res.layers (decode rows)
+  for (int i = 0; i < res.layers_size(); ++i)
+    if (res.layers(i).phase() == "decode") decode_layer[res.layers(i).layer()] = i;
+  tot.flops = B.ComputeFlops();
+  Ps prev_end = std::numeric_limits<Ps>::min();  // the last segment's end
+  for (size_t g = bB[H + 2]; g < bB[H + 3]; ++g) prev_end = std::max(prev_end, bo.tasks[g].end_ps);
+  Ps total = bo.makespan_ps;
+  uint64_t last_task = 0;  // the first task (lowest id) to end at `total`
+  for (size_t g = 0; g < B.num_tasks(); ++g)
+    if (bo.tasks[g].end_ps == total) {
+      last_task = g;
+      break;
+    }
+  const uint64_t NB = B.num_tasks();
+  const uint64_t reused = N - (H + 2);
+  auto gid = [&](uint32_t s, uint32_t rel) -> uint64_t {
+    return s <= H + 2 ? bB[s] + rel : NB + uint64_t{s - H - 3} * n + rel;
+  };
+  auto step_of = [&](uint64_t g) -> uint32_t {
+    return g < NB ? seg_of(static_cast<size_t>(g)) : H + 3 + static_cast<uint32_t>((g - NB) / n);
+  };
+  auto rel_of = [&](uint64_t g) -> uint32_t {
+    return static_cast<uint32_t>(g < NB ? g - bB[seg_of(static_cast<size_t>(g))] : (g - NB) % n);
+  };
+  // The last two steps: T's, shifted to where step H + 1 of T runs in the whole run.
+  auto tail_at = [&](uint32_t k, std::vector<TaskTime>& out) {
+    const Ps shift = static_cast<Ps>(N - 2 - H) * P;
+    const size_t b = bB[H + 1 + (k - (N - 1))];
+    for (size_t i = 0; i < n; ++i)
+      out[i] = {ut.tasks[b + i].start_ps + shift, ut.tasks[b + i].end_ps + shift};
+  };
+  uint32_t cached_step = 0;  // tc holds this step's times (0: none)
+  auto time_of = [&](uint64_t g) -> TaskTime {
+    if (g < NB) return bo.tasks[g];
+    const uint32_t k = step_of(g), i = rel_of(g);
+    if (!tpl.IsContext(i) && k + 1 < N) {
+      const Ps shift = static_cast<Ps>(k - H) * P;
+      return TaskTime{base[i].start_ps + shift, base[i].end_ps + shift};
+    }
+    if (cached_step != k) {
+      predict(base, H, k, tc);  // checked when the step was composed
+      if (k + 1 >= N) tail_at(k, tc);
+      cached_step = k;
+    }
+    return tc[i];
+  };
+  OpRows rows(tp, N > opts.row_steps);
+  StepTimes st;
+  std::map<uint32_t, std::vector<TaskTime>> observed;
+  for (uint32_t k = H + 3; k <= N; ++k) {
+    if (!times_at(k))
+      return fail("attention of decode step " + std::to_string(k) + " would delay another task");
+    if (k >= N - 1) tail_at(k, tk);
+    busy.Flush(tk.empty() ? 0 : min_start + static_cast<Ps>(k - H) * P);
+    ReduceOps(tp, tk, &st);
+    tpl.WorkAt(k, &st.op_flops, &st.op_bytes, &st.compute_flops);
+    rows.Add(st, 0, &res);
+    // Layers: each layer's last end against the previous layer's, from the step before's end.
+    std::map<uint32_t, Ps> layer_end;
+    Ps seg_end = std::numeric_limits<Ps>::min();
+    for (size_t o = 0; o < tp.ops.size(); ++o) {
+      if (st.op_all[o].empty()) continue;
+      Ps& le = layer_end.try_emplace(tp.ops[o].ref.layer, std::numeric_limits<Ps>::min()).first->second;
+      le = std::max(le, st.op_all[o].last);
+      seg_end = std::max(seg_end, st.op_all[o].last);
+    }
+    Ps baseline = prev_end;
+    for (const auto& [layer, end] : layer_end) {
+      auto it = decode_layer.find(layer);
+      if (it == decode_layer.end()) return fail("a decode layer the head does not have");
+      config::LayerResult* lr = res.mutable_layers(it->second);
+      lr->set_total_ps(lr->total_ps() + std::max<Ps>(0, end - baseline));
+      baseline = std::max(baseline, end);
+    }
+    prev_end = seg_end;
+    for (size_t i = 0; i < n; ++i) {
+      const int c = tp.core(i);
+      if (c < 0 || c >= cores) continue;
+      busy.Add(c, tk[i].start_ps, tk[i].end_ps);
+      if (tp.kind(i) == TaskKind::kCompute) tot.core_compute[c] += tk[i].end_ps - tk[i].start_ps;
+    }
+    for (double f : st.compute_flops) tot.flops += f;
+    for (uint32_t m : waits_on_attention) {
+      Ps ready = 0;
+      for (uint32_t d : tp.deps(m)) ready = std::max(ready, tk[d].end_ps);
+      for (const auto& [off, rr] : ext[m]) ready = std::max(ready, time_of(gid(k - off, rr)).end_ps);
+      Ps& q = bo.channels[tp.memory(m).channel].max_queue_ps;
+      q = std::max(q, tk[m].start_ps - ready);
+    }
+    const uint64_t id0 = NB + uint64_t{k - H - 3} * n;
+    for (size_t i = 0; i < n; ++i)
+      if (tk[i].end_ps > total) total = tk[i].end_ps, last_task = id0 + i;
+    if (opts.keep_task_times) {
+      for (size_t i = 0; i < n; ++i) {
+        config::TaskTiming* tt = res.add_tasks();
+        const mapping::Task task = tp.task(i);
+        const mapping::OpRef& ref = tp.ops[task.op].ref;
+        tt->set_id(id0 + i);
+        tt->set_start_ps(tk[i].start_ps);
+        tt->set_end_ps(tk[i].end_ps);
+        tt->set_core(static_cast<uint32_t>(std::max<int>(task.core, 0)));
+        tt->set_dst_core(task.kind == TaskKind::kTransfer ? task.dst_core : -1);
+        tt->set_kind(task.kind == TaskKind::kCompute    ? "compute"
+                     : task.kind == TaskKind::kTransfer ? "transfer"
+                                                        : "memory");
+        tt->set_op(ref.op);
+        tt->set_layer(ref.layer);
+        tt->set_phase(mapping::ToString(ref.phase));
+      }
+    }
+    if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k)) observed[k] = tk;
+  }
+  if (N > opts.row_steps) {
+    // B's op rows of steps H + 3 .. are not there; steps H + 1 and H + 2 are (one row each).
+    rows.Finish(reused, &res);
+  }
+  busy.Flush(std::numeric_limits<Ps>::max());
+  // The critical path, walked back over the whole run (sim::CriticalPath's rule).
+  // Queue predecessors (by start, then id) of a step's tasks, as (step offset, task): from the
+  // run's times over steps 0 .. H + 4, the same for steps H + 1 and H + 2.
+  std::vector<int64_t> pred_b(NB, -1);  // B's tasks (steps <= H): the predecessor's id
+  std::vector<std::pair<int32_t, int32_t>> pred_rel(n, {0, -1});
+  {
+    std::map<int64_t, std::vector<std::pair<Ps, uint64_t>>> queues;  // core >= 0, -1 - channel
+    const uint64_t upto = gid(H + 4, 0) + n;
+    for (uint64_t g = 0; g < upto; ++g) {
+      const uint32_t i = rel_of(g);
+      const Program& p = g < NB ? B : tp;
+      const size_t at = g < NB ? static_cast<size_t>(g) : i;
+      if (p.kind(at) == TaskKind::kCompute) queues[p.core(at)].emplace_back(time_of(g).start_ps, g);
+      if (p.kind(at) == TaskKind::kMemory)
+        queues[-1 - int64_t{p.memory(at).channel}].emplace_back(time_of(g).start_ps, g);
+    }
+    std::vector<std::pair<int32_t, int32_t>> other(n, {0, -1});
+    for (auto& [q, v] : queues) {
+      std::sort(v.begin(), v.end());
+      for (size_t j = 1; j < v.size(); ++j) {
+        const uint64_t g = v[j].second, pg = v[j - 1].second;
+        const uint32_t s = step_of(g);
+        if (s <= H) pred_b[g] = static_cast<int64_t>(pg);
+        const std::pair<int32_t, int32_t> rel{static_cast<int32_t>(step_of(pg)) - static_cast<int32_t>(s),
+                                              static_cast<int32_t>(rel_of(pg))};
+        if (s == H + 1) pred_rel[rel_of(g)] = rel;
+        if (s == H + 2) other[rel_of(g)] = rel;
+      }
+    }
+    if (other != pred_rel) return fail("the queues' order is not periodic");
+  }
+  // Near the end, the queues' order is not the periodic one: explicit over steps N - 5 .. N
+  // (the steps before N - 3 see nothing of the tail: tasks of step s + 3 start after step s's).
+  std::map<uint64_t, int64_t> pred_tail;
+  const uint32_t tail_from = std::max<uint32_t>(H + 3, N - 5);
+  {
+    std::map<int64_t, std::vector<std::pair<Ps, uint64_t>>> queues;
+    for (uint64_t g = gid(tail_from, 0); g < gid(N, 0) + n; ++g) {
+      const uint32_t i = rel_of(g);
+      if (tp.kind(i) == TaskKind::kCompute) queues[tp.core(i)].emplace_back(time_of(g).start_ps, g);
+      if (tp.kind(i) == TaskKind::kMemory)
+        queues[-1 - int64_t{tp.memory(i).channel}].emplace_back(time_of(g).start_ps, g);
+    }
+    for (auto& [q, v] : queues) {
+      std::sort(v.begin(), v.end());
+      for (size_t j = 1; j < v.size(); ++j)
+        if (step_of(v[j].second) >= tail_from + 2)
+          pred_tail[v[j].second] = static_cast<int64_t>(v[j - 1].second);
+    }
+  }
+  auto pred_of = [&](uint64_t g) -> int64_t {
+    const uint32_t s = step_of(g);
+    if (s <= H) return pred_b[g];
+    if (s >= tail_from + 2) {
+      auto it = pred_tail.find(g);
+      if (it != pred_tail.end()) return it->second;
+    }
+    const auto [off, rel] = pred_rel[rel_of(g)];
+    if (rel < 0) return -1;
+    return static_cast<int64_t>(
+        gid(static_cast<uint32_t>(static_cast<int32_t>(s) + off), static_cast<uint32_t>(rel)));
+  };
+  std::vector<uint64_t> deps;
+  auto deps_of = [&](uint64_t g) {
+    deps.clear();
+    if (step_of(g) <= H + 2) {
+      for (uint32_t d : B.deps(static_cast<size_t>(g))) deps.push_back(d);
+      return;
+    }
+    const uint32_t k = step_of(g), i = rel_of(g);
+    for (const auto& [off, rr] : ext[i]) deps.push_back(gid(k - off, rr));
+    for (uint32_t d : tp.deps(i)) deps.push_back(gid(k, d));
+  };
+  Ps by_kind[3] = {0, 0, 0};
+  {
+    uint64_t cur = last_task;
+    Ps same_end = std::numeric_limits<Ps>::min();
+    std::vector<uint64_t> seen;  // visited tasks that end at same_end
+    for (;;) {
+      const TaskTime tc = time_of(cur);
+      if (tc.end_ps != same_end) same_end = tc.end_ps, seen.clear();
+      if (std::find(seen.begin(), seen.end(), cur) != seen.end()) break;
+      seen.push_back(cur);
+      int64_t best = -1;
+      Ps best_end = 0;
+      auto consider = [&](int64_t c) {
+        if (c < 0) return;
+        const Ps ce = time_of(static_cast<uint64_t>(c)).end_ps;
+        if (ce > tc.end_ps) return;
+        if (best < 0 || ce > best_end || (ce == best_end && c < best)) best = c, best_end = ce;
+      };
+      deps_of(cur);
+      for (uint64_t d : deps) consider(static_cast<int64_t>(d));
+      consider(pred_of(cur));
+      Ps from = tc.start_ps;
+      if (best >= 0) from = std::max(from, best_end);
+      const Program& p = cur < NB ? B : tp;
+      const size_t at = cur < NB ? static_cast<size_t>(cur) : rel_of(cur);
+      int kind = static_cast<int>(p.kind(at));
+      if (p.kind(at) == TaskKind::kCompute && p.shape(at).op_kind == llm::OpKind::kCollective)
+        kind = static_cast<int>(TaskKind::kTransfer);
+      by_kind[kind] += std::max<Ps>(0, tc.end_ps - from);
+      if (best < 0) break;
+      cur = static_cast<uint64_t>(best);
+    }
+  }
+  tot.path = {by_kind[0], by_kind[1], by_kind[2]};
+  tot.total = total;
+  Ps t0 = std::numeric_limits<Ps>::max();
+  for (const TaskTime& x : bo.tasks) t0 = std::min(t0, x.start_ps);
+  tot.prefill_end = t0 + res.summary().prefill_ps();
+  tot.decode_steps = N;
+  tot.core_busy.assign(cores, 0);
+  for (int c = 0; c < cores; ++c) tot.core_busy[c] = busy.Total(static_cast<size_t>(c));
+  tot.spilled_bytes = B.spilled_bytes + tpl.spilled_per_step() * reused;
+  tot.links = bo.links;
+  tot.channels = bo.channels;
+  for (size_t l = 0; l < tot.links.size() && l < step_out.links.size(); ++l) {
+    tot.links[l].bytes += step_out.links[l].bytes * reused;
+    tot.links[l].busy_ps += step_out.links[l].busy_ps * static_cast<Ps>(reused);
+  }
+  for (size_t c = 0; c < tot.channels.size() && c < step_out.channels.size(); ++c) {
+    tot.channels[c].bytes += step_out.channels[c].bytes * reused;
+    tot.channels[c].busy_ps += step_out.channels[c].busy_ps * static_cast<Ps>(reused);
+  }
+  FinishResult(chip, tot, &res);
+  if (view && !opts.observe_steps.empty()) {
+    EngineOutput whole;
+    whole.links = tot.links;
+    whole.channels = tot.channels;
+    whole.makespan_ps = total;
+    *view = SampleSteps(
+        e, chip, opts.observe_steps,
+        [&](uint32_t seg) {
+          if (seg + 1 < bB.size())
+            return std::vector<TaskTime>(bo.tasks.begin() + static_cast<std::ptrdiff_t>(bB[seg]),
+                                         bo.tasks.begin() + static_cast<std::ptrdiff_t>(bB[seg + 1]));
+          return observed.at(seg);
+        },
+        whole);
+  }
+  out.program = std::move(B);
+  return out;
+}
+
+}  // namespace tpsim::sim

@@ -1,0 +1,58 @@
+#pragma once
+// Decode steps that overlap, timed from a periodic schedule (issue 18; sim/step_reuse.h
+// handles steps that do not overlap).
+//
+// Where weights stream from DRAM, a stage reads its weights for step s + 1 as soon as their
+// SRAM buffer is free, while later stages still run step s: steps overlap, and a step alone
+// is not a step of the run. The analytical schedule of such a run becomes periodic: every
+// task of step s + 1 runs P picoseconds after the same task of step s, but for attention's
+// ends (their durations grow with the context) when no other task waits on them.
+// RunPeriodic lowers the prefill and decode steps 1 .. kPeriodHead + 2 (B), the same with
+// one step fewer (A), and steps 1 .. kPeriodHead then the run's last two steps at their own
+// contexts (T: the run ends with them, and nothing after them reads ahead), times the three
+// with the engine (at least kPeriodHead + 5 decode steps), and checks:
+//   - settled: A, B and T give steps 1 .. kPeriodHead the same times (the steps after them
+//     do not reach back); T's last two steps are the template at their contexts;
+//   - every decode step from 2 on is the template (StepTemplate::MatchStep), with the same
+//     deps on the L steps before it (relative), L <= kPeriodHead - 3;
+//   - periodic: steps kPeriodHead - L - 1 .. kPeriodHead, one after the other, differ by one
+//     period P in every start and in every end but attention's (more than L steps: the state
+//     a step starts from, the deps it reads and the queues' last tasks, repeats);
+//   - slack: in every step, each attention task's end at that step's context is no later
+//     than the first start among the tasks that wait on it (its dependents, the next task
+//     of its core) in the periodic schedule, and no earlier than in step kPeriodHead: its
+//     end is then seen by nobody, and changing it changes no other time;
+//   - decode steps' flows take their unloaded times (shared flows are timed from
+//     floating-point overlaps of absolute windows, which can round a picosecond apart from
+//     one period to the next); sharing in the prefill settles as it does over the whole run
+//     (B replayed with the whole run's makespan gives B's times); nothing passes the 2^63 ps
+//     clock.
+// Then step k > kPeriodHead (but the last two) is step kPeriodHead shifted by
+// (k - kPeriodHead) P with its attention tasks timed at step k's context, the last two are
+// T's shifted by (N - 2 - kPeriodHead) P, and the Result is composed from those times
+// (BuildResult on B with steps kPeriodHead + 1, + 2 so timed, then step by step: op rows,
+// layers, cores' compute and busy union, the critical path walked back through every step).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "sim/run.h"
+#include "sim/sampled_run.h"
+#include "sim/step_template.h"
+
+namespace tpsim::sim {
+
+class Engine;
+
+// Decode steps of B (and A) whose times are taken from the engine as they are.
+inline constexpr uint32_t kPeriodHead = 6;
+
+// `tpl`: the template (Classify done); `step_out`: the engine's times of the template alone
+// (its links' and channels' bytes and busy time are one step's). nullopt with *why when a
+// check fails.
+std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip, Engine& engine,
+                                     const RunOptions& opts, const StepTemplate& tpl,
+                                     const EngineOutput& step_out, std::string* why, SampledRun* view);
+
+}  // namespace tpsim::sim

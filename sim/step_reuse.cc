@@ -1,0 +1,203 @@
+#include "sim/step_reuse.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "mapping/cost.h"
+#include "mapping/mapping.h"
+#include "sim/engine.h"
+#include "sim/result.h"
+#include "sim/schedule.h"
+#include "sim/step_period.h"
+#include "sim/step_template.h"
+
+namespace tpsim::sim {
+
+namespace {
+
+using mapping::Program;
+using mapping::TaskKind;
+
+bool Add(Ps a, Ps b, Ps* r) {
+  return !__builtin_add_overflow(a, b, r) && *r < std::numeric_limits<Ps>::max();
+}
+
+// The unique task that ends last (-1 when two tie).
+int64_t UniqueLast(std::span<const TaskTime> t) {
+  int64_t best = -1;
+  bool tie = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (best < 0 || t[i].end_ps > t[best].end_ps) {
+      best = static_cast<int64_t>(i);
+      tie = false;
+    } else if (t[i].end_ps == t[best].end_ps) {
+      tie = true;
+    }
+  }
+  return tie ? -1 : best;
+}
+
+}  // namespace
+
+std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip& chip, Engine& engine,
+                                          const RunOptions& opts, std::string* why, SampledRun* view) {
+  auto fail = [&](const std::string& reason) -> std::optional<RunOutput> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  const config::Workload& wl = e.cfg.workload();
+  const uint32_t steps = wl.decode_steps();
+  if (!engine.ListSchedule()) return fail("the " + engine.name() + " engine does not list its schedule");
+  if (steps <= kHeadSteps + 1) return fail("at most " + std::to_string(kHeadSteps + 1) + " decode steps");
+  const uint32_t first = kHeadSteps + 1;  // the first step timed from `step`
+  Program head, step, last;
+  {
+    mapping::LowerOptions o;
+    for (uint32_t s = 1; s <= kHeadSteps; ++s) o.decode_steps_only.push_back(s);
+    head = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+    o.skip_prefill = true;
+    o.decode_steps_only = {first};
+    step = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+    o.decode_steps_only = {steps};
+    last = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+  }
+  if (opts.on_stage) opts.on_stage("timing (decode steps reused)");
+  StepTemplate tpl(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
+  std::string reason;
+  if (!tpl.Classify(last, first, steps, &reason)) return fail(reason);
+  const EngineOutput step_out = engine.Run(step, chip);
+  if (!tpl.MatchHead(head, &reason)) {
+    // Steps that overlap (e.g. weights streamed ahead of their step): a periodic schedule.
+    if (steps < kPeriodHead + 5) return fail(reason);
+    std::string periodic;
+    std::optional<RunOutput> r = RunPeriodic(e, chip, engine, opts, tpl, step_out, &periodic, view);
+    if (!r) return fail(reason + "; not periodic: " + periodic);
+    return r;
+  }
+  const EngineOutput head_out = engine.Run(head, chip);
+  if (head_out.makespan_ps >= std::numeric_limits<Ps>::max()) return fail("the head's times overflow");
+  if (!FlowsAlone(head, chip, head_out)) return fail("flows of the head share links");
+  if (UniqueLast(head_out.tasks) < 0) return fail("two tasks of the head end last");
+  if (!tpl.Calibrate(step_out, &reason)) return fail(reason);
+
+  RunOutput out;
+  out.result = BuildResult(head, chip, head_out, e.cfg.name(), engine.name(), opts.keep_task_times);
+  config::Result& r = out.result;
+  config::Summary& s = *r.mutable_summary();
+  // Totals carried over from the head, then added to step by step.
+  const int num_cores = chip.num_cores();
+  std::vector<Ps> core_compute(num_cores, 0), core_busy(num_cores, 0);
+  for (int c = 0; c < num_cores && c < r.cores_size(); ++c) {
+    core_compute[c] = r.cores(c).compute_ps();
+    core_busy[c] = r.cores(c).busy_ps();
+  }
+  std::vector<LinkUsage> links = head_out.links;
+  std::vector<ChannelUsage> channels = head_out.channels;
+  const uint64_t reused = steps - kHeadSteps;
+  for (size_t l = 0; l < links.size() && l < step_out.links.size(); ++l) {
+    links[l].bytes += step_out.links[l].bytes * reused;
+    links[l].busy_ps += step_out.links[l].busy_ps * static_cast<Ps>(reused);
+  }
+  for (size_t c = 0; c < channels.size() && c < step_out.channels.size(); ++c) {
+    channels[c].bytes += step_out.channels[c].bytes * reused;
+    channels[c].busy_ps += step_out.channels[c].busy_ps * static_cast<Ps>(reused);
+  }
+  std::map<uint32_t, int> decode_layer;  // layer -> index into r.layers (decode rows)
+  for (int i = 0; i < r.layers_size(); ++i)
+    if (r.layers(i).phase() == "decode") decode_layer[r.layers(i).layer()] = i;
+  double flops = head.ComputeFlops();
+  Ps compute_path = s.compute_ps(), comm_path = s.communication_ps(), memory_path = s.memory_ps();
+  Ps t0 = std::numeric_limits<Ps>::max();  // the first task's start (BuildResult's t0)
+  for (const TaskTime& x : head_out.tasks) t0 = std::min(t0, x.start_ps);
+  const Ps prefill_end = t0 + s.prefill_ps();
+  Ps boundary = head_out.makespan_ps;
+  uint64_t task_id = head.num_tasks();
+  // Past kRowSteps decode steps, one row per op sums the reused steps (OpResult::steps).
+  OpRows rows(step, steps > opts.row_steps);
+  std::map<uint32_t, std::vector<TaskTime>> observed;  // observe_steps past the head, shifted
+  for (uint32_t k = first; k <= steps; ++k) {
+    const StepTimes& t = tpl.Time(k, &reason);
+    if (!t.ok) return fail(reason);
+    rows.Add(t, boundary, &r);
+    for (const auto& [layer, inc] : t.layer_inc) {
+      auto it = decode_layer.find(layer);
+      if (it == decode_layer.end()) return fail("a decode layer the head does not have");
+      config::LayerResult* lr = r.mutable_layers(it->second);
+      lr->set_total_ps(lr->total_ps() + inc);
+    }
+    for (int c = 0; c < num_cores; ++c) {
+      core_compute[c] += t.core_compute[c];
+      core_busy[c] += t.core_busy[c];
+    }
+    for (size_t c = 0; c < channels.size(); ++c)
+      channels[c].max_queue_ps = std::max(channels[c].max_queue_ps, t.channel_queue[c]);
+    for (size_t i = 0; i < t.compute_flops.size(); ++i) flops += t.compute_flops[i];
+    compute_path += t.path.compute_ps;
+    comm_path += t.path.communication_ps;
+    memory_path += t.path.memory_ps;
+    if (opts.keep_task_times) {
+      for (size_t i = 0; i < step.num_tasks(); ++i, ++task_id) {
+        config::TaskTiming* tt = r.add_tasks();
+        const mapping::Task task = step.task(i);
+        const mapping::OpRef& ref = step.ops[task.op].ref;
+        tt->set_id(task_id);
+        tt->set_start_ps(boundary + t.times[i].start_ps);
+        tt->set_end_ps(boundary + t.times[i].end_ps);
+        tt->set_core(static_cast<uint32_t>(std::max<int>(task.core, 0)));
+        tt->set_dst_core(task.kind == TaskKind::kTransfer ? task.dst_core : -1);
+        tt->set_kind(task.kind == TaskKind::kCompute    ? "compute"
+                     : task.kind == TaskKind::kTransfer ? "transfer"
+                                                        : "memory");
+        tt->set_op(ref.op);
+        tt->set_layer(ref.layer);
+        tt->set_phase(mapping::ToString(ref.phase));
+      }
+    }
+    if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k)) {
+      std::vector<TaskTime>& kept = observed[k];
+      kept = t.times;
+      for (TaskTime& x : kept) x.start_ps += boundary, x.end_ps += boundary;
+    }
+    if (!Add(boundary, t.makespan, &boundary)) return fail("the run passes the 2^63 ps clock");
+  }
+  rows.Finish(reused, &r);
+  // The summary, links, channels and cores over the whole run (BuildResult's definitions).
+  RunTotals tot;
+  tot.total = boundary;
+  tot.prefill_end = prefill_end;
+  tot.decode_steps = steps;
+  tot.path = {compute_path, comm_path, memory_path};
+  tot.core_compute = std::move(core_compute);
+  tot.core_busy = std::move(core_busy);
+  tot.flops = flops;
+  tot.spilled_bytes = head.spilled_bytes + tpl.spilled_per_step() * reused;
+  tot.links = links;
+  tot.channels = channels;
+  FinishResult(chip, tot, &r);
+  const Ps total = boundary;
+  if (view && !opts.observe_steps.empty()) {
+    EngineOutput whole;
+    whole.links = std::move(links);
+    whole.channels = std::move(channels);
+    whole.makespan_ps = total;
+    const std::vector<size_t> begin = SegmentBegins(head);
+    *view = SampleSteps(
+        e, chip, opts.observe_steps,
+        [&](uint32_t seg) {
+          if (seg + 1 < begin.size())
+            return std::vector<TaskTime>(
+                head_out.tasks.begin() + static_cast<std::ptrdiff_t>(begin[seg]),
+                head_out.tasks.begin() + static_cast<std::ptrdiff_t>(begin[seg + 1]));
+          return observed.at(seg);
+        },
+        whole);
+  }
+  out.program = std::move(head);
+  return out;
+}
+
+}  // namespace tpsim::sim

@@ -1,0 +1,77 @@
+#pragma once
+// Long generations (issue 18): a run's decode steps timed from one lowered step, exactly.
+//
+// mapping::Lower unrolls every decode step into the Program, so a run's memory and time grow
+// with workload.decode_steps. Decode steps differ from one another only by their context:
+// the attention tasks' shapes (scores [s, hd] . [hd, ctx], softmax over ctx, PV [s, ctx] .
+// [ctx, hd], mapping::AttentionSpanShapes) and hence their durations. RunWithStepReuse lowers
+//
+//   head  = the prefill and decode steps 1..kHeadSteps, as Lower would (the same prefix);
+//   step  = decode step kHeadSteps + 1 alone (LowerOptions::skip_prefill): its tasks with no
+//           deps on the step before;
+//   last  = decode step decode_steps alone,
+//
+// times the head with the analytical engine, and times every later step s by the engine's
+// schedule (sim::Dispatcher, sim/schedule.h) of `step` with its attention tasks' durations at
+// step s's context (mapping::KernelTime of AttentionSpanShapes at that context), shifted to
+// start where step s - 1 ended. The Result is composed from those schedules with
+// BuildResult's definitions (sim/result.h): per-op rows, layers, summary, critical path,
+// links, channels, cores and (with RunOptions::keep_task_times) tasks, byte for byte what
+// the unrolled Program gives (tests/sim/step_reuse_test.cc compares both ways).
+//
+// Why the shift is exact: the analytical schedule of the unrolled Program splits at each
+// step boundary when
+//   (gate)    every task of step s + 1 without a dep inside its step depends on every sink of
+//             step s (a task of step s that no task of step s depends on): no task of step
+//             s + 1 is ready before every task of step s has ended, at B_s;
+//   (alone)   no transfer or memory flow is slowed by another (links.h): its windows on a
+//             link never overlap another's, so the time-windowed sharing never moves;
+// then at B_s every core, channel and link is free and step s + 1 runs as it does alone from
+// time 0, shifted by B_s. The critical path (sim::CriticalPath) crosses a boundary from an
+// entry task of step s + 1 to the last-finishing task of step s when that task is unique
+// and every task of step s + 1 ends after B_s; then its split is the head's plus each
+// step's own.
+//
+// Self-checks (any failure: nullopt with the reason; the caller lowers the whole Program):
+//   - the engine lists its schedule (Engine::ListSchedule: the analytical engine);
+//   - head, step and last have the same tasks (kind, core, op names and partitions, deps
+//     inside the step, transfer and memory payloads, collective steps) but for attention
+//     tasks, whose shapes are AttentionSpanShapes at each one's context (steps kHeadSteps - 1
+//     and kHeadSteps of the head, step, last); ops' flops and bytes follow from the shapes;
+//   - (gate) on the head's last step against the one before;
+//   - (alone) on the head's engine times (every flow takes its unloaded time) and on every
+//     step's schedule (no two flows with bytes overlap on a link or memory path);
+//   - the head's and every step's last-finishing task is unique, and every step's tasks end
+//     after its start;
+//   - no time passes the 2^63 ps clock.
+// The memory plan of a step may depend on its context (attention's scratch grows with it);
+// `last` being the same Program as `step` at the largest context shows that it does not
+// over the run (the plan is monotone in the context, as sim/serving/skeleton.h argues).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "sim/run.h"
+#include "sim/sampled_run.h"
+
+namespace tpsim::sim {
+
+class Engine;
+
+// Decode steps lowered with the prefill before the others are timed from one step.
+inline constexpr uint32_t kHeadSteps = 3;
+// Up to this many decode steps (RunOptions::row_steps) the Result has one op row per op and
+// step, as the unrolled Program's; past it, one row per op sums the reused steps
+// (config::OpResult::steps), so that the Result's size does not grow with the steps.
+inline constexpr uint32_t kRowSteps = 256;
+
+// Runs `e` (already validated, `chip` built from it) on `engine` with decode-step reuse.
+// nullopt when a self-check fails or reuse does not apply; *why then says which.
+// RunOutput::program is the head (prefill and kHeadSteps decode steps). `view` (may be null):
+// the run at RunOptions::observe_steps (SampleSteps), when those are given.
+std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip& chip, Engine& engine,
+                                          const RunOptions& opts, std::string* why,
+                                          SampledRun* view = nullptr);
+
+}  // namespace tpsim::sim

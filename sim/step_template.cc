@@ -1,0 +1,559 @@
+#include "sim/step_template.h"
+
+#include <algorithm>
+
+#include "mapping/cost.h"
+#include "mapping/mapping.h"
+
+namespace tpsim::sim {
+
+namespace {
+
+using mapping::ComputeShape;
+using mapping::Program;
+using mapping::TaskKind;
+
+bool SameShape(const ComputeShape& a, const ComputeShape& b) {
+  return a.op_kind == b.op_kind && a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k &&
+         a.flops == b.flops && a.vector_ops == b.vector_ops && a.bytes == b.bytes;
+}
+
+bool IsFlow(const Program& p, size_t i) {
+  const TaskKind k = p.kind(i);
+  return k == TaskKind::kMemory || (k == TaskKind::kTransfer && p.core(i) != p.transfer(i).dst_core &&
+                                    p.transfer(i).in_switch_gbps <= 0);
+}
+
+bool IsCollectiveKernel(const Program& p, size_t i) {
+  return p.kind(i) == TaskKind::kCompute && p.shape(i).op_kind == llm::OpKind::kCollective;
+}
+
+// The segment of a task: 0 for the prefill, s for decode step s; -1 for anything else.
+int64_t SegmentOf(const Program& p, size_t i) {
+  const mapping::OpRef& ref = p.ops[p.op(i)].ref;
+  if (ref.phase == mapping::Phase::kPrefill) return 0;
+  if (ref.phase == mapping::Phase::kDecode) return int64_t{ref.step} + 1;
+  return -1;
+}
+
+int32_t CollectiveBase(const Program& p, size_t a0, size_t a1) {
+  int32_t base = -1;
+  for (size_t i = a0; i < a1; ++i)
+    if (p.kind(i) == TaskKind::kTransfer && p.collective(i) >= 0)
+      base = base < 0 ? p.collective(i) : std::min(base, p.collective(i));
+  return base;
+}
+
+}  // namespace
+
+namespace {
+double Ratio(Ps num, Ps den) {  // as BuildResult's (sim/result.cc)
+  if (den <= 0) return 0.0;
+  return std::clamp(static_cast<double>(num) / static_cast<double>(den), 0.0, 1.0);
+}
+}  // namespace
+
+void FinishResult(const arch::Chip& chip, const RunTotals& t, config::Result* r) {
+  config::Summary& s = *r->mutable_summary();
+  const Ps total = t.total;
+  s.set_total_ps(total);
+  const Ps decode = std::max<Ps>(0, total - t.prefill_end);
+  s.set_decode_ps(decode);
+  if (t.decode_steps) s.set_decode_step_ps_mean((decode + t.decode_steps / 2) / t.decode_steps);
+  s.set_compute_ps(t.path.compute_ps);
+  s.set_communication_ps(t.path.communication_ps);
+  s.set_memory_ps(t.path.memory_ps);
+  const int num_cores = chip.num_cores();
+  double util_sum = 0;
+  for (int c = 0; c < num_cores; ++c) util_sum += Ratio(t.core_compute[c], total);
+  s.set_core_utilization(num_cores > 0 ? util_sum / num_cores : 0.0);
+  s.set_achieved_tflops(total > 0 ? t.flops / static_cast<double>(total) : 0.0);
+  s.set_spilled_bytes(t.spilled_bytes);
+  r->clear_links();
+  const auto& links = chip.links();
+  for (size_t l = 0; l < t.links.size() && l < links.size(); ++l) {
+    const LinkUsage& u = t.links[l];
+    if (u.bytes == 0) continue;
+    config::LinkStat* ls = r->add_links();
+    ls->set_name(chip.node(links[l].src).name + "->" + chip.node(links[l].dst).name);
+    ls->set_bytes(u.bytes);
+    ls->set_busy_ps(u.busy_ps);
+    ls->set_utilization(Ratio(u.busy_ps, total));
+    ls->set_max_queue_ps(u.max_queue_ps);
+  }
+  r->clear_dram();
+  const auto& channels = chip.channels();
+  for (size_t c = 0; c < t.channels.size() && c < channels.size(); ++c) {
+    const ChannelUsage& u = t.channels[c];
+    if (u.bytes == 0) continue;
+    config::DramStat* ds = r->add_dram();
+    ds->set_name(channels[c].name);
+    ds->set_bytes(u.bytes);
+    ds->set_busy_ps(u.busy_ps);
+    ds->set_utilization(Ratio(u.busy_ps, total));
+    ds->set_max_queue_ps(u.max_queue_ps);
+  }
+  for (int c = 0; c < num_cores && c < r->cores_size(); ++c) {
+    config::CoreStat* cs = r->mutable_cores(c);
+    cs->set_compute_ps(t.core_compute[c]);
+    cs->set_busy_ps(t.core_busy[c]);
+    cs->set_utilization(Ratio(t.core_compute[c], total));
+  }
+}
+
+void ReduceOps(const Program& p, std::span<const TaskTime> t, StepTimes* out) {
+  const size_t ops = p.ops.size();
+  out->op_all.assign(ops, {});
+  out->op_comm.assign(ops, {});
+  out->op_mem.assign(ops, {});
+  out->op_compute.assign(ops, 0);
+  std::vector<uint8_t> coll(ops, 0);
+  std::map<std::pair<uint32_t, int>, Ps> op_core;  // (op, core) -> compute
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    const uint32_t o = p.op(i);
+    const TaskKind k = p.kind(i);
+    out->op_all[o].Add(t[i].start_ps, t[i].end_ps);
+    const bool ck = IsCollectiveKernel(p, i);
+    if (k == TaskKind::kTransfer || ck) out->op_comm[o].Add(t[i].start_ps, t[i].end_ps);
+    if (ck) coll[o] = 1;
+    if (k == TaskKind::kMemory) out->op_mem[o].Add(t[i].start_ps, t[i].end_ps);
+    if (k == TaskKind::kCompute) op_core[{o, p.core(i)}] += t[i].end_ps - t[i].start_ps;
+  }
+  for (const auto& [key, sum] : op_core)
+    out->op_compute[key.first] = std::max(out->op_compute[key.first], sum);
+  for (size_t o = 0; o < ops; ++o)
+    if (coll[o]) out->op_compute[o] = 0;
+}
+
+void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r) {
+  for (size_t o = 0; o < step_.ops.size(); ++o) {
+    const Ps start = t.op_all[o].empty() ? 0 : offset + t.op_all[o].first;
+    if (sum_) {
+      Row& row = rows_[o];
+      if (!started_) row.start = start;
+      row.compute += t.op_compute[o];
+      row.comm += t.op_comm[o].length();
+      row.mem += t.op_mem[o].length();
+      row.total += t.op_all[o].length();
+      row.flops += t.op_flops[o];
+      row.bytes += t.op_bytes[o];
+      continue;
+    }
+    const mapping::OpRef& ref = step_.ops[o].ref;
+    config::OpResult* op = r->add_ops();
+    op->set_phase(mapping::ToString(ref.phase));
+    op->set_layer(ref.layer);
+    op->set_op(ref.op);
+    op->set_partition(ref.Label());
+    op->set_compute_ps(t.op_compute[o]);
+    op->set_communication_ps(t.op_comm[o].length());
+    op->set_memory_ps(t.op_mem[o].length());
+    op->set_total_ps(t.op_all[o].length());
+    op->set_start_ps(start);
+    op->set_flops(t.op_flops[o]);
+    op->set_bytes(t.op_bytes[o]);
+    op->set_spilled_bytes(step_.ops[o].spilled_bytes);
+  }
+  started_ = true;
+}
+
+void OpRows::Finish(uint64_t steps, config::Result* r) const {
+  for (size_t o = 0; o < rows_.size(); ++o) {
+    const mapping::OpRef& ref = step_.ops[o].ref;
+    config::OpResult* op = r->add_ops();
+    op->set_phase(mapping::ToString(ref.phase));
+    op->set_layer(ref.layer);
+    op->set_op(ref.op);
+    op->set_partition(ref.Label());
+    op->set_compute_ps(rows_[o].compute);
+    op->set_communication_ps(rows_[o].comm);
+    op->set_memory_ps(rows_[o].mem);
+    op->set_total_ps(rows_[o].total);
+    op->set_start_ps(rows_[o].start);
+    op->set_flops(rows_[o].flops);
+    op->set_bytes(rows_[o].bytes);
+    op->set_spilled_bytes(step_.ops[o].spilled_bytes * steps);
+    op->set_steps(static_cast<uint32_t>(steps));
+  }
+}
+
+bool FlowsAlone(const Program& p, const arch::Chip& chip, const EngineOutput& out) {
+  for (size_t i = 0; i < p.num_tasks(); ++i)
+    if (IsFlow(p, i) && out.tasks[i].end_ps - out.tasks[i].start_ps != mapping::TaskTime(chip, p, i))
+      return false;
+  return true;
+}
+
+StepTemplate::StepTemplate(const Program& step, const arch::Chip& chip, uint64_t d, uint64_t hd)
+    : p_(step), chip_(chip), d_(d), hd_(hd), ctx_(step.num_tasks(), Ctx::kNone) {}
+
+StepTemplate::~StepTemplate() = default;
+
+ComputeShape StepTemplate::ShapeAt(size_t i, uint64_t ctx) const {
+  const ComputeShape& sh = p_.shape(i);
+  switch (ctx_[i]) {
+    case Ctx::kScores:
+      return mapping::AttentionSpanShapes(sh.batch, sh.m, ctx, hd_, d_).scores;
+    case Ctx::kSoftmax:
+      return mapping::AttentionSpanShapes(sh.m, 1, ctx, hd_, d_).softmax;
+    case Ctx::kPv:
+      return mapping::AttentionSpanShapes(sh.batch, sh.m, ctx, hd_, d_).pv;
+    default:
+      return sh;
+  }
+}
+
+// Tasks [a0, a1) of `a` are the template's at context `ctx`: the same tasks, deps inside
+// the step, ops (names, partitions, spills; flops and bytes from the shapes) and collectives.
+bool StepTemplate::SameStep(const Program& a, size_t a0, size_t a1, uint64_t ctx, std::string* why) const {
+  auto bad = [&](const std::string& what) {
+    *why = what;
+    return false;
+  };
+  const size_t n = p_.num_tasks();
+  if (a1 - a0 != n) return bad("decode steps have different numbers of tasks");
+  if (n == 0) return true;
+  if (a.op(a0) < p_.op(0)) return bad("decode steps have different ops");
+  const uint32_t op0 = a.op(a0) - p_.op(0);  // the step's first op (its input has no task)
+  if (op0 + p_.ops.size() > a.ops.size()) return bad("decode steps have different ops");
+  const int32_t ca = CollectiveBase(a, a0, a1), cp = CollectiveBase(p_, 0, n);
+  std::vector<double> flops(p_.ops.size(), 0);
+  std::vector<uint64_t> bytes(p_.ops.size(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t j = a0 + i;
+    if (a.kind(j) != p_.kind(i) || a.core(j) != p_.core(i) || a.op(j) != op0 + p_.op(i) ||
+        a.records()[j].coll_step != p_.records()[i].coll_step)
+      return bad("decode steps differ in task " + std::to_string(i));
+    switch (p_.kind(i)) {
+      case TaskKind::kCompute: {
+        const ComputeShape want = ShapeAt(i, ctx);
+        if (!SameShape(a.shape(j), want))
+          return bad("decode steps differ in compute task " + std::to_string(i));
+        flops[p_.op(i)] += want.flops + want.vector_ops;
+        bytes[p_.op(i)] += want.bytes;
+        break;
+      }
+      case TaskKind::kTransfer: {
+        const mapping::TransferShape &x = a.transfer(j), &y = p_.transfer(i);
+        if (x.bytes != y.bytes || x.offset != y.offset || x.dst_offset != y.dst_offset ||
+            x.in_switch_gbps != y.in_switch_gbps || x.dst_core != y.dst_core || x.reduce != y.reduce)
+          return bad("decode steps differ in transfer " + std::to_string(i));
+        const int32_t cx = a.collective(j), cy = p_.collective(i);
+        if ((cx < 0) != (cy < 0) || (cx >= 0 && cx - ca != cy - cp))
+          return bad("decode steps differ in the collective of transfer " + std::to_string(i));
+        if (cx >= 0) {
+          const mapping::CollectiveInfo &u = a.collectives[cx], &v = p_.collectives[cy];
+          if (u.kind != v.kind || u.bytes != v.bytes || u.ranks != v.ranks || u.groups != v.groups ||
+              u.members != v.members || u.op - op0 != v.op)
+            return bad("decode steps differ in collective " + std::to_string(cy));
+        }
+        break;
+      }
+      case TaskKind::kMemory: {
+        const mapping::MemoryDetail &x = a.memory(j), &y = p_.memory(i);
+        if (x.bytes != y.bytes || x.channel != y.channel || x.write != y.write)
+          return bad("decode steps differ in memory task " + std::to_string(i));
+        break;
+      }
+    }
+    const auto da = a.deps(j), dp = p_.deps(i);
+    size_t k = 0;
+    for (uint32_t d : da) {
+      if (d < a0) continue;  // a dep on the step before (the gate checks those)
+      if (k >= dp.size() || d - a0 != dp[k])
+        return bad("decode steps differ in the deps of task " + std::to_string(i));
+      ++k;
+    }
+    if (k != dp.size()) return bad("decode steps differ in the deps of task " + std::to_string(i));
+  }
+  for (size_t o = 0; o < p_.ops.size(); ++o) {
+    const mapping::OpInfo &x = a.ops[op0 + o], &y = p_.ops[o];
+    if (x.ref.phase != y.ref.phase || x.ref.layer != y.ref.layer || x.ref.op != y.ref.op ||
+        x.ref.partition != y.ref.partition || x.ref.note != y.ref.note || x.spilled_bytes != y.spilled_bytes)
+      return bad("decode steps differ in op " + y.ref.op);
+    if (x.flops != flops[o] || x.bytes != bytes[o] + other_bytes_[o])
+      return bad("op " + y.ref.op + ": flops or bytes do not follow from its tasks");
+  }
+  return true;
+}
+
+bool StepTemplate::MatchStep(const Program& a, size_t a0, size_t a1, uint32_t k, std::string* why) const {
+  return SameStep(a, a0, a1, ContextOf(k), why);
+}
+
+Ps StepTemplate::DurationAt(size_t i, uint32_t k) const {
+  return mapping::KernelTime(chip_, p_, ShapeAt(i, ContextOf(k)));
+}
+
+bool StepTemplate::Classify(const Program& last, uint32_t first, uint32_t steps, std::string* why) {
+  auto bad = [&](const std::string& what) {
+    *why = what;
+    return false;
+  };
+  first_ = first;
+  const size_t n = p_.num_tasks();
+  if (n == 0 || last.num_tasks() != n) return bad("decode steps have different numbers of tasks");
+  if (last.kv_location != p_.kv_location || last.weights_location != p_.weights_location)
+    return bad("the memory plan differs between decode steps");
+  // The ops' bytes that do not come from compute tasks (none today), from the template.
+  other_bytes_.assign(p_.ops.size(), 0);
+  {
+    std::vector<uint64_t> compute(p_.ops.size(), 0);
+    for (size_t i = 0; i < n; ++i)
+      if (p_.kind(i) == TaskKind::kCompute) compute[p_.op(i)] += p_.shape(i).bytes;
+    for (size_t o = 0; o < p_.ops.size(); ++o) {
+      if (p_.ops[o].bytes < compute[o]) return bad("op bytes below its tasks'");
+      other_bytes_[o] = p_.ops[o].bytes - compute[o];
+    }
+  }
+  // Attention tasks: the compute tasks whose shapes differ between the template and the
+  // last step, each scores, softmax or PV of AttentionSpanShapes at both contexts.
+  bool have_ctx = false;
+  uint64_t ctx_last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (p_.kind(i) != TaskKind::kCompute || last.kind(i) != TaskKind::kCompute) continue;
+    const ComputeShape &x = p_.shape(i), &y = last.shape(i);
+    if (SameShape(x, y)) continue;
+    bool found = false;
+    for (Ctx c : {Ctx::kScores, Ctx::kSoftmax, Ctx::kPv}) {
+      const uint64_t c0 = c == Ctx::kPv ? x.k : x.n, c1 = c == Ctx::kPv ? y.k : y.n;
+      ctx_[i] = c;
+      if (!SameShape(ShapeAt(i, c0), x) || !SameShape(ShapeAt(i, c1), y)) continue;
+      if (have_ctx && (c0 != ctx_first_ || c1 != ctx_last)) continue;
+      ctx_first_ = c0, ctx_last = c1, have_ctx = found = true;
+      break;
+    }
+    if (!found) {
+      ctx_[i] = Ctx::kNone;
+      return bad("compute task " + std::to_string(i) + " changes between decode steps beyond attention");
+    }
+    ctx_tasks_.push_back(static_cast<uint32_t>(i));
+  }
+  if (have_ctx && (ctx_last < ctx_first_ || ctx_last - ctx_first_ != steps - first))
+    return bad("the attention context does not grow by one token per step");
+  if (!have_ctx) ctx_first_ = 0;
+  uint64_t spilled = 0;
+  for (const mapping::OpInfo& o : p_.ops) spilled += o.spilled_bytes;
+  if (spilled != p_.spilled_bytes) return bad("spilled bytes outside the step's ops");
+  return SameStep(last, 0, n, ctx_last, why);
+}
+
+bool StepTemplate::MatchHead(const Program& head, std::string* why) {
+  auto bad = [&](const std::string& what) {
+    *why = what;
+    return false;
+  };
+  const uint32_t first = first_;
+  if (head.kv_location != p_.kv_location || head.weights_location != p_.weights_location)
+    return bad("the memory plan differs between decode steps");
+  // The head: its segments in order, each contiguous; its last two decode steps are the
+  // template at their contexts; the gate between them.
+  std::vector<size_t> begin(first + 1, head.num_tasks());
+  int64_t seg = 0;
+  begin[0] = 0;
+  for (size_t i = 0; i < head.num_tasks(); ++i) {
+    const int64_t s = SegmentOf(head, i);
+    if (s < seg || s >= static_cast<int64_t>(first)) return bad("the head's steps are not in order");
+    while (seg < s) begin[++seg] = i;
+  }
+  if (seg != static_cast<int64_t>(first) - 1 || first < 3) return bad("the head lacks decode steps");
+  const size_t w0 = begin[first - 2], w1 = begin[first - 1], w2 = head.num_tasks();
+  if (!SameStep(head, w1, w2, ctx_first_ - 1, why) || !SameStep(head, w0, w1, ctx_first_ - 2, why))
+    return false;
+  std::vector<uint8_t> has_dependent(w1 - w0, 0);
+  for (size_t i = w0; i < w1; ++i)
+    for (uint32_t d : head.deps(i))
+      if (d >= w0) has_dependent[d - w0] = 1;
+  std::vector<uint32_t> sinks;
+  for (size_t i = w0; i < w1; ++i)
+    if (!has_dependent[i - w0]) sinks.push_back(static_cast<uint32_t>(i));
+  for (size_t i = w1; i < w2; ++i) {
+    const auto deps = head.deps(i);
+    bool inside = false;
+    for (uint32_t d : deps) inside = inside || d >= w1;
+    if (inside) continue;
+    for (uint32_t d : deps)
+      if (d < w0) return bad("a decode step depends on a step before the previous one");
+    for (uint32_t sk : sinks)
+      if (!std::binary_search(deps.begin(), deps.end(), sk))
+        return bad("a decode step's first tasks do not wait for every end of the step before");
+  }
+  return true;
+}
+
+bool StepTemplate::Calibrate(const EngineOutput& out, std::string* why) {
+  auto bad = [&](const std::string& what) {
+    *why = what;
+    return false;
+  };
+  const size_t n = p_.num_tasks();
+  if (out.tasks.size() != n) return bad("the engine timed another Program");
+  if (!FlowsAlone(p_, chip_, out)) return bad("flows of a decode step share links");
+  base_.resize(n);
+  for (size_t i = 0; i < n; ++i) base_[i] = out.tasks[i].end_ps - out.tasks[i].start_ps;
+  for (uint32_t i : ctx_tasks_)
+    if (base_[i] != mapping::KernelTime(chip_, p_, ShapeAt(i, ctx_first_)))
+      return bad("an attention task's time is not its shape's");
+  // Queues as the analytical engine has them: a memory task holds its channel for its
+  // bytes at the channel's rate, a transfer over links its first link.
+  const auto& links = chip_.links();
+  busy_.assign(n, 0);
+  first_link_.assign(n, -1);
+  by_res_.assign(links.size(), {});
+  res_begin_.assign(1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int> path;
+    if (p_.kind(i) == TaskKind::kMemory) {
+      const mapping::MemoryDetail& m = p_.memory(i);
+      busy_[i] = mapping::ChannelBusyTime(chip_, m.channel, m.bytes);
+      path = chip_.MemoryPath(p_.core(i), m.channel, m.write);
+      if (m.bytes == 0) path.clear();
+    } else if (IsFlow(p_, i)) {
+      path = chip_.Route(p_.core(i), p_.transfer(i).dst_core);
+      if (!path.empty()) {
+        first_link_[i] = path[0];
+        busy_[i] = mapping::SerialisationPs(p_.transfer(i).bytes, links[path[0]].bandwidth_gbps);
+      }
+      if (p_.transfer(i).bytes == 0) path.clear();
+    }
+    if (path.empty()) continue;
+    const uint32_t f = static_cast<uint32_t>(flows_.size());
+    flows_.push_back(static_cast<uint32_t>(i));
+    for (int l : path) {
+      res_.push_back(static_cast<uint32_t>(l));
+      by_res_[l].push_back(f);
+    }
+    res_begin_.push_back(static_cast<uint32_t>(res_.size()));
+  }
+  dispatcher_ = std::make_unique<Dispatcher>(p_, first_link_, static_cast<int>(links.size()));
+  t_.times.resize(n);
+  dur_ = base_;
+  const Ps makespan = dispatcher_->Run(dur_, busy_, t_.times);
+  if (makespan != out.makespan_ps) return bad("the step's schedule is not the engine's");
+  for (size_t i = 0; i < n; ++i)
+    if (t_.times[i].start_ps != out.tasks[i].start_ps || t_.times[i].end_ps != out.tasks[i].end_ps)
+      return bad("the step's schedule is not the engine's");
+  last_key_.clear();
+  return true;
+}
+
+void StepTemplate::WorkAt(uint32_t k, std::vector<double>* op_flops, std::vector<uint64_t>* op_bytes,
+                          std::vector<double>* compute_flops) const {
+  const uint64_t ctx = ContextOf(k);
+  const size_t n = p_.num_tasks();
+  op_flops->assign(p_.ops.size(), 0);
+  *op_bytes = other_bytes_;
+  compute_flops->clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (p_.kind(i) != TaskKind::kCompute) continue;
+    const ComputeShape sh = ctx_[i] == Ctx::kNone ? p_.shape(i) : ShapeAt(i, ctx);
+    (*op_flops)[p_.op(i)] += sh.flops + sh.vector_ops;
+    (*op_bytes)[p_.op(i)] += sh.bytes;
+    compute_flops->push_back(sh.flops);
+  }
+}
+
+const StepTimes& StepTemplate::Time(uint32_t k, std::string* why) {
+  const uint64_t ctx = ContextOf(k);
+  WorkAt(k, &t_.op_flops, &t_.op_bytes, &t_.compute_flops);
+  // The attention tasks' durations at this context; the same ones give the same schedule.
+  std::vector<Ps> key;
+  key.reserve(ctx_tasks_.size());
+  for (uint32_t i : ctx_tasks_) key.push_back(mapping::KernelTime(chip_, p_, ShapeAt(i, ctx)));
+  if (!last_key_.empty() && key == last_key_ && t_.ok) return t_;
+  for (size_t j = 0; j < ctx_tasks_.size(); ++j) dur_[ctx_tasks_[j]] = key[j];
+  last_key_ = std::move(key);
+  t_.ok = false;
+  t_.makespan = dispatcher_->Run(dur_, busy_, t_.times);
+  ++schedules_;
+  if (!Reduce(why)) return t_;
+  t_.ok = true;
+  return t_;
+}
+
+// The schedule in t_.times, reduced; false with *why when the step cannot be shifted exactly.
+bool StepTemplate::Reduce(std::string* why) {
+  auto bad = [&](const std::string& what) {
+    *why = what;
+    return false;
+  };
+  const size_t n = p_.num_tasks();
+  const std::vector<TaskTime>& t = t_.times;
+  // The step's last task is unique and every task ends after the step's start (the
+  // critical path then crosses the boundary where the shift puts it).
+  size_t best = 0, ties = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (t[i].end_ps <= 0) return bad("a decode step's task ends at its start");
+    if (t[i].end_ps > t[best].end_ps)
+      best = i, ties = 0;
+    else if (i != best && t[i].end_ps == t[best].end_ps)
+      ++ties;
+  }
+  if (ties) return bad("two tasks of a decode step end last");
+  // No two flows overlap on a link (the sharing of links.h then changes no time).
+  std::vector<std::pair<Ps, Ps>> w;
+  for (const auto& on : by_res_) {
+    if (on.size() < 2) continue;
+    w.clear();
+    for (uint32_t f : on) {
+      const TaskTime& x = t[flows_[f]];
+      if (x.end_ps > x.start_ps) w.emplace_back(x.start_ps, x.end_ps);
+    }
+    std::sort(w.begin(), w.end());
+    for (size_t j = 1; j < w.size(); ++j)
+      if (w[j].first < w[j - 1].second) return bad("flows of a decode step overlap on a link");
+  }
+  const size_t ops = p_.ops.size();
+  const int cores = chip_.num_cores();
+  ReduceOps(p_, t, &t_);
+  t_.core_compute.assign(cores, 0);
+  t_.core_busy.assign(cores, 0);
+  t_.channel_queue.assign(chip_.channels().size(), 0);
+  std::vector<std::vector<std::pair<Ps, Ps>>> iv(cores);
+  for (size_t i = 0; i < n; ++i) {
+    const TaskKind k = p_.kind(i);
+    if (k == TaskKind::kMemory) {
+      Ps ready = 0;
+      for (uint32_t d : p_.deps(i)) ready = std::max(ready, t[d].end_ps);
+      Ps& q = t_.channel_queue[p_.memory(i).channel];
+      q = std::max(q, t[i].start_ps - ready);
+    }
+    const int c = p_.core(i);
+    if (c >= 0 && c < cores) {
+      iv[c].emplace_back(t[i].start_ps, t[i].end_ps);
+      if (k == TaskKind::kCompute) t_.core_compute[c] += t[i].end_ps - t[i].start_ps;
+    }
+  }
+  for (int c = 0; c < cores; ++c) {
+    auto& v = iv[c];
+    std::sort(v.begin(), v.end());
+    Ps total = 0, cs = 0, ce = std::numeric_limits<Ps>::min();
+    for (const auto& [s, e] : v) {
+      if (ce == std::numeric_limits<Ps>::min() || s > ce) {
+        if (ce != std::numeric_limits<Ps>::min()) total += ce - cs;
+        cs = s, ce = e;
+      } else {
+        ce = std::max(ce, e);
+      }
+    }
+    if (ce != std::numeric_limits<Ps>::min()) total += ce - cs;
+    t_.core_busy[c] = total;
+  }
+  // Layers: each layer's last end against the previous layer's (BuildResult).
+  std::map<uint32_t, Ps> layer_end;
+  for (size_t o = 0; o < ops; ++o) {
+    if (t_.op_all[o].empty()) continue;
+    Ps& e = layer_end.try_emplace(p_.ops[o].ref.layer, std::numeric_limits<Ps>::min()).first->second;
+    e = std::max(e, t_.op_all[o].last);
+  }
+  t_.layer_inc.clear();
+  Ps baseline = 0;
+  for (const auto& [layer, end] : layer_end) {
+    t_.layer_inc.emplace_back(layer, std::max<Ps>(0, end - baseline));
+    baseline = std::max(baseline, end);
+  }
+  t_.path = CriticalPath(p_, t);
+  return true;
+}
+
+}  // namespace tpsim::sim

@@ -1,0 +1,64 @@
+#!/bin/bash
+# Long generations (issue 18): `tpsim run` of the reference experiment
+# (configs/experiments/reference-qwen3-4b.textproto: Qwen3-4B, 16 stages x TP 4 on wafer-8x8,
+# 256-token prompt) with 20, 2000 and 32768 decode steps, on both engines; "before" lowers
+# every decode step (--no-reuse), "after" is the default (decode steps reused where exact,
+# sim/step_reuse.h). Prints the median wall time and peak RSS (/usr/bin/time -v) of RUNS
+# runs each (default 3), and the run's total. Asserts nothing. Targets: 32768 steps in at most
+# 2 s and 150 MB (analytical), 30 s (TLM).
+# Cases estimated to take longer than LIMIT_S seconds (default 120) are skipped and say so
+# (the unrolled 32768-step runs: minutes and GBs).
+# Usage: longgen_bench.sh [TPSIM] [RUNS]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+tpsim=${1:-$here/build/bin/tpsim}
+runs=${2:-3}
+limit=${LIMIT_S:-120}
+exp="$here/configs/experiments/reference-qwen3-4b.textproto"
+[ -x /usr/bin/time ] || { echo "longgen_bench: needs /usr/bin/time (GNU time)" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# case ENGINE STEPS MODE [--set ...]: prints one line.
+case_line() {
+  local engine=$1 steps=$2 mode=$3 flag=() extra=("${@:4}")
+  [ "$mode" = before ] && flag=(--no-reuse)
+  local walls=() rss=() total=""
+  for ((i = 0; i < runs; i++)); do
+    if ! timeout "$limit" /usr/bin/time -v -o "$tmp/time" "$tpsim" run "$exp" --engine "$engine" \
+        --set workload.decode_steps="$steps" --quiet "${flag[@]}" "${extra[@]}" >"$tmp/out" 2>"$tmp/err"; then
+      printf '%-10s %6s %-6s  did not finish in %s s (or failed: %s)\n' "$engine" "$steps" "$mode" "$limit" \
+        "$(grep -v '^\s' "$tmp/err" | head -1)"
+      return
+    fi
+    walls+=("$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$tmp/time" |
+      awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; printf "%.2f", s }')")
+    rss+=("$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$tmp/time")")
+    total=$(sed -n 's/^total \([0-9.]*\) us.*/\1/p' "$tmp/out")
+  done
+  local mw mr
+  mw=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+  mr=$(printf '%s\n' "${rss[@]}" | sort -g | awk '{ a[NR] = $1 } END { printf "%.0f", a[int((NR + 1) / 2)] / 1024 }')
+  local note=""
+  grep -q "every decode step lowered" "$tmp/err" && note="  (unrolled: $(sed -n 's/.*every decode step lowered: //p' "$tmp/err" | cut -c1-60)...)"
+  printf '%-10s %6s %-6s  wall %7s s  peak RSS %6s MB  total %s us%s\n' "$engine" "$steps" "$mode" "$mw" "$mr" "$total" "$note"
+}
+
+echo "reference-qwen3-4b, median of $runs runs (wall, peak RSS from /usr/bin/time -v)"
+for engine in analytical tlm; do
+  for steps in 20 2000 32768; do
+    for mode in before after; do
+      # Unrolled 32768 steps: minutes and GBs (README "Long generations"); skipped. The TLM
+      # engine reuses no steps, so its "after" lowers every step too.
+      if [ "$steps" = 32768 ] && { [ "$mode" = before ] || [ "$engine" = tlm ]; }; then
+        printf '%-10s %6s %-6s  skipped: lowers 32768 steps (minutes, GBs)\n' "$engine" "$steps" "$mode"
+        continue
+      fi
+      case_line "$engine" "$steps" "$mode"
+    done
+  done
+done
+# Where reuse applies on this experiment: TP 1 (no collectives sharing links), 64 steps
+# (attention starts to decide the step time at step 65).
+echo "reference-qwen3-4b --set mapping.tp=1"
+for mode in before after; do case_line analytical 64 "$mode" --set mapping.tp=1; done
