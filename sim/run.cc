@@ -14,6 +14,7 @@
 #include "llm/opgraph.h"
 #include "mapping/estimate.h"
 #include "mapping/mapping.h"
+#include "sim/energy.h"
 #include "sim/engine.h"
 #include "sim/result.h"
 #include "sim/sampled_run.h"
@@ -333,7 +334,13 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes,
                             try_reuse ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt);
   RunOutput out;
-  if (try_reuse && engine->ListSchedule()) {
+  // Energy (sim/energy.h) is summed over the tasks of the lowered Program; the composed
+  // result of reused steps does not add the reused steps' energy yet.
+  const bool energy = EnergyModelled(chip, e.cfg.workload().dtype());
+  if (try_reuse && energy) {
+    out.reuse = "the chip has an energy model (chip.energy), which reused decode steps do not account yet";
+    CheckResources(e, chip, opts.max_memory_bytes);
+  } else if (try_reuse && engine->ListSchedule()) {
     if (opts.on_stage) opts.on_stage("lowering (decode steps reused)");
     std::string why;
     SampledRun view;
