@@ -92,7 +92,8 @@ TEST(StepReuse, ReferenceUpTo200Steps) {
 // Past RunOptions::row_steps the reused steps' op rows are summed: the table per op (the count
 // column included), the summary, layers, links, channels and cores are the unrolled run's.
 TEST(StepReuse, SummedOpRows) {
-  const Experiment e = Tp1(40);
+  Experiment e = Tp1(40);
+  e.cfg.mutable_chip()->clear_energy();  // reuse falls back on chips with an energy model
   RunOptions off;
   off.reuse = RunOptions::Reuse::kOff;
   RunOptions on;
