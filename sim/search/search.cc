@@ -284,7 +284,7 @@ struct Entry {
   std::string status;  // "" (not visited), ok, invalid, error, pruned, skipped (budget / shard)
   std::string error;
   Point p;
-  double order_key = 0;
+  Point reach;  // Reachable(): the bounds as a point
 };
 
 double TokensPerSecond(const sim::Experiment& base, const Entry& x, double total_ps) {
@@ -305,28 +305,17 @@ Columns FrontColumns(const SearchOptions& o, bool energy) {
                  energy};
 }
 
-// True when `p` is at least as good as every bound of `x` and better on one.
-bool DominatesBounds(const Point& p, const Entry& x, const Columns& cols, const sim::Experiment& base) {
-  const double lb_total = x.lb.total_ps * 1e-9, lb_ttft = x.lb.prefill_ps * 1e-9,
-               lb_tpot = x.lb.decode_step_ps * 1e-9;
-  const double ub_tokens =
+// The best point `x` could reach: its lower bounds as a Point (tokens/s an upper bound).
+// A point that dominates it dominates every point `x` can give.
+Point Reachable(const sim::Experiment& base, const Entry& x) {
+  Point r;
+  r.total_ms = x.lb.total_ps * 1e-9;
+  r.ttft_ms = x.lb.prefill_ps * 1e-9;
+  r.tpot_ms = x.lb.decode_step_ps * 1e-9;
+  r.tokens_per_s =
       x.lb.total_ps > 0 ? TokensPerSecond(base, x, x.lb.total_ps) : std::numeric_limits<double>::infinity();
-  bool no_worse = p.total_ms <= lb_total && p.tokens_per_s >= ub_tokens;
-  bool better = p.total_ms < lb_total || p.tokens_per_s > ub_tokens;
-  if (cols.ttft) {
-    no_worse = no_worse && p.ttft_ms <= lb_ttft;
-    better = better || p.ttft_ms < lb_ttft;
-  }
-  if (cols.tpot) {
-    no_worse = no_worse && p.tpot_ms <= lb_tpot;
-    better = better || p.tpot_ms < lb_tpot;
-  }
-  if (cols.energy) {
-    const double lb_energy = x.lb.energy_per_token_j * 1e3;
-    no_worse = no_worse && p.energy_mj <= lb_energy;
-    better = better || p.energy_mj < lb_energy;
-  }
-  return no_worse && better;
+  r.energy_mj = x.lb.energy_per_token_j * 1e3;
+  return r;
 }
 
 // a no worse than b on every front column and better on one.
@@ -367,16 +356,6 @@ double ObjectiveValue(const SearchOptions& o, const Point& p) {
   if (o.objective == "throughput") return -p.tokens_per_s;
   if (o.objective == "energy") return p.energy_mj;
   return p.total_ms;
-}
-
-double ObjectiveBound(const SearchOptions& o, const sim::Experiment& base, const Entry& x) {
-  if (o.objective == "ttft") return x.lb.prefill_ps;
-  if (o.objective == "tpot") return x.lb.decode_step_ps;
-  if (o.objective == "energy") return x.lb.energy_per_token_j;
-  if (o.objective == "throughput")
-    return x.lb.total_ps > 0 ? -TokensPerSecond(base, x, x.lb.total_ps)
-                             : -std::numeric_limits<double>::infinity();
-  return x.lb.total_ps;
 }
 
 size_t MetricIndex(const std::string& name) {
@@ -497,13 +476,14 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     x.c = c;
     x.replicas = Replicas(chip, c);
     x.lb = LowerBounds(base, chip, c);
-    x.order_key = ObjectiveBound(o, base, x);
+    x.reach = Reachable(base, x);
     all.push_back(std::move(x));
   }
   std::vector<size_t> order(all.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return all[a].order_key < all[b].order_key; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return ObjectiveValue(o, all[a].reach) < ObjectiveValue(o, all[b].reach);
+  });
 
   std::unique_ptr<sweep::Store> store;
   std::map<std::string, Stored> stored;
@@ -540,7 +520,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
       bool dominated = false;
       if (o.prune && x.lb.total_ps > 0) {
         for (size_t k : pfront) {
-          if (DominatesBounds(all[k].p, x, cols, base)) {
+          if (Dominates(all[k].p, x.reach, cols)) {
             dominated = true;
             break;
           }

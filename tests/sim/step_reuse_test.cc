@@ -41,7 +41,9 @@ void ExpectSame(const Experiment& with_energy, bool must_reuse, bool tasks = fal
   // checked on the chip without its energy block.
   if (must_reuse) {
     const Both b = RunBoth(with_energy, tasks);
-    if (with_energy.cfg.chip().has_energy()) EXPECT_FALSE(b.reused.reused) << b.reused.reuse;
+    if (with_energy.cfg.chip().has_energy()) {
+      EXPECT_FALSE(b.reused.reused) << b.reused.reuse;
+    }
     EXPECT_TRUE(ResultToJson(b.unrolled.result) == ResultToJson(b.reused.result));
   }
   Experiment e = with_energy;
