@@ -98,15 +98,15 @@ Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::
   events_.clear();
   Ps makespan = 0;
   auto later = std::greater<std::pair<Ps, uint32_t>>();
+  Ps now = 0;
   auto start = [&](uint32_t i, Ps at) {
-    const Ps end = SatAdd(at, duration[i]);
+    const Ps end = finish_ ? finish_(i, at, now) : SatAdd(at, duration[i]);
     times[i] = TaskTime{at, end};
     makespan = std::max(makespan, end);
     order_.push_back(i);
     events_.emplace_back(end, i);
     std::push_heap(events_.begin(), events_.end(), later);
   };
-  Ps now = 0;
   for (;;) {
     // Tasks that became ready at `now`: DRAM requests join their channel's queue and
     // transfers their first link's (ties by id), compute waits for its core.

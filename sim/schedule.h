@@ -39,6 +39,7 @@
 //                          [ r2 ]..           have left the channel; ".." its latency
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -130,6 +131,10 @@ class Dispatcher {
   Ps Run(std::span<const Ps> duration, std::span<const Ps> busy, std::span<TaskTime> times);
   // The order in which the last Run started the tasks (ListSchedule's order).
   const std::vector<uint32_t>& order() const { return order_; }
+  // Every task's end decided at its start by `finish(task, start, now)` instead of start +
+  // duration (the analytical engine's queues on links, sim/analytical/links.h); called in
+  // start order, `now` the event time (no later than `start`, nor than any later call's).
+  void set_finisher(std::function<Ps(uint32_t, Ps, Ps)> finish) { finish_ = std::move(finish); }
 
  private:
   const mapping::Program& p_;
@@ -140,6 +145,7 @@ class Dispatcher {
   std::vector<int> dirty_cores_;
   std::vector<Ps> channel_free_, link_free_;
   std::vector<std::pair<Ps, uint32_t>> events_;  // min-heap of (end, task) of running tasks
+  std::function<Ps(uint32_t, Ps, Ps)> finish_;
 };
 
 // The numeric ListSchedule of `p` in `order` with `duration` and `busy` as in Dispatcher::Run:

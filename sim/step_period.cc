@@ -68,11 +68,10 @@ Ps SatAdd(Ps a, Ps b) {
   return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
 }
 
-// The analytical engine's run of `p` (sim/analytical/analytical.cc: unloaded times, the
-// schedule, then link sharing settled by SettleSharing), but with extra(times) added to every
-// makespan the settling sees: `p` is the head of a run whose steps after it end that much
-// later (its rounds stop on the whole run's makespan). Tasks, makespan (with the extra),
-// contention and the links' max_queue_ps. false for a Program with in-switch transfers.
+// The analytical engine's run of `p` (sim/analytical/analytical.cc: unloaded times, then the
+// schedule with queues on links, ScheduleOnLinks), but with extra(times) added to the
+// makespan: `p` is the head of a run whose steps after it end that much later. Tasks, makespan (with the
+// extra), contention and the links' max_queue_ps. false for a Program with in-switch transfers.
 bool Replay(const Program& p, const arch::Chip& chip,
             const std::function<Ps(std::span<const TaskTime>)>& extra, EngineOutput* o) {
   const size_t n = p.num_tasks();
@@ -81,8 +80,12 @@ bool Replay(const Program& p, const arch::Chip& chip,
   std::vector<Ps> duration(n), busy(n, 0);
   std::vector<int32_t> first_link(n, -1);
   std::vector<double> gbps;
-  for (const auto& l : links) gbps.push_back(l.bandwidth_gbps);
-  LinkModel model{FlowSet(std::move(gbps)), {}, {}};
+  std::vector<Ps> hop_latency;
+  for (const auto& l : links) {
+    gbps.push_back(l.bandwidth_gbps);
+    hop_latency.push_back(l.latency_ps);
+  }
+  LinkModel model{FlowSet(std::move(gbps), std::move(hop_latency)), {}};
   std::vector<uint32_t> memory_flows;
   for (size_t i = 0; i < n; ++i) {
     duration[i] = mapping::TaskTime(chip, p, i);
@@ -93,11 +96,8 @@ bool Replay(const Program& p, const arch::Chip& chip,
     } else if (p.kind(i) == TaskKind::kTransfer && p.core(i) != p.transfer(i).dst_core) {
       if (p.transfer(i).in_switch_gbps > 0) return false;
       const std::vector<int> route = chip.Route(p.core(i), p.transfer(i).dst_core);
-      Ps latency = 0;
-      for (int l : route) latency = SatAdd(latency, links[l].latency_ps);
-      model.flows.Add(p.transfer(i).bytes, latency, route.data(), route.size());
+      model.flows.Add(p.transfer(i).bytes, 0, route.data(), route.size());
       model.task.push_back(static_cast<uint32_t>(i));
-      model.alone.push_back(duration[i]);
       if (!route.empty()) {
         first_link[i] = route[0];
         busy[i] = mapping::SerialisationPs(p.transfer(i).bytes, links[route[0]].bandwidth_gbps);
@@ -108,22 +108,16 @@ bool Replay(const Program& p, const arch::Chip& chip,
     const mapping::MemoryDetail& m = p.memory(i);
     const std::vector<int> path = chip.MemoryPath(p.core(i), m.channel, m.write);
     if (path.empty()) continue;
-    Ps latency = channels[m.channel].latency_ps;
-    for (int l : path) latency = SatAdd(latency, links[l].latency_ps);
-    model.flows.Add(m.bytes, latency, path.data(), path.size());
+    const Ps inject =
+        MemoryInject(channels[m.channel].latency_ps, busy[i], m.bytes, links[path[0]].bandwidth_gbps);
+    model.flows.Add(m.bytes, inject, path.data(), path.size());
     model.task.push_back(i);
-    model.alone.push_back(duration[i]);
   }
   Dispatcher d(p, std::move(first_link), static_cast<int>(links.size()));
   o->tasks.assign(n, {});
   o->links.assign(links.size(), {});
   o->channels.assign(channels.size(), {});
-  auto schedule = [&] {
-    const Ps m = d.Run(duration, busy, o->tasks);
-    return SatAdd(m, extra(o->tasks));
-  };
-  o->makespan_ps = schedule();
-  o->contention = SettleSharing(model, schedule, &duration, o);
+  o->contention = ScheduleOnLinks(model, d, duration, busy, o, extra);
   return true;
 }
 

@@ -74,12 +74,16 @@ LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& 
                          const std::vector<int>& route_links,
                          const std::vector<std::pair<uint32_t, uint32_t>>& pair_route,
                          const std::map<std::tuple<int, int, bool>, std::vector<int>>& paths,
-                         const std::vector<Ps>& duration) {
+                         const std::vector<Ps>& busy) {
   const auto& links = chip.links();
   const auto& channels = chip.channels();
   std::vector<double> gbps;
-  for (const auto& l : links) gbps.push_back(l.bandwidth_gbps);
-  LinkModel m{FlowSet(std::move(gbps)), {}, {}};
+  std::vector<Ps> latency;
+  for (const auto& l : links) {
+    gbps.push_back(l.bandwidth_gbps);
+    latency.push_back(l.latency_ps);
+  }
+  LinkModel m{FlowSet(std::move(gbps), std::move(latency)), {}};
   size_t flows = plan.linked.size(), incidences = 0;
   for (uint32_t i : plan.linked) incidences += pair_route[plan.shape_of[i]].second;
   for (uint32_t i : plan.memory) {
@@ -90,26 +94,19 @@ LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& 
   }
   m.flows.Reserve(flows, incidences);
   m.task.reserve(flows);
-  m.alone.reserve(flows);
   for (uint32_t i : plan.linked) {
     const auto [rb, rs] = pair_route[plan.shape_of[i]];
-    Ps latency = 0;
-    for (uint32_t h = 0; h < rs; ++h) latency = SatAdd(latency, links[route_links[rb + h]].latency_ps);
-    m.flows.Add(program.transfer(i).bytes, latency, route_links.data() + rb, rs);
+    m.flows.Add(program.transfer(i).bytes, 0, route_links.data() + rb, rs);
     m.task.push_back(i);
-    m.alone.push_back(duration[i]);
   }
   for (uint32_t i : plan.memory) {
     const mapping::MemoryDetail& t = program.memory(i);
     auto path = paths.find({program.core(i), t.channel, t.write});
     if (path == paths.end()) continue;
-    // What the path adds to the channel's time: its hop latencies and, where the path is
-    // narrower than the channel, the difference (chip.MemoryTime, cut-through).
-    Ps latency = channels[t.channel].latency_ps;
-    for (int l : path->second) latency = SatAdd(latency, links[l].latency_ps);
-    m.flows.Add(t.bytes, latency, path->second.data(), path->second.size());
+    const Ps inject =
+        MemoryInject(channels[t.channel].latency_ps, busy[i], t.bytes, links[path->second[0]].bandwidth_gbps);
+    m.flows.Add(t.bytes, inject, path->second.data(), path->second.size());
     m.task.push_back(i);
-    m.alone.push_back(duration[i]);
   }
   return m;
 }
@@ -358,13 +355,11 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     duration[plan.memory[j]] = memory_alone[plan.memory_key_of[j]];
     busy[plan.memory[j]] = memory_busy[plan.memory_key_of[j]];
   }
-  const LinkModel model = BuildLinkModel(program, plan, chip, route_links, pair_route, paths, duration);
+  const LinkModel model = BuildLinkModel(program, plan, chip, route_links, pair_route, paths, busy);
 
-  // ---- Schedule (sim/schedule.h), repeated while sharing changes times.
+  // ---- Schedule (sim/schedule.h) with queues on links (links.h).
   Dispatcher scheduler(program, std::move(first_link), static_cast<int>(links.size()));
-  auto schedule = [&] { return scheduler.Run(duration, busy, out.tasks); };
-  out.makespan_ps = schedule();
-  out.contention = SettleSharing(model, schedule, &duration, &out);
+  out.contention = ScheduleOnLinks(model, scheduler, duration, busy, &out);
   // Channel queues: the longest a request waited for its channel after its deps ended.
   for (uint32_t i : plan.memory) {
     Ps ready = 0;

@@ -1,7 +1,7 @@
 #pragma once
 // The analytical engine: closed-form task times and one event pass over the Program's
-// DAG per sharing round (the schedule of sim/schedule.h). Microseconds per layer; no
-// packets, no link queues.
+// DAG with queues on links (the schedule of sim/schedule.h, twice: unloaded, then with
+// the links' queues). Microseconds per layer; no packets.
 //
 // Task durations
 // --------------
@@ -9,13 +9,12 @@
 // TransferTime, InSwitchTime with the port bytes below, MemoryTime); src == dst takes 0 ps.
 //   in-switch the source core's switch port carries the bytes of all its in-switch
 //             transfers of one (collective, step); each ends when it has sent them all.
-//   sharing   transfers and memory tasks whose data crosses links are flows over
-//             those links and share them with exactly the flows that overlap them in
-//             time, whatever their collective, step, stage or kind
-//             (sim/analytical/links.h): each flow carries, on each link, its bytes plus
-//             the bytes the others put there during its window, and the slowest link
-//             decides. The schedule below and these times are iterated from the
-//             unloaded times until they settle (at most kMaxSharingRounds schedules).
+//   links     transfers and memory tasks whose data crosses links are flows over those
+//             links, whatever their collective, step, stage or kind
+//             (sim/analytical/links.h): every link is a first-come-first-served queue of
+//             whole flows, reserved when the schedule starts a flow, in start order; a
+//             flow ends when the last of its links has carried it (plus the hop
+//             latencies after that link), never before its unloaded time.
 //
 // Schedule
 // --------
@@ -24,15 +23,15 @@
 // DRAM channel serves its requests first come first served and holds each for its bytes
 // at the channel's rate (mapping::ChannelBusyTime), and a transfer over links queues
 // first come first served for the first link of its route, holding it for its bytes at
-// that link's rate (mapping::SerialisationPs; the sharing above may slow it further on).
+// that link's rate (mapping::SerialisationPs; the links' queues above may slow it further on).
 // In-switch transfers and transfers to the same core start when ready.
 //
 // Statistics in EngineOutput
 //   links[l].bytes        payload bytes of every transfer routed over l and of every
 //                         memory task whose MemoryPath crosses l
 //   links[l].busy_ps      sum over those tasks of ceil(bytes / bw(l)) (unshared)
-//   links[l].max_queue_ps largest time a flow over l lost to sharing (its time
-//                         minus its unloaded time; waits for a first link not included)
+//   links[l].max_queue_ps the longest a flow waited in l's queue (links.h; a transfer's
+//                         wait for its first link before it starts is not included)
 //   channels[c].bytes / busy_ps (ChannelBusyTime, the time the channel is held) /
 //   channels[c].max_queue_ps (the longest a request waited for the channel after its
 //                         deps ended)
@@ -41,7 +40,7 @@
 // Errors: a dep that is not an earlier task (id >= the task's id, or out of
 // range) or a task whose id is not its index throws StallError naming the tasks;
 // a core, destination or channel out of range throws std::invalid_argument.
-// Cost: the schedule is O(n log n) in tasks per round (its event and ready heaps), plus
+// Cost: the schedule is O(n log n) in tasks, twice (its event and ready heaps), plus
 // route lengths, plus a sort of the transfers by step unless they come sorted. Routes are computed once per
 // core pair, and the chip's cost functions once per distinct compute shape, (src, dst, bytes) transfer and
 // (core, channel, direction, bytes) memory task: equal arguments, equal times, and

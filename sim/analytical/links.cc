@@ -1,10 +1,10 @@
 #include "sim/analytical/links.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
-#include <span>
+
+#include "sim/schedule.h"
 
 namespace tpsim::sim {
 
@@ -21,224 +21,130 @@ Ps SatAdd(Ps a, Ps b) {
   return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
 }
 
-// Sorts `keys` ascending: LSD radix sort by bytes, skipping the bytes all keys share.
-void RadixSort(std::vector<uint64_t>* keys, std::vector<uint64_t>* scratch) {
-  uint64_t all_or = 0, all_and = ~uint64_t{0};
-  for (uint64_t k : *keys) {
-    all_or |= k;
-    all_and &= k;
-  }
-  const uint64_t varies = all_or ^ all_and;
-  scratch->resize(keys->size());
-  for (int shift = 0; shift < 64; shift += 8) {
-    if (((varies >> shift) & 0xff) == 0) continue;
-    uint32_t count[257] = {};
-    for (uint64_t k : *keys) ++count[((k >> shift) & 0xff) + 1];
-    for (int d = 0; d < 256; ++d) count[d + 1] += count[d];
-    for (uint64_t k : *keys) (*scratch)[count[(k >> shift) & 0xff]++] = k;
-    keys->swap(*scratch);
-  }
+// The links' calendars count in 1/1024 ps, so that flows too small to take a picosecond
+// (a link at 1e12 GB/s) do not round one another up: ends are rounded up to the ps once.
+constexpr int kTickBits = 10;
+constexpr Ps kMaxTickPs = std::numeric_limits<Ps>::max() >> kTickBits;
+Ps ToTicks(Ps ps) { return ps >= kMaxTickPs ? std::numeric_limits<Ps>::max() : ps << kTickBits; }
+Ps CeilToPs(Ps ticks) {
+  return ticks == std::numeric_limits<Ps>::max()
+             ? ticks
+             : (ticks >> kTickBits) + ((ticks & ((1 << kTickBits) - 1)) != 0);
 }
 
 }  // namespace
 
 void FlowSet::Reserve(size_t flows, size_t incidences) {
   bytes_.reserve(flows);
-  latency_.reserve(flows);
+  inject_.reserve(flows);
   res_end_.reserve(flows);
   res_.reserve(incidences);
 }
 
-uint32_t FlowSet::Add(uint64_t bytes, Ps latency_ps, const int* resources, size_t count) {
+uint32_t FlowSet::Add(uint64_t bytes, Ps inject_ps, const int* resources, size_t count) {
   bytes_.push_back(bytes);
-  latency_.push_back(latency_ps);
+  inject_.push_back(inject_ps);
   res_.insert(res_.end(), resources, resources + count);
   res_end_.push_back(static_cast<uint32_t>(res_.size()));
   return static_cast<uint32_t>(bytes_.size() - 1);
 }
 
-WindowedSharing::WindowedSharing(const FlowSet& flows) : flows_(flows) {
-  const size_t n = flows.size();
-  const size_t nr = flows.num_resources();
-  begin_.assign(nr + 1, 0);
-  for (uint32_t f = 0; f < n; ++f) {
-    if (flows.bytes(f) == 0) continue;
-    for (int r : flows.resources(f)) ++begin_[r + 1];
-  }
-  uint32_t busiest = 0;
-  for (size_t r = 0; r < nr; ++r) {
-    busiest = std::max(busiest, begin_[r + 1]);
-    begin_[r + 1] += begin_[r];
-  }
-  const uint32_t positions = begin_[nr];
-  by_flow_.resize(positions);
-  by_slot_.resize(positions);
-  {
-    std::vector<uint32_t> fill(begin_.begin(), begin_.end() - 1);
-    for (uint32_t f = 0; f < n; ++f) {
-      if (flows.bytes(f) == 0) continue;
-      const uint32_t first = flows.first_incidence(f);
-      const auto res = flows.resources(f);
-      for (uint32_t k = 0; k < res.size(); ++k) {
-        const uint32_t at = fill[res[k]]++;
-        by_flow_[at] = f;
-        by_slot_[at] = first + k;
-      }
-    }
-  }
-  last_start_.assign(n, 0);
-  last_end_.assign(n, 0);
-  win_.resize(busiest);
-  rate_.resize(busiest);
-  w_start_.resize(busiest);
-  other_.assign(flows.num_incidences(), 0.0);
-  swept_.assign(nr, 0);
+Ps MemoryInject(Ps channel_latency_ps, Ps channel_busy_ps, uint64_t bytes, double first_link_gbps) {
+  const Ps first = CeilPs(static_cast<double>(bytes), first_link_gbps);
+  return SatAdd(channel_latency_ps, channel_busy_ps > first ? channel_busy_ps - first : 0);
 }
 
-void WindowedSharing::Sweep(size_t r, std::span<const TaskTime> times, std::span<const uint32_t> task) {
-  const uint32_t b = begin_[r], e = begin_[r + 1];
-  // The windows of r's flows, gathered once (indexed by position - b).
-  for (uint32_t at = b; at < e; ++at) win_[at - b] = times[task[by_flow_[at]]];
-  auto active = [&](uint32_t at) { return win_[at - b].end_ps > win_[at - b].start_ps; };
-  uint32_t num_active = 0;
-  Ps first = std::numeric_limits<Ps>::max(), last = 0;
-  for (uint32_t at = b; at < e; ++at) {
-    other_[by_slot_[at]] = 0;
-    if (!active(at)) continue;
-    ++num_active;
-    const TaskTime& w = win_[at - b];
-    first = std::min(first, w.start_ps);
-    last = std::max(last, w.end_ps);
-    rate_[at - b] =
-        static_cast<double>(flows_.bytes(by_flow_[at])) / static_cast<double>(w.end_ps - w.start_ps);
+LinkReservation::LinkReservation(const LinkModel& model, size_t num_tasks)
+    : m_(model), flow_of_(num_tasks, -1) {
+  for (uint32_t f = 0; f < model.task.size(); ++f) flow_of_[model.task[f]] = static_cast<int32_t>(f);
+  Reset();
+}
+
+void LinkReservation::Reset() {
+  busy_.assign(m_.flows.num_resources(), {});
+  head_.assign(m_.flows.num_resources(), 0);
+  max_wait_.assign(m_.flows.num_resources(), 0);
+}
+
+Ps LinkReservation::Reserve(int r, Ps arrive, Ps hold, Ps now) {
+  std::vector<Interval>& cal = busy_[r];
+  uint32_t& head = head_[r];
+  // Intervals over by `now` can hold up no flow the schedule starts from now on.
+  while (head < cal.size() && cal[head].end <= now) ++head;
+  if (head > 64 && head * 2 > cal.size()) {
+    cal.erase(cal.begin(), cal.begin() + head);
+    head = 0;
   }
-  if (num_active < 2) return;
-  // W(t) = bytes delivered on r by t (each flow at a constant rate over its window),
-  // visited in the order of (time, position): W is continuous, so the order at equal
-  // times changes nothing but the rounding, which this fixed order keeps the same.
-  double w = 0, slope = 0;  // bytes, bytes per ps
-  Ps t = first;
-  auto visit = [&](Ps at_t, uint32_t at, bool is_end) {
-    w += slope * static_cast<double>(at_t - t);
-    t = at_t;
-    if (!is_end) {
-      w_start_[at - b] = w;
-      slope += rate_[at - b];
-    } else {
-      other_[by_slot_[at]] = w - w_start_[at - b] - static_cast<double>(flows_.bytes(by_flow_[at]));
-      slope -= rate_[at - b];
-    }
+  // The earliest gap from `arrive` on that holds `hold`.
+  Ps begin = arrive;
+  size_t at = head;
+  while (at < cal.size() && cal[at].end <= begin) ++at;
+  while (at < cal.size() && SatAdd(begin, hold) > cal[at].begin) {
+    begin = std::max(begin, cal[at].end);
+    ++at;
+  }
+  const Ps end = SatAdd(begin, hold);
+  // Insert [begin, end) before position `at`, merged with the neighbours it touches.
+  const bool left = at > head && cal[at - 1].end == begin;
+  const bool right = at < cal.size() && cal[at].begin == end;
+  if (left && right) {
+    cal[at - 1].end = cal[at].end;
+    cal.erase(cal.begin() + static_cast<std::ptrdiff_t>(at));
+  } else if (left) {
+    cal[at - 1].end = end;
+  } else if (right) {
+    cal[at].begin = begin;
+  } else {
+    cal.insert(cal.begin() + static_cast<std::ptrdiff_t>(at), Interval{begin, end});
+  }
+  max_wait_[r] = std::max(max_wait_[r], (begin - arrive) >> kTickBits);
+  return end;
+}
+
+Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
+  const Ps alone_end = SatAdd(start, duration);
+  const int32_t fi = task < flow_of_.size() ? flow_of_[task] : -1;
+  if (fi < 0) return alone_end;
+  const uint32_t f = static_cast<uint32_t>(fi);
+  const FlowSet& flows = m_.flows;
+  const double bytes = static_cast<double>(flows.bytes(f));
+  if (bytes == 0) return alone_end;
+  const auto route = flows.resources(f);
+  // end = max over h of done(h) + latency(h) + ... + latency(last): the suffix sums are
+  // taken from the route's total latency as the hops go by.
+  Ps total_latency = 0;
+  for (int r : route) total_latency = SatAdd(total_latency, flows.hop_latency(r));
+  Ps arrive = SatAdd(start, flows.inject(f)), before = 0, end = 0;
+  const Ps now_ticks = ToTicks(now);
+  for (int r : route) {
+    const Ps hold = CeilPs(bytes * (1 << kTickBits), flows.gbps(r));
+    const Ps done = CeilToPs(Reserve(r, ToTicks(arrive), hold, now_ticks));
+    end = std::max(end, SatAdd(done, total_latency - before));
+    before = SatAdd(before, flows.hop_latency(r));
+    arrive = SatAdd(arrive, flows.hop_latency(r));
+  }
+  return std::max(alone_end, end);
+}
+
+double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, std::span<const Ps> duration,
+                       std::span<const Ps> busy, EngineOutput* out,
+                       const std::function<Ps(std::span<const TaskTime>)>& extra) {
+  auto run = [&] {
+    const Ps m = d.Run(duration, busy, out->tasks);
+    return extra ? SatAdd(m, extra(out->tasks)) : m;
   };
-  // Events as one integer each, (time - first, position - b, is_end), where they fit
-  // in 64 bits (always, short of saturated times): integers sort several times faster.
-  const int position_bits = std::bit_width(e - b - 1) + 1;
-  if (std::bit_width(static_cast<uint64_t>(last - first)) + position_bits <= 64) {
-    keys_.clear();
-    for (uint32_t at = b; at < e; ++at) {
-      if (!active(at)) continue;
-      const uint64_t p = uint64_t{at - b} << 1;
-      keys_.push_back(static_cast<uint64_t>(win_[at - b].start_ps - first) << position_bits | p);
-      keys_.push_back(static_cast<uint64_t>(win_[at - b].end_ps - first) << position_bits | p | 1);
-    }
-    RadixSort(&keys_, &scratch_);
-    const uint64_t position_mask = (uint64_t{1} << position_bits) - 1;
-    for (uint64_t k : keys_) {
-      visit(first + static_cast<Ps>(k >> position_bits), b + static_cast<uint32_t>((k & position_mask) >> 1),
-            k & 1);
-    }
-    return;
+  d.set_finisher(nullptr);
+  const Ps unloaded = run();
+  out->makespan_ps = unloaded;
+  if (model.task.empty()) return 0.0;
+  LinkReservation links(model, duration.size());
+  d.set_finisher([&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, duration[i], now); });
+  out->makespan_ps = run();
+  d.set_finisher(nullptr);
+  for (size_t l = 0; l < out->links.size() && l < links.max_wait().size(); ++l) {
+    out->links[l].max_queue_ps = std::max(out->links[l].max_queue_ps, links.max_wait()[l]);
   }
-  struct Event {
-    Ps t;
-    uint32_t at;
-    bool is_end;
-  };
-  std::vector<Event> events;
-  for (uint32_t at = b; at < e; ++at) {
-    if (!active(at)) continue;
-    events.push_back({win_[at - b].start_ps, at, false});
-    events.push_back({win_[at - b].end_ps, at, true});
-  }
-  std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) {
-    if (x.t != y.t) return x.t < y.t;
-    return x.at < y.at;
-  });
-  for (const Event& ev : events) visit(ev.t, ev.at, ev.is_end);
-}
-
-bool WindowedSharing::Step(std::span<const TaskTime> times, std::span<const uint32_t> task,
-                           std::span<const Ps> alone, std::span<Ps> duration) {
-  const size_t n = flows_.size();
-  const size_t nr = flows_.num_resources();
-  for (size_t r = 0; r < nr; ++r) {
-    const uint32_t b = begin_[r], e = begin_[r + 1];
-    if (e == b) continue;
-    // Every window moved by the same delta (or none moved): the overlaps stay.
-    bool moved = !swept_[r];
-    const Ps delta = times[task[by_flow_[b]]].start_ps - last_start_[by_flow_[b]];
-    for (uint32_t at = b; at < e && !moved; ++at) {
-      const uint32_t f = by_flow_[at];
-      const TaskTime& w = times[task[f]];
-      moved = w.start_ps - last_start_[f] != delta || w.end_ps - last_end_[f] != delta;
-    }
-    if (!moved) continue;
-    Sweep(r, times, task);
-    swept_[r] = 1;
-  }
-  for (uint32_t f = 0; f < n; ++f) {
-    last_start_[f] = times[task[f]].start_ps;
-    last_end_[f] = times[task[f]].end_ps;
-  }
-  bool changed = false;
-  for (uint32_t f = 0; f < n; ++f) {
-    const double b = static_cast<double>(flows_.bytes(f));
-    Ps ser = 0;
-    bool shared = false;
-    const auto res = flows_.resources(f);
-    const uint32_t first = flows_.first_incidence(f);
-    for (uint32_t k = 0; k < res.size(); ++k) {
-      double o = other_[first + k];  // 0 for flows without bytes (in no resource's list)
-      // Below half a byte (or rounding noise) nothing overlapped.
-      if (!(o > std::max(0.5, 1e-9 * b))) o = 0;
-      shared = shared || o > 0;
-      ser = std::max(ser, CeilPs(b + o, flows_.gbps(res[k])));
-    }
-    const Ps time = shared ? std::max(alone[f], SatAdd(flows_.latency(f), ser)) : alone[f];
-    Ps& d = duration[task[f]];
-    const Ps delta = time > d ? time - d : d - time;
-    changed = changed || static_cast<double>(delta) > 1e-3 * static_cast<double>(std::max<Ps>(d, 1000));
-    d = time;
-  }
-  return changed;
-}
-
-double SettleSharing(const LinkModel& model, const std::function<Ps()>& schedule, std::vector<Ps>* duration,
-                     EngineOutput* out) {
-  const size_t n = model.task.size();
-  WindowedSharing sharing(model.flows);
-  const Ps unloaded = out->makespan_ps;
-  for (int round = 0; round < kMaxSharingRounds && n > 0; ++round) {
-    const bool moved = sharing.Step(out->tasks, model.task, model.alone, *duration);
-    if (!moved) break;
-    const Ps before = out->makespan_ps;
-    out->makespan_ps = schedule();
-    // Settled when the makespan moves by less than 0.1% (flows off the critical path
-    // may keep trading places without changing it).
-    const Ps change = out->makespan_ps > before ? out->makespan_ps - before : before - out->makespan_ps;
-    if (round > 0 && static_cast<double>(change) <= 1e-3 * static_cast<double>(out->makespan_ps)) break;
-  }
-  const size_t num_links = out->links.size();
-  for (size_t f = 0; f < n; ++f) {
-    const Ps extra = (*duration)[model.task[f]] - model.alone[f];
-    if (extra <= 0) continue;
-    for (int r : model.flows.resources(static_cast<uint32_t>(f))) {
-      Ps& q = static_cast<size_t>(r) < num_links ? out->links[r].max_queue_ps
-                                                 : out->channels[r - num_links].max_queue_ps;
-      q = std::max(q, extra);
-    }
-  }
-  // The indicator: the share of the makespan that sharing added.
-  return out->makespan_ps > 0 && out->makespan_ps > unloaded
+  return out->makespan_ps > unloaded
              ? static_cast<double>(out->makespan_ps - unloaded) / static_cast<double>(out->makespan_ps)
              : 0.0;
 }

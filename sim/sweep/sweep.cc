@@ -69,8 +69,8 @@ Columns of `points`: config_hash, point_index, status (ok, invalid, error,
 timeout, crashed), engine, one column per swept field named by its exact path
 (e.g. "chip.noc.link_bandwidth_gbps", quote it in SQL), total_ps, prefill_ps,
 decode_step_ps_mean, compute_ps, communication_ps, memory_ps, core_utilization,
-spilled_bytes, contention (analytical: the share of the run sharing added; above
-0.15 expect the TLM engine to differ by more than 10%), energy_j,
+spilled_bytes, contention (analytical: the share of the run queues on links added;
+above 0.5 check with the TLM engine, see README "TLM vs analytical"), energy_j,
 energy_per_token_j, decode_energy_per_token_j, average_power_w (NULL when the
 chip has no energy block; see README "Energy"), the serving columns, wall_ms,
 error, config.

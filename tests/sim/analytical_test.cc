@@ -349,38 +349,38 @@ TEST(AnalyticalEngine, TransferAcrossTheMeshDiagonal) {
   EXPECT_EQ(used, 14);
 }
 
-TEST(AnalyticalEngine, OverlappingTransfersSharingALinkCarryEachOthersBytes) {
-  // t0: r0c0 -> r0c2 (links r0c0->r0c1, r0c1->r0c2), t1: r0c1 -> r0c2 (link r0c1->r0c2),
-  // 160,000 B each at 160 B/ns, both starting at 0 (sim/analytical/links.h).
-  // Alone: t0 = 2 hops (4,000) + 1,000,000; t1 = 1 hop (2,000) + 1,000,000.
-  // Round 1: all of t1's bytes fall in t0's window [0, 1,004,000), so t0 carries
-  //   320,000 B on the shared link: 4,000 + 2,000,000 = 2,004,000 ps. t0 spreads its
-  //   bytes over its window, so t1's window [0, 1,002,000) sees 160,000 x 1,002/1,004:
-  //   t1 = 2,000 + ceil((160,000 + 159,681.3) / 160 B/ns) = 2,000 + 1,998,008.
-  // Round 2: t0's window is now [0, 2,004,000) and t1's [0, 2,000,008): t1 sees
-  //   160,000 x 2,000,008 / 2,004,000 = 159,681.3 B again; t0 all of t1: settled.
+TEST(AnalyticalEngine, TransfersSharingALinkQueueThereInStartOrder) {
+  // t0: r0c0 -> r0c2 (links a = r0c0->r0c1, b = r0c1->r0c2), t1: r0c1 -> r0c2 (link b),
+  // 160,000 B each at 160 B/ns (1,000,000 ps on a link), 2,000 ps per hop, both ready at 0
+  // (sim/analytical/links.h). The schedule starts t0 first (lower id), then t1:
+  //   t0: a from 0, free at 1,000,000; b from its arrival 2,000, free at 1,002,000;
+  //       end = max(1,000,000 + 4,000, 1,002,000 + 2,000) = 1,004,000 (its unloaded time)
+  //   t1: b from 0, but b is t0's until 1,002,000 (a wait of 1,002,000); free at
+  //       2,002,000; end 2,002,000 + 2,000 = 2,004,000.
   Program p = NewProgram();
   p.collectives.push_back(mapping::CollectiveInfo{
       mapping::CollectiveKind::kAllGather, mapping::AlgorithmOf("direct"), 160'000, 3, mapping::OpId(0)});
   AddTransfer(p, Core(0, 0), Core(0, 2), 160'000, 0, 0);
   AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, 0, 0);
   EngineOutput out = AnalyticalEngine().Run(p, Mesh());
-  EXPECT_EQ(out.tasks[0].end_ps, 2'004'000);
-  EXPECT_EQ(out.tasks[1].end_ps, 2'000'008);
-  // The shared link carried both payloads, busy 2 * 1,000,000 ps; t0 lost 1,000,000 ps.
+  EXPECT_EQ(out.tasks[0].end_ps, 1'004'000);
+  EXPECT_EQ(out.tasks[1].start_ps, 0);
+  EXPECT_EQ(out.tasks[1].end_ps, 2'004'000);
+  // The shared link carried both payloads, busy 2 * 1,000,000 ps; t1 waited 1,002,000 ps there.
   const int shared = Mesh().Route(Core(0, 1), Core(0, 2)).at(0);
   EXPECT_EQ(out.links[shared].bytes, 320'000u);
   EXPECT_EQ(out.links[shared].busy_ps, 2'000'000);
-  EXPECT_EQ(out.links[shared].max_queue_ps, 1'000'000);
+  EXPECT_EQ(out.links[shared].max_queue_ps, 1'002'000);
+  EXPECT_GT(out.contention, 0.0);
 
   // Steps and collectives do not matter, only time: in another step or outside any
-  // collective they still overlap and share ...
+  // collective they still queue ...
   p.tasks[1].coll_step = 1;
   p.tasks[1].collective = -1;
   out = AnalyticalEngine().Run(p, Mesh());
-  EXPECT_EQ(out.tasks[0].end_ps, 2'004'000);
-  EXPECT_EQ(out.tasks[1].end_ps, 2'000'008);
-  // ... and once t1 waits for t0 they never overlap: each takes its unloaded time.
+  EXPECT_EQ(out.tasks[0].end_ps, 1'004'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 2'004'000);
+  // ... and once t1 waits for t0 the link is free again: each takes its unloaded time.
   p.tasks[1].deps = {mapping::TaskId(0)};
   out = AnalyticalEngine().Run(p, Mesh());
   EXPECT_EQ(out.tasks[0].end_ps, 1'004'000);
@@ -503,12 +503,11 @@ TEST(AnalyticalEngine, HbmReadsCrossTheMeshAndShareItsLinks) {
   //            holding it for ceil(1 MiB / 696.32 B/ns) = 1,505,883 ps; core 5's from then.
   //   alone:   core 1 100,000 + 5,000 + 4,096,000 (1 MiB at 256 B/ns, slower than the
   //            channel) = 4,201,000; core 5 100,000 + 2,500 + 4,096,000 = 4,198,500.
-  //   shared (sim/analytical/links.h): on r1c0->r1c1 each flow carries its MiB plus the
-  //            bytes of the other in its window [start, start + time), latency 105,000 /
-  //            102,500 ps; from the unloaded windows the times go (core 1, core 5)
-  //            (6,830,320, 6,826,256), (7,395,855, 7,391,454), (7,464,949, 7,460,507),
-  //            (7,472,673, 7,468,226): the makespan (core 5's end) moved by < 0.1% in the
-  //            last round, settled.
+  //   links (sim/analytical/links.h): each read enters its path 100,000 ps (the channel's
+  //            latency; the channel outpaces the link) after it starts. Core 1's holds
+  //            r1c0->r1c1 from 100,000 to 4,196,000 and ends as alone; core 5's arrives there
+  //            at 1,505,883 + 100,000 = 1,605,883, waits until 4,196,000 (2,590,117 ps),
+  //            holds it until 8,292,000 and ends one hop later: 8,294,500.
   const arch::Chip chip = arch::testing::LoadChip("mesh-4x4-hbm");
   ASSERT_EQ(chip.ChannelOf(1), 0);
   ASSERT_EQ(chip.ChannelOf(5), 0);
@@ -519,12 +518,13 @@ TEST(AnalyticalEngine, HbmReadsCrossTheMeshAndShareItsLinks) {
   EXPECT_EQ(out.tasks[0].end_ps, 100'000 + 5'000 + 4'096'000);
   AddMemory(p, 5, 0, 1 << 20);
   out = AnalyticalEngine().Run(p, chip);
-  EXPECT_EQ(out.tasks[0].end_ps, 7'472'673);
+  EXPECT_EQ(out.tasks[0].end_ps, 4'201'000);
   EXPECT_EQ(out.tasks[1].start_ps, 1'505'883);
-  EXPECT_EQ(out.tasks[1].end_ps, 1'505'883 + 7'468'226);
-  // The shared link carried both reads.
+  EXPECT_EQ(out.tasks[1].end_ps, 8'294'500);
+  // The shared link carried both reads; core 5's waited there.
   const int shared = chip.Route(chip.FindNode("r1c0"), chip.FindNode("r1c1"))[0];
   EXPECT_EQ(out.links[shared].bytes, 2u << 20);
+  EXPECT_EQ(out.links[shared].max_queue_ps, 2'590'117);
 }
 
 TEST(AnalyticalEngine, NvlsAgainstRingAllReduceOnH200ByHand) {
