@@ -121,7 +121,8 @@ Experiment Small(uint32_t steps) {
 
 // The memory guard (issue 16) counts the Programs that reuse lowers, not every decode step:
 // 32,768 decode steps under a 128 MiB limit that the unrolled Program's estimate exceeds are
-// accepted and run (about 0.3 s); the same with every step lowered is refused before lowering.
+// accepted and run (about 0.3 s); the same with every step lowered, or with every task's times
+// kept, is refused before lowering.
 TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
   ExpectSame(Small(200), true);  // the steps reuse, exactly
   const Experiment e = Small(32768);
@@ -134,6 +135,9 @@ TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
   opts.reuse = RunOptions::Reuse::kOff;
   EXPECT_THROW(RunExperiment(e, opts), config::ConfigError);
   opts.reuse = RunOptions::Reuse::kAuto;
+  opts.keep_task_times = true;  // a record per task of every step: the whole Program counts
+  EXPECT_THROW(RunExperiment(e, opts), config::ConfigError);
+  opts.keep_task_times = false;
   const RunOutput r = RunExperiment(e, opts);
   ASSERT_TRUE(r.reused) << r.reuse;
   // Past kRowSteps steps one row per op sums the reused steps; the head's rows are one per step.
