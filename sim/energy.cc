@@ -10,138 +10,127 @@ namespace {
 
 using mapping::TaskKind;
 
-// Per-byte energy of routes and channels, remembered per (source, destination): a Program
-// repeats the same few routes in every layer.
-class Accountant {
- public:
-  Accountant(const arch::Chip& chip, const std::string& dtype)
-      : chip_(chip), e_(chip.config().energy()), gpu_(chip.config().has_gpu()) {
-    mac_pj_ = dtype == "fp32" ? e_.mac_fp32_pj() : e_.mac_bf16_pj();
-    d2d_pj_ = e_.d2d_hop_pj_per_byte() > 0 ? e_.d2d_hop_pj_per_byte() : e_.hop_pj_per_byte();
-  }
+}  // namespace
 
-  EnergyParts Task(const mapping::Program& p, size_t i) {
-    EnergyParts out;
-    switch (p.kind(i)) {
-      case TaskKind::kCompute:
-        Compute(p, i, &out);
-        break;
-      case TaskKind::kTransfer: {
-        const mapping::TransferShape& t = p.transfer(i);
-        const int src = p.core(i);
-        if (t.bytes == 0 || src == t.dst_core) break;
-        const double b = static_cast<double>(t.bytes);
-        out.network_pj = b * RoutePj(src, t.dst_core);
-        Local(b, false, &out);
-        Local(b, true, &out);
-        break;
-      }
-      case TaskKind::kMemory: {
-        const mapping::MemoryDetail& m = p.memory(i);
-        if (m.bytes == 0) break;
-        const double b = static_cast<double>(m.bytes);
-        out.memory_pj = b * ChannelPj(m.channel);
-        out.network_pj = b * MemoryPathPj(p.core(i), m.channel, m.write);
-        if (!gpu_) out.sram_pj = b * (m.write ? e_.sram_read_pj_per_byte() : e_.sram_write_pj_per_byte());
-        break;
-      }
-    }
-    return out;
-  }
+TaskEnergyModel::TaskEnergyModel(const arch::Chip& chip, const std::string& dtype)
+    : chip_(chip), e_(chip.config().energy()), gpu_(chip.config().has_gpu()) {
+  mac_pj_ = dtype == "fp32" ? e_.mac_fp32_pj() : e_.mac_bf16_pj();
+  d2d_pj_ = e_.d2d_hop_pj_per_byte() > 0 ? e_.d2d_hop_pj_per_byte() : e_.hop_pj_per_byte();
+}
 
- private:
-  void Compute(const mapping::Program& p, size_t i, EnergyParts* out) {
-    const mapping::ComputeShape& s = p.shape(i);
-    const double bytes = static_cast<double>(s.bytes);
-    if (s.op_kind == llm::OpKind::kCollective) {
-      const int ranks = static_cast<int>(s.n);
-      if (ranks < 2 || s.bytes == 0) return;
-      const double n = ranks;
-      const auto kind = static_cast<mapping::CollectiveKind>(s.m);
-      const double f = kind == mapping::CollectiveKind::kAllReduce ? 2 * (n - 1) / n
-                       : kind == mapping::CollectiveKind::kReduceScatter ||
-                               kind == mapping::CollectiveKind::kAllGather ||
-                               kind == mapping::CollectiveKind::kAllToAll
-                           ? (n - 1) / n
-                           : 1.0;
-      const double wire = bytes * f;
-      const int core = p.core(i);
-      const int next = chip_.num_cores() > 1 ? (core + 1) % chip_.num_cores() : core;
-      out->network_pj = wire * RoutePj(core, next);
-      Local(wire, false, out);
-      Local(wire, true, out);
-      return;
+EnergyParts TaskEnergyModel::Task(const mapping::Program& p, size_t i) {
+  EnergyParts out;
+  switch (p.kind(i)) {
+    case TaskKind::kCompute:
+      Compute(p.shape(i), p.core(i), &out);
+      break;
+    case TaskKind::kTransfer: {
+      const mapping::TransferShape& t = p.transfer(i);
+      const int src = p.core(i);
+      if (t.bytes == 0 || src == t.dst_core) break;
+      const double b = static_cast<double>(t.bytes);
+      out.network_pj = b * RoutePj(src, t.dst_core);
+      Local(b, false, &out);
+      Local(b, true, &out);
+      break;
     }
-    if (mapping::OnMatrixUnit(s.op_kind)) {
-      out->compute_pj = s.flops / 2 * mac_pj_;
-      if (gpu_) {
-        out->memory_pj = bytes * e_.hbm_pj_per_byte();
-        return;
-      }
-      const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
-      const double all = m * k + m * n + k * n;
-      const double write = all > 0 ? bytes * (m * n) / all : 0;
-      out->sram_pj = (bytes - write) * e_.sram_read_pj_per_byte() + write * e_.sram_write_pj_per_byte();
-      return;
+    case TaskKind::kMemory: {
+      const mapping::MemoryDetail& m = p.memory(i);
+      if (m.bytes == 0) break;
+      const double b = static_cast<double>(m.bytes);
+      out.memory_pj = b * ChannelPj(m.channel);
+      out.network_pj = b * MemoryPathPj(p.core(i), m.channel, m.write);
+      if (!gpu_) out.sram_pj = b * (m.write ? e_.sram_read_pj_per_byte() : e_.sram_write_pj_per_byte());
+      break;
     }
-    out->compute_pj = s.vector_ops * e_.vector_op_pj();
+  }
+  return out;
+}
+
+EnergyParts TaskEnergyModel::ComputeAs(const mapping::ComputeShape& s, int core) {
+  EnergyParts out;
+  Compute(s, core, &out);
+  return out;
+}
+
+void TaskEnergyModel::Compute(const mapping::ComputeShape& s, int core, EnergyParts* out) {
+  const double bytes = static_cast<double>(s.bytes);
+  if (s.op_kind == llm::OpKind::kCollective) {
+    const int ranks = static_cast<int>(s.n);
+    if (ranks < 2 || s.bytes == 0) return;
+    const double n = ranks;
+    const auto kind = static_cast<mapping::CollectiveKind>(s.m);
+    const double f = kind == mapping::CollectiveKind::kAllReduce ? 2 * (n - 1) / n
+                     : kind == mapping::CollectiveKind::kReduceScatter ||
+                             kind == mapping::CollectiveKind::kAllGather ||
+                             kind == mapping::CollectiveKind::kAllToAll
+                         ? (n - 1) / n
+                         : 1.0;
+    const double wire = bytes * f;
+    const int next = chip_.num_cores() > 1 ? (core + 1) % chip_.num_cores() : core;
+    out->network_pj = wire * RoutePj(core, next);
+    Local(wire, false, out);
+    Local(wire, true, out);
+    return;
+  }
+  if (mapping::OnMatrixUnit(s.op_kind)) {
+    out->compute_pj = s.flops / 2 * mac_pj_;
     if (gpu_) {
       out->memory_pj = bytes * e_.hbm_pj_per_byte();
       return;
     }
-    out->sram_pj = bytes / 2 * (e_.sram_read_pj_per_byte() + e_.sram_write_pj_per_byte());
+    const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
+    const double all = m * k + m * n + k * n;
+    const double write = all > 0 ? bytes * (m * n) / all : 0;
+    out->sram_pj = (bytes - write) * e_.sram_read_pj_per_byte() + write * e_.sram_write_pj_per_byte();
+    return;
   }
-
-  // Reading (write false) or writing `bytes` where a core keeps its data: SRAM, or HBM on a
-  // GPU-node chip.
-  void Local(double bytes, bool write, EnergyParts* out) const {
-    if (gpu_) {
-      out->memory_pj += bytes * e_.hbm_pj_per_byte();
-    } else {
-      out->sram_pj += bytes * (write ? e_.sram_write_pj_per_byte() : e_.sram_read_pj_per_byte());
-    }
+  out->compute_pj = s.vector_ops * e_.vector_op_pj();
+  if (gpu_) {
+    out->memory_pj = bytes * e_.hbm_pj_per_byte();
+    return;
   }
+  out->sram_pj = bytes / 2 * (e_.sram_read_pj_per_byte() + e_.sram_write_pj_per_byte());
+}
 
-  double PathPj(const std::vector<int>& links) const {
-    double pj = 0;
-    for (int l : links) pj += chip_.links()[l].die_to_die ? d2d_pj_ : e_.hop_pj_per_byte();
-    return pj;
+void TaskEnergyModel::Local(double bytes, bool write, EnergyParts* out) const {
+  if (gpu_) {
+    out->memory_pj += bytes * e_.hbm_pj_per_byte();
+  } else {
+    out->sram_pj += bytes * (write ? e_.sram_write_pj_per_byte() : e_.sram_read_pj_per_byte());
   }
+}
 
-  double RoutePj(int src, int dst) {
-    if (src == dst) return 0;
-    const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32 | static_cast<uint32_t>(dst);
-    auto it = routes_.find(key);
-    if (it != routes_.end()) return it->second;
-    const double pj = PathPj(chip_.Route(src, dst));
-    routes_.emplace(key, pj);
-    return pj;
-  }
+double TaskEnergyModel::PathPj(const std::vector<int>& links) const {
+  double pj = 0;
+  for (int l : links) pj += chip_.links()[l].die_to_die ? d2d_pj_ : e_.hop_pj_per_byte();
+  return pj;
+}
 
-  double MemoryPathPj(int core, int channel, bool write) {
-    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(core)) << 32) |
-                         (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 1) | (write ? 1 : 0);
-    auto it = paths_.find(key);
-    if (it != paths_.end()) return it->second;
-    const double pj = PathPj(chip_.MemoryPath(core, channel, write));
-    paths_.emplace(key, pj);
-    return pj;
-  }
+double TaskEnergyModel::RoutePj(int src, int dst) {
+  if (src == dst) return 0;
+  const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32 | static_cast<uint32_t>(dst);
+  auto it = routes_.find(key);
+  if (it != routes_.end()) return it->second;
+  const double pj = PathPj(chip_.Route(src, dst));
+  routes_.emplace(key, pj);
+  return pj;
+}
 
-  double ChannelPj(int channel) const {
-    const auto& kind = chip_.config().memory(chip_.channels().at(channel).memory).kind();
-    return kind == "hbm" ? e_.hbm_pj_per_byte() : e_.dram_pj_per_byte();
-  }
+double TaskEnergyModel::MemoryPathPj(int core, int channel, bool write) {
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(core)) << 32) |
+                       (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 1) | (write ? 1 : 0);
+  auto it = paths_.find(key);
+  if (it != paths_.end()) return it->second;
+  const double pj = PathPj(chip_.MemoryPath(core, channel, write));
+  paths_.emplace(key, pj);
+  return pj;
+}
 
-  const arch::Chip& chip_;
-  const config::Energy& e_;
-  const bool gpu_;
-  double mac_pj_ = 0, d2d_pj_ = 0;
-  std::unordered_map<uint64_t, double> routes_;  // (src, dst) -> pJ per byte
-  std::unordered_map<uint64_t, double> paths_;   // (core, channel, write) -> pJ per byte
-};
-
-}  // namespace
+double TaskEnergyModel::ChannelPj(int channel) const {
+  const auto& kind = chip_.config().memory(chip_.channels().at(channel).memory).kind();
+  return kind == "hbm" ? e_.hbm_pj_per_byte() : e_.dram_pj_per_byte();
+}
 
 EnergyInputs EnergyInputsOf(const config::Workload& w) {
   EnergyInputs in;
@@ -160,7 +149,7 @@ bool EnergyModelled(const arch::Chip& chip, const std::string& dtype) {
 EnergyParts TaskEnergy(const mapping::Program& program, size_t task, const arch::Chip& chip,
                        const std::string& dtype) {
   if (!chip.config().has_energy()) return {};
-  return Accountant(chip, dtype).Task(program, task);
+  return TaskEnergyModel(chip, dtype).Task(program, task);
 }
 
 ProgramEnergy ComputeEnergy(const mapping::Program& program, const arch::Chip& chip,
@@ -170,12 +159,26 @@ ProgramEnergy ComputeEnergy(const mapping::Program& program, const arch::Chip& c
   if (!r.modelled) return r;
   r.static_w = StaticPowerW(chip);
   r.ops.assign(program.ops.size(), EnergyParts{});
-  Accountant acc(chip, dtype);
+  TaskEnergyModel acc(chip, dtype);
   for (size_t i = 0; i < program.num_tasks(); ++i) {
     const EnergyParts e = acc.Task(program, i);
     const uint32_t op = program.op(i);
     if (op < r.ops.size()) r.ops[op] += e;
     r.total += e;
+  }
+  return r;
+}
+
+EnergySums SumEnergy(const mapping::Program& program, const ProgramEnergy& pe) {
+  EnergySums r;
+  r.modelled = pe.modelled;
+  if (!pe.modelled) return r;
+  r.total = pe.total;
+  r.static_w = pe.static_w;
+  for (size_t o = 0; o < program.ops.size() && o < pe.ops.size(); ++o) {
+    const mapping::Phase ph = program.ops[o].ref.phase;
+    if (ph == mapping::Phase::kPrefill) r.prefill += pe.ops[o];
+    if (ph == mapping::Phase::kDecode) r.decode += pe.ops[o];
   }
   return r;
 }

@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "arch/chip.h"
@@ -82,6 +83,34 @@ struct ProgramEnergy {
 // mac_fp32_pj.
 bool EnergyModelled(const arch::Chip& chip, const std::string& dtype);
 
+// Per-task dynamic energy (see above) on a chip with an energy block, remembering the
+// per-byte energy of routes and memory paths (a Program repeats the same few).
+class TaskEnergyModel {
+ public:
+  TaskEnergyModel(const arch::Chip& chip, const std::string& dtype);
+  EnergyParts Task(const mapping::Program& p, size_t i);
+  // A compute task of shape `s` on `core` (a decode step's attention at another context:
+  // sim/step_energy.h); Task(p, i) of a compute task is ComputeAs(p.shape(i), p.core(i)).
+  EnergyParts ComputeAs(const mapping::ComputeShape& s, int core);
+
+ private:
+  void Compute(const mapping::ComputeShape& s, int core, EnergyParts* out);
+  // Reading (write false) or writing `bytes` where a core keeps its data: SRAM, or HBM on a
+  // GPU-node chip.
+  void Local(double bytes, bool write, EnergyParts* out) const;
+  double PathPj(const std::vector<int>& links) const;
+  double RoutePj(int src, int dst);
+  double MemoryPathPj(int core, int channel, bool write);
+  double ChannelPj(int channel) const;
+
+  const arch::Chip& chip_;
+  const config::Energy& e_;
+  const bool gpu_;
+  double mac_pj_ = 0, d2d_pj_ = 0;
+  std::unordered_map<uint64_t, double> routes_;  // (src, dst) -> pJ per byte
+  std::unordered_map<uint64_t, double> paths_;   // (core, channel, write) -> pJ per byte
+};
+
 // One task's dynamic energy (see above); zero parts when the chip has no energy block.
 EnergyParts TaskEnergy(const mapping::Program& program, size_t task, const arch::Chip& chip,
                        const std::string& dtype);
@@ -90,6 +119,16 @@ EnergyParts TaskEnergy(const mapping::Program& program, size_t task, const arch:
 // EnergyModelled is false.
 ProgramEnergy ComputeEnergy(const mapping::Program& program, const arch::Chip& chip,
                             const std::string& dtype);
+
+// What a Result's summary needs of a Program's energy (sim/result.h): the sums over its ops
+// in Program::ops order (ops[o] added as EnergyParts), all and by phase.
+struct EnergySums {
+  bool modelled = false;
+  EnergyParts total;  // ProgramEnergy::total (summed task by task)
+  EnergyParts prefill, decode;
+  double static_w = 0;
+};
+EnergySums SumEnergy(const mapping::Program& program, const ProgramEnergy& pe);
 
 // cores x core_static_w + channels x memory_static_w, in watts (0 without an energy block).
 double StaticPowerW(const arch::Chip& chip);

@@ -128,18 +128,14 @@ std::map<Segment, Ps> SegmentEnds(const mapping::Program& program, const std::ve
   return segment_end;
 }
 
-// The energy fields of the summary (sim/energy.h; result.proto has the definitions).
-void FillEnergy(const mapping::Program& program, const arch::Chip& chip, const ProgramEnergy& pe,
-                const EnergyInputs& in, config::Summary* s) {
+}  // namespace
+
+void FillEnergy(const arch::Chip& chip, const EnergySums& pe, const EnergyInputs& in, config::Summary* s) {
   s->set_energy_modelled(pe.modelled);
   if (!pe.modelled) return;
   constexpr double kJPerPj = 1e-12, kSPerPs = 1e-12;
-  EnergyParts prefill, decode;
-  for (size_t o = 0; o < program.ops.size() && o < pe.ops.size(); ++o) {
-    const mapping::Phase ph = program.ops[o].ref.phase;
-    if (ph == mapping::Phase::kPrefill) prefill += pe.ops[o];
-    if (ph == mapping::Phase::kDecode) decode += pe.ops[o];
-  }
+  const EnergyParts& prefill = pe.prefill;
+  const EnergyParts& decode = pe.decode;
   const double static_j = pe.static_w * static_cast<double>(s->total_ps()) * kSPerPs;
   const double energy = pe.total.total_pj() * kJPerPj + static_j;
   s->set_energy_j(energy);
@@ -160,6 +156,8 @@ void FillEnergy(const mapping::Program& program, const arch::Chip& chip, const P
   if (s->total_ps() > 0) s->set_average_power_w(energy / (static_cast<double>(s->total_ps()) * kSPerPs));
   s->set_tdp_w(chip.config().energy().core_tdp_w() * chip.num_cores());
 }
+
+namespace {
 
 void FillSummary(const mapping::Program& program, const mapping::Program& g, const arch::Chip& chip,
                  const EngineOutput& out, const TaskTotals& tt, const std::map<Segment, Ps>& segment_end,
@@ -271,7 +269,7 @@ config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& 
   const TaskTotals tt = Totals(program, program, chip, out);
   config::Summary s;
   FillSummary(program, program, chip, out, tt, SegmentEnds(program, tt.op_all), &s);
-  FillEnergy(program, chip, ComputeEnergy(program, chip, energy.dtype), energy, &s);
+  FillEnergy(chip, SumEnergy(program, ComputeEnergy(program, chip, energy.dtype)), energy, &s);
   return s;
 }
 
@@ -372,7 +370,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
 
   // ---- Summary.
   FillSummary(program, program, chip, out, tt, segment_end, r.mutable_summary());
-  FillEnergy(program, chip, pe, energy, r.mutable_summary());
+  FillEnergy(chip, SumEnergy(program, pe), energy, r.mutable_summary());
 
   // ---- Links, DRAM channels, cores.
   const auto& links = chip.links();

@@ -86,6 +86,10 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
 config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
                              const EnergyInputs& energy = {});
 
+// The summary's energy fields (summary.energy_*) from the sums (sim/energy.h), with the
+// static power over s's total_ps, prefill_ps and decode_ps (set before).
+void FillEnergy(const arch::Chip& chip, const EnergySums& sums, const EnergyInputs& in, config::Summary* s);
+
 // JSON of any Result: proto field names (snake_case) in declaration order, every
 // field present (defaults included), 64-bit integers as JSON numbers (protobuf's
 // own printer writes them as strings), doubles in shortest round-trip form,

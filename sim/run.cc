@@ -330,17 +330,13 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   const bool try_reuse = TryReuse(e, opts);
   // Reuse holds at most three Programs of the prefill and kPeriodHead + 2 decode steps at once
   // (sim/step_period.h), counted as one of 3 x (kPeriodHead + 3) passes; a fallback checks
-  // the whole Program below.
+  // the whole Program below. With every task's times kept (RunOptions::keep_task_times) the
+  // Result holds a record per task of every step: the whole Program is counted.
+  const bool few_steps = try_reuse && !opts.keep_task_times;
   arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes,
-                            try_reuse ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt);
+                            few_steps ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt);
   RunOutput out;
-  // Energy (sim/energy.h) is summed over the tasks of the lowered Program; the composed
-  // result of reused steps does not add the reused steps' energy yet.
-  const bool energy = EnergyModelled(chip, e.cfg.workload().dtype());
-  if (try_reuse && energy) {
-    out.reuse = "the chip has an energy model (chip.energy), which reused decode steps do not account yet";
-    CheckResources(e, chip, opts.max_memory_bytes);
-  } else if (try_reuse && engine->ListSchedule()) {
+  if (try_reuse && engine->ListSchedule()) {
     if (opts.on_stage) opts.on_stage("lowering (decode steps reused)");
     std::string why;
     SampledRun view;

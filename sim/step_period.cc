@@ -14,6 +14,7 @@
 #include "sim/engine.h"
 #include "sim/result.h"
 #include "sim/schedule.h"
+#include "sim/step_energy.h"
 #include "sim/step_reuse.h"
 
 namespace tpsim::sim {
@@ -364,7 +365,9 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     q = std::max(q, bo.tasks[g].start_ps - ready);
   }
   RunOutput out;
-  out.result = BuildResult(B, chip, bo, e.cfg.name(), engine.name(), opts.keep_task_times);
+  out.result = BuildResult(B, chip, bo, e.cfg.name(), engine.name(), opts.keep_task_times,
+                           EnergyInputsOf(e.cfg.workload()));
+  StepEnergy energy(B, tpl, chip, e.cfg.workload());
   config::Result& res = out.result;
   // Totals from B, then step by step.
   const int cores = chip.num_cores();
@@ -430,7 +433,8 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     busy.Flush(tk.empty() ? 0 : min_start + static_cast<Ps>(k - H) * P);
     ReduceOps(tp, tk, &st);
     tpl.WorkAt(k, &st.op_flops, &st.op_bytes, &st.compute_flops);
-    rows.Add(st, 0, &res);
+    energy.Add(k);
+    rows.Add(st, 0, &res, energy.op_pj());
     // Layers: each layer's last end against the previous layer's, from the step before's end.
     std::map<uint32_t, Ps> layer_end;
     Ps seg_end = std::numeric_limits<Ps>::min();
@@ -617,6 +621,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     tot.channels[c].busy_ps += step_out.channels[c].busy_ps * static_cast<Ps>(reused);
   }
   FinishResult(chip, tot, &res);
+  energy.Finish(chip, &res);
   if (view && !opts.observe_steps.empty()) {
     EngineOutput whole;
     whole.links = tot.links;

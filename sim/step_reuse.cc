@@ -12,6 +12,7 @@
 #include "sim/engine.h"
 #include "sim/result.h"
 #include "sim/schedule.h"
+#include "sim/step_energy.h"
 #include "sim/step_period.h"
 #include "sim/step_template.h"
 
@@ -85,7 +86,9 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   if (!tpl.Calibrate(step_out, &reason)) return fail(reason);
 
   RunOutput out;
-  out.result = BuildResult(head, chip, head_out, e.cfg.name(), engine.name(), opts.keep_task_times);
+  out.result = BuildResult(head, chip, head_out, e.cfg.name(), engine.name(), opts.keep_task_times,
+                           EnergyInputsOf(wl));
+  StepEnergy energy(head, tpl, chip, wl);
   config::Result& r = out.result;
   config::Summary& s = *r.mutable_summary();
   // Totals carried over from the head, then added to step by step.
@@ -122,7 +125,8 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   for (uint32_t k = first; k <= steps; ++k) {
     const StepTimes& t = tpl.Time(k, &reason);
     if (!t.ok) return fail(reason);
-    rows.Add(t, boundary, &r);
+    energy.Add(k);
+    rows.Add(t, boundary, &r, energy.op_pj());
     for (const auto& [layer, inc] : t.layer_inc) {
       auto it = decode_layer.find(layer);
       if (it == decode_layer.end()) return fail("a decode layer the head does not have");
@@ -178,6 +182,7 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   tot.links = links;
   tot.channels = channels;
   FinishResult(chip, tot, &r);
+  energy.Finish(chip, &r);
   const Ps total = boundary;
   if (view && !opts.observe_steps.empty()) {
     EngineOutput whole;

@@ -16,8 +16,9 @@
 // step s's context (mapping::KernelTime of AttentionSpanShapes at that context), shifted to
 // start where step s - 1 ended. The Result is composed from those schedules with
 // BuildResult's definitions (sim/result.h): per-op rows, layers, summary, critical path,
-// links, channels, cores and (with RunOptions::keep_task_times) tasks, byte for byte what
-// the unrolled Program gives (tests/sim/step_reuse_test.cc compares both ways).
+// links, channels, cores, energy (sim/step_energy.h) and (with RunOptions::keep_task_times)
+// tasks, byte for byte what the unrolled Program gives (tests/sim/step_reuse_test.cc
+// compares both ways).
 //
 // Why the shift is exact: the analytical schedule of the unrolled Program splits at each
 // step boundary when

@@ -125,7 +125,8 @@ void ReduceOps(const Program& p, std::span<const TaskTime> t, StepTimes* out) {
     if (coll[o]) out->op_compute[o] = 0;
 }
 
-void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r) {
+void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r, std::span<const double> energy_pj) {
+  energy_ = !energy_pj.empty();
   for (size_t o = 0; o < step_.ops.size(); ++o) {
     const Ps start = t.op_all[o].empty() ? 0 : offset + t.op_all[o].first;
     if (sum_) {
@@ -137,6 +138,7 @@ void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r) {
       row.total += t.op_all[o].length();
       row.flops += t.op_flops[o];
       row.bytes += t.op_bytes[o];
+      if (energy_) row.energy_pj += energy_pj[o];
       continue;
     }
     const mapping::OpRef& ref = step_.ops[o].ref;
@@ -153,6 +155,7 @@ void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r) {
     op->set_flops(t.op_flops[o]);
     op->set_bytes(t.op_bytes[o]);
     op->set_spilled_bytes(step_.ops[o].spilled_bytes);
+    if (energy_) op->set_energy_j(energy_pj[o] * 1e-12);
   }
   started_ = true;
 }
@@ -174,6 +177,7 @@ void OpRows::Finish(uint64_t steps, config::Result* r) const {
     op->set_bytes(rows_[o].bytes);
     op->set_spilled_bytes(step_.ops[o].spilled_bytes * steps);
     op->set_steps(static_cast<uint32_t>(steps));
+    if (energy_) op->set_energy_j(rows_[o].energy_pj * 1e-12);
   }
 }
 

@@ -63,18 +63,19 @@ void ReduceOps(const mapping::Program& p, std::span<const TaskTime> t, StepTimes
 class OpRows {
  public:
   OpRows(const mapping::Program& step, bool sum) : step_(step), sum_(sum), rows_(sum ? step.ops.size() : 0) {}
-  // A step whose times are `t` relative to `offset` (op_flops and op_bytes at its context).
-  void Add(const StepTimes& t, Ps offset, config::Result* r);
+  // A step whose times are `t` relative to `offset` (op_flops and op_bytes at its context);
+  // `energy_pj`: its ops' dynamic energy (sim/step_energy.h), empty without an energy model.
+  void Add(const StepTimes& t, Ps offset, config::Result* r, std::span<const double> energy_pj = {});
   void Finish(uint64_t steps, config::Result* r) const;
 
  private:
   struct Row {
     Ps start = 0, compute = 0, comm = 0, mem = 0, total = 0;
-    double flops = 0;
+    double flops = 0, energy_pj = 0;
     uint64_t bytes = 0;
   };
   const mapping::Program& step_;
-  bool sum_, started_ = false;
+  bool sum_, started_ = false, energy_ = false;
   std::vector<Row> rows_;
 };
 
@@ -113,6 +114,8 @@ class StepTemplate {
   uint64_t ContextOf(uint32_t k) const { return ctx_first_ + k - first_; }
   const std::vector<uint32_t>& context_tasks() const { return ctx_tasks_; }
   bool IsContext(size_t i) const { return ctx_[i] != Ctx::kNone; }
+  // Compute task i's shape in decode step k.
+  mapping::ComputeShape ShapeIn(size_t i, uint32_t k) const { return ShapeAt(i, ContextOf(k)); }
   // Task i's duration (mapping::KernelTime) in decode step k.
   Ps DurationAt(size_t i, uint32_t k) const;
   // Ops' flops and bytes and the compute tasks' flops (in id order) in decode step k.
