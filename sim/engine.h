@@ -43,6 +43,8 @@ struct EngineOutput {
   // Analytical engine only (0 elsewhere): the contention indicator of
   // sim/analytical/links.h, high where the TLM engine is expected to differ.
   double contention = 0;
+  // Analytical engine only: the makespan without queues on links (the indicator's base).
+  Ps unloaded_makespan_ps = 0;
 };
 
 // Thrown when a Program cannot progress (a transfer nobody receives, a cycle):

@@ -10,7 +10,7 @@
 
 #include "mapping/cost.h"
 #include "mapping/mapping.h"
-#include "sim/analytical/links.h"
+#include "sim/analytical/analytical.h"
 #include "sim/engine.h"
 #include "sim/result.h"
 #include "sim/schedule.h"
@@ -78,43 +78,12 @@ bool Replay(const Program& p, const arch::Chip& chip,
   const size_t n = p.num_tasks();
   const auto& links = chip.links();
   const auto& channels = chip.channels();
-  std::vector<Ps> duration(n), busy(n, 0);
-  std::vector<int32_t> first_link(n, -1);
-  std::vector<double> gbps;
-  std::vector<Ps> hop_latency;
-  for (const auto& l : links) {
-    gbps.push_back(l.bandwidth_gbps);
-    hop_latency.push_back(l.latency_ps);
-  }
-  LinkModel model{FlowSet(std::move(gbps), std::move(hop_latency)), {}};
-  std::vector<uint32_t> memory_flows;
-  for (size_t i = 0; i < n; ++i) {
-    duration[i] = mapping::TaskTime(chip, p, i);
-    if (p.kind(i) == TaskKind::kMemory) {
-      const mapping::MemoryDetail& m = p.memory(i);
-      busy[i] = mapping::ChannelBusyTime(chip, m.channel, m.bytes);
-      memory_flows.push_back(static_cast<uint32_t>(i));
-    } else if (p.kind(i) == TaskKind::kTransfer && p.core(i) != p.transfer(i).dst_core) {
-      if (p.transfer(i).in_switch_gbps > 0) return false;
-      const std::vector<int> route = chip.Route(p.core(i), p.transfer(i).dst_core);
-      model.flows.Add(p.transfer(i).bytes, 0, route.data(), route.size());
-      model.task.push_back(static_cast<uint32_t>(i));
-      if (!route.empty()) {
-        first_link[i] = route[0];
-        busy[i] = mapping::SerialisationPs(p.transfer(i).bytes, links[route[0]].bandwidth_gbps);
-      }
-    }
-  }
-  for (uint32_t i : memory_flows) {
-    const mapping::MemoryDetail& m = p.memory(i);
-    const std::vector<int> path = chip.MemoryPath(p.core(i), m.channel, m.write);
-    if (path.empty()) continue;
-    const Ps inject =
-        MemoryInject(channels[m.channel].latency_ps, busy[i], m.bytes, links[path[0]].bandwidth_gbps);
-    model.flows.Add(m.bytes, inject, path.data(), path.size());
-    model.task.push_back(i);
-  }
-  Dispatcher d(p, std::move(first_link), static_cast<int>(links.size()));
+  LinkedProgram q = LinkProgram(p, chip);
+  if (q.in_switch) return false;
+  std::vector<Ps>& duration = q.duration;
+  std::vector<Ps>& busy = q.busy;
+  const LinkModel& model = q.model;
+  Dispatcher d(p, std::move(q.first_link), static_cast<int>(links.size()));
   o->tasks.assign(n, {});
   o->links.assign(links.size(), {});
   o->channels.assign(channels.size(), {});
@@ -162,16 +131,9 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
       return fail("later steps change the times of step " + std::to_string(H));
   for (uint32_t j = 0; j < 2; ++j)
     if (!tpl.MatchStep(T, bB[H + 1 + j], bB[H + 2 + j], N - 1 + j, why)) return std::nullopt;
-  for (size_t g = bB[1]; g < T.num_tasks(); ++g) {
-    const TaskKind k = T.kind(g);
-    const bool flow =
-        k == TaskKind::kMemory || (k == TaskKind::kTransfer && T.core(g) != T.transfer(g).dst_core);
-    if (flow && ut.tasks[g].end_ps - ut.tasks[g].start_ps != mapping::TaskTime(chip, T, g))
-      return fail("flows of decode steps share links");
-  }
-  // Link sharing settles in rounds that stop on the whole run's makespan: B replayed as the
-  // engine times it (checked), then with the makespan of the whole run, one period per step
-  // after B. Decode steps' flows must take their unloaded times (they then never move).
+  // The contention indicator compares the whole run's makespan with its unqueued one: B
+  // replayed as the engine times it (checked), then with one period per step after B added
+  // to each of the two schedules (links.h ScheduleOnLinks).
   EngineOutput ub;
   {
     const Ps P0 = ub0.tasks[bB[H]].start_ps - ub0.tasks[bB[H - 1]].start_ps;
@@ -202,17 +164,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
       ub.links[l].max_queue_ps = q;
     }
     ub.channels = ub0.channels;
-    // Flows that share a link take times from floating-point overlaps of absolute windows, which
-    // can round one picosecond apart from one period to the next: decode steps' flows must take
-    // their unloaded times (then no sharing round moves them, whatever the makespan).
-    for (size_t g = bB[1]; g < B.num_tasks(); ++g) {
-      const TaskKind k = B.kind(g);
-      const bool flow =
-          k == TaskKind::kMemory || (k == TaskKind::kTransfer && B.core(g) != B.transfer(g).dst_core);
-      if (flow && ub0.tasks[g].end_ps - ub0.tasks[g].start_ps != mapping::TaskTime(chip, B, g))
-        return fail("flows of decode steps share links");
-    }
-    // The run's makespan must not change how sharing settles the steps B times as they are.
+    // The added periods must not change B's times (they only extend the makespans).
     for (size_t i = 0; i < bB[H + 1]; ++i)
       if (ub.tasks[i].start_ps != ub0.tasks[i].start_ps || ub.tasks[i].end_ps != ub0.tasks[i].end_ps)
         return fail("link sharing settles differently over the whole run");

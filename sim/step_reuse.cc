@@ -81,7 +81,6 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   }
   const EngineOutput head_out = engine.Run(head, chip);
   if (head_out.makespan_ps >= std::numeric_limits<Ps>::max()) return fail("the head's times overflow");
-  if (!FlowsAlone(head, chip, head_out)) return fail("flows of the head share links");
   if (UniqueLast(head_out.tasks) < 0) return fail("two tasks of the head end last");
   if (!tpl.Calibrate(step_out, &reason)) return fail(reason);
 
@@ -118,6 +117,7 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   for (const TaskTime& x : head_out.tasks) t0 = std::min(t0, x.start_ps);
   const Ps prefill_end = t0 + s.prefill_ps();
   Ps boundary = head_out.makespan_ps;
+  Ps unloaded = head_out.unloaded_makespan_ps;  // the run without queues on links, composed alike
   uint64_t task_id = head.num_tasks();
   // Past kRowSteps decode steps, one row per op sums the reused steps (OpResult::steps).
   OpRows rows(step, steps > opts.row_steps);
@@ -139,6 +139,9 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
     }
     for (size_t c = 0; c < channels.size(); ++c)
       channels[c].max_queue_ps = std::max(channels[c].max_queue_ps, t.channel_queue[c]);
+    for (size_t l = 0; l < links.size() && l < t.link_wait.size(); ++l)
+      links[l].max_queue_ps = std::max(links[l].max_queue_ps, t.link_wait[l]);
+    if (!Add(unloaded, t.unloaded, &unloaded)) return fail("the run passes the 2^63 ps clock");
     for (size_t i = 0; i < t.compute_flops.size(); ++i) flops += t.compute_flops[i];
     compute_path += t.path.compute_ps;
     comm_path += t.path.communication_ps;
@@ -182,6 +185,7 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   tot.links = links;
   tot.channels = channels;
   FinishResult(chip, tot, &r);
+  s.set_contention(ContentionIndicator(boundary, unloaded));
   energy.Finish(chip, &r);
   const Ps total = boundary;
   if (view && !opts.observe_steps.empty()) {

@@ -25,10 +25,11 @@
 //   (gate)    every task of step s + 1 without a dep inside its step depends on every sink of
 //             step s (a task of step s that no task of step s depends on): no task of step
 //             s + 1 is ready before every task of step s has ended, at B_s;
-//   (alone)   no transfer or memory flow is slowed by another (links.h): its windows on a
-//             link never overlap another's, so the time-windowed sharing never moves;
-// then at B_s every core, channel and link is free and step s + 1 runs as it does alone from
-// time 0, shifted by B_s. The critical path (sim::CriticalPath) crosses a boundary from an
+// and then at B_s every core and channel is free, and every link too: a flow's reservations
+// (links.h) end by its own end, and a flow's queueing depends only on the flows reserved
+// before it, in integer ticks. So step s + 1 runs as it does alone from time 0, shifted by
+// B_s, its flows queueing on links as they do there (the step's template replays the
+// engine's schedule with the same queues). The critical path (sim::CriticalPath) crosses a boundary from an
 // entry task of step s + 1 to the last-finishing task of step s when that task is unique
 // and every task of step s + 1 ends after B_s; then its split is the head's plus each
 // step's own.
@@ -40,8 +41,6 @@
 //     tasks, whose shapes are AttentionSpanShapes at each one's context (steps kHeadSteps - 1
 //     and kHeadSteps of the head, step, last); ops' flops and bytes follow from the shapes;
 //   - (gate) on the head's last step against the one before;
-//   - (alone) on the head's engine times (every flow takes its unloaded time) and on every
-//     step's schedule (no two flows with bytes overlap on a link or memory path);
 //   - the head's and every step's last-finishing task is unique, and every step's tasks end
 //     after its start;
 //   - no time passes the 2^63 ps clock.

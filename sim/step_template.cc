@@ -4,6 +4,7 @@
 
 #include "mapping/cost.h"
 #include "mapping/mapping.h"
+#include "sim/analytical/analytical.h"
 
 namespace tpsim::sim {
 
@@ -16,12 +17,6 @@ using mapping::TaskKind;
 bool SameShape(const ComputeShape& a, const ComputeShape& b) {
   return a.op_kind == b.op_kind && a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k &&
          a.flops == b.flops && a.vector_ops == b.vector_ops && a.bytes == b.bytes;
-}
-
-bool IsFlow(const Program& p, size_t i) {
-  const TaskKind k = p.kind(i);
-  return k == TaskKind::kMemory || (k == TaskKind::kTransfer && p.core(i) != p.transfer(i).dst_core &&
-                                    p.transfer(i).in_switch_gbps <= 0);
 }
 
 bool IsCollectiveKernel(const Program& p, size_t i) {
@@ -179,13 +174,6 @@ void OpRows::Finish(uint64_t steps, config::Result* r) const {
     op->set_steps(static_cast<uint32_t>(steps));
     if (energy_) op->set_energy_j(rows_[o].energy_pj * 1e-12);
   }
-}
-
-bool FlowsAlone(const Program& p, const arch::Chip& chip, const EngineOutput& out) {
-  for (size_t i = 0; i < p.num_tasks(); ++i)
-    if (IsFlow(p, i) && out.tasks[i].end_ps - out.tasks[i].start_ps != mapping::TaskTime(chip, p, i))
-      return false;
-  return true;
 }
 
 StepTemplate::StepTemplate(const Program& step, const arch::Chip& chip, uint64_t d, uint64_t hd)
@@ -392,46 +380,27 @@ bool StepTemplate::Calibrate(const EngineOutput& out, std::string* why) {
   };
   const size_t n = p_.num_tasks();
   if (out.tasks.size() != n) return bad("the engine timed another Program");
-  if (!FlowsAlone(p_, chip_, out)) return bad("flows of a decode step share links");
   base_.resize(n);
   for (size_t i = 0; i < n; ++i) base_[i] = out.tasks[i].end_ps - out.tasks[i].start_ps;
   for (uint32_t i : ctx_tasks_)
     if (base_[i] != mapping::KernelTime(chip_, p_, ShapeAt(i, ctx_first_)))
       return bad("an attention task's time is not its shape's");
-  // Queues as the analytical engine has them: a memory task holds its channel for its
-  // bytes at the channel's rate, a transfer over links its first link.
+  // Queues as the analytical engine has them (sim/analytical/analytical.h LinkProgram): a
+  // memory task holds its channel, a transfer over links its first link, and flows queue on
+  // links (links.h), from their unloaded times.
   const auto& links = chip_.links();
-  busy_.assign(n, 0);
-  first_link_.assign(n, -1);
-  by_res_.assign(links.size(), {});
-  res_begin_.assign(1, 0);
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<int> path;
-    if (p_.kind(i) == TaskKind::kMemory) {
-      const mapping::MemoryDetail& m = p_.memory(i);
-      busy_[i] = mapping::ChannelBusyTime(chip_, m.channel, m.bytes);
-      path = chip_.MemoryPath(p_.core(i), m.channel, m.write);
-      if (m.bytes == 0) path.clear();
-    } else if (IsFlow(p_, i)) {
-      path = chip_.Route(p_.core(i), p_.transfer(i).dst_core);
-      if (!path.empty()) {
-        first_link_[i] = path[0];
-        busy_[i] = mapping::SerialisationPs(p_.transfer(i).bytes, links[path[0]].bandwidth_gbps);
-      }
-      if (p_.transfer(i).bytes == 0) path.clear();
-    }
-    if (path.empty()) continue;
-    const uint32_t f = static_cast<uint32_t>(flows_.size());
-    flows_.push_back(static_cast<uint32_t>(i));
-    for (int l : path) {
-      res_.push_back(static_cast<uint32_t>(l));
-      by_res_[l].push_back(f);
-    }
-    res_begin_.push_back(static_cast<uint32_t>(res_.size()));
-  }
+  LinkedProgram q = LinkProgram(p_, chip_);
+  if (q.in_switch) return bad("in-switch transfers");
+  busy_ = std::move(q.busy);
+  first_link_ = std::move(q.first_link);
+  links_ = std::make_unique<LinkModel>(std::move(q.model));
+  for (uint32_t i : links_->task) base_[i] = q.duration[i];
+  reserve_ = std::make_unique<LinkReservation>(*links_, n);
   dispatcher_ = std::make_unique<Dispatcher>(p_, first_link_, static_cast<int>(links.size()));
+  SetFinisher();
   t_.times.resize(n);
   dur_ = base_;
+  reserve_->Reset();
   const Ps makespan = dispatcher_->Run(dur_, busy_, t_.times);
   if (makespan != out.makespan_ps) return bad("the step's schedule is not the engine's");
   for (size_t i = 0; i < n; ++i)
@@ -457,6 +426,11 @@ void StepTemplate::WorkAt(uint32_t k, std::vector<double>* op_flops, std::vector
   }
 }
 
+void StepTemplate::SetFinisher() {
+  dispatcher_->set_finisher(
+      [this](uint32_t i, Ps start, Ps now) { return reserve_->Finish(i, start, dur_[i], now); });
+}
+
 const StepTimes& StepTemplate::Time(uint32_t k, std::string* why) {
   const uint64_t ctx = ContextOf(k);
   WorkAt(k, &t_.op_flops, &t_.op_bytes, &t_.compute_flops);
@@ -468,7 +442,19 @@ const StepTimes& StepTemplate::Time(uint32_t k, std::string* why) {
   for (size_t j = 0; j < ctx_tasks_.size(); ++j) dur_[ctx_tasks_[j]] = key[j];
   last_key_ = std::move(key);
   t_.ok = false;
+  reserve_->Reset();
   t_.makespan = dispatcher_->Run(dur_, busy_, t_.times);
+  t_.link_wait = reserve_->max_wait();
+  // Without queues on links: the same schedule unless a flow waited on one.
+  t_.unloaded = t_.makespan;
+  for (uint32_t i : links_->task) {
+    if (t_.times[i].end_ps - t_.times[i].start_ps == dur_[i]) continue;
+    dispatcher_->set_finisher(nullptr);
+    unqueued_.resize(t_.times.size());
+    t_.unloaded = dispatcher_->Run(dur_, busy_, unqueued_);
+    SetFinisher();
+    break;
+  }
   ++schedules_;
   if (!Reduce(why)) return t_;
   t_.ok = true;
@@ -494,19 +480,6 @@ bool StepTemplate::Reduce(std::string* why) {
       ++ties;
   }
   if (ties) return bad("two tasks of a decode step end last");
-  // No two flows overlap on a link (the sharing of links.h then changes no time).
-  std::vector<std::pair<Ps, Ps>> w;
-  for (const auto& on : by_res_) {
-    if (on.size() < 2) continue;
-    w.clear();
-    for (uint32_t f : on) {
-      const TaskTime& x = t[flows_[f]];
-      if (x.end_ps > x.start_ps) w.emplace_back(x.start_ps, x.end_ps);
-    }
-    std::sort(w.begin(), w.end());
-    for (size_t j = 1; j < w.size(); ++j)
-      if (w[j].first < w[j - 1].second) return bad("flows of a decode step overlap on a link");
-  }
   const size_t ops = p_.ops.size();
   const int cores = chip_.num_cores();
   ReduceOps(p_, t, &t_);

@@ -21,6 +21,7 @@
 #include "arch/chip.h"
 #include "mapping/program.h"
 #include "result.pb.h"
+#include "sim/analytical/links.h"
 #include "sim/engine.h"
 #include "sim/schedule.h"
 
@@ -51,6 +52,8 @@ struct StepTimes {
   std::vector<Ps> core_compute, core_busy;         // per core of the chip
   std::vector<Ps> channel_queue;                   // per channel: longest wait for the channel
   std::vector<double> compute_flops;               // per compute task, in id order
+  std::vector<Ps> link_wait;                       // per link: the longest a flow waited there
+  Ps unloaded = 0;                                 // the makespan without queues on links
   CriticalPathSplit path;
 };
 
@@ -92,10 +95,6 @@ struct RunTotals {
 };
 // Sets r's summary (but prefill, locations, contention), links, DRAM channels and cores.
 void FinishResult(const arch::Chip& chip, const RunTotals& t, config::Result* r);
-
-// Whether every transfer over links and every memory task of `p` took its unloaded time
-// (mapping::TaskTime) in `out`: the analytical engine's link sharing moved nothing.
-bool FlowsAlone(const mapping::Program& p, const arch::Chip& chip, const EngineOutput& out);
 
 class StepTemplate {
  public:
@@ -145,10 +144,11 @@ class StepTemplate {
   std::vector<uint64_t> other_bytes_;  // per op: OpInfo::bytes not from compute tasks
   std::vector<Ps> base_, dur_, busy_, last_key_;
   std::vector<int32_t> first_link_;
-  std::vector<uint32_t> ctx_tasks_;            // tasks whose shape follows the context
-  std::vector<uint32_t> flows_;                // tasks that are flows with bytes (links.h)
-  std::vector<uint32_t> res_begin_, res_;      // per flow: its links (CSR)
-  std::vector<std::vector<uint32_t>> by_res_;  // per link: the flows on it
+  std::vector<uint32_t> ctx_tasks_;           // tasks whose shape follows the context
+  std::unique_ptr<LinkModel> links_;          // the step's flows over links (links.h)
+  std::unique_ptr<LinkReservation> reserve_;  // their queues, reset before each schedule
+  std::vector<TaskTime> unqueued_;            // Time's schedule without queues, when it differs
+  void SetFinisher();                         // dispatcher_ ends flows through reserve_
   std::unique_ptr<Dispatcher> dispatcher_;
   StepTimes t_;
   uint64_t schedules_ = 0;

@@ -370,6 +370,52 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
   return out;
 }
 
+LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip) {
+  const size_t n = p.num_tasks();
+  const auto& links = chip.links();
+  const auto& channels = chip.channels();
+  std::vector<double> gbps;
+  std::vector<Ps> hop_latency;
+  for (const auto& l : links) {
+    gbps.push_back(l.bandwidth_gbps);
+    hop_latency.push_back(l.latency_ps);
+  }
+  LinkedProgram out{std::vector<Ps>(n), std::vector<Ps>(n, 0), std::vector<int32_t>(n, -1),
+                    LinkModel{FlowSet(std::move(gbps), std::move(hop_latency)), {}}, false};
+  std::vector<uint32_t> memory;
+  for (size_t i = 0; i < n; ++i) {
+    out.duration[i] = mapping::TaskTime(chip, p, i);
+    if (p.kind(i) == TaskKind::kMemory) {
+      const mapping::MemoryDetail& m = p.memory(i);
+      out.busy[i] = mapping::ChannelBusyTime(chip, m.channel, m.bytes);
+      memory.push_back(static_cast<uint32_t>(i));
+    } else if (p.kind(i) == TaskKind::kTransfer && p.core(i) != p.transfer(i).dst_core) {
+      if (p.transfer(i).in_switch_gbps > 0) {
+        out.in_switch = true;
+        continue;
+      }
+      const std::vector<int> route = chip.Route(p.core(i), p.transfer(i).dst_core);
+      out.model.flows.Add(p.transfer(i).bytes, 0, route.data(), route.size());
+      out.model.task.push_back(static_cast<uint32_t>(i));
+      if (!route.empty()) {
+        out.first_link[i] = route[0];
+        out.busy[i] = mapping::SerialisationPs(p.transfer(i).bytes, links[route[0]].bandwidth_gbps);
+      }
+    }
+  }
+  for (uint32_t i : memory) {
+    const mapping::MemoryDetail& m = p.memory(i);
+    const std::vector<int> path = chip.MemoryPath(p.core(i), m.channel, m.write);
+    if (path.empty()) continue;
+    out.model.flows.Add(
+        m.bytes,
+        MemoryInject(channels[m.channel].latency_ps, out.busy[i], m.bytes, links[path[0]].bandwidth_gbps),
+        path.data(), path.size());
+    out.model.task.push_back(i);
+  }
+  return out;
+}
+
 std::unique_ptr<Engine> MakeAnalyticalEngine() { return std::make_unique<AnalyticalEngine>(); }
 
 namespace {

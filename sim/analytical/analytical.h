@@ -57,6 +57,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/analytical/links.h"
 #include "sim/engine.h"
 
 namespace tpsim::sim {
@@ -94,6 +95,20 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
 // when the plan's task, core or channel counts differ.
 EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan& plan,
                            const arch::Chip& chip);
+
+// The analytical engine's queues for a Program on `chip`, built without a plan (for code
+// that replays its schedule, e.g. sim/step_template.h): per task the unloaded duration
+// (mapping::TaskTime), what it holds of its queue (a memory task its channel, a transfer
+// over links its first link) and that first link (-1 for none), and the flows over links
+// (links.h). `in_switch`: the Program has in-switch transfers, whose durations depend on
+// their port's other transfers (RunAnalytical times them; `duration` holds them alone).
+struct LinkedProgram {
+  std::vector<Ps> duration, busy;
+  std::vector<int32_t> first_link;
+  LinkModel model;
+  bool in_switch = false;
+};
+LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip);
 
 class AnalyticalEngine : public Engine {
  public:

@@ -136,6 +136,7 @@ double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, std::span<const Ps
   d.set_finisher(nullptr);
   const Ps unloaded = run();
   out->makespan_ps = unloaded;
+  out->unloaded_makespan_ps = unloaded;
   if (model.task.empty()) return 0.0;
   LinkReservation links(model, duration.size());
   d.set_finisher([&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, duration[i], now); });
@@ -144,9 +145,11 @@ double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, std::span<const Ps
   for (size_t l = 0; l < out->links.size() && l < links.max_wait().size(); ++l) {
     out->links[l].max_queue_ps = std::max(out->links[l].max_queue_ps, links.max_wait()[l]);
   }
-  return out->makespan_ps > unloaded
-             ? static_cast<double>(out->makespan_ps - unloaded) / static_cast<double>(out->makespan_ps)
-             : 0.0;
+  return ContentionIndicator(out->makespan_ps, unloaded);
+}
+
+double ContentionIndicator(Ps makespan, Ps unloaded) {
+  return makespan > unloaded ? static_cast<double>(makespan - unloaded) / static_cast<double>(makespan) : 0.0;
 }
 
 }  // namespace tpsim::sim

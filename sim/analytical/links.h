@@ -123,6 +123,9 @@ class LinkReservation {
 
 class Dispatcher;
 
+// The indicator (above) from the two makespans.
+double ContentionIndicator(Ps makespan, Ps unloaded);
+
 // Runs `d` twice over `duration` and `busy` (Dispatcher::Run): without queues on links,
 // for the unloaded makespan, then with them. Writes out->tasks, out->makespan_ps (plus
 // `extra(tasks)` when given: the Program is the head of a longer run) and every link's
