@@ -77,7 +77,8 @@ Schedule LowerHierarchicalV(const AllToAllVArgs& a, AllToAllVLayout* layout) {
   Schedule s;
   s.algorithm = "hierarchical";
   if (R == 1 || C == 1)
-    s.note = "hierarchical grid " + std::to_string(R) + "x" + std::to_string(C) + ": one step, as direct";
+    s.note = "hierarchical grid " + std::to_string(R) + "x" + std::to_string(C) +
+             ": one step, direct's blocks from each rank in grid order";
   const size_t row_step = 0, col_step = C > 1 ? 1 : 0;
   for (int r = 0; r < p; ++r) {
     const int i = r / C, j = r % C;

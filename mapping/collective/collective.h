@@ -126,7 +126,7 @@ std::vector<std::string> AllToAllVNames();
 // takes the registered algorithm with the least (ties: the first by name, so direct). Neither
 // engine charges a cost per message, and meshes route dimension-ordered (a direct block already
 // goes row then column), so direct's step carries at most what the others' steps carry in
-// sum: on the shipped chips auto picks direct (README, "Mixture of experts").
+// sum: auto picked direct on every shipped chip tried (README, "All-to-all algorithms").
 double PredictAllToAllVPs(const arch::Chip& chip, const Schedule& s, const std::vector<int>& cores);
 
 // Algorithm names LowerCollective accepts (the registry, sorted), without "auto".

@@ -205,67 +205,6 @@ TEST(AnalyticalEngine, UnevenAllToAllOnTwoByTwoBlockByHand) {
   EXPECT_EQ(used, 8);
 }
 
-// The hierarchical uneven all_to_all (a2a_hierarchical.cc) on the same 2x2 block, ranks 0..3 on
-// r0c0, r0c1, r1c0, r1c1 (grid 2x2), with only the diagonal pairs sending, each of which direct
-// would send 2 hops: 0->3 160,000 B, 1->2 320,000, 2->1 480,000, 3->0 640,000. Step 1 (rows)
-// takes each block to the sender's row-mate in the destination's column, step 2 (columns) on to
-// the destination, each after the forwarder received its step-1 block. Every transfer is alone
-// on its link: 1 hop (2000 ps) + bytes / 160 B/ns.
-//   step 1: 0->1 1,002,000   1->0 2,002,000   2->3 3,002,000   3->2 4,002,000
-//   step 2: 1->3 1,002,000 + 1,002,000 = 2,004,000     0->2 2,002,000 + 2,002,000 = 4,004,000
-//           3->1 3,002,000 + 3,002,000 = 6,004,000     2->0 4,002,000 + 4,002,000 = 8,004,000
-// (direct: the same blocks, 2 hops each on distinct links, ends at 4000 + 640,000 / 0.16 =
-// 4,004,000: on a mesh the second step's store-and-forward costs what aggregation saves.)
-const std::vector<std::vector<uint64_t>> kDiagonalBytes = {
-    {0, 0, 0, 160'000}, {0, 0, 320'000, 0}, {0, 480'000, 0, 0}, {640'000, 0, 0, 0}};
-const int64_t kHierarchicalEnds[2][4] = {{1'002'000, 2'002'000, 3'002'000, 4'002'000},
-                                         {4'004'000, 2'004'000, 8'004'000, 6'004'000}};  // by sender
-
-// The transfers of `s` on the 2x2 block, with the lowering's deps (mapping/moe_pass.cc: a step's
-// transfer from r waits for everything r received in earlier steps).
-Program AllToAllVProgram(const mapping::Schedule& s) {
-  const int cores[4] = {Core(0, 0), Core(0, 1), Core(1, 0), Core(1, 1)};
-  Program p = NewProgram();
-  p.collectives.push_back(mapping::CollectiveInfo{
-      mapping::CollectiveKind::kAllToAll, mapping::AlgorithmOf(s.algorithm), 640'000, 4, mapping::OpId(0)});
-  std::vector<std::vector<uint32_t>> got(4);
-  for (size_t k = 0; k < s.steps.size(); ++k) {
-    std::vector<std::vector<uint32_t>> now(4);
-    for (const mapping::Xfer& x : s.steps[k].xfers)
-      now[x.dst].push_back(
-          AddTransfer(p, cores[x.src], cores[x.dst], x.bytes, 0, static_cast<uint16_t>(k), got[x.src]));
-    for (int r = 0; r < 4; ++r) got[r].insert(got[r].end(), now[r].begin(), now[r].end());
-  }
-  return p;
-}
-
-TEST(AnalyticalEngine, HierarchicalAllToAllVOnTwoByTwoBlockByHand) {
-  const mapping::Schedule s = mapping::LowerAllToAllV("hierarchical", kDiagonalBytes, nullptr, {2, 2});
-  ASSERT_EQ(s.steps.size(), 2u);
-  Program p = AllToAllVProgram(s);
-  ASSERT_EQ(p.tasks.size(), 8u);
-  const EngineOutput out = AnalyticalEngine().Run(p, Mesh());
-  const int ranks[4] = {Core(0, 0), Core(0, 1), Core(1, 0), Core(1, 1)};
-  for (size_t i = 0; i < p.tasks.size(); ++i) {
-    const int src = static_cast<int>(std::find(ranks, ranks + 4, static_cast<int>(p.tasks[i].core)) - ranks);
-    EXPECT_EQ(Mesh().Hops(p.tasks[i].core, p.tasks[i].dst_core), 1) << i;
-    EXPECT_EQ(out.tasks[i].end_ps, kHierarchicalEnds[p.tasks[i].coll_step][src]) << i;
-  }
-  EXPECT_EQ(out.makespan_ps, 8'004'000);
-  const EngineOutput direct =
-      AnalyticalEngine().Run(AllToAllVProgram(mapping::LowerAllToAllV("direct", kDiagonalBytes)), Mesh());
-  EXPECT_EQ(direct.makespan_ps, 4'004'000);
-  // The auto rule's cost formula gives the same here (per step: max(busiest link, slowest
-  // unloaded transfer); every link carries one block): hierarchical 2 x (2000 + 640,000 / 0.16),
-  // direct and pairwise (whose only non-empty step is r XOR 3, the diagonal) 4000 + 4,000,000.
-  const std::vector<int> on = {Core(0, 0), Core(0, 1), Core(1, 0), Core(1, 1)};
-  EXPECT_EQ(mapping::PredictAllToAllVPs(Mesh(), s, on), 8'004'000);
-  EXPECT_EQ(mapping::PredictAllToAllVPs(Mesh(), mapping::LowerAllToAllV("direct", kDiagonalBytes), on),
-            4'004'000);
-  EXPECT_EQ(mapping::PredictAllToAllVPs(Mesh(), mapping::LowerAllToAllV("pairwise", kDiagonalBytes), on),
-            4'004'000);
-}
-
 TEST(AnalyticalEngine, Mn2dRowGroupAllGatherOfTheLoweredLayerByHand) {
   // The lowering's grid -> grid_rows gather before the MLP norm: mn_2d on a 2x2 rank grid,
   // linear placement (ranks 0..3 on r0c0..r0c3; grid rows {r0c0, r0c1} and {r0c2, r0c3}),
