@@ -163,13 +163,12 @@ MoePass::AllToAllPlan MoePass::PlanAllToAllV(const std::vector<std::vector<uint6
   }
   const std::string& requested = cx_.m.moe().all_to_all();
   if (requested != "auto") return LowerPlan(requested.empty() ? "direct" : requested, bytes, perm, grid);
-  // auto: the least predicted time (PredictAllToAllVPs, the slowest replica's); ties keep the
-  // first by name.
-  double best = 0;
+  // auto: the least AllToAllVLinkBytes (the busiest replica's); ties keep the first by name.
+  uint64_t best = 0;
   for (const std::string& a : AllToAllVNames()) {
     AllToAllPlan cand = LowerPlan(a, bytes, perm, grid);
-    double t = 0;
-    for (const Schedule& sc : cand.scheds) t = std::max(t, PredictAllToAllVPs(cx_.chip, sc, cx_.cores));
+    uint64_t t = 0;
+    for (const Schedule& sc : cand.scheds) t = std::max(t, AllToAllVLinkBytes(cx_.chip, sc, cx_.cores));
     if (plan.scheds.empty() || t < best) best = t, plan = std::move(cand);
   }
   return plan;

@@ -71,7 +71,7 @@ class MoePass {
   // Reads the routing settings (and a trace) on first use.
   const Routing& RoutingOf();
   // The uneven all_to_all over each replica of bytes[r][d] (global ranks r and d of the same
-  // replica): mapping.moe.all_to_all (auto: the least PredictAllToAllVPs) on the replica's rank
+  // replica): mapping.moe.all_to_all (auto: the least AllToAllVLinkBytes) on the replica's rank
   // grid (the rows and columns its cores occupy when they fill a rectangle), each replica's
   // schedule in global ranks, and where block r -> d sits in r's and d's buffers.
   struct AllToAllPlan {

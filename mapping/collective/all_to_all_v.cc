@@ -106,21 +106,14 @@ Schedule LowerAllToAllV(const std::string& algorithm, const std::vector<std::vec
 
 std::vector<std::string> AllToAllVNames() { return collective::AllToAllVRegistry::Get().Names(); }
 
-double PredictAllToAllVPs(const arch::Chip& chip, const Schedule& s, const std::vector<int>& cores) {
-  double total = 0;
+uint64_t AllToAllVLinkBytes(const arch::Chip& chip, const Schedule& s, const std::vector<int>& cores) {
+  uint64_t total = 0;
   std::vector<uint64_t> load(chip.links().size(), 0);
   for (const CollectiveStep& st : s.steps) {
     std::fill(load.begin(), load.end(), 0);
-    double slowest = 0;
-    for (const Xfer& x : st.xfers) {
+    for (const Xfer& x : st.xfers)
       for (int l : chip.Route(cores[x.src], cores[x.dst])) load[l] += x.bytes;
-      slowest =
-          std::max(slowest, static_cast<double>(chip.TransferTime(cores[x.src], cores[x.dst], x.bytes)));
-    }
-    double busiest = 0;
-    for (size_t l = 0; l < load.size(); ++l)
-      if (load[l] > 0) busiest = std::max(busiest, 1000.0 * load[l] / chip.links()[l].bandwidth_gbps);
-    total += std::max(busiest, slowest);
+    total += *std::max_element(load.begin(), load.end());
   }
   return total;
 }

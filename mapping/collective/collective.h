@@ -121,13 +121,14 @@ Schedule LowerAllToAllV(const std::string& algorithm, const std::vector<std::vec
 std::vector<std::string> AllToAllVNames();
 
 // A simple cost formula for an uneven all_to_all on `chip`, rank r on core cores[r]: the sum
-// over its steps of the step's bottleneck, max(the most bytes any link carries in the step /
-// that link's bandwidth, the slowest transfer's unloaded time). mapping.moe.all_to_all "auto"
-// takes the registered algorithm with the least (ties: the first by name, so direct). Neither
-// engine charges a cost per message, and meshes route dimension-ordered (a direct block already
-// goes row then column), so direct's step carries at most what the others' steps carry in
-// sum: auto picked direct on every shipped chip tried (README, "All-to-all algorithms").
-double PredictAllToAllVPs(const arch::Chip& chip, const Schedule& s, const std::vector<int>& cores);
+// over its steps of the most bytes any one link carries in the step (routes from the topology;
+// every link weighted alike). mapping.moe.all_to_all "auto" takes the registered algorithm with
+// the least (ties: the first by name, so direct). It reads no bandwidth or latency, so a
+// program lowered once serves every value of the timing-only fields (sim/run.h, ProgramCache).
+// Meshes route dimension-ordered (a direct block already goes row then column), so direct's one
+// step carries at most what the others' steps carry in sum: auto picked direct on every shipped
+// chip tried (README, "All-to-all algorithms").
+uint64_t AllToAllVLinkBytes(const arch::Chip& chip, const Schedule& s, const std::vector<int>& cores);
 
 // Algorithm names LowerCollective accepts (the registry, sorted), without "auto".
 std::vector<std::string> CollectiveNames();

@@ -87,14 +87,14 @@ TEST(AnalyticalEngine, HierarchicalAllToAllVOnTwoByTwoBlockByHand) {
   std::vector<int> dsrc;
   const Program d = AllToAllVProgram(mapping::LowerAllToAllV("direct", kDiagonal), &dsrc);
   EXPECT_EQ(AnalyticalEngine().Run(d, Mesh()).makespan_ps, 4'004'000);
-  // mapping.moe.all_to_all auto's cost formula gives the same (per step: max(busiest link,
-  // slowest unloaded transfer); every link carries one block): hierarchical 2 x 4,002,000,
-  // direct and pairwise (whose only non-empty step is r XOR 3, the diagonal) 4,004,000.
-  EXPECT_EQ(mapping::PredictAllToAllVPs(Mesh(), s, kCores), 8'004'000);
-  EXPECT_EQ(mapping::PredictAllToAllVPs(Mesh(), mapping::LowerAllToAllV("direct", kDiagonal), kCores),
-            4'004'000);
-  EXPECT_EQ(mapping::PredictAllToAllVPs(Mesh(), mapping::LowerAllToAllV("pairwise", kDiagonal), kCores),
-            4'004'000);
+  // mapping.moe.all_to_all auto's cost formula (per step, the most bytes on one link; every link
+  // carries one block here): hierarchical 640,000 in each of its 2 steps, direct and pairwise
+  // (whose only non-empty step is r XOR 3, the diagonal) 640,000 in one.
+  EXPECT_EQ(mapping::AllToAllVLinkBytes(Mesh(), s, kCores), 1'280'000u);
+  EXPECT_EQ(mapping::AllToAllVLinkBytes(Mesh(), mapping::LowerAllToAllV("direct", kDiagonal), kCores),
+            640'000u);
+  EXPECT_EQ(mapping::AllToAllVLinkBytes(Mesh(), mapping::LowerAllToAllV("pairwise", kDiagonal), kCores),
+            640'000u);
 }
 
 TEST(TlmEngine, HierarchicalAllToAllVOnTwoByTwoBlockMatchesClosedForm) {
