@@ -92,52 +92,130 @@ void MoePass::Attach(std::vector<FuncOp> ops, int32_t none_tensor) {
   fo.insert(fo.end(), ops.begin() + 1, ops.end());
 }
 
-std::vector<std::vector<TaskId>> MoePass::AllToAllV(
-    const std::string& name, const std::vector<std::vector<uint64_t>>& bytes,
-    const std::vector<std::vector<TaskId>>& deps, FuncCollective* fc,
-    const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>* offsets) {
+MoePass::AllToAllPlan MoePass::LowerPlan(const std::string& algorithm,
+                                         const std::vector<std::vector<uint64_t>>& bytes,
+                                         const std::vector<std::vector<int>>& perm, RankGrid grid) const {
+  const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, cx_.p);
+  const int span = g.Span(), replicas = g.Replicas(), p = cx_.p;
+  AllToAllPlan plan;
+  plan.algorithm = algorithm;
+  plan.off.assign(p, std::vector<std::pair<uint64_t, uint64_t>>(p));
+  for (int rep = 0; rep < replicas; ++rep) {
+    // Local rank k stands for global rank at[k] (the grid order for hierarchical; direct and
+    // pairwise keep rank order).
+    std::vector<int> at(span);
+    const bool grid_order = algorithm == "hierarchical" && !perm[rep].empty();
+    for (int k = 0; k < span; ++k) at[k] = rep * span + (grid_order ? perm[rep][k] : k);
+    std::vector<std::vector<uint64_t>> local(span, std::vector<uint64_t>(span, 0));
+    for (int i = 0; i < span; ++i) {
+      uint64_t row = 0;
+      for (int j = 0; j < span; ++j) row += local[i][j] = bytes[at[i]][at[j]];
+      plan.most = std::max(plan.most, row);
+    }
+    AllToAllVLayout layout;
+    Schedule sched = LowerAllToAllV(algorithm, local, &layout, grid_order ? grid : RankGrid{});
+    for (CollectiveStep& st : sched.steps)
+      for (Xfer& x : st.xfers) x.src = at[x.src], x.dst = at[x.dst];
+    plan.scheds.push_back(std::move(sched));
+    plan.buffer_bytes = std::max(plan.buffer_bytes, layout.buffer_bytes);
+    for (int i = 0; i < span; ++i)
+      for (int j = 0; j < span; ++j)
+        plan.off[at[i]][at[j]] = {layout.send_offset[i][j], layout.recv_offset[i][j]};
+  }
+  return plan;
+}
+
+MoePass::AllToAllPlan MoePass::PlanAllToAllV(const std::vector<std::vector<uint64_t>>& bytes) const {
+  const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, cx_.p);
+  const int span = g.Span(), replicas = g.Replicas(), p = cx_.p;
+  AllToAllPlan plan;
+  plan.off.assign(p, std::vector<std::pair<uint64_t, uint64_t>>(p));
+  if (span == 1) return plan;
+  // hierarchical needs the ranks of a replica as a grid of physical rows and columns: where
+  // their cores fill an R x C rectangle of the chip's grid (any placement order), local rank
+  // k = i * C + j is the core of the i-th row and j-th column (the grid of the first replica;
+  // a replica of another shape, or one that fills no rectangle, keeps rank order on the most
+  // square grid).
+  std::vector<std::vector<int>> perm(replicas);
+  RankGrid grid;
+  for (int rep = 0; rep < replicas; ++rep) {
+    std::vector<int> rows, cols;
+    for (int k = 0; k < span; ++k) {
+      const arch::Node& n = cx_.chip.node(cx_.cores[rep * span + k]);
+      rows.push_back(n.row), cols.push_back(n.col);
+    }
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    std::sort(cols.begin(), cols.end());
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+    const int nr = static_cast<int>(rows.size()), nc = static_cast<int>(cols.size());
+    std::vector<int> order(span, -1);
+    bool rect = rows.front() >= 0 && cols.front() >= 0 && nr * nc == span;
+    for (int k = 0; rect && k < span; ++k) {
+      const arch::Node& n = cx_.chip.node(cx_.cores[rep * span + k]);
+      const int at = static_cast<int>(std::lower_bound(rows.begin(), rows.end(), n.row) - rows.begin()) * nc +
+                     static_cast<int>(std::lower_bound(cols.begin(), cols.end(), n.col) - cols.begin());
+      rect = order[at] < 0;
+      order[at] = k;
+    }
+    if (rep == 0 && rect) grid = {nr, nc};
+    if (rect && grid.rows == nr && grid.cols == nc) perm[rep] = order;
+  }
+  const std::string& requested = cx_.m.moe().all_to_all();
+  if (requested != "auto") return LowerPlan(requested.empty() ? "direct" : requested, bytes, perm, grid);
+  // auto: the least AllToAllVLinkBytes (the busiest replica's); ties keep the first by name.
+  uint64_t best = 0;
+  for (const std::string& a : AllToAllVNames()) {
+    AllToAllPlan cand = LowerPlan(a, bytes, perm, grid);
+    uint64_t t = 0;
+    for (const Schedule& sc : cand.scheds) t = std::max(t, AllToAllVLinkBytes(cx_.chip, sc, cx_.cores));
+    if (plan.scheds.empty() || t < best) best = t, plan = std::move(cand);
+  }
+  return plan;
+}
+
+std::vector<std::vector<TaskId>> MoePass::AllToAllV(const std::string& name, const AllToAllPlan& plan,
+                                                    const std::vector<std::vector<TaskId>>& deps,
+                                                    FuncCollective* fc) {
   const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, cx_.p);
   const int span = g.Span(), replicas = g.Replicas();
   std::vector<std::vector<TaskId>> in(cx_.p);
   if (span == 1) return in;  // every rank holds all the experts its rows need
-  cx_.NewOp(name, "direct");
-  if (replicas > 1) cx_.prog.ops[cx_.cur_op].ref.note = std::to_string(replicas) + " expert replicas";
-  uint64_t most = 0;
-  std::vector<Schedule> scheds;
-  for (int rep = 0; rep < replicas; ++rep) {
-    std::vector<std::vector<uint64_t>> local(span, std::vector<uint64_t>(span, 0));
-    for (int i = 0; i < span; ++i) {
-      uint64_t row = 0;
-      for (int j = 0; j < span; ++j) row += local[i][j] = bytes[rep * span + i][rep * span + j];
-      most = std::max(most, row);
-    }
-    scheds.push_back(LowerAllToAllV("direct", local));
-  }
+  cx_.NewOp(name, plan.algorithm);
+  std::string note = replicas > 1 ? std::to_string(replicas) + " expert replicas" : "";
+  if (!plan.scheds[0].note.empty()) note += (note.empty() ? "" : "; ") + plan.scheds[0].note;
+  if (!note.empty()) cx_.prog.ops[cx_.cur_op].ref.note = note;
   CollectiveInfo ci;
   ci.kind = CollectiveKind::kAllToAll;
-  ci.algorithm = AlgorithmOf("direct");
-  ci.bytes = most;
+  ci.algorithm = AlgorithmOf(plan.algorithm);
+  ci.bytes = plan.most;
   ci.ranks = span;
   ci.groups = replicas;
   ci.op = cx_.cur_op;
   for (int r = 0; r < replicas * span; ++r) ci.members.push_back(cx_.cores[r]);
   cx_.prog.collectives.push_back(ci);
   const int32_t coll = static_cast<int32_t>(cx_.prog.collectives.size() - 1);
-  for (int rep = 0; rep < replicas; ++rep)
-    for (size_t s = 0; s < scheds[rep].steps.size(); ++s)
-      for (Xfer x : scheds[rep].steps[s].xfers) {
-        x.src += rep * span, x.dst += rep * span;
-        const int dst = x.dst;
-        if (cx_.func && offsets &&
-            (*offsets)[x.src][x.dst] != std::pair<uint64_t, uint64_t>{x.offset, x.DstOffset()})
-          throw std::logic_error("mapping: MoE functional offsets disagree with the all_to_all's");
-        const TaskId id = cx_.AddTask(XferTask(x, scheds[rep], cx_.sw, coll, s, cx_.cores), deps[x.src]);
-        in[dst].push_back(id);
+  // A step's transfer from r waits for r's data (deps[r]) and, after the first step, for what
+  // r received in the earlier steps (it may forward it; pairwise steps are synchronous).
+  for (int rep = 0; rep < replicas; ++rep) {
+    std::vector<std::vector<TaskId>> got(cx_.p);
+    for (size_t s = 0; s < plan.scheds[rep].steps.size(); ++s) {
+      std::vector<std::vector<TaskId>> now(cx_.p);
+      for (const Xfer& x : plan.scheds[rep].steps[s].xfers) {  // global ranks (PlanAllToAllV)
+        std::vector<TaskId> after = deps[x.src];
+        Append(&after, got[x.src]);
+        const TaskId id =
+            cx_.AddTask(XferTask(x, plan.scheds[rep], cx_.sw, coll, s, cx_.cores), std::move(after));
+        in[x.dst].push_back(id);
+        now[x.dst].push_back(id);
         if (fc) {
           if (fc->first_task < 0) fc->first_task = id;
           fc->last_task = id;
         }
       }
+      for (int r = 0; r < cx_.p; ++r) Append(&got[r], now[r]);
+    }
+  }
   if (cx_.func) {
     if (!fc) throw std::logic_error("mapping: an MoE all_to_all without functional data");
     cx_.prog.func.collectives.push_back(std::move(*fc));
@@ -207,26 +285,6 @@ std::vector<std::pair<uint32_t, uint32_t>> Runs(const std::vector<uint32_t>& ids
       runs.push_back({i, 1});
   }
   return runs;
-}
-
-// The direct all_to_all's offsets (LowerAllToAllV): block r -> d leaves r at the sum of r's
-// blocks to ranks before d and lands at d after the blocks from ranks before r (ranks of one
-// replica). Elements of `elem` bytes; {sender offset, receiver offset} per global (r, d).
-std::vector<std::vector<std::pair<uint64_t, uint64_t>>> BlockOffsets(
-    const std::vector<std::vector<uint64_t>>& bytes, const MoeGroups& g) {
-  const int p = static_cast<int>(bytes.size()), span = g.Span();
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> off(p,
-                                                              std::vector<std::pair<uint64_t, uint64_t>>(p));
-  for (int r = 0; r < p; ++r)
-    for (int d = 0; d < p; ++d) {
-      if (g.Replica(r) != g.Replica(d)) continue;
-      const int base = g.Replica(r) * span;
-      uint64_t so = 0, ro = 0;
-      for (int x = base; x < d; ++x) so += bytes[r][x];
-      for (int x = base; x < r; ++x) ro += bytes[x][d];
-      off[r][d] = {so, ro};
-    }
-  return off;
 }
 
 }  // namespace
@@ -333,17 +391,11 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
   };
   std::vector<std::vector<ExpertData>> xd;
   std::vector<std::array<int32_t, 3>> ew;  // expert e's gate, up, down weights
-  const auto elems = [&](const std::vector<std::vector<uint64_t>>& b) {
-    uint64_t most = 0;
-    for (int r = 0; r < p; ++r) {
-      uint64_t row = 0, col = 0;
-      for (int q = 0; q < p; ++q) row += b[r][q], col += b[q][r];
-      most = std::max({most, row, col});
-    }
-    return std::max<uint64_t>(1, most / d);
-  };
+  const AllToAllPlan dispatch = PlanAllToAllV(bytes), combine = PlanAllToAllV(back);
+  const auto elems = [&](const AllToAllPlan& a) { return std::max<uint64_t>(1, a.buffer_bytes / d); };
   FuncCollective dispatch_fc, combine_fc;
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> dispatch_off, combine_off;
+  const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>&dispatch_off = dispatch.off,
+                                                    &combine_off = combine.off;
   if (fn) {
     const uint64_t im_full = cx_.model.moe_intermediate_size();
     for (uint64_t e = 0; e < e_count; ++e) {
@@ -367,10 +419,8 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
         xe.act = FuncOnly(FuncTensorKind::kActivation, n, im);
         xe.out = FuncOnly(FuncTensorKind::kActivation, n, h);
       }
-    dispatch_off = BlockOffsets(bytes, g);
-    combine_off = BlockOffsets(back, g);
-    dispatch_fc.buffer = FuncOnly(FuncTensorKind::kBuffer, 1, elems(bytes));
-    combine_fc.buffer = FuncOnly(FuncTensorKind::kBuffer, 1, elems(back));
+    dispatch_fc.buffer = FuncOnly(FuncTensorKind::kBuffer, 1, elems(dispatch));
+    combine_fc.buffer = FuncOnly(FuncTensorKind::kBuffer, 1, elems(combine));
     for (int r = 0; r < p; ++r)
       for (int dd = 0; dd < p; ++dd) {
         if (dd == r || g.Replica(dd) != g.Replica(r) || bytes[r][dd] == 0) continue;
@@ -400,7 +450,7 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
   }
   const std::string& ex_name = cx_.names[OpRole::kExperts];
   const std::vector<std::vector<TaskId>> arrived =
-      AllToAllV(ex_name + ".dispatch", bytes, routed, &dispatch_fc, &dispatch_off);
+      AllToAllV(ex_name + ".dispatch", dispatch, routed, &dispatch_fc);
 
   // Experts: each rank runs its slot's experts that received rows.
   cx_.NewOp(ex_name, "ep " + std::to_string(g.ep) + " x tp " + std::to_string(g.tp));
@@ -456,7 +506,7 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
   // Combine: the reverse all_to_all, then the weighted sum at the rows' source.
   const int32_t combine_buf = combine_fc.buffer;
   const std::vector<std::vector<TaskId>> returned =
-      AllToAllV(ex_name + ".combine", back, done, &combine_fc, &combine_off);
+      AllToAllV(ex_name + ".combine", combine, done, &combine_fc);
   cx_.NewOp(ex_name + ".sum", ToString(rows_l));
   const int32_t y = cx_.NewTensor(FuncTensorKind::kActivation, cx_.t, h);
   cx_.ts[y].layout = rows_l;

@@ -6,7 +6,8 @@
 //   router            rank r: [rows_r, H] x [H, E] GEMM, softmax over E (+ top-k renorm)
 //   routing           tokens per expert (moe_routing.h), each expert's split over the source
 //                     ranks in proportion to their rows
-//   experts.dispatch  an uneven all_to_all within each replica (LowerAllToAllV, direct):
+//   experts.dispatch  an uneven all_to_all within each replica (LowerAllToAllV; the algorithm
+//                     mapping.moe.all_to_all, default direct, on the replica's rank grid):
 //                     rank r sends the H-wide rows it routed to expert e to every rank of
 //                     e's slot (tp_moe ranks: each needs whole rows for its N split)
 //   experts           rank d, for each expert e of its slot that received n_e > 0 rows: its
@@ -51,6 +52,7 @@
 #include <utility>
 #include <vector>
 
+#include "mapping/collective/collective.h"
 #include "mapping/lower_context.h"
 #include "mapping/moe_routing.h"
 
@@ -68,14 +70,27 @@ class MoePass {
  private:
   // Reads the routing settings (and a trace) on first use.
   const Routing& RoutingOf();
-  // An uneven all_to_all over each replica: bytes[r][d] between global ranks r and d of the
-  // same replica; transfer r -> d waits for deps[r]. Returns, per rank, the transfers into it.
-  // Functional lowering: `fc` (its buffer and copies) becomes the collective's FuncCollective;
-  // offsets[r][d] must be the schedule's (sender's, receiver's) byte offsets of block r -> d.
-  std::vector<std::vector<TaskId>> AllToAllV(
-      const std::string& name, const std::vector<std::vector<uint64_t>>& bytes,
-      const std::vector<std::vector<TaskId>>& deps, FuncCollective* fc = nullptr,
-      const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>* offsets = nullptr);
+  // The uneven all_to_all over each replica of bytes[r][d] (global ranks r and d of the same
+  // replica): mapping.moe.all_to_all (auto: the least AllToAllVLinkBytes) on the replica's rank
+  // grid (the rows and columns its cores occupy when they fill a rectangle), each replica's
+  // schedule in global ranks, and where block r -> d sits in r's and d's buffers.
+  struct AllToAllPlan {
+    std::string algorithm;
+    std::vector<Schedule> scheds;                                 // per replica (global ranks)
+    std::vector<std::vector<std::pair<uint64_t, uint64_t>>> off;  // [r][d]: (sender's, receiver's)
+    uint64_t buffer_bytes = 0, most = 0;                          // each rank's buffer; largest row
+  };
+  AllToAllPlan PlanAllToAllV(const std::vector<std::vector<uint64_t>>& bytes) const;
+  // One algorithm's plan: replica rep's local rank k is global rank rep * span + perm[rep][k]
+  // on `grid` for hierarchical when perm[rep] is not empty, rank order otherwise.
+  AllToAllPlan LowerPlan(const std::string& algorithm, const std::vector<std::vector<uint64_t>>& bytes,
+                         const std::vector<std::vector<int>>& perm, RankGrid grid) const;
+  // Its transfers: a step's transfer from r waits for deps[r] and what r received in earlier
+  // steps. Returns, per rank, the transfers into it. Functional lowering: `fc` (its buffer and
+  // copies, at plan.off's offsets) becomes the collective's FuncCollective.
+  std::vector<std::vector<TaskId>> AllToAllV(const std::string& name, const AllToAllPlan& plan,
+                                             const std::vector<std::vector<TaskId>>& deps,
+                                             FuncCollective* fc = nullptr);
   // Functional lowering only: a tensor the memory plan does not see.
   int32_t FuncOnly(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0);
   // Functional lowering only: the compute task just added stands for `ops` (its FuncOp, a

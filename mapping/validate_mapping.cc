@@ -55,6 +55,10 @@ void ValidateMoe(const config::Mapping& m, const config::Model& model, const con
           "the ranks per expert (" + std::to_string(etp) + ") must divide moe_intermediate_size (" +
               std::to_string(model.moe_intermediate_size()) + ")");
   }
+  const std::vector<std::string> a2a = AllToAllVNames();
+  if (!mm.all_to_all().empty() && mm.all_to_all() != "auto" && !Contains(a2a, mm.all_to_all()))
+    add("mapping.moe.all_to_all", mm.all_to_all(),
+        "unknown all-to-all algorithm; valid: " + Join(a2a) + ", auto");
   RoutingKind kind;
   if (!ParseRoutingKind(mm.routing(), &kind)) {
     add("mapping.moe.routing", mm.routing(), "must be balanced, zipf or trace");

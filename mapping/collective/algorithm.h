@@ -35,6 +35,35 @@ struct CollectiveAlgorithmKind {
 using CollectiveRegistry = Registry<CollectiveAlgorithmKind>;
 using CollectiveRegistrar = Registrar<CollectiveAlgorithmKind>;
 
+// The registry of uneven all_to_all algorithms by name (mapping.moe.all_to_all; LowerAllToAllV).
+// A VLowerFn gets a square matrix of P >= 2 ranks and a grid of rows * cols = P (0 x 0 only
+// when the caller gave none) and returns the schedule with `layout` filled; the dispatcher
+// (all_to_all_v.cc) drops empty steps. a2a_pairwise.cc is a small example.
+struct AllToAllVArgs {
+  const std::vector<std::vector<uint64_t>>* bytes = nullptr;
+  int ranks = 0;
+  RankGrid grid;
+};
+using VLowerFn = Schedule (*)(const AllToAllVArgs&, AllToAllVLayout*);
+struct AllToAllVAlgorithmKind {
+  using Value = VLowerFn;
+  static constexpr std::string_view kName = "all_to_all";
+};
+using AllToAllVRegistry = Registry<AllToAllVAlgorithmKind>;
+using AllToAllVRegistrar = Registrar<AllToAllVAlgorithmKind>;
+
+// Offsets of the blocks packed by destination (send) or by source (receive) from `base`, in
+// rank order: send[r][d] = base + sum of bytes[r][x < d]; recv[r][d] = base + sum of
+// bytes[x < r][d]. Returns the largest row (send) or column (receive) sum.
+uint64_t PackBySendOrder(const std::vector<std::vector<uint64_t>>& bytes, uint64_t base,
+                         std::vector<std::vector<uint64_t>>* send);
+uint64_t PackByRecvOrder(const std::vector<std::vector<uint64_t>>& bytes, uint64_t base,
+                         std::vector<std::vector<uint64_t>>* recv);
+// One transfer of `bytes` from src's buffer at `offset` to dst's at `dst_offset` in step
+// `step` (growing steps); none when bytes is 0.
+void AddBlock(std::vector<CollectiveStep>* steps, size_t step, int src, int dst, uint64_t offset,
+              uint64_t bytes, uint64_t dst_offset);
+
 // The ring algorithm (ring.cc), which other algorithms fall back to (RingFallback).
 Schedule LowerRing(const Args& a);
 

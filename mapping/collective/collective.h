@@ -93,15 +93,42 @@ Schedule LowerCollective(const std::string& algorithm, CollectiveKind kind, int 
                          uint64_t align, RankGrid grid = {});
 
 // An uneven all_to_all (all_to_all_v: MoE token dispatch and combine): rank r sends
-// bytes[r][d] to rank d. Rank r's send buffer holds its blocks for d = 0..P-1 in order, rank
-// d's receive buffer the blocks from r = 0..P-1 in order (Xfer::offset in the sender's,
-// dst_offset in the receiver's); diagonal blocks stay local (no transfer). "direct": one step,
-// every non-empty block at once; any other registered algorithm: pairwise exchange, P - 1
-// steps, step k sending r -> (r + k) mod P (Schedule::note says so). Empty steps are dropped.
-// Throws std::invalid_argument for an unknown algorithm or a matrix that is not square.
+// bytes[r][d] to rank d; diagonal blocks stay local (no transfer). Algorithms are a registry of
+// their own (mapping.moe.all_to_all; one .cc each in this folder, which documents its steps):
+//   direct        one step, every non-empty block r -> d at once
+//   pairwise      P - 1 steps; step k pairs r with r XOR k (P a power of two: each pair swaps)
+//                 or sends r -> (r + k) mod P (any other P): one block out and one in per step
+//   hierarchical  two steps over an R x C rank grid (rank = row * C + col): within rows, rank
+//                 (i, j) sends (i, j') everything bound for column j' (its blocks for rows
+//                 other than i as one aggregated transfer, the block for (i, j') itself
+//                 straight to its place); then within columns, each rank forwards what it holds
+//                 for (i'', j') and sends its own block for (i'', j') (see a2a_hierarchical.cc)
+// Empty steps and transfers are dropped. Where the blocks sit in each rank's buffer is the
+// algorithm's (AllToAllVLayout): every send block is packed before the first transfer and every
+// received block is in place after the last. Throws std::invalid_argument for an unknown
+// algorithm, a matrix that is not square, or a grid whose rows * cols is not P.
 //
 //   2 ranks, bytes {{0, 4}, {6, 0}}, direct:  step 0: 0 -> 1 [0, 4) -> [0, 4); 1 -> 0 [0, 6) -> [0, 6)
-Schedule LowerAllToAllV(const std::string& algorithm, const std::vector<std::vector<uint64_t>>& bytes);
+struct AllToAllVLayout {
+  std::vector<std::vector<uint64_t>> send_offset;  // [r][d]: block r -> d in r's buffer
+  std::vector<std::vector<uint64_t>> recv_offset;  // [r][d]: block r -> d in d's buffer
+  uint64_t buffer_bytes = 0;                       // each rank's buffer (>= every block's end)
+};
+Schedule LowerAllToAllV(const std::string& algorithm, const std::vector<std::vector<uint64_t>>& bytes,
+                        AllToAllVLayout* layout = nullptr, RankGrid grid = {});
+
+// The uneven all_to_all algorithms (sorted), without "auto".
+std::vector<std::string> AllToAllVNames();
+
+// A simple cost formula for an uneven all_to_all on `chip`, rank r on core cores[r]: the sum
+// over its steps of the most bytes any one link carries in the step (routes from the topology;
+// every link weighted alike). mapping.moe.all_to_all "auto" takes the registered algorithm with
+// the least (ties: the first by name, so direct). It reads no bandwidth or latency, so a
+// program lowered once serves every value of the timing-only fields (sim/run.h, ProgramCache).
+// Meshes route dimension-ordered (a direct block already goes row then column), so direct's one
+// step carries at most what the others' steps carry in sum: auto picked direct on every shipped
+// chip tried (README, "All-to-all algorithms").
+uint64_t AllToAllVLinkBytes(const arch::Chip& chip, const Schedule& s, const std::vector<int>& cores);
 
 // Algorithm names LowerCollective accepts (the registry, sorted), without "auto".
 std::vector<std::string> CollectiveNames();

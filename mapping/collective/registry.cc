@@ -26,13 +26,16 @@ void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, 
 }
 
 namespace {
-// Every algorithm a CollectiveInfo may name (AlgorithmId): the registered ones and "nccl",
-// sorted; built on first use, after static initialisation has registered them all.
+// Every algorithm a CollectiveInfo may name (AlgorithmId): the registered ones, the uneven
+// all_to_all's and "nccl", sorted; built on first use, after static initialisation has
+// registered them all.
 const std::vector<std::string>& AlgorithmTable() {
   static const std::vector<std::string> table = [] {
     std::vector<std::string> t = collective::CollectiveRegistry::Get().Names();
-    if (std::find(t.begin(), t.end(), "nccl") == t.end()) t.push_back("nccl");
+    for (const std::string& n : collective::AllToAllVRegistry::Get().Names()) t.push_back(n);
+    t.push_back("nccl");
     std::sort(t.begin(), t.end());
+    t.erase(std::unique(t.begin(), t.end()), t.end());
     if (t.size() > 256)
       throw std::logic_error("more than 256 collective algorithms for an 8-bit AlgorithmId");
     return t;

@@ -253,7 +253,7 @@ int Describe(Args& a) {
     if (mm.routing() == "trace") os << " " << mm.routing_file();
     os << ", "
        << (mm.capacity_factor() > 0 ? "capacity factor " + Fixed(mm.capacity_factor(), 2) : "dropless")
-       << "\n";
+       << ", all_to_all " << (mm.all_to_all().empty() ? "direct" : mm.all_to_all()) << "\n";
   }
   std::cout << os.str();
   return 0;

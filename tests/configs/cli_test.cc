@@ -123,9 +123,10 @@ TEST(Cli, ListPrintsEveryRegisteredImplementationByKind) {
   ASSERT_EQ(all.status, 0) << all.output;
   // Kinds sorted, names sorted within each kind, one line per implementation.
   size_t at = 0;
-  for (const char* want : {"collective\n", "  bidirectional_ring ", "  ring ", "\nengine\n", "  analytical ",
-                           "  tlm ", "\npartitioner\n", "  k_split ", "  n_split ", "\nplacement\n",
-                           "  block ", "  snake ", "\ntopology\n", "  edges ", "  wafer "}) {
+  for (const char* want : {"all_to_all\n", "  direct ", "  hierarchical ", "  pairwise ", "\ncollective\n",
+                           "  bidirectional_ring ", "  ring ", "\nengine\n", "  analytical ", "  tlm ",
+                           "\npartitioner\n", "  k_split ", "  n_split ", "\nplacement\n", "  block ",
+                           "  snake ", "\ntopology\n", "  edges ", "  wafer "}) {
     size_t found = all.output.find(want, at);
     ASSERT_NE(found, std::string::npos) << "no '" << want << "' after offset " << at << " in:\n"
                                         << all.output;
@@ -137,8 +138,8 @@ TEST(Cli, ListPrintsEveryRegisteredImplementationByKind) {
   EXPECT_EQ(one.output.find("topology"), std::string::npos) << one.output;
   Outcome bad = RunTpsim("list hypercube");
   EXPECT_EQ(bad.status, 2);
-  EXPECT_NE(bad.output.find(
-                "unknown kind 'hypercube' (valid: collective, engine, partitioner, placement, topology)"),
+  EXPECT_NE(bad.output.find("unknown kind 'hypercube' (valid: all_to_all, collective, engine, partitioner, "
+                            "placement, topology)"),
             std::string::npos)
       << bad.output;
 }

@@ -180,6 +180,31 @@ TEST(MoeFunctional, EveryRoutingAndEpTpSplitOnAMesh) {
   EXPECT_EQ(refused, 80 - 33);
 }
 
+TEST(MoeFunctional, EveryAllToAllAlgorithm) {
+  // mapping.moe.all_to_all: pairwise's and hierarchical's multi-step schedules (blocks staged and
+  // forwarded, separate send and receive areas) move the same rows as direct. 4x4 mesh, linear
+  // and ring placements (hierarchical orders the ranks by their cores' rows and columns), whole
+  // groups and replicas (16 = 2 x ep 4 x tp 2), every routing.
+  const arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
+  const config::Model model = MoeModel();
+  const auto wl = Work(8, 1, 2);
+  int runs = 0;
+  for (const std::string a : {"direct", "pairwise", "hierarchical", "auto"})
+    for (const char* placement : {"linear", "ring"})
+      for (auto [p, ep, etp] : {std::tuple{16, 8, 2}, {16, 4, 2}, {8, 8, 1}, {4, 2, 2}, {16, 2, 1}}) {
+        config::Mapping m = MoeMap(p, ep, etp);
+        m.set_placement(placement);
+        for (auto [name, routing] : Routings()) {
+          SCOPED_TRACE(a + " " + placement + " tp " + std::to_string(p) + " ep " + std::to_string(ep) +
+                       " moe tp " + std::to_string(etp) + " " + name);
+          routing.set_all_to_all(a);
+          EXPECT_LT(Error(chip, model, wl, m, routing), kTol);
+          ++runs;
+        }
+      }
+  EXPECT_EQ(runs, 4 * 2 * 5 * 6);
+}
+
 TEST(MoeFunctional, SharedExpertsBatchesMixedLayersAndRawTopK) {
   const arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
   config::Model model = MoeModel();

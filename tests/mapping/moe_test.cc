@@ -160,14 +160,112 @@ TEST(AllToAllV, DirectAndPairwiseOnFourRanksByHand) {
   for (const Xfer& x : s.steps[0].xfers) sent += x.bytes;
   EXPECT_EQ(sent, 10u + 30 + 1 + 2 + 3 + 4 + 4 + 4 + 6 + 7);
 
-  // Any other algorithm: pairwise exchange, step k sending r -> r + k mod 4.
-  const Schedule pw = LowerAllToAllV("ring", b);
-  EXPECT_EQ(pw.note, "ring: uneven all_to_all as pairwise exchange");
-  ASSERT_EQ(pw.steps.size(), 3u);
-  for (size_t k = 0; k < 3; ++k)
-    for (const Xfer& x : pw.steps[k].xfers) EXPECT_EQ(x.dst, (x.src + static_cast<int>(k) + 1) % 4);
+  // A collective algorithm that is no all_to_all_v algorithm is an error, not a fallback.
+  EXPECT_THROW(LowerAllToAllV("ring", b), std::invalid_argument);
   EXPECT_THROW(LowerAllToAllV("nope", b), std::invalid_argument);
   EXPECT_THROW(LowerAllToAllV("direct", {{1, 2}}), std::invalid_argument);
+  EXPECT_THROW(LowerAllToAllV("hierarchical", b, nullptr, {3, 1}), std::invalid_argument);
+}
+
+// Runs `s` on per-rank buffers of `layout.buffer_bytes` bytes: every send block filled with its
+// (r, d) tag at layout.send_offset, transfers of a step read before any writes; returns whether
+// every block r -> d (r != d) ends at layout.recv_offset in d's buffer.
+bool DeliversEveryBlock(const Schedule& s, const AllToAllVLayout& layout,
+                        const std::vector<std::vector<uint64_t>>& b) {
+  const int p = static_cast<int>(b.size());
+  std::vector<std::vector<int>> buf(p, std::vector<int>(layout.buffer_bytes, -1));
+  for (int r = 0; r < p; ++r)
+    for (int d = 0; d < p; ++d)
+      for (uint64_t i = 0; i < b[r][d]; ++i) buf[r].at(layout.send_offset[r][d] + i) = r * p + d;
+  for (const CollectiveStep& st : s.steps) {
+    std::vector<std::vector<int>> read;
+    for (const Xfer& x : st.xfers)
+      read.emplace_back(buf[x.src].begin() + x.offset, buf[x.src].begin() + x.offset + x.bytes);
+    for (size_t k = 0; k < st.xfers.size(); ++k)
+      std::copy(read[k].begin(), read[k].end(), buf[st.xfers[k].dst].begin() + st.xfers[k].DstOffset());
+  }
+  for (int r = 0; r < p; ++r)
+    for (int d = 0; d < p; ++d)
+      for (uint64_t i = 0; r != d && i < b[r][d]; ++i)
+        if (buf[d].at(layout.recv_offset[r][d] + i) != r * p + d) return false;
+  return true;
+}
+
+TEST(AllToAllV, PairwiseAndHierarchicalOnFourRanksByHand) {
+  const std::vector<std::vector<uint64_t>> b = {{5, 10, 0, 30}, {1, 0, 2, 3}, {4, 4, 4, 4}, {0, 6, 7, 0}};
+  // pairwise, 4 ranks (a power of two): step k swaps r and r XOR k; every rank sends at most one
+  // block and receives at most one per step. Received blocks sit after the sends (S = 45, the
+  // largest row: rank 0's; then by source).
+  AllToAllVLayout pl;
+  const Schedule pw = LowerAllToAllV("pairwise", b, &pl);
+  EXPECT_EQ(pw.algorithm, "pairwise");
+  ASSERT_EQ(pw.steps.size(), 3u);
+  std::vector<size_t> per_step;
+  for (size_t k = 0; k < 3; ++k) {
+    per_step.push_back(pw.steps[k].xfers.size());
+    for (const Xfer& x : pw.steps[k].xfers) EXPECT_EQ(x.dst, x.src ^ static_cast<int>(k + 1));
+  }
+  // step 1: 0<->1 (10, 1), 2<->3 (4, 7); step 2: 0->2 empty, 2->0 (4), 1<->3 (3, 6);
+  // step 3: 0<->3 (30, 0 from 3: dropped), 1<->2 (2, 4).
+  EXPECT_EQ(per_step, (std::vector<size_t>{4, 3, 3}));
+  EXPECT_EQ(pl.recv_offset[0][3], 45u);           // rank 3's receive area starts with rank 0's block
+  EXPECT_EQ(pl.recv_offset[2][1], 45u + 10 + 0);  // after 0's 10 and 1's 0
+  EXPECT_EQ(pl.buffer_bytes, 45u + 37);           // S + the largest column (to rank 3: 30 + 3 + 4)
+  EXPECT_TRUE(DeliversEveryBlock(pw, pl, b));
+
+  // hierarchical on the 2x2 grid (rank = row * 2 + col): step 1 within rows: 0 <-> 1, 2 <-> 3;
+  // step 2 within columns: 0 <-> 2, 1 <-> 3.
+  AllToAllVLayout hl;
+  const Schedule h = LowerAllToAllV("hierarchical", b, &hl, {2, 2});
+  ASSERT_EQ(h.steps.size(), 2u);
+  for (const Xfer& x : h.steps[0].xfers) EXPECT_EQ(x.src / 2, x.dst / 2);
+  for (const Xfer& x : h.steps[1].xfers) EXPECT_EQ(x.src % 2, x.dst % 2);
+  auto bytes_of = [](const CollectiveStep& st, int src, int dst) {
+    std::vector<uint64_t> v;
+    for (const Xfer& x : st.xfers)
+      if (x.src == src && x.dst == dst) v.push_back(x.bytes);
+    return v;
+  };
+  // 0 -> 1 in step 1: the aggregate for column 1 from rows != 0, i.e. 0's block for 3 (30),
+  // then 0's block for 1 itself (10).
+  EXPECT_EQ(bytes_of(h.steps[0], 0, 1), (std::vector<uint64_t>{30, 10}));
+  // 1 -> 3 in step 2: its own block for 3 (3), then 0's block for 3 it holds (30).
+  EXPECT_EQ(bytes_of(h.steps[1], 1, 3), (std::vector<uint64_t>{3, 30}));
+  // 3 -> 1 in step 2: its own 6, and 2's block for 1 (4) received from 2 in step 1.
+  EXPECT_EQ(bytes_of(h.steps[1], 3, 1), (std::vector<uint64_t>{6, 4}));
+  // Messages: direct sends 10; hierarchical 7 in step 1 (0->1 x2, 1->0 x2 [1->2's 2 and 1->0's
+  // 1], 2->3 x2 [2->1's 4, 2->3's 4], 3->2 x1 [3->0 empty, 3->2's 7]) and 6 in step 2 (0->2: 1's
+  // 2 [0's own empty]; 1->3 x2; 2->0: its own 4 [3->0 empty]; 3->1 x2).
+  EXPECT_EQ(h.steps[0].xfers.size(), 7u);
+  EXPECT_EQ(h.steps[1].xfers.size(), 6u);
+  EXPECT_TRUE(DeliversEveryBlock(h, hl, b));
+
+  AllToAllVLayout dl;
+  const Schedule d = LowerAllToAllV("direct", b, &dl);
+  EXPECT_TRUE(DeliversEveryBlock(d, dl, b));
+}
+
+TEST(AllToAllV, EveryAlgorithmDeliversEveryBlockOnSixRanks) {
+  // 6 ranks: pairwise as shifts (not a power of two), hierarchical on 2x3, 3x2 and 1x6 grids.
+  std::vector<std::vector<uint64_t>> b(6, std::vector<uint64_t>(6));
+  for (int r = 0; r < 6; ++r)
+    for (int d = 0; d < 6; ++d) b[r][d] = static_cast<uint64_t>((r * 7 + d * 3) % 5);
+  for (const std::string& a : AllToAllVNames()) {
+    AllToAllVLayout l;
+    const Schedule s = LowerAllToAllV(a, b, &l);
+    EXPECT_TRUE(DeliversEveryBlock(s, l, b)) << a;
+  }
+  const Schedule pw = LowerAllToAllV("pairwise", b);
+  EXPECT_EQ(pw.steps.size(), 5u);
+  for (size_t k = 0; k < pw.steps.size(); ++k)
+    for (const Xfer& x : pw.steps[k].xfers) EXPECT_EQ(x.dst, (x.src + static_cast<int>(k) + 1) % 6);
+  for (const RankGrid g : {RankGrid{2, 3}, RankGrid{3, 2}, RankGrid{1, 6}}) {
+    AllToAllVLayout l;
+    const Schedule s = LowerAllToAllV("hierarchical", b, &l, g);
+    EXPECT_EQ(s.steps.size(), g.rows == 1 ? 1u : 2u);
+    EXPECT_TRUE(DeliversEveryBlock(s, l, b)) << g.rows << "x" << g.cols;
+  }
+  EXPECT_EQ(AllToAllVNames(), (std::vector<std::string>{"direct", "hierarchical", "pairwise"}));
 }
 
 // hidden 64, E = 8 experts of intermediate 32, top-2, renormalised.

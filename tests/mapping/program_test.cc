@@ -323,11 +323,14 @@ TEST(Program, TypedIdsReadAsTheirIntegers) {
 }
 
 TEST(Program, AlgorithmIdsNameTheRegisteredAlgorithmsAndNccl) {
-  // Every registered algorithm and nccl has an id that prints back as its name; ids are
-  // the sorted order of the names, so distinct names get distinct ids.
+  // Every registered algorithm (collectives and the uneven all_to_all's) and nccl has an id
+  // that prints back as its name; ids are the sorted order of the names, so distinct names get
+  // distinct ids.
   std::vector<std::string> names = CollectiveNames();
+  for (const std::string& n : AllToAllVNames()) names.push_back(n);
   names.push_back("nccl");
   std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   for (size_t i = 0; i < names.size(); ++i) {
     const std::optional<AlgorithmId> a = ParseAlgorithm(names[i]);
     ASSERT_TRUE(a.has_value()) << names[i];

@@ -91,6 +91,13 @@ def cases():
         for engine in ("analytical", "tlm"):
             out.append((f"run-{stem}-nvls-{engine}", "run", [e, "--engine", engine, "--set",
                                                             "mapping.collective=nvls"]))
+    # MoE dispatch / combine algorithms (mapping.moe.all_to_all) on the wafer experiment.
+    moe = "configs/experiments/moe-qwen3-30b-a3b.textproto"
+    for a, engines in (("pairwise", ("analytical", "tlm")), ("hierarchical", ("analytical", "tlm")),
+                       ("auto", ("analytical",))):
+        for engine in engines:
+            out.append((f"run-moe-qwen3-30b-a3b-a2a-{a}-{engine}", "run",
+                        [moe, "--engine", engine, "--set", f"mapping.moe.all_to_all={a}"]))
     # Serving.
     for e in ("serving-fused", "serving-disaggregated"):
         path = f"configs/experiments/{e}.textproto"

@@ -85,13 +85,17 @@ TEST_F(RunCli, EnginesAgreeOnTheReferenceExperimentWithinTwoPercent) {
 
 TEST_F(RunCli, EnginesAgreeOnTheShippedMoeExperimentsWithinTenPercent) {
   // Issue 17: the analytical and TLM engines time MoE layers (dispatch / combine all_to_alls,
-  // per-expert GEMMs, streamed expert weights) within 10% of each other, balanced and skewed.
+  // per-expert GEMMs, streamed expert weights) within 10% of each other, balanced and skewed,
+  // and with the two-step hierarchical all_to_all (mapping.moe.all_to_all).
   for (const std::string& exp : {std::string("configs/experiments/moe-qwen3-30b-a3b.textproto"),
                                  std::string("configs/experiments/moe-qwen3-30b-a3b.textproto "
                                              "--set mapping.moe.routing=zipf --set mapping.moe.zipf_s=1.2"),
                                  std::string("configs/experiments/moe-qwen3-30b-a3b-h200.textproto"),
                                  std::string("configs/experiments/moe-qwen3-235b-a22b.textproto "
-                                             "--set workload.num_layers=16")}) {
+                                             "--set workload.num_layers=16"),
+                                 std::string("configs/experiments/moe-mixtral-8x7b.textproto"),
+                                 std::string("configs/experiments/moe-qwen3-30b-a3b.textproto "
+                                             "--set mapping.moe.all_to_all=hierarchical")}) {
     std::string out;
     ASSERT_EQ(RunTpsim("run " + exp + " --engine analytical --quiet --out " + P("a.json"), &out), 0) << out;
     ASSERT_EQ(RunTpsim("run " + exp + " --engine tlm --quiet --out " + P("t.json"), &out), 0) << out;

@@ -1,6 +1,8 @@
 # Included from tests/sim/CMakeLists.txt: the SystemC / TLM-2.0 engine.
 tpsim_test(tlm_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/tlm_test.cc LIBS tpsim_tlm tpsim_analytical)
 tpsim_test(tlm_network_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/tlm_network_test.cc LIBS tpsim_tlm)
+# The MoE dispatch's hierarchical all_to_all timed by hand on both engines.
+tpsim_test(moe_all_to_all_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/moe_all_to_all_test.cc LIBS tpsim_tlm tpsim_analytical)
 
 # The TLM network against BookSim2's committed figures (validate/results/noc/); about
 # 15 s of CPU per topology, labelled slow.
