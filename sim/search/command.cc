@@ -53,6 +53,10 @@ skipped (pruned): it cannot be on the front nor the best. Deterministic for any 
                        databases with `tpsim sweep merge`, then rerun without --shard
                        on the merged file: stored points are reused)
   --no-prune           simulate every candidate (up to --budget): the exhaustive reference
+  --no-share           simulate candidates that lower the same Program (same tp, stages,
+                       partitions, collective, weights, batch and cores per stage; at tp 1
+                       the collective does not matter) one by one; by default
+                       one runs and the others take its metrics
   --top N              rows of the front to print (default 20; 0: all)
   --tp LIST            e.g. 4,8,16 (default: powers of two)
   --stages LIST        pipeline stages (default: powers of two up to the layers)
@@ -138,6 +142,10 @@ int SearchCommand(const std::vector<std::string>& args) {
     }
     if (a == "--no-prune") {
       o.search.prune = false;
+      continue;
+    }
+    if (a == "--no-share") {
+      o.search.share = false;
       continue;
     }
     std::string flag = a, value;
@@ -280,9 +288,11 @@ int SearchCommand(const std::vector<std::string>& args) {
             << base.cfg.chip().name() << ", objective " << so.objective;
   if (so.slo_ttft_ms > 0) std::cout << ", TTFT <= " << so.slo_ttft_ms << " ms";
   if (so.slo_tpot_ms > 0) std::cout << ", TPOT <= " << so.slo_tpot_ms << " ms";
-  std::cout << "\n  " << res.candidates << " candidates: " << res.ok << " simulated ok, " << res.invalid
-            << " invalid, " << res.errors << " errors, " << res.pruned << " pruned by bounds, " << res.skipped
-            << " not visited (budget or shard); " << res.ranked.size() << " feasible\n\n";
+  std::cout << "\n  " << res.candidates << " candidates: " << res.simulated << " simulated (" << res.reused
+            << " of them from the store), " << res.shared << " sharing the Program of a simulated one, "
+            << res.pruned << " pruned by bounds, " << res.skipped << " not visited (budget or shard); "
+            << res.ok << " ok, " << res.invalid << " invalid, " << res.errors << " errors; "
+            << res.ranked.size() << " feasible\n\n";
   if (res.front.empty()) {
     std::cout << "no feasible candidate\n";
     return 1;

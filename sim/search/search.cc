@@ -75,7 +75,8 @@ struct Entry {
   std::string status;  // "" (not visited), ok, invalid, error, pruned, skipped (budget / shard)
   std::string error;
   Point p;
-  Point reach;  // Reachable(): the bounds as a point
+  Point reach;      // Reachable(): the bounds as a point
+  std::string key;  // ProgramKey ("" shares nothing)
 };
 
 double TokensPerSecond(const sim::Experiment& base, const Entry& x, double total_ps) {
@@ -224,6 +225,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     x.replicas = Replicas(chip, c);
     x.lb = LowerBounds(base, chip, c);
     x.reach = Reachable(base, x);
+    if (o.share) x.key = ProgramKey(base, chip, c);
     all.push_back(std::move(x));
   }
   std::vector<size_t> order(all.size());
@@ -245,9 +247,23 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   const bool tty = progress == &std::cerr && isatty(2);
   const auto t0 = std::chrono::steady_clock::now();
   auto last_report = t0;
-  uint64_t simulated = 0, reused = 0, pruned = 0;
+  uint64_t simulated = 0, reused = 0, pruned = 0, shared = 0;
   std::vector<size_t> evaluated;  // ok entries, in evaluation order
   std::vector<size_t> pfront;     // the front of `evaluated` (every point, feasible or not)
+  // The candidate that runs for each ProgramKey, and those waiting for it in the chunk.
+  std::map<std::string, size_t> runs;
+  std::vector<std::pair<size_t, size_t>> followers;  // (candidate, the one it copies)
+  auto copy = [&](size_t to, size_t from) {
+    Entry& x = all[to];
+    const Entry& r = all[from];
+    x.status = r.status;
+    x.error = r.error;
+    ++shared;
+    if (x.status != "ok") return;
+    x.p = r.p;  // same tp x stages: same replicas, same tokens/s
+    evaluated.push_back(to);
+    AddToFront(all, cols, to, &pfront);
+  };
   const size_t chunk = static_cast<size_t>(std::max(8, 4 * jobs));
   size_t next = 0;
   while (next < order.size()) {
@@ -258,6 +274,21 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
       if (order[next - 1] % o.shards != o.shard) {
         x.status = "skipped";
         continue;
+      }
+      // Same Program as a candidate already run (or running in this chunk): its metrics.
+      if (!x.key.empty()) {
+        auto run = runs.find(x.key);
+        if (run != runs.end()) {
+          const std::string& st = all[run->second].status;
+          if (st == "ok" || st == "invalid" || st == "error") {
+            copy(order[next - 1], run->second);
+            continue;
+          }
+          if (st == "running") {
+            followers.emplace_back(order[next - 1], run->second);
+            continue;
+          }
+        }
       }
       if (simulated >= o.budget) {
         x.status = "skipped";
@@ -280,6 +311,8 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
       }
       ++simulated;
       batch.push_back(order[next - 1]);
+      x.status = "running";
+      if (!x.key.empty()) runs[x.key] = order[next - 1];
     }
     if (batch.empty()) continue;
     std::vector<sim::Experiment> exps;
@@ -335,6 +368,8 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
         store->Insert(row);
       }
     }
+    for (const auto& [to, from] : followers) copy(to, from);
+    followers.clear();
     const auto now = std::chrono::steady_clock::now();
     if (progress && (now - last_report > std::chrono::seconds(tty ? 1 : 10) || next == order.size())) {
       last_report = now;
@@ -375,6 +410,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   res.simulated = simulated;
   res.reused = reused;
   res.pruned = pruned;
+  res.shared = shared;
   for (const Entry& x : all) {
     res.invalid += x.status == "invalid";
     res.errors += x.status == "error";

@@ -3,6 +3,7 @@
 
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
+#include "mapping/pipeline.h"
 #include "mapping/placement/placement.h"
 #include "sim/search/detail.h"
 #include "sim/search/search.h"
@@ -105,6 +106,25 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
   name << " batch=" << c.batch << "]";
   e.cfg.set_name(name.str());
   return e;
+}
+
+std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
+  std::ostringstream key;
+  key << c.tp << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention << " " << c.mlp;
+  if (c.tp > 1) key << " " << c.collective;
+  try {
+    const sim::Experiment e = Apply(base, c);
+    const mapping::StagePlacement sp = mapping::PlaceStages(chip, e.cfg.mapping(), static_cast<int>(c.stages),
+                                                            static_cast<int>(c.tp), mapping::PlacementFile{});
+    for (size_t s = 0; s < sp.cores.size(); ++s) {
+      key << " |";
+      for (int core : sp.cores[s]) key << " " << core;
+      if (s < sp.grids.size()) key << " g" << sp.grids[s].rows << "x" << sp.grids[s].cols;
+    }
+  } catch (const std::exception&) {
+    return "";
+  }
+  return key.str();
 }
 
 uint32_t Replicas(const arch::Chip& chip, const Candidate& c) {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -245,6 +246,46 @@ TEST(SearchTest, ResumeFromTheStoreGivesTheSameFront) {
   ASSERT_EQ(first.front.size(), again.front.size());
   for (size_t i = 0; i < first.front.size(); ++i) EXPECT_EQ(Key(first.front[i]), Key(again.front[i]));
   std::filesystem::remove(db);
+}
+
+}  // namespace
+}  // namespace tpsim::search
+
+namespace tpsim::search {
+namespace {
+
+// Candidates with equal ProgramKeys lower the same Program: running one of them and copying
+// its metrics gives every candidate exactly what running it gives. tp 1 and 2 on wafer-8x8
+// (placements that give the same cores, collectives that do nothing at tp 1).
+TEST(SearchTest, SharedProgramsGiveTheSameMetrics) {
+  const sim::Experiment e = Shipped("reference-qwen3-4b.textproto");
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions share;
+  share.jobs = 2;
+  share.prune = false;
+  share.space.tp = {1, 2};
+  share.space.stages = {1, 2};
+  share.space.partitions = {"n_split", "mn_2d", "m_split_rotate"};
+  share.space.placements = {"linear", "snake", "ring"};
+  share.space.collectives = {"ring", "bidirectional_ring"};
+  share.space.spans = {"stage", "chip:stage_major"};
+  SearchOptions each = share;
+  each.share = false;
+  const SearchResult a = Search(e, chip, share, nullptr);
+  const SearchResult b = Search(e, chip, each, nullptr);
+  EXPECT_EQ(b.shared, 0u);
+  EXPECT_GT(a.shared, a.simulated) << "most of this space shares Programs";
+  EXPECT_EQ(a.shared + a.simulated, b.simulated);
+  ASSERT_EQ(a.ranked.size(), b.ranked.size());
+  std::map<size_t, Point> each_point;
+  for (const Found& f : b.ranked) each_point[f.index] = f.p;
+  for (const Found& f : a.ranked) {
+    const Point& p = each_point.at(f.index);
+    EXPECT_EQ(f.p.total_ms, p.total_ms) << f.index;
+    EXPECT_EQ(f.p.ttft_ms, p.ttft_ms) << f.index;
+    EXPECT_EQ(f.p.tpot_ms, p.tpot_ms) << f.index;
+    EXPECT_EQ(f.p.energy_mj, p.energy_mj) << f.index;
+  }
 }
 
 }  // namespace
