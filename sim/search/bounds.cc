@@ -112,7 +112,7 @@ Bounds LowerBounds(const sim::Experiment& base, const arch::Chip& chip, const Ca
   const double passes = 1.0 + wl.decode_steps();
   double run_memory_ps = 0;
   try {
-    config::Mapping m = Apply(base, c).cfg.mapping();
+    const config::Mapping m = MappingOf(base.cfg.mapping(), c);
     const mapping::WeightPlan plan = mapping::PlanWeights(chip, model, m, layers, wl.dtype());
     std::vector<double> gbps;
     for (const auto& ch : chip.channels()) gbps.push_back(ch.bandwidth_gbps);

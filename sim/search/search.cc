@@ -218,14 +218,29 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   if (o.objective == "energy" && !cols.energy)
     throw std::invalid_argument("--objective energy needs an energy model in the chip (chip.energy)");
 
+  // Bounds and placements are computed once per distinct input: the bounds depend on the
+  // candidate's fields but its placement, span and collective, and on the cores the
+  // placement gives (a grid can change the weights per core); the cores on tp, stages,
+  // placement and span.
   std::vector<Entry> all;
+  std::map<std::string, std::string> placed;
+  std::map<std::string, Bounds> bounds;
   for (const Candidate& c : Space(base, chip, o.space)) {
     Entry x;
     x.c = c;
     x.replicas = Replicas(chip, c);
-    x.lb = LowerBounds(base, chip, c);
+    const std::string where =
+        std::to_string(c.tp) + " " + std::to_string(c.stages) + " " + c.placement + " " + c.span;
+    auto pl = placed.find(where);
+    if (pl == placed.end()) pl = placed.emplace(where, PlacedCores(base, chip, c)).first;
+    const std::string what = std::to_string(c.tp) + " " + std::to_string(c.stages) + " " +
+                             std::to_string(c.batch) + " " + c.weights + " " + c.attention + " " + c.mlp +
+                             " " + pl->second;
+    auto lb = bounds.find(what);
+    if (lb == bounds.end()) lb = bounds.emplace(what, LowerBounds(base, chip, c)).first;
+    x.lb = lb->second;
     x.reach = Reachable(base, x);
-    if (o.share) x.key = ProgramKey(base, chip, c);
+    if (o.share) x.key = ProgramKey(c, pl->second);
     all.push_back(std::move(x));
   }
   std::vector<size_t> order(all.size());
@@ -375,8 +390,9 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
       last_report = now;
       *progress << (tty ? "\r" : "") << "tpsim search: " << next << "/" << order.size() << " candidates, "
                 << simulated << " simulated (" << reused << " from " << (o.db.empty() ? "-" : o.db) << "), "
-                << pruned << " pruned, " << Ms(std::chrono::duration<double>(now - t0).count()) << " s"
-                << (tty ? "   " : "\n") << std::flush;
+                << shared << " shared, " << pruned << " pruned, "
+                << Ms(std::chrono::duration<double>(now - t0).count()) << " s" << (tty ? "   " : "\n")
+                << std::flush;
     }
   }
   if (tty && progress) *progress << "\n";

@@ -65,6 +65,14 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c);
 // keys lower the same Program and get the same metrics, so the search runs one of them. "" when the placement
 // cannot be met (the run reports it).
 std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c);
+// The same from the cores PlacedCores gives (what ProgramKey depends on through the
+// placement: every stage's cores by rank and rank grid; "" when it cannot be met).
+std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c);
+std::string ProgramKey(const Candidate& c, const std::string& cores);
+
+// The mapping of a candidate: `base` with tp, stages, placement, span, collective, weights
+// and partitions set (Apply without copying the experiment).
+config::Mapping MappingOf(const config::Mapping& base, const Candidate& c);
 
 // Replicas of a candidate's tp x stages cores on the chip.
 uint32_t Replicas(const arch::Chip& chip, const Candidate& c);

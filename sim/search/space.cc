@@ -73,9 +73,9 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
   return out;
 }
 
-sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
-  sim::Experiment e = base;
-  config::Mapping* m = e.cfg.mutable_mapping();
+config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {
+  config::Mapping mapping = base;
+  config::Mapping* m = &mapping;
   m->set_tp(c.tp);
   m->set_pipeline_stages(c.stages);
   m->set_placement(c.placement);
@@ -97,6 +97,12 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
       o->set_partition(c.attention);
     }
   }
+  return mapping;
+}
+
+sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
+  sim::Experiment e = base;
+  *e.cfg.mutable_mapping() = MappingOf(base.cfg.mapping(), c);
   e.cfg.mutable_workload()->set_batch(c.batch);
   std::ostringstream name;
   name << base.cfg.name() << " [search: tp=" << c.tp << " stages=" << c.stages << " attention=" << c.attention
@@ -108,16 +114,14 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
   return e;
 }
 
-std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
+std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
   std::ostringstream key;
-  key << c.tp << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention << " " << c.mlp;
-  if (c.tp > 1) key << " " << c.collective;
   try {
-    const sim::Experiment e = Apply(base, c);
-    const mapping::StagePlacement sp = mapping::PlaceStages(chip, e.cfg.mapping(), static_cast<int>(c.stages),
-                                                            static_cast<int>(c.tp), mapping::PlacementFile{});
+    const mapping::StagePlacement sp =
+        mapping::PlaceStages(chip, MappingOf(base.cfg.mapping(), c), static_cast<int>(c.stages),
+                             static_cast<int>(c.tp), mapping::PlacementFile{});
     for (size_t s = 0; s < sp.cores.size(); ++s) {
-      key << " |";
+      key << "|";
       for (int core : sp.cores[s]) key << " " << core;
       if (s < sp.grids.size()) key << " g" << sp.grids[s].rows << "x" << sp.grids[s].cols;
     }
@@ -125,6 +129,19 @@ std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, cons
     return "";
   }
   return key.str();
+}
+
+std::string ProgramKey(const Candidate& c, const std::string& cores) {
+  if (cores.empty()) return "";
+  std::ostringstream key;
+  key << c.tp << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention << " " << c.mlp;
+  if (c.tp > 1) key << " " << c.collective;
+  key << " " << cores;
+  return key.str();
+}
+
+std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
+  return ProgramKey(c, PlacedCores(base, chip, c));
 }
 
 uint32_t Replicas(const arch::Chip& chip, const Candidate& c) {
