@@ -219,9 +219,9 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     throw std::invalid_argument("--objective energy needs an energy model in the chip (chip.energy)");
 
   // Bounds and placements are computed once per distinct input: the bounds depend on the
-  // candidate's fields but its placement, span and collective, and on the cores the
-  // placement gives (a grid can change the weights per core); the cores on tp, stages,
-  // placement and span.
+  // candidate's fields but its placement, span and collective, and on the shapes of the rank
+  // grids the placement gives (a grid changes mn_2d's weights per core, so whether they fit
+  // in SRAM); the cores on tp, stages, placement and span.
   std::vector<Entry> all;
   std::map<std::string, std::string> placed;
   std::map<std::string, Bounds> bounds;
@@ -233,9 +233,13 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
         std::to_string(c.tp) + " " + std::to_string(c.stages) + " " + c.placement + " " + c.span;
     auto pl = placed.find(where);
     if (pl == placed.end()) pl = placed.emplace(where, PlacedCores(base, chip, c)).first;
+    // Of the placement, the weight plan sees only the rank grids' shapes (mn_2d's shards).
+    std::string grids;
+    for (size_t g = pl->second.find(" g"); g != std::string::npos; g = pl->second.find(" g", g + 2))
+      grids += pl->second.substr(g, pl->second.find_first_of(" |", g + 2) - g);
     const std::string what = std::to_string(c.tp) + " " + std::to_string(c.stages) + " " +
                              std::to_string(c.batch) + " " + c.weights + " " + c.attention + " " + c.mlp +
-                             " " + pl->second;
+                             " " + (pl->second.empty() ? "unplaced " + c.placement + " " + c.span : grids);
     auto lb = bounds.find(what);
     if (lb == bounds.end()) lb = bounds.emplace(what, LowerBounds(base, chip, c)).first;
     x.lb = lb->second;
