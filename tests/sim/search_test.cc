@@ -274,6 +274,8 @@ TEST(SearchTest, SharedProgramsGiveTheSameMetrics) {
   const SearchResult a = Search(e, chip, share, nullptr);
   const SearchResult b = Search(e, chip, each, nullptr);
   EXPECT_EQ(b.shared, 0u);
+  EXPECT_EQ(b.simulated,
+            432u);  // 4 (tp, stages) x 9 partition pairs x 3 placements x 2 spans x 2 collectives
   EXPECT_GT(a.shared, a.simulated) << "most of this space shares Programs";
   EXPECT_EQ(a.shared + a.simulated, b.simulated);
   ASSERT_EQ(a.ranked.size(), b.ranked.size());
