@@ -451,6 +451,7 @@ const char* kPlotUsage = R"(usage: tpsim plot heatmap RESULT.json [RESULT.json..
        tpsim plot sweep RESULTS.sqlite --x FIELD --y METRIC --out sweep.png
            [--color FIELD] [--facet FIELD] [--where EXPR] [--logx] [--logy] [--ratio A/B] [--table]
        tpsim plot energy RESULT.json [RESULT.json...] --out energy.png [--top N]
+       tpsim plot front S.sqlite[:LABEL] [S.sqlite[:LABEL]...] --out front.png   (S from search --db)
        tpsim plot serving REQUESTS.csv KV.csv --out serving.png   (CSVs from tpsim serve)
 (tpsim plot COMMAND --help describes every option; --dump-series FILE writes what was drawn)
 )";

@@ -58,6 +58,22 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
 // name that says so.
 sim::Experiment Apply(const sim::Experiment& base, const Candidate& c);
 
+// What a candidate's lowered Program depends on: tp, stages, the partitions, collective,
+// weights, batch and the cores (and rank grid) the placement gives each stage, not the
+// placement's name or span; at tp 1 not the collective (one core per stage: no group).
+// (The partitions do matter at tp 1: m_split_rotate lowers differently from n_split.) Candidates with equal
+// keys lower the same Program and get the same metrics, so the search runs one of them. "" when the placement
+// cannot be met (the run reports it).
+std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c);
+// The same from the cores PlacedCores gives (what ProgramKey depends on through the
+// placement: every stage's cores by rank and rank grid; "" when it cannot be met).
+std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c);
+std::string ProgramKey(const Candidate& c, const std::string& cores);
+
+// The mapping of a candidate: `base` with tp, stages, placement, span, collective, weights
+// and partitions set (Apply without copying the experiment).
+config::Mapping MappingOf(const config::Mapping& base, const Candidate& c);
+
 // Replicas of a candidate's tp x stages cores on the chip.
 uint32_t Replicas(const arch::Chip& chip, const Candidate& c);
 
@@ -85,6 +101,7 @@ struct SearchOptions {
   uint64_t budget = 10000;                  // candidates simulated at most
   int jobs = 0;                             // 0: all cores
   bool prune = true;
+  bool share = true;  // run one candidate per ProgramKey, copy its metrics to the others
   uint32_t shard = 0, shards = 1;
   std::string db;  // SQLite store ("" none)
   SpaceOptions space;
@@ -100,6 +117,7 @@ struct Found {
 struct SearchResult {
   uint64_t candidates = 0, ok = 0, invalid = 0, errors = 0, pruned = 0, skipped = 0;
   uint64_t simulated = 0, reused = 0;  // reused: from the store
+  uint64_t shared = 0;                 // metrics copied from a candidate with the same ProgramKey
   std::vector<Found> front;            // the Pareto front of feasible points, by total latency
   std::vector<Found> ranked;           // every feasible point, best first by the objective
 };

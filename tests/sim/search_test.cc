@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -91,20 +92,36 @@ TEST(SearchTest, ComputeBoundByHand) {
   c.attention = c.mlp = "n_split";
   c.placement = "ring";
   c.collective = "ring";
-  // Qwen3-0.6B weight GEMMs per layer: q 1024x2048, k and v 1024x1024, o 2048x1024,
-  // gate, up 1024x3072 and down 3072x1024: 15,728,640 parameters. 1024 tokens x 2 layers
-  // x 15,728,640 MACs over 4 cores of 16 x 16 MACs per 1000 ps:
-  // 32,212,254,720 / (4 x 0.256) = 31,457,280,000 ps.
+  // Qwen3-0.6B weight GEMMs per layer (k x n): q 1024x2048, k and v 1024x1024, o
+  // 2048x1024, gate, up 1024x3072 and down 3072x1024: 15,728,640 parameters, 12,288
+  // output columns. With m = 1024 tokens on 16 x 16 arrays: tile-steps m x 15,728,640 /
+  // 256 = 62,914,560 cycles, plus (16 + 16) cycles of fill for each of m x 12,288 / 256
+  // tiles: 1,572,864; 64,487,424 cycles a layer, x 2 layers x 1000 ps over 4 cores =
+  // 32,243,712,000 ps.
   const Bounds b = LowerBounds(e, chip, c);
-  EXPECT_DOUBLE_EQ(b.prefill_ps, 31457280000.0);
+  EXPECT_DOUBLE_EQ(b.prefill_ps, 32243712000.0);
   EXPECT_DOUBLE_EQ(b.decode_step_ps, 0.0);
-  EXPECT_DOUBLE_EQ(b.total_ps, 31457280000.0);  // weights stay in SRAM: no memory bound
+  EXPECT_DOUBLE_EQ(b.total_ps, 32243712000.0);  // weights stay in SRAM: no memory bound
   EXPECT_DOUBLE_EQ(b.energy_per_token_j, 0.0);  // energy model cleared
   // With mesh-4x4-hbm's energy block (mac_bf16_pj 0.116): per token of the 1024, 2 layers x
   // 15,728,640 MACs x 0.116 pJ = 3.64904448e-6 J.
   const sim::Experiment with_energy = ComputeBound(/*energy=*/true);
   EXPECT_NEAR(LowerBounds(with_energy, arch::Chip::Build(with_energy.cfg.chip()), c).energy_per_token_j,
               3.64904448e-6, 1e-15);
+}
+
+// Every bound (total, TTFT, TPOT, energy) is at most what the engine gave, for every
+// simulated candidate.
+void ExpectBoundsBelow(const sim::Experiment& e, const arch::Chip& chip, const SearchResult& r) {
+  for (const Found& f : r.ranked) {
+    const Bounds b = LowerBounds(e, chip, f.c);
+    EXPECT_LE(b.total_ps * 1e-9, f.p.total_ms * (1 + 1e-12)) << f.index;
+    EXPECT_LE(b.prefill_ps * 1e-9, f.p.ttft_ms * (1 + 1e-12)) << f.index;
+    EXPECT_LE(b.decode_step_ps * 1e-9, f.p.tpot_ms * (1 + 1e-12)) << f.index;
+    if (std::isfinite(f.p.energy_mj)) {
+      EXPECT_LE(b.energy_per_token_j * 1e3, f.p.energy_mj * (1 + 1e-12)) << f.index;
+    }
+  }
 }
 
 struct PrunedAndExhaustive {
@@ -141,9 +158,63 @@ TEST(SearchTest, PruningKeepsTheFrontAndTheBest) {
     EXPECT_GT(r.pruned.pruned, 0u) << objective << ": the test needs pruning to happen";
     EXPECT_EQ(r.exhaustive.pruned, 0u);
     EXPECT_EQ(r.exhaustive.ok, 320u);
-    // Bounds are below what the engine gives for every simulated candidate.
-    for (const Found& f : r.exhaustive.ranked) {
-      EXPECT_LE(LowerBounds(e, chip, f.c).total_ps * 1e-9, f.p.total_ms * (1 + 1e-12)) << f.index;
+    ExpectBoundsBelow(e, chip, r.exhaustive);
+  }
+}
+
+// A decode step of one token on the same chip: m = 1 streams every weight through the
+// 16 columns, n x k / 16 cycles, plus 32 cycles of fill per 1 x 16 tile: per layer
+// 15,728,640 / 16 + 32 x 12,288 / 16 = 1,007,616 cycles; 2 layers over 4 cores at
+// 1000 ps = 503,808,000 ps a step.
+TEST(SearchTest, DecodeStepBoundByHand) {
+  sim::Experiment e = ComputeBound();
+  e.cfg.mutable_workload()->set_decode_steps(3);
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  Candidate c;
+  c.tp = 4;
+  c.stages = 1;
+  c.attention = c.mlp = "n_split";
+  c.placement = c.collective = "ring";
+  const Bounds b = LowerBounds(e, chip, c);
+  EXPECT_DOUBLE_EQ(b.decode_step_ps, 503808000.0);
+  EXPECT_DOUBLE_EQ(b.total_ps, 32243712000.0 + 3 * 503808000.0);
+}
+
+// Shipped chips, where weights stream from DRAM and decode steps are bound by the weight
+// reads and the m = 1 GEMMs: wafer-8x8 (a channel stacked under every core) and
+// mesh-4x4-hbm (HBM stacks at the edges, shared by the cores). A small space, 2 layers.
+sim::Experiment Shipped(const std::string& file) {
+  return sim::LoadExperiment(std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/" + file,
+                             {{"workload.num_layers", "2"},
+                              {"workload.seq_len", "64"},
+                              {"workload.decode_steps", "4"},
+                              {"mapping.weights", "dram"}});
+}
+
+TEST(SearchTest, ShippedChipsPruneToTheExhaustiveFront) {
+  for (const char* file : {"reference-qwen3-4b.textproto", "mesh-4x4-hbm-qwen3-0.6b.textproto"}) {
+    const sim::Experiment e = Shipped(file);
+    const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+    SearchOptions pruned;
+    pruned.jobs = 2;
+    pruned.space.tp = {1, 2, 4, 8};
+    pruned.space.stages = {1, 2};
+    pruned.space.partitions = {"n_split", "k_split"};
+    pruned.space.placements = {"linear"};
+    pruned.space.collectives = {"ring"};
+    pruned.space.spans = {"stage"};
+    SearchOptions exhaustive = pruned;
+    exhaustive.prune = false;
+    for (const char* objective : {"latency", "tpot"}) {
+      pruned.objective = exhaustive.objective = objective;
+      const SearchResult a = Search(e, chip, pruned, nullptr);
+      const SearchResult x = Search(e, chip, exhaustive, nullptr);
+      ASSERT_EQ(a.front.size(), x.front.size()) << file << " " << objective;
+      for (size_t i = 0; i < a.front.size(); ++i) EXPECT_EQ(Key(a.front[i]), Key(x.front[i])) << file;
+      ASSERT_FALSE(a.ranked.empty());
+      EXPECT_EQ(Key(a.ranked[0]), Key(x.ranked[0])) << file << " " << objective;
+      EXPECT_EQ(x.ok, 32u) << file;
+      ExpectBoundsBelow(e, chip, x);
     }
   }
 }
@@ -175,6 +246,48 @@ TEST(SearchTest, ResumeFromTheStoreGivesTheSameFront) {
   ASSERT_EQ(first.front.size(), again.front.size());
   for (size_t i = 0; i < first.front.size(); ++i) EXPECT_EQ(Key(first.front[i]), Key(again.front[i]));
   std::filesystem::remove(db);
+}
+
+}  // namespace
+}  // namespace tpsim::search
+
+namespace tpsim::search {
+namespace {
+
+// Candidates with equal ProgramKeys lower the same Program: running one of them and copying
+// its metrics gives every candidate exactly what running it gives. tp 1 and 2 on wafer-8x8
+// (placements that give the same cores, collectives that do nothing at tp 1).
+TEST(SearchTest, SharedProgramsGiveTheSameMetrics) {
+  const sim::Experiment e = Shipped("reference-qwen3-4b.textproto");
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions share;
+  share.jobs = 2;
+  share.prune = false;
+  share.space.tp = {1, 2};
+  share.space.stages = {1, 2};
+  share.space.partitions = {"n_split", "mn_2d", "m_split_rotate"};
+  share.space.placements = {"linear", "snake", "ring"};
+  share.space.collectives = {"ring", "bidirectional_ring"};
+  share.space.spans = {"stage", "chip:stage_major"};
+  SearchOptions each = share;
+  each.share = false;
+  const SearchResult a = Search(e, chip, share, nullptr);
+  const SearchResult b = Search(e, chip, each, nullptr);
+  EXPECT_EQ(b.shared, 0u);
+  EXPECT_EQ(b.simulated,
+            432u);  // 4 (tp, stages) x 9 partition pairs x 3 placements x 2 spans x 2 collectives
+  EXPECT_GT(a.shared, a.simulated) << "most of this space shares Programs";
+  EXPECT_EQ(a.shared + a.simulated, b.simulated);
+  ASSERT_EQ(a.ranked.size(), b.ranked.size());
+  std::map<size_t, Point> each_point;
+  for (const Found& f : b.ranked) each_point[f.index] = f.p;
+  for (const Found& f : a.ranked) {
+    const Point& p = each_point.at(f.index);
+    EXPECT_EQ(f.p.total_ms, p.total_ms) << f.index;
+    EXPECT_EQ(f.p.ttft_ms, p.ttft_ms) << f.index;
+    EXPECT_EQ(f.p.tpot_ms, p.tpot_ms) << f.index;
+    EXPECT_EQ(f.p.energy_mj, p.energy_mj) << f.index;
+  }
 }
 
 }  // namespace

@@ -283,6 +283,38 @@ TEST_F(PlotTest, TimelineCoresWindowAndGroups) {
   EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
 }
 
+// Search stores (tpsim search --db): latency against energy per token with each store's
+// front. Of (10 ms, 3 mJ), (20 ms, 1 mJ), (30 ms, 2 mJ) the last is off the front; a store
+// without energy is refused.
+TEST_F(PlotTest, FrontDrawsEachStoresParetoFront) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(Path("front.sqlite").c_str(), &db), SQLITE_OK);
+  std::string sql =
+      "CREATE TABLE points (config_hash TEXT, point_index INTEGER, status TEXT, \"mapping.tp\", "
+      "\"mapping.pipeline_stages\", \"search.replicas\", total_ps INTEGER, energy_per_token_j REAL);"
+      "INSERT INTO points VALUES ('a', 0, 'ok', 16, 4, 1, 10000000000, 0.003);"
+      "INSERT INTO points VALUES ('b', 1, 'ok', 4, 4, 4, 20000000000, 0.001);"
+      "INSERT INTO points VALUES ('c', 2, 'ok', 8, 4, 2, 30000000000, 0.002);"
+      "INSERT INTO points VALUES ('d', 3, 'invalid', 3, 1, 1, NULL, NULL);";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  std::string err;
+  ASSERT_EQ(RunPlot({"front", Path("front.sqlite") + ":32 MiB", "--dump-series", Path("f.json"), "--out",
+                     Path("front.png")},
+                    &err),
+            0)
+      << err;
+  ExpectPicture(Path("front.png"), 3);
+  const nlohmann::json d = ReadJson(Path("f.json"));
+  ASSERT_EQ(d["stores"].size(), 1u);
+  EXPECT_EQ(d["stores"][0]["label"], "32 MiB");
+  EXPECT_EQ(d["stores"][0]["points"], 3);
+  ASSERT_EQ(d["stores"][0]["front"].size(), 2u);
+  EXPECT_EQ(d["stores"][0]["front"][0][0], "16x4x1");
+  EXPECT_DOUBLE_EQ(d["stores"][0]["front"][1][1].get<double>(), 20.0);
+  EXPECT_EQ(RunPlot({"front", Path("missing.sqlite"), "--out", Path("bad.png")}, &err), 2);
+}
+
 // A K-vs-M store with three swept fields: prefill_ps = seq x 64e6 / bw for k_split (the
 // all-reduce over the links dominates) and seq x 5e5 for m_split_rotate, so k_split / m_split_rotate
 // is exactly 2 at 64 GB/s and 0.5 at 256 GB/s. Plus one invalid point (NULL metrics).

@@ -15,6 +15,9 @@ command's options.
   energy RESULT.json [RESULT.json ...] --out energy.png [--top N]      (plot_energy.py)
       The energy by event (compute, SRAM, network, memory, static) of each result as a
       stacked bar, and the dynamic energy of the largest ops.
+  front S.sqlite[:LABEL] [S.sqlite[:LABEL] ...] --out front.png      (plot_front.py)
+      The candidates of `tpsim search --db` stores, latency against energy per token, and
+      each store's Pareto front of the two (e.g. one search per chip variant).
   serving REQUESTS.csv KV.csv --out serving.png
       From `tpsim serve --requests-csv REQUESTS.csv --kv-csv KV.csv`: the CDFs of TTFT and of
       mean TPOT over completed requests (status ok; TPOT of requests with more than one output
@@ -37,6 +40,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_common import DPI, FIGSIZE, UsageError, num, plt_module, save  # noqa: E402
 import plot_energy  # noqa: E402
+import plot_front  # noqa: E402
 import plot_heatmap  # noqa: E402
 import plot_sweep  # noqa: E402
 import plot_timeline  # noqa: E402
@@ -150,6 +154,10 @@ def main(argv):
                         description=plot_energy.HELP,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     plot_energy.add_arguments(en)
+    fr = sub.add_parser("front", help="latency against energy per token of tpsim search stores, with fronts",
+                        description=plot_front.HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    plot_front.add_arguments(fr)
     v = sub.add_parser("serving", help="TTFT and TPOT CDFs and KV use over time from tpsim serve CSVs")
     v.add_argument("requests")
     v.add_argument("kv")
@@ -157,9 +165,9 @@ def main(argv):
     try:
         args = p.parse_args(argv)
         if not args.cmd:
-            raise UsageError("expected a subcommand: heatmap, timeline, sweep, energy or serving")
+            raise UsageError("expected a subcommand: heatmap, timeline, sweep, energy, front or serving")
         {"heatmap": plot_heatmap.cmd_heatmap, "timeline": plot_timeline.cmd_timeline, "sweep": plot_sweep.cmd_sweep,
-         "energy": plot_energy.cmd_energy, "serving": cmd_serving}[args.cmd](args)
+         "energy": plot_energy.cmd_energy, "front": plot_front.cmd_front, "serving": cmd_serving}[args.cmd](args)
     except UsageError as e:
         print(f"tpsim plot: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,372 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "configs/load.h"
+#include "mapping/collective/collective.h"
+#include "mapping/mapping.h"
+#include "mapping/placement/placement.h"
+#include "sim/energy.h"
+#include "sim/search/detail.h"
+#include "sim/search/search.h"
+#include "sim/sweep/runner.h"
+#include "sim/sweep/spec.h"
+
+// `tpsim search`: the command line, the printed front and best, --out and the TLM
+// confirmation.
+namespace tpsim::search {
+
+const char* const kSearchUsage =
+    R"(usage: tpsim search EXPERIMENT [options]
+
+Searches mappings of the experiment's model and workload on its chip with the analytical
+engine and prints the Pareto front (total latency, tokens/s per chip, energy per token when
+the chip has an energy model, and TTFT / TPOT when the objective or an SLO uses them), the best candidate for the objective, and the top ones
+confirmed with the TLM engine.
+
+The space: TP x pipeline stages (powers of two, tp x stages <= cores), the partitioner of
+the attention projections (qkv, o) and of the MLP (gate_up, down), placement (but file),
+collective, weights location and batch. Each candidate is one replica on tp x stages cores;
+the chip holds floor(cores / (tp x stages)) of them, which multiplies tokens/s per chip
+(replicas are not simulated together). Candidates are visited in ascending lower bound of
+the objective; one whose bounds an evaluated point already beats on every front column is
+skipped (pruned): it cannot be on the front nor the best. Deterministic for any --jobs.
+
+  --objective O        latency (default: total time), ttft, tpot, throughput (tokens/s
+                       per chip), energy (per token; needs chip.energy)
+  --slo-ttft-ms X      only candidates with TTFT (prefill) <= X ms count as feasible
+  --slo-tpot-ms Y      only candidates with TPOT (mean decode step) <= Y ms
+  --budget N           simulate at most N candidates (default 10000)
+  --jobs J             worker threads (default: all cores)
+  --confirm K          rerun the K best feasible candidates with the TLM engine (default 5,
+                       0: none), one child process each
+  --out FILE           write the best candidate as an experiment `tpsim run` accepts
+  --db FILE            store every simulated candidate in SQLite (the `points` table of
+                       sweeps); a rerun with the same file reuses them (resumable)
+  --shard I/N          simulate only candidates whose index is I mod N (merge the shards'
+                       databases with `tpsim sweep merge`, then rerun without --shard
+                       on the merged file: stored points are reused)
+  --no-prune           simulate every candidate (up to --budget): the exhaustive reference
+  --no-share           simulate candidates that lower the same Program (same tp, stages,
+                       partitions, collective, weights, batch and cores per stage; at tp 1
+                       the collective does not matter) one by one; by default
+                       one runs and the others take its metrics
+  --top N              rows of the front to print (default 20; 0: all)
+  --tp LIST            e.g. 4,8,16 (default: powers of two)
+  --stages LIST        pipeline stages (default: powers of two up to the layers)
+  --partitions LIST    partitioners for both op kinds (default: all registered)
+  --placements LIST    (default: all but file)
+  --collectives LIST   (default: all registered, nvls only on in-switch chips)
+  --spans LIST         where a placement applies: stage (each stage's own region),
+                       chip:stage_major, chip:tp_major (one order over the whole chip,
+                       mapping.span); default: all three
+  --weights LIST       auto, sram, dram (default: the experiment's)
+  --batch LIST         batch sizes (default: the experiment's)
+  --set FIELD=VALUE    override a field of the experiment first (as tpsim run)
+  --model MODEL        catalog name or config.json (as tpsim run)
+)";
+
+namespace detail {
+
+std::string Ms(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+// The placement column: "snake", or "snake@chip:tp_major" for a wafer-wide one.
+std::string Placed(const Candidate& c) {
+  return c.span.starts_with("chip") ? c.placement + "@" + c.span : c.placement;
+}
+
+std::string Describe(const Found& x) {
+  std::ostringstream os;
+  os << "tp " << x.c.tp << " x " << x.c.stages << " stages x " << x.replicas << " replicas, attention "
+     << x.c.attention << ", mlp " << x.c.mlp << ", " << x.c.placement
+     << (x.c.span.starts_with("chip") ? " over the chip (" + x.c.span.substr(5) + ")" : "") << ", "
+     << x.c.collective;
+  if (!x.c.weights.empty()) os << ", weights " << x.c.weights;
+  os << ", batch " << x.c.batch;
+  return os.str();
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::Columns;
+using detail::Describe;
+using detail::FrontColumns;
+using detail::MetricIndex;
+using detail::Ms;
+using detail::Placed;
+
+struct Options {
+  std::string path, model, out;
+  std::vector<sim::Override> sets;
+  uint32_t confirm = 5, top = 20;
+  SearchOptions search;
+};
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+int Usage(const std::string& msg) {
+  std::cerr << "tpsim search: " << msg << "\n\n" << kSearchUsage;
+  return 2;
+}
+
+}  // namespace
+int SearchCommand(const std::vector<std::string>& args) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::cout << kSearchUsage;
+      return 0;
+    }
+    if (!a.starts_with("--")) {
+      if (!o.path.empty()) return Usage("unexpected argument " + a + " (one experiment only)");
+      o.path = a;
+      continue;
+    }
+    if (a == "--no-prune") {
+      o.search.prune = false;
+      continue;
+    }
+    if (a == "--no-share") {
+      o.search.share = false;
+      continue;
+    }
+    std::string flag = a, value;
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos && !a.starts_with("--set")) {
+      flag = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return Usage(a + " needs a value");
+    }
+    auto u32list = [&](std::vector<uint32_t>* out) {
+      for (const auto& s : SplitList(value)) {
+        const unsigned long v = std::stoul(s);
+        if (v == 0 || v > 1u << 20) throw std::out_of_range(s);
+        out->push_back(static_cast<uint32_t>(v));
+      }
+      if (out->empty()) throw std::invalid_argument(value);
+    };
+    try {
+      if (flag == "--objective") {
+        if (value != "latency" && value != "ttft" && value != "tpot" && value != "throughput" &&
+            value != "energy")
+          return Usage("--objective must be latency, ttft, tpot, throughput or energy, not '" + value + "'");
+        o.search.objective = value;
+      } else if (flag == "--slo-ttft-ms") {
+        o.search.slo_ttft_ms = std::stod(value);
+        if (!(o.search.slo_ttft_ms > 0) || !std::isfinite(o.search.slo_ttft_ms))
+          return Usage("--slo-ttft-ms must be > 0");
+      } else if (flag == "--slo-tpot-ms") {
+        o.search.slo_tpot_ms = std::stod(value);
+        if (!(o.search.slo_tpot_ms > 0) || !std::isfinite(o.search.slo_tpot_ms))
+          return Usage("--slo-tpot-ms must be > 0");
+      } else if (flag == "--budget") {
+        o.search.budget = std::stoull(value);
+        if (o.search.budget == 0) return Usage("--budget must be >= 1");
+      } else if (flag == "--jobs") {
+        o.search.jobs = std::stoi(value);
+        if (o.search.jobs < 1 || o.search.jobs > 256) return Usage("--jobs must be 1 .. 256");
+      } else if (flag == "--confirm") {
+        o.confirm = static_cast<uint32_t>(std::stoul(value));
+      } else if (flag == "--top") {
+        o.top = static_cast<uint32_t>(std::stoul(value));
+      } else if (flag == "--out") {
+        o.out = value;
+      } else if (flag == "--db") {
+        o.search.db = value;
+      } else if (flag == "--shard") {
+        const size_t slash = value.find('/');
+        if (slash == std::string::npos) return Usage("--shard needs I/N, e.g. 0/4");
+        o.search.shard = static_cast<uint32_t>(std::stoul(value.substr(0, slash)));
+        o.search.shards = static_cast<uint32_t>(std::stoul(value.substr(slash + 1)));
+        if (o.search.shards == 0 || o.search.shard >= o.search.shards)
+          return Usage("--shard I/N needs 0 <= I < N");
+      } else if (flag == "--set") {
+        o.sets.push_back(sim::ParseOverride(value));
+      } else if (flag == "--model") {
+        o.model = value;
+      } else if (flag == "--tp") {
+        u32list(&o.search.space.tp);
+      } else if (flag == "--stages") {
+        u32list(&o.search.space.stages);
+      } else if (flag == "--batch") {
+        u32list(&o.search.space.batch);
+      } else if (flag == "--partitions") {
+        o.search.space.partitions = SplitList(value);
+      } else if (flag == "--placements") {
+        o.search.space.placements = SplitList(value);
+      } else if (flag == "--collectives") {
+        o.search.space.collectives = SplitList(value);
+      } else if (flag == "--spans") {
+        o.search.space.spans = SplitList(value);
+      } else if (flag == "--weights") {
+        o.search.space.weights = SplitList(value);
+      } else {
+        return Usage("unknown option " + a);
+      }
+    } catch (const config::ConfigError& err) {
+      for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
+      return 2;
+    } catch (const std::logic_error&) {
+      return Usage("bad value '" + value + "' for " + flag);
+    }
+  }
+  if (o.path.empty()) return Usage("needs an experiment file");
+  // Names in the lists must be registered (a typo would silently search nothing).
+  auto known = [&](const std::vector<std::string>& given, const std::vector<std::string>& names,
+                   const char* flag) -> std::string {
+    for (const auto& g : given)
+      if (std::find(names.begin(), names.end(), g) == names.end())
+        return std::string(flag) + ": unknown '" + g + "'";
+    return "";
+  };
+  for (const std::string& err :
+       {known(o.search.space.partitions, mapping::PartitionerNames(), "--partitions"),
+        known(o.search.space.placements, mapping::PlacementNames(), "--placements"),
+        known(o.search.space.collectives, mapping::CollectiveNames(), "--collectives"),
+        known(o.search.space.weights, {"auto", "sram", "dram"}, "--weights"),
+        known(o.search.space.spans, {"stage", "chip:stage_major", "chip:tp_major"}, "--spans")}) {
+    if (!err.empty()) return Usage(err);
+  }
+  if (std::find(o.search.space.placements.begin(), o.search.space.placements.end(), "file") !=
+      o.search.space.placements.end())
+    return Usage("--placements: file needs a placement file per candidate; not searched");
+
+  sim::Experiment base;
+  arch::Chip chip;
+  try {
+    base = sim::LoadExperiment(o.path, o.sets, o.model);
+    // The chip, model and workload are checked with the plainest mapping (the base's own
+    // mapping is replaced by every candidate's).
+    sim::Experiment plain = base;
+    config::Mapping* m = plain.cfg.mutable_mapping();
+    m->set_tp(1);
+    m->set_pipeline_stages(1);
+    m->set_partition("n_split");
+    m->set_placement("linear");
+    m->set_collective("ring");
+    m->clear_overrides();
+    m->clear_grid_rows();
+    m->clear_placement_file();
+    chip = sim::ValidateExperiment(plain);
+  } catch (const config::ConfigError& err) {
+    for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
+    return 2;
+  }
+  if (base.cfg.workload().has_requests())
+    return Usage("a request stream is served, not searched (tpsim serve)");
+  SearchResult res;
+  try {
+    res = Search(base, chip, o.search, &std::cerr);
+  } catch (const std::exception& err) {
+    std::cerr << "tpsim search: " << err.what() << "\n";
+    return 1;
+  }
+  const SearchOptions& so = o.search;
+  const Columns cols = FrontColumns(so, sim::EnergyModelled(chip, base.cfg.workload().dtype()));
+  std::cout << "tpsim search " << o.path << ": " << base.cfg.model().name() << " on "
+            << base.cfg.chip().name() << ", objective " << so.objective;
+  if (so.slo_ttft_ms > 0) std::cout << ", TTFT <= " << so.slo_ttft_ms << " ms";
+  if (so.slo_tpot_ms > 0) std::cout << ", TPOT <= " << so.slo_tpot_ms << " ms";
+  std::cout << "\n  " << res.candidates << " candidates: " << res.simulated << " simulated (" << res.reused
+            << " of them from the store), " << res.shared << " sharing the Program of a simulated one, "
+            << res.pruned << " pruned by bounds, " << res.skipped << " not visited (budget or shard); "
+            << res.ok << " ok, " << res.invalid << " invalid, " << res.errors << " errors; "
+            << res.ranked.size() << " feasible\n\n";
+  if (res.front.empty()) {
+    std::cout << "no feasible candidate\n";
+    return 1;
+  }
+  std::cout << "Pareto front (total latency, tokens/s per chip" << (cols.ttft ? ", TTFT" : "")
+            << (cols.tpot ? ", TPOT" : "") << (cols.energy ? ", energy per token" : "") << "), "
+            << res.front.size()
+            << " points; candidates with equal metrics are counted in `ties`, the first shown:\n";
+  std::printf("  %4s %5s %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %9s %5s\n", "#", "tp",
+              "stages", "replicas", "attention", "mlp", "placement", "collective", "weights", "batch",
+              "total_ms", "ttft_ms", "tpot_ms", "tokens/s", "mJ/token", "ties");
+  size_t shown = 0;
+  for (size_t r = 0; r < res.front.size(); ++r) {
+    const Found& x = res.front[r];
+    size_t ties = 1;
+    while (r + ties < res.front.size() && res.front[r + ties].p.total_ms == x.p.total_ms &&
+           res.front[r + ties].p.tokens_per_s == x.p.tokens_per_s &&
+           res.front[r + ties].p.ttft_ms == x.p.ttft_ms && res.front[r + ties].p.tpot_ms == x.p.tpot_ms &&
+           (std::isnan(x.p.energy_mj) || res.front[r + ties].p.energy_mj == x.p.energy_mj))
+      ++ties;
+    if (o.top == 0 || shown < o.top) {
+      std::printf("  %4zu %5u %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %9.3f %5zu\n",
+                  shown + 1, x.c.tp, x.c.stages, x.replicas, x.c.attention.c_str(), x.c.mlp.c_str(),
+                  Placed(x.c).c_str(), x.c.collective.c_str(),
+                  x.c.weights.empty() ? "-" : x.c.weights.c_str(), x.c.batch, Ms(x.p.total_ms).c_str(),
+                  Ms(x.p.ttft_ms).c_str(), Ms(x.p.tpot_ms).c_str(), x.p.tokens_per_s, x.p.energy_mj, ties);
+    }
+    ++shown;
+    r += ties - 1;
+  }
+  if (o.top > 0 && shown > o.top) std::cout << "  ... " << shown - o.top << " more (--top 0)\n";
+
+  const Found& best = res.ranked[0];
+  std::cout << "\nbest (" << so.objective << "): " << Describe(best) << "\n  total " << Ms(best.p.total_ms)
+            << " ms, TTFT " << Ms(best.p.ttft_ms) << " ms, TPOT " << Ms(best.p.tpot_ms) << " ms, "
+            << Ms(best.p.tokens_per_s) << " tokens/s per chip";
+  if (cols.energy) std::cout << ", " << Ms(best.p.energy_mj) << " mJ/token";
+  std::cout << "\n";
+  if (!o.out.empty()) {
+    std::ofstream out(o.out);
+    out << "# tpsim search " << o.path << " --objective " << so.objective << ": the best candidate\n"
+        << "# proto-file: configs/schema/experiment.proto\n# proto-message: tpsim.config.Experiment\n"
+        << sim::ResolvedText(Apply(base, best.c));
+    if (!out) {
+      std::cerr << "tpsim search: cannot write " << o.out << "\n";
+      return 1;
+    }
+    std::cout << "  written to " << o.out << " (tpsim run " << o.out << ")\n";
+  }
+  if (o.confirm > 0) {
+    std::error_code ec;
+    const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    const std::filesystem::path tmp =
+        std::filesystem::temp_directory_path() / ("tpsim-search-" + std::to_string(getpid()));
+    std::filesystem::create_directories(tmp, ec);
+    const sweep::PointRunner tlm = sweep::ChildProcessRunner(exe, "tlm", 600, tmp.string());
+    std::cout << "\nconfirmed with the TLM engine (the " << std::min<size_t>(o.confirm, res.ranked.size())
+              << " best by " << so.objective << "; total time):\n";
+    std::printf("  %4s %12s %12s %9s  %s\n", "#", "analytical", "tlm", "ratio", "candidate");
+    for (size_t r = 0; r < res.ranked.size() && r < o.confirm; ++r) {
+      const Found& x = res.ranked[r];
+      const sweep::PointOutcome t = tlm(Apply(base, x.c), sweep::Point{x.index, {}});
+      if (t.status != "ok") {
+        std::printf("  %4zu %12s %12s %9s  %s (%s)\n", r + 1, Ms(x.p.total_ms).c_str(), t.status.c_str(), "-",
+                    Describe(x).c_str(), t.error.c_str());
+        continue;
+      }
+      const double tlm_ms = t.metrics[MetricIndex("total_ps")] * 1e-9;
+      std::printf("  %4zu %12s %12s %9.3f  %s\n", r + 1, Ms(x.p.total_ms).c_str(), Ms(tlm_ms).c_str(),
+                  x.p.total_ms / tlm_ms, Describe(x).c_str());
+    }
+    std::filesystem::remove_all(tmp, ec);
+  }
+  return 0;
+}
+
+}  // namespace tpsim::search

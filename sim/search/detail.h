@@ -1,0 +1,33 @@
+#pragma once
+// Internal to sim/search: what the search loop (search.cc), the bounds (bounds.cc), the
+// space (space.cc) and the command line (command.cc) share. Not a public interface.
+
+#include <string>
+#include <vector>
+
+#include "sim/search/search.h"
+
+namespace tpsim::search::detail {
+
+// Layers the workload runs (workload.num_layers, else the model's).
+uint32_t Layers(const sim::Experiment& e);
+
+// The front's columns for this search: total latency and tokens/s always, TTFT and
+// TPOT where the objective or an SLO uses them, energy per token where the chip has an
+// energy model (chip.energy).
+struct Columns {
+  bool ttft = false, tpot = false, energy = false;
+};
+Columns FrontColumns(const SearchOptions& o, bool energy);
+
+// The index of a metric in sweep::MetricColumns().
+size_t MetricIndex(const std::string& name);
+
+// "%.3f".
+std::string Ms(double v);
+// The placement column: "snake", or "snake@chip:tp_major" for a wafer-wide one.
+std::string Placed(const Candidate& c);
+// One line naming a candidate.
+std::string Describe(const Found& x);
+
+}  // namespace tpsim::search::detail

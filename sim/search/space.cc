@@ -1,0 +1,152 @@
+#include <algorithm>
+#include <sstream>
+
+#include "mapping/collective/collective.h"
+#include "mapping/mapping.h"
+#include "mapping/pipeline.h"
+#include "mapping/placement/placement.h"
+#include "sim/search/detail.h"
+#include "sim/search/search.h"
+
+// The search space: the candidates, the experiment of each, and their replicas.
+namespace tpsim::search {
+
+namespace detail {
+
+uint32_t Layers(const sim::Experiment& e) {
+  return e.cfg.workload().num_layers() ? e.cfg.workload().num_layers() : e.cfg.model().num_layers();
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::Layers;
+
+std::vector<uint32_t> Powers(uint32_t max) {
+  std::vector<uint32_t> out;
+  for (uint32_t v = 1; v <= max && v != 0; v *= 2) out.push_back(v);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& o) {
+  const uint32_t cores = static_cast<uint32_t>(chip.num_cores());
+  const std::vector<uint32_t> tps = o.tp.empty() ? Powers(cores) : o.tp;
+  const std::vector<uint32_t> stages = o.stages.empty() ? Powers(Layers(base)) : o.stages;
+  const std::vector<std::string> parts = o.partitions.empty() ? mapping::PartitionerNames() : o.partitions;
+  std::vector<std::string> places = o.placements;
+  if (places.empty()) {
+    for (const auto& p : mapping::PlacementNames())
+      if (p != "file") places.push_back(p);
+  }
+  std::vector<std::string> colls = o.collectives;
+  if (colls.empty()) {
+    const bool in_switch = base.cfg.chip().noc().topology() == "switch";
+    for (const auto& c : mapping::CollectiveNames())
+      if (c != "nvls" || in_switch) colls.push_back(c);
+  }
+  const std::vector<std::string> weights =
+      o.weights.empty() ? std::vector<std::string>{base.cfg.mapping().weights()} : o.weights;
+  const std::vector<uint32_t> batches =
+      o.batch.empty() ? std::vector<uint32_t>{std::max<uint32_t>(1, base.cfg.workload().batch())} : o.batch;
+  const std::vector<std::string> spans =
+      o.spans.empty() ? std::vector<std::string>{"stage", "chip:stage_major", "chip:tp_major"} : o.spans;
+  std::vector<Candidate> out;
+  for (uint32_t tp : tps)
+    for (uint32_t st : stages) {
+      if (uint64_t{tp} * st > cores || st > Layers(base)) continue;
+      for (const auto& a : parts)
+        for (const auto& m : parts)
+          for (const auto& pl : places)
+            for (const auto& sp : spans) {
+              // One stage: both wafer-wide orders are the same placement.
+              if (st == 1 && sp == "chip:tp_major" &&
+                  std::find(spans.begin(), spans.end(), "chip:stage_major") != spans.end())
+                continue;
+              for (const auto& co : colls)
+                for (const auto& w : weights)
+                  for (uint32_t b : batches) out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp});
+            }
+    }
+  return out;
+}
+
+config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {
+  config::Mapping mapping = base;
+  config::Mapping* m = &mapping;
+  m->set_tp(c.tp);
+  m->set_pipeline_stages(c.stages);
+  m->set_placement(c.placement);
+  m->set_collective(c.collective);
+  m->set_weights(c.weights);
+  m->clear_span();
+  m->clear_span_order();
+  if (c.span.starts_with("chip")) {
+    m->set_span("chip");
+    m->set_span_order(c.span == "chip:tp_major" ? "tp_major" : "stage_major");
+  }
+  m->clear_grid_rows();
+  m->clear_overrides();
+  m->set_partition(c.mlp);
+  if (c.attention != c.mlp) {
+    for (const char* op : {"qkv", "o"}) {
+      config::PartitionOverride* o = m->add_overrides();
+      o->set_op(op);
+      o->set_partition(c.attention);
+    }
+  }
+  return mapping;
+}
+
+sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
+  sim::Experiment e = base;
+  *e.cfg.mutable_mapping() = MappingOf(base.cfg.mapping(), c);
+  e.cfg.mutable_workload()->set_batch(c.batch);
+  std::ostringstream name;
+  name << base.cfg.name() << " [search: tp=" << c.tp << " stages=" << c.stages << " attention=" << c.attention
+       << " mlp=" << c.mlp << " placement=" << c.placement << " span=" << c.span
+       << " collective=" << c.collective;
+  if (!c.weights.empty()) name << " weights=" << c.weights;
+  name << " batch=" << c.batch << "]";
+  e.cfg.set_name(name.str());
+  return e;
+}
+
+std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
+  std::ostringstream key;
+  try {
+    const mapping::StagePlacement sp =
+        mapping::PlaceStages(chip, MappingOf(base.cfg.mapping(), c), static_cast<int>(c.stages),
+                             static_cast<int>(c.tp), mapping::PlacementFile{});
+    for (size_t s = 0; s < sp.cores.size(); ++s) {
+      key << "|";
+      for (int core : sp.cores[s]) key << " " << core;
+      if (s < sp.grids.size()) key << " g" << sp.grids[s].rows << "x" << sp.grids[s].cols;
+    }
+  } catch (const std::exception&) {
+    return "";
+  }
+  return key.str();
+}
+
+std::string ProgramKey(const Candidate& c, const std::string& cores) {
+  if (cores.empty()) return "";
+  std::ostringstream key;
+  key << c.tp << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention << " " << c.mlp;
+  if (c.tp > 1) key << " " << c.collective;
+  key << " " << cores;
+  return key.str();
+}
+
+std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
+  return ProgramKey(c, PlacedCores(base, chip, c));
+}
+
+uint32_t Replicas(const arch::Chip& chip, const Candidate& c) {
+  const uint64_t group = uint64_t{c.tp} * c.stages;
+  return group == 0 ? 0 : static_cast<uint32_t>(static_cast<uint64_t>(chip.num_cores()) / group);
+}
+
+}  // namespace tpsim::search

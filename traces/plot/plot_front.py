@@ -1,0 +1,85 @@
+"""`tpsim plot front`: the Pareto fronts of one or more `tpsim search --db` stores."""
+
+import sqlite3
+
+from plot_common import DPI, FIGSIZE, UsageError, dump_json, num, plt_module, save
+
+HELP = """The points of one or more search stores (tpsim search ... --db S.sqlite), one colour
+per store: total latency (x, ms) against energy per token (y, mJ), every simulated candidate
+as a faint dot and the Pareto front of the two (lower is better on both) as a line. The
+front's fastest and most frugal points are labelled tp x stages x replicas. Give a label per
+store as S.sqlite:LABEL (default: the file name). Rows without energy (a chip without an
+energy block) are refused.
+"""
+
+COLOURS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
+
+
+def add_arguments(p):
+    p.add_argument("stores", nargs="+", metavar="S.sqlite[:LABEL]")
+    p.add_argument("--out", required=True)
+    p.add_argument("--title", default="")
+    p.add_argument("--dump-series", metavar="FILE", help="also write what was drawn as JSON")
+
+
+def read_store(path):
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        cols = [r[1] for r in con.execute("PRAGMA table_info(points)")]
+        need = ["mapping.tp", "mapping.pipeline_stages", "search.replicas", "total_ps", "energy_per_token_j"]
+        missing = [c for c in need if c not in cols]
+        if missing:
+            raise UsageError(f"{path}: not a tpsim search store (no column(s) {', '.join(missing)})")
+        rows = con.execute('SELECT "mapping.tp", "mapping.pipeline_stages", "search.replicas", total_ps, '
+                           "energy_per_token_j FROM points WHERE status = 'ok' ORDER BY point_index").fetchall()
+        con.close()
+    except sqlite3.Error as e:
+        raise UsageError(f"{path}: cannot read the points table: {e}")
+    if not rows:
+        raise UsageError(f"{path}: no simulated point (status ok)")
+    out = []
+    for i, (tp, st, rep, total, energy) in enumerate(rows):
+        if energy is None:
+            raise UsageError(f"{path}: row {i}: no energy per token (the chip has no energy block)")
+        out.append({"label": f"{int(num(tp, 'tp'))}x{int(num(st, 'stages'))}x{int(num(rep, 'replicas'))}",
+                    "ms": num(total, f"{path} total_ps") * 1e-9, "mj": num(energy, f"{path} energy") * 1e3})
+    return out
+
+
+def front(points):
+    """Points no other beats on both (lower latency, lower energy), by latency."""
+    best = []
+    for p in sorted(points, key=lambda p: (p["ms"], p["mj"])):
+        if not best or p["mj"] < best[-1]["mj"]:
+            best.append(p)
+    return best
+
+
+def cmd_front(args):
+    stores = []
+    for spec in args.stores:
+        path, _, label = spec.partition(":")
+        pts = read_store(path)
+        stores.append({"label": label or path, "points": pts, "front": front(pts)})
+    matplotlib, plt = plt_module()
+    fig = plt.figure(figsize=FIGSIZE, dpi=DPI)
+    ax = fig.add_subplot(1, 1, 1)
+    for k, s in enumerate(stores):
+        c = COLOURS[k % len(COLOURS)]
+        ax.scatter([p["ms"] for p in s["points"]], [p["mj"] for p in s["points"]], s=10, color=c, alpha=0.25)
+        f = s["front"]
+        ax.plot([p["ms"] for p in f], [p["mj"] for p in f], "-o", color=c, ms=5,
+                label=f"{s['label']}: front of {len(s['points'])} points")
+        for p in {id(f[0]): f[0], id(f[-1]): f[-1]}.values():
+            ax.annotate(p["label"], (p["ms"], p["mj"]), textcoords="offset points", xytext=(4, 4), fontsize=8,
+                        color=c)
+    ax.set_xlabel("total latency (ms)")
+    ax.set_ylabel("energy per token (mJ)")
+    ax.set_title(args.title or "search fronts: latency against energy per token (labels: tp x stages x replicas)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    save(fig, args.out)
+    dump_json(args.dump_series, {"stores": [{"label": s["label"], "points": len(s["points"]),
+                                             "front": [[p["label"], p["ms"], p["mj"]] for p in s["front"]]}
+                                            for s in stores]})
