@@ -70,6 +70,17 @@ void SortIfNeeded(std::vector<uint32_t>& v, Less less) {
 // links (chip.MemoryPath not empty) over that path. A DRAM channel is not a shared resource
 // here: the schedule queues its requests (sim/schedule.h). Unloaded times from `duration`;
 // the latency of a flow is its time minus the serialisation the model adds.
+// An empty FlowSet over the chip's links (their bandwidths and hop latencies).
+FlowSet ChipFlowSet(const arch::Chip& chip) {
+  std::vector<double> gbps;
+  std::vector<Ps> latency;
+  for (const auto& l : chip.links()) {
+    gbps.push_back(l.bandwidth_gbps);
+    latency.push_back(l.latency_ps);
+  }
+  return FlowSet(std::move(gbps), std::move(latency));
+}
+
 LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& plan, const arch::Chip& chip,
                          const std::vector<int>& route_links,
                          const std::vector<std::pair<uint32_t, uint32_t>>& pair_route,
@@ -77,13 +88,7 @@ LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& 
                          const std::vector<Ps>& busy) {
   const auto& links = chip.links();
   const auto& channels = chip.channels();
-  std::vector<double> gbps;
-  std::vector<Ps> latency;
-  for (const auto& l : links) {
-    gbps.push_back(l.bandwidth_gbps);
-    latency.push_back(l.latency_ps);
-  }
-  LinkModel m{FlowSet(std::move(gbps), std::move(latency)), {}};
+  LinkModel m{ChipFlowSet(chip), {}};
   size_t flows = plan.linked.size(), incidences = 0;
   for (uint32_t i : plan.linked) incidences += pair_route[plan.shape_of[i]].second;
   for (uint32_t i : plan.memory) {
@@ -374,14 +379,8 @@ LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip) {
   const size_t n = p.num_tasks();
   const auto& links = chip.links();
   const auto& channels = chip.channels();
-  std::vector<double> gbps;
-  std::vector<Ps> hop_latency;
-  for (const auto& l : links) {
-    gbps.push_back(l.bandwidth_gbps);
-    hop_latency.push_back(l.latency_ps);
-  }
   LinkedProgram out{std::vector<Ps>(n), std::vector<Ps>(n, 0), std::vector<int32_t>(n, -1),
-                    LinkModel{FlowSet(std::move(gbps), std::move(hop_latency)), {}}, false};
+                    LinkModel{ChipFlowSet(chip), {}}, false};
   std::vector<uint32_t> memory;
   for (size_t i = 0; i < n; ++i) {
     out.duration[i] = mapping::TaskTime(chip, p, i);
