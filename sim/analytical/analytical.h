@@ -1,7 +1,7 @@
 #pragma once
 // The analytical engine: closed-form task times and one event pass over the Program's
-// DAG with queues on links (the schedule of sim/schedule.h, twice: unloaded, then with
-// the links' queues). Microseconds per layer; no packets.
+// DAG with queues on links (the schedule of sim/schedule.h; once more without the queues
+// for the contention indicator when a flow waited). Microseconds per layer; no packets.
 //
 // Task durations
 // --------------
@@ -40,7 +40,7 @@
 // Errors: a dep that is not an earlier task (id >= the task's id, or out of
 // range) or a task whose id is not its index throws StallError naming the tasks;
 // a core, destination or channel out of range throws std::invalid_argument.
-// Cost: the schedule is O(n log n) in tasks, twice (its event and ready heaps), plus
+// Cost: the schedule is O(n log n) in tasks, once or twice (its event and ready heaps), plus
 // route lengths, plus a sort of the transfers by step unless they come sorted. Routes are computed once per
 // core pair, and the chip's cost functions once per distinct compute shape, (src, dst, bytes) transfer and
 // (core, channel, direction, bytes) memory task: equal arguments, equal times, and

@@ -131,8 +131,9 @@ class Dispatcher;
 // The indicator (above) from the two makespans.
 double ContentionIndicator(Ps makespan, Ps unloaded);
 
-// Runs `d` twice over `duration` and `busy` (Dispatcher::Run): without queues on links,
-// for the unloaded makespan, then with them. Writes out->tasks, out->makespan_ps (plus
+// Runs `d` over `duration` and `busy` (Dispatcher::Run) with queues on links, and again
+// without them, for the unloaded makespan, when a flow ended later than alone (else the two
+// schedules are the same). Writes out->tasks, out->makespan_ps (plus
 // `extra(tasks)` when given: the Program is the head of a longer run) and every link's
 // max_queue_ps (the longest wait there); returns the contention indicator.
 double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, std::span<const Ps> duration,
