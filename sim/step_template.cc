@@ -397,11 +397,9 @@ bool StepTemplate::Calibrate(const EngineOutput& out, std::string* why) {
   for (uint32_t i : links_->task) base_[i] = q.duration[i];
   reserve_ = std::make_unique<LinkReservation>(*links_, n);
   dispatcher_ = std::make_unique<Dispatcher>(p_, first_link_, static_cast<int>(links.size()));
-  SetFinisher();
   t_.times.resize(n);
   dur_ = base_;
-  reserve_->Reset();
-  const Ps makespan = dispatcher_->Run(dur_, busy_, t_.times);
+  const Ps makespan = RunOnLinks(*reserve_, *dispatcher_, dur_, busy_, t_.times, &unqueued_).queued;
   if (makespan != out.makespan_ps) return bad("the step's schedule is not the engine's");
   for (size_t i = 0; i < n; ++i)
     if (t_.times[i].start_ps != out.tasks[i].start_ps || t_.times[i].end_ps != out.tasks[i].end_ps)
@@ -426,11 +424,6 @@ void StepTemplate::WorkAt(uint32_t k, std::vector<double>* op_flops, std::vector
   }
 }
 
-void StepTemplate::SetFinisher() {
-  dispatcher_->set_finisher(
-      [this](uint32_t i, Ps start, Ps now) { return reserve_->Finish(i, start, dur_[i], now); });
-}
-
 const StepTimes& StepTemplate::Time(uint32_t k, std::string* why) {
   const uint64_t ctx = ContextOf(k);
   WorkAt(k, &t_.op_flops, &t_.op_bytes, &t_.compute_flops);
@@ -442,19 +435,10 @@ const StepTimes& StepTemplate::Time(uint32_t k, std::string* why) {
   for (size_t j = 0; j < ctx_tasks_.size(); ++j) dur_[ctx_tasks_[j]] = key[j];
   last_key_ = std::move(key);
   t_.ok = false;
-  reserve_->Reset();
-  t_.makespan = dispatcher_->Run(dur_, busy_, t_.times);
+  const LinkedMakespans m = RunOnLinks(*reserve_, *dispatcher_, dur_, busy_, t_.times, &unqueued_);
+  t_.makespan = m.queued;
+  t_.unloaded = m.unloaded;
   t_.link_wait = reserve_->max_wait();
-  // Without queues on links: the same schedule unless a flow waited on one.
-  t_.unloaded = t_.makespan;
-  for (uint32_t i : links_->task) {
-    if (t_.times[i].end_ps - t_.times[i].start_ps == dur_[i]) continue;
-    dispatcher_->set_finisher(nullptr);
-    unqueued_.resize(t_.times.size());
-    t_.unloaded = dispatcher_->Run(dur_, busy_, unqueued_);
-    SetFinisher();
-    break;
-  }
   ++schedules_;
   if (!Reduce(why)) return t_;
   t_.ok = true;

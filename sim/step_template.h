@@ -147,8 +147,7 @@ class StepTemplate {
   std::vector<uint32_t> ctx_tasks_;           // tasks whose shape follows the context
   std::unique_ptr<LinkModel> links_;          // the step's flows over links (links.h)
   std::unique_ptr<LinkReservation> reserve_;  // their queues, reset before each schedule
-  std::vector<TaskTime> unqueued_;            // Time's schedule without queues, when it differs
-  void SetFinisher();                         // dispatcher_ ends flows through reserve_
+  std::vector<TaskTime> unqueued_;            // the schedule without queues, when it differs
   std::unique_ptr<Dispatcher> dispatcher_;
   StepTimes t_;
   uint64_t schedules_ = 0;

@@ -66,10 +66,6 @@ void SortIfNeeded(std::vector<uint32_t>& v, Less less) {
   if (!std::is_sorted(v.begin(), v.end(), less)) std::sort(v.begin(), v.end(), less);
 }
 
-// The flows of links.h: linked transfers over their routes, memory tasks whose data crosses
-// links (chip.MemoryPath not empty) over that path. A DRAM channel is not a shared resource
-// here: the schedule queues its requests (sim/schedule.h). Unloaded times from `duration`;
-// the latency of a flow is its time minus the serialisation the model adds.
 // An empty FlowSet over the chip's links (their bandwidths and hop latencies).
 FlowSet ChipFlowSet(const arch::Chip& chip) {
   std::vector<double> gbps;
@@ -81,13 +77,23 @@ FlowSet ChipFlowSet(const arch::Chip& chip) {
   return FlowSet(std::move(gbps), std::move(latency));
 }
 
+// Memory task `i` as a flow over `path` (not empty), entering it as links.h says.
+void AddMemoryFlow(const arch::Chip& chip, uint32_t i, const mapping::MemoryDetail& t, Ps busy,
+                   const std::vector<int>& path, LinkModel* m) {
+  const Ps inject = MemoryInject(chip.channels()[t.channel].latency_ps, busy, t.bytes,
+                                 chip.links()[path[0]].bandwidth_gbps);
+  m->flows.Add(t.bytes, inject, path.data(), path.size());
+  m->task.push_back(i);
+}
+
+// The flows of links.h: linked transfers over their routes, memory tasks whose data crosses
+// links (chip.MemoryPath not empty) over that path. A DRAM channel is not a shared resource
+// here: the schedule queues its requests (sim/schedule.h), holding each for `busy`.
 LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& plan, const arch::Chip& chip,
                          const std::vector<int>& route_links,
                          const std::vector<std::pair<uint32_t, uint32_t>>& pair_route,
                          const std::map<std::tuple<int, int, bool>, std::vector<int>>& paths,
                          const std::vector<Ps>& busy) {
-  const auto& links = chip.links();
-  const auto& channels = chip.channels();
   LinkModel m{ChipFlowSet(chip), {}};
   size_t flows = plan.linked.size(), incidences = 0;
   for (uint32_t i : plan.linked) incidences += pair_route[plan.shape_of[i]].second;
@@ -108,10 +114,7 @@ LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& 
     const mapping::MemoryDetail& t = program.memory(i);
     auto path = paths.find({program.core(i), t.channel, t.write});
     if (path == paths.end()) continue;
-    const Ps inject =
-        MemoryInject(channels[t.channel].latency_ps, busy[i], t.bytes, links[path->second[0]].bandwidth_gbps);
-    m.flows.Add(t.bytes, inject, path->second.data(), path->second.size());
-    m.task.push_back(i);
+    AddMemoryFlow(chip, i, t, busy[i], path->second, &m);
   }
   return m;
 }
@@ -378,7 +381,6 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
 LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip) {
   const size_t n = p.num_tasks();
   const auto& links = chip.links();
-  const auto& channels = chip.channels();
   LinkedProgram out{std::vector<Ps>(n), std::vector<Ps>(n, 0), std::vector<int32_t>(n, -1),
                     LinkModel{ChipFlowSet(chip), {}}, false};
   std::vector<uint32_t> memory;
@@ -405,12 +407,7 @@ LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip) {
   for (uint32_t i : memory) {
     const mapping::MemoryDetail& m = p.memory(i);
     const std::vector<int> path = chip.MemoryPath(p.core(i), m.channel, m.write);
-    if (path.empty()) continue;
-    out.model.flows.Add(
-        m.bytes,
-        MemoryInject(channels[m.channel].latency_ps, out.busy[i], m.bytes, links[path[0]].bandwidth_gbps),
-        path.data(), path.size());
-    out.model.task.push_back(i);
+    if (!path.empty()) AddMemoryFlow(chip, i, m, out.busy[i], path, &out.model);
   }
   return out;
 }

@@ -126,35 +126,46 @@ Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
   return std::max(alone_end, end);
 }
 
+LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, std::span<const Ps> duration,
+                           std::span<const Ps> busy, std::span<TaskTime> times,
+                           std::vector<TaskTime>* scratch,
+                           const std::function<Ps(std::span<const TaskTime>)>& extra) {
+  auto run = [&](std::span<TaskTime> t) {
+    const Ps m = d.Run(duration, busy, t);
+    return extra ? SatAdd(m, extra(t)) : m;
+  };
+  links.Reset();
+  d.set_finisher([&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, duration[i], now); });
+  LinkedMakespans m;
+  m.queued = m.unloaded = run(times);
+  d.set_finisher(nullptr);
+  for (uint32_t i : links.model().task) {
+    if (times[i].end_ps - times[i].start_ps == duration[i]) continue;
+    scratch->resize(times.size());
+    m.unloaded = run(*scratch);
+    break;
+  }
+  return m;
+}
+
 double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, std::span<const Ps> duration,
                        std::span<const Ps> busy, EngineOutput* out,
                        const std::function<Ps(std::span<const TaskTime>)>& extra) {
-  auto run = [&](std::span<TaskTime> times) {
-    const Ps m = d.Run(duration, busy, times);
-    return extra ? SatAdd(m, extra(times)) : m;
-  };
-  d.set_finisher(nullptr);
   if (model.task.empty()) {
-    out->makespan_ps = out->unloaded_makespan_ps = run(out->tasks);
+    d.set_finisher(nullptr);
+    const Ps m = d.Run(duration, busy, out->tasks);
+    out->makespan_ps = out->unloaded_makespan_ps = extra ? SatAdd(m, extra(out->tasks)) : m;
     return 0.0;
   }
   LinkReservation links(model, duration.size());
-  d.set_finisher([&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, duration[i], now); });
-  out->makespan_ps = run(out->tasks);
-  d.set_finisher(nullptr);
+  std::vector<TaskTime> scratch;
+  const LinkedMakespans m = RunOnLinks(links, d, duration, busy, out->tasks, &scratch, extra);
+  out->makespan_ps = m.queued;
+  out->unloaded_makespan_ps = m.unloaded;
   for (size_t l = 0; l < out->links.size() && l < links.max_wait().size(); ++l) {
     out->links[l].max_queue_ps = std::max(out->links[l].max_queue_ps, links.max_wait()[l]);
   }
-  // Where no flow ended later than alone, every task took its duration: the schedule
-  // without queues is this one. Else it is run for the indicator (into scratch times).
-  out->unloaded_makespan_ps = out->makespan_ps;
-  for (uint32_t i : model.task) {
-    if (out->tasks[i].end_ps - out->tasks[i].start_ps == duration[i]) continue;
-    std::vector<TaskTime> unqueued(out->tasks.size());
-    out->unloaded_makespan_ps = run(unqueued);
-    break;
-  }
-  return ContentionIndicator(out->makespan_ps, out->unloaded_makespan_ps);
+  return ContentionIndicator(m.queued, m.unloaded);
 }
 
 double ContentionIndicator(Ps makespan, Ps unloaded) {

@@ -108,6 +108,7 @@ class LinkReservation {
   Ps Finish(uint32_t task, Ps start, Ps duration, Ps now);
   // Per link: the longest a flow waited there since Reset (begin - arrive).
   const std::vector<Ps>& max_wait() const { return max_wait_; }
+  const LinkModel& model() const { return m_; }
 
  private:
   struct Interval {
@@ -131,11 +132,22 @@ class Dispatcher;
 // The indicator (above) from the two makespans.
 double ContentionIndicator(Ps makespan, Ps unloaded);
 
-// Runs `d` over `duration` and `busy` (Dispatcher::Run) with queues on links, and again
-// without them, for the unloaded makespan, when a flow ended later than alone (else the two
-// schedules are the same). Writes out->tasks, out->makespan_ps (plus
-// `extra(tasks)` when given: the Program is the head of a longer run) and every link's
-// max_queue_ps (the longest wait there); returns the contention indicator.
+// The makespans of one schedule with and without queues on links.
+struct LinkedMakespans {
+  Ps queued = 0, unloaded = 0;
+};
+
+// Runs `d` over `duration` and `busy` (Dispatcher::Run) with the queues of `links` (Reset
+// first) into `times`, and again without them into `*scratch`, for the unloaded makespan,
+// when a flow ended later than alone (else the two schedules are the same). Each makespan
+// gets `extra(its times)` added when given (the Program is the head of a longer run).
+LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, std::span<const Ps> duration,
+                           std::span<const Ps> busy, std::span<TaskTime> times,
+                           std::vector<TaskTime>* scratch,
+                           const std::function<Ps(std::span<const TaskTime>)>& extra = {});
+
+// RunOnLinks over fresh queues: writes out->tasks, out->makespan_ps, out->unloaded_makespan_ps
+// and every link's max_queue_ps (the longest wait there); returns the contention indicator.
 double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, std::span<const Ps> duration,
                        std::span<const Ps> busy, EngineOutput* out,
                        const std::function<Ps(std::span<const TaskTime>)>& extra = {});
