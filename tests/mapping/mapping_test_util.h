@@ -99,4 +99,23 @@ inline config::Mapping Map(int tp, const std::string& partition, const std::stri
   return m;
 }
 
+// SmallModel's MoE twin: hidden 64, 8 experts of intermediate 32, top-2, renormalised.
+inline config::Model MoeModel() {
+  config::Model m = SmallModel();
+  m.set_architecture("qwen3_moe");
+  m.set_num_experts(8);
+  m.set_num_experts_per_token(2);
+  m.set_moe_intermediate_size(32);
+  m.set_norm_topk_prob(true);
+  return m;
+}
+
+// Megatron attention over `tp` ranks, experts over `ep` slots of `etp` ranks.
+inline config::Mapping MoeMap(int tp, int ep, int etp) {
+  config::Mapping m = Map(tp, "megatron");
+  m.mutable_moe()->set_ep(ep);
+  m.mutable_moe()->set_tp(etp);
+  return m;
+}
+
 }  // namespace tpsim::mapping::testing

@@ -24,28 +24,12 @@ namespace {
 
 using testing::Map;
 using testing::MeshChip;
+using testing::MoeMap;
+using testing::MoeModel;
 using testing::SmallModel;
 using testing::Work;
 
 constexpr double kTol = 1e-4;
-
-// hidden 64, 8 experts of intermediate 32, top-2, renormalised (as tests/mapping/moe_test.cc).
-config::Model MoeModel() {
-  config::Model m = SmallModel();
-  m.set_architecture("qwen3_moe");
-  m.set_num_experts(8);
-  m.set_num_experts_per_token(2);
-  m.set_moe_intermediate_size(32);
-  m.set_norm_topk_prob(true);
-  return m;
-}
-
-config::Mapping MoeMap(int tp, int ep, int etp) {
-  config::Mapping m = Map(tp, "megatron");
-  m.mutable_moe()->set_ep(ep);
-  m.mutable_moe()->set_tp(etp);
-  return m;
-}
 
 // A routing trace for 8 experts, layers 0 and 1 (hot experts 2 and 5 on layer 0, 7 on layer 1).
 std::string TraceFile() {

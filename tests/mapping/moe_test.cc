@@ -22,6 +22,8 @@ namespace {
 
 using testing::Map;
 using testing::MeshChip;
+using testing::MoeMap;
+using testing::MoeModel;
 using testing::SmallModel;
 using testing::Work;
 
@@ -268,28 +270,10 @@ TEST(AllToAllV, EveryAlgorithmDeliversEveryBlockOnSixRanks) {
   EXPECT_EQ(AllToAllVNames(), (std::vector<std::string>{"direct", "hierarchical", "pairwise"}));
 }
 
-// hidden 64, E = 8 experts of intermediate 32, top-2, renormalised.
-config::Model MoeModel() {
-  config::Model m = SmallModel();
-  m.set_architecture("qwen3_moe");
-  m.set_num_experts(8);
-  m.set_num_experts_per_token(2);
-  m.set_moe_intermediate_size(32);
-  m.set_norm_topk_prob(true);
-  return m;
-}
-
 const OpInfo* FindOp(const Program& p, const std::string& name, Phase phase = Phase::kPrefill) {
   for (const OpInfo& o : p.ops)
     if (o.ref.op == name && o.ref.phase == phase) return &o;
   return nullptr;
-}
-
-config::Mapping MoeMap(int tp, int ep, int etp) {
-  config::Mapping m = Map(tp, "megatron");
-  m.mutable_moe()->set_ep(ep);
-  m.mutable_moe()->set_tp(etp);
-  return m;
 }
 
 TEST(MoeLower, OneLayersFlopsByHand) {
