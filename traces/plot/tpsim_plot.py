@@ -138,26 +138,17 @@ def cmd_serving(args):
 def main(argv):
     p = Parser(prog="tpsim plot", description="tpsim plots")
     sub = p.add_subparsers(dest="cmd", parser_class=Parser)
-    h = sub.add_parser("heatmap", help="links and cores on the chip grid, several results side by side",
-                       description=plot_heatmap.HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    plot_heatmap.add_arguments(h)
-    t = sub.add_parser("timeline", help="Gantt chart per core or per group of cores",
-                       description=plot_timeline.HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    plot_timeline.add_arguments(t)
-    s = sub.add_parser("sweep", help="a metric of a sweep store against a swept field",
-                       description=plot_sweep.HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    plot_sweep.add_arguments(s)
-    en = sub.add_parser("energy", help="energy by event and per op of one or more results",
-                        description=plot_energy.HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    plot_energy.add_arguments(en)
-    fr = sub.add_parser("front", help="latency against energy per token of tpsim search stores, with fronts",
-                        description=plot_front.HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    plot_front.add_arguments(fr)
+    # The plots that live in their own module (HELP, add_arguments, cmd_<name>).
+    modules = [
+        ("heatmap", plot_heatmap, "links and cores on the chip grid, several results side by side"),
+        ("timeline", plot_timeline, "Gantt chart per core or per group of cores"),
+        ("sweep", plot_sweep, "a metric of a sweep store against a swept field"),
+        ("energy", plot_energy, "energy by event and per op of one or more results"),
+        ("front", plot_front, "latency against energy per token of tpsim search stores, with fronts"),
+    ]
+    for name, module, summary in modules:
+        module.add_arguments(sub.add_parser(name, help=summary, description=module.HELP,
+                                            formatter_class=argparse.RawDescriptionHelpFormatter))
     v = sub.add_parser("serving", help="TTFT and TPOT CDFs and KV use over time from tpsim serve CSVs")
     v.add_argument("requests")
     v.add_argument("kv")
@@ -166,8 +157,9 @@ def main(argv):
         args = p.parse_args(argv)
         if not args.cmd:
             raise UsageError("expected a subcommand: heatmap, timeline, sweep, energy, front or serving")
-        {"heatmap": plot_heatmap.cmd_heatmap, "timeline": plot_timeline.cmd_timeline, "sweep": plot_sweep.cmd_sweep,
-         "energy": plot_energy.cmd_energy, "front": plot_front.cmd_front, "serving": cmd_serving}[args.cmd](args)
+        commands = {name: getattr(module, "cmd_" + name) for name, module, _ in modules}
+        commands["serving"] = cmd_serving
+        commands[args.cmd](args)
     except UsageError as e:
         print(f"tpsim plot: {e}", file=sys.stderr)
         return 2
