@@ -127,13 +127,15 @@ class Dispatcher {
   explicit Dispatcher(const mapping::Program& p, std::vector<int32_t> first_link = {}, int num_links = 0);
   // Times the Program with `duration` (one per task) and `busy` (one per task: how long a
   // memory task holds its channel and a transfer its first link; other tasks' entries are
-  // not read): times[i] = {start, end}; returns the makespan. Ends saturate at INT64_MAX.
+  // not read): times[i] = {start, end} (none written when `times` is empty); returns the
+  // makespan. Ends saturate at INT64_MAX.
   Ps Run(std::span<const Ps> duration, std::span<const Ps> busy, std::span<TaskTime> times);
   // The order in which the last Run started the tasks (ListSchedule's order).
   const std::vector<uint32_t>& order() const { return order_; }
-  // Every task's end decided at its start by `finish(task, start, now)` instead of start +
-  // duration (the analytical engine's queues on links, sim/analytical/links.h); called in
-  // start order, `now` the event time (no later than `start`, nor than any later call's).
+  // Every transfer's and memory task's end decided at its start by `finish(task, start, now)`
+  // instead of start + duration (the analytical engine's queues on links,
+  // sim/analytical/links.h); called in start order, `now` the event time (no later than
+  // `start`, nor than any later call's). Compute tasks keep start + duration.
   void set_finisher(std::function<Ps(uint32_t, Ps, Ps)> finish) { finish_ = std::move(finish); }
 
  private:

@@ -138,9 +138,10 @@ struct LinkedMakespans {
 };
 
 // Runs `d` over `duration` and `busy` (Dispatcher::Run) with the queues of `links` (Reset
-// first) into `times`, and again without them into `*scratch`, for the unloaded makespan,
-// when a flow ended later than alone (else the two schedules are the same). Each makespan
-// gets `extra(its times)` added when given (the Program is the head of a longer run).
+// first) into `times`, and again without them, for the unloaded makespan, when a flow
+// ended later than alone (else the two schedules are the same). Each makespan gets
+// `extra(its times)` added when given (the Program is the head of a longer run); only then
+// does the second schedule keep its times (in `*scratch`).
 LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, std::span<const Ps> duration,
                            std::span<const Ps> busy, std::span<TaskTime> times,
                            std::vector<TaskTime>* scratch,

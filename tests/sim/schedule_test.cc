@@ -67,6 +67,10 @@ TEST(Schedule, HandTimedProgram) {
   EXPECT_EQ(s.order(), (std::vector<uint32_t>{5, 0, 1, 4, 3, 6, 2, 7}));
   // Buffers are reset between runs: the same answer again.
   EXPECT_EQ(s.Run(kDurations, kBusy, times), 21);
+  // With no times to fill, the makespan alone (the unqueued pass of sim/analytical/links.h).
+  EXPECT_EQ(s.Run(kDurations, kBusy, {}), 21);
+  EXPECT_EQ(s.order(), (std::vector<uint32_t>{5, 0, 1, 4, 3, 6, 2, 7}));
+  EXPECT_THROW(s.Run(kDurations, kBusy, std::span<TaskTime>(times.data(), 3)), std::invalid_argument);
   // The max-plus replay in that order gives the same ends.
   EXPECT_EQ(ReplayEnds(p, s.order(), kDurations, kBusy), (std::vector<Ps>{5, 8, 12, 7, 15, 4, 14, 21}));
   EXPECT_EQ(QueueOf(TaskKind::kCompute), Queue::kCompute);
