@@ -360,6 +360,9 @@ Program ProgramBuilder::Build() {
   p_.dep_begin_.shrink_to_fit();
   p_.deps_.shrink_to_fit();
   p_.transfer_refs_.shrink_to_fit();
+  p_.shapes_.shrink_to_fit();
+  p_.transfer_shapes_.shrink_to_fit();
+  p_.memories_.shrink_to_fit();
   p_.func_of_.shrink_to_fit();
   Program out = std::move(p_);
   p_ = Program();

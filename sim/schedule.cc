@@ -76,15 +76,26 @@ Dispatcher::Dispatcher(const mapping::Program& p, std::vector<int32_t> first_lin
   core_busy_.assign(cores, 0);
   core_dirty_.assign(cores, 0);
   channel_free_.assign(static_cast<size_t>(std::max(0, p.num_channels)), 0);
-  order_.reserve(n);
   events_.reserve(1024);
 }
 
-Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::span<TaskTime> times) {
+Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
   const mapping::Program& p = p_;
   const size_t n = p.num_tasks();
   const bool record = !times.empty();  // else only the makespan is wanted
-  CheckSizes("Dispatcher", n, duration, busy, record ? times.size() : n);
+  if (!c.by_key) {
+    CheckSizes("Dispatcher", n, c.duration, c.busy, record ? times.size() : n);
+  } else {
+    if (c.key.size() != n || (record && times.size() != n) || c.duration.size() != c.busy.size())
+      throw std::invalid_argument(
+          "Dispatcher: " + std::to_string(c.key.size()) + " keys, " + std::to_string(c.duration.size()) +
+          " durations, " + std::to_string(c.busy.size()) + " busy times and " + std::to_string(times.size()) +
+          " times for " + std::to_string(n) + " tasks");
+    for (uint32_t k : c.key)
+      if (k >= c.duration.size())
+        throw std::invalid_argument("Dispatcher: key " + std::to_string(k) + " of " +
+                                    std::to_string(c.duration.size()));
+  }
   unmet_.resize(n);
   ready_.clear();
   for (size_t i = 0; i < n; ++i) {
@@ -96,16 +107,23 @@ Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::
   std::fill(channel_free_.begin(), channel_free_.end(), 0);
   std::fill(link_free_.begin(), link_free_.end(), 0);
   order_.clear();
+  if (keep_order_) {
+    order_.reserve(n);
+  } else {
+    order_.shrink_to_fit();
+  }
+  size_t started = 0;
   events_.clear();
   Ps makespan = 0;
   auto later = std::greater<std::pair<Ps, uint32_t>>();
   Ps now = 0;
   auto start = [&](uint32_t i, Ps at) {
-    const Ps end =
-        finish_ && p.kind(i) != mapping::TaskKind::kCompute ? finish_(i, at, now) : SatAdd(at, duration[i]);
+    const Ps end = finish_ && p.kind(i) != mapping::TaskKind::kCompute ? finish_(i, at, now)
+                                                                       : SatAdd(at, c.duration_of(i));
     if (record) times[i] = TaskTime{at, end};
     makespan = std::max(makespan, end);
-    order_.push_back(i);
+    if (keep_order_) order_.push_back(i);
+    ++started;
     events_.emplace_back(end, i);
     std::push_heap(events_.begin(), events_.end(), later);
   };
@@ -143,14 +161,14 @@ Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::
     for (uint32_t i : link_ready_) {
       Ps& free = link_free_[first_link_[i]];
       const Ps at = std::max(now, free);
-      free = SatAdd(at, busy[i]);
+      free = SatAdd(at, c.busy_of(i));
       start(i, at);
     }
     std::sort(memory_ready_.begin(), memory_ready_.end());
     for (uint32_t i : memory_ready_) {
       Ps& free = channel_free_[p.memory(i).channel];
       const Ps at = std::max(now, free);
-      free = SatAdd(at, busy[i]);
+      free = SatAdd(at, c.busy_of(i));
       start(i, at);
     }
     // Free cores start their lowest-id ready task.
@@ -186,7 +204,7 @@ Ps Dispatcher::Run(std::span<const Ps> duration, std::span<const Ps> busy, std::
       }
     }
   }
-  if (order_.size() != n) throw std::logic_error("Dispatcher: a task was never ready (a dep cycle)");
+  if (started != n) throw std::logic_error("Dispatcher: a task was never ready (a dep cycle)");
   return makespan;
 }
 

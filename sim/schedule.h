@@ -116,8 +116,21 @@ struct ProgramGraph {
   }
 };
 
+// Every task's duration and what it holds of its queue (Dispatcher::Run): one entry per
+// task, or, with `key` (one per task), one per key, tasks of one key costing the same (the
+// analytical engine keys them by distinct shape: for the 1.6 million tasks of wafer-32x32
+// that is 4 bytes a task instead of 16, 20 MB less).
+struct TaskCosts {
+  std::span<const Ps> duration, busy;
+  std::span<const uint32_t> key = {};
+  bool by_key = false;  // `key` gives each task's entry (else task i's is entry i)
+  size_t tasks() const { return by_key ? key.size() : duration.size(); }
+  Ps duration_of(size_t i) const { return duration[by_key ? key[i] : i]; }
+  Ps busy_of(size_t i) const { return busy[by_key ? key[i] : i]; }
+};
+
 // The numeric schedule of one Program, with its dependents and buffers kept between runs
-// (the analytical engine schedules one Program several times while link sharing settles).
+// (the analytical engine schedules one Program twice: with and without queues on links).
 class Dispatcher {
  public:
   // Every task's core must be in [0, p.num_cores) and every memory task's channel in
@@ -129,9 +142,15 @@ class Dispatcher {
   // memory task holds its channel and a transfer its first link; other tasks' entries are
   // not read): times[i] = {start, end} (none written when `times` is empty); returns the
   // makespan. Ends saturate at INT64_MAX.
-  Ps Run(std::span<const Ps> duration, std::span<const Ps> busy, std::span<TaskTime> times);
-  // The order in which the last Run started the tasks (ListSchedule's order).
+  Ps Run(std::span<const Ps> duration, std::span<const Ps> busy, std::span<TaskTime> times) {
+    return Run(TaskCosts{duration, busy}, times);
+  }
+  // The same with costs per task or per key.
+  Ps Run(const TaskCosts& costs, std::span<TaskTime> times);
+  // The order in which the last Run started the tasks (ListSchedule's order); empty after
+  // keep_order(false), which saves 4 bytes a task where no one replays the schedule.
   const std::vector<uint32_t>& order() const { return order_; }
+  void keep_order(bool keep) { keep_order_ = keep; }
   // Every transfer's and memory task's end decided at its start by `finish(task, start, now)`
   // instead of start + duration (the analytical engine's queues on links,
   // sim/analytical/links.h); called in start order, `now` the event time (no later than
@@ -148,6 +167,7 @@ class Dispatcher {
   std::vector<Ps> channel_free_, link_free_;
   std::vector<std::pair<Ps, uint32_t>> events_;  // min-heap of (end, task) of running tasks
   std::function<Ps(uint32_t, Ps, Ps)> finish_;
+  bool keep_order_ = true;
 };
 
 // The numeric ListSchedule of `p` in `order` with `duration` and `busy` as in Dispatcher::Run:

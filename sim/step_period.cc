@@ -87,7 +87,7 @@ bool Replay(const Program& p, const arch::Chip& chip,
   o->tasks.assign(n, {});
   o->links.assign(links.size(), {});
   o->channels.assign(channels.size(), {});
-  o->contention = ScheduleOnLinks(model, d, duration, busy, o, extra);
+  o->contention = ScheduleOnLinks(model, d, TaskCosts{duration, busy}, o, extra);
   return true;
 }
 

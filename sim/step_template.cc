@@ -399,7 +399,8 @@ bool StepTemplate::Calibrate(const EngineOutput& out, std::string* why) {
   dispatcher_ = std::make_unique<Dispatcher>(p_, first_link_, static_cast<int>(links.size()));
   t_.times.resize(n);
   dur_ = base_;
-  const Ps makespan = RunOnLinks(*reserve_, *dispatcher_, dur_, busy_, t_.times, &unqueued_).queued;
+  const Ps makespan =
+      RunOnLinks(*reserve_, *dispatcher_, TaskCosts{dur_, busy_}, t_.times, &unqueued_).queued;
   if (makespan != out.makespan_ps) return bad("the step's schedule is not the engine's");
   for (size_t i = 0; i < n; ++i)
     if (t_.times[i].start_ps != out.tasks[i].start_ps || t_.times[i].end_ps != out.tasks[i].end_ps)
@@ -435,7 +436,7 @@ const StepTimes& StepTemplate::Time(uint32_t k, std::string* why) {
   for (size_t j = 0; j < ctx_tasks_.size(); ++j) dur_[ctx_tasks_[j]] = key[j];
   last_key_ = std::move(key);
   t_.ok = false;
-  const LinkedMakespans m = RunOnLinks(*reserve_, *dispatcher_, dur_, busy_, t_.times, &unqueued_);
+  const LinkedMakespans m = RunOnLinks(*reserve_, *dispatcher_, TaskCosts{dur_, busy_}, t_.times, &unqueued_);
   t_.makespan = m.queued;
   t_.unloaded = m.unloaded;
   t_.link_wait = reserve_->max_wait();

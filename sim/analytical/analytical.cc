@@ -77,44 +77,59 @@ FlowSet ChipFlowSet(const arch::Chip& chip) {
   return FlowSet(std::move(gbps), std::move(latency));
 }
 
-// Memory task `i` as a flow over `path` (not empty), entering it as links.h says.
-void AddMemoryFlow(const arch::Chip& chip, uint32_t i, const mapping::MemoryDetail& t, Ps busy,
-                   const std::vector<int>& path, LinkModel* m) {
+// The kind of flow (links.h) of a memory task `t` over `path` (not empty), entering it as
+// links.h says.
+uint32_t AddMemoryKind(const arch::Chip& chip, const mapping::MemoryDetail& t, Ps busy,
+                       const std::vector<int>& path, FlowSet* flows) {
   const Ps inject = MemoryInject(chip.channels()[t.channel].latency_ps, busy, t.bytes,
                                  chip.links()[path[0]].bandwidth_gbps);
-  m->flows.Add(t.bytes, inject, path.data(), path.size());
-  m->task.push_back(i);
+  return flows->AddKind(t.bytes, inject, path.data(), path.size());
 }
 
 // The flows of links.h: linked transfers over their routes, memory tasks whose data crosses
 // links (chip.MemoryPath not empty) over that path. A DRAM channel is not a shared resource
-// here: the schedule queues its requests (sim/schedule.h), holding each for `busy`.
+// here: the schedule queues its requests (sim/schedule.h), holding each for `busy`. One kind
+// of flow per distinct transfer and memory key of the plan (`memory_busy`: per memory key).
 LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& plan, const arch::Chip& chip,
                          const std::vector<int>& route_links,
                          const std::vector<std::pair<uint32_t, uint32_t>>& pair_route,
                          const std::map<std::tuple<int, int, bool>, std::vector<int>>& paths,
-                         const std::vector<Ps>& busy) {
+                         const std::vector<Ps>& memory_busy) {
   LinkModel m{ChipFlowSet(chip), {}};
-  size_t flows = plan.linked.size(), incidences = 0;
-  for (uint32_t i : plan.linked) incidences += pair_route[plan.shape_of[i]].second;
-  for (uint32_t i : plan.memory) {
+  std::vector<const std::vector<int>*> memory_path(plan.memory_keys.size(), nullptr);
+  size_t flows = plan.linked.size(), kinds = plan.transfer_keys.size(), incidences = 0;
+  for (const auto& key : plan.transfer_keys) incidences += pair_route[plan.shape_of[key.task]].second;
+  for (size_t k = 0; k < plan.memory_keys.size(); ++k) {
+    const uint32_t i = plan.memory_keys[k].task;
     auto path = paths.find({program.core(i), program.memory(i).channel, program.memory(i).write});
     if (path == paths.end()) continue;
-    ++flows;
+    memory_path[k] = &path->second;
+    ++kinds;
+    flows += plan.memory_keys[k].count;
     incidences += path->second.size();
   }
-  m.flows.Reserve(flows, incidences);
+  m.flows.Reserve(flows, kinds, incidences);
   m.task.reserve(flows);
-  for (uint32_t i : plan.linked) {
-    const auto [rb, rs] = pair_route[plan.shape_of[i]];
-    m.flows.Add(program.transfer(i).bytes, 0, route_links.data() + rb, rs);
-    m.task.push_back(i);
+  for (const auto& key : plan.transfer_keys) {  // kind k = transfer key k
+    const auto [rb, rs] = pair_route[plan.shape_of[key.task]];
+    m.flows.AddKind(program.transfer(key.task).bytes, 0, route_links.data() + rb, rs);
   }
-  for (uint32_t i : plan.memory) {
-    const mapping::MemoryDetail& t = program.memory(i);
-    auto path = paths.find({program.core(i), t.channel, t.write});
-    if (path == paths.end()) continue;
-    AddMemoryFlow(chip, i, t, busy[i], path->second, &m);
+  for (size_t j = 0; j < plan.linked.size(); ++j) {
+    m.flows.AddFlow(plan.transfer_key_of[j]);
+    m.task.push_back(plan.linked[j]);
+  }
+  std::vector<uint32_t> memory_kind(plan.memory_keys.size());
+  for (size_t k = 0; k < plan.memory_keys.size(); ++k) {
+    if (memory_path[k]) {
+      memory_kind[k] = AddMemoryKind(chip, program.memory(plan.memory_keys[k].task), memory_busy[k],
+                                     *memory_path[k], &m.flows);
+    }
+  }
+  for (size_t j = 0; j < plan.memory.size(); ++j) {
+    const uint32_t k = plan.memory_key_of[j];
+    if (!memory_path[k]) continue;
+    m.flows.AddFlow(memory_kind[k]);
+    m.task.push_back(plan.memory[j]);
   }
   return m;
 }
@@ -157,7 +172,6 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
             p.in_switch.push_back(static_cast<uint32_t>(i));
           } else {
             p.linked.push_back(static_cast<uint32_t>(i));
-            if (t.collective >= 0) p.grouped.push_back(static_cast<uint32_t>(i));
           }
         }
         break;
@@ -166,23 +180,7 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
         break;
     }
   }
-  // Transfers of a collective step, by (collective, step, id); in-switch ones also by core.
-  SortIfNeeded(p.grouped, [&](uint32_t a, uint32_t b) {
-    const Task& x = tasks[a];
-    const Task& y = tasks[b];
-    if (x.collective != y.collective) return x.collective < y.collective;
-    if (x.coll_step != y.coll_step) return x.coll_step < y.coll_step;
-    return a < b;
-  });
-  for (size_t g = 0; g < p.grouped.size();) {
-    size_t e = g + 1;
-    while (e < p.grouped.size() && tasks[p.grouped[e]].collective == tasks[p.grouped[g]].collective &&
-           tasks[p.grouped[e]].coll_step == tasks[p.grouped[g]].coll_step) {
-      ++e;
-    }
-    if (e - g > 1) p.group_spans.emplace_back(static_cast<uint32_t>(g), static_cast<uint32_t>(e));
-    g = e;
-  }
+  // In-switch transfers by (collective, step, core, id).
   SortIfNeeded(p.in_switch, [&](uint32_t a, uint32_t b) {
     const Task& x = tasks[a];
     const Task& y = tasks[b];
@@ -192,7 +190,7 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
     return a < b;
   });
   // The lists grew by doubling: give the slack back before the run allocates its own.
-  for (auto* v : {&p.linked, &p.grouped, &p.in_switch, &p.memory}) v->shrink_to_fit();
+  for (auto* v : {&p.linked, &p.in_switch, &p.memory}) v->shrink_to_fit();
   p.transfer_key_of.reserve(p.linked.size());
   p.memory_key_of.reserve(p.memory.size());
   // Distinct (pair, bytes) of linked transfers and (channel, bytes) of memory tasks.
@@ -227,18 +225,15 @@ std::shared_ptr<const PreparedProgram> AnalyticalEngine::Prepare(const mapping::
   return PlanAnalytical(program, chip);
 }
 
-EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::Chip& chip,
-                                   const PreparedProgram* prepared) {
-  if (prepared) {
-    const auto* plan = dynamic_cast<const AnalyticalPlan*>(prepared);
-    if (!plan) throw std::invalid_argument("analytical engine: prepared by another engine");
-    return RunAnalytical(program, *plan, chip);
-  }
-  return RunAnalytical(program, *PlanAnalytical(program, chip), chip);
-}
+namespace {
 
-EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan& plan,
-                           const arch::Chip& chip) {
+// Every task's unloaded duration, what it holds of its queue, the first links and the flows
+// (as LinkProgram's, but from the plan's distinct keys), and the links' and channels' byte
+// and busy sums into `out`. The schedule needs nothing else of the plan, so a run without a
+// prepared plan frees it before scheduling (the wafer's peak memory).
+LinkedProgram CostProgram(const mapping::Program& program, const AnalyticalPlan& plan, const arch::Chip& chip,
+                          EngineOutput* out_ptr) {
+  EngineOutput& out = *out_ptr;
   const mapping::Program::TaskRange tasks = program.tasks();
   const size_t n = tasks.size();
   const int num_cores = chip.num_cores();
@@ -249,21 +244,19 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
     throw std::invalid_argument("analytical engine: the plan was made for another Program or chip layout");
   }
 
-  EngineOutput out;
-  out.tasks.resize(n);
   out.links.resize(links.size());
   out.channels.resize(channels.size());
 
-  // ---- Durations: compute from each distinct shape's time.
-  std::vector<Ps> duration(n, 0);
-  {
-    std::vector<Ps> shape_time(plan.shapes.size());
-    for (size_t s = 0; s < plan.shapes.size(); ++s) {
-      shape_time[s] = mapping::KernelTime(chip, program, program.shape(plan.shapes[s]));
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (program.kind(i) == TaskKind::kCompute) duration[i] = shape_time[plan.shape_of[i]];
-    }
+  // ---- Costs by key (schedule.h TaskCosts): key 0 costs nothing (a transfer to its own
+  // core), then the distinct compute shapes, each in-switch transfer, the distinct linked
+  // transfers and the distinct memory tasks.
+  std::vector<uint32_t> key(n, 0);
+  std::vector<Ps> duration{0}, busy{0};
+  for (size_t s = 0; s < plan.shapes.size(); ++s) {
+    duration.push_back(mapping::KernelTime(chip, program, program.shape(plan.shapes[s])));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (program.kind(i) == TaskKind::kCompute) key[i] = 1 + plan.shape_of[i];
   }
   // Routes of the distinct (src, dst) pairs, stored flat.
   std::vector<int> route_links;
@@ -295,7 +288,8 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
       const auto [rb, rs] = route_of(i);
       Ps latency = 0;
       for (uint32_t h = 0; h < rs; ++h) latency = SatAdd(latency, links[route_links[rb + h]].latency_ps);
-      duration[i] = mapping::InSwitchTime(latency, tasks[i].bytes, port_bytes, tasks[i].in_switch_gbps);
+      key[i] = static_cast<uint32_t>(duration.size());
+      duration.push_back(mapping::InSwitchTime(latency, tasks[i].bytes, port_bytes, tasks[i].in_switch_gbps));
     }
     g = e;
   }
@@ -318,7 +312,6 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
       u.busy_ps = SatAdd(u.busy_ps, SatMulPs(SerialisationPs(t.bytes, links[l].bandwidth_gbps), key.count));
     }
   }
-  for (size_t j = 0; j < plan.linked.size(); ++j) duration[plan.linked[j]] = alone[plan.transfer_key_of[j]];
   // Each transfer over links queues for the first link of its route (sim/schedule.h) and
   // holds it for its bytes at that link's rate.
   std::vector<int32_t> first_link(plan.linked.empty() ? 0 : n, -1);
@@ -351,25 +344,40 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
       lu.busy_ps = SatAdd(lu.busy_ps, SatMulPs(SerialisationPs(t.bytes, links[l].bandwidth_gbps), key.count));
     }
   }
-  std::vector<Ps> busy(n, 0);  // how long each memory task holds its channel, a transfer its first link
+  // How long each memory task holds its channel, a transfer over links its first link.
+  busy.resize(duration.size(), 0);
+  const uint32_t transfer_base = static_cast<uint32_t>(duration.size());
+  duration.insert(duration.end(), alone.begin(), alone.end());
+  busy.insert(busy.end(), first_hold.begin(), first_hold.end());
   for (size_t j = 0; j < plan.linked.size(); ++j) {
     const uint32_t i = plan.linked[j];
+    key[i] = transfer_base + plan.transfer_key_of[j];
     const auto [rb, rs] = route_of(i);
-    if (rs == 0) continue;
-    first_link[i] = route_links[rb];
-    busy[i] = first_hold[plan.transfer_key_of[j]];
+    if (rs > 0) first_link[i] = route_links[rb];
   }
-  for (size_t j = 0; j < plan.memory.size(); ++j) {
-    duration[plan.memory[j]] = memory_alone[plan.memory_key_of[j]];
-    busy[plan.memory[j]] = memory_busy[plan.memory_key_of[j]];
-  }
-  const LinkModel model = BuildLinkModel(program, plan, chip, route_links, pair_route, paths, busy);
+  const uint32_t memory_base = static_cast<uint32_t>(duration.size());
+  duration.insert(duration.end(), memory_alone.begin(), memory_alone.end());
+  busy.insert(busy.end(), memory_busy.begin(), memory_busy.end());
+  for (size_t j = 0; j < plan.memory.size(); ++j) key[plan.memory[j]] = memory_base + plan.memory_key_of[j];
+  return LinkedProgram{std::move(duration),
+                       std::move(busy),
+                       std::move(first_link),
+                       BuildLinkModel(program, plan, chip, route_links, pair_route, paths, memory_busy),
+                       !plan.in_switch.empty(),
+                       std::move(key)};
+}
 
-  // ---- Schedule (sim/schedule.h) with queues on links (links.h).
-  Dispatcher scheduler(program, std::move(first_link), static_cast<int>(links.size()));
-  out.contention = ScheduleOnLinks(model, scheduler, duration, busy, &out);
+// The schedule (sim/schedule.h) with queues on links (links.h) over CostProgram's costs.
+EngineOutput ScheduleCosts(const mapping::Program& program, const arch::Chip& chip, LinkedProgram costs,
+                           EngineOutput out) {
+  out.tasks.resize(program.num_tasks());
+  Dispatcher scheduler(program, std::move(costs.first_link), static_cast<int>(chip.links().size()));
+  scheduler.keep_order(false);
+  out.contention =
+      ScheduleOnLinks(costs.model, scheduler, TaskCosts{costs.duration, costs.busy, costs.key, true}, &out);
   // Channel queues: the longest a request waited for its channel after its deps ended.
-  for (uint32_t i : plan.memory) {
+  for (size_t i = 0; i < program.num_tasks(); ++i) {
+    if (program.kind(i) != TaskKind::kMemory) continue;
     Ps ready = 0;
     for (uint32_t d : program.deps(i)) ready = std::max(ready, out.tasks[d].end_ps);
     Ps& q = out.channels[program.memory(i).channel].max_queue_ps;
@@ -378,11 +386,39 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
   return out;
 }
 
+}  // namespace
+
+EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan& plan,
+                           const arch::Chip& chip) {
+  EngineOutput out;
+  LinkedProgram costs = CostProgram(program, plan, chip, &out);
+  return ScheduleCosts(program, chip, std::move(costs), std::move(out));
+}
+
+EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::Chip& chip,
+                                   const PreparedProgram* prepared) {
+  if (prepared) {
+    const auto* plan = dynamic_cast<const AnalyticalPlan*>(prepared);
+    if (!plan) throw std::invalid_argument("analytical engine: prepared by another engine");
+    return RunAnalytical(program, *plan, chip);
+  }
+  EngineOutput out;
+  LinkedProgram costs = [&] {
+    const auto plan = PlanAnalytical(program, chip);
+    return CostProgram(program, *plan, chip, &out);
+  }();  // the plan is freed before the schedule allocates its own
+  return ScheduleCosts(program, chip, std::move(costs), std::move(out));
+}
+
 LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip) {
   const size_t n = p.num_tasks();
   const auto& links = chip.links();
-  LinkedProgram out{std::vector<Ps>(n), std::vector<Ps>(n, 0), std::vector<int32_t>(n, -1),
-                    LinkModel{ChipFlowSet(chip), {}}, false};
+  LinkedProgram out{std::vector<Ps>(n),
+                    std::vector<Ps>(n, 0),
+                    std::vector<int32_t>(n, -1),
+                    LinkModel{ChipFlowSet(chip), {}},
+                    false,
+                    {}};
   std::vector<uint32_t> memory;
   for (size_t i = 0; i < n; ++i) {
     out.duration[i] = mapping::TaskTime(chip, p, i);
@@ -407,7 +443,9 @@ LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip) {
   for (uint32_t i : memory) {
     const mapping::MemoryDetail& m = p.memory(i);
     const std::vector<int> path = chip.MemoryPath(p.core(i), m.channel, m.write);
-    if (!path.empty()) AddMemoryFlow(chip, i, m, out.busy[i], path, &out.model);
+    if (path.empty()) continue;
+    out.model.flows.AddFlow(AddMemoryKind(chip, m, out.busy[i], path, &out.model.flows));
+    out.model.task.push_back(i);
   }
   return out;
 }

@@ -72,10 +72,8 @@ struct AnalyticalPlan : PreparedProgram {
   std::vector<uint32_t> shape_of;          // compute task: index into shapes; transfer: index into pairs
   std::vector<std::pair<int, int>> pairs;  // distinct (src, dst) of transfers with src != dst
   std::vector<uint32_t> linked;            // transfers over links (src != dst, not in-switch), by id
-  std::vector<uint32_t> grouped;           // linked transfers of a collective, by (collective, step, id)
-  std::vector<std::pair<uint32_t, uint32_t>> group_spans;  // [begin, end) in grouped of steps with > 1
-  std::vector<uint32_t> in_switch;                         // by (collective, step, core, id)
-  std::vector<uint32_t> memory;                            // memory tasks, by id
+  std::vector<uint32_t> in_switch;         // by (collective, step, core, id)
+  std::vector<uint32_t> memory;            // memory tasks, by id
   struct Key {
     uint32_t task;   // the first task with this key
     uint64_t count;  // tasks with it
@@ -103,10 +101,11 @@ EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan
 // (links.h). `in_switch`: the Program has in-switch transfers, whose durations depend on
 // their port's other transfers (RunAnalytical times them; `duration` holds them alone).
 struct LinkedProgram {
-  std::vector<Ps> duration, busy;
+  std::vector<Ps> duration, busy;  // per task (LinkProgram), or per key (the engine's own)
   std::vector<int32_t> first_link;
   LinkModel model;
   bool in_switch = false;
+  std::vector<uint32_t> key;  // the engine's: per task, its entry in duration and busy (TaskCosts)
 };
 LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip);
 

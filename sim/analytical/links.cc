@@ -34,14 +34,15 @@ Ps CeilToPs(Ps ticks) {
 
 }  // namespace
 
-void FlowSet::Reserve(size_t flows, size_t incidences) {
-  bytes_.reserve(flows);
-  inject_.reserve(flows);
-  res_end_.reserve(flows);
+void FlowSet::Reserve(size_t flows, size_t kinds, size_t incidences) {
+  kind_of_.reserve(flows);
+  bytes_.reserve(kinds);
+  inject_.reserve(kinds);
+  res_end_.reserve(kinds);
   res_.reserve(incidences);
 }
 
-uint32_t FlowSet::Add(uint64_t bytes, Ps inject_ps, const int* resources, size_t count) {
+uint32_t FlowSet::AddKind(uint64_t bytes, Ps inject_ps, const int* resources, size_t count) {
   bytes_.push_back(bytes);
   inject_.push_back(inject_ps);
   res_.insert(res_.end(), resources, resources + count);
@@ -126,44 +127,43 @@ Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
   return std::max(alone_end, end);
 }
 
-LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, std::span<const Ps> duration,
-                           std::span<const Ps> busy, std::span<TaskTime> times,
-                           std::vector<TaskTime>* scratch,
+LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCosts& costs,
+                           std::span<TaskTime> times, std::vector<TaskTime>* scratch,
                            const std::function<Ps(std::span<const TaskTime>)>& extra) {
   auto run = [&](std::span<TaskTime> t) {
-    const Ps m = d.Run(duration, busy, t);
+    const Ps m = d.Run(costs, t);
     return extra ? SatAdd(m, extra(t)) : m;
   };
   links.Reset();
-  d.set_finisher([&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, duration[i], now); });
+  d.set_finisher(
+      [&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, costs.duration_of(i), now); });
   LinkedMakespans m;
   m.queued = m.unloaded = run(times);
   d.set_finisher(nullptr);
   for (uint32_t i : links.model().task) {
-    if (times[i].end_ps - times[i].start_ps == duration[i]) continue;
+    if (times[i].end_ps - times[i].start_ps == costs.duration_of(i)) continue;
     if (extra) {
       scratch->resize(times.size());
       m.unloaded = run(*scratch);
     } else {
-      m.unloaded = d.Run(duration, busy, {});  // the makespan alone: no times kept
+      m.unloaded = d.Run(costs, {});  // the makespan alone: no times kept
     }
     break;
   }
   return m;
 }
 
-double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, std::span<const Ps> duration,
-                       std::span<const Ps> busy, EngineOutput* out,
+double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, const TaskCosts& costs, EngineOutput* out,
                        const std::function<Ps(std::span<const TaskTime>)>& extra) {
   if (model.task.empty()) {
     d.set_finisher(nullptr);
-    const Ps m = d.Run(duration, busy, out->tasks);
+    const Ps m = d.Run(costs, out->tasks);
     out->makespan_ps = out->unloaded_makespan_ps = extra ? SatAdd(m, extra(out->tasks)) : m;
     return 0.0;
   }
-  LinkReservation links(model, duration.size());
+  LinkReservation links(model, costs.tasks());
   std::vector<TaskTime> scratch;
-  const LinkedMakespans m = RunOnLinks(links, d, duration, busy, out->tasks, &scratch, extra);
+  const LinkedMakespans m = RunOnLinks(links, d, costs, out->tasks, &scratch, extra);
   out->makespan_ps = m.queued;
   out->unloaded_makespan_ps = m.unloaded;
   for (size_t l = 0; l < out->links.size() && l < links.max_wait().size(); ++l) {

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "sim/engine.h"
+#include "sim/schedule.h"
 
 namespace tpsim::sim {
 
@@ -59,29 +60,43 @@ class FlowSet {
   FlowSet(std::vector<double> resource_gbps, std::vector<Ps> resource_latency_ps)
       : gbps_(std::move(resource_gbps)), latency_(std::move(resource_latency_ps)) {}
 
-  // Room for `flows` flows over `incidences` resources in all (avoids growth slack).
-  void Reserve(size_t flows, size_t incidences);
-  // Adds a flow over `resources` (ids into the tables, in route order) that enters the
-  // first `inject_ps` after its task starts; returns its index.
-  uint32_t Add(uint64_t bytes, Ps inject_ps, const int* resources, size_t count);
+  // Room for `flows` flows of `kinds` kinds over `incidences` resources in all (the kinds'
+  // routes; avoids growth slack).
+  void Reserve(size_t flows, size_t kinds, size_t incidences);
+  // A kind of flow: `bytes` over `resources` (ids into the tables, in route order),
+  // entering the first `inject_ps` after its task starts; returns its index. Flows of one
+  // kind share its record (a wafer's transfers are a few thousand kinds).
+  uint32_t AddKind(uint64_t bytes, Ps inject_ps, const int* resources, size_t count);
+  // A flow of kind `kind`; returns its index.
+  uint32_t AddFlow(uint32_t kind) {
+    kind_of_.push_back(kind);
+    return static_cast<uint32_t>(kind_of_.size() - 1);
+  }
+  // A flow of a kind of its own.
+  uint32_t Add(uint64_t bytes, Ps inject_ps, const int* resources, size_t count) {
+    return AddFlow(AddKind(bytes, inject_ps, resources, count));
+  }
 
-  size_t size() const { return bytes_.size(); }
+  size_t size() const { return kind_of_.size(); }
   size_t num_resources() const { return gbps_.size(); }
   double gbps(int r) const { return gbps_[r]; }
   Ps hop_latency(int r) const { return latency_[r]; }
-  uint64_t bytes(uint32_t f) const { return bytes_[f]; }
-  Ps inject(uint32_t f) const { return inject_[f]; }
+  uint64_t bytes(uint32_t f) const { return bytes_[kind_of_[f]]; }
+  Ps inject(uint32_t f) const { return inject_[kind_of_[f]]; }
   std::span<const int> resources(uint32_t f) const {
-    const uint32_t b = f == 0 ? 0 : res_end_[f - 1];
-    return {res_.data() + b, res_end_[f] - b};
+    const uint32_t k = kind_of_[f];
+    const uint32_t b = k == 0 ? 0 : res_end_[k - 1];
+    return {res_.data() + b, res_end_[k] - b};
   }
 
  private:
   std::vector<double> gbps_;
   std::vector<Ps> latency_;
+  std::vector<uint32_t> kind_of_;  // per flow
+  // Per kind:
   std::vector<uint64_t> bytes_;
   std::vector<Ps> inject_;
-  std::vector<uint32_t> res_end_;  // CSR: flow f's resources res_[res_end_[f-1], res_end_[f])
+  std::vector<uint32_t> res_end_;  // CSR: kind k's resources res_[res_end_[k-1], res_end_[k])
   std::vector<int> res_;
 };
 
@@ -127,8 +142,6 @@ class LinkReservation {
   std::vector<Ps> max_wait_;
 };
 
-class Dispatcher;
-
 // The indicator (above) from the two makespans.
 double ContentionIndicator(Ps makespan, Ps unloaded);
 
@@ -137,20 +150,18 @@ struct LinkedMakespans {
   Ps queued = 0, unloaded = 0;
 };
 
-// Runs `d` over `duration` and `busy` (Dispatcher::Run) with the queues of `links` (Reset
+// Runs `d` over `costs` (Dispatcher::Run) with the queues of `links` (Reset
 // first) into `times`, and again without them, for the unloaded makespan, when a flow
 // ended later than alone (else the two schedules are the same). Each makespan gets
 // `extra(its times)` added when given (the Program is the head of a longer run); only then
 // does the second schedule keep its times (in `*scratch`).
-LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, std::span<const Ps> duration,
-                           std::span<const Ps> busy, std::span<TaskTime> times,
-                           std::vector<TaskTime>* scratch,
+LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCosts& costs,
+                           std::span<TaskTime> times, std::vector<TaskTime>* scratch,
                            const std::function<Ps(std::span<const TaskTime>)>& extra = {});
 
 // RunOnLinks over fresh queues: writes out->tasks, out->makespan_ps, out->unloaded_makespan_ps
 // and every link's max_queue_ps (the longest wait there); returns the contention indicator.
-double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, std::span<const Ps> duration,
-                       std::span<const Ps> busy, EngineOutput* out,
+double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, const TaskCosts& costs, EngineOutput* out,
                        const std::function<Ps(std::span<const TaskTime>)>& extra = {});
 
 // `tpsim run` warns when the indicator exceeds this. Calibrated on `tpsim agree` (README

@@ -136,6 +136,42 @@ TEST(Schedule, TransfersQueueForTheirFirstLink) {
   EXPECT_THROW(Dispatcher(p, {0, 0, 2}, 2), std::invalid_argument);  // no link 2
 }
 
+TEST(Schedule, CostsByKeyTimeAsCostsPerTask) {
+  // The three transfers above with t0 and t1 of one key (5 ps, holding link 0 for 4): t1
+  // waits for t0's hold, 4..9; t2 (key 1: 2 ps, hold 2) leaves by link 1, 0..2. A key out of
+  // range or a key list of the wrong length is refused; order() stays empty without keep_order.
+  mapping::testing::TestProgram b;
+  b.num_cores = 2;
+  b.ops.resize(1);
+  for (int k = 0; k < 3; ++k) {
+    mapping::Task t;
+    t.kind = TaskKind::kTransfer;
+    t.core = mapping::CoreId(0);
+    t.dst_core = mapping::CoreId(1);
+    b.Add(t, {});
+  }
+  const mapping::Program p = b.Build();
+  const std::vector<Ps> dur = {5, 2}, busy = {4, 2};
+  const std::vector<uint32_t> key = {0, 0, 1};
+  std::vector<TaskTime> keyed(3), per_task(3);
+  Dispatcher s(p, {0, 0, 1}, 2);
+  s.keep_order(false);
+  EXPECT_EQ(s.Run(TaskCosts{dur, busy, key, true}, keyed), 9);
+  EXPECT_TRUE(s.order().empty());
+  EXPECT_EQ(keyed[1].start_ps, 4);
+  EXPECT_EQ(keyed[2].end_ps, 2);
+  s.keep_order(true);
+  EXPECT_EQ(s.Run(std::vector<Ps>{5, 5, 2}, std::vector<Ps>{4, 4, 2}, per_task), 9);
+  EXPECT_EQ(s.order().size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(keyed[i].start_ps, per_task[i].start_ps);
+    EXPECT_EQ(keyed[i].end_ps, per_task[i].end_ps);
+  }
+  const std::vector<uint32_t> bad = {0, 2, 1}, short_key = {0, 1};
+  EXPECT_THROW(s.Run(TaskCosts{dur, busy, bad, true}, keyed), std::invalid_argument);
+  EXPECT_THROW(s.Run(TaskCosts{dur, busy, short_key, true}, keyed), std::invalid_argument);
+}
+
 TEST(Schedule, CriticalPathSplitsTheMakespan) {
   // Back from t7 (ends 21): its enabler is t4 (15, not t6 at 14): 6 ps compute; t4's is t0
   // (5; t5 before it on the channel ended at 4): 10 ps memory; t0 has none: 5 ps compute.
