@@ -54,6 +54,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -90,6 +91,7 @@ class SkeletonCost {
   ChunkPs ChunkAttention(const llm::SeqChunk& c, uint64_t heads);
 
  private:
+  static constexpr Ps kNone = std::numeric_limits<Ps>::min();  // no time (max-plus zero)
   // How a chain's KV reads are timed: stacked DRAM (no network path) on `channel`:
   // DramTime(channel, bytes), holding the channel for ChannelBusyTime(channel, bytes).
   struct ReadSig {

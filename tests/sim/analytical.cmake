@@ -9,4 +9,5 @@ tpsim_test(schedule_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/schedule_test.cc LIBS
 tpsim_test(energy_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/energy_test.cc LIBS tpsim_result tpsim_analytical tpsim_tlm)
 # Decode-step reuse (sim/step_reuse.h) against the unrolled Program, byte for byte.
 tpsim_test(step_reuse_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_reuse_test.cc LIBS tpsim_agree
-  SLOW StepReuse.ShippedExperiments StepReuse.ReferenceUpTo200Steps StepReuse.SummedOpRows)
+  SLOW StepReuse.ShippedExperiments StepReuse.ReferenceUpTo200Steps StepReuse.SummedOpRows
+       StepReuse.ShippedSmall StepReuse.ReferenceVariants)

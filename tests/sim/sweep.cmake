@@ -5,9 +5,10 @@
 if(TARGET tpsim_sweep)
   add_executable(tpsim_sweep_driver ${CMAKE_CURRENT_LIST_DIR}/sweep_driver.cc)
   target_link_libraries(tpsim_sweep_driver PRIVATE tpsim_sweep)
-  tpsim_test(sweep_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_test.cc LIBS tpsim_sweep SLOW SweepTest.Sig*)
-  add_dependencies(sweep_test tpsim_sweep_driver)
-  target_compile_definitions(sweep_test PRIVATE TPSIM_SWEEP_DRIVER="$<TARGET_FILE:tpsim_sweep_driver>")
+  tpsim_test(sweep_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_test.cc LIBS tpsim_sweep)
+  tpsim_test(sweep_kill_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sweep_kill_test.cc LIBS tpsim_sweep SLOW SweepTest.Sig*)
+  add_dependencies(sweep_kill_test tpsim_sweep_driver)
+  target_compile_definitions(sweep_kill_test PRIVATE TPSIM_SWEEP_DRIVER="$<TARGET_FILE:tpsim_sweep_driver>")
 endif()
 
 # End to end through the real `tpsim` binary (TPSIM_BINARY_DIR/bin/tpsim): a TLM
