@@ -247,6 +247,7 @@ void ClearTiming(config::Chip* c) {
     mem.clear_efficiency();
     mem.clear_latency_ns();
   }
+  c->clear_energy();  // read by the result's energy (sim/energy.h), never by lowering
 }
 
 void AppendSerialised(const google::protobuf::Message& m, std::string* out) {
@@ -439,6 +440,18 @@ const std::vector<std::string>& ProgramCache::TimingOnlyFields() {
       "chip.memory[].bandwidth_gbps",
       "chip.memory[].efficiency",
       "chip.memory[].latency_ns",
+      "chip.energy.mac_bf16_pj",
+      "chip.energy.mac_fp32_pj",
+      "chip.energy.vector_op_pj",
+      "chip.energy.sram_read_pj_per_byte",
+      "chip.energy.sram_write_pj_per_byte",
+      "chip.energy.hop_pj_per_byte",
+      "chip.energy.d2d_hop_pj_per_byte",
+      "chip.energy.dram_pj_per_byte",
+      "chip.energy.hbm_pj_per_byte",
+      "chip.energy.core_static_w",
+      "chip.energy.memory_static_w",
+      "chip.energy.core_tdp_w",
   };
   return kFields;
 }

@@ -113,7 +113,7 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts);
 //
 // mapping::Lower reads the chip only through its core grid (num_cores, grid,
 // CoreAt), ChannelOf, core.sram_bytes, noc.topology and the collectives settings:
-// never a bandwidth, latency, clock or compute-unit field. The key is the model,
+// never a bandwidth, latency, clock, compute-unit or energy field. The key is the model,
 // the workload, the mapping and the chip config with exactly the fields of
 // TimingOnlyFields() cleared, serialised deterministically; equal keys lower to
 // identical Programs (tests/sim/program_cache_test.cc changes each listed field

@@ -95,8 +95,8 @@ sqlite3* OpenDb(const std::string& path) {
 
 // Metric columns stored as REAL; the others are integers (picoseconds, bytes, counts).
 bool RealColumn(const std::string& m) {
-  return m == "core_utilization" || m.ends_with("_ms") || m.ends_with("_per_s") || m.ends_with("_j") ||
-         m.ends_with("_w");
+  return m == "core_utilization" || m == "contention" || m.ends_with("_ms") || m.ends_with("_per_s") ||
+         m.ends_with("_j") || m.ends_with("_w");
 }
 
 std::string CreateSql() {

@@ -76,7 +76,9 @@ bool Perturb(Message* m, const std::string& path) {
   const auto* refl = m->GetReflection();
   if (dot != std::string::npos) {
     const std::string rest = path.substr(dot + 1);
-    if (!f->is_repeated()) return Perturb(refl->MutableMessage(m, f), rest);
+    if (!f->is_repeated()) {  // a message the chip leaves out (energy) is not added
+      return refl->HasField(*m, f) && Perturb(refl->MutableMessage(m, f), rest);
+    }
     bool changed = false;
     for (int i = 0; i < refl->FieldSize(*m, f); ++i)
       changed |= Perturb(refl->MutableRepeatedMessage(m, f, i), rest);

@@ -563,6 +563,11 @@ TEST_F(SweepTest, RealPointsAndAnInvalidOneThroughTheAnalyticalEngine) {
   EXPECT_LT(Scalar(Db(), "SELECT prefill_ps FROM points WHERE point_index = 1"),
             Scalar(Db(), "SELECT prefill_ps FROM points WHERE point_index = 2"));
   EXPECT_GT(Scalar(Db(), "SELECT prefill_ps FROM points WHERE point_index = 1"), 0);
+  // The contention indicator is a share in [0, 1): stored as a REAL, not cut to an integer.
+  EXPECT_EQ(Query(Db(), "SELECT typeof(contention) FROM points WHERE point_index = 1")[0][0], "real");
+  const double c = std::stod(Query(Db(), "SELECT contention FROM points WHERE point_index = 1")[0][0]);
+  EXPECT_GE(c, 0.0);
+  EXPECT_LT(c, 1.0);
 }
 
 }  // namespace
