@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "arch/chip.h"
+#include "tests/arch/test_util.h"
+
 namespace tpsim::arch::dram {
 namespace {
 
@@ -127,6 +130,28 @@ TEST(DramDevice, StreamingEfficiency) {
   DeviceSpec split = *FindPreset("hbm3-6400");
   split.bus = CommandBus::kSplit;
   EXPECT_GT(StreamingEfficiency(split), StreamingEfficiency(*FindPreset("hbm3-6400")));
+}
+
+// A chip memory with `device` set: its channels run at peak x the device's streaming
+// efficiency (both engines read it through DramTime); the shipped wafer's hand-set 0.7
+// is what it replaces here.
+TEST(DramDevice, ChipMemoryDerivesEfficiency) {
+  config::Chip cfg = testing::LoadChipConfig("wafer-8x8");
+  ASSERT_EQ(cfg.memory(0).bandwidth_gbps(), 60);
+  ASSERT_EQ(cfg.memory(0).efficiency(), 0.7);
+  const Chip shipped = Chip::Build(cfg);
+  EXPECT_DOUBLE_EQ(shipped.channels()[0].bandwidth_gbps, 60 * 0.7);
+  cfg.mutable_memory(0)->clear_efficiency();
+  cfg.mutable_memory(0)->mutable_device()->set_preset("stacked-dram-60");
+  const Chip chip = Chip::Build(cfg);
+  const double e = StreamingEfficiency(*FindPreset("stacked-dram-60"));
+  EXPECT_DOUBLE_EQ(MemoryEfficiency(cfg.memory(0)), e);
+  EXPECT_DOUBLE_EQ(chip.channels()[0].bandwidth_gbps, 60 * e);
+  // 1 MB: latency 50 ns + 1e6 bytes at 60 x 0.878 GB/s, rounded up to ps.
+  EXPECT_EQ(chip.DramTime(0, 1000000), 50000 + static_cast<Ps>(std::ceil(1e9L / (60 * e))));
+  // Efficiency given together with device: a located error.
+  cfg.mutable_memory(0)->set_efficiency(0.7);
+  EXPECT_THROW(Chip::Build(cfg), config::ConfigError);
 }
 
 }  // namespace
