@@ -303,6 +303,7 @@ double MemoryEfficiency(const config::Memory& m) {
   dram::DeviceSpec spec = *preset;
   spec.bus = m.device().command_bus() == "split" ? dram::CommandBus::kSplit : dram::CommandBus::kShared;
   spec.refresh = m.device().refresh();
+  if (m.device().queue_depth() > 0) spec.queue_depth = static_cast<int>(m.device().queue_depth());
   return dram::StreamingEfficiency(spec);
 }
 

@@ -92,8 +92,6 @@ struct Request {
   int cmd = kRd;
 };
 
-constexpr size_t kQueue = 32;  // Ramulator's ReqBuffer::max_size (it accepts while size <= 32)
-
 class Channel {
  public:
   Channel(const DeviceSpec& s, const Cycles& c) : spec_(s), c_(c) {
@@ -104,7 +102,8 @@ class Channel {
     next_refresh_ = c.REFI;
   }
 
-  bool Full() const { return reads_.size() > kQueue; }
+  // Ramulator's ReqBuffer accepts while size <= max_size (32): one more than its size.
+  bool Full() const { return reads_.size() > static_cast<size_t>(spec_.queue_depth); }
   bool Send(long id, const Addr& a) {
     if (Full()) return false;
     reads_.push_back({id, clk_, a, kRd});
@@ -251,7 +250,7 @@ class Channel {
       q->erase(q->begin() + i);
     } else if (cmd == kRef) {
       q->erase(q->begin() + i);
-    } else if (cmd == kAct && q != &active_ && active_.size() <= kQueue) {
+    } else if (cmd == kAct && q != &active_ && active_.size() <= static_cast<size_t>(spec_.queue_depth)) {
       active_.push_back(r);
       q->erase(q->begin() + i);
     }
@@ -382,6 +381,7 @@ std::vector<std::string> PresetNames() {
 
 std::string CheckSpec(const DeviceSpec& s) {
   const auto& o = s.org;
+  if (s.queue_depth < 1 || s.queue_depth > 4096) return "queue depth must be in [1, 4096]";
   for (int v : {o.channels, o.pseudo_channels, o.bank_groups, o.banks, o.rows, o.columns, o.prefetch}) {
     if (v <= 0 || (v & (v - 1)) != 0) return "organisation counts must be powers of two";
   }
@@ -494,7 +494,7 @@ double StreamingEfficiency(const DeviceSpec& spec) {
   for (double v : {t.tCCDL, t.tCL, t.tRCDRD, t.tRP, t.tRAS, t.tRC, t.tRTPS, t.tRTPL, t.tRRDS, t.tRRDL, t.tFAW,
                    t.tRFC, t.tREFI})
     key << ' ' << v;
-  key << ' ' << static_cast<int>(spec.bus) << ' ' << spec.refresh;
+  key << ' ' << static_cast<int>(spec.bus) << ' ' << spec.refresh << ' ' << spec.queue_depth;
   static std::mutex mu;
   static std::map<std::string, double> memo;
   std::lock_guard<std::mutex> lock(mu);

@@ -5,8 +5,9 @@
 // timings in nanoseconds rounded up to the device clock the way Ramulator 2.0 does
 // (JEDEC_rounding: cycles = (ps * 1000 / tCK_ps + 974) / 1000, tCK_ps = 1e6 / (rate / 2)).
 // Controller, one per channel, the structure of Ramulator 2.0's Generic controller:
-//   - a read queue of 32 (+1) requests and an active queue (requests whose row it
-//     opened) that is served first, so an opened row is not closed before its read;
+//   - a read queue of queue_depth requests (32, Ramulator's, which accepts one more)
+//     and an active queue (requests whose row it opened) served first, so an opened
+//     row is not closed before its read;
 //   - FR-FCFS: the request whose next command (ACT, PRE or RD for its bank's state)
 //     is ready wins, then the oldest; a PRE that would close a row an active
 //     request waits for is not issued;
@@ -63,6 +64,7 @@ struct DeviceSpec {
   Timing timing;
   CommandBus bus = CommandBus::kShared;
   bool refresh = false;
+  int queue_depth = 32;     // read (and active) queue entries per channel: Ramulator 2.0's 32
   double PeakGbps() const;  // all channels
   int TransactionBytes() const { return org.prefetch * org.channel_width_bits / 8; }
   double ClockNs() const { return 2000.0 / timing.rate_mts; }

@@ -73,6 +73,10 @@ void ValidateMemory(const config::Chip& c, const Network* net, DiagSink& sink) {
       if (!d.command_bus().empty() && d.command_bus() != "shared" && d.command_bus() != "split") {
         sink.Add(sub + ".device.command_bus", d.command_bus(), "must be shared or split");
       }
+      if (d.queue_depth() > 4096) {
+        sink.Add(sub + ".device.queue_depth", std::to_string(d.queue_depth()),
+                 "must be at most 4096 (0 = 32)");
+      }
       if (e != 0) {
         sink.Add(sub + ".efficiency", NumText(e),
                  "must be unset when device is set (the device model's streaming saturation gives it)");
