@@ -76,6 +76,18 @@ TEST(DramDevice, LoneReadLatencyByHand) {
   EXPECT_DOUBLE_EQ(r.p50_ns, 106 * 0.3125);
 }
 
+// Row hits and misses by hand: 20 streaming reads far apart (0.1% load). MOP4CLXOR
+// puts transaction i on channel ((i >> 2) ^ (i & 3)) & 7, bank 0, row 0 (i < 32): the
+// first read on each channel opens the row (106 clocks, as above), later ones hit it
+// (RD at once: CL + BL = 43 clocks). Measured (i >= 2, after the warm-up): misses at
+// 2, 3 (channels 2, 3) and 16-19 (channels 4-7), hits at 4-15: mean (6 x 106 + 12 x 43)
+// / 18 = 64 clocks = 20 ns, median 43 clocks = 13.4375 ns.
+TEST(DramDevice, RowHitsAndMissesByHand) {
+  const LoadResult r = RunOfferedLoad(*FindPreset("hbm3-6400"), Pattern::kStream, 0.001, 20, 1);
+  EXPECT_DOUBLE_EQ(r.latency_ns, 64 * 0.3125);
+  EXPECT_DOUBLE_EQ(r.p50_ns, 43 * 0.3125);
+}
+
 // Bandwidth and latency under load within 10% of Ramulator 2.0 (issue 15, item 6):
 // accepted bandwidth at saturation (load 1) for both patterns, and mean latency at
 // every load up to 70%. The same 200,000 requests as the reference: past saturation
