@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "arch/dram_device.h"
 #include "arch/topology/topology.h"
 
 namespace tpsim::arch {
@@ -82,7 +83,7 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
       ch.name = name;
       ch.memory = mi;
       ch.attach = attach;
-      ch.bandwidth_gbps = m.bandwidth_gbps() * m.efficiency();
+      ch.bandwidth_gbps = m.bandwidth_gbps() * MemoryEfficiency(m);
       ch.latency_ps = std::llround(m.latency_ns() * 1000.0);
       ch.capacity_bytes = m.capacity_bytes();
       Node mc;
@@ -294,6 +295,17 @@ double Chip::PeakTflops() const {
 }
 
 uint64_t Chip::TotalSramBytes() const { return static_cast<uint64_t>(num_cores_) * cfg_.core().sram_bytes(); }
+
+double MemoryEfficiency(const config::Memory& m) {
+  if (!m.has_device()) return m.efficiency();
+  const dram::DeviceSpec* preset = dram::FindPreset(m.device().preset());
+  if (!preset) return m.efficiency();  // ValidateChip reports it
+  dram::DeviceSpec spec = *preset;
+  spec.bus = m.device().command_bus() == "split" ? dram::CommandBus::kSplit : dram::CommandBus::kShared;
+  spec.refresh = m.device().refresh();
+  if (m.device().queue_depth() > 0) spec.queue_depth = static_cast<int>(m.device().queue_depth());
+  return dram::StreamingEfficiency(spec);
+}
 
 double Chip::TotalDramBandwidthGbps() const {
   double sum = 0;

@@ -64,6 +64,7 @@ struct ChipGraph;  // the Boost.Graph adjacency_list, defined in chip.cc
 //   TransferTime  = sum of hop latencies + ceil(1000 * bytes / min link bandwidth);
 //                   0 when a == b or bytes == 0
 //   DramTime      = round(1000 * latency_ns) + ceil(1000 * bytes / (peak x efficiency));
+//                   efficiency = MemoryEfficiency (the device model's when `device` is set)
 //                   0 when bytes == 0
 //   GemmTime      = max(compute, sram) with
 //                   tiles   = ceil(m/R) * ceil(n/C) * batch   (R x C = systolic rows x cols)
@@ -164,6 +165,11 @@ class Chip {
   double bisection_gbps_ = 0;
   friend class TopologyBuilder;
 };
+
+// A memory's achievable fraction of peak: `efficiency`, or with `device` set, the
+// device's streaming saturation from the bank-level model (arch/dram_device.h),
+// computed once per device per process.
+double MemoryEfficiency(const config::Memory& m);
 
 // Second-stage checks of a chip config. Diags name fields under `prefix`.
 void ValidateChip(const config::Chip& c, const config::SourceMap& locs, const std::string& prefix,

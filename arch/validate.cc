@@ -8,6 +8,7 @@
 #include <string>
 
 #include "arch/chip.h"
+#include "arch/dram_device.h"
 #include "arch/topology/topology.h"
 
 namespace tpsim::arch {
@@ -62,7 +63,27 @@ void ValidateMemory(const config::Chip& c, const Network* net, DiagSink& sink) {
     if (m.kind() != "dram" && m.kind() != "hbm") sink.Add(sub + ".kind", m.kind(), "must be dram or hbm");
     CheckPositive(sink, sub + ".bandwidth_gbps", m.bandwidth_gbps());
     const double e = m.efficiency();
-    if (!(e > 0 && e <= 1)) sink.Add(sub + ".efficiency", NumText(e), "must be in (0, 1]");
+    if (m.has_device()) {
+      const auto& d = m.device();
+      if (!dram::FindPreset(d.preset())) {
+        std::string names;
+        for (const std::string& n : dram::PresetNames()) names += (names.empty() ? "" : ", ") + n;
+        sink.Add(sub + ".device.preset", d.preset(), "must name a DRAM device preset: " + names);
+      }
+      if (!d.command_bus().empty() && d.command_bus() != "shared" && d.command_bus() != "split") {
+        sink.Add(sub + ".device.command_bus", d.command_bus(), "must be shared or split");
+      }
+      if (d.queue_depth() > 4096) {
+        sink.Add(sub + ".device.queue_depth", std::to_string(d.queue_depth()),
+                 "must be at most 4096 (0 = 32)");
+      }
+      if (e != 0) {
+        sink.Add(sub + ".efficiency", NumText(e),
+                 "must be unset when device is set (the device model's streaming saturation gives it)");
+      }
+    } else if (!(e > 0 && e <= 1)) {
+      sink.Add(sub + ".efficiency", NumText(e), "must be in (0, 1]");
+    }
     CheckLatencyNs(sink, sub + ".latency_ns", m.latency_ns());
     if (m.per_core() && !m.attach().empty()) {
       sink.Add(sub + ".attach", m.attach(0), "must be empty when per_core is true");
