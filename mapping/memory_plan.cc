@@ -36,7 +36,7 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
                           g.role == llm::OpRole::kDownProj;
       (is_mlp ? mlp : attn) += gemm.ShardElems(g);
     }
-    const uint64_t moe = MoeLayerWeightElems(cx.model, MoeGroupsOf(cx.m, cx.model, cx.p));
+    const uint64_t moe = MoeLayerWeightElems(cx.model, MoeGroupsOf(cx.m, cx.model, StageRanks(cx.m)));
     std::vector<uint64_t> per_stage(static_cast<size_t>(stages), 0);
     for (uint32_t l = 0; l < layers; ++l)
       per_stage[static_cast<size_t>(LayerStage(l, stages, layers))] +=
@@ -55,7 +55,7 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
 
 void SramTimeline::Place(const WeightPlan& plan) {
   sram_ = cx_.chip.config().core().sram_bytes();
-  const uint64_t b = std::max<uint32_t>(1, cx_.wl.batch());
+  const uint64_t b = cx_.batch;  // the sequences one core's replica holds
   const uint64_t wbytes = plan.weight_bytes_per_core;
   const uint64_t kvbytes =
       2 * b * cx_.lmax * plan.kv_heads_per_core * cx_.model.head_dim() * cx_.d * plan.layers_per_core;
@@ -103,7 +103,10 @@ void SramTimeline::AfterCompute(int rank, TaskId task) {
 }
 
 void SramTimeline::Reload(int32_t t, int r, std::vector<TaskId>* deps) {
-  if (t < 0 || cx_.ts[t].evicted.empty() || cx_.ts[t].evicted[r] < 0) return;
+  // Another attention replica's tensor (or one read across replicas by the MoE block) is not
+  // this rank's to reload.
+  if (t < 0 || cx_.ts[t].replica != cx_.replica || cx_.ts[t].evicted.empty() || cx_.ts[t].evicted[r] < 0)
+    return;
   TaskId rd = cx_.Memory(r, cx_.Held(t, r), false, {TaskId(static_cast<uint32_t>(cx_.ts[t].evicted[r]))});
   cx_.ts[t].evicted[r] = -1;
   cx_.ts[t].ready[r].push_back(rd);
@@ -116,7 +119,11 @@ void SramTimeline::BeforeCompute(int rank, llm::OpKind kind, const int32_t (&use
   for (int32_t u : used) Reload(u, rank, deps);
   const uint64_t avail = sram_ > resident_ ? sram_ - resident_ : 0;
   uint64_t idle = 0;
-  auto in_sram = [&](int32_t x) { return cx_.ts[x].evicted.empty() || cx_.ts[x].evicted[rank] < 0; };
+  // Only the current attention replica's tensors live on this rank's core (mapping.attention_dp).
+  auto mine = [&](int32_t x) { return cx_.ts[x].replica == cx_.replica; };
+  auto in_sram = [&](int32_t x) {
+    return mine(x) && (cx_.ts[x].evicted.empty() || cx_.ts[x].evicted[rank] < 0);
+  };
   const bool attention = kind == llm::OpKind::kBatchedGemm || kind == llm::OpKind::kSoftmax;
   for (int32_t x : live_)
     if (!attention && !touched(x) && in_sram(x)) idle += cx_.Held(x, rank);

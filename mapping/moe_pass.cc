@@ -289,20 +289,32 @@ std::vector<std::pair<uint32_t, uint32_t>> Runs(const std::vector<uint32_t>& ids
 
 }  // namespace
 
-int32_t MoePass::Block(uint32_t layer, int32_t x) {
+std::vector<int32_t> MoePass::Block(uint32_t layer, const std::vector<int32_t>& xs) {
   const int p = cx_.p;
+  // Attention replicas (mapping.attention_dp): xs[a] holds rows [a tr, (a+1) tr) of the
+  // tokens, split by rows over its pr ranks (global ranks [a pr, (a+1) pr)).
+  const int nd = static_cast<int>(xs.size()), pr = p / nd;
+  const uint64_t tr = cx_.t / static_cast<uint64_t>(nd);
   const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, p);
   const uint64_t h = cx_.model.hidden_size(), e_count = cx_.model.num_experts(),
                  topk = cx_.model.num_experts_per_token(), im = cx_.model.moe_intermediate_size() / g.tp,
                  is = cx_.model.shared_expert_intermediate_size(), d = cx_.d;
   const bool fn = cx_.func;
-  if (p > 1 && !cx_.Satisfies(x, Layout::Rows()))
-    conv_.Convert(x, Layout::Rows(), cx_.names[OpRole::kRouter]);
-  const Layout rows_l = p == 1 ? Layout::Replicated() : Layout::Rows();
-  std::vector<Range> rows(p);
+  if (nd == 1 && p > 1 && !cx_.Satisfies(xs[0], Layout::Rows()))
+    conv_.Convert(xs[0], Layout::Rows(), cx_.names[OpRole::kRouter]);  // replicas: the caller's
+  const Layout rows_l = pr == 1 ? Layout::Replicated() : Layout::Rows();
+  std::vector<Range> rows(p);  // global token ids
   std::vector<uint64_t> tokens(p);
-  for (int r = 0; r < p; ++r) rows[r] = RowsOf(rows_l, cx_.t, p, r), tokens[r] = rows[r].size();
-  if (p == 1) tokens[0] = cx_.t, rows[0] = {0, cx_.t};
+  for (int r = 0; r < p; ++r) {
+    const Range lr = RowsOf(rows_l, tr, pr, r % pr);
+    const uint64_t base = static_cast<uint64_t>(r / pr) * tr;
+    rows[r] = {lr.lo + base, lr.hi + base}, tokens[r] = rows[r].size();
+  }
+  // Rank r's input and output tensors, and global token i's row in them.
+  const auto xin = [&](int r) { return xs[r / pr]; };
+  const auto lrow = [&](int r, uint64_t i) { return i - static_cast<uint64_t>(r / pr) * tr; };
+  const auto xrows = [&](int r) { return Range{lrow(r, rows[r].lo), lrow(r, rows[r].hi)}; };
+  const auto ready_x = [&](int r) { return cx_.Ready(xin(r), r % pr); };
 
   // Routing, then each source rank's rows per expert (and, functional, the tokens themselves).
   const ExpertLoad load =
@@ -336,14 +348,14 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
   std::vector<std::vector<TaskId>> routed(p);
   const double softmax_ops = 5.0 * e_count + (cx_.model.norm_topk_prob() ? 2.0 * topk : 0);
   for (int r = 0; r < p; ++r) {
-    routed[r] = cx_.Ready(x, r);
+    routed[r] = ready_x(r);
     if (tokens[r] == 0) continue;
-    const FuncSlice xs = Sl(x, rows[r], {0, h});
-    std::vector<TaskId> deps = cx_.Ready(x, r);
+    const FuncSlice xsl = Sl(xin(r), xrows(r), {0, h});
+    std::vector<TaskId> deps = ready_x(r);
     WeightRead(r, h * e_count * d, &deps);
-    const TaskId gemm = Gemm(r, tokens[r], h, e_count, deps, xs);
+    const TaskId gemm = Gemm(r, tokens[r], h, e_count, deps, xsl);
     const FuncSlice ls = Sl(logits, rows[r], {0, e_count}), gs = Sl(gates, rows[r], {0, e_count});
-    Attach({MatmulOp(xs, Sl(router_w, {0, h}, {0, e_count}), ls)});
+    Attach({MatmulOp(xsl, Sl(router_w, {0, h}, {0, e_count}), ls)});
     routed[r] = {VectorTask(r, llm::OpKind::kSoftmax, tokens[r], e_count, softmax_ops * tokens[r],
                             2 * tokens[r] * e_count * d, {gemm})};
     if (fn) {
@@ -380,7 +392,7 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
     for (int dd = 0; dd < p; ++dd) back[dd][r] = bytes[r][dd];
   const auto slot_first = [&](int r) { return static_cast<uint32_t>(g.Slot(r)) * g.ExpertsPerSlot(); };
   const auto slot_rank = [&](int rep, uint32_t e, int j) {  // rank j of expert e's slot in replica rep
-    return rep * g.Span() + g.SlotOf(e) * g.tp + j;
+    return g.Rank(rep, g.SlotOf(e), j);
   };
 
   // Functional: per (replica, expert) the input X, gate, up, act and output Z tensors (each
@@ -429,8 +441,8 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
         uint64_t at_row = 0;
         for (uint32_t e = slot_first(dd); e < slot_first(dd) + g.ExpertsPerSlot(); ++e) {
           for (auto [i0, n] : Runs(src_tokens[r][e])) {
-            dispatch_fc.pack.push_back(
-                {cx_.cores[r], Rows1(x, i0, i0 + n, h), dispatch_off[r][dd].first / d + at_row * h, false});
+            dispatch_fc.pack.push_back({cx_.cores[r], Rows1(xin(r), lrow(r, i0), lrow(r, i0) + n, h),
+                                        dispatch_off[r][dd].first / d + at_row * h, false});
             at_row += n;
           }
         }
@@ -453,14 +465,15 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
       AllToAllV(ex_name + ".dispatch", dispatch, routed, &dispatch_fc);
 
   // Experts: each rank runs its slot's experts that received rows.
-  cx_.NewOp(ex_name, "ep " + std::to_string(g.ep) + " x tp " + std::to_string(g.tp));
+  cx_.NewOp(ex_name,
+            "ep " + std::to_string(g.ep) + " x tp " + std::to_string(g.tp) + (g.ep_inner ? " ep_inner" : ""));
   std::vector<std::vector<TaskId>> done(p);
   for (int r = 0; r < p; ++r) {
     std::vector<TaskId> in = arrived[r];
     Append(&in, routed[r]);
     done[r] = in;
     const uint32_t first = slot_first(r);
-    const int rep = g.Replica(r), j = r % g.tp;
+    const int rep = g.Replica(r), j = g.J(r);
     // Functional: expert e's ops on rank r (its own rows first, then gate, up; act; down).
     std::vector<std::array<std::vector<FuncOp>, 3>> ops(fn ? e_count : 0);
     for (uint32_t e = first; fn && e < first + g.ExpertsPerSlot(); ++e) {
@@ -469,7 +482,7 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
       if (n == 0) continue;
       uint64_t k = 0;
       for (auto [i0, cnt] : Runs(src_tokens[r][e])) {
-        FuncOp c = VectorOp(FuncKind::kCopy, Rows1(x, i0, i0 + cnt, h), {},
+        FuncOp c = VectorOp(FuncKind::kCopy, Rows1(xin(r), lrow(r, i0), lrow(r, i0) + cnt, h), {},
                             Rows1(xe.in, xe.base[r] + k, xe.base[r] + k + cnt, h));
         ops[e][0].push_back(c);
         k += cnt;
@@ -508,18 +521,26 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
   const std::vector<std::vector<TaskId>> returned =
       AllToAllV(ex_name + ".combine", combine, done, &combine_fc);
   cx_.NewOp(ex_name + ".sum", ToString(rows_l));
-  const int32_t y = cx_.NewTensor(FuncTensorKind::kActivation, cx_.t, h);
-  cx_.ts[y].layout = rows_l;
+  std::vector<int32_t> ys(nd);  // per attention replica, in its ranks
+  for (int a = 0; a < nd; ++a) {
+    ys[a] = cx_.NewTensor(FuncTensorKind::kActivation, tr, h);
+    cx_.ts[ys[a]].layout = rows_l;
+    cx_.ts[ys[a]].ready.resize(pr);
+    if (nd > 1) cx_.ts[ys[a]].replica = a;
+  }
+  const auto yout = [&](int r) { return ys[r / pr]; };
+  const auto yrows = [&](int r) { return Sl(yout(r), xrows(r), {0, h}); };
   for (int r = 0; r < p; ++r) {
     if (tokens[r] == 0) continue;
+    const int32_t y = yout(r);
     std::vector<TaskId> deps = returned[r];
     Append(&deps, done[r]);
     // Each row: its top-k expert outputs (tp_moe partials each), scaled by their gate weights
     // and summed (a multiply-add per value).
     const uint64_t parts = topk * static_cast<uint64_t>(g.tp);
-    cx_.ts[y].ready[r].push_back(VectorTask(r, llm::OpKind::kElementwise, tokens[r], h,
-                                            2.0 * topk * tokens[r] * h, (parts + 1) * tokens[r] * h * d,
-                                            deps));
+    cx_.ts[y].ready[r % pr].push_back(VectorTask(r, llm::OpKind::kElementwise, tokens[r], h,
+                                                 2.0 * topk * tokens[r] * h, (parts + 1) * tokens[r] * h * d,
+                                                 deps));
     if (!fn) continue;
     // y[i] += G[i, e] . (row of Z_e for token i), for every rank of e's slot (partial sums).
     std::vector<FuncOp> ops;
@@ -541,7 +562,8 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
             const uint64_t off = combine_off[holder][r].second / d + (before + k) * h;
             zrow = Sl(combine_buf, {0, 1}, {off, off + h});
           }
-          ops.push_back(MatmulOp(Sl(gates, {i, i + 1}, {e, e + 1}), zrow, Rows1(y, i, i + 1, h), true));
+          ops.push_back(MatmulOp(Sl(gates, {i, i + 1}, {e, e + 1}), zrow,
+                                 Rows1(y, lrow(r, i), lrow(r, i) + 1, h), true));
         }
       }
     }
@@ -564,28 +586,27 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
     for (int r = 0; r < p; ++r) {
       if (tokens[r] == 0) continue;
       const uint64_t n = tokens[r];
-      const FuncSlice xs = Sl(x, rows[r], {0, h});
-      std::vector<TaskId> deps = cx_.Ready(x, r);
+      const FuncSlice xsl = Sl(xin(r), xrows(r), {0, h});
+      std::vector<TaskId> deps = ready_x(r);
       WeightRead(r, 3 * h * is * d, &deps);
-      const TaskId gate_up = Gemm(r, n, h, 2 * is, deps, xs);
-      Attach({MatmulOp(xs, Sl(sw[0], {0, h}, {0, is}), Sl(sg, rows[r], {0, is})),
-              MatmulOp(xs, Sl(sw[1], {0, h}, {0, is}), Sl(su, rows[r], {0, is}))});
+      const TaskId gate_up = Gemm(r, n, h, 2 * is, deps, xsl);
+      Attach({MatmulOp(xsl, Sl(sw[0], {0, h}, {0, is}), Sl(sg, rows[r], {0, is})),
+              MatmulOp(xsl, Sl(sw[1], {0, h}, {0, is}), Sl(su, rows[r], {0, is}))});
       const TaskId act =
           VectorTask(r, llm::OpKind::kElementwise, n, is, kSiluMulOps * n * is, 3 * n * is * d, {gate_up});
       Attach({VectorOp(FuncKind::kSiluMul, Sl(sg, rows[r], {0, is}), Sl(su, rows[r], {0, is}),
                        Sl(sa, rows[r], {0, is}))});
       const TaskId down = Gemm(r, n, is, h, {act});
       Attach({MatmulOp(Sl(sa, rows[r], {0, is}), Sl(sw[2], {0, is}, {0, h}), Sl(sd, rows[r], {0, h}))});
-      std::vector<TaskId> add_deps = cx_.Ready(y, r);
+      std::vector<TaskId> add_deps = cx_.Ready(yout(r), r % pr);
       add_deps.push_back(down);
-      cx_.ts[y].ready[r] = {
+      cx_.ts[yout(r)].ready[r % pr] = {
           VectorTask(r, llm::OpKind::kElementwise, n, h, kAddOps * n * h, 3 * n * h * d, add_deps)};
-      Attach({VectorOp(FuncKind::kAdd, Sl(y, rows[r], {0, h}), Sl(sd, rows[r], {0, h}),
-                       Sl(y, rows[r], {0, h}))});
+      Attach({VectorOp(FuncKind::kAdd, yrows(r), Sl(sd, rows[r], {0, h}), yrows(r))});
     }
   }
-  cx_.mem->Dead(x);
-  return y;
+  for (int32_t x : xs) cx_.mem->Dead(x);
+  return ys;
 }
 
 }  // namespace tpsim::mapping

@@ -274,7 +274,12 @@ MoeGroups MoeGroupsOf(const config::Mapping& m, const config::Model& model, int 
   g.ep = std::max(1, static_cast<int>(m.moe().ep()));
   g.tp = m.moe().tp() ? static_cast<int>(m.moe().tp()) : std::max(1, g.p / g.ep);
   g.experts = model.num_experts();
+  g.ep_inner = m.moe().group_order() == "ep_inner";
   return g;
+}
+
+int StageRanks(const config::Mapping& m) {
+  return static_cast<int>(m.tp()) * std::max(1, static_cast<int>(m.attention_dp()));
 }
 
 uint64_t MoeLayerWeightElems(const config::Model& model, const MoeGroups& g) {
