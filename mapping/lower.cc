@@ -38,7 +38,8 @@ class Lowering {
   Program Run(const PlacementFile& file);
 
  private:
-  // The phases with attention replicas (mapping.attention_dp = dp > 1; lower_replicas.cc).
+  // The phases with attention replicas (mapping.attention_dp = dp > 1): each op of a layer
+  // lowered for every replica in turn (LayerPass::Layers), the MoE block once per stage.
   void RunReplicas(const StagePlacement& placed, const std::vector<int>& stage_of, uint32_t layers,
                    uint64_t b, int dp);
   // The phase steps to lower (0: the prefill).

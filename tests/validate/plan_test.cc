@@ -377,8 +377,9 @@ TEST(Plan, AttentionReplicasCollectivesStayInsideTheirReplicas) {
     for (const auto& o : g.ops)
       for (const Launch& ln : o.launches)
         if (ln.kind == LaunchKind::kAllReduce || ln.kind == LaunchKind::kReduceScatter ||
-            ln.kind == LaunchKind::kAllGather)
+            ln.kind == LaunchKind::kAllGather) {
           EXPECT_EQ(ln.nranks, 2) << g.gpu << " " << o.ref.op;
+        }
   }
 }
 
