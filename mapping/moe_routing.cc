@@ -278,10 +278,6 @@ MoeGroups MoeGroupsOf(const config::Mapping& m, const config::Model& model, int 
   return g;
 }
 
-int StageRanks(const config::Mapping& m) {
-  return static_cast<int>(m.tp()) * std::max(1, static_cast<int>(m.attention_dp()));
-}
-
 uint64_t MoeLayerWeightElems(const config::Model& model, const MoeGroups& g) {
   const uint64_t h = model.hidden_size(), im = model.moe_intermediate_size();
   return h * model.num_experts() + uint64_t{g.ExpertsPerSlot()} * 3 * h * (im / static_cast<uint64_t>(g.tp)) +

@@ -106,8 +106,6 @@ struct MoeGroups {
   uint32_t ExpertsPerSlot() const { return experts / static_cast<uint32_t>(ep); }
   int SlotOf(uint32_t expert) const { return static_cast<int>(expert / ExpertsPerSlot()); }
 };
-// Ranks of one stage: mapping.tp x mapping.attention_dp (0 -> 1).
-int StageRanks(const config::Mapping& m);
 // ep 0 -> 1, tp 0 -> p / ep (at least 1); p: the stage's ranks (StageRanks). No checks
 // (ValidateMapping makes them).
 MoeGroups MoeGroupsOf(const config::Mapping& m, const config::Model& model, int p);
