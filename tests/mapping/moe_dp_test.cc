@@ -94,6 +94,20 @@ TEST(MoeDp, DenseLayersSharedExpertsAndAGpuNode) {
   EXPECT_LT(Error(mesh, SmallModel(), wl, dense), kTol);
   const arch::Chip node = arch::testing::LoadChip("h100-sxm-8");
   EXPECT_LT(Error(node, model, wl, DpMap(4, 2, 8, 1)), kTol);
+  // 16 KiB of SRAM per core: activations are evicted and read back inside the replicas and
+  // inside the MoE block (each rank's own replica's tensors, on its own core); the numbers
+  // stay the same.
+  const arch::Chip tiny = arch::Chip::Build(MeshChip(4, 4, uint64_t{16} << 10));
+  config::Workload longer = Work(32, 1, 2);
+  longer.set_batch(2);
+  const Program p = Lower(tiny, model, longer, DpMap(4, 2, 8, 1), {.functional = true});
+  EXPECT_GT(p.spilled_bytes, 0u);
+  bool block_spills = false;  // a DRAM write inside the MoE block
+  for (size_t i = 0; i < p.num_tasks(); ++i)
+    block_spills = block_spills || (p.task(i).kind == TaskKind::kMemory && p.task(i).write &&
+                                    p.ops[p.task(i).op].ref.op.rfind("experts", 0) == 0);
+  EXPECT_TRUE(block_spills);
+  EXPECT_LT(MaxRelativeError(RunFunctional(p), RunReference(model, longer, DpMap(4, 2, 8, 1).moe())), kTol);
 }
 
 TEST(MoeDp, AStageHasTpTimesDpCores) {
