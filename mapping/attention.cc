@@ -18,7 +18,7 @@ int32_t AttentionEmitter::Emit(uint32_t layer, int32_t q, int32_t k, int32_t v) 
   const int32_t attn = cx_.NewTensor(FuncTensorKind::kActivation, cx_.t, nq * hd);
   cx_.ts[attn].layout = cx_.p == 1 ? Layout::Replicated() : Layout::Cols(static_cast<uint32_t>(hd));
   if (cx_.chunks.empty()) {
-    const uint64_t b = std::max<uint32_t>(1, cx_.wl.batch()), s = cx_.t / b;
+    const uint64_t b = cx_.batch, s = cx_.t / b;  // the current attention replica's sequences
     Attend({0, s, b, cx_.cached, cx_.cached + s}, q, kc, vc, attn);
   } else {
     uint64_t row0 = 0;
@@ -38,7 +38,7 @@ void AttentionEmitter::KvWrite(int32_t k, int32_t v, int32_t kc, int32_t vc) {
   for (int r = 0; r < cx_.p; ++r) cx_.ts[kc].ready[r].clear(), cx_.ts[vc].ready[r].clear();
   // Batch B > 1 (data semantics only; the task stays one copy of t rows): sequence i's
   // t / B rows land at rows [i * lmax + cached, ...) of the caches.
-  const uint64_t bs = std::max<uint32_t>(1, cx_.wl.batch());
+  const uint64_t bs = cx_.batch;
   for (int r = 0; r < cx_.p; ++r) {
     const Range kv = ColsOf(heads, cx_.NumKvHeads() * hd, cx_.p, r);
     const Range rows{cached, cached + t};

@@ -157,17 +157,19 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   std::string algorithm = m.collective();
   if (algorithm.empty() || algorithm == "auto") algorithm = "ring";
   const double transfers = coll * CollectiveTransfers(algorithm, p) + kGemms * shards * (shards > 1 ? p : 0);
-  e.per_layer = compute + memory + transfers;
-  e.tasks = e.passes * (e.layers * e.per_layer + (stages - 1) * p * p);
+  // Attention replicas (mapping.attention_dp) repeat the dense part on their own ranks.
+  const double dp = std::max(1, static_cast<int>(m.attention_dp()));
+  e.per_layer = (compute + memory + transfers) * dp;
+  e.tasks = e.passes * (e.layers * e.per_layer + (stages - 1) * p * p * dp);
   if (model.num_experts() > 0) {
     // MoE blocks (moe_pass.h), per layer and pass of T tokens: at most min(E, T top_k) experts
     // get tokens, each on tp_moe ranks in each replica: 3 compute tasks (and a weight read when
     // weights stream); per rank the router's 2 tasks, the weighted sum, 4 shared-expert tasks,
     // and 2 weight reads; the dispatch and combine (direct) at most P (P - 1) transfers each.
     // A GPU-node chip: 3 grouped tasks per rank, no weight reads.
-    const MoeGroups g = MoeGroupsOf(m, model, p);
+    const MoeGroups g = MoeGroupsOf(m, model, StageRanks(m));
     const double per_task = weights_sram || gpu ? 3 : 4;
-    auto block = [&](double tokens) {
+    auto block = [&, p = g.p](double tokens) {
       const double active = std::min<double>(model.num_experts(), tokens * model.num_experts_per_token());
       const double experts = gpu ? 3.0 * p : active * g.tp * g.Replicas() * per_task;
       return experts + p * (7.0 + (weights_sram || gpu ? 0 : 2)) + 2.0 * p * (p - 1);

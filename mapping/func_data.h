@@ -36,6 +36,11 @@ struct FuncTensor {
   uint32_t rows = 0, cols = 0;
   uint64_t seed = 0;
   uint32_t init_rows = 0;
+  // An attention replica's tensor (mapping.attention_dp): it holds sequences [seq0, seq0 + seqs)
+  // of the batch (seqs 0: all FuncData::batch, seq0 0). kInput: its values are the whole
+  // input's rows of those sequences; kCache: sequence q's block is seeded as sequence seq0 + q;
+  // attention reading it splits rows into seqs sequences.
+  uint32_t seq0 = 0, seqs = 0;
 };
 // Rows [r0, r1) x columns [c0, c1) of a tensor.
 struct FuncSlice {
@@ -96,6 +101,9 @@ struct FuncOutput {
   uint32_t step = 0;
   uint32_t rows = 0, cols = 0;
   std::vector<std::pair<int, FuncSlice>> parts;  // (core, region of the output it holds)
+  // Where part i's first row lands in the output (attention replicas' tensors hold a share of
+  // the rows); empty: at the slice's own rows.
+  std::vector<uint32_t> part_row0;
 };
 struct FuncData {
   uint32_t dtype_bytes = 2;

@@ -83,10 +83,13 @@ class Builder {
       out.step = fo.step;
       out.rows = fo.rows;
       out.cols = fo.cols;
-      for (const auto& [core, s] : fo.parts) {
+      if (!fo.part_row0.empty() && fo.part_row0.size() != fo.parts.size()) Fail("output part rows disagree");
+      for (size_t i = 0; i < fo.parts.size(); ++i) {
+        const auto& [core, s] = fo.parts[i];
         View(s, core);  // checks the slice against its tensor
-        if (s.r1 > fo.rows || s.c1 > fo.cols) Fail("output part outside the output");
-        out.parts.push_back({View(s, core), s.r0, s.c0});
+        const uint32_t r0 = fo.part_row0.empty() ? s.r0 : fo.part_row0[i];
+        if (uint64_t{r0} + (s.r1 - s.r0) > fo.rows || s.c1 > fo.cols) Fail("output part outside the output");
+        out.parts.push_back({View(s, core), r0, s.c0});
       }
       plan_.outputs.push_back(std::move(out));
     }
@@ -135,7 +138,11 @@ class Builder {
     plan_.arenas[arena].elems += uint64_t{ft.rows} * ft.cols;
     FuncInit init{arena, s.offset, 0, ft.cols, ft.seed, 1.f};
     if (weight) init.rows = ft.rows, init.scale = FuncWeightScale(ft.rows);
-    if (ft.kind == FuncTensorKind::kInput) init.rows = ft.rows;
+    if (ft.kind == FuncTensorKind::kInput) {
+      init.rows = ft.rows;
+      // A replica's share: the whole input's rows of sequences [seq0, ...) (rows / seqs each).
+      if (ft.seqs) init.first = uint64_t{ft.seq0} * (ft.rows / ft.seqs) * ft.cols;
+    }
     if (ft.kind == FuncTensorKind::kConst) {
       if (ft.seed >= f_.consts.size() || f_.consts[ft.seed].size() != uint64_t{ft.rows} * ft.cols)
         Fail("const tensor " + std::to_string(t) + " without its values");
@@ -145,12 +152,12 @@ class Builder {
     if (ft.kind == FuncTensorKind::kCache) {
       // Batch B: sequence q's block of rows / B rows starts with its own random prefix
       // (FuncSequenceSeed; sequence 0 keeps the tensor's seed).
-      const uint32_t per = ft.rows / f_.batch;
+      const uint32_t per = ft.rows / Seqs(ft);
       init.rows = std::min(ft.init_rows, per);
-      for (uint32_t q = 0; init.rows && init.cols && q < f_.batch; ++q) {
+      for (uint32_t q = 0; init.rows && init.cols && q < Seqs(ft); ++q) {
         FuncInit seq = init;
         seq.offset = s.offset + uint64_t{q} * per * ft.cols;
-        seq.seed = FuncSequenceSeed(ft.seed, q);
+        seq.seed = FuncSequenceSeed(ft.seed, ft.seq0 + q);
         plan_.inits.push_back(seq);
       }
       init.rows = 0;
@@ -159,6 +166,9 @@ class Builder {
     slots_.emplace(key, s);
     return s;
   }
+
+  // Sequences tensor ft holds (an attention replica's share, or the whole batch).
+  uint32_t Seqs(const FuncTensor& ft) const { return ft.seqs ? ft.seqs : f_.batch; }
 
   void CheckSlice(const FuncSlice& s) const {
     const FuncTensor& ft = Tensor(s.tensor);
@@ -270,10 +280,11 @@ class Builder {
   // run(i0, i1, base) for each run [i0, i1) of the slice's rows [r0, r1) (counted from r0)
   // that lies in one sequence, with that sequence's first cache row.
   template <typename Run>
-  void BySequence(uint32_t r0, uint32_t r1, uint32_t act_rows, uint32_t cache_rows, Run run) const {
-    if (f_.batch <= 1) return run(0, r1 - r0, uint64_t{0});
-    if (act_rows % f_.batch || cache_rows % f_.batch) Fail("rows do not divide into the batch's sequences");
-    const uint32_t tokens = act_rows / f_.batch, per = cache_rows / f_.batch;
+  void BySequence(uint32_t r0, uint32_t r1, uint32_t act_rows, uint32_t cache_rows, uint32_t batch,
+                  Run run) const {
+    if (batch <= 1) return run(0, r1 - r0, uint64_t{0});
+    if (act_rows % batch || cache_rows % batch) Fail("rows do not divide into the batch's sequences");
+    const uint32_t tokens = act_rows / batch, per = cache_rows / batch;
     for (uint32_t r = r0; r < r1;) {
       const uint32_t end = std::min(r1, (r / tokens + 1) * tokens);
       run(r - r0, end - r0, uint64_t{r / tokens} * per);
@@ -293,7 +304,7 @@ class Builder {
     const uint32_t t = scores ? f.a.r1 - f.a.r0 : f.out.r1 - f.out.r0;
     const uint32_t ltot = f.b.r1;
     const uint32_t kv_heads_needed = f.head_end > f.head_begin ? (f.head_end - 1) / group + 1 : 0;
-    if (ltot > ct.rows / f_.batch || uint64_t{kv_heads_needed} * hd > ct.cols)
+    if (ltot > ct.rows / Seqs(ct) || uint64_t{kv_heads_needed} * hd > ct.cols)
       Fail("attention: KV cache too small");
     const uint64_t q_cols = uint64_t{f.head_end} * hd, rows_needed = uint64_t{f.head_end} * t;
     if (scores && (q_cols > at.cols || rows_needed > ot.rows || ltot > ot.cols))
@@ -303,7 +314,7 @@ class Builder {
     const Slot a = Get(f.a.tensor, f.core), c = Get(f.b.tensor, f.core), o = Get(f.out.tensor, f.core);
     const FuncSlice& rows = scores ? f.a : f.out;  // the slice whose rows are query tokens
     const uint32_t act_rows = scores ? at.rows : ot.rows;
-    BySequence(rows.r0, rows.r1, act_rows, ct.rows, [&](uint32_t i0, uint32_t i1, uint64_t base) {
+    BySequence(rows.r0, rows.r1, act_rows, ct.rows, Seqs(ct), [&](uint32_t i0, uint32_t i1, uint64_t base) {
       const uint32_t n = i1 - i0;
       for (uint32_t h0 = f.head_begin; h0 < f.head_end;) {
         const uint32_t g = h0 / group, h1 = std::min(f.head_end, (g + 1) * group);
@@ -514,7 +525,7 @@ namespace {
 void FillInit(const FuncInit& in, bool round_bf16, float* out) {
   const uint64_t n = uint64_t{in.rows} * in.cols;
   for (uint64_t i = 0; i < n; ++i) {
-    const float x = in.values.empty() ? in.scale * FuncRand(in.seed, i) : in.values[i];
+    const float x = in.values.empty() ? in.scale * FuncRand(in.seed, in.first + i) : in.values[i];
     out[i] = round_bf16 ? RoundBf16(x) : x;
   }
 }

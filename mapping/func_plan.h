@@ -93,6 +93,7 @@ struct FuncInit {
   uint64_t seed = 0;
   float scale = 1;
   std::vector<float> values{};
+  uint64_t first = 0;  // the random stream's index of element 0 (a replica's share of the input)
 };
 
 struct FuncPlanOutput {

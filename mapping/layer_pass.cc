@@ -123,7 +123,7 @@ int32_t LayerPass::HeadOp(llm::OpRole role, const char* suffix, FuncKind fk, dou
     cx_.Vector(r, fk == FuncKind::kRope ? llm::OpKind::kRope : llm::OpKind::kNorm, fk, ops, Sl(x, rows, cols),
                {}, Sl(y, rows, cols), cx_.Ready(x, r), hd, pos0);
     // Batch B > 1: rows are B sequences of cx_.t / B tokens, each starting at position pos0.
-    const uint64_t b = std::max<uint32_t>(1, cx_.wl.batch());
+    const uint64_t b = cx_.batch;  // the current attention replica's sequences
     if (cx_.func && fk == FuncKind::kRope && b > 1)
       cx_.prog.func.ops.back().tokens_per_sequence = static_cast<uint32_t>(cx_.t / b);
   }
@@ -350,7 +350,7 @@ size_t LayerPass::Attention(Walk& w, size_t i) {
   return i + std::size(kOrder);
 }
 
-size_t LayerPass::Moe(Walk& w, size_t i) {
+size_t LayerPass::MoeEnd(const Walk& w, size_t i) const {
   // router, experts (reading the norm and the router), shared_experts (the norm and experts):
   // one MoePass block; each op's output is the block's.
   size_t end = i + 1;
@@ -358,9 +358,58 @@ size_t LayerPass::Moe(Walk& w, size_t i) {
          (w.g.ops[end].role == OpRole::kExperts || w.g.ops[end].role == OpRole::kSharedExperts))
     ++end;
   if (end == i + 1) throw std::logic_error("mapping: the layer graph's router has no experts after it");
-  const int32_t y = moe_.Block(w.layer, In(w, i, 0));
+  return end;
+}
+
+size_t LayerPass::Moe(Walk& w, size_t i) {
+  const size_t end = MoeEnd(w, i);
+  const int32_t y = moe_.Block(w.layer, {In(w, i, 0)})[0];
   for (size_t j = i; j < end; ++j) w.out[j][0] = y;
   return end;
+}
+
+size_t LayerPass::MoeReplicas(std::vector<Walk>& w, size_t i, const std::function<void(int)>& use) {
+  const size_t end = MoeEnd(w[0], i);
+  std::vector<int32_t> in(w.size());
+  for (size_t k = 0; k < w.size(); ++k) {
+    use(static_cast<int>(k));
+    cx_.ShareOps(k == 0 ? LowerContext::OpShare::kRecord : LowerContext::OpShare::kReplay);
+    in[k] = In(w[k], i, 0);
+    if (cx_.p > 1 && !cx_.Satisfies(in[k], Layout::Rows())) Convert(in[k], Layout::Rows(), OpRole::kRouter);
+    for (int r = 0; r < cx_.p; ++r) cx_.mem->Reload(in[k], r, nullptr);  // the block reads it from SRAM
+  }
+  cx_.ShareOps(LowerContext::OpShare::kOff);
+  use(-1);
+  const std::vector<int32_t> ys = moe_.Block(w[0].layer, in);
+  for (size_t k = 0; k < w.size(); ++k)
+    for (size_t j = i; j < end; ++j) w[k].out[j][0] = ys[k];
+  return end;
+}
+
+std::vector<int32_t> LayerPass::Layers(uint32_t layer, const std::vector<int32_t>& xs,
+                                       const Layout& next_want, const std::function<void(int)>& use) {
+  cx_.layer = layer;
+  const llm::LayerGraph& g = Graph(layer);
+  std::vector<Walk> w;
+  for (int32_t x : xs)
+    w.push_back(Walk{g, layer, x, next_want, std::vector<std::array<int32_t, 2>>(g.ops.size(), {-1, -1})});
+  for (size_t i = 0; i < g.ops.size();) {
+    if (g.ops[i].role == OpRole::kRouter) {
+      i = MoeReplicas(w, i, use);
+      continue;
+    }
+    size_t next = i;
+    for (size_t k = 0; k < w.size(); ++k) {
+      use(static_cast<int>(k));
+      cx_.ShareOps(k == 0 ? LowerContext::OpShare::kRecord : LowerContext::OpShare::kReplay);
+      next = Dispatch(w[k], i);
+    }
+    cx_.ShareOps(LowerContext::OpShare::kOff);
+    i = next;
+  }
+  std::vector<int32_t> out;
+  for (const Walk& wk : w) out.push_back(wk.out.back()[0]);
+  return out;
 }
 
 }  // namespace tpsim::mapping

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include <array>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -35,6 +36,12 @@ class LayerPass {
   // Lowers layer `layer` on input x (cx.t rows); the output is left in a layout that
   // satisfies `next_want` cheaply (the next layer's QKV input, or replicated). Returns it.
   int32_t Layer(uint32_t layer, int32_t x, const Layout& next_want);
+  // The same with attention replicas (mapping.attention_dp = D > 1): xs[k] is replica k's
+  // input (t / D rows over its tp ranks). Each op is lowered for every replica in turn (in
+  // shared op rows), use(k) switching the context to replica k; the MoE block runs once over
+  // the whole stage (use(-1)). Returns the replicas' outputs.
+  std::vector<int32_t> Layers(uint32_t layer, const std::vector<int32_t>& xs, const Layout& next_want,
+                              const std::function<void(int)>& use);
   // The layout the layer's first GEMM wants its input in.
   Layout WantedInput() const;
 
@@ -52,6 +59,10 @@ class LayerPass {
   size_t GemmGroup(Walk& w, size_t i);
   size_t Attention(Walk& w, size_t i);
   size_t Moe(Walk& w, size_t i);
+  // The MoE block of replica walks w (each input made rows of its replica), over the stage.
+  size_t MoeReplicas(std::vector<Walk>& w, size_t i, const std::function<void(int)>& use);
+  // The ops from router on that form the MoE block: [i, end).
+  size_t MoeEnd(const Walk& w, size_t i) const;
   // Input j of op i (the layer's input where the op has none).
   int32_t In(const Walk& w, size_t i, size_t j) const;
   // The ops that read op i's output, in graph order.

@@ -38,6 +38,12 @@ class Lowering {
   Program Run(const PlacementFile& file);
 
  private:
+  // The phases with attention replicas (mapping.attention_dp = dp > 1): each op of a layer
+  // lowered for every replica in turn (LayerPass::Layers), the MoE block once per stage.
+  void RunReplicas(const StagePlacement& placed, const std::vector<int>& stage_of, uint32_t layers,
+                   uint64_t b, int dp);
+  // The phase steps to lower (0: the prefill).
+  std::vector<uint32_t> Steps() const;
   LowerContext cx_;
   LowerOptions opts_;
   SramTimeline sram_;  // systolic cores
@@ -72,7 +78,15 @@ Program Lowering::Run(const PlacementFile& file) {
     prog.func.batch = static_cast<uint32_t>(b);
   }
 
-  const StagePlacement placed = PlaceStages(cx_.chip, cx_.m, stages, p, file);
+  // Attention replicas (mapping.attention_dp): a stage has p x dp cores, replica k its ranks
+  // [k p, (k+1) p) and the batch's sequences [k b / dp, (k+1) b / dp) (ValidateMapping: dp
+  // divides b).
+  const int dp = std::max(1, static_cast<int>(cx_.m.attention_dp()));
+  if (dp > 1 && !cx_.chunks.empty())
+    throw std::invalid_argument(
+        "mapping.attention_dp > 1 is not supported in mixed iterations (tpsim serve); use attention_dp 1");
+  cx_.batch = b / static_cast<uint64_t>(dp);
+  const StagePlacement placed = PlaceStages(cx_.chip, cx_.m, stages, p * dp, file);
   std::vector<int> stage_of(layers);
   for (uint32_t l = 0; l < layers; ++l) stage_of[l] = LayerStage(l, stages, layers);
 
@@ -82,6 +96,11 @@ Program Lowering::Run(const PlacementFile& file) {
         static_cast<int64_t>(std::llround(cx_.chip.config().gpu().kernel_launch_us() * 1e6));
 
   const uint64_t kv_cols = cx_.NumKvHeads() * model.head_dim();
+  if (dp > 1) {
+    RunReplicas(placed, stage_of, layers, b, dp);
+    if (cx_.func) prog.func.tensors = std::move(cx_.tensors);
+    return cx_.builder.Build();
+  }
   for (uint32_t l = 0; l < layers; ++l) {
     cx_.kcache.push_back(
         cx_.NewTensor(FuncTensorKind::kCache, b * cx_.lmax, kv_cols, FuncSeed(l, 100), wl.cached_prefix()));
@@ -92,17 +111,7 @@ Program Lowering::Run(const PlacementFile& file) {
   ph.batch = static_cast<uint32_t>(b);
   ph.dtype_bytes = static_cast<uint32_t>(cx_.d);
   std::vector<TaskId> prev_out;
-  std::vector<uint32_t> steps;  // 0: the prefill
-  if (opts_.decode_steps_only.empty()) {
-    for (uint32_t step = 0; step <= wl.decode_steps(); ++step) steps.push_back(step);
-  } else {
-    if (!opts_.skip_prefill) steps.push_back(0);
-    for (uint32_t step : opts_.decode_steps_only) {
-      if (step == 0 || step > wl.decode_steps() || (!steps.empty() && step <= steps.back()))
-        throw std::invalid_argument("mapping: decode_steps_only must increase within 1..decode_steps");
-      steps.push_back(step);
-    }
-  }
+  const std::vector<uint32_t> steps = Steps();
   bool named_decode = false;
   for (size_t si = 0; si < steps.size(); ++si) {
     const uint32_t step = steps[si];
@@ -147,6 +156,128 @@ Program Lowering::Run(const PlacementFile& file) {
   }
   if (cx_.func) prog.func.tensors = std::move(cx_.tensors);
   return cx_.builder.Build();
+}
+
+std::vector<uint32_t> Lowering::Steps() const {
+  std::vector<uint32_t> steps;  // 0: the prefill
+  if (opts_.decode_steps_only.empty()) {
+    for (uint32_t step = 0; step <= cx_.wl.decode_steps(); ++step) steps.push_back(step);
+  } else {
+    if (!opts_.skip_prefill) steps.push_back(0);
+    for (uint32_t step : opts_.decode_steps_only) {
+      if (step == 0 || step > cx_.wl.decode_steps() || (!steps.empty() && step <= steps.back()))
+        throw std::invalid_argument("mapping: decode_steps_only must increase within 1..decode_steps");
+      steps.push_back(step);
+    }
+  }
+  return steps;
+}
+
+void Lowering::RunReplicas(const StagePlacement& placed, const std::vector<int>& stage_of, uint32_t layers,
+                           uint64_t b, int dp) {
+  const config::Model& model = cx_.model;
+  const config::Workload& wl = cx_.wl;
+  const int p = cx_.p;
+  const uint64_t bk = b / static_cast<uint64_t>(dp), h = model.hidden_size();
+  const uint64_t kv_cols = cx_.NumKvHeads() * model.head_dim();
+  // Replica k's caches: its sequences' blocks (FuncTensor::seq0 / seqs).
+  std::vector<std::vector<int32_t>> kc(dp), vc(dp);
+  auto seqs = [&](int32_t t, int k) {
+    cx_.tensors[t].seq0 = static_cast<uint32_t>(bk * k), cx_.tensors[t].seqs = static_cast<uint32_t>(bk);
+  };
+  for (int k = 0; k < dp; ++k) {
+    cx_.replica = k;
+    for (uint32_t l = 0; l < layers; ++l) {
+      kc[k].push_back(cx_.NewTensor(FuncTensorKind::kCache, bk * cx_.lmax, kv_cols, FuncSeed(l, 100),
+                                    wl.cached_prefix()));
+      vc[k].push_back(cx_.NewTensor(FuncTensorKind::kCache, bk * cx_.lmax, kv_cols, FuncSeed(l, 101),
+                                    wl.cached_prefix()));
+      seqs(kc[k].back(), k), seqs(vc[k].back(), k);
+    }
+  }
+  uint64_t t_all = 0;
+  int stage = 0;
+  // Replica k of the current stage (k = -1: the whole stage, for the MoE block).
+  auto use = [&](int k) {
+    const std::vector<int>& all = placed.cores[stage];
+    cx_.replica = k;
+    if (k < 0) {
+      cx_.p = p * dp, cx_.cores = all, cx_.coll_grid = placed.grids[stage], cx_.t = t_all, cx_.batch = b;
+      return;
+    }
+    cx_.p = p, cx_.t = t_all / dp, cx_.batch = bk, cx_.coll_grid = RankGrid{};
+    cx_.cores.assign(all.begin() + k * p, all.begin() + (k + 1) * p);
+    cx_.kcache = kc[k], cx_.vcache = vc[k];
+  };
+  llm::Phase ph;
+  ph.batch = static_cast<uint32_t>(b);
+  ph.dtype_bytes = static_cast<uint32_t>(cx_.d);
+  std::vector<TaskId> prev_out;
+  bool named_decode = false;
+  const std::vector<uint32_t> steps = Steps();
+  for (size_t si = 0; si < steps.size(); ++si) {
+    const uint32_t step = steps[si];
+    const bool decode = step > 0;
+    cx_.phase = decode ? Phase::kDecode : Phase::kPrefill;
+    cx_.step = decode ? step - 1 : 0;
+    ph.decode = decode;
+    ph.new_tokens = decode ? 1 : wl.seq_len();
+    ph.cached = decode ? wl.cached_prefix() + wl.seq_len() + cx_.step : wl.cached_prefix();
+    if (si == 0 || (decode && !named_decode)) cx_.names = RoleNames(llm::BuildLayer(model, ph));
+    named_decode = named_decode || decode;
+    t_all = b * ph.new_tokens;
+    cx_.cached = ph.cached;
+    stage = stage_of.empty() ? 0 : stage_of[0];
+    cx_.layer = 0;
+    std::vector<int32_t> xs(dp);
+    for (int k = 0; k < dp; ++k) {
+      use(k);
+      cx_.ShareOps(k == 0 ? LowerContext::OpShare::kRecord : LowerContext::OpShare::kReplay);
+      cx_.NewOp("input", "replicated");
+      // Rows [k t / dp, (k+1) t / dp) of the phase's input: replica k's sequences.
+      xs[k] = cx_.NewTensor(FuncTensorKind::kInput, cx_.t, h, FuncSeed(step, 200));
+      seqs(xs[k], k);
+      for (int r = 0; r < p; ++r) cx_.ts[xs[k]].ready[r] = prev_out;
+    }
+    cx_.ShareOps(LowerContext::OpShare::kOff);
+    for (uint32_t l = 0; l < layers; ++l) {
+      stage = stage_of[l];
+      Layout next = Layout::Replicated();
+      if (l + 1 < layers && stage_of[l + 1] == stage) next = layer_.WantedInput();
+      xs = layer_.Layers(l, xs, next, use);
+      if (l + 1 < layers && stage_of[l + 1] != stage) {
+        const std::vector<int>& to_all = placed.cores[stage_of[l + 1]];
+        for (int k = 0; k < dp; ++k) {
+          use(k);
+          cx_.ShareOps(k == 0 ? LowerContext::OpShare::kRecord : LowerContext::OpShare::kReplay);
+          xs[k] = StageSend(cx_, conv_, xs[k],
+                            std::vector<int>(to_all.begin() + k * p, to_all.begin() + (k + 1) * p));
+        }
+        cx_.ShareOps(LowerContext::OpShare::kOff);
+      }
+    }
+    FuncOutput out;
+    out.phase = cx_.phase;
+    out.step = cx_.step;
+    out.rows = static_cast<uint32_t>(t_all);
+    out.cols = static_cast<uint32_t>(h);
+    prev_out.clear();
+    for (int k = 0; k < dp; ++k) {
+      use(k);
+      for (int r = 0; r < p; ++r) {
+        const int32_t x = xs[k];
+        const Range rows = RowsOf(cx_.ts[x].layout, cx_.t, p, r),
+                    cols = ColsOf(cx_.ts[x].layout, out.cols, p, r);
+        if (cx_.func && rows.size() && cols.size()) {
+          out.parts.push_back({cx_.cores[r], Sl(x, rows, cols)});
+          out.part_row0.push_back(static_cast<uint32_t>(k * cx_.t + rows.lo));
+        }
+        Append(&prev_out, cx_.ts[x].ready[r]);
+      }
+    }
+    if (cx_.func) cx_.prog.func.outputs.push_back(std::move(out));
+    cx_.mem->EndPhase();
+  }
 }
 
 // Checks the mapping (reading the placement file once) and lowers.

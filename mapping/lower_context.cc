@@ -25,6 +25,7 @@ int32_t LowerContext::NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t col
   tensors.push_back(ft);
   TState st;
   st.ready.resize(p);
+  st.replica = replica;
   ts.push_back(std::move(st));
   const int32_t id = static_cast<int32_t>(tensors.size() - 1);
   mem->Created(id, kind);
@@ -32,6 +33,8 @@ int32_t LowerContext::NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t col
 }
 
 OpId LowerContext::NewOp(const std::string& name, const std::string& partition) {
+  if (op_share == OpShare::kReplay && shared_pos < shared_ops.size())
+    return cur_op = shared_ops[shared_pos++];
   OpInfo info;
   info.ref.phase = phase;
   info.ref.step = step;
@@ -40,6 +43,7 @@ OpId LowerContext::NewOp(const std::string& name, const std::string& partition) 
   info.ref.partition = partition;
   prog.ops.push_back(std::move(info));
   cur_op = OpId(static_cast<uint32_t>(prog.ops.size() - 1));
+  if (op_share == OpShare::kRecord) shared_ops.push_back(cur_op);
   return cur_op;
 }
 

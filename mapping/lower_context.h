@@ -51,6 +51,8 @@ struct TState {
   // Per rank: the memory task that wrote this tensor's block out to DRAM to make room
   // (SRAM timeline), -1 while it is in SRAM. Empty until something is evicted.
   std::vector<int64_t> evicted;
+  // The attention replica whose ranks hold it (LowerContext::replica when it was made).
+  int replica = 0;
 };
 
 struct LowerContext {
@@ -82,6 +84,23 @@ struct LowerContext {
   InSwitchReduction sw;    // the chip's in-switch reduction (nvls), for ChooseCollective
   std::vector<int> cores;  // the current stage's cores by rank
   RankGrid coll_grid;      // the stage region's shape, for mesh_2d collectives (0 x 0: let it choose)
+  // Attention replicas (mapping.attention_dp = D): the one whose ranks the tensors made now
+  // belong to (-1 while the MoE block spans the whole stage; 0 without replicas), and the
+  // sequences of the batch it holds (the workload's batch / D).
+  int replica = 0;
+  uint64_t batch = 1;
+  // The replicas lower the same ops in the same order into shared op rows: while kRecord,
+  // NewOp remembers the ops it makes (replica 0); while kReplay it hands them out again in
+  // turn (the other replicas), so an op's row sums every replica's tasks.
+  enum class OpShare : uint8_t { kOff, kRecord, kReplay };
+  OpShare op_share = OpShare::kOff;
+  std::vector<OpId> shared_ops;
+  size_t shared_pos = 0;
+  void ShareOps(OpShare mode) {
+    op_share = mode;
+    shared_pos = 0;
+    if (mode == OpShare::kRecord) shared_ops.clear();
+  }
   // Lowered schedules by (algorithm, kind, ranks, bytes, align, grid rows, grid cols).
   std::map<std::tuple<std::string, int, int, uint64_t, uint64_t, int, int>, Schedule> schedules;
 

@@ -83,5 +83,7 @@ WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const
 
 // Registered partitioner names, sorted.
 std::vector<std::string> PartitionerNames();
+// Ranks (cores) of one pipeline stage: mapping.tp x mapping.attention_dp (0 -> 1).
+int StageRanks(const config::Mapping& m);
 
 }  // namespace tpsim::mapping

@@ -36,7 +36,7 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
                           g.role == llm::OpRole::kDownProj;
       (is_mlp ? mlp : attn) += gemm.ShardElems(g);
     }
-    const uint64_t moe = MoeLayerWeightElems(cx.model, MoeGroupsOf(cx.m, cx.model, cx.p));
+    const uint64_t moe = MoeLayerWeightElems(cx.model, MoeGroupsOf(cx.m, cx.model, StageRanks(cx.m)));
     std::vector<uint64_t> per_stage(static_cast<size_t>(stages), 0);
     for (uint32_t l = 0; l < layers; ++l)
       per_stage[static_cast<size_t>(LayerStage(l, stages, layers))] +=
@@ -55,7 +55,7 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
 
 void SramTimeline::Place(const WeightPlan& plan) {
   sram_ = cx_.chip.config().core().sram_bytes();
-  const uint64_t b = std::max<uint32_t>(1, cx_.wl.batch());
+  const uint64_t b = cx_.batch;  // the sequences one core's replica holds
   const uint64_t wbytes = plan.weight_bytes_per_core;
   const uint64_t kvbytes =
       2 * b * cx_.lmax * plan.kv_heads_per_core * cx_.model.head_dim() * cx_.d * plan.layers_per_core;
@@ -102,11 +102,26 @@ void SramTimeline::AfterCompute(int rank, TaskId task) {
   last_compute_[core] = task;
 }
 
+SramTimeline::Local SramTimeline::LocalOf(int r) const {
+  if (cx_.replica >= 0) return {cx_.replica, r, cx_.p};
+  const int pr = cx_.p / std::max(1, static_cast<int>(cx_.m.attention_dp()));
+  return {r / pr, r % pr, pr};
+}
+
+uint64_t SramTimeline::Held(int32_t x, const Local& l) const {
+  const FuncTensor& ft = cx_.tensors[x];
+  const Layout& lay = cx_.ts[x].layout;
+  return RowsOf(lay, ft.rows, l.p, l.rank).size() * ColsOf(lay, ft.cols, l.p, l.rank).size() * cx_.d;
+}
+
 void SramTimeline::Reload(int32_t t, int r, std::vector<TaskId>* deps) {
-  if (t < 0 || cx_.ts[t].evicted.empty() || cx_.ts[t].evicted[r] < 0) return;
-  TaskId rd = cx_.Memory(r, cx_.Held(t, r), false, {TaskId(static_cast<uint32_t>(cx_.ts[t].evicted[r]))});
-  cx_.ts[t].evicted[r] = -1;
-  cx_.ts[t].ready[r].push_back(rd);
+  const Local l = LocalOf(r);
+  // Another attention replica's tensor lives on other cores.
+  if (t < 0 || cx_.ts[t].replica != l.replica || cx_.ts[t].evicted.empty() || cx_.ts[t].evicted[l.rank] < 0)
+    return;
+  TaskId rd = cx_.Memory(r, Held(t, l), false, {TaskId(static_cast<uint32_t>(cx_.ts[t].evicted[l.rank]))});
+  cx_.ts[t].evicted[l.rank] = -1;
+  cx_.ts[t].ready[l.rank].push_back(rd);
   if (deps) deps->push_back(rd);
 }
 
@@ -116,17 +131,21 @@ void SramTimeline::BeforeCompute(int rank, llm::OpKind kind, const int32_t (&use
   for (int32_t u : used) Reload(u, rank, deps);
   const uint64_t avail = sram_ > resident_ ? sram_ - resident_ : 0;
   uint64_t idle = 0;
-  auto in_sram = [&](int32_t x) { return cx_.ts[x].evicted.empty() || cx_.ts[x].evicted[rank] < 0; };
+  // Only the rank's own attention replica's tensors live on its core (mapping.attention_dp).
+  const Local l = LocalOf(rank);
+  auto in_sram = [&](int32_t x) {
+    return cx_.ts[x].replica == l.replica && (cx_.ts[x].evicted.empty() || cx_.ts[x].evicted[l.rank] < 0);
+  };
   const bool attention = kind == llm::OpKind::kBatchedGemm || kind == llm::OpKind::kSoftmax;
   for (int32_t x : live_)
-    if (!attention && !touched(x) && in_sram(x)) idle += cx_.Held(x, rank);
+    if (!attention && !touched(x) && in_sram(x)) idle += Held(x, l);
   for (size_t i = 0; !attention && i < live_.size() && transient + idle > avail; ++i) {
     const int32_t x = live_[i];
-    const uint64_t held = cx_.Held(x, rank);
+    const uint64_t held = Held(x, l);
     if (touched(x) || !in_sram(x) || held == 0) continue;
-    const TaskId w = cx_.Memory(rank, held, true, cx_.Ready(x, rank));
-    if (cx_.ts[x].evicted.empty()) cx_.ts[x].evicted.assign(cx_.p, -1);
-    cx_.ts[x].evicted[rank] = w;
+    const TaskId w = cx_.Memory(rank, held, true, cx_.Ready(x, l.rank));
+    if (cx_.ts[x].evicted.empty()) cx_.ts[x].evicted.assign(l.p, -1);
+    cx_.ts[x].evicted[l.rank] = w;
     deps->push_back(w);
     idle -= held;
     cx_.prog.ops[cx_.cur_op].spilled_bytes += held;

@@ -62,6 +62,15 @@ class SramTimeline : public MemoryPlanner {
 
  private:
   void Grow(size_t core);
+  // Rank r of the current group as a rank of its attention replica (mapping.attention_dp): r
+  // itself, or, while the MoE block spans the whole stage (LowerContext::replica -1), rank
+  // r % (p / D) of replica r / (p / D) of p / D ranks. Tensors are tagged with their replica.
+  struct Local {
+    int replica, rank, p;
+  };
+  Local LocalOf(int r) const;
+  // Bytes of x rank l.rank of its l.p ranks holds.
+  uint64_t Held(int32_t x, const Local& l) const;
   LowerContext& cx_;
   std::vector<int32_t> live_;  // activations the stage's cores hold between ops, oldest first
   bool weights_sram_ = true, kv_sram_ = true;

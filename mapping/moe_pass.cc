@@ -92,137 +92,6 @@ void MoePass::Attach(std::vector<FuncOp> ops, int32_t none_tensor) {
   fo.insert(fo.end(), ops.begin() + 1, ops.end());
 }
 
-MoePass::AllToAllPlan MoePass::LowerPlan(const std::string& algorithm,
-                                         const std::vector<std::vector<uint64_t>>& bytes,
-                                         const std::vector<std::vector<int>>& perm, RankGrid grid) const {
-  const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, cx_.p);
-  const int span = g.Span(), replicas = g.Replicas(), p = cx_.p;
-  AllToAllPlan plan;
-  plan.algorithm = algorithm;
-  plan.off.assign(p, std::vector<std::pair<uint64_t, uint64_t>>(p));
-  for (int rep = 0; rep < replicas; ++rep) {
-    // Local rank k stands for global rank at[k] (the grid order for hierarchical; direct and
-    // pairwise keep rank order).
-    std::vector<int> at(span);
-    const bool grid_order = algorithm == "hierarchical" && !perm[rep].empty();
-    for (int k = 0; k < span; ++k) at[k] = rep * span + (grid_order ? perm[rep][k] : k);
-    std::vector<std::vector<uint64_t>> local(span, std::vector<uint64_t>(span, 0));
-    for (int i = 0; i < span; ++i) {
-      uint64_t row = 0;
-      for (int j = 0; j < span; ++j) row += local[i][j] = bytes[at[i]][at[j]];
-      plan.most = std::max(plan.most, row);
-    }
-    AllToAllVLayout layout;
-    Schedule sched = LowerAllToAllV(algorithm, local, &layout, grid_order ? grid : RankGrid{});
-    for (CollectiveStep& st : sched.steps)
-      for (Xfer& x : st.xfers) x.src = at[x.src], x.dst = at[x.dst];
-    plan.scheds.push_back(std::move(sched));
-    plan.buffer_bytes = std::max(plan.buffer_bytes, layout.buffer_bytes);
-    for (int i = 0; i < span; ++i)
-      for (int j = 0; j < span; ++j)
-        plan.off[at[i]][at[j]] = {layout.send_offset[i][j], layout.recv_offset[i][j]};
-  }
-  return plan;
-}
-
-MoePass::AllToAllPlan MoePass::PlanAllToAllV(const std::vector<std::vector<uint64_t>>& bytes) const {
-  const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, cx_.p);
-  const int span = g.Span(), replicas = g.Replicas(), p = cx_.p;
-  AllToAllPlan plan;
-  plan.off.assign(p, std::vector<std::pair<uint64_t, uint64_t>>(p));
-  if (span == 1) return plan;
-  // hierarchical needs the ranks of a replica as a grid of physical rows and columns: where
-  // their cores fill an R x C rectangle of the chip's grid (any placement order), local rank
-  // k = i * C + j is the core of the i-th row and j-th column (the grid of the first replica;
-  // a replica of another shape, or one that fills no rectangle, keeps rank order on the most
-  // square grid).
-  std::vector<std::vector<int>> perm(replicas);
-  RankGrid grid;
-  for (int rep = 0; rep < replicas; ++rep) {
-    std::vector<int> rows, cols;
-    for (int k = 0; k < span; ++k) {
-      const arch::Node& n = cx_.chip.node(cx_.cores[rep * span + k]);
-      rows.push_back(n.row), cols.push_back(n.col);
-    }
-    std::sort(rows.begin(), rows.end());
-    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    std::sort(cols.begin(), cols.end());
-    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
-    const int nr = static_cast<int>(rows.size()), nc = static_cast<int>(cols.size());
-    std::vector<int> order(span, -1);
-    bool rect = rows.front() >= 0 && cols.front() >= 0 && nr * nc == span;
-    for (int k = 0; rect && k < span; ++k) {
-      const arch::Node& n = cx_.chip.node(cx_.cores[rep * span + k]);
-      const int at = static_cast<int>(std::lower_bound(rows.begin(), rows.end(), n.row) - rows.begin()) * nc +
-                     static_cast<int>(std::lower_bound(cols.begin(), cols.end(), n.col) - cols.begin());
-      rect = order[at] < 0;
-      order[at] = k;
-    }
-    if (rep == 0 && rect) grid = {nr, nc};
-    if (rect && grid.rows == nr && grid.cols == nc) perm[rep] = order;
-  }
-  const std::string& requested = cx_.m.moe().all_to_all();
-  if (requested != "auto") return LowerPlan(requested.empty() ? "direct" : requested, bytes, perm, grid);
-  // auto: the least AllToAllVLinkBytes (the busiest replica's); ties keep the first by name.
-  uint64_t best = 0;
-  for (const std::string& a : AllToAllVNames()) {
-    AllToAllPlan cand = LowerPlan(a, bytes, perm, grid);
-    uint64_t t = 0;
-    for (const Schedule& sc : cand.scheds) t = std::max(t, AllToAllVLinkBytes(cx_.chip, sc, cx_.cores));
-    if (plan.scheds.empty() || t < best) best = t, plan = std::move(cand);
-  }
-  return plan;
-}
-
-std::vector<std::vector<TaskId>> MoePass::AllToAllV(const std::string& name, const AllToAllPlan& plan,
-                                                    const std::vector<std::vector<TaskId>>& deps,
-                                                    FuncCollective* fc) {
-  const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, cx_.p);
-  const int span = g.Span(), replicas = g.Replicas();
-  std::vector<std::vector<TaskId>> in(cx_.p);
-  if (span == 1) return in;  // every rank holds all the experts its rows need
-  cx_.NewOp(name, plan.algorithm);
-  std::string note = replicas > 1 ? std::to_string(replicas) + " expert replicas" : "";
-  if (!plan.scheds[0].note.empty()) note += (note.empty() ? "" : "; ") + plan.scheds[0].note;
-  if (!note.empty()) cx_.prog.ops[cx_.cur_op].ref.note = note;
-  CollectiveInfo ci;
-  ci.kind = CollectiveKind::kAllToAll;
-  ci.algorithm = AlgorithmOf(plan.algorithm);
-  ci.bytes = plan.most;
-  ci.ranks = span;
-  ci.groups = replicas;
-  ci.op = cx_.cur_op;
-  for (int r = 0; r < replicas * span; ++r) ci.members.push_back(cx_.cores[r]);
-  cx_.prog.collectives.push_back(ci);
-  const int32_t coll = static_cast<int32_t>(cx_.prog.collectives.size() - 1);
-  // A step's transfer from r waits for r's data (deps[r]) and, after the first step, for what
-  // r received in the earlier steps (it may forward it; pairwise steps are synchronous).
-  for (int rep = 0; rep < replicas; ++rep) {
-    std::vector<std::vector<TaskId>> got(cx_.p);
-    for (size_t s = 0; s < plan.scheds[rep].steps.size(); ++s) {
-      std::vector<std::vector<TaskId>> now(cx_.p);
-      for (const Xfer& x : plan.scheds[rep].steps[s].xfers) {  // global ranks (PlanAllToAllV)
-        std::vector<TaskId> after = deps[x.src];
-        Append(&after, got[x.src]);
-        const TaskId id =
-            cx_.AddTask(XferTask(x, plan.scheds[rep], cx_.sw, coll, s, cx_.cores), std::move(after));
-        in[x.dst].push_back(id);
-        now[x.dst].push_back(id);
-        if (fc) {
-          if (fc->first_task < 0) fc->first_task = id;
-          fc->last_task = id;
-        }
-      }
-      for (int r = 0; r < cx_.p; ++r) Append(&got[r], now[r]);
-    }
-  }
-  if (cx_.func) {
-    if (!fc) throw std::logic_error("mapping: an MoE all_to_all without functional data");
-    cx_.prog.func.collectives.push_back(std::move(*fc));
-  }
-  return in;
-}
-
 void MoePass::GroupedExperts(int r, const std::vector<uint64_t>& rows, uint32_t first, uint32_t count,
                              uint64_t im, std::vector<TaskId>* done,
                              const std::vector<std::array<std::vector<FuncOp>, 3>>* ops) {
@@ -289,20 +158,32 @@ std::vector<std::pair<uint32_t, uint32_t>> Runs(const std::vector<uint32_t>& ids
 
 }  // namespace
 
-int32_t MoePass::Block(uint32_t layer, int32_t x) {
+std::vector<int32_t> MoePass::Block(uint32_t layer, const std::vector<int32_t>& xs) {
   const int p = cx_.p;
+  // Attention replicas (mapping.attention_dp): xs[a] holds rows [a tr, (a+1) tr) of the
+  // tokens, split by rows over its pr ranks (global ranks [a pr, (a+1) pr)).
+  const int nd = static_cast<int>(xs.size()), pr = p / nd;
+  const uint64_t tr = cx_.t / static_cast<uint64_t>(nd);
   const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, p);
   const uint64_t h = cx_.model.hidden_size(), e_count = cx_.model.num_experts(),
                  topk = cx_.model.num_experts_per_token(), im = cx_.model.moe_intermediate_size() / g.tp,
                  is = cx_.model.shared_expert_intermediate_size(), d = cx_.d;
   const bool fn = cx_.func;
-  if (p > 1 && !cx_.Satisfies(x, Layout::Rows()))
-    conv_.Convert(x, Layout::Rows(), cx_.names[OpRole::kRouter]);
-  const Layout rows_l = p == 1 ? Layout::Replicated() : Layout::Rows();
-  std::vector<Range> rows(p);
+  if (nd == 1 && p > 1 && !cx_.Satisfies(xs[0], Layout::Rows()))
+    conv_.Convert(xs[0], Layout::Rows(), cx_.names[OpRole::kRouter]);  // replicas: the caller's
+  const Layout rows_l = pr == 1 ? Layout::Replicated() : Layout::Rows();
+  std::vector<Range> rows(p);  // global token ids
   std::vector<uint64_t> tokens(p);
-  for (int r = 0; r < p; ++r) rows[r] = RowsOf(rows_l, cx_.t, p, r), tokens[r] = rows[r].size();
-  if (p == 1) tokens[0] = cx_.t, rows[0] = {0, cx_.t};
+  for (int r = 0; r < p; ++r) {
+    const Range lr = RowsOf(rows_l, tr, pr, r % pr);
+    const uint64_t base = static_cast<uint64_t>(r / pr) * tr;
+    rows[r] = {lr.lo + base, lr.hi + base}, tokens[r] = rows[r].size();
+  }
+  // Rank r's input and output tensors, and global token i's row in them.
+  const auto xin = [&](int r) { return xs[r / pr]; };
+  const auto lrow = [&](int r, uint64_t i) { return i - static_cast<uint64_t>(r / pr) * tr; };
+  const auto xrows = [&](int r) { return Range{lrow(r, rows[r].lo), lrow(r, rows[r].hi)}; };
+  const auto ready_x = [&](int r) { return cx_.Ready(xin(r), r % pr); };
 
   // Routing, then each source rank's rows per expert (and, functional, the tokens themselves).
   const ExpertLoad load =
@@ -336,14 +217,14 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
   std::vector<std::vector<TaskId>> routed(p);
   const double softmax_ops = 5.0 * e_count + (cx_.model.norm_topk_prob() ? 2.0 * topk : 0);
   for (int r = 0; r < p; ++r) {
-    routed[r] = cx_.Ready(x, r);
+    routed[r] = ready_x(r);
     if (tokens[r] == 0) continue;
-    const FuncSlice xs = Sl(x, rows[r], {0, h});
-    std::vector<TaskId> deps = cx_.Ready(x, r);
+    const FuncSlice xsl = Sl(xin(r), xrows(r), {0, h});
+    std::vector<TaskId> deps = ready_x(r);
     WeightRead(r, h * e_count * d, &deps);
-    const TaskId gemm = Gemm(r, tokens[r], h, e_count, deps, xs);
+    const TaskId gemm = Gemm(r, tokens[r], h, e_count, deps, xsl);
     const FuncSlice ls = Sl(logits, rows[r], {0, e_count}), gs = Sl(gates, rows[r], {0, e_count});
-    Attach({MatmulOp(xs, Sl(router_w, {0, h}, {0, e_count}), ls)});
+    Attach({MatmulOp(xsl, Sl(router_w, {0, h}, {0, e_count}), ls)});
     routed[r] = {VectorTask(r, llm::OpKind::kSoftmax, tokens[r], e_count, softmax_ops * tokens[r],
                             2 * tokens[r] * e_count * d, {gemm})};
     if (fn) {
@@ -380,7 +261,7 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
     for (int dd = 0; dd < p; ++dd) back[dd][r] = bytes[r][dd];
   const auto slot_first = [&](int r) { return static_cast<uint32_t>(g.Slot(r)) * g.ExpertsPerSlot(); };
   const auto slot_rank = [&](int rep, uint32_t e, int j) {  // rank j of expert e's slot in replica rep
-    return rep * g.Span() + g.SlotOf(e) * g.tp + j;
+    return g.Rank(rep, g.SlotOf(e), j);
   };
 
   // Functional: per (replica, expert) the input X, gate, up, act and output Z tensors (each
@@ -429,8 +310,8 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
         uint64_t at_row = 0;
         for (uint32_t e = slot_first(dd); e < slot_first(dd) + g.ExpertsPerSlot(); ++e) {
           for (auto [i0, n] : Runs(src_tokens[r][e])) {
-            dispatch_fc.pack.push_back(
-                {cx_.cores[r], Rows1(x, i0, i0 + n, h), dispatch_off[r][dd].first / d + at_row * h, false});
+            dispatch_fc.pack.push_back({cx_.cores[r], Rows1(xin(r), lrow(r, i0), lrow(r, i0) + n, h),
+                                        dispatch_off[r][dd].first / d + at_row * h, false});
             at_row += n;
           }
         }
@@ -453,14 +334,15 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
       AllToAllV(ex_name + ".dispatch", dispatch, routed, &dispatch_fc);
 
   // Experts: each rank runs its slot's experts that received rows.
-  cx_.NewOp(ex_name, "ep " + std::to_string(g.ep) + " x tp " + std::to_string(g.tp));
+  cx_.NewOp(ex_name,
+            "ep " + std::to_string(g.ep) + " x tp " + std::to_string(g.tp) + (g.ep_inner ? " ep_inner" : ""));
   std::vector<std::vector<TaskId>> done(p);
   for (int r = 0; r < p; ++r) {
     std::vector<TaskId> in = arrived[r];
     Append(&in, routed[r]);
     done[r] = in;
     const uint32_t first = slot_first(r);
-    const int rep = g.Replica(r), j = r % g.tp;
+    const int rep = g.Replica(r), j = g.J(r);
     // Functional: expert e's ops on rank r (its own rows first, then gate, up; act; down).
     std::vector<std::array<std::vector<FuncOp>, 3>> ops(fn ? e_count : 0);
     for (uint32_t e = first; fn && e < first + g.ExpertsPerSlot(); ++e) {
@@ -469,7 +351,7 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
       if (n == 0) continue;
       uint64_t k = 0;
       for (auto [i0, cnt] : Runs(src_tokens[r][e])) {
-        FuncOp c = VectorOp(FuncKind::kCopy, Rows1(x, i0, i0 + cnt, h), {},
+        FuncOp c = VectorOp(FuncKind::kCopy, Rows1(xin(r), lrow(r, i0), lrow(r, i0) + cnt, h), {},
                             Rows1(xe.in, xe.base[r] + k, xe.base[r] + k + cnt, h));
         ops[e][0].push_back(c);
         k += cnt;
@@ -508,18 +390,26 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
   const std::vector<std::vector<TaskId>> returned =
       AllToAllV(ex_name + ".combine", combine, done, &combine_fc);
   cx_.NewOp(ex_name + ".sum", ToString(rows_l));
-  const int32_t y = cx_.NewTensor(FuncTensorKind::kActivation, cx_.t, h);
-  cx_.ts[y].layout = rows_l;
+  std::vector<int32_t> ys(nd);  // per attention replica, in its ranks
+  for (int a = 0; a < nd; ++a) {
+    ys[a] = cx_.NewTensor(FuncTensorKind::kActivation, tr, h);
+    cx_.ts[ys[a]].layout = rows_l;
+    cx_.ts[ys[a]].ready.resize(pr);
+    if (nd > 1) cx_.ts[ys[a]].replica = a;
+  }
+  const auto yout = [&](int r) { return ys[r / pr]; };
+  const auto yrows = [&](int r) { return Sl(yout(r), xrows(r), {0, h}); };
   for (int r = 0; r < p; ++r) {
     if (tokens[r] == 0) continue;
+    const int32_t y = yout(r);
     std::vector<TaskId> deps = returned[r];
     Append(&deps, done[r]);
     // Each row: its top-k expert outputs (tp_moe partials each), scaled by their gate weights
     // and summed (a multiply-add per value).
     const uint64_t parts = topk * static_cast<uint64_t>(g.tp);
-    cx_.ts[y].ready[r].push_back(VectorTask(r, llm::OpKind::kElementwise, tokens[r], h,
-                                            2.0 * topk * tokens[r] * h, (parts + 1) * tokens[r] * h * d,
-                                            deps));
+    cx_.ts[y].ready[r % pr].push_back(VectorTask(r, llm::OpKind::kElementwise, tokens[r], h,
+                                                 2.0 * topk * tokens[r] * h, (parts + 1) * tokens[r] * h * d,
+                                                 deps));
     if (!fn) continue;
     // y[i] += G[i, e] . (row of Z_e for token i), for every rank of e's slot (partial sums).
     std::vector<FuncOp> ops;
@@ -541,7 +431,8 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
             const uint64_t off = combine_off[holder][r].second / d + (before + k) * h;
             zrow = Sl(combine_buf, {0, 1}, {off, off + h});
           }
-          ops.push_back(MatmulOp(Sl(gates, {i, i + 1}, {e, e + 1}), zrow, Rows1(y, i, i + 1, h), true));
+          ops.push_back(MatmulOp(Sl(gates, {i, i + 1}, {e, e + 1}), zrow,
+                                 Rows1(y, lrow(r, i), lrow(r, i) + 1, h), true));
         }
       }
     }
@@ -564,28 +455,27 @@ int32_t MoePass::Block(uint32_t layer, int32_t x) {
     for (int r = 0; r < p; ++r) {
       if (tokens[r] == 0) continue;
       const uint64_t n = tokens[r];
-      const FuncSlice xs = Sl(x, rows[r], {0, h});
-      std::vector<TaskId> deps = cx_.Ready(x, r);
+      const FuncSlice xsl = Sl(xin(r), xrows(r), {0, h});
+      std::vector<TaskId> deps = ready_x(r);
       WeightRead(r, 3 * h * is * d, &deps);
-      const TaskId gate_up = Gemm(r, n, h, 2 * is, deps, xs);
-      Attach({MatmulOp(xs, Sl(sw[0], {0, h}, {0, is}), Sl(sg, rows[r], {0, is})),
-              MatmulOp(xs, Sl(sw[1], {0, h}, {0, is}), Sl(su, rows[r], {0, is}))});
+      const TaskId gate_up = Gemm(r, n, h, 2 * is, deps, xsl);
+      Attach({MatmulOp(xsl, Sl(sw[0], {0, h}, {0, is}), Sl(sg, rows[r], {0, is})),
+              MatmulOp(xsl, Sl(sw[1], {0, h}, {0, is}), Sl(su, rows[r], {0, is}))});
       const TaskId act =
           VectorTask(r, llm::OpKind::kElementwise, n, is, kSiluMulOps * n * is, 3 * n * is * d, {gate_up});
       Attach({VectorOp(FuncKind::kSiluMul, Sl(sg, rows[r], {0, is}), Sl(su, rows[r], {0, is}),
                        Sl(sa, rows[r], {0, is}))});
       const TaskId down = Gemm(r, n, is, h, {act});
       Attach({MatmulOp(Sl(sa, rows[r], {0, is}), Sl(sw[2], {0, is}, {0, h}), Sl(sd, rows[r], {0, h}))});
-      std::vector<TaskId> add_deps = cx_.Ready(y, r);
+      std::vector<TaskId> add_deps = cx_.Ready(yout(r), r % pr);
       add_deps.push_back(down);
-      cx_.ts[y].ready[r] = {
+      cx_.ts[yout(r)].ready[r % pr] = {
           VectorTask(r, llm::OpKind::kElementwise, n, h, kAddOps * n * h, 3 * n * h * d, add_deps)};
-      Attach({VectorOp(FuncKind::kAdd, Sl(y, rows[r], {0, h}), Sl(sd, rows[r], {0, h}),
-                       Sl(y, rows[r], {0, h}))});
+      Attach({VectorOp(FuncKind::kAdd, yrows(r), Sl(sd, rows[r], {0, h}), yrows(r))});
     }
   }
-  cx_.mem->Dead(x);
-  return y;
+  for (int32_t x : xs) cx_.mem->Dead(x);
+  return ys;
 }
 
 }  // namespace tpsim::mapping

@@ -63,9 +63,12 @@ class LayoutConverter;
 class MoePass {
  public:
   MoePass(LowerContext& cx, LayoutConverter& conv) : cx_(cx), conv_(conv) {}
-  // The block of layer `layer` on x (the MLP norm's output); returns its output [t, H] split
-  // by rows (replicated when P = 1).
-  int32_t Block(uint32_t layer, int32_t x);
+  // The block of layer `layer` on xs (the MLP norm's output: one tensor, or with attention
+  // replicas (mapping.attention_dp = D) D tensors of t / D rows, xs[a] split by rows over the
+  // P / D ranks [a P / D, (a+1) P / D), already so); returns the output in the same tensors'
+  // shapes and layouts (split by rows; replicated over a replica of one rank). Tokens are
+  // numbered globally (replica a's row i is token a t / D + i) for the routing.
+  std::vector<int32_t> Block(uint32_t layer, const std::vector<int32_t>& xs);
 
  private:
   // Reads the routing settings (and a trace) on first use.

@@ -274,6 +274,7 @@ MoeGroups MoeGroupsOf(const config::Mapping& m, const config::Model& model, int 
   g.ep = std::max(1, static_cast<int>(m.moe().ep()));
   g.tp = m.moe().tp() ? static_cast<int>(m.moe().tp()) : std::max(1, g.p / g.ep);
   g.experts = model.num_experts();
+  g.ep_inner = m.moe().group_order() == "ep_inner";
   return g;
 }
 

@@ -87,18 +87,27 @@ std::vector<std::vector<uint64_t>> SplitBySource(const std::vector<uint64_t>& pe
 // 8 experts of 4: tokens 3, 7, 11 and 15 take all 8, the others none). Ascending token ids.
 std::vector<std::vector<uint32_t>> ExpertTokens(const std::vector<uint64_t>& per_expert, uint64_t tokens);
 
-// How mapping.moe splits a TP group of p ranks (mapping.proto, MoeMapping).
+// How mapping.moe splits the p ranks of a stage (mapping.tp x mapping.attention_dp:
+// StageRanks; mapping.proto, MoeMapping). A replica is ep x tp consecutive ranks; within it
+// local rank k belongs to slot Slot and is rank J of that slot's tp ranks:
+//   tp_inner (default)  slot k / tp, J k % tp     (2 x 2: slots {0, 1}, {2, 3})
+//   ep_inner            slot k % ep, J k / ep     (2 x 2: slots {0, 2}, {1, 3})
 struct MoeGroups {
-  int p = 1, ep = 1, tp = 1;                   // group, expert-parallel degree, ranks per expert
+  int p = 1, ep = 1, tp = 1;                   // ranks, expert-parallel degree, ranks per expert
   uint32_t experts = 0;                        // E
+  bool ep_inner = false;                       // mapping.moe.group_order
   int Span() const { return ep * tp; }         // ranks of one replica
   int Replicas() const { return p / Span(); }  // replicas of all the experts
   int Replica(int r) const { return r / Span(); }
-  int Slot(int r) const { return (r % Span()) / tp; }
+  int Slot(int r) const { return ep_inner ? (r % Span()) % ep : (r % Span()) / tp; }
+  int J(int r) const { return ep_inner ? (r % Span()) / ep : (r % Span()) % tp; }
+  // Global rank of rank j of slot s in replica rep.
+  int Rank(int rep, int s, int j) const { return rep * Span() + (ep_inner ? j * ep + s : s * tp + j); }
   uint32_t ExpertsPerSlot() const { return experts / static_cast<uint32_t>(ep); }
   int SlotOf(uint32_t expert) const { return static_cast<int>(expert / ExpertsPerSlot()); }
 };
-// ep 0 -> 1, tp 0 -> p / ep (at least 1). No checks (ValidateMapping makes them).
+// ep 0 -> 1, tp 0 -> p / ep (at least 1); p: the stage's ranks (StageRanks). No checks
+// (ValidateMapping makes them).
 MoeGroups MoeGroupsOf(const config::Mapping& m, const config::Model& model, int p);
 // Weight elements one rank holds for one MoE layer: the router (H x E), its slot's experts'
 // shards (E / ep x 3 H Im / tp_moe) and the shared experts (3 H Is).

@@ -30,6 +30,10 @@ PlacementFile ReadPlacementFile(const config::Mapping& m) {
   return f;
 }
 
+int StageRanks(const config::Mapping& m) {
+  return static_cast<int>(m.tp()) * std::max(1, static_cast<int>(m.attention_dp()));
+}
+
 StagePlacement PlaceStages(const arch::Chip& chip, const config::Mapping& m, int stages, int tp,
                            const PlacementFile& file) {
   StagePlacement out;

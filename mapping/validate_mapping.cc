@@ -26,9 +26,11 @@ bool Contains(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-// mapping.moe against the model (num_experts > 0) and the group size tp (-1: too large).
+// mapping.moe against the model (num_experts > 0) and the stage's ranks tp (mapping.tp x
+// mapping.attention_dp; -1: too large).
 void ValidateMoe(const config::Mapping& m, const config::Model& model, const config::Workload& wl,
                  const config::SourceMap& locs, int tp, std::vector<config::Diag>* diags) {
+  const std::string group = m.attention_dp() > 1 ? "mapping.tp x mapping.attention_dp" : "mapping.tp";
   auto add = [&](const std::string& field, const std::string& value, const std::string& rule) {
     diags->push_back({locs.Find(field), field, value, rule});
   };
@@ -47,14 +49,16 @@ void ValidateMoe(const config::Mapping& m, const config::Model& model, const con
         static_cast<uint64_t>(tp) % span != 0)
       add(mm.tp() ? "mapping.moe.tp" : "mapping.moe.ep", std::to_string(mm.tp() ? mm.tp() : mm.ep()),
           "moe.ep x moe.tp (" + std::to_string(ep) + " x " +
-              std::to_string(mm.tp() ? mm.tp() : static_cast<uint32_t>(tp) / ep) +
-              ") must divide mapping.tp (" + std::to_string(tp) + ")");
+              std::to_string(mm.tp() ? mm.tp() : static_cast<uint32_t>(tp) / ep) + ") must divide " + group +
+              " (" + std::to_string(tp) + ")");
     const uint32_t etp = mm.tp() ? mm.tp() : std::max<uint32_t>(1, static_cast<uint32_t>(tp) / ep);
     if (model.moe_intermediate_size() % etp != 0)
       add(mm.tp() ? "mapping.moe.tp" : "mapping.moe.ep", std::to_string(mm.tp() ? mm.tp() : mm.ep()),
           "the ranks per expert (" + std::to_string(etp) + ") must divide moe_intermediate_size (" +
               std::to_string(model.moe_intermediate_size()) + ")");
   }
+  if (!mm.group_order().empty() && mm.group_order() != "tp_inner" && mm.group_order() != "ep_inner")
+    add("mapping.moe.group_order", mm.group_order(), "must be tp_inner or ep_inner");
   const std::vector<std::string> a2a = AllToAllVNames();
   if (!mm.all_to_all().empty() && mm.all_to_all() != "auto" && !Contains(a2a, mm.all_to_all()))
     add("mapping.moe.all_to_all", mm.all_to_all(),
@@ -120,6 +124,24 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     add("mapping.tp", std::to_string(tp),
         "tp x pipeline_stages (" + std::to_string(int64_t{tp} * stages) + ") exceeds the chip's " +
             std::to_string(chip.num_cores()) + " cores");
+  // Attention replicas: the stage's ranks are tp x attention_dp (stage_ranks; -1: too large).
+  const uint32_t dp = std::max<uint32_t>(1, m.attention_dp());
+  int stage_ranks = tp;
+  if (dp > 1) {
+    const std::string v = std::to_string(m.attention_dp());
+    if (tp > 0 && static_cast<int64_t>(tp) * dp * stages > cores) {
+      add("mapping.attention_dp", v,
+          "tp x attention_dp x pipeline_stages (" + std::to_string(int64_t{tp} * dp * stages) +
+              ") exceeds the chip's " + std::to_string(cores) + " cores");
+      stage_ranks = -1;
+    } else if (tp > 0) {
+      stage_ranks = tp * static_cast<int>(dp);
+    }
+    if (std::max<uint32_t>(1, wl.batch()) % dp != 0)
+      add("mapping.attention_dp", v,
+          "must divide workload.batch (" + std::to_string(std::max<uint32_t>(1, wl.batch())) +
+              "): each attention replica takes whole sequences");
+  }
   if (static_cast<uint32_t>(stages) > layers)
     add("mapping.pipeline_stages", std::to_string(std::max<uint32_t>(1, m.pipeline_stages())),
         "more stages than simulated layers (" + std::to_string(layers) + ")");
@@ -183,16 +205,17 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     if (Contains(used, "mn_2d") && m.grid_rows() > 0 && tp % static_cast<int>(m.grid_rows()) != 0)
       add("mapping.grid_rows", std::to_string(m.grid_rows()), "must divide tp (" + std::to_string(tp) + ")");
   }
-  if (model.num_experts() > 0) ValidateMoe(m, model, wl, locs, tp, diags);
+  if (model.num_experts() > 0) ValidateMoe(m, model, wl, locs, stage_ranks, diags);
   if (m.placement() == "file") {
     if (!file.readable) {
       add("mapping.placement_file", m.placement_file(), "placement = file needs a readable file");
     } else {
       if (!file.well_formed)
         add("mapping.placement_file", m.placement_file(), "must hold whitespace-separated core ids");
-      if (tp > 0 && static_cast<int64_t>(file.cores.size()) < tp)
+      if (stage_ranks > 0 && static_cast<int64_t>(file.cores.size()) < stage_ranks)
         add("mapping.placement_file", m.placement_file(),
-            "has " + std::to_string(file.cores.size()) + " core ids, tp needs " + std::to_string(tp));
+            "has " + std::to_string(file.cores.size()) + " core ids, " +
+                (dp > 1 ? "tp x attention_dp" : "tp") + " needs " + std::to_string(stage_ranks));
       for (int id : file.cores)
         if (id < 0 || id >= chip.num_cores()) {
           add("mapping.placement_file", m.placement_file(),
@@ -204,7 +227,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   if (diags->size() == before) {
     // Everything else is consistent: the placements themselves must be possible.
     try {
-      PlaceStages(chip, m, stages, tp, file);
+      PlaceStages(chip, m, stages, stage_ranks, file);
     } catch (const std::exception& e) {
       add(m.placement() == "file" ? "mapping.placement_file" : "mapping.placement",
           m.placement() == "file" ? m.placement_file() : m.placement(), e.what());

@@ -39,7 +39,8 @@ NumericsPlans PlanNumerics(const arch::Chip& chip, const config::Model& model, c
   in.unpartitioned.set_collective("ring");
   in.unpartitioned.set_placement("linear");
   in.unpartitioned.set_grid_rows(0);
-  if (in.unpartitioned.has_moe()) {  // one rank holds every expert whole; the routing stays
+  in.unpartitioned.set_attention_dp(0);  // one replica: the whole batch on the one rank
+  if (in.unpartitioned.has_moe()) {      // one rank holds every expert whole; the routing stays
     in.unpartitioned.mutable_moe()->set_ep(1);
     in.unpartitioned.mutable_moe()->set_tp(1);
   }
@@ -48,10 +49,13 @@ NumericsPlans PlanNumerics(const arch::Chip& chip, const config::Model& model, c
     out.ref = mapping::Lower(chip, model, in.workload, in.unpartitioned, {.functional = true});
     out.part_plan = BuildFuncPlan(out.part);
     out.ref_plan = BuildFuncPlan(out.ref);
-    if (out.Bytes() <= max_bytes || (in.workload.batch() == 1 && in.workload.seq_len() <= 16)) break;
+    // Attention replicas (mapping.attention_dp) each keep whole sequences: the batch stays a
+    // multiple of their count.
+    const uint32_t dp = std::max(1u, m.attention_dp());
+    if (out.Bytes() <= max_bytes || (in.workload.batch() <= dp && in.workload.seq_len() <= 16)) break;
     in.reduced = true;
-    if (in.workload.batch() > 1)  // fewer sequences first: each is checked the same way
-      in.workload.set_batch(in.workload.batch() / 2);
+    if (in.workload.batch() > dp)  // fewer sequences first: each is checked the same way
+      in.workload.set_batch(std::max(dp, in.workload.batch() / 2 / dp * dp));
     else
       in.workload.set_seq_len(std::max(16u, in.workload.seq_len() / 2));
     in.workload.set_decode_steps(std::min(2u, in.workload.decode_steps()));

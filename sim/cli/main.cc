@@ -230,9 +230,15 @@ int Describe(Args& a) {
      << HumanBytes(static_cast<double>(pl.WeightBytes())) << " weights\n";
   os << "  decode layer (L=" << dec.cached + 1 << ")  " << Fixed(dl.Flops() / 1e9, 3) << " GFLOP, "
      << HumanBytes(static_cast<double>(dl.BytesRead())) << " read\n";
-  os << "\nmapping     tp " << mp.tp() << " x " << std::max(1u, mp.pipeline_stages())
-     << " pipeline stages = " << mp.tp() * std::max(1u, mp.pipeline_stages()) << " cores of "
-     << chip.num_cores() << "\n";
+  if (mp.attention_dp() > 1)  // attention replicas: a stage has tp x attention_dp cores
+    os << "\nmapping     tp " << mp.tp() << " x attention_dp " << mp.attention_dp() << " x "
+       << std::max(1u, mp.pipeline_stages())
+       << " pipeline stages = " << mp.tp() * mp.attention_dp() * std::max(1u, mp.pipeline_stages())
+       << " cores of " << chip.num_cores() << "\n";
+  else
+    os << "\nmapping     tp " << mp.tp() << " x " << std::max(1u, mp.pipeline_stages())
+       << " pipeline stages = " << mp.tp() * std::max(1u, mp.pipeline_stages()) << " cores of "
+       << chip.num_cores() << "\n";
   os << "  partition             " << mp.partition();
   for (const auto& o : mp.overrides()) os << ", " << o.op() << "=" << o.partition();
   os << "\n  placement             " << mp.placement() << "\n";
@@ -245,10 +251,11 @@ int Describe(Args& a) {
        << (mp.grid_rows() ? std::to_string(mp.grid_rows()) : std::string("auto (most square)"))
        << ", weights " << (mp.mn_2d_weights().empty() ? "replicated" : mp.mn_2d_weights()) << "\n";
   if (e.cfg.model().num_experts() > 0) {
-    const mapping::MoeGroups g = mapping::MoeGroupsOf(mp, e.cfg.model(), static_cast<int>(mp.tp()));
+    const mapping::MoeGroups g = mapping::MoeGroupsOf(mp, e.cfg.model(), mapping::StageRanks(mp));
     const auto& mm = mp.moe();
     os << "  moe                   ep " << g.ep << " x tp " << g.tp << " (" << g.Replicas() << " replica"
-       << (g.Replicas() == 1 ? "" : "s") << ", " << g.ExpertsPerSlot() << " experts per slot), routing "
+       << (g.Replicas() == 1 ? "" : "s") << ", " << g.ExpertsPerSlot() << " experts per slot"
+       << (g.ep_inner ? ", ep_inner" : "") << "), routing "
        << (mm.routing().empty() ? "balanced" : mm.routing());
     if (mm.routing() == "zipf") os << " s=" << mm.zipf_s();
     if (mm.routing() == "trace") os << " " << mm.routing_file();

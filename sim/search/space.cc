@@ -119,7 +119,7 @@ std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, con
   try {
     const mapping::StagePlacement sp =
         mapping::PlaceStages(chip, MappingOf(base.cfg.mapping(), c), static_cast<int>(c.stages),
-                             static_cast<int>(c.tp), mapping::PlacementFile{});
+                             mapping::StageRanks(MappingOf(base.cfg.mapping(), c)), mapping::PlacementFile{});
     for (size_t s = 0; s < sp.cores.size(); ++s) {
       key << "|";
       for (int core : sp.cores[s]) key << " " << core;

@@ -98,6 +98,14 @@ def cases():
         for engine in engines:
             out.append((f"run-moe-qwen3-30b-a3b-a2a-{a}-{engine}", "run",
                         [moe, "--engine", engine, "--set", f"mapping.moe.all_to_all={a}"]))
+    # Attention replicas (mapping.attention_dp) against attention TP 16 on the same cores, and the
+    # expert groups' order (mapping.moe.group_order).
+    dp = "configs/experiments/moe-qwen3-30b-a3b-dp.textproto"
+    out.append(("run-moe-qwen3-30b-a3b-dp-tp16-analytical", "run",
+                [dp, "--set", "mapping.tp=16", "--set", "mapping.attention_dp=1"]))
+    out.append(("run-moe-qwen3-30b-a3b-dp-ep-inner-analytical", "run",
+                [dp, "--set", "mapping.moe.ep=4", "--set", "mapping.moe.tp=4", "--set", "mapping.moe.routing=zipf",
+                 "--set", "mapping.moe.zipf_s=1.2", "--set", "mapping.moe.group_order=ep_inner"]))
     # Serving.
     for e in ("serving-fused", "serving-disaggregated"):
         path = f"configs/experiments/{e}.textproto"

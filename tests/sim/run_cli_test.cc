@@ -95,7 +95,14 @@ TEST_F(RunCli, EnginesAgreeOnTheShippedMoeExperimentsWithinTenPercent) {
                                              "--set workload.num_layers=16"),
                                  std::string("configs/experiments/moe-mixtral-8x7b.textproto"),
                                  std::string("configs/experiments/moe-qwen3-30b-a3b.textproto "
-                                             "--set mapping.moe.all_to_all=hierarchical")}) {
+                                             "--set mapping.moe.all_to_all=hierarchical"),
+                                 // Attention TP 4 x 4 replicas (mapping.attention_dp) with EP 16, and
+                                 // the expert slots spread (mapping.moe.group_order) under skew.
+                                 std::string("configs/experiments/moe-qwen3-30b-a3b-dp.textproto"),
+                                 std::string("configs/experiments/moe-qwen3-30b-a3b-dp.textproto "
+                                             "--set mapping.moe.ep=4 --set mapping.moe.tp=4 "
+                                             "--set mapping.moe.routing=zipf --set mapping.moe.zipf_s=1.2 "
+                                             "--set mapping.moe.group_order=ep_inner")}) {
     std::string out;
     ASSERT_EQ(RunTpsim("run " + exp + " --engine analytical --quiet --out " + P("a.json"), &out), 0) << out;
     ASSERT_EQ(RunTpsim("run " + exp + " --engine tlm --quiet --out " + P("t.json"), &out), 0) << out;

@@ -556,5 +556,36 @@ TEST(FuncPlan, MoeLayerPassesTheNumericsCheck) {
             1e-4);
 }
 
+// Attention TP 2 x 4 replicas (mapping.attention_dp) with EP 4 x expert TP 2 over the same 8
+// GPUs: the numerics check passes, the unpartitioned side drops the replicas, and shrinking the
+// workload to the memory budget keeps the batch a multiple of the 4 replicas.
+TEST(FuncPlan, MoeLayerWithAttentionReplicasPassesTheNumericsCheck) {
+  const arch::Chip chip = arch::Chip::Build(SwitchChip(8, 0));
+  config::Model model = SmallModel();
+  model.set_architecture("qwen3_moe");
+  model.set_num_experts(8);
+  model.set_num_experts_per_token(2);
+  model.set_moe_intermediate_size(32);
+  model.set_norm_topk_prob(true);
+  config::Mapping m = Mapping(2, "megatron");
+  m.set_attention_dp(4);
+  m.mutable_moe()->set_ep(4);
+  m.mutable_moe()->set_tp(2);
+  config::Workload wl = Work(16, 2, 1);
+  wl.set_batch(8);
+  const NumericsPlans np = PlanNumerics(chip, model, wl, m);
+  EXPECT_EQ(np.instance.unpartitioned.attention_dp(), 0u);
+  const NumericsPlans tight = PlanNumerics(chip, model, wl, m, 1);
+  EXPECT_EQ(tight.instance.workload.batch(), 4u);
+  const NumericsPlans small = PlanNumerics(chip, model, CrossCheckWorkload(np.instance.workload), m);
+  const auto cpu = [](const FuncPlan& plan, StepTrace* trace) { return RunFuncPlanCpu(plan, {true}, trace); };
+  const NumericsReport r = RunNumericsCheck(np, small, cpu, "cpu-as-device");
+  EXPECT_TRUE(r.ok) << r.note;
+  EXPECT_LT(CompareOutputs(RunFuncPlanCpu(np.part_plan, {}),
+                           mapping::RunReference(model, np.instance.workload, m.moe()))
+                .rel,
+            1e-4);
+}
+
 }  // namespace
 }  // namespace tpsim::validate

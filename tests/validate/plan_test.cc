@@ -238,7 +238,7 @@ TEST(Plan, BadDtypeIsAnErrorNotACrash) {
 // per expert, and ExpertTokens gives every expert tokens 3, 7, 11 and 15 (floor(4 (i+1) / 16) >
 // floor(4 i / 16)), which live on GPUs 1, 3, 5 and 7: each odd GPU sends its one token to every
 // expert, the even GPUs route none.
-Lowered LowerMoe(int ep, int etp) {
+Lowered LowerMoe(int ep, int etp, int tp = 8, int dp = 1) {
   const std::string dir = std::string(TPSIM_SOURCE_DIR) + "/configs/";
   config::Chip cfg;
   config::ParseFile(dir + "chips/h200-sxm-8.textproto", &cfg, nullptr);
@@ -259,12 +259,13 @@ Lowered LowerMoe(int ep, int etp) {
   model.set_moe_intermediate_size(32);
   model.set_norm_topk_prob(true);
   config::Workload wl;
-  wl.set_batch(1);
-  wl.set_seq_len(16);
+  wl.set_batch(static_cast<uint32_t>(dp));
+  wl.set_seq_len(16 / dp);
   wl.set_num_layers(1);
   wl.set_dtype("bf16");
   config::Mapping m;
-  m.set_tp(8);
+  m.set_tp(tp);
+  m.set_attention_dp(dp);
   m.set_partition("megatron");
   m.set_placement("linear");
   m.mutable_moe()->set_ep(ep);
@@ -351,6 +352,34 @@ TEST(Plan, MoeExpertsAreGroupedGemmsAndAllToAllsExactSendRecvs) {
     EXPECT_NE(dump.find("cublasGemmGroupedBatchedEx"), std::string::npos);
     EXPECT_NE(dump.find("ncclSend(" + std::to_string(64 * per_slot) + " to GPU 0)"), std::string::npos)
         << dump;
+  }
+}
+
+TEST(Plan, AttentionReplicasCollectivesStayInsideTheirReplicas) {
+  // Attention TP 2 x 4 replicas (mapping.attention_dp) with EP 8 over the 8 GPUs: attention's
+  // collectives are NCCL calls among a replica's 2 GPUs (2k, 2k + 1), the dispatch and the
+  // combine among all 8.
+  const Lowered l = LowerMoe(8, 1, 2, 4);
+  ASSERT_EQ(l.plan.gpus.size(), 8u);
+  int inside = 0;
+  for (const mapping::CollectiveInfo& c : l.prog.collectives) {
+    if (c.kind == mapping::CollectiveKind::kAllToAll) {
+      EXPECT_EQ(c.ranks, 8);
+      continue;
+    }
+    ASSERT_EQ(c.members.size(), 2u);
+    EXPECT_EQ(c.members[0] / 2, c.members[1] / 2);
+    ++inside;
+  }
+  EXPECT_GT(inside, 0);
+  for (const GpuPlan& g : l.plan.gpus) {
+    EXPECT_NE(Find(g, "experts.dispatch", LaunchKind::kGroupSendRecv), nullptr) << g.gpu;
+    for (const auto& o : g.ops)
+      for (const Launch& ln : o.launches)
+        if (ln.kind == LaunchKind::kAllReduce || ln.kind == LaunchKind::kReduceScatter ||
+            ln.kind == LaunchKind::kAllGather) {
+          EXPECT_EQ(ln.nranks, 2) << g.gpu << " " << o.ref.op;
+        }
   }
 }
 
