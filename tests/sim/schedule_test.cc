@@ -109,10 +109,8 @@ TEST(Schedule, TiesGoToTheLowestId) {
   EXPECT_EQ(times[4].start_ps, 7);
 }
 
-TEST(Schedule, TransfersQueueForTheirFirstLink) {
-  // Three transfers from core 0 (t0 5 ps, holding link 0 for 4; t1 3 ps, holding link 0 for
-  // 2; t2 2 ps over link 1), all issued at 0: t0 0..5; t1 waits until t0's bytes have left
-  // link 0: 4..7; t2 leaves by another link: 0..2. Without first links all start at 0.
+// Three transfers from core 0 to core 1, no deps.
+mapping::Program ThreeTransfers() {
   mapping::testing::TestProgram b;
   b.num_cores = 2;
   b.ops.resize(1);
@@ -123,7 +121,14 @@ TEST(Schedule, TransfersQueueForTheirFirstLink) {
     t.dst_core = mapping::CoreId(1);
     b.Add(t, {});
   }
-  const mapping::Program p = b.Build();
+  return b.Build();
+}
+
+TEST(Schedule, TransfersQueueForTheirFirstLink) {
+  // Three transfers from core 0 (t0 5 ps, holding link 0 for 4; t1 3 ps, holding link 0 for
+  // 2; t2 2 ps over link 1), all issued at 0: t0 0..5; t1 waits until t0's bytes have left
+  // link 0: 4..7; t2 leaves by another link: 0..2. Without first links all start at 0.
+  const mapping::Program p = ThreeTransfers();
   const std::vector<Ps> dur = {5, 3, 2}, busy = {4, 2, 2};
   const std::vector<int32_t> first = {0, 0, 1};
   std::vector<TaskTime> times(3);
@@ -140,17 +145,7 @@ TEST(Schedule, CostsByKeyTimeAsCostsPerTask) {
   // The three transfers above with t0 and t1 of one key (5 ps, holding link 0 for 4): t1
   // waits for t0's hold, 4..9; t2 (key 1: 2 ps, hold 2) leaves by link 1, 0..2. A key out of
   // range or a key list of the wrong length is refused; order() stays empty without keep_order.
-  mapping::testing::TestProgram b;
-  b.num_cores = 2;
-  b.ops.resize(1);
-  for (int k = 0; k < 3; ++k) {
-    mapping::Task t;
-    t.kind = TaskKind::kTransfer;
-    t.core = mapping::CoreId(0);
-    t.dst_core = mapping::CoreId(1);
-    b.Add(t, {});
-  }
-  const mapping::Program p = b.Build();
+  const mapping::Program p = ThreeTransfers();
   const std::vector<Ps> dur = {5, 2}, busy = {4, 2};
   const std::vector<uint32_t> key = {0, 0, 1};
   std::vector<TaskTime> keyed(3), per_task(3);
