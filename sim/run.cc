@@ -246,6 +246,7 @@ void ClearTiming(config::Chip* c) {
     mem.clear_bandwidth_gbps();
     mem.clear_efficiency();
     mem.clear_latency_ns();
+    mem.clear_device();  // only decides the efficiency (arch/dram_device.h)
   }
   c->clear_energy();  // read by the result's energy (sim/energy.h), never by lowering
 }
@@ -440,6 +441,10 @@ const std::vector<std::string>& ProgramCache::TimingOnlyFields() {
       "chip.memory[].bandwidth_gbps",
       "chip.memory[].efficiency",
       "chip.memory[].latency_ns",
+      "chip.memory[].device.preset",
+      "chip.memory[].device.command_bus",
+      "chip.memory[].device.refresh",
+      "chip.memory[].device.queue_depth",
       "chip.energy.mac_bf16_pj",
       "chip.energy.mac_fp32_pj",
       "chip.energy.vector_op_pj",

@@ -93,6 +93,16 @@ bool Perturb(Message* m, const std::string& path) {
     case FieldDescriptor::CPPTYPE_UINT32:
       refl->SetUInt32(m, f, refl->GetUInt32(*m, f) + 1);
       return true;
+    case FieldDescriptor::CPPTYPE_BOOL:
+      refl->SetBool(m, f, !refl->GetBool(*m, f));
+      return true;
+    case FieldDescriptor::CPPTYPE_STRING: {  // the DRAM device's names: the other valid one
+      const std::string v = refl->GetString(*m, f);
+      if (path == "preset") refl->SetString(m, f, v == "hbm3-6400" ? "stacked-dram-60" : "hbm3-6400");
+      if (path == "command_bus") refl->SetString(m, f, v == "split" ? "shared" : "split");
+      if (path != "preset" && path != "command_bus") ADD_FAILURE() << path << ": no other value known";
+      return path == "preset" || path == "command_bus";
+    }
     default:
       ADD_FAILURE() << path << ": unexpected type";
       return false;
@@ -104,7 +114,7 @@ bool Perturb(Message* m, const std::string& path) {
 // DRAM on a mesh (wafer-8x8), edge HBM (mesh-4x4-hbm), a switch (h100-sxm-8), dies
 // with die-to-die links (wafer-32x32) and an explicit edge list (written here).
 TEST_F(ProgramCacheTest, TimingOnlyFieldsLeaveTheProgramUnchanged) {
-  const std::string edges_chip = Write("edges-4.textproto", R"(name: "edges-4"
+  const std::string edges_text = R"(name: "edges-4"
 clock_mhz: 1000
 core { systolic_rows: 32 systolic_cols: 32 systolic_arrays: 1 mac_dtype: "bf16" matrix_utilization: 0.8
        vector_lanes: 32 sram_bytes: 33554432 sram_bandwidth_gbps: 256 }
@@ -115,10 +125,18 @@ noc { topology: "edges" core_names: ["c0", "c1", "c2", "c3"] link_bandwidth_gbps
       edges { a: "c3" b: "c0" latency_ns: 3 } }
 memory { name: "dram" kind: "dram" per_core: true bandwidth_gbps: 60 efficiency: 0.7 latency_ns: 50
          capacity_bytes: 4294967296 }
-)");
+)";
+  const std::string edges_chip = Write("edges-4.textproto", edges_text);
+  // The same chip with its efficiency taken from a DRAM device model (arch/dram_device.h):
+  // there `efficiency` must stay unset, so it is not perturbed.
+  std::string device_text = edges_text;
+  device_text.replace(device_text.find("efficiency: 0.7"), 15,
+                      "device { preset: \"stacked-dram-60\" command_bus: \"shared\" queue_depth: 32 }");
+  const std::string device_chip = Write("edges-4-device.textproto", device_text);
   struct Case {
     std::string chip;
     int tp, stages, layers;
+    std::string skip = "";  // a field not to perturb on this chip
   };
   const std::vector<Case> cases = {
       {Src("configs/chips/wafer-8x8.textproto"), 4, 2, 2},
@@ -126,6 +144,7 @@ memory { name: "dram" kind: "dram" per_core: true bandwidth_gbps: 60 efficiency:
       {Src("configs/chips/h100-sxm-8.textproto"), 8, 1, 1},
       {Src("configs/chips/wafer-32x32.textproto"), 4, 1, 1},
       {edges_chip, 4, 1, 1},
+      {device_chip, 4, 1, 1, "chip.memory[].efficiency"},
   };
   std::set<std::string> exercised;
   for (const Case& c : cases) {
@@ -140,7 +159,7 @@ memory { name: "dram" kind: "dram" per_core: true bandwidth_gbps: 60 efficiency:
       SCOPED_TRACE(field);
       ASSERT_TRUE(field.starts_with("chip."));
       Experiment e = base;
-      if (!Perturb(e.cfg.mutable_chip(), field.substr(5))) continue;
+      if (field == c.skip || !Perturb(e.cfg.mutable_chip(), field.substr(5))) continue;
       ASSERT_NE(e.cfg.chip().SerializeAsString(), base.cfg.chip().SerializeAsString());
       exercised.insert(field);
       EXPECT_EQ(ProgramCache::Key(e.cfg), base_key);
