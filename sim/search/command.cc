@@ -87,8 +87,10 @@ std::string Placed(const Candidate& c) {
 
 std::string Describe(const Found& x) {
   std::ostringstream os;
-  os << "tp " << x.c.tp << " x " << x.c.stages << " stages x " << x.replicas << " replicas, attention "
-     << x.c.attention << ", mlp " << x.c.mlp << ", " << x.c.placement
+  os << "tp " << x.c.tp;
+  if (x.c.attention_dp > 1) os << " x attention_dp " << x.c.attention_dp;
+  os << " x " << x.c.stages << " stages x " << x.replicas << " replicas, attention " << x.c.attention
+     << ", mlp " << x.c.mlp << ", " << x.c.placement
      << (x.c.span.starts_with("chip") ? " over the chip (" + x.c.span.substr(5) + ")" : "") << ", "
      << x.c.collective;
   if (!x.c.weights.empty()) os << ", weights " << x.c.weights;

@@ -39,6 +39,8 @@ struct Candidate {
   std::string attention, mlp;  // partitioners of qkv/o and of gate_up/down
   std::string placement, collective, weights;
   std::string span;  // "stage" (per-stage regions), "chip:stage_major" or "chip:tp_major" (wafer-wide)
+  // The experiment's mapping.attention_dp (not searched): a stage has tp x attention_dp cores.
+  uint32_t attention_dp = 1;
 };
 
 // What to search over; empty lists mean every registered choice (tp and stages: powers

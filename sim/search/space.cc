@@ -53,10 +53,11 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
       o.batch.empty() ? std::vector<uint32_t>{std::max<uint32_t>(1, base.cfg.workload().batch())} : o.batch;
   const std::vector<std::string> spans =
       o.spans.empty() ? std::vector<std::string>{"stage", "chip:stage_major", "chip:tp_major"} : o.spans;
+  const uint32_t dp = std::max<uint32_t>(1, base.cfg.mapping().attention_dp());
   std::vector<Candidate> out;
   for (uint32_t tp : tps)
     for (uint32_t st : stages) {
-      if (uint64_t{tp} * st > cores || st > Layers(base)) continue;
+      if (uint64_t{tp} * dp * st > cores || st > Layers(base)) continue;
       for (const auto& a : parts)
         for (const auto& m : parts)
           for (const auto& pl : places)
@@ -67,7 +68,7 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
                 continue;
               for (const auto& co : colls)
                 for (const auto& w : weights)
-                  for (uint32_t b : batches) out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp});
+                  for (uint32_t b : batches) out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp, dp});
             }
     }
   return out;
@@ -145,7 +146,7 @@ std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, cons
 }
 
 uint32_t Replicas(const arch::Chip& chip, const Candidate& c) {
-  const uint64_t group = uint64_t{c.tp} * c.stages;
+  const uint64_t group = uint64_t{c.tp} * std::max<uint32_t>(1, c.attention_dp) * c.stages;
   return group == 0 ? 0 : static_cast<uint32_t>(static_cast<uint64_t>(chip.num_cores()) / group);
 }
 

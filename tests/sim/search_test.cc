@@ -82,6 +82,30 @@ TEST(SearchTest, SpaceSizeAndReplicas) {
   EXPECT_EQ(Replicas(chip, c), 1u);
 }
 
+TEST(SearchTest, AttentionReplicasCountInTheStage) {
+  // The experiment's mapping.attention_dp = 2 (not searched): a stage has tp x 2 cores, so
+  // tp 8 x 2 stages (32 cores) no longer fits the 16 cores: of SmallSpace()'s (tp, stages)
+  // pairs those with tp x 2 x stages <= 16 remain: (1, 1..2), (2, 1..2), (4, 1..2), (8, 1):
+  // 7 pairs (3 with 2 stages: 3 spans; 4 with 1: 2 spans), 16 x (3 x 3 + 4 x 2) = 272
+  // candidates. Replicas: 16 / (4 x 2 x 2) = 1. No bound.
+  sim::Experiment e = ComputeBound();
+  e.cfg.mutable_mapping()->set_attention_dp(2);
+  e.cfg.mutable_workload()->set_batch(2);
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  const std::vector<Candidate> space = Space(e, chip, SmallSpace().space);
+  EXPECT_EQ(space.size(), 272u);
+  for (const Candidate& c : space) {
+    ASSERT_EQ(c.attention_dp, 2u);
+    ASSERT_LE(c.tp * 2 * c.stages, 16u);
+  }
+  Candidate c = space.front();
+  c.tp = 4;
+  c.stages = 2;
+  EXPECT_EQ(Replicas(chip, c), 1u);
+  const Bounds b = LowerBounds(e, chip, c);
+  EXPECT_EQ(b.prefill_ps, 0.0);
+}
+
 TEST(SearchTest, ComputeBoundByHand) {
   const sim::Experiment e = ComputeBound();
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
