@@ -32,7 +32,9 @@ confirmed with the TLM engine.
 
 The space: TP x pipeline stages (powers of two, tp x stages <= cores), the partitioner of
 the attention projections (qkv, o) and of the MLP (gate_up, down), placement (but file),
-collective, weights location and batch. Each candidate is one replica on tp x stages cores;
+collective, weights location and batch, and for MoE models the expert-parallel degree
+(mapping.moe.ep; each expert slot takes the stage's ranks / ep). Each candidate is one replica
+on tp x stages cores (x mapping.attention_dp, kept from the experiment);
 the chip holds floor(cores / (tp x stages)) of them, which multiplies tokens/s per chip
 (replicas are not simulated together). Candidates are visited in ascending lower bound of
 the objective; one whose bounds an evaluated point already beats on every front column is
@@ -60,6 +62,8 @@ skipped (pruned): it cannot be on the front nor the best. Deterministic for any 
   --top N              rows of the front to print (default 20; 0: all)
   --tp LIST            e.g. 4,8,16 (default: powers of two)
   --stages LIST        pipeline stages (default: powers of two up to the layers)
+  --ep LIST            MoE models: expert-parallel degrees (default: the powers of two that
+                       divide both num_experts and the stage's ranks)
   --partitions LIST    partitioners for both op kinds (default: all registered)
   --placements LIST    (default: all but file)
   --collectives LIST   (default: all registered, nvls only on in-switch chips)
@@ -89,6 +93,7 @@ std::string Describe(const Found& x) {
   std::ostringstream os;
   os << "tp " << x.c.tp;
   if (x.c.attention_dp > 1) os << " x attention_dp " << x.c.attention_dp;
+  if (x.c.ep > 0) os << " (moe ep " << x.c.ep << ")";
   os << " x " << x.c.stages << " stages x " << x.replicas << " replicas, attention " << x.c.attention
      << ", mlp " << x.c.mlp << ", " << x.c.placement
      << (x.c.span.starts_with("chip") ? " over the chip (" + x.c.span.substr(5) + ")" : "") << ", "
@@ -211,6 +216,8 @@ int SearchCommand(const std::vector<std::string>& args) {
         u32list(&o.search.space.tp);
       } else if (flag == "--stages") {
         u32list(&o.search.space.stages);
+      } else if (flag == "--ep") {
+        u32list(&o.search.space.ep);
       } else if (flag == "--batch") {
         u32list(&o.search.space.batch);
       } else if (flag == "--partitions") {
@@ -270,6 +277,11 @@ int SearchCommand(const std::vector<std::string>& args) {
     m->clear_overrides();
     m->clear_grid_rows();
     m->clear_placement_file();
+    m->clear_attention_dp();
+    if (m->has_moe()) {  // one expert slot of one rank; the routing settings are still checked
+      m->mutable_moe()->set_ep(1);
+      m->mutable_moe()->clear_tp();
+    }
     chip = sim::ValidateExperiment(plain);
   } catch (const config::ConfigError& err) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
@@ -303,9 +315,15 @@ int SearchCommand(const std::vector<std::string>& args) {
             << (cols.tpot ? ", TPOT" : "") << (cols.energy ? ", energy per token" : "") << "), "
             << res.front.size()
             << " points; candidates with equal metrics are counted in `ties`, the first shown:\n";
-  std::printf("  %4s %5s %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %9s %5s\n", "#", "tp",
-              "stages", "replicas", "attention", "mlp", "placement", "collective", "weights", "batch",
-              "total_ms", "ttft_ms", "tpot_ms", "tokens/s", "mJ/token", "ties");
+  // MoE models: the tp column also names the expert-parallel degree ("8 ep4").
+  const bool moe = res.front.front().c.ep > 0;
+  auto tp_of = [&](const Candidate& c) {
+    return moe ? std::to_string(c.tp) + " ep" + std::to_string(c.ep) : std::to_string(c.tp);
+  };
+  std::printf(moe ? "  %4s %-9s %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %9s %5s\n"
+                  : "  %4s %5s %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %9s %5s\n",
+              "#", moe ? "tp ep" : "tp", "stages", "replicas", "attention", "mlp", "placement", "collective",
+              "weights", "batch", "total_ms", "ttft_ms", "tpot_ms", "tokens/s", "mJ/token", "ties");
   size_t shown = 0;
   for (size_t r = 0; r < res.front.size(); ++r) {
     const Found& x = res.front[r];
@@ -316,11 +334,13 @@ int SearchCommand(const std::vector<std::string>& args) {
            (std::isnan(x.p.energy_mj) || res.front[r + ties].p.energy_mj == x.p.energy_mj))
       ++ties;
     if (o.top == 0 || shown < o.top) {
-      std::printf("  %4zu %5u %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %9.3f %5zu\n",
-                  shown + 1, x.c.tp, x.c.stages, x.replicas, x.c.attention.c_str(), x.c.mlp.c_str(),
-                  Placed(x.c).c_str(), x.c.collective.c_str(),
-                  x.c.weights.empty() ? "-" : x.c.weights.c_str(), x.c.batch, Ms(x.p.total_ms).c_str(),
-                  Ms(x.p.ttft_ms).c_str(), Ms(x.p.tpot_ms).c_str(), x.p.tokens_per_s, x.p.energy_mj, ties);
+      std::printf(
+          moe ? "  %4zu %-9s %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %9.3f %5zu\n"
+              : "  %4zu %5s %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %9.3f %5zu\n",
+          shown + 1, tp_of(x.c).c_str(), x.c.stages, x.replicas, x.c.attention.c_str(), x.c.mlp.c_str(),
+          Placed(x.c).c_str(), x.c.collective.c_str(), x.c.weights.empty() ? "-" : x.c.weights.c_str(),
+          x.c.batch, Ms(x.p.total_ms).c_str(), Ms(x.p.ttft_ms).c_str(), Ms(x.p.tpot_ms).c_str(),
+          x.p.tokens_per_s, x.p.energy_mj, ties);
     }
     ++shown;
     r += ties - 1;

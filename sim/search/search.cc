@@ -153,11 +153,11 @@ Point PointOf(const sim::Experiment& base, const Entry& x, const std::vector<dou
 }
 
 const std::vector<std::string>& StoreFields() {
-  static const std::vector<std::string> k = {"mapping.tp",        "mapping.pipeline_stages",
-                                             "search.attention",  "search.mlp",
-                                             "mapping.placement", "mapping.collective",
-                                             "mapping.weights",   "workload.batch",
-                                             "search.replicas",   "search.span"};
+  static const std::vector<std::string> k = {
+      "mapping.tp",      "mapping.pipeline_stages", "search.attention",
+      "search.mlp",      "mapping.placement",       "mapping.collective",
+      "mapping.weights", "workload.batch",          "search.replicas",
+      "search.span",     "mapping.moe.ep"};
   return k;
 }
 
@@ -171,7 +171,8 @@ std::vector<std::string> FieldValues(const Entry& x) {
           x.c.weights,
           std::to_string(x.c.batch),
           std::to_string(x.replicas),
-          x.c.span};
+          x.c.span,
+          std::to_string(x.c.ep)};
 }
 
 // Rows already in the store: config hash -> (status, metrics in MetricColumns order, error).
@@ -237,9 +238,10 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     std::string grids;
     for (size_t g = pl->second.find(" g"); g != std::string::npos; g = pl->second.find(" g", g + 2))
       grids += pl->second.substr(g, pl->second.find_first_of(" |", g + 2) - g);
-    const std::string what = std::to_string(c.tp) + " " + std::to_string(c.stages) + " " +
-                             std::to_string(c.batch) + " " + c.weights + " " + c.attention + " " + c.mlp +
-                             " " + (pl->second.empty() ? "unplaced " + c.placement + " " + c.span : grids);
+    const std::string what = std::to_string(c.tp) + " " + std::to_string(c.ep) + " " +
+                             std::to_string(c.stages) + " " + std::to_string(c.batch) + " " + c.weights +
+                             " " + c.attention + " " + c.mlp + " " +
+                             (pl->second.empty() ? "unplaced " + c.placement + " " + c.span : grids);
     auto lb = bounds.find(what);
     if (lb == bounds.end()) lb = bounds.emplace(what, LowerBounds(base, chip, c)).first;
     x.lb = lb->second;

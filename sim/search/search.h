@@ -41,18 +41,23 @@ struct Candidate {
   std::string span;  // "stage" (per-stage regions), "chip:stage_major" or "chip:tp_major" (wafer-wide)
   // The experiment's mapping.attention_dp (not searched): a stage has tp x attention_dp cores.
   uint32_t attention_dp = 1;
+  // MoE models: mapping.moe.ep (each expert slot then has tp x attention_dp / ep ranks,
+  // mapping.moe.tp left to that default); 0 = the experiment's mapping.moe (dense models).
+  uint32_t ep = 0;
 };
 
 // What to search over; empty lists mean every registered choice (tp and stages: powers
 // of two; batch and weights: the experiment's).
 struct SpaceOptions {
-  std::vector<uint32_t> tp, stages, batch;
+  // ep: MoE models only; empty = every power of two that divides both num_experts and the
+  // stage's ranks (tp x attention_dp).
+  std::vector<uint32_t> tp, stages, batch, ep;
   std::vector<std::string> partitions, placements, collectives, weights;
   std::vector<std::string>
       spans;  // default: stage, chip:stage_major, chip:tp_major (the last with stages > 1)
 };
 
-// Every candidate, in a fixed order (tp, stages, attention, mlp, placement,
+// Every candidate, in a fixed order (tp, ep, stages, attention, mlp, placement,
 // collective, weights, batch; the last fastest).
 std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts);
 

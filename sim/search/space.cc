@@ -54,23 +54,34 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
   const std::vector<std::string> spans =
       o.spans.empty() ? std::vector<std::string>{"stage", "chip:stage_major", "chip:tp_major"} : o.spans;
   const uint32_t dp = std::max<uint32_t>(1, base.cfg.mapping().attention_dp());
+  const uint32_t experts = base.cfg.model().num_experts();
+  // MoE: the expert-parallel degrees for a stage of `ranks` ranks; dense: none (0).
+  auto eps_of = [&](uint32_t ranks) {
+    if (experts == 0) return std::vector<uint32_t>{0};
+    std::vector<uint32_t> out;
+    for (uint32_t ep : o.ep.empty() ? Powers(ranks) : o.ep)
+      if (ep > 0 && ranks % ep == 0 && experts % ep == 0) out.push_back(ep);
+    return out;
+  };
   std::vector<Candidate> out;
   for (uint32_t tp : tps)
-    for (uint32_t st : stages) {
-      if (uint64_t{tp} * dp * st > cores || st > Layers(base)) continue;
-      for (const auto& a : parts)
-        for (const auto& m : parts)
-          for (const auto& pl : places)
-            for (const auto& sp : spans) {
-              // One stage: both wafer-wide orders are the same placement.
-              if (st == 1 && sp == "chip:tp_major" &&
-                  std::find(spans.begin(), spans.end(), "chip:stage_major") != spans.end())
-                continue;
-              for (const auto& co : colls)
-                for (const auto& w : weights)
-                  for (uint32_t b : batches) out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp, dp});
-            }
-    }
+    for (uint32_t ep : eps_of(tp * dp))
+      for (uint32_t st : stages) {
+        if (uint64_t{tp} * dp * st > cores || st > Layers(base)) continue;
+        for (const auto& a : parts)
+          for (const auto& m : parts)
+            for (const auto& pl : places)
+              for (const auto& sp : spans) {
+                // One stage: both wafer-wide orders are the same placement.
+                if (st == 1 && sp == "chip:tp_major" &&
+                    std::find(spans.begin(), spans.end(), "chip:stage_major") != spans.end())
+                  continue;
+                for (const auto& co : colls)
+                  for (const auto& w : weights)
+                    for (uint32_t b : batches)
+                      out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp, dp, ep});
+              }
+      }
   return out;
 }
 
@@ -90,6 +101,10 @@ config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {
   }
   m->clear_grid_rows();
   m->clear_overrides();
+  if (c.ep > 0) {
+    m->mutable_moe()->set_ep(c.ep);
+    m->mutable_moe()->clear_tp();  // the stage's ranks / ep
+  }
   m->set_partition(c.mlp);
   if (c.attention != c.mlp) {
     for (const char* op : {"qkv", "o"}) {
@@ -106,9 +121,10 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
   *e.cfg.mutable_mapping() = MappingOf(base.cfg.mapping(), c);
   e.cfg.mutable_workload()->set_batch(c.batch);
   std::ostringstream name;
-  name << base.cfg.name() << " [search: tp=" << c.tp << " stages=" << c.stages << " attention=" << c.attention
-       << " mlp=" << c.mlp << " placement=" << c.placement << " span=" << c.span
-       << " collective=" << c.collective;
+  name << base.cfg.name() << " [search: tp=" << c.tp;
+  if (c.ep > 0) name << " ep=" << c.ep;
+  name << " stages=" << c.stages << " attention=" << c.attention << " mlp=" << c.mlp
+       << " placement=" << c.placement << " span=" << c.span << " collective=" << c.collective;
   if (!c.weights.empty()) name << " weights=" << c.weights;
   name << " batch=" << c.batch << "]";
   e.cfg.set_name(name.str());
@@ -135,7 +151,8 @@ std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, con
 std::string ProgramKey(const Candidate& c, const std::string& cores) {
   if (cores.empty()) return "";
   std::ostringstream key;
-  key << c.tp << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention << " " << c.mlp;
+  key << c.tp << " " << c.ep << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention
+      << " " << c.mlp;
   if (c.tp > 1) key << " " << c.collective;
   key << " " << cores;
   return key.str();

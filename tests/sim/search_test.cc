@@ -314,5 +314,41 @@ TEST(SearchTest, SharedProgramsGiveTheSameMetrics) {
   }
 }
 
+// MoE models: the space has an expert-parallel axis. Qwen3-30B-A3B (128 experts) on wafer-8x8:
+// tp 1, 2, 4, 8 give the stage 1, 2, 4, 8 ranks and ep every power of two up to them: 1 + 2 +
+// 3 + 4 = 10 (tp, ep) pairs; --ep 2,3 keeps ep 2 where it divides the ranks (3 divides
+// neither 128 nor a power of two): tp 2, 4, 8. Searched (tp 4, 1 stage, 2 layers), every
+// candidate runs and the best writes its ep and the default moe.tp (0: the ranks / ep).
+TEST(SearchTest, MoeModelsSearchTheExpertParallelDegree) {
+  const sim::Experiment e = Shipped("moe-qwen3-30b-a3b.textproto");
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions o;
+  o.jobs = 2;
+  o.prune = false;
+  o.space.tp = {1, 2, 4, 8};
+  o.space.stages = {1};
+  o.space.partitions = {"megatron"};
+  o.space.placements = {"ring"};
+  o.space.collectives = {"ring"};
+  o.space.spans = {"stage"};
+  const std::vector<Candidate> space = Space(e, chip, o.space);
+  ASSERT_EQ(space.size(), 10u);
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  for (const Candidate& c : space) pairs.emplace_back(c.tp, c.ep);
+  EXPECT_EQ(pairs, (std::vector<std::pair<uint32_t, uint32_t>>{
+                       {1, 1}, {2, 1}, {2, 2}, {4, 1}, {4, 2}, {4, 4}, {8, 1}, {8, 2}, {8, 4}, {8, 8}}));
+  SpaceOptions only = o.space;
+  only.ep = {2, 3};
+  EXPECT_EQ(Space(e, chip, only).size(), 3u);
+  o.space.tp = {4};
+  const SearchResult r = Search(e, chip, o, nullptr);
+  EXPECT_EQ(r.simulated, 3u);
+  EXPECT_EQ(r.ok, 3u);
+  ASSERT_FALSE(r.ranked.empty());
+  const config::Mapping m = MappingOf(e.cfg.mapping(), r.ranked.front().c);
+  EXPECT_EQ(m.moe().ep(), r.ranked.front().c.ep);
+  EXPECT_EQ(m.moe().tp(), 0u);
+}
+
 }  // namespace
 }  // namespace tpsim::search
