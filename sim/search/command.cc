@@ -16,6 +16,7 @@
 #include "sim/search/detail.h"
 #include "sim/search/search.h"
 #include "sim/sweep/runner.h"
+#include "sim/sweep/slurm.h"
 #include "sim/sweep/spec.h"
 
 // `tpsim search`: the command line, the printed front and best, --out and the TLM
@@ -54,6 +55,14 @@ skipped (pruned): it cannot be on the front nor the best. Deterministic for any 
   --shard I/N          simulate only candidates whose index is I mod N (merge the shards'
                        databases with `tpsim sweep merge`, then rerun without --shard
                        on the merged file: stored points are reused)
+  --slurm              do not search here: write DB-without-.sqlite.slurm/sweep.sbatch, a job
+                       array of --array-size tasks (default 4), task I searching the
+                       candidates I mod N into DIR/shard-I.sqlite (no TLM confirmation),
+                       submit it with sbatch, and print the merge command and the rerun on
+                       --db (needed) that prints the front from the stored candidates
+    --array-size N, --partition P, --account A, --time T, --mem M
+                       as for `tpsim sweep --slurm`
+    --dry-run          write the script and print it, do not submit
   --no-prune           simulate every candidate (up to --budget): the exhaustive reference
   --no-share           simulate candidates that lower the same Program (same tp, stages,
                        partitions, collective, weights, batch and cores per stage; at tp 1
@@ -119,6 +128,11 @@ struct Options {
   std::vector<sim::Override> sets;
   uint32_t confirm = 5, top = 20;
   SearchOptions search;
+  // --slurm: the job, whether to submit it, the Slurm options given (for the error without
+  // --slurm) and the arguments each shard passes on (the space, objective, --set, --model...).
+  sweep::SlurmJob job;
+  bool slurm = false, dry_run = false;
+  std::vector<std::string> slurm_only, forward;
 };
 std::vector<std::string> SplitList(const std::string& s) {
   std::vector<std::string> out;
@@ -133,11 +147,60 @@ int Usage(const std::string& msg) {
   return 2;
 }
 
+// --slurm: a job array whose task I searches the candidates of index I mod N into its own
+// store (no TLM confirmation there), then the merge and the rerun on the merged store that
+// prints the front (every simulated candidate reused).
+int SubmitSearch(Options& o) {
+  sweep::SlurmJob& job = o.job;
+  job.exe = sweep::SelfExe();
+  job.sweep = sweep::Absolute(o.path);
+  job.command = {"search", job.sweep};
+  job.command.insert(job.command.end(), o.forward.begin(), o.forward.end());
+  job.command.insert(job.command.end(), {"--confirm", "0", "--top", "0"});
+  job.dir = sweep::SlurmDirOf(o.search.db);
+  job.db = o.search.db;
+  job.jobs = o.search.jobs;
+  job.job_name = "tpsim-search-" + std::filesystem::path(o.path).stem().string();
+  job.job_name.erase(
+      std::remove_if(job.job_name.begin(), job.job_name.end(),
+                     [](char c) { return !std::isalnum(static_cast<unsigned char>(c)) && c != '-'; }),
+      job.job_name.end());
+  std::string rerun = sweep::ShellQuote(job.exe) + " search " + sweep::ShellQuote(job.sweep);
+  for (const std::string& a : o.forward) rerun += " " + sweep::ShellQuote(a);
+  rerun += " --db " + sweep::ShellQuote(o.search.db);
+  try {
+    std::string script;
+    if (o.dry_run) {
+      script = sweep::WriteSbatch(job);
+      std::cout << sweep::SbatchScript(job) << "\n# wrote " << script
+                << " (not submitted); submit it with:\n  sbatch " << sweep::ShellQuote(script) << "\n";
+    } else {
+      const std::string id = sweep::SubmitSlurm(job, &script);
+      std::cout << "submitted Slurm job " << id << ": " << job.array_size << " tasks (" << script << ")\n";
+    }
+    std::cout << "when it has finished, merge the shards:\n  " << sweep::MergeCommand(job)
+              << "\nthen print the front (the stored candidates are reused):\n  " << rerun << "\n";
+  } catch (const std::exception& err) {
+    std::cerr << "tpsim search: " << err.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 int SearchCommand(const std::vector<std::string>& args) {
   Options o;
+  // Arguments a shard does not pass on: its own store, shard, workers and the lead's output.
+  const std::vector<std::string> not_forwarded = {"--db", "--shard", "--jobs", "--out", "--confirm", "--top"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    const size_t first = i;
+    const std::string name = a.substr(0, a.find('='));
+    auto forward = [&] {
+      if (std::find(not_forwarded.begin(), not_forwarded.end(), name) != not_forwarded.end()) return;
+      o.forward.insert(o.forward.end(), args.begin() + static_cast<std::ptrdiff_t>(first),
+                       args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    };
     if (a == "-h" || a == "--help") {
       std::cout << kSearchUsage;
       return 0;
@@ -149,10 +212,21 @@ int SearchCommand(const std::vector<std::string>& args) {
     }
     if (a == "--no-prune") {
       o.search.prune = false;
+      forward();
       continue;
     }
     if (a == "--no-share") {
       o.search.share = false;
+      forward();
+      continue;
+    }
+    if (a == "--slurm") {
+      o.slurm = true;
+      continue;
+    }
+    if (a == "--dry-run") {
+      o.dry_run = true;
+      o.slurm_only.push_back(a);
       continue;
     }
     std::string flag = a, value;
@@ -208,6 +282,19 @@ int SearchCommand(const std::vector<std::string>& args) {
         o.search.shards = static_cast<uint32_t>(std::stoul(value.substr(slash + 1)));
         if (o.search.shards == 0 || o.search.shard >= o.search.shards)
           return Usage("--shard I/N needs 0 <= I < N");
+      } else if (flag == "--array-size") {
+        o.job.array_size = std::stoi(value);
+        if (o.job.array_size < 1 || o.job.array_size > 100000)
+          return Usage("--array-size must be 1 .. 100000");
+        o.slurm_only.push_back(flag);
+        continue;
+      } else if (flag == "--partition" || flag == "--account" || flag == "--time" || flag == "--mem") {
+        (flag == "--partition" ? o.job.partition
+         : flag == "--account" ? o.job.account
+         : flag == "--time"    ? o.job.time
+                               : o.job.mem) = value;
+        o.slurm_only.push_back(flag);
+        continue;
       } else if (flag == "--set") {
         o.sets.push_back(sim::ParseOverride(value));
       } else if (flag == "--model") {
@@ -239,8 +326,15 @@ int SearchCommand(const std::vector<std::string>& args) {
     } catch (const std::logic_error&) {
       return Usage("bad value '" + value + "' for " + flag);
     }
+    forward();
   }
   if (o.path.empty()) return Usage("needs an experiment file");
+  if (!o.slurm && !o.slurm_only.empty()) return Usage(o.slurm_only.front() + " needs --slurm");
+  if (o.slurm) {
+    if (o.search.db.empty()) return Usage("--slurm needs --db FILE: the store the shards are merged into");
+    if (o.search.shards > 1) return Usage("--slurm makes the shards itself: no --shard");
+    if (std::string problem = sweep::CheckSlurmJob(o.job); !problem.empty()) return Usage(problem);
+  }
   // Names in the lists must be registered (a typo would silently search nothing).
   auto known = [&](const std::vector<std::string>& given, const std::vector<std::string>& names,
                    const char* flag) -> std::string {
@@ -289,6 +383,7 @@ int SearchCommand(const std::vector<std::string>& args) {
   }
   if (base.cfg.workload().has_requests())
     return Usage("a request stream is served, not searched (tpsim serve)");
+  if (o.slurm) return SubmitSearch(o);
   SearchResult res;
   try {
     res = Search(base, chip, o.search, &std::cerr);

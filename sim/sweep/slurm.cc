@@ -88,6 +88,23 @@ std::string MergeCommand(const SlurmJob& job) {
          ShellQuote(job.dir) + "/shard-*.sqlite";
 }
 
+std::string SelfExe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("tpsim") : p.string();
+}
+
+std::string Absolute(const std::string& p) {
+  std::error_code ec;
+  auto a = std::filesystem::absolute(p, ec);
+  return ec ? p : a.lexically_normal().string();
+}
+
+std::string SlurmDirOf(const std::string& db) {
+  const std::string abs_db = Absolute(db);
+  return (abs_db.ends_with(".sqlite") ? abs_db.substr(0, abs_db.size() - 7) : abs_db) + ".slurm";
+}
+
 std::string SbatchScript(const SlurmJob& job) {
   const std::string n = std::to_string(job.array_size);
   std::string s = "#!/bin/bash\n";
@@ -99,12 +116,17 @@ std::string SbatchScript(const SlurmJob& job) {
   if (!job.time.empty()) s += "#SBATCH --time=" + job.time + "\n";
   if (!job.mem.empty()) s += "#SBATCH --mem=" + job.mem + "\n";
   if (job.jobs > 0) s += "#SBATCH --cpus-per-task=" + std::to_string(job.jobs) + "\n";
-  s += "# Shard I of " + n + " runs the sweep points with index % " + n + " == I into its own database.\n";
+  s += "# Shard I of " + n + " runs the " + (job.command.empty() ? "sweep points" : "candidates") +
+       " with index % " + n + " == I into its own database.\n";
   s += "# When every task has finished:\n#   " + MergeCommand(job) + "\n";
   s += "set -euo pipefail\n";
-  s += "exec " + ShellQuote(job.exe) + " sweep " + ShellQuote(job.sweep) +
-       " --shard \"${SLURM_ARRAY_TASK_ID}/" + n + "\" --db " + ShellQuote(job.dir) +
-       "/shard-\"${SLURM_ARRAY_TASK_ID}\".sqlite --jobs " +
+  // The subcommand as a word, its arguments quoted.
+  const std::vector<std::string> command =
+      job.command.empty() ? std::vector<std::string>{"sweep", job.sweep} : job.command;
+  std::string what = " " + command.front();
+  for (size_t k = 1; k < command.size(); ++k) what += " " + ShellQuote(command[k]);
+  s += "exec " + ShellQuote(job.exe) + what + " --shard \"${SLURM_ARRAY_TASK_ID}/" + n + "\" --db " +
+       ShellQuote(job.dir) + "/shard-\"${SLURM_ARRAY_TASK_ID}\".sqlite --jobs " +
        (job.jobs > 0 ? std::to_string(job.jobs) : std::string("\"${SLURM_CPUS_PER_TASK:-1}\"")) + "\n";
   return s;
 }

@@ -8,8 +8,11 @@
 namespace tpsim::sweep {
 
 struct SlurmJob {
-  std::string exe;        // absolute path of the tpsim executable
-  std::string sweep;      // absolute path of the sweep file
+  std::string exe;    // absolute path of the tpsim executable
+  std::string sweep;  // absolute path of the sweep file
+  // What each task runs before its --shard/--db/--jobs: empty = {"sweep", sweep}; `tpsim
+  // search` gives {"search", EXPERIMENT, its options...}.
+  std::vector<std::string> command;
   std::string dir;        // absolute folder for the shard databases, logs and the script
   int array_size = 4;     // N tasks = N shards
   std::string partition;  // empty: the cluster's default
@@ -43,5 +46,13 @@ std::string MergeCommand(const SlurmJob& job);
 
 // Quotes `s` for a POSIX shell.
 std::string ShellQuote(const std::string& s);
+
+// The running executable's absolute path ("tpsim" when /proc does not say).
+std::string SelfExe();
+// `p` made absolute and normal (as given when that fails).
+std::string Absolute(const std::string& p);
+// The folder of a Slurm job's shard databases, logs and script for the store `db`:
+// DB without .sqlite, plus .slurm, absolute.
+std::string SlurmDirOf(const std::string& db);
 
 }  // namespace tpsim::sweep

@@ -94,18 +94,6 @@ T ParseNumber(const std::string& flag, const std::string& v, T min) {
   return out;
 }
 
-std::string SelfExe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("tpsim") : p.string();
-}
-
-std::string Absolute(const std::string& p) {
-  std::error_code ec;
-  auto a = std::filesystem::absolute(p, ec);
-  return ec ? p : a.lexically_normal().string();
-}
-
 // Removes the temporary folders (tpsim-sweep-PID) that sweeps killed with -9 left
 // behind: those of this user whose process is gone.
 void RemoveStaleTempDirs(const std::filesystem::path& tmp_root) {
@@ -231,8 +219,7 @@ int Run(const std::vector<std::string>& args) {
   if (slurm) {
     job.exe = SelfExe();
     job.sweep = Absolute(path);
-    std::string abs_db = Absolute(db);
-    job.dir = (abs_db.ends_with(".sqlite") ? abs_db.substr(0, abs_db.size() - 7) : abs_db) + ".slurm";
+    job.dir = SlurmDirOf(db);
     job.array_size = array_size;
     job.jobs = opts.jobs;
     job.db = db;

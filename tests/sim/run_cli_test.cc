@@ -219,3 +219,31 @@ TEST_F(RunCli, ProgressLineOnATerminalOnly) {
 }
 
 }  // namespace
+
+namespace {
+
+// `tpsim search --slurm --dry-run`: the job array's script (each task one shard of the
+// candidates with the space passed on, no TLM confirmation, its own store), the merge and the
+// rerun; usage errors exit 2. tests/slurm/run_slurm_test.sh submits one to a real cluster.
+TEST_F(RunCli, SearchSlurmDryRunWritesTheJobArray) {
+  std::string out;
+  ASSERT_EQ(RunTpsim("search " + kRef +
+                         " --tp 1,2 --set workload.num_layers=1 --slurm --dry-run --array-size 3 --db " +
+                         P("s.sqlite"),
+                     &out),
+            0)
+      << out;
+  for (const std::string& want :
+       {std::string("#SBATCH --array=0-2"), std::string("' search '"), std::string("'--tp' '1,2'"),
+        std::string("'--set' 'workload.num_layers=1'"), std::string("'--confirm' '0'"),
+        std::string("--shard \"${SLURM_ARRAY_TASK_ID}/3\""),
+        std::string("sweep merge '" + P("s.sqlite") + "'"), std::string("then print the front")})
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  EXPECT_TRUE(fs::exists(P("s.slurm/sweep.sbatch")));
+  EXPECT_EQ(RunTpsim("search " + kRef + " --slurm --dry-run", &out), 2);
+  EXPECT_NE(out.find("--slurm needs --db"), std::string::npos) << out;
+  EXPECT_EQ(RunTpsim("search " + kRef + " --array-size 2 --db " + P("t.sqlite"), &out), 2);
+  EXPECT_NE(out.find("--array-size needs --slurm"), std::string::npos) << out;
+}
+
+}  // namespace

@@ -103,4 +103,30 @@ shards=("$tmp"/results.slurm/shard-*.sqlite)
 "$tpsim" sweep merge "$tmp/merged.sqlite" "${shards[@]}" || fail "merge failed"
 rows=$(sqlite3 "$tmp/merged.sqlite" "SELECT COUNT(*), COUNT(DISTINCT point_index), SUM(status = 'ok') FROM points")
 [ "$rows" = "12|12|12" ] || fail "expected 12 points once each, all ok; got count|distinct|ok = $rows"
-echo "slurm test: PASS (job $job: 4 tasks, 12 points merged once each)"
+echo "slurm test: sweep PASS (job $job: 4 tasks, 12 points merged once each)"
+
+# A small search on the same cluster (`tpsim search --slurm`): 2 shards, merged, then the
+# rerun on the merged store must print the front of a search run here, row for row, with
+# every candidate taken from the store.
+space=(--no-prune --tp 1,2 --stages 1 --partitions k_split,n_split --placements linear --collectives ring --spans stage
+       --set workload.num_layers=1 --set workload.decode_steps=1 --set workload.seq_len=128)
+exp="$here/configs/experiments/reference-qwen3-4b.textproto"
+out=$("$tpsim" search "$exp" "${space[@]}" --db "$tmp/search.sqlite" --slurm --array-size 2 --partition debug 2>&1) ||
+  fail "search submission failed: $out"
+echo "$out"
+job=$(echo "$out" | sed -n 's/^submitted Slurm job \([0-9]*\).*/\1/p')
+[ -n "$job" ] || fail "no job id in: $out"
+for i in $(seq 1 120); do
+  [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
+  sleep 1
+done
+[ -z "$(squeue -h -j "$job" 2>/dev/null)" ] || fail "search job $job still queued or running after 120 s"
+shards=("$tmp"/search.slurm/shard-*.sqlite)
+[ "${#shards[@]}" -eq 2 ] || fail "expected 2 search shards, found ${#shards[@]} ($(cat "$tmp"/search.slurm/task-*.out 2>/dev/null | tail -5))"
+"$tpsim" sweep merge "$tmp/search.sqlite" "${shards[@]}" || fail "search merge failed"
+front() { sed -n '/^Pareto front/,/^$/p'; }
+rerun=$("$tpsim" search "$exp" "${space[@]}" --db "$tmp/search.sqlite" --confirm 0 2>&1) || fail "rerun failed: $rerun"
+echo "$rerun" | grep -q "8 simulated (8 of them from the store)" || fail "the rerun did not reuse all 8 candidates: $rerun"
+here_run=$("$tpsim" search "$exp" "${space[@]}" --confirm 0 2>&1) || fail "local search failed: $here_run"
+[ "$(echo "$rerun" | front)" = "$(echo "$here_run" | front)" ] || fail "fronts differ: $(echo "$rerun" | front) vs $(echo "$here_run" | front)"
+echo "slurm test: PASS (sweep: 12 points merged once each; search job $job: 2 shards, 8 candidates, the same front)"
