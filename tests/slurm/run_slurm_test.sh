@@ -86,17 +86,21 @@ axis { field: "mapping.pipeline_stages" values: "1" }
 axis { field: "chip.noc.link_bandwidth_gbps" values: ["64", "128", "256"] }
 axis { field: "workload.seq_len" values: ["128", "256", "512", "1024"] }
 SWEEP
+# Prints the submission's output, sets $job to its job id and waits for the job to end.
+wait_for_job() {
+  echo "$out"
+  job=$(echo "$out" | sed -n 's/^submitted Slurm job \([0-9]*\).*/\1/p')
+  [ -n "$job" ] || fail "no job id in: $out"
+  for i in $(seq 1 120); do
+    [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
+    sleep 1
+  done
+  [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] || fail "job $job still queued or running after 120 s"
+}
 cd "$tmp"
 out=$("$tpsim" sweep "$tmp/small.textproto" --db "$tmp/results.sqlite" --slurm --array-size 4 --partition debug 2>&1) ||
   fail "submission failed: $out"
-echo "$out"
-job=$(echo "$out" | sed -n 's/^submitted Slurm job \([0-9]*\).*/\1/p')
-[ -n "$job" ] || fail "no job id in: $out"
-for i in $(seq 1 120); do
-  [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
-  sleep 1
-done
-[ -z "$(squeue -h -j "$job" 2>/dev/null)" ] || fail "job $job still queued or running after 120 s"
+wait_for_job
 shopt -s nullglob
 shards=("$tmp"/results.slurm/shard-*.sqlite)
 [ "${#shards[@]}" -eq 4 ] || fail "expected 4 shard databases, found ${#shards[@]} ($(cat "$tmp"/results.slurm/task-*.out 2>/dev/null | tail -5))"
@@ -113,14 +117,7 @@ space=(--no-prune --tp 1,2 --stages 1 --partitions k_split,n_split --placements 
 exp="$here/configs/experiments/reference-qwen3-4b.textproto"
 out=$("$tpsim" search "$exp" "${space[@]}" --db "$tmp/search.sqlite" --slurm --array-size 2 --partition debug 2>&1) ||
   fail "search submission failed: $out"
-echo "$out"
-job=$(echo "$out" | sed -n 's/^submitted Slurm job \([0-9]*\).*/\1/p')
-[ -n "$job" ] || fail "no job id in: $out"
-for i in $(seq 1 120); do
-  [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
-  sleep 1
-done
-[ -z "$(squeue -h -j "$job" 2>/dev/null)" ] || fail "search job $job still queued or running after 120 s"
+wait_for_job
 shards=("$tmp"/search.slurm/shard-*.sqlite)
 [ "${#shards[@]}" -eq 2 ] || fail "expected 2 search shards, found ${#shards[@]} ($(cat "$tmp"/search.slurm/task-*.out 2>/dev/null | tail -5))"
 "$tpsim" sweep merge "$tmp/search.sqlite" "${shards[@]}" || fail "search merge failed"
