@@ -75,7 +75,8 @@ skipped (pruned): it cannot be on the front nor the best. Deterministic for any 
                        divide both num_experts and the stage's ranks)
   --partitions LIST    partitioners for both op kinds (default: all registered)
   --placements LIST    (default: all but file)
-  --collectives LIST   (default: all registered, nvls only on in-switch chips)
+  --collectives LIST   (default: all registered, nvls only on in-switch chips; auto may be
+                       named: nvls where the chip allows it, else ring)
   --spans LIST         where a placement applies: stage (each stage's own region),
                        chip:stage_major, chip:tp_major (one order over the whole chip,
                        mapping.span); default: all three
@@ -141,6 +142,13 @@ std::vector<std::string> SplitList(const std::string& s) {
   while (std::getline(in, item, ','))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+// The registered collectives and "auto" (mapping.collective: nvls where the chip allows it,
+// else ring; the GPU-node experiments' choice).
+std::vector<std::string> CollectiveChoices() {
+  std::vector<std::string> names = mapping::CollectiveNames();
+  names.push_back("auto");
+  return names;
 }
 int Usage(const std::string& msg) {
   std::cerr << "tpsim search: " << msg << "\n\n" << kSearchUsage;
@@ -346,7 +354,7 @@ int SearchCommand(const std::vector<std::string>& args) {
   for (const std::string& err :
        {known(o.search.space.partitions, mapping::PartitionerNames(), "--partitions"),
         known(o.search.space.placements, mapping::PlacementNames(), "--placements"),
-        known(o.search.space.collectives, mapping::CollectiveNames(), "--collectives"),
+        known(o.search.space.collectives, CollectiveChoices(), "--collectives"),
         known(o.search.space.weights, {"auto", "sram", "dram"}, "--weights"),
         known(o.search.space.spans, {"stage", "chip:stage_major", "chip:tp_major"}, "--spans")}) {
     if (!err.empty()) return Usage(err);

@@ -228,15 +228,16 @@ namespace {
 TEST_F(RunCli, SearchSlurmDryRunWritesTheJobArray) {
   std::string out;
   ASSERT_EQ(RunTpsim("search " + kRef +
-                         " --tp 1,2 --set workload.num_layers=1 --slurm --dry-run --array-size 3 --db " +
+                         " --tp 1,2 --collectives auto,ring --set workload.num_layers=1 --slurm --dry-run "
+                         "--array-size 3 --db " +
                          P("s.sqlite"),
                      &out),
             0)
       << out;
   for (const std::string& want :
        {std::string("#SBATCH --array=0-2"), std::string("' search '"), std::string("'--tp' '1,2'"),
-        std::string("'--set' 'workload.num_layers=1'"), std::string("'--confirm' '0'"),
-        std::string("--shard \"${SLURM_ARRAY_TASK_ID}/3\""),
+        std::string("'--collectives' 'auto,ring'"), std::string("'--set' 'workload.num_layers=1'"),
+        std::string("'--confirm' '0'"), std::string("--shard \"${SLURM_ARRAY_TASK_ID}/3\""),
         std::string("sweep merge '" + P("s.sqlite") + "'"), std::string("then print the front")})
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   EXPECT_TRUE(fs::exists(P("s.slurm/sweep.sbatch")));
