@@ -26,8 +26,8 @@
 namespace tpsim::sim::agree {
 
 const char* const kAgreeUsage =
-    R"(usage: tpsim agree [--seed S] [--count N] [--jobs J] [--csv OUT.csv] [--worst K]
-       tpsim agree --seed S --only I [--emit X.textproto]
+    R"(usage: tpsim agree [--seed S] [--count N] [--jobs J] [--csv OUT.csv] [--worst K] [--family F]
+       tpsim agree --seed S --only I [--emit X.textproto] [--family F]
 
 Draws N random valid experiments (chips, dense catalog models, workloads and
 mappings; sim/agree/agree.h says which), runs each on the analytical and the TLM
@@ -37,6 +37,8 @@ well the analytical engine's contention warning predicted a difference over 10%,
 and the K worst cases, each with the commands that reproduce it.
 
   --seed S        family seed (default 1); experiment I is the same for every N and J
+  --family F      dense (default: dense catalog models) or moe (mixture-of-experts
+                  catalog models, expert-parallel degree and routing drawn too)
   --count N       experiments 0 .. N-1 (default 30)
   --jobs J        worker processes (default 1; the TLM engine runs one per process)
   --csv FILE      one row per experiment: what was drawn, both engines' times, ratios
@@ -77,15 +79,18 @@ std::string Describe(const config::Experiment& c, const arch::Chip& chip) {
      << "/b" << c.workload().batch() << "s" << c.workload().seq_len() << "d" << c.workload().decode_steps()
      << "/tp" << c.mapping().tp() << "pp" << c.mapping().pipeline_stages() << "/" << c.mapping().partition()
      << "/" << c.mapping().placement() << "/" << c.mapping().collective();
+  if (c.mapping().has_moe())
+    os << "/ep" << c.mapping().moe().ep()
+       << (c.mapping().moe().routing().empty() ? "" : "-" + c.mapping().moe().routing());
   return os.str();
 }
 
-Outcome RunOne(uint64_t seed, uint32_t index) {
+Outcome RunOne(uint64_t seed, uint32_t index, Family family) {
   Outcome o;
   o.index = index;
   o.error = "-";
   try {
-    Case k = Draw(seed, index);
+    Case k = Draw(seed, index, family);
     o.what = Describe(k.drawn.cfg, k.chip);
     auto time = [&](const std::string& name, double* ms) {
       auto engine = MakeEngine(name);
@@ -142,11 +147,11 @@ bool Parse(const std::string& line, Outcome* o) {
 }
 
 // Runs experiments [0, count) in `jobs` forked workers (worker w takes indices w, w + jobs, ...).
-std::vector<Outcome> RunAll(uint64_t seed, uint32_t count, int jobs) {
+std::vector<Outcome> RunAll(uint64_t seed, uint32_t count, int jobs, Family family) {
   std::vector<Outcome> all;
   if (jobs <= 1) {
     for (uint32_t i = 0; i < count; ++i) {
-      all.push_back(RunOne(seed, i));
+      all.push_back(RunOne(seed, i, family));
       std::fprintf(stderr, "\ragree: %u/%u", i + 1, count);
     }
     std::fprintf(stderr, "\n");
@@ -162,7 +167,7 @@ std::vector<Outcome> RunAll(uint64_t seed, uint32_t count, int jobs) {
     if (pid == 0) {
       close(fds[0]);
       for (uint32_t i = static_cast<uint32_t>(w); i < count; i += static_cast<uint32_t>(jobs)) {
-        const std::string line = Serialise(RunOne(seed, i));
+        const std::string line = Serialise(RunOne(seed, i, family));
         size_t off = 0;
         while (off < line.size()) {
           const ssize_t k = write(fds[1], line.data() + off, line.size() - off);
@@ -217,6 +222,7 @@ int AgreeCommand(const std::vector<std::string>& args) {
   uint64_t seed = 1;
   uint32_t count = 30, worst = 5;
   int jobs = 1;
+  Family family = Family::kDense;
   int64_t only = -1;
   std::string csv, emit;
   double need_within10 = -1, need_max = -1;
@@ -250,6 +256,9 @@ int AgreeCommand(const std::vector<std::string>& args) {
         jobs = std::stoi(value);
       } else if (flag == "--worst") {
         worst = static_cast<uint32_t>(std::stoul(value));
+      } else if (flag == "--family") {
+        if (value != "dense" && value != "moe") return usage("--family is dense or moe, got '" + value + "'");
+        family = value == "moe" ? Family::kMoe : Family::kDense;
       } else if (flag == "--only") {
         only = std::stoll(value);
       } else if (flag == "--csv") {
@@ -273,7 +282,7 @@ int AgreeCommand(const std::vector<std::string>& args) {
   if (!emit.empty() && only < 0) return usage("--emit needs --only");
   if (only >= 0) {
     const uint32_t index = static_cast<uint32_t>(only);
-    Case k = Draw(seed, index);
+    Case k = Draw(seed, index, family);
     if (!emit.empty()) {
       std::string text;
       google::protobuf::TextFormat::PrintToString(k.drawn.cfg, &text);
@@ -287,7 +296,7 @@ int AgreeCommand(const std::vector<std::string>& args) {
         return 1;
       }
     }
-    const Outcome o = RunOne(seed, index);
+    const Outcome o = RunOne(seed, index, family);
     std::cout << "experiment " << index << " of seed " << seed << ": " << o.what << "\n";
     if (o.error != "-") {
       std::cout << "error: " << o.error << "\n";
@@ -305,7 +314,7 @@ int AgreeCommand(const std::vector<std::string>& args) {
     return 0;
   }
 
-  const std::vector<Outcome> all = RunAll(seed, count, jobs);
+  const std::vector<Outcome> all = RunAll(seed, count, jobs, family);
   if (!csv.empty()) {
     std::ofstream out(csv);
     out << "index,experiment,analytical_total_ps,tlm_total_ps,analytical_prefill_ps,tlm_prefill_ps,"
@@ -384,8 +393,8 @@ int AgreeCommand(const std::vector<std::string>& args) {
     std::cout << "  #" << o.index << "  total " << Fixed(o.total(), 3) << ", prefill "
               << Fixed(o.prefill(), 3) << ", decode step " << Fixed(o.decode(), 3) << ", contention "
               << Fixed(o.contention, 2) << "  " << o.what << "\n      tpsim agree --seed " << seed
-              << " --only " << o.index << " --emit agree-" << o.index << ".textproto && tpsim run agree-"
-              << o.index << ".textproto --engine tlm\n";
+              << (family == Family::kMoe ? " --family moe" : "") << " --only " << o.index << " --emit agree-"
+              << o.index << ".textproto && tpsim run agree-" << o.index << ".textproto --engine tlm\n";
   }
   for (const Outcome& o : all) {
     if (o.error != "-") std::cout << "  #" << o.index << " failed: " << o.error << "\n";

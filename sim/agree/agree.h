@@ -16,7 +16,9 @@
 //             HBM3 stacks (819.2 GB/s) at edge midpoints or corners (grids), or at
 //             evenly spaced nodes (rings, switches), with one or two attach points
 //   model     a dense catalog model (llm::CatalogNames() without experts), 1 .. 8
-//             layers simulated
+//             layers simulated; with Family::kMoe an MoE catalog model instead, with
+//             mapping.moe.ep a power of two dividing tp and its experts, routing
+//             balanced or Zipf (s = 1.2)
 //   workload  batch 1 .. 4, prompt 16 .. 1024 tokens, 1 .. 4 decode steps
 //   mapping   every partitioner and collective, the placements block, linear,
 //             linear_interleave, random, ring and snake (fixed, so that a placement
@@ -42,9 +44,13 @@ struct Drawn {
   uint32_t attempt = 0;
 };
 
+// Which catalog models the family draws: dense ones (the default; every figure of the
+// README's "TLM vs analytical" before MoE) or mixture-of-experts ones (`--family moe`).
+enum class Family { kDense, kMoe };
+
 // Experiment `index` of the family of `seed` (see above). Throws std::runtime_error
 // when no valid draw is found in 1000 attempts (never seen).
-Drawn RandomExperiment(uint64_t seed, uint32_t index);
+Drawn RandomExperiment(uint64_t seed, uint32_t index, Family family = Family::kDense);
 
 // The `tpsim agree` command line (words after "agree"); returns the exit status.
 int AgreeCommand(const std::vector<std::string>& args);

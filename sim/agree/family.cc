@@ -1,5 +1,7 @@
 #include "sim/agree/family.h"
 
+#include <array>
+
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -176,15 +178,14 @@ config::Model CatalogModel(const std::string& name) {
   return llm::ImportHuggingFace(llm::CatalogPath(name, config::Location{}, "model_name"));
 }
 
-const std::vector<std::string>& DenseModels() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const auto& n : llm::CatalogNames()) {
-      if (!IsMoe(CatalogModel(n))) out.push_back(n);
-    }
+// The catalog's dense (moe = false) or MoE models, by name.
+const std::vector<std::string>& Models(bool moe) {
+  static const std::array<std::vector<std::string>, 2> names = [] {
+    std::array<std::vector<std::string>, 2> out;
+    for (const auto& n : llm::CatalogNames()) out[IsMoe(CatalogModel(n)) ? 1 : 0].push_back(n);
     return out;
   }();
-  return names;
+  return names[moe ? 1 : 0];
 }
 
 // Packet-hops of a Program on a chip: what the TLM engine's work grows with.
@@ -215,8 +216,8 @@ Experiment Resolve(const config::Experiment& cfg, const std::string& label) {
   return e;
 }
 
-void DrawRest(Rng& rng, const arch::Chip& chip, config::Experiment* cfg) {
-  const std::string model = rng.Pick(DenseModels());
+void DrawRest(Rng& rng, const arch::Chip& chip, Family family, config::Experiment* cfg) {
+  const std::string model = rng.Pick(Models(family == Family::kMoe));
   cfg->set_model_name(model);
   const config::Model m = CatalogModel(model);
   config::Workload* w = cfg->mutable_workload();
@@ -247,11 +248,22 @@ void DrawRest(Rng& rng, const arch::Chip& chip, config::Experiment* cfg) {
   if (mp->placement() == "random") mp->set_seed(rng.Next() % 1000);
   mp->set_collective(rng.Pick(mapping::CollectiveNames()));
   if (mp->partition() == "mn_2d" && rng.Unit() < 0.5) mp->set_mn_2d_weights("k_steps");
+  if (family == Family::kMoe) {  // drawn last: the dense draws above are the same either way
+    std::vector<int> eps;
+    for (int ep : {1, 2, 4, 8, 16, 32})
+      if (tp % ep == 0 && m.num_experts() % static_cast<uint32_t>(ep) == 0) eps.push_back(ep);
+    config::MoeMapping* moe = mp->mutable_moe();
+    moe->set_ep(static_cast<uint32_t>(rng.Pick(eps)));
+    if (rng.Unit() < 0.5) {
+      moe->set_routing("zipf");
+      moe->set_zipf_s(1.2);
+    }
+  }
 }
 
 }  // namespace
 
-Case Draw(uint64_t seed, uint32_t index) {
+Case Draw(uint64_t seed, uint32_t index, Family family) {
   for (uint32_t attempt = 0; attempt < 1000; ++attempt) {
     Rng rng(seed * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(index) << 20) ^ attempt);
     rng.Next();
@@ -260,7 +272,7 @@ Case Draw(uint64_t seed, uint32_t index) {
     DrawChip(rng, cfg.mutable_chip());
     try {
       arch::Chip chip = arch::Chip::Build(cfg.chip());
-      DrawRest(rng, chip, &cfg);
+      DrawRest(rng, chip, family, &cfg);
       Experiment e = Resolve(cfg, cfg.name());
       chip = ValidateExperiment(e);
       mapping::Program program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
@@ -276,6 +288,8 @@ Case Draw(uint64_t seed, uint32_t index) {
                            std::to_string(index) + " in 1000 attempts");
 }
 
-Drawn RandomExperiment(uint64_t seed, uint32_t index) { return Draw(seed, index).drawn; }
+Drawn RandomExperiment(uint64_t seed, uint32_t index, Family family) {
+  return Draw(seed, index, family).drawn;
+}
 
 }  // namespace tpsim::sim::agree

@@ -20,6 +20,6 @@ struct Case {
 
 // Experiment `index` of `seed`: the first attempt that validates, lowers and stays
 // within kMaxPacketHops. Throws std::runtime_error after 1000 attempts.
-Case Draw(uint64_t seed, uint32_t index);
+Case Draw(uint64_t seed, uint32_t index, Family family = Family::kDense);
 
 }  // namespace tpsim::sim::agree

@@ -248,3 +248,20 @@ TEST_F(RunCli, SearchSlurmDryRunWritesTheJobArray) {
 }
 
 }  // namespace
+
+namespace {
+
+// `tpsim agree --family moe` draws MoE experiments (experiment 24 of seed 15: Qwen3-30B-A3B
+// with ep 8, as the README's agree_sample_moe lists it); the dense family is the default.
+TEST_F(RunCli, AgreeFamilyMoeDrawsExpertParallelExperiments) {
+  std::string out;
+  ASSERT_EQ(RunTpsim("agree --family moe --seed 15 --only 24", &out), 0) << out;
+  EXPECT_NE(out.find("/qwen3-30b-a3b/"), std::string::npos) << out;
+  EXPECT_NE(out.find("/ep8"), std::string::npos) << out;
+  ASSERT_EQ(RunTpsim("agree --seed 15 --only 24", &out), 0) << out;
+  EXPECT_EQ(out.find("/ep"), std::string::npos) << out;
+  EXPECT_EQ(RunTpsim("agree --family sparse", &out), 2);
+  EXPECT_NE(out.find("--family is dense or moe"), std::string::npos) << out;
+}
+
+}  // namespace
