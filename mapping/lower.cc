@@ -44,6 +44,10 @@ class Lowering {
                    uint64_t b, int dp);
   // The phase steps to lower (0: the prefill).
   std::vector<uint32_t> Steps() const;
+  // Sets up step `step` (0: the prefill; the `si`-th of Steps()) for the layer pass: cx_'s
+  // phase, decode step and context, `ph`'s decode flag, new tokens and context, and the
+  // role names of llm's layer at the first step and the first decode step.
+  void StartStep(size_t si, uint32_t step, llm::Phase* ph, bool* named_decode);
   LowerContext cx_;
   LowerOptions opts_;
   SramTimeline sram_;  // systolic cores
@@ -115,16 +119,8 @@ Program Lowering::Run(const PlacementFile& file) {
   bool named_decode = false;
   for (size_t si = 0; si < steps.size(); ++si) {
     const uint32_t step = steps[si];
-    const bool decode = step > 0;
-    cx_.phase = !cx_.chunks.empty() ? Phase::kMixed : decode ? Phase::kDecode : Phase::kPrefill;
-    cx_.step = decode ? step - 1 : 0;
-    ph.decode = decode;
-    ph.new_tokens = decode ? 1 : wl.seq_len();
-    ph.cached = decode ? wl.cached_prefix() + wl.seq_len() + cx_.step : wl.cached_prefix();
-    if (si == 0 || (decode && !named_decode)) cx_.names = RoleNames(llm::BuildLayer(model, ph));
-    named_decode = named_decode || decode;
+    StartStep(si, step, &ph, &named_decode);
     cx_.t = b * ph.new_tokens;
-    cx_.cached = ph.cached;
     cx_.cores = placed.cores[stage_of.empty() ? 0 : stage_of[0]];
     cx_.layer = 0;
     cx_.NewOp("input", "replicated");
@@ -173,6 +169,19 @@ std::vector<uint32_t> Lowering::Steps() const {
   return steps;
 }
 
+void Lowering::StartStep(size_t si, uint32_t step, llm::Phase* ph, bool* named_decode) {
+  const config::Workload& wl = cx_.wl;
+  const bool decode = step > 0;
+  cx_.phase = !cx_.chunks.empty() ? Phase::kMixed : decode ? Phase::kDecode : Phase::kPrefill;
+  cx_.step = decode ? step - 1 : 0;
+  ph->decode = decode;
+  ph->new_tokens = decode ? 1 : wl.seq_len();
+  ph->cached = decode ? wl.cached_prefix() + wl.seq_len() + cx_.step : wl.cached_prefix();
+  if (si == 0 || (decode && !*named_decode)) cx_.names = RoleNames(llm::BuildLayer(cx_.model, *ph));
+  *named_decode = *named_decode || decode;
+  cx_.cached = ph->cached;
+}
+
 void Lowering::RunReplicas(const StagePlacement& placed, const std::vector<int>& stage_of, uint32_t layers,
                            uint64_t b, int dp) {
   const config::Model& model = cx_.model;
@@ -217,16 +226,8 @@ void Lowering::RunReplicas(const StagePlacement& placed, const std::vector<int>&
   const std::vector<uint32_t> steps = Steps();
   for (size_t si = 0; si < steps.size(); ++si) {
     const uint32_t step = steps[si];
-    const bool decode = step > 0;
-    cx_.phase = decode ? Phase::kDecode : Phase::kPrefill;
-    cx_.step = decode ? step - 1 : 0;
-    ph.decode = decode;
-    ph.new_tokens = decode ? 1 : wl.seq_len();
-    ph.cached = decode ? wl.cached_prefix() + wl.seq_len() + cx_.step : wl.cached_prefix();
-    if (si == 0 || (decode && !named_decode)) cx_.names = RoleNames(llm::BuildLayer(model, ph));
-    named_decode = named_decode || decode;
+    StartStep(si, step, &ph, &named_decode);  // no chunks here (Run refuses them with replicas)
     t_all = b * ph.new_tokens;
-    cx_.cached = ph.cached;
     stage = stage_of.empty() ? 0 : stage_of[0];
     cx_.layer = 0;
     std::vector<int32_t> xs(dp);
