@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/sim/spawn_test_util.h"
 #include "tests/sim/sqlite_test_util.h"
 #include "tests/sim/temp_dir_test.h"
 
@@ -23,8 +24,10 @@ namespace tpsim::sweep {
 namespace {
 
 namespace fs = std::filesystem;
+using test::kKillSweep;
 using test::Query;
 using test::Scalar;
+using test::WaitForRows;
 
 const std::string kTpsim = std::string(TPSIM_BINARY_DIR) + "/bin/tpsim";
 const std::string kBase = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
@@ -37,27 +40,11 @@ axis { field: "workload.decode_steps" values: "1" }
 axis { field: "workload.seq_len" values: "64" }
 )";
 
-// 20 x 10 = 200 analytical points of the full reference job (2 decode steps).
-const char* kKillSweep = R"(
-axis { field: "workload.decode_steps" values: "2" }
-axis { field: "chip.noc.link_bandwidth_gbps" values: ["32", "48", "64", "80", "96", "112", "128", "144", "160",
-  "176", "192", "208", "224", "240", "256", "272", "288", "304", "320", "336"] }
-axis { field: "workload.seq_len" values: ["64", "96", "128", "160", "192", "224", "256", "288", "320", "352"] }
-)";
-
 // Starts `tpsim ARGS...` with stdout and stderr to `log`.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv = {const_cast<char*>(kTpsim.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    if (!std::freopen(log.c_str(), "w", stderr)) ::_exit(126);
-    ::dup2(2, 1);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  std::vector<std::string> argv = {kTpsim};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return test::SpawnLogged(argv, log);
 }
 
 // Runs `tpsim ARGS...` to completion; returns its exit status (-1: killed).
@@ -73,18 +60,6 @@ std::string ReadFile(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// Waits (up to 60 s) until the store has at least `rows` rows; false when the child
-// exited first.
-bool WaitForRows(const std::string& db, int64_t rows, pid_t pid) {
-  for (int i = 0; i < 1200; ++i) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return false;
-    if (test::StoredPoints(db) >= rows) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
 }
 
 // Pids of live processes whose command line contains `needle`.

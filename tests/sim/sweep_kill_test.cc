@@ -20,6 +20,7 @@
 #include "sim/sweep/spec.h"
 #include "sim/sweep/store.h"
 #include "sim/sweep/sweep.h"
+#include "tests/sim/spawn_test_util.h"
 #include "tests/sim/sqlite_test_util.h"
 #include "tests/sim/sweep_test_util.h"
 #include "tests/sim/temp_dir_test.h"
@@ -28,43 +29,10 @@ namespace tpsim::sweep {
 namespace {
 
 namespace fs = std::filesystem;
+using test::kKillSweep;
 using test::Query;
 using test::Scalar;
-
-// 20 x 10 = 200 real analytical points (2 decode steps each): long enough to be
-// killed mid-way, short enough for a unit test.
-const char* kKillSweep = R"(
-axis { field: "workload.decode_steps" values: "2" }
-axis { field: "chip.noc.link_bandwidth_gbps" values: ["32", "48", "64", "80", "96", "112", "128", "144", "160",
-  "176", "192", "208", "224", "240", "256", "272", "288", "304", "320", "336"] }
-axis { field: "workload.seq_len" values: ["64", "96", "128", "160", "192", "224", "256", "288", "320", "352"] }
-)";
-
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    FILE* f = std::freopen(log.c_str(), "w", stderr);
-    (void)f;
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Waits until the store has at least `rows` rows (or the child exits); true when
-// the child is still running.
-bool WaitForRows(const std::string& db, int64_t rows, pid_t pid) {
-  for (int i = 0; i < 1200; ++i) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return false;
-    if (test::StoredPoints(db) >= rows) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
-}
+using test::WaitForRows;
 
 void CheckComplete(const std::string& db) {
   EXPECT_EQ(Query(db, "PRAGMA integrity_check")[0][0], "ok");
@@ -81,7 +49,7 @@ void CheckComplete(const std::string& db) {
 void KillTest(const fs::path& dir, const std::string& sweep, int sig) {
   std::string db = (dir / "kill.sqlite").string();
   std::vector<std::string> cmd = {TPSIM_SWEEP_DRIVER, "sweep", sweep, "--db", db, "--jobs", "2"};
-  pid_t pid = Spawn(cmd, (dir / "log1.txt").string());
+  pid_t pid = test::SpawnLogged(cmd, (dir / "log1.txt").string());
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(WaitForRows(db, 10, pid)) << "the sweep finished before it could be killed";
   ::kill(pid, sig);
@@ -98,7 +66,7 @@ void KillTest(const fs::path& dir, const std::string& sweep, int sig) {
   EXPECT_LT(kept, 200);
   CheckComplete(db);
 
-  pid = Spawn(cmd, (dir / "log2.txt").string());
+  pid = test::SpawnLogged(cmd, (dir / "log2.txt").string());
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);

@@ -26,6 +26,7 @@ namespace {
 
 using mapping::testing::Map;
 using mapping::testing::MeshChip;
+using mapping::testing::MoeModel;
 using mapping::testing::SmallModel;
 using mapping::testing::SwitchChip;
 using mapping::testing::Work;
@@ -528,12 +529,7 @@ TEST(FuncPlan, CompareOutputsFindsTheWorstElement) {
 // rank holds every expert), and the plan's CPU backend unrounded equals the reference.
 TEST(FuncPlan, MoeLayerPassesTheNumericsCheck) {
   const arch::Chip chip = arch::Chip::Build(SwitchChip(8, 0));
-  config::Model model = SmallModel();
-  model.set_architecture("qwen3_moe");
-  model.set_num_experts(8);
-  model.set_num_experts_per_token(2);
-  model.set_moe_intermediate_size(32);
-  model.set_norm_topk_prob(true);
+  config::Model model = MoeModel();
   model.set_shared_expert_intermediate_size(32);
   config::Mapping m = Mapping(8, "megatron");
   m.mutable_moe()->set_ep(4);
@@ -561,12 +557,7 @@ TEST(FuncPlan, MoeLayerPassesTheNumericsCheck) {
 // workload to the memory budget keeps the batch a multiple of the 4 replicas.
 TEST(FuncPlan, MoeLayerWithAttentionReplicasPassesTheNumericsCheck) {
   const arch::Chip chip = arch::Chip::Build(SwitchChip(8, 0));
-  config::Model model = SmallModel();
-  model.set_architecture("qwen3_moe");
-  model.set_num_experts(8);
-  model.set_num_experts_per_token(2);
-  model.set_moe_intermediate_size(32);
-  model.set_norm_topk_prob(true);
+  config::Model model = MoeModel();
   config::Mapping m = Mapping(2, "megatron");
   m.set_attention_dp(4);
   m.mutable_moe()->set_ep(4);
