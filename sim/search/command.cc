@@ -177,17 +177,9 @@ int SubmitSearch(Options& o) {
   for (const std::string& a : o.forward) rerun += " " + sweep::ShellQuote(a);
   rerun += " --db " + sweep::ShellQuote(o.search.db);
   try {
-    std::string script;
-    if (o.dry_run) {
-      script = sweep::WriteSbatch(job);
-      std::cout << sweep::SbatchScript(job) << "\n# wrote " << script
-                << " (not submitted); submit it with:\n  sbatch " << sweep::ShellQuote(script) << "\n";
-    } else {
-      const std::string id = sweep::SubmitSlurm(job, &script);
-      std::cout << "submitted Slurm job " << id << ": " << job.array_size << " tasks (" << script << ")\n";
-    }
-    std::cout << "when it has finished, merge the shards:\n  " << sweep::MergeCommand(job)
-              << "\nthen print the front (the stored candidates are reused):\n  " << rerun << "\n";
+    sweep::SubmitOrWrite(job, o.dry_run, std::cout);
+    std::cout << (o.dry_run ? "# " : "") << "then print the front (the stored candidates are reused):\n  "
+              << rerun << "\n";
   } catch (const std::exception& err) {
     std::cerr << "tpsim search: " << err.what() << "\n";
     return 1;

@@ -88,6 +88,20 @@ std::string MergeCommand(const SlurmJob& job) {
          ShellQuote(job.dir) + "/shard-*.sqlite";
 }
 
+void SubmitOrWrite(const SlurmJob& job, bool dry_run, std::ostream& out) {
+  if (dry_run) {
+    const std::string script = WriteSbatch(job);
+    out << SbatchScript(job) << "\n# wrote " << script << " (not submitted); submit it with:\n  sbatch "
+        << ShellQuote(script) << "\n# when it has finished, merge the shards:\n  " << MergeCommand(job)
+        << "\n";
+    return;
+  }
+  std::string script;
+  const std::string id = SubmitSlurm(job, &script);
+  out << "submitted Slurm job " << id << ": " << job.array_size << " tasks (" << script << ")\n"
+      << "when it has finished, merge the shards:\n  " << MergeCommand(job) << "\n";
+}
+
 std::string SelfExe() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);

@@ -2,6 +2,7 @@
 // Spreading a sweep over a Slurm cluster: a job array whose task I runs shard
 // I of N into its own database; `tpsim sweep merge` joins them afterwards.
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ std::string WriteSbatch(const SlurmJob& job);
 // WriteSbatch, then submits it with `sbatch --parsable`; returns the job id.
 // Throws std::runtime_error with sbatch's output when submission fails.
 std::string SubmitSlurm(const SlurmJob& job, std::string* script_path);
+
+// With `dry_run`: writes the script and prints it with how to submit it; else submits it
+// and prints the job id. Then prints the merge command. Throws as SubmitSlurm.
+void SubmitOrWrite(const SlurmJob& job, bool dry_run, std::ostream& out);
 
 // The command that merges the shards of `job` into job.db once every task has finished.
 std::string MergeCommand(const SlurmJob& job);

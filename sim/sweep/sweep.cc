@@ -224,17 +224,7 @@ int Run(const std::vector<std::string>& args) {
     job.jobs = opts.jobs;
     job.db = db;
     if (!spec.cfg.name().empty()) job.job_name = "tpsim-" + spec.cfg.name();
-    if (dry_run) {
-      std::string script = WriteSbatch(job);
-      std::cout << SbatchScript(job) << "\n# wrote " << script
-                << " (not submitted); submit it with:\n  sbatch " << ShellQuote(script)
-                << "\n# when it has finished, merge the shards:\n  " << MergeCommand(job) << "\n";
-      return 0;
-    }
-    std::string script;
-    std::string id = SubmitSlurm(job, &script);
-    std::cout << "submitted Slurm job " << id << ": " << array_size << " tasks (" << script << ")\n"
-              << "when it has finished, merge the shards:\n  " << MergeCommand(job) << "\n";
+    SubmitOrWrite(job, dry_run, std::cout);
     return 0;
   }
 
