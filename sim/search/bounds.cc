@@ -38,7 +38,8 @@
 // the compute that preceded the previous weight op on that core), so every read but the
 // first two of a stage's step starts after the step's input reached the stage: the stage
 // takes at least (its weight bytes - twice its largest weight op) over the bandwidth of
-// tp channels. GPU-node chips, MoE models and attention replicas get no bound (0: never pruned).
+// tp channels. GPU-node chips, MoE models, attention replicas and request streams get no bound
+// (0: never pruned).
 namespace tpsim::search {
 
 using detail::Layers;
@@ -74,7 +75,8 @@ Bounds LowerBounds(const sim::Experiment& base, const arch::Chip& chip, const Ca
   const config::Model& model = base.cfg.model();
   // Attention replicas (mapping.attention_dp > 1) split the batch, which the per-group
   // bounds below do not model: no bound either.
-  if (cc.has_gpu() || model.num_experts() > 0 || c.attention_dp > 1) return b;
+  // A served request stream is timed by the serving scheduler (queueing, batching): no bound.
+  if (cc.has_gpu() || model.num_experts() > 0 || c.attention_dp > 1 || detail::Serving(base)) return b;
   if (!(chip.cycle_ps() > 0) || c.tp == 0 || c.stages == 0) return b;
   const config::Workload& wl = base.cfg.workload();
   const uint32_t layers = Layers(base);

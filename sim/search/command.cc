@@ -35,11 +35,18 @@ The space: TP x pipeline stages (powers of two, tp x stages <= cores), the parti
 the attention projections (qkv, o) and of the MLP (gate_up, down), placement (but file),
 collective, weights location and batch, and for MoE models the expert-parallel degree
 (mapping.moe.ep; each expert slot takes the stage's ranks / ep). Each candidate is one replica
-on tp x stages cores (x mapping.attention_dp, kept from the experiment);
+on tp x stages cores (x mapping.attention_dp, the experiment's unless --attention-dp);
 the chip holds floor(cores / (tp x stages)) of them, which multiplies tokens/s per chip
 (replicas are not simulated together). Candidates are visited in ascending lower bound of
 the objective; one whose bounds an evaluated point already beats on every front column is
 skipped (pruned): it cannot be on the front nor the best. Deterministic for any --jobs.
+
+A request stream (workload.requests, e.g. configs/experiments/serving-fused.textproto) is
+served by each candidate as `tpsim serve` serves it, by one group of tp x stages cores
+(disaggregated: a prefill and a decode group of tp x stages cores each): total_ms, ttft_ms
+and tpot_ms are then the p99 request latency, TTFT and TPOT, tokens/s the group's output
+tokens per second, a candidate that rejects a request is not feasible, and there is no
+energy column and no bound (every candidate runs: keep the space small with the options below).
 
   --objective O        latency (default: total time), ttft, tpot, throughput (tokens/s
                        per chip), energy (per token; needs chip.energy)
@@ -73,6 +80,9 @@ skipped (pruned): it cannot be on the front nor the best. Deterministic for any 
   --stages LIST        pipeline stages (default: powers of two up to the layers)
   --ep LIST            MoE models: expert-parallel degrees (default: the powers of two that
                        divide both num_experts and the stage's ranks)
+  --attention-dp LIST  attention replicas per stage (mapping.attention_dp; default: the
+                       experiment's); a stage then has tp x D cores; values that do not
+                       divide the batch are left out
   --partitions LIST    partitioners for both op kinds (default: all registered)
   --placements LIST    (default: all but file)
   --collectives LIST   (default: all registered, nvls only on in-switch chips; auto may be
@@ -305,6 +315,8 @@ int SearchCommand(const std::vector<std::string>& args) {
         u32list(&o.search.space.stages);
       } else if (flag == "--ep") {
         u32list(&o.search.space.ep);
+      } else if (flag == "--attention-dp") {
+        u32list(&o.search.space.attention_dp);
       } else if (flag == "--batch") {
         u32list(&o.search.space.batch);
       } else if (flag == "--partitions") {
@@ -381,8 +393,6 @@ int SearchCommand(const std::vector<std::string>& args) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
     return 2;
   }
-  if (base.cfg.workload().has_requests())
-    return Usage("a request stream is served, not searched (tpsim serve)");
   if (o.slurm) return SubmitSearch(o);
   SearchResult res;
   try {
@@ -392,7 +402,8 @@ int SearchCommand(const std::vector<std::string>& args) {
     return 1;
   }
   const SearchOptions& so = o.search;
-  const Columns cols = FrontColumns(so, sim::EnergyModelled(chip, base.cfg.workload().dtype()));
+  const bool serving = detail::Serving(base);
+  const Columns cols = FrontColumns(so, !serving && sim::EnergyModelled(chip, base.cfg.workload().dtype()));
   std::cout << "tpsim search " << o.path << ": " << base.cfg.model().name() << " on "
             << base.cfg.chip().name() << ", objective " << so.objective;
   if (so.slo_ttft_ms > 0) std::cout << ", TTFT <= " << so.slo_ttft_ms << " ms";
@@ -409,7 +420,8 @@ int SearchCommand(const std::vector<std::string>& args) {
   std::cout << "Pareto front (total latency, tokens/s per chip" << (cols.ttft ? ", TTFT" : "")
             << (cols.tpot ? ", TPOT" : "") << (cols.energy ? ", energy per token" : "") << "), "
             << res.front.size()
-            << " points; candidates with equal metrics are counted in `ties`, the first shown:\n";
+            << " points; candidates with equal metrics are counted in `ties`, the first shown"
+            << (serving ? " (served requests: total, TTFT and TPOT are p99 over the requests)" : "") << ":\n";
   // MoE models: the tp column also names the expert-parallel degree ("8 ep4").
   const bool moe = res.front.front().c.ep > 0;
   auto tp_of = [&](const Candidate& c) {
@@ -457,7 +469,7 @@ int SearchCommand(const std::vector<std::string>& args) {
       std::cerr << "tpsim search: cannot write " << o.out << "\n";
       return 1;
     }
-    std::cout << "  written to " << o.out << " (tpsim run " << o.out << ")\n";
+    std::cout << "  written to " << o.out << " (tpsim " << (serving ? "serve " : "run ") << o.out << ")\n";
   }
   if (o.confirm > 0) {
     std::error_code ec;
@@ -467,7 +479,8 @@ int SearchCommand(const std::vector<std::string>& args) {
     std::filesystem::create_directories(tmp, ec);
     const sweep::PointRunner tlm = sweep::ChildProcessRunner(exe, "tlm", 600, tmp.string());
     std::cout << "\nconfirmed with the TLM engine (the " << std::min<size_t>(o.confirm, res.ranked.size())
-              << " best by " << so.objective << "; total time):\n";
+              << " best by " << so.objective << "; " << (serving ? "p99 request latency" : "total time")
+              << "):\n";
     std::printf("  %4s %12s %12s %9s  %s\n", "#", "analytical", "tlm", "ratio", "candidate");
     for (size_t r = 0; r < res.ranked.size() && r < o.confirm; ++r) {
       const Found& x = res.ranked[r];
@@ -477,7 +490,8 @@ int SearchCommand(const std::vector<std::string>& args) {
                     Describe(x).c_str(), t.error.c_str());
         continue;
       }
-      const double tlm_ms = t.metrics[MetricIndex("total_ps")] * 1e-9;
+      const double tlm_ms =
+          serving ? t.metrics[MetricIndex("latency_p99_ms")] : t.metrics[MetricIndex("total_ps")] * 1e-9;
       std::printf("  %4zu %12s %12s %9.3f  %s\n", r + 1, Ms(x.p.total_ms).c_str(), Ms(tlm_ms).c_str(),
                   x.p.total_ms / tlm_ms, Describe(x).c_str());
     }

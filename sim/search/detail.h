@@ -12,6 +12,12 @@ namespace tpsim::search::detail {
 // Layers the workload runs (workload.num_layers, else the model's).
 uint32_t Layers(const sim::Experiment& e);
 
+// A request stream (workload.requests): each candidate serves it (`tpsim serve`).
+bool Serving(const sim::Experiment& e);
+// mapping.serving.mode is disaggregated: a candidate's stages are the prefill group's and
+// the decode group's each (2 x tp x stages cores).
+bool Disaggregated(const sim::Experiment& e);
+
 // The front's columns for this search: total latency and tokens/s always, TTFT and
 // TPOT where the objective or an SLO uses them, energy per token where the chip has an
 // energy model (chip.energy).

@@ -125,7 +125,7 @@ void AddToFront(const std::vector<Entry>& all, const Columns& cols, size_t k, st
 }
 
 bool Feasible(const SearchOptions& o, const Point& p) {
-  return (o.slo_ttft_ms <= 0 || p.ttft_ms <= o.slo_ttft_ms) &&
+  return p.complete && (o.slo_ttft_ms <= 0 || p.ttft_ms <= o.slo_ttft_ms) &&
          (o.slo_tpot_ms <= 0 || p.tpot_ms <= o.slo_tpot_ms);
 }
 
@@ -144,6 +144,15 @@ Point PointOf(const sim::Experiment& base, const Entry& x, const std::vector<dou
     return i < metrics.size() ? metrics[i] : std::nan("");
   };
   Point p;
+  if (detail::Serving(base)) {
+    p.total_ms = at("latency_p99_ms");
+    p.ttft_ms = at("ttft_p99_ms");
+    p.tpot_ms = at("tpot_p99_ms");
+    p.tokens_per_s = at("tokens_per_s");
+    p.energy_mj = std::nan("");
+    p.complete = at("rejected") == 0;
+    return p;
+  }
   p.total_ms = at("total_ps") * 1e-9;
   p.ttft_ms = at("prefill_ps") * 1e-9;
   p.tpot_ms = at("decode_step_ps_mean") * 1e-9;
@@ -215,9 +224,12 @@ std::map<std::string, Stored> ReadStored(sqlite3* db) {
 SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const SearchOptions& o,
                     std::ostream* progress) {
   const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const Columns cols = FrontColumns(o, sim::EnergyModelled(chip, base.cfg.workload().dtype()));
+  const bool serving = detail::Serving(base);
+  const Columns cols = FrontColumns(o, !serving && sim::EnergyModelled(chip, base.cfg.workload().dtype()));
   if (o.objective == "energy" && !cols.energy)
-    throw std::invalid_argument("--objective energy needs an energy model in the chip (chip.energy)");
+    throw std::invalid_argument(serving
+                                    ? "--objective energy: a served request stream reports no energy"
+                                    : "--objective energy needs an energy model in the chip (chip.energy)");
 
   // Bounds and placements are computed once per distinct input: the bounds depend on the
   // candidate's fields but its placement, span and collective, and on the shapes of the rank
@@ -229,19 +241,19 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   for (const Candidate& c : Space(base, chip, o.space)) {
     Entry x;
     x.c = c;
-    x.replicas = Replicas(chip, c);
-    const std::string where =
-        std::to_string(c.tp) + " " + std::to_string(c.stages) + " " + c.placement + " " + c.span;
+    x.replicas = serving ? 1 : Replicas(chip, c);
+    const std::string where = std::to_string(c.tp) + " " + std::to_string(c.attention_dp) + " " +
+                              std::to_string(c.stages) + " " + c.placement + " " + c.span;
     auto pl = placed.find(where);
     if (pl == placed.end()) pl = placed.emplace(where, PlacedCores(base, chip, c)).first;
     // Of the placement, the weight plan sees only the rank grids' shapes (mn_2d's shards).
     std::string grids;
     for (size_t g = pl->second.find(" g"); g != std::string::npos; g = pl->second.find(" g", g + 2))
       grids += pl->second.substr(g, pl->second.find_first_of(" |", g + 2) - g);
-    const std::string what = std::to_string(c.tp) + " " + std::to_string(c.ep) + " " +
-                             std::to_string(c.stages) + " " + std::to_string(c.batch) + " " + c.weights +
-                             " " + c.attention + " " + c.mlp + " " +
-                             (pl->second.empty() ? "unplaced " + c.placement + " " + c.span : grids);
+    const std::string what = std::to_string(c.tp) + " " + std::to_string(c.attention_dp) + " " +
+                             std::to_string(c.ep) + " " + std::to_string(c.stages) + " " +
+                             std::to_string(c.batch) + " " + c.weights + " " + c.attention + " " + c.mlp +
+                             " " + (pl->second.empty() ? "unplaced " + c.placement + " " + c.span : grids);
     auto lb = bounds.find(what);
     if (lb == bounds.end()) lb = bounds.emplace(what, LowerBounds(base, chip, c)).first;
     x.lb = lb->second;

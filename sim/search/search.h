@@ -39,7 +39,8 @@ struct Candidate {
   std::string attention, mlp;  // partitioners of qkv/o and of gate_up/down
   std::string placement, collective, weights;
   std::string span;  // "stage" (per-stage regions), "chip:stage_major" or "chip:tp_major" (wafer-wide)
-  // The experiment's mapping.attention_dp (not searched): a stage has tp x attention_dp cores.
+  // mapping.attention_dp: a stage has tp x attention_dp cores (attention as that many
+  // replicas of TP tp beside the MoE block, which spans them all).
   uint32_t attention_dp = 1;
   // MoE models: mapping.moe.ep (each expert slot then has tp x attention_dp / ep ranks,
   // mapping.moe.tp left to that default); 0 = the experiment's mapping.moe (dense models).
@@ -50,15 +51,16 @@ struct Candidate {
 // of two; batch and weights: the experiment's).
 struct SpaceOptions {
   // ep: MoE models only; empty = every power of two that divides both num_experts and the
-  // stage's ranks (tp x attention_dp).
-  std::vector<uint32_t> tp, stages, batch, ep;
+  // stage's ranks (tp x attention_dp). attention_dp: empty = the experiment's; a value that
+  // does not divide the batch is left out (each attention replica takes whole sequences).
+  std::vector<uint32_t> tp, stages, batch, ep, attention_dp;
   std::vector<std::string> partitions, placements, collectives, weights;
   std::vector<std::string>
       spans;  // default: stage, chip:stage_major, chip:tp_major (the last with stages > 1)
 };
 
-// Every candidate, in a fixed order (tp, ep, stages, attention, mlp, placement,
-// collective, weights, batch; the last fastest).
+// Every candidate, in a fixed order (tp, attention_dp, ep, stages, attention, mlp,
+// placement, collective, weights, batch; the last fastest).
 std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts);
 
 // The experiment of a candidate: the base with its mapping (and batch) changed and a
@@ -81,7 +83,8 @@ std::string ProgramKey(const Candidate& c, const std::string& cores);
 // and partitions set (Apply without copying the experiment).
 config::Mapping MappingOf(const config::Mapping& base, const Candidate& c);
 
-// Replicas of a candidate's tp x stages cores on the chip.
+// Replicas of a candidate's tp x stages cores on the chip (a request stream is served by
+// one group: the search counts 1 there).
 uint32_t Replicas(const arch::Chip& chip, const Candidate& c);
 
 struct Bounds {
@@ -90,10 +93,15 @@ struct Bounds {
 };
 Bounds LowerBounds(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c);
 
-// The metrics of an evaluated candidate (ms, tokens/s per chip).
+// The metrics of an evaluated candidate (ms, tokens/s per chip). A request stream
+// (workload.requests, served as `tpsim serve` does): total_ms, ttft_ms and tpot_ms are the
+// p99 request latency, TTFT and TPOT, tokens_per_s the output tokens per second of the one
+// group that serves the whole stream, energy NaN (serve reports none), and a candidate
+// that rejects a request (its KV cache cannot hold it) is not feasible.
 struct Point {
   double total_ms = 0, ttft_ms = 0, tpot_ms = 0, tokens_per_s = 0;
   double energy_mj = 0;  // per token; NaN where the chip has no energy model
+  bool complete = true;  // serving: no request rejected
 };
 
 // Indices of the points on the Pareto front (minimising each `min` column, maximising

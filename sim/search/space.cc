@@ -17,10 +17,17 @@ uint32_t Layers(const sim::Experiment& e) {
   return e.cfg.workload().num_layers() ? e.cfg.workload().num_layers() : e.cfg.model().num_layers();
 }
 
+bool Serving(const sim::Experiment& e) { return e.cfg.workload().has_requests(); }
+
+bool Disaggregated(const sim::Experiment& e) {
+  return Serving(e) && e.cfg.mapping().serving().mode() == "disaggregated";
+}
+
 }  // namespace detail
 
 namespace {
 
+using detail::Disaggregated;
 using detail::Layers;
 
 std::vector<uint32_t> Powers(uint32_t max) {
@@ -53,7 +60,9 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
       o.batch.empty() ? std::vector<uint32_t>{std::max<uint32_t>(1, base.cfg.workload().batch())} : o.batch;
   const std::vector<std::string> spans =
       o.spans.empty() ? std::vector<std::string>{"stage", "chip:stage_major", "chip:tp_major"} : o.spans;
-  const uint32_t dp = std::max<uint32_t>(1, base.cfg.mapping().attention_dp());
+  const std::vector<uint32_t> dps =
+      o.attention_dp.empty() ? std::vector<uint32_t>{std::max<uint32_t>(1, base.cfg.mapping().attention_dp())}
+                             : o.attention_dp;
   const uint32_t experts = base.cfg.model().num_experts();
   // MoE: the expert-parallel degrees for a stage of `ranks` ranks; dense: none (0).
   auto eps_of = [&](uint32_t ranks) {
@@ -63,25 +72,28 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
       if (ep > 0 && ranks % ep == 0 && experts % ep == 0) out.push_back(ep);
     return out;
   };
+  // Disaggregated serving: a prefill and a decode group of `st` stages each.
+  const uint64_t groups = Disaggregated(base) ? 2 : 1;
   std::vector<Candidate> out;
   for (uint32_t tp : tps)
-    for (uint32_t ep : eps_of(tp * dp))
-      for (uint32_t st : stages) {
-        if (uint64_t{tp} * dp * st > cores || st > Layers(base)) continue;
-        for (const auto& a : parts)
-          for (const auto& m : parts)
-            for (const auto& pl : places)
-              for (const auto& sp : spans) {
-                // One stage: both wafer-wide orders are the same placement.
-                if (st == 1 && sp == "chip:tp_major" &&
-                    std::find(spans.begin(), spans.end(), "chip:stage_major") != spans.end())
-                  continue;
-                for (const auto& co : colls)
-                  for (const auto& w : weights)
-                    for (uint32_t b : batches)
-                      out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp, dp, ep});
-              }
-      }
+    for (uint32_t dp : dps)
+      for (uint32_t ep : eps_of(tp * dp))
+        for (uint32_t st : stages) {
+          if (dp == 0 || groups * tp * dp * st > cores || st > Layers(base)) continue;
+          for (const auto& a : parts)
+            for (const auto& m : parts)
+              for (const auto& pl : places)
+                for (const auto& sp : spans) {
+                  // One stage: both wafer-wide orders are the same placement.
+                  if (st == 1 && sp == "chip:tp_major" &&
+                      std::find(spans.begin(), spans.end(), "chip:stage_major") != spans.end())
+                    continue;
+                  for (const auto& co : colls)
+                    for (const auto& w : weights)
+                      for (uint32_t b : batches)
+                        if (b % dp == 0) out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp, dp, ep});
+                }
+        }
   return out;
 }
 
@@ -90,6 +102,10 @@ config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {
   config::Mapping* m = &mapping;
   m->set_tp(c.tp);
   m->set_pipeline_stages(c.stages);
+  if (base.has_serving() && base.serving().mode() == "disaggregated") {
+    m->mutable_serving()->set_prefill_stages(c.stages);
+    m->mutable_serving()->set_decode_stages(c.stages);
+  }
   m->set_placement(c.placement);
   m->set_collective(c.collective);
   m->set_weights(c.weights);
@@ -101,6 +117,10 @@ config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {
   }
   m->clear_grid_rows();
   m->clear_overrides();
+  if (c.attention_dp > 1)
+    m->set_attention_dp(c.attention_dp);
+  else
+    m->clear_attention_dp();
   if (c.ep > 0) {
     m->mutable_moe()->set_ep(c.ep);
     m->mutable_moe()->clear_tp();  // the stage's ranks / ep
@@ -122,6 +142,7 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
   e.cfg.mutable_workload()->set_batch(c.batch);
   std::ostringstream name;
   name << base.cfg.name() << " [search: tp=" << c.tp;
+  if (c.attention_dp > 1) name << " attention_dp=" << c.attention_dp;
   if (c.ep > 0) name << " ep=" << c.ep;
   name << " stages=" << c.stages << " attention=" << c.attention << " mlp=" << c.mlp
        << " placement=" << c.placement << " span=" << c.span << " collective=" << c.collective;
@@ -151,8 +172,8 @@ std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, con
 std::string ProgramKey(const Candidate& c, const std::string& cores) {
   if (cores.empty()) return "";
   std::ostringstream key;
-  key << c.tp << " " << c.ep << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention
-      << " " << c.mlp;
+  key << c.tp << " " << c.attention_dp << " " << c.ep << " " << c.stages << " " << c.weights << " " << c.batch
+      << " " << c.attention << " " << c.mlp;
   if (c.tp > 1) key << " " << c.collective;
   key << " " << cores;
   return key.str();

@@ -106,6 +106,28 @@ TEST(SearchTest, AttentionReplicasCountInTheStage) {
   EXPECT_EQ(b.prefill_ps, 0.0);
 }
 
+TEST(SearchTest, AttentionReplicasAreAnAxis) {
+  // --attention-dp 1,2,4 at batch 2: D = 4 does not divide the batch and is left out; D = 1
+  // gives every (tp, stages) pair of SmallSpace() (tp x stages <= 16: 4 pairs with 2 stages,
+  // 3 spans; 4 with 1, 2 spans): 16 x (4 x 3 + 4 x 2) = 320, and D = 2 the 272 above.
+  sim::Experiment e = ComputeBound();
+  e.cfg.mutable_workload()->set_batch(2);
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SpaceOptions o = SmallSpace().space;
+  o.attention_dp = {1, 2, 4};
+  const std::vector<Candidate> space = Space(e, chip, o);
+  EXPECT_EQ(space.size(), 320u + 272u);
+  size_t with_dp = 0;
+  for (const Candidate& c : space) with_dp += c.attention_dp == 2;
+  EXPECT_EQ(with_dp, 272u);
+  // A candidate's mapping carries its D, and D changes the Program.
+  Candidate one = space.front(), two = space.front();
+  two.attention_dp = 2;
+  EXPECT_EQ(MappingOf(e.cfg.mapping(), two).attention_dp(), 2u);
+  EXPECT_EQ(MappingOf(e.cfg.mapping(), one).attention_dp(), 0u);
+  EXPECT_NE(ProgramKey(e, chip, one), ProgramKey(e, chip, two));
+}
+
 TEST(SearchTest, ComputeBoundByHand) {
   const sim::Experiment e = ComputeBound();
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
@@ -348,6 +370,32 @@ TEST(SearchTest, MoeModelsSearchTheExpertParallelDegree) {
   const config::Mapping m = MappingOf(e.cfg.mapping(), r.ranked.front().c);
   EXPECT_EQ(m.moe().ep(), r.ranked.front().c.ep);
   EXPECT_EQ(m.moe().tp(), 0u);
+}
+
+TEST(SearchTest, MoeAttentionReplicasAreSearched) {
+  // moe-qwen3-30b-a3b-dp (batch 4, TP 4 x D 4, ep 16) cut to 2 layers: D 1 and 4 at tp 4 with
+  // ep 4 (dividing both 4 and 16 ranks); both run and the best's experiment carries its D.
+  const sim::Experiment e = Shipped("moe-qwen3-30b-a3b-dp.textproto");
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions o;
+  o.jobs = 2;
+  o.prune = false;
+  o.space.tp = {4};
+  o.space.attention_dp = {1, 4};
+  o.space.ep = {4};
+  o.space.stages = {1};
+  o.space.partitions = {"megatron"};
+  o.space.placements = {"ring"};
+  o.space.collectives = {"ring"};
+  o.space.spans = {"stage"};
+  const SearchResult r = Search(e, chip, o, nullptr);
+  EXPECT_EQ(r.candidates, 2u);
+  EXPECT_EQ(r.ok, 2u);
+  ASSERT_EQ(r.ranked.size(), 2u);
+  for (const Found& f : r.ranked) {
+    EXPECT_EQ(f.replicas, 64u / (4 * f.c.attention_dp));
+    EXPECT_EQ(Apply(e, f.c).cfg.mapping().attention_dp(), f.c.attention_dp > 1 ? f.c.attention_dp : 0u);
+  }
 }
 
 }  // namespace
