@@ -38,8 +38,11 @@ void RunGroup(const std::vector<Request>& reqs, std::vector<Arrival> arrivals, c
     const Request& r = reqs[a.request];
     uint64_t need = uint64_t{r.prompt_tokens} + r.output_tokens;
     if (cfg.prefill_only) need = r.prompt_tokens;
-    if (Blocks(need, B) > cfg.capacity_blocks) {
+    const bool too_long =
+        cfg.max_context > 0 && uint64_t{r.prompt_tokens} + r.output_tokens > cfg.max_context;
+    if (too_long || Blocks(need, B) > cfg.capacity_blocks) {
       (*stats)[a.request].rejected = true;
+      (*stats)[a.request].too_long = too_long;
     } else {
       ok.push_back(a);
     }

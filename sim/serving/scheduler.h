@@ -40,6 +40,9 @@ struct SchedulerConfig {
   uint32_t block_tokens = 16;    // KV block
   uint64_t capacity_blocks = 0;
   bool prefill_only = false;  // disaggregated prefill group: requests leave after their first token
+  // The model's positions (max_position_embeddings; 0: no limit): a request whose prompt and
+  // output tokens exceed them is rejected (too_long), as an inference engine refuses it.
+  uint64_t max_context = 0;
 };
 
 // Time of one iteration given its chunks (in scheduling order).
@@ -56,6 +59,7 @@ struct RequestStats {
   uint32_t prompt_tokens = 0, output_tokens = 0;
   uint32_t preemptions = 0;
   bool rejected = false;
+  bool too_long = false;  // rejected: longer than the model's positions
 };
 
 struct KvSample {

@@ -154,6 +154,7 @@ Metrics Summarize(const ServeOutcome& out, double slo_ttft_ms, double slo_tpot_m
     if (t0 < 0 || r.arrival_ps < t0) t0 = r.arrival_ps;
     if (r.rejected || r.finish_ps < 0) {
       m.rejected += r.rejected ? 1 : 0;
+      m.too_long += r.too_long ? 1 : 0;
       continue;
     }
     // A time that went backwards can only come from arithmetic that overflowed:
@@ -225,7 +226,9 @@ std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
   std::ostringstream s;
   char buf[256];
   s << "requests: " << m.total << " (" << m.completed << " completed, " << m.rejected
-    << " rejected: KV larger than capacity), preemptions " << m.preemptions << "\n";
+    << " rejected: KV larger than capacity";
+  if (m.too_long > 0) s << " or, " << m.too_long << " of them, longer than the model's positions";
+  s << "), preemptions " << m.preemptions << "\n";
   s << "              p50        p90        p99   (ms)\n";
   auto row = [&](const char* name, const double* v) {
     std::snprintf(buf, sizeof buf, "%-8s %10.3f %10.3f %10.3f\n", name, v[0], v[1], v[2]);
@@ -406,6 +409,7 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
                             : KvCapacityTokens(chip, cfg.model(), g.mapping, g.stages, wl.dtype());
     SchedulerConfig c = sc;
     c.capacity_blocks = g.capacity_tokens / sc.block_tokens;
+    c.max_context = cfg.model().max_position_embeddings();
     scs.push_back(c);
     uint32_t layers = sv.layers_simulated() ? sv.layers_simulated() : g.stages;
     costs.push_back(std::make_unique<EngineCost>(chip, cfg.model(), g.mapping, layers, wl.dtype(), engine,

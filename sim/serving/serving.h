@@ -63,6 +63,7 @@ class EngineCost {
 
 struct Metrics {
   uint32_t completed = 0, rejected = 0, total = 0;
+  uint32_t too_long = 0;  // of the rejected: longer than the model's positions
   double ttft_ms[3] = {0, 0, 0}, tpot_ms[3] = {0, 0, 0}, latency_ms[3] = {0, 0, 0};  // p50, p90, p99
   double span_s = 0;  // first arrival to last finish
   double requests_per_s = 0, tokens_per_s = 0;

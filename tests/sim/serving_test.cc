@@ -134,6 +134,24 @@ TEST(ServingScheduler, RejectsRequestsLargerThanCapacity) {
   EXPECT_EQ(out.requests[1].finish_ps, 20);
 }
 
+// A request longer than the model's positions is rejected whatever the capacity: with 40
+// positions, 30 + 10 = 40 runs, 31 + 10 = 41 does not; the summary says why.
+TEST(ServingScheduler, RejectsRequestsLongerThanThePositions) {
+  SchedulerConfig c = Cfg(100, 100, 4, 1000);
+  c.max_context = 40;
+  ServeOutcome out = RunFused({Req(0, 0, 30, 10), Req(1, 0, 31, 10)}, c, Fixed(10));
+  EXPECT_FALSE(out.requests[0].rejected);
+  EXPECT_TRUE(out.requests[1].rejected);
+  EXPECT_TRUE(out.requests[1].too_long);
+  const Metrics m = Summarize(out, 0, 0);
+  EXPECT_EQ(m.rejected, 1u);
+  EXPECT_EQ(m.too_long, 1u);
+  EXPECT_NE(SummaryText(m, 0, 0).find("1 rejected: KV larger than capacity or, 1 of them, longer than the "
+                                      "model's positions"),
+            std::string::npos)
+      << SummaryText(m, 0, 0);
+}
+
 config::SyntheticRequests Synth(uint64_t seed, uint32_t n) {
   config::SyntheticRequests s;
   s.set_num_requests(n);
