@@ -80,6 +80,13 @@ energy column and no bound (every candidate runs: keep the space small with the 
   --stages LIST        pipeline stages (default: powers of two up to the layers)
   --ep LIST            MoE models: expert-parallel degrees (default: the powers of two that
                        divide both num_experts and the stage's ranks)
+  --moe-tp LIST        MoE models: ranks per expert slot (mapping.moe.tp; default: the
+                       stage's ranks / ep; fewer replicate each slot); a value with
+                       ep x moe-tp not dividing the stage's ranks is left out
+  --all-to-all LIST    MoE models: direct, pairwise, hierarchical, auto (mapping.moe.all_to_all;
+                       default: the experiment's)
+  --group-order LIST   MoE models: tp_inner, ep_inner (mapping.moe.group_order; default: the
+                       experiment's)
   --attention-dp LIST  attention replicas per stage (mapping.attention_dp; default: the
                        experiment's); a stage then has tp x D cores; values that do not
                        divide the batch are left out
@@ -113,7 +120,13 @@ std::string Describe(const Found& x) {
   std::ostringstream os;
   os << "tp " << x.c.tp;
   if (x.c.attention_dp > 1) os << " x attention_dp " << x.c.attention_dp;
-  if (x.c.ep > 0) os << " (moe ep " << x.c.ep << ")";
+  if (x.c.ep > 0) {
+    os << " (moe ep " << x.c.ep;
+    if (x.c.moe_tp > 0) os << ", moe.tp " << x.c.moe_tp;
+    if (!x.c.all_to_all.empty()) os << ", all_to_all " << x.c.all_to_all;
+    if (!x.c.group_order.empty()) os << ", " << x.c.group_order;
+    os << ")";
+  }
   os << " x " << x.c.stages << " stages x " << x.replicas << " replicas, attention " << x.c.attention
      << ", mlp " << x.c.mlp << ", " << x.c.placement
      << (x.c.span.starts_with("chip") ? " over the chip (" + x.c.span.substr(5) + ")" : "") << ", "
@@ -317,6 +330,22 @@ int SearchCommand(const std::vector<std::string>& args) {
         u32list(&o.search.space.ep);
       } else if (flag == "--attention-dp") {
         u32list(&o.search.space.attention_dp);
+      } else if (flag == "--moe-tp") {
+        u32list(&o.search.space.moe_tp);
+      } else if (flag == "--all-to-all" || flag == "--group-order") {
+        const std::vector<std::string> valid =
+            flag == "--all-to-all" ? std::vector<std::string>{"direct", "pairwise", "hierarchical", "auto"}
+                                   : std::vector<std::string>{"tp_inner", "ep_inner"};
+        std::vector<std::string>& into =
+            flag == "--all-to-all" ? o.search.space.all_to_all : o.search.space.group_order;
+        for (const std::string& v : SplitList(value)) {
+          if (std::find(valid.begin(), valid.end(), v) == valid.end()) {
+            std::string names;
+            for (const auto& n : valid) names += (names.empty() ? "" : ", ") + n;
+            return Usage(flag + " takes " + names + ", not '" + v + "'");
+          }
+          into.push_back(v);
+        }
       } else if (flag == "--batch") {
         u32list(&o.search.space.batch);
       } else if (flag == "--partitions") {

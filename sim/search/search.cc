@@ -162,11 +162,20 @@ Point PointOf(const sim::Experiment& base, const Entry& x, const std::vector<dou
 }
 
 const std::vector<std::string>& StoreFields() {
-  static const std::vector<std::string> k = {
-      "mapping.tp",      "mapping.pipeline_stages", "search.attention",
-      "search.mlp",      "mapping.placement",       "mapping.collective",
-      "mapping.weights", "workload.batch",          "search.replicas",
-      "search.span",     "mapping.moe.ep"};
+  static const std::vector<std::string> k = {"mapping.tp",
+                                             "mapping.pipeline_stages",
+                                             "search.attention",
+                                             "search.mlp",
+                                             "mapping.placement",
+                                             "mapping.collective",
+                                             "mapping.weights",
+                                             "workload.batch",
+                                             "search.replicas",
+                                             "search.span",
+                                             "mapping.moe.ep",
+                                             "mapping.moe.tp",
+                                             "mapping.moe.all_to_all",
+                                             "mapping.moe.group_order"};
   return k;
 }
 
@@ -181,7 +190,10 @@ std::vector<std::string> FieldValues(const Entry& x) {
           std::to_string(x.c.batch),
           std::to_string(x.replicas),
           x.c.span,
-          std::to_string(x.c.ep)};
+          std::to_string(x.c.ep),
+          std::to_string(x.c.moe_tp),
+          x.c.all_to_all,
+          x.c.group_order};
 }
 
 // Rows already in the store: config hash -> (status, metrics in MetricColumns order, error).
@@ -251,7 +263,8 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     for (size_t g = pl->second.find(" g"); g != std::string::npos; g = pl->second.find(" g", g + 2))
       grids += pl->second.substr(g, pl->second.find_first_of(" |", g + 2) - g);
     const std::string what = std::to_string(c.tp) + " " + std::to_string(c.attention_dp) + " " +
-                             std::to_string(c.ep) + " " + std::to_string(c.stages) + " " +
+                             std::to_string(c.ep) + " " + std::to_string(c.moe_tp) + " " + c.all_to_all +
+                             " " + c.group_order + " " + std::to_string(c.stages) + " " +
                              std::to_string(c.batch) + " " + c.weights + " " + c.attention + " " + c.mlp +
                              " " + (pl->second.empty() ? "unplaced " + c.placement + " " + c.span : grids);
     auto lb = bounds.find(what);

@@ -45,6 +45,11 @@ struct Candidate {
   // MoE models: mapping.moe.ep (each expert slot then has tp x attention_dp / ep ranks,
   // mapping.moe.tp left to that default); 0 = the experiment's mapping.moe (dense models).
   uint32_t ep = 0;
+  // MoE models: mapping.moe.tp (ranks per expert slot; 0 = the default, the stage's ranks / ep;
+  // fewer replicate each slot), mapping.moe.all_to_all and mapping.moe.group_order ("" = the
+  // experiment's).
+  uint32_t moe_tp = 0;
+  std::string all_to_all, group_order;
 };
 
 // What to search over; empty lists mean every registered choice (tp and stages: powers
@@ -53,14 +58,19 @@ struct SpaceOptions {
   // ep: MoE models only; empty = every power of two that divides both num_experts and the
   // stage's ranks (tp x attention_dp). attention_dp: empty = the experiment's; a value that
   // does not divide the batch is left out (each attention replica takes whole sequences).
-  std::vector<uint32_t> tp, stages, batch, ep, attention_dp;
+  // moe_tp, all_to_all, group_order: MoE models only; empty = the default moe.tp and the
+  // experiment's all_to_all and group_order; a moe_tp with ep x moe_tp not dividing the
+  // stage's ranks is left out.
+  std::vector<uint32_t> tp, stages, batch, ep, attention_dp, moe_tp;
+  std::vector<std::string> all_to_all, group_order;
   std::vector<std::string> partitions, placements, collectives, weights;
   std::vector<std::string>
       spans;  // default: stage, chip:stage_major, chip:tp_major (the last with stages > 1)
 };
 
-// Every candidate, in a fixed order (tp, attention_dp, ep, stages, attention, mlp,
-// placement, collective, weights, batch; the last fastest).
+// Every candidate, in a fixed order (tp, attention_dp, ep, moe_tp, all_to_all,
+// group_order, stages, attention, mlp, placement, collective, weights, batch; the last
+// fastest).
 std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts);
 
 // The experiment of a candidate: the base with its mapping (and batch) changed and a

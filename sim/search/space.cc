@@ -64,12 +64,26 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
       o.attention_dp.empty() ? std::vector<uint32_t>{std::max<uint32_t>(1, base.cfg.mapping().attention_dp())}
                              : o.attention_dp;
   const uint32_t experts = base.cfg.model().num_experts();
-  // MoE: the expert-parallel degrees for a stage of `ranks` ranks; dense: none (0).
-  auto eps_of = [&](uint32_t ranks) {
-    if (experts == 0) return std::vector<uint32_t>{0};
-    std::vector<uint32_t> out;
-    for (uint32_t ep : o.ep.empty() ? Powers(ranks) : o.ep)
-      if (ep > 0 && ranks % ep == 0 && experts % ep == 0) out.push_back(ep);
+  // MoE: the expert-parallel choices for a stage of `ranks` ranks; dense: none (ep 0).
+  struct MoeChoice {
+    uint32_t ep = 0, moe_tp = 0;
+    std::string all_to_all, group_order;
+  };
+  const std::vector<uint32_t> moe_tps = o.moe_tp.empty() ? std::vector<uint32_t>{0} : o.moe_tp;
+  const std::vector<std::string> a2as = o.all_to_all.empty() ? std::vector<std::string>{""} : o.all_to_all;
+  const std::vector<std::string> orders =
+      o.group_order.empty() ? std::vector<std::string>{""} : o.group_order;
+  auto moe_of = [&](uint32_t ranks) {
+    if (experts == 0) return std::vector<MoeChoice>{MoeChoice{}};
+    std::vector<MoeChoice> out;
+    for (uint32_t ep : o.ep.empty() ? Powers(ranks) : o.ep) {
+      if (ep == 0 || ranks % ep != 0 || experts % ep != 0) continue;
+      for (uint32_t mt : moe_tps) {
+        if (mt > 0 && ranks % (uint64_t{ep} * mt) != 0) continue;
+        for (const auto& a : a2as)
+          for (const auto& g : orders) out.push_back(MoeChoice{ep, mt, a, g});
+      }
+    }
     return out;
   };
   // Disaggregated serving: a prefill and a decode group of `st` stages each.
@@ -77,7 +91,7 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
   std::vector<Candidate> out;
   for (uint32_t tp : tps)
     for (uint32_t dp : dps)
-      for (uint32_t ep : eps_of(tp * dp))
+      for (const MoeChoice& mc : moe_of(tp * dp))
         for (uint32_t st : stages) {
           if (dp == 0 || groups * tp * dp * st > cores || st > Layers(base)) continue;
           for (const auto& a : parts)
@@ -91,7 +105,9 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
                   for (const auto& co : colls)
                     for (const auto& w : weights)
                       for (uint32_t b : batches)
-                        if (b % dp == 0) out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp, dp, ep});
+                        if (b % dp == 0)
+                          out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp, dp, mc.ep, mc.moe_tp,
+                                                  mc.all_to_all, mc.group_order});
                 }
         }
   return out;
@@ -123,7 +139,12 @@ config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {
     m->clear_attention_dp();
   if (c.ep > 0) {
     m->mutable_moe()->set_ep(c.ep);
-    m->mutable_moe()->clear_tp();  // the stage's ranks / ep
+    if (c.moe_tp > 0)
+      m->mutable_moe()->set_tp(c.moe_tp);
+    else
+      m->mutable_moe()->clear_tp();  // the stage's ranks / ep
+    if (!c.all_to_all.empty()) m->mutable_moe()->set_all_to_all(c.all_to_all);
+    if (!c.group_order.empty()) m->mutable_moe()->set_group_order(c.group_order);
   }
   m->set_partition(c.mlp);
   if (c.attention != c.mlp) {
@@ -144,6 +165,9 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
   name << base.cfg.name() << " [search: tp=" << c.tp;
   if (c.attention_dp > 1) name << " attention_dp=" << c.attention_dp;
   if (c.ep > 0) name << " ep=" << c.ep;
+  if (c.moe_tp > 0) name << " moe_tp=" << c.moe_tp;
+  if (!c.all_to_all.empty()) name << " all_to_all=" << c.all_to_all;
+  if (!c.group_order.empty()) name << " group_order=" << c.group_order;
   name << " stages=" << c.stages << " attention=" << c.attention << " mlp=" << c.mlp
        << " placement=" << c.placement << " span=" << c.span << " collective=" << c.collective;
   if (!c.weights.empty()) name << " weights=" << c.weights;
@@ -172,8 +196,9 @@ std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, con
 std::string ProgramKey(const Candidate& c, const std::string& cores) {
   if (cores.empty()) return "";
   std::ostringstream key;
-  key << c.tp << " " << c.attention_dp << " " << c.ep << " " << c.stages << " " << c.weights << " " << c.batch
-      << " " << c.attention << " " << c.mlp;
+  key << c.tp << " " << c.attention_dp << " " << c.ep << " " << c.moe_tp << " " << c.all_to_all << " "
+      << c.group_order << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention << " "
+      << c.mlp;
   if (c.tp > 1) key << " " << c.collective;
   key << " " << cores;
   return key.str();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -396,6 +397,44 @@ TEST(SearchTest, MoeAttentionReplicasAreSearched) {
     EXPECT_EQ(f.replicas, 64u / (4 * f.c.attention_dp));
     EXPECT_EQ(Apply(e, f.c).cfg.mapping().attention_dp(), f.c.attention_dp > 1 ? f.c.attention_dp : 0u);
   }
+}
+
+// MoE mapping axes beside ep: moe.tp, all_to_all, group_order. Qwen3-30B-A3B at tp 8, ep 4:
+// moe.tp 1, 2, 3 leaves out 3 (4 x 3 does not divide 8 ranks), so 2 x 2 all_to_all x 2 orders
+// = 8 candidates, each mapping carrying its choices; moe.tp and the all-to-all change the
+// Program (ProgramKey), and every candidate runs.
+TEST(SearchTest, MoeMappingAxesAreSearched) {
+  const sim::Experiment e = Shipped("moe-qwen3-30b-a3b.textproto");
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions o;
+  o.jobs = 2;
+  o.prune = false;
+  o.space.tp = {8};
+  o.space.ep = {4};
+  o.space.moe_tp = {1, 2, 3};
+  o.space.all_to_all = {"direct", "pairwise"};
+  o.space.group_order = {"tp_inner", "ep_inner"};
+  o.space.stages = {1};
+  o.space.partitions = {"megatron"};
+  o.space.placements = {"ring"};
+  o.space.collectives = {"ring"};
+  o.space.spans = {"stage"};
+  const std::vector<Candidate> space = Space(e, chip, o.space);
+  ASSERT_EQ(space.size(), 8u);
+  std::set<std::string> keys;
+  for (const Candidate& c : space) {
+    EXPECT_TRUE(c.moe_tp == 1 || c.moe_tp == 2) << c.moe_tp;
+    const config::Mapping m = MappingOf(e.cfg.mapping(), c);
+    EXPECT_EQ(m.moe().ep(), 4u);
+    EXPECT_EQ(m.moe().tp(), c.moe_tp);
+    EXPECT_EQ(m.moe().all_to_all(), c.all_to_all);
+    EXPECT_EQ(m.moe().group_order(), c.group_order);
+    keys.insert(ProgramKey(e, chip, c));
+  }
+  EXPECT_EQ(keys.size(), 8u);
+  const SearchResult r = Search(e, chip, o, nullptr);
+  EXPECT_EQ(r.ok + r.shared, 8u);
+  EXPECT_EQ(r.invalid + r.errors, 0u);
 }
 
 }  // namespace
