@@ -352,6 +352,12 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   const std::string mode = sv.mode().empty() ? "fused" : sv.mode();
   if (mode != "fused" && mode != "disaggregated")
     add("mapping.serving.mode", sv.mode(), "must be fused or disaggregated");
+  // The scheduler batches requests into one TP group per stage; attention replicas (each on
+  // whole sequences of a fixed batch) are a `tpsim run` layout.
+  if (cfg.mapping().attention_dp() > 1)
+    add("mapping.attention_dp", std::to_string(cfg.mapping().attention_dp()),
+        "tpsim serve runs one TP group per stage: attention replicas are not served (1 or unset; tpsim run "
+        "runs them)");
   if (mode == "disaggregated") {
     if (sv.prefill_stages() == 0) add("mapping.serving.prefill_stages", "0", "disaggregated needs >= 1");
     if (sv.decode_stages() == 0) add("mapping.serving.decode_stages", "0", "disaggregated needs >= 1");

@@ -408,6 +408,19 @@ TEST(ServingEngine, ServeCommandEndToEnd) {
   // A bad field is a config error (exit 2).
   EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--set", "mapping.serving.mode=split"}), 2);
   EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--slo-ttft-ms", "-1"}), 2);
+  // Attention replicas are a tpsim run layout: refused with their own rule.
+  EXPECT_THROW(
+      {
+        try {
+          Serve(sim::LoadExperiment((dir / "exp.textproto").string(), {{"mapping.attention_dp", "2"}}));
+        } catch (const config::ConfigError& e) {
+          ASSERT_EQ(e.diags().size(), 1u);
+          EXPECT_EQ(e.diags()[0].field, "mapping.attention_dp");
+          EXPECT_NE(e.diags()[0].rule.find("attention replicas are not served"), std::string::npos);
+          throw;
+        }
+      },
+      config::ConfigError);
   fs::remove_all(dir);
 }
 
