@@ -30,10 +30,10 @@
 //          chunks through local and remote loads and stores, t of them per bus byte (counted
 //          from NCCL's runRing primitives, collective.cc): all_reduce t = (3n - 2) / (n - 1)
 //          (4 at 2 ranks, 3.3 at 4, 3.1 at 8), all_gather / reduce_scatter t = (3n - 1) / (n - 1)
-//          (3.7 at 4 ranks, 3.3 at 8). So the ceiling depends on the rank count: on H100 the cap
-//          binds for all_reduce at 2 ranks and for all_gather / reduce_scatter at 4 and fewer
-//          (a 4-GPU all_gather reaches about 339 GB/s busbw, an 8-GPU one about 354);
-//          then NCCL's protocol factors on B_eff.
+//          (5 at 2 ranks, 3.7 at 4, 3.3 at 8). So the ceiling depends on the rank count: on
+//          H100 the cap binds for all_reduce at 2 ranks (fitted there) and for all_gather /
+//          reduce_scatter at 2 and 3 ranks (unmeasured), not at 4 or more, where the link
+//          ceiling B x ring_efficiency is lower; then NCCL's protocol factors on B_eff.
 //          latency = NCCL's base + steps x step, step = gpu.ring_ll128_step_us (LL128) or
 //          gpu.ring_simple_step_us (Simple) where set (fitted to 4- and 8-GPU H100 rings, where
 //          the tuner's 1.9 / 3.4 us put 8 ranks 13..30 % too slow at 4..32 MiB), NCCL's hop
