@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "arch/chip.h"
 #include "arch/dram_device.h"
@@ -158,6 +159,16 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
     sink.Add("gpu.kernel_launch_us", NumText(g.kernel_launch_us()), "must be at most 1000000 (1 s)");
   }
   CheckNonNegative(sink, "gpu.ring_channel_memory_gbps", g.ring_channel_memory_gbps());  // 0 = no cap
+  // 0 = NCCL's tuner hop latency / no NVLS chunk limit; a microsecond-scale latency otherwise.
+  for (const auto& [sub, v] :
+       {std::pair<const char*, double>{"collective_launch_per_gpu_us", g.collective_launch_per_gpu_us()},
+        {"ring_ll128_step_us", g.ring_ll128_step_us()},
+        {"ring_simple_step_us", g.ring_simple_step_us()},
+        {"nvls_chunk_rtt_us", g.nvls_chunk_rtt_us()}}) {
+    const std::string field = std::string("gpu.") + sub;
+    if (CheckNonNegative(sink, field, v) && v > 1e6)
+      sink.Add(field, NumText(v), "must be at most 1000000 (1 s)");
+  }
   if (CheckNonNegative(sink, "gpu.collective_kernel_us", g.collective_kernel_us()) &&
       g.collective_kernel_us() > 1e6) {
     sink.Add("gpu.collective_kernel_us", NumText(g.collective_kernel_us()), "must be at most 1000000 (1 s)");

@@ -9,12 +9,18 @@ usage: validate/fit_gpu.py [--tpsim build/bin/tpsim] [--collectives-only]
                minimise the file MAPE of vidur-h100-gemm.csv.
   collectives: collective_kernel_us (the device-side fixed cost of one collective kernel)
                minimises the MAPE of nccl-tests-h100-4gpu-graph.csv (CUDA graphs: device time,
-               no host issue); then, with it, collective_launch_us, collective_launch_exponent,
-               ring_allreduce_efficiency, ring_efficiency minimise the sum of the three table
-               MAPEs of nccl-tests-h100-4gpu.csv (eager: host issue included); then nvls_efficiency,
-               nvls_rank_loss minimise the sum of the NVLS tables of nccl-tests-h100-allreduce-algo.csv;
-               then ring_channel_memory_gbps minimises the sum of the 2-GPU ring tables (NCCL's
+               no host issue); then, with it, the ring and host constants (collective_launch_us,
+               collective_launch_per_gpu_us, ring_ll128_step_us, ring_simple_step_us,
+               ring_efficiency, ring_allreduce_efficiency) minimise the sum of the issue-14 ring
+               target tables (4-GPU eager, 8-GPU ring-forced, nccl#1047, 2/4/6-GPU all_reduce)
+               plus the CUDA-graph table, with every target above 8 % penalised by 100; then
+               nvls_efficiency, nvls_rank_loss, nvls_chunk_rtt_us minimise the sum of the NVLS
+               tables (-allreduce-algo.csv, -4gpu-forced.csv, the 6-GPU row of -2-6gpu.csv and
+               -8gpu-allreduce-auto.csv, that target penalised above 8 % likewise); then
+               ring_channel_memory_gbps minimises the sum of the 2-GPU ring tables (NCCL's
                choice in nccl-tests-h100-allreduce-2-6gpu.csv, ring forced in -algo.csv).
+               collective_launch_exponent stays 5 (fitted with the 4-GPU launch alone before the
+               8-GPU refit; a grid over it is left out to keep the run short).
 Prints the best values found (it does not edit the chip file) and the MAPEs they give. Only
 H100 files are used; H200 and B200 keep H100's constants (no refit)."""
 import argparse
@@ -62,29 +68,62 @@ def main():
             "operand_flops_per_byte": [70, 80, 90, 100, 110],
         }, lambda s: compare(a.tpsim, s, "vidur-h100-gemm.csv")[0])
         print("GEMM (vidur-h100-gemm.csv): file MAPE %.2f %% with %s" % gemm)
-    # The device-side kernel cost (CUDA-graph file) and the eager constants (host issue, its
-    # overlap, the ring ceilings) depend on each other through the ring efficiencies: two rounds
-    # (the second round changed nothing on the shipped grids).
-    coll = (None, {})
-    for _ in range(2):
-        kernel = search(a.tpsim, {"collective_kernel_us": [x / 4 for x in range(0, 33)]},
-                        lambda s: compare(a.tpsim, dict(coll[1], **s), "nccl-tests-h100-4gpu-graph.csv")[0])
-        print("collective kernel (nccl-tests-h100-4gpu-graph.csv): MAPE %.2f %% with %s" % kernel)
-        coll = search(a.tpsim, {
-            "collective_launch_us": [23, 23.5, 24, 24.5, 25, 25.5],
-            "collective_launch_exponent": [2, 3, 4, 5, 6, 8],
-            "ring_allreduce_efficiency": [0.92, 0.93, 0.94, 0.95, 0.96, 0.97, 0.98],
-            "ring_efficiency": [0.82, 0.83, 0.84, 0.85, 0.86],
-        }, lambda s: sum(compare(a.tpsim, dict(kernel[1], **s), "nccl-tests-h100-4gpu.csv")[1].values()))
-        print("collectives (nccl-tests-h100-4gpu.csv): sum of table MAPEs %.2f %% with %s" % coll)
-        coll = (coll[0], dict(kernel[1], **coll[1]))
+    kernel = search(a.tpsim, {"collective_kernel_us": [x / 4 for x in range(0, 33)]},
+                    lambda s: compare(a.tpsim, s, "nccl-tests-h100-4gpu-graph.csv")[0])
+    print("collective kernel (nccl-tests-h100-4gpu-graph.csv): MAPE %.2f %% with %s" % kernel)
+    fixed = dict(kernel[1], collective_launch_exponent=5)
+
+    def targets(sets, files):
+        """The issue-14 target tables (algorithm auto, or the ring-forced 8-GPU ones) of `files`."""
+        out = []
+        for f in files:
+            for name, mape in compare(a.tpsim, sets, f)[1].items():
+                op_ok = re.match(r"(all_reduce|all_gather|reduce_scatter),", name)
+                auto = "algorithm auto, protocol auto" in name and "device time" not in name
+                ring8 = f.startswith("nccl-tests-h100-8gpu-r") and "algorithm ring" in name
+                if op_ok and (auto or ring8):
+                    out.append(mape)
+        return out
+
+    def ring_score(s, base=None):
+        sets = dict(fixed if base is None else base, **s)
+        t = targets(sets, ["nccl-tests-h100-4gpu.csv", "nccl-tests-h100-8gpu-ring.csv",
+                           "nccl-tests-h100-8gpu-rs-ring-nccl1047.csv", "nccl-tests-h100-allreduce-2-6gpu.csv"])
+        graph = compare(a.tpsim, sets, "nccl-tests-h100-4gpu-graph.csv")[0]
+        return sum(t) + graph + 100 * sum(1 for x in t if x > 8)
+
+    launch = [(12, 3.2), (13, 2.9), (14, 2.625), (15, 2.4)]  # about 24.5 us at 4 GPUs, 35 to 38 at 8
+    best = None
+    for base, per_gpu in launch:
+        r = search(a.tpsim, {
+            "collective_launch_us": [base], "collective_launch_per_gpu_us": [per_gpu],
+            "ring_ll128_step_us": [0.9, 1.2, 1.5], "ring_simple_step_us": [4.0, 5.0, 6.0],
+            "ring_efficiency": [0.90, 0.92, 0.94, 0.96], "ring_allreduce_efficiency": [0.96, 0.97, 0.98],
+        }, ring_score)
+        if best is None or r[0] < best[0]:
+            best = r
+    print("ring and host (4-GPU, 8-GPU ring, nccl#1047, 2-6 GPU tables): score %.2f with %s" % best)
+    coll = (best[0], dict(fixed, **best[1]))
+
+    def nvls_score(s, base=None):
+        sets = dict(coll[1] if base is None else base, **s)
+        t = [v for k, v in compare(a.tpsim, sets, "nccl-tests-h100-allreduce-algo.csv")[1].items() if "algorithm nvls" in k]
+        t += [v for k, v in compare(a.tpsim, sets, "nccl-tests-h100-4gpu-forced.csv")[1].items() if "algorithm nvls" in k]
+        t += [v for k, v in compare(a.tpsim, sets, "nccl-tests-h100-allreduce-2-6gpu.csv")[1].items() if "6 ranks" in k]
+        auto8 = compare(a.tpsim, sets, "nccl-tests-h100-8gpu-allreduce-auto.csv")[0]
+        return sum(t) + auto8 + 100 * (auto8 > 8)
+
     nvls = search(a.tpsim, {
-        "nvls_efficiency": [0.68, 0.70, 0.72, 0.74, 0.76, 0.78],
-        "nvls_rank_loss": [0.3, 0.4, 0.5, 0.6, 0.7],
-    }, lambda s: sum(v for k, v in compare(a.tpsim, dict(coll[1], **s), "nccl-tests-h100-allreduce-algo.csv")[1].items()
-                     if "algorithm nvls" in k))
-    print("NVLS (nccl-tests-h100-allreduce-algo.csv): sum of NVLS table MAPEs %.2f %% with %s" % nvls)
+        "nvls_efficiency": [0.80, 0.84, 0.88],
+        "nvls_rank_loss": [0.5, 0.6, 0.7],
+        "nvls_chunk_rtt_us": [0, 0.6, 0.65, 0.7, 0.8],
+    }, nvls_score)
+    print("NVLS (-allreduce-algo, -4gpu-forced, -2-6gpu 6 ranks, -8gpu-allreduce-auto): score %.2f with %s" % nvls)
     fitted = dict(coll[1], **nvls[1])
+    # The stages run one after another, so they need not land on the joint optimum: print the
+    # shipped chip file's own scores beside them (a near-tie is expected, see README).
+    print("shipped h100-sxm-8 constants: ring and host score %.2f, NVLS score %.2f" %
+          (ring_score({}, base={}), nvls_score({}, base={})))
 
     def two_gpu_rings(s):
         sets = dict(fitted, **s)

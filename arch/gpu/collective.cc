@@ -1,6 +1,7 @@
 #include "arch/gpu/collective.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -30,14 +31,19 @@ constexpr double kSm90Speeds[] = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0
 constexpr double kSm100Speeds[] = {90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
 
 // Per-architecture rows of tuning.cc (single node: llMaxBws by GPU arch, per-channel caps
-// N1 column) and nvlsEfficiency.
+// N1 column) and nvlsEfficiency; NVLS channels and largest chunk on one node from
+// src/transport/nvls.cc (NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100_NVL 24, NVLS_CHUNKSIZE 128 KiB).
 struct ArchTables {
   double ll_max_bw, per_ch_ring_ll128, per_ch_tree_ll128, per_ch_tree, nvls_eff;
   const double* speeds;
   size_t num_speeds;
+  int nvls_channels;
+  uint64_t nvls_chunk_bytes;
 };
-constexpr ArchTables kHopper = {141.0, 36.7, 36.7, 38.7, 0.85, kSm90Speeds, std::size(kSm90Speeds)};
-constexpr ArchTables kBlackwell = {2 * 141.0, 40.0, 55.6, 70.0, 0.74, kSm100Speeds, std::size(kSm100Speeds)};
+constexpr ArchTables kHopper = {141.0, 36.7,     36.7, 38.7, 0.85, kSm90Speeds, std::size(kSm90Speeds),
+                                16,    128 << 10};
+constexpr ArchTables kBlackwell = {
+    2 * 141.0, 40.0, 55.6, 70.0, 0.74, kSm100Speeds, std::size(kSm100Speeds), 24, 128 << 10};
 
 const ArchTables& TablesOf(const config::Gpu& g) {
   return g.compute_capability() >= 100 ? kBlackwell : kHopper;
@@ -65,10 +71,11 @@ struct Pair {
 };
 
 // One (algorithm, protocol) pair. `ring_bus` is the ring's Simple bus ceiling (NCCL's
-// B for the tuner, B_eff for the prediction); `nvls_algbw` the NVLS algbw (tuner or
-// fitted), computed by the caller.
+// B for the tuner, B_eff for the prediction); `ring_hop_us` the ring's per-step latency per
+// protocol (NCCL's for the tuner, RingStepUs for the prediction); `nvls_algbw` the NVLS algbw
+// (tuner or fitted), computed by the caller.
 Pair PairModel(const config::Gpu& g, CollOp op, int n, uint64_t bytes, Algo a, Proto p, double ring_bus,
-               double nvls_algbw) {
+               const double* ring_hop_us, double nvls_algbw) {
   const ArchTables& t = TablesOf(g);
   const double ch = g.nccl_ring_channels();
   const int row = AlgoRow(a), col = ProtoCol(p);
@@ -80,7 +87,7 @@ Pair PairModel(const config::Gpu& g, CollOp op, int n, uint64_t bytes, Algo a, P
       if (p == Proto::kLL128) bus = std::min(ring_bus * kLL128Factor, ch * t.per_ch_ring_ll128);
       const int steps = RingSteps(op, n);
       r.algbw = bus * n / steps;
-      r.lat = kBaseLatUs[row][col] + steps * kHopLatUs[row][col];
+      r.lat = kBaseLatUs[row][col] + steps * ring_hop_us[col];
       break;
     }
     case Algo::kTree: {
@@ -101,7 +108,7 @@ Pair PairModel(const config::Gpu& g, CollOp op, int n, uint64_t bytes, Algo a, P
       break;
     case Algo::kP2p: {
       r.algbw = op == CollOp::kAllToAll ? ring_bus * n / (n - 1) : ring_bus;
-      r.lat = kBaseLatUs[1][2] + kHopLatUs[1][2];
+      r.lat = kBaseLatUs[1][2] + ring_hop_us[2];
       break;
     }
     case Algo::kAuto:
@@ -123,19 +130,56 @@ double TunerNvlsAlgbw(const config::Gpu& g, int n) {
   return bus * n / (2.0 * (n - 1));
 }
 
-double FittedNvlsAlgbw(const config::Gpu& g, int n) {
-  return g.nvlink_links() * g.nvlink_link_gbps() * TablesOf(g).nvls_eff * g.nvls_efficiency() *
-         (1.0 - g.nvls_rank_loss() / n);
+// NCCL's NVLS chunk for an all_reduce of `bytes` over n ranks on one node (src/enqueue.cc,
+// calcCollChunking): 128 KiB, 64 KiB below 64 x ops x 128 KiB, 32 KiB below 8 x ops x 64 KiB,
+// 16 KiB below 2 x ops x 32 KiB, ops = NVLS channels x n heads.
+uint64_t NvlsChunkBytes(const ArchTables& t, int n, uint64_t bytes) {
+  const uint64_t ops = static_cast<uint64_t>(t.nvls_channels) * static_cast<uint64_t>(n);
+  uint64_t c = t.nvls_chunk_bytes;
+  if (bytes < 64 * ops * c && c > (64u << 10)) c = 64u << 10;
+  if (bytes < 8 * ops * c && c > (32u << 10)) c = 32u << 10;
+  if (bytes < 2 * ops * c && c > (16u << 10)) c = 16u << 10;
+  return c;
 }
 
-// The ring all_reduce's bus ceiling set by the memory traffic of NCCL's channels (collective.h):
-// per rank and chunk, NCCL's ring all_reduce (src/device/all_reduce.h, runRing) runs send (1 load,
-// 1 remote store), n - 2 recvReduceSend (2 loads, 1 remote store), recvReduceCopySend (2 loads,
-// 1 store, 1 remote store), n - 2 recvCopySend (1 load, 1 store, 1 remote store) and recv (1 load,
-// 1 store): 6n - 4 loads and stores for 2n - 2 on the bus. Infinite when off or not all_reduce.
+// The predicted NVLS algbw (collective.h): the fitted link rate, in series with the rate the
+// NVLS channels reach with one chunk each in flight for nvls_chunk_rtt_us.
+double FittedNvlsAlgbw(const config::Gpu& g, int n, uint64_t bytes) {
+  const ArchTables& t = TablesOf(g);
+  const double link = g.nvlink_links() * g.nvlink_link_gbps() * t.nvls_eff * g.nvls_efficiency() *
+                      (1.0 - g.nvls_rank_loss() / n);
+  if (!(g.nvls_chunk_rtt_us() > 0)) return link;
+  // bytes per us = MB/s; / 1000 -> GB/s.
+  const double chunk_gbps =
+      t.nvls_channels * static_cast<double>(NvlsChunkBytes(t, n, bytes)) / g.nvls_chunk_rtt_us() / 1000.0;
+  return 1.0 / (1.0 / link + 1.0 / chunk_gbps);
+}
+
+// The ring's per-step latency per protocol (LL, LL128, Simple) for the prediction: the fitted
+// gpu.ring_*_step_us where set, else NCCL's tuner value.
+std::array<double, 3> RingStepUs(const config::Gpu& g) {
+  return {kHopLatUs[1][0], g.ring_ll128_step_us() > 0 ? g.ring_ll128_step_us() : kHopLatUs[1][1],
+          g.ring_simple_step_us() > 0 ? g.ring_simple_step_us() : kHopLatUs[1][2]};
+}
+
+// The ring's bus ceiling set by the memory traffic of NCCL's channels (collective.h), counted per
+// rank and chunk from NCCL's runRing primitives:
+//  all_reduce (src/device/all_reduce.h): send (1 load, 1 remote store), n - 2 recvReduceSend
+//    (2 loads, 1 remote store), recvReduceCopySend (2 loads, 1 store, 1 remote store), n - 2
+//    recvCopySend (1 load, 1 store, 1 remote store), recv (1 load, 1 store): 6n - 4 loads and
+//    stores for 2n - 2 on the bus;
+//  all_gather (all_gather.h, out of place): copySend (1 load, 1 store, 1 remote store), n - 2
+//    recvCopySend (the same 3), recv (1 load, 1 store): 3n - 1 for n - 1 on the bus;
+//  reduce_scatter (reduce_scatter.h): send (1 load, 1 remote store), n - 2 recvReduceSend (2 loads,
+//    1 remote store), recvReduceCopy (2 loads, 1 store): 3n - 1 for n - 1 on the bus.
+// Infinite when off or for the other ops.
 double RingMemoryBusCap(const config::Gpu& g, CollOp op, int n) {
-  if (op != CollOp::kAllReduce || !(g.ring_channel_memory_gbps() > 0)) return HUGE_VAL;
-  const double traffic_per_bus_byte = (3.0 * n - 2) / (n - 1);
+  if (!(g.ring_channel_memory_gbps() > 0)) return HUGE_VAL;
+  double traffic_per_bus_byte = 0;
+  if (op == CollOp::kAllReduce) traffic_per_bus_byte = (3.0 * n - 2) / (n - 1);
+  if (op == CollOp::kAllGather || op == CollOp::kReduceScatter)
+    traffic_per_bus_byte = (3.0 * n - 1) / (n - 1);
+  if (traffic_per_bus_byte == 0) return HUGE_VAL;
   return g.nccl_ring_channels() * g.ring_channel_memory_gbps() / traffic_per_bus_byte;
 }
 
@@ -289,7 +333,8 @@ double TunerTimeUs(const config::Gpu& g, CollOp op, int ranks, uint64_t bytes, A
   if (std::find(algos.begin(), algos.end(), a) == algos.end()) return -1;
   if (std::find(protos.begin(), protos.end(), p) == protos.end()) return -1;
   const double b = static_cast<double>(g.nvlink_links()) * g.nccl_link_gbps();
-  const Pair pair = PairModel(g, op, ranks, bytes, a, p, b, a == Algo::kNvls ? TunerNvlsAlgbw(g, ranks) : 0);
+  const Pair pair =
+      PairModel(g, op, ranks, bytes, a, p, b, kHopLatUs[1], a == Algo::kNvls ? TunerNvlsAlgbw(g, ranks) : 0);
   if (!(pair.algbw > 0)) return -1;
   return Time(pair, bytes);
 }
@@ -340,9 +385,11 @@ CollEstimate EstimateCollective(const config::Gpu& g, int gpus, const CollQuery&
   const double eff = q.op == CollOp::kAllReduce ? g.ring_allreduce_efficiency() : g.ring_efficiency();
   const double ring_bus =
       best_a == Algo::kRing ? std::min(b * eff, RingMemoryBusCap(g, q.op, q.ranks)) : b * eff;
-  const Pair pair = best_a == Algo::kTree ? PairModel(g, q.op, q.ranks, q.bytes, best_a, best_p, b, 0)
-                                          : PairModel(g, q.op, q.ranks, q.bytes, best_a, best_p, ring_bus,
-                                                      FittedNvlsAlgbw(g, q.ranks));
+  const std::array<double, 3> ring_step = RingStepUs(g);
+  const Pair pair = best_a == Algo::kTree
+                        ? PairModel(g, q.op, q.ranks, q.bytes, best_a, best_p, b, kHopLatUs[1], 0)
+                        : PairModel(g, q.op, q.ranks, q.bytes, best_a, best_p, ring_bus, ring_step.data(),
+                                    best_a == Algo::kNvls ? FittedNvlsAlgbw(g, q.ranks, q.bytes) : 0);
   CollEstimate e;
   e.algo = best_a;
   e.proto = best_p;
@@ -351,7 +398,8 @@ CollEstimate EstimateCollective(const config::Gpu& g, int gpus, const CollQuery&
   // the choice above stays NCCL's (its tuner does not know this constant).
   e.latency_us = pair.lat + g.collective_kernel_us();
   e.gpu_us = e.latency_us + static_cast<double>(q.bytes) / (1000.0 * pair.algbw);
-  const double launch = g.collective_launch_us();
+  // Host issue: one kernel per GPU the issuing process drives (nccl-tests -g N: all ranks).
+  const double launch = g.collective_launch_us() + q.ranks * g.collective_launch_per_gpu_us();
   const double p = g.collective_launch_exponent() > 0 ? g.collective_launch_exponent() : 2.0;
   // (gpu^p + launch^p)^(1/p), scaled by the larger term so that no power overflows.
   const double big = std::max(e.gpu_us, launch);

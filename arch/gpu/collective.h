@@ -26,22 +26,37 @@
 //
 // Prediction for the chosen pair:
 //   ring:  B_eff = B x ring_allreduce_efficiency (all_reduce) or x ring_efficiency (others),
-//          capped for all_reduce at channels x ring_channel_memory_gbps x (n - 1) / (3n - 2):
-//          each channel (one CTA) moves its chunks through local and remote loads and stores,
-//          (3n - 2) / (n - 1) of them per bus byte (4 at 2 ranks, 3.3 at 4, 3.1 at 8; counted
-//          from NCCL's runRing primitives, collective.cc); on H100 the cap binds at 2 ranks
-//          only (a 2-GPU ring reaches 300..327 GB/s busbw where 4 GPUs reach 339..354);
-//          then NCCL's protocol factors on B_eff; latency as the tuner's.
+//          capped at channels x ring_channel_memory_gbps / t: each channel (one CTA) moves its
+//          chunks through local and remote loads and stores, t of them per bus byte (counted
+//          from NCCL's runRing primitives, collective.cc): all_reduce t = (3n - 2) / (n - 1)
+//          (4 at 2 ranks, 3.3 at 4, 3.1 at 8), all_gather / reduce_scatter t = (3n - 1) / (n - 1)
+//          (5 at 2 ranks, 3.7 at 4, 3.3 at 8). So the ceiling depends on the rank count: on
+//          H100 the cap binds for all_reduce at 2 ranks (fitted there) and for all_gather /
+//          reduce_scatter at 2 and 3 ranks (unmeasured), not at 4 or more, where the link
+//          ceiling B x ring_efficiency is lower; then NCCL's protocol factors on B_eff.
+//          latency = NCCL's base + steps x step, step = gpu.ring_ll128_step_us (LL128) or
+//          gpu.ring_simple_step_us (Simple) where set (fitted to 4- and 8-GPU H100 rings, where
+//          the tuner's 1.9 / 3.4 us put 8 ranks 13..30 % too slow at 4..32 MiB), NCCL's hop
+//          latency otherwise (LL: 0.6 us).
 //   tree:  the tuner's numbers (one H100 measurement agrees within 3%; not fitted).
-//   nvls:  algbw = links x nvlink_link_gbps x nvlsEff(arch) x nvls_efficiency x (1 - nvls_rank_loss / n).
-//   p2p:   ring Simple with B_eff (ring_efficiency); not calibrated (no measurement).
+//   nvls:  algbw = 1 / (1 / A + 1 / C), A = links x nvlink_link_gbps x nvlsEff(arch) x nvls_efficiency
+//          x (1 - nvls_rank_loss / n), C = NVLS channels x chunk / nvls_chunk_rtt_us: NCCL runs
+//          16 NVLS channels on Hopper (24 on Blackwell) and shrinks their chunk from 128 KiB to
+//          64 / 32 / 16 KiB for smaller buffers (src/enqueue.cc, calcCollChunking; at 8 ranks
+//          below 1 GiB / 64 MiB / 8 MiB), so small and mid sizes run below the link rate; C is
+//          infinite when nvls_chunk_rtt_us is 0. Latency: the tuner's 25 us.
+//   p2p:   ring Simple with B_eff (ring_efficiency) and the Simple step; not calibrated.
 //   gpu_us  = collective_kernel_us + latency + bytes / (1000 x algbw)   (bytes in B, GB/s -> us)
 //             collective_kernel_us: the kernel's own fixed device cost, which NCCL's base
 //             latencies leave out (5.25 us on H100, fitted to nccl-tests-h100-4gpu-graph.csv,
 //             nccl-tests under CUDA graphs; not seen by the choice above)
-//   time_us = (gpu_us^p + collective_launch_us^p)^(1/p), p = collective_launch_exponent
-//             (back-to-back calls: host issue and device time overlap in part; p = 2 when 0;
-//             H100: launch 24.5 us, p = 5, fitted to nccl-tests-h100-4gpu.csv)
+//   time_us = (gpu_us^p + launch^p)^(1/p), p = collective_launch_exponent
+//             (back-to-back calls: host issue and device time overlap in part; p = 2 when 0),
+//             launch = collective_launch_us + ranks x collective_launch_per_gpu_us: the calling
+//             process launches one kernel per GPU it drives (nccl-tests -g N drives all ranks).
+//             H100: 13 + 2.9 us per GPU (24.6 us at 4 GPUs, 36.2 at 8), p = 5, fitted to the
+//             small-size floors of nccl-tests-h100-4gpu.csv and nccl-tests-h100-8gpu-ring.csv
+//             (two hosts: a per-GPU host cost and a slower 8-GPU host are not told apart)
 // Sizes are what nccl-tests calls size: the whole buffer (all_gather: the receive buffer,
 // reduce_scatter: the send buffer, all_to_all: one rank's send buffer, send_recv: one message).
 // busbw = algbw x factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;

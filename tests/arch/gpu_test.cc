@@ -177,7 +177,7 @@ TEST(GpuCollective, OneRingStep) {
   EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 11.8 + 10.0, 1e-12);
 }
 
-TEST(GpuCollective, RingLocalMemoryCapsTwoRanks) {
+TEST(GpuCollective, RingLocalMemoryCapDependsOnRanks) {
   // ring_channel_memory_gbps 10 on 24 channels: 240 GB/s of loads and stores. A ring all_reduce
   // moves (3n - 2) / (n - 1) of them per bus byte: 4 at 2 ranks -> bus cap 60 GB/s (below the
   // link's 100), 10/3 at 4 ranks -> 72 GB/s.
@@ -192,10 +192,23 @@ TEST(GpuCollective, RingLocalMemoryCapsTwoRanks) {
   // 20 GB/s per channel: the caps (120 and 144 GB/s) are above the link, nothing changes.
   g.set_ring_channel_memory_gbps(20);
   EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 28.8 + 1e6 / (100.0 * 4 / 6 * 1e3), 1e-9);
-  // The cap is all_reduce's only: all_gather over 2 ranks keeps the link's 100 GB/s (OneRingStep).
+  // all_gather moves (3n - 1) / (n - 1) per bus byte: 5 at 2 ranks -> cap 240 / 5 = 48 GB/s,
+  // algbw 48 x 2 / 1 = 96 GB/s: 11.8 + 1e6 / 96e3 = 22.2166... us (OneRingStep: 16.8 uncapped).
   g.set_ring_channel_memory_gbps(10);
   gpu::CollQuery ag{gpu::CollOp::kAllGather, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple};
-  EXPECT_NEAR(gpu::EstimateCollective(g, 8, ag).gpu_us, 16.8, 1e-12);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, ag).gpu_us, 11.8 + 1e6 / 96e3, 1e-9);
+  // At 8 ranks 23 / 7 per bus byte -> cap 240 x 7 / 23 = 73.04 GB/s: the same channels give an
+  // 8-rank ring a higher bus ceiling than a 2-rank one. algbw 73.04... x 8 / 7 = 1920 / 23 GB/s;
+  // latency 8.4 + 7 x 3.4 = 32.2 us.
+  ag.ranks = 8;
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, ag).gpu_us, 32.2 + 1e6 / (1920.0 / 23 * 1e3), 1e-9);
+  // reduce_scatter counts the same 3n - 1 (send, n - 2 recvReduceSend, recvReduceCopy).
+  gpu::CollQuery rs = ag;
+  rs.op = gpu::CollOp::kReduceScatter;
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, rs).gpu_us, 32.2 + 1e6 / (1920.0 / 23 * 1e3), 1e-9);
+  // Not for all_to_all (p2p): 8.4 + 3.4 + 1e6 / (100 x 8 / 7 x 1e3).
+  gpu::CollQuery a2a{gpu::CollOp::kAllToAll, 8, 1000000};
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, a2a).gpu_us, 11.8 + 1e6 / (100.0 * 8 / 7 * 1e3), 1e-9);
   // NCCL's choice does not see it (the tuner's constants as they are).
   EXPECT_EQ(gpu::TunerTimeUs(g, gpu::CollOp::kAllReduce, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple),
             gpu::TunerTimeUs(OneLinkGpu(), gpu::CollOp::kAllReduce, 2, 1000000, gpu::Algo::kRing,
@@ -236,17 +249,86 @@ TEST(GpuCollective, KernelFixedCostAndHostOverlap) {
 }
 
 TEST(GpuCollective, LL128Latency) {
-  // ring LL128 all_reduce over 8 ranks: 14.0 + 2 x 7 x 1.9 = 40.6 us; LL: 6.6 + 14 x 0.6 = 15.0;
-  // the prediction adds h100-sxm-8's collective_kernel_us, 5.25 us: 45.85 and 20.25.
+  // ring LL128 all_reduce over 8 ranks, predicted with h100-sxm-8's ring_ll128_step_us 1.2:
+  // 14.0 + 2 x 7 x 1.2 = 30.8 us; LL (NCCL's 0.6 us step): 6.6 + 14 x 0.6 = 15.0; the prediction
+  // adds collective_kernel_us, 5.25 us: 36.05 and 20.25.
   const config::Gpu g = LoadChipConfig("h100-sxm-8").gpu();
   gpu::CollQuery q{gpu::CollOp::kAllReduce, 8, 1 << 20, gpu::Algo::kRing, gpu::Proto::kLL128};
-  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 45.85, 1e-9);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 36.05, 1e-9);
   q.proto = gpu::Proto::kLL;
   EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 20.25, 1e-9);
+  // NCCL's tuner keeps its 1.9 us step: ring LL128 at 8 ranks, 40.6 us + bytes / algbw with
+  // bus min(370.8 x 0.92, 24 x 36.7) = 341.136 GB/s, algbw 341.136 x 8 / 14.
+  EXPECT_NEAR(gpu::TunerTimeUs(g, gpu::CollOp::kAllReduce, 8, 1 << 20, gpu::Algo::kRing, gpu::Proto::kLL128),
+              40.6 + 1048576 / (370.8 * 0.92 * 8 / 14 * 1000), 1e-9);
   // The tuner's time for ring LL at 8 KiB: bus min(141, 370.8 / 2) = 141 GB/s,
   // algbw 141 x 8 / 14; 15.0 + 8192 / (80.571428... x 1000).
   EXPECT_NEAR(gpu::TunerTimeUs(g, gpu::CollOp::kAllReduce, 8, 8192, gpu::Algo::kRing, gpu::Proto::kLL),
               15.0 + 8192 / (141.0 * 8 / 14 * 1000), 1e-9);
+}
+
+TEST(GpuCollective, FittedRingStepLatency) {
+  // ring_simple_step_us 5 on OneRingStep's all_gather (2 ranks, 1 step): 8.4 + 1 x 5 = 13.4 us,
+  // 13.4 + 5 = 18.4 us for 1 MB; at 8 ranks 7 steps: 8.4 + 35 = 43.4 us + 1e6 / (100 x 8 / 7 x 1e3).
+  config::Gpu g = OneLinkGpu();
+  g.set_ring_simple_step_us(5);
+  gpu::CollQuery q{gpu::CollOp::kAllGather, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple};
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 13.4, 1e-12);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 18.4, 1e-12);
+  q.ranks = 8;
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 43.4 + 1e6 / (100.0 * 8 / 7 * 1e3), 1e-9);
+  // LL128 over 8 ranks with ring_ll128_step_us 0.5: 14.0 + 7 x 0.5 = 17.5 us.
+  g.set_ring_ll128_step_us(0.5);
+  q.proto = gpu::Proto::kLL128;
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).latency_us, 17.5, 1e-12);
+  // The choice keeps NCCL's steps: the tuner's Simple all_gather at 2 ranks is 8.4 + 3.4 + 5.
+  EXPECT_NEAR(gpu::TunerTimeUs(g, gpu::CollOp::kAllGather, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple),
+              16.8, 1e-12);
+}
+
+TEST(GpuCollective, HostIssueGrowsWithTheGpusDriven) {
+  // launch = collective_launch_us + ranks x collective_launch_per_gpu_us; exponent 1 adds it to
+  // OneRingStep's device time. 10 + 2 x 2.5 = 15 us at 2 ranks: 16.8 + 15 = 31.8 us.
+  config::Gpu g = OneLinkGpu();
+  g.set_collective_launch_us(10);
+  g.set_collective_launch_per_gpu_us(2.5);
+  g.set_collective_launch_exponent(1);
+  gpu::CollQuery q{gpu::CollOp::kAllGather, 2, 1000000, gpu::Algo::kRing, gpu::Proto::kSimple};
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, 31.8, 1e-12);
+  // 8 ranks: 10 + 8 x 2.5 = 30 us on device 32.2 + 1e6 / (800 / 7 x 1e3) = 40.95 us.
+  q.ranks = 8;
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).time_us, 30 + 32.2 + 1e6 / (800.0 / 7 * 1e3), 1e-9);
+  EXPECT_NEAR(gpu::EstimateCollective(g, 8, q).gpu_us, 32.2 + 1e6 / (800.0 / 7 * 1e3), 1e-9);  // unchanged
+}
+
+TEST(GpuCollective, NvlsChunkLimitsSmallBuffers) {
+  // NVLS forced over 8 ranks of OneLinkGpu with nvls, nvls_efficiency 1, no rank loss:
+  // link rate A = 1 x 100 x 0.85 (Hopper nvlsEfficiency) = 85 GB/s; latency the tuner's 25 us.
+  // nvls_chunk_rtt_us 1: 16 channels x chunk / 1 us. NCCL's chunk at 8 ranks (ops = 16 x 8 = 128):
+  //   1 GiB: 128 KiB (not below 64 x 128 x 128 KiB = 1 GiB) -> C = 16 x 131072 / 1000 = 2097.152 GB/s
+  //   2 MiB: 16 KiB (below 2 x 128 x 32 KiB = 8 MiB)      -> C = 16 x 16384 / 1000 = 262.144 GB/s
+  //   8 MiB: 32 KiB (below 8 x 128 x 64 KiB = 64 MiB)     -> C = 524.288 GB/s
+  // algbw = 1 / (1/A + 1/C).
+  config::Gpu g = OneLinkGpu();
+  g.set_nvls(true);
+  g.set_nvls_efficiency(1);
+  g.set_nvls_rank_loss(0);
+  g.set_nvls_chunk_rtt_us(1);
+  auto nvls_us = [&](uint64_t bytes) {
+    return gpu::EstimateCollective(g, 8, {gpu::CollOp::kAllReduce, 8, bytes, gpu::Algo::kNvls}).gpu_us;
+  };
+  auto expect = [](uint64_t bytes, double c) { return 25 + bytes / (1000 / (1 / 85.0 + 1 / c)); };
+  EXPECT_NEAR(nvls_us(1u << 30), expect(1u << 30, 2097.152), 1e-6);
+  EXPECT_NEAR(nvls_us(512u << 20), expect(512u << 20, 1048.576), 1e-6);  // 64 KiB
+  EXPECT_NEAR(nvls_us(8u << 20), expect(8u << 20, 524.288), 1e-9);
+  EXPECT_NEAR(nvls_us(2u << 20), expect(2u << 20, 262.144), 1e-9);
+  // At 4 ranks (ops 64) 512 MiB is not below 64 x 64 x 128 KiB = 512 MiB: 128 KiB.
+  EXPECT_NEAR(
+      gpu::EstimateCollective(g, 8, {gpu::CollOp::kAllReduce, 4, 512u << 20, gpu::Algo::kNvls}).gpu_us,
+      expect(512u << 20, 2097.152), 1e-6);
+  // 0 = no chunk limit: A alone.
+  g.set_nvls_chunk_rtt_us(0);
+  EXPECT_NEAR(nvls_us(2u << 20), 25 + (2u << 20) / 85e3, 1e-9);
 }
 
 TEST(GpuCollective, ChoiceAtAFewSizesOnH100) {
