@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -255,6 +256,21 @@ TEST(SearchTest, EnergyColumnKeepsTheFrontUnderPruning) {
   }
 }
 
+// The work is shared by two orders: ascending bound (the largest tp first: the compute
+// bound falls with tp) and ascending estimated Program size (tp 1 first). With a budget of
+// two simulations, the first of each runs.
+TEST(SearchTest, TheBoundOrderAndTheCheapOrderShareTheWork) {
+  const sim::Experiment e = ComputeBound();
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions o = SmallSpace();
+  o.budget = 2;
+  const SearchResult r = Search(e, chip, o, nullptr);
+  EXPECT_EQ(r.simulated, 2u);
+  std::set<uint32_t> tps;
+  for (const Found& f : r.ranked) tps.insert(f.c.tp);
+  EXPECT_EQ(tps, (std::set<uint32_t>{1, 8}));
+}
+
 TEST(SearchTest, ResumeFromTheStoreGivesTheSameFront) {
   const sim::Experiment e = ComputeBound();
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
@@ -295,6 +311,15 @@ TEST(SearchTest, SharedProgramsGiveTheSameMetrics) {
   share.space.spans = {"stage", "chip:stage_major"};
   SearchOptions each = share;
   each.share = false;
+  // Some candidates share a Program although their placements give different rank grids
+  // (a stage's region of 1 x 2 cores against the wafer-wide order's none): no ring reads the
+  // grid (ProgramKey). The metrics below show they lower the same Program.
+  std::map<std::string, std::set<std::string>> placed_by_key;
+  for (const Candidate& c : Space(e, chip, share.space))
+    placed_by_key[ProgramKey(e, chip, c)].insert(PlacedCores(e, chip, c));
+  size_t across_grids = 0;
+  for (const auto& [key, placed] : placed_by_key) across_grids += placed.size() > 1;
+  EXPECT_GT(across_grids, 0u);
   const SearchResult a = Search(e, chip, share, nullptr);
   const SearchResult b = Search(e, chip, each, nullptr);
   EXPECT_EQ(b.shared, 0u);
