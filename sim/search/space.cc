@@ -157,9 +157,10 @@ std::string ProgramKey(const Candidate& c, const std::string& cores) {
       << " " << c.mlp;
   if (c.tp > 1) key << " " << c.collective;
   // The rank grid reaches the Program only through the collectives (mapping/lower.cc
-  // coll_grid), and of those only mesh_2d and the MoE all-to-alls read it: elsewhere two
-  // placements that give the same cores lower the same Program whatever their grids.
-  if (c.ep == 0 && c.collective != "mesh_2d") {
+  // coll_grid), and of those only mesh_2d and the MoE all-to-alls read it: elsewhere (and
+  // where a stage is one core) two placements that give the same cores lower the same
+  // Program whatever their grids.
+  if (c.ep == 0 && (c.collective != "mesh_2d" || uint64_t{c.tp} * std::max<uint32_t>(1, c.attention_dp) == 1)) {
     std::string bare;
     for (size_t i = 0; i < cores.size();) {
       const size_t g = cores.find(" g", i);

@@ -339,6 +339,34 @@ TEST(SearchTest, SharedProgramsGiveTheSameMetrics) {
   }
 }
 
+// The rank grids of a placement (" gRxC" after each stage's cores) are part of the key only
+// where a collective reads them: mesh_2d on a group of more than one rank, and MoE models.
+TEST(SearchTest, ProgramKeyKeepsTheGridOnlyWhereACollectiveReadsIt) {
+  Candidate c;
+  c.tp = 2;
+  c.stages = 2;
+  c.attention = c.mlp = "n_split";
+  c.weights = "auto";
+  c.collective = "ring";
+  const std::string region = "| 0 1 g1x2| 2 3 g1x2", chip = "| 0 1 g0x0| 2 3 g0x0";
+  EXPECT_EQ(ProgramKey(c, region), "2 0 2 auto 1 n_split n_split ring | 0 1| 2 3");
+  EXPECT_EQ(ProgramKey(c, region), ProgramKey(c, chip));
+  c.collective = "mesh_2d";
+  EXPECT_EQ(ProgramKey(c, region), "2 0 2 auto 1 n_split n_split mesh_2d | 0 1 g1x2| 2 3 g1x2");
+  EXPECT_NE(ProgramKey(c, region), ProgramKey(c, chip));
+  c.collective = "ring";
+  c.ep = 2;  // MoE: the all-to-alls may read the grid
+  EXPECT_NE(ProgramKey(c, region), ProgramKey(c, chip));
+  // One core per stage: no collective, whatever its name (nor in the key).
+  c.ep = 0;
+  c.tp = 1;
+  c.collective = "mesh_2d";
+  EXPECT_EQ(ProgramKey(c, "| 0 g1x1| 1 g1x1"), "1 0 2 auto 1 n_split n_split | 0| 1");
+  c.collective = "ring";
+  EXPECT_EQ(ProgramKey(c, "| 0 g0x0| 1 g0x0"), "1 0 2 auto 1 n_split n_split | 0| 1");
+  EXPECT_EQ(ProgramKey(c, ""), "");  // a placement that cannot be met
+}
+
 // MoE models: the space has an expert-parallel axis. Qwen3-30B-A3B (128 experts) on wafer-8x8:
 // tp 1, 2, 4, 8 give the stage 1, 2, 4, 8 ranks and ep every power of two up to them: 1 + 2 +
 // 3 + 4 = 10 (tp, ep) pairs; --ep 2,3 keeps ep 2 where it divides the ranks (3 divides
