@@ -160,7 +160,8 @@ std::string ProgramKey(const Candidate& c, const std::string& cores) {
   // coll_grid), and of those only mesh_2d and the MoE all-to-alls read it: elsewhere (and
   // where a stage is one core) two placements that give the same cores lower the same
   // Program whatever their grids.
-  if (c.ep == 0 && (c.collective != "mesh_2d" || uint64_t{c.tp} * std::max<uint32_t>(1, c.attention_dp) == 1)) {
+  if (c.ep == 0 &&
+      (c.collective != "mesh_2d" || uint64_t{c.tp} * std::max<uint32_t>(1, c.attention_dp) == 1)) {
     std::string bare;
     for (size_t i = 0; i < cores.size();) {
       const size_t g = cores.find(" g", i);
