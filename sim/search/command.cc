@@ -37,9 +37,11 @@ collective, weights location and batch, and for MoE models the expert-parallel d
 (mapping.moe.ep; each expert slot takes the stage's ranks / ep). Each candidate is one replica
 on tp x stages cores (x mapping.attention_dp, the experiment's unless --attention-dp);
 the chip holds floor(cores / (tp x stages)) of them, which multiplies tokens/s per chip
-(replicas are not simulated together). Candidates are visited in ascending lower bound of
-the objective; one whose bounds an evaluated point already beats on every front column is
-skipped (pruned): it cannot be on the front nor the best. Deterministic for any --jobs.
+(replicas are not simulated together). Candidates are visited from two orders that share
+the simulated work (estimated from the Program's size) half and half: ascending lower bound
+of the objective, and cheapest first; one whose bounds an evaluated point already beats on
+every front column is skipped (pruned): it cannot be on the front nor the best. The front
+and the best are the same for any --jobs.
 
 A request stream (workload.requests, e.g. configs/experiments/serving-fused.textproto) is
 served by each candidate as `tpsim serve` serves it, by one group of tp x stages cores

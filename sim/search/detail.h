@@ -17,6 +17,10 @@ bool Serving(const sim::Experiment& e);
 // mapping.serving.mode is disaggregated: a candidate's stages are the prefill group's and
 // the decode group's each (2 x tp x stages cores).
 bool Disaggregated(const sim::Experiment& e);
+// What simulating a candidate costs, for the order of the search: mapping::EstimateProgram's
+// bound on its Program's tasks (time and memory of lowering and timing grow with them), at
+// least 1.
+double EstimatedWork(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c);
 
 // The front's columns for this search: total latency and tokens/s always, TTFT and
 // TPOT where the objective or an SLO uses them, energy per token where the chip has an

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "sim/energy.h"
@@ -77,6 +78,7 @@ struct Entry {
   Point p;
   Point reach;      // Reachable(): the bounds as a point
   std::string key;  // ProgramKey ("" shares nothing)
+  double cost = 1;  // EstimatedWork
 };
 
 double TokensPerSecond(const sim::Experiment& base, const Entry& x, double total_ps) {
@@ -250,6 +252,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   std::vector<Entry> all;
   std::map<std::string, std::string> placed;
   std::map<std::string, Bounds> bounds;
+  std::map<std::string, double> costs;
   for (const Candidate& c : Space(base, chip, o.space)) {
     Entry x;
     x.c = c;
@@ -271,13 +274,21 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     if (lb == bounds.end()) lb = bounds.emplace(what, LowerBounds(base, chip, c)).first;
     x.lb = lb->second;
     x.reach = Reachable(base, x);
+    const std::string lowered = what + " " + c.collective;
+    auto work = costs.find(lowered);
+    if (work == costs.end()) work = costs.emplace(lowered, detail::EstimatedWork(base, chip, c)).first;
+    x.cost = work->second;
     if (o.share) x.key = ProgramKey(c, pl->second);
     all.push_back(std::move(x));
   }
   std::vector<size_t> order(all.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Ascending bound; candidates with equal bounds (they differ in placement or collective,
+  // which the bounds do not see) cheapest first.
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return ObjectiveValue(o, all[a].reach) < ObjectiveValue(o, all[b].reach);
+    const double va = ObjectiveValue(o, all[a].reach), vb = ObjectiveValue(o, all[b].reach);
+    if (va != vb) return va < vb;
+    return all[a].cost < all[b].cost;
   });
 
   std::unique_ptr<sweep::Store> store;
@@ -289,7 +300,10 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     stored = ReadStored(store->db());
   }
 
-  const sweep::PointRunner run = sweep::InProcessRunner("analytical");
+  // No Program cache: its key holds the placement's name, so candidates never share an entry
+  // (those that lower the same Program share through ProgramKey instead), and up to four
+  // large Programs would stay in memory for nothing.
+  const sweep::PointRunner run = sweep::InProcessRunner("analytical", sim::DefaultMaxMemory(), false);
   const bool tty = progress == &std::cerr && isatty(2);
   const auto t0 = std::chrono::steady_clock::now();
   auto last_report = t0;
@@ -310,14 +324,47 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     evaluated.push_back(to);
     AddToFront(all, cols, to, &pfront);
   };
+  // Two streams share the work: `order` (ascending bound: the most promising first) and
+  // `cheap` (ascending estimated Program size, ties by bound). The next candidate comes from
+  // the stream that has simulated less estimated work so far (the bound stream on a tie), so
+  // each gets half of it: a search stopped early has tried both the best-bounded candidates
+  // and as many cheap ones as that work buys. Only estimates and bounds decide the order.
+  std::vector<size_t> cheap = order;
+  std::stable_sort(cheap.begin(), cheap.end(), [&](size_t a, size_t b) { return all[a].cost < all[b].cost; });
+  const std::vector<size_t>* streams[2] = {&order, &cheap};
+  size_t pos[2] = {0, 0};
+  double spent[2] = {0, 0};
+  std::vector<char> seen(all.size(), 0);
+  auto take = [&](int* from) -> std::optional<size_t> {
+    int s = spent[1] < spent[0] ? 1 : 0;
+    for (int tries = 0; tries < 2; ++tries, s ^= 1) {
+      const std::vector<size_t>& v = *streams[s];
+      while (pos[s] < v.size() && seen[v[pos[s]]]) ++pos[s];
+      if (pos[s] < v.size()) {
+        *from = s;
+        seen[v[pos[s]]] = 1;
+        return v[pos[s]++];
+      }
+    }
+    return std::nullopt;
+  };
+  // A chunk holds at least `chunk` simulations and, so that the workers end it together,
+  // estimated work of at least jobs x its largest candidate's (a chunk with one large
+  // candidate also takes the cheap ones that balance it), at most kMaxChunk simulations.
   const size_t chunk = static_cast<size_t>(std::max(8, 4 * jobs));
-  size_t next = 0;
-  while (next < order.size()) {
+  constexpr size_t kMaxChunk = 4096;
+  size_t visited = 0;
+  while (visited < all.size()) {
     // The next chunk: candidates not pruned by the points evaluated so far.
     std::vector<size_t> batch;
-    while (next < order.size() && batch.size() < chunk) {
-      Entry& x = all[order[next++]];
-      if (order[next - 1] % o.shards != o.shard) {
+    double chunk_cost = 0, chunk_largest = 0;
+    while (batch.size() < kMaxChunk && (batch.size() < chunk || chunk_cost < jobs * chunk_largest)) {
+      int from = 0;
+      const std::optional<size_t> k = take(&from);
+      if (!k) break;
+      ++visited;
+      Entry& x = all[*k];
+      if (*k % o.shards != o.shard) {
         x.status = "skipped";
         continue;
       }
@@ -327,11 +374,11 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
         if (run != runs.end()) {
           const std::string& st = all[run->second].status;
           if (st == "ok" || st == "invalid" || st == "error") {
-            copy(order[next - 1], run->second);
+            copy(*k, run->second);
             continue;
           }
           if (st == "running") {
-            followers.emplace_back(order[next - 1], run->second);
+            followers.emplace_back(*k, run->second);
             continue;
           }
         }
@@ -356,9 +403,12 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
         continue;
       }
       ++simulated;
-      batch.push_back(order[next - 1]);
+      batch.push_back(*k);
+      spent[from] += x.cost;
+      chunk_cost += x.cost;
+      chunk_largest = std::max(chunk_largest, x.cost);
       x.status = "running";
-      if (!x.key.empty()) runs[x.key] = order[next - 1];
+      if (!x.key.empty()) runs[x.key] = *k;
     }
     if (batch.empty()) continue;
     std::vector<sim::Experiment> exps;
@@ -417,9 +467,9 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     for (const auto& [to, from] : followers) copy(to, from);
     followers.clear();
     const auto now = std::chrono::steady_clock::now();
-    if (progress && (now - last_report > std::chrono::seconds(tty ? 1 : 10) || next == order.size())) {
+    if (progress && (now - last_report > std::chrono::seconds(tty ? 1 : 10) || visited == all.size())) {
       last_report = now;
-      *progress << (tty ? "\r" : "") << "tpsim search: " << next << "/" << order.size() << " candidates, "
+      *progress << (tty ? "\r" : "") << "tpsim search: " << visited << "/" << all.size() << " candidates, "
                 << simulated << " simulated (" << reused << " from " << (o.db.empty() ? "-" : o.db) << "), "
                 << shared << " shared, " << pruned << " pruned, "
                 << Ms(std::chrono::duration<double>(now - t0).count()) << " s" << (tty ? "   " : "\n")

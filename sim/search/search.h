@@ -9,8 +9,10 @@
 // the chip holds floor(cores / (tp x stages)) replicas, which only scales throughput
 // (replicas are not simulated together: they would share DRAM stacks and links).
 //
-// Order and pruning (deterministic whatever --jobs): candidates are visited in
-// ascending lower bound of the objective (LowerBounds), in chunks; a candidate is
+// Order and pruning (deterministic whatever --jobs): candidates are visited in chunks
+// from two orders that share the simulated work (by mapping::EstimateProgram's task count)
+// half and half: ascending lower bound of the objective (LowerBounds; equal bounds cheapest
+// first), and ascending estimated work; a candidate is
 // skipped when an evaluated point already dominates its bounds on every dimension of
 // the front (total latency, tokens/s per chip, and TTFT / TPOT where the objective or
 // an SLO uses them), strictly on one: then no point it could reach is on the front or
@@ -78,8 +80,9 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
 sim::Experiment Apply(const sim::Experiment& base, const Candidate& c);
 
 // What a candidate's lowered Program depends on: tp, stages, the partitions, collective,
-// weights, batch and the cores (and rank grid) the placement gives each stage, not the
-// placement's name or span; at tp 1 not the collective (one core per stage: no group).
+// weights, batch and the cores the placement gives each stage (and the rank grid, for the
+// collectives that read it: mesh_2d, and MoE models' all-to-alls), not the placement's name
+// or span; at tp 1 not the collective (one core per stage: no group).
 // (The partitions do matter at tp 1: m_split_rotate lowers differently from n_split.) Candidates with equal
 // keys lower the same Program and get the same metrics, so the search runs one of them. "" when the placement
 // cannot be met (the run reports it).

@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "mapping/collective/collective.h"
+#include "mapping/estimate.h"
 #include "mapping/mapping.h"
 #include "mapping/pipeline.h"
 #include "mapping/placement/placement.h"
@@ -200,13 +202,45 @@ std::string ProgramKey(const Candidate& c, const std::string& cores) {
       << c.group_order << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention << " "
       << c.mlp;
   if (c.tp > 1) key << " " << c.collective;
-  key << " " << cores;
+  // The rank grid reaches the Program only through the collectives (mapping/lower.cc
+  // coll_grid), and of those only mesh_2d and the MoE all-to-alls read it: elsewhere (and
+  // where a stage is one core) two placements that give the same cores lower the same
+  // Program whatever their grids.
+  if (c.ep == 0 &&
+      (c.collective != "mesh_2d" || uint64_t{c.tp} * std::max<uint32_t>(1, c.attention_dp) == 1)) {
+    std::string bare;
+    for (size_t i = 0; i < cores.size();) {
+      const size_t g = cores.find(" g", i);
+      if (g == std::string::npos) {
+        bare += cores.substr(i);
+        break;
+      }
+      bare += cores.substr(i, g - i);
+      i = cores.find_first_of(" |", g + 2);
+      if (i == std::string::npos) break;
+    }
+    key << " " << bare;
+  } else {
+    key << " " << cores;
+  }
   return key.str();
 }
 
 std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
   return ProgramKey(c, PlacedCores(base, chip, c));
 }
+
+namespace detail {
+
+double EstimatedWork(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
+  config::Workload wl = base.cfg.workload();
+  wl.set_batch(c.batch);
+  const mapping::ProgramEstimate est =
+      mapping::EstimateProgram(chip, base.cfg.model(), wl, MappingOf(base.cfg.mapping(), c));
+  return std::isnan(est.tasks) ? 1.0 : std::clamp(est.tasks, 1.0, 1e30);
+}
+
+}  // namespace detail
 
 uint32_t Replicas(const arch::Chip& chip, const Candidate& c) {
   const uint64_t group = uint64_t{c.tp} * std::max<uint32_t>(1, c.attention_dp) * c.stages;

@@ -144,10 +144,10 @@ void RequestStop() { g_stop.store(true); }
 
 bool RunsInChildProcess(const std::string& engine) { return engine == "tlm"; }
 
-PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes) {
+PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes, bool cache_programs) {
   // One cache shared by the workers: points that differ only in chip timing fields
   // lower once (sim/run.h ProgramCache); freed with the runner.
-  auto cache = std::make_shared<sim::ProgramCache>(kCachedPrograms);
+  auto cache = cache_programs ? std::make_shared<sim::ProgramCache>(kCachedPrograms) : nullptr;
   return [engine, cache, max_memory_bytes](const sim::Experiment& e, const Point&) -> PointOutcome {
     try {
       if (IsServing(e)) {

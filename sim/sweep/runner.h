@@ -29,7 +29,11 @@ using PointRunner = std::function<PointOutcome(const sim::Experiment& e, const P
 
 // In this process, through sim::RunExperiment with `engine`; a point whose Program is
 // estimated above `max_memory_bytes` (0: no limit) is stored as invalid, not run.
-PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes = sim::DefaultMaxMemory());
+// `cache_programs`: keep the last few lowered Programs for points that lower the same one
+// (sim::ProgramCache); off where no two points do (tpsim search runs one candidate per
+// Program), so that finished Programs are freed at once.
+PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes = sim::DefaultMaxMemory(),
+                            bool cache_programs = true);
 
 // In a child process per point: `exe run POINT.textproto --engine ENGINE --out
 // POINT.json --quiet` with the resolved point written to `tmp_dir`, killed after

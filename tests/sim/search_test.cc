@@ -278,6 +278,21 @@ TEST(SearchTest, EnergyColumnKeepsTheFrontUnderPruning) {
   }
 }
 
+// The work is shared by two orders: ascending bound (the largest tp first: the compute
+// bound falls with tp) and ascending estimated Program size (tp 1 first). With a budget of
+// two simulations, the first of each runs.
+TEST(SearchTest, TheBoundOrderAndTheCheapOrderShareTheWork) {
+  const sim::Experiment e = ComputeBound();
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions o = SmallSpace();
+  o.budget = 2;
+  const SearchResult r = Search(e, chip, o, nullptr);
+  EXPECT_EQ(r.simulated, 2u);
+  std::set<uint32_t> tps;
+  for (const Found& f : r.ranked) tps.insert(f.c.tp);
+  EXPECT_EQ(tps, (std::set<uint32_t>{1, 8}));
+}
+
 TEST(SearchTest, ResumeFromTheStoreGivesTheSameFront) {
   const sim::Experiment e = ComputeBound();
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
@@ -318,6 +333,15 @@ TEST(SearchTest, SharedProgramsGiveTheSameMetrics) {
   share.space.spans = {"stage", "chip:stage_major"};
   SearchOptions each = share;
   each.share = false;
+  // Some candidates share a Program although their placements give different rank grids
+  // (a stage's region of 1 x 2 cores against the wafer-wide order's none): no ring reads the
+  // grid (ProgramKey). The metrics below show they lower the same Program.
+  std::map<std::string, std::set<std::string>> placed_by_key;
+  for (const Candidate& c : Space(e, chip, share.space))
+    placed_by_key[ProgramKey(e, chip, c)].insert(PlacedCores(e, chip, c));
+  size_t across_grids = 0;
+  for (const auto& [key, placed] : placed_by_key) across_grids += placed.size() > 1;
+  EXPECT_GT(across_grids, 0u);
   const SearchResult a = Search(e, chip, share, nullptr);
   const SearchResult b = Search(e, chip, each, nullptr);
   EXPECT_EQ(b.shared, 0u);
@@ -335,6 +359,36 @@ TEST(SearchTest, SharedProgramsGiveTheSameMetrics) {
     EXPECT_EQ(f.p.tpot_ms, p.tpot_ms) << f.index;
     EXPECT_EQ(f.p.energy_mj, p.energy_mj) << f.index;
   }
+}
+
+// The rank grids of a placement (" gRxC" after each stage's cores) are part of the key only
+// where a collective reads them: mesh_2d on a group of more than one rank, and MoE models.
+TEST(SearchTest, ProgramKeyKeepsTheGridOnlyWhereACollectiveReadsIt) {
+  Candidate c;
+  c.tp = 2;
+  c.stages = 2;
+  c.attention = c.mlp = "n_split";
+  c.weights = "auto";
+  c.collective = "ring";
+  const std::string region = "| 0 1 g1x2| 2 3 g1x2", chip = "| 0 1 g0x0| 2 3 g0x0";
+  // The key: tp, attention_dp, ep, moe_tp, all_to_all, group_order (both "" here), stages,
+  // weights, batch, partitions, collective, cores.
+  EXPECT_EQ(ProgramKey(c, region), "2 1 0 0   2 auto 1 n_split n_split ring | 0 1| 2 3");
+  EXPECT_EQ(ProgramKey(c, region), ProgramKey(c, chip));
+  c.collective = "mesh_2d";
+  EXPECT_EQ(ProgramKey(c, region), "2 1 0 0   2 auto 1 n_split n_split mesh_2d | 0 1 g1x2| 2 3 g1x2");
+  EXPECT_NE(ProgramKey(c, region), ProgramKey(c, chip));
+  c.collective = "ring";
+  c.ep = 2;  // MoE: the all-to-alls may read the grid
+  EXPECT_NE(ProgramKey(c, region), ProgramKey(c, chip));
+  // One core per stage: no collective, whatever its name (nor in the key).
+  c.ep = 0;
+  c.tp = 1;
+  c.collective = "mesh_2d";
+  EXPECT_EQ(ProgramKey(c, "| 0 g1x1| 1 g1x1"), "1 1 0 0   2 auto 1 n_split n_split | 0| 1");
+  c.collective = "ring";
+  EXPECT_EQ(ProgramKey(c, "| 0 g0x0| 1 g0x0"), "1 1 0 0   2 auto 1 n_split n_split | 0| 1");
+  EXPECT_EQ(ProgramKey(c, ""), "");  // a placement that cannot be met
 }
 
 // MoE models: the space has an expert-parallel axis. Qwen3-30B-A3B (128 experts) on wafer-8x8:
