@@ -391,6 +391,20 @@ TEST(SearchTest, ProgramKeyKeepsTheGridOnlyWhereACollectiveReadsIt) {
   EXPECT_EQ(ProgramKey(c, ""), "");  // a placement that cannot be met
 }
 
+// One stage, megatron, ring placement and collective, per-stage span, every candidate run:
+// the MoE tests' space but for the axes each sets.
+SearchOptions OneStageMegatronRing() {
+  SearchOptions o;
+  o.jobs = 2;
+  o.prune = false;
+  o.space.stages = {1};
+  o.space.partitions = {"megatron"};
+  o.space.placements = {"ring"};
+  o.space.collectives = {"ring"};
+  o.space.spans = {"stage"};
+  return o;
+}
+
 // MoE models: the space has an expert-parallel axis. Qwen3-30B-A3B (128 experts) on wafer-8x8:
 // tp 1, 2, 4, 8 give the stage 1, 2, 4, 8 ranks and ep every power of two up to them: 1 + 2 +
 // 3 + 4 = 10 (tp, ep) pairs; --ep 2,3 keeps ep 2 where it divides the ranks (3 divides
@@ -399,15 +413,8 @@ TEST(SearchTest, ProgramKeyKeepsTheGridOnlyWhereACollectiveReadsIt) {
 TEST(SearchTest, MoeModelsSearchTheExpertParallelDegree) {
   const sim::Experiment e = Shipped("moe-qwen3-30b-a3b.textproto");
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
-  SearchOptions o;
-  o.jobs = 2;
-  o.prune = false;
+  SearchOptions o = OneStageMegatronRing();
   o.space.tp = {1, 2, 4, 8};
-  o.space.stages = {1};
-  o.space.partitions = {"megatron"};
-  o.space.placements = {"ring"};
-  o.space.collectives = {"ring"};
-  o.space.spans = {"stage"};
   const std::vector<Candidate> space = Space(e, chip, o.space);
   ASSERT_EQ(space.size(), 10u);
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
@@ -432,17 +439,10 @@ TEST(SearchTest, MoeAttentionReplicasAreSearched) {
   // ep 4 (dividing both 4 and 16 ranks); both run and the best's experiment carries its D.
   const sim::Experiment e = Shipped("moe-qwen3-30b-a3b-dp.textproto");
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
-  SearchOptions o;
-  o.jobs = 2;
-  o.prune = false;
+  SearchOptions o = OneStageMegatronRing();
   o.space.tp = {4};
   o.space.attention_dp = {1, 4};
   o.space.ep = {4};
-  o.space.stages = {1};
-  o.space.partitions = {"megatron"};
-  o.space.placements = {"ring"};
-  o.space.collectives = {"ring"};
-  o.space.spans = {"stage"};
   const SearchResult r = Search(e, chip, o, nullptr);
   EXPECT_EQ(r.candidates, 2u);
   EXPECT_EQ(r.ok, 2u);
@@ -460,19 +460,12 @@ TEST(SearchTest, MoeAttentionReplicasAreSearched) {
 TEST(SearchTest, MoeMappingAxesAreSearched) {
   const sim::Experiment e = Shipped("moe-qwen3-30b-a3b.textproto");
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
-  SearchOptions o;
-  o.jobs = 2;
-  o.prune = false;
+  SearchOptions o = OneStageMegatronRing();
   o.space.tp = {8};
   o.space.ep = {4};
   o.space.moe_tp = {1, 2, 3};
   o.space.all_to_all = {"direct", "pairwise"};
   o.space.group_order = {"tp_inner", "ep_inner"};
-  o.space.stages = {1};
-  o.space.partitions = {"megatron"};
-  o.space.placements = {"ring"};
-  o.space.collectives = {"ring"};
-  o.space.spans = {"stage"};
   const std::vector<Candidate> space = Space(e, chip, o.space);
   ASSERT_EQ(space.size(), 8u);
   std::set<std::string> keys;
