@@ -33,8 +33,9 @@ confirmed with the TLM engine.
 
 The space: TP x pipeline stages (powers of two, tp x stages <= cores), the partitioner of
 the attention projections (qkv, o) and of the MLP (gate_up, down), placement (but file),
-collective, weights location and batch, and for MoE models the expert-parallel degree
-(mapping.moe.ep; each expert slot takes the stage's ranks / ep). Each candidate is one replica
+collective, weights location (the KV cache's follows) and batch, and for MoE models the
+expert-parallel degree (mapping.moe.ep; each expert slot takes the stage's ranks / ep) and,
+on request, moe.tp, the all-to-all and the group order. Each candidate is one replica
 on tp x stages cores (x mapping.attention_dp, the experiment's unless --attention-dp);
 the chip holds floor(cores / (tp x stages)) of them, which multiplies tokens/s per chip
 (replicas are not simulated together). Candidates are visited from two orders that share
@@ -59,6 +60,7 @@ energy column and no bound (every candidate runs: keep the space small with the 
   --confirm K          rerun the K best feasible candidates with the TLM engine (default 5,
                        0: none), one child process each
   --out FILE           write the best candidate as an experiment `tpsim run` accepts
+                       (`tpsim serve` for a request stream)
   --db FILE            store every simulated candidate in SQLite (the `points` table of
                        sweeps); a rerun with the same file reuses them (resumable)
   --shard I/N          simulate only candidates whose index is I mod N (merge the shards'
