@@ -25,6 +25,7 @@ class Core : public sc_core::sc_module {
 
   // `task` (bound to this core) has all its deps done at the current time.
   void Ready(uint32_t task);
+  int id() const { return id_; }  // the core's index on the chip
 
  private:
   void StartNext();
