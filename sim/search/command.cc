@@ -337,9 +337,10 @@ int SearchCommand(const std::vector<std::string>& args) {
       } else if (flag == "--moe-tp") {
         u32list(&o.search.space.moe_tp);
       } else if (flag == "--all-to-all" || flag == "--group-order") {
-        const std::vector<std::string> valid =
-            flag == "--all-to-all" ? std::vector<std::string>{"direct", "pairwise", "hierarchical", "auto"}
-                                   : std::vector<std::string>{"tp_inner", "ep_inner"};
+        // The all-to-all algorithms registered (and auto), as mapping.moe.all_to_all takes them.
+        std::vector<std::string> valid = mapping::AllToAllVNames();
+        valid.push_back("auto");
+        if (flag == "--group-order") valid = {"tp_inner", "ep_inner"};
         std::vector<std::string>& into =
             flag == "--all-to-all" ? o.search.space.all_to_all : o.search.space.group_order;
         for (const std::string& v : SplitList(value)) {

@@ -16,7 +16,18 @@ uint32_t Layers(const sim::Experiment& e);
 bool Serving(const sim::Experiment& e);
 // mapping.serving.mode is disaggregated: a candidate's stages are the prefill group's and
 // the decode group's each (2 x tp x stages cores).
+bool Disaggregated(const config::Mapping& m);
 bool Disaggregated(const sim::Experiment& e);
+// A candidate's fields that shape its Program but the collective and the placement: tp,
+// attention_dp, the MoE choices, stages, weights, batch and the partitions, space-separated
+// (ProgramKey's start; the search keys its bounds by it too).
+std::string FieldsKey(const Candidate& c);
+// PlacedCores' text split into the cores alone and the rank grids alone (" gRxC" after each
+// stage's cores).
+struct PlacedParts {
+  std::string cores, grids;
+};
+PlacedParts SplitGrids(const std::string& placed);
 // What simulating a candidate costs, for the order of the search: mapping::EstimateProgram's
 // bound on its Program's tasks (time and memory of lowering and timing grow with them), at
 // least 1.

@@ -262,14 +262,9 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     auto pl = placed.find(where);
     if (pl == placed.end()) pl = placed.emplace(where, PlacedCores(base, chip, c)).first;
     // Of the placement, the weight plan sees only the rank grids' shapes (mn_2d's shards).
-    std::string grids;
-    for (size_t g = pl->second.find(" g"); g != std::string::npos; g = pl->second.find(" g", g + 2))
-      grids += pl->second.substr(g, pl->second.find_first_of(" |", g + 2) - g);
-    const std::string what = std::to_string(c.tp) + " " + std::to_string(c.attention_dp) + " " +
-                             std::to_string(c.ep) + " " + std::to_string(c.moe_tp) + " " + c.all_to_all +
-                             " " + c.group_order + " " + std::to_string(c.stages) + " " +
-                             std::to_string(c.batch) + " " + c.weights + " " + c.attention + " " + c.mlp +
-                             " " + (pl->second.empty() ? "unplaced " + c.placement + " " + c.span : grids);
+    const std::string what = detail::FieldsKey(c) + " " +
+                             (pl->second.empty() ? "unplaced " + c.placement + " " + c.span
+                                                 : detail::SplitGrids(pl->second).grids);
     auto lb = bounds.find(what);
     if (lb == bounds.end()) lb = bounds.emplace(what, LowerBounds(base, chip, c)).first;
     x.lb = lb->second;

@@ -21,9 +21,11 @@ uint32_t Layers(const sim::Experiment& e) {
 
 bool Serving(const sim::Experiment& e) { return e.cfg.workload().has_requests(); }
 
-bool Disaggregated(const sim::Experiment& e) {
-  return Serving(e) && e.cfg.mapping().serving().mode() == "disaggregated";
+bool Disaggregated(const config::Mapping& m) {
+  return m.has_serving() && m.serving().mode() == "disaggregated";
 }
+
+bool Disaggregated(const sim::Experiment& e) { return Serving(e) && Disaggregated(e.cfg.mapping()); }
 
 }  // namespace detail
 
@@ -120,7 +122,7 @@ config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {
   config::Mapping* m = &mapping;
   m->set_tp(c.tp);
   m->set_pipeline_stages(c.stages);
-  if (base.has_serving() && base.serving().mode() == "disaggregated") {
+  if (detail::Disaggregated(base)) {
     m->mutable_serving()->set_prefill_stages(c.stages);
     m->mutable_serving()->set_decode_stages(c.stages);
   }
@@ -198,31 +200,15 @@ std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, con
 std::string ProgramKey(const Candidate& c, const std::string& cores) {
   if (cores.empty()) return "";
   std::ostringstream key;
-  key << c.tp << " " << c.attention_dp << " " << c.ep << " " << c.moe_tp << " " << c.all_to_all << " "
-      << c.group_order << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention << " "
-      << c.mlp;
+  key << detail::FieldsKey(c);
   if (c.tp > 1) key << " " << c.collective;
   // The rank grid reaches the Program only through the collectives (mapping/lower.cc
   // coll_grid), and of those only mesh_2d and the MoE all-to-alls read it: elsewhere (and
   // where a stage is one core) two placements that give the same cores lower the same
   // Program whatever their grids.
-  if (c.ep == 0 &&
-      (c.collective != "mesh_2d" || uint64_t{c.tp} * std::max<uint32_t>(1, c.attention_dp) == 1)) {
-    std::string bare;
-    for (size_t i = 0; i < cores.size();) {
-      const size_t g = cores.find(" g", i);
-      if (g == std::string::npos) {
-        bare += cores.substr(i);
-        break;
-      }
-      bare += cores.substr(i, g - i);
-      i = cores.find_first_of(" |", g + 2);
-      if (i == std::string::npos) break;
-    }
-    key << " " << bare;
-  } else {
-    key << " " << cores;
-  }
+  const bool grid_read =
+      c.ep != 0 || (c.collective == "mesh_2d" && uint64_t{c.tp} * std::max<uint32_t>(1, c.attention_dp) > 1);
+  key << " " << (grid_read ? cores : detail::SplitGrids(cores).cores);
   return key.str();
 }
 
@@ -231,6 +217,30 @@ std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, cons
 }
 
 namespace detail {
+
+std::string FieldsKey(const Candidate& c) {
+  std::ostringstream key;
+  key << c.tp << " " << c.attention_dp << " " << c.ep << " " << c.moe_tp << " " << c.all_to_all << " "
+      << c.group_order << " " << c.stages << " " << c.weights << " " << c.batch << " " << c.attention << " "
+      << c.mlp;
+  return key.str();
+}
+
+PlacedParts SplitGrids(const std::string& placed) {
+  PlacedParts out;
+  for (size_t i = 0; i < placed.size();) {
+    const size_t g = placed.find(" g", i);
+    if (g == std::string::npos) {
+      out.cores += placed.substr(i);
+      break;
+    }
+    out.cores += placed.substr(i, g - i);
+    i = placed.find_first_of(" |", g + 2);
+    out.grids += placed.substr(g, (i == std::string::npos ? placed.size() : i) - g);
+    if (i == std::string::npos) break;
+  }
+  return out;
+}
 
 double EstimatedWork(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
   config::Workload wl = base.cfg.workload();
