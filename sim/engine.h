@@ -87,6 +87,12 @@ class Engine {
   EngineOutput Run(const mapping::Program& program, const arch::Chip& chip) {
     return Run(program, chip, nullptr);
   }
+  // Run(program, chip).makespan_ps, for callers that read nothing else (tpsim serve's
+  // iterations): an engine may leave out what only the rest of the output needs (the
+  // analytical engine keeps no task times and skips the unloaded schedule).
+  virtual Ps Makespan(const mapping::Program& program, const arch::Chip& chip) {
+    return Run(program, chip).makespan_ps;
+  }
   // True when the engine's times are the schedule of sim/schedule.h (sim::Dispatcher, as the
   // analytical engine of sim/analytical/analytical.h times Programs). Then tools that replay
   // that schedule without lowering every Program (the serving skeletons,

@@ -51,36 +51,49 @@ void CheckSizes(const char* who, size_t n, std::span<const Ps> duration, std::sp
 
 }  // namespace
 
-Dispatcher::Dispatcher(const mapping::Program& p, std::vector<int32_t> first_link, int num_links)
-    : p_(p), first_link_(std::move(first_link)) {
+Dispatcher::Dispatcher(const mapping::Program& p, std::vector<int32_t> first_link, int num_links) : p_(p) {
   const size_t n = p.num_tasks();
-  if (!first_link_.empty() && first_link_.size() != n)
-    throw std::invalid_argument("Dispatcher: " + std::to_string(first_link_.size()) + " first links for " +
+  if (!first_link.empty() && first_link.size() != n)
+    throw std::invalid_argument("Dispatcher: " + std::to_string(first_link.size()) + " first links for " +
                                 std::to_string(n) + " tasks");
-  for (int32_t l : first_link_)
+  for (int32_t l : first_link)
     if (l >= num_links)
       throw std::invalid_argument("Dispatcher: link " + std::to_string(l) + " out of range");
+  auto g = std::make_shared<Graph>();
+  g->first_link = std::move(first_link);
+  g->first_dependent.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (uint32_t d : p.deps(i)) ++g->first_dependent[d + 1];
+  }
+  for (size_t i = 0; i < n; ++i) g->first_dependent[i + 1] += g->first_dependent[i];
+  g->dependents.resize(g->first_dependent[n]);
+  std::vector<uint32_t> fill(g->first_dependent.begin(), g->first_dependent.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    for (uint32_t d : p.deps(i)) g->dependents[fill[d]++] = static_cast<uint32_t>(i);
+  }
+  graph_ = std::move(g);
+  Reset(num_links);
+}
+
+Dispatcher::Dispatcher(const Dispatcher& of, int) : p_(of.p_), graph_(of.graph_) {
+  Reset(static_cast<int>(of.link_free_.size()));
+}
+
+void Dispatcher::Reset(int num_links) {
   link_free_.assign(static_cast<size_t>(std::max(0, num_links)), 0);
-  first_dependent_.assign(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
-    for (uint32_t d : p.deps(i)) ++first_dependent_[d + 1];
-  }
-  for (size_t i = 0; i < n; ++i) first_dependent_[i + 1] += first_dependent_[i];
-  dependents_.resize(first_dependent_[n]);
-  std::vector<uint32_t> fill(first_dependent_.begin(), first_dependent_.end() - 1);
-  for (size_t i = 0; i < n; ++i) {
-    for (uint32_t d : p.deps(i)) dependents_[fill[d]++] = static_cast<uint32_t>(i);
-  }
-  const size_t cores = static_cast<size_t>(std::max(0, p.num_cores));
+  const size_t cores = static_cast<size_t>(std::max(0, p_.num_cores));
   core_ready_.resize(cores);
   core_busy_.assign(cores, 0);
   core_dirty_.assign(cores, 0);
-  channel_free_.assign(static_cast<size_t>(std::max(0, p.num_channels)), 0);
+  channel_free_.assign(static_cast<size_t>(std::max(0, p_.num_channels)), 0);
   events_.reserve(1024);
 }
 
 Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
   const mapping::Program& p = p_;
+  const std::vector<int32_t>& first_link = graph_->first_link;
+  const uint32_t* first_dependent = graph_->first_dependent.data();
+  const uint32_t* dependents = graph_->dependents.data();
   const size_t n = p.num_tasks();
   const bool record = !times.empty();  // else only the makespan is wanted
   if (!c.by_key) {
@@ -148,7 +161,7 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
           memory_ready_.push_back(i);
           break;
         case mapping::TaskKind::kTransfer:
-          if (!first_link_.empty() && first_link_[i] >= 0) {
+          if (!first_link.empty() && first_link[i] >= 0) {
             link_ready_.push_back(i);
           } else {
             start(i, now);
@@ -159,7 +172,7 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
     ready_.clear();
     std::sort(link_ready_.begin(), link_ready_.end());
     for (uint32_t i : link_ready_) {
-      Ps& free = link_free_[first_link_[i]];
+      Ps& free = link_free_[first_link[i]];
       const Ps at = std::max(now, free);
       free = SatAdd(at, c.busy_of(i));
       start(i, at);
@@ -198,8 +211,8 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
           dirty_cores_.push_back(c);
         }
       }
-      for (uint32_t k = first_dependent_[i]; k < first_dependent_[i + 1]; ++k) {
-        const uint32_t j = dependents_[k];
+      for (uint32_t k = first_dependent[i]; k < first_dependent[i + 1]; ++k) {
+        const uint32_t j = dependents[k];
         if (--unmet_[j] == 0) ready_.push_back(j);
       }
     }

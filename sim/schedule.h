@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -138,6 +139,10 @@ class Dispatcher {
   // `first_link`: per task, the first link of a transfer's route in [0, num_links), -1
   // for a transfer that queues for none (and for every other task); empty: none does.
   explicit Dispatcher(const mapping::Program& p, std::vector<int32_t> first_link = {}, int num_links = 0);
+  // A Dispatcher of the same Program and links that shares this one's first links and
+  // dependents (built once) and nothing else: the two may Run at once on two threads.
+  // It has no finisher and keeps its order.
+  Dispatcher Sibling() const { return Dispatcher(*this, 0); }
   // Times the Program with `duration` (one per task) and `busy` (one per task: how long a
   // memory task holds its channel and a transfer its first link; other tasks' entries are
   // not read): times[i] = {start, end} (none written when `times` is empty); returns the
@@ -158,9 +163,17 @@ class Dispatcher {
   void set_finisher(std::function<Ps(uint32_t, Ps, Ps)> finish) { finish_ = std::move(finish); }
 
  private:
+  // What no Run changes: the transfers' first links and every task's dependents
+  // (dependents[first[i]..first[i + 1]) of task i).
+  struct Graph {
+    std::vector<int32_t> first_link;
+    std::vector<uint32_t> first_dependent, dependents;
+  };
+  Dispatcher(const Dispatcher& of, int);  // Sibling
+  void Reset(int num_links);
   const mapping::Program& p_;
-  std::vector<int32_t> first_link_;
-  std::vector<uint32_t> first_dependent_, dependents_, unmet_, order_, ready_, memory_ready_, link_ready_;
+  std::shared_ptr<const Graph> graph_;
+  std::vector<uint32_t> unmet_, order_, ready_, memory_ready_, link_ready_;
   std::vector<std::vector<uint32_t>> core_ready_;  // per core: a min-heap of ready ids
   std::vector<uint8_t> core_busy_, core_dirty_;
   std::vector<int> dirty_cores_;

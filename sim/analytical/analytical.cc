@@ -410,6 +410,22 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
   return ScheduleCosts(program, chip, std::move(costs), std::move(out));
 }
 
+Ps AnalyticalEngine::Makespan(const mapping::Program& program, const arch::Chip& chip) {
+  EngineOutput out;  // the links' and channels' sums, unread
+  LinkedProgram costs = [&] {
+    const auto plan = PlanAnalytical(program, chip);
+    return CostProgram(program, *plan, chip, &out);
+  }();
+  Dispatcher scheduler(program, std::move(costs.first_link), static_cast<int>(chip.links().size()));
+  scheduler.keep_order(false);
+  const TaskCosts c{costs.duration, costs.busy, costs.key, true};
+  if (costs.model.task.empty()) return scheduler.Run(c, {});  // as ScheduleOnLinks
+  LinkReservation links(costs.model, c.tasks());
+  scheduler.set_finisher(
+      [&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, c.duration_of(i), now); });
+  return scheduler.Run(c, {});
+}
+
 LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip) {
   const size_t n = p.num_tasks();
   const auto& links = chip.links();

@@ -119,6 +119,8 @@ class AnalyticalEngine : public Engine {
   // RunAnalytical with `prepared` (an AnalyticalPlan), or with a fresh plan when it is null.
   EngineOutput Run(const mapping::Program& program, const arch::Chip& chip,
                    const PreparedProgram* prepared) override;
+  // The queued schedule's makespan alone: no task times, no unloaded schedule, no queue maxima.
+  Ps Makespan(const mapping::Program& program, const arch::Chip& chip) override;
   bool ListSchedule() const override { return true; }
 };
 

@@ -1,8 +1,12 @@
 #include "sim/analytical/links.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <future>
 #include <limits>
+#include <optional>
+#include <thread>
 
 #include "sim/schedule.h"
 
@@ -127,6 +131,14 @@ Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
   return std::max(alone_end, end);
 }
 
+namespace {
+std::atomic<bool> parallel_schedules{false};
+// Below this many tasks a second thread costs more than the schedule it takes over.
+constexpr size_t kParallelTasks = 200000;
+}  // namespace
+
+void SetParallelSchedules(bool on) { parallel_schedules = on; }
+
 LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCosts& costs,
                            std::span<TaskTime> times, std::vector<TaskTime>* scratch,
                            const std::function<Ps(std::span<const TaskTime>)>& extra) {
@@ -134,6 +146,16 @@ LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCost
     const Ps m = d.Run(costs, t);
     return extra ? SatAdd(m, extra(t)) : m;
   };
+  // The unloaded makespan alone does not depend on the queued schedule: with a spare
+  // core, a sibling times it meanwhile (declared before the future, which joins first).
+  std::optional<Dispatcher> sibling;
+  std::future<Ps> unloaded;
+  if (!extra && parallel_schedules && costs.tasks() >= kParallelTasks &&
+      std::thread::hardware_concurrency() > 1) {
+    sibling.emplace(d.Sibling());
+    sibling->keep_order(false);
+    unloaded = std::async(std::launch::async, [&] { return sibling->Run(costs, {}); });
+  }
   links.Reset();
   d.set_finisher(
       [&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, costs.duration_of(i), now); });
@@ -146,7 +168,7 @@ LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCost
       scratch->resize(times.size());
       m.unloaded = run(*scratch);
     } else {
-      m.unloaded = d.Run(costs, {});  // the makespan alone: no times kept
+      m.unloaded = unloaded.valid() ? unloaded.get() : d.Run(costs, {});  // the makespan alone: no times kept
     }
     break;
   }

@@ -81,7 +81,7 @@ Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
   Ps makespan = skeleton_ && use_skeletons_ ? skeleton_->Makespan(key) : -1;
   if (makespan < 0 || verify_) {
     mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_);
-    const Ps full = engine_->Run(p, chip_).makespan_ps;
+    const Ps full = engine_->Makespan(p, chip_);
     if (makespan >= 0 && makespan != full) {
       std::string chunks_text;
       for (const llm::SeqChunk& c : key)
@@ -124,7 +124,7 @@ Ps TransferTime(const arch::Chip& chip, sim::Engine& engine, int np, int nd, uin
     t.collective = 0;
     b.Add(t);
   }
-  return engine.Run(b.Build(), chip).makespan_ps;
+  return engine.Makespan(b.Build(), chip);
 }
 
 std::string Ms(double ms) {
