@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -42,9 +43,9 @@ double Ratio(Ps num, Ps den) {
   return std::clamp(static_cast<double>(num) / static_cast<double>(den), 0.0, 1.0);
 }
 
-// Length of the union of intervals, sorted by start.
-Ps UnionLength(std::vector<std::pair<Ps, Ps>>& iv) {
-  std::sort(iv.begin(), iv.end());
+// Length of the union of intervals, sorted by start (when they are not already).
+Ps UnionLength(std::span<std::pair<Ps, Ps>> iv) {
+  if (!std::is_sorted(iv.begin(), iv.end())) std::sort(iv.begin(), iv.end());
   Ps total = 0, cur_s = 0, cur_e = kNoTime;
   for (const auto& [s, e] : iv) {
     if (cur_e == kNoTime || s > cur_e) {
@@ -293,7 +294,13 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   const size_t num_ops = program.ops.size();
   std::vector<Span> op_comm(num_ops), op_mem(num_ops);
   std::vector<bool> coll_kernels(num_ops, false);  // ops run as a GPU's collective kernels
-  std::vector<std::vector<std::pair<Ps, Ps>>> core_intervals(std::max(num_cores, 0));
+  // Each core's task intervals, core by core in one array (core c's from core_begin[c]).
+  std::vector<size_t> core_begin(static_cast<size_t>(std::max(num_cores, 0)) + 1, 0);
+  for (size_t i = 0; i < n; ++i)
+    if (tasks[i].core >= 0 && tasks[i].core < num_cores) ++core_begin[tasks[i].core + 1];
+  for (size_t c = 1; c < core_begin.size(); ++c) core_begin[c] += core_begin[c - 1];
+  std::vector<std::pair<Ps, Ps>> core_intervals(core_begin.back());
+  std::vector<size_t> core_fill(core_begin.begin(), core_begin.end() - 1);
   for (size_t i = 0; i < n; ++i) {
     const auto& t = tasks[i];
     const TaskTime& time = out.tasks[i];
@@ -301,7 +308,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     if (t.kind == TaskKind::kTransfer || coll) op_comm[t.op].Add(time.start_ps, time.end_ps);
     if (coll) coll_kernels[t.op] = true;
     if (t.kind == TaskKind::kMemory) op_mem[t.op].Add(time.start_ps, time.end_ps);
-    if (t.core >= 0 && t.core < num_cores) core_intervals[t.core].emplace_back(time.start_ps, time.end_ps);
+    if (t.core >= 0 && t.core < num_cores) core_intervals[core_fill[t.core]++] = {time.start_ps, time.end_ps};
   }
   const std::vector<Ps> op_compute = OpCompute(program, out);
   const ProgramEnergy pe = ComputeEnergy(program, chip, energy.dtype);
@@ -399,7 +406,8 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     config::CoreStat* cs = r.add_cores();
     cs->set_core(static_cast<uint32_t>(c));
     cs->set_compute_ps(core_compute[c]);
-    cs->set_busy_ps(UnionLength(core_intervals[c]));
+    cs->set_busy_ps(
+        UnionLength(std::span(core_intervals).subspan(core_begin[c], core_begin[c + 1] - core_begin[c])));
     cs->set_utilization(Ratio(core_compute[c], total));
   }
 

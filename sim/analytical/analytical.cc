@@ -151,30 +151,51 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_index;  // order never reaches output
   // Indices are given in task order; the maps only look them up.
   std::unordered_map<uint64_t, uint32_t> pair_index;
+  // The Program stores each distinct compute shape and transfer shape once (mapping/program.h),
+  // so the maps are asked once per stored shape (compute) or per stored shape and source
+  // core (transfers: the cores of a ring send a shape from one neighbour), not once per task.
+  constexpr uint32_t kNone = UINT32_MAX;
+  const std::vector<mapping::TaskRecord>& records = program.records();
+  std::vector<uint32_t> plan_shape_of_detail(program.shapes().size(), kNone);
+  struct SeenTransfer {
+    int32_t core = -1;  // the last source core seen with this transfer shape
+    uint32_t pair = 0;
+  };
+  std::vector<SeenTransfer> seen(program.transfer_shapes().size());
   for (size_t i = 0; i < n; ++i) {
-    const Task& t = tasks[i];
-    switch (t.kind) {
+    const mapping::TaskRecord& r = records[i];
+    switch (r.kind) {
       case TaskKind::kCompute: {
-        auto [it, inserted] = shape_index.try_emplace(ShapeOf(t), static_cast<uint32_t>(p.shapes.size()));
-        if (inserted) p.shapes.push_back(static_cast<uint32_t>(i));
-        p.shape_of[i] = it->second;
+        uint32_t& memo = plan_shape_of_detail[r.detail];
+        if (memo == kNone) {
+          const Task t = tasks[i];
+          auto [it, inserted] = shape_index.try_emplace(ShapeOf(t), static_cast<uint32_t>(p.shapes.size()));
+          if (inserted) p.shapes.push_back(static_cast<uint32_t>(i));
+          memo = it->second;
+        }
+        p.shape_of[i] = memo;
         break;
       }
-      case TaskKind::kTransfer:
-        if (t.core != t.dst_core) {
+      case TaskKind::kTransfer: {
+        const mapping::TransferShape& shape = program.transfer(i);
+        if (r.core == shape.dst_core) break;
+        SeenTransfer& last = seen[program.transfer_refs()[r.detail].shape];
+        if (last.core != r.core) {
           auto [it, inserted] =
-              pair_index.try_emplace((static_cast<uint64_t>(static_cast<uint32_t>(t.core)) << 32) |
-                                         static_cast<uint32_t>(t.dst_core),
+              pair_index.try_emplace((static_cast<uint64_t>(static_cast<uint32_t>(r.core)) << 32) |
+                                         static_cast<uint32_t>(shape.dst_core),
                                      static_cast<uint32_t>(p.pairs.size()));
-          if (inserted) p.pairs.emplace_back(t.core, t.dst_core);
-          p.shape_of[i] = it->second;
-          if (t.in_switch_gbps > 0) {
-            p.in_switch.push_back(static_cast<uint32_t>(i));
-          } else {
-            p.linked.push_back(static_cast<uint32_t>(i));
-          }
+          if (inserted) p.pairs.emplace_back(r.core, shape.dst_core);
+          last = SeenTransfer{r.core, it->second};
+        }
+        p.shape_of[i] = last.pair;
+        if (shape.in_switch_gbps > 0) {
+          p.in_switch.push_back(static_cast<uint32_t>(i));
+        } else {
+          p.linked.push_back(static_cast<uint32_t>(i));
         }
         break;
+      }
       case TaskKind::kMemory:
         p.memory.push_back(static_cast<uint32_t>(i));
         break;
@@ -195,13 +216,22 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
   p.memory_key_of.reserve(p.memory.size());
   // Distinct (pair, bytes) of linked transfers and (channel, bytes) of memory tasks.
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> transfer_index;  // (pair, bytes) as a ShapeKey
+  struct SeenKey {
+    int32_t core = -1;  // as `seen`: the last source core of this transfer shape, and its key
+    uint32_t key = 0;
+  };
+  std::vector<SeenKey> seen_key(program.transfer_shapes().size());
   for (uint32_t i : p.linked) {
-    auto [it, inserted] =
-        transfer_index.try_emplace(ShapeKey{false, p.shape_of[i], tasks[i].bytes, 0, 0, 0, 0},
-                                   static_cast<uint32_t>(p.transfer_keys.size()));
-    if (inserted) p.transfer_keys.push_back({i, 0});
-    ++p.transfer_keys[it->second].count;
-    p.transfer_key_of.push_back(it->second);
+    SeenKey& last = seen_key[program.transfer_refs()[records[i].detail].shape];
+    if (last.core != records[i].core) {
+      auto [it, inserted] =
+          transfer_index.try_emplace(ShapeKey{false, p.shape_of[i], program.transfer(i).bytes, 0, 0, 0, 0},
+                                     static_cast<uint32_t>(p.transfer_keys.size()));
+      if (inserted) p.transfer_keys.push_back({i, 0});
+      last = SeenKey{records[i].core, it->second};
+    }
+    ++p.transfer_keys[last.key].count;
+    p.transfer_key_of.push_back(last.key);
   }
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> memory_index;  // (core, channel, write, bytes)
   for (uint32_t i : p.memory) {
