@@ -1,8 +1,10 @@
 #include "sim/tlm/network.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -16,8 +18,7 @@ namespace {
 
 // Picoseconds to serialise `bytes` at `gbps` (bytes/ns): the ceiling that
 // arch::Chip uses, so that per-packet times telescope to chip.TransferTime.
-Ps CeilSerialisePs(uint64_t bytes, double gbps) {
-  if (bytes == 0) return 0;
+Ps CeilSerialiseDivide(uint64_t bytes, double gbps) {
   const long double x = static_cast<long double>(bytes) * 1000.0L / gbps;
   if (x >= 9.2e18L) return std::numeric_limits<Ps>::max();
   // Integer rounding instead of nearbyintl/ceill (libm calls dominate the profile);
@@ -27,6 +28,25 @@ Ps CeilSerialisePs(uint64_t bytes, double gbps) {
   if ((diff < 0 ? -diff : diff) <= 1e-9L * std::max(1.0L, static_cast<long double>(nearest))) return nearest;
   const Ps floor = static_cast<Ps>(x);
   return static_cast<long double>(floor) < x ? floor + 1 : floor;
+}
+
+// The same (bytes, rate) pairs recur for every packet of every message: a direct-mapped memo
+// of CeilSerialiseDivide (what it returned for that very pair; bytes 0 marks an empty slot).
+Ps CeilSerialisePs(uint64_t bytes, double gbps) {
+  if (bytes == 0) return 0;
+  struct Entry {
+    uint64_t bytes = 0;
+    double gbps = 0;
+    Ps ps = 0;
+  };
+  constexpr int kBits = 12;
+  thread_local std::array<Entry, size_t{1} << kBits> memo{};
+  uint64_t rate;
+  std::memcpy(&rate, &gbps, sizeof rate);
+  Entry& e = memo[((bytes ^ (rate >> 17)) * 0x9e3779b97f4a7c15ull) >> (64 - kBits)];
+  if (e.bytes != bytes || std::memcmp(&e.gbps, &gbps, sizeof gbps) != 0)
+    e = Entry{bytes, gbps, CeilSerialiseDivide(bytes, gbps)};
+  return e.ps;
 }
 
 sc_core::sc_time FromPs(Ps ps) { return sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(ps)); }
