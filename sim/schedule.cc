@@ -65,7 +65,10 @@ Dispatcher::Dispatcher(const mapping::Program& p, std::vector<int32_t> first_lin
   for (size_t i = 0; i < n; ++i) {
     for (uint32_t d : p.deps(i)) ++g->first_dependent[d + 1];
   }
-  for (size_t i = 0; i < n; ++i) g->first_dependent[i + 1] += g->first_dependent[i];
+  for (size_t i = 0; i < n; ++i) {
+    g->max_deps = std::max(g->max_deps, static_cast<uint32_t>(p.deps(i).size()));
+    g->first_dependent[i + 1] += g->first_dependent[i];
+  }
   g->dependents.resize(g->first_dependent[n]);
   std::vector<uint32_t> fill(g->first_dependent.begin(), g->first_dependent.end() - 1);
   for (size_t i = 0; i < n; ++i) {
@@ -109,11 +112,42 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
         throw std::invalid_argument("Dispatcher: key " + std::to_string(k) + " of " +
                                     std::to_string(c.duration.size()));
   }
-  unmet_.resize(n);
+  const bool link_by_key = first_link.empty() && !c.first_link_of_key.empty();
+  if (link_by_key) {
+    if (!c.by_key || c.first_link_of_key.size() != c.duration.size())
+      throw std::invalid_argument("Dispatcher: " + std::to_string(c.first_link_of_key.size()) +
+                                  " first links by key for " + std::to_string(c.duration.size()) + " keys");
+    for (int32_t l : c.first_link_of_key)
+      if (l >= static_cast<int64_t>(link_free_.size()))
+        throw std::invalid_argument("Dispatcher: link " + std::to_string(l) + " out of range");
+  }
+  // The first link of transfer i's route, -1 for none.
+  auto link_of = [&](uint32_t i) -> int32_t {
+    if (!first_link.empty()) return first_link[i];
+    return link_by_key ? c.first_link_of_key[c.key[i]] : -1;
+  };
+  // Each task's deps not ended yet, in the narrowest counter that holds every task's count
+  // (a byte on the shipped Programs: 1.6 MB, not 6.5, a schedule of the 1024-core wafer).
+  const uint32_t max_deps = graph_->max_deps;
+  unmet8_.assign(max_deps < 256 ? n : 0, 0);
+  unmet16_.assign(max_deps >= 256 && max_deps < 65536 ? n : 0, 0);
+  unmet32_.assign(max_deps >= 65536 ? n : 0, 0);
+  auto ended_dep = [&](uint32_t j) {  // one more dep of task j ended: true when it was the last
+    if (!unmet8_.empty()) return --unmet8_[j] == 0;
+    if (!unmet16_.empty()) return --unmet16_[j] == 0;
+    return --unmet32_[j] == 0;
+  };
   ready_.clear();
   for (size_t i = 0; i < n; ++i) {
-    unmet_[i] = static_cast<uint32_t>(p.deps(i).size());
-    if (unmet_[i] == 0) ready_.push_back(static_cast<uint32_t>(i));
+    const size_t deps = p.deps(i).size();
+    if (deps == 0) ready_.push_back(static_cast<uint32_t>(i));
+    if (!unmet8_.empty()) {
+      unmet8_[i] = static_cast<uint8_t>(deps);
+    } else if (!unmet16_.empty()) {
+      unmet16_[i] = static_cast<uint16_t>(deps);
+    } else {
+      unmet32_[i] = static_cast<uint32_t>(deps);
+    }
   }
   for (auto& h : core_ready_) h.clear();
   std::fill(core_busy_.begin(), core_busy_.end(), 0);
@@ -161,7 +195,7 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
           memory_ready_.push_back(i);
           break;
         case mapping::TaskKind::kTransfer:
-          if (!first_link.empty() && first_link[i] >= 0) {
+          if (link_of(i) >= 0) {
             link_ready_.push_back(i);
           } else {
             start(i, now);
@@ -172,7 +206,7 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
     ready_.clear();
     std::sort(link_ready_.begin(), link_ready_.end());
     for (uint32_t i : link_ready_) {
-      Ps& free = link_free_[first_link[i]];
+      Ps& free = link_free_[link_of(i)];
       const Ps at = std::max(now, free);
       free = SatAdd(at, c.busy_of(i));
       start(i, at);
@@ -213,7 +247,7 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
       }
       for (uint32_t k = first_dependent[i]; k < first_dependent[i + 1]; ++k) {
         const uint32_t j = dependents[k];
-        if (--unmet_[j] == 0) ready_.push_back(j);
+        if (ended_dep(j)) ready_.push_back(j);
       }
     }
   }

@@ -125,6 +125,9 @@ struct TaskCosts {
   std::span<const Ps> duration, busy;
   std::span<const uint32_t> key = {};
   bool by_key = false;  // `key` gives each task's entry (else task i's is entry i)
+  // By key, and for a Dispatcher made without first links: per key, the first link of a
+  // transfer's route (-1 for none; the engine's keys, 4 bytes a task less than per task).
+  std::span<const int32_t> first_link_of_key = {};
   size_t tasks() const { return by_key ? key.size() : duration.size(); }
   Ps duration_of(size_t i) const { return duration[by_key ? key[i] : i]; }
   Ps busy_of(size_t i) const { return busy[by_key ? key[i] : i]; }
@@ -168,12 +171,15 @@ class Dispatcher {
   struct Graph {
     std::vector<int32_t> first_link;
     std::vector<uint32_t> first_dependent, dependents;
+    uint32_t max_deps = 0;  // the most deps of one task
   };
   Dispatcher(const Dispatcher& of, int);  // Sibling
   void Reset(int num_links);
   const mapping::Program& p_;
   std::shared_ptr<const Graph> graph_;
-  std::vector<uint32_t> unmet_, order_, ready_, memory_ready_, link_ready_;
+  std::vector<uint8_t> unmet8_;  // one of the three holds the unmet deps (Run)
+  std::vector<uint16_t> unmet16_;
+  std::vector<uint32_t> unmet32_, order_, ready_, memory_ready_, link_ready_;
   std::vector<std::vector<uint32_t>> core_ready_;  // per core: a min-heap of ready ids
   std::vector<uint8_t> core_busy_, core_dirty_;
   std::vector<int> dirty_cores_;

@@ -89,15 +89,18 @@ uint32_t AddMemoryKind(const arch::Chip& chip, const mapping::MemoryDetail& t, P
 // The flows of links.h: linked transfers over their routes, memory tasks whose data crosses
 // links (chip.MemoryPath not empty) over that path. A DRAM channel is not a shared resource
 // here: the schedule queues its requests (sim/schedule.h), holding each for `busy`. One kind
-// of flow per distinct transfer and memory key of the plan (`memory_busy`: per memory key).
+// of flow per distinct transfer and memory key of the plan (`memory_busy`: per memory key),
+// found by the tasks' cost keys: `num_keys` keys, transfer key k at `transfer_base` + k and
+// memory key k at `memory_base` + k.
 LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& plan, const arch::Chip& chip,
                          const std::vector<int>& route_links,
                          const std::vector<std::pair<uint32_t, uint32_t>>& pair_route,
                          const std::map<std::tuple<int, int, bool>, std::vector<int>>& paths,
-                         const std::vector<Ps>& memory_busy) {
-  LinkModel m{ChipFlowSet(chip), {}};
+                         const std::vector<Ps>& memory_busy, size_t num_keys, uint32_t transfer_base,
+                         uint32_t memory_base) {
+  LinkModel m{ChipFlowSet(chip), {}, std::vector<int32_t>(num_keys, -1)};
   std::vector<const std::vector<int>*> memory_path(plan.memory_keys.size(), nullptr);
-  size_t flows = plan.linked.size(), kinds = plan.transfer_keys.size(), incidences = 0;
+  size_t kinds = plan.transfer_keys.size(), incidences = 0;
   for (const auto& key : plan.transfer_keys) incidences += pair_route[plan.shape_of[key.task]].second;
   for (size_t k = 0; k < plan.memory_keys.size(); ++k) {
     const uint32_t i = plan.memory_keys[k].task;
@@ -105,31 +108,19 @@ LinkModel BuildLinkModel(const mapping::Program& program, const AnalyticalPlan& 
     if (path == paths.end()) continue;
     memory_path[k] = &path->second;
     ++kinds;
-    flows += plan.memory_keys[k].count;
     incidences += path->second.size();
   }
-  m.flows.Reserve(flows, kinds, incidences);
-  m.task.reserve(flows);
-  for (const auto& key : plan.transfer_keys) {  // kind k = transfer key k
-    const auto [rb, rs] = pair_route[plan.shape_of[key.task]];
-    m.flows.AddKind(program.transfer(key.task).bytes, 0, route_links.data() + rb, rs);
+  m.flows.Reserve(0, kinds, incidences);
+  for (size_t k = 0; k < plan.transfer_keys.size(); ++k) {  // kind k = transfer key k
+    const auto [rb, rs] = pair_route[plan.shape_of[plan.transfer_keys[k].task]];
+    m.kind_of_key[transfer_base + k] = static_cast<int32_t>(
+        m.flows.AddKind(program.transfer(plan.transfer_keys[k].task).bytes, 0, route_links.data() + rb, rs));
   }
-  for (size_t j = 0; j < plan.linked.size(); ++j) {
-    m.flows.AddFlow(plan.transfer_key_of[j]);
-    m.task.push_back(plan.linked[j]);
-  }
-  std::vector<uint32_t> memory_kind(plan.memory_keys.size());
   for (size_t k = 0; k < plan.memory_keys.size(); ++k) {
     if (memory_path[k]) {
-      memory_kind[k] = AddMemoryKind(chip, program.memory(plan.memory_keys[k].task), memory_busy[k],
-                                     *memory_path[k], &m.flows);
+      m.kind_of_key[memory_base + k] = static_cast<int32_t>(AddMemoryKind(
+          chip, program.memory(plan.memory_keys[k].task), memory_busy[k], *memory_path[k], &m.flows));
     }
-  }
-  for (size_t j = 0; j < plan.memory.size(); ++j) {
-    const uint32_t k = plan.memory_key_of[j];
-    if (!memory_path[k]) continue;
-    m.flows.AddFlow(memory_kind[k]);
-    m.task.push_back(plan.memory[j]);
   }
   return m;
 }
@@ -344,13 +335,15 @@ LinkedProgram CostProgram(const mapping::Program& program, const AnalyticalPlan&
   }
   // Each transfer over links queues for the first link of its route (sim/schedule.h) and
   // holds it for its bytes at that link's rate.
-  std::vector<int32_t> first_link(plan.linked.empty() ? 0 : n, -1);
+  std::vector<int32_t> transfer_first_link(plan.transfer_keys.size(), -1);
   std::vector<Ps> first_hold(plan.transfer_keys.size(), 0);
   for (size_t k = 0; k < plan.transfer_keys.size(); ++k) {
     const auto [rb, rs] = route_of(plan.transfer_keys[k].task);
-    if (rs > 0)
+    if (rs > 0) {
+      transfer_first_link[k] = route_links[rb];
       first_hold[k] =
           SerialisationPs(tasks[plan.transfer_keys[k].task].bytes, links[route_links[rb]].bandwidth_gbps);
+    }
   }
   std::map<std::tuple<int, int, bool>, std::vector<int>> paths;
   for (const auto& f : plan.memory_flows) {
@@ -379,32 +372,36 @@ LinkedProgram CostProgram(const mapping::Program& program, const AnalyticalPlan&
   const uint32_t transfer_base = static_cast<uint32_t>(duration.size());
   duration.insert(duration.end(), alone.begin(), alone.end());
   busy.insert(busy.end(), first_hold.begin(), first_hold.end());
-  for (size_t j = 0; j < plan.linked.size(); ++j) {
-    const uint32_t i = plan.linked[j];
-    key[i] = transfer_base + plan.transfer_key_of[j];
-    const auto [rb, rs] = route_of(i);
-    if (rs > 0) first_link[i] = route_links[rb];
-  }
+  for (size_t j = 0; j < plan.linked.size(); ++j)
+    key[plan.linked[j]] = transfer_base + plan.transfer_key_of[j];
   const uint32_t memory_base = static_cast<uint32_t>(duration.size());
   duration.insert(duration.end(), memory_alone.begin(), memory_alone.end());
   busy.insert(busy.end(), memory_busy.begin(), memory_busy.end());
   for (size_t j = 0; j < plan.memory.size(); ++j) key[plan.memory[j]] = memory_base + plan.memory_key_of[j];
+  // First links by key: only linked transfers' keys have one.
+  std::vector<int32_t> first_link_of_key(duration.size(), -1);
+  std::copy(transfer_first_link.begin(), transfer_first_link.end(),
+            first_link_of_key.begin() + transfer_base);
+  LinkModel model = BuildLinkModel(program, plan, chip, route_links, pair_route, paths, memory_busy,
+                                   duration.size(), transfer_base, memory_base);
   return LinkedProgram{std::move(duration),
                        std::move(busy),
-                       std::move(first_link),
-                       BuildLinkModel(program, plan, chip, route_links, pair_route, paths, memory_busy),
+                       {},
+                       std::move(model),
                        !plan.in_switch.empty(),
-                       std::move(key)};
+                       std::move(key),
+                       std::move(first_link_of_key)};
 }
 
 // The schedule (sim/schedule.h) with queues on links (links.h) over CostProgram's costs.
 EngineOutput ScheduleCosts(const mapping::Program& program, const arch::Chip& chip, LinkedProgram costs,
                            EngineOutput out) {
   out.tasks.resize(program.num_tasks());
-  Dispatcher scheduler(program, std::move(costs.first_link), static_cast<int>(chip.links().size()));
+  Dispatcher scheduler(program, {}, static_cast<int>(chip.links().size()));
   scheduler.keep_order(false);
   out.contention =
-      ScheduleOnLinks(costs.model, scheduler, TaskCosts{costs.duration, costs.busy, costs.key, true}, &out);
+      ScheduleOnLinks(costs.model, scheduler,
+                      TaskCosts{costs.duration, costs.busy, costs.key, true, costs.first_link_of_key}, &out);
   // Channel queues: the longest a request waited for its channel after its deps ended.
   for (size_t i = 0; i < program.num_tasks(); ++i) {
     if (program.kind(i) != TaskKind::kMemory) continue;
@@ -446,11 +443,11 @@ Ps AnalyticalEngine::Makespan(const mapping::Program& program, const arch::Chip&
     const auto plan = PlanAnalytical(program, chip);
     return CostProgram(program, *plan, chip, &out);
   }();
-  Dispatcher scheduler(program, std::move(costs.first_link), static_cast<int>(chip.links().size()));
+  Dispatcher scheduler(program, {}, static_cast<int>(chip.links().size()));
   scheduler.keep_order(false);
-  const TaskCosts c{costs.duration, costs.busy, costs.key, true};
-  if (costs.model.task.empty()) return scheduler.Run(c, {});  // as ScheduleOnLinks
-  LinkReservation links(costs.model, c.tasks());
+  const TaskCosts c{costs.duration, costs.busy, costs.key, true, costs.first_link_of_key};
+  if (!costs.model.has_flows()) return scheduler.Run(c, {});  // as ScheduleOnLinks
+  LinkReservation links(costs.model, c.key);
   scheduler.set_finisher(
       [&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, c.duration_of(i), now); });
   return scheduler.Run(c, {});
@@ -462,8 +459,9 @@ LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip) {
   LinkedProgram out{std::vector<Ps>(n),
                     std::vector<Ps>(n, 0),
                     std::vector<int32_t>(n, -1),
-                    LinkModel{ChipFlowSet(chip), {}},
+                    LinkModel{ChipFlowSet(chip), {}, {}},
                     false,
+                    {},
                     {}};
   std::vector<uint32_t> memory;
   for (size_t i = 0; i < n; ++i) {

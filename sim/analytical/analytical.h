@@ -106,6 +106,9 @@ struct LinkedProgram {
   LinkModel model;
   bool in_switch = false;
   std::vector<uint32_t> key;  // the engine's: per task, its entry in duration and busy (TaskCosts)
+  // The engine's: per key, a transfer's first link (TaskCosts::first_link_of_key; `first_link`
+  // and `model.task` are then empty, the model is by key).
+  std::vector<int32_t> first_link_of_key;
 };
 LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip);
 

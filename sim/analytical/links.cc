@@ -6,6 +6,8 @@
 #include <future>
 #include <limits>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "sim/schedule.h"
@@ -65,6 +67,34 @@ LinkReservation::LinkReservation(const LinkModel& model, size_t num_tasks)
   Reset();
 }
 
+bool LinkModel::has_flows() const {
+  if (!task.empty()) return true;
+  for (int32_t k : kind_of_key)
+    if (k >= 0) return true;
+  return false;
+}
+
+LinkReservation::LinkReservation(const LinkModel& model, std::span<const uint32_t> key)
+    : m_(model), key_(key) {
+  for (uint32_t k : key)
+    if (k >= model.kind_of_key.size())
+      throw std::invalid_argument("LinkReservation: key " + std::to_string(k) + " of " +
+                                  std::to_string(model.kind_of_key.size()));
+  Reset();
+}
+
+bool LinkReservation::AnyFlowDelayed(std::span<const TaskTime> times, const TaskCosts& costs) const {
+  auto delayed = [&](uint32_t i) { return times[i].end_ps - times[i].start_ps != costs.duration_of(i); };
+  if (key_.empty()) {
+    for (uint32_t i : m_.task)
+      if (delayed(i)) return true;
+    return false;
+  }
+  for (uint32_t i = 0; i < key_.size(); ++i)
+    if (m_.kind_of_key[key_[i]] >= 0 && delayed(i)) return true;
+  return false;
+}
+
 void LinkReservation::Reset() {
   busy_.assign(m_.flows.num_resources(), {});
   head_.assign(m_.flows.num_resources(), 0);
@@ -108,18 +138,18 @@ Ps LinkReservation::Reserve(int r, Ps arrive, Ps hold, Ps now) {
 
 Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
   const Ps alone_end = SatAdd(start, duration);
-  const int32_t fi = task < flow_of_.size() ? flow_of_[task] : -1;
-  if (fi < 0) return alone_end;
-  const uint32_t f = static_cast<uint32_t>(fi);
+  const int32_t kind = KindOf(task);
+  if (kind < 0) return alone_end;
+  const uint32_t f = static_cast<uint32_t>(kind);
   const FlowSet& flows = m_.flows;
-  const double bytes = static_cast<double>(flows.bytes(f));
+  const double bytes = static_cast<double>(flows.kind_bytes(f));
   if (bytes == 0) return alone_end;
-  const auto route = flows.resources(f);
+  const auto route = flows.kind_resources(f);
   // end = max over h of done(h) + latency(h) + ... + latency(last): the suffix sums are
   // taken from the route's total latency as the hops go by.
   Ps total_latency = 0;
   for (int r : route) total_latency = SatAdd(total_latency, flows.hop_latency(r));
-  Ps arrive = SatAdd(start, flows.inject(f)), before = 0, end = 0;
+  Ps arrive = SatAdd(start, flows.kind_inject(f)), before = 0, end = 0;
   const Ps now_ticks = ToTicks(now);
   for (int r : route) {
     const Ps hold = CeilPs(bytes * (1 << kTickBits), flows.gbps(r));
@@ -162,28 +192,27 @@ LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCost
   LinkedMakespans m;
   m.queued = m.unloaded = run(times);
   d.set_finisher(nullptr);
-  for (uint32_t i : links.model().task) {
-    if (times[i].end_ps - times[i].start_ps == costs.duration_of(i)) continue;
+  if (links.AnyFlowDelayed(times, costs)) {
     if (extra) {
       scratch->resize(times.size());
       m.unloaded = run(*scratch);
     } else {
       m.unloaded = unloaded.valid() ? unloaded.get() : d.Run(costs, {});  // the makespan alone: no times kept
     }
-    break;
   }
   return m;
 }
 
 double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, const TaskCosts& costs, EngineOutput* out,
                        const std::function<Ps(std::span<const TaskTime>)>& extra) {
-  if (model.task.empty()) {
+  if (!model.has_flows()) {
     d.set_finisher(nullptr);
     const Ps m = d.Run(costs, out->tasks);
     out->makespan_ps = out->unloaded_makespan_ps = extra ? SatAdd(m, extra(out->tasks)) : m;
     return 0.0;
   }
-  LinkReservation links(model, costs.tasks());
+  LinkReservation links =
+      model.by_key() ? LinkReservation(model, costs.key) : LinkReservation(model, costs.tasks());
   std::vector<TaskTime> scratch;
   const LinkedMakespans m = RunOnLinks(links, d, costs, out->tasks, &scratch, extra);
   out->makespan_ps = m.queued;

@@ -81,13 +81,19 @@ class FlowSet {
   size_t num_resources() const { return gbps_.size(); }
   double gbps(int r) const { return gbps_[r]; }
   Ps hop_latency(int r) const { return latency_[r]; }
-  uint64_t bytes(uint32_t f) const { return bytes_[kind_of_[f]]; }
-  Ps inject(uint32_t f) const { return inject_[kind_of_[f]]; }
-  std::span<const int> resources(uint32_t f) const {
-    const uint32_t k = kind_of_[f];
+  uint32_t kind(uint32_t f) const { return kind_of_[f]; }
+  size_t kinds() const { return bytes_.size(); }
+  // Of kind k:
+  uint64_t kind_bytes(uint32_t k) const { return bytes_[k]; }
+  Ps kind_inject(uint32_t k) const { return inject_[k]; }
+  std::span<const int> kind_resources(uint32_t k) const {
     const uint32_t b = k == 0 ? 0 : res_end_[k - 1];
     return {res_.data() + b, res_end_[k] - b};
   }
+  // Of flow f:
+  uint64_t bytes(uint32_t f) const { return kind_bytes(kind_of_[f]); }
+  Ps inject(uint32_t f) const { return kind_inject(kind_of_[f]); }
+  std::span<const int> resources(uint32_t f) const { return kind_resources(kind_of_[f]); }
 
  private:
   std::vector<double> gbps_;
@@ -109,6 +115,13 @@ Ps MemoryInject(Ps channel_latency_ps, Ps channel_busy_ps, uint64_t bytes, doubl
 struct LinkModel {
   FlowSet flows;
   std::vector<uint32_t> task;  // per flow: its task id
+  // Or, with no flows (`task` empty), flows by the tasks' cost keys (TaskCosts::key, the
+  // analytical engine's): task i is a flow of kind kind_of_key[key[i]] (-1: not a flow), and
+  // nothing is stored per task or per flow (the wafer's 1.5 million transfers: 18 MB).
+  std::vector<int32_t> kind_of_key;
+  bool by_key() const { return task.empty() && !kind_of_key.empty(); }
+  // Some task is a flow (by key: some key is a flow's, and every key is some task's).
+  bool has_flows() const;
 };
 
 // The queues of the links over one schedule (see above). Reset, then Finish each task in
@@ -116,7 +129,17 @@ struct LinkModel {
 class LinkReservation {
  public:
   LinkReservation(const LinkModel& model, size_t num_tasks);
+  // A model by key, with each task's key (TaskCosts::key; one per task).
+  LinkReservation(const LinkModel& model, std::span<const uint32_t> key);
   void Reset();
+  // Task i's kind of flow, -1 when it is not a flow.
+  int32_t KindOf(uint32_t task) const {
+    if (!key_.empty()) return m_.kind_of_key[key_[task]];
+    const int32_t f = task < flow_of_.size() ? flow_of_[task] : -1;
+    return f < 0 ? -1 : static_cast<int32_t>(m_.flows.kind(static_cast<uint32_t>(f)));
+  }
+  // Whether some flow ended later in `times` than its unloaded `costs`.
+  bool AnyFlowDelayed(std::span<const TaskTime> times, const TaskCosts& costs) const;
   // The end of task `task` started at `start` whose unloaded time is `duration`: start +
   // duration for a task that is not a flow; else the formula above, reserving its links.
   // `now`: the schedule's time, no later than any start it asks for from then on.
@@ -134,7 +157,8 @@ class LinkReservation {
   Ps Reserve(int r, Ps arrive, Ps hold, Ps now);
 
   const LinkModel& m_;
-  std::vector<int32_t> flow_of_;  // per task: its flow, -1 for none
+  std::vector<int32_t> flow_of_;   // per task: its flow, -1 for none (a model by flows)
+  std::span<const uint32_t> key_;  // per task: its key (a model by key)
   // Per link: the intervals it is held, in time order, from head_[r] on (earlier ones are
   // over by the schedule's time).
   std::vector<std::vector<Interval>> busy_;

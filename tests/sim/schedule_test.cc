@@ -167,6 +167,61 @@ TEST(Schedule, CostsByKeyTimeAsCostsPerTask) {
   EXPECT_THROW(s.Run(TaskCosts{dur, busy, short_key, true}, keyed), std::invalid_argument);
 }
 
+TEST(Schedule, FirstLinksByKeyTimeAsFirstLinksPerTask) {
+  // The keyed case above with the first links given per key (key 0: link 0, key 1: link 1)
+  // to a Dispatcher made without them: the same times. A list of the wrong length, a link
+  // out of range, or first links by key without keys are refused.
+  const mapping::Program p = ThreeTransfers();
+  const std::vector<Ps> dur = {5, 2}, busy = {4, 2};
+  const std::vector<uint32_t> key = {0, 0, 1};
+  const std::vector<int32_t> link_of_key = {0, 1};
+  std::vector<TaskTime> times(3);
+  Dispatcher s(p, {}, 2);
+  EXPECT_EQ(s.Run(TaskCosts{dur, busy, key, true, link_of_key}, times), 9);
+  EXPECT_EQ(times[1].start_ps, 4);
+  EXPECT_EQ(times[2].start_ps, 0);
+  EXPECT_EQ(times[2].end_ps, 2);
+  // Key 1 without a link: t2 queues for nothing (it starts at 0 either way), t0 and t1 as before.
+  const std::vector<int32_t> one_link = {0, -1};
+  EXPECT_EQ(s.Run(TaskCosts{dur, busy, key, true, one_link}, times), 9);
+  const std::vector<int32_t> short_list = {0}, out_of_range = {0, 2};
+  EXPECT_THROW(s.Run(TaskCosts{dur, busy, key, true, short_list}, times), std::invalid_argument);
+  EXPECT_THROW(s.Run(TaskCosts{dur, busy, key, true, out_of_range}, times), std::invalid_argument);
+  const std::vector<Ps> per_task_dur = {5, 5, 2}, per_task_busy = {4, 4, 2};
+  EXPECT_THROW(s.Run(TaskCosts{per_task_dur, per_task_busy, {}, false, link_of_key}, times),
+               std::invalid_argument);
+}
+
+TEST(Schedule, TasksWithManyDeps) {
+  // n transfers (1 ps each, no link) then a compute task (5 ps) after all of them: it starts
+  // at 1 and ends at 6 whether its count of deps takes a byte (n = 255), two (256, 65,535)
+  // or four (65,536).
+  for (uint32_t n : {255u, 256u, 65'535u, 65'536u}) {
+    mapping::testing::TestProgram b;
+    b.num_cores = 2;
+    b.ops.resize(1);
+    std::vector<uint32_t> all;
+    for (uint32_t k = 0; k < n; ++k) {
+      mapping::Task t;
+      t.kind = TaskKind::kTransfer;
+      t.core = mapping::CoreId(0);
+      t.dst_core = mapping::CoreId(1);
+      b.Add(t, {});
+      all.push_back(k);
+    }
+    mapping::Task last;
+    last.kind = TaskKind::kCompute;
+    last.core = mapping::CoreId(1);
+    b.Add(last, all);
+    const mapping::Program p = b.Build();
+    std::vector<Ps> dur(n + 1, 1), busy(n + 1, 0);
+    dur[n] = 5;
+    std::vector<TaskTime> times(n + 1);
+    EXPECT_EQ(Dispatcher(p).Run(dur, busy, times), 6) << n << " deps";
+    EXPECT_EQ(times[n].start_ps, 1) << n << " deps";
+  }
+}
+
 TEST(Schedule, CriticalPathSplitsTheMakespan) {
   // Back from t7 (ends 21): its enabler is t4 (15, not t6 at 14): 6 ps compute; t4's is t0
   // (5; t5 before it on the channel ended at 4): 10 ps memory; t0 has none: 5 ps compute.
