@@ -96,24 +96,46 @@ void LayoutConverter::GroupCollective(CollectiveKind kind, int32_t t,
     for (const Piece& pc : unpack[r]) fc.unpack.push_back({cx_.cores[r], pc.region, pc.offset, false});
   }
   for (int r = 0; r < cx_.p; ++r) cx_.mem->Reload(t, r, nullptr);
-  std::vector<std::vector<TaskId>> last_in(cx_.p), all_in(cx_.p);
+  // The shapes of this schedule's transfers on these cores: interned by the first
+  // collective that runs it there, taken as they are by every repeat.
+  auto [cached, fresh] = cx_.transfer_shapes.try_emplace({lowered, cx_.prog.collectives[coll].members});
+  std::vector<uint32_t>& shapes = cached->second;
+  const double in_switch_gbps = sched.in_switch ? cx_.sw.bandwidth_gbps : 0;
+  if (fresh) {
+    std::vector<TransferShape> xs;
+    for (const CollectiveStep& step : sched.steps)
+      for (const std::vector<int>& g : groups)
+        for (const Xfer& x : step.xfers)
+          xs.push_back({x.bytes, x.offset, x.DstOffset(), in_switch_gbps, cx_.cores[g[x.dst]], x.reduce});
+    cx_.builder.InternTransfers(xs, &shapes);
+  }
+  size_t next_shape = 0;
+  const std::vector<std::vector<TaskId>>& ready = cx_.ts[t].ready;
+  // Per rank: the transfers into it in the last step that had any, in this step, in all.
+  std::vector<std::vector<TaskId>> last_in(cx_.p), now(cx_.p), all_in(cx_.p);
+  std::vector<TaskId> deps;
   for (size_t s = 0; s < sched.steps.size(); ++s) {
-    std::vector<std::vector<TaskId>> now(cx_.p);
     // Step s of every group before step s + 1 of any: the groups' transfers interleave.
     for (const std::vector<int>& g : groups)
-      for (Xfer x : sched.steps[s].xfers) {
-        x.src = g[x.src], x.dst = g[x.dst];
-        Task tk = XferTask(x, sched, cx_.sw, coll, s, cx_.cores);
-        std::vector<TaskId> deps = last_in[x.src].empty() ? cx_.Ready(t, x.src) : last_in[x.src];
-        if (x.reduce) Append(&deps, cx_.Ready(t, x.dst));
-        TaskId id = cx_.AddTask(tk, std::move(deps));
+      for (const Xfer& x : sched.steps[s].xfers) {
+        const int src = g[x.src], dst = g[x.dst];
+        const std::vector<TaskId>& after = last_in[src].empty() ? ready[src] : last_in[src];
+        deps.assign(after.begin(), after.end());
+        if (x.reduce) Append(&deps, ready[dst]);
+        LowerContext::SortUnique(&deps);
+        const TaskId id =
+            cx_.builder.AddTransfer(CoreId(cx_.cores[src]), cx_.cur_op, static_cast<uint16_t>(s),
+                                    shapes.at(next_shape++), coll, deps);
         if (fc.first_task < 0) fc.first_task = id;
         fc.last_task = id;
-        now[x.dst].push_back(id);
-        all_in[x.dst].push_back(id);
+        now[dst].push_back(id);
+        all_in[dst].push_back(id);
       }
     for (int r = 0; r < cx_.p; ++r)
-      if (!now[r].empty()) last_in[r] = std::move(now[r]);
+      if (!now[r].empty()) {
+        last_in[r].swap(now[r]);
+        now[r].clear();
+      }
   }
   if (cx_.func) cx_.prog.func.collectives.push_back(std::move(fc));
   for (int r = 0; r < cx_.p; ++r) Append(&cx_.ts[t].ready[r], all_in[r]);

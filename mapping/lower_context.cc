@@ -47,10 +47,22 @@ OpId LowerContext::NewOp(const std::string& name, const std::string& partition) 
   return cur_op;
 }
 
+void LowerContext::SortUnique(std::vector<TaskId>* deps) {
+  // Mostly sorted already, or two sorted runs (ready lists grow in id order, and a task
+  // often waits on two of them): merge those, sort only what else comes.
+  const auto mid = std::is_sorted_until(deps->begin(), deps->end());
+  if (mid != deps->end()) {
+    if (std::is_sorted(mid, deps->end()))
+      std::inplace_merge(deps->begin(), mid, deps->end());
+    else
+      std::sort(deps->begin(), deps->end());
+  }
+  deps->erase(std::unique(deps->begin(), deps->end()), deps->end());
+}
+
 TaskId LowerContext::AddTask(Task t, std::vector<TaskId> deps) {
   t.op = cur_op;
-  std::sort(deps.begin(), deps.end());
-  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  SortUnique(&deps);
   return builder.Add(t, deps);
 }
 

@@ -103,6 +103,11 @@ struct LowerContext {
   }
   // Lowered schedules by (algorithm, kind, ranks, bytes, align, grid rows, grid cols).
   std::map<std::tuple<std::string, int, int, uint64_t, uint64_t, int, int>, Schedule> schedules;
+  // The interned shapes (ProgramBuilder::InternTransfer) of a lowered schedule's transfers
+  // on given member cores (CollectiveInfo::members), in the order they are emitted: layers
+  // repeat their collectives on the same cores, and a repeat appends its transfers by these
+  // indices instead of interning every shape again (LayoutConverter::GroupCollective).
+  std::map<std::pair<const Schedule*, std::vector<int>>, std::vector<uint32_t>> transfer_shapes;
 
   // Phase state
   Phase phase = Phase::kPrefill;
@@ -116,6 +121,8 @@ struct LowerContext {
   int32_t NewTensor(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0, uint32_t init = 0);
   OpId NewOp(const std::string& name, const std::string& partition);
   TaskId AddTask(Task t, std::vector<TaskId> deps);
+  // Sorts deps and drops repeats (what AddTask does to the deps it is given).
+  static void SortUnique(std::vector<TaskId>* deps);
   // A DRAM read or write of `bytes` by rank's core.
   TaskId Memory(int rank, uint64_t bytes, bool write, std::vector<TaskId> deps);
   // A compute task on rank's core with its functional op; the memory plan adds what

@@ -1,8 +1,10 @@
 #include "mapping/program.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 namespace tpsim::mapping {
 
@@ -271,32 +273,63 @@ bool Same(const MemoryDetail& a, const MemoryDetail& b) {
 
 }  // namespace
 
-template <class T>
-uint32_t ProgramBuilder::Interner::Intern(const T& v, std::vector<T>* values) {
-  if (2 * (used + 1) > slots.size()) {  // grow: rehash every index by its stored hash
-    std::vector<uint64_t> old(std::max<size_t>(64, 2 * slots.size()), 0);
-    old.swap(slots);
-    const size_t mask = slots.size() - 1;
-    for (uint64_t e : old) {
-      if ((e & 0xffffffffu) == 0) continue;
-      size_t k = static_cast<size_t>(e >> 32) & mask;
-      while (slots[k] != 0) k = (k + 1) & mask;
-      slots[k] = e;
-    }
-  }
-  const uint64_t h = HashOf(v);
-  const uint64_t tag = (h ^ (h >> 32)) & 0xffffffffu;
+void ProgramBuilder::Interner::Grow(size_t entries) {
+  if (2 * entries <= slots.size()) return;
+  size_t size = std::max<size_t>(64, 2 * slots.size());
+  while (2 * entries > size) size *= 2;
+  // Rehash every index by its stored hash.
+  std::vector<uint64_t> old(size, 0);
+  old.swap(slots);
   const size_t mask = slots.size() - 1;
+  for (uint64_t e : old) {
+    if ((e & 0xffffffffu) == 0) continue;
+    size_t k = static_cast<size_t>(e >> 32) & mask;
+    while (slots[k] != 0) k = (k + 1) & mask;
+    slots[k] = e;
+  }
+}
+
+namespace {
+
+uint64_t TagOf(uint64_t h) { return (h ^ (h >> 32)) & 0xffffffffu; }
+
+// The index of `v` (hash tag `tag`) in `values`, appended when new, probing `slots` (room
+// for one more entry).
+template <class T>
+uint32_t Probe(const T& v, uint64_t tag, std::vector<uint64_t>* slots, size_t* used, std::vector<T>* values) {
+  const size_t mask = slots->size() - 1;
   for (size_t k = static_cast<size_t>(tag) & mask;; k = (k + 1) & mask) {
-    const uint64_t e = slots[k];
+    const uint64_t e = (*slots)[k];
     if (e == 0) {
       values->push_back(v);
-      slots[k] = (tag << 32) | values->size();
-      ++used;
+      (*slots)[k] = (tag << 32) | values->size();
+      ++*used;
       return static_cast<uint32_t>(values->size() - 1);
     }
     if ((e >> 32) == tag && Same((*values)[(e & 0xffffffffu) - 1], v))
       return static_cast<uint32_t>((e & 0xffffffffu) - 1);
+  }
+}
+
+}  // namespace
+
+template <class T>
+uint32_t ProgramBuilder::Interner::Intern(const T& v, std::vector<T>* values) {
+  Grow(used + 1);
+  return Probe(v, TagOf(HashOf(v)), &slots, &used, values);
+}
+
+template <class T>
+void ProgramBuilder::Interner::InternAll(std::span<const T> vs, std::vector<T>* values,
+                                         std::vector<uint32_t>* out) {
+  Grow(used + vs.size());
+  const size_t mask = slots.size() - 1;
+  std::vector<uint64_t> tags(vs.size());
+  for (size_t i = 0; i < vs.size(); ++i) tags[i] = TagOf(HashOf(vs[i]));
+  constexpr size_t kAhead = 16;  // probes in flight
+  for (size_t i = 0; i < vs.size(); ++i) {
+    if (i + kAhead < vs.size()) __builtin_prefetch(&slots[static_cast<size_t>(tags[i + kAhead]) & mask]);
+    out->push_back(Probe(vs[i], tags[i], &slots, &used, values));
   }
 }
 
@@ -312,35 +345,59 @@ void ProgramBuilder::Reserve(size_t tasks, size_t deps) {
 }
 
 TaskId ProgramBuilder::Add(const Task& t, std::span<const TaskId> deps) {
-  const size_t id = p_.records_.size();
-  if (id >= UINT32_MAX) throw InvalidProgram("invalid Program: more than 2^32 - 1 tasks");
+  switch (t.kind) {
+    case TaskKind::kCompute: {
+      TaskRecord r;
+      r.kind = t.kind;
+      r.core = t.core;
+      r.op = t.op;
+      r.detail = shapes_.Intern(
+          ComputeShape{t.op_kind, t.batch, t.m, t.n, t.k, t.flops, t.vector_ops, t.bytes}, &p_.shapes_);
+      return Append(r, t.func, deps);
+    }
+    case TaskKind::kTransfer:
+      return AddTransfer(t.core, t.op, t.coll_step,
+                         InternTransfer(TransferShape{t.bytes, t.offset, t.dst_offset, t.in_switch_gbps,
+                                                      t.dst_core, t.reduce}),
+                         t.collective, deps);
+    case TaskKind::kMemory:
+      break;
+  }
   TaskRecord r;
   r.kind = t.kind;
   r.core = t.core;
   r.op = t.op;
-  switch (t.kind) {
-    case TaskKind::kCompute: {
-      r.detail = shapes_.Intern(
-          ComputeShape{t.op_kind, t.batch, t.m, t.n, t.k, t.flops, t.vector_ops, t.bytes}, &p_.shapes_);
-      break;
-    }
-    case TaskKind::kTransfer: {
-      const uint32_t shape = transfers_.Intern(
-          TransferShape{t.bytes, t.offset, t.dst_offset, t.in_switch_gbps, t.dst_core, t.reduce},
-          &p_.transfer_shapes_);
-      r.detail = static_cast<uint32_t>(p_.transfer_refs_.size());
-      r.coll_step = t.coll_step;
-      p_.transfer_refs_.push_back(TransferRef{shape, t.collective});
-      break;
-    }
-    case TaskKind::kMemory: {
-      r.detail = memories_.Intern(MemoryDetail{t.bytes, t.channel, t.write}, &p_.memories_);
-      break;
-    }
-  }
+  r.detail = memories_.Intern(MemoryDetail{t.bytes, t.channel, t.write}, &p_.memories_);
+  return Append(r, -1, deps);
+}
+
+uint32_t ProgramBuilder::InternTransfer(const TransferShape& x) {
+  return transfers_.Intern(x, &p_.transfer_shapes_);
+}
+
+void ProgramBuilder::InternTransfers(std::span<const TransferShape> xs, std::vector<uint32_t>* out) {
+  transfers_.InternAll(xs, &p_.transfer_shapes_, out);
+}
+
+TaskId ProgramBuilder::AddTransfer(CoreId core, OpId op, uint16_t coll_step, uint32_t shape,
+                                   int32_t collective, std::span<const TaskId> deps) {
+  if (shape >= p_.transfer_shapes_.size())
+    throw std::logic_error("ProgramBuilder::AddTransfer: shape " + OutOf(shape, p_.transfer_shapes_.size()));
+  TaskRecord r;
+  r.kind = TaskKind::kTransfer;
+  r.coll_step = coll_step;
+  r.core = core;
+  r.op = op;
+  r.detail = static_cast<uint32_t>(p_.transfer_refs_.size());
+  p_.transfer_refs_.push_back(TransferRef{shape, collective});
+  return Append(r, -1, deps);
+}
+
+TaskId ProgramBuilder::Append(const TaskRecord& r, int32_t func, std::span<const TaskId> deps) {
+  const size_t id = p_.records_.size();
+  if (id >= UINT32_MAX) throw InvalidProgram("invalid Program: more than 2^32 - 1 tasks");
   p_.records_.push_back(r);
   // Functional op indices: none until a task has one, then one per task (earlier ones -1).
-  const int32_t func = t.kind == TaskKind::kCompute ? t.func : -1;
   if (func >= 0 && !with_func_) {
     p_.func_of_.assign(id, -1);
     with_func_ = true;

@@ -273,6 +273,17 @@ class ProgramBuilder {
   TaskId Add(const Task& t, std::initializer_list<TaskId> deps) {
     return Add(t, std::span<const TaskId>(deps.begin(), deps.size()));
   }
+  // Transfers in bulk (what Add does for a transfer, in two halves): the index of shape `x`
+  // in Program::transfer_shapes() (appended when new), then a transfer of that shape. A
+  // lowering that emits the same transfers again (layers repeat their collectives) may keep
+  // the indices and skip the interning; AddTransfer(..., InternTransfer(x), ...) is Add.
+  uint32_t InternTransfer(const TransferShape& x);
+  // InternTransfer of each of `xs` in turn, the indices appended to *out (the same ones;
+  // faster for many: the table's slots are fetched ahead).
+  void InternTransfers(std::span<const TransferShape> xs, std::vector<uint32_t>* out);
+  // Appends a transfer of interned shape `shape` (an index InternTransfer returned); returns its id.
+  TaskId AddTransfer(CoreId core, OpId op, uint16_t coll_step, uint32_t shape, int32_t collective,
+                     std::span<const TaskId> deps);
   size_t size() const { return p_.records_.size(); }
   void Reserve(size_t tasks, size_t deps);
   // Verify, then hand the Program over (the builder is empty afterwards).
@@ -287,11 +298,16 @@ class ProgramBuilder {
     size_t used = 0;
     template <class T>
     uint32_t Intern(const T& v, std::vector<T>* values);
+    template <class T>
+    void InternAll(std::span<const T> vs, std::vector<T>* values, std::vector<uint32_t>* out);
+    void Grow(size_t entries);  // room for `entries` at most half full
     void Clear() {
       slots.clear();
       used = 0;
     }
   };
+  // Appends record `r` (its detail set) with its functional op and deps.
+  TaskId Append(const TaskRecord& r, int32_t func, std::span<const TaskId> deps);
   Program p_;
   bool with_func_ = false;  // some task has a functional op: p_.func_of_ has one entry per task
   Interner shapes_, transfers_, memories_;

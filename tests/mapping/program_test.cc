@@ -132,6 +132,58 @@ TEST(Program, ShapesInternBitForBit) {
   EXPECT_TRUE(std::signbit(p.task(1).vector_ops));
 }
 
+TEST(Program, TransfersInBulkAreWhatAddMakes) {
+  // 3000 transfers of 1000 distinct shapes (transfer i: shape i mod 1000, told apart by its
+  // bytes; the table grows several times): interned all at once (InternTransfers), then
+  // added twice by those indices (AddTransfer), as a repeated collective is; the same arrays
+  // as adding the Tasks one by one.
+  std::vector<Task> xs;
+  for (int i = 0; i < 3000; ++i) {
+    const int s = i % 1000;
+    Task x = Send(i % 4, (s + 1) % 4, 8 * (s + 1), 0, static_cast<uint16_t>(i % 5));
+    x.offset = 8 * (s % 7), x.dst_offset = x.offset + 8 * (s % 2), x.reduce = s % 3 == 0;
+    xs.push_back(x);
+  }
+  ProgramBuilder one = Builder(), bulk = Builder();
+  for (ProgramBuilder* b : {&one, &bulk})
+    b->program().collectives.push_back(
+        {CollectiveKind::kAllReduce, mapping::AlgorithmOf("ring"), 64, 4, mapping::OpId(0), 1, {0, 1, 2, 3}});
+  // Task n (of 6000) waits on task n / 2 (none for task 0).
+  auto deps = [](size_t n) {
+    return n ? std::vector<TaskId>{TaskId(static_cast<uint32_t>(n / 2))} : std::vector<TaskId>{};
+  };
+  for (size_t n = 0; n < 2 * xs.size(); ++n) one.Add(xs[n % xs.size()], deps(n));
+  std::vector<TransferShape> shapes;
+  for (const Task& x : xs)
+    shapes.push_back({x.bytes, x.offset, x.dst_offset, x.in_switch_gbps, x.dst_core, x.reduce});
+  std::vector<uint32_t> ids;
+  bulk.InternTransfers(shapes, &ids);
+  ASSERT_EQ(ids.size(), xs.size());
+  for (size_t n = 0; n < 2 * xs.size(); ++n) {
+    const Task& x = xs[n % xs.size()];
+    bulk.AddTransfer(x.core, x.op, x.coll_step, ids[n % xs.size()], x.collective, deps(n));
+  }
+  EXPECT_EQ(bulk.InternTransfer(shapes[1234]), ids[1234]);  // one at a time: the same index
+  EXPECT_THROW(bulk.AddTransfer(CoreId(0), OpId(0), 0, 1000, 0, {}), std::logic_error);  // no such shape
+  const Program a = one.Build(), b = bulk.Build();
+  EXPECT_EQ(a.transfer_shapes().size(), 1000u);
+  ASSERT_EQ(b.transfer_shapes().size(), a.transfer_shapes().size());
+  for (size_t i = 0; i < a.transfer_shapes().size(); ++i) {
+    const TransferShape &x = a.transfer_shapes()[i], &y = b.transfer_shapes()[i];
+    EXPECT_TRUE(x.bytes == y.bytes && x.offset == y.offset && x.dst_offset == y.dst_offset &&
+                x.dst_core == y.dst_core && x.reduce == y.reduce)
+        << i;
+  }
+  ASSERT_EQ(a.num_tasks(), b.num_tasks());
+  for (size_t i = 0; i < a.num_tasks(); ++i) {
+    EXPECT_EQ(a.transfer_refs()[i].shape, b.transfer_refs()[i].shape) << i;
+    EXPECT_EQ(a.records()[i].coll_step, b.records()[i].coll_step) << i;
+    EXPECT_EQ(a.records()[i].core, b.records()[i].core) << i;
+  }
+  EXPECT_EQ(a.dep_begin(), b.dep_begin());
+  EXPECT_EQ(a.dep_list(), b.dep_list());
+}
+
 TEST(Program, FuncIndicesOnlyWhenAnyTaskHasOne) {
   ProgramBuilder b = Builder();
   b.program().func.ops.resize(1);
