@@ -70,10 +70,13 @@ Dispatcher::Dispatcher(const mapping::Program& p, std::vector<int32_t> first_lin
     g->first_dependent[i + 1] += g->first_dependent[i];
   }
   g->dependents.resize(g->first_dependent[n]);
-  std::vector<uint32_t> fill(g->first_dependent.begin(), g->first_dependent.end() - 1);
+  // Fill with first_dependent[d] as task d's cursor (then it is d + 1's start), and shift
+  // the starts back: no second array of cursors.
   for (size_t i = 0; i < n; ++i) {
-    for (uint32_t d : p.deps(i)) g->dependents[fill[d]++] = static_cast<uint32_t>(i);
+    for (uint32_t d : p.deps(i)) g->dependents[g->first_dependent[d]++] = static_cast<uint32_t>(i);
   }
+  for (size_t i = n; i > 0; --i) g->first_dependent[i] = g->first_dependent[i - 1];
+  g->first_dependent[0] = 0;
   graph_ = std::move(g);
   Reset(num_links);
 }

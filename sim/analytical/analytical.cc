@@ -139,6 +139,15 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
   mapping::VerifyFits(program, p.num_cores, p.num_channels);
   p.num_tasks = n;
   p.shape_of.assign(n, 0);
+  // Room for every transfer and memory task at once: the lists fill it without the copies
+  // and page faults of growing by doubling, and pages never written are not resident.
+  size_t transfers = 0, memory = 0;
+  for (const mapping::TaskRecord& r : program.records()) {
+    transfers += r.kind == TaskKind::kTransfer;
+    memory += r.kind == TaskKind::kMemory;
+  }
+  p.linked.reserve(transfers);
+  p.memory.reserve(memory);
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_index;  // order never reaches output
   // Indices are given in task order; the maps only look them up.
   std::unordered_map<uint64_t, uint32_t> pair_index;
@@ -201,8 +210,7 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
     if (x.core != y.core) return x.core < y.core;
     return a < b;
   });
-  // The lists grew by doubling: give the slack back before the run allocates its own.
-  for (auto* v : {&p.linked, &p.in_switch, &p.memory}) v->shrink_to_fit();
+  p.in_switch.shrink_to_fit();  // grew by doubling: give the slack back
   p.transfer_key_of.reserve(p.linked.size());
   p.memory_key_of.reserve(p.memory.size());
   // Distinct (pair, bytes) of linked transfers and (channel, bytes) of memory tasks.
