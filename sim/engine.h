@@ -100,6 +100,14 @@ class Engine {
   virtual bool ListSchedule() const { return false; }
 };
 
+// Whether one run may use a second thread for parts of its work that do not depend on each
+// other (the analytical engine's unloaded schedule, the Result's energy and critical path):
+// on Programs of 200,000 tasks or more, on a machine of two cores or more, when turned on.
+// Off by default: `tpsim run` times one Program and turns it on; sweeps, searches and serving
+// keep their cores for their own workers. The output is the same either way.
+void SetSpareThread(bool on);
+bool UseSpareThread(size_t tasks);
+
 // The registry of engines by name (engine, --engine). Adding an engine is one new file
 // defining the Engine and its registrar, in sim/analytical/ (engines without SystemC: linked
 // into every binary, tpsim-validate included) or sim/tlm/ (engines on the SystemC kernel:

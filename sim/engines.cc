@@ -2,7 +2,22 @@
 // sim/analytical/analytical.cc, sim/tlm/tlm_engine.cc).
 #include "sim/engine.h"
 
+#include <atomic>
+#include <thread>
+
 namespace tpsim::sim {
+
+namespace {
+std::atomic<bool> spare_thread{false};
+// Below this many tasks a second thread costs more than the work it takes over.
+constexpr size_t kSpareThreadTasks = 200000;
+}  // namespace
+
+void SetSpareThread(bool on) { spare_thread = on; }
+
+bool UseSpareThread(size_t tasks) {
+  return spare_thread && tasks >= kSpareThreadTasks && std::thread::hardware_concurrency() > 1;
+}
 
 std::shared_ptr<const PreparedProgram> Engine::Prepare(const mapping::Program&, const arch::Chip&) const {
   return nullptr;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <future>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -160,9 +161,10 @@ void FillEnergy(const arch::Chip& chip, const EnergySums& pe, const EnergyInputs
 
 namespace {
 
+// `path`: the critical path of `g` when it was worked out already (else FillSummary does).
 void FillSummary(const mapping::Program& program, const mapping::Program& g, const arch::Chip& chip,
                  const EngineOutput& out, const TaskTotals& tt, const std::map<Segment, Ps>& segment_end,
-                 config::Summary* s) {
+                 config::Summary* s, const CriticalPathSplit* known_path = nullptr) {
   const Ps total = out.makespan_ps;
   const int num_cores = chip.num_cores();
   const Ps t0 = tt.t0;
@@ -180,7 +182,7 @@ void FillSummary(const mapping::Program& program, const mapping::Program& g, con
     s->set_decode_ps(decode);
     s->set_decode_step_ps_mean((decode + decode_steps / 2) / decode_steps);
   }
-  const CriticalPathSplit path = CriticalPath(g, out.tasks);
+  const CriticalPathSplit path = known_path ? *known_path : CriticalPath(g, out.tasks);
   s->set_compute_ps(path.compute_ps);
   s->set_communication_ps(path.communication_ps);
   s->set_memory_ps(path.memory_ps);
@@ -280,6 +282,13 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   CheckInputs(program, out);
   const std::vector<mapping::TaskRecord>& tasks = program.records();  // kind, core, op
   const size_t n = tasks.size();
+  // The energy and the critical path read only the Program and the times: with a spare core
+  // (sim::UseSpareThread) they are worked out meanwhile.
+  auto side_work = [&] {
+    return std::pair{ComputeEnergy(program, chip, energy.dtype), CriticalPath(program, out.tasks)};
+  };
+  std::future<std::pair<ProgramEnergy, CriticalPathSplit>> side;
+  if (UseSpareThread(n)) side = std::async(std::launch::async, side_work);
   const Ps total = out.makespan_ps;
   const int num_cores = chip.num_cores();
   const TaskTotals tt = Totals(program, program, chip, out);
@@ -311,7 +320,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     if (t.core >= 0 && t.core < num_cores) core_intervals[core_fill[t.core]++] = {time.start_ps, time.end_ps};
   }
   const std::vector<Ps> op_compute = OpCompute(program, out);
-  const ProgramEnergy pe = ComputeEnergy(program, chip, energy.dtype);
+  const auto [pe, path] = side.valid() ? side.get() : side_work();
   for (size_t o = 0; o < num_ops; ++o) {
     const auto& info = program.ops[o];
     config::OpResult* op = r.add_ops();
@@ -376,7 +385,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   }
 
   // ---- Summary.
-  FillSummary(program, program, chip, out, tt, segment_end, r.mutable_summary());
+  FillSummary(program, program, chip, out, tt, segment_end, r.mutable_summary(), &path);
   FillEnergy(chip, SumEnergy(program, pe), energy, r.mutable_summary());
 
   // ---- Links, DRAM channels, cores.

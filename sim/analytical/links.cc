@@ -1,14 +1,12 @@
 #include "sim/analytical/links.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <future>
 #include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "sim/schedule.h"
 
@@ -161,14 +159,6 @@ Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
   return std::max(alone_end, end);
 }
 
-namespace {
-std::atomic<bool> parallel_schedules{false};
-// Below this many tasks a second thread costs more than the schedule it takes over.
-constexpr size_t kParallelTasks = 200000;
-}  // namespace
-
-void SetParallelSchedules(bool on) { parallel_schedules = on; }
-
 LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCosts& costs,
                            std::span<TaskTime> times, std::vector<TaskTime>* scratch,
                            const std::function<Ps(std::span<const TaskTime>)>& extra) {
@@ -180,8 +170,7 @@ LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCost
   // core, a sibling times it meanwhile (declared before the future, which joins first).
   std::optional<Dispatcher> sibling;
   std::future<Ps> unloaded;
-  if (!extra && parallel_schedules && costs.tasks() >= kParallelTasks &&
-      std::thread::hardware_concurrency() > 1) {
+  if (!extra && UseSpareThread(costs.tasks())) {
     sibling.emplace(d.Sibling());
     sibling->keep_order(false);
     unloaded = std::async(std::launch::async, [&] { return sibling->Run(costs, {}); });

@@ -183,12 +183,6 @@ LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCost
                            std::span<TaskTime> times, std::vector<TaskTime>* scratch,
                            const std::function<Ps(std::span<const TaskTime>)>& extra = {});
 
-// Whether RunOnLinks may time the unloaded schedule on a second thread while the queued one
-// runs (the same makespans; on a Program of 200,000 tasks or more and a machine of two cores
-// or more). Off by default: `tpsim run` times one Program and turns it on; sweeps, searches
-// and serving keep their cores for their own workers.
-void SetParallelSchedules(bool on);
-
 // RunOnLinks over fresh queues: writes out->tasks, out->makespan_ps, out->unloaded_makespan_ps
 // and every link's max_queue_ps (the longest wait there); returns the contention indicator.
 double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, const TaskCosts& costs, EngineOutput* out,

@@ -307,7 +307,7 @@ that takes longer than a second shows a progress line on stderr.
 int Run(Args& a) {
   ExperimentArgs ex;
   sim::RunOptions opts;
-  sim::SetParallelSchedules(true);  // one Program at a time: the unloaded schedule on a spare core
+  sim::SetSpareThread(true);  // one Program at a time: a second core for its side work (sim/engine.h)
   std::string out, dump, trace_path, trace_steps;
   bool quiet = false, ops = false;
   while (!a.Done()) {

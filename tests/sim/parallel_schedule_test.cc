@@ -1,4 +1,4 @@
-// The analytical engine's two schedules on two threads (sim::SetParallelSchedules) and its
+// The analytical engine's two schedules on two threads (sim::SetSpareThread) and its
 // makespan alone (Engine::Makespan) against one thread, Run and a hand count, on the test
 // mesh of tests/sim/test_mesh.h (160 GB/s links, 2,000 ps a hop).
 #include <gtest/gtest.h>
@@ -48,11 +48,11 @@ mapping::Program Rounds(int rounds) {
 
 TEST(ParallelSchedules, SameOutputAsOneThread) {
   const mapping::Program p = Rounds(100'000);  // 200,000 tasks: where a second thread is used
-  SetParallelSchedules(false);
+  SetSpareThread(false);
   const EngineOutput one = AnalyticalEngine().Run(p, Mesh());
-  SetParallelSchedules(true);
+  SetSpareThread(true);
   const EngineOutput two = AnalyticalEngine().Run(p, Mesh());
-  SetParallelSchedules(false);
+  SetSpareThread(false);
   EXPECT_EQ(one.makespan_ps, int64_t{100'000} * 2'004'000);
   EXPECT_EQ(one.unloaded_makespan_ps, int64_t{100'000} * 1'004'000);
   EXPECT_EQ(two.makespan_ps, one.makespan_ps);
