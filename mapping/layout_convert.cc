@@ -122,7 +122,7 @@ void LayoutConverter::GroupCollective(CollectiveKind kind, int32_t t,
         const std::vector<TaskId>& after = last_in[src].empty() ? ready[src] : last_in[src];
         deps.assign(after.begin(), after.end());
         if (x.reduce) Append(&deps, ready[dst]);
-        LowerContext::SortUnique(&deps);
+        cx_.SortUnique(&deps);
         const TaskId id =
             cx_.builder.AddTransfer(CoreId(cx_.cores[src]), cx_.cur_op, static_cast<uint16_t>(s),
                                     shapes.at(next_shape++), coll, deps);

@@ -116,6 +116,7 @@ Program Lowering::Run(const PlacementFile& file) {
   ph.dtype_bytes = static_cast<uint32_t>(cx_.d);
   std::vector<TaskId> prev_out;
   const std::vector<uint32_t> steps = Steps();
+  ProgramBuilder::Fill after_first;
   bool named_decode = false;
   for (size_t si = 0; si < steps.size(); ++si) {
     const uint32_t step = steps[si];
@@ -134,6 +135,11 @@ Program Lowering::Run(const PlacementFile& file) {
       if (l + 1 < layers && stage_of[l + 1] == s) next = layer_.WantedInput();
       x = layer_.Layer(l, x, next);
       if (l + 1 < layers && stage_of[l + 1] != s) x = StageSend(cx_, conv_, x, placed.cores[stage_of[l + 1]]);
+      // The second layer of the first step is what each of its later layers takes: room for
+      // them at once (and one more, for stage sends and the like). Decode steps differ in
+      // size and number: their tasks grow the arrays as they come.
+      if (si == 0 && l == 0) after_first = cx_.builder.fill();
+      if (si == 0 && l == 1) cx_.builder.ReserveMore(after_first, layers - 1);
     }
     FuncOutput out;
     out.phase = cx_.phase;

@@ -1,6 +1,7 @@
 #include "mapping/lower_context.h"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 #include "mapping/memory_plan.h"
@@ -49,13 +50,16 @@ OpId LowerContext::NewOp(const std::string& name, const std::string& partition) 
 
 void LowerContext::SortUnique(std::vector<TaskId>* deps) {
   // Mostly sorted already, or two sorted runs (ready lists grow in id order, and a task
-  // often waits on two of them): merge those, sort only what else comes.
+  // often waits on two of them): a long pair of runs is merged, anything else sorted.
   const auto mid = std::is_sorted_until(deps->begin(), deps->end());
   if (mid != deps->end()) {
-    if (std::is_sorted(mid, deps->end()))
-      std::inplace_merge(deps->begin(), mid, deps->end());
-    else
+    if (deps->size() > 16 && std::is_sorted(mid, deps->end())) {
+      merged.clear();
+      std::merge(deps->begin(), mid, mid, deps->end(), std::back_inserter(merged));
+      std::copy(merged.begin(), merged.end(), deps->begin());
+    } else {
       std::sort(deps->begin(), deps->end());
+    }
   }
   deps->erase(std::unique(deps->begin(), deps->end()), deps->end());
 }

@@ -122,7 +122,8 @@ struct LowerContext {
   OpId NewOp(const std::string& name, const std::string& partition);
   TaskId AddTask(Task t, std::vector<TaskId> deps);
   // Sorts deps and drops repeats (what AddTask does to the deps it is given).
-  static void SortUnique(std::vector<TaskId>* deps);
+  void SortUnique(std::vector<TaskId>* deps);
+  std::vector<TaskId> merged;  // SortUnique's scratch
   // A DRAM read or write of `bytes` by rank's core.
   TaskId Memory(int rank, uint64_t bytes, bool write, std::vector<TaskId> deps);
   // A compute task on rank's core with its functional op; the memory plan adds what

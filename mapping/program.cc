@@ -338,10 +338,14 @@ ProgramBuilder::ProgramBuilder(int num_cores, int num_channels) {
   p_.num_channels = num_channels;
 }
 
-void ProgramBuilder::Reserve(size_t tasks, size_t deps) {
+void ProgramBuilder::ReserveMore(const Fill& since, size_t more) {
+  const Fill now = fill();
+  const size_t tasks = now.tasks + more * (now.tasks - since.tasks);
   p_.records_.reserve(tasks);
   p_.dep_begin_.reserve(tasks + 1);
-  p_.deps_.reserve(deps);
+  if (with_func_) p_.func_of_.reserve(tasks);
+  p_.deps_.reserve(now.deps + more * (now.deps - since.deps));
+  p_.transfer_refs_.reserve(now.transfers + more * (now.transfers - since.transfers));
 }
 
 TaskId ProgramBuilder::Add(const Task& t, std::span<const TaskId> deps) {

@@ -285,7 +285,14 @@ class ProgramBuilder {
   TaskId AddTransfer(CoreId core, OpId op, uint16_t coll_step, uint32_t shape, int32_t collective,
                      std::span<const TaskId> deps);
   size_t size() const { return p_.records_.size(); }
-  void Reserve(size_t tasks, size_t deps);
+  // The builder's fill (tasks, deps, transfers), and room for `more` times what was added
+  // since `since` on top of what it holds, so that a lowering that has made one of N alike
+  // parts grows its arrays once instead of by doubling (a hint: nothing else changes).
+  struct Fill {
+    size_t tasks = 0, deps = 0, transfers = 0;
+  };
+  Fill fill() const { return {p_.records_.size(), p_.deps_.size(), p_.transfer_refs_.size()}; }
+  void ReserveMore(const Fill& since, size_t more);
   // Verify, then hand the Program over (the builder is empty afterwards).
   Program Build();
 
