@@ -293,6 +293,8 @@ class ProgramBuilder {
   };
   Fill fill() const { return {p_.records_.size(), p_.deps_.size(), p_.transfer_refs_.size()}; }
   void ReserveMore(const Fill& since, size_t more);
+  // Arrays of this many bytes or more keep their spare capacity when built (Build).
+  static constexpr size_t kShrinkBelowBytes = size_t{1} << 20;
   // Verify, then hand the Program over (the builder is empty afterwards).
   Program Build();
 

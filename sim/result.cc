@@ -303,12 +303,12 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   const size_t num_ops = program.ops.size();
   std::vector<Span> op_comm(num_ops), op_mem(num_ops);
   std::vector<bool> coll_kernels(num_ops, false);  // ops run as a GPU's collective kernels
-  // Each core's task intervals, core by core in one array (core c's from core_begin[c]).
+  // Each core's tasks, core by core in one array (core c's from core_begin[c]), in id order.
   std::vector<size_t> core_begin(static_cast<size_t>(std::max(num_cores, 0)) + 1, 0);
   for (size_t i = 0; i < n; ++i)
     if (tasks[i].core >= 0 && tasks[i].core < num_cores) ++core_begin[tasks[i].core + 1];
   for (size_t c = 1; c < core_begin.size(); ++c) core_begin[c] += core_begin[c - 1];
-  std::vector<std::pair<Ps, Ps>> core_intervals(core_begin.back());
+  std::vector<uint32_t> core_tasks(core_begin.back());
   std::vector<size_t> core_fill(core_begin.begin(), core_begin.end() - 1);
   for (size_t i = 0; i < n; ++i) {
     const auto& t = tasks[i];
@@ -317,7 +317,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     if (t.kind == TaskKind::kTransfer || coll) op_comm[t.op].Add(time.start_ps, time.end_ps);
     if (coll) coll_kernels[t.op] = true;
     if (t.kind == TaskKind::kMemory) op_mem[t.op].Add(time.start_ps, time.end_ps);
-    if (t.core >= 0 && t.core < num_cores) core_intervals[core_fill[t.core]++] = {time.start_ps, time.end_ps};
+    if (t.core >= 0 && t.core < num_cores) core_tasks[core_fill[t.core]++] = static_cast<uint32_t>(i);
   }
   const std::vector<Ps> op_compute = OpCompute(program, out);
   const auto [pe, path] = side.valid() ? side.get() : side_work();
@@ -411,12 +411,15 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     ds->set_utilization(Ratio(u.busy_ps, total));
     ds->set_max_queue_ps(u.max_queue_ps);
   }
+  std::vector<std::pair<Ps, Ps>> intervals;  // one core's
   for (int c = 0; c < num_cores; ++c) {
     config::CoreStat* cs = r.add_cores();
     cs->set_core(static_cast<uint32_t>(c));
     cs->set_compute_ps(core_compute[c]);
-    cs->set_busy_ps(
-        UnionLength(std::span(core_intervals).subspan(core_begin[c], core_begin[c + 1] - core_begin[c])));
+    intervals.clear();
+    for (size_t k = core_begin[c]; k < core_begin[c + 1]; ++k)
+      intervals.emplace_back(out.tasks[core_tasks[k]].start_ps, out.tasks[core_tasks[k]].end_ps);
+    cs->set_busy_ps(UnionLength(intervals));
     cs->set_utilization(Ratio(core_compute[c], total));
   }
 

@@ -280,14 +280,26 @@ std::vector<Ps> ReplayEnds(const mapping::Program& p, std::span<const uint32_t> 
 
 namespace {
 
-// prev[i] = the task before task i in its queue (compute: same core; memory: same channel)
-// in (start, id) order, -1 when none. Tasks are bucketed by queue in id order and a bucket
-// is sorted only when its starts are not already in order, which gives what one sort of
-// (queue, start, id) tuples gives, without sorting every task.
-void PrevInQueue(const mapping::Program& g, std::span<const TaskTime> times, std::vector<int64_t>* prev) {
-  std::vector<uint32_t> ids;      // tasks with a queue, in id order
-  std::vector<int64_t> resource;  // their core (compute) or channel (memory)
-  std::vector<uint8_t> memory;    // 1 for a channel
+// The tasks with a queue (compute: a core; memory: a channel) in id order, and for each the
+// task before it in its queue in (start, id) order, -1 when none.
+struct QueuedTasks {
+  std::vector<uint32_t> ids;
+  std::vector<int64_t> prev;  // parallel to ids
+  // The task before task i in its queue, -1 when none (or when i has no queue).
+  int64_t PrevOf(size_t i) const {
+    const auto it = std::lower_bound(ids.begin(), ids.end(), static_cast<uint32_t>(i));
+    return it != ids.end() && *it == i ? prev[static_cast<size_t>(it - ids.begin())] : -1;
+  }
+};
+
+// Tasks are bucketed by queue in id order and a bucket is sorted only when its starts are not
+// already in order, which gives what one sort of (queue, start, id) tuples gives, without
+// sorting every task. Kept per queued task, not per task (4 of the wafer's 1.6 million).
+QueuedTasks PrevInQueue(const mapping::Program& g, std::span<const TaskTime> times) {
+  QueuedTasks out;
+  std::vector<uint32_t>& ids = out.ids;  // tasks with a queue, in id order
+  std::vector<int64_t> resource;         // their core (compute) or channel (memory)
+  std::vector<uint8_t> memory;           // 1 for a channel
   int64_t lo[2] = {0, 0}, hi[2] = {-1, -1};
   for (size_t i = 0; i < g.num_tasks(); ++i) {
     const Queue q = QueueOf(g.kind(i));
@@ -301,7 +313,8 @@ void PrevInQueue(const mapping::Program& g, std::span<const TaskTime> times, std
     lo[m] = std::min(lo[m], r);
     hi[m] = std::max(hi[m], r);
   }
-  if (ids.empty()) return;
+  if (ids.empty()) return out;
+  out.prev.assign(ids.size(), -1);
   const size_t span0 = static_cast<size_t>(hi[0] - lo[0] + 1);
   const size_t span1 = static_cast<size_t>(hi[1] - lo[1] + 1);
   auto bucket = [&](size_t j) {
@@ -311,18 +324,19 @@ void PrevInQueue(const mapping::Program& g, std::span<const TaskTime> times, std
   std::vector<uint32_t> begin(span0 + span1 + 1, 0);
   for (size_t j = 0; j < ids.size(); ++j) ++begin[bucket(j) + 1];
   for (size_t b = 1; b < begin.size(); ++b) begin[b] += begin[b - 1];
-  std::vector<uint32_t> order(ids.size());
+  std::vector<uint32_t> order(ids.size());  // positions into ids, bucket by bucket
   std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
-  for (size_t j = 0; j < ids.size(); ++j) order[fill[bucket(j)]++] = ids[j];
-  auto by_start = [&](uint32_t a, uint32_t b) {
-    const Ps sa = times[a].start_ps, sb = times[b].start_ps;
+  for (size_t j = 0; j < ids.size(); ++j) order[fill[bucket(j)]++] = static_cast<uint32_t>(j);
+  auto by_start = [&](uint32_t a, uint32_t b) {  // positions; ids rise with them
+    const Ps sa = times[ids[a]].start_ps, sb = times[ids[b]].start_ps;
     return sa != sb ? sa < sb : a < b;
   };
   for (size_t b = 0; b + 1 < begin.size(); ++b) {
     auto first = order.begin() + begin[b], last = order.begin() + begin[b + 1];
     if (!std::is_sorted(first, last, by_start)) std::sort(first, last, by_start);
-    for (auto it = first; it != last && it + 1 != last; ++it) (*prev)[*(it + 1)] = *it;
+    for (auto it = first; it != last && it + 1 != last; ++it) out.prev[*(it + 1)] = ids[*it];
   }
+  return out;
 }
 
 }  // namespace
@@ -335,8 +349,7 @@ CriticalPathSplit CriticalPath(const mapping::Program& g, std::span<const TaskTi
     throw std::invalid_argument("CriticalPath: " + std::to_string(times.size()) + " times for " +
                                 std::to_string(n) + " tasks");
   }
-  std::vector<int64_t> prev_in_queue(n, -1);
-  PrevInQueue(g, times, &prev_in_queue);
+  const QueuedTasks queued = PrevInQueue(g, times);
   size_t cur = 0;
   for (size_t i = 1; i < n; ++i) {
     if (times[i].end_ps > times[cur].end_ps) cur = i;
@@ -357,7 +370,7 @@ CriticalPathSplit CriticalPath(const mapping::Program& g, std::span<const TaskTi
       }
     };
     for (uint32_t d : g.deps(cur)) consider(d);
-    consider(prev_in_queue[cur]);
+    consider(queued.PrevOf(cur));
     // Attribute only the part of this task after its predecessor on the path ended, so
     // overlapping spans (a queued DRAM request, an engine that reports issue time as
     // start) are never counted twice and the shares add up to at most the makespan.
