@@ -167,10 +167,13 @@ class Dispatcher {
 
  private:
   // What no Run changes: the transfers' first links and every task's dependents
-  // (dependents[first[i]..first[i + 1]) of task i).
+  // (dependents[first_dependent[i]..first_dependent[i + 1]) of task i, encoded as the
+  // constructor says).
   struct Graph {
+    static constexpr uint16_t kFar = 0xffff;  // a dependent kFar or more ids on: written whole
     std::vector<int32_t> first_link;
-    std::vector<uint32_t> first_dependent, dependents;
+    std::vector<uint32_t> first_dependent;
+    std::vector<uint16_t> dependents;
     uint32_t max_deps = 0;  // the most deps of one task
   };
   Dispatcher(const Dispatcher& of, int);  // Sibling

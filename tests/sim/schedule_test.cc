@@ -195,7 +195,8 @@ TEST(Schedule, FirstLinksByKeyTimeAsFirstLinksPerTask) {
 TEST(Schedule, TasksWithManyDeps) {
   // n transfers (1 ps each, no link) then a compute task (5 ps) after all of them: it starts
   // at 1 and ends at 6 whether its count of deps takes a byte (n = 255), two (256, 65,535)
-  // or four (65,536).
+  // or four (65,536), and whether its first deps are near enough (fewer than 65,535 ids
+  // before it) for the dependents' 16-bit steps or written whole (n = 65,535 and 65,536).
   for (uint32_t n : {255u, 256u, 65'535u, 65'536u}) {
     mapping::testing::TestProgram b;
     b.num_cores = 2;
