@@ -275,7 +275,10 @@ Lowers the experiment to a Program and times it; prints what ran (the experiment
 name, with what --model and --set changed, and a title line: model on chip, TP x
 stages, partition, placement, collective, engine), a table per layer and the
 summary of the whole workload; --ops adds the table per op. On a terminal, a run
-that takes longer than a second shows a progress line on stderr.
+that takes longer than a second shows a progress line on stderr. A Program of
+200,000 tasks or more uses a second core, where there is one, for side work (the
+analytical engine's unloaded schedule, the result's energy and critical path);
+the output is the same.
 
   EXPERIMENT           experiment file; default: configs/experiments/default.textproto
   --engine NAME        analytical (default) or tlm (SystemC/TLM-2.0, link contention)
