@@ -314,7 +314,7 @@ struct QueuedTasks {
 
 // Tasks are bucketed by queue in id order and a bucket is sorted only when its starts are not
 // already in order, which gives what one sort of (queue, start, id) tuples gives, without
-// sorting every task. Kept per queued task, not per task (4 of the wafer's 1.6 million).
+// sorting every task. Kept per queued task, not per task (the wafer has 114,688 of 1.6 million).
 QueuedTasks PrevInQueue(const mapping::Program& g, std::span<const TaskTime> times) {
   QueuedTasks out;
   std::vector<uint32_t>& ids = out.ids;  // tasks with a queue, in id order
