@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 
 namespace tpsim::mapping {
@@ -85,15 +86,14 @@ Task Program::task(size_t i) const {
       break;
     }
     case TaskKind::kTransfer: {
-      const TransferRef& ref = transfer_refs_[r.detail];
-      const TransferShape& x = transfer_shapes_[ref.shape];
+      const TransferShape& x = transfer_shapes_[r.detail];
       t.dst_core = CoreId(x.dst_core);
       t.bytes = x.bytes;
       t.offset = x.offset;
       t.dst_offset = x.dst_offset;
       t.reduce = x.reduce;
       t.in_switch_gbps = x.in_switch_gbps;
-      t.collective = ref.collective;
+      t.collective = collective(i);
       t.coll_step = r.coll_step;
       break;
     }
@@ -108,11 +108,24 @@ Task Program::task(size_t i) const {
   return t;
 }
 
+int32_t Program::collective(size_t i) const {
+  if (runs_.empty()) return -1;
+  const size_t b = i >> kRunBlockBits;
+  // The runs that can hold task i: from the block's to the next block's (inclusive).
+  const size_t lo =
+      b < run_of_block_.size() ? run_of_block_[b] : (run_of_block_.empty() ? 0 : run_of_block_.back());
+  const size_t hi = b + 1 < run_of_block_.size() ? run_of_block_[b + 1] + 1 : runs_.size();
+  const auto it =
+      std::upper_bound(runs_.begin() + lo, runs_.begin() + hi, static_cast<uint32_t>(i),
+                       [](uint32_t t, const TransferCollectiveRun& r) { return t < r.first_task; });
+  return it == runs_.begin() ? -1 : std::prev(it)->collective;
+}
+
 size_t Program::TaskBytes() const {
   return records_.size() * sizeof(TaskRecord) + shapes_.size() * sizeof(ComputeShape) +
-         transfer_refs_.size() * sizeof(TransferRef) + transfer_shapes_.size() * sizeof(TransferShape) +
-         memories_.size() * sizeof(MemoryDetail) + (dep_begin_.size() + deps_.size()) * sizeof(uint32_t) +
-         func_of_.size() * sizeof(int32_t);
+         runs_.size() * sizeof(TransferCollectiveRun) + run_of_block_.size() * sizeof(uint32_t) +
+         transfer_shapes_.size() * sizeof(TransferShape) + memories_.size() * sizeof(MemoryDetail) +
+         (dep_begin_.size() + deps_.size()) * sizeof(uint32_t) + func_of_.size() * sizeof(int32_t);
 }
 
 double Program::ComputeFlops() const {
@@ -345,7 +358,6 @@ void ProgramBuilder::ReserveMore(const Fill& since, size_t more) {
   p_.dep_begin_.reserve(tasks + 1);
   if (with_func_) p_.func_of_.reserve(tasks);
   p_.deps_.reserve(now.deps + more * (now.deps - since.deps));
-  p_.transfer_refs_.reserve(now.transfers + more * (now.transfers - since.transfers));
 }
 
 TaskId ProgramBuilder::Add(const Task& t, std::span<const TaskId> deps) {
@@ -392,9 +404,11 @@ TaskId ProgramBuilder::AddTransfer(CoreId core, OpId op, uint16_t coll_step, uin
   r.coll_step = coll_step;
   r.core = core;
   r.op = op;
-  r.detail = static_cast<uint32_t>(p_.transfer_refs_.size());
-  p_.transfer_refs_.push_back(TransferRef{shape, collective});
-  return Append(r, -1, deps);
+  r.detail = shape;
+  const TaskId id = Append(r, -1, deps);
+  if (p_.runs_.empty() || p_.runs_.back().collective != collective)
+    p_.runs_.push_back(TransferCollectiveRun{static_cast<uint32_t>(id), collective});
+  return id;
 }
 
 TaskId ProgramBuilder::Append(const TaskRecord& r, int32_t func, std::span<const TaskId> deps) {
@@ -426,11 +440,19 @@ Program ProgramBuilder::Build() {
   fit(p_.records_);
   fit(p_.dep_begin_);
   fit(p_.deps_);
-  fit(p_.transfer_refs_);
+  fit(p_.runs_);
   fit(p_.shapes_);
   fit(p_.transfer_shapes_);
   fit(p_.memories_);
   fit(p_.func_of_);
+  // Where collective(i) starts looking: the last run starting at or before each block.
+  const size_t blocks = (p_.records_.size() >> Program::kRunBlockBits) + 1;
+  p_.run_of_block_.assign(p_.runs_.empty() ? 0 : blocks, 0);
+  for (size_t b = 0, r = 0; b < p_.run_of_block_.size(); ++b) {
+    const size_t first = b << Program::kRunBlockBits;
+    while (r + 1 < p_.runs_.size() && p_.runs_[r + 1].first_task <= first) ++r;
+    p_.run_of_block_[b] = static_cast<uint32_t>(r);
+  }
   Program out = std::move(p_);
   p_ = Program();
   p_.num_cores = out.num_cores;

@@ -86,7 +86,7 @@ struct TaskRecord {
   uint16_t coll_step = 0;  // transfers: step within the collective
   CoreId core{0};
   OpId op{0};
-  uint32_t detail = 0;  // compute: Program::shapes(); transfer: transfer_refs(); memory: memories()
+  uint32_t detail = 0;  // compute: Program::shapes(); transfer: transfer_shapes(); memory: memories()
 };
 static_assert(sizeof(TaskRecord) == 16);
 
@@ -105,10 +105,13 @@ struct TransferShape {
   int32_t dst_core = -1;
   bool reduce = false;
 };
-// One transfer: its shape and its collective.
-struct TransferRef {
-  uint32_t shape = 0;       // index into Program::transfer_shapes()
-  int32_t collective = -1;  // index into Program::collectives, -1 when none
+// The transfers from task `first_task` on (up to the next run's first task) belong to
+// `collective` (an index into Program::collectives, -1 for none): lowering emits a
+// collective's transfers one after the other, so a Program keeps a run per collective, not
+// an index per transfer.
+struct TransferCollectiveRun {
+  uint32_t first_task = 0;
+  int32_t collective = -1;
 };
 // A memory task's channel, direction and payload; equal ones are stored once.
 struct MemoryDetail {
@@ -176,17 +179,17 @@ class Program {
   }
   // The detail of task i; only for a task of that kind.
   const ComputeShape& shape(size_t i) const { return shapes_[records_[i].detail]; }
-  const TransferShape& transfer(size_t i) const {
-    return transfer_shapes_[transfer_refs_[records_[i].detail].shape];
-  }
-  int32_t collective(size_t i) const { return transfer_refs_[records_[i].detail].collective; }
+  const TransferShape& transfer(size_t i) const { return transfer_shapes_[records_[i].detail]; }
+  // Transfer i's index into transfer_shapes().
+  uint32_t transfer_shape_id(size_t i) const { return records_[i].detail; }
+  int32_t collective(size_t i) const;
   const MemoryDetail& memory(size_t i) const { return memories_[records_[i].detail]; }
   int32_t func_op(size_t i) const { return func_of_.empty() ? -1 : func_of_[i]; }
 
   // The stored arrays. Task i's deps are dep_list()[dep_begin()[i], dep_begin()[i + 1]).
   const std::vector<TaskRecord>& records() const { return records_; }
   const std::vector<ComputeShape>& shapes() const { return shapes_; }
-  const std::vector<TransferRef>& transfer_refs() const { return transfer_refs_; }
+  const std::vector<TransferCollectiveRun>& collective_runs() const { return runs_; }
   const std::vector<TransferShape>& transfer_shapes() const { return transfer_shapes_; }
   const std::vector<MemoryDetail>& memories() const { return memories_; }
   const std::vector<uint32_t>& dep_begin() const { return dep_begin_; }
@@ -235,7 +238,11 @@ class Program {
   friend class ProgramBuilder;
   std::vector<TaskRecord> records_;
   std::vector<ComputeShape> shapes_;
-  std::vector<TransferRef> transfer_refs_;
+  std::vector<TransferCollectiveRun> runs_;  // by first_task
+  // Per block of kRunBlock tasks: the last run starting at or before the block's first
+  // task (0 when none does), where collective(i) starts its search (ProgramBuilder::Build).
+  static constexpr int kRunBlockBits = 12;
+  std::vector<uint32_t> run_of_block_;
   std::vector<TransferShape> transfer_shapes_;
   std::vector<MemoryDetail> memories_;
   std::vector<uint32_t> dep_begin_{0};  // num_tasks() + 1 offsets into deps_
@@ -285,13 +292,13 @@ class ProgramBuilder {
   TaskId AddTransfer(CoreId core, OpId op, uint16_t coll_step, uint32_t shape, int32_t collective,
                      std::span<const TaskId> deps);
   size_t size() const { return p_.records_.size(); }
-  // The builder's fill (tasks, deps, transfers), and room for `more` times what was added
+  // The builder's fill (tasks, deps), and room for `more` times what was added
   // since `since` on top of what it holds, so that a lowering that has made one of N alike
   // parts grows its arrays once instead of by doubling (a hint: nothing else changes).
   struct Fill {
-    size_t tasks = 0, deps = 0, transfers = 0;
+    size_t tasks = 0, deps = 0;
   };
-  Fill fill() const { return {p_.records_.size(), p_.deps_.size(), p_.transfer_refs_.size()}; }
+  Fill fill() const { return {p_.records_.size(), p_.deps_.size()}; }
   void ReserveMore(const Fill& since, size_t more);
   // Arrays of this many bytes or more keep their spare capacity when built (Build).
   static constexpr size_t kShrinkBelowBytes = size_t{1} << 20;

@@ -179,7 +179,7 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
       case TaskKind::kTransfer: {
         const mapping::TransferShape& shape = program.transfer(i);
         if (r.core == shape.dst_core) break;
-        SeenTransfer& last = seen[program.transfer_refs()[r.detail].shape];
+        SeenTransfer& last = seen[program.transfer_shape_id(i)];
         if (last.core != r.core) {
           auto [it, inserted] =
               pair_index.try_emplace((static_cast<uint64_t>(static_cast<uint32_t>(r.core)) << 32) |
@@ -221,7 +221,7 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
   };
   std::vector<SeenKey> seen_key(program.transfer_shapes().size());
   for (uint32_t i : p.linked) {
-    SeenKey& last = seen_key[program.transfer_refs()[records[i].detail].shape];
+    SeenKey& last = seen_key[program.transfer_shape_id(i)];
     if (last.core != records[i].core) {
       auto [it, inserted] =
           transfer_index.try_emplace(ShapeKey{false, p.shape_of[i], program.transfer(i).bytes, 0, 0, 0, 0},

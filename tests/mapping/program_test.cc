@@ -93,7 +93,7 @@ TEST(Program, TasksDecodeAsTheyWereAdded) {
 
 TEST(Program, EqualDetailsAreStoredOnce) {
   // 100 equal GEMMs on 4 cores, 100 transfers of 2 shapes in 10 collectives, 10 equal reads:
-  // 1 compute shape, 2 transfer shapes (+ 100 refs), 1 memory detail.
+  // 1 compute shape, 2 transfer shapes (+ 10 collective runs), 1 memory detail.
   ProgramBuilder b = Builder();
   for (int c = 0; c < 10; ++c)
     b.program().collectives.push_back(
@@ -103,7 +103,7 @@ TEST(Program, EqualDetailsAreStoredOnce) {
   for (int i = 0; i < 10; ++i) b.Add(Read(i % 4, 0, 64));
   const Program p = b.Build();
   EXPECT_EQ(p.shapes().size(), 1u);
-  EXPECT_EQ(p.transfer_refs().size(), 100u);
+  EXPECT_EQ(p.collective_runs().size(), 10u);  // one run per collective
   EXPECT_EQ(p.transfer_shapes().size(), 2u);
   EXPECT_EQ(p.memories().size(), 1u);
   for (int i = 0; i < 100; ++i) {
@@ -114,7 +114,9 @@ TEST(Program, EqualDetailsAreStoredOnce) {
     EXPECT_EQ(p.task(100 + i).dst_core, 0);
   }
   // 210 records of 16 B, the details, 211 offsets and no deps.
-  EXPECT_EQ(p.TaskBytes(), 210 * sizeof(TaskRecord) + sizeof(ComputeShape) + 100 * sizeof(TransferRef) +
+  // The 10 collective runs and one block of their index (Program::collective).
+  EXPECT_EQ(p.TaskBytes(), 210 * sizeof(TaskRecord) + sizeof(ComputeShape) +
+                               10 * sizeof(TransferCollectiveRun) + sizeof(uint32_t) +
                                2 * sizeof(TransferShape) + sizeof(MemoryDetail) + 211 * sizeof(uint32_t));
 }
 
@@ -176,12 +178,48 @@ TEST(Program, TransfersInBulkAreWhatAddMakes) {
   }
   ASSERT_EQ(a.num_tasks(), b.num_tasks());
   for (size_t i = 0; i < a.num_tasks(); ++i) {
-    EXPECT_EQ(a.transfer_refs()[i].shape, b.transfer_refs()[i].shape) << i;
+    if (a.kind(i) == TaskKind::kTransfer) {
+      EXPECT_EQ(a.transfer_shape_id(i), b.transfer_shape_id(i)) << i;
+      EXPECT_EQ(a.collective(i), b.collective(i)) << i;
+    }
     EXPECT_EQ(a.records()[i].coll_step, b.records()[i].coll_step) << i;
     EXPECT_EQ(a.records()[i].core, b.records()[i].core) << i;
   }
   EXPECT_EQ(a.dep_begin(), b.dep_begin());
   EXPECT_EQ(a.dep_list(), b.dep_list());
+}
+
+TEST(Program, CollectiveRunsGiveEachTransferItsCollective) {
+  // 30,000 tasks over 8 blocks of the runs' index: every 5th a GEMM, the transfers' collective
+  // changing every 777 transfers (none for every third stretch), and one run of a single
+  // transfer; each transfer reads back what it was given.
+  ProgramBuilder b = Builder();
+  for (int c = 0; c < 40; ++c)
+    b.program().collectives.push_back(
+        {CollectiveKind::kAllGather, mapping::AlgorithmOf("ring"), 8, 4, mapping::OpId(0)});
+  std::vector<int32_t> given;
+  int transfers = 0;
+  for (int i = 0; i < 30000; ++i) {
+    if (i % 5 == 0) {
+      b.Add(Gemm(i % 4, 8, 8, 8));
+      given.push_back(-2);
+      continue;
+    }
+    const int stretch = transfers / 777;
+    int32_t coll = stretch % 3 == 2 ? -1 : stretch;
+    if (i == 20001) coll = 39;  // a run of one
+    b.Add(Send(1, 0, 8, coll, 0));
+    given.push_back(coll);
+    ++transfers;
+  }
+  const Program p = b.Build();
+  EXPECT_LT(p.collective_runs().size(), 40u);
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (given[i] != -2) {
+      ASSERT_EQ(p.collective(i), given[i]) << "task " << i;
+    }
+  }
+  EXPECT_EQ(p.task(20001).collective, 39);
 }
 
 TEST(Program, FuncIndicesOnlyWhenAnyTaskHasOne) {
