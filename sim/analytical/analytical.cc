@@ -147,10 +147,12 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
     memory += r.kind == TaskKind::kMemory;
   }
   p.linked.reserve(transfers);
+  p.transfer_key_of.reserve(transfers);
   p.memory.reserve(memory);
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_index;  // order never reaches output
   // Indices are given in task order; the maps only look them up.
   std::unordered_map<uint64_t, uint32_t> pair_index;
+  std::unordered_map<ShapeKey, uint32_t, ShapeHash> transfer_index;  // (pair, bytes) as a ShapeKey
   // The Program stores each distinct compute shape and transfer shape once (mapping/program.h),
   // so the maps are asked once per stored shape (compute) or per stored shape and source
   // core (transfers: the cores of a ring send a shape from one neighbour), not once per task.
@@ -160,6 +162,7 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
   struct SeenTransfer {
     int32_t core = -1;  // the last source core seen with this transfer shape
     uint32_t pair = 0;
+    uint32_t key = 0;  // its transfer key (a linked transfer's distinct (pair, bytes))
   };
   std::vector<SeenTransfer> seen(program.transfer_shapes().size());
   for (size_t i = 0; i < n; ++i) {
@@ -186,13 +189,22 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
                                          static_cast<uint32_t>(shape.dst_core),
                                      static_cast<uint32_t>(p.pairs.size()));
           if (inserted) p.pairs.emplace_back(r.core, shape.dst_core);
-          last = SeenTransfer{r.core, it->second};
+          last = SeenTransfer{r.core, it->second, 0};
+          if (shape.in_switch_gbps == 0) {
+            auto [kit, new_key] =
+                transfer_index.try_emplace(ShapeKey{false, last.pair, shape.bytes, 0, 0, 0, 0},
+                                           static_cast<uint32_t>(p.transfer_keys.size()));
+            if (new_key) p.transfer_keys.push_back({static_cast<uint32_t>(i), 0});
+            last.key = kit->second;
+          }
         }
         p.shape_of[i] = last.pair;
         if (shape.in_switch_gbps > 0) {
           p.in_switch.push_back(static_cast<uint32_t>(i));
         } else {
           p.linked.push_back(static_cast<uint32_t>(i));
+          ++p.transfer_keys[last.key].count;
+          p.transfer_key_of.push_back(last.key);
         }
         break;
       }
@@ -211,27 +223,8 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
     return a < b;
   });
   p.in_switch.shrink_to_fit();  // grew by doubling: give the slack back
-  p.transfer_key_of.reserve(p.linked.size());
   p.memory_key_of.reserve(p.memory.size());
-  // Distinct (pair, bytes) of linked transfers and (channel, bytes) of memory tasks.
-  std::unordered_map<ShapeKey, uint32_t, ShapeHash> transfer_index;  // (pair, bytes) as a ShapeKey
-  struct SeenKey {
-    int32_t core = -1;  // as `seen`: the last source core of this transfer shape, and its key
-    uint32_t key = 0;
-  };
-  std::vector<SeenKey> seen_key(program.transfer_shapes().size());
-  for (uint32_t i : p.linked) {
-    SeenKey& last = seen_key[program.transfer_shape_id(i)];
-    if (last.core != records[i].core) {
-      auto [it, inserted] =
-          transfer_index.try_emplace(ShapeKey{false, p.shape_of[i], program.transfer(i).bytes, 0, 0, 0, 0},
-                                     static_cast<uint32_t>(p.transfer_keys.size()));
-      if (inserted) p.transfer_keys.push_back({i, 0});
-      last = SeenKey{records[i].core, it->second};
-    }
-    ++p.transfer_keys[last.key].count;
-    p.transfer_key_of.push_back(last.key);
-  }
+  // Distinct (channel, bytes) of memory tasks (the transfers' keys were given above).
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> memory_index;  // (core, channel, write, bytes)
   for (uint32_t i : p.memory) {
     const Task& t = tasks[i];
@@ -401,15 +394,24 @@ LinkedProgram CostProgram(const mapping::Program& program, const AnalyticalPlan&
                        std::move(first_link_of_key)};
 }
 
+// CostProgram with a plan made for this run and freed before the schedule allocates its own.
+LinkedProgram PlanAndCost(const mapping::Program& program, const arch::Chip& chip, EngineOutput* out) {
+  const auto plan = PlanAnalytical(program, chip);
+  return CostProgram(program, *plan, chip, out);
+}
+
+// CostProgram's costs as the schedule reads them, by key.
+TaskCosts CostsByKey(const LinkedProgram& costs) {
+  return TaskCosts{costs.duration, costs.busy, costs.key, true, costs.first_link_of_key};
+}
+
 // The schedule (sim/schedule.h) with queues on links (links.h) over CostProgram's costs.
 EngineOutput ScheduleCosts(const mapping::Program& program, const arch::Chip& chip, LinkedProgram costs,
                            EngineOutput out) {
   out.tasks.resize(program.num_tasks());
   Dispatcher scheduler(program, {}, static_cast<int>(chip.links().size()));
   scheduler.keep_order(false);
-  out.contention =
-      ScheduleOnLinks(costs.model, scheduler,
-                      TaskCosts{costs.duration, costs.busy, costs.key, true, costs.first_link_of_key}, &out);
+  out.contention = ScheduleOnLinks(costs.model, scheduler, CostsByKey(costs), &out);
   // Channel queues: the longest a request waited for its channel after its deps ended.
   for (size_t i = 0; i < program.num_tasks(); ++i) {
     if (program.kind(i) != TaskKind::kMemory) continue;
@@ -438,27 +440,16 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
     return RunAnalytical(program, *plan, chip);
   }
   EngineOutput out;
-  LinkedProgram costs = [&] {
-    const auto plan = PlanAnalytical(program, chip);
-    return CostProgram(program, *plan, chip, &out);
-  }();  // the plan is freed before the schedule allocates its own
+  LinkedProgram costs = PlanAndCost(program, chip, &out);
   return ScheduleCosts(program, chip, std::move(costs), std::move(out));
 }
 
 Ps AnalyticalEngine::Makespan(const mapping::Program& program, const arch::Chip& chip) {
   EngineOutput out;  // the links' and channels' sums, unread
-  LinkedProgram costs = [&] {
-    const auto plan = PlanAnalytical(program, chip);
-    return CostProgram(program, *plan, chip, &out);
-  }();
+  const LinkedProgram costs = PlanAndCost(program, chip, &out);
   Dispatcher scheduler(program, {}, static_cast<int>(chip.links().size()));
   scheduler.keep_order(false);
-  const TaskCosts c{costs.duration, costs.busy, costs.key, true, costs.first_link_of_key};
-  if (!costs.model.has_flows()) return scheduler.Run(c, {});  // as ScheduleOnLinks
-  LinkReservation links(costs.model, c.key);
-  scheduler.set_finisher(
-      [&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, c.duration_of(i), now); });
-  return scheduler.Run(c, {});
+  return QueuedMakespan(costs.model, scheduler, CostsByKey(costs));
 }
 
 LinkedProgram LinkProgram(const mapping::Program& p, const arch::Chip& chip) {

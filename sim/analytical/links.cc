@@ -159,13 +159,29 @@ Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
   return std::max(alone_end, end);
 }
 
+namespace {
+
+// The reservation of `model`'s links for a schedule over `costs` (by key where the model is).
+LinkReservation ReservationFor(const LinkModel& model, const TaskCosts& costs) {
+  return model.by_key() ? LinkReservation(model, costs.key) : LinkReservation(model, costs.tasks());
+}
+
+// `d` over `costs` with the queues of `links` (Reset first): the queued schedule's makespan.
+Ps RunQueued(LinkReservation& links, Dispatcher& d, const TaskCosts& costs, std::span<TaskTime> times) {
+  links.Reset();
+  d.set_finisher(
+      [&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, costs.duration_of(i), now); });
+  const Ps makespan = d.Run(costs, times);
+  d.set_finisher(nullptr);
+  return makespan;
+}
+
+}  // namespace
+
 LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCosts& costs,
                            std::span<TaskTime> times, std::vector<TaskTime>* scratch,
                            const std::function<Ps(std::span<const TaskTime>)>& extra) {
-  auto run = [&](std::span<TaskTime> t) {
-    const Ps m = d.Run(costs, t);
-    return extra ? SatAdd(m, extra(t)) : m;
-  };
+  auto with_extra = [&](Ps m, std::span<TaskTime> t) { return extra ? SatAdd(m, extra(t)) : m; };
   // The unloaded makespan alone does not depend on the queued schedule: with a spare
   // core, a sibling times it meanwhile (declared before the future, which joins first).
   std::optional<Dispatcher> sibling;
@@ -175,16 +191,12 @@ LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCost
     sibling->keep_order(false);
     unloaded = std::async(std::launch::async, [&] { return sibling->Run(costs, {}); });
   }
-  links.Reset();
-  d.set_finisher(
-      [&](uint32_t i, Ps start, Ps now) { return links.Finish(i, start, costs.duration_of(i), now); });
   LinkedMakespans m;
-  m.queued = m.unloaded = run(times);
-  d.set_finisher(nullptr);
+  m.queued = m.unloaded = with_extra(RunQueued(links, d, costs, times), times);
   if (links.AnyFlowDelayed(times, costs)) {
     if (extra) {
       scratch->resize(times.size());
-      m.unloaded = run(*scratch);
+      m.unloaded = with_extra(d.Run(costs, *scratch), *scratch);
     } else {
       m.unloaded = unloaded.valid() ? unloaded.get() : d.Run(costs, {});  // the makespan alone: no times kept
     }
@@ -200,8 +212,7 @@ double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, const TaskCosts& c
     out->makespan_ps = out->unloaded_makespan_ps = extra ? SatAdd(m, extra(out->tasks)) : m;
     return 0.0;
   }
-  LinkReservation links =
-      model.by_key() ? LinkReservation(model, costs.key) : LinkReservation(model, costs.tasks());
+  LinkReservation links = ReservationFor(model, costs);
   std::vector<TaskTime> scratch;
   const LinkedMakespans m = RunOnLinks(links, d, costs, out->tasks, &scratch, extra);
   out->makespan_ps = m.queued;
@@ -210,6 +221,15 @@ double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, const TaskCosts& c
     out->links[l].max_queue_ps = std::max(out->links[l].max_queue_ps, links.max_wait()[l]);
   }
   return ContentionIndicator(m.queued, m.unloaded);
+}
+
+Ps QueuedMakespan(const LinkModel& model, Dispatcher& d, const TaskCosts& costs) {
+  if (!model.has_flows()) {
+    d.set_finisher(nullptr);
+    return d.Run(costs, {});
+  }
+  LinkReservation links = ReservationFor(model, costs);
+  return RunQueued(links, d, costs, {});
 }
 
 double ContentionIndicator(Ps makespan, Ps unloaded) {

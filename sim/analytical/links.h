@@ -188,6 +188,10 @@ LinkedMakespans RunOnLinks(LinkReservation& links, Dispatcher& d, const TaskCost
 double ScheduleOnLinks(const LinkModel& model, Dispatcher& d, const TaskCosts& costs, EngineOutput* out,
                        const std::function<Ps(std::span<const TaskTime>)>& extra = {});
 
+// ScheduleOnLinks's makespan alone: the queued schedule, no times kept, no unloaded schedule,
+// no output (AnalyticalEngine::Makespan).
+Ps QueuedMakespan(const LinkModel& model, Dispatcher& d, const TaskCosts& costs);
+
 // `tpsim run` warns when the indicator exceeds this. Calibrated on `tpsim agree` (README
 // "TLM vs analytical"): of 530 random experiments (seed 2025 x 500, seed 15 x 30) one
 // differs from the TLM engine by more than 10% (0.881, indicator 0.52), and 18 are above 0.5.
