@@ -36,14 +36,19 @@ EnergyParts TaskEnergyModel::Task(const mapping::Program& p, size_t i) {
     }
     case TaskKind::kMemory: {
       const mapping::MemoryDetail& m = p.memory(i);
-      if (m.bytes == 0) break;
-      const double b = static_cast<double>(m.bytes);
-      out.memory_pj = b * ChannelPj(m.channel);
-      out.network_pj = b * MemoryPathPj(p.core(i), m.channel, m.write);
-      if (!gpu_) out.sram_pj = b * (m.write ? e_.sram_read_pj_per_byte() : e_.sram_write_pj_per_byte());
-      break;
+      return MemoryAs(p.core(i), m.channel, m.bytes, m.write);
     }
   }
+  return out;
+}
+
+EnergyParts TaskEnergyModel::MemoryAs(int core, int channel, uint64_t bytes, bool write) {
+  EnergyParts out;
+  if (bytes == 0) return out;
+  const double b = static_cast<double>(bytes);
+  out.memory_pj = b * ChannelPj(channel);
+  out.network_pj = b * MemoryPathPj(core, channel, write);
+  if (!gpu_) out.sram_pj = b * (write ? e_.sram_read_pj_per_byte() : e_.sram_write_pj_per_byte());
   return out;
 }
 

@@ -92,6 +92,9 @@ class TaskEnergyModel {
   // A compute task of shape `s` on `core` (a decode step's attention at another context:
   // sim/step_energy.h); Task(p, i) of a compute task is ComputeAs(p.shape(i), p.core(i)).
   EnergyParts ComputeAs(const mapping::ComputeShape& s, int core);
+  // A memory task of `core` moving `bytes` on `channel` (a KV read at another context);
+  // Task(p, i) of a memory task is MemoryAs(p.core(i), its channel, bytes and direction).
+  EnergyParts MemoryAs(int core, int channel, uint64_t bytes, bool write);
 
  private:
   void Compute(const mapping::ComputeShape& s, int core, EnergyParts* out);

@@ -355,7 +355,14 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
       return out;
     }
     out.reuse = why;
-    CheckResources(e, chip, opts.max_memory_bytes);
+    try {
+      CheckResources(e, chip, opts.max_memory_bytes);
+    } catch (const config::ConfigError& err) {
+      // Say why the few lowered steps were not enough.
+      std::vector<config::Diag> diags = err.diags();
+      diags.back().rule += " (every decode step would be lowered: " + why + ")";
+      throw config::ConfigError(std::move(diags));
+    }
   } else if (try_reuse) {
     out.reuse = "the " + engine->name() + " engine does not list its schedule";
   }

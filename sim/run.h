@@ -85,6 +85,10 @@ struct RunOptions {
   // With decode-step reuse, past this many decode steps the reused steps' op rows are summed
   // into one row per op (config::OpResult::steps); sim::kRowSteps by default.
   uint32_t row_steps = 256;
+  // With decode-step reuse, every step is timed one after the other from the steps before
+  // it (sim/step_rolling.h), not first as a periodic schedule (sim/step_period.h) or as
+  // separate steps (sim/step_reuse.h): the same Result; for tests and comparisons.
+  bool step_by_step = false;
 };
 
 // "first,last,every:N,K,...": decode steps 1, `decode_steps`, every N-th (N, 2N, ...) and K,

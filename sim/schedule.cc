@@ -361,6 +361,13 @@ QueuedTasks PrevInQueue(const mapping::Program& g, std::span<const TaskTime> tim
 
 }  // namespace
 
+int PathKind(const mapping::Program& g, size_t i) {
+  // A GPU's collective kernel (op_kind kCollective) is communication, though it runs on its core.
+  if (g.kind(i) == mapping::TaskKind::kCompute && g.shape(i).op_kind == llm::OpKind::kCollective)
+    return static_cast<int>(mapping::TaskKind::kTransfer);
+  return static_cast<int>(g.kind(i));
+}
+
 CriticalPathSplit CriticalPath(const mapping::Program& g, std::span<const TaskTime> times) {
   CriticalPathSplit split;
   const size_t n = g.num_tasks();
@@ -396,11 +403,7 @@ CriticalPathSplit CriticalPath(const mapping::Program& g, std::span<const TaskTi
     // start) are never counted twice and the shares add up to at most the makespan.
     Ps from = times[cur].start_ps;
     if (best >= 0) from = std::max(from, times[best].end_ps);
-    // A GPU's collective kernel (op_kind kCollective) is communication, though it runs on its core.
-    int kind = static_cast<int>(g.kind(cur));
-    if (g.kind(cur) == mapping::TaskKind::kCompute && g.shape(cur).op_kind == llm::OpKind::kCollective)
-      kind = static_cast<int>(mapping::TaskKind::kTransfer);
-    by_kind[kind] += std::max<Ps>(0, times[cur].end_ps - from);
+    by_kind[PathKind(g, cur)] += std::max<Ps>(0, times[cur].end_ps - from);
     if (best < 0) break;
     cur = static_cast<size_t>(best);
   }

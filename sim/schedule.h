@@ -211,5 +211,8 @@ struct CriticalPathSplit {
   Ps compute_ps = 0, communication_ps = 0, memory_ps = 0;
 };
 CriticalPathSplit CriticalPath(const mapping::Program& p, std::span<const TaskTime> times);
+// The kind a task's span counts to on the critical path, as a TaskKind index: its own, but
+// communication for a GPU's collective kernel (a compute task of op_kind kCollective).
+int PathKind(const mapping::Program& p, size_t i);
 
 }  // namespace tpsim::sim

@@ -40,7 +40,14 @@ StepEnergy::StepEnergy(const mapping::Program& head, const StepTemplate& tpl, co
 void StepEnergy::Add(uint32_t k) {
   if (!sums_.modelled) return;
   const mapping::Program& p = tpl_.program();
-  for (uint32_t i : tpl_.context_tasks()) base_[i] = model_.ComputeAs(tpl_.ShapeIn(i, k), p.core(i));
+  for (uint32_t i : tpl_.context_tasks()) {
+    if (p.kind(i) == mapping::TaskKind::kMemory) {
+      const mapping::MemoryDetail& m = p.memory(i);
+      base_[i] = model_.MemoryAs(p.core(i), m.channel, tpl_.MemoryBytesIn(i, k), m.write);
+    } else {
+      base_[i] = model_.ComputeAs(tpl_.ShapeIn(i, k), p.core(i));
+    }
+  }
   std::fill(ops_.begin(), ops_.end(), EnergyParts{});
   // ComputeEnergy's loop over this step's tasks.
   for (size_t i = 0; i < base_.size(); ++i) {

@@ -28,42 +28,6 @@ bool Add(Ps a, Ps b, Ps* r) {
   return !__builtin_add_overflow(a, b, r) && *r < std::numeric_limits<Ps>::max();
 }
 
-// The union of each core's task intervals over the whole run (BuildResult's busy_ps), fed in
-// steps: intervals that start before every later step's can be merged for good.
-class BusyUnion {
- public:
-  explicit BusyUnion(int cores) : pending_(cores), cur_(cores, {0, kNone}), total_(cores, 0) {}
-  void Add(int core, Ps s, Ps e) { pending_[core].emplace_back(s, e); }
-  // Merges every pending interval that starts before `before` (nothing later starts before it).
-  void Flush(Ps before) {
-    for (size_t c = 0; c < pending_.size(); ++c) {
-      auto& v = pending_[c];
-      std::sort(v.begin(), v.end());
-      size_t j = 0;
-      for (; j < v.size() && v[j].first < before; ++j) Merge(c, v[j]);
-      v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(j));
-    }
-  }
-  Ps Total(size_t c) const {
-    return total_[c] + (cur_[c].second == kNone ? 0 : cur_[c].second - cur_[c].first);
-  }
-
- private:
-  static constexpr Ps kNone = std::numeric_limits<Ps>::min();
-  void Merge(size_t c, std::pair<Ps, Ps> iv) {
-    auto& [cs, ce] = cur_[c];
-    if (ce == kNone || iv.first > ce) {
-      if (ce != kNone) total_[c] += ce - cs;
-      cs = iv.first, ce = iv.second;
-    } else {
-      ce = std::max(ce, iv.second);
-    }
-  }
-  std::vector<std::vector<std::pair<Ps, Ps>>> pending_;
-  std::vector<std::pair<Ps, Ps>> cur_;
-  std::vector<Ps> total_;
-};
-
 Ps SatAdd(Ps a, Ps b) {
   Ps r;
   return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
@@ -329,9 +293,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   BusyUnion busy(cores);
   for (size_t g = 0; g < B.num_tasks(); ++g)
     if (B.core(g) >= 0 && B.core(g) < cores) busy.Add(B.core(g), bo.tasks[g].start_ps, bo.tasks[g].end_ps);
-  std::map<uint32_t, int> decode_layer;  // layer -> index into res.layers (decode rows)
-  for (int i = 0; i < res.layers_size(); ++i)
-    if (res.layers(i).phase() == "decode") decode_layer[res.layers(i).layer()] = i;
+  const std::map<uint32_t, int> decode_layer = DecodeLayers(res);
   tot.flops = B.ComputeFlops();
   Ps prev_end = std::numeric_limits<Ps>::min();  // the last segment's end
   for (size_t g = bB[H + 2]; g < bB[H + 3]; ++g) prev_end = std::max(prev_end, bo.tasks[g].end_ps);
@@ -377,34 +339,19 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   };
   OpRows rows(tp, N > opts.row_steps);
   StepTimes st;
+  const OpCores pairs = IndexOpCores(tp);
   std::map<uint32_t, std::vector<TaskTime>> observed;
   for (uint32_t k = H + 3; k <= N; ++k) {
     if (!times_at(k))
       return fail("attention of decode step " + std::to_string(k) + " would delay another task");
     if (k >= N - 1) tail_at(k, tk);
     busy.Flush(tk.empty() ? 0 : min_start + static_cast<Ps>(k - H) * P);
-    ReduceOps(tp, tk, &st);
+    ReduceOps(tp, tk, &st, pairs);
     tpl.WorkAt(k, &st.op_flops, &st.op_bytes, &st.compute_flops);
     energy.Add(k);
     rows.Add(st, 0, &res, energy.op_pj());
-    // Layers: each layer's last end against the previous layer's, from the step before's end.
-    std::map<uint32_t, Ps> layer_end;
-    Ps seg_end = std::numeric_limits<Ps>::min();
-    for (size_t o = 0; o < tp.ops.size(); ++o) {
-      if (st.op_all[o].empty()) continue;
-      Ps& le = layer_end.try_emplace(tp.ops[o].ref.layer, std::numeric_limits<Ps>::min()).first->second;
-      le = std::max(le, st.op_all[o].last);
-      seg_end = std::max(seg_end, st.op_all[o].last);
-    }
-    Ps baseline = prev_end;
-    for (const auto& [layer, end] : layer_end) {
-      auto it = decode_layer.find(layer);
-      if (it == decode_layer.end()) return fail("a decode layer the head does not have");
-      config::LayerResult* lr = res.mutable_layers(it->second);
-      lr->set_total_ps(lr->total_ps() + std::max<Ps>(0, end - baseline));
-      baseline = std::max(baseline, end);
-    }
-    prev_end = seg_end;
+    if (!AddLayerTotals(tp, st, decode_layer, &prev_end, &res))
+      return fail("a decode layer the head does not have");
     for (size_t i = 0; i < n; ++i) {
       const int c = tp.core(i);
       if (c < 0 || c >= cores) continue;
@@ -422,24 +369,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     const uint64_t id0 = NB + uint64_t{k - H - 3} * n;
     for (size_t i = 0; i < n; ++i)
       if (tk[i].end_ps > total) total = tk[i].end_ps, last_task = id0 + i;
-    if (opts.keep_task_times) {
-      for (size_t i = 0; i < n; ++i) {
-        config::TaskTiming* tt = res.add_tasks();
-        const mapping::Task task = tp.task(i);
-        const mapping::OpRef& ref = tp.ops[task.op].ref;
-        tt->set_id(id0 + i);
-        tt->set_start_ps(tk[i].start_ps);
-        tt->set_end_ps(tk[i].end_ps);
-        tt->set_core(static_cast<uint32_t>(std::max<int>(task.core, 0)));
-        tt->set_dst_core(task.kind == TaskKind::kTransfer ? task.dst_core : -1);
-        tt->set_kind(task.kind == TaskKind::kCompute    ? "compute"
-                     : task.kind == TaskKind::kTransfer ? "transfer"
-                                                        : "memory");
-        tt->set_op(ref.op);
-        tt->set_layer(ref.layer);
-        tt->set_phase(mapping::ToString(ref.phase));
-      }
-    }
+    if (opts.keep_task_times) AddTaskTimings(tp, tk, 0, id0, &res);
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k)) observed[k] = tk;
   }
   if (N > opts.row_steps) {

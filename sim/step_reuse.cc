@@ -14,6 +14,7 @@
 #include "sim/schedule.h"
 #include "sim/step_energy.h"
 #include "sim/step_period.h"
+#include "sim/step_rolling.h"
 #include "sim/step_template.h"
 
 namespace tpsim::sim {
@@ -71,12 +72,22 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   std::string reason;
   if (!tpl.Classify(last, first, steps, &reason)) return fail(reason);
   const EngineOutput step_out = engine.Run(step, chip);
-  if (!tpl.MatchHead(head, &reason)) {
-    // Steps that overlap (e.g. weights streamed ahead of their step): a periodic schedule.
+  // Steps that overlap (e.g. weights streamed ahead of their step), or whose KV reads from
+  // DRAM grow with the context: a periodic schedule, else step by step.
+  const bool separate = !opts.step_by_step && !tpl.context_memory() && tpl.MatchHead(head, &reason);
+  if (tpl.context_memory()) reason = "memory tasks follow the context (KV reads from DRAM)";
+  if (opts.step_by_step) reason = "step by step (RunOptions::step_by_step)";
+  if (!separate) {
     if (steps < kPeriodHead + 5) return fail(reason);
-    std::string periodic;
-    std::optional<RunOutput> r = RunPeriodic(e, chip, engine, opts, tpl, step_out, &periodic, view);
-    if (!r) return fail(reason + "; not periodic: " + periodic);
+    std::string periodic =
+        opts.step_by_step ? "not tried (RunOptions::step_by_step)" : "not tried (KV reads)";
+    std::optional<RunOutput> r;
+    if (!opts.step_by_step && !tpl.context_memory())
+      r = RunPeriodic(e, chip, engine, opts, tpl, step_out, &periodic, view);
+    if (r) return r;
+    std::string rolling;
+    r = RunRolling(e, chip, engine, opts, tpl, step_out, &rolling, view);
+    if (!r) return fail(reason + "; not periodic: " + periodic + "; not step by step: " + rolling);
     return r;
   }
   const EngineOutput head_out = engine.Run(head, chip);
@@ -108,9 +119,7 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
     channels[c].bytes += step_out.channels[c].bytes * reused;
     channels[c].busy_ps += step_out.channels[c].busy_ps * static_cast<Ps>(reused);
   }
-  std::map<uint32_t, int> decode_layer;  // layer -> index into r.layers (decode rows)
-  for (int i = 0; i < r.layers_size(); ++i)
-    if (r.layers(i).phase() == "decode") decode_layer[r.layers(i).layer()] = i;
+  const std::map<uint32_t, int> decode_layer = DecodeLayers(r);
   double flops = head.ComputeFlops();
   Ps compute_path = s.compute_ps(), comm_path = s.communication_ps(), memory_path = s.memory_ps();
   Ps t0 = std::numeric_limits<Ps>::max();  // the first task's start (BuildResult's t0)
@@ -147,22 +156,8 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
     comm_path += t.path.communication_ps;
     memory_path += t.path.memory_ps;
     if (opts.keep_task_times) {
-      for (size_t i = 0; i < step.num_tasks(); ++i, ++task_id) {
-        config::TaskTiming* tt = r.add_tasks();
-        const mapping::Task task = step.task(i);
-        const mapping::OpRef& ref = step.ops[task.op].ref;
-        tt->set_id(task_id);
-        tt->set_start_ps(boundary + t.times[i].start_ps);
-        tt->set_end_ps(boundary + t.times[i].end_ps);
-        tt->set_core(static_cast<uint32_t>(std::max<int>(task.core, 0)));
-        tt->set_dst_core(task.kind == TaskKind::kTransfer ? task.dst_core : -1);
-        tt->set_kind(task.kind == TaskKind::kCompute    ? "compute"
-                     : task.kind == TaskKind::kTransfer ? "transfer"
-                                                        : "memory");
-        tt->set_op(ref.op);
-        tt->set_layer(ref.layer);
-        tt->set_phase(mapping::ToString(ref.phase));
-      }
+      AddTaskTimings(step, t.times, boundary, task_id, &r);
+      task_id += step.num_tasks();
     }
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k)) {
       std::vector<TaskTime>& kept = observed[k];

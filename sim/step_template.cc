@@ -1,6 +1,7 @@
 #include "sim/step_template.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "mapping/cost.h"
 #include "mapping/mapping.h"
@@ -96,28 +97,93 @@ void FinishResult(const arch::Chip& chip, const RunTotals& t, config::Result* r)
   }
 }
 
-void ReduceOps(const Program& p, std::span<const TaskTime> t, StepTimes* out) {
+void AddTaskTimings(const Program& step, std::span<const TaskTime> t, Ps offset, uint64_t id0,
+                    config::Result* r) {
+  for (size_t i = 0; i < step.num_tasks(); ++i) {
+    config::TaskTiming* tt = r->add_tasks();
+    const mapping::Task task = step.task(i);
+    const mapping::OpRef& ref = step.ops[task.op].ref;
+    tt->set_id(id0 + i);
+    tt->set_start_ps(offset + t[i].start_ps);
+    tt->set_end_ps(offset + t[i].end_ps);
+    tt->set_core(static_cast<uint32_t>(std::max<int>(task.core, 0)));
+    tt->set_dst_core(task.kind == TaskKind::kTransfer ? task.dst_core : -1);
+    tt->set_kind(task.kind == TaskKind::kCompute    ? "compute"
+                 : task.kind == TaskKind::kTransfer ? "transfer"
+                                                    : "memory");
+    tt->set_op(ref.op);
+    tt->set_layer(ref.layer);
+    tt->set_phase(mapping::ToString(ref.phase));
+  }
+}
+
+std::map<uint32_t, int> DecodeLayers(const config::Result& r) {
+  std::map<uint32_t, int> out;
+  for (int i = 0; i < r.layers_size(); ++i)
+    if (r.layers(i).phase() == "decode") out[r.layers(i).layer()] = i;
+  return out;
+}
+
+bool AddLayerTotals(const Program& step, const StepTimes& st, const std::map<uint32_t, int>& decode_layer,
+                    Ps* prev_end, config::Result* r) {
+  std::map<uint32_t, Ps> layer_end;
+  Ps seg_end = std::numeric_limits<Ps>::min();
+  for (size_t o = 0; o < step.ops.size(); ++o) {
+    if (st.op_all[o].empty()) continue;
+    Ps& le = layer_end.try_emplace(step.ops[o].ref.layer, std::numeric_limits<Ps>::min()).first->second;
+    le = std::max(le, st.op_all[o].last);
+    seg_end = std::max(seg_end, st.op_all[o].last);
+  }
+  Ps baseline = *prev_end;
+  for (const auto& [layer, end] : layer_end) {
+    auto it = decode_layer.find(layer);
+    if (it == decode_layer.end()) return false;
+    config::LayerResult* lr = r->mutable_layers(it->second);
+    lr->set_total_ps(lr->total_ps() + std::max<Ps>(0, end - baseline));
+    baseline = std::max(baseline, end);
+  }
+  *prev_end = seg_end;
+  return true;
+}
+
+OpCores IndexOpCores(const Program& p) {
+  OpCores out;
+  out.pair.assign(p.num_tasks(), 0);
+  std::map<std::pair<uint32_t, int>, uint32_t> index;
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    if (p.kind(i) != TaskKind::kCompute) continue;
+    auto [it, added] = index.try_emplace({p.op(i), p.core(i)}, static_cast<uint32_t>(out.op_of_pair.size()));
+    if (added) out.op_of_pair.push_back(p.op(i));
+    out.pair[i] = it->second;
+  }
+  return out;
+}
+
+void ReduceOps(const Program& p, std::span<const TaskTime> t, StepTimes* out, const OpCores& pairs) {
   const size_t ops = p.ops.size();
   out->op_all.assign(ops, {});
   out->op_comm.assign(ops, {});
   out->op_mem.assign(ops, {});
   out->op_compute.assign(ops, 0);
-  std::vector<uint8_t> coll(ops, 0);
-  std::map<std::pair<uint32_t, int>, Ps> op_core;  // (op, core) -> compute
+  out->pair_compute.assign(pairs.op_of_pair.size(), 0);
   for (size_t i = 0; i < p.num_tasks(); ++i) {
     const uint32_t o = p.op(i);
     const TaskKind k = p.kind(i);
     out->op_all[o].Add(t[i].start_ps, t[i].end_ps);
-    const bool ck = IsCollectiveKernel(p, i);
-    if (k == TaskKind::kTransfer || ck) out->op_comm[o].Add(t[i].start_ps, t[i].end_ps);
-    if (ck) coll[o] = 1;
+    if (k == TaskKind::kTransfer) out->op_comm[o].Add(t[i].start_ps, t[i].end_ps);
     if (k == TaskKind::kMemory) out->op_mem[o].Add(t[i].start_ps, t[i].end_ps);
-    if (k == TaskKind::kCompute) op_core[{o, p.core(i)}] += t[i].end_ps - t[i].start_ps;
+    if (k == TaskKind::kCompute) out->pair_compute[pairs.pair[i]] += t[i].end_ps - t[i].start_ps;
   }
-  for (const auto& [key, sum] : op_core)
-    out->op_compute[key.first] = std::max(out->op_compute[key.first], sum);
-  for (size_t o = 0; o < ops; ++o)
-    if (coll[o]) out->op_compute[o] = 0;
+  for (size_t q = 0; q < pairs.op_of_pair.size(); ++q) {
+    Ps& c = out->op_compute[pairs.op_of_pair[q]];
+    c = std::max(c, out->pair_compute[q]);
+  }
+  // A GPU's collective kernel is communication, and its op has no compute.
+  for (size_t i = 0; i < p.num_tasks(); ++i)
+    if (IsCollectiveKernel(p, i)) {
+      out->op_comm[p.op(i)].Add(t[i].start_ps, t[i].end_ps);
+      out->op_compute[p.op(i)] = 0;
+    }
 }
 
 void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r, std::span<const double> energy_pj) {
@@ -177,7 +243,7 @@ void OpRows::Finish(uint64_t steps, config::Result* r) const {
 }
 
 StepTemplate::StepTemplate(const Program& step, const arch::Chip& chip, uint64_t d, uint64_t hd)
-    : p_(step), chip_(chip), d_(d), hd_(hd), ctx_(step.num_tasks(), Ctx::kNone) {}
+    : p_(step), chip_(chip), d_(d), hd_(hd), ctx_(step.num_tasks(), Ctx::kNone), pairs_(IndexOpCores(step)) {}
 
 StepTemplate::~StepTemplate() = default;
 
@@ -243,8 +309,11 @@ bool StepTemplate::SameStep(const Program& a, size_t a0, size_t a1, uint64_t ctx
       }
       case TaskKind::kMemory: {
         const mapping::MemoryDetail &x = a.memory(j), &y = p_.memory(i);
-        if (x.bytes != y.bytes || x.channel != y.channel || x.write != y.write)
-          return bad("decode steps differ in memory task " + std::to_string(i));
+        if (x.bytes != MemoryBytesAt(i, ctx) || x.channel != y.channel || x.write != y.write)
+          return bad("decode steps differ in memory task " + std::to_string(i) + " (" +
+                     p_.ops[p_.op(i)].ref.op + ": " + std::to_string(y.bytes) + " B on channel " +
+                     std::to_string(y.channel) + " against " + std::to_string(x.bytes) + " B on channel " +
+                     std::to_string(x.channel) + ")");
         break;
       }
     }
@@ -274,7 +343,49 @@ bool StepTemplate::MatchStep(const Program& a, size_t a0, size_t a1, uint32_t k,
 }
 
 Ps StepTemplate::DurationAt(size_t i, uint32_t k) const {
+  if (p_.kind(i) == TaskKind::kMemory) {
+    const mapping::MemoryDetail& m = p_.memory(i);
+    return mapping::MemoryTime(chip_, p_.core(i), m.channel, MemoryBytesIn(i, k), m.write);
+  }
   return mapping::KernelTime(chip_, p_, ShapeAt(i, ContextOf(k)));
+}
+
+Ps StepTemplate::BusyAt(size_t i, uint32_t k) const {
+  return mapping::ChannelBusyTime(chip_, p_.memory(i).channel, MemoryBytesIn(i, k));
+}
+
+void StepTemplate::CostsAt(uint32_t k, std::span<Ps> duration, std::span<Ps> busy) const {
+  const uint64_t ctx = ContextOf(k);
+  std::vector<std::pair<ComputeShape, Ps>> kernels;
+  std::vector<std::pair<std::tuple<int, int, uint64_t, bool>, std::pair<Ps, Ps>>> reads;
+  for (uint32_t i : ctx_tasks_) {
+    if (p_.kind(i) == TaskKind::kMemory) {
+      const mapping::MemoryDetail& m = p_.memory(i);
+      const std::tuple<int, int, uint64_t, bool> key{p_.core(i), m.channel, MemoryBytesAt(i, ctx), m.write};
+      auto it = std::find_if(reads.begin(), reads.end(), [&](const auto& r) { return r.first == key; });
+      if (it == reads.end()) {
+        reads.push_back({key,
+                         {mapping::MemoryTime(chip_, p_.core(i), m.channel, std::get<2>(key), m.write),
+                          mapping::ChannelBusyTime(chip_, m.channel, std::get<2>(key))}});
+        it = reads.end() - 1;
+      }
+      duration[i] = it->second.first;
+      busy[i] = it->second.second;
+      continue;
+    }
+    const ComputeShape sh = ShapeAt(i, ctx);
+    auto it =
+        std::find_if(kernels.begin(), kernels.end(), [&](const auto& c) { return SameShape(c.first, sh); });
+    if (it == kernels.end()) {
+      kernels.emplace_back(sh, mapping::KernelTime(chip_, p_, sh));
+      it = kernels.end() - 1;
+    }
+    duration[i] = it->second;
+  }
+}
+
+uint64_t StepTemplate::MemoryBytesAt(size_t i, uint64_t ctx) const {
+  return ctx_[i] == Ctx::kKvRead ? kv_per_token_[i] * ctx : p_.memory(i).bytes;
 }
 
 bool StepTemplate::Classify(const Program& last, uint32_t first, uint32_t steps, std::string* why) {
@@ -324,6 +435,27 @@ bool StepTemplate::Classify(const Program& last, uint32_t first, uint32_t steps,
   if (have_ctx && (ctx_last < ctx_first_ || ctx_last - ctx_first_ != steps - first))
     return bad("the attention context does not grow by one token per step");
   if (!have_ctx) ctx_first_ = 0;
+  // KV reads from DRAM: memory tasks whose bytes differ between the template and the last
+  // step, a fixed number of bytes per token of each one's context, over no links.
+  kv_per_token_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (p_.kind(i) != TaskKind::kMemory || last.kind(i) != TaskKind::kMemory) continue;
+    const mapping::MemoryDetail &x = p_.memory(i), &y = last.memory(i);
+    if (x.bytes == y.bytes) continue;
+    const uint64_t per = have_ctx && ctx_first_ > 0 ? x.bytes / ctx_first_ : 0;
+    if (per == 0 || x.bytes != per * ctx_first_ || y.bytes != per * ctx_last || x.channel != y.channel ||
+        x.write != y.write)
+      return bad("memory task " + std::to_string(i) + " (" + p_.ops[p_.op(i)].ref.op +
+                 ") changes between decode steps beyond a KV read: " + std::to_string(x.bytes) + " B, then " +
+                 std::to_string(y.bytes) + " B");
+    if (!chip_.MemoryPath(p_.core(i), x.channel, x.write).empty())
+      return bad("memory task " + std::to_string(i) + " reads the KV cache over links");
+    ctx_[i] = Ctx::kKvRead;
+    kv_per_token_[i] = per;
+    ctx_tasks_.push_back(static_cast<uint32_t>(i));
+    context_memory_ = true;
+  }
+  std::sort(ctx_tasks_.begin(), ctx_tasks_.end());
   uint64_t spilled = 0;
   for (const mapping::OpInfo& o : p_.ops) spilled += o.spilled_bytes;
   if (spilled != p_.spilled_bytes) return bad("spilled bytes outside the step's ops");
@@ -467,7 +599,7 @@ bool StepTemplate::Reduce(std::string* why) {
   if (ties) return bad("two tasks of a decode step end last");
   const size_t ops = p_.ops.size();
   const int cores = chip_.num_cores();
-  ReduceOps(p_, t, &t_);
+  ReduceOps(p_, t, &t_, pairs_);
   t_.core_compute.assign(cores, 0);
   t_.core_busy.assign(cores, 0);
   t_.channel_queue.assign(chip_.channels().size(), 0);

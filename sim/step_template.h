@@ -9,6 +9,7 @@
 // schedule to what sim::BuildResult reads of it (sim/result.h): op spans and compute, layer
 // increments, core compute and busy time, channel queues, the critical path's split.
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -54,12 +55,20 @@ struct StepTimes {
   std::vector<double> compute_flops;               // per compute task, in id order
   std::vector<Ps> link_wait;                       // per link: the longest a flow waited there
   Ps unloaded = 0;                                 // the makespan without queues on links
+  std::vector<Ps> pair_compute;                    // ReduceOps' per (op, core) sums
   CriticalPathSplit path;
 };
 
+// Each compute task's (op, core) pair as a dense index (ReduceOps sums compute per pair).
+struct OpCores {
+  std::vector<uint32_t> pair;        // per task: its pair (compute tasks only)
+  std::vector<uint32_t> op_of_pair;  // per pair: its op
+};
+OpCores IndexOpCores(const mapping::Program& p);
+
 // One step's op spans and compute (BuildResult's per-op definitions) from its tasks' times,
-// into out->op_all, op_comm, op_mem and op_compute.
-void ReduceOps(const mapping::Program& p, std::span<const TaskTime> t, StepTimes* out);
+// into out->op_all, op_comm, op_mem and op_compute; `pairs`: IndexOpCores(p).
+void ReduceOps(const mapping::Program& p, std::span<const TaskTime> t, StepTimes* out, const OpCores& pairs);
 
 // The Result's op rows of reused steps: one row per op and step, or (`sum`) one row per op
 // summing every reused step (config::OpResult::steps), so that the Result does not grow.
@@ -81,6 +90,57 @@ class OpRows {
   bool sum_, started_ = false, energy_ = false;
   std::vector<Row> rows_;
 };
+
+// The union of each core's task intervals over the whole run (BuildResult's busy_ps), fed in
+// steps: intervals that start before every later step's can be merged for good.
+class BusyUnion {
+ public:
+  explicit BusyUnion(int cores) : pending_(cores), cur_(cores, {0, kNone}), total_(cores, 0) {}
+  void Add(int core, Ps s, Ps e) { pending_[core].emplace_back(s, e); }
+  // Merges every pending interval that starts before `before` (nothing later starts before it).
+  void Flush(Ps before) {
+    for (size_t c = 0; c < pending_.size(); ++c) {
+      auto& v = pending_[c];
+      if (v.empty()) continue;
+      if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+      size_t j = 0;
+      for (; j < v.size() && v[j].first < before; ++j) Merge(c, v[j]);
+      v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(j));
+    }
+  }
+  Ps Total(size_t c) const {
+    return total_[c] + (cur_[c].second == kNone ? 0 : cur_[c].second - cur_[c].first);
+  }
+
+ private:
+  static constexpr Ps kNone = std::numeric_limits<Ps>::min();
+  void Merge(size_t c, std::pair<Ps, Ps> iv) {
+    auto& [cs, ce] = cur_[c];
+    if (ce == kNone || iv.first > ce) {
+      if (ce != kNone) total_[c] += ce - cs;
+      cs = iv.first, ce = iv.second;
+    } else {
+      ce = std::max(ce, iv.second);
+    }
+  }
+  std::vector<std::vector<std::pair<Ps, Ps>>> pending_;
+  std::vector<std::pair<Ps, Ps>> cur_;
+  std::vector<Ps> total_;
+};
+
+// Result.tasks of one composed step: the template's tasks with times `t` + `offset`, ids from
+// `id0` on (BuildResult's rows).
+void AddTaskTimings(const mapping::Program& step, std::span<const TaskTime> t, Ps offset, uint64_t id0,
+                    config::Result* r);
+
+// Adds one composed step (times absolute, reduced into `st`) to its decode layers' totals
+// (BuildResult's layer rows: each layer's last end against the previous layer's, from the end
+// of the step before, `*prev_end`, which becomes this step's). `decode_layer`: layer -> index
+// of its decode row in r->layers. false when the step has a layer with no row.
+bool AddLayerTotals(const mapping::Program& step, const StepTimes& st,
+                    const std::map<uint32_t, int>& decode_layer, Ps* prev_end, config::Result* r);
+// The decode rows of r->layers: layer -> index.
+std::map<uint32_t, int> DecodeLayers(const config::Result& r);
 
 // The run-wide parts of a Result composed from reused steps (BuildResult's definitions).
 struct RunTotals {
@@ -111,11 +171,25 @@ class StepTemplate {
   // gate between its last two steps (sim/step_reuse.h); false with *why on a mismatch.
   bool MatchHead(const mapping::Program& head, std::string* why);
   uint64_t ContextOf(uint32_t k) const { return ctx_first_ + k - first_; }
+  // The tasks that follow the context: attention's compute tasks and, where the KV cache is
+  // read from DRAM each step, the memory tasks that read it (their bytes: the context times
+  // a fixed number of bytes per token).
   const std::vector<uint32_t>& context_tasks() const { return ctx_tasks_; }
+  // Some memory task follows the context (its bytes, duration and channel time change step by
+  // step: only sim/step_rolling.h times such steps).
+  bool context_memory() const { return context_memory_; }
+  // Memory task i's bytes in decode step k.
+  uint64_t MemoryBytesIn(size_t i, uint32_t k) const { return MemoryBytesAt(i, ContextOf(k)); }
+  // How long memory task i holds its channel in decode step k (mapping::ChannelBusyTime).
+  Ps BusyAt(size_t i, uint32_t k) const;
+  // DurationAt and (memory tasks) BusyAt of every context task in decode step k, written
+  // into `duration` and `busy` (one entry per task; the others are left as they are), each
+  // computed once per distinct shape (a step's attention tasks share a few).
+  void CostsAt(uint32_t k, std::span<Ps> duration, std::span<Ps> busy) const;
   bool IsContext(size_t i) const { return ctx_[i] != Ctx::kNone; }
   // Compute task i's shape in decode step k.
   mapping::ComputeShape ShapeIn(size_t i, uint32_t k) const { return ShapeAt(i, ContextOf(k)); }
-  // Task i's duration (mapping::KernelTime) in decode step k.
+  // Task i's duration (mapping::KernelTime, or a memory task's MemoryTime) in decode step k.
   Ps DurationAt(size_t i, uint32_t k) const;
   // Ops' flops and bytes and the compute tasks' flops (in id order) in decode step k.
   void WorkAt(uint32_t k, std::vector<double>* op_flops, std::vector<uint64_t>* op_bytes,
@@ -130,8 +204,9 @@ class StepTemplate {
   uint64_t schedules() const { return schedules_; }  // distinct schedules computed
 
  private:
-  enum class Ctx : uint8_t { kNone, kScores, kSoftmax, kPv };
+  enum class Ctx : uint8_t { kNone, kScores, kSoftmax, kPv, kKvRead };
   mapping::ComputeShape ShapeAt(size_t task, uint64_t ctx) const;
+  uint64_t MemoryBytesAt(size_t task, uint64_t ctx) const;
   bool SameStep(const mapping::Program& a, size_t a0, size_t a1, uint64_t ctx, std::string* why) const;
   bool Reduce(std::string* why);
 
@@ -144,7 +219,10 @@ class StepTemplate {
   std::vector<uint64_t> other_bytes_;  // per op: OpInfo::bytes not from compute tasks
   std::vector<Ps> base_, dur_, busy_, last_key_;
   std::vector<int32_t> first_link_;
-  std::vector<uint32_t> ctx_tasks_;           // tasks whose shape follows the context
+  std::vector<uint32_t> ctx_tasks_;     // tasks whose shape follows the context
+  std::vector<uint64_t> kv_per_token_;  // per task: a KV read's bytes per token (kKvRead)
+  OpCores pairs_;                       // ReduceOps' (op, core) pairs
+  bool context_memory_ = false;
   std::unique_ptr<LinkModel> links_;          // the step's flows over links (links.h)
   std::unique_ptr<LinkReservation> reserve_;  // their queues, reset before each schedule
   std::vector<TaskTime> unqueued_;            // the schedule without queues, when it differs

@@ -135,11 +135,13 @@ Ps LinkReservation::Reserve(int r, Ps arrive, Ps hold, Ps now) {
 }
 
 Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
-  const Ps alone_end = SatAdd(start, duration);
   const int32_t kind = KindOf(task);
-  if (kind < 0) return alone_end;
-  const uint32_t f = static_cast<uint32_t>(kind);
-  const FlowSet& flows = m_.flows;
+  if (kind < 0) return SatAdd(start, duration);
+  return FinishKind(m_.flows, static_cast<uint32_t>(kind), start, duration, now);
+}
+
+Ps LinkReservation::FinishKind(const FlowSet& flows, uint32_t f, Ps start, Ps duration, Ps now) {
+  const Ps alone_end = SatAdd(start, duration);
   const double bytes = static_cast<double>(flows.kind_bytes(f));
   if (bytes == 0) return alone_end;
   const auto route = flows.kind_resources(f);

@@ -144,6 +144,9 @@ class LinkReservation {
   // duration for a task that is not a flow; else the formula above, reserving its links.
   // `now`: the schedule's time, no later than any start it asks for from then on.
   Ps Finish(uint32_t task, Ps start, Ps duration, Ps now);
+  // The same for a flow of kind `kind` of `flows` (whose resources are this model's links):
+  // the decode steps that sim/step_rolling.h times without lowering them.
+  Ps FinishKind(const FlowSet& flows, uint32_t kind, Ps start, Ps duration, Ps now);
   // Per link: the longest a flow waited there since Reset (begin - arrive).
   const std::vector<Ps>& max_wait() const { return max_wait_; }
   const LinkModel& model() const { return m_; }

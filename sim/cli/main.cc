@@ -301,7 +301,10 @@ the output is the same.
   --quiet              print only the summary line
   --no-reuse           lower every decode step (default: from 64 steps, analytical
                        engine, steps timed from a few lowered ones where exact;
-                       README "Long generations"); --reuse: try from 5 steps on
+                       README "Long generations"); --reuse: try from 5 steps on;
+                       --step-by-step: time every step from the steps before it,
+                       not first as a periodic schedule or as separate steps (the
+                       same results, slower; to compare the ways)
   --max-memory SIZE    refuse (exit 2, before lowering) an experiment whose Program
                        is estimated to need more than SIZE (e.g. 8G, 512M; 0: no
                        limit); default: 80% of this machine's memory
@@ -345,6 +348,10 @@ int Run(Args& a) {
     }
     if (a.Switch("--reuse")) {
       opts.reuse = sim::RunOptions::Reuse::kForce;
+      continue;
+    }
+    if (a.Switch("--step-by-step")) {
+      opts.step_by_step = true;
       continue;
     }
     if (a.Switch("--ops")) {

@@ -311,9 +311,11 @@ TEST_F(Hardening, HugeSweepRunsItsFirstPointsLazily) {
 
 // The pre-lowering estimate (mapping/estimate.h) refuses, located and at once, what would
 // have ended in std::bad_alloc. --max-memory is fixed here so the outcome does not depend
-// on the machine's memory.
+// on the machine's memory. (Without --no-reuse the 40,000 steps are timed step by step from a
+// few lowered ones, sim/step_rolling.h, in constant memory: README "Long generations".)
 TEST_F(Hardening, ProgramsBeyondMaxMemoryAreRefusedBeforeLowering) {
-  Outcome steps = Tpsim("run " + kRef + " --set workload.decode_steps=40000 --max-memory 16G --quiet");
+  Outcome steps =
+      Tpsim("run " + kRef + " --set workload.decode_steps=40000 --max-memory 16G --quiet --no-reuse");
   EXPECT_EQ(steps.status, 2) << steps.output;
   EXPECT_EQ(Lines(steps.output), 1) << steps.output;
   EXPECT_EQ(steps.output.rfind(

@@ -29,20 +29,23 @@ struct Both {
   RunOutput unrolled, reused;
 };
 
-// `tasks`: with every task's times in the Result (RunOptions::keep_task_times).
-Both RunBoth(const Experiment& e, bool tasks = false) {
+// `tasks`: with every task's times in the Result (RunOptions::keep_task_times);
+// `step_by_step`: overlapping steps timed one after the other (RunOptions::step_by_step).
+Both RunBoth(const Experiment& e, bool tasks = false, bool step_by_step = false) {
   RunOptions off;
   off.keep_task_times = tasks;
   off.reuse = RunOptions::Reuse::kOff;
+  off.row_steps = 1000;  // every step's op rows, as unrolled
   RunOptions on = off;
   on.reuse = RunOptions::Reuse::kForce;
+  on.step_by_step = step_by_step;
   return {RunExperiment(e, off), RunExperiment(e, on)};
 }
 
 // On the shipped chips, with their energy block (sim/step_energy.h): the energy of reused
 // steps is the unrolled Program's, byte for byte, like every other field.
-void ExpectSame(const Experiment& e, bool must_reuse, bool tasks = false) {
-  const Both b = RunBoth(e, tasks);
+void ExpectSame(const Experiment& e, bool must_reuse, bool tasks = false, bool step_by_step = false) {
+  const Both b = RunBoth(e, tasks, step_by_step);
   SCOPED_TRACE(e.cfg.name() + ": " + b.reused.reuse);
   EXPECT_FALSE(b.unrolled.reused);
   if (must_reuse) {
@@ -205,15 +208,41 @@ TEST(StepReuse, SummedOpRows) {
   EXPECT_TRUE(ResultToJson(a) == ResultToJson(b));
 }
 
-// Where attention decides a step's time once the context is long, nothing is periodic and
-// every step is lowered (at TP 1 from step 65 on).
-TEST(StepReuse, FallsBackWhenAttentionBinds) {
+// Where attention decides a step's time once the context is long, nothing is periodic (at TP 1
+// from step 65 on, on the reference from step 321): the steps are timed one after the other
+// from the steps before them (sim/step_rolling.h), and the Result is the unrolled one.
+TEST(StepReuse, StepByStepWhenAttentionBinds) {
   RunOptions on;
   on.reuse = RunOptions::Reuse::kForce;
-  const Experiment e = Tp1(80);
-  const RunOutput r = RunExperiment(e, on);
-  EXPECT_FALSE(r.reused);
-  EXPECT_NE(r.reuse.find("would delay another task"), std::string::npos) << r.reuse;
+  const RunOutput r = RunExperiment(Tp1(80), on);
+  EXPECT_TRUE(r.reused) << r.reuse;
+  ExpectSame(Tp1(80), true, true);
+  ExpectSame(Tp1(150), true);
+  ExpectSame(Load("reference-qwen3-4b.textproto", 340), true);
+}
+
+// With a long cached prefix the KV cache does not fit in SRAM: each decode step reads it from
+// DRAM, its bytes growing with the context (StepTemplate::context_memory). Those steps are
+// timed step by step, with the channels' bytes and busy time and the reads' energy of each
+// step's context, and give the unrolled Result.
+TEST(StepReuse, KvReadsFromDram) {
+  for (uint32_t steps : {12u, 40u}) {
+    const Experiment e = LoadExperiment(
+        SourceDir() + "/configs/experiments/reference-qwen3-4b.textproto",
+        {{"workload.cached_prefix", "32700"}, {"workload.decode_steps", std::to_string(steps)}});
+    ExpectSame(e, true, steps == 12);
+    RunOptions on;
+    on.reuse = RunOptions::Reuse::kForce;
+    EXPECT_EQ(RunExperiment(e, on).result.summary().kv_location(), "dram");
+  }
+}
+
+// Forced step by step where the periodic schedule applies: the same Result again, every
+// task's times included; the reference variants and the shipped small experiments, each
+// either reused or lowered whole.
+TEST(StepReuse, StepByStepAsUnrolled) {
+  for (uint32_t steps : {11u, 40u}) ExpectSame(Load("reference-qwen3-4b.textproto", steps), true, true, true);
+  ExpectSame(Tp1(30), true, true, true);
 }
 
 TEST(StepReuse, ObserveSteps) {
@@ -246,7 +275,7 @@ TEST(StepReuse, ReferenceVariants) {
 // request streams that only `tpsim serve` runs, so they are skipped. 12 steps: the periodic
 // reuse applies from 11. ShippedExperiments (slow label: the wafer-32x32 and MoE-235B runs
 // take minutes) takes every one; ShippedSmall the others.
-void ShippedSame(bool big) {
+void ShippedSame(bool big, bool step_by_step = false) {
   std::vector<std::string> files;
   for (const auto& f : std::filesystem::directory_iterator(SourceDir() + "/configs/experiments"))
     if (f.path().extension() == ".textproto") files.push_back(f.path().filename().string());
@@ -256,13 +285,14 @@ void ShippedSame(bool big) {
     const bool is_big = f.starts_with("wafer-32x32") || f.starts_with("moe-qwen3-235b");
     if (is_big != big) continue;
     SCOPED_TRACE(f);
-    ExpectSame(Load(f, 12), false);
+    ExpectSame(Load(f, 12), false, false, step_by_step);
   }
 }
 TEST(StepReuse, ShippedSmall) { ShippedSame(false); }
+TEST(StepReuse, ShippedSmallStepByStep) { ShippedSame(false, true); }
 TEST(StepReuse, ShippedExperiments) { ShippedSame(true); }
 
-TEST(StepReuse, RandomExperiments) {
+void RandomSame(bool step_by_step) {
   for (uint32_t i = 0; i < 6; ++i) {
     const agree::Drawn d = agree::RandomExperiment(18, i);
     Experiment e;
@@ -271,9 +301,11 @@ TEST(StepReuse, RandomExperiments) {
     *e.cfg.mutable_model() =
         llm::ImportHuggingFace(llm::CatalogPath(d.cfg.model_name(), config::Location{}, "model_name"));
     e.cfg.mutable_workload()->set_decode_steps(12);
-    ExpectSame(e, false);
+    ExpectSame(e, false, false, step_by_step);
   }
 }
+TEST(StepReuse, RandomExperiments) { RandomSame(false); }
+TEST(StepReuse, RandomExperimentsStepByStep) { RandomSame(true); }
 
 }  // namespace
 }  // namespace tpsim::sim
