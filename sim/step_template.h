@@ -99,13 +99,19 @@ class BusyUnion {
   void Add(int core, Ps s, Ps e) { pending_[core].emplace_back(s, e); }
   // Merges every pending interval that starts before `before` (nothing later starts before it).
   void Flush(Ps before) {
+    if (sorted_.size() != pending_.size()) sorted_.assign(pending_.size(), 0);
     for (size_t c = 0; c < pending_.size(); ++c) {
       auto& v = pending_[c];
       if (v.empty()) continue;
-      if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+      // What is left from the last Flush is sorted: sort the new intervals and merge.
+      const auto mid = v.begin() + static_cast<std::ptrdiff_t>(sorted_[c]);
+      if (!std::is_sorted(mid, v.end())) std::sort(mid, v.end());
+      if (mid != v.begin() && mid != v.end() && *mid < *(mid - 1))
+        std::inplace_merge(v.begin(), mid, v.end());
       size_t j = 0;
       for (; j < v.size() && v[j].first < before; ++j) Merge(c, v[j]);
       v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(j));
+      sorted_[c] = v.size();
     }
   }
   Ps Total(size_t c) const {
@@ -124,6 +130,7 @@ class BusyUnion {
     }
   }
   std::vector<std::vector<std::pair<Ps, Ps>>> pending_;
+  std::vector<size_t> sorted_;  // per core: pending_'s sorted prefix
   std::vector<std::pair<Ps, Ps>> cur_;
   std::vector<Ps> total_;
 };

@@ -44,12 +44,15 @@ void FlowSet::Reserve(size_t flows, size_t kinds, size_t incidences) {
   inject_.reserve(kinds);
   res_end_.reserve(kinds);
   res_.reserve(incidences);
+  hold_.reserve(incidences);
 }
 
 uint32_t FlowSet::AddKind(uint64_t bytes, Ps inject_ps, const int* resources, size_t count) {
   bytes_.push_back(bytes);
   inject_.push_back(inject_ps);
   res_.insert(res_.end(), resources, resources + count);
+  for (size_t h = 0; h < count; ++h)
+    hold_.push_back(CeilPs(static_cast<double>(bytes) * (1 << kTickBits), gbps_[resources[h]]));
   res_end_.push_back(static_cast<uint32_t>(res_.size()));
   return static_cast<uint32_t>(bytes_.size() - 1);
 }
@@ -145,15 +148,16 @@ Ps LinkReservation::FinishKind(const FlowSet& flows, uint32_t f, Ps start, Ps du
   const double bytes = static_cast<double>(flows.kind_bytes(f));
   if (bytes == 0) return alone_end;
   const auto route = flows.kind_resources(f);
+  const auto holds = flows.kind_holds(f);
   // end = max over h of done(h) + latency(h) + ... + latency(last): the suffix sums are
   // taken from the route's total latency as the hops go by.
   Ps total_latency = 0;
   for (int r : route) total_latency = SatAdd(total_latency, flows.hop_latency(r));
   Ps arrive = SatAdd(start, flows.kind_inject(f)), before = 0, end = 0;
   const Ps now_ticks = ToTicks(now);
-  for (int r : route) {
-    const Ps hold = CeilPs(bytes * (1 << kTickBits), flows.gbps(r));
-    const Ps done = CeilToPs(Reserve(r, ToTicks(arrive), hold, now_ticks));
+  for (size_t h = 0; h < route.size(); ++h) {
+    const int r = route[h];
+    const Ps done = CeilToPs(Reserve(r, ToTicks(arrive), holds[h], now_ticks));
     end = std::max(end, SatAdd(done, total_latency - before));
     before = SatAdd(before, flows.hop_latency(r));
     arrive = SatAdd(arrive, flows.hop_latency(r));

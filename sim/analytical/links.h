@@ -90,6 +90,11 @@ class FlowSet {
     const uint32_t b = k == 0 ? 0 : res_end_[k - 1];
     return {res_.data() + b, res_end_[k] - b};
   }
+  // Per resource of kind k's route: how long the kind's bytes hold it, in ticks of 1/1024 ps.
+  std::span<const Ps> kind_holds(uint32_t k) const {
+    const uint32_t b = k == 0 ? 0 : res_end_[k - 1];
+    return {hold_.data() + b, res_end_[k] - b};
+  }
   // Of flow f:
   uint64_t bytes(uint32_t f) const { return kind_bytes(kind_of_[f]); }
   Ps inject(uint32_t f) const { return kind_inject(kind_of_[f]); }
@@ -104,6 +109,7 @@ class FlowSet {
   std::vector<Ps> inject_;
   std::vector<uint32_t> res_end_;  // CSR: kind k's resources res_[res_end_[k-1], res_end_[k])
   std::vector<int> res_;
+  std::vector<Ps> hold_;  // parallel to res_
 };
 
 // When a memory flow enters its path (see above): the channel's latency plus what its

@@ -6,8 +6,9 @@
 # sim/step_reuse.h). Prints the median wall time and peak RSS (/usr/bin/time -v) of RUNS
 # runs each (default 3), and the run's total. Asserts nothing. Targets: 32768 steps in at most
 # 2 s and 150 MB (analytical), 30 s (TLM).
-# The last section is the reference chip and shape with a small model, where reuse applies at
-# 32768 steps (the reference itself falls back: its decode steps' transfers share links).
+# The reference's steps are periodic up to step 320, then timed step by step (sim/step_rolling.h;
+# at 32768 steps its KV cache is read from DRAM). The last section is the reference chip and
+# shape with a small model whose weights and KV cache stay in SRAM.
 # Cases estimated to take longer than LIMIT_S seconds (default 120) are skipped and say so
 # (the unrolled 32768-step runs: minutes and GBs).
 # Usage: longgen_bench.sh [TPSIM] [RUNS]

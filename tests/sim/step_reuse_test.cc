@@ -237,6 +237,41 @@ TEST(StepReuse, KvReadsFromDram) {
   }
 }
 
+// The steps a trace samples (RunOptions::observe_steps, tpsim run --trace-steps) are timed as
+// in the whole run when the steps are timed step by step too: the observers see the same
+// Program and times either way.
+TEST(StepReuse, SampledStepsStepByStep) {
+  const Experiment e = Load("reference-qwen3-4b.textproto", 340);
+  struct Seen {
+    size_t tasks = 0;
+    std::vector<TaskTime> times;
+    Ps makespan = 0;
+  };
+  auto observe = [&](RunOptions::Reuse reuse, Seen* seen) {
+    RunOptions o;
+    o.reuse = reuse;
+    o.observe_steps = {1, 9, 200, 330, 340};
+    o.observers.push_back([seen](const RunView& v) {
+      seen->tasks = v.program.num_tasks();
+      seen->times = v.timing.tasks;
+      seen->makespan = v.timing.makespan_ps;
+    });
+    return RunExperiment(e, o);
+  };
+  Seen a, b;
+  const RunOutput r = observe(RunOptions::Reuse::kForce, &a);
+  EXPECT_TRUE(r.reused) << r.reuse;
+  observe(RunOptions::Reuse::kOff, &b);
+  ASSERT_GT(a.tasks, 0u);
+  EXPECT_EQ(a.tasks, b.tasks);
+  EXPECT_EQ(a.makespan, b.makespan);
+  ASSERT_EQ(a.times.size(), b.times.size());
+  for (size_t i = 0; i < a.times.size(); ++i) {
+    ASSERT_EQ(a.times[i].start_ps, b.times[i].start_ps) << i;
+    ASSERT_EQ(a.times[i].end_ps, b.times[i].end_ps) << i;
+  }
+}
+
 // Forced step by step where the periodic schedule applies: the same Result again, every
 // task's times included; the reference variants and the shipped small experiments, each
 // either reused or lowered whole.
