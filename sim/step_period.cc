@@ -141,29 +141,9 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   auto seg_of = [&](size_t id) {
     return static_cast<uint32_t>(std::upper_bound(bB.begin(), bB.end(), id) - bB.begin() - 1);
   };
-  using Ext = std::vector<std::pair<uint32_t, uint32_t>>;
-  auto ext_of = [&](uint32_t s, size_t i, Ext* out) {
-    out->clear();
-    for (uint32_t d : B.deps(bB[s] + i)) {
-      if (d >= bB[s]) continue;
-      const uint32_t sd = seg_of(d);
-      out->emplace_back(s - sd, static_cast<uint32_t>(d - bB[sd]));
-    }
-  };
-  std::vector<Ext> ext(n);
+  StepDeps ext;
   uint32_t L = 0;
-  for (size_t i = 0; i < n; ++i) {
-    ext_of(H, i, &ext[i]);
-    for (const auto& [off, r] : ext[i]) L = std::max(L, off);
-  }
-  {
-    Ext tmp;
-    for (uint32_t s = 3; s <= H + 2; ++s)
-      for (size_t i = 0; i < n; ++i) {
-        ext_of(s, i, &tmp);
-        if (tmp != ext[i]) return fail("decode steps depend on the steps before them differently");
-      }
-  }
+  if (!DepsOnStepsBefore(B, bB, n, H, H + 2, &ext, &L, &reason)) return fail(reason);
   if (L == 0 || L + 3 > H) return fail("decode steps depend on " + std::to_string(L) + " steps before them");
   // Memory tasks that wait on attention: their wait for the channel (max_queue_ps) follows
   // the attention's end, step by step.
@@ -352,12 +332,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     rows.Add(st, 0, &res, energy.op_pj());
     if (!AddLayerTotals(tp, st, decode_layer, &prev_end, &res))
       return fail("a decode layer the head does not have");
-    for (size_t i = 0; i < n; ++i) {
-      const int c = tp.core(i);
-      if (c < 0 || c >= cores) continue;
-      busy.Add(c, tk[i].start_ps, tk[i].end_ps);
-      if (tp.kind(i) == TaskKind::kCompute) tot.core_compute[c] += tk[i].end_ps - tk[i].start_ps;
-    }
+    AddStepCores(tp, tk, &busy, &tot.core_compute);
     for (double f : st.compute_flops) tot.flops += f;
     for (uint32_t m : waits_on_attention) {
       Ps ready = 0;
@@ -494,31 +469,12 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   tot.spilled_bytes = B.spilled_bytes + tpl.spilled_per_step() * reused;
   tot.links = bo.links;
   tot.channels = bo.channels;
-  for (size_t l = 0; l < tot.links.size() && l < step_out.links.size(); ++l) {
-    tot.links[l].bytes += step_out.links[l].bytes * reused;
-    tot.links[l].busy_ps += step_out.links[l].busy_ps * static_cast<Ps>(reused);
-  }
-  for (size_t c = 0; c < tot.channels.size() && c < step_out.channels.size(); ++c) {
-    tot.channels[c].bytes += step_out.channels[c].bytes * reused;
-    tot.channels[c].busy_ps += step_out.channels[c].busy_ps * static_cast<Ps>(reused);
-  }
+  AddStepsUse(step_out, reused, &tot.links, &tot.channels);
   FinishResult(chip, tot, &res);
   energy.Finish(chip, &res);
-  if (view && !opts.observe_steps.empty()) {
-    EngineOutput whole;
-    whole.links = tot.links;
-    whole.channels = tot.channels;
-    whole.makespan_ps = total;
-    *view = SampleSteps(
-        e, chip, opts.observe_steps,
-        [&](uint32_t seg) {
-          if (seg + 1 < bB.size())
-            return std::vector<TaskTime>(bo.tasks.begin() + static_cast<std::ptrdiff_t>(bB[seg]),
-                                         bo.tasks.begin() + static_cast<std::ptrdiff_t>(bB[seg + 1]));
-          return observed.at(seg);
-        },
-        whole);
-  }
+  if (view && !opts.observe_steps.empty())
+    *view =
+        SampleComposed(e, chip, opts.observe_steps, bo.tasks, bB, observed, tot.links, tot.channels, total);
   out.program = std::move(B);
   return out;
 }

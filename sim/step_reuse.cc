@@ -111,14 +111,7 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   std::vector<LinkUsage> links = head_out.links;
   std::vector<ChannelUsage> channels = head_out.channels;
   const uint64_t reused = steps - kHeadSteps;
-  for (size_t l = 0; l < links.size() && l < step_out.links.size(); ++l) {
-    links[l].bytes += step_out.links[l].bytes * reused;
-    links[l].busy_ps += step_out.links[l].busy_ps * static_cast<Ps>(reused);
-  }
-  for (size_t c = 0; c < channels.size() && c < step_out.channels.size(); ++c) {
-    channels[c].bytes += step_out.channels[c].bytes * reused;
-    channels[c].busy_ps += step_out.channels[c].busy_ps * static_cast<Ps>(reused);
-  }
+  AddStepsUse(step_out, reused, &links, &channels);
   const std::map<uint32_t, int> decode_layer = DecodeLayers(r);
   double flops = head.ComputeFlops();
   Ps compute_path = s.compute_ps(), comm_path = s.communication_ps(), memory_path = s.memory_ps();
@@ -183,23 +176,9 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   s.set_contention(ContentionIndicator(boundary, unloaded));
   energy.Finish(chip, &r);
   const Ps total = boundary;
-  if (view && !opts.observe_steps.empty()) {
-    EngineOutput whole;
-    whole.links = std::move(links);
-    whole.channels = std::move(channels);
-    whole.makespan_ps = total;
-    const std::vector<size_t> begin = SegmentBegins(head);
-    *view = SampleSteps(
-        e, chip, opts.observe_steps,
-        [&](uint32_t seg) {
-          if (seg + 1 < begin.size())
-            return std::vector<TaskTime>(
-                head_out.tasks.begin() + static_cast<std::ptrdiff_t>(begin[seg]),
-                head_out.tasks.begin() + static_cast<std::ptrdiff_t>(begin[seg + 1]));
-          return observed.at(seg);
-        },
-        whole);
-  }
+  if (view && !opts.observe_steps.empty())
+    *view = SampleComposed(e, chip, opts.observe_steps, head_out.tasks, SegmentBegins(head), observed,
+                           std::move(links), std::move(channels), total);
   out.program = std::move(head);
   return out;
 }

@@ -478,32 +478,9 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   if (qb.in_switch || qt.in_switch) return fail("in-switch transfers");
 
   // Deps on the steps before, as (steps back, task of that step), the same from step 3 on.
-  auto seg_of = [&](size_t id) {
-    return static_cast<uint32_t>(std::upper_bound(bB.begin(), bB.end(), id) - bB.begin() - 1);
-  };
-  using Ext = std::vector<std::pair<uint32_t, uint32_t>>;
-  auto ext_of = [&](uint32_t s, size_t i, Ext* out) {
-    out->clear();
-    for (uint32_t d : B.deps(bB[s] + i)) {
-      if (d >= bB[s]) continue;
-      const uint32_t sd = seg_of(d);
-      out->emplace_back(s - sd, static_cast<uint32_t>(d - bB[sd]));
-    }
-  };
-  std::vector<Ext> ext(n);
+  StepDeps ext;
   uint32_t L = 0;
-  for (size_t i = 0; i < n; ++i) {
-    ext_of(HB, i, &ext[i]);
-    for (const auto& [off, r] : ext[i]) L = std::max(L, off);
-  }
-  {
-    Ext tmp;
-    for (uint32_t s = 3; s < HB; ++s)
-      for (size_t i = 0; i < n; ++i) {
-        ext_of(s, i, &tmp);
-        if (tmp != ext[i]) return fail("decode steps depend on the steps before them differently");
-      }
-  }
+  if (!DepsOnStepsBefore(B, bB, n, HB, HB, &ext, &L, &reason)) return fail(reason);
   if (L == 0 || L + 3 > HB) return fail("decode steps depend on " + std::to_string(L) + " steps before them");
 
   // The template's tasks as the schedule reads them.
@@ -627,12 +604,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     rows.Add(st, 0, &res, energy.op_pj());
     if (!AddLayerTotals(tp, st, decode_layer, &prev_end, &res))
       return fail("a decode layer the head does not have");
-    for (size_t i = 0; i < n; ++i) {
-      const int c = tp.core(i);
-      if (c < 0 || c >= cores) continue;
-      busy.Add(c, tk[i].start_ps, tk[i].end_ps);
-      if (tp.kind(i) == TaskKind::kCompute) tot.core_compute[c] += tk[i].end_ps - tk[i].start_ps;
-    }
+    AddStepCores(tp, tk, &busy, &tot.core_compute);
     for (double f : st.compute_flops) tot.flops += f;
     if (opts.keep_task_times) AddTaskTimings(tp, tk, 0, NB + uint64_t{k - HB - 1} * n, &res);
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k))
@@ -657,15 +629,11 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   for (size_t l = 0; l < tot.links.size() && l < reservation.max_wait().size(); ++l)
     tot.links[l].max_queue_ps = reservation.max_wait()[l];
   tot.channels = std::move(channel_use);
-  for (size_t l = 0; l < tot.links.size() && l < step_out.links.size(); ++l) {
-    tot.links[l].bytes += step_out.links[l].bytes * reused;
-    tot.links[l].busy_ps += step_out.links[l].busy_ps * static_cast<Ps>(reused);
-  }
-  for (size_t c = 0; c < tot.channels.size() && c < step_out.channels.size(); ++c) {
-    // The template's channel use but its KV reads, each step's KV reads at its context.
-    tot.channels[c].bytes += (step_out.channels[c].bytes - kv_template[c].bytes) * reused + kv_run[c].bytes;
-    tot.channels[c].busy_ps +=
-        (step_out.channels[c].busy_ps - kv_template[c].busy_ps) * static_cast<Ps>(reused) + kv_run[c].busy_ps;
+  AddStepsUse(step_out, reused, &tot.links, &tot.channels);
+  for (size_t c = 0; c < tot.channels.size(); ++c) {
+    // The template's KV reads, each step's at its context instead (unsigned: modulo 2^64).
+    tot.channels[c].bytes += kv_run[c].bytes - kv_template[c].bytes * reused;
+    tot.channels[c].busy_ps += kv_run[c].busy_ps - kv_template[c].busy_ps * static_cast<Ps>(reused);
   }
   FinishResult(chip, tot, &res);
   // Where no flow waited, the schedule without queues on links is this one.
@@ -678,21 +646,8 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   if (!free) return fail(unloaded_why + " (without queues on links)");
   res.mutable_summary()->set_contention(ContentionIndicator(total, run.delayed() ? *free : total));
   energy.Finish(chip, &res);
-  if (view && !opts.observe_steps.empty()) {
-    EngineOutput whole;
-    whole.links = tot.links;
-    whole.channels = tot.channels;
-    whole.makespan_ps = total;
-    *view = SampleSteps(
-        e, chip, opts.observe_steps,
-        [&](uint32_t seg) {
-          if (seg + 1 < bB.size())
-            return std::vector<TaskTime>(bt.begin() + static_cast<std::ptrdiff_t>(bB[seg]),
-                                         bt.begin() + static_cast<std::ptrdiff_t>(bB[seg + 1]));
-          return observed.at(seg);
-        },
-        whole);
-  }
+  if (view && !opts.observe_steps.empty())
+    *view = SampleComposed(e, chip, opts.observe_steps, bt, bB, observed, tot.links, tot.channels, total);
   out.program = std::move(B);
   return out;
 }

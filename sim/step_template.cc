@@ -97,6 +97,80 @@ void FinishResult(const arch::Chip& chip, const RunTotals& t, config::Result* r)
   }
 }
 
+void AddStepsUse(const EngineOutput& step_out, uint64_t steps, std::vector<LinkUsage>* links,
+                 std::vector<ChannelUsage>* channels) {
+  for (size_t l = 0; l < links->size() && l < step_out.links.size(); ++l) {
+    (*links)[l].bytes += step_out.links[l].bytes * steps;
+    (*links)[l].busy_ps += step_out.links[l].busy_ps * static_cast<Ps>(steps);
+  }
+  for (size_t c = 0; c < channels->size() && c < step_out.channels.size(); ++c) {
+    (*channels)[c].bytes += step_out.channels[c].bytes * steps;
+    (*channels)[c].busy_ps += step_out.channels[c].busy_ps * static_cast<Ps>(steps);
+  }
+}
+
+void AddStepCores(const Program& step, std::span<const TaskTime> t, BusyUnion* busy,
+                  std::vector<Ps>* core_compute) {
+  const int cores = static_cast<int>(core_compute->size());
+  for (size_t i = 0; i < step.num_tasks(); ++i) {
+    const int c = step.core(i);
+    if (c < 0 || c >= cores) continue;
+    busy->Add(c, t[i].start_ps, t[i].end_ps);
+    if (step.kind(i) == TaskKind::kCompute) (*core_compute)[c] += t[i].end_ps - t[i].start_ps;
+  }
+}
+
+SampledRun SampleComposed(const Experiment& e, const arch::Chip& chip,
+                          const std::vector<uint32_t>& observe_steps, std::span<const TaskTime> head,
+                          const std::vector<size_t>& begin,
+                          const std::map<uint32_t, std::vector<TaskTime>>& observed,
+                          std::vector<LinkUsage> links, std::vector<ChannelUsage> channels, Ps makespan) {
+  EngineOutput whole;
+  whole.links = std::move(links);
+  whole.channels = std::move(channels);
+  whole.makespan_ps = makespan;
+  return SampleSteps(
+      e, chip, observe_steps,
+      [&](uint32_t seg) {
+        if (seg + 1 < begin.size())
+          return std::vector<TaskTime>(head.begin() + static_cast<std::ptrdiff_t>(begin[seg]),
+                                       head.begin() + static_cast<std::ptrdiff_t>(begin[seg + 1]));
+        return observed.at(seg);
+      },
+      whole);
+}
+
+bool DepsOnStepsBefore(const Program& head, const std::vector<size_t>& begin, size_t n, uint32_t ref,
+                       uint32_t last, StepDeps* deps, uint32_t* steps_back, std::string* why) {
+  auto seg_of = [&](size_t id) {
+    return static_cast<uint32_t>(std::upper_bound(begin.begin(), begin.end(), id) - begin.begin() - 1);
+  };
+  auto deps_of = [&](uint32_t s, size_t i, std::vector<std::pair<uint32_t, uint32_t>>* out) {
+    out->clear();
+    for (uint32_t d : head.deps(begin[s] + i)) {
+      if (d >= begin[s]) continue;
+      const uint32_t sd = seg_of(d);
+      out->emplace_back(s - sd, static_cast<uint32_t>(d - begin[sd]));
+    }
+  };
+  deps->assign(n, {});
+  *steps_back = 0;
+  for (size_t i = 0; i < n; ++i) {
+    deps_of(ref, i, &(*deps)[i]);
+    for (const auto& [off, r] : (*deps)[i]) *steps_back = std::max(*steps_back, off);
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> tmp;
+  for (uint32_t s = 3; s <= last; ++s)
+    for (size_t i = 0; i < n; ++i) {
+      deps_of(s, i, &tmp);
+      if (tmp != (*deps)[i]) {
+        *why = "decode steps depend on the steps before them differently";
+        return false;
+      }
+    }
+  return true;
+}
+
 void AddTaskTimings(const Program& step, std::span<const TaskTime> t, Ps offset, uint64_t id0,
                     config::Result* r) {
   for (size_t i = 0; i < step.num_tasks(); ++i) {

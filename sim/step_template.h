@@ -24,6 +24,8 @@
 #include "result.pb.h"
 #include "sim/analytical/links.h"
 #include "sim/engine.h"
+#include "sim/run.h"
+#include "sim/sampled_run.h"
 #include "sim/schedule.h"
 
 namespace tpsim::sim {
@@ -162,6 +164,29 @@ struct RunTotals {
 };
 // Sets r's summary (but prefill, locations, contention), links, DRAM channels and cores.
 void FinishResult(const arch::Chip& chip, const RunTotals& t, config::Result* r);
+
+// `steps` more steps' link and channel use, each the template's alone (`step_out`: bytes and
+// busy time; the queues' maxima are not added).
+void AddStepsUse(const EngineOutput& step_out, uint64_t steps, std::vector<LinkUsage>* links,
+                 std::vector<ChannelUsage>* channels);
+// One composed step's tasks (times `t`) into each core's busy union and compute time.
+void AddStepCores(const mapping::Program& step, std::span<const TaskTime> t, BusyUnion* busy,
+                  std::vector<Ps>* core_compute);
+// The run at RunOptions::observe_steps (SampleSteps) of a run composed from a head Program,
+// whose segments begin at `begin` with times `head`, and later steps whose times `observed`
+// holds (those observed past the head); `links`, `channels` and `makespan` are the run's.
+SampledRun SampleComposed(const Experiment& e, const arch::Chip& chip,
+                          const std::vector<uint32_t>& observe_steps, std::span<const TaskTime> head,
+                          const std::vector<size_t>& begin,
+                          const std::map<uint32_t, std::vector<TaskTime>>& observed,
+                          std::vector<LinkUsage> links, std::vector<ChannelUsage> channels, Ps makespan);
+// Each decode step's deps on the steps before it, as (steps back, task of that step), from
+// `head` (segments beginning at `begin`, SegmentBegins) with `n` tasks a step: those of step
+// `ref`, checked to be the same in steps 3 .. `last`. *steps_back: the most steps back. false
+// with *why when a step differs.
+using StepDeps = std::vector<std::vector<std::pair<uint32_t, uint32_t>>>;
+bool DepsOnStepsBefore(const mapping::Program& head, const std::vector<size_t>& begin, size_t n, uint32_t ref,
+                       uint32_t last, StepDeps* deps, uint32_t* steps_back, std::string* why);
 
 class StepTemplate {
  public:
