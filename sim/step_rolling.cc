@@ -1,6 +1,7 @@
 #include "sim/step_rolling.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <functional>
 #include <future>
@@ -533,9 +534,11 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   if (!run.RunUntil(HB, &reason)) return fail(reason);
   // The schedule without queues on links, for the contention indicator when a flow waits:
   // its makespan, on a second core where there is one (sim::UseSpareThread).
+  // `stop`: the run failed, nobody waits for it (a future's destructor joins its thread).
+  std::atomic<bool> stop{false};
   auto unloaded_makespan = [&](std::string* why) -> std::optional<Ps> {
     StepStream u(shape, B, qb, bB, L, N, cores, num_channels, num_links, nullptr, false, costs_of);
-    for (uint32_t k = HB; k <= N; ++k) {
+    for (uint32_t k = HB; k <= N && !stop.load(std::memory_order_relaxed); ++k) {
       if (!u.RunUntil(k, why)) return std::nullopt;
       u.Take(k);
     }
@@ -545,6 +548,10 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   std::future<std::optional<Ps>> unloaded;
   if (UseSpareThread(NB + uint64_t{N - HB} * n))
     unloaded = std::async(std::launch::async, unloaded_makespan, &unloaded_why);
+  struct StopOnExit {
+    std::atomic<bool>& stop;
+    ~StopOnExit() { stop = true; }
+  } stop_on_exit{stop};
 
   // The Result: B's (its tasks' times in the whole run), then step by step.
   EngineOutput bo = ub;
