@@ -9,12 +9,12 @@
 // lowers the prefill and decode steps 1 .. kPeriodHead + 2 (B), checks that B's decode steps
 // from 2 on are the template at their contexts and that steps 3 .. kPeriodHead + 2 have the
 // same deps on the steps before them (L <= kPeriodHead - 1), and then runs the analytical
-// engine's schedule (sim::Dispatcher::Run: the same events, the same choices, the same link
-// reservations, links.h) over B followed by decode steps kPeriodHead + 3 .. N, each made from
-// the template when one of its deps ends and dropped once it is composed and the L steps after
-// it have started every task: at most a few steps are held at once, whatever N. The times are
-// the engine's on the unrolled Program by construction (the same event loop over the same
-// tasks), so nothing is checked against them; what is checked is what the construction needs:
+// engine's schedule (sim/step_stream.h) (sim::Dispatcher::Run: the same events, the same choices, the same
+// link reservations, links.h) over B followed by decode steps kPeriodHead + 3 .. N, each made from the
+// template when one of its deps ends and dropped once it is composed and the L steps after it have started
+// every task: at most a few steps are held at once, whatever N. The times are the engine's on the unrolled
+// Program by construction (the same event loop over the same tasks), so nothing is checked against them; what
+// is checked is what the construction needs:
 //   - every task of the template waits on something (a task that waits on nothing would be
 //     ready at time 0 in the unrolled Program);
 //   - no more steps are in flight at once than the ring of steps holds (L + 8 rounded up to a

@@ -1,0 +1,314 @@
+#include "sim/step_stream.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+namespace tpsim::sim {
+
+namespace {
+
+using mapping::Program;
+using mapping::TaskKind;
+
+constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
+constexpr uint64_t kNoTask = std::numeric_limits<uint64_t>::max();
+
+Ps SatAdd(Ps a, Ps b) {
+  Ps r;
+  return __builtin_add_overflow(a, b, &r) ? kMaxPs : r;
+}
+
+}  // namespace
+
+StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedProgram& qb,
+                       const std::vector<size_t>& bB, uint32_t L, uint32_t N, int cores, size_t channels,
+                       size_t links, LinkReservation* reservation, bool path, Durations durations)
+    : s_(shape),
+      B_(B),
+      qb_(qb),
+      bB_(bB),
+      NB_(B.num_tasks()),
+      n_(shape.queue.size()),
+      HB_(static_cast<uint32_t>(bB.size() - 2)),
+      L_(L),
+      N_(N),
+      links_(reservation),
+      path_(path),
+      durations_(std::move(durations)) {
+  // B's dependents: its own, then the decode steps' after it (the template's ext deps).
+  std::vector<std::vector<uint64_t>> more(NB_);
+  for (uint32_t s = std::max<uint32_t>(1, HB_ + 1 - L); s <= HB_; ++s)
+    for (uint32_t rr = 0; rr < n_; ++rr)
+      for (uint32_t j = s_.ext_dep_begin[rr]; j < s_.ext_dep_begin[rr + 1]; ++j) {
+        const auto [off, i] = s_.ext_dep[j];
+        if (s + off > HB_ && s + off <= N_) more[bB[s] + rr].push_back(Id(s + off, i));
+      }
+  b_dep_begin_.assign(NB_ + 1, 0);
+  for (size_t g = 0; g < NB_; ++g)
+    for (uint32_t d : B.deps(g)) ++b_dep_begin_[d + 1];
+  for (size_t g = 0; g < NB_; ++g)
+    b_dep_begin_[g + 1] += b_dep_begin_[g] + static_cast<uint32_t>(more[g].size());
+  b_dependents_.resize(b_dep_begin_[NB_]);
+  {
+    std::vector<uint32_t> at(b_dep_begin_.begin(), b_dep_begin_.end() - 1);
+    for (size_t g = 0; g < NB_; ++g)
+      for (uint32_t d : B.deps(g)) b_dependents_[at[d]++] = g;
+    for (size_t g = 0; g < NB_; ++g)
+      for (uint64_t x : more[g]) b_dependents_[at[g]++] = x;
+  }
+  b_times_.assign(NB_, {});
+  b_ready_.assign(NB_, 0);
+  if (path_) b_split_.assign(NB_, {});
+  b_unmet_.assign(NB_, 0);
+  b_best_.assign(NB_, kNoTask);
+  for (size_t g = 0; g < NB_; ++g) {
+    b_unmet_[g] = static_cast<uint32_t>(B.deps(g).size());
+    if (b_unmet_[g] == 0) Ready(g);
+  }
+  seg_ended_.assign(HB_ + 1, 0);
+  slots_.resize(std::bit_ceil(size_t{L} + 8));
+  for (Slot& sl : slots_) {
+    sl.times.resize(n_);
+    sl.ready.resize(n_);
+    if (path_) sl.split.resize(n_);
+    sl.unmet.resize(n_);
+    sl.best.resize(n_);
+  }
+  started_upto_ = HB_;
+  core_ready_.resize(cores);
+  core_busy_.assign(cores, 0);
+  core_dirty_.assign(cores, 0);
+  channel_free_.assign(channels, 0);
+  link_free_.assign(links, 0);
+  core_last_.assign(cores, {});
+  channel_last_.assign(channels, {});
+}
+
+bool StepStream::Ensure(uint32_t k, std::string* why) {
+  Slot& sl = slot(k);
+  if (sl.step == k) return true;
+  // The room of step k - slots: taken, and every task of the L steps after it started (they
+  // read its tasks' times when they start).
+  if (sl.step != 0 && (sl.step > taken_ || sl.step + L_ > started_upto_)) {
+    *why = "decode step " + std::to_string(k) + " starts while decode step " + std::to_string(sl.step) +
+           " is still needed (more than " + std::to_string(slots_.size()) + " steps at once)";
+    return false;
+  }
+  sl.step = k;
+  sl.started = sl.ended = 0;
+  durations_(k, &sl.duration, &sl.busy);
+  std::fill(sl.best.begin(), sl.best.end(), kNoTask);
+  for (uint32_t i = 0; i < n_; ++i)
+    sl.unmet[i] = static_cast<uint16_t>(s_.p->deps(i).size() + (s_.ext_begin[i + 1] - s_.ext_begin[i]));
+  return true;
+}
+
+bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
+  const bool in_b = g < NB_;
+  const uint32_t k = in_b ? 0 : StepOf(g), i = in_b ? 0 : RelOf(g);
+  Slot* sl = in_b ? nullptr : &slot(k);
+  const TaskKind kind = in_b ? B_.kind(g) : s_.p->kind(i);
+  const Ps duration = in_b ? qb_.duration[g] : sl->duration[i];
+  Ps end = SatAdd(at, duration);
+  if (links_ && kind != TaskKind::kCompute) {
+    end = in_b ? links_->Finish(static_cast<uint32_t>(g), at, duration, now_)
+          : s_.flow_kind[i] >= 0
+              ? links_->FinishKind(*s_.flows, static_cast<uint32_t>(s_.flow_kind[i]), at, duration, now_)
+              : end;
+    delayed_ = delayed_ || end != SatAdd(at, duration);
+  }
+  if (end >= kMaxPs) {
+    *why = "the run passes the 2^63 ps clock";
+    return false;
+  }
+  if (in_b) {
+    b_times_[g] = {at, end};
+  } else {
+    sl->times[i] = {at, end};
+    sl->first_start = sl->started++ ? std::min(sl->first_start, at) : at;
+  }
+  if (end > total_ || (end == total_ && g < total_id_)) total_ = end, total_id_ = g;
+  // The critical path to this task (CriticalPath's rule): its enabler's split, then its own
+  // part after the enabler ended. The enabler has started before it, so its split is known.
+  const Queue q = in_b ? QueueOf(B_.kind(g), qb_.first_link, g) : s_.queue[i];
+  const int32_t r = in_b ? (q == Queue::kCompute ? B_.core(g)
+                            : q == Queue::kDram  ? B_.memory(g).channel
+                                                 : -1)
+                         : s_.resource[i];
+  Last* last = q == Queue::kCompute ? &core_last_[r] : q == Queue::kDram ? &channel_last_[r] : nullptr;
+  if (last && last->any && last->start == at && last->id > g) {
+    *why = "two tasks of one queue start at once out of id order";
+    return false;
+  }
+  CriticalPathSplit split;
+  if (path_) {
+    // The latest-ending dep (lowest id on ties): the first to end at its ready time.
+    const uint64_t best = in_b ? b_best_[g] : sl->best[i];
+    const bool any = best != kNoTask;
+    Ps best_end = any ? (in_b ? b_ready_[g] : sl->ready[i]) : 0;
+    const bool by_queue = last && last->any && last->end <= end &&
+                          (!any || last->end > best_end || (last->end == best_end && last->id < best));
+    if (by_queue) {
+      split = last->split;
+      best_end = last->end;
+    } else if (any) {
+      split = SplitOf(best);
+    }
+    const Ps part = std::max<Ps>(0, end - ((by_queue || any) ? std::max(at, best_end) : at));
+    const int pk = in_b ? PathKind(B_, g) : s_.path_kind[i];
+    (pk == static_cast<int>(TaskKind::kCompute)    ? split.compute_ps
+     : pk == static_cast<int>(TaskKind::kTransfer) ? split.communication_ps
+                                                   : split.memory_ps) += part;
+    if (in_b) {
+      b_split_[g] = split;
+    } else {
+      sl->split[i] = split;
+    }
+    if (g == total_id_) last_ = split;
+  }
+  if (last) *last = {true, at, end, g, split};
+  events_.emplace_back(end, g);
+  std::push_heap(events_.begin(), events_.end(), std::greater<std::pair<Ps, uint64_t>>());
+  return true;
+}
+
+void StepStream::Ended(uint64_t g) {
+  if (g < NB_) {
+    const uint32_t seg = static_cast<uint32_t>(std::upper_bound(bB_.begin(), bB_.end(), g) - bB_.begin() - 1);
+    ++seg_ended_[seg];
+  } else {
+    ++slot(StepOf(g)).ended;
+  }
+}
+
+bool StepStream::RunUntil(uint32_t seg, std::string* why) {
+  auto done = [&] {
+    if (seg <= HB_) {
+      for (uint32_t s = 0; s <= seg; ++s)
+        if (seg_ended_[s] != bB_[s + 1] - bB_[s]) return false;
+      return true;
+    }
+    const Slot& sl = slot(seg);
+    return sl.step == seg && sl.ended == n_;
+  };
+  // One more dep of j ended: g, at now_ (ends come in (end, id) order, so the first dep to
+  // end at j's ready time is its latest-ending one, lowest id on ties).
+  auto decrement = [&](uint64_t j, uint64_t g) -> bool {
+    if (j < NB_) {
+      if (b_best_[j] == kNoTask || b_times_[b_best_[j]].end_ps < now_) b_best_[j] = g;
+      if (--b_unmet_[j] == 0) Ready(j);
+      return true;
+    }
+    const uint32_t k = StepOf(j);
+    Slot& sl = slot(k);
+    if (sl.step != k && !Ensure(k, why)) return false;
+    const uint32_t i = RelOf(j);
+    if (sl.best[i] == kNoTask || TimeOf(sl.best[i]).end_ps < now_) sl.best[i] = g;
+    if (--sl.unmet[i] == 0) Ready(j);
+    return true;
+  };
+  const auto later = std::greater<std::pair<Ps, uint64_t>>();
+  while (!done()) {
+    memory_ready_.clear();
+    link_ready_.clear();
+    for (uint64_t g : ready_) {
+      const bool in_b = g < NB_;
+      const uint32_t i = in_b ? 0 : RelOf(g);
+      const Queue q = in_b ? QueueOf(B_.kind(g), qb_.first_link, g) : s_.queue[i];
+      if (in_b) {
+        b_ready_[g] = now_;
+      } else {
+        slot(StepOf(g)).ready[i] = now_;
+      }
+      switch (q) {
+        case Queue::kCompute: {
+          const int c = in_b ? B_.core(g) : s_.resource[i];
+          core_ready_[c].push_back(g);
+          std::push_heap(core_ready_[c].begin(), core_ready_[c].end(), std::greater<uint64_t>());
+          if (!core_dirty_[c]) core_dirty_[c] = 1, dirty_cores_.push_back(c);
+          break;
+        }
+        case Queue::kDram:
+          memory_ready_.push_back(g);
+          break;
+        case Queue::kLink:
+          link_ready_.push_back(g);
+          break;
+        case Queue::kNone:
+          if (!Start(g, now_, why)) return false;
+          break;
+      }
+    }
+    ready_.clear();
+    std::sort(link_ready_.begin(), link_ready_.end());
+    for (uint64_t g : link_ready_) {
+      const bool in_b = g < NB_;
+      const int32_t l = in_b ? qb_.first_link[g] : s_.resource[RelOf(g)];
+      Ps& free = link_free_[l];
+      const Ps at = std::max(now_, free);
+      free = SatAdd(at, in_b ? qb_.busy[g] : slot(StepOf(g)).busy[RelOf(g)]);
+      if (!Start(g, at, why)) return false;
+    }
+    std::sort(memory_ready_.begin(), memory_ready_.end());
+    for (uint64_t g : memory_ready_) {
+      const bool in_b = g < NB_;
+      const int32_t ch = in_b ? static_cast<int32_t>(B_.memory(g).channel) : s_.resource[RelOf(g)];
+      Ps& free = channel_free_[ch];
+      const Ps at = std::max(now_, free);
+      free = SatAdd(at, in_b ? qb_.busy[g] : slot(StepOf(g)).busy[RelOf(g)]);
+      if (!Start(g, at, why)) return false;
+    }
+    for (int c : dirty_cores_) {
+      core_dirty_[c] = 0;
+      auto& h = core_ready_[c];
+      if (core_busy_[c] || h.empty()) continue;
+      std::pop_heap(h.begin(), h.end(), std::greater<uint64_t>());
+      const uint64_t g = h.back();
+      h.pop_back();
+      core_busy_[c] = 1;
+      if (!Start(g, now_, why)) return false;
+    }
+    dirty_cores_.clear();
+    // Every task of steps up to started_upto_ + 1 started: the rooms they read may go.
+    while (started_upto_ < N_ && slot(started_upto_ + 1).step == started_upto_ + 1 &&
+           slot(started_upto_ + 1).started == n_)
+      ++started_upto_;
+    if (events_.empty()) {
+      if (!done()) {
+        *why = "a task of segment " + std::to_string(seg) + " never became ready";
+        return false;
+      }
+      break;
+    }
+    now_ = events_.front().first;
+    while (!events_.empty() && events_.front().first == now_) {
+      std::pop_heap(events_.begin(), events_.end(), later);
+      const uint64_t g = events_.back().second;
+      events_.pop_back();
+      Ended(g);
+      const bool in_b = g < NB_;
+      const uint32_t i = in_b ? 0 : RelOf(g);
+      if ((in_b ? B_.kind(g) : s_.p->kind(i)) == TaskKind::kCompute) {
+        const int c = in_b ? B_.core(g) : s_.resource[i];
+        core_busy_[c] = 0;
+        if (!core_dirty_[c]) core_dirty_[c] = 1, dirty_cores_.push_back(c);
+      }
+      if (in_b) {
+        for (uint32_t x = b_dep_begin_[g]; x < b_dep_begin_[g + 1]; ++x)
+          if (!decrement(b_dependents_[x], g)) return false;
+      } else {
+        const uint32_t k = StepOf(g);
+        for (uint32_t x = s_.dep_begin[i]; x < s_.dep_begin[i + 1]; ++x)
+          if (!decrement(Id(k, s_.dependents[x]), g)) return false;
+        for (uint32_t x = s_.ext_dep_begin[i]; x < s_.ext_dep_begin[i + 1]; ++x) {
+          const auto [off, j] = s_.ext_dep[x];
+          if (k + off <= N_ && !decrement(Id(k + off, j), g)) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace tpsim::sim

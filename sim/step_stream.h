@@ -1,0 +1,140 @@
+#pragma once
+// The analytical engine's schedule over a head Program and decode steps made from a template
+// as they are needed (sim/step_rolling.h has the argument).
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mapping/program.h"
+#include "sim/analytical/analytical.h"
+#include "sim/analytical/links.h"
+#include "sim/engine.h"
+#include "sim/schedule.h"
+
+namespace tpsim::sim {
+
+// The template's tasks as the schedule reads them: queue, resource, busy time, kind of flow,
+// deps on the steps before (CSR) and the dependents there (CSR), in-step dependents (CSR),
+// the kind each counts to on the critical path.
+struct StepShape {
+  const mapping::Program* p = nullptr;
+  std::vector<Queue> queue;
+  std::vector<int32_t> resource;
+  const FlowSet* flows = nullptr;  // the template's flows (its LinkModel's)
+  std::vector<int32_t> flow_kind;  // per task: its kind of flow, -1 for none
+  std::vector<uint32_t> ext_begin, ext_dep_begin, dep_begin;
+  std::vector<std::pair<uint32_t, uint32_t>> ext, ext_dep;  // (steps back / on, task of that step)
+  std::vector<uint32_t> dependents;                         // in-step, in id order
+  std::vector<uint8_t> path_kind;
+};
+
+// The analytical engine's schedule (sim::Dispatcher::Run, the same event loop and rules) of
+// the unrolled mapping::Program of B (the prefill and decode steps 1 .. HB) followed by decode steps
+// HB + 1 .. N, each the template's tasks, without materialising it: a step's tasks exist from
+// when a task they wait on ends until the step is taken (Take) and the L steps after it have
+// started every task. Ids are the unrolled
+// mapping::Program's. `links`: the reservations of links (null: the schedule without queues on links,
+// the contention indicator's); `path`: each task's critical-path split, carried forward.
+class StepStream {
+ public:
+  // Fills a decode step's durations and busy times (sim::TaskCosts), one per template task.
+  using Durations = std::function<void(uint32_t, std::vector<Ps>*, std::vector<Ps>*)>;
+  StepStream(const StepShape& shape, const mapping::Program& B, const LinkedProgram& qb,
+             const std::vector<size_t>& bB, uint32_t L, uint32_t N, int cores, size_t channels, size_t links,
+             LinkReservation* reservation, bool path, Durations durations);
+  // Runs until every task of segments 0 .. seg (0: the prefill, k: decode step k) has ended;
+  // false with *why when the schedule cannot go on as the unrolled one.
+  bool RunUntil(uint32_t seg, std::string* why);
+  // Decode step k > HB, after RunUntil(k): its tasks' times; Take(k) frees its room.
+  std::span<const TaskTime> times(uint32_t k) const { return slot(k).times; }
+  std::span<const Ps> ready(uint32_t k) const { return slot(k).ready; }
+  std::span<const Ps> busy(uint32_t k) const { return slot(k).busy; }
+  void Take(uint32_t k) { taken_ = k; }
+  // No task of a step after k starts earlier than this (the event time, and the starts so far).
+  Ps Horizon(uint32_t k) const {
+    Ps h = now_;
+    for (const Slot& sl : slots_)
+      if (sl.step > k && sl.started) h = std::min(h, sl.first_start);
+    return h;
+  }
+  // B's tasks' times, after RunUntil(HB).
+  std::span<const TaskTime> head_times() const { return b_times_; }
+  Ps head_ready(size_t g) const { return b_ready_[g]; }
+  Ps total() const { return total_; }
+  const CriticalPathSplit& path() const { return last_; }
+  bool delayed() const { return delayed_; }  // some flow ended later than alone
+
+ private:
+  struct Slot {
+    uint32_t step = 0;  // 0: none
+    uint32_t started = 0, ended = 0;
+    Ps first_start = 0;  // of the tasks started
+    std::vector<TaskTime> times;
+    std::vector<Ps> ready;
+    std::vector<CriticalPathSplit> split;
+    std::vector<uint16_t> unmet;
+    std::vector<uint64_t> best;  // the latest-ending dep so far (kNoTask: none)
+    std::vector<Ps> duration, busy;
+  };
+  // The last task started on a core or channel (the critical path's queue predecessor).
+  struct Last {
+    bool any = false;
+    Ps start = 0, end = 0;
+    uint64_t id = 0;
+    CriticalPathSplit split;
+  };
+  const Slot& slot(uint32_t k) const { return slots_[k & (slots_.size() - 1)]; }
+  Slot& slot(uint32_t k) { return slots_[k & (slots_.size() - 1)]; }
+  // A task's handle: B's task id, or (step << 32 | task of the template) for a later step's,
+  // which orders as the unrolled mapping::Program's ids do (every step after B is at least 9 << 32).
+  static uint32_t StepOf(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
+  static uint32_t RelOf(uint64_t h) { return static_cast<uint32_t>(h); }
+  static uint64_t Id(uint32_t k, uint32_t rel) { return uint64_t{k} << 32 | rel; }
+  bool Ensure(uint32_t k, std::string* why);
+  bool Start(uint64_t g, Ps at, std::string* why);
+  void Ended(uint64_t g);
+  void Ready(uint64_t g) { ready_.push_back(g); }
+  TaskTime TimeOf(uint64_t g) const { return g < NB_ ? b_times_[g] : slot(StepOf(g)).times[RelOf(g)]; }
+  const CriticalPathSplit& SplitOf(uint64_t g) const {
+    return g < NB_ ? b_split_[g] : slot(StepOf(g)).split[RelOf(g)];
+  }
+
+  const StepShape& s_;
+  const mapping::Program& B_;
+  const LinkedProgram& qb_;
+  const std::vector<size_t>& bB_;
+  const uint64_t NB_, n_;
+  const uint32_t HB_, L_, N_;
+  LinkReservation* links_;
+  const bool path_;
+  Durations durations_;
+  std::vector<uint32_t> b_dep_begin_;  // B's dependents (CSR), in id order
+  std::vector<uint64_t> b_dependents_;
+  std::vector<TaskTime> b_times_;
+  std::vector<Ps> b_ready_;
+  std::vector<CriticalPathSplit> b_split_;
+  std::vector<uint32_t> b_unmet_;
+  std::vector<uint64_t> b_best_;
+  std::vector<uint32_t> seg_ended_;  // B's segments: tasks ended
+  std::vector<Slot> slots_;
+  uint32_t taken_ = 0, started_upto_ = 0;  // every task of steps <= started_upto_ has started
+  // The event loop's state (Dispatcher::Run's).
+  Ps now_ = 0;
+  std::vector<uint64_t> ready_, memory_ready_, link_ready_;
+  std::vector<std::vector<uint64_t>> core_ready_;  // min-heaps of ids
+  std::vector<uint8_t> core_busy_, core_dirty_;
+  std::vector<int> dirty_cores_;
+  std::vector<Ps> channel_free_, link_free_;
+  std::vector<std::pair<Ps, uint64_t>> events_;  // min-heap of (end, id)
+  std::vector<Last> core_last_, channel_last_;
+  Ps total_ = std::numeric_limits<Ps>::min();
+  uint64_t total_id_ = 0;
+  CriticalPathSplit last_;
+  bool delayed_ = false;
+};
+
+}  // namespace tpsim::sim
