@@ -89,7 +89,6 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
                                              : -1;
     shape.path_kind[i] = static_cast<uint8_t>(PathKind(tp, i));
     if (tp.deps(i).empty() && ext[i].empty()) return fail("a decode step's task waits on nothing");
-    if (tp.deps(i).size() + ext[i].size() > UINT16_MAX) return fail("a task with more than 65535 deps");
     for (uint32_t d : tp.deps(i)) dependents[d].push_back(i);
     for (const auto& [off, rr] : ext[i]) ext_dep[rr].emplace_back(off, i);
   }

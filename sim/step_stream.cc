@@ -60,11 +60,10 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
   b_times_.assign(NB_, {});
   b_ready_.assign(NB_, 0);
   if (path_) b_split_.assign(NB_, {});
-  b_unmet_.assign(NB_, 0);
-  b_best_.assign(NB_, kNoTask);
+  b_waiting_.assign(NB_, {kNoTask, std::numeric_limits<Ps>::min(), 0});
   for (size_t g = 0; g < NB_; ++g) {
-    b_unmet_[g] = static_cast<uint32_t>(B.deps(g).size());
-    if (b_unmet_[g] == 0) Ready(g);
+    b_waiting_[g].unmet = static_cast<uint32_t>(B.deps(g).size());
+    if (b_waiting_[g].unmet == 0) Ready(g);
   }
   seg_ended_.assign(HB_ + 1, 0);
   slots_.resize(std::bit_ceil(size_t{L} + 8));
@@ -72,8 +71,7 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
     sl.times.resize(n_);
     sl.ready.resize(n_);
     if (path_) sl.split.resize(n_);
-    sl.unmet.resize(n_);
-    sl.best.resize(n_);
+    sl.waiting.resize(n_);
   }
   started_upto_ = HB_;
   core_ready_.resize(cores);
@@ -98,9 +96,9 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
   sl.step = k;
   sl.started = sl.ended = 0;
   durations_(k, &sl.duration, &sl.busy);
-  std::fill(sl.best.begin(), sl.best.end(), kNoTask);
   for (uint32_t i = 0; i < n_; ++i)
-    sl.unmet[i] = static_cast<uint16_t>(s_.p->deps(i).size() + (s_.ext_begin[i + 1] - s_.ext_begin[i]));
+    sl.waiting[i] = {kNoTask, std::numeric_limits<Ps>::min(),
+                     static_cast<uint32_t>(s_.p->deps(i).size() + (s_.ext_begin[i + 1] - s_.ext_begin[i]))};
   return true;
 }
 
@@ -144,7 +142,7 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
   CriticalPathSplit split;
   if (path_) {
     // The latest-ending dep (lowest id on ties): the first to end at its ready time.
-    const uint64_t best = in_b ? b_best_[g] : sl->best[i];
+    const uint64_t best = in_b ? b_waiting_[g].best : sl->waiting[i].best;
     const bool any = best != kNoTask;
     Ps best_end = any ? (in_b ? b_ready_[g] : sl->ready[i]) : 0;
     const bool by_queue = last && last->any && last->end <= end &&
@@ -196,16 +194,18 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
   // end at j's ready time is its latest-ending one, lowest id on ties).
   auto decrement = [&](uint64_t j, uint64_t g) -> bool {
     if (j < NB_) {
-      if (b_best_[j] == kNoTask || b_times_[b_best_[j]].end_ps < now_) b_best_[j] = g;
-      if (--b_unmet_[j] == 0) Ready(j);
+      Waiting& w = b_waiting_[j];
+      if (w.best_end < now_) w.best = g, w.best_end = now_;
+      if (--w.unmet == 0) Ready(j);
       return true;
     }
     const uint32_t k = StepOf(j);
     Slot& sl = slot(k);
     if (sl.step != k && !Ensure(k, why)) return false;
     const uint32_t i = RelOf(j);
-    if (sl.best[i] == kNoTask || TimeOf(sl.best[i]).end_ps < now_) sl.best[i] = g;
-    if (--sl.unmet[i] == 0) Ready(j);
+    Waiting& w = sl.waiting[i];
+    if (w.best_end < now_) w.best = g, w.best_end = now_;
+    if (--w.unmet == 0) Ready(j);
     return true;
   };
   const auto later = std::greater<std::pair<Ps, uint64_t>>();

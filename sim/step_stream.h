@@ -69,6 +69,14 @@ class StepStream {
   bool delayed() const { return delayed_; }  // some flow ended later than alone
 
  private:
+  // A task not started yet: its deps not ended, and the latest-ending one so far (the first
+  // to end at that time: ends come in (end, id) order), with its end; kept together, as they
+  // are read together.
+  struct Waiting {
+    uint64_t best;
+    Ps best_end;
+    uint32_t unmet;
+  };
   struct Slot {
     uint32_t step = 0;  // 0: none
     uint32_t started = 0, ended = 0;
@@ -76,8 +84,7 @@ class StepStream {
     std::vector<TaskTime> times;
     std::vector<Ps> ready;
     std::vector<CriticalPathSplit> split;
-    std::vector<uint16_t> unmet;
-    std::vector<uint64_t> best;  // the latest-ending dep so far (kNoTask: none)
+    std::vector<Waiting> waiting;
     std::vector<Ps> duration, busy;
   };
   // The last task started on a core or channel (the critical path's queue predecessor).
@@ -98,7 +105,6 @@ class StepStream {
   bool Start(uint64_t g, Ps at, std::string* why);
   void Ended(uint64_t g);
   void Ready(uint64_t g) { ready_.push_back(g); }
-  TaskTime TimeOf(uint64_t g) const { return g < NB_ ? b_times_[g] : slot(StepOf(g)).times[RelOf(g)]; }
   const CriticalPathSplit& SplitOf(uint64_t g) const {
     return g < NB_ ? b_split_[g] : slot(StepOf(g)).split[RelOf(g)];
   }
@@ -117,8 +123,7 @@ class StepStream {
   std::vector<TaskTime> b_times_;
   std::vector<Ps> b_ready_;
   std::vector<CriticalPathSplit> b_split_;
-  std::vector<uint32_t> b_unmet_;
-  std::vector<uint64_t> b_best_;
+  std::vector<Waiting> b_waiting_;
   std::vector<uint32_t> seg_ended_;  // B's segments: tasks ended
   std::vector<Slot> slots_;
   uint32_t taken_ = 0, started_upto_ = 0;  // every task of steps <= started_upto_ has started
