@@ -34,6 +34,11 @@
 // and every task of step s + 1 ends after B_s; then its split is the head's plus each
 // step's own.
 //
+// Where the gate does not hold (steps overlap) RunPeriodic times the steps as a periodic
+// schedule (sim/step_period.h), and where that fails, or where the KV cache is read from DRAM
+// (StepTemplate::context_memory), RunRolling times them one after the other
+// (sim/step_rolling.h); RunOptions::step_by_step sends every run there.
+//
 // Self-checks (any failure: nullopt with the reason; the caller lowers the whole Program):
 //   - the engine lists its schedule (Engine::ListSchedule: the analytical engine);
 //   - head, step and last have the same tasks (kind, core, op names and partitions, deps
