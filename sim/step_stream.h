@@ -17,7 +17,7 @@
 
 namespace tpsim::sim {
 
-// The template's tasks as the schedule reads them: queue, resource, busy time, kind of flow,
+// The template's tasks as the schedule reads them: queue, resource, kind of flow,
 // deps on the steps before (CSR) and the dependents there (CSR), in-step dependents (CSR),
 // the kind each counts to on the critical path.
 struct StepShape {
@@ -33,12 +33,12 @@ struct StepShape {
 };
 
 // The analytical engine's schedule (sim::Dispatcher::Run, the same event loop and rules) of
-// the unrolled mapping::Program of B (the prefill and decode steps 1 .. HB) followed by decode steps
+// the unrolled Program of B (the prefill and decode steps 1 .. HB) followed by decode steps
 // HB + 1 .. N, each the template's tasks, without materialising it: a step's tasks exist from
 // when a task they wait on ends until the step is taken (Take) and the L steps after it have
-// started every task. Ids are the unrolled
-// mapping::Program's. `links`: the reservations of links (null: the schedule without queues on links,
-// the contention indicator's); `path`: each task's critical-path split, carried forward.
+// started every task. Ids order as the unrolled Program's. `links`: the reservations of links
+// (null: the schedule without queues on links, the contention indicator's); `path`: each
+// task's critical-path split, carried forward.
 class StepStream {
  public:
   // Fills a decode step's durations and busy times (sim::TaskCosts), one per template task.
