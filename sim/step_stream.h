@@ -97,7 +97,7 @@ class StepStream {
   const Slot& slot(uint32_t k) const { return slots_[k & (slots_.size() - 1)]; }
   Slot& slot(uint32_t k) { return slots_[k & (slots_.size() - 1)]; }
   // A task's handle: B's task id, or (step << 32 | task of the template) for a later step's,
-  // which orders as the unrolled mapping::Program's ids do (every step after B is at least 9 << 32).
+  // which orders as the unrolled Program's ids do (every step after B is at least 9 << 32).
   static uint32_t StepOf(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
   static uint32_t RelOf(uint64_t h) { return static_cast<uint32_t>(h); }
   static uint64_t Id(uint32_t k, uint32_t rel) { return uint64_t{k} << 32 | rel; }
