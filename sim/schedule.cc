@@ -361,6 +361,17 @@ QueuedTasks PrevInQueue(const mapping::Program& g, std::span<const TaskTime> tim
 
 }  // namespace
 
+void AddChannelWaits(const mapping::Program& p, std::span<const TaskTime> times,
+                     std::vector<ChannelUsage>* channels) {
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    if (p.kind(i) != mapping::TaskKind::kMemory) continue;
+    Ps ready = 0;
+    for (uint32_t d : p.deps(i)) ready = std::max(ready, times[d].end_ps);
+    Ps& q = (*channels)[p.memory(i).channel].max_queue_ps;
+    q = std::max(q, times[i].start_ps - ready);
+  }
+}
+
 int PathKind(const mapping::Program& g, size_t i) {
   // A GPU's collective kernel (op_kind kCollective) is communication, though it runs on its core.
   if (g.kind(i) == mapping::TaskKind::kCompute && g.shape(i).op_kind == llm::OpKind::kCollective)

@@ -211,6 +211,11 @@ struct CriticalPathSplit {
   Ps compute_ps = 0, communication_ps = 0, memory_ps = 0;
 };
 CriticalPathSplit CriticalPath(const mapping::Program& p, std::span<const TaskTime> times);
+// Each DRAM channel's max_queue_ps: the longest a memory task of `p` waited for its channel
+// after its deps ended (start - the latest end of its deps), over `times` (one per task); the
+// maxima already in `channels` are kept.
+void AddChannelWaits(const mapping::Program& p, std::span<const TaskTime> times,
+                     std::vector<ChannelUsage>* channels);
 // The kind a task's span counts to on the critical path, as a TaskKind index: its own, but
 // communication for a GPU's collective kernel (a compute task of op_kind kCollective).
 int PathKind(const mapping::Program& p, size_t i);

@@ -252,14 +252,8 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   bo.channels = ub.channels;
   bo.contention = ub.contention;
   for (ChannelUsage& c : bo.channels) c.max_queue_ps = 0;
-  for (size_t g = 0; g < B.num_tasks(); ++g) {
-    bo.makespan_ps = std::max(bo.makespan_ps, bo.tasks[g].end_ps);
-    if (B.kind(g) != TaskKind::kMemory) continue;
-    Ps ready = 0;
-    for (uint32_t d : B.deps(g)) ready = std::max(ready, bo.tasks[d].end_ps);
-    Ps& q = bo.channels[B.memory(g).channel].max_queue_ps;
-    q = std::max(q, bo.tasks[g].start_ps - ready);
-  }
+  AddChannelWaits(B, bo.tasks, &bo.channels);
+  for (size_t g = 0; g < B.num_tasks(); ++g) bo.makespan_ps = std::max(bo.makespan_ps, bo.tasks[g].end_ps);
   RunOutput out;
   out.result = BuildResult(B, chip, bo, e.cfg.name(), engine.name(), opts.keep_task_times,
                            EnergyInputsOf(e.cfg.workload()));

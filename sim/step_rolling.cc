@@ -142,11 +142,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   const std::span<const TaskTime> bt = run.head_times();
   bo.tasks.assign(bt.begin(), bt.end());
   for (ChannelUsage& c : bo.channels) c.max_queue_ps = 0;
-  for (size_t g = 0; g < NB; ++g) {
-    if (B.kind(g) != TaskKind::kMemory) continue;
-    Ps& q = bo.channels[B.memory(g).channel].max_queue_ps;
-    q = std::max(q, bt[g].start_ps - run.head_ready(g));
-  }
+  AddChannelWaits(B, bt, &bo.channels);
   RunOutput out;
   out.result = BuildResult(B, chip, bo, e.cfg.name(), engine.name(), opts.keep_task_times,
                            EnergyInputsOf(e.cfg.workload()));
@@ -183,11 +179,10 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
         kv_run[tp.memory(x).channel].busy_ps += run.busy(k)[x];
       }
     const std::span<const TaskTime> tk = run.times(k);
-    const std::span<const Ps> ready = run.ready(k);
-    for (size_t i = 0; i < n; ++i) {
+    for (uint32_t i = 0; i < n; ++i) {
       if (tp.kind(i) != TaskKind::kMemory) continue;
       Ps& q = channel_use[tp.memory(i).channel].max_queue_ps;
-      q = std::max(q, tk[i].start_ps - ready[i]);
+      q = std::max(q, tk[i].start_ps - run.ready(k, i));
     }
     ReduceOps(tp, tk, &st, pairs);
     tpl.WorkAt(k, &st.op_flops, &st.op_bytes, &st.compute_flops);

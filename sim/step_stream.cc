@@ -58,7 +58,6 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
       for (uint64_t x : more[g]) b_dependents_[at[g]++] = x;
   }
   b_times_.assign(NB_, {});
-  b_ready_.assign(NB_, 0);
   if (path_) b_split_.assign(NB_, {});
   b_waiting_.assign(NB_, {kNoTask, std::numeric_limits<Ps>::min(), 0});
   for (size_t g = 0; g < NB_; ++g) {
@@ -69,7 +68,6 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
   slots_.resize(std::bit_ceil(size_t{L} + 8));
   for (Slot& sl : slots_) {
     sl.times.resize(n_);
-    sl.ready.resize(n_);
     if (path_) sl.split.resize(n_);
     sl.waiting.resize(n_);
   }
@@ -144,7 +142,7 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
     // The latest-ending dep (lowest id on ties): the first to end at its ready time.
     const uint64_t best = in_b ? b_waiting_[g].best : sl->waiting[i].best;
     const bool any = best != kNoTask;
-    Ps best_end = any ? (in_b ? b_ready_[g] : sl->ready[i]) : 0;
+    Ps best_end = any ? (in_b ? b_waiting_[g].best_end : sl->waiting[i].best_end) : 0;
     const bool by_queue = last && last->any && last->end <= end &&
                           (!any || last->end > best_end || (last->end == best_end && last->id < best));
     if (by_queue) {
@@ -216,11 +214,6 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
       const bool in_b = g < NB_;
       const uint32_t i = in_b ? 0 : RelOf(g);
       const Queue q = in_b ? QueueOf(B_.kind(g), qb_.first_link, g) : s_.queue[i];
-      if (in_b) {
-        b_ready_[g] = now_;
-      } else {
-        slot(StepOf(g)).ready[i] = now_;
-      }
       switch (q) {
         case Queue::kCompute: {
           const int c = in_b ? B_.core(g) : s_.resource[i];

@@ -51,7 +51,9 @@ class StepStream {
   bool RunUntil(uint32_t seg, std::string* why);
   // Decode step k > HB, after RunUntil(k): its tasks' times; Take(k) frees its room.
   std::span<const TaskTime> times(uint32_t k) const { return slot(k).times; }
-  std::span<const Ps> ready(uint32_t k) const { return slot(k).ready; }
+  // When task i of decode step k became ready: its latest-ending dep's end (every task of a
+  // decode step waits on something).
+  Ps ready(uint32_t k, uint32_t i) const { return slot(k).waiting[i].best_end; }
   std::span<const Ps> busy(uint32_t k) const { return slot(k).busy; }
   void Take(uint32_t k) { taken_ = k; }
   // No task of a step after k starts earlier than this (the event time, and the starts so far).
@@ -63,7 +65,6 @@ class StepStream {
   }
   // B's tasks' times, after RunUntil(HB).
   std::span<const TaskTime> head_times() const { return b_times_; }
-  Ps head_ready(size_t g) const { return b_ready_[g]; }
   Ps total() const { return total_; }
   const CriticalPathSplit& path() const { return last_; }
   bool delayed() const { return delayed_; }  // some flow ended later than alone
@@ -82,7 +83,6 @@ class StepStream {
     uint32_t started = 0, ended = 0;
     Ps first_start = 0;  // of the tasks started
     std::vector<TaskTime> times;
-    std::vector<Ps> ready;
     std::vector<CriticalPathSplit> split;
     std::vector<Waiting> waiting;
     std::vector<Ps> duration, busy;
@@ -121,7 +121,6 @@ class StepStream {
   std::vector<uint32_t> b_dep_begin_;  // B's dependents (CSR), in id order
   std::vector<uint64_t> b_dependents_;
   std::vector<TaskTime> b_times_;
-  std::vector<Ps> b_ready_;
   std::vector<CriticalPathSplit> b_split_;
   std::vector<Waiting> b_waiting_;
   std::vector<uint32_t> seg_ended_;  // B's segments: tasks ended

@@ -139,15 +139,7 @@ bool StepTemplate::MatchStep(const Program& a, size_t a0, size_t a1, uint32_t k,
 }
 
 Ps StepTemplate::DurationAt(size_t i, uint32_t k) const {
-  if (p_.kind(i) == TaskKind::kMemory) {
-    const mapping::MemoryDetail& m = p_.memory(i);
-    return mapping::MemoryTime(chip_, p_.core(i), m.channel, MemoryBytesIn(i, k), m.write);
-  }
   return mapping::KernelTime(chip_, p_, ShapeAt(i, ContextOf(k)));
-}
-
-Ps StepTemplate::BusyAt(size_t i, uint32_t k) const {
-  return mapping::ChannelBusyTime(chip_, p_.memory(i).channel, MemoryBytesIn(i, k));
 }
 
 void StepTemplate::CostsAt(uint32_t k, std::span<Ps> duration, std::span<Ps> busy) const {

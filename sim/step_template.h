@@ -53,16 +53,15 @@ class StepTemplate {
   bool context_memory() const { return context_memory_; }
   // Memory task i's bytes in decode step k.
   uint64_t MemoryBytesIn(size_t i, uint32_t k) const { return MemoryBytesAt(i, ContextOf(k)); }
-  // How long memory task i holds its channel in decode step k (mapping::ChannelBusyTime).
-  Ps BusyAt(size_t i, uint32_t k) const;
-  // DurationAt and (memory tasks) BusyAt of every context task in decode step k, written
-  // into `duration` and `busy` (one entry per task; the others are left as they are), each
-  // computed once per distinct shape (a step's attention tasks share a few).
+  // Every context task's duration in decode step k (DurationAt; a KV read's MemoryTime), and a
+  // KV read's channel time (mapping::ChannelBusyTime), written into `duration` and `busy` (one
+  // entry per task; the others are left as they are), each computed once per distinct shape
+  // (a step's attention tasks share a few).
   void CostsAt(uint32_t k, std::span<Ps> duration, std::span<Ps> busy) const;
   bool IsContext(size_t i) const { return ctx_[i] != Ctx::kNone; }
   // Compute task i's shape in decode step k.
   mapping::ComputeShape ShapeIn(size_t i, uint32_t k) const { return ShapeAt(i, ContextOf(k)); }
-  // Task i's duration (mapping::KernelTime, or a memory task's MemoryTime) in decode step k.
+  // Attention task i's duration (mapping::KernelTime) in decode step k.
   Ps DurationAt(size_t i, uint32_t k) const;
   // Ops' flops and bytes and the compute tasks' flops (in id order) in decode step k.
   void WorkAt(uint32_t k, std::vector<double>* op_flops, std::vector<uint64_t>* op_bytes,

@@ -412,14 +412,7 @@ EngineOutput ScheduleCosts(const mapping::Program& program, const arch::Chip& ch
   Dispatcher scheduler(program, {}, static_cast<int>(chip.links().size()));
   scheduler.keep_order(false);
   out.contention = ScheduleOnLinks(costs.model, scheduler, CostsByKey(costs), &out);
-  // Channel queues: the longest a request waited for its channel after its deps ended.
-  for (size_t i = 0; i < program.num_tasks(); ++i) {
-    if (program.kind(i) != TaskKind::kMemory) continue;
-    Ps ready = 0;
-    for (uint32_t d : program.deps(i)) ready = std::max(ready, out.tasks[d].end_ps);
-    Ps& q = out.channels[program.memory(i).channel].max_queue_ps;
-    q = std::max(q, out.tasks[i].start_ps - ready);
-  }
+  AddChannelWaits(program, out.tasks, &out.channels);
   return out;
 }
 
