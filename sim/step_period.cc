@@ -57,9 +57,79 @@ bool Replay(const Program& p, const arch::Chip& chip,
 
 }  // namespace
 
+std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chip, Engine& engine,
+                                      const StepTemplate& tpl, std::string* why) {
+  const uint32_t HB = kPeriodHead + 2;
+  StepHead h;
+  mapping::LowerOptions o;
+  for (uint32_t s = 1; s <= HB; ++s) o.decode_steps_only.push_back(s);
+  h.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), o);
+  h.timing = engine.Run(h.program, chip);
+  if (h.timing.makespan_ps >= std::numeric_limits<Ps>::max()) {
+    *why = "the head's times overflow";
+    return std::nullopt;
+  }
+  h.begin = SegmentBegins(h.program);
+  if (h.begin.size() != HB + 2) {
+    *why = "the head's steps are not in order";
+    return std::nullopt;
+  }
+  for (uint32_t s = 2; s <= HB; ++s)
+    if (!tpl.MatchStep(h.program, h.begin[s], h.begin[s + 1], s, why)) return std::nullopt;
+  if (!DepsOnStepsBefore(h.program, h.begin, tpl.program().num_tasks(), HB, HB, &h.deps, &h.steps_back, why))
+    return std::nullopt;
+  return h;
+}
+
+StepComposer::StepComposer(const Experiment& e, const arch::Chip& chip, const Engine& engine,
+                           const RunOptions& opts, const StepTemplate& tpl, const StepHead& head,
+                           const EngineOutput& bo)
+    : tpl_(tpl),
+      res_(BuildResult(head.program, chip, bo, e.cfg.name(), engine.name(), opts.keep_task_times,
+                       EnergyInputsOf(e.cfg.workload()))),
+      energy_(std::make_unique<StepEnergy>(head.program, tpl, chip, e.cfg.workload())),
+      busy_(chip.num_cores()),
+      decode_layer_(DecodeLayers(res_)),
+      prev_end_(std::numeric_limits<Ps>::min()),
+      rows_(tpl.program(), e.cfg.workload().decode_steps() > opts.row_steps),
+      pairs_(IndexOpCores(tpl.program())) {
+  const Program& B = head.program;
+  const int cores = chip.num_cores();
+  tot_.core_compute.assign(cores, 0);
+  for (int c = 0; c < cores && c < res_.cores_size(); ++c) tot_.core_compute[c] = res_.cores(c).compute_ps();
+  for (size_t g = 0; g < B.num_tasks(); ++g)
+    if (B.core(g) >= 0 && B.core(g) < cores) busy_.Add(B.core(g), bo.tasks[g].start_ps, bo.tasks[g].end_ps);
+  tot_.flops = B.ComputeFlops();
+  const size_t last = head.begin.size() - 2;  // B's last segment
+  for (size_t g = head.begin[last]; g < head.begin[last + 1]; ++g)
+    prev_end_ = std::max(prev_end_, bo.tasks[g].end_ps);
+}
+
+StepComposer::~StepComposer() = default;
+
+bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why) {
+  const Program& tp = tpl_.program();
+  ReduceOps(tp, t, &st_, pairs_);
+  tpl_.WorkAt(k, &st_.op_flops, &st_.op_bytes, &st_.compute_flops);
+  energy_->Add(k);
+  rows_.Add(st_, 0, &res_, energy_->op_pj());
+  if (!AddLayerTotals(tp, st_, decode_layer_, &prev_end_, &res_)) {
+    *why = "a decode layer the head does not have";
+    return false;
+  }
+  AddStepCores(tp, t, &busy_, &tot_.core_compute);
+  for (double f : st_.compute_flops) tot_.flops += f;
+  return true;
+}
+
+void StepComposer::FinishRows(uint64_t reused) { rows_.Finish(reused, &res_); }
+
+void StepComposer::FinishEnergy(const arch::Chip& chip) { energy_->Finish(chip, &res_); }
+
 std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip, Engine& engine,
                                      const RunOptions& opts, const StepTemplate& tpl,
-                                     const EngineOutput& step_out, std::string* why, SampledRun* view) {
+                                     const EngineOutput& step_out, StepHead& head, std::string* why,
+                                     SampledRun* view) {
   auto fail = [&](const std::string& reason) -> std::optional<RunOutput> {
     if (why) *why = reason;
     return std::nullopt;
@@ -69,13 +139,14 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   if (N < H + 5) return fail("fewer than " + std::to_string(H + 5) + " decode steps");
   const Program& tp = tpl.program();
   const size_t n = tp.num_tasks();
-  Program A, B, T;
+  Program& B = head.program;  // B: steps 1 .. H + 2 (LowerStepHead)
+  const EngineOutput& ub0 = head.timing;
+  const std::vector<size_t>& bB = head.begin;
+  Program A, T;
   {
     mapping::LowerOptions o;
     for (uint32_t s = 1; s <= H + 1; ++s) o.decode_steps_only.push_back(s);
     A = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
-    o.decode_steps_only.push_back(H + 2);
-    B = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
     // The run's last two steps end it (no step after them reads its weights ahead): lowered
     // at their own contexts right after step H, they are the run's last two steps shifted.
     o.decode_steps_only.resize(H);
@@ -83,10 +154,9 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     o.decode_steps_only.push_back(N);
     T = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
   }
-  const EngineOutput ua = engine.Run(A, chip), ub0 = engine.Run(B, chip), ut = engine.Run(T, chip);
-  if (ub0.makespan_ps >= std::numeric_limits<Ps>::max()) return fail("the head's times overflow");
-  const std::vector<size_t> bA = SegmentBegins(A), bB = SegmentBegins(B);
-  if (bA.size() != H + 3 || bB.size() != H + 4) return fail("the head's steps are not in order");
+  const EngineOutput ua = engine.Run(A, chip), ut = engine.Run(T, chip);
+  const std::vector<size_t> bA = SegmentBegins(A);
+  if (bA.size() != H + 3) return fail("the head's steps are not in order");
   // Settled: one more step, or the last two at their contexts, change nothing up to step H.
   if (T.num_tasks() != B.num_tasks()) return fail("the last steps have other tasks");
   for (size_t i = 0; i < bB[H + 1]; ++i)
@@ -134,16 +204,12 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
         return fail("link sharing settles differently over the whole run");
     (void)extra;
   }
-  std::string reason;
-  for (uint32_t s = 2; s <= H + 2; ++s)
-    if (!tpl.MatchStep(B, bB[s], bB[s + 1], s, &reason)) return fail(reason);
   // Deps on the steps before, as (steps back, task of that step): the same from step 3 on.
   auto seg_of = [&](size_t id) {
     return static_cast<uint32_t>(std::upper_bound(bB.begin(), bB.end(), id) - bB.begin() - 1);
   };
-  StepDeps ext;
-  uint32_t L = 0;
-  if (!DepsOnStepsBefore(B, bB, n, H, H + 2, &ext, &L, &reason)) return fail(reason);
+  const StepDeps& ext = head.deps;
+  const uint32_t L = head.steps_back;
   if (L == 0 || L + 3 > H) return fail("decode steps depend on " + std::to_string(L) + " steps before them");
   // Memory tasks that wait on attention: their wait for the channel (max_queue_ps) follows
   // the attention's end, step by step.
@@ -254,23 +320,12 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   for (ChannelUsage& c : bo.channels) c.max_queue_ps = 0;
   AddChannelWaits(B, bo.tasks, &bo.channels);
   for (size_t g = 0; g < B.num_tasks(); ++g) bo.makespan_ps = std::max(bo.makespan_ps, bo.tasks[g].end_ps);
-  RunOutput out;
-  out.result = BuildResult(B, chip, bo, e.cfg.name(), engine.name(), opts.keep_task_times,
-                           EnergyInputsOf(e.cfg.workload()));
-  StepEnergy energy(B, tpl, chip, e.cfg.workload());
-  config::Result& res = out.result;
   // Totals from B, then step by step.
+  StepComposer compose(e, chip, engine, opts, tpl, head, bo);
+  config::Result& res = compose.result();
+  RunTotals& tot = compose.totals();
+  BusyUnion& busy = compose.busy();
   const int cores = chip.num_cores();
-  RunTotals tot;
-  tot.core_compute.assign(cores, 0);
-  for (int c = 0; c < cores && c < res.cores_size(); ++c) tot.core_compute[c] = res.cores(c).compute_ps();
-  BusyUnion busy(cores);
-  for (size_t g = 0; g < B.num_tasks(); ++g)
-    if (B.core(g) >= 0 && B.core(g) < cores) busy.Add(B.core(g), bo.tasks[g].start_ps, bo.tasks[g].end_ps);
-  const std::map<uint32_t, int> decode_layer = DecodeLayers(res);
-  tot.flops = B.ComputeFlops();
-  Ps prev_end = std::numeric_limits<Ps>::min();  // the last segment's end
-  for (size_t g = bB[H + 2]; g < bB[H + 3]; ++g) prev_end = std::max(prev_end, bo.tasks[g].end_ps);
   Ps total = bo.makespan_ps;
   uint64_t last_task = 0;  // the first task (lowest id) to end at `total`
   for (size_t g = 0; g < B.num_tasks(); ++g)
@@ -311,23 +366,14 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     }
     return tc[i];
   };
-  OpRows rows(tp, N > opts.row_steps);
-  StepTimes st;
-  const OpCores pairs = IndexOpCores(tp);
   std::map<uint32_t, std::vector<TaskTime>> observed;
   for (uint32_t k = H + 3; k <= N; ++k) {
     if (!times_at(k))
       return fail("attention of decode step " + std::to_string(k) + " would delay another task");
     if (k >= N - 1) tail_at(k, tk);
     busy.Flush(tk.empty() ? 0 : min_start + static_cast<Ps>(k - H) * P);
-    ReduceOps(tp, tk, &st, pairs);
-    tpl.WorkAt(k, &st.op_flops, &st.op_bytes, &st.compute_flops);
-    energy.Add(k);
-    rows.Add(st, 0, &res, energy.op_pj());
-    if (!AddLayerTotals(tp, st, decode_layer, &prev_end, &res))
-      return fail("a decode layer the head does not have");
-    AddStepCores(tp, tk, &busy, &tot.core_compute);
-    for (double f : st.compute_flops) tot.flops += f;
+    std::string reason;
+    if (!compose.Add(k, tk, &reason)) return fail(reason);
     for (uint32_t m : waits_on_attention) {
       Ps ready = 0;
       for (uint32_t d : tp.deps(m)) ready = std::max(ready, tk[d].end_ps);
@@ -341,10 +387,8 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     if (opts.keep_task_times) AddTaskTimings(tp, tk, 0, id0, &res);
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k)) observed[k] = tk;
   }
-  if (N > opts.row_steps) {
-    // B's op rows of steps H + 3 .. are not there; steps H + 1 and H + 2 are (one row each).
-    rows.Finish(reused, &res);
-  }
+  // B's op rows of steps H + 3 .. are not there; steps H + 1 and H + 2 are (one row each).
+  compose.FinishRows(reused);
   busy.Flush(std::numeric_limits<Ps>::max());
   // The critical path, walked back over the whole run (sim::CriticalPath's rule).
   // Queue predecessors (by start, then id) of a step's tasks, as (step offset, task): from the
@@ -465,10 +509,12 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   tot.channels = bo.channels;
   AddStepsUse(step_out, reused, &tot.links, &tot.channels);
   FinishResult(chip, tot, &res);
-  energy.Finish(chip, &res);
+  compose.FinishEnergy(chip);
   if (view && !opts.observe_steps.empty())
     *view =
         SampleComposed(e, chip, opts.observe_steps, bo.tasks, bB, observed, tot.links, tot.channels, total);
+  RunOutput out;
+  out.result = std::move(res);
   out.program = std::move(B);
   return out;
 }

@@ -34,9 +34,14 @@
 // layers, cores' compute and busy union, the critical path walked back through every step).
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
+#include "sim/engine.h"
 #include "sim/run.h"
 #include "sim/sampled_run.h"
 #include "sim/step_template.h"
@@ -44,15 +49,66 @@
 namespace tpsim::sim {
 
 class Engine;
+class StepEnergy;
 
 // Decode steps of B (and A) whose times are taken from the engine as they are.
 inline constexpr uint32_t kPeriodHead = 6;
 
+// B: the prefill and decode steps 1 .. kPeriodHead + 2, lowered and timed by the engine, and
+// checked as the periodic and the step-by-step ways (sim/step_rolling.h) both read it: every
+// decode step from 2 on is the template at its context, and steps 3 on depend on the same tasks
+// of the same steps before them (`deps`, at most `steps_back` steps back). Lowered once for
+// the two.
+struct StepHead {
+  mapping::Program program;
+  EngineOutput timing;
+  std::vector<size_t> begin;  // SegmentBegins
+  StepDeps deps;
+  uint32_t steps_back = 0;
+};
+std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chip, Engine& engine,
+                                      const StepTemplate& tpl, std::string* why);
+
 // `tpl`: the template (Classify done); `step_out`: the engine's times of the template alone
 // (its links' and channels' bytes and busy time are one step's). nullopt with *why when a
 // check fails.
+// A run composed from its head B (LowerStepHead's; timed `bo`: its tasks as the whole run
+// times them) and reused steps after it, as RunPeriodic and RunRolling both compose it with
+// BuildResult's definitions (sim/step_compose.h): B's Result, then each step's op rows, layer
+// totals, cores' compute and busy union, flops and energy (sim/step_energy.h).
+class StepComposer {
+ public:
+  StepComposer(const Experiment& e, const arch::Chip& chip, const Engine& engine, const RunOptions& opts,
+               const StepTemplate& tpl, const StepHead& head, const EngineOutput& bo);
+  ~StepComposer();
+  config::Result& result() { return res_; }
+  RunTotals& totals() { return tot_; }
+  BusyUnion& busy() { return busy_; }
+  // Decode step k, after the steps before it, with its tasks' times `t`; false with *why when
+  // it has a decode layer B has no row for.
+  bool Add(uint32_t k, std::span<const TaskTime> t, std::string* why);
+  // After the last step: the summed op rows of `reused` steps (past RunOptions::row_steps).
+  void FinishRows(uint64_t reused);
+  // After FinishResult: the layers' and summary's energy.
+  void FinishEnergy(const arch::Chip& chip);
+
+ private:
+  const StepTemplate& tpl_;
+  config::Result res_;
+  std::unique_ptr<StepEnergy> energy_;
+  RunTotals tot_;
+  BusyUnion busy_;
+  std::map<uint32_t, int> decode_layer_;
+  Ps prev_end_;  // the last composed segment's end
+  OpRows rows_;
+  StepTimes st_;
+  OpCores pairs_;
+};
+
+// `head`: LowerStepHead's (its Program moves into the RunOutput on success).
 std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip, Engine& engine,
                                      const RunOptions& opts, const StepTemplate& tpl,
-                                     const EngineOutput& step_out, std::string* why, SampledRun* view);
+                                     const EngineOutput& step_out, StepHead& head, std::string* why,
+                                     SampledRun* view);
 
 }  // namespace tpsim::sim

@@ -81,12 +81,15 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
     if (steps < kPeriodHead + 5) return fail(reason);
     std::string periodic =
         opts.step_by_step ? "not tried (RunOptions::step_by_step)" : "not tried (KV reads)";
+    std::string lowered;
+    std::optional<StepHead> h = LowerStepHead(e, chip, engine, tpl, &lowered);
+    if (!h) return fail(reason + "; " + lowered);
     std::optional<RunOutput> r;
     if (!opts.step_by_step && !tpl.context_memory())
-      r = RunPeriodic(e, chip, engine, opts, tpl, step_out, &periodic, view);
+      r = RunPeriodic(e, chip, engine, opts, tpl, step_out, *h, &periodic, view);
     if (r) return r;
     std::string rolling;
-    r = RunRolling(e, chip, engine, opts, tpl, step_out, &rolling, view);
+    r = RunRolling(e, chip, engine, opts, tpl, step_out, *h, &rolling, view);
     if (!r) return fail(reason + "; not periodic: " + periodic + "; not step by step: " + rolling);
     return r;
   }

@@ -17,7 +17,6 @@
 #include "sim/engine.h"
 #include "sim/result.h"
 #include "sim/schedule.h"
-#include "sim/step_energy.h"
 #include "sim/step_period.h"
 #include "sim/step_stream.h"
 
@@ -34,7 +33,8 @@ constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
 
 std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip, Engine& engine,
                                     const RunOptions& opts, const StepTemplate& tpl,
-                                    const EngineOutput& step_out, std::string* why, SampledRun* view) {
+                                    const EngineOutput& step_out, StepHead& head, std::string* why,
+                                    SampledRun* view) {
   auto fail = [&](const std::string& reason) -> std::optional<RunOutput> {
     if (why) *why = reason;
     return std::nullopt;
@@ -45,28 +45,18 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   if (N <= HB + 1) return fail("fewer than " + std::to_string(HB + 2) + " decode steps");
   const Program& tp = tpl.program();
   const size_t n = tp.num_tasks();
-  Program B;
-  {
-    mapping::LowerOptions o;
-    for (uint32_t s = 1; s <= HB; ++s) o.decode_steps_only.push_back(s);
-    B = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
-  }
-  const EngineOutput ub = engine.Run(B, chip);
-  if (ub.makespan_ps >= kMaxPs) return fail("the head's times overflow");
-  const std::vector<size_t> bB = SegmentBegins(B);
-  if (bB.size() != HB + 2) return fail("the head's steps are not in order");
+  Program& B = head.program;  // the prefill and steps 1 .. HB (LowerStepHead)
+  const EngineOutput& ub = head.timing;
+  const std::vector<size_t>& bB = head.begin;
   std::string reason;
-  for (uint32_t s = 2; s <= HB; ++s)
-    if (!tpl.MatchStep(B, bB[s], bB[s + 1], s, &reason)) return fail(reason);
   const size_t NB = B.num_tasks();
   const LinkedProgram qb = LinkProgram(B, chip);
   const LinkedProgram qt = LinkProgram(tp, chip);
   if (qb.in_switch || qt.in_switch) return fail("in-switch transfers");
 
   // Deps on the steps before, as (steps back, task of that step), the same from step 3 on.
-  StepDeps ext;
-  uint32_t L = 0;
-  if (!DepsOnStepsBefore(B, bB, n, HB, HB, &ext, &L, &reason)) return fail(reason);
+  StepDeps ext = head.deps;  // sorted below, with the dependents
+  const uint32_t L = head.steps_back;
   if (L == 0 || L + 3 > HB) return fail("decode steps depend on " + std::to_string(L) + " steps before them");
 
   // The template's tasks as the schedule reads them.
@@ -143,26 +133,12 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   bo.tasks.assign(bt.begin(), bt.end());
   for (ChannelUsage& c : bo.channels) c.max_queue_ps = 0;
   AddChannelWaits(B, bt, &bo.channels);
-  RunOutput out;
-  out.result = BuildResult(B, chip, bo, e.cfg.name(), engine.name(), opts.keep_task_times,
-                           EnergyInputsOf(e.cfg.workload()));
-  StepEnergy energy(B, tpl, chip, e.cfg.workload());
-  config::Result& res = out.result;
-  RunTotals tot;
-  tot.core_compute.assign(cores, 0);
-  for (int c = 0; c < cores && c < res.cores_size(); ++c) tot.core_compute[c] = res.cores(c).compute_ps();
-  BusyUnion busy(cores);
-  for (size_t g = 0; g < NB; ++g)
-    if (B.core(g) >= 0 && B.core(g) < cores) busy.Add(B.core(g), bt[g].start_ps, bt[g].end_ps);
-  const std::map<uint32_t, int> decode_layer = DecodeLayers(res);
-  tot.flops = B.ComputeFlops();
+  StepComposer compose(e, chip, engine, opts, tpl, head, bo);
+  config::Result& res = compose.result();
+  RunTotals& tot = compose.totals();
+  BusyUnion& busy = compose.busy();
   std::vector<ChannelUsage> channel_use = bo.channels;
-  Ps prev_end = std::numeric_limits<Ps>::min();
-  for (size_t g = bB[HB]; g < bB[HB + 1]; ++g) prev_end = std::max(prev_end, bt[g].end_ps);
   const uint64_t reused = N - HB;
-  OpRows rows(tp, N > opts.row_steps);
-  StepTimes st;
-  const OpCores pairs = IndexOpCores(tp);
   std::map<uint32_t, std::vector<TaskTime>> observed;
   // KV reads from DRAM (StepTemplate::context_memory): the template's and the run's.
   std::vector<ChannelUsage> kv_template(num_channels), kv_run(num_channels);
@@ -184,14 +160,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       Ps& q = channel_use[tp.memory(i).channel].max_queue_ps;
       q = std::max(q, tk[i].start_ps - run.ready(k, i));
     }
-    ReduceOps(tp, tk, &st, pairs);
-    tpl.WorkAt(k, &st.op_flops, &st.op_bytes, &st.compute_flops);
-    energy.Add(k);
-    rows.Add(st, 0, &res, energy.op_pj());
-    if (!AddLayerTotals(tp, st, decode_layer, &prev_end, &res))
-      return fail("a decode layer the head does not have");
-    AddStepCores(tp, tk, &busy, &tot.core_compute);
-    for (double f : st.compute_flops) tot.flops += f;
+    if (!compose.Add(k, tk, &reason)) return fail(reason);
     if (opts.keep_task_times) AddTaskTimings(tp, tk, 0, NB + uint64_t{k - HB - 1} * n, &res);
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k))
       observed[k].assign(tk.begin(), tk.end());
@@ -199,7 +168,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     busy.Flush(run.Horizon(k));
     run.Take(k);
   }
-  if (N > opts.row_steps) rows.Finish(reused, &res);
+  compose.FinishRows(reused);
   busy.Flush(kMaxPs);
   const Ps total = run.total();
   tot.path = run.path();
@@ -231,9 +200,11 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   }
   if (!free) return fail(unloaded_why + " (without queues on links)");
   res.mutable_summary()->set_contention(ContentionIndicator(total, run.delayed() ? *free : total));
-  energy.Finish(chip, &res);
+  compose.FinishEnergy(chip);
   if (view && !opts.observe_steps.empty())
     *view = SampleComposed(e, chip, opts.observe_steps, bt, bB, observed, tot.links, tot.channels, total);
+  RunOutput out;
+  out.result = std::move(res);
   out.program = std::move(B);
   return out;
 }

@@ -6,15 +6,16 @@
 //
 // Every decode step is the template's tasks (StepTemplate) with attention and KV reads at
 // its own context, and depends on the same tasks of the same L steps before it. RunRolling
-// lowers the prefill and decode steps 1 .. kPeriodHead + 2 (B), checks that B's decode steps
-// from 2 on are the template at their contexts and that steps 3 .. kPeriodHead + 2 have the
-// same deps on the steps before them (L <= kPeriodHead - 1), and then runs the analytical
-// engine's schedule (sim/step_stream.h) (sim::Dispatcher::Run: the same events, the same choices, the same
-// link reservations, links.h) over B followed by decode steps kPeriodHead + 3 .. N, each made from the
-// template when one of its deps ends and dropped once it is composed and the L steps after it have started
-// every task: at most a few steps are held at once, whatever N. The times are the engine's on the unrolled
-// Program by construction (the same event loop over the same tasks), so nothing is checked against them; what
-// is checked is what the construction needs:
+// takes the prefill and decode steps 1 .. kPeriodHead + 2 (B: sim/step_period.h
+// LowerStepHead, lowered once for both ways), whose decode steps from 2 on are the template
+// at their contexts and whose steps 3 on have the same deps on the steps before them
+// (L <= kPeriodHead - 1), and runs the analytical engine's schedule (sim/step_stream.h:
+// sim::Dispatcher::Run's events, choices and link reservations, links.h) over B followed by
+// decode steps kPeriodHead + 3 .. N, each made from the template when one of its deps ends
+// and dropped once it is composed and the L steps after it have started every task: a few
+// steps are held at once, whatever N. The times are the engine's on the unrolled Program by
+// construction (the same event loop over the same tasks), so nothing is checked against them;
+// what is checked is what the construction needs:
 //   - every task of the template waits on something (a task that waits on nothing would be
 //     ready at time 0 in the unrolled Program);
 //   - no more steps are in flight at once than the ring of steps holds (L + 8 rounded up to a
@@ -40,6 +41,7 @@
 
 #include "sim/run.h"
 #include "sim/sampled_run.h"
+#include "sim/step_period.h"
 #include "sim/step_template.h"
 
 namespace tpsim::sim {
@@ -49,8 +51,10 @@ class Engine;
 // `tpl`: the template (Classify done); `step_out`: the engine's times of the template alone
 // (its links' and channels' bytes and busy time are one step's). nullopt with *why when a
 // check fails.
+// `head`: LowerStepHead's (sim/step_period.h; its Program moves into the RunOutput on success).
 std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip, Engine& engine,
                                     const RunOptions& opts, const StepTemplate& tpl,
-                                    const EngineOutput& step_out, std::string* why, SampledRun* view);
+                                    const EngineOutput& step_out, StepHead& head, std::string* why,
+                                    SampledRun* view);
 
 }  // namespace tpsim::sim
