@@ -39,30 +39,23 @@ void FinishResult(const arch::Chip& chip, const RunTotals& t, config::Result* r)
   s.set_core_utilization(num_cores > 0 ? util_sum / num_cores : 0.0);
   s.set_achieved_tflops(total > 0 ? t.flops / static_cast<double>(total) : 0.0);
   s.set_spilled_bytes(t.spilled_bytes);
+  // A link's or a channel's row (LinkStat and DramStat have the same fields).
+  auto fill = [&](auto* row, const std::string& name, const auto& u) {
+    row->set_name(name);
+    row->set_bytes(u.bytes);
+    row->set_busy_ps(u.busy_ps);
+    row->set_utilization(Ratio(u.busy_ps, total));
+    row->set_max_queue_ps(u.max_queue_ps);
+  };
   r->clear_links();
   const auto& links = chip.links();
-  for (size_t l = 0; l < t.links.size() && l < links.size(); ++l) {
-    const LinkUsage& u = t.links[l];
-    if (u.bytes == 0) continue;
-    config::LinkStat* ls = r->add_links();
-    ls->set_name(chip.node(links[l].src).name + "->" + chip.node(links[l].dst).name);
-    ls->set_bytes(u.bytes);
-    ls->set_busy_ps(u.busy_ps);
-    ls->set_utilization(Ratio(u.busy_ps, total));
-    ls->set_max_queue_ps(u.max_queue_ps);
-  }
+  for (size_t l = 0; l < t.links.size() && l < links.size(); ++l)
+    if (t.links[l].bytes != 0)
+      fill(r->add_links(), chip.node(links[l].src).name + "->" + chip.node(links[l].dst).name, t.links[l]);
   r->clear_dram();
   const auto& channels = chip.channels();
-  for (size_t c = 0; c < t.channels.size() && c < channels.size(); ++c) {
-    const ChannelUsage& u = t.channels[c];
-    if (u.bytes == 0) continue;
-    config::DramStat* ds = r->add_dram();
-    ds->set_name(channels[c].name);
-    ds->set_bytes(u.bytes);
-    ds->set_busy_ps(u.busy_ps);
-    ds->set_utilization(Ratio(u.busy_ps, total));
-    ds->set_max_queue_ps(u.max_queue_ps);
-  }
+  for (size_t c = 0; c < t.channels.size() && c < channels.size(); ++c)
+    if (t.channels[c].bytes != 0) fill(r->add_dram(), channels[c].name, t.channels[c]);
   for (int c = 0; c < num_cores && c < r->cores_size(); ++c) {
     config::CoreStat* cs = r->mutable_cores(c);
     cs->set_compute_ps(t.core_compute[c]);
