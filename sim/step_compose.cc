@@ -77,13 +77,18 @@ void AddStepsUse(const EngineOutput& step_out, uint64_t steps, std::vector<LinkU
 }
 
 void AddStepCores(const Program& step, std::span<const TaskTime> t, BusyUnion* busy,
-                  std::vector<Ps>* core_compute) {
+                  std::vector<Ps>* core_compute, std::span<const uint32_t> order) {
   const int cores = static_cast<int>(core_compute->size());
-  for (size_t i = 0; i < step.num_tasks(); ++i) {
+  auto add = [&](size_t i) {
     const int c = step.core(i);
-    if (c < 0 || c >= cores) continue;
+    if (c < 0 || c >= cores) return;
     busy->Add(c, t[i].start_ps, t[i].end_ps);
     if (step.kind(i) == TaskKind::kCompute) (*core_compute)[c] += t[i].end_ps - t[i].start_ps;
+  };
+  if (order.empty()) {
+    for (size_t i = 0; i < step.num_tasks(); ++i) add(i);
+  } else {
+    for (uint32_t i : order) add(i);
   }
 }
 
@@ -196,6 +201,7 @@ OpCores IndexOpCores(const Program& p) {
     auto [it, added] = index.try_emplace({p.op(i), p.core(i)}, static_cast<uint32_t>(out.op_of_pair.size()));
     if (added) out.op_of_pair.push_back(p.op(i));
     out.pair[i] = it->second;
+    if (IsCollectiveKernel(p, i)) out.collective.push_back(static_cast<uint32_t>(i));
   }
   return out;
 }
@@ -220,11 +226,10 @@ void ReduceOps(const Program& p, std::span<const TaskTime> t, StepTimes* out, co
     c = std::max(c, out->pair_compute[q]);
   }
   // A GPU's collective kernel is communication, and its op has no compute.
-  for (size_t i = 0; i < p.num_tasks(); ++i)
-    if (IsCollectiveKernel(p, i)) {
-      out->op_comm[p.op(i)].Add(t[i].start_ps, t[i].end_ps);
-      out->op_compute[p.op(i)] = 0;
-    }
+  for (uint32_t i : pairs.collective) {
+    out->op_comm[p.op(i)].Add(t[i].start_ps, t[i].end_ps);
+    out->op_compute[p.op(i)] = 0;
+  }
 }
 
 void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r, std::span<const double> energy_pj) {

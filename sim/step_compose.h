@@ -58,6 +58,7 @@ struct StepTimes {
 struct OpCores {
   std::vector<uint32_t> pair;        // per task: its pair (compute tasks only)
   std::vector<uint32_t> op_of_pair;  // per pair: its op
+  std::vector<uint32_t> collective;  // a GPU's collective kernels, in id order
 };
 OpCores IndexOpCores(const mapping::Program& p);
 
@@ -101,8 +102,11 @@ class BusyUnion {
       // What is left from the last Flush is sorted: sort the new intervals and merge.
       const auto mid = v.begin() + static_cast<std::ptrdiff_t>(sorted_[c]);
       if (!std::is_sorted(mid, v.end())) std::sort(mid, v.end());
-      if (mid != v.begin() && mid != v.end() && *mid < *(mid - 1))
-        std::inplace_merge(v.begin(), mid, v.end());
+      if (mid != v.begin() && mid != v.end() && *mid < *(mid - 1)) {
+        merged_.resize(v.size());
+        std::merge(v.begin(), mid, mid, v.end(), merged_.begin());
+        v.swap(merged_);
+      }
       size_t j = 0;
       for (; j < v.size() && v[j].first < before; ++j) Merge(c, v[j]);
       v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(j));
@@ -125,7 +129,8 @@ class BusyUnion {
     }
   }
   std::vector<std::vector<std::pair<Ps, Ps>>> pending_;
-  std::vector<size_t> sorted_;  // per core: pending_'s sorted prefix
+  std::vector<size_t> sorted_;             // per core: pending_'s sorted prefix
+  std::vector<std::pair<Ps, Ps>> merged_;  // Flush's room for a merge
   std::vector<std::pair<Ps, Ps>> cur_;
   std::vector<Ps> total_;
 };
@@ -162,9 +167,11 @@ void FinishResult(const arch::Chip& chip, const RunTotals& t, config::Result* r)
 // busy time; the queues' maxima are not added).
 void AddStepsUse(const EngineOutput& step_out, uint64_t steps, std::vector<LinkUsage>* links,
                  std::vector<ChannelUsage>* channels);
-// One composed step's tasks (times `t`) into each core's busy union and compute time.
+// One composed step's tasks (times `t`) into each core's busy union and compute time, in the
+// order `order` (task ids, each task on a core once; empty: id order; an order by start makes
+// BusyUnion::Flush's sort a check).
 void AddStepCores(const mapping::Program& step, std::span<const TaskTime> t, BusyUnion* busy,
-                  std::vector<Ps>* core_compute);
+                  std::vector<Ps>* core_compute, std::span<const uint32_t> order = {});
 // The run at RunOptions::observe_steps (SampleSteps) of a run composed from a head Program,
 // whose segments begin at `begin` with times `head`, and later steps whose times `observed`
 // holds (those observed past the head); `links`, `channels` and `makespan` are the run's.

@@ -33,8 +33,21 @@ StepEnergy::StepEnergy(const mapping::Program& head, const StepTemplate& tpl, co
   base_.resize(p.num_tasks());
   for (size_t i = 0; i < p.num_tasks(); ++i)
     if (!tpl.IsContext(i)) base_[i] = model_.Task(p, i);
-  ops_.resize(p.ops.size());
   op_pj_.resize(p.ops.size());
+  // The ops with no context task sum the same parts in the same order every step.
+  std::vector<uint8_t> follows(p.ops.size(), 0);
+  for (uint32_t i : tpl.context_tasks())
+    if (p.op(i) < follows.size()) follows[p.op(i)] = 1;
+  fixed_ops_.assign(p.ops.size(), EnergyParts{});
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    const uint32_t op = p.op(i);
+    if (op >= follows.size()) continue;
+    if (follows[op]) {
+      follow_tasks_.push_back(static_cast<uint32_t>(i));
+    } else {
+      fixed_ops_[op] += base_[i];
+    }
+  }
 }
 
 void StepEnergy::Add(uint32_t k) {
@@ -48,13 +61,11 @@ void StepEnergy::Add(uint32_t k) {
       base_[i] = model_.ComputeAs(tpl_.ShapeIn(i, k), p.core(i));
     }
   }
-  std::fill(ops_.begin(), ops_.end(), EnergyParts{});
-  // ComputeEnergy's loop over this step's tasks.
-  for (size_t i = 0; i < base_.size(); ++i) {
-    const uint32_t op = p.op(i);
-    if (op < ops_.size()) ops_[op] += base_[i];
-    sums_.total += base_[i];
-  }
+  // ComputeEnergy's loop over this step's tasks: the total task by task, each op's parts in
+  // id order (those of the ops with no context task, fixed_ops_, are the same every step).
+  for (const EnergyParts& e : base_) sums_.total += e;
+  ops_ = fixed_ops_;
+  for (uint32_t i : follow_tasks_) ops_[p.op(i)] += base_[i];
   // SumEnergy's and BuildResult's loops over this step's ops.
   for (size_t o = 0; o < ops_.size(); ++o) {
     const mapping::Phase ph = p.ops[o].ref.phase;

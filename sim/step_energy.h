@@ -47,11 +47,13 @@ class StepEnergy {
   TaskEnergyModel model_;
   EnergyInputs in_;
   EnergySums sums_;
-  std::vector<EnergyParts> base_;   // per template task (attention: recomputed per step)
-  std::vector<EnergyParts> ops_;    // per template op: the last step's parts
-  std::vector<double> op_pj_;       // ops_[o].total_pj()
-  std::vector<uint32_t> op_layer_;  // per template op: index into layer_pj_
-  std::vector<double> layer_pj_;    // per (phase, layer)
+  std::vector<EnergyParts> base_;       // per template task (attention: recomputed per step)
+  std::vector<EnergyParts> ops_;        // per template op: the last step's parts
+  std::vector<EnergyParts> fixed_ops_;  // per op with no context task: its parts (others: 0)
+  std::vector<uint32_t> follow_tasks_;  // the tasks of the ops with a context task, in id order
+  std::vector<double> op_pj_;           // ops_[o].total_pj()
+  std::vector<uint32_t> op_layer_;      // per template op: index into layer_pj_
+  std::vector<double> layer_pj_;        // per (phase, layer)
   std::map<std::pair<std::string, uint32_t>, size_t> layer_index_;
 };
 

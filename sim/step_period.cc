@@ -117,7 +117,19 @@ bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why
     *why = "a decode layer the head does not have";
     return false;
   }
-  AddStepCores(tp, t, &busy_, &tot_.core_compute);
+  // The tasks by (start, end) in this step (the last step's order, sorted by insertion: a
+  // step's order changes little from the last one's), as BusyUnion sorts them.
+  if (by_start_.empty())
+    for (uint32_t i = 0; i < tp.num_tasks(); ++i) by_start_.push_back(i);
+  for (size_t a = 1; a < by_start_.size(); ++a) {
+    const uint32_t x = by_start_[a];
+    size_t b = a;
+    const std::pair<Ps, Ps> key{t[x].start_ps, t[x].end_ps};
+    for (; b > 0 && std::pair<Ps, Ps>{t[by_start_[b - 1]].start_ps, t[by_start_[b - 1]].end_ps} > key; --b)
+      by_start_[b] = by_start_[b - 1];
+    by_start_[b] = x;
+  }
+  AddStepCores(tp, t, &busy_, &tot_.core_compute, by_start_);
   for (double f : st_.compute_flops) tot_.flops += f;
   return true;
 }

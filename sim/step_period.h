@@ -103,6 +103,7 @@ class StepComposer {
   OpRows rows_;
   StepTimes st_;
   OpCores pairs_;
+  std::vector<uint32_t> by_start_;  // the template's tasks by their start in the last step added
 };
 
 // `head`: LowerStepHead's (its Program moves into the RunOutput on success).

@@ -62,22 +62,25 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   // The template's tasks as the schedule reads them.
   StepShape shape;
   shape.p = &tp;
-  shape.queue.resize(n);
-  shape.resource.assign(n, -1);
+  shape.task.resize(n);
+  shape.duration = qt.duration;
+  shape.busy = qt.busy;
   shape.flows = &qt.model.flows;
-  shape.flow_kind.assign(n, -1);
+  for (StepShape::Task& t : shape.task) t.flow_kind = -1;
   for (size_t f = 0; f < qt.model.task.size(); ++f)
-    shape.flow_kind[qt.model.task[f]] = static_cast<int32_t>(qt.model.flows.kind(static_cast<uint32_t>(f)));
-  shape.path_kind.resize(n);
+    shape.task[qt.model.task[f]].flow_kind =
+        static_cast<int32_t>(qt.model.flows.kind(static_cast<uint32_t>(f)));
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> ext_dep(n);  // (steps on, task)
   std::vector<std::vector<uint32_t>> dependents(n);
   for (uint32_t i = 0; i < n; ++i) {
-    const Queue q = shape.queue[i] = QueueOf(tp.kind(i), qt.first_link, i);
-    shape.resource[i] = q == Queue::kCompute ? tp.core(i)
-                        : q == Queue::kDram  ? static_cast<int32_t>(tp.memory(i).channel)
-                        : q == Queue::kLink  ? qt.first_link[i]
-                                             : -1;
-    shape.path_kind[i] = static_cast<uint8_t>(PathKind(tp, i));
+    StepShape::Task& t = shape.task[i];
+    const Queue q = t.queue = QueueOf(tp.kind(i), qt.first_link, i);
+    t.resource = q == Queue::kCompute ? tp.core(i)
+                 : q == Queue::kDram  ? static_cast<int32_t>(tp.memory(i).channel)
+                 : q == Queue::kLink  ? qt.first_link[i]
+                                      : -1;
+    t.path_kind = static_cast<uint8_t>(PathKind(tp, i));
+    t.compute = tp.kind(i) == TaskKind::kCompute;
     if (tp.deps(i).empty() && ext[i].empty()) return fail("a decode step's task waits on nothing");
     for (uint32_t d : tp.deps(i)) dependents[d].push_back(i);
     for (const auto& [off, rr] : ext[i]) ext_dep[rr].emplace_back(off, i);
@@ -97,8 +100,6 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   // Each step's durations and busy times (attention's and KV reads' at its context).
   const std::vector<uint32_t>& ctx = tpl.context_tasks();
   auto costs_of = [&](uint32_t k, std::vector<Ps>* duration, std::vector<Ps>* busy) {
-    *duration = qt.duration;
-    *busy = qt.busy;
     tpl.CostsAt(k, *duration, *busy);
   };
   const int cores = chip.num_cores();
@@ -147,6 +148,9 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       kv_template[tp.memory(x).channel].bytes += tp.memory(x).bytes;
       kv_template[tp.memory(x).channel].busy_ps += qt.busy[x];
     }
+  std::vector<uint32_t> memory_tasks;
+  for (uint32_t i = 0; i < n; ++i)
+    if (tp.kind(i) == TaskKind::kMemory) memory_tasks.push_back(i);
   for (uint32_t k = HB + 1; k <= N; ++k) {
     if (!run.RunUntil(k, &reason)) return fail(reason);
     for (uint32_t x : ctx)
@@ -155,8 +159,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
         kv_run[tp.memory(x).channel].busy_ps += run.busy(k)[x];
       }
     const std::span<const TaskTime> tk = run.times(k);
-    for (uint32_t i = 0; i < n; ++i) {
-      if (tp.kind(i) != TaskKind::kMemory) continue;
+    for (uint32_t i : memory_tasks) {
       Ps& q = channel_use[tp.memory(i).channel].max_queue_ps;
       q = std::max(q, tk[i].start_ps - run.ready(k, i));
     }

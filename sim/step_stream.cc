@@ -29,7 +29,7 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
       qb_(qb),
       bB_(bB),
       NB_(B.num_tasks()),
-      n_(shape.queue.size()),
+      n_(shape.task.size()),
       HB_(static_cast<uint32_t>(bB.size() - 2)),
       L_(L),
       N_(N),
@@ -70,7 +70,14 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
     sl.times.resize(n_);
     if (path_) sl.split.resize(n_);
     sl.waiting.resize(n_);
+    sl.duration = s_.duration;
+    sl.busy = s_.busy;
   }
+  step_waiting_.resize(n_);
+  for (uint32_t i = 0; i < n_; ++i)
+    step_waiting_[i] = {
+        kNoTask, std::numeric_limits<Ps>::min(),
+        static_cast<uint32_t>(s_.p->deps(i).size() + (s_.ext_begin[i + 1] - s_.ext_begin[i]))};
   started_upto_ = HB_;
   core_ready_.resize(cores);
   core_busy_.assign(cores, 0);
@@ -94,9 +101,7 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
   sl.step = k;
   sl.started = sl.ended = 0;
   durations_(k, &sl.duration, &sl.busy);
-  for (uint32_t i = 0; i < n_; ++i)
-    sl.waiting[i] = {kNoTask, std::numeric_limits<Ps>::min(),
-                     static_cast<uint32_t>(s_.p->deps(i).size() + (s_.ext_begin[i + 1] - s_.ext_begin[i]))};
+  std::copy(step_waiting_.begin(), step_waiting_.end(), sl.waiting.begin());
   return true;
 }
 
@@ -104,13 +109,14 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
   const bool in_b = g < NB_;
   const uint32_t k = in_b ? 0 : StepOf(g), i = in_b ? 0 : RelOf(g);
   Slot* sl = in_b ? nullptr : &slot(k);
-  const TaskKind kind = in_b ? B_.kind(g) : s_.p->kind(i);
+  const StepShape::Task* st = in_b ? nullptr : &s_.task[i];
+  const bool compute = in_b ? B_.kind(g) == TaskKind::kCompute : st->compute;
   const Ps duration = in_b ? qb_.duration[g] : sl->duration[i];
   Ps end = SatAdd(at, duration);
-  if (links_ && kind != TaskKind::kCompute) {
+  if (links_ && !compute) {
     end = in_b ? links_->Finish(static_cast<uint32_t>(g), at, duration, now_)
-          : s_.flow_kind[i] >= 0
-              ? links_->FinishKind(*s_.flows, static_cast<uint32_t>(s_.flow_kind[i]), at, duration, now_)
+          : st->flow_kind >= 0
+              ? links_->FinishKind(*s_.flows, static_cast<uint32_t>(st->flow_kind), at, duration, now_)
               : end;
     delayed_ = delayed_ || end != SatAdd(at, duration);
   }
@@ -127,11 +133,11 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
   if (end > total_ || (end == total_ && g < total_id_)) total_ = end, total_id_ = g;
   // The critical path to this task (CriticalPath's rule): its enabler's split, then its own
   // part after the enabler ended. The enabler has started before it, so its split is known.
-  const Queue q = in_b ? QueueOf(B_.kind(g), qb_.first_link, g) : s_.queue[i];
+  const Queue q = in_b ? QueueOf(B_.kind(g), qb_.first_link, g) : st->queue;
   const int32_t r = in_b ? (q == Queue::kCompute ? B_.core(g)
                             : q == Queue::kDram  ? B_.memory(g).channel
                                                  : -1)
-                         : s_.resource[i];
+                         : st->resource;
   Last* last = q == Queue::kCompute ? &core_last_[r] : q == Queue::kDram ? &channel_last_[r] : nullptr;
   if (last && last->any && last->start == at && last->id > g) {
     *why = "two tasks of one queue start at once out of id order";
@@ -152,7 +158,7 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
       split = SplitOf(best);
     }
     const Ps part = std::max<Ps>(0, end - ((by_queue || any) ? std::max(at, best_end) : at));
-    const int pk = in_b ? PathKind(B_, g) : s_.path_kind[i];
+    const int pk = in_b ? PathKind(B_, g) : st->path_kind;
     (pk == static_cast<int>(TaskKind::kCompute)    ? split.compute_ps
      : pk == static_cast<int>(TaskKind::kTransfer) ? split.communication_ps
                                                    : split.memory_ps) += part;
@@ -213,10 +219,10 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
     for (uint64_t g : ready_) {
       const bool in_b = g < NB_;
       const uint32_t i = in_b ? 0 : RelOf(g);
-      const Queue q = in_b ? QueueOf(B_.kind(g), qb_.first_link, g) : s_.queue[i];
+      const Queue q = in_b ? QueueOf(B_.kind(g), qb_.first_link, g) : s_.task[i].queue;
       switch (q) {
         case Queue::kCompute: {
-          const int c = in_b ? B_.core(g) : s_.resource[i];
+          const int c = in_b ? B_.core(g) : s_.task[i].resource;
           core_ready_[c].push_back(g);
           std::push_heap(core_ready_[c].begin(), core_ready_[c].end(), std::greater<uint64_t>());
           if (!core_dirty_[c]) core_dirty_[c] = 1, dirty_cores_.push_back(c);
@@ -237,7 +243,7 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
     std::sort(link_ready_.begin(), link_ready_.end());
     for (uint64_t g : link_ready_) {
       const bool in_b = g < NB_;
-      const int32_t l = in_b ? qb_.first_link[g] : s_.resource[RelOf(g)];
+      const int32_t l = in_b ? qb_.first_link[g] : s_.task[RelOf(g)].resource;
       Ps& free = link_free_[l];
       const Ps at = std::max(now_, free);
       free = SatAdd(at, in_b ? qb_.busy[g] : slot(StepOf(g)).busy[RelOf(g)]);
@@ -246,7 +252,7 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
     std::sort(memory_ready_.begin(), memory_ready_.end());
     for (uint64_t g : memory_ready_) {
       const bool in_b = g < NB_;
-      const int32_t ch = in_b ? static_cast<int32_t>(B_.memory(g).channel) : s_.resource[RelOf(g)];
+      const int32_t ch = in_b ? static_cast<int32_t>(B_.memory(g).channel) : s_.task[RelOf(g)].resource;
       Ps& free = channel_free_[ch];
       const Ps at = std::max(now_, free);
       free = SatAdd(at, in_b ? qb_.busy[g] : slot(StepOf(g)).busy[RelOf(g)]);
@@ -282,8 +288,8 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
       Ended(g);
       const bool in_b = g < NB_;
       const uint32_t i = in_b ? 0 : RelOf(g);
-      if ((in_b ? B_.kind(g) : s_.p->kind(i)) == TaskKind::kCompute) {
-        const int c = in_b ? B_.core(g) : s_.resource[i];
+      if (in_b ? B_.kind(g) == TaskKind::kCompute : s_.task[i].compute) {
+        const int c = in_b ? B_.core(g) : s_.task[i].resource;
         core_busy_[c] = 0;
         if (!core_dirty_[c]) core_dirty_[c] = 1, dirty_cores_.push_back(c);
       }
@@ -291,9 +297,15 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
         for (uint32_t x = b_dep_begin_[g]; x < b_dep_begin_[g + 1]; ++x)
           if (!decrement(b_dependents_[x], g)) return false;
       } else {
+        // The step's own dependents are in its room (no Ensure), the later steps' maybe not.
         const uint32_t k = StepOf(g);
-        for (uint32_t x = s_.dep_begin[i]; x < s_.dep_begin[i + 1]; ++x)
-          if (!decrement(Id(k, s_.dependents[x]), g)) return false;
+        Slot& sl = slot(k);
+        for (uint32_t x = s_.dep_begin[i]; x < s_.dep_begin[i + 1]; ++x) {
+          const uint32_t j = s_.dependents[x];
+          Waiting& w = sl.waiting[j];
+          if (w.best_end < now_) w.best = g, w.best_end = now_;
+          if (--w.unmet == 0) Ready(Id(k, j));
+        }
         for (uint32_t x = s_.ext_dep_begin[i]; x < s_.ext_dep_begin[i + 1]; ++x) {
           const auto [off, j] = s_.ext_dep[x];
           if (k + off <= N_ && !decrement(Id(k + off, j), g)) return false;

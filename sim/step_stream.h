@@ -17,19 +17,26 @@
 
 namespace tpsim::sim {
 
-// The template's tasks as the schedule reads them: queue, resource, kind of flow,
-// deps on the steps before (CSR) and the dependents there (CSR), in-step dependents (CSR),
-// the kind each counts to on the critical path.
+// The template's tasks as the schedule reads them: per task its queue, resource, kind of
+// flow and the kind it counts to on the critical path (together: they are read together),
+// its durations and busy times (those of the tasks that follow the context are a step's own:
+// StepStream::Durations), deps on the steps before (CSR) and the dependents there (CSR),
+// in-step dependents (CSR).
 struct StepShape {
+  struct Task {
+    Queue queue;
+    uint8_t path_kind;
+    bool compute;
+    int32_t resource;
+    int32_t flow_kind;  // its kind of flow, -1 for none
+  };
   const mapping::Program* p = nullptr;
-  std::vector<Queue> queue;
-  std::vector<int32_t> resource;
+  std::vector<Task> task;
+  std::vector<Ps> duration, busy;
   const FlowSet* flows = nullptr;  // the template's flows (its LinkModel's)
-  std::vector<int32_t> flow_kind;  // per task: its kind of flow, -1 for none
   std::vector<uint32_t> ext_begin, ext_dep_begin, dep_begin;
   std::vector<std::pair<uint32_t, uint32_t>> ext, ext_dep;  // (steps back / on, task of that step)
   std::vector<uint32_t> dependents;                         // in-step, in id order
-  std::vector<uint8_t> path_kind;
 };
 
 // The analytical engine's schedule (sim::Dispatcher::Run, the same event loop and rules) of
@@ -41,7 +48,8 @@ struct StepShape {
 // task's critical-path split, carried forward.
 class StepStream {
  public:
-  // Fills a decode step's durations and busy times (sim::TaskCosts), one per template task.
+  // Sets a decode step's durations and busy times (sim::TaskCosts) of the tasks that follow the
+  // context, over the template's (StepShape::duration, busy; the others are never written).
   using Durations = std::function<void(uint32_t, std::vector<Ps>*, std::vector<Ps>*)>;
   StepStream(const StepShape& shape, const mapping::Program& B, const LinkedProgram& qb,
              const std::vector<size_t>& bB, uint32_t L, uint32_t N, int cores, size_t channels, size_t links,
@@ -123,7 +131,8 @@ class StepStream {
   std::vector<TaskTime> b_times_;
   std::vector<CriticalPathSplit> b_split_;
   std::vector<Waiting> b_waiting_;
-  std::vector<uint32_t> seg_ended_;  // B's segments: tasks ended
+  std::vector<Waiting> step_waiting_;  // a decode step's tasks before any dep ended
+  std::vector<uint32_t> seg_ended_;    // B's segments: tasks ended
   std::vector<Slot> slots_;
   uint32_t taken_ = 0, started_upto_ = 0;  // every task of steps <= started_upto_ has started
   // The event loop's state (Dispatcher::Run's).

@@ -244,6 +244,7 @@ bool StepTemplate::Classify(const Program& last, uint32_t first, uint32_t steps,
     context_memory_ = true;
   }
   std::sort(ctx_tasks_.begin(), ctx_tasks_.end());
+  PrepareWork();
   uint64_t spilled = 0;
   for (const mapping::OpInfo& o : p_.ops) spilled += o.spilled_bytes;
   if (spilled != p_.spilled_bytes) return bad("spilled bytes outside the step's ops");
@@ -329,19 +330,46 @@ bool StepTemplate::Calibrate(const EngineOutput& out, std::string* why) {
   return true;
 }
 
-void StepTemplate::WorkAt(uint32_t k, std::vector<double>* op_flops, std::vector<uint64_t>* op_bytes,
-                          std::vector<double>* compute_flops) const {
-  const uint64_t ctx = ContextOf(k);
+void StepTemplate::PrepareWork() {
   const size_t n = p_.num_tasks();
-  op_flops->assign(p_.ops.size(), 0);
-  *op_bytes = other_bytes_;
-  compute_flops->clear();
+  std::vector<uint8_t> op_follows(p_.ops.size(), 0);
+  for (uint32_t i : ctx_tasks_)
+    if (p_.kind(i) == TaskKind::kCompute) op_follows[p_.op(i)] = 1;
+  work_.op_flops.assign(p_.ops.size(), 0);
+  work_.op_bytes = other_bytes_;
+  work_.compute_flops.clear();
+  work_.tasks.clear();
   for (size_t i = 0; i < n; ++i) {
     if (p_.kind(i) != TaskKind::kCompute) continue;
-    const ComputeShape sh = ctx_[i] == Ctx::kNone ? p_.shape(i) : ShapeAt(i, ctx);
-    (*op_flops)[p_.op(i)] += sh.flops + sh.vector_ops;
-    (*op_bytes)[p_.op(i)] += sh.bytes;
-    compute_flops->push_back(sh.flops);
+    const uint32_t o = p_.op(i);
+    if (op_follows[o])
+      work_.tasks.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(work_.compute_flops.size())});
+    const ComputeShape& sh = p_.shape(i);
+    if (!op_follows[o]) work_.op_flops[o] += sh.flops + sh.vector_ops;
+    if (ctx_[i] == Ctx::kNone) work_.op_bytes[o] += sh.bytes;
+    work_.compute_flops.push_back(sh.flops);
+  }
+}
+
+void StepTemplate::WorkAt(uint32_t k, std::vector<double>* op_flops, std::vector<uint64_t>* op_bytes,
+                          std::vector<double>* compute_flops) const {
+  // The sums of the ops without context tasks are the template's (the same additions in the
+  // same order); the others are summed again in id order, as the template's were.
+  const uint64_t ctx = ContextOf(k);
+  *op_flops = work_.op_flops;
+  *op_bytes = work_.op_bytes;
+  *compute_flops = work_.compute_flops;
+  for (const auto& [i, c] : work_.tasks) {
+    const uint32_t o = p_.op(i);
+    if (ctx_[i] == Ctx::kNone) {
+      const ComputeShape& sh = p_.shape(i);
+      (*op_flops)[o] += sh.flops + sh.vector_ops;
+      continue;
+    }
+    const ComputeShape sh = ShapeAt(i, ctx);
+    (*op_flops)[o] += sh.flops + sh.vector_ops;
+    (*op_bytes)[o] += sh.bytes;
+    (*compute_flops)[c] = sh.flops;
   }
 }
 

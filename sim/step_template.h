@@ -81,6 +81,7 @@ class StepTemplate {
   uint64_t MemoryBytesAt(size_t task, uint64_t ctx) const;
   bool SameStep(const mapping::Program& a, size_t a0, size_t a1, uint64_t ctx, std::string* why) const;
   bool Reduce(std::string* why);
+  void PrepareWork();  // work_, once ctx_tasks_ is known
 
   const mapping::Program& p_;
   const arch::Chip& chip_;
@@ -94,6 +95,15 @@ class StepTemplate {
   std::vector<uint32_t> ctx_tasks_;     // tasks whose shape follows the context
   std::vector<uint64_t> kv_per_token_;  // per task: a KV read's bytes per token (kKvRead)
   OpCores pairs_;                       // ReduceOps' (op, core) pairs
+  // WorkAt's parts that do not follow the context: the ops' flops (of the ops with no context
+  // task; 0 for the others) and bytes (but the context tasks'), the compute tasks' flops (the
+  // template's), and the compute tasks of the ops with a context task (id, index in
+  // compute_flops), in id order.
+  struct Work {
+    std::vector<double> op_flops, compute_flops;
+    std::vector<uint64_t> op_bytes;
+    std::vector<std::pair<uint32_t, uint32_t>> tasks;
+  } work_;
   bool context_memory_ = false;
   std::unique_ptr<LinkModel> links_;          // the step's flows over links (links.h)
   std::unique_ptr<LinkReservation> reserve_;  // their queues, reset before each schedule
