@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <future>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -28,6 +31,54 @@ using mapping::Program;
 using mapping::TaskKind;
 
 constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
+
+// Decode steps handed from the schedule (one thread) to their composition (another), in order:
+// Ran(k) once step k's tasks have all ended, with its horizon; Took() once it is composed.
+class StepHandoff {
+ public:
+  void Ran(uint32_t k, Ps horizon) {
+    std::lock_guard<std::mutex> lock(m_);
+    ran_.emplace_back(k, horizon);
+    last_ran_ = k;
+    cv_.notify_all();
+  }
+  // The composition: waits for step k (the next); false when stopped.
+  bool WaitRan(uint32_t k, Ps* horizon) {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return stop_ || (!ran_.empty() && ran_.front().first == k); });
+    if (stop_) return false;
+    *horizon = ran_.front().second;
+    ran_.pop_front();
+    return true;
+  }
+  void Took() {
+    std::lock_guard<std::mutex> lock(m_);
+    cv_.notify_all();
+  }
+  // The schedule: waits until `run` has step k taken, when step k was handed over (else it
+  // never will be: no wait); false when stopped.
+  bool WaitTaken(const StepStream& run, uint32_t k) {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return stop_ || k > last_ran_ || run.taken() >= k; });
+    return !stop_;
+  }
+  void Stop() {
+    std::lock_guard<std::mutex> lock(m_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  bool stopped() {
+    std::lock_guard<std::mutex> lock(m_);
+    return stop_;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::pair<uint32_t, Ps>> ran_;
+  uint32_t last_ran_ = 0;
+  bool stop_ = false;
+};
 
 }  // namespace
 
@@ -151,8 +202,9 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   std::vector<uint32_t> memory_tasks;
   for (uint32_t i = 0; i < n; ++i)
     if (tp.kind(i) == TaskKind::kMemory) memory_tasks.push_back(i);
-  for (uint32_t k = HB + 1; k <= N; ++k) {
-    if (!run.RunUntil(k, &reason)) return fail(reason);
+  // Step k into the Result, after the steps before it; `horizon`: no task of a later step
+  // starts before it (StepStream::Horizon once step k ended).
+  auto compose_step = [&](uint32_t k, Ps horizon, std::string* why) {
     for (uint32_t x : ctx)
       if (tp.kind(x) == TaskKind::kMemory) {
         kv_run[tp.memory(x).channel].bytes += tpl.MemoryBytesIn(x, k);
@@ -163,13 +215,45 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       Ps& q = channel_use[tp.memory(i).channel].max_queue_ps;
       q = std::max(q, tk[i].start_ps - run.ready(k, i));
     }
-    if (!compose.Add(k, tk, &reason)) return fail(reason);
+    if (!compose.Add(k, tk, why)) return false;
     if (opts.keep_task_times) AddTaskTimings(tp, tk, 0, NB + uint64_t{k - HB - 1} * n, &res);
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k))
       observed[k].assign(tk.begin(), tk.end());
     // A core's intervals that start before every task not added yet can be merged for good.
-    busy.Flush(run.Horizon(k));
+    busy.Flush(horizon);
     run.Take(k);
+    return true;
+  };
+  if (UseSpareThread(uint64_t{N - HB} * n)) {
+    // The composition on a thread of its own, a step behind the schedule (which waits for a
+    // step's composition before it reuses the step's room).
+    StepHandoff handoff;
+    run.set_wait_for_take([&](uint32_t k) { return handoff.WaitTaken(run, k); });
+    std::string compose_why;
+    auto composer = std::async(std::launch::async, [&] {
+      for (uint32_t k = HB + 1; k <= N; ++k) {
+        Ps horizon = 0;
+        if (!handoff.WaitRan(k, &horizon)) return;
+        if (!compose_step(k, horizon, &compose_why)) return handoff.Stop();
+        handoff.Took();
+      }
+    });
+    for (uint32_t k = HB + 1; k <= N && !handoff.stopped(); ++k) {
+      if (!run.RunUntil(k, &reason)) {
+        handoff.Stop();
+        composer.wait();
+        return fail(compose_why.empty() ? reason : compose_why);
+      }
+      handoff.Ran(k, run.Horizon(k));
+    }
+    composer.wait();
+    run.set_wait_for_take(nullptr);
+    if (handoff.stopped()) return fail(compose_why);
+  } else {
+    for (uint32_t k = HB + 1; k <= N; ++k) {
+      if (!run.RunUntil(k, &reason)) return fail(reason);
+      if (!compose_step(k, run.Horizon(k), &reason)) return fail(reason);
+    }
   }
   compose.FinishRows(reused);
   busy.Flush(kMaxPs);

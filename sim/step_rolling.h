@@ -34,7 +34,10 @@
 //
 // Cost: the engine's event loop over every task of every step (no Program, no per-task
 // record beyond the steps in flight), and what composing any reused step costs (op rows,
-// energy, busy union): about 0.25 ms per step of the reference experiment (3,580 tasks).
+// energy, busy union): about 0.2 ms per step of the reference experiment (3,580 tasks). With
+// a spare core (sim::UseSpareThread) each step is composed on a thread of its own, a step
+// behind the schedule, which waits for a step's composition before it reuses that step's
+// room: three threads (schedule, composition, the schedule without queues on links).
 
 #include <optional>
 #include <string>

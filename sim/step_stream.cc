@@ -93,7 +93,12 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
   if (sl.step == k) return true;
   // The room of step k - slots: taken, and every task of the L steps after it started (they
   // read its tasks' times when they start).
-  if (sl.step != 0 && (sl.step > taken_ || sl.step + L_ > started_upto_)) {
+  if (sl.step != 0 && wait_for_take_ && sl.step + L_ <= started_upto_ &&
+      sl.step > taken_.load(std::memory_order_acquire) && !wait_for_take_(sl.step)) {
+    *why = "stopped";
+    return false;
+  }
+  if (sl.step != 0 && (sl.step > taken_.load(std::memory_order_acquire) || sl.step + L_ > started_upto_)) {
     *why = "decode step " + std::to_string(k) + " starts while decode step " + std::to_string(sl.step) +
            " is still needed (more than " + std::to_string(slots_.size()) + " steps at once)";
     return false;

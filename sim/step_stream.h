@@ -2,6 +2,7 @@
 // The analytical engine's schedule over a head Program and decode steps made from a template
 // as they are needed (sim/step_rolling.h has the argument).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -63,7 +64,12 @@ class StepStream {
   // decode step waits on something).
   Ps ready(uint32_t k, uint32_t i) const { return slot(k).waiting[i].best_end; }
   std::span<const Ps> busy(uint32_t k) const { return slot(k).busy; }
-  void Take(uint32_t k) { taken_ = k; }
+  // Take may come from another thread (the step's composition) than the schedule's: then
+  // `wait` is how the schedule waits for a step to be taken before it reuses its room (false:
+  // give up).
+  void Take(uint32_t k) { taken_.store(k, std::memory_order_release); }
+  uint32_t taken() const { return taken_.load(std::memory_order_acquire); }
+  void set_wait_for_take(std::function<bool(uint32_t)> wait) { wait_for_take_ = std::move(wait); }
   // No task of a step after k starts earlier than this (the event time, and the starts so far).
   Ps Horizon(uint32_t k) const {
     Ps h = now_;
@@ -134,7 +140,9 @@ class StepStream {
   std::vector<Waiting> step_waiting_;  // a decode step's tasks before any dep ended
   std::vector<uint32_t> seg_ended_;    // B's segments: tasks ended
   std::vector<Slot> slots_;
-  uint32_t taken_ = 0, started_upto_ = 0;  // every task of steps <= started_upto_ has started
+  std::atomic<uint32_t> taken_{0};
+  std::function<bool(uint32_t)> wait_for_take_;
+  uint32_t started_upto_ = 0;  // every task of steps <= started_upto_ has started
   // The event loop's state (Dispatcher::Run's).
   Ps now_ = 0;
   std::vector<uint64_t> ready_, memory_ready_, link_ready_;

@@ -282,6 +282,37 @@ TEST(StepReuse, StepByStepAsUnrolled) {
   ExpectSame(Tp1(30), true, true, true);
 }
 
+// With a spare core (sim::SetSpareThread, as `tpsim run` has) and enough tasks, each step is
+// composed on a thread of its own, a step behind the schedule, which waits for a step to be
+// composed before it reuses the step's room: the same Result as unrolled (and so as one
+// thread), with tasks and with the trace's sampled steps.
+TEST(StepReuse, StepByStepComposedOnASecondThread) {
+  SetSpareThread(true);
+  // 120 steps of 3,580 tasks: past the 200,000 tasks from which a spare thread is used.
+  const Experiment e = Load("reference-qwen3-4b.textproto", 120);
+  ExpectSame(e, true, true, true);
+  auto sampled = [&](std::vector<TaskTime>* times) {
+    RunOptions o;
+    o.reuse = RunOptions::Reuse::kForce;
+    o.step_by_step = true;
+    o.observe_steps = {1, 60, 120};
+    o.observers.push_back([times](const RunView& v) { *times = v.timing.tasks; });
+    return RunExperiment(e, o);
+  };
+  std::vector<TaskTime> threaded, one;
+  const RunOutput a = sampled(&threaded);
+  SetSpareThread(false);
+  const RunOutput b = sampled(&one);
+  EXPECT_TRUE(a.reused && b.reused) << a.reuse;
+  EXPECT_TRUE(ResultToJson(a.result) == ResultToJson(b.result));
+  ASSERT_GT(one.size(), 0u);
+  ASSERT_EQ(threaded.size(), one.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    ASSERT_EQ(threaded[i].start_ps, one[i].start_ps) << i;
+    ASSERT_EQ(threaded[i].end_ps, one[i].end_ps) << i;
+  }
+}
+
 TEST(StepReuse, ObserveSteps) {
   EXPECT_EQ(ParseObserveSteps("first,last,every:4", 10), (std::vector<uint32_t>{1, 4, 8, 10}));
   EXPECT_EQ(ParseObserveSteps("3,3,1", 10), (std::vector<uint32_t>{1, 3}));
