@@ -25,7 +25,9 @@ namespace {
 Ps CeilPs(long double x) {
   if (!(x > 0)) return 0;
   if (x >= static_cast<long double>(std::numeric_limits<Ps>::max())) return std::numeric_limits<Ps>::max();
-  long double r = std::nearbyint(x);
+  // rint, not nearbyint: the same value (both round to nearest), but inlined (x87 frndint)
+  // where nearbyint is a library call; rint may raise FE_INEXACT, which nothing reads.
+  long double r = std::rint(x);
   if (std::fabs(x - r) <= 1e-9L * std::max(1.0L, r)) return static_cast<Ps>(r);
   return static_cast<Ps>(std::ceil(x));
 }

@@ -33,19 +33,24 @@ using mapping::TaskKind;
 constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
 
 // Decode steps handed from the schedule (one thread) to their composition (another), in order:
-// Ran(k) once step k's tasks have all ended, with its horizon; Took() once it is composed.
+// Ran(k) once step k's tasks have all ended, with its horizon; Took() once it is composed. A
+// side is woken only when it waits (a wake is a system call), the composition once kBatch
+// steps wait for it, the schedule waits for a room, or the last step ran.
 class StepHandoff {
  public:
-  void Ran(uint32_t k, Ps horizon) {
+  // `last`: no step follows (the composition is woken whatever it has to do).
+  void Ran(uint32_t k, Ps horizon, bool last) {
     std::lock_guard<std::mutex> lock(m_);
     ran_.emplace_back(k, horizon);
     last_ran_ = k;
-    cv_.notify_all();
+    if (composer_waits_ && (last || ran_.size() >= kBatch)) composer_cv_.notify_one();
   }
   // The composition: waits for step k (the next); false when stopped.
   bool WaitRan(uint32_t k, Ps* horizon) {
     std::unique_lock<std::mutex> lock(m_);
-    cv_.wait(lock, [&] { return stop_ || (!ran_.empty() && ran_.front().first == k); });
+    composer_waits_ = true;
+    composer_cv_.wait(lock, [&] { return stop_ || (!ran_.empty() && ran_.front().first == k); });
+    composer_waits_ = false;
     if (stop_) return false;
     *horizon = ran_.front().second;
     ran_.pop_front();
@@ -53,31 +58,35 @@ class StepHandoff {
   }
   void Took() {
     std::lock_guard<std::mutex> lock(m_);
-    cv_.notify_all();
+    if (schedule_waits_) schedule_cv_.notify_one();
   }
   // The schedule: waits until `run` has step k taken, when step k was handed over (else it
   // never will be: no wait); false when stopped.
   bool WaitTaken(const StepStream& run, uint32_t k) {
     std::unique_lock<std::mutex> lock(m_);
-    cv_.wait(lock, [&] { return stop_ || k > last_ran_ || run.taken() >= k; });
+    if (composer_waits_ && !ran_.empty()) composer_cv_.notify_one();
+    schedule_waits_ = true;
+    schedule_cv_.wait(lock, [&] { return stop_ || k > last_ran_ || run.taken() >= k; });
+    schedule_waits_ = false;
     return !stop_;
   }
   void Stop() {
     std::lock_guard<std::mutex> lock(m_);
     stop_ = true;
-    cv_.notify_all();
+    stopped_.store(true, std::memory_order_relaxed);
+    composer_cv_.notify_one();
+    schedule_cv_.notify_one();
   }
-  bool stopped() {
-    std::lock_guard<std::mutex> lock(m_);
-    return stop_;
-  }
+  bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr size_t kBatch = 4;
   std::mutex m_;
-  std::condition_variable cv_;
+  std::condition_variable composer_cv_, schedule_cv_;
   std::deque<std::pair<uint32_t, Ps>> ran_;
   uint32_t last_ran_ = 0;
-  bool stop_ = false;
+  bool stop_ = false, composer_waits_ = false, schedule_waits_ = false;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace
@@ -244,7 +253,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
         composer.wait();
         return fail(compose_why.empty() ? reason : compose_why);
       }
-      handoff.Ran(k, run.Horizon(k));
+      handoff.Ran(k, run.Horizon(k), k == N);
     }
     composer.wait();
     run.set_wait_for_take(nullptr);
