@@ -236,28 +236,38 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   if (UseSpareThread(uint64_t{N - HB} * n)) {
     // The composition on a thread of its own, a step behind the schedule (which waits for a
     // step's composition before it reuses the step's room).
+    // A side that fails or throws stops the other (the guard, destroyed before the future,
+    // whose destructor joins the thread); the composer's exception is rethrown by get().
     StepHandoff handoff;
     run.set_wait_for_take([&](uint32_t k) { return handoff.WaitTaken(run, k); });
     std::string compose_why;
     auto composer = std::async(std::launch::async, [&] {
-      for (uint32_t k = HB + 1; k <= N; ++k) {
-        Ps horizon = 0;
-        if (!handoff.WaitRan(k, &horizon)) return;
-        if (!compose_step(k, horizon, &compose_why)) return handoff.Stop();
-        handoff.Took();
+      try {
+        for (uint32_t k = HB + 1; k <= N; ++k) {
+          Ps horizon = 0;
+          if (!handoff.WaitRan(k, &horizon)) return;
+          if (!compose_step(k, horizon, &compose_why)) return handoff.Stop();
+          handoff.Took();
+        }
+      } catch (...) {
+        handoff.Stop();
+        throw;
       }
     });
-    for (uint32_t k = HB + 1; k <= N && !handoff.stopped(); ++k) {
-      if (!run.RunUntil(k, &reason)) {
-        handoff.Stop();
-        composer.wait();
-        return fail(compose_why.empty() ? reason : compose_why);
-      }
-      handoff.Ran(k, run.Horizon(k), k == N);
+    struct StopOnExit {
+      StepHandoff& handoff;
+      ~StopOnExit() { handoff.Stop(); }
+    } stop_composer{handoff};
+    bool ran = true;
+    for (uint32_t k = HB + 1; k <= N && ran && !handoff.stopped(); ++k) {
+      ran = run.RunUntil(k, &reason);
+      if (ran) handoff.Ran(k, run.Horizon(k), k == N);
     }
-    composer.wait();
+    if (!ran) handoff.Stop();
+    composer.get();
     run.set_wait_for_take(nullptr);
-    if (handoff.stopped()) return fail(compose_why);
+    if (!compose_why.empty()) return fail(compose_why);
+    if (!ran) return fail(reason);
   } else {
     for (uint32_t k = HB + 1; k <= N; ++k) {
       if (!run.RunUntil(k, &reason)) return fail(reason);
