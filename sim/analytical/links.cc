@@ -27,14 +27,12 @@ Ps SatAdd(Ps a, Ps b) {
 
 // The links' calendars count in 1/1024 ps, so that flows too small to take a picosecond
 // (a link at 1e12 GB/s) do not round one another up: ends are rounded up to the ps once.
+// 64 bits of ticks hold 2^53 ps (2.5 hours): the calendars count from an origin that
+// LinkReservation::Rebase moves up to the schedule's time once it is kRebasePs past it.
 constexpr int kTickBits = 10;
-constexpr Ps kMaxTickPs = std::numeric_limits<Ps>::max() >> kTickBits;
-Ps ToTicks(Ps ps) { return ps >= kMaxTickPs ? std::numeric_limits<Ps>::max() : ps << kTickBits; }
-Ps CeilToPs(Ps ticks) {
-  return ticks == std::numeric_limits<Ps>::max()
-             ? ticks
-             : (ticks >> kTickBits) + ((ticks & ((1 << kTickBits) - 1)) != 0);
-}
+constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
+constexpr Ps kMaxTickPs = kMaxPs >> kTickBits;
+constexpr Ps kRebasePs = Ps{1} << 51;
 
 }  // namespace
 
@@ -100,6 +98,33 @@ void LinkReservation::Reset() {
   busy_.assign(m_.flows.num_resources(), {});
   head_.assign(m_.flows.num_resources(), 0);
   max_wait_.assign(m_.flows.num_resources(), 0);
+  origin_ = 0;
+}
+
+Ps LinkReservation::ToTicks(Ps ps) const {
+  const Ps d = ps - origin_;  // ps >= the schedule's time >= origin_
+  return d >= kMaxTickPs ? kMaxPs : d << kTickBits;
+}
+
+Ps LinkReservation::TicksToPs(Ps ticks) const {
+  if (ticks == kMaxPs) return kMaxPs;
+  return SatAdd(origin_, (ticks >> kTickBits) + ((ticks & ((1 << kTickBits) - 1)) != 0));
+}
+
+void LinkReservation::Rebase(Ps now) {
+  // Whole ps, so that rounding up to the ps (TicksToPs) is the same from either origin;
+  // the largest tick (a time that did not fit) stays the largest.
+  const Ps shift = (now - origin_) << kTickBits;
+  for (size_t r = 0; r < busy_.size(); ++r) {
+    std::vector<Interval>& cal = busy_[r];
+    cal.erase(cal.begin(), cal.begin() + head_[r]);
+    head_[r] = 0;
+    for (Interval& iv : cal) {
+      if (iv.begin != kMaxPs) iv.begin -= shift;
+      if (iv.end != kMaxPs) iv.end -= shift;
+    }
+  }
+  origin_ = now;
 }
 
 Ps LinkReservation::Reserve(int r, Ps arrive, Ps hold, Ps now) {
@@ -154,10 +179,11 @@ Ps LinkReservation::FinishKind(const FlowSet& flows, uint32_t f, Ps start, Ps du
   Ps total_latency = 0;
   for (int r : route) total_latency = SatAdd(total_latency, flows.hop_latency(r));
   Ps arrive = SatAdd(start, flows.kind_inject(f)), before = 0, end = 0;
+  if (now - origin_ >= kRebasePs) Rebase(now);
   const Ps now_ticks = ToTicks(now);
   for (size_t h = 0; h < route.size(); ++h) {
     const int r = route[h];
-    const Ps done = CeilToPs(Reserve(r, ToTicks(arrive), holds[h], now_ticks));
+    const Ps done = TicksToPs(Reserve(r, ToTicks(arrive), holds[h], now_ticks));
     end = std::max(end, SatAdd(done, total_latency - before));
     before = SatAdd(before, flows.hop_latency(r));
     arrive = SatAdd(arrive, flows.hop_latency(r));

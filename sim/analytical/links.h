@@ -162,8 +162,14 @@ class LinkReservation {
     Ps begin, end;
   };
   // Holds link r for `hold` from the first time at or after `arrive` it is free that
-  // long; returns the end. In ticks of 1/1024 ps (links.cc).
+  // long; returns the end. In ticks of 1/1024 ps after origin_ (links.cc).
   Ps Reserve(int r, Ps arrive, Ps hold, Ps now);
+  // A time in ps as ticks after origin_ (the largest tick when it does not fit), and back.
+  Ps ToTicks(Ps ps) const;
+  Ps TicksToPs(Ps ticks) const;
+  // Moves origin_ to `now` once the schedule is far from it: the calendars' ticks count from
+  // there, so that 64 bits of ticks (2^53 ps, 2.5 hours) hold any run up to 2^63 ps.
+  void Rebase(Ps now);
 
   const LinkModel& m_;
   std::vector<int32_t> flow_of_;   // per task: its flow, -1 for none (a model by flows)
@@ -172,6 +178,7 @@ class LinkReservation {
   // over by the schedule's time).
   std::vector<std::vector<Interval>> busy_;
   std::vector<uint32_t> head_;
+  Ps origin_ = 0;  // ps, the calendars' time 0
   std::vector<Ps> max_wait_;
 };
 

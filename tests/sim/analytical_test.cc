@@ -388,6 +388,37 @@ TEST(AnalyticalEngine, TransfersSharingALinkQueueThereInStartOrder) {
   EXPECT_EQ(out.tasks[1].end_ps, 1'004'000 + 1'002'000);
 }
 
+TEST(AnalyticalEngine, LinksQueueAfterTwoAndAHalfHours) {
+  // The transfers of TransfersSharingALinkQueueThereInStartOrder after a DRAM read of 864 TB
+  // (80 B/ns: 3 hours). The links' calendars count in 1/1024 ps: in 64 bits they ended at
+  // 2^53 ps (2.5 hours), and every flow after that ended "past the 2^63 ps clock".
+  Program p = NewProgram();
+  p.collectives.push_back(mapping::CollectiveInfo{
+      mapping::CollectiveKind::kAllGather, mapping::AlgorithmOf("direct"), 160'000, 3, mapping::OpId(0)});
+  AddMemory(p, 0, 0, 864'000'000'000'000);
+  AddTransfer(p, Core(0, 0), Core(0, 2), 160'000, 0, 0, {0});
+  AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, 0, 0, {0});
+  const EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  const Ps read_end = out.tasks[0].end_ps;
+  ASSERT_GT(read_end, Ps{1} << 53);
+  EXPECT_EQ(out.tasks[1].start_ps, read_end);
+  EXPECT_EQ(out.tasks[1].end_ps, read_end + 1'004'000);
+  EXPECT_EQ(out.tasks[2].end_ps, read_end + 2'004'000);
+  const int shared = Mesh().Route(Core(0, 1), Core(0, 2)).at(0);
+  EXPECT_EQ(out.links[shared].max_queue_ps, 1'002'000);
+
+  // Once more after another 3 hours (past a second origin of the calendars): the same times
+  // after the second read's end.
+  AddMemory(p, 0, 0, 864'000'000'000'000, {2});
+  AddTransfer(p, Core(0, 0), Core(0, 2), 160'000, 0, 0, {3});
+  AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, 0, 0, {3});
+  const EngineOutput twice = AnalyticalEngine().Run(p, Mesh());
+  const Ps read2_end = twice.tasks[3].end_ps;
+  ASSERT_EQ(read2_end, twice.tasks[2].end_ps + (read_end - out.tasks[0].start_ps));
+  EXPECT_EQ(twice.tasks[4].end_ps, read2_end + 1'004'000);
+  EXPECT_EQ(twice.tasks[5].end_ps, read2_end + 2'004'000);
+}
+
 TEST(AnalyticalEngine, DramReadSharedByTwoCores) {
   // Channel 0 (80 B/ns effective, 50 ns) read by cores 0 and 1, 80,000 B each, both at 0:
   //   alone:  core 0: 50,000 + 80,000 / 80 ns (1,000,000) = 1,050,000 ps; core 1 (r0c1)
