@@ -97,19 +97,9 @@ Dispatcher::Dispatcher(const mapping::Program& p, std::vector<int32_t> first_lin
   Reset(num_links);
 }
 
-Dispatcher::Dispatcher(const Dispatcher& of, int) : p_(of.p_), graph_(of.graph_) {
-  Reset(static_cast<int>(of.link_free_.size()));
-}
+Dispatcher::Dispatcher(const Dispatcher& of, int) : p_(of.p_), graph_(of.graph_) { Reset(of.num_links_); }
 
-void Dispatcher::Reset(int num_links) {
-  link_free_.assign(static_cast<size_t>(std::max(0, num_links)), 0);
-  const size_t cores = static_cast<size_t>(std::max(0, p_.num_cores));
-  core_ready_.resize(cores);
-  core_busy_.assign(cores, 0);
-  core_dirty_.assign(cores, 0);
-  channel_free_.assign(static_cast<size_t>(std::max(0, p_.num_channels)), 0);
-  events_.reserve(1024);
-}
+void Dispatcher::Reset(int num_links) { num_links_ = std::max(0, num_links); }
 
 Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
   const mapping::Program& p = p_;
@@ -137,7 +127,7 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
       throw std::invalid_argument("Dispatcher: " + std::to_string(c.first_link_of_key.size()) +
                                   " first links by key for " + std::to_string(c.duration.size()) + " keys");
     for (int32_t l : c.first_link_of_key)
-      if (l >= static_cast<int64_t>(link_free_.size()))
+      if (l >= num_links_)
         throw std::invalid_argument("Dispatcher: link " + std::to_string(l) + " out of range");
   }
   // The first link of transfer i's route, -1 for none.
@@ -156,10 +146,11 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
     if (!unmet16_.empty()) return --unmet16_[j] == 0;
     return --unmet32_[j] == 0;
   };
-  ready_.clear();
+  q_.Reset(static_cast<size_t>(std::max(0, p.num_cores)), static_cast<size_t>(std::max(0, p.num_channels)),
+           static_cast<size_t>(num_links_));
   for (size_t i = 0; i < n; ++i) {
     const size_t deps = p.deps(i).size();
-    if (deps == 0) ready_.push_back(static_cast<uint32_t>(i));
+    if (deps == 0) q_.Ready(static_cast<uint32_t>(i));
     if (!unmet8_.empty()) {
       unmet8_[i] = static_cast<uint8_t>(deps);
     } else if (!unmet16_.empty()) {
@@ -168,10 +159,6 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
       unmet32_[i] = static_cast<uint32_t>(deps);
     }
   }
-  for (auto& h : core_ready_) h.clear();
-  std::fill(core_busy_.begin(), core_busy_.end(), 0);
-  std::fill(channel_free_.begin(), channel_free_.end(), 0);
-  std::fill(link_free_.begin(), link_free_.end(), 0);
   order_.clear();
   if (keep_order_) {
     order_.reserve(n);
@@ -179,100 +166,55 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
     order_.shrink_to_fit();
   }
   size_t started = 0;
-  events_.clear();
   Ps makespan = 0;
-  auto later = std::greater<std::pair<Ps, uint32_t>>();
+  // The loop's view of the Program (sim/dispatch_loop.h).
+  struct Source {
+    Dispatcher& d;
+    const mapping::Program& p;
+    const TaskCosts& c;
+    std::span<TaskTime> times;
+    const decltype(link_of)& link;
+    bool record;
+    size_t& started;
+    Ps& makespan;
+    Queue QueueOf(uint32_t i) const {
+      const mapping::TaskKind k = p.kind(i);
+      return k == mapping::TaskKind::kTransfer && link(i) >= 0 ? Queue::kLink : sim::QueueOf(k);
+    }
+    int32_t ResourceOf(uint32_t i, Queue q) const {
+      return q == Queue::kCompute ? p.core(i)
+             : q == Queue::kDram  ? static_cast<int32_t>(p.memory(i).channel)
+                                  : link(i);
+    }
+    Ps BusyOf(uint32_t i) const { return c.busy_of(i); }
+    bool Start(uint32_t i, Ps at, Ps now) {
+      const Ps end = d.finish_ && p.kind(i) != mapping::TaskKind::kCompute ? d.finish_(i, at, now)
+                                                                           : SatAdd(at, c.duration_of(i));
+      if (record) times[i] = TaskTime{at, end};
+      makespan = std::max(makespan, end);
+      if (d.keep_order_) d.order_.push_back(i);
+      ++started;
+      d.q_.AddEnd(end, i);
+      return true;
+    }
+  } src{*this, p, c, times, link_of, record, started, makespan};
   Ps now = 0;
-  auto start = [&](uint32_t i, Ps at) {
-    const Ps end = finish_ && p.kind(i) != mapping::TaskKind::kCompute ? finish_(i, at, now)
-                                                                       : SatAdd(at, c.duration_of(i));
-    if (record) times[i] = TaskTime{at, end};
-    makespan = std::max(makespan, end);
-    if (keep_order_) order_.push_back(i);
-    ++started;
-    events_.emplace_back(end, i);
-    std::push_heap(events_.begin(), events_.end(), later);
-  };
   for (;;) {
-    // Tasks that became ready at `now`: DRAM requests join their channel's queue and
-    // transfers their first link's (ties by id), compute waits for its core.
-    memory_ready_.clear();
-    link_ready_.clear();
-    for (uint32_t i : ready_) {
-      switch (p.kind(i)) {
-        case mapping::TaskKind::kCompute: {
-          const int c = p.core(i);
-          core_ready_[c].push_back(i);
-          std::push_heap(core_ready_[c].begin(), core_ready_[c].end(), std::greater<uint32_t>());
-          if (!core_dirty_[c]) {
-            core_dirty_[c] = 1;
-            dirty_cores_.push_back(c);
-          }
-          break;
-        }
-        case mapping::TaskKind::kMemory:
-          memory_ready_.push_back(i);
-          break;
-        case mapping::TaskKind::kTransfer:
-          if (link_of(i) >= 0) {
-            link_ready_.push_back(i);
-          } else {
-            start(i, now);
-          }
-          break;
-      }
-    }
-    ready_.clear();
-    std::sort(link_ready_.begin(), link_ready_.end());
-    for (uint32_t i : link_ready_) {
-      Ps& free = link_free_[link_of(i)];
-      const Ps at = std::max(now, free);
-      free = SatAdd(at, c.busy_of(i));
-      start(i, at);
-    }
-    std::sort(memory_ready_.begin(), memory_ready_.end());
-    for (uint32_t i : memory_ready_) {
-      Ps& free = channel_free_[p.memory(i).channel];
-      const Ps at = std::max(now, free);
-      free = SatAdd(at, c.busy_of(i));
-      start(i, at);
-    }
-    // Free cores start their lowest-id ready task.
-    for (int c : dirty_cores_) {
-      core_dirty_[c] = 0;
-      auto& h = core_ready_[c];
-      if (core_busy_[c] || h.empty()) continue;
-      std::pop_heap(h.begin(), h.end(), std::greater<uint32_t>());
-      const uint32_t i = h.back();
-      h.pop_back();
-      core_busy_[c] = 1;
-      start(i, now);
-    }
-    dirty_cores_.clear();
-    if (events_.empty()) break;
+    q_.StartReady(now, src);
+    if (q_.idle()) break;
     // Every task that ends at the next event time, before any decision at that time.
-    now = events_.front().first;
-    while (!events_.empty() && events_.front().first == now) {
-      std::pop_heap(events_.begin(), events_.end(), later);
-      const uint32_t i = events_.back().second;
-      events_.pop_back();
-      if (p.kind(i) == mapping::TaskKind::kCompute) {
-        const int c = p.core(i);
-        core_busy_[c] = 0;
-        if (!core_dirty_[c]) {
-          core_dirty_[c] = 1;
-          dirty_cores_.push_back(c);
-        }
-      }
+    q_.TakeEnded(&now, [&](uint32_t i) {
+      if (p.kind(i) == mapping::TaskKind::kCompute) q_.CoreFree(p.core(i));
       for (uint32_t k = first_dependent[i]; k < first_dependent[i + 1];) {
         uint32_t j = i + dependents[k++];
         if (dependents[k - 1] == Graph::kFar) {
           j = uint32_t{dependents[k]} << 16 | dependents[k + 1];
           k += 2;
         }
-        if (ended_dep(j)) ready_.push_back(j);
+        if (ended_dep(j)) q_.Ready(j);
       }
-    }
+      return true;
+    });
   }
   if (started != n) throw std::logic_error("Dispatcher: a task was never ready (a dep cycle)");
   return makespan;

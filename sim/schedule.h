@@ -46,24 +46,10 @@
 #include <vector>
 
 #include "mapping/program.h"
+#include "sim/dispatch_loop.h"
 #include "sim/engine.h"
 
 namespace tpsim::sim {
-
-// The queue a task waits for besides its deps: its core's compute unit, its channel's
-// request queue, its first link (transfers over links), or none.
-// Numbered like TaskKind, so that QueueOf is free in the hot loop.
-enum class Queue : uint8_t { kCompute, kNone, kDram, kLink };
-static_assert(static_cast<int>(mapping::TaskKind::kCompute) == static_cast<int>(Queue::kCompute) &&
-              static_cast<int>(mapping::TaskKind::kTransfer) == static_cast<int>(Queue::kNone) &&
-              static_cast<int>(mapping::TaskKind::kMemory) == static_cast<int>(Queue::kDram));
-constexpr Queue QueueOf(mapping::TaskKind k) { return static_cast<Queue>(k); }
-// A task's queue when `first_link` (one per task, -1 for none; empty: none at all) gives
-// the first link of each transfer's route.
-inline Queue QueueOf(mapping::TaskKind k, std::span<const int32_t> first_link, size_t i) {
-  return k == mapping::TaskKind::kTransfer && !first_link.empty() && first_link[i] >= 0 ? Queue::kLink
-                                                                                        : QueueOf(k);
-}
 
 // The rule over any max-plus algebra, in a fixed order. `Graph`:
 //   order()   the tasks in the order to time them (Dispatch's start order: every task after
@@ -182,12 +168,9 @@ class Dispatcher {
   std::shared_ptr<const Graph> graph_;
   std::vector<uint8_t> unmet8_;  // one of the three holds the unmet deps (Run)
   std::vector<uint16_t> unmet16_;
-  std::vector<uint32_t> unmet32_, order_, ready_, memory_ready_, link_ready_;
-  std::vector<std::vector<uint32_t>> core_ready_;  // per core: a min-heap of ready ids
-  std::vector<uint8_t> core_busy_, core_dirty_;
-  std::vector<int> dirty_cores_;
-  std::vector<Ps> channel_free_, link_free_;
-  std::vector<std::pair<Ps, uint32_t>> events_;  // min-heap of (end, task) of running tasks
+  std::vector<uint32_t> unmet32_, order_;
+  DispatchQueues<uint32_t> q_;  // the loop's queues (sim/dispatch_loop.h)
+  int num_links_ = 0;
   std::function<Ps(uint32_t, Ps, Ps)> finish_;
   bool keep_order_ = true;
 };

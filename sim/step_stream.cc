@@ -36,6 +36,7 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
       links_(reservation),
       path_(path),
       durations_(std::move(durations)) {
+  q_.Reset(static_cast<size_t>(cores), channels, links);
   // B's dependents: its own, then the decode steps' after it (the template's ext deps).
   std::vector<std::vector<uint64_t>> more(NB_);
   for (uint32_t s = std::max<uint32_t>(1, HB_ + 1 - L); s <= HB_; ++s)
@@ -79,11 +80,6 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
         kNoTask, std::numeric_limits<Ps>::min(),
         static_cast<uint32_t>(s_.p->deps(i).size() + (s_.ext_begin[i + 1] - s_.ext_begin[i]))};
   started_upto_ = HB_;
-  core_ready_.resize(cores);
-  core_busy_.assign(cores, 0);
-  core_dirty_.assign(cores, 0);
-  channel_free_.assign(channels, 0);
-  link_free_.assign(links, 0);
   core_last_.assign(cores, {});
   channel_last_.assign(channels, {});
 }
@@ -175,8 +171,7 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
     if (g == total_id_) last_ = split;
   }
   if (last) *last = {true, at, end, g, split};
-  events_.emplace_back(end, g);
-  std::push_heap(events_.begin(), events_.end(), std::greater<std::pair<Ps, uint64_t>>());
+  q_.AddEnd(end, g);
   return true;
 }
 
@@ -217,106 +212,62 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
     if (--w.unmet == 0) Ready(j);
     return true;
   };
-  const auto later = std::greater<std::pair<Ps, uint64_t>>();
+  // The loop's view of B and the steps (sim/dispatch_loop.h).
+  struct Source {
+    StepStream& s;
+    std::string* why;
+    Queue QueueOf(uint64_t g) const {
+      return g < s.NB_ ? sim::QueueOf(s.B_.kind(g), s.qb_.first_link, g) : s.s_.task[RelOf(g)].queue;
+    }
+    int32_t ResourceOf(uint64_t g, Queue q) const {
+      if (g >= s.NB_) return s.s_.task[RelOf(g)].resource;
+      return q == Queue::kCompute ? s.B_.core(g)
+             : q == Queue::kDram  ? static_cast<int32_t>(s.B_.memory(g).channel)
+                                  : s.qb_.first_link[g];
+    }
+    Ps BusyOf(uint64_t g) const { return g < s.NB_ ? s.qb_.busy[g] : s.slot(StepOf(g)).busy[RelOf(g)]; }
+    bool Start(uint64_t g, Ps at, Ps) { return s.Start(g, at, why); }
+  } src{*this, why};
   while (!done()) {
-    memory_ready_.clear();
-    link_ready_.clear();
-    for (uint64_t g : ready_) {
-      const bool in_b = g < NB_;
-      const uint32_t i = in_b ? 0 : RelOf(g);
-      const Queue q = in_b ? QueueOf(B_.kind(g), qb_.first_link, g) : s_.task[i].queue;
-      switch (q) {
-        case Queue::kCompute: {
-          const int c = in_b ? B_.core(g) : s_.task[i].resource;
-          core_ready_[c].push_back(g);
-          std::push_heap(core_ready_[c].begin(), core_ready_[c].end(), std::greater<uint64_t>());
-          if (!core_dirty_[c]) core_dirty_[c] = 1, dirty_cores_.push_back(c);
-          break;
-        }
-        case Queue::kDram:
-          memory_ready_.push_back(g);
-          break;
-        case Queue::kLink:
-          link_ready_.push_back(g);
-          break;
-        case Queue::kNone:
-          if (!Start(g, now_, why)) return false;
-          break;
-      }
-    }
-    ready_.clear();
-    std::sort(link_ready_.begin(), link_ready_.end());
-    for (uint64_t g : link_ready_) {
-      const bool in_b = g < NB_;
-      const int32_t l = in_b ? qb_.first_link[g] : s_.task[RelOf(g)].resource;
-      Ps& free = link_free_[l];
-      const Ps at = std::max(now_, free);
-      free = SatAdd(at, in_b ? qb_.busy[g] : slot(StepOf(g)).busy[RelOf(g)]);
-      if (!Start(g, at, why)) return false;
-    }
-    std::sort(memory_ready_.begin(), memory_ready_.end());
-    for (uint64_t g : memory_ready_) {
-      const bool in_b = g < NB_;
-      const int32_t ch = in_b ? static_cast<int32_t>(B_.memory(g).channel) : s_.task[RelOf(g)].resource;
-      Ps& free = channel_free_[ch];
-      const Ps at = std::max(now_, free);
-      free = SatAdd(at, in_b ? qb_.busy[g] : slot(StepOf(g)).busy[RelOf(g)]);
-      if (!Start(g, at, why)) return false;
-    }
-    for (int c : dirty_cores_) {
-      core_dirty_[c] = 0;
-      auto& h = core_ready_[c];
-      if (core_busy_[c] || h.empty()) continue;
-      std::pop_heap(h.begin(), h.end(), std::greater<uint64_t>());
-      const uint64_t g = h.back();
-      h.pop_back();
-      core_busy_[c] = 1;
-      if (!Start(g, now_, why)) return false;
-    }
-    dirty_cores_.clear();
+    if (!q_.StartReady(now_, src)) return false;
     // Every task of steps up to started_upto_ + 1 started: the rooms they read may go.
     while (started_upto_ < N_ && slot(started_upto_ + 1).step == started_upto_ + 1 &&
            slot(started_upto_ + 1).started == n_)
       ++started_upto_;
-    if (events_.empty()) {
+    if (q_.idle()) {
       if (!done()) {
         *why = "a task of segment " + std::to_string(seg) + " never became ready";
         return false;
       }
       break;
     }
-    now_ = events_.front().first;
-    while (!events_.empty() && events_.front().first == now_) {
-      std::pop_heap(events_.begin(), events_.end(), later);
-      const uint64_t g = events_.back().second;
-      events_.pop_back();
+    const bool ok = q_.TakeEnded(&now_, [&](uint64_t g) {
       Ended(g);
       const bool in_b = g < NB_;
       const uint32_t i = in_b ? 0 : RelOf(g);
-      if (in_b ? B_.kind(g) == TaskKind::kCompute : s_.task[i].compute) {
-        const int c = in_b ? B_.core(g) : s_.task[i].resource;
-        core_busy_[c] = 0;
-        if (!core_dirty_[c]) core_dirty_[c] = 1, dirty_cores_.push_back(c);
-      }
+      if (in_b ? B_.kind(g) == TaskKind::kCompute : s_.task[i].compute)
+        q_.CoreFree(in_b ? B_.core(g) : s_.task[i].resource);
       if (in_b) {
         for (uint32_t x = b_dep_begin_[g]; x < b_dep_begin_[g + 1]; ++x)
           if (!decrement(b_dependents_[x], g)) return false;
-      } else {
-        // The step's own dependents are in its room (no Ensure), the later steps' maybe not.
-        const uint32_t k = StepOf(g);
-        Slot& sl = slot(k);
-        for (uint32_t x = s_.dep_begin[i]; x < s_.dep_begin[i + 1]; ++x) {
-          const uint32_t j = s_.dependents[x];
-          Waiting& w = sl.waiting[j];
-          if (w.best_end < now_) w.best = g, w.best_end = now_;
-          if (--w.unmet == 0) Ready(Id(k, j));
-        }
-        for (uint32_t x = s_.ext_dep_begin[i]; x < s_.ext_dep_begin[i + 1]; ++x) {
-          const auto [off, j] = s_.ext_dep[x];
-          if (k + off <= N_ && !decrement(Id(k + off, j), g)) return false;
-        }
+        return true;
       }
-    }
+      // The step's own dependents are in its room (no Ensure), the later steps' maybe not.
+      const uint32_t k = StepOf(g);
+      Slot& sl = slot(k);
+      for (uint32_t x = s_.dep_begin[i]; x < s_.dep_begin[i + 1]; ++x) {
+        const uint32_t j = s_.dependents[x];
+        Waiting& w = sl.waiting[j];
+        if (w.best_end < now_) w.best = g, w.best_end = now_;
+        if (--w.unmet == 0) Ready(Id(k, j));
+      }
+      for (uint32_t x = s_.ext_dep_begin[i]; x < s_.ext_dep_begin[i + 1]; ++x) {
+        const auto [off, j] = s_.ext_dep[x];
+        if (k + off <= N_ && !decrement(Id(k + off, j), g)) return false;
+      }
+      return true;
+    });
+    if (!ok) return false;
   }
   return true;
 }

@@ -118,7 +118,7 @@ class StepStream {
   bool Ensure(uint32_t k, std::string* why);
   bool Start(uint64_t g, Ps at, std::string* why);
   void Ended(uint64_t g);
-  void Ready(uint64_t g) { ready_.push_back(g); }
+  void Ready(uint64_t g) { q_.Ready(g); }
   const CriticalPathSplit& SplitOf(uint64_t g) const {
     return g < NB_ ? b_split_[g] : slot(StepOf(g)).split[RelOf(g)];
   }
@@ -143,14 +143,9 @@ class StepStream {
   std::atomic<uint32_t> taken_{0};
   std::function<bool(uint32_t)> wait_for_take_;
   uint32_t started_upto_ = 0;  // every task of steps <= started_upto_ has started
-  // The event loop's state (Dispatcher::Run's).
+  // The event loop's state (Dispatcher::Run's queues, sim/dispatch_loop.h).
   Ps now_ = 0;
-  std::vector<uint64_t> ready_, memory_ready_, link_ready_;
-  std::vector<std::vector<uint64_t>> core_ready_;  // min-heaps of ids
-  std::vector<uint8_t> core_busy_, core_dirty_;
-  std::vector<int> dirty_cores_;
-  std::vector<Ps> channel_free_, link_free_;
-  std::vector<std::pair<Ps, uint64_t>> events_;  // min-heap of (end, id)
+  DispatchQueues<uint64_t> q_;
   std::vector<Last> core_last_, channel_last_;
   Ps total_ = std::numeric_limits<Ps>::min();
   uint64_t total_id_ = 0;
