@@ -43,6 +43,11 @@ int64_t UniqueLast(std::span<const TaskTime> t) {
   return tie ? -1 : best;
 }
 
+std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip, Engine& engine,
+                                     const RunOptions& opts, StepTemplate& tpl, Program& head,
+                                     const Program& step, const EngineOutput& step_out, std::string* why,
+                                     SampledRun* view);
+
 }  // namespace
 
 std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip& chip, Engine& engine,
@@ -77,22 +82,45 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   const bool separate = !opts.step_by_step && !tpl.context_memory() && tpl.MatchHead(head, &reason);
   if (tpl.context_memory()) reason = "memory tasks follow the context (KV reads from DRAM)";
   if (opts.step_by_step) reason = "step by step (RunOptions::step_by_step)";
-  if (!separate) {
-    if (steps < kPeriodHead + 5) return fail(reason);
+  // The ways for steps that overlap, tried when the steps are not separate, or when they are
+  // but a check of that way fails (`not_separate` says why).
+  auto overlapping = [&](const std::string& not_separate) -> std::optional<RunOutput> {
+    if (steps < kPeriodHead + 5) return fail(not_separate);
     std::string periodic =
         opts.step_by_step ? "not tried (RunOptions::step_by_step)" : "not tried (KV reads)";
     std::string lowered;
     std::optional<StepHead> h = LowerStepHead(e, chip, engine, tpl, &lowered);
-    if (!h) return fail(reason + "; " + lowered);
+    if (!h) return fail(not_separate + "; " + lowered);
     std::optional<RunOutput> r;
     if (!opts.step_by_step && !tpl.context_memory())
       r = RunPeriodic(e, chip, engine, opts, tpl, step_out, *h, &periodic, view);
     if (r) return r;
     std::string rolling;
     r = RunRolling(e, chip, engine, opts, tpl, step_out, *h, &rolling, view);
-    if (!r) return fail(reason + "; not periodic: " + periodic + "; not step by step: " + rolling);
+    if (!r) return fail(not_separate + "; not periodic: " + periodic + "; not step by step: " + rolling);
     return r;
-  }
+  };
+  if (!separate) return overlapping(reason);
+  std::string why_not;
+  std::optional<RunOutput> r = RunSeparate(e, chip, engine, opts, tpl, head, step, step_out, &why_not, view);
+  if (r) return r;
+  return overlapping("separate steps: " + why_not);
+}
+
+namespace {
+
+// The steps that do not overlap (the header's argument), after Classify and MatchHead.
+std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip, Engine& engine,
+                                     const RunOptions& opts, StepTemplate& tpl, Program& head,
+                                     const Program& step, const EngineOutput& step_out, std::string* why,
+                                     SampledRun* view) {
+  auto fail = [&](const std::string& reason) -> std::optional<RunOutput> {
+    *why = reason;
+    return std::nullopt;
+  };
+  const config::Workload& wl = e.cfg.workload();
+  const uint32_t steps = wl.decode_steps(), first = kHeadSteps + 1;
+  std::string reason;
   const EngineOutput head_out = engine.Run(head, chip);
   if (head_out.makespan_ps >= std::numeric_limits<Ps>::max()) return fail("the head's times overflow");
   if (UniqueLast(head_out.tasks) < 0) return fail("two tasks of the head end last");
@@ -185,5 +213,7 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   out.program = std::move(head);
   return out;
 }
+
+}  // namespace
 
 }  // namespace tpsim::sim
