@@ -277,8 +277,8 @@ stages, partition, placement, collective, engine), a table per layer and the
 summary of the whole workload; --ops adds the table per op. On a terminal, a run
 that takes longer than a second shows a progress line on stderr. A Program of
 200,000 tasks or more uses a second core, where there is one, for side work (the
-analytical engine's unloaded schedule, the result's energy and critical path);
-the output is the same.
+analytical engine's unloaded schedule, the result's energy and critical path, the
+composition of decode steps timed step by step); the output is the same.
 
   EXPERIMENT           experiment file; default: configs/experiments/default.textproto
   --engine NAME        analytical (default) or tlm (SystemC/TLM-2.0, link contention)
