@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "mapping/cost.h"
 #include "mapping/mapping.h"
 #include "sim/analytical/analytical.h"
 #include "sim/engine.h"
@@ -126,7 +127,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   shape.duration = qt.duration;
   shape.busy = qt.busy;
   shape.flows = &qt.model.flows;
-  for (StepShape::Task& t : shape.task) t.flow_kind = -1;
+  for (StepShape::Task& t : shape.task) t.flow_kind = t.step_flow = -1;
   for (size_t f = 0; f < qt.model.task.size(); ++f)
     shape.task[qt.model.task[f]].flow_kind =
         static_cast<int32_t>(qt.model.flows.kind(static_cast<uint32_t>(f)));
@@ -153,14 +154,32 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       begin->push_back(static_cast<uint32_t>(flat->size()));
     }
   };
+  // KV reads over links: flows whose bytes are each step's own.
+  for (uint32_t i : tpl.context_tasks())
+    if (tp.kind(i) == TaskKind::kMemory && shape.task[i].flow_kind >= 0) {
+      shape.task[i].step_flow = static_cast<int32_t>(shape.step_flows.size());
+      shape.step_flows.push_back(i);
+    }
   flatten(ext, &shape.ext, &shape.ext_begin);
   flatten(ext_dep, &shape.ext_dep, &shape.ext_dep_begin);
   flatten(dependents, &shape.dependents, &shape.dep_begin);
 
   // Each step's durations and busy times (attention's and KV reads' at its context).
   const std::vector<uint32_t>& ctx = tpl.context_tasks();
-  auto costs_of = [&](uint32_t k, std::vector<Ps>* duration, std::vector<Ps>* busy) {
+  // A KV read over links enters its path as the engine's memory flows do (AddMemoryKind).
+  auto costs_of = [&](uint32_t k, std::vector<Ps>* duration, std::vector<Ps>* busy,
+                      std::vector<StepFlow>* flows) {
     tpl.CostsAt(k, *duration, *busy);
+    for (size_t j = 0; j < shape.step_flows.size(); ++j) {
+      const uint32_t i = shape.step_flows[j];
+      const auto route = qt.model.flows.kind_resources(static_cast<uint32_t>(shape.task[i].flow_kind));
+      StepFlow& f = (*flows)[j];
+      f.bytes = tpl.MemoryBytesIn(i, k);
+      f.inject = MemoryInject(chip.channels()[tp.memory(i).channel].latency_ps, (*busy)[i], f.bytes,
+                              qt.model.flows.gbps(route[0]));
+      f.holds.resize(route.size());
+      for (size_t h = 0; h < route.size(); ++h) f.holds[h] = qt.model.flows.HoldOf(f.bytes, route[h]);
+    }
   };
   const int cores = chip.num_cores();
   const size_t num_channels = chip.channels().size(), num_links = chip.links().size();
@@ -208,6 +227,15 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       kv_template[tp.memory(x).channel].bytes += tp.memory(x).bytes;
       kv_template[tp.memory(x).channel].busy_ps += qt.busy[x];
     }
+  // And over links (the engine's LinkUsage: bytes, and their serialisation at each link's rate).
+  std::vector<LinkUsage> kv_links_template(num_links), kv_links_run(num_links);
+  auto add_kv_links = [&](uint32_t i, uint64_t bytes, std::vector<LinkUsage>* use) {
+    for (int l : qt.model.flows.kind_resources(static_cast<uint32_t>(shape.task[i].flow_kind))) {
+      (*use)[l].bytes += bytes;
+      (*use)[l].busy_ps += mapping::SerialisationPs(bytes, chip.links()[l].bandwidth_gbps);
+    }
+  };
+  for (uint32_t i : shape.step_flows) add_kv_links(i, tp.memory(i).bytes, &kv_links_template);
   std::vector<uint32_t> memory_tasks;
   for (uint32_t i = 0; i < n; ++i)
     if (tp.kind(i) == TaskKind::kMemory) memory_tasks.push_back(i);
@@ -219,6 +247,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
         kv_run[tp.memory(x).channel].bytes += tpl.MemoryBytesIn(x, k);
         kv_run[tp.memory(x).channel].busy_ps += run.busy(k)[x];
       }
+    for (uint32_t i : shape.step_flows) add_kv_links(i, tpl.MemoryBytesIn(i, k), &kv_links_run);
     const std::span<const TaskTime> tk = run.times(k);
     for (uint32_t i : memory_tasks) {
       Ps& q = channel_use[tp.memory(i).channel].max_queue_ps;
@@ -295,6 +324,10 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     // The template's KV reads, each step's at its context instead (unsigned: modulo 2^64).
     tot.channels[c].bytes += kv_run[c].bytes - kv_template[c].bytes * reused;
     tot.channels[c].busy_ps += kv_run[c].busy_ps - kv_template[c].busy_ps * static_cast<Ps>(reused);
+  }
+  for (size_t l = 0; l < tot.links.size() && l < kv_links_run.size(); ++l) {
+    tot.links[l].bytes += kv_links_run[l].bytes - kv_links_template[l].bytes * reused;
+    tot.links[l].busy_ps += kv_links_run[l].busy_ps - kv_links_template[l].busy_ps * static_cast<Ps>(reused);
   }
   FinishResult(chip, tot, &res);
   // Where no flow waited, the schedule without queues on links is this one.

@@ -2,7 +2,9 @@
 // Decode steps timed one after the other from the steps before them, without lowering them
 // (issue 18): where the periodic schedule fails (sim/step_period.h: from some context on
 // attention decides when a stage's step ends, so no step is the one before it shifted) and
-// where a step's KV reads from DRAM grow with its context (StepTemplate::context_memory).
+// where a step's KV reads from DRAM grow with its context (StepTemplate::context_memory; where
+// the DRAM is reached over links, each step's reads are flows with its own bytes, holds and
+// inject: StepShape::step_flows, LinkReservation::FinishRoute).
 //
 // Every decode step is the template's tasks (StepTemplate) with attention and KV reads at
 // its own context, and depends on the same tasks of the same L steps before it. RunRolling

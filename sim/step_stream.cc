@@ -73,6 +73,7 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
     sl.waiting.resize(n_);
     sl.duration = s_.duration;
     sl.busy = s_.busy;
+    sl.flows.resize(s_.step_flows.size());
   }
   step_waiting_.resize(n_);
   for (uint32_t i = 0; i < n_; ++i)
@@ -101,7 +102,7 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
   }
   sl.step = k;
   sl.started = sl.ended = 0;
-  durations_(k, &sl.duration, &sl.busy);
+  durations_(k, &sl.duration, &sl.busy, &sl.flows);
   std::copy(step_waiting_.begin(), step_waiting_.end(), sl.waiting.begin());
   return true;
 }
@@ -115,10 +116,15 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
   const Ps duration = in_b ? qb_.duration[g] : sl->duration[i];
   Ps end = SatAdd(at, duration);
   if (links_ && !compute) {
-    end = in_b ? links_->Finish(static_cast<uint32_t>(g), at, duration, now_)
-          : st->flow_kind >= 0
-              ? links_->FinishKind(*s_.flows, static_cast<uint32_t>(st->flow_kind), at, duration, now_)
-              : end;
+    if (in_b) {
+      end = links_->Finish(static_cast<uint32_t>(g), at, duration, now_);
+    } else if (st->step_flow >= 0) {
+      const StepFlow& f = sl->flows[st->step_flow];
+      end = links_->FinishRoute(*s_.flows, s_.flows->kind_resources(static_cast<uint32_t>(st->flow_kind)),
+                                f.holds, f.bytes, f.inject, at, duration, now_);
+    } else if (st->flow_kind >= 0) {
+      end = links_->FinishKind(*s_.flows, static_cast<uint32_t>(st->flow_kind), at, duration, now_);
+    }
     delayed_ = delayed_ || end != SatAdd(at, duration);
   }
   if (end >= kMaxPs) {

@@ -23,6 +23,14 @@ namespace tpsim::sim {
 // its durations and busy times (those of the tasks that follow the context are a step's own:
 // StepStream::Durations), deps on the steps before (CSR) and the dependents there (CSR),
 // in-step dependents (CSR).
+// A decode step's own flow (StepShape::step_flows): its bytes, when it enters its route after
+// its start, and how long it holds each link (FlowSet::HoldOf).
+struct StepFlow {
+  uint64_t bytes = 0;
+  Ps inject = 0;
+  std::vector<Ps> holds;
+};
+
 struct StepShape {
   struct Task {
     Queue queue;
@@ -30,9 +38,13 @@ struct StepShape {
     bool compute;
     int32_t resource;
     int32_t flow_kind;  // its kind of flow, -1 for none
+    int32_t step_flow;  // its index in step_flows, -1 for none
   };
   const mapping::Program* p = nullptr;
   std::vector<Task> task;
+  // The flows whose bytes are each step's own (KV reads over links: their kind's route, with
+  // a step's bytes, inject and holds, StepFlow).
+  std::vector<uint32_t> step_flows;
   std::vector<Ps> duration, busy;
   const FlowSet* flows = nullptr;  // the template's flows (its LinkModel's)
   std::vector<uint32_t> ext_begin, ext_dep_begin, dep_begin;
@@ -51,7 +63,8 @@ class StepStream {
  public:
   // Sets a decode step's durations and busy times (sim::TaskCosts) of the tasks that follow the
   // context, over the template's (StepShape::duration, busy; the others are never written).
-  using Durations = std::function<void(uint32_t, std::vector<Ps>*, std::vector<Ps>*)>;
+  // And the step's own flows (StepShape::step_flows), one each.
+  using Durations = std::function<void(uint32_t, std::vector<Ps>*, std::vector<Ps>*, std::vector<StepFlow>*)>;
   StepStream(const StepShape& shape, const mapping::Program& B, const LinkedProgram& qb,
              const std::vector<size_t>& bB, uint32_t L, uint32_t N, int cores, size_t channels, size_t links,
              LinkReservation* reservation, bool path, Durations durations);
@@ -100,6 +113,7 @@ class StepStream {
     std::vector<CriticalPathSplit> split;
     std::vector<Waiting> waiting;
     std::vector<Ps> duration, busy;
+    std::vector<StepFlow> flows;  // per StepShape::step_flows
   };
   // The last task started on a core or channel (the critical path's queue predecessor).
   struct Last {

@@ -236,8 +236,6 @@ bool StepTemplate::Classify(const Program& last, uint32_t first, uint32_t steps,
       return bad("memory task " + std::to_string(i) + " (" + p_.ops[p_.op(i)].ref.op +
                  ") changes between decode steps beyond a KV read: " + std::to_string(x.bytes) + " B, then " +
                  std::to_string(y.bytes) + " B");
-    if (!chip_.MemoryPath(p_.core(i), x.channel, x.write).empty())
-      return bad("memory task " + std::to_string(i) + " reads the KV cache over links");
     ctx_[i] = Ctx::kKvRead;
     kv_per_token_[i] = per;
     ctx_tasks_.push_back(static_cast<uint32_t>(i));

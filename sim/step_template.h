@@ -49,7 +49,8 @@ class StepTemplate {
   // a fixed number of bytes per token).
   const std::vector<uint32_t>& context_tasks() const { return ctx_tasks_; }
   // Some memory task follows the context (its bytes, duration and channel time change step by
-  // step: only sim/step_rolling.h times such steps).
+  // step, and where the DRAM is reached over links its flow's bytes: only sim/step_rolling.h
+  // times such steps).
   bool context_memory() const { return context_memory_; }
   // Memory task i's bytes in decode step k.
   uint64_t MemoryBytesIn(size_t i, uint32_t k) const { return MemoryBytesAt(i, ContextOf(k)); }

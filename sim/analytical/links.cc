@@ -49,10 +49,13 @@ uint32_t FlowSet::AddKind(uint64_t bytes, Ps inject_ps, const int* resources, si
   bytes_.push_back(bytes);
   inject_.push_back(inject_ps);
   res_.insert(res_.end(), resources, resources + count);
-  for (size_t h = 0; h < count; ++h)
-    hold_.push_back(CeilPs(static_cast<double>(bytes) * (1 << kTickBits), gbps_[resources[h]]));
+  for (size_t h = 0; h < count; ++h) hold_.push_back(HoldOf(bytes, resources[h]));
   res_end_.push_back(static_cast<uint32_t>(res_.size()));
   return static_cast<uint32_t>(bytes_.size() - 1);
+}
+
+Ps FlowSet::HoldOf(uint64_t bytes, int r) const {
+  return CeilPs(static_cast<double>(bytes) * (1 << kTickBits), gbps_[r]);
 }
 
 Ps MemoryInject(Ps channel_latency_ps, Ps channel_busy_ps, uint64_t bytes, double first_link_gbps) {
@@ -169,16 +172,19 @@ Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
 }
 
 Ps LinkReservation::FinishKind(const FlowSet& flows, uint32_t f, Ps start, Ps duration, Ps now) {
+  return FinishRoute(flows, flows.kind_resources(f), flows.kind_holds(f), flows.kind_bytes(f),
+                     flows.kind_inject(f), start, duration, now);
+}
+
+Ps LinkReservation::FinishRoute(const FlowSet& flows, std::span<const int> route, std::span<const Ps> holds,
+                                uint64_t bytes, Ps inject, Ps start, Ps duration, Ps now) {
   const Ps alone_end = SatAdd(start, duration);
-  const double bytes = static_cast<double>(flows.kind_bytes(f));
   if (bytes == 0) return alone_end;
-  const auto route = flows.kind_resources(f);
-  const auto holds = flows.kind_holds(f);
   // end = max over h of done(h) + latency(h) + ... + latency(last): the suffix sums are
   // taken from the route's total latency as the hops go by.
   Ps total_latency = 0;
   for (int r : route) total_latency = SatAdd(total_latency, flows.hop_latency(r));
-  Ps arrive = SatAdd(start, flows.kind_inject(f)), before = 0, end = 0;
+  Ps arrive = SatAdd(start, inject), before = 0, end = 0;
   if (now - origin_ >= kRebasePs) Rebase(now);
   const Ps now_ticks = ToTicks(now);
   for (size_t h = 0; h < route.size(); ++h) {

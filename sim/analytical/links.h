@@ -95,6 +95,8 @@ class FlowSet {
     const uint32_t b = k == 0 ? 0 : res_end_[k - 1];
     return {hold_.data() + b, res_end_[k] - b};
   }
+  // How long `bytes` hold resource r, in ticks (as a kind's holds).
+  Ps HoldOf(uint64_t bytes, int r) const;
   // Of flow f:
   uint64_t bytes(uint32_t f) const { return kind_bytes(kind_of_[f]); }
   Ps inject(uint32_t f) const { return kind_inject(kind_of_[f]); }
@@ -153,6 +155,11 @@ class LinkReservation {
   // The same for a flow of kind `kind` of `flows` (whose resources are this model's links):
   // the decode steps that sim/step_rolling.h times without lowering them.
   Ps FinishKind(const FlowSet& flows, uint32_t kind, Ps start, Ps duration, Ps now);
+  // The same for `bytes` over `route` (resources of `flows`) held `holds` (FlowSet::HoldOf),
+  // entering it `inject` after `start`: a flow whose bytes are a decode step's own (a KV read
+  // over links, sim/step_rolling.h).
+  Ps FinishRoute(const FlowSet& flows, std::span<const int> route, std::span<const Ps> holds, uint64_t bytes,
+                 Ps inject, Ps start, Ps duration, Ps now);
   // Per link: the longest a flow waited there since Reset (begin - arrive).
   const std::vector<Ps>& max_wait() const { return max_wait_; }
   const LinkModel& model() const { return m_; }

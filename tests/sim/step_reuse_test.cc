@@ -239,6 +239,19 @@ TEST(StepReuse, KvReadsFromDram) {
   }
 }
 
+// On mesh-4x4-hbm the HBM is reached over the mesh: with a 20,000-token cached prefix each
+// step's KV reads are flows over links whose bytes grow with the context (their holds, inject,
+// links' bytes and busy time are each step's own: StepShape::step_flows). Timed step by step,
+// every task's times and the links' use are the unrolled Program's.
+TEST(StepReuse, KvReadsOverLinks) {
+  for (uint32_t steps : {14u, 40u}) {
+    const Experiment e = LoadExperiment(
+        SourceDir() + "/configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto",
+        {{"workload.cached_prefix", "20000"}, {"workload.decode_steps", std::to_string(steps)}});
+    EXPECT_TRUE(ExpectSame(e, true, steps == 14));
+  }
+}
+
 // The steps a trace samples (RunOptions::observe_steps, tpsim run --trace-steps) are timed as
 // in the whole run when the steps are timed step by step too: the observers see the same
 // Program and times either way.
