@@ -343,10 +343,14 @@ int Run(Args& a) {
       continue;
     }
     if (a.Switch("--no-reuse")) {
+      if (opts.reuse == sim::RunOptions::Reuse::kForce)
+        throw UsageError("--reuse and --no-reuse contradict each other");
       opts.reuse = sim::RunOptions::Reuse::kOff;
       continue;
     }
     if (a.Switch("--reuse")) {
+      if (opts.reuse == sim::RunOptions::Reuse::kOff)
+        throw UsageError("--reuse and --no-reuse contradict each other");
       opts.reuse = sim::RunOptions::Reuse::kForce;
       continue;
     }
@@ -368,6 +372,11 @@ int Run(Args& a) {
   for (const auto& [flag, file] :
        {std::pair{"--out", out}, {"--dump-program", dump}, {"--trace", trace_path}})
     if (!file.empty()) config::CheckOutputNotInput(flag, file, inputs);
+  // --step-by-step chooses how reused steps are timed: it needs reuse.
+  if (opts.step_by_step && opts.reuse == sim::RunOptions::Reuse::kOff)
+    throw UsageError("--step-by-step times reused decode steps; --no-reuse lowers every step");
+  if (opts.step_by_step && !dump.empty())
+    throw UsageError("--step-by-step times reused decode steps; --dump-program needs every step lowered");
   if (!dump.empty()) opts.reuse = sim::RunOptions::Reuse::kOff;  // the dump is the whole Program
   if (!trace_steps.empty()) {
     if (trace_path.empty()) throw UsageError("--trace-steps needs --trace");

@@ -189,6 +189,23 @@ TEST_F(RunCli, OutputsNameTheRunThatWasMade) {
   EXPECT_EQ(nlohmann::json::parse(Slurp(P("m.json")))["experiment"], "reference-qwen3-4b");
 }
 
+TEST_F(RunCli, ContradictoryReuseOptionsAreUsageErrors) {
+  // Each pair asks for two things at once: a usage error (exit 2) that names both, not one
+  // of them silently dropped.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--reuse --no-reuse", "--reuse and --no-reuse contradict each other"},
+      {"--no-reuse --reuse", "--reuse and --no-reuse contradict each other"},
+      {"--no-reuse --step-by-step", "--step-by-step times reused decode steps; --no-reuse lowers every step"},
+      {"--step-by-step --dump-program " + P("p.txt"),
+       "--step-by-step times reused decode steps; --dump-program needs every step lowered"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::string out;
+    EXPECT_EQ(RunTpsim("run " + kRef + " --set workload.decode_steps=20 --quiet " + flags, &out), 2) << flags;
+    EXPECT_NE(out.find(message), std::string::npos) << flags << ":\n" << out;
+  }
+}
+
 TEST_F(RunCli, TimesPastTheClockAreAnErrorNamingTheCause) {
   // 1e-9 GB/s links: a transfer of the reference layer takes longer than 2^63 ps. Before,
   // the saturated maximum was printed as the result with exit 0.
