@@ -31,8 +31,12 @@ Ps SatAdd(Ps a, Ps b) {
 // LinkReservation::Rebase moves up to the schedule's time once it is kRebasePs past it.
 constexpr int kTickBits = 10;
 constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
-constexpr Ps kMaxTickPs = kMaxPs >> kTickBits;
 constexpr Ps kRebasePs = Ps{1} << 51;
+// Narrow calendars keep every time below kNarrow ticks (a flow that would reach it makes them
+// wide), so that no sum of a time and a hold passes 2^63.
+constexpr Ps kNarrow = Ps{1} << 61;
+using Wide = __int128;
+constexpr Wide kWideLast = Wide{1} << 120;
 
 }  // namespace
 
@@ -102,36 +106,45 @@ void LinkReservation::Reset() {
   head_.assign(m_.flows.num_resources(), 0);
   max_wait_.assign(m_.flows.num_resources(), 0);
   origin_ = 0;
-}
-
-Ps LinkReservation::ToTicks(Ps ps) const {
-  const Ps d = ps - origin_;  // ps >= the schedule's time >= origin_
-  return d >= kMaxTickPs ? kMaxPs : d << kTickBits;
-}
-
-Ps LinkReservation::TicksToPs(Ps ticks) const {
-  if (ticks == kMaxPs) return kMaxPs;
-  return SatAdd(origin_, (ticks >> kTickBits) + ((ticks & ((1 << kTickBits) - 1)) != 0));
+  wide_ = false;
+  wide_busy_.clear();
 }
 
 void LinkReservation::Rebase(Ps now) {
-  // Whole ps, so that rounding up to the ps (TicksToPs) is the same from either origin;
-  // the largest tick (a time that did not fit) stays the largest.
-  const Ps shift = (now - origin_) << kTickBits;
+  // Whole ps, so that rounding up to the ps is the same from either origin.
+  const Ps delta = now - origin_;
   for (size_t r = 0; r < busy_.size(); ++r) {
-    std::vector<Interval>& cal = busy_[r];
-    cal.erase(cal.begin(), cal.begin() + head_[r]);
-    head_[r] = 0;
-    for (Interval& iv : cal) {
-      if (iv.begin != kMaxPs) iv.begin -= shift;
-      if (iv.end != kMaxPs) iv.end -= shift;
+    auto shift = [&](auto& cal, auto by, auto last) {
+      cal.erase(cal.begin(), cal.begin() + head_[r]);
+      for (auto& iv : cal) {
+        if (iv.begin != last) iv.begin -= by;
+        if (iv.end != last) iv.end -= by;
+      }
+    };
+    if (wide_) {
+      shift(wide_busy_[r], Wide{delta} << kTickBits, kWideLast);
+    } else if (delta < (kNarrow >> kTickBits)) {
+      shift(busy_[r], delta << kTickBits, kMaxPs);
+    } else {
+      busy_[r].clear();  // every narrow time is below kNarrow ticks: over by `now`
     }
+    head_[r] = 0;
   }
   origin_ = now;
 }
 
-Ps LinkReservation::Reserve(int r, Ps arrive, Ps hold, Ps now) {
-  std::vector<Interval>& cal = busy_[r];
+void LinkReservation::Widen() {
+  wide_busy_.assign(busy_.size(), {});
+  for (size_t r = 0; r < busy_.size(); ++r) {
+    for (const Span<Ps>& iv : busy_[r]) wide_busy_[r].push_back({Wide{iv.begin}, Wide{iv.end}});
+    busy_[r].clear();
+    busy_[r].shrink_to_fit();
+  }
+  wide_ = true;
+}
+
+template <class T>
+T LinkReservation::Reserve(std::vector<Span<T>>& cal, int r, T arrive, T hold, T now, T last) {
   uint32_t& head = head_[r];
   // Intervals over by `now` can hold up no flow the schedule starts from now on.
   while (head < cal.size() && cal[head].end <= now) ++head;
@@ -139,15 +152,16 @@ Ps LinkReservation::Reserve(int r, Ps arrive, Ps hold, Ps now) {
     cal.erase(cal.begin(), cal.begin() + head);
     head = 0;
   }
-  // The earliest gap from `arrive` on that holds `hold`.
-  Ps begin = arrive;
+  // The earliest gap from `arrive` on that holds `hold` (no sum passes 2^63 narrow, kWideLast
+  // wide).
+  T begin = std::min(arrive, last);
   size_t at = head;
   while (at < cal.size() && cal[at].end <= begin) ++at;
-  while (at < cal.size() && SatAdd(begin, hold) > cal[at].begin) {
+  while (at < cal.size() && begin + hold > cal[at].begin) {
     begin = std::max(begin, cal[at].end);
     ++at;
   }
-  const Ps end = SatAdd(begin, hold);
+  const T end = std::min<T>(begin + hold, last);
   // Insert [begin, end) before position `at`, merged with the neighbours it touches.
   const bool left = at > head && cal[at - 1].end == begin;
   const bool right = at < cal.size() && cal[at].begin == end;
@@ -159,9 +173,10 @@ Ps LinkReservation::Reserve(int r, Ps arrive, Ps hold, Ps now) {
   } else if (right) {
     cal[at].begin = begin;
   } else {
-    cal.insert(cal.begin() + static_cast<std::ptrdiff_t>(at), Interval{begin, end});
+    cal.insert(cal.begin() + static_cast<std::ptrdiff_t>(at), Span<T>{begin, end});
   }
-  max_wait_[r] = std::max(max_wait_[r], (begin - arrive) >> kTickBits);
+  const T wait = (begin - arrive) >> kTickBits;
+  max_wait_[r] = std::max(max_wait_[r], wait < T{kMaxPs} ? static_cast<Ps>(wait) : kMaxPs);
   return end;
 }
 
@@ -186,10 +201,30 @@ Ps LinkReservation::FinishRoute(const FlowSet& flows, std::span<const int> route
   for (int r : route) total_latency = SatAdd(total_latency, flows.hop_latency(r));
   Ps arrive = SatAdd(start, inject), before = 0, end = 0;
   if (now - origin_ >= kRebasePs) Rebase(now);
-  const Ps now_ticks = ToTicks(now);
+  // Narrow while this flow's times fit (arrive and holds below kNarrow ticks after origin_).
+  if (!wide_) {
+    bool fits = SatAdd(arrive, total_latency) - origin_ < (kNarrow >> kTickBits);
+    for (Ps hold : holds) fits = fits && hold < kNarrow;
+    if (!fits) Widen();
+  }
+  auto to_ps = [&](auto ticks) -> Ps {  // rounded up to the ps, after origin_; past 2^63 ps the max
+    const auto ps = (ticks >> kTickBits) + ((ticks & ((1 << kTickBits) - 1)) != 0);
+    return ps >= decltype(ps){kMaxPs - origin_} ? kMaxPs : origin_ + static_cast<Ps>(ps);
+  };
   for (size_t h = 0; h < route.size(); ++h) {
     const int r = route[h];
-    const Ps done = TicksToPs(Reserve(r, ToTicks(arrive), holds[h], now_ticks));
+    Ps done;
+    if (!wide_) {
+      const Ps e = Reserve<Ps>(busy_[r], r, (arrive - origin_) << kTickBits, holds[h],
+                               (now - origin_) << kTickBits, kMaxPs);
+      done = to_ps(e);
+      if (e >= kNarrow) Widen();  // the next reservation's sums must not pass 2^63
+    } else {
+      // A hold that saturated (a flow on one link for 2.5 hours or more) stays the largest.
+      const Wide hold = holds[h] == kMaxPs ? kWideLast : Wide{holds[h]};
+      done = to_ps(Reserve<Wide>(wide_busy_[r], r, Wide{arrive - origin_} << kTickBits, hold,
+                                 Wide{now - origin_} << kTickBits, kWideLast));
+    }
     end = std::max(end, SatAdd(done, total_latency - before));
     before = SatAdd(before, flows.hop_latency(r));
     arrive = SatAdd(arrive, flows.hop_latency(r));

@@ -165,25 +165,32 @@ class LinkReservation {
   const LinkModel& model() const { return m_; }
 
  private:
-  struct Interval {
-    Ps begin, end;
+  template <class T>
+  struct Span {
+    T begin, end;
   };
-  // Holds link r for `hold` from the first time at or after `arrive` it is free that
-  // long; returns the end. In ticks of 1/1024 ps after origin_ (links.cc).
-  Ps Reserve(int r, Ps arrive, Ps hold, Ps now);
-  // A time in ps as ticks after origin_ (the largest tick when it does not fit), and back.
-  Ps ToTicks(Ps ps) const;
-  Ps TicksToPs(Ps ticks) const;
-  // Moves origin_ to `now` once the schedule is far from it: the calendars' ticks count from
-  // there, so that 64 bits of ticks (2^53 ps, 2.5 hours) hold any run up to 2^63 ps.
+  using Wide = __int128;
+  // Holds link r (its calendar `cal`) for `hold` from the first time at or after `arrive` it
+  // is free that long; returns the end (at most `last`). In ticks of 1/1024 ps after origin_
+  // (links.cc): 64-bit while every time fits (narrow), 128-bit from the first that does not.
+  template <class T>
+  T Reserve(std::vector<Span<T>>& cal, int r, T arrive, T hold, T now, T last);
+  // Moves origin_ to `now` once the schedule is far from it: the calendars count from there,
+  // so that 64 bits of ticks (2^53 ps, 2.5 hours) hold runs of any length whose flows enter
+  // links within about an hour of the schedule's time.
   void Rebase(Ps now);
+  // The calendars in 128 bits from now on (a flow enters its links hours ahead, or holds one
+  // for hours): the same times, a little slower.
+  void Widen();
 
   const LinkModel& m_;
   std::vector<int32_t> flow_of_;   // per task: its flow, -1 for none (a model by flows)
   std::span<const uint32_t> key_;  // per task: its key (a model by key)
   // Per link: the intervals it is held, in time order, from head_[r] on (earlier ones are
   // over by the schedule's time).
-  std::vector<std::vector<Interval>> busy_;
+  std::vector<std::vector<Span<Ps>>> busy_;
+  std::vector<std::vector<Span<Wide>>> wide_busy_;  // the calendars once wide_
+  bool wide_ = false;
   std::vector<uint32_t> head_;
   Ps origin_ = 0;  // ps, the calendars' time 0
   std::vector<Ps> max_wait_;

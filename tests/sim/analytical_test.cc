@@ -419,6 +419,24 @@ TEST(AnalyticalEngine, LinksQueueAfterTwoAndAHalfHours) {
   EXPECT_EQ(twice.tasks[5].end_ps, read2_end + 2'004'000);
 }
 
+TEST(AnalyticalEngine, MemoryFlowQueuedHoursAhead) {
+  // Two DRAM reads of 864 TB (80 B/ns: 3 hours each) by core r0c2, whose data cross two links
+  // from the channel at r0c0, both ready at 0: the second queues for the channel behind the
+  // first and starts 3 hours after the schedule's time, so its flow enters the links more
+  // than 2.5 hours (2^53 ps, what 64 bits of 1/1024 ps hold) after the calendars' origin.
+  // Alone on the links, each ends its unloaded time after its start, the second at twice the
+  // first's (no time passes the 2^63 ps clock).
+  Program p = NewProgram();
+  AddMemory(p, Core(0, 2), 0, 864'000'000'000'000);
+  AddMemory(p, Core(0, 2), 0, 864'000'000'000'000);
+  const EngineOutput out = AnalyticalEngine().Run(p, Mesh());
+  const Ps alone = out.tasks[0].end_ps;
+  ASSERT_GT(alone, Ps{1} << 53);
+  EXPECT_EQ(out.tasks[0].start_ps, 0);
+  EXPECT_EQ(out.tasks[1].start_ps, Ps{10'800'000'000'000'000});  // the first's 864e12 B at 80 B/ns
+  EXPECT_EQ(out.tasks[1].end_ps - out.tasks[1].start_ps, alone);
+}
+
 TEST(AnalyticalEngine, DramReadSharedByTwoCores) {
   // Channel 0 (80 B/ns effective, 50 ns) read by cores 0 and 1, 80,000 B each, both at 0:
   //   alone:  core 0: 50,000 + 80,000 / 80 ns (1,000,000) = 1,050,000 ps; core 1 (r0c1)
