@@ -111,22 +111,21 @@ void LinkReservation::Reset() {
 }
 
 void LinkReservation::Rebase(Ps now) {
-  // Whole ps, so that rounding up to the ps is the same from either origin.
-  const Ps delta = now - origin_;
+  // Narrow: every time is below kNarrow ticks after the origin, so over by `now` (at least
+  // kRebasePs later): the calendars are emptied. Wide: shifted by whole ps, so that rounding up
+  // to the ps is the same from either origin.
+  static_assert(kRebasePs >= (kNarrow >> kTickBits));
+  const Wide shift = Wide{now - origin_} << kTickBits;
   for (size_t r = 0; r < busy_.size(); ++r) {
-    auto shift = [&](auto& cal, auto by, auto last) {
-      cal.erase(cal.begin(), cal.begin() + head_[r]);
-      for (auto& iv : cal) {
-        if (iv.begin != last) iv.begin -= by;
-        if (iv.end != last) iv.end -= by;
-      }
-    };
     if (wide_) {
-      shift(wide_busy_[r], Wide{delta} << kTickBits, kWideLast);
-    } else if (delta < (kNarrow >> kTickBits)) {
-      shift(busy_[r], delta << kTickBits, kMaxPs);
+      auto& cal = wide_busy_[r];
+      cal.erase(cal.begin(), cal.begin() + head_[r]);
+      for (Span<Wide>& iv : cal) {
+        if (iv.begin != kWideLast) iv.begin -= shift;
+        if (iv.end != kWideLast) iv.end -= shift;
+      }
     } else {
-      busy_[r].clear();  // every narrow time is below kNarrow ticks: over by `now`
+      busy_[r].clear();
     }
     head_[r] = 0;
   }
