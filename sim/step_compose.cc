@@ -248,44 +248,41 @@ void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r, std::span<con
       if (energy_) row.energy_pj += energy_pj[o];
       continue;
     }
-    const mapping::OpRef& ref = step_.ops[o].ref;
-    config::OpResult* op = r->add_ops();
-    op->set_phase(mapping::ToString(ref.phase));
-    op->set_layer(ref.layer);
-    op->set_op(ref.op);
-    op->set_partition(ref.Label());
-    op->set_compute_ps(t.op_compute[o]);
-    op->set_communication_ps(t.op_comm[o].length());
-    op->set_memory_ps(t.op_mem[o].length());
-    op->set_total_ps(t.op_all[o].length());
-    op->set_start_ps(start);
-    op->set_flops(t.op_flops[o]);
-    op->set_bytes(t.op_bytes[o]);
-    op->set_spilled_bytes(step_.ops[o].spilled_bytes);
-    if (energy_) op->set_energy_j(energy_pj[o] * 1e-12);
+    Row row;
+    row.start = start;
+    row.compute = t.op_compute[o];
+    row.comm = t.op_comm[o].length();
+    row.mem = t.op_mem[o].length();
+    row.total = t.op_all[o].length();
+    row.flops = t.op_flops[o];
+    row.bytes = t.op_bytes[o];
+    if (energy_) row.energy_pj = energy_pj[o];
+    AddRow(o, row, 0, r);
   }
   started_ = true;
 }
 
 void OpRows::Finish(uint64_t steps, config::Result* r) const {
-  for (size_t o = 0; o < rows_.size(); ++o) {
-    const mapping::OpRef& ref = step_.ops[o].ref;
-    config::OpResult* op = r->add_ops();
-    op->set_phase(mapping::ToString(ref.phase));
-    op->set_layer(ref.layer);
-    op->set_op(ref.op);
-    op->set_partition(ref.Label());
-    op->set_compute_ps(rows_[o].compute);
-    op->set_communication_ps(rows_[o].comm);
-    op->set_memory_ps(rows_[o].mem);
-    op->set_total_ps(rows_[o].total);
-    op->set_start_ps(rows_[o].start);
-    op->set_flops(rows_[o].flops);
-    op->set_bytes(rows_[o].bytes);
-    op->set_spilled_bytes(step_.ops[o].spilled_bytes * steps);
-    op->set_steps(static_cast<uint32_t>(steps));
-    if (energy_) op->set_energy_j(rows_[o].energy_pj * 1e-12);
-  }
+  for (size_t o = 0; o < rows_.size(); ++o) AddRow(o, rows_[o], steps, r);
+}
+
+void OpRows::AddRow(size_t o, const Row& row, uint64_t steps, config::Result* r) const {
+  const mapping::OpRef& ref = step_.ops[o].ref;
+  config::OpResult* op = r->add_ops();
+  op->set_phase(mapping::ToString(ref.phase));
+  op->set_layer(ref.layer);
+  op->set_op(ref.op);
+  op->set_partition(ref.Label());
+  op->set_compute_ps(row.compute);
+  op->set_communication_ps(row.comm);
+  op->set_memory_ps(row.mem);
+  op->set_total_ps(row.total);
+  op->set_start_ps(row.start);
+  op->set_flops(row.flops);
+  op->set_bytes(row.bytes);
+  op->set_spilled_bytes(step_.ops[o].spilled_bytes * std::max<uint64_t>(steps, 1));
+  if (steps > 0) op->set_steps(static_cast<uint32_t>(steps));
+  if (energy_) op->set_energy_j(row.energy_pj * 1e-12);
 }
 
 }  // namespace tpsim::sim

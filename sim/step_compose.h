@@ -82,6 +82,8 @@ class OpRows {
     double flops = 0, energy_pj = 0;
     uint64_t bytes = 0;
   };
+  // Op o's row into r: one step's (`steps` 0) or the sum of `steps` steps (OpResult::steps).
+  void AddRow(size_t o, const Row& row, uint64_t steps, config::Result* r) const;
   const mapping::Program& step_;
   bool sum_, started_ = false, energy_ = false;
   std::vector<Row> rows_;
