@@ -73,6 +73,16 @@ class DispatchQueues {
     std::push_heap(events_.begin(), events_.end(), std::greater<std::pair<Ps, Id>>());
   }
   bool idle() const { return events_.empty(); }
+  // To set up a state mid-schedule (sim::StepStream's replay, going back): after Reset, the
+  // channels' and first links' free times, the busy cores, the compute tasks ready and
+  // waiting for their core, and the running tasks' ends (AddEnd).
+  std::vector<Ps>& channel_free() { return channel_free_; }
+  std::vector<Ps>& link_free() { return link_free_; }
+  void SetCoreBusy(int c) { core_busy_[c] = 1; }
+  void WaitForCore(int c, Id g) {
+    core_ready_[c].push_back(g);
+    std::push_heap(core_ready_[c].begin(), core_ready_[c].end(), std::greater<Id>());
+  }
 
   // What became ready at `now`: DRAM requests join their channel's queue and transfers their
   // first link's (first come first served, ties by lowest id), transfers without a link start,

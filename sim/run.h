@@ -89,6 +89,15 @@ struct RunOptions {
   // it (sim/step_rolling.h), not first as a periodic schedule (sim/step_period.h) or as
   // separate steps (sim/step_reuse.h): the same Result; for tests and comparisons.
   bool step_by_step = false;
+  // Step by step, steps whose order repeats are replayed in that order and checked against
+  // the engine's rules instead of run through its event loop (sim/step_stream.h): the same
+  // Result; false runs every step through the event loop (for tests and comparisons).
+  bool step_replay = true;
+  // Where given, what the replay did (the schedule with queues on links).
+  struct ReplayStats {
+    uint64_t replayed = 0, rollbacks = 0;
+  };
+  ReplayStats* replay_stats = nullptr;
 };
 
 // "first,last,every:N,K,...": decode steps 1, `decode_steps`, every N-th (N, 2N, ...) and K,

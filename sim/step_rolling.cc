@@ -160,6 +160,8 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       shape.task[i].step_flow = static_cast<int32_t>(shape.step_flows.size());
       shape.step_flows.push_back(i);
     }
+  for (StepShape::Task& t : shape.task) t.context = false;
+  for (uint32_t i : tpl.context_tasks()) shape.task[i].context = true;
   flatten(ext, &shape.ext, &shape.ext_begin);
   flatten(ext_dep, &shape.ext_dep, &shape.ext_dep_begin);
   flatten(dependents, &shape.dependents, &shape.dep_begin);
@@ -185,6 +187,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   const size_t num_channels = chip.channels().size(), num_links = chip.links().size();
   LinkReservation reservation(qb.model, NB);
   StepStream run(shape, B, qb, bB, L, N, cores, num_channels, num_links, &reservation, true, costs_of);
+  run.set_replay(opts.step_replay);
   if (!run.RunUntil(HB, &reason)) return fail(reason);
   // The schedule without queues on links, for the contention indicator when a flow waits:
   // its makespan, on a second core where there is one (sim::UseSpareThread).
@@ -192,6 +195,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   std::atomic<bool> stop{false};
   auto unloaded_makespan = [&](std::string* why) -> std::optional<Ps> {
     StepStream u(shape, B, qb, bB, L, N, cores, num_channels, num_links, nullptr, false, costs_of);
+    u.set_replay(opts.step_replay);
     for (uint32_t k = HB; k <= N && !stop.load(std::memory_order_relaxed); ++k) {
       if (!u.RunUntil(k, why)) return std::nullopt;
       u.Take(k);
@@ -303,6 +307,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       if (!compose_step(k, run.Horizon(k), &reason)) return fail(reason);
     }
   }
+  if (opts.replay_stats) *opts.replay_stats = {run.replayed(), run.rollbacks()};
   compose.FinishRows(reused);
   busy.Flush(kMaxPs);
   const Ps total = run.total();

@@ -75,6 +75,7 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
     sl.busy = s_.busy;
     sl.flows.resize(s_.step_flows.size());
   }
+  for (Slot& sl : slots_) sl.begun.assign(n_, 0);
   step_waiting_.resize(n_);
   for (uint32_t i = 0; i < n_; ++i)
     step_waiting_[i] = {
@@ -83,6 +84,17 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
   started_upto_ = HB_;
   core_last_.assign(cores, {});
   channel_last_.assign(channels, {});
+  // The replay: a transfer that reserves links without a queue of its own would reserve them
+  // in the order its deps end, which the replay does not keep.
+  channel_key_.assign(channels, {});
+  link_key_.assign(links, {});
+  known_.resize(static_cast<size_t>(cores));
+  seen_.assign(n_, 0);
+  for (uint32_t i = 0; i < n_; ++i) {
+    const StepShape::Task& t = s_.task[i];
+    if (t.queue == Queue::kNone && (t.flow_kind >= 0 || t.step_flow >= 0)) replay_allowed_ = false;
+    if (s_.p->deps(i).empty()) ext_only_.push_back(i);
+  }
 }
 
 bool StepStream::Ensure(uint32_t k, std::string* why) {
@@ -104,25 +116,30 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
   sl.started = sl.ended = 0;
   durations_(k, &sl.duration, &sl.busy, &sl.flows);
   std::copy(step_waiting_.begin(), step_waiting_.end(), sl.waiting.begin());
+  std::fill(sl.begun.begin(), sl.begun.end(), 0);
   return true;
 }
 
-bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
+bool StepStream::Start(uint64_t g, Ps at, Ps now, std::string* why, const Waiting* replayed) {
   const bool in_b = g < NB_;
   const uint32_t k = in_b ? 0 : StepOf(g), i = in_b ? 0 : RelOf(g);
   Slot* sl = in_b ? nullptr : &slot(k);
   const StepShape::Task* st = in_b ? nullptr : &s_.task[i];
   const bool compute = in_b ? B_.kind(g) == TaskKind::kCompute : st->compute;
-  const Ps duration = in_b ? qb_.duration[g] : sl->duration[i];
+  const Ps duration = in_b ? qb_.duration[g] : DurationOf(*sl, i);
   Ps end = SatAdd(at, duration);
   if (links_ && !compute) {
+    const Key key{now, static_cast<uint8_t>(in_b || st->queue == Queue::kLink ? 0 : 1), g};
     if (in_b) {
+      finish_key_ = key;
       end = links_->Finish(static_cast<uint32_t>(g), at, duration, now_);
     } else if (st->step_flow >= 0) {
+      finish_key_ = key;
       const StepFlow& f = sl->flows[st->step_flow];
       end = links_->FinishRoute(*s_.flows, s_.flows->kind_resources(static_cast<uint32_t>(st->flow_kind)),
                                 f.holds, f.bytes, f.inject, at, duration, now_);
     } else if (st->flow_kind >= 0) {
+      finish_key_ = key;
       end = links_->FinishKind(*s_.flows, static_cast<uint32_t>(st->flow_kind), at, duration, now_);
     }
     delayed_ = delayed_ || end != SatAdd(at, duration);
@@ -136,6 +153,9 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
   } else {
     sl->times[i] = {at, end};
     sl->first_start = sl->started++ ? std::min(sl->first_start, at) : at;
+    sl->begun[i] = 1;
+    if (st->queue == Queue::kDram) channel_key_[st->resource] = {now, 0, g};
+    if (st->queue == Queue::kLink) link_key_[st->resource] = {now, 0, g};
   }
   if (end > total_ || (end == total_ && g < total_id_)) total_ = end, total_id_ = g;
   // The critical path to this task (CriticalPath's rule): its enabler's split, then its own
@@ -153,9 +173,10 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
   CriticalPathSplit split;
   if (path_) {
     // The latest-ending dep (lowest id on ties): the first to end at its ready time.
-    const uint64_t best = in_b ? b_waiting_[g].best : sl->waiting[i].best;
+    const Waiting& w = in_b ? b_waiting_[g] : replayed ? *replayed : sl->waiting[i];
+    const uint64_t best = w.best;
     const bool any = best != kNoTask;
-    Ps best_end = any ? (in_b ? b_waiting_[g].best_end : sl->waiting[i].best_end) : 0;
+    Ps best_end = any ? w.best_end : 0;
     const bool by_queue = last && last->any && last->end <= end &&
                           (!any || last->end > best_end || (last->end == best_end && last->id < best));
     if (by_queue) {
@@ -177,7 +198,7 @@ bool StepStream::Start(uint64_t g, Ps at, std::string* why) {
     if (g == total_id_) last_ = split;
   }
   if (last) *last = {true, at, end, g, split};
-  q_.AddEnd(end, g);
+  if (!replayed) q_.AddEnd(end, g);
   return true;
 }
 
@@ -185,6 +206,9 @@ void StepStream::Ended(uint64_t g) {
   if (g < NB_) {
     const uint32_t seg = static_cast<uint32_t>(std::upper_bound(bB_.begin(), bB_.end(), g) - bB_.begin() - 1);
     ++seg_ended_[seg];
+    // B has ended: every start from now on is a decode step's, and the event loop's starts
+    // are logged for the replay.
+    if (++b_ended_ == NB_) record_ = replay_allowed_;
   } else {
     ++slot(StepOf(g)).ended;
   }
@@ -192,6 +216,7 @@ void StepStream::Ended(uint64_t g) {
 
 bool StepStream::RunUntil(uint32_t seg, std::string* why) {
   auto done = [&] {
+    if (replay_) return seg <= complete_;
     if (seg <= HB_) {
       for (uint32_t s = 0; s <= seg; ++s)
         if (seg_ended_[s] != bB_[s + 1] - bB_[s]) return false;
@@ -231,11 +256,24 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
              : q == Queue::kDram  ? static_cast<int32_t>(s.B_.memory(g).channel)
                                   : s.qb_.first_link[g];
     }
-    Ps BusyOf(uint64_t g) const { return g < s.NB_ ? s.qb_.busy[g] : s.slot(StepOf(g)).busy[RelOf(g)]; }
-    bool Start(uint64_t g, Ps at, Ps) { return s.Start(g, at, why); }
+    Ps BusyOf(uint64_t g) const { return g < s.NB_ ? s.qb_.busy[g] : s.BusyOf(s.slot(StepOf(g)), RelOf(g)); }
+    bool Start(uint64_t g, Ps at, Ps now) {
+      if (!s.Start(g, at, now, why)) return false;
+      if (s.record_) s.Log(g, now);
+      return true;
+    }
   } src{*this, why};
   while (!done()) {
+    if (replay_) {
+      if (!Replay(seg, why)) return false;
+      continue;
+    }
     if (!q_.StartReady(now_, src)) return false;
+    if (enter_) {
+      enter_ = false;
+      if (!EnterReplay(log_base_, static_cast<uint32_t>(log_.size()), why)) return false;
+      if (replay_) continue;
+    }
     // Every task of steps up to started_upto_ + 1 started: the rooms they read may go.
     while (started_upto_ < N_ && slot(started_upto_ + 1).step == started_upto_ + 1 &&
            slot(started_upto_ + 1).started == n_)
@@ -274,6 +312,422 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
       return true;
     });
     if (!ok) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// The replay. The event loop's starts are logged by period (from decode step k's first
+// task's start to step k + 1's: every task of the template once, as (step - k, task)). Once
+// two periods in a row are the same, later periods are taken to start their tasks in that
+// order, and each start is computed and checked instead of run through the event loop:
+//
+//   ready r   = the latest end of its deps (all started before it, else the order is wrong)
+//   compute   starts at max(r, its core's last end); it is the event loop's choice if no
+//             other compute task of that core whose deps have all started (`known_`) is
+//             ready by then with a lower id, or ready earlier while the core was idle
+//   queued    (a DRAM channel, a first link) starts at max(r, the queue's free time); it is
+//             the event loop's if (r, id) comes after the queue's last (first come, first
+//             served, ties by id)
+//   none      starts at r
+//
+// Each start's decision time (the start for compute, r otherwise) must not be earlier than
+// the one before, and the reservations of links must come in the event loop's order (decision
+// time, first links before channels, id). With every duration above 0, every task ends after
+// it starts, so each decision time is one round of the event loop (sim/dispatch_loop.h)
+// and these checks are its rules: a start that passes them is the event loop's, and the
+// times, critical path, links' queues and everything else of sim::StepStream::Start are the
+// event loop's. A start that fails them goes back to the last state known to be the event
+// loop's (a cut: every decision up to a time made, none after; checked once the next
+// decision is later) and rebuilds the event loop's queues there (Rollback).
+
+bool StepStream::DepsOf(uint32_t k, uint32_t i, Ps* r, uint64_t* best) const {
+  Ps end = std::numeric_limits<Ps>::min();
+  uint64_t b = kNoTask;
+  auto take = [&](uint32_t step, uint32_t d) {
+    const Slot& ds = slot(step);
+    if (ds.step != step || !ds.begun[d]) return false;
+    const Ps e = ds.times[d].end_ps;
+    const uint64_t h = Id(step, d);
+    if (e > end || (e == end && h < b)) end = e, b = h;
+    return true;
+  };
+  const Slot& own = slot(k);
+  for (uint32_t d : s_.p->deps(i)) {
+    if (!own.begun[d]) return false;
+    const Ps e = own.times[d].end_ps;
+    const uint64_t h = Id(k, d);
+    if (e > end || (e == end && h < b)) end = e, b = h;
+  }
+  for (uint32_t x = s_.ext_begin[i]; x < s_.ext_begin[i + 1]; ++x) {
+    const auto [off, rr] = s_.ext[x];
+    if (k <= HB_ + off || !take(k - off, rr)) return false;
+  }
+  *r = end;
+  *best = b;
+  return b != kNoTask;
+}
+
+void StepStream::Log(uint64_t g, Ps now) {
+  const uint32_t k = StepOf(g);
+  if (RelOf(g) == 0 && k != log_base_) {
+    // Step k's first task: the period of log_base_ is the starts before this time.
+    size_t split = log_.size();
+    while (split > 0 && log_[split - 1].second == now) --split;
+    if (log_base_ != 0) {
+      period_.clear();
+      bool ok = split == n_;
+      ++seen_stamp_;
+      for (size_t j = 0; j < split && ok; ++j) {
+        const uint32_t rel = RelOf(log_[j].first);
+        ok = seen_[rel] != seen_stamp_;
+        seen_[rel] = seen_stamp_;
+        period_.push_back(
+            {static_cast<int32_t>(StepOf(log_[j].first)) - static_cast<int32_t>(log_base_), rel});
+      }
+      if (ok && period_ == pattern_) {
+        ++same_;
+      } else if (ok) {
+        pattern_.swap(period_);
+        same_ = 1;
+        statics_ok_ = false;
+      } else {
+        same_ = 0;
+      }
+      enter_ = ok && same_ >= need_;
+    }
+    log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(split));
+    log_base_ = k;
+  }
+  log_.push_back({g, now});
+}
+
+bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
+  if (!statics_ok_) {
+    statics_ok_ = true;
+    topological_ = false;
+    // Per position of the period, the compute tasks whose last dep starts there (in this
+    // period or one before theirs); the period must start every dep before its dependents.
+    std::vector<uint32_t> pos(n_);
+    std::vector<int32_t> off(n_);
+    min_off_ = max_off_ = pattern_[0].off;
+    for (uint32_t q = 0; q < n_; ++q) {
+      pos[pattern_[q].rel] = q;
+      off[pattern_[q].rel] = pattern_[q].off;
+      min_off_ = std::min(min_off_, pattern_[q].off);
+      max_off_ = std::max(max_off_, pattern_[q].off);
+    }
+    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> at(n_);
+    for (uint32_t q = 0; q < n_; ++q) {
+      const Entry e = pattern_[q];
+      int64_t last_d = std::numeric_limits<int64_t>::min();
+      uint32_t last_p = 0;
+      bool order = true;
+      auto dep = [&](int32_t o, uint32_t r) {
+        const int64_t d = int64_t{o} - off[r];  // the dep's period, after this one's
+        if (d > 0 || (d == 0 && pos[r] >= q)) order = false;
+        if (d > last_d || (d == last_d && pos[r] > last_p)) last_d = d, last_p = pos[r];
+      };
+      for (uint32_t d : s_.p->deps(e.rel)) dep(e.off, d);
+      for (uint32_t x = s_.ext_begin[e.rel]; x < s_.ext_begin[e.rel + 1]; ++x)
+        dep(e.off - static_cast<int32_t>(s_.ext[x].first), s_.ext[x].second);
+      if (!order) return true;
+      if (s_.task[e.rel].compute) at[last_p].emplace_back(q, static_cast<uint32_t>(-last_d));
+    }
+    ready_begin_.assign(1, 0);
+    ready_at_.clear();
+    for (auto& v : at) {
+      ready_at_.insert(ready_at_.end(), v.begin(), v.end());
+      ready_begin_.push_back(static_cast<uint32_t>(ready_at_.size()));
+    }
+    topological_ = true;
+  }
+  if (!topological_) return true;
+  // Every dep of the steps replayed is a decode step's after B.
+  if (int64_t{base} + min_off_ - L_ <= int64_t{HB_} + 1) return true;
+  for (uint32_t j = 0; j < cursor; ++j)
+    if (j >= n_ || !(Entry{static_cast<int32_t>(StepOf(log_[j].first)) - static_cast<int32_t>(base),
+                           RelOf(log_[j].first)} == pattern_[j]))
+      return true;
+  // The compute tasks whose deps have all started: the event loop's ready ones and those whose
+  // deps are still running (of steps in rooms, and of the next steps that wait on earlier
+  // steps only).
+  for (auto& kn : known_) kn.clear();
+  uint32_t top = 0;
+  for (Slot& sl : slots_) {
+    if (sl.step <= HB_) continue;
+    top = std::max(top, sl.step);
+    for (uint32_t i = 0; i < n_; ++i) {
+      Ps r;
+      uint64_t best;
+      if (s_.task[i].compute && !sl.begun[i] && DepsOf(sl.step, i, &r, &best)) {
+        known_[s_.task[i].resource].push_back({Id(sl.step, i), r, best});
+      }
+    }
+  }
+  for (uint32_t k = top + 1; k <= std::min(N_, top + L_); ++k)
+    for (uint32_t i : ext_only_) {
+      Ps r;
+      uint64_t best;
+      if (!s_.task[i].compute || !DepsOf(k, i, &r, &best)) continue;
+      if (slot(k).step != k && !Ensure(k, why)) {
+        if (*why == "stopped") return false;
+        why->clear();
+        same_ = 0;
+        return true;
+      }
+      known_[s_.task[i].resource].push_back({Id(k, i), r, best});
+    }
+  channel_free_ = q_.channel_free();
+  link_free_ = q_.link_free();
+  base_ = base;
+  cursor_ = cursor;
+  last_decision_ = now_;
+  undo_.clear();
+  complete_ = started_upto_;
+  SaveCut(&verified_, now_, complete_);
+  strict_ = true;
+  pending_ = false;
+  replay_ = true;
+  entered_at_ = replayed_;
+  return true;
+}
+
+void StepStream::SaveCut(Cut* c, Ps time, uint32_t complete) {
+  c->time = time;
+  c->undo = undo_.size();
+  c->complete = complete;
+  if (links_) links_->Save(&c->links);
+  c->channel_free = channel_free_;
+  c->link_free = link_free_;
+  c->core_last = core_last_;
+  c->channel_last = channel_last_;
+  c->channel_key = channel_key_;
+  c->link_key = link_key_;
+  c->finish_key = finish_key_;
+  c->total = total_;
+  c->total_id = total_id_;
+  c->last = last_;
+  c->delayed = delayed_;
+}
+
+bool StepStream::ReplayOne(uint32_t k, uint32_t i, bool* ok, std::string* why) {
+  *ok = false;
+  if (slot(k).step != k && !Ensure(k, why)) {
+    if (*why == "stopped") return false;
+    why->clear();
+    return true;
+  }
+  Slot& sl = slot(k);
+  if (sl.begun[i]) return true;
+  const StepShape::Task& st = s_.task[i];
+  const uint64_t g = Id(k, i);
+  Ps r, at, decision;
+  uint64_t best;
+  Ps* free = nullptr;
+  if (st.compute) {
+    std::vector<Known>& kn = known_[st.resource];
+    size_t j = 0;
+    while (j < kn.size() && kn[j].g != g) ++j;
+    if (j == kn.size()) return true;
+    r = kn[j].r;
+    best = kn[j].best;
+    kn[j] = kn.back();
+    kn.pop_back();
+    const Last& last = core_last_[st.resource];
+    const Ps core_free = last.any ? last.end : 0;
+    at = decision = std::max(r, core_free);
+    const bool idle = at > core_free;
+    for (const Known& x : kn)
+      if (x.r <= at && (x.g < g || (x.r < at && idle))) return true;
+  } else {
+    if (!DepsOf(k, i, &r, &best)) return true;
+    at = decision = r;
+    if (st.queue == Queue::kDram || st.queue == Queue::kLink) {
+      const bool dram = st.queue == Queue::kDram;
+      const Key& key = (dram ? channel_key_ : link_key_)[st.resource];
+      if (!(key < Key{r, 0, g})) return true;
+      free = &(dram ? channel_free_ : link_free_)[st.resource];
+      at = std::max(r, *free);
+    }
+    if (links_ && (st.flow_kind >= 0 || st.step_flow >= 0) &&
+        !(finish_key_ < Key{decision, static_cast<uint8_t>(st.queue == Queue::kLink ? 0 : 1), g}))
+      return true;
+  }
+  if (decision < last_decision_ || (strict_ && decision == last_decision_) || DurationOf(sl, i) <= 0)
+    return true;
+  if (strict_) {
+    strict_ = false;
+    if (pending_) {
+      // The tentative cut is one: every decision up to its time was made before it.
+      std::swap(verified_, tentative_);
+      undo_.erase(undo_.begin(), undo_.begin() + static_cast<std::ptrdiff_t>(verified_.undo));
+      verified_.undo = 0;
+      complete_ = verified_.complete;
+      started_upto_ = std::max(started_upto_, complete_);
+      pending_ = false;
+    }
+  }
+  if (free) *free = SatAdd(at, BusyOf(sl, i));
+  last_decision_ = now_ = decision;
+  // When it became ready: the composition reads it for memory tasks (ready()).
+  const Waiting w{best, r, 0};
+  if (st.queue == Queue::kDram) sl.waiting[i] = w;
+  if (!Start(g, at, decision, why, &w)) {
+    why->clear();
+    return true;
+  }
+  undo_.push_back(g);
+  ++replayed_;
+  // The compute tasks whose last dep this was.
+  for (uint32_t x = ready_begin_[cursor_]; x < ready_begin_[cursor_ + 1]; ++x) {
+    const auto [q, ahead] = ready_at_[x];
+    const Entry e = pattern_[q];
+    const int64_t kk = int64_t{base_} + ahead + e.off;
+    if (kk > N_) continue;
+    const uint32_t k2 = static_cast<uint32_t>(kk);
+    if (slot(k2).step != k2 && !Ensure(k2, why)) {
+      if (*why == "stopped") return false;
+      why->clear();
+      return true;
+    }
+    Slot& s2 = slot(k2);
+    Ps r2;
+    uint64_t best2;
+    if (s2.begun[e.rel] || !DepsOf(k2, e.rel, &r2, &best2)) return true;
+    known_[s_.task[e.rel].resource].push_back({Id(k2, e.rel), r2, best2});
+  }
+  *ok = true;
+  return true;
+}
+
+bool StepStream::Replay(uint32_t seg, std::string* why) {
+  while (replay_ && seg > complete_) {
+    if (cursor_ == n_) {
+      // The period's end: every task of steps up to base_ + min_off_ has started.
+      if (int64_t{base_} + min_off_ >= N_) {
+        complete_ = started_upto_ = N_;
+        undo_.clear();
+        pending_ = false;
+        break;
+      }
+      SaveCut(&tentative_, last_decision_, static_cast<uint32_t>(int64_t{base_} + min_off_));
+      pending_ = strict_ = true;
+      ++base_;
+      cursor_ = 0;
+      continue;
+    }
+    const Entry e = pattern_[cursor_];
+    const int64_t k = int64_t{base_} + e.off;
+    bool ok = true;
+    if (k <= N_ && !ReplayOne(static_cast<uint32_t>(k), e.rel, &ok, why)) return false;
+    if (!ok) return Rollback(why);
+    ++cursor_;
+  }
+  return true;
+}
+
+bool StepStream::Rollback(std::string* why) {
+  ++rollbacks_;
+  // Back to verified_: what started after it did not.
+  for (size_t j = verified_.undo; j < undo_.size(); ++j) {
+    Slot& sl = slot(StepOf(undo_[j]));
+    if (sl.step == StepOf(undo_[j])) sl.begun[RelOf(undo_[j])] = 0;
+  }
+  replayed_ -= undo_.size() - verified_.undo;
+  undo_.clear();
+  const Cut& c = verified_;
+  if (links_) links_->Restore(c.links);
+  core_last_ = c.core_last;
+  channel_last_ = c.channel_last;
+  channel_key_ = c.channel_key;
+  link_key_ = c.link_key;
+  finish_key_ = c.finish_key;
+  total_ = c.total;
+  total_id_ = c.total_id;
+  last_ = c.last;
+  delayed_ = c.delayed;
+  now_ = c.time;
+  started_upto_ = std::max(started_upto_, c.complete);
+  replay_ = pending_ = strict_ = false;
+  // A replay that failed soon waits longer before the next.
+  need_ = replayed_ - entered_at_ < 4 * uint64_t{n_} ? std::min<uint32_t>(need_ * 2, 256) : 2;
+  log_.clear();
+  log_base_ = 0;
+  same_ = 0;
+  // The event loop's queues at that state: the running tasks' ends, the ready compute tasks
+  // waiting for their busy cores, and each task's deps not ended.
+  q_.Reset(core_last_.size(), channel_last_.size(), link_key_.size());
+  q_.channel_free() = c.channel_free;
+  q_.link_free() = c.link_free;
+  for (size_t core = 0; core < core_last_.size(); ++core)
+    if (core_last_[core].any && core_last_[core].end > now_) q_.SetCoreBusy(static_cast<int>(core));
+  // Steps whose tasks wait on an ended task: those in rooms, and the next ones.
+  uint32_t top = 0;
+  for (const Slot& sl : slots_)
+    if (sl.step > HB_) top = std::max(top, sl.step);
+  for (uint32_t k = top + 1; k <= std::min(N_, top + L_); ++k) {
+    bool needed = false;
+    for (uint32_t i : ext_only_) {
+      for (uint32_t x = s_.ext_begin[i]; x < s_.ext_begin[i + 1] && !needed; ++x) {
+        const auto [off, rr] = s_.ext[x];
+        const Slot& ds = slot(k - off);
+        needed = ds.step == k - off && ds.begun[rr] && ds.times[rr].end_ps <= now_;
+      }
+    }
+    for (uint32_t i = 0; i < n_ && !needed; ++i)
+      for (uint32_t x = s_.ext_begin[i]; x < s_.ext_begin[i + 1] && !needed; ++x) {
+        const auto [off, rr] = s_.ext[x];
+        const Slot& ds = slot(k - off);
+        needed = k - off > HB_ && ds.step == k - off && ds.begun[rr] && ds.times[rr].end_ps <= now_;
+      }
+    if (needed && !Ensure(k, why)) return false;
+  }
+  for (Slot& sl : slots_) {
+    if (sl.step <= HB_) continue;
+    if (!Rebuild(sl.step, why)) return false;
+  }
+  return true;
+}
+
+bool StepStream::Rebuild(uint32_t k, std::string* why) {
+  Slot& sl = slot(k);
+  sl.started = sl.ended = 0;
+  for (uint32_t i = 0; i < n_; ++i) {
+    const uint64_t g = Id(k, i);
+    if (sl.begun[i]) {
+      sl.first_start = sl.started++ ? std::min(sl.first_start, sl.times[i].start_ps) : sl.times[i].start_ps;
+      if (sl.times[i].end_ps > now_) {
+        q_.AddEnd(sl.times[i].end_ps, g);
+      } else {
+        ++sl.ended;
+      }
+      continue;
+    }
+    Waiting w{kNoTask, std::numeric_limits<Ps>::min(), 0};
+    auto dep = [&](uint32_t step, uint32_t d) {
+      const Slot& ds = slot(step);
+      if (ds.step != step || !ds.begun[d] || ds.times[d].end_ps > now_) {
+        ++w.unmet;
+        return;
+      }
+      const Ps e = ds.times[d].end_ps;
+      const uint64_t h = Id(step, d);
+      if (e > w.best_end || (e == w.best_end && h < w.best)) w.best = h, w.best_end = e;
+    };
+    for (uint32_t d : s_.p->deps(i)) dep(k, d);
+    for (uint32_t x = s_.ext_begin[i]; x < s_.ext_begin[i + 1]; ++x)
+      dep(k - s_.ext[x].first, s_.ext[x].second);
+    sl.waiting[i] = w;
+    if (w.unmet == 0) {
+      const StepShape::Task& st = s_.task[i];
+      if (!st.compute || !core_last_[st.resource].any || core_last_[st.resource].end <= now_) {
+        *why = "the replay's state at " + std::to_string(now_) + " ps is not the event loop's (decode step " +
+               std::to_string(k) + ", task " + std::to_string(i) + ")";
+        return false;
+      }
+      q_.WaitForCore(st.resource, g);
+    }
   }
   return true;
 }

@@ -36,6 +36,7 @@ struct StepShape {
     Queue queue;
     uint8_t path_kind;
     bool compute;
+    bool context;  // its duration and busy time are each step's own (StepStream::Durations)
     int32_t resource;
     int32_t flow_kind;  // its kind of flow, -1 for none
     int32_t step_flow;  // its index in step_flows, -1 for none
@@ -85,7 +86,7 @@ class StepStream {
   void set_wait_for_take(std::function<bool(uint32_t)> wait) { wait_for_take_ = std::move(wait); }
   // No task of a step after k starts earlier than this (the event time, and the starts so far).
   Ps Horizon(uint32_t k) const {
-    Ps h = now_;
+    Ps h = replay_ ? verified_.time : now_;
     for (const Slot& sl : slots_)
       if (sl.step > k && sl.started) h = std::min(h, sl.first_start);
     return h;
@@ -95,6 +96,11 @@ class StepStream {
   Ps total() const { return total_; }
   const CriticalPathSplit& path() const { return last_; }
   bool delayed() const { return delayed_; }  // some flow ended later than alone
+  // The replay (step_stream.cc): on by default; tasks it started that stayed, and how often
+  // it went back to the event loop.
+  void set_replay(bool on) { replay_allowed_ = on; }
+  uint64_t replayed() const { return replayed_; }
+  uint64_t rollbacks() const { return rollbacks_; }
 
  private:
   // A task not started yet: its deps not ended, and the latest-ending one so far (the first
@@ -114,6 +120,7 @@ class StepStream {
     std::vector<Waiting> waiting;
     std::vector<Ps> duration, busy;
     std::vector<StepFlow> flows;  // per StepShape::step_flows
+    std::vector<uint8_t> begun;   // per task: started
   };
   // The last task started on a core or channel (the critical path's queue predecessor).
   struct Last {
@@ -130,8 +137,62 @@ class StepStream {
   static uint32_t RelOf(uint64_t h) { return static_cast<uint32_t>(h); }
   static uint64_t Id(uint32_t k, uint32_t rel) { return uint64_t{k} << 32 | rel; }
   bool Ensure(uint32_t k, std::string* why);
-  bool Start(uint64_t g, Ps at, std::string* why);
+  // Task g starts at `at`, decided at `now` (its ready time in a queue, else `at`); the event
+  // loop adds its end to its events.
+  // `replayed`: by the replay, which passes the task's latest-ending dep (else in its room).
+  bool Start(uint64_t g, Ps at, Ps now, std::string* why, const Waiting* replayed = nullptr);
+  // A decode step's task's duration and busy time.
+  Ps DurationOf(const Slot& sl, uint32_t i) const {
+    return s_.task[i].context ? sl.duration[i] : s_.duration[i];
+  }
+  Ps BusyOf(const Slot& sl, uint32_t i) const { return s_.task[i].context ? sl.busy[i] : s_.busy[i]; }
   void Ended(uint64_t g);
+
+  // The replay (step_stream.cc). A period: the tasks started at times from decode step k's
+  // first task's start to step k + 1's, as (step - k, task of the template) in start order.
+  struct Entry {
+    int32_t off;
+    uint32_t rel;
+    bool operator==(const Entry&) const = default;
+  };
+  // A compute task whose deps have all started, not started itself: ready at r.
+  struct Known {
+    uint64_t g;
+    Ps r;
+    uint64_t best;  // its latest-ending dep
+  };
+  // The last decision of a channel or first link, and the last reservation of links: ties
+  // order as the event loop's (ready time, then links before channels, then id).
+  struct Key {
+    Ps now = std::numeric_limits<Ps>::min();
+    uint8_t cls = 0;
+    uint64_t g = 0;
+    auto operator<=>(const Key&) const = default;
+  };
+  // A state to go back to: every decision up to `time` made, none after.
+  struct Cut {
+    Ps time = 0;
+    size_t undo = 0;        // undo_'s size then
+    uint32_t complete = 0;  // every task of steps up to it started
+    LinkReservation::State links;
+    std::vector<Ps> channel_free, link_free;
+    std::vector<Last> core_last, channel_last;
+    std::vector<Key> channel_key, link_key;
+    Key finish_key;
+    Ps total = 0;
+    uint64_t total_id = 0;
+    CriticalPathSplit last;
+    bool delayed = false;
+  };
+  void Log(uint64_t g, Ps now);
+  bool EnterReplay(uint32_t base, uint32_t cursor, std::string* why);
+  bool ReplayOne(uint32_t k, uint32_t i, bool* ok, std::string* why);
+  bool PushReady(uint32_t k, uint32_t i, std::string* why);
+  bool DepsOf(uint32_t k, uint32_t i, Ps* r, uint64_t* best) const;
+  void SaveCut(Cut* c, Ps time, uint32_t complete);
+  bool Rollback(std::string* why);
+  bool Rebuild(uint32_t k, std::string* why);
+  bool Replay(uint32_t seg, std::string* why);
   void Ready(uint64_t g) { q_.Ready(g); }
   const CriticalPathSplit& SplitOf(uint64_t g) const {
     return g < NB_ ? b_split_[g] : slot(StepOf(g)).split[RelOf(g)];
@@ -165,6 +226,34 @@ class StepStream {
   uint64_t total_id_ = 0;
   CriticalPathSplit last_;
   bool delayed_ = false;
+
+  // The replay's state (step_stream.cc).
+  bool replay_allowed_ = true, record_ = false, replay_ = false, enter_ = false;
+  uint64_t b_ended_ = 0;
+  std::vector<std::pair<uint64_t, Ps>> log_;  // the event loop's starts since the last period
+  uint32_t log_base_ = 0;                     // their period's step (0: a partial period)
+  std::vector<Entry> pattern_, period_;
+  uint32_t same_ = 0;  // periods in a row with pattern_
+  std::vector<uint32_t> seen_;
+  uint32_t seen_stamp_ = 0;
+  bool statics_ok_ = false, topological_ = false;        // pattern_'s statics computed; its deps start first
+  std::vector<uint32_t> ready_begin_;                    // per position: CSR into ready_at_
+  std::vector<std::pair<uint32_t, uint32_t>> ready_at_;  // (position, periods ahead)
+  int32_t min_off_ = 0, max_off_ = 0;
+  std::vector<uint32_t> ext_only_;  // template tasks with deps on earlier steps only
+  uint32_t base_ = 0, cursor_ = 0;
+  Ps last_decision_ = 0;
+  bool strict_ = false, pending_ = false;  // after a cut: the next decision is later; tentative_ waits
+  Cut verified_, tentative_;
+  uint32_t need_ = 2;        // periods in a row that the event loop runs before a replay
+  uint64_t entered_at_ = 0;  // replayed_ when the replay began
+  std::vector<Key> channel_key_, link_key_;
+  Key finish_key_;
+  std::vector<Ps> channel_free_, link_free_;
+  std::vector<std::vector<Known>> known_;  // per core
+  std::vector<uint64_t> undo_;             // started since verified_
+  uint32_t complete_ = 0;                  // every task of steps up to it started, verified
+  uint64_t replayed_ = 0, rollbacks_ = 0;
 };
 
 }  // namespace tpsim::sim

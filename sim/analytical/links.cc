@@ -110,6 +110,38 @@ void LinkReservation::Reset() {
   wide_busy_.clear();
 }
 
+void LinkReservation::Save(State* s) const {
+  auto copy = [&](const auto& from, auto* to) {
+    to->resize(from.size());
+    for (size_t r = 0; r < from.size(); ++r)
+      (*to)[r].assign(from[r].begin() + std::min<size_t>(head_[r], from[r].size()), from[r].end());
+  };
+  if (wide_) {
+    copy(wide_busy_, &s->wide_busy);
+  } else {
+    copy(busy_, &s->busy);
+  }
+  s->max_wait = max_wait_;
+  s->origin = origin_;
+  s->wide = wide_;
+}
+
+void LinkReservation::Restore(const State& s) {
+  wide_ = s.wide;
+  if (wide_) {
+    wide_busy_.resize(s.wide_busy.size());
+    for (size_t r = 0; r < s.wide_busy.size(); ++r)
+      wide_busy_[r].assign(s.wide_busy[r].begin(), s.wide_busy[r].end());
+    for (auto& cal : busy_) cal.clear();
+  } else {
+    for (size_t r = 0; r < s.busy.size(); ++r) busy_[r].assign(s.busy[r].begin(), s.busy[r].end());
+    wide_busy_.clear();
+  }
+  head_.assign(head_.size(), 0);
+  max_wait_ = s.max_wait;
+  origin_ = s.origin;
+}
+
 void LinkReservation::Rebase(Ps now) {
   // Narrow: every time is below kNarrow ticks after the origin, so over by `now` (at least
   // kRebasePs later): the calendars are emptied. Wide: shifted by whole ps, so that rounding up

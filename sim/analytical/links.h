@@ -170,6 +170,21 @@ class LinkReservation {
     T begin, end;
   };
   using Wide = __int128;
+
+ public:
+  // The queues' state, to go back to (sim::StepStream's replay, when a replayed step turns out
+  // not to be the engine's): Save copies what is not over yet, into `*s`'s room.
+  struct State {
+    std::vector<std::vector<Span<Ps>>> busy;
+    std::vector<std::vector<Span<Wide>>> wide_busy;
+    std::vector<Ps> max_wait;
+    Ps origin = 0;
+    bool wide = false;
+  };
+  void Save(State* s) const;
+  void Restore(const State& s);
+
+ private:
   // Holds link r (its calendar `cal`) for `hold` from the first time at or after `arrive` it
   // is free that long; returns the end (at most `last`). In ticks of 1/1024 ps after origin_
   // (links.cc): 64-bit while every time fits (narrow), 128-bit from the first that does not.
