@@ -120,8 +120,9 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
   return true;
 }
 
-bool StepStream::Start(uint64_t g, Ps at, Ps now, std::string* why, const Waiting* replayed) {
-  const bool in_b = g < NB_;
+template <bool in_b>
+[[gnu::always_inline]] inline bool StepStream::StartT(uint64_t g, Ps at, Ps now, std::string* why,
+                                                      const Waiting* replayed) {
   const uint32_t k = in_b ? 0 : StepOf(g), i = in_b ? 0 : RelOf(g);
   Slot* sl = in_b ? nullptr : &slot(k);
   const StepShape::Task* st = in_b ? nullptr : &s_.task[i];
@@ -200,6 +201,10 @@ bool StepStream::Start(uint64_t g, Ps at, Ps now, std::string* why, const Waitin
   if (last) *last = {true, at, end, g, split};
   if (!replayed) q_.AddEnd(end, g);
   return true;
+}
+
+bool StepStream::Start(uint64_t g, Ps at, Ps now, std::string* why, const Waiting* replayed) {
+  return g < NB_ ? StartT<true>(g, at, now, why, replayed) : StartT<false>(g, at, now, why, replayed);
 }
 
 void StepStream::Ended(uint64_t g) {
@@ -573,7 +578,7 @@ bool StepStream::ReplayOne(uint32_t k, uint32_t i, bool* ok, std::string* why) {
   // When it became ready: the composition reads it for memory tasks (ready()).
   const Waiting w{best, r, 0};
   if (st.queue == Queue::kDram) sl.waiting[i] = w;
-  if (!Start(g, at, decision, why, &w)) {
+  if (!StartT<false>(g, at, decision, why, &w)) {
     why->clear();
     return true;
   }

@@ -141,6 +141,8 @@ class StepStream {
   // loop adds its end to its events.
   // `replayed`: by the replay, which passes the task's latest-ending dep (else in its room).
   bool Start(uint64_t g, Ps at, Ps now, std::string* why, const Waiting* replayed = nullptr);
+  template <bool in_b>
+  bool StartT(uint64_t g, Ps at, Ps now, std::string* why, const Waiting* replayed);
   // A decode step's task's duration and busy time.
   Ps DurationOf(const Slot& sl, uint32_t i) const {
     return s_.task[i].context ? sl.duration[i] : s_.duration[i];
