@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -304,7 +305,10 @@ composition of decode steps timed step by step); the output is the same.
                        README "Long generations"); --reuse: try from 5 steps on;
                        --step-by-step: time every step from the steps before it,
                        not first as a periodic schedule or as separate steps (the
-                       same results, slower; to compare the ways)
+                       same results, slower; to compare the ways). Step by step,
+                       periods of starts that repeat are replayed and checked
+                       against the engine's rules; TPSIM_REUSE_STATS=1 in the
+                       environment prints how many tasks were replayed
   --max-memory SIZE    refuse (exit 2, before lowering) an experiment whose Program
                        is estimated to need more than SIZE (e.g. 8G, 512M; 0: no
                        limit); default: 80% of this machine's memory
@@ -391,12 +395,18 @@ int Run(Args& a) {
     opts.observers.push_back([&trace_path](const sim::RunView& v) {
       traces::WriteTrace(trace_path, v.program, v.chip, v.timing, v.result.config());
     });
+  // TPSIM_REUSE_STATS set: one stderr line on the replay of steps timed step by step.
+  sim::RunOptions::ReplayStats replay;
+  if (std::getenv("TPSIM_REUSE_STATS")) opts.replay_stats = &replay;
   sim::RunOutput r = [&] {
     ProgressLine progress("tpsim run");
     opts.on_stage = [&progress](const char* stage) { progress.Stage(stage); };
     return sim::RunExperiment(e, opts);
   }();
   if (!r.reused && !r.reuse.empty()) spdlog::warn("every decode step lowered: {}", r.reuse);
+  if (opts.replay_stats)
+    std::cerr << "tpsim: step by step: " << replay.replayed << " tasks replayed, " << replay.rollbacks
+              << " rollbacks to the event loop\n";
   // State every partitioner fallback once (e.g. m_split_rotate->k_split in decode).
   std::set<std::string> fallbacks;
   for (const auto& op : r.program.ops) {

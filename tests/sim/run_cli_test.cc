@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -204,6 +205,24 @@ TEST_F(RunCli, ContradictoryReuseOptionsAreUsageErrors) {
     EXPECT_EQ(RunTpsim("run " + kRef + " --set workload.decode_steps=20 --quiet " + flags, &out), 2) << flags;
     EXPECT_NE(out.find(message), std::string::npos) << flags << ":\n" << out;
   }
+}
+
+TEST_F(RunCli, ReuseStatsCountReplayedTasks) {
+  // TPSIM_REUSE_STATS: one stderr line with what the replay of steps timed step by step did;
+  // the reference's 120 steps (112 timed step by step, 3,580 tasks each) are mostly replayed.
+  setenv("TPSIM_REUSE_STATS", "1", 1);
+  std::string out;
+  const int status =
+      RunTpsim("run " + kRef + " --set workload.decode_steps=120 --quiet --step-by-step", &out);
+  unsetenv("TPSIM_REUSE_STATS");
+  ASSERT_EQ(status, 0) << out;
+  const std::string key = "tpsim: step by step: ";
+  const size_t at = out.find(key);
+  ASSERT_NE(at, std::string::npos) << out;
+  const uint64_t replayed = std::stoull(out.substr(at + key.size()));
+  EXPECT_GT(replayed, 112u * 3580 / 2) << out;
+  EXPECT_LE(replayed, 112u * 3580) << out;
+  EXPECT_NE(out.find(" tasks replayed, 0 rollbacks to the event loop"), std::string::npos) << out;
 }
 
 TEST_F(RunCli, TimesPastTheClockAreAnErrorNamingTheCause) {
