@@ -73,6 +73,7 @@ class DispatchQueues {
     std::push_heap(events_.begin(), events_.end(), std::greater<std::pair<Ps, Id>>());
   }
   bool idle() const { return events_.empty(); }
+  Ps next_end() const { return events_.front().first; }  // not idle()
   // To set up a state mid-schedule (sim::StepStream's replay, going back): after Reset, the
   // channels' and first links' free times, the busy cores, the compute tasks ready and
   // waiting for their core, and the running tasks' ends (AddEnd).

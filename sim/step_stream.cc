@@ -448,8 +448,9 @@ bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
     topological_ = true;
   }
   if (!topological_) return true;
-  // Every dep of the steps replayed is a decode step's after B.
-  if (int64_t{base} + min_off_ - L_ <= int64_t{HB_} + 1) return true;
+  // Every dep of the steps replayed is a decode step's after B; every end up to now_ has been
+  // taken (a task that started and ended at now_ would not have: the cut would not be one).
+  if (int64_t{base} + min_off_ - L_ <= int64_t{HB_} + 1 || (!q_.idle() && q_.next_end() <= now_)) return true;
   for (uint32_t j = 0; j < cursor; ++j)
     if (j >= n_ || !(Entry{static_cast<int32_t>(StepOf(log_[j].first)) - static_cast<int32_t>(base),
                            RelOf(log_[j].first)} == pattern_[j]))
@@ -673,13 +674,6 @@ bool StepStream::Rollback(std::string* why) {
     if (sl.step > HB_) top = std::max(top, sl.step);
   for (uint32_t k = top + 1; k <= std::min(N_, top + L_); ++k) {
     bool needed = false;
-    for (uint32_t i : ext_only_) {
-      for (uint32_t x = s_.ext_begin[i]; x < s_.ext_begin[i + 1] && !needed; ++x) {
-        const auto [off, rr] = s_.ext[x];
-        const Slot& ds = slot(k - off);
-        needed = ds.step == k - off && ds.begun[rr] && ds.times[rr].end_ps <= now_;
-      }
-    }
     for (uint32_t i = 0; i < n_ && !needed; ++i)
       for (uint32_t x = s_.ext_begin[i]; x < s_.ext_begin[i + 1] && !needed; ++x) {
         const auto [off, rr] = s_.ext[x];
