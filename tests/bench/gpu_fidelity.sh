@@ -4,8 +4,11 @@
 # targets of issue 14: MAPE <= 8 % for all_reduce, all_gather and reduce_scatter (nccl-tests,
 # 8 KiB .. 1 GiB, 2 / 4 / 8 GPUs where measured; 8-GPU all_gather / reduce_scatter with NCCL's choice only from
 # 32 MiB, ring-forced from 8 KiB) and <= 10 % for the GEMM file (cuBLAS kernel
-# times, m = 1 .. 4096 on LLM projection shapes). A benchmark, not a test: it prints, it does
-# not fail. Usage: gpu_fidelity.sh [TPSIM] [PLOT_DIR]   (TPSIM default build/bin/tpsim;
+# times, m = 1 .. 4096 on LLM projection shapes, fp16). The issue's GEMM target is for bf16
+# (M = 1 .. 8192, N, K 1024 .. 28672); XLA's bf16 table (xla-h100-bf16-matmul.csv, m, n, k 256 ..
+# 4096) gets its own line against the same 10 %, as a partial stand-in only: it covers neither
+# m < 256 nor m = 8192 nor N, K above 4096, and most of its shapes (N or K of 256 or 512) are no
+# LLM projections. A benchmark, not a test: it prints, it does not fail. Usage: gpu_fidelity.sh [TPSIM] [PLOT_DIR]   (TPSIM default build/bin/tpsim;
 # PLOT_DIR: also draw one PNG per file there).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,6 +38,11 @@ echo "$out" | awk '
   /^file MAPE: / && file ~ /vidur-h100-gemm.csv/ {
     mape = $3
     printf "  %-58s %-40s MAPE %5.1f %%  target <= 10 %%: %s\n", file, "all GEMM rows", mape, (mape <= 10 ? "met" : sprintf("missed by %.1f points", mape - 10))
+  }
+  # bf16: a partial stand-in for the issue target (m, n, k 256 .. 4096 only; see the header).
+  /^file MAPE: / && file ~ /xla-h100-bf16-matmul.csv/ {
+    mape = $3
+    printf "  %-58s %-40s MAPE %5.1f %%  target <= 10 %%: %s\n", file, "bf16 (XLA table, m,n,k 256..4096)", mape, (mape <= 10 ? "met" : sprintf("missed by %.1f points", mape - 10))
   }'
 echo "  (vidur-h100-dgx-allreduce.csv and nccl-tests-h100-4gpu-graph.csv hold device times (kernel durations, a"
 echo "   CUDA graph's time per call), held against the model's gpu_us: shown above, no target)"
