@@ -88,7 +88,8 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
   // in the order its deps end, which the replay does not keep.
   channel_key_.assign(channels, {});
   link_key_.assign(links, {});
-  known_.resize(static_cast<size_t>(cores));
+  known_.assign(static_cast<size_t>(cores), std::vector<Known>(8));
+  known_size_.assign(static_cast<size_t>(cores), 0);
   seen_.assign(n_, 0);
   for (uint32_t i = 0; i < n_; ++i) {
     const StepShape::Task& t = s_.task[i];
@@ -458,7 +459,7 @@ bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
   // The compute tasks whose deps have all started: the event loop's ready ones and those whose
   // deps are still running (of steps in rooms, and of the next steps that wait on earlier
   // steps only).
-  for (auto& kn : known_) kn.clear();
+  std::fill(known_size_.begin(), known_size_.end(), 0);
   uint32_t top = 0;
   for (Slot& sl : slots_) {
     if (sl.step <= HB_) continue;
@@ -467,7 +468,7 @@ bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
       Ps r;
       uint64_t best;
       if (s_.task[i].compute && !sl.begun[i] && DepsOf(sl.step, i, &r, &best)) {
-        known_[s_.task[i].resource].push_back({Id(sl.step, i), r, best});
+        PushKnown(s_.task[i].resource, {Id(sl.step, i), r, best});
       }
     }
   }
@@ -482,7 +483,7 @@ bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
         same_ = 0;
         return true;
       }
-      known_[s_.task[i].resource].push_back({Id(k, i), r, best});
+      PushKnown(s_.task[i].resource, {Id(k, i), r, best});
     }
   channel_free_ = q_.channel_free();
   link_free_ = q_.link_free();
@@ -532,20 +533,20 @@ bool StepStream::ReplayOne(uint32_t k, uint32_t i, bool* ok, std::string* why) {
   uint64_t best;
   Ps* free = nullptr;
   if (st.compute) {
-    std::vector<Known>& kn = known_[st.resource];
-    size_t j = 0;
-    while (j < kn.size() && kn[j].g != g) ++j;
-    if (j == kn.size()) return true;
+    Known* kn = known_[st.resource].data();
+    uint32_t& size = known_size_[st.resource];
+    uint32_t j = 0;
+    while (j < size && kn[j].g != g) ++j;
+    if (j == size) return true;
     r = kn[j].r;
     best = kn[j].best;
-    kn[j] = kn.back();
-    kn.pop_back();
+    kn[j] = kn[--size];
     const Last& last = core_last_[st.resource];
     const Ps core_free = last.any ? last.end : 0;
     at = decision = std::max(r, core_free);
     const bool idle = at > core_free;
-    for (const Known& x : kn)
-      if (x.r <= at && (x.g < g || (x.r < at && idle))) return true;
+    for (uint32_t x = 0; x < size; ++x)
+      if (kn[x].r <= at && (kn[x].g < g || (kn[x].r < at && idle))) return true;
   } else {
     if (!DepsOf(k, i, &r, &best)) return true;
     at = decision = r;
@@ -601,7 +602,7 @@ bool StepStream::ReplayOne(uint32_t k, uint32_t i, bool* ok, std::string* why) {
     Ps r2;
     uint64_t best2;
     if (s2.begun[e.rel] || !DepsOf(k2, e.rel, &r2, &best2)) return true;
-    known_[s_.task[e.rel].resource].push_back({Id(k2, e.rel), r2, best2});
+    PushKnown(s_.task[e.rel].resource, {Id(k2, e.rel), r2, best2});
   }
   *ok = true;
   return true;

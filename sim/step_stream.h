@@ -252,9 +252,16 @@ class StepStream {
   std::vector<Key> channel_key_, link_key_;
   Key finish_key_;
   std::vector<Ps> channel_free_, link_free_;
-  std::vector<std::vector<Known>> known_;  // per core
-  std::vector<uint64_t> undo_;             // started since verified_
-  uint32_t complete_ = 0;                  // every task of steps up to it started, verified
+  std::vector<std::vector<Known>> known_;  // per core: known_size_ of them, the rest room
+  std::vector<uint32_t> known_size_;
+  void PushKnown(int32_t core, const Known& x) {
+    std::vector<Known>& kn = known_[core];
+    uint32_t& size = known_size_[core];
+    if (size == kn.size()) kn.resize(2 * kn.size());
+    kn[size++] = x;
+  }
+  std::vector<uint64_t> undo_;  // started since verified_
+  uint32_t complete_ = 0;       // every task of steps up to it started, verified
   uint64_t replayed_ = 0, rollbacks_ = 0;
 };
 
