@@ -416,12 +416,11 @@ bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
     // period or one before theirs); the period must start every dep before its dependents.
     std::vector<uint32_t> pos(n_);
     std::vector<int32_t> off(n_);
-    min_off_ = max_off_ = pattern_[0].off;
+    min_off_ = pattern_[0].off;
     for (uint32_t q = 0; q < n_; ++q) {
       pos[pattern_[q].rel] = q;
       off[pattern_[q].rel] = pattern_[q].off;
       min_off_ = std::min(min_off_, pattern_[q].off);
-      max_off_ = std::max(max_off_, pattern_[q].off);
     }
     std::vector<std::vector<std::pair<uint32_t, uint32_t>>> at(n_);
     for (uint32_t q = 0; q < n_; ++q) {

@@ -59,7 +59,9 @@ struct StepShape {
 // when a task they wait on ends until the step is taken (Take) and the L steps after it have
 // started every task. Ids order as the unrolled Program's. `links`: the reservations of links
 // (null: the schedule without queues on links, the contention indicator's); `path`: each
-// task's critical-path split, carried forward.
+// task's critical-path split, carried forward. Once the starts of a step's period repeat, the
+// later periods are replayed in that order and checked against the event loop's rules
+// instead of run through it (step_stream.cc): the same times.
 class StepStream {
  public:
   // Sets a decode step's durations and busy times (sim::TaskCosts) of the tasks that follow the
@@ -74,8 +76,8 @@ class StepStream {
   bool RunUntil(uint32_t seg, std::string* why);
   // Decode step k > HB, after RunUntil(k): its tasks' times; Take(k) frees its room.
   std::span<const TaskTime> times(uint32_t k) const { return slot(k).times; }
-  // When task i of decode step k became ready: its latest-ending dep's end (every task of a
-  // decode step waits on something).
+  // When memory task i of decode step k became ready: its latest-ending dep's end (every task
+  // of a decode step waits on something; the replay keeps it for memory tasks only).
   Ps ready(uint32_t k, uint32_t i) const { return slot(k).waiting[i].best_end; }
   std::span<const Ps> busy(uint32_t k) const { return slot(k).busy; }
   // Take may come from another thread (the step's composition) than the schedule's: then
@@ -189,7 +191,6 @@ class StepStream {
   void Log(uint64_t g, Ps now);
   bool EnterReplay(uint32_t base, uint32_t cursor, std::string* why);
   bool ReplayOne(uint32_t k, uint32_t i, bool* ok, std::string* why);
-  bool PushReady(uint32_t k, uint32_t i, std::string* why);
   bool DepsOf(uint32_t k, uint32_t i, Ps* r, uint64_t* best) const;
   void SaveCut(Cut* c, Ps time, uint32_t complete);
   bool Rollback(std::string* why);
@@ -241,8 +242,8 @@ class StepStream {
   bool statics_ok_ = false, topological_ = false;        // pattern_'s statics computed; its deps start first
   std::vector<uint32_t> ready_begin_;                    // per position: CSR into ready_at_
   std::vector<std::pair<uint32_t, uint32_t>> ready_at_;  // (position, periods ahead)
-  int32_t min_off_ = 0, max_off_ = 0;
-  std::vector<uint32_t> ext_only_;  // template tasks with deps on earlier steps only
+  int32_t min_off_ = 0;                                  // the least step offset of the period
+  std::vector<uint32_t> ext_only_;                       // template tasks with deps on earlier steps only
   uint32_t base_ = 0, cursor_ = 0;
   Ps last_decision_ = 0;
   bool strict_ = false, pending_ = false;  // after a cut: the next decision is later; tentative_ waits
