@@ -67,6 +67,7 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
   }
   seg_ended_.assign(HB_ + 1, 0);
   slots_.resize(std::bit_ceil(size_t{L} + 8));
+  slot_mask_ = static_cast<uint32_t>(slots_.size() - 1);
   for (Slot& sl : slots_) {
     sl.times.resize(n_);
     if (path_) sl.split.resize(n_);

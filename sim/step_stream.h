@@ -131,8 +131,8 @@ class StepStream {
     uint64_t id = 0;
     CriticalPathSplit split;
   };
-  const Slot& slot(uint32_t k) const { return slots_[k & (slots_.size() - 1)]; }
-  Slot& slot(uint32_t k) { return slots_[k & (slots_.size() - 1)]; }
+  const Slot& slot(uint32_t k) const { return slots_[k & slot_mask_]; }
+  Slot& slot(uint32_t k) { return slots_[k & slot_mask_]; }
   // A task's handle: B's task id, or (step << 32 | task of the template) for a later step's,
   // which orders as the unrolled Program's ids do (every step after B is at least 9 << 32).
   static uint32_t StepOf(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
@@ -218,6 +218,7 @@ class StepStream {
   std::vector<Waiting> step_waiting_;  // a decode step's tasks before any dep ended
   std::vector<uint32_t> seg_ended_;    // B's segments: tasks ended
   std::vector<Slot> slots_;
+  uint32_t slot_mask_ = 0;  // slots_.size() - 1 (a power of two)
   std::atomic<uint32_t> taken_{0};
   std::function<bool(uint32_t)> wait_for_take_;
   uint32_t started_upto_ = 0;  // every task of steps <= started_upto_ has started
