@@ -1,6 +1,7 @@
 #include "sim/step_compose.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 namespace tpsim::sim {
@@ -87,9 +88,29 @@ void AddStepCores(const Program& step, std::span<const TaskTime> t, BusyUnion* b
   };
   if (order.empty()) {
     for (size_t i = 0; i < step.num_tasks(); ++i) add(i);
-  } else {
-    for (uint32_t i : order) add(i);
+    return;
   }
+  // In start order, a core's intervals that overlap or touch are joined before they reach the
+  // union (the same union: BusyUnion joins them alike, in integers), so that it sorts and
+  // merges a few runs per core and step instead of every task.
+  constexpr Ps kNone = std::numeric_limits<Ps>::min();
+  thread_local std::vector<std::pair<Ps, Ps>> run;
+  run.assign(static_cast<size_t>(cores), {0, kNone});
+  for (uint32_t i : order) {
+    const int c = step.core(i);
+    if (c < 0 || c >= cores) continue;
+    const Ps s = t[i].start_ps, e = t[i].end_ps;
+    if (step.kind(i) == TaskKind::kCompute) (*core_compute)[c] += e - s;
+    auto& [rs, re] = run[c];
+    if (re != kNone && s <= re) {
+      re = std::max(re, e);
+      continue;
+    }
+    if (re != kNone) busy->Add(c, rs, re);
+    rs = s, re = e;
+  }
+  for (int c = 0; c < cores; ++c)
+    if (run[c].second != kNone) busy->Add(c, run[c].first, run[c].second);
 }
 
 SampledRun SampleComposed(const Experiment& e, const arch::Chip& chip,
