@@ -326,14 +326,7 @@ TEST(StepReuse, StepByStepComposedOnASecondThread) {
   }
 }
 
-// Step by step, periods whose starts repeat are replayed and checked (sim/step_stream.cc)
-// instead of run through the event loop: the same Result as the event loop alone and as
-// unrolled, every task's times included. On the reference nearly every task of the steps timed
-// step by step is replayed. On experiments of `tpsim agree --seed 3` the replay meets starts
-// that break the engine's rules, goes back to the event loop there and replays again later
-// (both runs give other times without the checks: at 200 steps of experiment 14 a core would
-// start a task while a lower-id one of that core was ready; at 30 steps of experiment 6 the
-// checks of decision order, links' order and queues' order find a start out of order).
+// Experiment i of `tpsim agree --seed seed`'s family with `steps` decode steps.
 Experiment Agreed(uint32_t seed, uint32_t i, uint32_t steps) {
   const agree::Drawn d = agree::RandomExperiment(seed, i);
   Experiment e;
@@ -344,6 +337,15 @@ Experiment Agreed(uint32_t seed, uint32_t i, uint32_t steps) {
   e.cfg.mutable_workload()->set_decode_steps(steps);
   return e;
 }
+
+// Step by step, periods whose starts repeat are replayed and checked (sim/step_stream.cc)
+// instead of run through the event loop: the same Result as the event loop alone and as
+// unrolled, every task's times included. On the reference nearly every task of the steps timed
+// step by step is replayed. On experiments of `tpsim agree --seed 3` the replay meets starts
+// that break the engine's rules, goes back to the event loop there and replays again later
+// (both runs give other times without the checks: at 200 steps of experiment 14 a core would
+// start a task while a lower-id one of that core was ready; at 30 steps of experiment 6 the
+// checks of decision order, links' order and queues' order find a start out of order).
 TEST(StepReuse, ReplayIsTheEventLoop) {
   for (const auto& [e, min_rollbacks] :
        {std::pair{Load("reference-qwen3-4b.textproto", 60), 0u}, std::pair{Agreed(3, 14, 200), 2u},
@@ -420,16 +422,8 @@ TEST(StepReuse, ShippedExperiments) { ShippedSame(true); }
 // steps; returns how many were reused.
 int RandomSame(bool step_by_step, uint32_t seed, uint32_t count, uint32_t steps) {
   int reused = 0;
-  for (uint32_t i = 0; i < count; ++i) {
-    const agree::Drawn d = agree::RandomExperiment(seed, i);
-    Experiment e;
-    e.path = d.cfg.name();
-    e.cfg = d.cfg;
-    *e.cfg.mutable_model() =
-        llm::ImportHuggingFace(llm::CatalogPath(d.cfg.model_name(), config::Location{}, "model_name"));
-    e.cfg.mutable_workload()->set_decode_steps(steps);
-    reused += ExpectSame(e, false, false, step_by_step);
-  }
+  for (uint32_t i = 0; i < count; ++i)
+    reused += ExpectSame(Agreed(seed, i, steps), false, false, step_by_step);
   return reused;
 }
 TEST(StepReuse, RandomExperiments) { RandomSame(false, 18, 6, 12); }
@@ -438,16 +432,7 @@ TEST(StepReuse, RandomExperiments) { RandomSame(false, 18, 6, 12); }
 // head end last (its critical path cannot be carried across steps): the separate-steps way
 // fails a check, and the steps are timed by the other ways instead of every step being
 // lowered (tests/bench/reuse_soak.sh found it).
-TEST(StepReuse, SeparateStepsFailingTriesTheOtherWays) {
-  const agree::Drawn d = agree::RandomExperiment(11, 3);
-  Experiment e;
-  e.path = d.cfg.name();
-  e.cfg = d.cfg;
-  *e.cfg.mutable_model() =
-      llm::ImportHuggingFace(llm::CatalogPath(d.cfg.model_name(), config::Location{}, "model_name"));
-  e.cfg.mutable_workload()->set_decode_steps(30);
-  EXPECT_TRUE(ExpectSame(e, true));
-}
+TEST(StepReuse, SeparateStepsFailingTriesTheOtherWays) { EXPECT_TRUE(ExpectSame(Agreed(11, 3, 30), true)); }
 // Step by step, on more of the family and more steps. 15 of these 16 are reused; the other has
 // decode-step tasks that wait on nothing (every step's are ready at time 0 in the unrolled
 // Program, so its steps are not made one after the other) and is lowered whole. The count
