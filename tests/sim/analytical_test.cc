@@ -419,6 +419,38 @@ TEST(AnalyticalEngine, LinksQueueAfterTwoAndAHalfHours) {
   EXPECT_EQ(twice.tasks[5].end_ps, read2_end + 2'004'000);
 }
 
+TEST(LinkReservation, RestoreGoesBackToTheSavedQueues) {
+  // One link of 10 GB/s, no hop latency: a flow of 1,000 B holds it 100 ns (100,000 ps). The
+  // replay of decode steps (sim/step_stream.cc) saves the queues at a cut and restores them
+  // when it goes back: the flows reserved after Save are forgotten, those before kept.
+  LinkModel m{FlowSet({10.0}, {0}), {}, {}};
+  const int link = 0;
+  const uint32_t kind = m.flows.AddKind(1000, 0, &link, 1);
+  LinkReservation r(m, 0);
+  EXPECT_EQ(r.FinishKind(m.flows, kind, 0, 100'000, 0), 100'000);
+  LinkReservation::State saved;
+  r.Save(&saved);
+  // Queued behind the first: starts at 50 ns, waits 50 ns, ends at 200 ns.
+  EXPECT_EQ(r.FinishKind(m.flows, kind, 50'000, 100'000, 50'000), 200'000);
+  EXPECT_EQ(r.max_wait()[0], 50'000);
+  r.Restore(saved);
+  EXPECT_EQ(r.max_wait()[0], 0);
+  // The same flow again finds the same queue; one at 150 ns would have waited for the second.
+  EXPECT_EQ(r.FinishKind(m.flows, kind, 150'000, 100'000, 50'000), 250'000);
+  r.Restore(saved);
+  EXPECT_EQ(r.FinishKind(m.flows, kind, 50'000, 100'000, 50'000), 200'000);
+
+  // In 128 bits (a flow 3 hours ahead widens the calendars) the same.
+  const Ps hours = Ps{3} * 3600 * 1'000'000'000'000;
+  EXPECT_EQ(r.FinishKind(m.flows, kind, hours, 100'000, 50'000), hours + 100'000);
+  r.Save(&saved);
+  EXPECT_EQ(r.FinishKind(m.flows, kind, hours, 100'000, 50'000), hours + 200'000);
+  r.Restore(saved);
+  EXPECT_EQ(r.FinishKind(m.flows, kind, hours + 50'000, 100'000, 50'000), hours + 200'000);
+  r.Restore(saved);
+  EXPECT_EQ(r.FinishKind(m.flows, kind, hours + 100'000, 100'000, 50'000), hours + 200'000);
+}
+
 TEST(AnalyticalEngine, MemoryFlowQueuedHoursAhead) {
   // Two DRAM reads of 864 TB (80 B/ns: 3 hours each) by core r0c2, whose data cross two links
   // from the channel at r0c0, both ready at 0: the second queues for the channel behind the
