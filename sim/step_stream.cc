@@ -342,8 +342,10 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
 // Each start's decision time (the start for compute, r otherwise) must not be earlier than
 // the one before, and the reservations of links must come in the event loop's order (decision
 // time, first links before channels, id). With every duration above 0, every task ends after
-// it starts, so each decision time is one round of the event loop (sim/dispatch_loop.h)
-// and these checks are its rules: a start that passes them is the event loop's, and the
+// it starts, so each decision time is one round of the event loop (sim/dispatch_loop.h);
+// and a task ready by a compute task's start has had every dep started at an earlier decision,
+// so `known_` holds every task the event loop chooses among then. These checks are its rules:
+// a start that passes them is the event loop's, and the
 // times, critical path, links' queues and everything else of sim::StepStream::Start are the
 // event loop's. A start that fails them goes back to the last state known to be the event
 // loop's (a cut: every decision up to a time made, none after; checked once the next
