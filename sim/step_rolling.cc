@@ -127,7 +127,10 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   shape.duration = qt.duration;
   shape.busy = qt.busy;
   shape.flows = &qt.model.flows;
-  for (StepShape::Task& t : shape.task) t.flow_kind = t.step_flow = -1;
+  for (StepShape::Task& t : shape.task) {
+    t.flow_kind = t.step_flow = -1;
+    t.context = false;
+  }
   for (size_t f = 0; f < qt.model.task.size(); ++f)
     shape.task[qt.model.task[f]].flow_kind =
         static_cast<int32_t>(qt.model.flows.kind(static_cast<uint32_t>(f)));
@@ -154,14 +157,15 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       begin->push_back(static_cast<uint32_t>(flat->size()));
     }
   };
-  // KV reads over links: flows whose bytes are each step's own.
-  for (uint32_t i : tpl.context_tasks())
+  // The tasks whose durations are each step's own, and among them KV reads over links: flows
+  // whose bytes are each step's own.
+  for (uint32_t i : tpl.context_tasks()) {
+    shape.task[i].context = true;
     if (tp.kind(i) == TaskKind::kMemory && shape.task[i].flow_kind >= 0) {
       shape.task[i].step_flow = static_cast<int32_t>(shape.step_flows.size());
       shape.step_flows.push_back(i);
     }
-  for (StepShape::Task& t : shape.task) t.context = false;
-  for (uint32_t i : tpl.context_tasks()) shape.task[i].context = true;
+  }
   flatten(ext, &shape.ext, &shape.ext_begin);
   flatten(ext_dep, &shape.ext_dep, &shape.ext_dep_begin);
   flatten(dependents, &shape.dependents, &shape.dep_begin);

@@ -75,8 +75,8 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
     sl.duration = s_.duration;
     sl.busy = s_.busy;
     sl.flows.resize(s_.step_flows.size());
+    sl.begun.assign(n_, 0);
   }
-  for (Slot& sl : slots_) sl.begun.assign(n_, 0);
   step_waiting_.resize(n_);
   for (uint32_t i = 0; i < n_; ++i)
     step_waiting_[i] = {
