@@ -266,6 +266,7 @@ void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r, std::span<con
       row.total += t.op_all[o].length();
       row.flops += t.op_flops[o];
       row.bytes += t.op_bytes[o];
+      row.spilled += t.op_spilled[o];
       if (energy_) row.energy_pj += energy_pj[o];
       continue;
     }
@@ -277,6 +278,7 @@ void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r, std::span<con
     row.total = t.op_all[o].length();
     row.flops = t.op_flops[o];
     row.bytes = t.op_bytes[o];
+    row.spilled = t.op_spilled[o];
     if (energy_) row.energy_pj = energy_pj[o];
     AddRow(o, row, 0, r);
   }
@@ -301,7 +303,7 @@ void OpRows::AddRow(size_t o, const Row& row, uint64_t steps, config::Result* r)
   op->set_start_ps(row.start);
   op->set_flops(row.flops);
   op->set_bytes(row.bytes);
-  op->set_spilled_bytes(step_.ops[o].spilled_bytes * std::max<uint64_t>(steps, 1));
+  op->set_spilled_bytes(row.spilled);
   if (steps > 0) op->set_steps(static_cast<uint32_t>(steps));
   if (energy_) op->set_energy_j(row.energy_pj * 1e-12);
 }

@@ -44,6 +44,7 @@ struct StepTimes {
   std::vector<Ps> op_compute;
   std::vector<double> op_flops;                    // OpInfo::flops at this step's context
   std::vector<uint64_t> op_bytes;                  // OpInfo::bytes at this step's context
+  std::vector<uint64_t> op_spilled;                // OpInfo::spilled_bytes at this step's context
   std::vector<std::pair<uint32_t, Ps>> layer_inc;  // (layer, what it adds to the layer's total)
   std::vector<Ps> core_compute, core_busy;         // per core of the chip
   std::vector<Ps> channel_queue;                   // per channel: longest wait for the channel
@@ -80,7 +81,7 @@ class OpRows {
   struct Row {
     Ps start = 0, compute = 0, comm = 0, mem = 0, total = 0;
     double flops = 0, energy_pj = 0;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, spilled = 0;
   };
   // Op o's row into r: one step's (`steps` 0) or the sum of `steps` steps (OpResult::steps).
   void AddRow(size_t o, const Row& row, uint64_t steps, config::Result* r) const;

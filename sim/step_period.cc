@@ -110,7 +110,7 @@ StepComposer::~StepComposer() = default;
 bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why) {
   const Program& tp = tpl_.program();
   ReduceOps(tp, t, &st_, pairs_);
-  tpl_.WorkAt(k, &st_.op_flops, &st_.op_bytes, &st_.compute_flops);
+  tpl_.WorkAt(k, &st_);
   energy_->Add(k);
   rows_.Add(st_, 0, &res_, energy_->op_pj());
   if (!AddLayerTotals(tp, st_, decode_layer_, &prev_end_, &res_)) {
@@ -516,7 +516,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   tot.decode_steps = N;
   tot.core_busy.assign(cores, 0);
   for (int c = 0; c < cores; ++c) tot.core_busy[c] = busy.Total(static_cast<size_t>(c));
-  tot.spilled_bytes = B.spilled_bytes + tpl.spilled_per_step() * reused;
+  tot.spilled_bytes = B.spilled_bytes + tpl.SpilledOver(H + 3, N);
   tot.links = bo.links;
   tot.channels = bo.channels;
   AddStepsUse(step_out, reused, &tot.links, &tot.channels);

@@ -80,7 +80,8 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   // Steps that overlap (e.g. weights streamed ahead of their step), or whose KV reads from
   // DRAM grow with the context: a periodic schedule, else step by step.
   const bool separate = !opts.step_by_step && !tpl.context_memory() && tpl.MatchHead(head, &reason);
-  if (tpl.context_memory()) reason = "memory tasks follow the context (KV reads from DRAM)";
+  if (tpl.context_memory())
+    reason = "memory tasks follow the context (KV reads from DRAM, attention's spills)";
   if (opts.step_by_step) reason = "step by step (RunOptions::step_by_step)";
   // The ways for steps that overlap, tried when the steps are not separate, or when they are
   // but a check of that way fails (`not_separate` says why).
@@ -200,7 +201,7 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
   tot.core_compute = std::move(core_compute);
   tot.core_busy = std::move(core_busy);
   tot.flops = flops;
-  tot.spilled_bytes = head.spilled_bytes + tpl.spilled_per_step() * reused;
+  tot.spilled_bytes = head.spilled_bytes + tpl.SpilledOver(first, steps);
   tot.links = links;
   tot.channels = channels;
   FinishResult(chip, tot, &r);

@@ -323,7 +323,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   tot.decode_steps = N;
   tot.core_busy.assign(cores, 0);
   for (int c = 0; c < cores; ++c) tot.core_busy[c] = busy.Total(static_cast<size_t>(c));
-  tot.spilled_bytes = B.spilled_bytes + tpl.spilled_per_step() * reused;
+  tot.spilled_bytes = B.spilled_bytes + tpl.SpilledOver(HB + 1, N);
   tot.links = ub.links;
   for (size_t l = 0; l < tot.links.size() && l < reservation.max_wait().size(); ++l)
     tot.links[l].max_queue_ps = reservation.max_wait()[l];

@@ -126,7 +126,8 @@ bool StepTemplate::SameStep(const Program& a, size_t a0, size_t a1, uint64_t ctx
   for (size_t o = 0; o < p_.ops.size(); ++o) {
     const mapping::OpInfo &x = a.ops[op0 + o], &y = p_.ops[o];
     if (x.ref.phase != y.ref.phase || x.ref.layer != y.ref.layer || x.ref.op != y.ref.op ||
-        x.ref.partition != y.ref.partition || x.ref.note != y.ref.note || x.spilled_bytes != y.spilled_bytes)
+        x.ref.partition != y.ref.partition || x.ref.note != y.ref.note ||
+        x.spilled_bytes != OpSpilledAt(o, ctx))
       return bad("decode steps differ in op " + y.ref.op);
     if (x.flops != flops[o] || x.bytes != bytes[o] + other_bytes_[o])
       return bad("op " + y.ref.op + ": flops or bytes do not follow from its tasks");
@@ -173,7 +174,26 @@ void StepTemplate::CostsAt(uint32_t k, std::span<Ps> duration, std::span<Ps> bus
 }
 
 uint64_t StepTemplate::MemoryBytesAt(size_t i, uint64_t ctx) const {
-  return ctx_[i] == Ctx::kKvRead ? kv_per_token_[i] * ctx : p_.memory(i).bytes;
+  return ctx_[i] == Ctx::kMemory
+             ? static_cast<uint64_t>(per_token_[i] * static_cast<int64_t>(ctx) + at_zero_[i])
+             : p_.memory(i).bytes;
+}
+
+uint64_t StepTemplate::OpSpilledAt(size_t o, uint64_t ctx) const {
+  // The template's plus so many bytes per token more (modulo 2^64: exact for the head's
+  // contexts before the template's too).
+  if (o >= op_spill_per_token_.size()) return p_.ops[o].spilled_bytes;
+  return p_.ops[o].spilled_bytes + static_cast<uint64_t>(op_spill_per_token_[o]) * (ctx - ctx_first_);
+}
+
+uint64_t StepTemplate::SpilledOver(uint32_t k0, uint32_t k1) const {
+  if (k1 < k0) return 0;
+  // Steps k0 .. k1 at contexts c0 .. c1 (c0 >= the template's): count x the template's spill
+  // plus the tokens past the template's context, summed, per token.
+  const uint64_t count = uint64_t{k1} - k0 + 1, c0 = ContextOf(k0) - ctx_first_,
+                 c1 = ContextOf(k1) - ctx_first_;
+  const uint64_t tokens = (c0 + c1) % 2 == 0 ? (c0 + c1) / 2 * count : count / 2 * (c0 + c1);
+  return p_.spilled_bytes * count + static_cast<uint64_t>(spill_per_token_) * tokens;
 }
 
 bool StepTemplate::Classify(const Program& last, uint32_t first, uint32_t steps, std::string* why) {
@@ -223,23 +243,52 @@ bool StepTemplate::Classify(const Program& last, uint32_t first, uint32_t steps,
   if (have_ctx && (ctx_last < ctx_first_ || ctx_last - ctx_first_ != steps - first))
     return bad("the attention context does not grow by one token per step");
   if (!have_ctx) ctx_first_ = 0;
-  // KV reads from DRAM: memory tasks whose bytes differ between the template and the last
-  // step, a fixed number of bytes per token of each one's context, over no links.
-  kv_per_token_.assign(n, 0);
+  // Memory tasks whose bytes differ between the template and the last step: KV reads from
+  // DRAM (a fixed number of bytes per token of the context) and attention's spills (its own
+  // data, affine in the context, less the SRAM left: negative at context 0), each on the
+  // same channel, the same way. Both are affine in the context with a whole number of bytes
+  // per token; the steps between are checked at the head's (MatchHead) and follow from the
+  // lowering's formulas (mapping/attention.cc, mapping::SramTimeline::BeforeCompute).
+  per_token_.assign(n, 0);
+  at_zero_.assign(n, 0);
+  const int64_t dc = static_cast<int64_t>(ctx_last) - static_cast<int64_t>(ctx_first_);
+  auto affine = [&](uint64_t x, uint64_t y, int64_t* per, int64_t* zero) {
+    constexpr uint64_t kMax = uint64_t{1} << 62;  // int64 with room for per x ctx
+    if (!have_ctx || dc <= 0 || x >= kMax || y >= kMax || ctx_last >= kMax / (y + 1)) return false;
+    const int64_t dy = static_cast<int64_t>(y) - static_cast<int64_t>(x);
+    if (dy % dc != 0) return false;
+    *per = dy / dc;
+    *zero = static_cast<int64_t>(x) - *per * static_cast<int64_t>(ctx_first_);
+    return true;
+  };
   for (size_t i = 0; i < n; ++i) {
     if (p_.kind(i) != TaskKind::kMemory || last.kind(i) != TaskKind::kMemory) continue;
     const mapping::MemoryDetail &x = p_.memory(i), &y = last.memory(i);
     if (x.bytes == y.bytes) continue;
-    const uint64_t per = have_ctx && ctx_first_ > 0 ? x.bytes / ctx_first_ : 0;
-    if (per == 0 || x.bytes != per * ctx_first_ || y.bytes != per * ctx_last || x.channel != y.channel ||
-        x.write != y.write)
+    int64_t per = 0, zero = 0;
+    if (!affine(x.bytes, y.bytes, &per, &zero) || per <= 0 || x.channel != y.channel || x.write != y.write)
       return bad("memory task " + std::to_string(i) + " (" + p_.ops[p_.op(i)].ref.op +
-                 ") changes between decode steps beyond a KV read: " + std::to_string(x.bytes) + " B, then " +
-                 std::to_string(y.bytes) + " B");
-    ctx_[i] = Ctx::kKvRead;
-    kv_per_token_[i] = per;
+                 ") changes between decode steps beyond a KV read or a spill that grows with the context: " +
+                 std::to_string(x.bytes) + " B, then " + std::to_string(y.bytes) + " B");
+    ctx_[i] = Ctx::kMemory;
+    per_token_[i] = per;
+    at_zero_[i] = zero;
     ctx_tasks_.push_back(static_cast<uint32_t>(i));
     context_memory_ = true;
+  }
+  // The ops' spilled bytes (and the step's) follow the context the same way.
+  op_spill_per_token_.assign(p_.ops.size(), 0);
+  spill_per_token_ = 0;
+  if (last.ops.size() < p_.ops.size() || last.op(0) < p_.op(0) ||
+      last.op(0) - p_.op(0) + p_.ops.size() > last.ops.size())
+    return bad("decode steps have different ops");
+  for (size_t o = 0; o < p_.ops.size(); ++o) {
+    const uint64_t x = p_.ops[o].spilled_bytes, y = last.ops[last.op(0) - p_.op(0) + o].spilled_bytes;
+    int64_t zero = 0;
+    if (x != y && (!affine(x, y, &op_spill_per_token_[o], &zero) || op_spill_per_token_[o] < 0))
+      return bad("op " + p_.ops[o].ref.op +
+                 "'s spilled bytes change between decode steps beyond the context");
+    spill_per_token_ += op_spill_per_token_[o];
   }
   std::sort(ctx_tasks_.begin(), ctx_tasks_.end());
   PrepareWork();
@@ -335,6 +384,8 @@ void StepTemplate::PrepareWork() {
     if (p_.kind(i) == TaskKind::kCompute) op_follows[p_.op(i)] = 1;
   work_.op_flops.assign(p_.ops.size(), 0);
   work_.op_bytes = other_bytes_;
+  work_.op_spilled.clear();
+  for (const mapping::OpInfo& o : p_.ops) work_.op_spilled.push_back(o.spilled_bytes);
   work_.compute_flops.clear();
   work_.tasks.clear();
   for (size_t i = 0; i < n; ++i) {
@@ -349,31 +400,33 @@ void StepTemplate::PrepareWork() {
   }
 }
 
-void StepTemplate::WorkAt(uint32_t k, std::vector<double>* op_flops, std::vector<uint64_t>* op_bytes,
-                          std::vector<double>* compute_flops) const {
+void StepTemplate::WorkAt(uint32_t k, StepTimes* t) const {
   // The sums of the ops without context tasks are the template's (the same additions in the
   // same order); the others are summed again in id order, as the template's were.
   const uint64_t ctx = ContextOf(k);
-  *op_flops = work_.op_flops;
-  *op_bytes = work_.op_bytes;
-  *compute_flops = work_.compute_flops;
+  t->op_flops = work_.op_flops;
+  t->op_bytes = work_.op_bytes;
+  t->op_spilled = work_.op_spilled;
+  t->compute_flops = work_.compute_flops;
+  if (spill_per_token_ != 0)
+    for (size_t o = 0; o < t->op_spilled.size(); ++o) t->op_spilled[o] = OpSpilledAt(o, ctx);
   for (const auto& [i, c] : work_.tasks) {
     const uint32_t o = p_.op(i);
     if (ctx_[i] == Ctx::kNone) {
       const ComputeShape& sh = p_.shape(i);
-      (*op_flops)[o] += sh.flops + sh.vector_ops;
+      t->op_flops[o] += sh.flops + sh.vector_ops;
       continue;
     }
     const ComputeShape sh = ShapeAt(i, ctx);
-    (*op_flops)[o] += sh.flops + sh.vector_ops;
-    (*op_bytes)[o] += sh.bytes;
-    (*compute_flops)[c] = sh.flops;
+    t->op_flops[o] += sh.flops + sh.vector_ops;
+    t->op_bytes[o] += sh.bytes;
+    t->compute_flops[c] = sh.flops;
   }
 }
 
 const StepTimes& StepTemplate::Time(uint32_t k, std::string* why) {
   const uint64_t ctx = ContextOf(k);
-  WorkAt(k, &t_.op_flops, &t_.op_bytes, &t_.compute_flops);
+  WorkAt(k, &t_);
   // The attention tasks' durations at this context; the same ones give the same schedule.
   std::vector<Ps> key;
   key.reserve(ctx_tasks_.size());

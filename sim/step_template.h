@@ -44,9 +44,12 @@ class StepTemplate {
   // gate between its last two steps (sim/step_reuse.h); false with *why on a mismatch.
   bool MatchHead(const mapping::Program& head, std::string* why);
   uint64_t ContextOf(uint32_t k) const { return ctx_first_ + k - first_; }
-  // The tasks that follow the context: attention's compute tasks and, where the KV cache is
-  // read from DRAM each step, the memory tasks that read it (their bytes: the context times
-  // a fixed number of bytes per token).
+  // The tasks that follow the context: attention's compute tasks and the memory tasks whose
+  // bytes follow it (MemoryBytesAt): where the KV cache is read from DRAM each step, the
+  // reads of it (the context times a fixed number of bytes per token), and where attention's
+  // own data outgrows the SRAM left beside the resident weights and KV cache, the spill of
+  // what does not fit (written and read back: that data, affine in the context, less the SRAM
+  // left, mapping::SramTimeline::BeforeCompute).
   const std::vector<uint32_t>& context_tasks() const { return ctx_tasks_; }
   // Some memory task follows the context (its bytes, duration and channel time change step by
   // step, and where the DRAM is reached over links its flow's bytes: only sim/step_rolling.h
@@ -65,21 +68,24 @@ class StepTemplate {
   // Attention task i's duration (mapping::KernelTime) in decode step k.
   Ps DurationAt(size_t i, uint32_t k) const;
   // Ops' flops and bytes and the compute tasks' flops (in id order) in decode step k.
-  void WorkAt(uint32_t k, std::vector<double>* op_flops, std::vector<uint64_t>* op_bytes,
-              std::vector<double>* compute_flops) const;
+  // Into t->op_flops, op_bytes, op_spilled and compute_flops.
+  void WorkAt(uint32_t k, StepTimes* t) const;
   // The analytical engine's times of the template: its durations, checked against the rule.
   bool Calibrate(const EngineOutput& out, std::string* why);
   // Decode step k (k >= first) alone; ok false with *why when a check fails. The reference
   // stays valid until the next call.
   const StepTimes& Time(uint32_t k, std::string* why);
-  uint64_t spilled_per_step() const { return p_.spilled_bytes; }
+  // The bytes spilled in decode steps k0 .. k1 (Program::spilled_bytes of each step at its
+  // context; attention's spills grow with it).
+  uint64_t SpilledOver(uint32_t k0, uint32_t k1) const;
   const mapping::Program& program() const { return p_; }
   uint64_t schedules() const { return schedules_; }  // distinct schedules computed
 
  private:
-  enum class Ctx : uint8_t { kNone, kScores, kSoftmax, kPv, kKvRead };
+  enum class Ctx : uint8_t { kNone, kScores, kSoftmax, kPv, kMemory };
   mapping::ComputeShape ShapeAt(size_t task, uint64_t ctx) const;
   uint64_t MemoryBytesAt(size_t task, uint64_t ctx) const;
+  uint64_t OpSpilledAt(size_t op, uint64_t ctx) const;
   bool SameStep(const mapping::Program& a, size_t a0, size_t a1, uint64_t ctx, std::string* why) const;
   bool Reduce(std::string* why);
   void PrepareWork();  // work_, once ctx_tasks_ is known
@@ -93,16 +99,19 @@ class StepTemplate {
   std::vector<uint64_t> other_bytes_;  // per op: OpInfo::bytes not from compute tasks
   std::vector<Ps> base_, dur_, busy_, last_key_;
   std::vector<int32_t> first_link_;
-  std::vector<uint32_t> ctx_tasks_;     // tasks whose shape follows the context
-  std::vector<uint64_t> kv_per_token_;  // per task: a KV read's bytes per token (kKvRead)
-  OpCores pairs_;                       // ReduceOps' (op, core) pairs
+  std::vector<uint32_t> ctx_tasks_;  // tasks whose shape follows the context
+  // Per memory task whose bytes follow the context (kMemory): bytes per token and the bytes at
+  // context 0 (negative for a spill: the SRAM left), and per op its spilled bytes per token.
+  std::vector<int64_t> per_token_, at_zero_, op_spill_per_token_;
+  int64_t spill_per_token_ = 0;  // the step's (Program::spilled_bytes)
+  OpCores pairs_;                // ReduceOps' (op, core) pairs
   // WorkAt's parts that do not follow the context: the ops' flops (of the ops with no context
   // task; 0 for the others) and bytes (but the context tasks'), the compute tasks' flops (the
   // template's), and the compute tasks of the ops with a context task (id, index in
   // compute_flops), in id order.
   struct Work {
     std::vector<double> op_flops, compute_flops;
-    std::vector<uint64_t> op_bytes;
+    std::vector<uint64_t> op_bytes, op_spilled;
     std::vector<std::pair<uint32_t, uint32_t>> tasks;
   } work_;
   bool context_memory_ = false;

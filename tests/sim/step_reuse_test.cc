@@ -338,6 +338,37 @@ Experiment Agreed(uint32_t seed, uint32_t i, uint32_t steps) {
   return e;
 }
 
+// Where attention's own data (the query and the scores or probabilities, and the K or V it
+// reads from DRAM) outgrows the SRAM left beside what is resident, the rest is written to DRAM
+// and read back around the task: bytes affine in the context, less the SRAM left
+// (mapping::SramTimeline::BeforeCompute). Such steps are timed step by step like KV reads, with
+// each op's and the run's spilled bytes at each step's context (they used to lower every step:
+// "memory task 24 (attn_qk) changes between decode steps beyond a KV read").
+TEST(StepReuse, AttentionSpillsFollowTheContext) {
+  for (const auto& [seed, i] : {std::pair{11u, 36u}, std::pair{3u, 27u}}) {
+    for (uint32_t steps : {12u, 40u}) {
+      SCOPED_TRACE("tpsim agree --seed " + std::to_string(seed) + " --only " + std::to_string(i));
+      EXPECT_TRUE(ExpectSame(Agreed(seed, i, steps), true, steps == 12));
+    }
+  }
+  // By hand, seed 11 #36 (Mistral-7B at TP 1, batch 2, a 256-token prompt, 1 MiB of SRAM with
+  // nothing resident): layer 0's scores at decode step k (context c = 256 + k) hold the query and
+  // the scores of 32 heads x 2 sequences, 64 x (128 + c) bf16 values, and read K for 8 KV heads
+  // of 128 over 2 sequences, 2 x 1024 x c x 2 bytes; all of it past 1 MiB is spilled.
+  RunOptions on;
+  on.reuse = RunOptions::Reuse::kForce;
+  const RunOutput r = RunExperiment(Agreed(11, 36, 40), on);
+  ASSERT_TRUE(r.reused) << r.reuse;
+  std::vector<uint64_t> spilled;
+  for (const config::OpResult& o : r.result.ops())
+    if (o.phase() == "decode" && o.layer() == 0 && o.op() == "attn_qk") spilled.push_back(o.spilled_bytes());
+  ASSERT_EQ(spilled.size(), 40u);
+  for (uint64_t k : {1u, 9u, 40u}) {
+    const uint64_t c = 256 + k;
+    EXPECT_EQ(spilled[k - 1], 64 * (128 + c) * 2 + 2 * 1024 * c * 2 - 1048576) << k;
+  }
+}
+
 // Step by step, periods whose starts repeat are replayed and checked (sim/step_stream.cc)
 // instead of run through the event loop: the same Result as the event loop alone and as
 // unrolled, every task's times included. On the reference nearly every task of the steps timed
