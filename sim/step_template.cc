@@ -203,7 +203,15 @@ bool StepTemplate::Classify(const Program& last, uint32_t first, uint32_t steps,
   };
   first_ = first;
   const size_t n = p_.num_tasks();
-  if (n == 0 || last.num_tasks() != n) return bad("decode steps have different numbers of tasks");
+  if (n == 0 || last.num_tasks() != n) {
+    // Most often a memory plan that changes with the context: attention's data outgrows the
+    // SRAM from some step on, and that step and the later ones spill it (one template per plan
+    // is not built).
+    return bad("decode steps have different numbers of tasks: " + std::to_string(n) + " in decode step " +
+               std::to_string(first) + " (" + std::to_string(p_.spilled_bytes) + " B spilled), " +
+               std::to_string(last.num_tasks()) + " in decode step " + std::to_string(steps) + " (" +
+               std::to_string(last.spilled_bytes) + " B spilled)");
+  }
   if (last.kv_location != p_.kv_location || last.weights_location != p_.weights_location)
     return bad("the memory plan differs between decode steps");
   // The ops' bytes that do not come from compute tasks (none today), from the template.
