@@ -367,6 +367,24 @@ TEST(StepReuse, AttentionSpillsFollowTheContext) {
     const uint64_t c = 256 + k;
     EXPECT_EQ(spilled[k - 1], 64 * (128 + c) * 2 + 2 * 1024 * c * 2 - 1048576) << k;
   }
+  // Past row_steps the reused steps' rows are summed: a summed row's spilled bytes are its
+  // steps' (each at its own context), the unrolled rows' sum.
+  RunOptions off;
+  off.reuse = RunOptions::Reuse::kOff;
+  on.row_steps = 20;
+  const RunOutput u = RunExperiment(Agreed(11, 36, 40), off), s = RunExperiment(Agreed(11, 36, 40), on);
+  ASSERT_TRUE(s.reused) << s.reuse;
+  std::map<std::tuple<std::string, uint32_t, std::string>, uint64_t> unrolled, summed;
+  for (const config::OpResult& o : u.result.ops())
+    unrolled[{o.phase(), o.layer(), o.op()}] += o.spilled_bytes();
+  int rows = 0;
+  for (const config::OpResult& o : s.result.ops()) {
+    summed[{o.phase(), o.layer(), o.op()}] += o.spilled_bytes();
+    rows += o.has_steps() && o.op() == "attn_qk";
+  }
+  EXPECT_GT(rows, 0);
+  EXPECT_TRUE(unrolled == summed);
+  EXPECT_EQ(s.result.summary().spilled_bytes(), u.result.summary().spilled_bytes());
 }
 
 // Step by step, periods whose starts repeat are replayed and checked (sim/step_stream.cc)
