@@ -48,6 +48,33 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
                                      const Program& step, const EngineOutput& step_out, std::string* why,
                                      SampledRun* view);
 
+// Where decode steps `first` (`a`) and `last` (`b`, lowered alone) have different numbers of
+// tasks: the step where the count changes, found by lowering steps alone (a memory plan that
+// changes with the context, e.g. attention's data outgrowing the SRAM, changes once: the
+// count of each step lowered is one of the two), as "; the plan changes at decode step K (...)",
+// or why it does not change once.
+std::string PlanChange(const Experiment& e, const arch::Chip& chip, uint32_t first, uint32_t last,
+                       const Program& a, const Program& b) {
+  auto tasks_of = [&](uint32_t k) {
+    mapping::LowerOptions o;
+    o.skip_prefill = true;
+    o.decode_steps_only = {k};
+    return mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), o).num_tasks();
+  };
+  uint32_t lo = first, hi = last;  // lo has a's count, hi b's
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    const size_t n = tasks_of(mid);
+    if (n != a.num_tasks() && n != b.num_tasks())
+      return "; decode step " + std::to_string(mid) + " has " + std::to_string(n) +
+             " (the plan changes more than once)";
+    (n == a.num_tasks() ? lo : hi) = mid;
+  }
+  return "; the plan changes at decode step " + std::to_string(hi) + " (" + std::to_string(b.num_tasks()) +
+         " tasks from it on, " + std::to_string(a.num_tasks()) +
+         " before; one template per plan is not built)";
+}
+
 }  // namespace
 
 std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip& chip, Engine& engine,
@@ -75,7 +102,10 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   if (opts.on_stage) opts.on_stage("timing (decode steps reused)");
   StepTemplate tpl(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
   std::string reason;
-  if (!tpl.Classify(last, first, steps, &reason)) return fail(reason);
+  if (!tpl.Classify(last, first, steps, &reason)) {
+    if (step.num_tasks() != last.num_tasks()) reason += PlanChange(e, chip, first, steps, step, last);
+    return fail(reason);
+  }
   const EngineOutput step_out = engine.Run(step, chip);
   // Steps that overlap (e.g. weights streamed ahead of their step), or whose KV reads from
   // DRAM grow with the context: a periodic schedule, else step by step.

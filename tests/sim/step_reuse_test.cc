@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -16,6 +17,8 @@
 #include "llm/model.h"
 #include "mapping/estimate.h"
 #include "sim/agree/agree.h"
+#include "sim/engine.h"
+#include "sim/experiment.h"
 #include "sim/result.h"
 #include "sim/run.h"
 #include "sim/step_reuse.h"
@@ -385,6 +388,29 @@ TEST(StepReuse, AttentionSpillsFollowTheContext) {
   EXPECT_GT(rows, 0);
   EXPECT_TRUE(unrolled == summed);
   EXPECT_EQ(s.result.summary().spilled_bytes(), u.result.summary().spilled_bytes());
+}
+
+// A memory plan that changes with the context is named. With 8 MiB of SRAM per core (and the
+// weights streamed, the KV cache in DRAM: nothing resident), each core's attention task at
+// context c holds 8 heads' query and scores, 8 x (128 + c) bf16 values, and reads K (or V) for 2
+// KV heads of 128, 512 x c bytes: 528 c + 2048 bytes, past the SRAM once c > (8388608 - 2048) /
+// 528 = 15883.6, so from decode step 15884 - 256 = 15628 on (a 256-token prompt) the steps
+// spill and have more tasks. Every step would then be lowered; reuse says where the plan
+// changes (found by lowering single steps).
+TEST(StepReuse, PlanChangeIsNamed) {
+  const Experiment e =
+      LoadExperiment(SourceDir() + "/configs/experiments/reference-qwen3-4b.textproto",
+                     {{"chip.core.sram_bytes", "8388608"}, {"workload.decode_steps", "32768"}});
+  const arch::Chip chip = ValidateExperiment(e);
+  const std::unique_ptr<Engine> engine = MakeEngine("analytical");
+  std::string why;
+  EXPECT_FALSE(RunWithStepReuse(e, chip, *engine, RunOptions{}, &why));
+  EXPECT_NE(why.find("decode steps have different numbers of tasks: 4412 in decode step 4"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("the plan changes at decode step 15628 (4668 tasks from it on, 4412 before"),
+            std::string::npos)
+      << why;
 }
 
 // Step by step, periods whose starts repeat are replayed and checked (sim/step_stream.cc)
