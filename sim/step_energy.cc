@@ -50,11 +50,13 @@ StepEnergy::StepEnergy(const mapping::Program& head, const StepTemplate& tpl, co
   }
 }
 
-void StepEnergy::Add(uint32_t k) {
+void StepEnergy::Add(uint32_t k, std::span<const uint8_t> none) {
   if (!sums_.modelled) return;
   const mapping::Program& p = tpl_.program();
   for (uint32_t i : tpl_.context_tasks()) {
-    if (p.kind(i) == mapping::TaskKind::kMemory) {
+    if (!none.empty() && none[i]) {
+      base_[i] = EnergyParts{};  // + 0.0 leaves every sum as it is
+    } else if (p.kind(i) == mapping::TaskKind::kMemory) {
       const mapping::MemoryDetail& m = p.memory(i);
       base_[i] = model_.MemoryAs(p.core(i), m.channel, tpl_.MemoryBytesIn(i, k), m.write);
     } else {

@@ -35,7 +35,8 @@ class StepEnergy {
              const config::Workload& wl);
   bool modelled() const { return sums_.modelled; }
   // Decode step k, after every step before it (in order).
-  void Add(uint32_t k);
+  // `none` (empty, or a flag per task): tasks that add nothing in step k.
+  void Add(uint32_t k, std::span<const uint8_t> none = {});
   // Per template op, the dynamic energy of the step last added, pJ (empty when not modelled).
   std::span<const double> op_pj() const { return op_pj_; }
   // The energy of the layers' rows and the summary's energy fields, once the summary's total,

@@ -83,7 +83,7 @@ std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chi
 
 StepComposer::StepComposer(const Experiment& e, const arch::Chip& chip, const Engine& engine,
                            const RunOptions& opts, const StepTemplate& tpl, const StepHead& head,
-                           const EngineOutput& bo)
+                           const EngineOutput& bo, const PlanSwitch* plan)
     : tpl_(tpl),
       res_(BuildResult(head.program, chip, bo, e.cfg.name(), engine.name(), opts.keep_task_times,
                        EnergyInputsOf(e.cfg.workload()))),
@@ -92,7 +92,9 @@ StepComposer::StepComposer(const Experiment& e, const arch::Chip& chip, const En
       decode_layer_(DecodeLayers(res_)),
       prev_end_(std::numeric_limits<Ps>::min()),
       rows_(tpl.program(), e.cfg.workload().decode_steps() > opts.row_steps),
-      pairs_(IndexOpCores(tpl.program())) {
+      pairs_(IndexOpCores(tpl.program())),
+      plan_(plan && plan->before ? plan : nullptr) {
+  if (plan_) before_pairs_ = IndexOpCores(plan_->before->program());
   const Program& B = head.program;
   const int cores = chip.num_cores();
   tot_.core_compute.assign(cores, 0);
@@ -108,10 +110,20 @@ StepComposer::StepComposer(const Experiment& e, const arch::Chip& chip, const En
 StepComposer::~StepComposer() = default;
 
 bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why) {
-  const Program& tp = tpl_.program();
-  ReduceOps(tp, t, &st_, pairs_);
-  tpl_.WorkAt(k, &st_);
-  energy_->Add(k);
+  // A step before the plan changes: its own tasks (the template's less the masked ones, in
+  // order) as plan_->before's, whose ops are the template's.
+  const bool before = plan_ && plan_->Masked(k);
+  if (before) {
+    before_times_.resize(plan_->b_of_a.size());
+    for (size_t j = 0; j < before_times_.size(); ++j) before_times_[j] = t[plan_->b_of_a[j]];
+    t = before_times_;
+  }
+  const StepTemplate& work = before ? *plan_->before : tpl_;
+  const Program& tp = work.program();
+  ReduceOps(tp, t, &st_, before ? before_pairs_ : pairs_);
+  work.WorkAt(k, &st_);
+  // Energy in the template's tasks (the masked ones add nothing: the same sums in the same order).
+  energy_->Add(k, before ? std::span<const uint8_t>(plan_->masked) : std::span<const uint8_t>());
   rows_.Add(st_, 0, &res_, energy_->op_pj());
   if (!AddLayerTotals(tp, st_, decode_layer_, &prev_end_, &res_)) {
     *why = "a decode layer the head does not have";
@@ -119,17 +131,18 @@ bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why
   }
   // The tasks by (start, end) in this step (the last step's order, sorted by insertion: a
   // step's order changes little from the last one's), as BusyUnion sorts them.
-  if (by_start_.empty())
-    for (uint32_t i = 0; i < tp.num_tasks(); ++i) by_start_.push_back(i);
-  for (size_t a = 1; a < by_start_.size(); ++a) {
-    const uint32_t x = by_start_[a];
+  std::vector<uint32_t>& order = before ? before_by_start_ : by_start_;
+  if (order.empty())
+    for (uint32_t i = 0; i < tp.num_tasks(); ++i) order.push_back(i);
+  for (size_t a = 1; a < order.size(); ++a) {
+    const uint32_t x = order[a];
     size_t b = a;
     const std::pair<Ps, Ps> key{t[x].start_ps, t[x].end_ps};
-    for (; b > 0 && std::pair<Ps, Ps>{t[by_start_[b - 1]].start_ps, t[by_start_[b - 1]].end_ps} > key; --b)
-      by_start_[b] = by_start_[b - 1];
-    by_start_[b] = x;
+    for (; b > 0 && std::pair<Ps, Ps>{t[order[b - 1]].start_ps, t[order[b - 1]].end_ps} > key; --b)
+      order[b] = order[b - 1];
+    order[b] = x;
   }
-  AddStepCores(tp, t, &busy_, &tot_.core_compute, by_start_);
+  AddStepCores(tp, t, &busy_, &tot_.core_compute, order);
   for (double f : st_.compute_flops) tot_.flops += f;
   return true;
 }

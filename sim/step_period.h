@@ -69,6 +69,17 @@ struct StepHead {
 std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chip, Engine& engine,
                                       const StepTemplate& tpl, std::string* why);
 
+// A memory plan that changes at decode step `from` (sim/step_reuse.cc): the steps before it are
+// `before`'s tasks, the template's less those `masked` marks (StepTemplate::Without); b_of_a:
+// per task of `before`, its task in the template.
+struct PlanSwitch {
+  const StepTemplate* before = nullptr;
+  uint32_t from = 0;
+  std::vector<uint8_t> masked;
+  std::vector<uint32_t> b_of_a;
+  bool Masked(uint32_t k) const { return before != nullptr && k < from; }
+};
+
 // `tpl`: the template (Classify done); `step_out`: the engine's times of the template alone
 // (its links' and channels' bytes and busy time are one step's). nullopt with *why when a
 // check fails.
@@ -78,8 +89,11 @@ std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chi
 // totals, cores' compute and busy union, flops and energy (sim/step_energy.h).
 class StepComposer {
  public:
+  // `plan` (may be null, else it outlives the composer): the steps before plan->from are
+  // composed as `plan->before`'s.
   StepComposer(const Experiment& e, const arch::Chip& chip, const Engine& engine, const RunOptions& opts,
-               const StepTemplate& tpl, const StepHead& head, const EngineOutput& bo);
+               const StepTemplate& tpl, const StepHead& head, const EngineOutput& bo,
+               const PlanSwitch* plan = nullptr);
   ~StepComposer();
   config::Result& result() { return res_; }
   RunTotals& totals() { return tot_; }
@@ -104,6 +118,10 @@ class StepComposer {
   StepTimes st_;
   OpCores pairs_;
   std::vector<uint32_t> by_start_;  // the template's tasks by their start in the last step added
+  const PlanSwitch* plan_;
+  OpCores before_pairs_;                   // plan_->before's
+  std::vector<uint32_t> before_by_start_;  // plan_->before's tasks, as by_start_
+  std::vector<TaskTime> before_times_;     // a step before plan_->from: its tasks' times
 };
 
 // `head`: LowerStepHead's (its Program moves into the RunOutput on success).

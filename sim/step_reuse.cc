@@ -48,31 +48,33 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
                                      const Program& step, const EngineOutput& step_out, std::string* why,
                                      SampledRun* view);
 
-// Where decode steps `first` (`a`) and `last` (`b`, lowered alone) have different numbers of
-// tasks: the step where the count changes, found by lowering steps alone (a memory plan that
-// changes with the context, e.g. attention's data outgrowing the SRAM, changes once: the
-// count of each step lowered is one of the two), as "; the plan changes at decode step K (...)",
-// or why it does not change once.
-std::string PlanChange(const Experiment& e, const arch::Chip& chip, uint32_t first, uint32_t last,
-                       const Program& a, const Program& b) {
+// Where decode steps `first` (with `na` tasks) and `last` (`nb`, lowered alone) have different
+// numbers of tasks: the step where the count changes, found by lowering steps alone (a memory
+// plan that changes with the context, e.g. attention's data outgrowing the SRAM, changes once:
+// each step lowered has one of the two counts). 0 when it changes more than once; *what says
+// which.
+uint32_t PlanChangeAt(const Experiment& e, const arch::Chip& chip, uint32_t first, uint32_t last, size_t na,
+                      size_t nb, std::string* what) {
   auto tasks_of = [&](uint32_t k) {
     mapping::LowerOptions o;
     o.skip_prefill = true;
     o.decode_steps_only = {k};
     return mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), o).num_tasks();
   };
-  uint32_t lo = first, hi = last;  // lo has a's count, hi b's
+  uint32_t lo = first, hi = last;  // lo has na tasks, hi nb
   while (hi - lo > 1) {
     const uint32_t mid = lo + (hi - lo) / 2;
     const size_t n = tasks_of(mid);
-    if (n != a.num_tasks() && n != b.num_tasks())
-      return "; decode step " + std::to_string(mid) + " has " + std::to_string(n) +
-             " (the plan changes more than once)";
-    (n == a.num_tasks() ? lo : hi) = mid;
+    if (n != na && n != nb) {
+      *what = "; decode step " + std::to_string(mid) + " has " + std::to_string(n) +
+              " (the plan changes more than once)";
+      return 0;
+    }
+    (n == na ? lo : hi) = mid;
   }
-  return "; the plan changes at decode step " + std::to_string(hi) + " (" + std::to_string(b.num_tasks()) +
-         " tasks from it on, " + std::to_string(a.num_tasks()) +
-         " before; one template per plan is not built)";
+  *what = "; the plan changes at decode step " + std::to_string(hi) + " (" + std::to_string(nb) +
+          " tasks from it on, " + std::to_string(na) + " before)";
+  return hi;
 }
 
 }  // namespace
@@ -103,8 +105,33 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   StepTemplate tpl(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
   std::string reason;
   if (!tpl.Classify(last, first, steps, &reason)) {
-    if (step.num_tasks() != last.num_tasks()) reason += PlanChange(e, chip, first, steps, step, last);
-    return fail(reason);
+    if (step.num_tasks() == last.num_tasks()) return fail(reason);
+    std::string what;
+    const uint32_t from = PlanChangeAt(e, chip, first, steps, step.num_tasks(), last.num_tasks(), &what);
+    reason += what;
+    if (from == 0) return fail(reason);
+    // A template for the steps before the change and one from it on, the steps before it
+    // timed as the later template less the tasks they lack (sim/step_rolling.h).
+    mapping::LowerOptions o;
+    o.skip_prefill = true;
+    o.decode_steps_only = {from - 1};
+    const Program before_last = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+    o.decode_steps_only = {from};
+    const Program after = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+    StepTemplate a(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
+    StepTemplate b(after, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
+    PlanSwitch plan{&a, from, {}, {}};
+    std::string no;
+    if (!a.Classify(before_last, first, from - 1, &no) || !b.Classify(last, from, steps, &no) ||
+        !b.Without(a, &plan.masked, &plan.b_of_a, &no))
+      return fail(reason + ": " + no);
+    if (steps < kPeriodHead + 5) return fail(reason + ": fewer steps than step by step needs");
+    std::optional<StepHead> h = LowerStepHead(e, chip, engine, a, &no);
+    if (!h) return fail(reason + ": " + no);
+    const EngineOutput after_out = engine.Run(after, chip);
+    std::optional<RunOutput> r = RunRolling(e, chip, engine, opts, b, after_out, *h, &no, view, &plan);
+    if (!r) return fail(reason + "; not step by step: " + no);
+    return r;
   }
   const EngineOutput step_out = engine.Run(step, chip);
   // Steps that overlap (e.g. weights streamed ahead of their step), or whose KV reads from

@@ -95,7 +95,7 @@ class StepHandoff {
 std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip, Engine& engine,
                                     const RunOptions& opts, const StepTemplate& tpl,
                                     const EngineOutput& step_out, StepHead& head, std::string* why,
-                                    SampledRun* view) {
+                                    SampledRun* view, const PlanSwitch* plan) {
   auto fail = [&](const std::string& reason) -> std::optional<RunOutput> {
     if (why) *why = reason;
     return std::nullopt;
@@ -118,6 +118,19 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   // Deps on the steps before, as (steps back, task of that step), the same from step 3 on.
   StepDeps ext = head.deps;  // sorted below, with the dependents
   const uint32_t L = head.steps_back;
+  if (plan && !plan->before) plan = nullptr;
+  if (plan) {
+    // A memory plan that changes at decode step plan->from: the head's steps and the steps
+    // before it are plan->before's tasks; the schedule runs the template's, those it lacks
+    // masked (StepStream::set_masked). Its deps on the steps before, in the template's tasks.
+    if (plan->from <= HB + 1) return fail("the plan changes within the head's steps");
+    if (plan->from >= N) return fail("the plan changes at the last step");
+    if (view && !opts.observe_steps.empty()) return fail("sampled steps where the plan changes");
+    StepDeps mapped(n);
+    for (size_t j = 0; j < ext.size() && j < plan->b_of_a.size(); ++j)
+      for (const auto& [off, rr] : ext[j]) mapped[plan->b_of_a[j]].emplace_back(off, plan->b_of_a[rr]);
+    ext = std::move(mapped);
+  }
   if (L == 0 || L + 3 > HB) return fail("decode steps depend on " + std::to_string(L) + " steps before them");
 
   // The template's tasks as the schedule reads them.
@@ -130,6 +143,11 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   for (StepShape::Task& t : shape.task) {
     t.flow_kind = t.step_flow = -1;
     t.context = false;
+  }
+  if (plan) {
+    shape.head_rel.assign(n, -1);
+    for (size_t j = 0; j < plan->b_of_a.size(); ++j)
+      shape.head_rel[plan->b_of_a[j]] = static_cast<int32_t>(j);
   }
   for (size_t f = 0; f < qt.model.task.size(); ++f)
     shape.task[qt.model.task[f]].flow_kind =
@@ -175,9 +193,12 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   // A KV read over links enters its path as the engine's memory flows do (AddMemoryKind).
   auto costs_of = [&](uint32_t k, std::vector<Ps>* duration, std::vector<Ps>* busy,
                       std::vector<StepFlow>* flows) {
-    tpl.CostsAt(k, *duration, *busy);
+    const bool before = plan && plan->Masked(k);
+    tpl.CostsAt(k, *duration, *busy,
+                before ? std::span<const uint8_t>(plan->masked) : std::span<const uint8_t>());
     for (size_t j = 0; j < shape.step_flows.size(); ++j) {
       const uint32_t i = shape.step_flows[j];
+      if (before && plan->masked[i]) continue;
       const auto route = qt.model.flows.kind_resources(static_cast<uint32_t>(shape.task[i].flow_kind));
       StepFlow& f = (*flows)[j];
       f.bytes = tpl.MemoryBytesIn(i, k);
@@ -192,6 +213,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   LinkReservation reservation(qb.model, NB);
   StepStream run(shape, B, qb, bB, L, N, cores, num_channels, num_links, &reservation, true, costs_of);
   run.set_replay(opts.step_replay);
+  if (plan) run.set_masked(plan->from, plan->masked);
   if (!run.RunUntil(HB, &reason)) return fail(reason);
   // The schedule without queues on links, for the contention indicator when a flow waits:
   // its makespan, on a second core where there is one (sim::UseSpareThread).
@@ -200,6 +222,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   auto unloaded_makespan = [&](std::string* why) -> std::optional<Ps> {
     StepStream u(shape, B, qb, bB, L, N, cores, num_channels, num_links, nullptr, false, costs_of);
     u.set_replay(opts.step_replay);
+    if (plan) u.set_masked(plan->from, plan->masked);
     for (uint32_t k = HB; k <= N && !stop.load(std::memory_order_relaxed); ++k) {
       if (!u.RunUntil(k, why)) return std::nullopt;
       u.Take(k);
@@ -221,7 +244,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   bo.tasks.assign(bt.begin(), bt.end());
   for (ChannelUsage& c : bo.channels) c.max_queue_ps = 0;
   AddChannelWaits(B, bt, &bo.channels);
-  StepComposer compose(e, chip, engine, opts, tpl, head, bo);
+  StepComposer compose(e, chip, engine, opts, tpl, head, bo, plan);
   config::Result& res = compose.result();
   RunTotals& tot = compose.totals();
   BusyUnion& busy = compose.busy();
@@ -249,20 +272,43 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     if (tp.kind(i) == TaskKind::kMemory) memory_tasks.push_back(i);
   // Step k into the Result, after the steps before it; `horizon`: no task of a later step
   // starts before it (StepStream::Horizon once step k ended).
+  // The tasks a step lacks before the plan changes (none without `plan`).
+  const std::vector<uint8_t> none(n, 0);
+  const std::vector<uint8_t>& lacks = plan ? plan->masked : none;
+  std::vector<TaskTime> own;  // a step before the plan changes: its own tasks' times
   auto compose_step = [&](uint32_t k, Ps horizon, std::string* why) {
+    const bool before = plan && plan->Masked(k);
     for (uint32_t x : ctx)
-      if (tp.kind(x) == TaskKind::kMemory) {
+      if (tp.kind(x) == TaskKind::kMemory && !(before && lacks[x])) {
         kv_run[tp.memory(x).channel].bytes += tpl.MemoryBytesIn(x, k);
         kv_run[tp.memory(x).channel].busy_ps += run.busy(k)[x];
       }
-    for (uint32_t i : shape.step_flows) add_kv_links(i, tpl.MemoryBytesIn(i, k), &kv_links_run);
+    for (uint32_t i : shape.step_flows)
+      if (!(before && lacks[i])) add_kv_links(i, tpl.MemoryBytesIn(i, k), &kv_links_run);
     const std::span<const TaskTime> tk = run.times(k);
     for (uint32_t i : memory_tasks) {
+      if (before && lacks[i]) continue;
       Ps& q = channel_use[tp.memory(i).channel].max_queue_ps;
       q = std::max(q, tk[i].start_ps - run.ready(k, i));
     }
     if (!compose.Add(k, tk, why)) return false;
-    if (opts.keep_task_times) AddTaskTimings(tp, tk, 0, NB + uint64_t{k - HB - 1} * n, &res);
+    if (opts.keep_task_times) {
+      // Ids as the unrolled Program's: the steps before the plan changes have fewer tasks.
+      if (plan) {
+        const uint64_t na = plan->b_of_a.size(), a_steps = std::min(k, plan->from) - HB - 1,
+                       b_steps = k > plan->from ? k - plan->from : 0;
+        const uint64_t id0 = NB + a_steps * na + b_steps * n;
+        if (before) {
+          own.resize(na);
+          for (size_t j = 0; j < na; ++j) own[j] = tk[plan->b_of_a[j]];
+          AddTaskTimings(plan->before->program(), own, 0, id0, &res);
+        } else {
+          AddTaskTimings(tp, tk, 0, id0, &res);
+        }
+      } else {
+        AddTaskTimings(tp, tk, 0, NB + uint64_t{k - HB - 1} * n, &res);
+      }
+    }
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k))
       observed[k].assign(tk.begin(), tk.end());
     // A core's intervals that start before every task not added yet can be merged for good.
@@ -323,7 +369,9 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   tot.decode_steps = N;
   tot.core_busy.assign(cores, 0);
   for (int c = 0; c < cores; ++c) tot.core_busy[c] = busy.Total(static_cast<size_t>(c));
-  tot.spilled_bytes = B.spilled_bytes + tpl.SpilledOver(HB + 1, N);
+  tot.spilled_bytes = B.spilled_bytes + (plan ? plan->before->SpilledOver(HB + 1, plan->from - 1) +
+                                                    tpl.SpilledOver(plan->from, N)
+                                              : tpl.SpilledOver(HB + 1, N));
   tot.links = ub.links;
   for (size_t l = 0; l < tot.links.size() && l < reservation.max_wait().size(); ++l)
     tot.links[l].max_queue_ps = reservation.max_wait()[l];

@@ -57,9 +57,11 @@ class Engine;
 // (its links' and channels' bytes and busy time are one step's). nullopt with *why when a
 // check fails.
 // `head`: LowerStepHead's (sim/step_period.h; its Program moves into the RunOutput on success).
+// `plan` (may be null): a memory plan that changes at plan->from (sim/step_reuse.cc): `tpl` is
+// the template from there on, `step_out` its times alone, `head` lowered with plan->before.
 std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip, Engine& engine,
                                     const RunOptions& opts, const StepTemplate& tpl,
                                     const EngineOutput& step_out, StepHead& head, std::string* why,
-                                    SampledRun* view);
+                                    SampledRun* view, const PlanSwitch* plan = nullptr);
 
 }  // namespace tpsim::sim

@@ -43,7 +43,9 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
     for (uint32_t rr = 0; rr < n_; ++rr)
       for (uint32_t j = s_.ext_dep_begin[rr]; j < s_.ext_dep_begin[rr + 1]; ++j) {
         const auto [off, i] = s_.ext_dep[j];
-        if (s + off > HB_ && s + off <= N_) more[bB[s] + rr].push_back(Id(s + off, i));
+        const int64_t hr = s_.head_rel.empty() ? int64_t{rr} : int64_t{s_.head_rel[rr]};
+        if (hr >= 0 && s + off > HB_ && s + off <= N_)
+          more[bB[s] + static_cast<size_t>(hr)].push_back(Id(s + off, i));
       }
   b_dep_begin_.assign(NB_ + 1, 0);
   for (size_t g = 0; g < NB_; ++g)
@@ -118,9 +120,35 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
   sl.started = sl.ended = 0;
   durations_(k, &sl.duration, &sl.busy, &sl.flows);
   // The replay does not count deps (a rollback rebuilds the counts of every room).
-  if (!replay_) std::copy(step_waiting_.begin(), step_waiting_.end(), sl.waiting.begin());
+  const bool masked = k < masked_from_;
+  const std::vector<Waiting>& waiting = masked ? masked_waiting_ : step_waiting_;
+  if (!replay_) std::copy(waiting.begin(), waiting.end(), sl.waiting.begin());
   std::fill(sl.begun.begin(), sl.begun.end(), 0);
+  if (masked) {
+    // The tasks this step lacks: started and ended (never a dependent's latest end), never ready.
+    for (uint32_t i = 0; i < n_; ++i)
+      if (masked_[i])
+        sl.begun[i] = 1, sl.times[i] = {std::numeric_limits<Ps>::min(), std::numeric_limits<Ps>::min()};
+    sl.started = sl.ended = masked_count_;
+    sl.first_start = std::numeric_limits<Ps>::max();
+  }
   return true;
+}
+
+void StepStream::set_masked(uint32_t from, std::vector<uint8_t> masked) {
+  masked_from_ = from;
+  masked_ = std::move(masked);
+  masked_count_ = 0;
+  masked_waiting_ = step_waiting_;
+  for (uint32_t i = 0; i < n_; ++i) {
+    if (masked_[i]) {
+      ++masked_count_;
+      masked_waiting_[i].unmet = std::numeric_limits<uint32_t>::max() / 2;
+      continue;
+    }
+    for (uint32_t d : s_.p->deps(i)) masked_waiting_[i].unmet -= masked_[d];
+  }
+  replay_allowed_ = false;
 }
 
 template <bool in_b>

@@ -51,6 +51,9 @@ struct StepShape {
   std::vector<uint32_t> ext_begin, ext_dep_begin, dep_begin;
   std::vector<std::pair<uint32_t, uint32_t>> ext, ext_dep;  // (steps back / on, task of that step)
   std::vector<uint32_t> dependents;                         // in-step, in id order
+  // Where the head's steps are another template's (a memory plan that changes later, sim/
+  // step_reuse.cc): per task, its index in the head's steps, -1 for none; empty: the same.
+  std::vector<int32_t> head_rel;
 };
 
 // The analytical engine's schedule (sim::Dispatcher::Run, the same event loop and rules) of
@@ -100,7 +103,11 @@ class StepStream {
   bool delayed() const { return delayed_; }  // some flow ended later than alone
   // The replay (step_stream.cc): on by default; tasks it started that stayed, and how often
   // it went back to the event loop.
-  void set_replay(bool on) { replay_allowed_ = on; }
+  void set_replay(bool on) { replay_allowed_ = on && masked_from_ == 0; }
+  // Decode steps before `from` lack the tasks `masked` marks (a memory plan that changes at
+  // `from`): those never start, and the others do not wait on them. Before the first RunUntil;
+  // the replay is off then.
+  void set_masked(uint32_t from, std::vector<uint8_t> masked);
   uint64_t replayed() const { return replayed_; }
   uint64_t rollbacks() const { return rollbacks_; }
 
@@ -263,7 +270,11 @@ class StepStream {
     kn[size++] = x;
   }
   std::vector<uint64_t> undo_;  // started since verified_
-  uint32_t complete_ = 0;       // every task of steps up to it started, verified
+  uint32_t masked_from_ = 0;    // set_masked
+  std::vector<uint8_t> masked_;
+  uint32_t masked_count_ = 0;
+  std::vector<Waiting> masked_waiting_;  // step_waiting_ of a masked step
+  uint32_t complete_ = 0;                // every task of steps up to it started, verified
   uint64_t replayed_ = 0, rollbacks_ = 0;
 };
 

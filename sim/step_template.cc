@@ -139,15 +139,85 @@ bool StepTemplate::MatchStep(const Program& a, size_t a0, size_t a1, uint32_t k,
   return SameStep(a, a0, a1, ContextOf(k), why);
 }
 
+bool StepTemplate::Without(const StepTemplate& before, std::vector<uint8_t>* masked,
+                           std::vector<uint32_t>* b_of_a, std::string* why) const {
+  auto bad = [&](const std::string& what) {
+    *why = "the plan changes at decode step " + std::to_string(first_) + ": " + what;
+    return false;
+  };
+  const Program& a = before.p_;
+  const size_t n = p_.num_tasks(), na = a.num_tasks();
+  const uint64_t ctx = before.ctx_first_;  // before's template's context
+  if (a.ops.size() != p_.ops.size() || na == 0 || na >= n) return bad("other ops or no fewer tasks");
+  const int64_t op0 = int64_t{a.op(0)} - int64_t{p_.op(0)};
+  masked->assign(n, 0);
+  b_of_a->assign(na, 0);
+  std::vector<int64_t> a_of_b(n, -1);
+  size_t j = 0;
+  for (size_t i = 0; i < n; ++i) {
+    bool same = j < na && a.kind(j) == p_.kind(i) && a.core(j) == p_.core(i) &&
+                int64_t{a.op(j)} - int64_t{p_.op(i)} == op0 &&
+                a.records()[j].coll_step == p_.records()[i].coll_step;
+    if (same) {
+      switch (p_.kind(i)) {
+        case TaskKind::kCompute:
+          same = SameShape(before.ShapeAt(j, ctx), ShapeAt(i, ctx));
+          break;
+        case TaskKind::kTransfer: {
+          const mapping::TransferShape &x = a.transfer(j), &y = p_.transfer(i);
+          same = x.bytes == y.bytes && x.offset == y.offset && x.dst_offset == y.dst_offset &&
+                 x.in_switch_gbps == y.in_switch_gbps && x.dst_core == y.dst_core && x.reduce == y.reduce &&
+                 (a.collective(j) < 0) == (p_.collective(i) < 0);
+          break;
+        }
+        case TaskKind::kMemory:
+          same = before.MemoryBytesAt(j, ctx) == MemoryBytesAt(i, ctx) &&
+                 a.memory(j).channel == p_.memory(i).channel && a.memory(j).write == p_.memory(i).write;
+          break;
+      }
+    }
+    if (same) {
+      (*b_of_a)[j] = static_cast<uint32_t>(i);
+      a_of_b[i] = static_cast<int64_t>(j++);
+      continue;
+    }
+    // A task of the steps from `from` on only: a memory task that follows the context (its
+    // bytes, duration and channel time each step's own), so that a step without it changes
+    // only what that task adds.
+    if (p_.kind(i) != TaskKind::kMemory || ctx_[i] != Ctx::kMemory)
+      return bad("task " + std::to_string(i) +
+                 " is not in the steps before it, nor a memory task that grows with "
+                 "the context");
+    (*masked)[i] = 1;
+  }
+  if (j != na) return bad("the steps before it have tasks the later ones lack");
+  // The deps among the common tasks are the same.
+  std::vector<uint32_t> want;
+  for (size_t i = 0; i < n; ++i) {
+    if ((*masked)[i]) continue;
+    want.clear();
+    for (uint32_t d : p_.deps(i))
+      if (!(*masked)[d]) want.push_back(static_cast<uint32_t>(a_of_b[d]));
+    const auto have = a.deps(static_cast<size_t>(a_of_b[i]));
+    if (!std::equal(want.begin(), want.end(), have.begin(), have.end()))
+      return bad("the deps of task " + std::to_string(i) + " differ from the steps before it");
+    if (want.empty() && !p_.deps(i).empty())
+      return bad("task " + std::to_string(i) + " waits only on spills");
+  }
+  return true;
+}
+
 Ps StepTemplate::DurationAt(size_t i, uint32_t k) const {
   return mapping::KernelTime(chip_, p_, ShapeAt(i, ContextOf(k)));
 }
 
-void StepTemplate::CostsAt(uint32_t k, std::span<Ps> duration, std::span<Ps> busy) const {
+void StepTemplate::CostsAt(uint32_t k, std::span<Ps> duration, std::span<Ps> busy,
+                           std::span<const uint8_t> skip) const {
   const uint64_t ctx = ContextOf(k);
   std::vector<std::pair<ComputeShape, Ps>> kernels;
   std::vector<std::pair<std::tuple<int, int, uint64_t, bool>, std::pair<Ps, Ps>>> reads;
   for (uint32_t i : ctx_tasks_) {
+    if (!skip.empty() && skip[i]) continue;
     if (p_.kind(i) == TaskKind::kMemory) {
       const mapping::MemoryDetail& m = p_.memory(i);
       const std::tuple<int, int, uint64_t, bool> key{p_.core(i), m.channel, MemoryBytesAt(i, ctx), m.write};

@@ -40,10 +40,18 @@ class StepTemplate {
   // Tasks [a0, a1) of `a` are decode step k of the template at its context: the same tasks,
   // deps inside the step, ops (flops and bytes from the shapes) and collectives.
   bool MatchStep(const mapping::Program& a, size_t a0, size_t a1, uint32_t k, std::string* why) const;
+  // Where the memory plan changes at decode step `from` (this template's `first`): `before`
+  // (Classify done, the steps before `from`) is this template less some of its memory tasks
+  // that follow the context (spills that start at `from`), the others the same tasks in the same
+  // order at before's context, with the same deps among them. Sets *masked (per task of this
+  // template: not in the steps before `from`) and *b_of_a (per task of `before`: its task here).
+  bool Without(const StepTemplate& before, std::vector<uint8_t>* masked, std::vector<uint32_t>* b_of_a,
+               std::string* why) const;
   // Checks `head` (the prefill and decode steps 1 .. first - 1) against the template and the
   // gate between its last two steps (sim/step_reuse.h); false with *why on a mismatch.
   bool MatchHead(const mapping::Program& head, std::string* why);
-  uint64_t ContextOf(uint32_t k) const { return ctx_first_ + k - first_; }
+  // (Modulo 2^64: the contexts of steps before `first` too.)
+  uint64_t ContextOf(uint32_t k) const { return ctx_first_ + uint64_t{k} - first_; }
   // The tasks that follow the context: attention's compute tasks and the memory tasks whose
   // bytes follow it (MemoryBytesAt): where the KV cache is read from DRAM each step, the
   // reads of it (the context times a fixed number of bytes per token), and where attention's
@@ -61,7 +69,9 @@ class StepTemplate {
   // KV read's channel time (mapping::ChannelBusyTime), written into `duration` and `busy` (one
   // entry per task; the others are left as they are), each computed once per distinct shape
   // (a step's attention tasks share a few).
-  void CostsAt(uint32_t k, std::span<Ps> duration, std::span<Ps> busy) const;
+  // `skip` (empty, or one flag per task): tasks left as they are.
+  void CostsAt(uint32_t k, std::span<Ps> duration, std::span<Ps> busy,
+               std::span<const uint8_t> skip = {}) const;
   bool IsContext(size_t i) const { return ctx_[i] != Ctx::kNone; }
   // Compute task i's shape in decode step k.
   mapping::ComputeShape ShapeIn(size_t i, uint32_t k) const { return ShapeAt(i, ContextOf(k)); }
