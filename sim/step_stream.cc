@@ -148,7 +148,6 @@ void StepStream::set_masked(uint32_t from, std::vector<uint8_t> masked) {
     }
     for (uint32_t d : s_.p->deps(i)) masked_waiting_[i].unmet -= masked_[d];
   }
-  replay_allowed_ = false;
 }
 
 template <bool in_b>
@@ -414,7 +413,8 @@ void StepStream::Log(uint64_t g, Ps now) {
     while (split > 0 && log_[split - 1].second == now) --split;
     if (log_base_ != 0) {
       period_.clear();
-      bool ok = split == n_;
+      // A period starts every task of a step once (those a step lacks never start).
+      bool ok = split == n_ || (masked_count_ > 0 && split == n_ - masked_count_);
       ++seen_stamp_;
       for (size_t j = 0; j < split && ok; ++j) {
         const uint32_t rel = RelOf(log_[j].first);
@@ -446,21 +446,27 @@ bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
     topological_ = false;
     // Per position of the period, the compute tasks whose last dep starts there (in this
     // period or one before theirs); the period must start every dep before its dependents.
+    const uint32_t P = static_cast<uint32_t>(pattern_.size());
     std::vector<uint32_t> pos(n_);
     std::vector<int32_t> off(n_);
+    std::vector<uint8_t> in(n_, 0);  // a task the steps replayed lack (set_masked) is not
     min_off_ = pattern_[0].off;
-    for (uint32_t q = 0; q < n_; ++q) {
+    for (uint32_t q = 0; q < P; ++q) {
       pos[pattern_[q].rel] = q;
       off[pattern_[q].rel] = pattern_[q].off;
+      in[pattern_[q].rel] = 1;
       min_off_ = std::min(min_off_, pattern_[q].off);
     }
-    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> at(n_);
-    for (uint32_t q = 0; q < n_; ++q) {
+    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> at(P);
+    for (uint32_t q = 0; q < P; ++q) {
       const Entry e = pattern_[q];
       int64_t last_d = std::numeric_limits<int64_t>::min();
       uint32_t last_p = 0;
       bool order = true;
       auto dep = [&](int32_t o, uint32_t r) {
+        // A task the steps lack started and ended at the start of time (a step that has it
+        // starts it, which this pattern does not: ReplayOne finds its dependents not ready).
+        if (!in[r]) return;
         const int64_t d = int64_t{o} - off[r];  // the dep's period, after this one's
         if (d > 0 || (d == 0 && pos[r] >= q)) order = false;
         if (d > last_d || (d == last_d && pos[r] > last_p)) last_d = d, last_p = pos[r];
@@ -484,8 +490,9 @@ bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
   // taken (a task that started and ended at now_ would not have: the cut would not be one).
   if (int64_t{base} + min_off_ - L_ <= int64_t{HB_} + 1 || (!q_.idle() && q_.next_end() <= now_)) return true;
   for (uint32_t j = 0; j < cursor; ++j)
-    if (j >= n_ || !(Entry{static_cast<int32_t>(StepOf(log_[j].first)) - static_cast<int32_t>(base),
-                           RelOf(log_[j].first)} == pattern_[j]))
+    if (j >= pattern_.size() ||
+        !(Entry{static_cast<int32_t>(StepOf(log_[j].first)) - static_cast<int32_t>(base),
+                RelOf(log_[j].first)} == pattern_[j]))
       return true;
   // The compute tasks whose deps have all started: the event loop's ready ones and those whose
   // deps are still running (of steps in rooms, and of the next steps that wait on earlier
@@ -641,7 +648,7 @@ bool StepStream::ReplayOne(uint32_t k, uint32_t i, bool* ok, std::string* why) {
 
 bool StepStream::Replay(uint32_t seg, std::string* why) {
   while (replay_ && seg > complete_) {
-    if (cursor_ == n_) {
+    if (cursor_ == pattern_.size()) {
       // The period's end: every task of steps up to base_ + min_off_ has started.
       if (int64_t{base_} + min_off_ >= N_) {
         complete_ = started_upto_ = N_;
@@ -724,10 +731,13 @@ bool StepStream::Rollback(std::string* why) {
 bool StepStream::Rebuild(uint32_t k, std::string* why) {
   Slot& sl = slot(k);
   sl.started = sl.ended = 0;
+  sl.first_start = std::numeric_limits<Ps>::max();
+  const bool lacks = k < masked_from_;  // some tasks (set_masked): begun at the start of time
   for (uint32_t i = 0; i < n_; ++i) {
     const uint64_t g = Id(k, i);
     if (sl.begun[i]) {
-      sl.first_start = sl.started++ ? std::min(sl.first_start, sl.times[i].start_ps) : sl.times[i].start_ps;
+      ++sl.started;
+      if (!(lacks && masked_[i])) sl.first_start = std::min(sl.first_start, sl.times[i].start_ps);
       if (sl.times[i].end_ps > now_) {
         q_.AddEnd(sl.times[i].end_ps, g);
       } else {

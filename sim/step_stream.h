@@ -103,10 +103,13 @@ class StepStream {
   bool delayed() const { return delayed_; }  // some flow ended later than alone
   // The replay (step_stream.cc): on by default; tasks it started that stayed, and how often
   // it went back to the event loop.
-  void set_replay(bool on) { replay_allowed_ = on && masked_from_ == 0; }
+  void set_replay(bool on) { replay_allowed_ = on; }
   // Decode steps before `from` lack the tasks `masked` marks (a memory plan that changes at
-  // `from`): those never start, and the others do not wait on them. Before the first RunUntil;
-  // the replay is off then.
+  // `from`): those count as started and ended at the start of time, never ready, and the others
+  // do not wait on them. Before the first RunUntil. The replay learns the periods of the steps
+  // before `from` and after it apart (a period that mixes them repeats no list: the starts of
+  // the steps that lack tasks are fewer); one learned before `from` and replayed after it finds
+  // a task whose dep it never starts, and goes back to the event loop.
   void set_masked(uint32_t from, std::vector<uint8_t> masked);
   uint64_t replayed() const { return replayed_; }
   uint64_t rollbacks() const { return rollbacks_; }
