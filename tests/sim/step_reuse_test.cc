@@ -418,6 +418,15 @@ TEST(StepReuse, MemoryPlanThatChangesMidRun) {
     EXPECT_EQ(spilled[27], 4 * 192u);          // step 28: the plan changes
     EXPECT_EQ(spilled[28], 4 * (192u + 528));  // one more token per step
   }
+  // On mesh-4x4-hbm the KV reads and the spills cross the mesh to the HBM (each step's flows,
+  // StepShape::step_flows): with 10,719,784 bytes of SRAM per core and a 20,000-token prefix the
+  // plan changes at decode step 102 (stderr of a binary without this way says so).
+  EXPECT_TRUE(
+      ExpectSame(LoadExperiment(SourceDir() + "/configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto",
+                                {{"chip.core.sram_bytes", "10719784"},
+                                 {"workload.cached_prefix", "20000"},
+                                 {"workload.decode_steps", "120"}}),
+                 true, true));
   // Random experiments whose plan changes mid-run (they lowered every step before).
   EXPECT_TRUE(ExpectSame(Agreed(11, 35, 200), true));
   EXPECT_TRUE(ExpectSame(Agreed(7, 11, 200), true, true));
