@@ -61,6 +61,16 @@ for engine in analytical tlm; do
     done
   done
 done
+# A memory plan that changes mid-run: with 8 MiB of SRAM per core attention spills from decode
+# step 15,628 on (context 15,884); before it, the steps lack those spill tasks (a template on
+# each side, README "Long generations"). With a 15,600-token cached prefix the change comes at
+# decode step 28, so 2000 steps can be compared with the unrolled Program.
+sram8=(--set chip.core.sram_bytes=8388608)
+echo "reference-qwen3-4b ${sram8[*]} (the plan changes at decode step 15628)"
+printf '%-10s %6s %-6s  skipped: lowers 32768 steps (minutes, GBs)\n' analytical 32768 before
+case_line analytical 32768 after "${sram8[@]}"
+echo "reference-qwen3-4b ${sram8[*]} --set workload.cached_prefix=15600 (the plan changes at decode step 28)"
+for mode in before after; do case_line analytical 2000 "$mode" "${sram8[@]}" --set workload.cached_prefix=15600; done
 # Where reuse applies on this experiment: TP 1 (no collectives sharing links), 64 steps
 # (attention starts to decide the step time at step 65).
 echo "reference-qwen3-4b --set mapping.tp=1"
