@@ -3,11 +3,13 @@
 
 usage: validate/gemm_rows.py [--tpsim build/bin/tpsim] [--chip h100-sxm-8]
 
-For vidur-h100-gemm.csv (cuBLAS fp16) and xla-h100-bf16-matmul.csv (XLA bf16) under
-validate/results/public/, times every row's (m, n, k, dtype) with `tpsim gemm CHIP --shapes`
-and prints the file MAPE, the three largest errors each way, how many rows are off by more
-than 25 % and their m range, the rows the model calls latency-bound (count, mean and lowest
-error) and the 4096^3 row. Error = (predicted - measured) / measured. The README's GEMM
+For vidur-h100-gemm.csv (cuBLAS fp16), xla-h100-bf16-matmul.csv (XLA bf16) and
+aiconfigurator-h100-bf16-gemm.csv (cuBLAS bf16 under CUDA graphs) under validate/results/public/,
+times every row's (m, n, k, dtype) with `tpsim gemm CHIP --shapes` and prints the file MAPE,
+the three largest errors each way, how many rows are off by more than 25 % and their m range,
+the mean error of the rows the model calls latency-, memory- and compute-bound (latency-bound:
+count, mean, lowest and highest), the MAPE of the rows whose weight (n x k x 2 bytes) is 10 MB or
+more, and the 4096^3 row. Error = (predicted - measured) / measured. The README's GEMM
 fidelity paragraph quotes it; `tpsim compare` gives the same file MAPEs per table."""
 import argparse
 import csv
@@ -43,7 +45,7 @@ def main():
     ap.add_argument("--tpsim", default=os.path.join(ROOT, "build", "bin", "tpsim"))
     ap.add_argument("--chip", default="h100-sxm-8")
     a = ap.parse_args()
-    for name in ("vidur-h100-gemm.csv", "xla-h100-bf16-matmul.csv"):
+    for name in ("vidur-h100-gemm.csv", "xla-h100-bf16-matmul.csv", "aiconfigurator-h100-bf16-gemm.csv"):
         rows = load(os.path.join(ROOT, "validate", "results", "public", name))
         errs = sorted(((p - float(r["time_us"])) / float(r["time_us"]) * 100, int(r["m"]), int(r["n"]),
                        int(r["k"]), bound) for r, (p, bound) in zip(rows, predict(a.tpsim, a.chip, rows)))
@@ -59,6 +61,14 @@ def main():
         if lat:
             print("  latency-bound: %d rows, mean %+.1f %%, lowest %+.1f %%, highest %+.1f %%" %
                   (len(lat), statistics.mean(lat), min(lat), max(lat)))
+        for bound in ("memory", "compute"):
+            b = [e[0] for e in errs if e[4] == bound]
+            if b:
+                print("  %s-bound: %d rows, mean %+.1f %%, MAPE %.2f %%" % (bound, len(b), statistics.mean(b),
+                                                                       statistics.mean(abs(x) for x in b)))
+        big = [abs(e[0]) for e in errs if 2 * e[2] * e[3] >= 10_000_000]
+        if big and len(big) < len(errs):
+            print("  weights >= 10 MB: %d rows, MAPE %.2f %%" % (len(big), statistics.mean(big)))
         for e in errs:
             if e[1:4] == (4096, 4096, 4096):
                 print("  4096^3: " + fmt(e))
