@@ -21,6 +21,11 @@ echo "$out"
 echo
 echo "targets (issue 14):"
 echo "$out" | awk '
+  # One target line: a table (or a set of rows) of `file`, its MAPE against the limit.
+  function target(name, mape, limit) {
+    printf "  %-58s %-40s MAPE %5.1f %%  target <= %d %%: %s\n", file, name, mape, limit,
+      (mape <= limit ? "met" : sprintf("missed by %.1f points", mape - limit))
+  }
   /^== / { file = $2; next }
   /: [0-9]+ (sizes|rows), MAPE / {
     mape = $0; sub(/.*MAPE /, "", mape); sub(/ %.*/, "", mape); mape += 0  # a number: "13.0" <= 8 is true as strings
@@ -31,42 +36,23 @@ echo "$out" | awk '
     # tables are a second 4-GPU host (compared, not fitted).
     auto = (file ~ /nccl-tests-h100-4gpu.csv|nccl-tests-h100-allreduce-2-6gpu.csv|nccl-tests-h100-8gpu-allreduce-auto.csv|nccl-tests-h100-8gpu-auto-32m.csv|nccl-tests-h100-4gpu-auto-32m.csv/ && name ~ /algorithm auto, protocol auto/)
     ring8 = (file ~ /nccl-tests-h100-8gpu-ring.csv|nccl-tests-h100-8gpu-rs-ring-nccl1047.csv/)
-    if ((auto || ring8) && name ~ /^(all_reduce|all_gather|reduce_scatter),/) {
-      printf "  %-58s %-40s MAPE %5.1f %%  target <= 8 %%: %s\n", file, name, mape, (mape <= 8 ? "met" : sprintf("missed by %.1f points", mape - 8))
-    }
+    if ((auto || ring8) && name ~ /^(all_reduce|all_gather|reduce_scatter),/) target(name, mape, 8)
   }
-  /^file MAPE: / && file ~ /vidur-h100-gemm.csv/ {
-    mape = $3
-    printf "  %-58s %-40s MAPE %5.1f %%  target <= 10 %%: %s\n", file, "all GEMM rows", mape, (mape <= 10 ? "met" : sprintf("missed by %.1f points", mape - 10))
-  }
-  # bf16: a partial stand-in for the issue target (m, n, k 256 .. 4096 only; see the header), the
-  # whole table and its shapes within the issue'"'"'s N, K >= 1024 (the rows of its n=N k=K tables).
-  file ~ /xla-h100-bf16-matmul.csv/ && /^n=[0-9]+ k=[0-9]+ bf16: [0-9]+ rows, MAPE / {
+  # bf16 GEMM tables (n=N k=K): subsets of two files. XLA'"'"'s table (a partial stand-in for the issue
+  # target: m, n, k 256 .. 4096 only) within the issue'"'"'s N, K >= 1024; aiconfigurator'"'"'s sweep
+  # (compared, not fitted: m 1..8192, n, k 1024..16384, CUDA-graph device times) where the weight
+  # (n x k x 2 bytes) is 10 MB or more: below that the harness may keep it in L2 across calls.
+  /^n=[0-9]+ k=[0-9]+ bf16: [0-9]+ rows, MAPE / {
     n = $1; sub(/n=/, "", n); k = $2; sub(/k=/, "", k); rows = $4; m = $0; sub(/.*MAPE /, "", m); sub(/ %.*/, "", m)
-    if (n + 0 >= 1024 && k + 0 >= 1024) { big_rows += rows; big_sum += rows * m }
+    if (file ~ /xla-h100-bf16-matmul.csv/ && n + 0 >= 1024 && k + 0 >= 1024) { sub_rows[file] += rows; sub_sum[file] += rows * m }
+    if (file ~ /aiconfigurator-h100-bf16-gemm.csv/ && 2 * n * k >= 10000000) { sub_rows[file] += rows; sub_sum[file] += rows * m }
   }
-  /^file MAPE: / && file ~ /xla-h100-bf16-matmul.csv/ {
-    mape = $3
-    printf "  %-58s %-40s MAPE %5.1f %%  target <= 10 %%: %s\n", file, "bf16 (XLA table, m,n,k 256..4096)", mape, (mape <= 10 ? "met" : sprintf("missed by %.1f points", mape - 10))
-    if (big_rows > 0) {
-      mape = big_sum / big_rows
-      printf "  %-58s %-40s MAPE %5.1f %%  target <= 10 %%: %s\n", file, sprintf("bf16, n,k >= 1024 (%d rows)", big_rows), mape, (mape <= 10 ? "met" : sprintf("missed by %.1f points", mape - 10))
-    }
-  }
-  # aiconfigurator'"'"'s bf16 sweep (compared, not fitted): m 1..8192, n, k 1024..16384, CUDA-graph device times; its
-  # weights below 10 MB may stay in L2 across the harness'"'"'s calls (see the header), so the tables whose weight
-  # (n x k x 2 bytes) is 10 MB or more are shown apart.
-  file ~ /aiconfigurator-h100-bf16-gemm.csv/ && /^n=[0-9]+ k=[0-9]+ bf16: [0-9]+ rows, MAPE / {
-    n = $1; sub(/n=/, "", n); k = $2; sub(/k=/, "", k); rows = $4; m = $0; sub(/.*MAPE /, "", m); sub(/ %.*/, "", m)
-    if (2 * n * k >= 10000000) { hbm_rows += rows; hbm_sum += rows * m }
-  }
-  /^file MAPE: / && file ~ /aiconfigurator-h100-bf16-gemm.csv/ {
-    mape = $3
-    printf "  %-58s %-40s MAPE %5.1f %%  target <= 10 %%: %s\n", file, "bf16 (m 1..8192, n,k 1024..16384)", mape, (mape <= 10 ? "met" : sprintf("missed by %.1f points", mape - 10))
-    if (hbm_rows > 0) {
-      mape = hbm_sum / hbm_rows
-      printf "  %-58s %-40s MAPE %5.1f %%  target <= 10 %%: %s\n", file, sprintf("bf16, weights >= 10 MB (%d rows)", hbm_rows), mape, (mape <= 10 ? "met" : sprintf("missed by %.1f points", mape - 10))
-    }
+  /^file MAPE: / && file ~ /vidur-h100-gemm.csv|xla-h100-bf16-matmul.csv|aiconfigurator-h100-bf16-gemm.csv/ {
+    whole = file ~ /vidur/ ? "all GEMM rows" : file ~ /xla/ ? "bf16 (XLA table, m,n,k 256..4096)" : "bf16 (m 1..8192, n,k 1024..16384)"
+    target(whole, $3 + 0, 10)
+    if (sub_rows[file] > 0)
+      target(sprintf(file ~ /xla/ ? "bf16, n,k >= 1024 (%d rows)" : "bf16, weights >= 10 MB (%d rows)", sub_rows[file]),
+             sub_sum[file] / sub_rows[file], 10)
   }'
 echo "  (vidur-h100-dgx-allreduce.csv and nccl-tests-h100-4gpu-graph.csv hold device times (kernel durations, a"
 echo "   CUDA graph's time per call), held against the model's gpu_us: shown above, no target)"
