@@ -33,8 +33,9 @@ echo "$out" | awk '
     # NCCL choosing (algorithm auto) where measured; at 8 GPUs all_gather / reduce_scatter with NCCL choosing
     # only from 32 MiB (nccl-tests-h100-8gpu-auto-32m.csv), so the NCCL_ALGO=RING tables
     # (nccl-tests-h100-8gpu-ring.csv, 8 KiB .. 1 GiB) stand in below that. The -4gpu-auto-32m.csv
-    # tables are a second 4-GPU host (compared, not fitted).
-    auto = (file ~ /nccl-tests-h100-4gpu.csv|nccl-tests-h100-allreduce-2-6gpu.csv|nccl-tests-h100-8gpu-allreduce-auto.csv|nccl-tests-h100-8gpu-auto-32m.csv|nccl-tests-h100-4gpu-auto-32m.csv/ && name ~ /algorithm auto, protocol auto/)
+    # tables are a second 4-GPU host (compared, not fitted); nccl-tests-h100-8gpu-auto.csv (compared, not
+    # fitted) is NCCL'"'"'s choice at 8 GPUs over 8 KiB .. 1 GiB on the ring-forced file'"'"'s host.
+    auto = (file ~ /nccl-tests-h100-4gpu.csv|nccl-tests-h100-allreduce-2-6gpu.csv|nccl-tests-h100-8gpu-allreduce-auto.csv|nccl-tests-h100-8gpu-auto-32m.csv|nccl-tests-h100-4gpu-auto-32m.csv|nccl-tests-h100-8gpu-auto.csv/ && name ~ /algorithm auto, protocol auto/)
     ring8 = (file ~ /nccl-tests-h100-8gpu-ring.csv|nccl-tests-h100-8gpu-rs-ring-nccl1047.csv/)
     if ((auto || ring8) && name ~ /^(all_reduce|all_gather|reduce_scatter),/) target(name, mape, 8)
   }
