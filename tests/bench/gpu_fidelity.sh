@@ -41,7 +41,7 @@ echo "$out" | awk '
   }
   # bf16 GEMM tables (n=N k=K): subsets of two files. XLA'"'"'s table (a partial stand-in for the issue
   # target: m, n, k 256 .. 4096 only) within the issue'"'"'s N, K >= 1024; aiconfigurator'"'"'s sweep
-  # (compared, not fitted: m 1..8192, n, k 1024..16384, CUDA-graph device times) where the weight
+  # (m 1..8192, n, k 1024..16384, CUDA-graph device times; fitted on these rows) where the weight
   # (n x k x 2 bytes) is 10 MB or more: below that the harness may keep it in L2 across calls.
   /^n=[0-9]+ k=[0-9]+ bf16: [0-9]+ rows, MAPE / {
     n = $1; sub(/n=/, "", n); k = $2; sub(/k=/, "", k); rows = $4; m = $0; sub(/.*MAPE /, "", m); sub(/ %.*/, "", m)
