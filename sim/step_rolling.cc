@@ -163,7 +163,9 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
                                       : -1;
     t.path_kind = static_cast<uint8_t>(PathKind(tp, i));
     t.compute = tp.kind(i) == TaskKind::kCompute;
-    if (tp.deps(i).empty() && ext[i].empty()) return fail("a decode step's task waits on nothing");
+    if (tp.deps(i).empty() && ext[i].empty())
+      return fail("a decode step's task waits on nothing (task " + std::to_string(i) + " of the template, " +
+                  tp.ops[tp.op(i)].ref.op + ")");
     for (uint32_t d : tp.deps(i)) dependents[d].push_back(i);
     for (const auto& [off, rr] : ext[i]) ext_dep[rr].emplace_back(off, i);
   }
