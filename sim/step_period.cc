@@ -114,8 +114,7 @@ bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why
   // order) as plan_->before's, whose ops are the template's.
   const bool before = plan_ && plan_->Masked(k);
   if (before) {
-    before_times_.resize(plan_->b_of_a.size());
-    for (size_t j = 0; j < before_times_.size(); ++j) before_times_[j] = t[plan_->b_of_a[j]];
+    plan_->OwnTimes(t, &before_times_);
     t = before_times_;
   }
   const StepTemplate& work = before ? *plan_->before : tpl_;
@@ -123,7 +122,7 @@ bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why
   ReduceOps(tp, t, &st_, before ? before_pairs_ : pairs_);
   work.WorkAt(k, &st_);
   // Energy in the template's tasks (the masked ones add nothing: the same sums in the same order).
-  energy_->Add(k, before ? std::span<const uint8_t>(plan_->masked) : std::span<const uint8_t>());
+  energy_->Add(k, plan_ ? plan_->Lacks(k) : std::span<const uint8_t>());
   rows_.Add(st_, 0, &res_, energy_->op_pj());
   if (!AddLayerTotals(tp, st_, decode_layer_, &prev_end_, &res_)) {
     *why = "a decode layer the head does not have";

@@ -78,6 +78,15 @@ struct PlanSwitch {
   std::vector<uint8_t> masked;
   std::vector<uint32_t> b_of_a;
   bool Masked(uint32_t k) const { return before != nullptr && k < from; }
+  // Per task of the template: whether decode step k lacks it (empty: it lacks none).
+  std::span<const uint8_t> Lacks(uint32_t k) const {
+    return Masked(k) ? std::span<const uint8_t>(masked) : std::span<const uint8_t>();
+  }
+  // A step before `from`: its own tasks' times (before's tasks, in order) out of the template's.
+  void OwnTimes(std::span<const TaskTime> t, std::vector<TaskTime>* own) const {
+    own->resize(b_of_a.size());
+    for (size_t j = 0; j < b_of_a.size(); ++j) (*own)[j] = t[b_of_a[j]];
+  }
 };
 
 // `tpl`: the template (Classify done); `step_out`: the engine's times of the template alone

@@ -195,12 +195,11 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   // A KV read over links enters its path as the engine's memory flows do (AddMemoryKind).
   auto costs_of = [&](uint32_t k, std::vector<Ps>* duration, std::vector<Ps>* busy,
                       std::vector<StepFlow>* flows) {
-    const bool before = plan && plan->Masked(k);
-    tpl.CostsAt(k, *duration, *busy,
-                before ? std::span<const uint8_t>(plan->masked) : std::span<const uint8_t>());
+    const std::span<const uint8_t> lacks = plan ? plan->Lacks(k) : std::span<const uint8_t>();
+    tpl.CostsAt(k, *duration, *busy, lacks);
     for (size_t j = 0; j < shape.step_flows.size(); ++j) {
       const uint32_t i = shape.step_flows[j];
-      if (before && plan->masked[i]) continue;
+      if (!lacks.empty() && lacks[i]) continue;
       const auto route = qt.model.flows.kind_resources(static_cast<uint32_t>(shape.task[i].flow_kind));
       StepFlow& f = (*flows)[j];
       f.bytes = tpl.MemoryBytesIn(i, k);
@@ -274,22 +273,21 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     if (tp.kind(i) == TaskKind::kMemory) memory_tasks.push_back(i);
   // Step k into the Result, after the steps before it; `horizon`: no task of a later step
   // starts before it (StepStream::Horizon once step k ended).
-  // The tasks a step lacks before the plan changes (none without `plan`).
-  const std::vector<uint8_t> none(n, 0);
-  const std::vector<uint8_t>& lacks = plan ? plan->masked : none;
   std::vector<TaskTime> own;  // a step before the plan changes: its own tasks' times
   auto compose_step = [&](uint32_t k, Ps horizon, std::string* why) {
-    const bool before = plan && plan->Masked(k);
+    // The tasks step k lacks before the plan changes (none without `plan`).
+    const std::span<const uint8_t> lacks_of = plan ? plan->Lacks(k) : std::span<const uint8_t>();
+    auto lacks = [&](uint32_t i) { return !lacks_of.empty() && lacks_of[i]; };
     for (uint32_t x : ctx)
-      if (tp.kind(x) == TaskKind::kMemory && !(before && lacks[x])) {
+      if (tp.kind(x) == TaskKind::kMemory && !lacks(x)) {
         kv_run[tp.memory(x).channel].bytes += tpl.MemoryBytesIn(x, k);
         kv_run[tp.memory(x).channel].busy_ps += run.busy(k)[x];
       }
     for (uint32_t i : shape.step_flows)
-      if (!(before && lacks[i])) add_kv_links(i, tpl.MemoryBytesIn(i, k), &kv_links_run);
+      if (!lacks(i)) add_kv_links(i, tpl.MemoryBytesIn(i, k), &kv_links_run);
     const std::span<const TaskTime> tk = run.times(k);
     for (uint32_t i : memory_tasks) {
-      if (before && lacks[i]) continue;
+      if (lacks(i)) continue;
       Ps& q = channel_use[tp.memory(i).channel].max_queue_ps;
       q = std::max(q, tk[i].start_ps - run.ready(k, i));
     }
@@ -300,9 +298,8 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
         const uint64_t na = plan->b_of_a.size(), a_steps = std::min(k, plan->from) - HB - 1,
                        b_steps = k > plan->from ? k - plan->from : 0;
         const uint64_t id0 = NB + a_steps * na + b_steps * n;
-        if (before) {
-          own.resize(na);
-          for (size_t j = 0; j < na; ++j) own[j] = tk[plan->b_of_a[j]];
+        if (plan->Masked(k)) {
+          plan->OwnTimes(tk, &own);
           AddTaskTimings(plan->before->program(), own, 0, id0, &res);
         } else {
           AddTaskTimings(tp, tk, 0, id0, &res);

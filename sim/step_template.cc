@@ -20,6 +20,11 @@ bool SameShape(const ComputeShape& a, const ComputeShape& b) {
          a.flops == b.flops && a.vector_ops == b.vector_ops && a.bytes == b.bytes;
 }
 
+bool SameTransfer(const mapping::TransferShape& x, const mapping::TransferShape& y) {
+  return x.bytes == y.bytes && x.offset == y.offset && x.dst_offset == y.dst_offset &&
+         x.in_switch_gbps == y.in_switch_gbps && x.dst_core == y.dst_core && x.reduce == y.reduce;
+}
+
 // The segment of a task: 0 for the prefill, s for decode step s; -1 for anything else.
 int64_t SegmentOf(const Program& p, size_t i) {
   const mapping::OpRef& ref = p.ops[p.op(i)].ref;
@@ -88,9 +93,7 @@ bool StepTemplate::SameStep(const Program& a, size_t a0, size_t a1, uint64_t ctx
         break;
       }
       case TaskKind::kTransfer: {
-        const mapping::TransferShape &x = a.transfer(j), &y = p_.transfer(i);
-        if (x.bytes != y.bytes || x.offset != y.offset || x.dst_offset != y.dst_offset ||
-            x.in_switch_gbps != y.in_switch_gbps || x.dst_core != y.dst_core || x.reduce != y.reduce)
+        if (!SameTransfer(a.transfer(j), p_.transfer(i)))
           return bad("decode steps differ in transfer " + std::to_string(i));
         const int32_t cx = a.collective(j), cy = p_.collective(i);
         if ((cx < 0) != (cy < 0) || (cx >= 0 && cx - ca != cy - cp))
@@ -163,13 +166,10 @@ bool StepTemplate::Without(const StepTemplate& before, std::vector<uint8_t>* mas
         case TaskKind::kCompute:
           same = SameShape(before.ShapeAt(j, ctx), ShapeAt(i, ctx));
           break;
-        case TaskKind::kTransfer: {
-          const mapping::TransferShape &x = a.transfer(j), &y = p_.transfer(i);
-          same = x.bytes == y.bytes && x.offset == y.offset && x.dst_offset == y.dst_offset &&
-                 x.in_switch_gbps == y.in_switch_gbps && x.dst_core == y.dst_core && x.reduce == y.reduce &&
-                 (a.collective(j) < 0) == (p_.collective(i) < 0);
+        case TaskKind::kTransfer:
+          same =
+              SameTransfer(a.transfer(j), p_.transfer(i)) && (a.collective(j) < 0) == (p_.collective(i) < 0);
           break;
-        }
         case TaskKind::kMemory:
           same = before.MemoryBytesAt(j, ctx) == MemoryBytesAt(i, ctx) &&
                  a.memory(j).channel == p_.memory(i).channel && a.memory(j).write == p_.memory(i).write;
