@@ -148,6 +148,7 @@ Comparison CompareResults(const config::Result& predicted, const config::Result&
         c.worst = static_cast<int>(c.rows.size());
     } else {
       ++c.unmeasured;
+      if (gpu && !m.measured() && row.predicted_us > 0) ++c.unmeasured_with_time;
     }
     c.rows.push_back(std::move(row));
   }
@@ -184,7 +185,10 @@ std::string ComparisonTable(const Comparison& c) {
   }
   os << "total: predicted " << Fixed(c.predicted_total_us, 3) << " us, measured "
      << Fixed(c.measured_total_us, 3) << " us";
-  if (c.measured_total_us > 0)
+  if (c.unmeasured_with_time > 0)
+    os << " (not compared: the measured total lacks " << c.unmeasured_with_time
+       << " unmeasured ops the prediction times)";
+  else if (c.measured_total_us > 0)
     os << " (" << Fixed((c.predicted_total_us - c.measured_total_us) / c.measured_total_us * 100.0, 1)
        << " %)";
   os << "\n";

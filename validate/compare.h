@@ -34,6 +34,9 @@ struct Comparison {
   size_t only_predicted = 0;                             // predicted ops with no measured counterpart
   size_t only_measured = 0;                              // measured ops with no predicted counterpart
   double predicted_total_us = 0, measured_total_us = 0;  // summary.total_ps
+  // GPU runs: ops the prediction gives time but the run left unmeasured (collectives that could
+  // not run with fewer GPUs than ranks). The measured total lacks them: the totals are not compared.
+  size_t unmeasured_with_time = 0;
 };
 
 // Reads a Result JSON file. Throws std::runtime_error naming the file and the problem.

@@ -1,6 +1,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -253,6 +254,76 @@ int64_t TimePs(const std::vector<Device*>& devs, const std::function<void()>& is
   return static_cast<int64_t>(std::llround(Median(ms) * 1e9));  // ms -> ps
 }
 
+// A gate kernel (LaunchGate) and its two flags in mapped host memory: open, and timed out.
+// Close() queues the gate on a stream; the host then queues a run behind it and calls Open().
+class Gate {
+ public:
+  // How long a gate holds a stream at most: far more than queuing a layer's or a GEMM sample's
+  // few hundred launches takes the host.
+  static constexpr uint64_t kTimeoutNs = 1000000000;
+  Gate() {
+    void* p = nullptr;
+    Check(cudaHostAlloc(&p, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
+    flags_ = static_cast<int*>(p);
+  }
+  ~Gate() { cudaFreeHost(flags_); }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  void Close(cudaStream_t s) {  // the stream has drained: nothing reads the flags now
+    flag(0) = 0;
+    flag(1) = 0;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    void* dev = nullptr;
+    Check(cudaHostGetDevicePointer(&dev, flags_, 0), "cudaHostGetDevicePointer");
+    LaunchGate(static_cast<volatile int*>(dev), static_cast<int*>(dev) + 1, kTimeoutNs, s);
+    Check(cudaGetLastError(), "gate");
+  }
+  void Open() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    flag(0) = 1;
+  }
+  bool TimedOut() { return flag(1) != 0; }  // after the stream has drained
+
+ private:
+  volatile int& flag(int i) { return static_cast<volatile int*>(flags_)[i]; }
+  int* flags_ = nullptr;
+};
+
+// Times launches 0..n-1 of `issue` (each enqueues on d's stream) queued back to back behind a
+// gate, with an event between launches: `warmup` unqueued runs of all, then per launch the
+// median over `reps` queued runs of the time between the events around it. Sets *late when the
+// gate opened on its timeout (the host queued too slowly: host gaps may be counted in).
+std::vector<int64_t> TimeQueuedPs(Device& d, size_t n, const std::function<void(size_t)>& issue,
+                                  const GpuRunOptions& o, Gate& gate, bool* late) {
+  Check(cudaSetDevice(d.id), "cudaSetDevice");
+  for (int w = 0; w < o.warmup; ++w)
+    for (size_t i = 0; i < n; ++i) issue(i);
+  Check(cudaStreamSynchronize(d.stream), "warm-up");
+  std::vector<cudaEvent_t> ev(n + 1);
+  for (auto& e : ev) Check(cudaEventCreate(&e), "cudaEventCreate");
+  std::vector<std::vector<double>> ms(n);
+  for (int r = 0; r < std::max(1, o.reps); ++r) {
+    gate.Close(d.stream);
+    Check(cudaEventRecord(ev[0], d.stream), "cudaEventRecord");
+    for (size_t i = 0; i < n; ++i) {
+      issue(i);
+      Check(cudaEventRecord(ev[i + 1], d.stream), "cudaEventRecord");
+    }
+    gate.Open();
+    Check(cudaStreamSynchronize(d.stream), "queued run");
+    *late = *late || gate.TimedOut();
+    for (size_t i = 0; i < n; ++i) {
+      float t = 0;
+      Check(cudaEventElapsedTime(&t, ev[i], ev[i + 1]), "cudaEventElapsedTime");
+      ms[i].push_back(t);
+    }
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::vector<int64_t> ps(n);
+  for (size_t i = 0; i < n; ++i) ps[i] = static_cast<int64_t>(std::llround(Median(ms[i]) * 1e9));
+  return ps;
+}
+
 struct Comms {
   std::map<std::vector<int>, std::vector<ncclComm_t>> by_set;
   const std::vector<ncclComm_t>& Get(const std::vector<int>& devs) {
@@ -321,18 +392,31 @@ GpuRunOutput RunOnGpus(const LaunchPlan& plan, const GpuRunOptions& opts) {
     devs[d] = std::make_unique<Device>();
     devs[d]->Init(d, n);
   }
-  // Compute launches, each alone.
+  // Compute launches: each GPU's in plan order, queued (the default), or each alone.
+  Gate gate;
+  bool late = false;
   for (size_t g = 0; g < plan.gpus.size(); ++g) {
     Device& d = *devs[dev_of(g)];
     Check(cudaSetDevice(d.id), "cudaSetDevice");
+    std::vector<std::pair<size_t, size_t>> at;  // (op, launch) of each compute launch
     for (size_t o = 0; o < plan.gpus[g].ops.size(); ++o)
-      for (size_t l = 0; l < plan.gpus[g].ops[o].launches.size(); ++l) {
-        const Launch& ln = plan.gpus[g].ops[o].launches[l];
-        if (IsCollective(ln.kind)) continue;
-        out.times[g][o][l] = TimePs(
-            {&d}, [&] { IssueCompute(d, ln); }, opts);
-      }
+      for (size_t l = 0; l < plan.gpus[g].ops[o].launches.size(); ++l)
+        if (!IsCollective(plan.gpus[g].ops[o].launches[l].kind)) at.push_back({o, l});
+    auto launch = [&](size_t i) { return &plan.gpus[g].ops[at[i].first].launches[at[i].second]; };
+    if (opts.timing == Timing::kQueued) {
+      const std::vector<int64_t> ps = TimeQueuedPs(
+          d, at.size(), [&](size_t i) { IssueCompute(d, *launch(i)); }, opts, gate, &late);
+      for (size_t i = 0; i < at.size(); ++i) out.times[g][at[i].first][at[i].second] = ps[i];
+    } else {
+      for (size_t i = 0; i < at.size(); ++i)
+        out.times[g][at[i].first][at[i].second] = TimePs(
+            {&d}, [&] { IssueCompute(d, *launch(i)); }, opts);
+    }
   }
+  if (late)
+    out.notes.push_back(
+        "a queued run's gate opened on its 1 s timeout: the host queued slower than the "
+        "GPU ran, so some launch times include the host's gaps");
   if (!own) return out;
   // NCCL calls: participants grouped by collective (send/recv pairs by task).
   std::map<std::pair<int32_t, int64_t>, std::vector<Slot>> groups;
@@ -549,18 +633,62 @@ std::vector<double> MeasureGemms(const std::vector<GemmShapeRow>& shapes, const 
   Device d;
   d.Init(0, elems);
   std::vector<Device*> ds = {&d};
+  cudaDeviceProp prop{};
+  Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  const uint64_t l2 = static_cast<uint64_t>(std::max(prop.l2CacheSize, 1));
+  Gate gate;
   std::vector<double> seconds;
   for (const auto& s : shapes) {
     if (s.dtype != "bf16") throw std::runtime_error("tpsim-validate --gemms times bf16 only, not " + s.dtype);
-    const int64_t ps = TimePs(
-        ds,
-        [&] {
-          Check(Gemm(d.blas, d.buf[0], d.buf[1], d.buf[2], static_cast<int>(s.m), static_cast<int>(s.n),
-                     static_cast<int>(s.k), false),
-                "cublasGemmEx");
-        },
-        opts);
-    seconds.push_back(static_cast<double>(ps) * 1e-12);
+    auto gemm = [&](const bf16* w) {
+      Check(Gemm(d.blas, d.buf[0], w, d.buf[2], static_cast<int>(s.m), static_cast<int>(s.n),
+                 static_cast<int>(s.k), false),
+            "cublasGemmEx");
+    };
+    if (opts.timing == Timing::kAlone) {
+      seconds.push_back(static_cast<double>(TimePs(
+                            ds, [&] { gemm(d.buf[1]); }, opts)) *
+                        1e-12);
+      continue;
+    }
+    // Queued: `reps` GEMMs back to back behind the gate, timed as one; the median of 5 such runs,
+    // per GEMM. Cold weights: copies of buf[1] read in turn, so that between two reads of one
+    // copy the others read at least twice the L2.
+    const uint64_t wbytes = s.k * s.n * sizeof(bf16);
+    const uint64_t copies =
+        opts.warm_l2 ? 1 : std::min<uint64_t>(512, std::max<uint64_t>(2, 2 * l2 / wbytes + 2));
+    std::vector<bf16*> w(copies, d.buf[1]);
+    for (uint64_t c = 1; c < copies; ++c) {
+      Check(cudaMalloc(&w[c], wbytes), "cudaMalloc");
+      Check(cudaMemcpyAsync(w[c], d.buf[1], wbytes, cudaMemcpyDeviceToDevice, d.stream), "cudaMemcpyAsync");
+    }
+    const int per = std::max(1, opts.reps);
+    uint64_t next = 0;
+    for (int i = 0; i < std::max(1, opts.warmup) * per; ++i) gemm(w[next++ % copies]);
+    Check(cudaStreamSynchronize(d.stream), "warm-up");
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    Check(cudaEventCreate(&e0), "cudaEventCreate");
+    Check(cudaEventCreate(&e1), "cudaEventCreate");
+    std::vector<double> ms;
+    bool late = false;
+    for (int r = 0; r < 5; ++r) {
+      gate.Close(d.stream);
+      Check(cudaEventRecord(e0, d.stream), "cudaEventRecord");
+      for (int i = 0; i < per; ++i) gemm(w[next++ % copies]);
+      Check(cudaEventRecord(e1, d.stream), "cudaEventRecord");
+      gate.Open();
+      Check(cudaStreamSynchronize(d.stream), "queued GEMMs");
+      late = late || gate.TimedOut();
+      float t = 0;
+      Check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
+      ms.push_back(t / per);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    for (uint64_t c = 1; c < copies; ++c) cudaFree(w[c]);
+    if (late)
+      throw std::runtime_error("queued GEMMs: the gate opened on its timeout (the host queued too slowly)");
+    seconds.push_back(Median(ms) * 1e-3);
   }
   return seconds;
 }

@@ -205,6 +205,27 @@ void LaunchFill(bf16* y, uint64_t n, uint64_t seed, float scale, cudaStream_t s)
   if (n) FillKernel<<<Blocks(n), kThreads, 0, s>>>(y, n, seed, scale);
 }
 
+__device__ uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void GateKernel(const volatile int* open, int* timed_out, uint64_t timeout_ns) {
+  const uint64_t t0 = GlobalTimerNs();
+  while (*open == 0) {
+    if (GlobalTimerNs() - t0 > timeout_ns) {
+      *timed_out = 1;
+      return;
+    }
+    __nanosleep(1000);
+  }
+}
+
+void LaunchGate(const volatile int* open, int* timed_out, uint64_t timeout_ns, cudaStream_t s) {
+  GateKernel<<<1, 1, 0, s>>>(open, timed_out, timeout_ns);
+}
+
 void LaunchViewRmsNorm(F32View x, F32View y, uint32_t group, bool round_bf16, cudaStream_t s) {
   if (!x.rows || !group || x.cols < group) return;
   const uint32_t groups = x.cols / group;

@@ -27,6 +27,9 @@ void LaunchAdd(const bf16* a, const bf16* b, bf16* y, uint64_t n, cudaStream_t s
 void LaunchCopy(const bf16* a, bf16* y, uint64_t n, cudaStream_t s);
 // Deterministic pseudo-random values in [-scale, scale) from (seed, index).
 void LaunchFill(bf16* y, uint64_t n, uint64_t seed, float scale, cudaStream_t s);
+// One thread that holds stream `s` until the host sets *open (mapped host memory) or timeout_ns
+// have passed on the GPU's clock; then it sets *timed_out = 1.
+void LaunchGate(const volatile int* open, int* timed_out, uint64_t timeout_ns, cudaStream_t s);
 
 // ---- fp32 kernels on strided views, for the numerics check (validate/func_exec.cu). Element
 // (i, j) of a view is p[i * ld + j * cs]. Arithmetic is fp32; with `round_bf16` every value

@@ -30,6 +30,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: tpsim-validate EXPERIMENT [--set FIELD=VALUE]... [--out measured.json]\n"
     "                      [--predicted predicted.json] [--reps N] [--warmup N] [--no-numerics]\n"
+    "                      [--timing queued|alone]\n"
     "       tpsim-validate EXPERIMENT --dry-run      print per GPU the kernels, shapes and NCCL calls\n"
     "       tpsim-validate [EXPERIMENT] --collectives [--dry-run] [--out sweep.json] [--csv "
     "collectives.csv]\n"
@@ -40,10 +41,18 @@ constexpr const char* kUsage =
     "                      in `tpsim collectives --csv` columns for `tpsim compare --chip`; --dry-run\n"
     "                      predicts without measuring ('-' in the measured columns); `tpsim compare\n"
     "                      sweep.json --plot busbw.png` draws busbw over size, predicted and measured\n"
-    "       tpsim-validate --gemms [--shapes shapes.csv] --csv gemms.csv\n"
-    "                      cuBLAS bf16 GEMMs on GPU 0 (median kernel time) over m = 1..8192 and LLM\n"
-    "                      projection shapes (or the m,n,k rows of --shapes), written in `tpsim gemm\n"
-    "                      --csv` columns\n"
+    "       tpsim-validate --gemms [--shapes shapes.csv] --csv gemms.csv [--timing queued|alone]\n"
+    "                      [--warm-l2]\n"
+    "                      cuBLAS bf16 GEMMs on GPU 0 over m = 1..8192 and LLM projection shapes (or\n"
+    "                      the m,n,k rows of --shapes), written in `tpsim gemm --csv` columns\n"
+    "--timing queued (default): a GPU's launches are queued back to back behind a gate kernel that\n"
+    "                      holds the stream until the host has queued them all, so a launch's time is\n"
+    "                      the GPU's (kernel and gap to the next, as a profiler's timeline shows it),\n"
+    "                      without the host's launch latency; --gemms: --reps GEMMs timed together,\n"
+    "                      the median of 5 such runs, each GEMM reading its own copy of the weight\n"
+    "                      from HBM (--warm-l2: the same weight every time, in L2 where it fits)\n"
+    "--timing alone: each launch bracketed by events with the GPU idle before it (the host's\n"
+    "                      launch latency counted in; the median of --reps)\n"
     "Before timing, the numerics check runs the experiment's layer as partitioned and the same layer\n"
     "at TP 1 on one GPU (bf16 storage, fp32 arithmetic) and fails the run (exit 1) when an output\n"
     "differs by more than the tolerance --dry-run prints; it also runs the partitioned layer on a\n"
@@ -104,6 +113,16 @@ Options Parse(int argc, char** argv) {
       o.predicted = value("--predicted");
     else if (is("--reps"))
       o.run.reps = ParseInt("--reps", value("--reps"), 1);
+    else if (is("--timing")) {
+      const std::string t = value("--timing");
+      if (t == "queued")
+        o.run.timing = Timing::kQueued;
+      else if (t == "alone")
+        o.run.timing = Timing::kAlone;
+      else
+        throw UsageError("--timing needs queued or alone, got '" + t + "'");
+    } else if (a == "--warm-l2")
+      o.run.warm_l2 = true;
     else if (is("--warmup"))
       o.run.warmup = ParseInt("--warmup", value("--warmup"), 0);
     else if (a.size() > 1 && a[0] == '-')
@@ -117,6 +136,8 @@ Options Parse(int argc, char** argv) {
   if (o.gemms && o.csv.empty()) throw UsageError("--gemms needs --csv FILE");
   if (o.gemms && o.collectives) throw UsageError("give --collectives or --gemms, not both");
   if (!o.shapes.empty() && !o.gemms) throw UsageError("--shapes needs --gemms");
+  if (o.run.warm_l2 && (!o.gemms || o.run.timing != Timing::kQueued))
+    throw UsageError("--warm-l2 needs --gemms with --timing queued");
   return o;
 }
 
@@ -221,6 +242,18 @@ int Collectives(const Options& o) {
   return 0;
 }
 
+std::string GemmTimingText(const GpuRunOptions& r) {
+  if (r.timing == Timing::kAlone)
+    return "time = median of " + std::to_string(r.reps) + " timed runs after " + std::to_string(r.warmup) +
+           " warm-up ones, each alone (CUDA events; the host's launch latency counted in)";
+  return "time = " + std::to_string(r.reps) +
+         " GEMMs queued back to back behind a gate kernel and timed together (CUDA events), per "
+         "GEMM; the median of 5 such runs after " +
+         std::to_string(r.warmup * r.reps) + " warm-up GEMMs; " +
+         (r.warm_l2 ? "every GEMM reads the same weight (warm in L2 where it fits)"
+                    : "each GEMM reads its own copy of the weight (cold: from HBM)");
+}
+
 int Gemms(const Options& o) {
   std::vector<GemmShapeRow> shapes =
       o.shapes.empty() ? DefaultGemmShapes() : ReadShapesCsv(ReadTextFile(o.shapes), o.shapes);
@@ -241,9 +274,8 @@ int Gemms(const Options& o) {
   WriteFile(o.csv,
             GemmCsvText({"tpsim-validate --gemms on " + DeviceName(0) + ", " + Versions(),
                          "cuBLAS cublasGemmEx bf16 in and out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT, "
-                         "row-major Y[m,n] = X[m,k] W[k,n]; time = median of " +
-                             std::to_string(o.run.reps) + " timed runs after " +
-                             std::to_string(o.run.warmup) + " warm-up ones, each alone (CUDA events)"},
+                         "row-major Y[m,n] = X[m,k] W[k,n]; " +
+                             GemmTimingText(o.run)},
                         rows));
   std::cout << "# wrote " << rows.size() << " rows to " << o.csv << "\n";
   return 0;
@@ -325,6 +357,13 @@ int Main(int argc, char** argv) {
   std::string numerics_note = "numerics of the partitioned layer were NOT checked (--no-numerics)";
   if (np && !CheckNumerics(*np, *small, &numerics_note)) return 1;
   GpuRunOutput run = RunOnGpus(plan, o.run);
+  run.notes.insert(run.notes.begin(),
+                   o.run.timing == Timing::kQueued
+                       ? "per-op times: each GPU's launches queued back to back behind a gate kernel, an "
+                         "event between launches (the GPU's time, not the host's launch latency); the "
+                         "total: the whole plan run end to end"
+                       : "per-op times: each launch alone with the GPU idle before it (the host's launch "
+                         "latency counted in); the total: the whole plan run end to end");
   config::Result r = MeasuredResult(prog, plan, run.times, run.whole_ps, e.cfg.name());
   r.set_config(sim::ResolvedText(e));
   std::cout << sim::ResultTable(r);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The fixed set of GPU checks, run from an unpacked bundle (validate/bundle.sh) on one machine
-# with an H200 (or H100) node (estimated at about 5 minutes before the numerics check was added;
-# never timed). Writes into validate/results/ next to
-# this script (or $1):
+# with an H200 (or H100) node (on one H200, 2026-12-04: 146 s with one GEMM sweep; with
+# TPSIM_GPU_DEADLINE=N seconds it ends in about N). Writes into validate/results/ next to this
+# script (or $1):
 #   <model>-tp<N>.measured.json / .predicted.json / .txt   one layer at TP = 1, 2, 4, 8 as GPUs allow
 #   <model>-tp<N>.compare.txt / .png                         tpsim compare (--plot when python3 +
 #                                                            matplotlib are there, else skipped)
@@ -12,6 +12,8 @@
 #                                                             CSV columns, and tpsim compare --chip on it
 #   gemms.csv / .txt, .compare.txt, .png                      cuBLAS bf16 GEMMs, m = 1..8192 on LLM
 #                                                             projection shapes, and tpsim compare --chip
+#                                                             (queued, cold weights); gemms-warm.* and
+#                                                             gemms-alone.*: warm weights, each alone
 #   summary.txt                                               what ran and what did not
 # The chip the CSVs are compared against is $TPSIM_GPU_CHIP (default: h200-sxm-8, or h100-sxm-8
 # when nvidia-smi names an H100). Keep such results apart from validate/results/public/: the
@@ -33,19 +35,83 @@ warm=${TPSIM_VALIDATE_WARMUP:-3}
 summary=$res/summary.txt
 : > "$summary"
 log() { echo "$*" | tee -a "$summary"; }
-gpus=$(nvidia-smi -L 2>/dev/null | wc -l || echo 0)
+# TPSIM_GPU_DEADLINE (seconds from now, default none): each step's timeout is cut to what is left,
+# and steps that find less than 20 s left are skipped and said so, so the whole run ends in time
+# (a lent GPU machine is held for minutes, not hours).
+start_s=$(date +%s)
+deadline=${TPSIM_GPU_DEADLINE:-0}
+budget() {  # DEFAULT: the timeout for the next step, or 0 when the deadline leaves too little
+  if [ "$deadline" -le 0 ]; then echo "$1"; return; fi
+  local left=$((deadline - ($(date +%s) - start_s) - 10))
+  if [ "$left" -lt 20 ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
 log "# run-on-gpu.sh $(date -u +%Y-%m-%dT%H:%M:%SZ), $gpus GPU(s):"
 nvidia-smi -L 2>/dev/null | tee -a "$summary" || true
-for model in qwen3-4b llama-3.1-8b; do
-  exp=$here/experiments/$model-h200.textproto
-  for tp in 1 2 4 8; do
+# Where the loader misses the CUDA libraries the harness links (libcudart, libcublas(Lt), libnccl:
+# the bundle carries none of them), look for them where CUDA toolkits and pip's nvidia-* wheels
+# put them (a toolkit's own copy first) and extend LD_LIBRARY_PATH; say what was found.
+if [ -x "$V.real" ] && ldd "$V.real" 2>/dev/null | grep -q "not found"; then
+  for lib in $(ldd "$V.real" | awk '/not found/{print $1}'); do
+    found=$(find /usr/local/cuda*/ /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+    [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    log "# $lib: ${found:-not found}"
+  done
+  ldd "$V.real" | grep "not found" | sed 's/^/# still /' | tee -a "$summary"
+fi
+chip=${TPSIM_GPU_CHIP:-}
+if [ -z "$chip" ]; then
+  chip=h200-sxm-8
+  nvidia-smi -L 2>/dev/null | grep -q "H100" && chip=h100-sxm-8
+fi
+compare_csv() {  # FILE STEM: tpsim compare --chip on a measured CSV, with a plot when it can
+  if [ -x "$T" ] && [ -s "$1" ]; then
+    "$T" compare --chip "$chip" "$1" --plot "$res/$2.png" > "$res/$2.compare.txt" 2>&1 ||
+      "$T" compare --chip "$chip" "$1" > "$res/$2.compare.txt" 2>&1 || log "   compare $2 failed"
+    grep -E "MAPE" "$res/$2.compare.txt" | grep -v "^ " | sed 's/^/   /' | tee -a "$summary"
+  fi
+}
+# GEMMs three ways (tpsim-validate --help, --timing): queued with cold weights (gemms.csv, what
+# the model predicts: a kernel's time in a stream, its weight read from HBM), queued with warm
+# weights (gemms-warm.csv, the weight in L2 where it fits) and each alone (gemms-alone.csv, the
+# host's launch latency counted in).
+for mode in cold warm alone; do
+  case $mode in
+    cold) stem=gemms; flags=() ;;
+    warm) stem=gemms-warm; flags=(--warm-l2) ;;
+    alone) stem=gemms-alone; flags=(--timing alone) ;;
+  esac
+  log "== $stem (compared against $chip)"
+  t=$(budget 300)
+  if [ "$t" -gt 0 ]; then
+    timeout "$t" "$V" --gemms "${flags[@]}" --reps "$reps" --warmup "$warm" --csv "$res/$stem.csv" \
+      > "$res/$stem.txt" 2>&1
+    rc=$?
+    log "   tpsim-validate --gemms ${flags[*]} exit $rc"
+    [ $rc -eq 0 ] || tail -3 "$res/$stem.txt" | tee -a "$summary"
+    compare_csv "$res/$stem.csv" "$stem"
+  else log "   skipped (TPSIM_GPU_DEADLINE reached)"; fi
+done
+for tp in 1 8 2 4; do  # TP 1 and 8 first: what a deadline cuts is the middle
+  for model in qwen3-4b llama-3.1-8b qwen3-30b-a3b; do
+    exp=$here/experiments/$model-h200.textproto
     name=$model-tp$tp
     note=""
     [ "$tp" -gt "$gpus" ] && note=" (only $gpus GPU(s): ranks run one after another, collectives unmeasured)"
+    t=$(budget 240)
+    [ "$t" -gt 0 ] || { log "== $name: skipped (TPSIM_GPU_DEADLINE reached)"; continue; }
     log "== $name$note"
-    timeout 240 "$V" "$exp" --set mapping.tp=$tp --reps "$reps" --warmup "$warm" \
+    moe=()  # the MoE block is expert-parallel over the TP group: ep = TP
+    [ "$model" = qwen3-30b-a3b ] && moe=(--set mapping.moe.ep=$tp)
+    timeout "$t" "$V" "$exp" --set mapping.tp=$tp "${moe[@]}" --reps "$reps" --warmup "$warm" \
       --out "$res/$name.measured.json" --predicted "$res/$name.predicted.json" > "$res/$name.txt" 2>&1
     rc=$?
+    if [ $rc -eq 1 ] && grep -qE "gate|queued" "$res/$name.txt"; then  # the queued timing failed here
+      log "   queued timing failed ($(tail -1 "$res/$name.txt")): again with --timing alone"
+      timeout "$t" "$V" "$exp" --set mapping.tp=$tp "${moe[@]}" --reps "$reps" --warmup "$warm" --timing alone \
+        --out "$res/$name.measured.json" --predicted "$res/$name.predicted.json" > "$res/$name.txt" 2>&1
+      rc=$?
+    fi
     log "   tpsim-validate exit $rc"
     grep -E "^#   (partitioned|TP 1)" "$res/$name.txt" | sed 's/^#/  /' | tee -a "$summary"
     [ $rc -eq 0 ] || { tail -5 "$res/$name.txt" | tee -a "$summary"; continue; }
@@ -62,25 +128,12 @@ for model in qwen3-4b llama-3.1-8b; do
     fi
   done
 done
-chip=${TPSIM_GPU_CHIP:-}
-if [ -z "$chip" ]; then
-  chip=h200-sxm-8
-  nvidia-smi -L 2>/dev/null | grep -q "H100" && chip=h100-sxm-8
-fi
-compare_csv() {  # FILE STEM: tpsim compare --chip on a measured CSV, with a plot when it can
-  if [ -x "$T" ] && [ -s "$1" ]; then
-    "$T" compare --chip "$chip" "$1" --plot "$res/$2.png" > "$res/$2.compare.txt" 2>&1 ||
-      "$T" compare --chip "$chip" "$1" > "$res/$2.compare.txt" 2>&1 || log "   compare $2 failed"
-    grep -E "MAPE" "$res/$2.compare.txt" | grep -v "^ " | sed 's/^/   /' | tee -a "$summary"
-  fi
-}
 log "== collectives (compared against $chip)"
-timeout 300 "$V" --collectives --reps "$reps" --warmup "$warm" --out "$res/collectives.json" \
+t=$(budget 300)
+if [ "$t" -gt 0 ]; then
+timeout "$t" "$V" --collectives --reps "$reps" --warmup "$warm" --out "$res/collectives.json" \
   --csv "$res/collectives.csv" > "$res/collectives.txt" 2>&1
 log "   tpsim-validate --collectives exit $?"
 compare_csv "$res/collectives.csv" collectives
-log "== gemms (compared against $chip)"
-timeout 300 "$V" --gemms --reps "$reps" --warmup "$warm" --csv "$res/gemms.csv" > "$res/gemms.txt" 2>&1
-log "   tpsim-validate --gemms exit $?"
-compare_csv "$res/gemms.csv" gemms
+else log "   skipped (TPSIM_GPU_DEADLINE reached)"; fi
 log "done; results in $res"

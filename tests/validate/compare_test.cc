@@ -166,6 +166,9 @@ TEST(Compare, MapeAndWorstOpByHand) {
   std::string table = ComparisonTable(c);
   EXPECT_NE(table.find("MAPE: 23.33 %"), std::string::npos) << table;
   EXPECT_NE(table.find("worst op: prefill L0 b (50.0 %)"), std::string::npos) << table;
+  // (6 - 5) / 5 = +20 %: every op with predicted time was measured, so the totals compare.
+  EXPECT_EQ(c.unmeasured_with_time, 0u);
+  EXPECT_NE(table.find("total: predicted 6.000 us, measured 5.000 us (20.0 %)"), std::string::npos) << table;
 }
 
 // Like with like: an op's kernel time (compute + communication + memory), not its span, which
@@ -203,6 +206,12 @@ TEST(Compare, RepeatsMatchByOccurrenceAndUnmeasuredAreSkipped) {
   EXPECT_EQ(c.unmeasured, 1u);
   EXPECT_EQ(c.only_predicted, 1u);
   EXPECT_DOUBLE_EQ(c.mape_pct, 50.0);
+  // "y" has 1 us predicted and is unmeasured: the measured total lacks it, so no total error.
+  EXPECT_EQ(c.unmeasured_with_time, 1u);
+  const std::string table = ComparisonTable(c);
+  EXPECT_NE(table.find("(not compared: the measured total lacks 1 unmeasured ops the prediction times)"),
+            std::string::npos)
+      << table;
   // The same file as "measured" by a simulator (engine not gpu) compares every op.
   config::Result sim = m;
   sim.set_engine("analytical");
