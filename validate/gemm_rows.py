@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-row errors of the GPU GEMM model against the public H100 GEMM files.
 
-usage: validate/gemm_rows.py [--tpsim build/bin/tpsim] [--chip h100-sxm-8]
+usage: validate/gemm_rows.py [--tpsim build/bin/tpsim] [--chip h100-sxm-8] [FILE.csv ...]
 
 For vidur-h100-gemm.csv (cuBLAS fp16), xla-h100-bf16-matmul.csv (XLA bf16) and
 aiconfigurator-h100-bf16-gemm.csv (cuBLAS bf16 under CUDA graphs) under validate/results/public/,
@@ -9,7 +9,8 @@ times every row's (m, n, k, dtype) with `tpsim gemm CHIP --shapes` and prints th
 the three largest errors each way, how many rows are off by more than 25 % and their m range,
 the mean error of the rows the model calls latency-, memory- and compute-bound (latency-bound:
 count, mean, lowest and highest), the MAPE of the rows whose weight (n x k x 2 bytes) is 10 MB or
-more, and the 4096^3 row. Error = (predicted - measured) / measured. The README's GEMM
+more, and the 4096^3 row. Given FILEs (GEMM CSVs in `tpsim gemm --csv` columns, such as
+tpsim-validate --gemms writes), it prints the same for them instead, against --chip. Error = (predicted - measured) / measured. The README's GEMM
 fidelity paragraph quotes it; `tpsim compare` gives the same file MAPEs per table."""
 import argparse
 import csv
@@ -44,9 +45,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tpsim", default=os.path.join(ROOT, "build", "bin", "tpsim"))
     ap.add_argument("--chip", default="h100-sxm-8")
+    ap.add_argument("files", nargs="*", help="GEMM CSVs (default: the three public H100 files)")
     a = ap.parse_args()
-    for name in ("vidur-h100-gemm.csv", "xla-h100-bf16-matmul.csv", "aiconfigurator-h100-bf16-gemm.csv"):
-        rows = load(os.path.join(ROOT, "validate", "results", "public", name))
+    public = ("vidur-h100-gemm.csv", "xla-h100-bf16-matmul.csv", "aiconfigurator-h100-bf16-gemm.csv")
+    for path in a.files or [os.path.join(ROOT, "validate", "results", "public", n) for n in public]:
+        name = os.path.basename(path) if not a.files else path
+        rows = load(path)
         errs = sorted(((p - float(r["time_us"])) / float(r["time_us"]) * 100, int(r["m"]), int(r["n"]),
                        int(r["k"]), bound) for r, (p, bound) in zip(rows, predict(a.tpsim, a.chip, rows)))
         fmt = lambda e: "%+.1f %% at (%d, %d, %d) %s" % e
