@@ -1,5 +1,8 @@
 #include "validate/kernels.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace tpsim::validate {
 namespace {
 
@@ -76,6 +79,111 @@ __global__ void SoftmaxKernel(const bf16* x, bf16* y, uint64_t cols, float scale
   const float inv = 1.0f / sum;
   for (uint64_t j = threadIdx.x; j < cols; j += blockDim.x)
     yi[j] = __float2bfloat16(j < limit ? __expf(__bfloat162float(xi[j]) * scale - mx) * inv : 0.0f);
+}
+
+__device__ float WarpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ float WarpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// One warp per (row, group) of at most 32 N columns, held in registers: one read, one write.
+template <int N>
+__global__ void RmsNormWarpKernel(const bf16* x, bf16* y, uint32_t units, uint64_t cols, uint32_t group,
+                                  uint32_t groups) {
+  const uint32_t unit = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+  if (unit >= units) return;
+  const uint64_t base = uint64_t{unit / groups} * cols + uint64_t{unit % groups} * group;
+  float v[N];
+  float ss = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = lane + 32u * i;
+    v[i] = j < group ? __bfloat162float(x[base + j]) : 0.0f;
+    ss += v[i] * v[i];
+  }
+  const float inv = rsqrtf(WarpSum(ss) / group + 1e-6f);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = lane + 32u * i;
+    if (j < group) y[base + j] = __float2bfloat16(v[i] * inv);
+  }
+}
+
+// One warp per row of at most 32 N columns, held in registers (SoftmaxKernel's semantics).
+template <int N>
+__global__ void SoftmaxWarpKernel(const bf16* x, bf16* y, uint32_t rows, uint32_t cols, float scale,
+                                  uint32_t cached, uint32_t tokens) {
+  const uint32_t row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const uint32_t limit = tokens ? min(cols, cached + row % tokens + 1) : cols;
+  const bf16* xi = x + uint64_t{row} * cols;
+  bf16* yi = y + uint64_t{row} * cols;
+  float v[N];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = lane + 32u * i;
+    v[i] = j < limit ? __bfloat162float(xi[j]) * scale : -INFINITY;
+    mx = fmaxf(mx, v[i]);
+  }
+  mx = WarpMax(mx);
+  float sum = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = lane + 32u * i;
+    v[i] = j < limit ? __expf(v[i] - mx) : 0.0f;
+    sum += v[i];
+  }
+  const float inv = 1.0f / WarpSum(sum);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = lane + 32u * i;
+    if (j < cols) yi[j] = __float2bfloat16(v[i] * inv);
+  }
+}
+
+// RopeKernel with one grid row per row and 32-bit index math.
+__global__ void RopeRowKernel(const bf16* x, bf16* y, uint32_t cols, uint32_t hd, uint32_t pos0) {
+  const uint32_t half = hd / 2, pairs = cols / hd * half, row = blockIdx.y;
+  const uint64_t rbase = uint64_t{row} * cols;
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += gridDim.x * blockDim.x) {
+    const uint32_t c = p % half;
+    const uint64_t base = rbase + (p / half) * hd;
+    // 10000^(-2c/hd) = 2^(-2c/hd * log2(10000))
+    const float ang = static_cast<float>(pos0 + row) * exp2f(-2.0f * c / hd * 13.287712379549449f);
+    float sn, cs;
+    sincosf(ang, &sn, &cs);
+    const float x0 = __bfloat162float(x[base + c]), x1 = __bfloat162float(x[base + c + half]);
+    y[base + c] = __float2bfloat16(x0 * cs - x1 * sn);
+    y[base + c + half] = __float2bfloat16(x0 * sn + x1 * cs);
+  }
+}
+
+// BinaryKernel two elements at a time (n even, every pointer 4-byte aligned).
+template <int Op>
+__global__ void BinaryPairKernel(const __nv_bfloat162* a, const __nv_bfloat162* b, __nv_bfloat162* y,
+                                 uint64_t pairs) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < pairs;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const float2 va = __bfloat1622float2(a[i]);
+    float2 r = va;
+    if (Op == 0) {
+      const float2 vb = __bfloat1622float2(b[i]);
+      r.x = va.x / (1.0f + __expf(-va.x)) * vb.x;
+      r.y = va.y / (1.0f + __expf(-va.y)) * vb.y;
+    }
+    if (Op == 1) {
+      const float2 vb = __bfloat1622float2(b[i]);
+      r.x = va.x + vb.x;
+      r.y = va.y + vb.y;
+    }
+    y[i] = __float22bfloat162_rn(r);
+  }
 }
 
 template <int Op>  // 0 silu_mul, 1 add, 2 copy
@@ -171,11 +279,81 @@ unsigned Blocks(uint64_t n) {
   return static_cast<unsigned>(b < 65535 * 8 ? (b ? b : 1) : 65535 * 8);
 }
 
+// The register count of a warp-per-row kernel: 32 N columns, N a power of two up to 32.
+int WarpColumns(uint64_t cols) {
+  int n = 1;
+  while (n < 32 && uint64_t{32} * n < cols) n *= 2;
+  return uint64_t{32} * n >= cols ? n : 0;
+}
+
+template <template <int> class K, typename... A>
+void LaunchWarps(int n, uint64_t units, cudaStream_t s, A... args) {
+  const unsigned blocks = static_cast<unsigned>((units * 32 + kThreads - 1) / kThreads);
+  switch (n) {
+    case 1:
+      K<1>::Launch(blocks, s, args...);
+      break;
+    case 2:
+      K<2>::Launch(blocks, s, args...);
+      break;
+    case 4:
+      K<4>::Launch(blocks, s, args...);
+      break;
+    case 8:
+      K<8>::Launch(blocks, s, args...);
+      break;
+    case 16:
+      K<16>::Launch(blocks, s, args...);
+      break;
+    default:
+      K<32>::Launch(blocks, s, args...);
+      break;
+  }
+}
+
+template <int N>
+struct RmsNormWarp {
+  template <typename... A>
+  static void Launch(unsigned blocks, cudaStream_t s, A... args) {
+    RmsNormWarpKernel<N><<<blocks, kThreads, 0, s>>>(args...);
+  }
+};
+template <int N>
+struct SoftmaxWarp {
+  template <typename... A>
+  static void Launch(unsigned blocks, cudaStream_t s, A... args) {
+    SoftmaxWarpKernel<N><<<blocks, kThreads, 0, s>>>(args...);
+  }
+};
+
+bool PairAligned(const void* a, const void* b, const void* y, uint64_t n) {
+  const auto bits =
+      reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(y);
+  return n % 2 == 0 && bits % 4 == 0;
+}
+
+template <int Op>
+void LaunchBinary(const bf16* a, const bf16* b, bf16* y, uint64_t n, cudaStream_t s) {
+  if (!n) return;
+  if (PairAligned(a, b, y, n))
+    BinaryPairKernel<Op><<<Blocks(n / 2), kThreads, 0, s>>>(reinterpret_cast<const __nv_bfloat162*>(a),
+                                                            reinterpret_cast<const __nv_bfloat162*>(b),
+                                                            reinterpret_cast<__nv_bfloat162*>(y), n / 2);
+  else
+    BinaryKernel<Op><<<Blocks(n), kThreads, 0, s>>>(a, b, y, n);
+}
+
 }  // namespace
 
 void LaunchRmsNorm(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, uint32_t group, cudaStream_t s) {
   if (!rows || !group || cols < group) return;
   const uint64_t groups = cols / group;
+  const int n = WarpColumns(group);
+  if (n && rows * groups < (uint64_t{1} << 26)) {
+    LaunchWarps<RmsNormWarp>(n, rows * groups, s, x, y, static_cast<uint32_t>(rows * groups), cols, group,
+                             static_cast<uint32_t>(groups));
+    return;
+  }
   RmsNormKernel<<<static_cast<unsigned>(rows * groups), group >= 256 ? 256 : 64, 0, s>>>(x, y, cols, group,
                                                                                          groups);
 }
@@ -183,24 +361,35 @@ void LaunchRmsNorm(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, uint32_
 void LaunchRope(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, uint32_t head_dim, uint32_t pos0,
                 cudaStream_t s) {
   if (!rows || head_dim < 2 || cols < head_dim) return;
+  if (rows <= 65535 && cols <= (uint64_t{1} << 30)) {
+    const uint64_t pairs = cols / head_dim * (head_dim / 2);
+    const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((pairs + kThreads - 1) / kThreads, 64)),
+                    static_cast<unsigned>(rows));
+    RopeRowKernel<<<grid, kThreads, 0, s>>>(x, y, static_cast<uint32_t>(cols), head_dim, pos0);
+    return;
+  }
   RopeKernel<<<Blocks(rows * cols / 2), kThreads, 0, s>>>(x, y, rows, cols, head_dim, pos0);
 }
 
 void LaunchSoftmax(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, float scale, uint32_t cached,
                    uint32_t tokens, cudaStream_t s) {
   if (!rows || !cols) return;
+  const int n = WarpColumns(cols);
+  if (n && rows < (uint64_t{1} << 26)) {
+    LaunchWarps<SoftmaxWarp>(n, rows, s, x, y, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
+                             scale, cached, tokens);
+    return;
+  }
   SoftmaxKernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, y, cols, scale, cached, tokens);
 }
 
 void LaunchSiluMul(const bf16* a, const bf16* b, bf16* y, uint64_t n, cudaStream_t s) {
-  if (n) BinaryKernel<0><<<Blocks(n), kThreads, 0, s>>>(a, b, y, n);
+  LaunchBinary<0>(a, b, y, n, s);
 }
 void LaunchAdd(const bf16* a, const bf16* b, bf16* y, uint64_t n, cudaStream_t s) {
-  if (n) BinaryKernel<1><<<Blocks(n), kThreads, 0, s>>>(a, b, y, n);
+  LaunchBinary<1>(a, b, y, n, s);
 }
-void LaunchCopy(const bf16* a, bf16* y, uint64_t n, cudaStream_t s) {
-  if (n) BinaryKernel<2><<<Blocks(n), kThreads, 0, s>>>(a, nullptr, y, n);
-}
+void LaunchCopy(const bf16* a, bf16* y, uint64_t n, cudaStream_t s) { LaunchBinary<2>(a, a, y, n, s); }
 void LaunchFill(bf16* y, uint64_t n, uint64_t seed, float scale, cudaStream_t s) {
   if (n) FillKernel<<<Blocks(n), kThreads, 0, s>>>(y, n, seed, scale);
 }
