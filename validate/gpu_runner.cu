@@ -558,6 +558,14 @@ std::vector<std::string> SelfCheck(std::string* report) {
   run(
       "softmax", 0.01, [&] { LaunchSoftmax(d.buf[0], d.buf[2], rows, cols, 0.5f, 100, 16, d.stream); },
       [&] { SoftmaxRef(fx.data(), ref.data(), rows, cols, 0.5f, 100, 16); });
+  // The same n elements as 8 rows of 2048: rows wider than a warp's 1024 take a block per row.
+  run(
+      "rmsnorm (2048 wide)", 0.05, [&] { LaunchRmsNorm(d.buf[0], d.buf[2], 8, 2048, 2048, d.stream); },
+      [&] { RmsNormRef(fx.data(), ref.data(), 8, 2048, 2048); });
+  run(
+      "softmax (2048 wide)", 0.01,
+      [&] { LaunchSoftmax(d.buf[0], d.buf[2], 8, 2048, 0.5f, 1500, 4, d.stream); },
+      [&] { SoftmaxRef(fx.data(), ref.data(), 8, 2048, 0.5f, 1500, 4); });
   run(
       "silu_mul", 0.02, [&] { LaunchSiluMul(d.buf[0], d.buf[1], d.buf[2], n, d.stream); },
       [&] { SiluMulRef(fx.data(), fb.data(), ref.data(), n); });

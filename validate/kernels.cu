@@ -147,6 +147,60 @@ __global__ void SoftmaxWarpKernel(const bf16* x, bf16* y, uint32_t rows, uint32_
   }
 }
 
+// One block of kThreads per (row, group) of at most kThreads N columns, held in registers.
+template <int N>
+__global__ void RmsNormBlockKernel(const bf16* x, bf16* y, uint64_t cols, uint32_t group, uint32_t groups) {
+  __shared__ float sh[32];
+  const uint64_t base = uint64_t{blockIdx.x / groups} * cols + uint64_t{blockIdx.x % groups} * group;
+  float v[N];
+  float ss = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = threadIdx.x + kThreads * i;
+    v[i] = j < group ? __bfloat162float(x[base + j]) : 0.0f;
+    ss += v[i] * v[i];
+  }
+  const float inv = rsqrtf(BlockSum(ss, sh) / group + 1e-6f);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = threadIdx.x + kThreads * i;
+    if (j < group) y[base + j] = __float2bfloat16(v[i] * inv);
+  }
+}
+
+// One block of kThreads per row of at most kThreads N columns, held in registers.
+template <int N>
+__global__ void SoftmaxBlockKernel(const bf16* x, bf16* y, uint32_t cols, float scale, uint32_t cached,
+                                   uint32_t tokens) {
+  __shared__ float sh[32];
+  const uint32_t row = blockIdx.x;
+  const uint32_t limit = tokens ? min(cols, cached + row % tokens + 1) : cols;
+  const bf16* xi = x + uint64_t{row} * cols;
+  bf16* yi = y + uint64_t{row} * cols;
+  float v[N];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = threadIdx.x + kThreads * i;
+    v[i] = j < limit ? __bfloat162float(xi[j]) * scale : -INFINITY;
+    mx = fmaxf(mx, v[i]);
+  }
+  mx = BlockMax(mx, sh);
+  float sum = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = threadIdx.x + kThreads * i;
+    v[i] = j < limit ? __expf(v[i] - mx) : 0.0f;
+    sum += v[i];
+  }
+  const float inv = 1.0f / BlockSum(sum, sh);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t j = threadIdx.x + kThreads * i;
+    if (j < cols) yi[j] = __float2bfloat16(v[i] * inv);
+  }
+}
+
 // RopeKernel with one grid row per row and 32-bit index math.
 __global__ void RopeRowKernel(const bf16* x, bf16* y, uint32_t cols, uint32_t hd, uint32_t pos0) {
   const uint32_t half = hd / 2, pairs = cols / hd * half, row = blockIdx.y;
@@ -311,6 +365,14 @@ void LaunchWarps(int n, uint64_t units, cudaStream_t s, A... args) {
   }
 }
 
+// Per thread of a block-per-row kernel: 8, 16 or 32 of the row's columns (rows wider than a
+// warp's 1024 and at most 8192 wide), else 0.
+int BlockColumns(uint64_t cols) {
+  for (int n : {8, 16, 32})
+    if (uint64_t{kThreads} * n >= cols) return n;
+  return 0;
+}
+
 template <int N>
 struct RmsNormWarp {
   template <typename... A>
@@ -354,8 +416,22 @@ void LaunchRmsNorm(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, uint32_
                              static_cast<uint32_t>(groups));
     return;
   }
-  RmsNormKernel<<<static_cast<unsigned>(rows * groups), group >= 256 ? 256 : 64, 0, s>>>(x, y, cols, group,
-                                                                                         groups);
+  const unsigned units = static_cast<unsigned>(rows * groups);
+  const uint32_t g32 = static_cast<uint32_t>(groups);
+  switch (rows * groups < (uint64_t{1} << 31) ? BlockColumns(group) : 0) {
+    case 8:
+      RmsNormBlockKernel<8><<<units, kThreads, 0, s>>>(x, y, cols, group, g32);
+      return;
+    case 16:
+      RmsNormBlockKernel<16><<<units, kThreads, 0, s>>>(x, y, cols, group, g32);
+      return;
+    case 32:
+      RmsNormBlockKernel<32><<<units, kThreads, 0, s>>>(x, y, cols, group, g32);
+      return;
+    default:
+      break;
+  }
+  RmsNormKernel<<<units, group >= 256 ? 256 : 64, 0, s>>>(x, y, cols, group, groups);
 }
 
 void LaunchRope(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, uint32_t head_dim, uint32_t pos0,
@@ -380,7 +456,22 @@ void LaunchSoftmax(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, float s
                              scale, cached, tokens);
     return;
   }
-  SoftmaxKernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, y, cols, scale, cached, tokens);
+  const unsigned r = static_cast<unsigned>(rows);
+  const uint32_t c = static_cast<uint32_t>(cols);
+  switch (rows < (uint64_t{1} << 31) ? BlockColumns(cols) : 0) {
+    case 8:
+      SoftmaxBlockKernel<8><<<r, kThreads, 0, s>>>(x, y, c, scale, cached, tokens);
+      return;
+    case 16:
+      SoftmaxBlockKernel<16><<<r, kThreads, 0, s>>>(x, y, c, scale, cached, tokens);
+      return;
+    case 32:
+      SoftmaxBlockKernel<32><<<r, kThreads, 0, s>>>(x, y, c, scale, cached, tokens);
+      return;
+    default:
+      break;
+  }
+  SoftmaxKernel<<<r, kThreads, 0, s>>>(x, y, cols, scale, cached, tokens);
 }
 
 void LaunchSiluMul(const bf16* a, const bf16* b, bf16* y, uint64_t n, cudaStream_t s) {
