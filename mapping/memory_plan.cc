@@ -133,7 +133,11 @@ void SramTimeline::BeforeCompute(int rank, llm::OpKind kind, const int32_t (&use
   uint64_t idle = 0;
   // Only the rank's own attention replica's tensors live on its core (mapping.attention_dp).
   const Local l = LocalOf(rank);
+  // An activation no task has produced on this rank yet (an op's output made before the task
+  // that writes it, such as the MoE block's weighted sum) holds no data: it takes no SRAM and
+  // there is nothing to write back. Inputs are there from the start.
   auto in_sram = [&](int32_t x) {
+    if (cx_.tensors[x].kind == FuncTensorKind::kActivation && cx_.ts[x].ready[l.rank].empty()) return false;
     return cx_.ts[x].replica == l.replica && (cx_.ts[x].evicted.empty() || cx_.ts[x].evicted[l.rank] < 0);
   };
   const bool attention = kind == llm::OpKind::kBatchedGemm || kind == llm::OpKind::kSoftmax;

@@ -16,6 +16,8 @@
 #include "configs/load.h"
 #include "llm/model.h"
 #include "mapping/estimate.h"
+#include "mapping/mapping.h"
+#include "mapping/program.h"
 #include "sim/agree/agree.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
@@ -330,8 +332,8 @@ TEST(StepReuse, StepByStepComposedOnASecondThread) {
 }
 
 // Experiment i of `tpsim agree --seed seed`'s family with `steps` decode steps.
-Experiment Agreed(uint32_t seed, uint32_t i, uint32_t steps) {
-  const agree::Drawn d = agree::RandomExperiment(seed, i);
+Experiment Agreed(uint32_t seed, uint32_t i, uint32_t steps, agree::Family family = agree::Family::kDense) {
+  const agree::Drawn d = agree::RandomExperiment(seed, i, family);
   Experiment e;
   e.path = d.cfg.name();
   e.cfg = d.cfg;
@@ -339,6 +341,28 @@ Experiment Agreed(uint32_t seed, uint32_t i, uint32_t steps) {
       llm::ImportHuggingFace(llm::CatalogPath(d.cfg.model_name(), config::Location{}, "model_name"));
   e.cfg.mutable_workload()->set_decode_steps(steps);
   return e;
+}
+
+// The MoE block's weighted sum makes its output tensor before the task that writes it. The SRAM
+// timeline used to count that unwritten tensor as held and, short of SRAM, "evict" it: a DRAM
+// write (1 MiB per rank in the prompt, 256 rows x 2048 x 2 bytes) that waited on nothing, so it
+// ran at time 0, and in this run's later decode steps it kept every step lowered ("a decode
+// step's task waits on nothing (task 209 of the template, experts.sum)"). An activation no task
+// has produced yet holds nothing (mapping::SramTimeline::BeforeCompute).
+TEST(StepReuse, UnwrittenOutputsAreNotEvicted) {
+  const Experiment e = Agreed(8, 6, 150, agree::Family::kMoe);  // tpsim agree --seed 8 --only 6 --family moe
+  Experiment two = e;
+  two.cfg.mutable_workload()->set_decode_steps(2);
+  const arch::Chip chip = ValidateExperiment(two);
+  const mapping::Program p = mapping::Lower(chip, two.cfg.model(), two.cfg.workload(), two.cfg.mapping());
+  size_t writes = 0;
+  for (const mapping::Task& t : p.tasks()) {
+    if (t.kind != mapping::TaskKind::kMemory || !t.write || p.ops[t.op].ref.op != "experts.sum") continue;
+    ++writes;
+    EXPECT_FALSE(p.deps(t.id).empty()) << "task " << t.id << " waits on nothing";
+  }
+  EXPECT_GT(writes, 0u);  // the sum still spills what does not fit: not vacuous
+  EXPECT_TRUE(ExpectSame(e, true));
 }
 
 // Where attention's own data (the query and the scores or probabilities, and the K or V it
