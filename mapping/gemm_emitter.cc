@@ -132,6 +132,10 @@ GemmContext::WeightBlock GemmEmitter::FetchWeights(int rank, uint64_t bytes) {
   return {{cx_.Memory(rank, bytes, false, cx_.mem->WeightReadDeps(rank))}, bytes};
 }
 
+std::vector<TaskId> GemmEmitter::BufferFree(int rank) {
+  return cx_.mem->WeightsResident() ? cx_.mem->LastCompute(rank) : std::vector<TaskId>{};
+}
+
 CollectiveRun GemmEmitter::AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
                                          uint64_t bytes, uint64_t align_bytes, OpId op) {
   const int n = static_cast<int>(groups[0].size());

@@ -57,6 +57,7 @@ class GemmEmitter : public GemmContext {
   uint64_t DtypeBytes() const override { return cx_.d; }
   TaskId EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, std::vector<TaskId> deps) override;
   WeightBlock FetchWeights(int rank, uint64_t bytes) override;
+  std::vector<TaskId> BufferFree(int rank) override;
   CollectiveRun AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
                               uint64_t bytes, uint64_t align_bytes, OpId op) override;
   TaskId EmitTransfer(const CollectiveRun& c, size_t step, const Xfer& x, std::vector<TaskId> deps) override;

@@ -96,6 +96,12 @@ std::vector<TaskId> SramTimeline::WeightReadDeps(int rank) {
   return {TaskId(static_cast<uint32_t>(gate))};
 }
 
+std::vector<TaskId> SramTimeline::LastCompute(int rank) const {
+  const size_t core = static_cast<size_t>(cx_.cores[rank]);
+  if (core >= last_compute_.size() || last_compute_[core] < 0) return {};
+  return {TaskId(static_cast<uint32_t>(last_compute_[core]))};
+}
+
 void SramTimeline::AfterCompute(int rank, TaskId task) {
   const size_t core = static_cast<size_t>(cx_.cores[rank]);
   Grow(core);

@@ -32,6 +32,8 @@ class MemoryPlanner {
   virtual void Reload(int32_t t, int r, std::vector<TaskId>* deps) = 0;
   // What the DRAM read of a streamed weight block on rank r waits for (prefetch depth).
   virtual std::vector<TaskId> WeightReadDeps(int rank) = 0;
+  // The last compute task emitted so far on rank r's core (none where the plan does not track it).
+  virtual std::vector<TaskId> LastCompute(int /*rank*/) const { return {}; }
 };
 
 // The scratchpad plan of a systolic core: weights stay in SRAM when every core's shards
@@ -59,6 +61,7 @@ class SramTimeline : public MemoryPlanner {
   void AfterCompute(int rank, TaskId task) override;
   void Reload(int32_t t, int r, std::vector<TaskId>* deps) override;
   std::vector<TaskId> WeightReadDeps(int rank) override;
+  std::vector<TaskId> LastCompute(int rank) const override;
 
  private:
   void Grow(size_t core);

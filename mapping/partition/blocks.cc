@@ -21,9 +21,12 @@ using RotateCompute = std::function<TaskId(int, Range, std::vector<TaskId>)>;
 // buffers per rank, the block arriving at step s >= 1 also waits until its destination
 // has computed on, and forwarded, the block it overwrites. Every arrival is computed on:
 // compute(rank, the arrival's units of `unit_bytes`, {transfer}). computes[r] starts with
-// rank r's computes on its own block; last_in[r] is what its own block waits for.
+// rank r's computes on its own block; last_in[r] is what its own block waits for; the first
+// step's block into rank r's arriving buffer also waits for free[r] (GemmContext::BufferFree,
+// taken before the op's first compute).
 void RotateSteps(GemmContext& ctx, const CollectiveRun& c, const std::vector<std::vector<int>>& groups,
                  uint64_t unit_bytes, std::vector<std::vector<TaskId>> last_in,
+                 const std::vector<std::vector<TaskId>>& free,
                  std::vector<std::vector<std::vector<TaskId>>>* computes, FuncCollective* fc,
                  const RotateCompute& compute) {
   const int p = ctx.P();
@@ -40,6 +43,7 @@ void RotateSteps(GemmContext& ctx, const CollectiveRun& c, const std::vector<std
         std::vector<std::vector<TaskId>>& at = (*computes)[x.dst];
         if (s >= 1 && at.size() > s - 1) Append(&deps, at[s - 1]);
         if (s >= 1) Append(&deps, sent[x.dst]);
+        if (s == 0) Append(&deps, free[x.dst]);
         TaskId id = ctx.EmitTransfer(c, s, x, std::move(deps));
         if (fc->first_task < 0) fc->first_task = id;
         fc->last_task = id;
@@ -94,14 +98,15 @@ void EmitRotation(GemmContext& ctx, const GemmSpec& g) {
   };
   // computes[r][a]: rank r's computes on arrival a (a = 0: its own shard; a = s + 1: step s).
   std::vector<std::vector<std::vector<TaskId>>> computes(p, std::vector<std::vector<TaskId>>(1));
-  std::vector<std::vector<TaskId>> shard_ready(p);
+  std::vector<std::vector<TaskId>> shard_ready(p), free(p);
+  for (int r = 0; r < p; ++r) free[r] = ctx.BufferFree(r);
   for (int r = 0; r < p; ++r) {
     Range cols = Split(g.n, p, r);
     if (ctx.Functional()) fc.pack.push_back({ctx.Core(r), Sl(g.w, {0, g.k}, cols), cols.lo * g.k, true});
     shard_ready[r] = ctx.FetchWeights(r, cols.size() * col_bytes).deps;
     computes[r][0].push_back(compute(r, cols, shard_ready[r]));
   }
-  RotateSteps(ctx, c, ring, col_bytes, shard_ready, &computes, &fc, compute);
+  RotateSteps(ctx, c, ring, col_bytes, shard_ready, free, &computes, &fc, compute);
   if (ctx.Functional()) ctx.AddFuncCollective(std::move(fc));
 }
 
@@ -133,7 +138,8 @@ void EmitKSteps(GemmContext& ctx, const GemmSpec& g) {
     prev[r] = id;
     return id;
   };
-  std::vector<std::vector<TaskId>> last_in(p);
+  std::vector<std::vector<TaskId>> last_in(p), free(p);
+  for (int r = 0; r < p; ++r) free[r] = ctx.BufferFree(r);
   for (int r = 0; r < p; ++r) {
     const int i = r / gc;
     const Range ks{i * kb, (i + 1) * kb}, cols = ColsOf(out, g.n, p, r);
@@ -142,7 +148,7 @@ void EmitKSteps(GemmContext& ctx, const GemmSpec& g) {
     computes[r][0].push_back(compute(r, ks, last_in[r]));
   }
   // Two K-block buffers per rank; the grid columns' steps interleave.
-  RotateSteps(ctx, c, groups, row_bytes, last_in, &computes, &fc, compute);
+  RotateSteps(ctx, c, groups, row_bytes, last_in, free, &computes, &fc, compute);
   if (ctx.Functional()) ctx.AddFuncCollective(std::move(fc));
 }
 

@@ -63,6 +63,11 @@ class GemmContext {
     uint64_t sram_bytes = 0;
   };
   virtual WeightBlock FetchWeights(int rank, uint64_t bytes) = 0;
+  // What a block sent into rank's second (arriving) buffer at a rotation's first step waits
+  // for: with weights held in SRAM, the last compute on rank's core before the rotation op
+  // (the buffer's earlier user); with streamed weights nothing more (the sender's read of its
+  // block is gated already).
+  virtual std::vector<TaskId> BufferFree(int /*rank*/) { return {}; }
   // A collective of `kind` run at once by disjoint equal-size `groups` of ranks, `bytes`
   // per rank, for op `op` (Program::ops index): records it and returns its lowered steps.
   virtual CollectiveRun AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,
