@@ -143,7 +143,10 @@ void SramTimeline::BeforeCompute(int rank, llm::OpKind kind, const int32_t (&use
   // that writes it, such as the MoE block's weighted sum) holds no data: it takes no SRAM and
   // there is nothing to write back. Inputs are there from the start.
   auto in_sram = [&](int32_t x) {
-    if (cx_.tensors[x].kind == FuncTensorKind::kActivation && cx_.ts[x].ready[l.rank].empty()) return false;
+    const std::vector<std::vector<TaskId>>& ready = cx_.ts[x].ready;
+    if (cx_.tensors[x].kind == FuncTensorKind::kActivation && static_cast<size_t>(l.rank) < ready.size() &&
+        ready[l.rank].empty())
+      return false;
     return cx_.ts[x].replica == l.replica && (cx_.ts[x].evicted.empty() || cx_.ts[x].evicted[l.rank] < 0);
   };
   const bool attention = kind == llm::OpKind::kBatchedGemm || kind == llm::OpKind::kSoftmax;
