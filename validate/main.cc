@@ -30,7 +30,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: tpsim-validate EXPERIMENT [--set FIELD=VALUE]... [--out measured.json]\n"
     "                      [--predicted predicted.json] [--reps N] [--warmup N] [--no-numerics]\n"
-    "                      [--timing queued|alone]\n"
+    "                      [--timing queued|alone] [--predicted-program predicted-program.json]\n"
     "       tpsim-validate EXPERIMENT --dry-run      print per GPU the kernels, shapes and NCCL calls\n"
     "       tpsim-validate [EXPERIMENT] --collectives [--dry-run] [--out sweep.json] [--csv "
     "collectives.csv]\n"
@@ -53,6 +53,11 @@ constexpr const char* kUsage =
     "                      from HBM (--warm-l2: the same weight every time, in L2 where it fits)\n"
     "--timing alone: each launch bracketed by events with the GPU idle before it (the host's\n"
     "                      launch latency counted in; the median of --reps)\n"
+    "--predicted: `tpsim run`'s prediction of the experiment (on a GPU node QKV and gate+up fused\n"
+    "                      into one GEMM each, as inference engines run them); --predicted-program:\n"
+    "                      the analytical engine on the Program the harness runs (q, k, v, gate and\n"
+    "                      up apart), so every op compares like with like; it needs no GPU (with\n"
+    "                      --dry-run it is written and nothing is timed)\n"
     "Before timing, the numerics check runs the experiment's layer as partitioned and the same layer\n"
     "at TP 1 on one GPU (bf16 storage, fp32 arithmetic) and fails the run (exit 1) when an output\n"
     "differs by more than the tolerance --dry-run prints; it also runs the partitioned layer on a\n"
@@ -63,7 +68,7 @@ struct UsageError : std::runtime_error {
 };
 
 struct Options {
-  std::string experiment, out, predicted;
+  std::string experiment, out, predicted, predicted_program;
   std::vector<sim::Override> sets;
   std::string csv, shapes;
   bool dry_run = false, collectives = false, gemms = false, no_numerics = false;
@@ -109,6 +114,8 @@ Options Parse(int argc, char** argv) {
       o.sets.push_back(sim::ParseOverride(value("--set")));
     else if (is("--out"))
       o.out = value("--out");
+    else if (is("--predicted-program"))
+      o.predicted_program = value("--predicted-program");
     else if (is("--predicted"))
       o.predicted = value("--predicted");
     else if (is("--reps"))
@@ -335,6 +342,13 @@ int Main(int argc, char** argv) {
         PlanNumerics(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), kNumericsMaxBytes));
     small = std::make_unique<NumericsPlans>(
         PlanNumerics(chip, e.cfg.model(), CrossCheckWorkload(np->instance.workload), e.cfg.mapping()));
+  }
+  if (!o.predicted_program.empty()) {
+    const sim::EngineOutput out = sim::MakeEngine("analytical")->Run(prog, chip);
+    config::Result pr = sim::BuildResult(prog, chip, out, e.cfg.name(), "analytical", false,
+                                         sim::EnergyInputsOf(e.cfg.workload()));
+    pr.set_config(sim::ResolvedText(e));
+    WriteFile(o.predicted_program, sim::ResultToJson(pr));
   }
   if (o.dry_run) {
     std::cout << plan.Dump(prog);

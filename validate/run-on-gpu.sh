@@ -4,6 +4,8 @@
 # TPSIM_GPU_DEADLINE=N seconds it ends in about N). Writes into validate/results/ next to this
 # script (or $1):
 #   <model>-tp<N>.measured.json / .predicted.json / .txt   one layer at TP = 1, 2, 4, 8 as GPUs allow
+#   <model>-tp<N>.predicted-program.json, .compare-program.txt   the analytical engine on the Program
+#                                                            the harness ran (unfused), and its compare
 #   <model>-tp<N>.compare.txt / .png                         tpsim compare (--plot when python3 +
 #                                                            matplotlib are there, else skipped)
 #   <model>-tp1-prompt<L>.*                                  the same at TP 1 with prompts of 2048
@@ -106,12 +108,14 @@ for tp in 1 8 2 4; do  # TP 1 and 8 first: what a deadline cuts is the middle
     moe=()  # the MoE block is expert-parallel over the TP group: ep = TP
     [ "$model" = qwen3-30b-a3b ] && moe=(--set mapping.moe.ep=$tp)
     timeout "$t" "$V" "$exp" --set mapping.tp=$tp "${moe[@]}" --reps "$reps" --warmup "$warm" \
-      --out "$res/$name.measured.json" --predicted "$res/$name.predicted.json" > "$res/$name.txt" 2>&1
+      --out "$res/$name.measured.json" --predicted "$res/$name.predicted.json" \
+      --predicted-program "$res/$name.predicted-program.json" > "$res/$name.txt" 2>&1
     rc=$?
     if [ $rc -eq 1 ] && grep -qE "gate|queued" "$res/$name.txt"; then  # the queued timing failed here
       log "   queued timing failed ($(tail -1 "$res/$name.txt")): again with --timing alone"
       timeout "$t" "$V" "$exp" --set mapping.tp=$tp "${moe[@]}" --reps "$reps" --warmup "$warm" --timing alone \
-        --out "$res/$name.measured.json" --predicted "$res/$name.predicted.json" > "$res/$name.txt" 2>&1
+        --out "$res/$name.measured.json" --predicted "$res/$name.predicted.json" \
+      --predicted-program "$res/$name.predicted-program.json" > "$res/$name.txt" 2>&1
       rc=$?
     fi
     log "   tpsim-validate exit $rc"
@@ -123,7 +127,9 @@ for tp in 1 8 2 4; do  # TP 1 and 8 first: what a deadline cuts is the middle
       "$T" compare "$res/$name.predicted.json" "$res/$name.measured.json" "${plot[@]}" > "$res/$name.compare.txt" 2>&1 ||
         "$T" compare "$res/$name.predicted.json" "$res/$name.measured.json" > "$res/$name.compare.txt" 2>&1 ||
         log "   compare failed"
-      grep -E "^(MAPE|worst op)" "$res/$name.compare.txt" | sed 's/^/   /' | tee -a "$summary"
+      grep -E "^(MAPE|worst op|total)" "$res/$name.compare.txt" | sed 's/^/   /' | tee -a "$summary"
+      "$T" compare "$res/$name.predicted-program.json" "$res/$name.measured.json" > "$res/$name.compare-program.txt" 2>&1
+      grep -E "^(MAPE|total)" "$res/$name.compare-program.txt" | sed 's/^/   same Program: /' | tee -a "$summary"
       [ -f "$res/$name.png" ] || log "   no plot (python3 with matplotlib missing?)"
     else
       log "   tpsim not in the bundle: compare skipped"
@@ -144,7 +150,8 @@ for L in 2048 4096; do
     log "== $name"
     timeout "$t" "$V" "$here/experiments/$model-h200.textproto" --set mapping.tp=1 "${moe[@]}" \
       --set workload.seq_len=$L --no-numerics --reps "$reps" --warmup "$warm" \
-      --out "$res/$name.measured.json" --predicted "$res/$name.predicted.json" > "$res/$name.txt" 2>&1
+      --out "$res/$name.measured.json" --predicted "$res/$name.predicted.json" \
+      --predicted-program "$res/$name.predicted-program.json" > "$res/$name.txt" 2>&1
     rc=$?
     log "   tpsim-validate exit $rc"
     [ $rc -eq 0 ] || { tail -3 "$res/$name.txt" | tee -a "$summary"; continue; }
@@ -153,6 +160,8 @@ for L in 2048 4096; do
         > "$res/$name.compare.txt" 2>&1 ||
         "$T" compare "$res/$name.predicted.json" "$res/$name.measured.json" > "$res/$name.compare.txt" 2>&1
       grep -E "^(MAPE|total)" "$res/$name.compare.txt" | sed 's/^/   /' | tee -a "$summary"
+      "$T" compare "$res/$name.predicted-program.json" "$res/$name.measured.json" > "$res/$name.compare-program.txt" 2>&1
+      grep -E "^(MAPE|total)" "$res/$name.compare-program.txt" | sed 's/^/   same Program: /' | tee -a "$summary"
     fi
   done
 done

@@ -24,5 +24,17 @@ if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" = 0 ]; then
   expect 1 "no CUDA device found" --gemms --csv /dev/null --timing=alone
 fi
 "$v" --help 2>&1 | grep -q -- "--timing queued (default)" || { echo "FAIL: --help lacks --timing"; fail=1; }
+# --predicted-program needs no GPU: with --dry-run it writes the analytical engine's Result for the
+# Program the harness runs, whose q, k and v projections are separate ops (tpsim run fuses them on
+# a GPU node into qkv_proj).
+exp=$(dirname "$0")/../../validate/experiments/qwen3-4b-h200.textproto
+out=$(mktemp)
+if "$v" "$exp" --set mapping.tp=2 --dry-run --predicted-program "$out" >/dev/null 2>&1 &&
+  grep -q '"op": "q_proj"' "$out" && grep -q '"op": "v_proj"' "$out" && ! grep -q '"op": "qkv_proj"' "$out" &&
+  grep -q '"engine": "analytical"' "$out"; then :; else
+  echo "FAIL: --dry-run --predicted-program did not write the harness's Program's prediction"
+  fail=1
+fi
+rm -f "$out"
 [ $fail -eq 0 ] && echo "ok: tpsim-validate timing options"
 exit $fail
