@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace tpsim::validate {
 namespace {
@@ -91,114 +92,108 @@ __device__ float WarpMax(float v) {
   return v;
 }
 
-// One warp per (row, group) of at most 32 N columns, held in registers: one read, one write.
-template <int N>
-__global__ void RmsNormWarpKernel(const bf16* x, bf16* y, uint32_t units, uint64_t cols, uint32_t group,
-                                  uint32_t groups) {
-  const uint32_t unit = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-  if (unit >= units) return;
-  const uint64_t base = uint64_t{unit / groups} * cols + uint64_t{unit % groups} * group;
+// The threads that share one row of the register-held row kernels: a warp (its lane, stride 32)
+// or a block of kThreads (its thread, stride kThreads; the reductions sync the block).
+struct WarpRow {
+  static constexpr uint32_t kStride = 32;
+  uint32_t t;
+  __device__ float Sum(float v) const { return WarpSum(v); }
+  __device__ float Max(float v) const { return WarpMax(v); }
+};
+struct BlockRow {
+  static constexpr uint32_t kStride = kThreads;
+  uint32_t t;
+  float* sh;  // 32 floats of shared memory
+  __device__ float Sum(float v) const { return BlockSum(v, sh); }
+  __device__ float Max(float v) const { return BlockMax(v, sh); }
+};
+
+// RMSNorm of one group of `group` <= G::kStride N columns at x, y, held in registers: one read,
+// one write.
+template <int N, class G>
+__device__ void RmsNormRow(const bf16* x, bf16* y, uint32_t group, const G& g) {
   float v[N];
   float ss = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    const uint32_t j = lane + 32u * i;
-    v[i] = j < group ? __bfloat162float(x[base + j]) : 0.0f;
+    const uint32_t j = g.t + G::kStride * i;
+    v[i] = j < group ? __bfloat162float(x[j]) : 0.0f;
     ss += v[i] * v[i];
   }
-  const float inv = rsqrtf(WarpSum(ss) / group + 1e-6f);
+  const float inv = rsqrtf(g.Sum(ss) / group + 1e-6f);
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    const uint32_t j = lane + 32u * i;
-    if (j < group) y[base + j] = __float2bfloat16(v[i] * inv);
+    const uint32_t j = g.t + G::kStride * i;
+    if (j < group) y[j] = __float2bfloat16(v[i] * inv);
   }
 }
 
-// One warp per row of at most 32 N columns, held in registers (SoftmaxKernel's semantics).
-template <int N>
-__global__ void SoftmaxWarpKernel(const bf16* x, bf16* y, uint32_t rows, uint32_t cols, float scale,
-                                  uint32_t cached, uint32_t tokens) {
-  const uint32_t row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-  if (row >= rows) return;
-  const uint32_t limit = tokens ? min(cols, cached + row % tokens + 1) : cols;
-  const bf16* xi = x + uint64_t{row} * cols;
-  bf16* yi = y + uint64_t{row} * cols;
+// Softmax of one row of `cols` <= G::kStride N columns (SoftmaxKernel's semantics: the columns
+// from `limit` on are written as 0), held in registers.
+template <int N, class G>
+__device__ void SoftmaxRow(const bf16* xi, bf16* yi, uint32_t cols, uint32_t limit, float scale, const G& g) {
   float v[N];
   float mx = -INFINITY;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    const uint32_t j = lane + 32u * i;
+    const uint32_t j = g.t + G::kStride * i;
     v[i] = j < limit ? __bfloat162float(xi[j]) * scale : -INFINITY;
     mx = fmaxf(mx, v[i]);
   }
-  mx = WarpMax(mx);
+  mx = g.Max(mx);
   float sum = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    const uint32_t j = lane + 32u * i;
+    const uint32_t j = g.t + G::kStride * i;
     v[i] = j < limit ? __expf(v[i] - mx) : 0.0f;
     sum += v[i];
   }
-  const float inv = 1.0f / WarpSum(sum);
+  const float inv = 1.0f / g.Sum(sum);
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    const uint32_t j = lane + 32u * i;
+    const uint32_t j = g.t + G::kStride * i;
     if (j < cols) yi[j] = __float2bfloat16(v[i] * inv);
   }
 }
 
-// One block of kThreads per (row, group) of at most kThreads N columns, held in registers.
+// One warp per (row, group) of at most 32 N columns.
+template <int N>
+__global__ void RmsNormWarpKernel(const bf16* x, bf16* y, uint32_t units, uint64_t cols, uint32_t group,
+                                  uint32_t groups) {
+  const uint32_t unit = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (unit >= units) return;
+  const uint64_t base = uint64_t{unit / groups} * cols + uint64_t{unit % groups} * group;
+  RmsNormRow<N>(x + base, y + base, group, WarpRow{threadIdx.x & 31});
+}
+
+// One warp per row of at most 32 N columns.
+template <int N>
+__global__ void SoftmaxWarpKernel(const bf16* x, bf16* y, uint32_t rows, uint32_t cols, float scale,
+                                  uint32_t cached, uint32_t tokens) {
+  const uint32_t row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (row >= rows) return;
+  const uint32_t limit = tokens ? min(cols, cached + row % tokens + 1) : cols;
+  SoftmaxRow<N>(x + uint64_t{row} * cols, y + uint64_t{row} * cols, cols, limit, scale,
+                WarpRow{threadIdx.x & 31});
+}
+
+// One block of kThreads per (row, group) of at most kThreads N columns.
 template <int N>
 __global__ void RmsNormBlockKernel(const bf16* x, bf16* y, uint64_t cols, uint32_t group, uint32_t groups) {
   __shared__ float sh[32];
   const uint64_t base = uint64_t{blockIdx.x / groups} * cols + uint64_t{blockIdx.x % groups} * group;
-  float v[N];
-  float ss = 0;
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const uint32_t j = threadIdx.x + kThreads * i;
-    v[i] = j < group ? __bfloat162float(x[base + j]) : 0.0f;
-    ss += v[i] * v[i];
-  }
-  const float inv = rsqrtf(BlockSum(ss, sh) / group + 1e-6f);
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const uint32_t j = threadIdx.x + kThreads * i;
-    if (j < group) y[base + j] = __float2bfloat16(v[i] * inv);
-  }
+  RmsNormRow<N>(x + base, y + base, group, BlockRow{threadIdx.x, sh});
 }
 
-// One block of kThreads per row of at most kThreads N columns, held in registers.
+// One block of kThreads per row of at most kThreads N columns.
 template <int N>
 __global__ void SoftmaxBlockKernel(const bf16* x, bf16* y, uint32_t cols, float scale, uint32_t cached,
                                    uint32_t tokens) {
   __shared__ float sh[32];
   const uint32_t row = blockIdx.x;
   const uint32_t limit = tokens ? min(cols, cached + row % tokens + 1) : cols;
-  const bf16* xi = x + uint64_t{row} * cols;
-  bf16* yi = y + uint64_t{row} * cols;
-  float v[N];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const uint32_t j = threadIdx.x + kThreads * i;
-    v[i] = j < limit ? __bfloat162float(xi[j]) * scale : -INFINITY;
-    mx = fmaxf(mx, v[i]);
-  }
-  mx = BlockMax(mx, sh);
-  float sum = 0;
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const uint32_t j = threadIdx.x + kThreads * i;
-    v[i] = j < limit ? __expf(v[i] - mx) : 0.0f;
-    sum += v[i];
-  }
-  const float inv = 1.0f / BlockSum(sum, sh);
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const uint32_t j = threadIdx.x + kThreads * i;
-    if (j < cols) yi[j] = __float2bfloat16(v[i] * inv);
-  }
+  SoftmaxRow<N>(x + uint64_t{row} * cols, y + uint64_t{row} * cols, cols, limit, scale,
+                BlockRow{threadIdx.x, sh});
 }
 
 // RopeKernel with one grid row per row and 32-bit index math.
@@ -340,30 +335,23 @@ int WarpColumns(uint64_t cols) {
   return uint64_t{32} * n >= cols ? n : 0;
 }
 
-template <template <int> class K, typename... A>
-void LaunchWarps(int n, uint64_t units, cudaStream_t s, A... args) {
-  const unsigned blocks = static_cast<unsigned>((units * 32 + kThreads - 1) / kThreads);
-  switch (n) {
-    case 1:
-      K<1>::Launch(blocks, s, args...);
-      break;
-    case 2:
-      K<2>::Launch(blocks, s, args...);
-      break;
-    case 4:
-      K<4>::Launch(blocks, s, args...);
-      break;
-    case 8:
-      K<8>::Launch(blocks, s, args...);
-      break;
-    case 16:
-      K<16>::Launch(blocks, s, args...);
-      break;
-    default:
-      K<32>::Launch(blocks, s, args...);
-      break;
-  }
+// Calls f(std::integral_constant<int, N>{}) for N = n (1, 2, 4, 8, 16; anything else: 32): the
+// per-thread column count of the row kernels, a template argument. N below Min is not made.
+template <int Min, typename F>
+void WithColumns(int n, F&& f) {
+  if constexpr (Min <= 1)
+    if (n == 1) return f(std::integral_constant<int, 1>{});
+  if constexpr (Min <= 2)
+    if (n == 2) return f(std::integral_constant<int, 2>{});
+  if constexpr (Min <= 4)
+    if (n == 4) return f(std::integral_constant<int, 4>{});
+  if (n == 8) return f(std::integral_constant<int, 8>{});
+  if (n == 16) return f(std::integral_constant<int, 16>{});
+  return f(std::integral_constant<int, 32>{});
 }
+
+// Blocks of kThreads for one warp per unit.
+unsigned WarpBlocks(uint64_t units) { return static_cast<unsigned>((units * 32 + kThreads - 1) / kThreads); }
 
 // Per thread of a block-per-row kernel: 8, 16 or 32 of the row's columns (rows wider than a
 // warp's 1024 and at most 8192 wide), else 0.
@@ -372,21 +360,6 @@ int BlockColumns(uint64_t cols) {
     if (uint64_t{kThreads} * n >= cols) return n;
   return 0;
 }
-
-template <int N>
-struct RmsNormWarp {
-  template <typename... A>
-  static void Launch(unsigned blocks, cudaStream_t s, A... args) {
-    RmsNormWarpKernel<N><<<blocks, kThreads, 0, s>>>(args...);
-  }
-};
-template <int N>
-struct SoftmaxWarp {
-  template <typename... A>
-  static void Launch(unsigned blocks, cudaStream_t s, A... args) {
-    SoftmaxWarpKernel<N><<<blocks, kThreads, 0, s>>>(args...);
-  }
-};
 
 bool PairAligned(const void* a, const void* b, const void* y, uint64_t n) {
   const auto bits =
@@ -412,24 +385,19 @@ void LaunchRmsNorm(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, uint32_
   const uint64_t groups = cols / group;
   const int n = WarpColumns(group);
   if (n && rows * groups < (uint64_t{1} << 26)) {
-    LaunchWarps<RmsNormWarp>(n, rows * groups, s, x, y, static_cast<uint32_t>(rows * groups), cols, group,
-                             static_cast<uint32_t>(groups));
+    WithColumns<1>(n, [&](auto c) {
+      RmsNormWarpKernel<decltype(c)::value><<<WarpBlocks(rows * groups), kThreads, 0, s>>>(
+          x, y, static_cast<uint32_t>(rows * groups), cols, group, static_cast<uint32_t>(groups));
+    });
     return;
   }
   const unsigned units = static_cast<unsigned>(rows * groups);
-  const uint32_t g32 = static_cast<uint32_t>(groups);
-  switch (rows * groups < (uint64_t{1} << 31) ? BlockColumns(group) : 0) {
-    case 8:
-      RmsNormBlockKernel<8><<<units, kThreads, 0, s>>>(x, y, cols, group, g32);
-      return;
-    case 16:
-      RmsNormBlockKernel<16><<<units, kThreads, 0, s>>>(x, y, cols, group, g32);
-      return;
-    case 32:
-      RmsNormBlockKernel<32><<<units, kThreads, 0, s>>>(x, y, cols, group, g32);
-      return;
-    default:
-      break;
+  if (const int nb = rows * groups < (uint64_t{1} << 31) ? BlockColumns(group) : 0) {
+    WithColumns<8>(nb, [&](auto c) {
+      RmsNormBlockKernel<decltype(c)::value>
+          <<<units, kThreads, 0, s>>>(x, y, cols, group, static_cast<uint32_t>(groups));
+    });
+    return;
   }
   RmsNormKernel<<<units, group >= 256 ? 256 : 64, 0, s>>>(x, y, cols, group, groups);
 }
@@ -452,24 +420,19 @@ void LaunchSoftmax(const bf16* x, bf16* y, uint64_t rows, uint64_t cols, float s
   if (!rows || !cols) return;
   const int n = WarpColumns(cols);
   if (n && rows < (uint64_t{1} << 26)) {
-    LaunchWarps<SoftmaxWarp>(n, rows, s, x, y, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
-                             scale, cached, tokens);
+    WithColumns<1>(n, [&](auto c) {
+      SoftmaxWarpKernel<decltype(c)::value><<<WarpBlocks(rows), kThreads, 0, s>>>(
+          x, y, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), scale, cached, tokens);
+    });
     return;
   }
   const unsigned r = static_cast<unsigned>(rows);
-  const uint32_t c = static_cast<uint32_t>(cols);
-  switch (rows < (uint64_t{1} << 31) ? BlockColumns(cols) : 0) {
-    case 8:
-      SoftmaxBlockKernel<8><<<r, kThreads, 0, s>>>(x, y, c, scale, cached, tokens);
-      return;
-    case 16:
-      SoftmaxBlockKernel<16><<<r, kThreads, 0, s>>>(x, y, c, scale, cached, tokens);
-      return;
-    case 32:
-      SoftmaxBlockKernel<32><<<r, kThreads, 0, s>>>(x, y, c, scale, cached, tokens);
-      return;
-    default:
-      break;
+  if (const int nb = rows < (uint64_t{1} << 31) ? BlockColumns(cols) : 0) {
+    WithColumns<8>(nb, [&](auto c) {
+      SoftmaxBlockKernel<decltype(c)::value>
+          <<<r, kThreads, 0, s>>>(x, y, static_cast<uint32_t>(cols), scale, cached, tokens);
+    });
+    return;
   }
   SoftmaxKernel<<<r, kThreads, 0, s>>>(x, y, cols, scale, cached, tokens);
 }
