@@ -255,7 +255,7 @@ int64_t TimePs(const std::vector<Device*>& devs, const std::function<void()>& is
 }
 
 // A gate kernel (LaunchGate) and its two flags in mapped host memory: open, and timed out.
-// Close() queues the gate on a stream; the host then queues a run behind it and calls Open().
+// Run() queues the gate on a drained stream, the run behind it, then opens the gate.
 class Gate {
  public:
   // How long a gate holds a stream at most: far more than queuing a layer's or a GEMM sample's
@@ -269,6 +269,17 @@ class Gate {
   ~Gate() { cudaFreeHost(flags_); }
   Gate(const Gate&) = delete;
   Gate& operator=(const Gate&) = delete;
+  // Queues `enqueue`'s launches on s behind the gate, opens it and waits for s to drain.
+  // Returns whether the gate opened on its timeout (the host queued too slowly).
+  bool Run(cudaStream_t s, const std::function<void()>& enqueue, const char* what) {
+    Close(s);
+    enqueue();
+    Open();
+    Check(cudaStreamSynchronize(s), what);
+    return flag(1) != 0;
+  }
+
+ private:
   void Close(cudaStream_t s) {  // the stream has drained: nothing reads the flags now
     flag(0) = 0;
     flag(1) = 0;
@@ -282,9 +293,6 @@ class Gate {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     flag(0) = 1;
   }
-  bool TimedOut() { return flag(1) != 0; }  // after the stream has drained
-
- private:
   volatile int& flag(int i) { return static_cast<volatile int*>(flags_)[i]; }
   int* flags_ = nullptr;
 };
@@ -303,15 +311,17 @@ std::vector<int64_t> TimeQueuedPs(Device& d, size_t n, const std::function<void(
   for (auto& e : ev) Check(cudaEventCreate(&e), "cudaEventCreate");
   std::vector<std::vector<double>> ms(n);
   for (int r = 0; r < std::max(1, o.reps); ++r) {
-    gate.Close(d.stream);
-    Check(cudaEventRecord(ev[0], d.stream), "cudaEventRecord");
-    for (size_t i = 0; i < n; ++i) {
-      issue(i);
-      Check(cudaEventRecord(ev[i + 1], d.stream), "cudaEventRecord");
-    }
-    gate.Open();
-    Check(cudaStreamSynchronize(d.stream), "queued run");
-    *late = *late || gate.TimedOut();
+    const bool timed_out = gate.Run(
+        d.stream,
+        [&] {
+          Check(cudaEventRecord(ev[0], d.stream), "cudaEventRecord");
+          for (size_t i = 0; i < n; ++i) {
+            issue(i);
+            Check(cudaEventRecord(ev[i + 1], d.stream), "cudaEventRecord");
+          }
+        },
+        "queued run");
+    *late = *late || timed_out;
     for (size_t i = 0; i < n; ++i) {
       float t = 0;
       Check(cudaEventElapsedTime(&t, ev[i], ev[i + 1]), "cudaEventElapsedTime");
@@ -680,13 +690,15 @@ std::vector<double> MeasureGemms(const std::vector<GemmShapeRow>& shapes, const 
     std::vector<double> ms;
     bool late = false;
     for (int r = 0; r < 5; ++r) {
-      gate.Close(d.stream);
-      Check(cudaEventRecord(e0, d.stream), "cudaEventRecord");
-      for (int i = 0; i < per; ++i) gemm(w[next++ % copies]);
-      Check(cudaEventRecord(e1, d.stream), "cudaEventRecord");
-      gate.Open();
-      Check(cudaStreamSynchronize(d.stream), "queued GEMMs");
-      late = late || gate.TimedOut();
+      const bool timed_out = gate.Run(
+          d.stream,
+          [&] {
+            Check(cudaEventRecord(e0, d.stream), "cudaEventRecord");
+            for (int i = 0; i < per; ++i) gemm(w[next++ % copies]);
+            Check(cudaEventRecord(e1, d.stream), "cudaEventRecord");
+          },
+          "queued GEMMs");
+      late = late || timed_out;
       float t = 0;
       Check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
       ms.push_back(t / per);
