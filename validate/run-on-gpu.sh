@@ -75,6 +75,18 @@ compare_csv() {  # FILE STEM: tpsim compare --chip on a measured CSV, with a plo
     grep -E "MAPE" "$res/$2.compare.txt" | grep -v "^ " | sed 's/^/   /' | tee -a "$summary"
   fi
 }
+compare_layer() {  # NAME: tpsim compare of a layer run, `tpsim run`'s prediction (with a plot when it
+  # can) and the same Program's (like with like)
+  local n=$1
+  if [ ! -x "$T" ]; then log "   tpsim not in the bundle: compare skipped"; return; fi
+  "$T" compare "$res/$n.predicted.json" "$res/$n.measured.json" --plot "$res/$n.png" > "$res/$n.compare.txt" 2>&1 ||
+    "$T" compare "$res/$n.predicted.json" "$res/$n.measured.json" > "$res/$n.compare.txt" 2>&1 ||
+    log "   compare failed"
+  grep -E "^(MAPE|worst op|total)" "$res/$n.compare.txt" | sed 's/^/   /' | tee -a "$summary"
+  "$T" compare "$res/$n.predicted-program.json" "$res/$n.measured.json" > "$res/$n.compare-program.txt" 2>&1
+  grep -E "^(MAPE|total)" "$res/$n.compare-program.txt" | sed 's/^/   same Program: /' | tee -a "$summary"
+  [ -f "$res/$n.png" ] || log "   no plot (python3 with matplotlib missing?)"
+}
 # GEMMs three ways (tpsim-validate --help, --timing): queued with cold weights (gemms.csv, what
 # the model predicts: a kernel's time in a stream, its weight read from HBM), queued with warm
 # weights (gemms-warm.csv, the weight in L2 where it fits) and each alone (gemms-alone.csv, the
@@ -121,19 +133,7 @@ for tp in 1 8 2 4; do  # TP 1 and 8 first: what a deadline cuts is the middle
     log "   tpsim-validate exit $rc"
     grep -E "^#   (partitioned|TP 1)" "$res/$name.txt" | sed 's/^#/  /' | tee -a "$summary"
     [ $rc -eq 0 ] || { tail -5 "$res/$name.txt" | tee -a "$summary"; continue; }
-    if [ -x "$T" ]; then
-      plot=(--plot "$res/$name.png")
-      if ! "$T" compare --help >/dev/null 2>&1; then plot=(); fi
-      "$T" compare "$res/$name.predicted.json" "$res/$name.measured.json" "${plot[@]}" > "$res/$name.compare.txt" 2>&1 ||
-        "$T" compare "$res/$name.predicted.json" "$res/$name.measured.json" > "$res/$name.compare.txt" 2>&1 ||
-        log "   compare failed"
-      grep -E "^(MAPE|worst op|total)" "$res/$name.compare.txt" | sed 's/^/   /' | tee -a "$summary"
-      "$T" compare "$res/$name.predicted-program.json" "$res/$name.measured.json" > "$res/$name.compare-program.txt" 2>&1
-      grep -E "^(MAPE|total)" "$res/$name.compare-program.txt" | sed 's/^/   same Program: /' | tee -a "$summary"
-      [ -f "$res/$name.png" ] || log "   no plot (python3 with matplotlib missing?)"
-    else
-      log "   tpsim not in the bundle: compare skipped"
-    fi
+    compare_layer "$name"
   done
 done
 # Longer prompts at TP 1 (the shipped experiments' 512 or 128 tokens are where small kernels
@@ -155,14 +155,7 @@ for L in 2048 4096; do
     rc=$?
     log "   tpsim-validate exit $rc"
     [ $rc -eq 0 ] || { tail -3 "$res/$name.txt" | tee -a "$summary"; continue; }
-    if [ -x "$T" ]; then
-      "$T" compare "$res/$name.predicted.json" "$res/$name.measured.json" --plot "$res/$name.png" \
-        > "$res/$name.compare.txt" 2>&1 ||
-        "$T" compare "$res/$name.predicted.json" "$res/$name.measured.json" > "$res/$name.compare.txt" 2>&1
-      grep -E "^(MAPE|total)" "$res/$name.compare.txt" | sed 's/^/   /' | tee -a "$summary"
-      "$T" compare "$res/$name.predicted-program.json" "$res/$name.measured.json" > "$res/$name.compare-program.txt" 2>&1
-      grep -E "^(MAPE|total)" "$res/$name.compare-program.txt" | sed 's/^/   same Program: /' | tee -a "$summary"
-    fi
+    compare_layer "$name"
   done
 done
 log "== collectives (compared against $chip)"
