@@ -380,29 +380,25 @@ TEST(StepReuse, FirstRotationWaitsForTheArrivingBuffer) {
   const arch::Chip chip = ValidateExperiment(two);
   const mapping::Program p = mapping::Lower(chip, two.cfg.model(), two.cfg.workload(), two.cfg.mapping());
   ASSERT_EQ(p.weights_location, mapping::WeightsLocation::kSram);
-  // The last compute on each core so far, and each op's first task.
+  // The last compute on each core so far, and as it stood at each op's first task.
   std::vector<int64_t> last(static_cast<size_t>(p.num_cores), -1);
-  std::map<uint32_t, uint32_t> first_of_op;
+  std::map<uint32_t, std::vector<int64_t>> before_op;
   size_t firsts = 0;
   for (const mapping::Task& t : p.tasks()) {
     const uint32_t op = static_cast<uint32_t>(t.op);
-    first_of_op.emplace(op, static_cast<uint32_t>(t.id));
+    before_op.emplace(op, last);
     if (t.kind == mapping::TaskKind::kTransfer && t.collective >= 0 &&
         p.collectives[t.collective].kind == mapping::CollectiveKind::kRotate && t.coll_step == 0) {
       ++firsts;
       // The destination's last compute before the rotation op's first task: among the deps.
-      int64_t before = -1;
-      for (const mapping::Task& u : p.tasks()) {
-        if (static_cast<uint32_t>(u.id) >= first_of_op[op]) break;
-        if (u.kind == mapping::TaskKind::kCompute && u.core == t.dst_core)
-          before = static_cast<int64_t>(u.id);
-      }
+      const int64_t before = before_op[op][static_cast<size_t>(t.dst_core)];
       ASSERT_GE(before, 0);
       const auto deps = p.deps(t.id);
       EXPECT_NE(std::find(deps.begin(), deps.end(), mapping::TaskId(static_cast<uint32_t>(before))),
                 deps.end())
           << "first rotation send " << t.id << " does not wait for task " << before;
     }
+    if (t.kind == mapping::TaskKind::kCompute) last[static_cast<size_t>(t.core)] = static_cast<int64_t>(t.id);
   }
   EXPECT_GT(firsts, 0u);
   // Layer 0 of the prompt is no longer slowed by every decode step's rotations (1 % apart).
