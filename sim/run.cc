@@ -355,16 +355,19 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
       return out;
     }
     out.reuse = why;
+  } else if (try_reuse) {
+    out.reuse = "the " + engine->name() + " engine does not list its schedule";
+  }
+  if (few_steps) {
+    // The guard above counted the few steps reuse lowers; every step is lowered now.
     try {
       CheckResources(e, chip, opts.max_memory_bytes);
     } catch (const config::ConfigError& err) {
       // Say why the few lowered steps were not enough.
       std::vector<config::Diag> diags = err.diags();
-      diags.back().rule += " (every decode step would be lowered: " + why + ")";
+      diags.back().rule += " (every decode step would be lowered: " + out.reuse + ")";
       throw config::ConfigError(std::move(diags));
     }
-  } else if (try_reuse) {
-    out.reuse = "the " + engine->name() + " engine does not list its schedule";
   }
   if (opts.on_stage) opts.on_stage("lowering");
   out.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());

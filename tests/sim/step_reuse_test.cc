@@ -131,8 +131,8 @@ Experiment Small(uint32_t steps) {
 
 // The memory guard (issue 16) counts the Programs that reuse lowers, not every decode step:
 // 32,768 decode steps under a 128 MiB limit that the unrolled Program's estimate exceeds are
-// accepted and run (about 0.3 s); the same with every step lowered, or with every task's times
-// kept, is refused before lowering.
+// accepted and run (about 0.3 s); the same with every step lowered, with every task's times
+// kept, or on the TLM engine (which lowers every step), is refused before lowering.
 TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
   ExpectSame(Small(200), true);  // the steps reuse, exactly
   const Experiment e = Small(32768);
@@ -148,6 +148,20 @@ TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
   opts.keep_task_times = true;  // a record per task of every step: the whole Program counts
   EXPECT_THROW(RunExperiment(e, opts), config::ConfigError);
   opts.keep_task_times = false;
+  // The TLM engine reuses no steps: it lowers the whole Program, which the guard counts (it
+  // counted the few reused steps before, and 32,768 steps of the reference ran unguarded).
+  opts.engine = "tlm";
+  try {
+    RunExperiment(e, opts);
+    ADD_FAILURE() << "the TLM engine's unrolled run passed the memory guard";
+  } catch (const config::ConfigError& err) {
+    EXPECT_NE(std::string(err.what())
+                  .find("(every decode step would be lowered: the tlm engine does not list "
+                        "its schedule)"),
+              std::string::npos)
+        << err.what();
+  }
+  opts.engine.clear();
   const RunOutput r = RunExperiment(e, opts);
   ASSERT_TRUE(r.reused) << r.reuse;
   // Past kRowSteps steps one row per op sums the reused steps; the head's rows are one per step.
