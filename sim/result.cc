@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <limits>
 #include <map>
@@ -448,8 +449,7 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using Json = nlohmann::ordered_json;
 
-Json ToJson(const google::protobuf::Message& m);
-
+// A scalar field's value (a message field's is written by AppendJson).
 Json FieldValue(const google::protobuf::Message& m, const FieldDescriptor* f, int index) {
   const auto* refl = m.GetReflection();
   const bool rep = f->is_repeated();
@@ -475,28 +475,67 @@ Json FieldValue(const google::protobuf::Message& m, const FieldDescriptor* f, in
     case FieldDescriptor::CPPTYPE_STRING:
       return rep ? refl->GetRepeatedString(m, f, index) : refl->GetString(m, f);
     case FieldDescriptor::CPPTYPE_MESSAGE:
-      return ToJson(rep ? refl->GetRepeatedMessage(m, f, index) : refl->GetMessage(m, f));
+      break;
   }
   return nullptr;
 }
 
-Json ToJson(const google::protobuf::Message& m) {
-  Json j = Json::object();
+// Appends m's JSON at `depth` levels of indent, laid out as nlohmann's dump(2) lays out the
+// same object (every field in declaration order, "{}" and "[]" when empty), without building
+// it as a JSON object first: a Result with every task's times (`--tasks`) took about five
+// times its JSON's size that way. Scalars are nlohmann's own (numbers, escapes, invalid
+// UTF-8 replaced). `spill`, when given, takes what is made so far after an element of a list
+// once it passes 1 MiB.
+void AppendJson(const google::protobuf::Message& m, int depth, std::string* out,
+                const std::function<void(std::string*)>* spill) {
   const auto* desc = m.GetDescriptor();
   const auto* refl = m.GetReflection();
+  auto indent = [&](int d) { out->append(2 * static_cast<size_t>(d), ' '); };
+  auto value = [&](const FieldDescriptor* f, int index, int d) {
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      AppendJson(f->is_repeated() ? refl->GetRepeatedMessage(m, f, index) : refl->GetMessage(m, f), d, out,
+                 spill);
+    } else {
+      *out += FieldValue(m, f, index).dump(-1, ' ', false, Json::error_handler_t::replace);
+    }
+  };
+  bool first = true;
   for (int i = 0; i < desc->field_count(); ++i) {
     const FieldDescriptor* f = desc->field(i);
     if (f->real_containing_oneof() != nullptr && !refl->HasField(m, f)) continue;
-    if (f->is_repeated()) {
-      Json arr = Json::array();
-      const int size = refl->FieldSize(m, f);
-      for (int k = 0; k < size; ++k) arr.push_back(FieldValue(m, f, k));
-      j[std::string(f->name())] = std::move(arr);
-    } else {
-      j[std::string(f->name())] = FieldValue(m, f, 0);
+    *out += first ? "{\n" : ",\n";
+    first = false;
+    indent(depth + 1);
+    *out += '"';
+    *out += f->name();
+    *out += "\": ";
+    if (!f->is_repeated()) {
+      value(f, 0, depth + 1);
+      continue;
     }
+    const int size = refl->FieldSize(m, f);
+    if (size == 0) {
+      *out += "[]";
+      continue;
+    }
+    *out += "[\n";
+    for (int k = 0; k < size; ++k) {
+      if (k > 0) *out += ",\n";
+      indent(depth + 2);
+      value(f, k, depth + 2);
+      if (spill && out->size() >= (size_t{1} << 20)) (*spill)(out);
+    }
+    *out += '\n';
+    indent(depth + 1);
+    *out += ']';
   }
-  return j;
+  if (first) {
+    *out += "{}";
+    return;
+  }
+  *out += '\n';
+  indent(depth);
+  *out += '}';
 }
 
 std::string Us(Ps ps) {
@@ -510,7 +549,21 @@ std::string Us(Ps ps) {
 // Strings are UTF-8 by the time they get here (configs/files.h); any byte that is
 // not is replaced rather than thrown on.
 std::string ResultToJson(const config::Result& result) {
-  return ToJson(result).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  std::string out;
+  AppendJson(result, 0, &out, nullptr);
+  out += '\n';
+  return out;
+}
+
+void WriteResultJson(const config::Result& result, const std::function<void(std::string_view)>& write) {
+  std::string out;
+  const std::function<void(std::string*)> spill = [&](std::string* s) {
+    write(*s);
+    s->clear();
+  };
+  AppendJson(result, 0, &out, &spill);
+  out += '\n';
+  write(out);
 }
 
 std::string ResultTable(const config::Result& r, bool with_ops) {

@@ -66,7 +66,9 @@
 //                             chip.energy, summed per op and per (phase, layer); static power
 //                             x total_ps; per token over EnergyInputs' token counts.
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "result.pb.h"
 #include "sim/energy.h"
@@ -95,6 +97,9 @@ void FillEnergy(const arch::Chip& chip, const EnergySums& sums, const EnergyInpu
 // own printer writes them as strings), doubles in shortest round-trip form,
 // non-finite doubles as null, two-space indent, trailing newline. Deterministic.
 std::string ResultToJson(const config::Result& result);
+// The same text, handed to `write` in pieces as it is made (about 1 MiB each): a long run's
+// JSON is not held in memory beside its Result.
+void WriteResultJson(const config::Result& result, const std::function<void(std::string_view)>& write);
 
 // The human table: per op (compute, communication, memory, total in µs; decode
 // ops of the same layer and name summed over steps, with the step count), per

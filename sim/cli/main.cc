@@ -420,7 +420,11 @@ int Run(Args& a) {
         r.result.summary().contention(), 100 * r.result.summary().contention());
   }
   if (!dump.empty()) WriteFileOrThrow(dump, r.program.Dump());
-  if (!out.empty()) WriteFileOrThrow(out, sim::ResultToJson(r.result));
+  if (!out.empty()) {
+    config::OutputFile file(out);
+    sim::WriteResultJson(r.result, [&](std::string_view piece) { file.Write(piece); });
+    file.Commit();
+  }
   if (quiet) {
     const auto& s = r.result.summary();
     auto share = [&](int64_t ps) { return Fixed(s.total_ps() ? 100.0 * ps / s.total_ps() : 0.0, 1) + "%"; };

@@ -293,6 +293,42 @@ TEST(ResultToJson, DeterministicAcrossRuns) {
   EXPECT_EQ(ResultTable(Build(LayerProgram())), ResultTable(Build(LayerProgram())));
 }
 
+// ResultToJson writes the JSON without building it as an object first; the layout is
+// nlohmann's dump(2) of the same object, which parsing the text and dumping it again shows
+// (empty lists and messages, nested messages, a string that is not UTF-8 included).
+// WriteResultJson hands the same bytes over in pieces: a Result past 1 MiB of JSON comes in
+// more than one.
+TEST(ResultToJson, LaidOutAsTheParsedObjectDumpsAndWrittenInPieces) {
+  config::Result r = Build(LayerProgram(), true);
+  r.set_title(std::string("bad \xff byte, \"quoted\", tab\t"));
+  r.clear_layers();      // an empty list: "[]"
+  config::Result small;  // every message field default: "{}" where a message has no field set
+  for (const config::Result& x : {r, small}) {
+    const std::string text = ResultToJson(x);
+    ASSERT_EQ(text.back(), '\n');
+    EXPECT_EQ(text, nlohmann::ordered_json::parse(text, nullptr, true, true)
+                            .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                        "\n");
+  }
+  EXPECT_NE(ResultToJson(r).find("\"layers\": []"), std::string::npos);
+  // Past 1 MiB: the same tasks many times over.
+  const config::Result one = r;
+  for (int i = 0; i < 2000; ++i) r.mutable_tasks()->MergeFrom(one.tasks());
+  ASSERT_GT(ResultToJson(r).size(), 2u << 20);
+  std::string pieces;
+  int count = 0;
+  WriteResultJson(r, [&](std::string_view piece) {
+    pieces += piece;
+    ++count;
+  });
+  const std::string whole = ResultToJson(r);
+  EXPECT_GT(count, 1);
+  EXPECT_TRUE(pieces == whole);
+  EXPECT_TRUE(whole == nlohmann::ordered_json::parse(whole, nullptr, true, true)
+                               .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                           "\n");
+}
+
 TEST(ResultTable, ShowsOpsLayersAndSummary) {
   const std::string t = ResultTable(Build(LayerProgram()));
   EXPECT_NE(t.find("q_proj.allreduce"), std::string::npos) << t;
