@@ -43,6 +43,11 @@ struct ProgramEstimate {
   // process's own, without a Program.
   static constexpr double kBytesPerTask = 256;
   static constexpr double kBaseBytes = 64e6;
+  // More per task when the Result keeps every task's times (`tpsim run --tasks`): 242
+  // measured as the growth of peak RSS per task of `tpsim run --tasks --out` against the same
+  // without --tasks (356 against 114 per task: reference-qwen3-4b --no-reuse, 400 -> 800 decode
+  // steps, 2026-12-04; 356 on the TLM engine too).
+  static constexpr double kTaskRecordBytes = 256;
 };
 
 // The estimate for lowering `wl` on `chip` (Lower's arguments). Never throws for a

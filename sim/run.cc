@@ -84,14 +84,17 @@ std::string Sci(double v) {
 }  // namespace
 
 void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_bytes,
-                    const std::string& limit_flag, std::optional<uint32_t> materialised_steps) {
+                    const std::string& limit_flag, std::optional<uint32_t> materialised_steps,
+                    bool task_records) {
   if (max_bytes == 0) return;
   const config::Model& model = e.cfg.model();
   config::Workload wl = e.cfg.workload();
   if (materialised_steps && *materialised_steps < wl.decode_steps()) wl.set_decode_steps(*materialised_steps);
   const config::Mapping& m = e.cfg.mapping();
   const mapping::ProgramEstimate est = mapping::EstimateProgram(chip, model, wl, m);
-  if (est.peak_bytes <= static_cast<double>(max_bytes)) return;
+  const double bytes =
+      est.peak_bytes + (task_records ? est.tasks * mapping::ProgramEstimate::kTaskRecordBytes : 0);
+  if (bytes <= static_cast<double>(max_bytes)) return;
   // Blame the factor that grows it most: the passes, the layers, or TP (its tasks per
   // layer against TP 1).
   config::Mapping one = m;
@@ -110,11 +113,11 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
                             (max_bytes == DefaultMaxMemory() ? " (80% of this machine's memory)" : "");
   throw config::ConfigError(config::Diag{
       e.locs.Find(field), field, value,
-      "the Program would take about " + Sci(est.tasks) + " tasks, " + mapping::FormatBytes(est.peak_bytes) +
-          " (" + Sci(est.passes) + " passes (workload.decode_steps + 1) x " + Sci(est.layers) + " layers (" +
-          layers_field + ") x " + Sci(est.per_layer) +
-          " tasks per layer at mapping.tp=" + std::to_string(m.tp()) + "), more than " + limit +
-          ": lower workload.decode_steps, the layers or mapping.tp, or raise " + limit_flag});
+      "the Program would take about " + Sci(est.tasks) + " tasks, " + mapping::FormatBytes(bytes) +
+          (task_records ? " with a record of each in the result (--tasks)" : "") + " (" + Sci(est.passes) +
+          " passes (workload.decode_steps + 1) x " + Sci(est.layers) + " layers (" + layers_field + ") x " +
+          Sci(est.per_layer) + " tasks per layer at mapping.tp=" + std::to_string(m.tp()) + "), more than " +
+          limit + ": lower workload.decode_steps, the layers or mapping.tp, or raise " + limit_flag});
 }
 
 void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
@@ -203,8 +206,10 @@ namespace {
 
 // Validates `e` and finds its engine; returns the chip ValidateExperiment built.
 // `materialised_steps`: the decode steps the run will lower (CheckResources).
+// `task_records`: the Result keeps every task's times (RunOptions::keep_task_times).
 arch::Chip Prepare(const Experiment& e, const std::string& requested, std::unique_ptr<Engine>* engine,
-                   uint64_t max_memory_bytes, std::optional<uint32_t> materialised_steps = std::nullopt) {
+                   uint64_t max_memory_bytes, std::optional<uint32_t> materialised_steps = std::nullopt,
+                   bool task_records = false) {
   arch::Chip chip = ValidateExperiment(e);
   if (e.cfg.workload().has_requests() && (e.cfg.workload().batch() == 0 || e.cfg.workload().seq_len() == 0)) {
     throw config::ConfigError(config::Diag{e.locs.Find("workload.requests"), "workload.requests", "",
@@ -217,7 +222,7 @@ arch::Chip Prepare(const Experiment& e, const std::string& requested, std::uniqu
     throw config::ConfigError(UnknownEngineDiag(config::kCommandLine, "--engine", engine_name));
   }
   CheckTimeBounds(e, chip);
-  CheckResources(e, chip, max_memory_bytes, "--max-memory", materialised_steps);
+  CheckResources(e, chip, max_memory_bytes, "--max-memory", materialised_steps, task_records);
   return chip;
 }
 
@@ -336,7 +341,8 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   // Result holds a record per task of every step: the whole Program is counted.
   const bool few_steps = try_reuse && !opts.keep_task_times;
   arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes,
-                            few_steps ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt);
+                            few_steps ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt,
+                            opts.keep_task_times);
   RunOutput out;
   if (try_reuse && engine->ListSchedule()) {
     if (opts.on_stage) opts.on_stage("lowering (decode steps reused)");

@@ -50,9 +50,11 @@ std::optional<uint64_t> ParseByteSize(const std::string& text);
 // `limit_flag` names where the limit came from in the message ("--max-memory").
 // `materialised_steps`: the decode steps the run lowers when fewer than the workload's
 // (decode-step reuse lowers a few; the message still names workload.decode_steps).
+// `task_records`: the Result keeps a record of every task's times (`--tasks`), counted at
+// mapping::ProgramEstimate::kTaskRecordBytes each.
 void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_bytes,
                     const std::string& limit_flag = "--max-memory",
-                    std::optional<uint32_t> materialised_steps = std::nullopt);
+                    std::optional<uint32_t> materialised_steps = std::nullopt, bool task_records = false);
 
 // Refuses (config::ConfigError, located) an experiment whose times certainly pass the
 // 2^63 ps clock, from lower bounds alone: the weight GEMMs' FLOPs at the whole chip's

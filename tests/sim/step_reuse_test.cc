@@ -148,6 +148,17 @@ TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
   opts.keep_task_times = true;  // a record per task of every step: the whole Program counts
   EXPECT_THROW(RunExperiment(e, opts), config::ConfigError);
   opts.keep_task_times = false;
+  // And the records themselves (mapping::ProgramEstimate::kTaskRecordBytes): the whole
+  // Program's estimate, 1.48 GB, passes 2 GiB; with a record per task it does not.
+  EXPECT_NO_THROW(CheckResources(e, chip, 2ull << 30));
+  try {
+    CheckResources(e, chip, 2ull << 30, "--max-memory", std::nullopt, true);
+    ADD_FAILURE() << "a record per task passed the memory guard";
+  } catch (const config::ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("with a record of each in the result (--tasks)"),
+              std::string::npos)
+        << err.what();
+  }
   // The TLM engine reuses no steps: it lowers the whole Program, which the guard counts (it
   // counted the few reused steps before, and 32,768 steps of the reference ran unguarded).
   opts.engine = "tlm";
