@@ -39,8 +39,9 @@ struct ProgramEstimate {
   // Bytes per task at the peak of a run (Program records, details, deps, the lowerer's
   // bookkeeping, an engine's per-task times): 228-229 measured as peak RSS / tasks of
   // `tpsim run` (analytical) on reference-qwen3-4b with 400 and 1000 decode steps and on
-  // wafer-32x32-qwen3-32b (README, "Bad input, files and resource limits"); and the
-  // process's own, without a Program.
+  // wafer-32x32-qwen3-32b (README, "Bad input, files and resource limits"); 131, 125 and 85
+  // on the same runs since the Program's records shrank (2026-12-04); and the process's own,
+  // without a Program.
   static constexpr double kBytesPerTask = 256;
   static constexpr double kBaseBytes = 64e6;
   // More per task when the Result keeps every task's times (`tpsim run --tasks`): 242
