@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <tuple>
@@ -265,6 +266,38 @@ std::vector<Ps> OpCompute(const mapping::Program& program, const EngineOutput& o
   return op_compute;
 }
 
+// Where BuildResult sums op rows (RowSums): the ops of decode steps sums.from .. last, `per_step`
+// of them each, step k's at begin + (k - sums.from) x per_step, when the Program has more than
+// sums.row_steps decode steps and each of those steps has the same ops as the first of them (phase,
+// layer, name, partition), in the same order, after every other op.
+struct SummedOps {
+  size_t begin = 0, per_step = 0;
+  uint64_t steps = 0;
+};
+std::optional<SummedOps> FindSummedOps(const mapping::Program& p, RowSums sums) {
+  if (sums.row_steps == 0 || sums.from == 0) return std::nullopt;
+  // Decode step k's ops have OpRef::step k - 1.
+  uint32_t steps = 0;
+  for (const auto& op : p.ops)
+    if (op.ref.phase == mapping::Phase::kDecode) steps = std::max(steps, op.ref.step + 1);
+  if (steps <= sums.row_steps || steps < sums.from) return std::nullopt;
+  const uint32_t first = sums.from - 1;
+  SummedOps s;
+  while (s.begin < p.ops.size() &&
+         !(p.ops[s.begin].ref.phase == mapping::Phase::kDecode && p.ops[s.begin].ref.step == first))
+    ++s.begin;
+  while (s.begin + s.per_step < p.ops.size() && p.ops[s.begin + s.per_step].ref.step == first) ++s.per_step;
+  s.steps = steps - first;
+  if (s.per_step == 0 || p.ops.size() - s.begin != s.steps * s.per_step) return std::nullopt;
+  for (size_t o = s.begin; o < p.ops.size(); ++o) {
+    const mapping::OpRef &a = p.ops[o].ref, &b = p.ops[s.begin + (o - s.begin) % s.per_step].ref;
+    if (a.phase != b.phase || a.step != first + (o - s.begin) / s.per_step || a.layer != b.layer ||
+        a.op != b.op || a.Label() != b.Label())
+      return std::nullopt;
+  }
+  return s;
+}
+
 }  // namespace
 
 config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
@@ -279,7 +312,7 @@ config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& 
 
 config::Result BuildResult(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
                            const std::string& experiment, const std::string& engine, bool with_tasks,
-                           const EnergyInputs& energy) {
+                           const EnergyInputs& energy, RowSums sums) {
   CheckInputs(program, out);
   const std::vector<mapping::TaskRecord>& tasks = program.records();  // kind, core, op
   const size_t n = tasks.size();
@@ -322,23 +355,44 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   }
   const std::vector<Ps> op_compute = OpCompute(program, out);
   const auto [pe, path] = side.valid() ? side.get() : side_work();
-  for (size_t o = 0; o < num_ops; ++o) {
+  // One op's row, or (`steps` > 0) the sum of the same op's rows over `steps` decode steps, the
+  // ops `o`, `o + stride`, ...: the sums of OpRows (sim/step_compose.h), in the same order.
+  auto add_row = [&](size_t o, uint64_t steps, size_t stride) {
     const auto& info = program.ops[o];
     config::OpResult* op = r.add_ops();
     op->set_phase(mapping::ToString(info.ref.phase));
     op->set_layer(info.ref.layer);
     op->set_op(info.ref.op);
     op->set_partition(info.ref.Label());
-    op->set_compute_ps(coll_kernels[o] ? 0 : op_compute[o]);  // a collective kernel is communication
-    op->set_communication_ps(op_comm[o].length());
-    op->set_memory_ps(op_mem[o].length());
-    op->set_total_ps(op_all[o].length());
+    Ps compute = 0, comm = 0, mem = 0, all = 0;
+    double flops = 0, energy_pj = 0;
+    uint64_t bytes = 0, spilled = 0;
+    for (uint64_t k = 0; k < std::max<uint64_t>(steps, 1); ++k) {
+      const size_t x = o + k * stride;
+      compute += coll_kernels[x] ? 0 : op_compute[x];  // a collective kernel is communication
+      comm += op_comm[x].length();
+      mem += op_mem[x].length();
+      all += op_all[x].length();
+      flops += program.ops[x].flops;
+      bytes += program.ops[x].bytes;
+      spilled += program.ops[x].spilled_bytes;
+      if (pe.modelled) energy_pj += pe.ops[x].total_pj();
+    }
+    op->set_compute_ps(compute);
+    op->set_communication_ps(comm);
+    op->set_memory_ps(mem);
+    op->set_total_ps(all);
     op->set_start_ps(op_all[o].start());
-    op->set_flops(info.flops);
-    op->set_bytes(info.bytes);
-    op->set_spilled_bytes(info.spilled_bytes);
-    if (pe.modelled) op->set_energy_j(pe.ops[o].total_pj() * 1e-12);
-  }
+    op->set_flops(flops);
+    op->set_bytes(bytes);
+    op->set_spilled_bytes(spilled);
+    if (steps > 0) op->set_steps(static_cast<uint32_t>(steps));
+    if (pe.modelled) op->set_energy_j(energy_pj * 1e-12);
+  };
+  const std::optional<SummedOps> summed = FindSummedOps(program, sums);
+  for (size_t o = 0; o < (summed ? summed->begin : num_ops); ++o) add_row(o, 0, 0);
+  if (summed)
+    for (size_t j = 0; j < summed->per_step; ++j) add_row(summed->begin + j, summed->steps, summed->per_step);
 
   // ---- Phases, decode steps and layers, from the ends of their tasks.
   const Ps t0 = tt.t0;

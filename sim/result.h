@@ -32,10 +32,10 @@
 //   summary.core_utilization  mean over the chip's cores of (sum of compute task
 //                             durations) / total_ps, in [0, 1].
 //   summary.achieved_tflops   sum of compute task flops / total_ps (flop/ps = Tflop/s).
-//   ops[i]                    one per Program::ops entry, in that order (a run that
-//                             reuses decode steps past sim::kRowSteps steps instead has
-//                             one row per op summing the reused steps, with `steps` set:
-//                             sim/step_reuse.h):
+//   ops[i]                    one per Program::ops entry, in that order (with RowSums,
+//                             past its row_steps decode steps, one row per op of a step
+//                             sums the steps from its `from` on, with `steps` set, as a run
+//                             that reuses decode steps writes them: sim/step_reuse.h):
 //       compute_ps            max over cores of the sum of that op's compute durations;
 //       communication_ps      span of the op's transfer tasks (0 when none);
 //       memory_ps             span of the op's memory tasks (0 when none);
@@ -78,9 +78,16 @@ namespace tpsim::sim {
 
 // `energy` carries the workload's dtype and token counts for the energy fields (sim/energy.h;
 // the defaults: bf16, tokens unknown, so the per-token fields stay 0).
+// Op rows summed over long runs, as a run that reuses decode steps writes them (sim/step_reuse.h,
+// OpRows): past `row_steps` decode steps (0: never), one row per op of a step sums decode steps
+// `from` on (config::OpResult::steps); the rows before stay one per op and step.
+struct RowSums {
+  uint32_t row_steps = 0;
+  uint32_t from = 0;
+};
 config::Result BuildResult(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
                            const std::string& experiment, const std::string& engine, bool with_tasks = true,
-                           const EnergyInputs& energy = {});
+                           const EnergyInputs& energy = {}, RowSums sums = {});
 
 // Result::summary alone, field for field what BuildResult writes there, without
 // the per-op, per-layer, per-link, per-core and per-task parts (sweeps keep only

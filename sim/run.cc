@@ -383,8 +383,9 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   EngineOutput timing = engine->Run(out.program, chip);
   CheckRepresentable(out.program, timing);
   if (opts.on_stage) opts.on_stage("writing results");
+  // Past row_steps decode steps the op rows are summed as a run that reuses steps sums them.
   out.result = BuildResult(out.program, chip, timing, e.cfg.name(), engine->name(), opts.keep_task_times,
-                           EnergyInputsOf(e.cfg.workload()));
+                           EnergyInputsOf(e.cfg.workload()), RowSums{opts.row_steps, kFirstSummedStep});
   out.result.set_config(ResolvedText(e));
   out.result.set_title(RunTitle(e.cfg, engine->name()));
   if (!opts.observers.empty() && !opts.observe_steps.empty()) {

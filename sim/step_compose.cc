@@ -253,13 +253,15 @@ void ReduceOps(const Program& p, std::span<const TaskTime> t, StepTimes* out, co
   }
 }
 
-void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r, std::span<const double> energy_pj) {
+void OpRows::Add(uint32_t k, const StepTimes& t, Ps offset, config::Result* r,
+                 std::span<const double> energy_pj) {
   energy_ = !energy_pj.empty();
+  const bool sum = sum_ && k >= first_summed_;
   for (size_t o = 0; o < step_.ops.size(); ++o) {
     const Ps start = t.op_all[o].empty() ? 0 : offset + t.op_all[o].first;
-    if (sum_) {
+    if (sum) {
       Row& row = rows_[o];
-      if (!started_) row.start = start;
+      if (summed_ == 0) row.start = start;
       row.compute += t.op_compute[o];
       row.comm += t.op_comm[o].length();
       row.mem += t.op_mem[o].length();
@@ -282,11 +284,11 @@ void OpRows::Add(const StepTimes& t, Ps offset, config::Result* r, std::span<con
     if (energy_) row.energy_pj = energy_pj[o];
     AddRow(o, row, 0, r);
   }
-  started_ = true;
+  summed_ += sum;
 }
 
-void OpRows::Finish(uint64_t steps, config::Result* r) const {
-  for (size_t o = 0; o < rows_.size(); ++o) AddRow(o, rows_[o], steps, r);
+void OpRows::Finish(config::Result* r) const {
+  for (size_t o = 0; o < rows_.size(); ++o) AddRow(o, rows_[o], summed_, r);
 }
 
 void OpRows::AddRow(size_t o, const Row& row, uint64_t steps, config::Result* r) const {

@@ -68,14 +68,19 @@ OpCores IndexOpCores(const mapping::Program& p);
 void ReduceOps(const mapping::Program& p, std::span<const TaskTime> t, StepTimes* out, const OpCores& pairs);
 
 // The Result's op rows of reused steps: one row per op and step, or (`sum`) one row per op
-// summing every reused step (config::OpResult::steps), so that the Result does not grow.
+// summing the steps from `first_summed` on (config::OpResult::steps), so that the Result does
+// not grow; the steps before keep a row each.
 class OpRows {
  public:
-  OpRows(const mapping::Program& step, bool sum) : step_(step), sum_(sum), rows_(sum ? step.ops.size() : 0) {}
-  // A step whose times are `t` relative to `offset` (op_flops and op_bytes at its context);
-  // `energy_pj`: its ops' dynamic energy (sim/step_energy.h), empty without an energy model.
-  void Add(const StepTimes& t, Ps offset, config::Result* r, std::span<const double> energy_pj = {});
-  void Finish(uint64_t steps, config::Result* r) const;
+  OpRows(const mapping::Program& step, bool sum, uint32_t first_summed)
+      : step_(step), sum_(sum), first_summed_(first_summed), rows_(sum ? step.ops.size() : 0) {}
+  // Decode step k, whose times are `t` relative to `offset` (op_flops and op_bytes at its
+  // context); `energy_pj`: its ops' dynamic energy (sim/step_energy.h), empty without an energy
+  // model. Steps come in order.
+  void Add(uint32_t k, const StepTimes& t, Ps offset, config::Result* r,
+           std::span<const double> energy_pj = {});
+  // The summed rows, after the last step.
+  void Finish(config::Result* r) const;
 
  private:
   struct Row {
@@ -86,7 +91,9 @@ class OpRows {
   // Op o's row into r: one step's (`steps` 0) or the sum of `steps` steps (OpResult::steps).
   void AddRow(size_t o, const Row& row, uint64_t steps, config::Result* r) const;
   const mapping::Program& step_;
-  bool sum_, started_ = false, energy_ = false;
+  bool sum_, energy_ = false;
+  uint32_t first_summed_;
+  uint64_t summed_ = 0;  // steps summed so far
   std::vector<Row> rows_;
 };
 

@@ -91,7 +91,7 @@ StepComposer::StepComposer(const Experiment& e, const arch::Chip& chip, const En
       busy_(chip.num_cores()),
       decode_layer_(DecodeLayers(res_)),
       prev_end_(std::numeric_limits<Ps>::min()),
-      rows_(tpl.program(), e.cfg.workload().decode_steps() > opts.row_steps),
+      rows_(tpl.program(), e.cfg.workload().decode_steps() > opts.row_steps, kFirstSummedStep),
       pairs_(IndexOpCores(tpl.program())),
       plan_(plan && plan->before ? plan : nullptr) {
   if (plan_) before_pairs_ = IndexOpCores(plan_->before->program());
@@ -123,7 +123,7 @@ bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why
   work.WorkAt(k, &st_);
   // Energy in the template's tasks (the masked ones add nothing: the same sums in the same order).
   energy_->Add(k, plan_ ? plan_->Lacks(k) : std::span<const uint8_t>());
-  rows_.Add(st_, 0, &res_, energy_->op_pj());
+  rows_.Add(k, st_, 0, &res_, energy_->op_pj());
   if (!AddLayerTotals(tp, st_, decode_layer_, &prev_end_, &res_)) {
     *why = "a decode layer the head does not have";
     return false;
@@ -146,7 +146,10 @@ bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why
   return true;
 }
 
-void StepComposer::FinishRows(uint64_t reused) { rows_.Finish(reused, &res_); }
+// B's steps end at kPeriodHead + 2: every step this composes is one that is summed.
+static_assert(kFirstSummedStep == kPeriodHead + 3);
+
+void StepComposer::FinishRows() { rows_.Finish(&res_); }
 
 void StepComposer::FinishEnergy(const arch::Chip& chip) { energy_->Finish(chip, &res_); }
 
@@ -412,7 +415,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k)) observed[k] = tk;
   }
   // B's op rows of steps H + 3 .. are not there; steps H + 1 and H + 2 are (one row each).
-  compose.FinishRows(reused);
+  compose.FinishRows();
   busy.Flush(std::numeric_limits<Ps>::max());
   // The critical path, walked back over the whole run (sim::CriticalPath's rule).
   // Queue predecessors (by start, then id) of a step's tasks, as (step offset, task): from the

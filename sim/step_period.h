@@ -110,8 +110,8 @@ class StepComposer {
   // Decode step k, after the steps before it, with its tasks' times `t`; false with *why when
   // it has a decode layer B has no row for.
   bool Add(uint32_t k, std::span<const TaskTime> t, std::string* why);
-  // After the last step: the summed op rows of `reused` steps (past RunOptions::row_steps).
-  void FinishRows(uint64_t reused);
+  // After the last step: the summed op rows (past RunOptions::row_steps).
+  void FinishRows();
   // After FinishResult: the layers' and summary's energy.
   void FinishEnergy(const arch::Chip& chip);
 

@@ -211,13 +211,13 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
   Ps unloaded = head_out.unloaded_makespan_ps;  // the run without queues on links, composed alike
   uint64_t task_id = head.num_tasks();
   // Past kRowSteps decode steps, one row per op sums the reused steps (OpResult::steps).
-  OpRows rows(step, steps > opts.row_steps);
+  OpRows rows(step, steps > opts.row_steps, kFirstSummedStep);
   std::map<uint32_t, std::vector<TaskTime>> observed;  // observe_steps past the head, shifted
   for (uint32_t k = first; k <= steps; ++k) {
     const StepTimes& t = tpl.Time(k, &reason);
     if (!t.ok) return fail(reason);
     energy.Add(k);
-    rows.Add(t, boundary, &r, energy.op_pj());
+    rows.Add(k, t, boundary, &r, energy.op_pj());
     for (const auto& [layer, inc] : t.layer_inc) {
       auto it = decode_layer.find(layer);
       if (it == decode_layer.end()) return fail("a decode layer the head does not have");
@@ -248,7 +248,7 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
     }
     if (!Add(boundary, t.makespan, &boundary)) return fail("the run passes the 2^63 ps clock");
   }
-  rows.Finish(reused, &r);
+  rows.Finish(&r);
   // The summary, links, channels and cores over the whole run (BuildResult's definitions).
   RunTotals tot;
   tot.total = boundary;

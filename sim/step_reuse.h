@@ -70,6 +70,11 @@ inline constexpr uint32_t kHeadSteps = 3;
 // step, as the unrolled Program's; past it, one row per op sums the reused steps
 // (config::OpResult::steps), so that the Result's size does not grow with the steps.
 inline constexpr uint32_t kRowSteps = 256;
+// Past RunOptions::row_steps, the decode steps from this one on are summed into one row per op;
+// the steps before keep a row each, whichever way the run is timed (the head that the periodic
+// and the step-by-step ways lower ends at step kPeriodHead + 2, sim/step_period.h; the unrolled
+// Program's rows are summed alike, sim::RowSums).
+inline constexpr uint32_t kFirstSummedStep = 9;
 
 // Runs `e` (already validated, `chip` built from it) on `engine` with decode-step reuse.
 // nullopt when a self-check fails or reuse does not apply; *why then says which.

@@ -357,7 +357,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     }
   }
   if (opts.replay_stats) *opts.replay_stats = {run.replayed(), run.rollbacks()};
-  compose.FinishRows(reused);
+  compose.FinishRows();
   busy.Flush(kMaxPs);
   const Ps total = run.total();
   tot.path = run.path();

@@ -175,11 +175,12 @@ TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
   opts.engine.clear();
   const RunOutput r = RunExperiment(e, opts);
   ASSERT_TRUE(r.reused) << r.reuse;
-  // Past kRowSteps steps one row per op sums the reused steps; the head's rows are one per step.
+  // Past kRowSteps steps one row per op sums the steps from kFirstSummedStep on; the rows before
+  // are one per step.
   uint64_t summed = 0;
   for (const config::OpResult& op : r.result.ops()) {
     if (op.has_steps()) {
-      EXPECT_EQ(op.steps(), 32768u - kHeadSteps);
+      EXPECT_EQ(op.steps(), 32768u - kFirstSummedStep + 1);
       ++summed;
     }
   }
@@ -206,38 +207,51 @@ TEST(StepReuse, ReferenceUpTo200Steps) {
   for (uint32_t steps : {11u, 40u, 60u}) ExpectSame(Tp1(steps), true, true);
 }
 
-// Past RunOptions::row_steps the reused steps' op rows are summed: the table per op (the count
-// column included), the summary, layers, links, channels and cores are the unrolled run's.
+// Past RunOptions::row_steps the op rows of decode steps kFirstSummedStep on are summed, one
+// row per op of a step, whether the steps are reused or unrolled: the same Result byte for byte
+// (the unrolled rows are summed by BuildResult, sim::RowSums), on the periodic way (the TP=1
+// reference) and on the way for steps that do not overlap (the small model of
+// LongGenerationPassesTheMemoryGuard, Small). The TLM engine, which unrolls, sums the same rows.
+// The summed rows' energy is the sum of its steps' (pJ, then J) as unrolled per-step rows give it.
 TEST(StepReuse, SummedOpRows) {
-  const Experiment e = Tp1(40);
-  ASSERT_TRUE(e.cfg.chip().has_energy());
-  RunOptions off;
-  off.reuse = RunOptions::Reuse::kOff;
-  RunOptions on;
-  on.reuse = RunOptions::Reuse::kForce;
-  on.row_steps = 20;
-  const RunOutput u = RunExperiment(e, off), r = RunExperiment(e, on);
-  ASSERT_TRUE(r.reused) << r.reuse;
-  EXPECT_TRUE(ResultTable(u.result, true) == ResultTable(r.result, true));
-  config::Result a = u.result, b = r.result;
-  EXPECT_LT(b.ops_size(), a.ops_size());
-  // A summed row's energy: the sum of its steps' (pJ, then J; the unrolled rows are J each).
-  std::map<std::tuple<std::string, uint32_t, std::string>, double> unrolled_j;
-  for (const config::OpResult& op : a.ops()) unrolled_j[{op.phase(), op.layer(), op.op()}] += op.energy_j();
-  std::map<std::tuple<std::string, uint32_t, std::string>, double> reused_j;
-  int summed = 0;
-  for (const config::OpResult& op : b.ops()) {
-    reused_j[{op.phase(), op.layer(), op.op()}] += op.energy_j();
-    summed += op.has_steps();
+  for (const Experiment& e : {Tp1(40), Small(40)}) {
+    SCOPED_TRACE(e.cfg.name());
+    RunOptions off;
+    off.reuse = RunOptions::Reuse::kOff;
+    off.row_steps = 20;
+    RunOptions on = off;
+    on.reuse = RunOptions::Reuse::kForce;
+    RunOptions rows = off;
+    rows.row_steps = 1000;  // every step's rows
+    const RunOutput u = RunExperiment(e, off), r = RunExperiment(e, on), each = RunExperiment(e, rows);
+    ASSERT_TRUE(r.reused) << r.reuse;
+    EXPECT_TRUE(ResultToJson(u.result) == ResultToJson(r.result));
+    EXPECT_TRUE(ResultTable(each.result, true) == ResultTable(r.result, true));
+    const config::Result &a = each.result, &b = r.result;
+    EXPECT_LT(b.ops_size(), a.ops_size());
+    std::map<std::tuple<std::string, uint32_t, std::string>, double> each_j;
+    for (const config::OpResult& op : a.ops()) each_j[{op.phase(), op.layer(), op.op()}] += op.energy_j();
+    std::map<std::tuple<std::string, uint32_t, std::string>, double> summed_j;
+    int summed = 0;
+    for (const config::OpResult& op : b.ops()) {
+      summed_j[{op.phase(), op.layer(), op.op()}] += op.energy_j();
+      if (op.has_steps()) {
+        EXPECT_EQ(op.steps(), 40u - kFirstSummedStep + 1);
+        ++summed;
+      }
+    }
+    EXPECT_GT(summed, 0);
+    ASSERT_EQ(each_j.size(), summed_j.size());
+    for (const auto& [key, j] : each_j) EXPECT_NEAR(summed_j.at(key), j, 1e-12 * j) << std::get<2>(key);
+    RunOptions tlm = off;
+    tlm.engine = "tlm";
+    const RunOutput t = RunExperiment(e, tlm);
+    ASSERT_EQ(t.result.ops_size(), b.ops_size());
+    for (int o = 0; o < b.ops_size(); ++o) {
+      EXPECT_EQ(t.result.ops(o).op(), b.ops(o).op());
+      EXPECT_EQ(t.result.ops(o).steps(), b.ops(o).steps());
+    }
   }
-  EXPECT_GT(summed, 0);
-  ASSERT_EQ(unrolled_j.size(), reused_j.size());
-  for (const auto& [key, j] : unrolled_j) {
-    EXPECT_NEAR(reused_j.at(key), j, 1e-12 * j) << std::get<2>(key);
-  }
-  a.clear_ops();
-  b.clear_ops();
-  EXPECT_TRUE(ResultToJson(a) == ResultToJson(b));
 }
 
 // Where attention decides a step's time once the context is long, nothing is periodic (at TP 1
