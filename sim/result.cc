@@ -354,7 +354,10 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     if (t.core >= 0 && t.core < num_cores) core_tasks[core_fill[t.core]++] = static_cast<uint32_t>(i);
   }
   const std::vector<Ps> op_compute = OpCompute(program, out);
-  const auto [pe, path] = side.valid() ? side.get() : side_work();
+  // Named, not bound: clang 14 does not let a lambda capture a structured binding.
+  const std::pair<ProgramEnergy, CriticalPathSplit> side_result = side.valid() ? side.get() : side_work();
+  const ProgramEnergy& pe = side_result.first;
+  const CriticalPathSplit& path = side_result.second;
   // One op's row, or (`steps` > 0) the sum of the same op's rows over `steps` decode steps, the
   // ops `o`, `o + stride`, ...: the sums of OpRows (sim/step_compose.h), in the same order.
   auto add_row = [&](size_t o, uint64_t steps, size_t stride) {
