@@ -5,6 +5,7 @@
 // both engines emit the same keys.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -98,6 +99,12 @@ class Engine {
   // that schedule without lowering every Program (the serving skeletons,
   // sim/serving/skeleton.h) may stand in for it; for any other engine they must not.
   virtual bool ListSchedule() const { return false; }
+  // Where Run reports now and then how many of the Program's tasks are done (done, total), from
+  // the thread that runs; empty: nowhere. Engines that report read it (the TLM engine).
+  void set_progress(std::function<void(uint64_t, uint64_t)> f) { progress_ = std::move(f); }
+
+ protected:
+  std::function<void(uint64_t, uint64_t)> progress_;
 };
 
 // Whether one run may use a second thread for parts of its work that do not depend on each

@@ -380,7 +380,10 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   // Lives until the next stage replaces it (a progress line may hold the pointer until then).
   const std::string timing_stage = "timing (" + engine->name() + " engine)";
   if (opts.on_stage) opts.on_stage(timing_stage.c_str());
+  if (opts.on_count)
+    engine->set_progress([&opts](uint64_t done, uint64_t total) { opts.on_count(done, total, "tasks"); });
   EngineOutput timing = engine->Run(out.program, chip);
+  engine->set_progress(nullptr);
   CheckRepresentable(out.program, timing);
   if (opts.on_stage) opts.on_stage("writing results");
   // Past row_steps decode steps the op rows are summed as a run that reuses steps sums them.

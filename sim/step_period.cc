@@ -413,6 +413,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
       if (tk[i].end_ps > total) total = tk[i].end_ps, last_task = id0 + i;
     if (opts.keep_task_times) AddTaskTimings(tp, tk, 0, id0, &res);
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k)) observed[k] = tk;
+    if (opts.on_count) opts.on_count(k, N, "decode steps");
   }
   // B's op rows of steps H + 3 .. are not there; steps H + 1 and H + 2 are (one row each).
   compose.FinishRows();

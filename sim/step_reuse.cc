@@ -247,6 +247,7 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
       for (TaskTime& x : kept) x.start_ps += boundary, x.end_ps += boundary;
     }
     if (!Add(boundary, t.makespan, &boundary)) return fail("the run passes the 2^63 ps clock");
+    if (opts.on_count) opts.on_count(k, steps, "decode steps");
   }
   rows.Finish(&r);
   // The summary, links, channels and cores over the whole run (BuildResult's definitions).

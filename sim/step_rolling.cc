@@ -344,6 +344,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     for (uint32_t k = HB + 1; k <= N && ran && !handoff.stopped(); ++k) {
       ran = run.RunUntil(k, &reason);
       if (ran) handoff.Ran(k, run.Horizon(k), k == N);
+      if (ran && opts.on_count) opts.on_count(k, N, "decode steps");
     }
     if (!ran) handoff.Stop();
     composer.get();
@@ -354,6 +355,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     for (uint32_t k = HB + 1; k <= N; ++k) {
       if (!run.RunUntil(k, &reason)) return fail(reason);
       if (!compose_step(k, run.Horizon(k), &reason)) return fail(reason);
+      if (opts.on_count) opts.on_count(k, N, "decode steps");
     }
   }
   if (opts.replay_stats) *opts.replay_stats = {run.replayed(), run.rollbacks()};

@@ -401,6 +401,9 @@ int Run(Args& a) {
   sim::RunOutput r = [&] {
     ProgressLine progress("tpsim run");
     opts.on_stage = [&progress](const char* stage) { progress.Stage(stage); };
+    opts.on_count = [&progress](uint64_t done, uint64_t total, const char* what) {
+      progress.Count(done, total, what);
+    };
     return sim::RunExperiment(e, opts);
   }();
   if (!r.reused && !r.reuse.empty()) spdlog::warn("every decode step lowered: {}", r.reuse);

@@ -61,6 +61,7 @@ void RunState::Complete(uint32_t task, Ps now_ps) {
   done[task] = 1;
   times[task].end_ps = now_ps;
   ++completed;
+  if (progress && completed % kProgressTasks == 0) (*progress)(completed, times.size());
   for (uint32_t k = first_dependent[task]; k < first_dependent[task + 1]; ++k) {
     uint32_t j = dependents[k];
     if (--unmet[j] == 0) cores[program.core(j)]->Ready(j);

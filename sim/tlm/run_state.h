@@ -3,6 +3,7 @@
 // times and the dependency counters. Plain C++; owned by the engine's Run.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "arch/chip.h"
@@ -34,6 +35,9 @@ struct RunState {
   // empty): the network carries them, behind their channel's service.
   std::vector<uint8_t> mem_via_net;
   size_t completed = 0;
+  // Engine::set_progress's, told (completed, tasks) every kProgressTasks tasks; may be null.
+  const std::function<void(uint64_t, uint64_t)>* progress = nullptr;
+  static constexpr size_t kProgressTasks = 4096;
 
   // Marks `task` done at `now_ps` and hands each task it unblocks to its core.
   void Complete(uint32_t task, Ps now_ps);

@@ -111,6 +111,7 @@ EngineOutput TlmEngine::Run(const mapping::Program& program, const arch::Chip& c
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
 
   RunState st(program, chip);
+  if (progress_) st.progress = &progress_;
   EngineOutput out;
   std::string stall;
   {

@@ -254,6 +254,39 @@ TEST(StepReuse, SummedOpRows) {
   }
 }
 
+// RunOptions::on_count (tpsim run's progress line): decode steps as they are timed with reuse,
+// tasks as the TLM engine simulates them (every RunState::kProgressTasks), never past the total.
+TEST(StepReuse, ProgressCountsStepsAndTasks) {
+  for (const bool tlm : {false, true}) {
+    std::vector<std::pair<uint64_t, uint64_t>> seen;
+    std::string what;
+    RunOptions opts;
+    opts.reuse = RunOptions::Reuse::kForce;
+    if (tlm) opts.engine = "tlm";
+    opts.on_count = [&](uint64_t done, uint64_t total, const char* w) {
+      seen.emplace_back(done, total);
+      what = w;
+    };
+    const RunOutput r = RunExperiment(Tp1(40), opts);
+    SCOPED_TRACE(tlm ? "tlm" : "analytical");
+    ASSERT_FALSE(seen.empty());
+    for (size_t i = 1; i < seen.size(); ++i) {
+      EXPECT_GT(seen[i].first, seen[i - 1].first);
+      EXPECT_EQ(seen[i].second, seen[0].second);
+    }
+    EXPECT_LE(seen.back().first, seen.back().second);
+    if (tlm) {
+      EXPECT_EQ(what, "tasks");
+      EXPECT_EQ(seen[0].second, r.program.num_tasks());
+      EXPECT_EQ(seen[0].first, 4096u);
+    } else {
+      ASSERT_TRUE(r.reused) << r.reuse;
+      EXPECT_EQ(what, "decode steps");
+      EXPECT_EQ(seen.back(), std::make_pair(uint64_t{40}, uint64_t{40}));
+    }
+  }
+}
+
 // Where attention decides a step's time once the context is long, nothing is periodic (at TP 1
 // from step 65 on, on the reference from step 321): the steps are timed one after the other
 // from the steps before them (sim/step_rolling.h), and the Result is the unrolled one.
