@@ -88,8 +88,8 @@ struct RunOptions {
   // Program of the prefill and these steps, each task timed as in the whole run; empty: the
   // whole Program. With it, decode-step reuse applies despite observers.
   std::vector<uint32_t> observe_steps;
-  // With decode-step reuse, past this many decode steps the reused steps' op rows are summed
-  // into one row per op (config::OpResult::steps); sim::kRowSteps by default.
+  // Past this many decode steps the op rows of steps sim::kFirstSummedStep on are summed into
+  // one row per op (config::OpResult::steps), reused or unrolled; sim::kRowSteps by default.
   uint32_t row_steps = 256;
   // With decode-step reuse, every step is timed one after the other from the steps before
   // it (sim/step_rolling.h), not first as a periodic schedule (sim/step_period.h) or as

@@ -67,7 +67,7 @@ class Engine;
 // Decode steps lowered with the prefill before the others are timed from one step.
 inline constexpr uint32_t kHeadSteps = 3;
 // Up to this many decode steps (RunOptions::row_steps) the Result has one op row per op and
-// step, as the unrolled Program's; past it, one row per op sums the reused steps
+// step; past it, one row per op sums the steps from kFirstSummedStep on
 // (config::OpResult::steps), so that the Result's size does not grow with the steps.
 inline constexpr uint32_t kRowSteps = 256;
 // Past RunOptions::row_steps, the decode steps from this one on are summed into one row per op;
