@@ -288,6 +288,8 @@ void OpRows::Add(uint32_t k, const StepTimes& t, Ps offset, config::Result* r,
 }
 
 void OpRows::Finish(config::Result* r) const {
+  // None when the run ends before kFirstSummedStep (a row_steps below it, in tests).
+  if (summed_ == 0) return;
   for (size_t o = 0; o < rows_.size(); ++o) AddRow(o, rows_[o], summed_, r);
 }
 
