@@ -155,6 +155,7 @@ Program Lowering::Run(const PlacementFile& file) {
     }
     if (cx_.func) prog.func.outputs.push_back(std::move(out));
     cx_.mem->EndPhase();
+    if (opts_.on_pass) opts_.on_pass(si + 1, steps.size());
   }
   if (cx_.func) prog.func.tensors = std::move(cx_.tensors);
   return cx_.builder.Build();

@@ -4,6 +4,7 @@
 // layouts converted by collectives (mapping/collective/), ranks placed on cores
 // (mapping/placement/).
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct LowerOptions {
   // workload's (sim/step_reuse.h lowers a few steps and times the rest from them).
   std::vector<uint32_t> decode_steps_only{};
   bool skip_prefill = false;  // lower no prefill (only with decode_steps_only)
+  // Told (passes lowered, passes) after each pass (the prefill, a decode step), for a progress
+  // line; may be empty.
+  std::function<void(uint64_t, uint64_t)> on_pass{};
 };
 
 // Lowers the workload (prefill of all simulated layers, then each decode step) to a

@@ -376,7 +376,10 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
     }
   }
   if (opts.on_stage) opts.on_stage("lowering");
-  out.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
+  mapping::LowerOptions lower;
+  if (opts.on_count)
+    lower.on_pass = [&opts](uint64_t done, uint64_t total) { opts.on_count(done, total, "passes"); };
+  out.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), lower);
   // Lives until the next stage replaces it (a progress line may hold the pointer until then).
   const std::string timing_stage = "timing (" + engine->name() + " engine)";
   if (opts.on_stage) opts.on_stage(timing_stage.c_str());

@@ -260,35 +260,38 @@ TEST(StepReuse, SummedOpRows) {
   }
 }
 
-// RunOptions::on_count (tpsim run's progress line): decode steps as they are timed with reuse,
-// tasks as the TLM engine simulates them (every RunState::kProgressTasks), never past the total.
+// RunOptions::on_count (tpsim run's progress line): decode steps as they are timed with reuse;
+// unrolled, the passes as they are lowered, then the tasks as the TLM engine simulates them
+// (every RunState::kProgressTasks); each count rising, never past its total.
 TEST(StepReuse, ProgressCountsStepsAndTasks) {
   for (const bool tlm : {false, true}) {
-    std::vector<std::pair<uint64_t, uint64_t>> seen;
-    std::string what;
+    std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> seen;
+    std::vector<std::string> order;
     RunOptions opts;
     opts.reuse = RunOptions::Reuse::kForce;
     if (tlm) opts.engine = "tlm";
-    opts.on_count = [&](uint64_t done, uint64_t total, const char* w) {
-      seen.emplace_back(done, total);
-      what = w;
+    opts.on_count = [&](uint64_t done, uint64_t total, const char* what) {
+      if (order.empty() || order.back() != what) order.push_back(what);
+      seen[what].emplace_back(done, total);
     };
     const RunOutput r = RunExperiment(Tp1(40), opts);
     SCOPED_TRACE(tlm ? "tlm" : "analytical");
-    ASSERT_FALSE(seen.empty());
-    for (size_t i = 1; i < seen.size(); ++i) {
-      EXPECT_GT(seen[i].first, seen[i - 1].first);
-      EXPECT_EQ(seen[i].second, seen[0].second);
+    for (const auto& [what, counts] : seen) {
+      ASSERT_FALSE(counts.empty()) << what;
+      for (size_t i = 1; i < counts.size(); ++i) {
+        EXPECT_GT(counts[i].first, counts[i - 1].first) << what;
+        EXPECT_EQ(counts[i].second, counts[0].second) << what;
+      }
+      EXPECT_LE(counts.back().first, counts.back().second) << what;
     }
-    EXPECT_LE(seen.back().first, seen.back().second);
     if (tlm) {
-      EXPECT_EQ(what, "tasks");
-      EXPECT_EQ(seen[0].second, r.program.num_tasks());
-      EXPECT_EQ(seen[0].first, 4096u);
+      EXPECT_EQ(order, (std::vector<std::string>{"passes", "tasks"}));
+      EXPECT_EQ(seen["passes"].back(), std::make_pair(uint64_t{41}, uint64_t{41}));  // the prefill, 40 steps
+      EXPECT_EQ(seen["tasks"][0], std::make_pair(uint64_t{4096}, uint64_t{r.program.num_tasks()}));
     } else {
       ASSERT_TRUE(r.reused) << r.reuse;
-      EXPECT_EQ(what, "decode steps");
-      EXPECT_EQ(seen.back(), std::make_pair(uint64_t{40}, uint64_t{40}));
+      EXPECT_EQ(order, std::vector<std::string>{"decode steps"});
+      EXPECT_EQ(seen["decode steps"].back(), std::make_pair(uint64_t{40}, uint64_t{40}));
     }
   }
 }
