@@ -372,6 +372,7 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
       // Say why the few lowered steps were not enough.
       std::vector<config::Diag> diags = err.diags();
       diags.back().rule += " (every decode step would be lowered: " + out.reuse + ")";
+      if (!engine->ListSchedule()) diags.back().rule += "; --engine analytical reuses decode steps";
       throw config::ConfigError(std::move(diags));
     }
   }
