@@ -300,6 +300,25 @@ std::optional<SummedOps> FindSummedOps(const mapping::Program& p, RowSums sums) 
 
 }  // namespace
 
+void AddOpRow(const mapping::OpRef& ref, const OpRowValues& v, uint64_t steps, bool energy,
+              config::Result* r) {
+  config::OpResult* op = r->add_ops();
+  op->set_phase(mapping::ToString(ref.phase));
+  op->set_layer(ref.layer);
+  op->set_op(ref.op);
+  op->set_partition(ref.Label());
+  op->set_compute_ps(v.compute);
+  op->set_communication_ps(v.comm);
+  op->set_memory_ps(v.mem);
+  op->set_total_ps(v.total);
+  op->set_start_ps(v.start);
+  op->set_flops(v.flops);
+  op->set_bytes(v.bytes);
+  op->set_spilled_bytes(v.spilled);
+  if (steps > 0) op->set_steps(static_cast<uint32_t>(steps));
+  if (energy) op->set_energy_j(v.energy_pj * 1e-12);
+}
+
 config::Summary BuildSummary(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& out,
                              const EnergyInputs& energy) {
   CheckInputs(program, out);
@@ -361,36 +380,20 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   // One op's row, or (`steps` > 0) the sum of the same op's rows over `steps` decode steps, the
   // ops `o`, `o + stride`, ...: the sums of OpRows (sim/step_compose.h), in the same order.
   auto add_row = [&](size_t o, uint64_t steps, size_t stride) {
-    const auto& info = program.ops[o];
-    config::OpResult* op = r.add_ops();
-    op->set_phase(mapping::ToString(info.ref.phase));
-    op->set_layer(info.ref.layer);
-    op->set_op(info.ref.op);
-    op->set_partition(info.ref.Label());
-    Ps compute = 0, comm = 0, mem = 0, all = 0;
-    double flops = 0, energy_pj = 0;
-    uint64_t bytes = 0, spilled = 0;
+    OpRowValues v;
+    v.start = op_all[o].start();
     for (uint64_t k = 0; k < std::max<uint64_t>(steps, 1); ++k) {
       const size_t x = o + k * stride;
-      compute += coll_kernels[x] ? 0 : op_compute[x];  // a collective kernel is communication
-      comm += op_comm[x].length();
-      mem += op_mem[x].length();
-      all += op_all[x].length();
-      flops += program.ops[x].flops;
-      bytes += program.ops[x].bytes;
-      spilled += program.ops[x].spilled_bytes;
-      if (pe.modelled) energy_pj += pe.ops[x].total_pj();
+      v.compute += coll_kernels[x] ? 0 : op_compute[x];  // a collective kernel is communication
+      v.comm += op_comm[x].length();
+      v.mem += op_mem[x].length();
+      v.total += op_all[x].length();
+      v.flops += program.ops[x].flops;
+      v.bytes += program.ops[x].bytes;
+      v.spilled += program.ops[x].spilled_bytes;
+      if (pe.modelled) v.energy_pj += pe.ops[x].total_pj();
     }
-    op->set_compute_ps(compute);
-    op->set_communication_ps(comm);
-    op->set_memory_ps(mem);
-    op->set_total_ps(all);
-    op->set_start_ps(op_all[o].start());
-    op->set_flops(flops);
-    op->set_bytes(bytes);
-    op->set_spilled_bytes(spilled);
-    if (steps > 0) op->set_steps(static_cast<uint32_t>(steps));
-    if (pe.modelled) op->set_energy_j(energy_pj * 1e-12);
+    AddOpRow(program.ops[o].ref, v, steps, pe.modelled, &r);
   };
   const std::optional<SummedOps> summed = FindSummedOps(program, sums);
   for (size_t o = 0; o < (summed ? summed->begin : num_ops); ++o) add_row(o, 0, 0);

@@ -78,6 +78,19 @@ namespace tpsim::sim {
 
 // `energy` carries the workload's dtype and token counts for the energy fields (sim/energy.h;
 // the defaults: bf16, tokens unknown, so the per-token fields stay 0).
+// An op row's values (config::OpResult): one step's, or sums over decode steps (start_ps the
+// first one's).
+struct OpRowValues {
+  Ps start = 0, compute = 0, comm = 0, mem = 0, total = 0;
+  double flops = 0, energy_pj = 0;
+  uint64_t bytes = 0, spilled = 0;
+};
+// Appends op `ref`'s row to r: one step's (`steps` 0) or the sum of `steps` decode steps
+// (OpResult::steps); its energy_j only when `energy` (an energy model). BuildResult's rows and
+// the rows of reused steps (sim/step_compose.h, OpRows) both.
+void AddOpRow(const mapping::OpRef& ref, const OpRowValues& v, uint64_t steps, bool energy,
+              config::Result* r);
+
 // Op rows summed over long runs, as a run that reuses decode steps writes them (sim/step_reuse.h,
 // OpRows): past `row_steps` decode steps (0: never), one row per op of a step sums decode steps
 // `from` on (config::OpResult::steps); the rows before stay one per op and step.

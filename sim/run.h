@@ -71,8 +71,8 @@ struct RunOptions {
   // progress line; may be empty.
   std::function<void(const char*)> on_stage;
   // Called now and then within a long stage with how far it is: `done` of `total` `what`
-  // ("decode steps" timed with reuse, "tasks" simulated by the TLM engine), from the thread
-  // that does the work; may be empty.
+  // ("decode steps" timed with reuse, "passes" lowered, "tasks" simulated by the TLM engine),
+  // from the thread that does the work; may be empty.
   std::function<void(uint64_t done, uint64_t total, const char* what)> on_count;
   // Refuse before lowering when the Program's estimate exceeds this (0: no limit).
   uint64_t max_memory_bytes = DefaultMaxMemory();

@@ -258,31 +258,18 @@ void OpRows::Add(uint32_t k, const StepTimes& t, Ps offset, config::Result* r,
   energy_ = !energy_pj.empty();
   const bool sum = sum_ && k >= first_summed_;
   for (size_t o = 0; o < step_.ops.size(); ++o) {
-    const Ps start = t.op_all[o].empty() ? 0 : offset + t.op_all[o].first;
-    if (sum) {
-      Row& row = rows_[o];
-      if (summed_ == 0) row.start = start;
-      row.compute += t.op_compute[o];
-      row.comm += t.op_comm[o].length();
-      row.mem += t.op_mem[o].length();
-      row.total += t.op_all[o].length();
-      row.flops += t.op_flops[o];
-      row.bytes += t.op_bytes[o];
-      row.spilled += t.op_spilled[o];
-      if (energy_) row.energy_pj += energy_pj[o];
-      continue;
-    }
-    Row row;
-    row.start = start;
-    row.compute = t.op_compute[o];
-    row.comm = t.op_comm[o].length();
-    row.mem = t.op_mem[o].length();
-    row.total = t.op_all[o].length();
-    row.flops = t.op_flops[o];
-    row.bytes = t.op_bytes[o];
-    row.spilled = t.op_spilled[o];
-    if (energy_) row.energy_pj = energy_pj[o];
-    AddRow(o, row, 0, r);
+    OpRowValues one;
+    OpRowValues& row = sum ? rows_[o] : one;
+    if (!sum || summed_ == 0) row.start = t.op_all[o].empty() ? 0 : offset + t.op_all[o].first;
+    row.compute += t.op_compute[o];
+    row.comm += t.op_comm[o].length();
+    row.mem += t.op_mem[o].length();
+    row.total += t.op_all[o].length();
+    row.flops += t.op_flops[o];
+    row.bytes += t.op_bytes[o];
+    row.spilled += t.op_spilled[o];
+    if (energy_) row.energy_pj += energy_pj[o];
+    if (!sum) AddOpRow(step_.ops[o].ref, row, 0, energy_, r);
   }
   summed_ += sum;
 }
@@ -290,26 +277,7 @@ void OpRows::Add(uint32_t k, const StepTimes& t, Ps offset, config::Result* r,
 void OpRows::Finish(config::Result* r) const {
   // None when the run ends before kFirstSummedStep (a row_steps below it, in tests).
   if (summed_ == 0) return;
-  for (size_t o = 0; o < rows_.size(); ++o) AddRow(o, rows_[o], summed_, r);
-}
-
-void OpRows::AddRow(size_t o, const Row& row, uint64_t steps, config::Result* r) const {
-  const mapping::OpRef& ref = step_.ops[o].ref;
-  config::OpResult* op = r->add_ops();
-  op->set_phase(mapping::ToString(ref.phase));
-  op->set_layer(ref.layer);
-  op->set_op(ref.op);
-  op->set_partition(ref.Label());
-  op->set_compute_ps(row.compute);
-  op->set_communication_ps(row.comm);
-  op->set_memory_ps(row.mem);
-  op->set_total_ps(row.total);
-  op->set_start_ps(row.start);
-  op->set_flops(row.flops);
-  op->set_bytes(row.bytes);
-  op->set_spilled_bytes(row.spilled);
-  if (steps > 0) op->set_steps(static_cast<uint32_t>(steps));
-  if (energy_) op->set_energy_j(row.energy_pj * 1e-12);
+  for (size_t o = 0; o < rows_.size(); ++o) AddOpRow(step_.ops[o].ref, rows_[o], summed_, energy_, r);
 }
 
 }  // namespace tpsim::sim

@@ -17,6 +17,7 @@
 #include "mapping/program.h"
 #include "result.pb.h"
 #include "sim/engine.h"
+#include "sim/result.h"
 #include "sim/run.h"
 #include "sim/sampled_run.h"
 #include "sim/schedule.h"
@@ -83,18 +84,11 @@ class OpRows {
   void Finish(config::Result* r) const;
 
  private:
-  struct Row {
-    Ps start = 0, compute = 0, comm = 0, mem = 0, total = 0;
-    double flops = 0, energy_pj = 0;
-    uint64_t bytes = 0, spilled = 0;
-  };
-  // Op o's row into r: one step's (`steps` 0) or the sum of `steps` steps (OpResult::steps).
-  void AddRow(size_t o, const Row& row, uint64_t steps, config::Result* r) const;
   const mapping::Program& step_;
   bool sum_, energy_ = false;
   uint32_t first_summed_;
   uint64_t summed_ = 0;  // steps summed so far
-  std::vector<Row> rows_;
+  std::vector<OpRowValues> rows_;
 };
 
 // The union of each core's task intervals over the whole run (BuildResult's busy_ps), fed in

@@ -210,7 +210,8 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
   Ps boundary = head_out.makespan_ps;
   Ps unloaded = head_out.unloaded_makespan_ps;  // the run without queues on links, composed alike
   uint64_t task_id = head.num_tasks();
-  // Past kRowSteps decode steps, one row per op sums the reused steps (OpResult::steps).
+  // Past kRowSteps decode steps, one row per op sums the steps from kFirstSummedStep on
+  // (OpResult::steps).
   OpRows rows(step, steps > opts.row_steps, kFirstSummedStep);
   std::map<uint32_t, std::vector<TaskTime>> observed;  // observe_steps past the head, shifted
   for (uint32_t k = first; k <= steps; ++k) {
