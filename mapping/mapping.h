@@ -61,6 +61,18 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
                      const config::Workload& wl, const config::SourceMap& locs,
                      std::vector<config::Diag>* diags);
 
+// Each memory channel's capacity_bytes against what the mapping keeps in it: every core that
+// uses the channel (arch::Chip::ChannelOf) keeps there its stage's weights when they are
+// streamed from DRAM (mapping.weights dram, or auto when they do not fit SRAM; always on a GPU
+// node, in HBM) and its KV cache for the last position (cached_prefix + seq_len + decode_steps)
+// when the cache does not fit SRAM beside the resident weights (always on a GPU node), as the
+// memory plan places them (Lower). A workload of requests (tpsim serve) counts the weights only:
+// the server admits requests to the KV capacity left. A channel of capacity 0 is not checked.
+// Diags name chip.memory[i].capacity_bytes. Only for a mapping ValidateMapping accepts.
+void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
+                          const config::Workload& wl, const config::SourceMap& locs,
+                          std::vector<config::Diag>* diags);
+
 // One continuous-batching iteration (sim/serving) as a Program: `layers` layers (pipeline
 // stages as in `m`) over a mixed batch. Weight GEMMs, norms and element-wise ops run on
 // all sum(new_tokens) rows at once; attention (scores, softmax, PV) is emitted per chunk
@@ -77,10 +89,13 @@ Program LowerIteration(const arch::Chip& chip, const config::Model& model, const
 // layers (0 = all of the model's): the bytes of weight shards, whether they stay in SRAM,
 // the layers that stage holds, and the KV heads each core of a stage keeps.
 struct WeightPlan {
-  uint64_t weight_bytes_per_core = 0;
+  uint64_t weight_bytes_per_core = 0;  // the stage that holds the most
   bool weights_in_sram = true;
-  uint32_t layers_per_core = 0;
+  uint32_t layers_per_core = 0;  // the most layers of one stage
   uint32_t kv_heads_per_core = 0;
+  // Per pipeline stage: each of its cores' weight bytes, and its layers.
+  std::vector<uint64_t> stage_weight_bytes;
+  std::vector<uint32_t> stage_layers;
 };
 WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
                        uint32_t layers, const std::string& dtype);

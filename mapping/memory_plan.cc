@@ -24,9 +24,13 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
   const uint64_t nkv = cx.NumKvHeads();
   uint64_t elems = 0;
   WeightPlan plan;
+  plan.stage_layers.assign(static_cast<size_t>(stages), 0);
+  for (uint32_t l = 0; l < layers; ++l)
+    plan.stage_layers[static_cast<size_t>(LayerStage(l, stages, layers))]++;
   if (cx.model.num_experts() == 0) {
     for (const LayerGemm& g : LayerGemms(cx.model)) elems += gemm.ShardElems(g);
     plan.weight_bytes_per_core = elems * most_layers * cx.d;
+    for (uint32_t n : plan.stage_layers) plan.stage_weight_bytes.push_back(elems * n * cx.d);
   } else {
     // Attention's shards every layer; the dense MLP's or the MoE block's by layer: the stage
     // holding the most weights decides.
@@ -42,6 +46,7 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
       per_stage[static_cast<size_t>(LayerStage(l, stages, layers))] +=
           attn + (llm::IsMoeLayer(cx.model, l) ? moe : mlp);
     plan.weight_bytes_per_core = *std::max_element(per_stage.begin(), per_stage.end()) * cx.d;
+    for (uint64_t e : per_stage) plan.stage_weight_bytes.push_back(e * cx.d);
   }
   plan.weights_in_sram =
       !cx.chip.config().has_gpu() &&

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "mapping/collective/collective.h"
+#include "mapping/estimate.h"
 #include "mapping/moe_routing.h"
 #include "mapping/pipeline.h"
 
@@ -233,6 +234,80 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
           m.placement() == "file" ? m.placement_file() : m.placement(), e.what());
     }
   }
+}
+
+void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
+                          const config::Workload& wl, const config::SourceMap& locs,
+                          std::vector<config::Diag>* diags) {
+  const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
+  const int stages = std::max<int>(1, static_cast<int>(m.pipeline_stages()));
+  StagePlacement placed;
+  WeightPlan plan;
+  try {
+    placed = PlaceStages(chip, m, stages, StageRanks(m), ReadPlacementFile(m));
+    plan = PlanWeights(chip, model, m, layers, wl.dtype());
+  } catch (const std::exception&) {
+    return;  // ValidateMapping reports what makes these impossible
+  }
+  if (plan.stage_weight_bytes.size() != static_cast<size_t>(stages) ||
+      placed.cores.size() != plan.stage_weight_bytes.size())
+    return;
+  const bool gpu = chip.config().has_gpu();
+  // The KV cache of one core, per layer it holds, as SramTimeline::Place sizes it: each
+  // replica's sequences (mapping.attention_dp) up to the last position.
+  const uint64_t d = wl.dtype() == "fp32" ? 4 : 2;
+  const uint64_t dp = std::max<uint32_t>(1, m.attention_dp());
+  const uint64_t batch = std::max<uint32_t>(1, wl.batch()) / dp;
+  const uint64_t positions = uint64_t{wl.cached_prefix()} + wl.seq_len() + wl.decode_steps();
+  const double kv_per_layer = 2.0 * static_cast<double>(batch) * static_cast<double>(positions) *
+                              plan.kv_heads_per_core * model.head_dim() * static_cast<double>(d);
+  const bool weights_dram = gpu || !plan.weights_in_sram;
+  const double sram = static_cast<double>(chip.config().core().sram_bytes());
+  const bool kv_dram =
+      !wl.has_requests() && (gpu || (weights_dram ? 0.0 : static_cast<double>(plan.weight_bytes_per_core)) +
+                                            kv_per_layer * plan.layers_per_core >
+                                        sram);
+  if (!weights_dram && !kv_dram) return;
+  struct Use {
+    double weights = 0, kv = 0;
+    int cores = 0;
+  };
+  std::vector<Use> use(chip.channels().size());
+  for (size_t s = 0; s < placed.cores.size(); ++s)
+    for (int core : placed.cores[s]) {
+      Use& u = use[static_cast<size_t>(chip.ChannelOf(core))];
+      if (weights_dram) u.weights += static_cast<double>(plan.stage_weight_bytes[s]);
+      if (kv_dram) u.kv += kv_per_layer * plan.stage_layers[s];
+      ++u.cores;
+    }
+  // The channel fullest against its capacity says it; the count of the others that overflow.
+  size_t worst = use.size(), over = 0;
+  double worst_ratio = 0;
+  for (size_t c = 0; c < use.size(); ++c) {
+    const double cap = static_cast<double>(chip.channels()[c].capacity_bytes);
+    const double need = use[c].weights + use[c].kv;
+    if (cap == 0 || need <= cap) continue;
+    ++over;
+    if (need / cap > worst_ratio) worst = c, worst_ratio = need / cap;
+  }
+  if (worst == use.size()) return;
+  const arch::MemoryChannel& ch = chip.channels()[worst];
+  const Use& u = use[worst];
+  const std::string field = "chip.memory[" + std::to_string(ch.memory) + "].capacity_bytes";
+  std::string what;
+  if (u.weights > 0) what = "weights: " + FormatBytes(u.weights);
+  if (u.kv > 0)
+    what += (what.empty() ? "" : "; ") + std::string("KV cache for ") + std::to_string(positions) +
+            " positions (workload.cached_prefix + seq_len + decode_steps): " + FormatBytes(u.kv);
+  diags->push_back({locs.Find(field), field, std::to_string(ch.capacity_bytes),
+                    "memory channel " + ch.name + ", used by " + std::to_string(u.cores) +
+                        (u.cores == 1 ? " core" : " cores") + " of the mapping, would hold " +
+                        FormatBytes(u.weights + u.kv) + " (" + what + "), more than its capacity" +
+                        (over == 2  ? " (and 1 more channel overflows)"
+                         : over > 2 ? " (and " + std::to_string(over - 1) + " more channels overflow)"
+                                    : "") +
+                        ": raise capacity_bytes, spread the model over more cores (mapping.tp, "
+                        "mapping.pipeline_stages), or shorten the context"});
 }
 
 }  // namespace tpsim::mapping

@@ -298,6 +298,8 @@ arch::Chip ValidateExperiment(const Experiment& e) {
   arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
   mapping::ValidateMapping(e.cfg.mapping(), chip, e.cfg.model(), e.cfg.workload(), e.locs, &diags);
   if (!diags.empty()) throw ConfigError(std::move(diags));
+  mapping::ValidateDramCapacity(e.cfg.mapping(), chip, e.cfg.model(), e.cfg.workload(), e.locs, &diags);
+  if (!diags.empty()) throw ConfigError(std::move(diags));
   return chip;
 }
 

@@ -14,7 +14,10 @@
 //             128x128 systolic arrays; SRAM 1 .. 256 MiB per core; links 10 .. 1000
 //             GB/s (log-uniform); DRAM stacked under every core (30 .. 200 GB/s) or
 //             HBM3 stacks (819.2 GB/s) at edge midpoints or corners (grids), or at
-//             evenly spaced nodes (rings, switches), with one or two attach points
+//             evenly spaced nodes (rings, switches), with one or two attach points;
+//             capacity_bytes 0 (not checked, mapping::ValidateDramCapacity): the engines'
+//             times do not depend on it, and the family drawn before that check existed
+//             (where a 4 GiB channel held up to 35 GB of weights) stays the same
 //   model     a dense catalog model (llm::CatalogNames() without experts), 1 .. 8
 //             layers simulated; with Family::kMoe an MoE catalog model instead, with
 //             mapping.moe.ep a power of two dividing tp and its experts, routing

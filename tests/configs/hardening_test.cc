@@ -326,13 +326,16 @@ TEST_F(Hardening, ProgramsBeyondMaxMemoryAreRefusedBeforeLowering) {
       << steps.output;
   EXPECT_NE(steps.output.find("more than --max-memory 17.2 GB"), std::string::npos) << steps.output;
 
-  // An HF config.json with 1e6 layers: located at num_hidden_layers in that file.
+  // An HF config.json with 1e6 layers: located at num_hidden_layers in that file. (Its weights
+  // would not fit the chip's DRAM either, which validation refuses first at
+  // chip.memory[0].capacity_bytes, tests/sim/estimate_test.cc DramCapacity; capacity 0 leaves
+  // that unchecked, so that the guard is what refuses it here.)
   std::string hf = Read(kSrc + "/configs/models/qwen3-4b.json");
   hf.replace(hf.find("\"num_hidden_layers\": 36"), 23, "\"num_hidden_layers\": 1000000");
   Write(At("big.json"), hf);
-  Outcome layers =
-      Tpsim("run " + kRef + " --model " + At("big.json") +
-            " --set workload.num_layers=0 --set mapping.pipeline_stages=1 --max-memory 16G --quiet");
+  Outcome layers = Tpsim("run " + kRef + " --model " + At("big.json") +
+                         " --set workload.num_layers=0 --set mapping.pipeline_stages=1 "
+                         "--set chip.memory[0].capacity_bytes=0 --max-memory 16G --quiet");
   EXPECT_EQ(layers.status, 2) << layers.output;
   EXPECT_EQ(layers.output.rfind(At("big.json") + ":18:", 0), 0u) << layers.output;
   EXPECT_NE(layers.output.find("model.num_layers: 1000000: "), std::string::npos) << layers.output;

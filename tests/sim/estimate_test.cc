@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@
 
 namespace tpsim::sim {
 namespace {
+
+namespace fs = std::filesystem;
 
 const std::string kDir = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/";
 
@@ -108,6 +112,87 @@ TEST(Estimate, BoundsOtherShapes) {
   Check({"mesh-16x16-hbm-qwen3-8b.textproto",
          {"mapping.tp=256", "mapping.pipeline_stages=1", "workload.num_layers=1", "workload.decode_steps=0",
           "workload.seq_len=256"}});
+}
+
+// ValidateDramCapacity (mapping.h): what each memory channel holds against its capacity_bytes.
+// `sets` on `file`; the ConfigError's first diag, or none when the experiment validates.
+std::optional<config::Diag> DramDiag(const std::string& file, const std::vector<std::string>& sets) {
+  std::vector<Override> o;
+  for (const auto& s : sets) o.push_back(ParseOverride(s));
+  try {
+    ValidateExperiment(LoadExperiment(kDir + file, o));
+  } catch (const config::ConfigError& err) {
+    return err.diags().front();
+  }
+  return std::nullopt;
+}
+
+TEST(DramCapacity, StreamedWeightsAndKvOfOneCore) {
+  // reference-qwen3-4b: one layer of Qwen3-4B per core, k_split over 4 ranks. Its weight GEMMs
+  // hold 2560 x (4096 + 1024 + 1024) + 4096 x 2560 + 3 x 2560 x 9728 = 100,925,440 elements, a
+  // quarter each, bf16: 50,462,720 bytes > 32 MiB of SRAM, so streamed from the core's own
+  // channel. The KV cache for 256 + 40000 positions: 2 (K, V) x 40256 x 2 KV heads x 128 x 2 bytes
+  // = 41,222,144 bytes, beyond SRAM too: 91,684,864 bytes in all.
+  const std::string ref = "reference-qwen3-4b.textproto";
+  const std::string steps = "workload.decode_steps=40000";
+  EXPECT_FALSE(DramDiag(ref, {steps, "chip.memory[0].capacity_bytes=91684864"}));
+  const std::optional<config::Diag> d = DramDiag(ref, {steps, "chip.memory[0].capacity_bytes=91684863"});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->field, "chip.memory[0].capacity_bytes");
+  EXPECT_EQ(d->value, "91684863");
+  EXPECT_NE(d->rule.find("memory channel dram0, used by 1 core of the mapping, would hold 91.7 MB (weights: "
+                         "50.5 MB; KV cache for 40256 positions"),
+            std::string::npos)
+      << d->rule;
+  EXPECT_NE(d->rule.find("(and 63 more channels overflow)"), std::string::npos) << d->rule;
+  // With 256 + 20000 positions the KV cache (20,742,144 bytes) stays in SRAM: the weights alone.
+  EXPECT_FALSE(DramDiag(ref, {"workload.decode_steps=20000", "chip.memory[0].capacity_bytes=50462720"}));
+  EXPECT_TRUE(DramDiag(ref, {"workload.decode_steps=20000", "chip.memory[0].capacity_bytes=50462719"}));
+  // Weights pinned in SRAM (mapping.weights sram) are not in DRAM, but leave no room there for
+  // the KV cache of 256 + 20 positions: 2 x 276 x 2 x 128 x 2 = 282,624 bytes.
+  EXPECT_FALSE(DramDiag(ref, {"mapping.weights=sram", "chip.memory[0].capacity_bytes=282624"}));
+  EXPECT_TRUE(DramDiag(ref, {"mapping.weights=sram", "chip.memory[0].capacity_bytes=282623"}));
+  // Capacity 0: not checked.
+  EXPECT_FALSE(DramDiag(ref, {steps, "chip.memory[0].capacity_bytes=0"}));
+}
+
+TEST(DramCapacity, SharedChannelsAndTheShippedCapacity) {
+  // mesh-4x4-hbm-qwen3-0.6b, weights streamed: 7 of Qwen3-0.6B's 28 layers per stage, megatron
+  // over 4 ranks: 1024 x (2048 + 1024 + 1024) + 2048 x 1024 + 3 x 1024 x 3072 = 15,728,640
+  // elements a layer, a quarter each, bf16 x 7 layers = 55,050,240 bytes a core; each of the four
+  // HBM channels serves the 4 of the 16 cores nearest it: 220,200,960 bytes.
+  const std::string mesh = "mesh-4x4-hbm-qwen3-0.6b.textproto";
+  auto caps = [](uint64_t c) {
+    return std::vector<std::string>{"mapping.weights=dram",
+                                    "chip.memory[0].capacity_bytes=" + std::to_string(c),
+                                    "chip.memory[1].capacity_bytes=" + std::to_string(c)};
+  };
+  EXPECT_FALSE(DramDiag(mesh, caps(220200960)));
+  const std::optional<config::Diag> d = DramDiag(mesh, caps(220200959));
+  ASSERT_TRUE(d);
+  EXPECT_NE(d->rule.find("used by 4 cores of the mapping, would hold 220 MB (weights: 220 MB)"),
+            std::string::npos)
+      << d->rule;
+  EXPECT_NE(d->rule.find("(and 3 more channels overflow)"), std::string::npos) << d->rule;
+  // Qwen3-4B's 36 layers on one core: 36 x 100,925,440 x 2 bytes = 7.27 GB of weights and the KV
+  // cache of 512 + 32 positions, 36 x 2 x 544 x 8 KV heads x 128 x 2 bytes = 80.2 MB, more than
+  // wafer-8x8's 4 GiB a channel; the error is located at the chip file's capacity_bytes.
+  const std::optional<config::Diag> one =
+      DramDiag("default.textproto", {"mapping.tp=1", "mapping.pipeline_stages=1"});
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->field, "chip.memory[0].capacity_bytes");
+  EXPECT_EQ(one->value, "4294967296");
+  EXPECT_EQ(fs::path(one->where.file).filename(), "wafer-8x8.textproto");
+  EXPECT_EQ(one->where.line, 43);
+  EXPECT_NE(one->rule.find("would hold 7.35 GB (weights: 7.27 GB; KV cache for 544 positions"),
+            std::string::npos)
+      << one->rule;
+  // Every shipped experiment fits (Estimate.BoundsEveryShippedExperiment validates them too).
+  for (const char* f :
+       {"default.textproto", "reference-qwen3-4b.textproto", "wafer-32x32-qwen3-32b.textproto",
+        "moe-qwen3-235b-a22b.textproto", "moe-qwen3-30b-a3b-h200.textproto",
+        "mesh-16x16-hbm-qwen3-8b.textproto", mesh.c_str()})
+    EXPECT_FALSE(DramDiag(f, {})) << f;
 }
 
 }  // namespace
