@@ -422,7 +422,11 @@ int SearchCommand(const std::vector<std::string>& args) {
       m->mutable_moe()->set_ep(1);
       m->mutable_moe()->clear_tp();
     }
+    // Whether the model fits the memory channels depends on the mapping: each candidate is
+    // checked (mapping::ValidateDramCapacity; one that does not fit is stored as invalid).
+    for (config::Memory& mem : *plain.cfg.mutable_chip()->mutable_memory()) mem.set_capacity_bytes(0);
     chip = sim::ValidateExperiment(plain);
+    chip = arch::Chip::Build(base.cfg.chip(), base.locs);
   } catch (const config::ConfigError& err) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
     return 2;

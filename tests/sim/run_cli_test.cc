@@ -259,6 +259,23 @@ TEST_F(RunCli, ProgressLineOnATerminalOnly) {
 
 namespace {
 
+// A search whose plainest mapping (TP 1, one stage: how `tpsim search` checks the chip, model
+// and workload) would not fit the chip's memory channels still runs: each candidate is checked,
+// and the one that does not fit (Qwen3-4B's 36 layers on one wafer-8x8 core, 7.35 GB in a 4
+// GiB channel) is stored as invalid, never proposed.
+TEST_F(RunCli, SearchChecksEachCandidateAgainstTheMemoryChannels) {
+  std::string out;
+  ASSERT_EQ(
+      RunTpsim("search configs/experiments/default.textproto --tp 1,4 --stages 1,4 --partitions n_split "
+               "--placements linear --collectives ring --spans stage --confirm 0 --jobs 1 "
+               "--set workload.decode_steps=0 --set workload.seq_len=16",
+               &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("3 ok, 1 invalid, 0 errors; 3 feasible"), std::string::npos) << out;
+  EXPECT_NE(out.find("best (latency): tp 4 x 4 stages"), std::string::npos) << out;
+}
+
 // `tpsim search --slurm --dry-run`: the job array's script (each task one shard of the
 // candidates with the space passed on, no TLM confirmation, its own store), the merge and the
 // rerun; usage errors exit 2. tests/slurm/run_slurm_test.sh submits one to a real cluster.
