@@ -400,6 +400,15 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     mapping::ValidateMapping(g.mapping, chip, cfg.model(), probe, e.locs, &diags);
   }
   if (!diags.empty()) throw ConfigError(std::move(diags));
+  // Every layer's weights must fit the memory channels the group's cores use (the KV cache is
+  // admitted to the capacity left, KvCapacityTokens).
+  for (const Group& g : groups) {
+    config::Workload whole;
+    whole.set_dtype(wl.dtype());
+    *whole.mutable_requests() = wl.requests();  // weights only
+    mapping::ValidateDramCapacity(g.mapping, chip, cfg.model(), whole, e.locs, &diags);
+    if (!diags.empty()) throw ConfigError(std::move(diags));
+  }
   std::vector<Request> reqs = LoadRequests(wl.requests(), config::DirName(e.path), e.locs);
 
   SchedulerConfig sc;

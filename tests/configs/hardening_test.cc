@@ -378,6 +378,35 @@ TEST_F(Hardening, SyntheticRequestsBeyondMaxMemoryAreRefused) {
   EXPECT_EQ(bad.status, 2) << bad.output;
 }
 
+// A model that does not fit the memory channels is refused at validation (exit 2 at the chip
+// file's capacity_bytes), by `run` and `serve` alike; it used to run and print times.
+TEST_F(Hardening, ModelsBeyondTheMemoryChannelsAreRefused) {
+  Outcome one = Tpsim(
+      "run configs/experiments/default.textproto --set mapping.tp=1 --set "
+      "mapping.pipeline_stages=1 --quiet");
+  EXPECT_EQ(one.status, 2) << one.output;
+  EXPECT_EQ(Lines(one.output), 1) << one.output;
+  EXPECT_EQ(
+      one.output.rfind("configs/chips/wafer-8x8.textproto:43:3: chip.memory[0].capacity_bytes: 4294967296: "
+                       "memory channel dram0, used by 1 core of the mapping, would hold 7.35 GB",
+                       0),
+      0u)
+      << one.output;
+  // serving-fused: Qwen3-4B's 36 layers in 16 stages, at most 3 a stage, megatron over 4 ranks:
+  // 3 x 100,925,440 / 4 x 2 bytes = 151,388,160 bytes a core; the KV cache is admitted to what
+  // is left (not counted).
+  const std::string two = " --set workload.requests.synthetic.num_requests=2";
+  Outcome fits = Tpsim("serve " + kServing + " --set chip.memory[0].capacity_bytes=151388160" + two);
+  EXPECT_EQ(fits.status, 0) << fits.output;
+  Outcome over = Tpsim("serve " + kServing + " --set chip.memory[0].capacity_bytes=151388159" + two);
+  EXPECT_EQ(over.status, 2) << over.output;
+  EXPECT_NE(
+      over.output.find("chip.memory[0].capacity_bytes: 151388159: memory channel dram0, used by 1 core of "
+                       "the mapping, would hold 151 MB (weights: 151 MB)"),
+      std::string::npos)
+      << over.output;
+}
+
 // Where the config alone makes the 2^63 ps clock overflow certain, validation refuses it
 // (exit 2 at the field) instead of running into TimeOverflowError (issue 16 item 2).
 TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
