@@ -9,6 +9,7 @@
 #include "arch/gpu/collective.h"
 #include "mapping/collective/collective.h"
 #include "sim/engine.h"
+#include "sim/run.h"
 
 namespace tpsim::sim {
 
@@ -23,6 +24,9 @@ std::string Join(const std::vector<std::string>& v) {
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
 }
+
+// The 2^63 ps clock in microseconds: a time at or past it is no result.
+constexpr double kClockUs = 9223372036854775807.0 * 1e-6;
 
 }  // namespace
 
@@ -82,6 +86,12 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
       throw std::invalid_argument("unknown protocol '" + proto + "' (valid: auto, ll, ll128, simple)");
     }
     const arch::gpu::CollEstimate e = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q);
+    if (!(e.time_us < kClockUs)) {
+      throw TimeOverflowError("a " + op + " of " + std::to_string(bytes) + " bytes over " +
+                              std::to_string(ranks) + " ranks of " + cfg.name() +
+                              " takes longer than the 106.7 days (2^63 ps) tpsim can represent: check the "
+                              "size and the chip's gpu block");
+    }
     row.time_us = e.time_us;
     row.gpu_us = e.gpu_us;
     row.algbw_gbps = e.algbw_gbps;
@@ -125,7 +135,12 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
   }
   if (bytes == 0) throw std::invalid_argument("size 0: a collective needs at least one byte");
   const mapping::Program p = mapping::CollectiveProgram(chip, algo, kind, ranks, bytes, 2);
-  const Ps ps = p.empty() ? 0 : MakeEngine("analytical")->Run(p, chip).makespan_ps;
+  Ps ps = 0;
+  if (!p.empty()) {
+    const EngineOutput timing = MakeEngine("analytical")->Run(p, chip);
+    CheckRepresentable(p, timing);  // a saturated time is no result
+    ps = timing.makespan_ps;
+  }
   row.time_us = static_cast<double>(ps) * 1e-6;
   row.gpu_us = row.time_us;  // no host issue cost in tpsim's own lowering
   row.algbw_gbps = ps > 0 ? static_cast<double>(bytes) / (row.time_us * 1000.0) : 0;
@@ -145,6 +160,15 @@ validate::GemmRow PredictGemm(const arch::Chip& chip, uint64_t m, uint64_t n, ui
     throw std::invalid_argument("unknown dtype '" + dtype + "' (valid: bf16, fp16, fp8)");
   }
   const arch::GemmEstimate e = arch::CoreGemm(chip, s);
+  // The systolic core's time saturates at the 2^63 ps clock (Chip::GemmTime), the GPU model's
+  // (a double) passes it: neither is a time tpsim can represent.
+  if (!(e.time_us < kClockUs)) {
+    throw TimeOverflowError("a GEMM of m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                            " k=" + std::to_string(k) + " on one core of " + chip.config().name() +
+                            " takes longer than the 106.7 days (2^63 ps) tpsim can represent: check the "
+                            "shape and the chip's " +
+                            (chip.config().has_gpu() ? "gpu block" : "clock_mhz and core"));
+  }
   validate::GemmRow r;
   r.m = m;
   r.n = n;

@@ -267,9 +267,8 @@ void AppendSerialised(const google::protobuf::Message& m, std::string* out) {
   *out += std::to_string(bytes.size()) + ":" + bytes;
 }
 
-// Times saturate at the clock's maximum instead of wrapping (SatAdd); a saturated end
-// means the run cannot be represented. Throws TimeOverflowError naming the first task
-// (in id order) that ended there, its payload and the fields its time depends on.
+}  // namespace
+
 void CheckRepresentable(const mapping::Program& program, const EngineOutput& timing) {
   constexpr Ps kMax = std::numeric_limits<Ps>::max();
   if (timing.makespan_ps < kMax) return;
@@ -310,7 +309,7 @@ void CheckRepresentable(const mapping::Program& program, const EngineOutput& tim
   throw TimeOverflowError("the run ends later than the 106.7 days (2^63 ps) tpsim can represent");
 }
 
-}  // namespace
+namespace {}  // namespace
 
 namespace {
 

@@ -64,6 +64,12 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
 // pass may still overflow; the engines then throw TimeOverflowError.
 void CheckTimeBounds(const Experiment& e, const arch::Chip& chip);
 
+// Times saturate at the clock's maximum instead of wrapping (SatAdd); a saturated end means
+// the run cannot be represented. Throws TimeOverflowError naming the first task (in id order)
+// that ended there, its payload and the fields its time depends on; returns when `timing`'s
+// makespan is below the clock's maximum.
+void CheckRepresentable(const mapping::Program& program, const EngineOutput& timing);
+
 struct RunOptions {
   std::string engine;            // empty: the experiment's engine, else "analytical"
   bool keep_task_times = false;  // fill Result.tasks

@@ -407,6 +407,31 @@ TEST_F(Hardening, ModelsBeyondTheMemoryChannelsAreRefused) {
       << over.output;
 }
 
+// `tpsim gemm` and `tpsim collectives` stop with the cause (exit 1) where the time passes the
+// 2^63 ps clock, instead of printing the saturated 9223372036854.78 us (systolic core, tpsim's
+// own collective lowering) or a GPU model's time past the clock as a result.
+TEST_F(Hardening, MicrobenchmarksPastTheClockStopWithTheCause) {
+  Write(At("big.csv"), "m,n,k\n99999999999,99999999,9999999\n");
+  for (const char* chip : {"wafer-8x8", "h100-sxm-8"}) {
+    Outcome g = Tpsim(std::string("gemm ") + chip + " --shapes " + At("big.csv"));
+    EXPECT_EQ(g.status, 1) << g.output;
+    EXPECT_NE(g.output.find(
+                  std::string("tpsim: error: a GEMM of m=99999999999 n=99999999 k=9999999 on one core of ") +
+                  chip + " takes longer than the 106.7 days (2^63 ps) tpsim can represent"),
+              std::string::npos)
+        << g.output;
+    EXPECT_EQ(g.output.find("9223372036854"), std::string::npos) << g.output;
+  }
+  Outcome c = Tpsim(
+      "collectives wafer-8x8 --op all_reduce --ranks 4 --sizes 1T --set noc.link_bandwidth_gbps=0.000001");
+  EXPECT_EQ(c.status, 1) << c.output;
+  EXPECT_NE(
+      c.output.find("tpsim: error: a transfer of 274878 MB from core 0 to core 1 (task 0, op all_reduce)"),
+      std::string::npos)
+      << c.output;
+  EXPECT_EQ(c.output.find("9223372036854"), std::string::npos) << c.output;
+}
+
 // Where the config alone makes the 2^63 ps clock overflow certain, validation refuses it
 // (exit 2 at the field) instead of running into TimeOverflowError (issue 16 item 2).
 TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
