@@ -1,5 +1,6 @@
 #include "validate/compare.h"
 
+#include "configs/files.h"
 #include "validate/collective_sweep.h"
 #include "validate/compare_gpu.h"
 #include "validate/gpu_csv.h"
@@ -97,7 +98,10 @@ config::Result LoadResultJson(const std::string& path) {
   google::protobuf::util::JsonParseOptions opts;
   opts.ignore_unknown_fields = false;
   auto st = google::protobuf::util::JsonStringToMessage(ss.str(), &r, opts);
-  if (!st.ok()) throw std::runtime_error(path + ": not a result JSON (" + std::string(st.message()) + ")");
+  // The parser's message may span lines (the offending text, a caret): one line, clipped.
+  if (!st.ok())
+    throw std::runtime_error(path + ": not a result JSON (" + config::Clip(std::string(st.message()), 200) +
+                             ")");
   return r;
 }
 

@@ -432,6 +432,17 @@ TEST_F(Hardening, MicrobenchmarksPastTheClockStopWithTheCause) {
   EXPECT_EQ(c.output.find("9223372036854"), std::string::npos) << c.output;
 }
 
+// A truncated result JSON given to `tpsim compare`: exit 2, one line (the parser's message
+// spans lines: its text and a caret).
+TEST_F(Hardening, CompareNamesABrokenResultOnOneLine) {
+  Write(At("trunc.json"), "{\"summary\": {\"total_ps\": \"12");
+  Outcome o = Tpsim("compare " + At("trunc.json") + " " + At("trunc.json"));
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(Lines(o.output), 1) << o.output;
+  EXPECT_EQ(o.output.rfind("tpsim compare: " + At("trunc.json") + ": not a result JSON (", 0), 0u)
+      << o.output;
+}
+
 // Where the config alone makes the 2^63 ps clock overflow certain, validation refuses it
 // (exit 2 at the field) instead of running into TimeOverflowError (issue 16 item 2).
 TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
