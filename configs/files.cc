@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -56,6 +57,15 @@ bool IsUtf8(std::string_view s, size_t* bad) {
     i += n;
   }
   return true;
+}
+
+uint64_t ParseCount(std::string_view text, uint64_t max) {
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || text[0] < '0' || text[0] > '9' || ec != std::errc() || ptr != end || v > max)
+    throw std::invalid_argument("'" + Clip(text) + "' is not a whole number in 0 .. " + std::to_string(max));
+  return v;
 }
 
 std::string Clip(std::string_view s, size_t max) {

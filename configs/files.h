@@ -10,6 +10,7 @@
 // file and the reason (exit 1).
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -26,6 +27,11 @@ inline constexpr size_t kMaxTraceBytes = size_t{1} << 30;    // request traces
 // `s` made printable on one line: control and non-UTF-8 bytes escaped (\n, \xff),
 // and cut after `max` characters with "...(N bytes)" appended.
 std::string Clip(std::string_view s, size_t max = 120);
+
+// A count or size given on the command line: decimal digits only (no sign, blank or suffix), at
+// most `max`. Throws std::invalid_argument otherwise (std::stoul takes "-1" as 2^64 - 1 and
+// "12x" as 12).
+uint64_t ParseCount(std::string_view text, uint64_t max);
 
 // True when `s` is valid UTF-8; else `*bad` (may be null) is the offset of the
 // first byte that is not.

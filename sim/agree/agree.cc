@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "arch/chip.h"
+#include "configs/files.h"
 #include "configs/load.h"
 #include "sim/analytical/links.h"
 #include "sim/engine.h"
@@ -249,18 +250,18 @@ int AgreeCommand(const std::vector<std::string>& args) {
     }
     try {
       if (flag == "--seed") {
-        seed = std::stoull(value);
+        seed = config::ParseCount(value, UINT64_MAX);
       } else if (flag == "--count") {
-        count = static_cast<uint32_t>(std::stoul(value));
+        count = static_cast<uint32_t>(config::ParseCount(value, UINT32_MAX));
       } else if (flag == "--jobs") {
-        jobs = std::stoi(value);
+        jobs = static_cast<int>(config::ParseCount(value, 256));
       } else if (flag == "--worst") {
-        worst = static_cast<uint32_t>(std::stoul(value));
+        worst = static_cast<uint32_t>(config::ParseCount(value, UINT32_MAX));
       } else if (flag == "--family") {
         if (value != "dense" && value != "moe") return usage("--family is dense or moe, got '" + value + "'");
         family = value == "moe" ? Family::kMoe : Family::kDense;
       } else if (flag == "--only") {
-        only = std::stoll(value);
+        only = static_cast<int64_t>(config::ParseCount(value, UINT32_MAX));
       } else if (flag == "--csv") {
         csv = value;
       } else if (flag == "--emit") {

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "configs/files.h"
 #include "configs/load.h"
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
@@ -268,7 +269,7 @@ int SearchCommand(const std::vector<std::string>& args) {
     }
     auto u32list = [&](std::vector<uint32_t>* out) {
       for (const auto& s : SplitList(value)) {
-        const unsigned long v = std::stoul(s);
+        const uint64_t v = config::ParseCount(s, UINT32_MAX);
         if (v == 0 || v > 1u << 20) throw std::out_of_range(s);
         out->push_back(static_cast<uint32_t>(v));
       }
@@ -289,15 +290,15 @@ int SearchCommand(const std::vector<std::string>& args) {
         if (!(o.search.slo_tpot_ms > 0) || !std::isfinite(o.search.slo_tpot_ms))
           return Usage("--slo-tpot-ms must be > 0");
       } else if (flag == "--budget") {
-        o.search.budget = std::stoull(value);
+        o.search.budget = config::ParseCount(value, UINT64_MAX);
         if (o.search.budget == 0) return Usage("--budget must be >= 1");
       } else if (flag == "--jobs") {
-        o.search.jobs = std::stoi(value);
+        o.search.jobs = static_cast<int>(config::ParseCount(value, 256));
         if (o.search.jobs < 1 || o.search.jobs > 256) return Usage("--jobs must be 1 .. 256");
       } else if (flag == "--confirm") {
-        o.confirm = static_cast<uint32_t>(std::stoul(value));
+        o.confirm = static_cast<uint32_t>(config::ParseCount(value, UINT32_MAX));
       } else if (flag == "--top") {
-        o.top = static_cast<uint32_t>(std::stoul(value));
+        o.top = static_cast<uint32_t>(config::ParseCount(value, UINT32_MAX));
       } else if (flag == "--out") {
         o.out = value;
       } else if (flag == "--db") {
@@ -305,12 +306,12 @@ int SearchCommand(const std::vector<std::string>& args) {
       } else if (flag == "--shard") {
         const size_t slash = value.find('/');
         if (slash == std::string::npos) return Usage("--shard needs I/N, e.g. 0/4");
-        o.search.shard = static_cast<uint32_t>(std::stoul(value.substr(0, slash)));
-        o.search.shards = static_cast<uint32_t>(std::stoul(value.substr(slash + 1)));
+        o.search.shard = static_cast<uint32_t>(config::ParseCount(value.substr(0, slash), UINT32_MAX));
+        o.search.shards = static_cast<uint32_t>(config::ParseCount(value.substr(slash + 1), UINT32_MAX));
         if (o.search.shards == 0 || o.search.shard >= o.search.shards)
           return Usage("--shard I/N needs 0 <= I < N");
       } else if (flag == "--array-size") {
-        o.job.array_size = std::stoi(value);
+        o.job.array_size = static_cast<int>(config::ParseCount(value, 100000));
         if (o.job.array_size < 1 || o.job.array_size > 100000)
           return Usage("--array-size must be 1 .. 100000");
         o.slurm_only.push_back(flag);

@@ -259,6 +259,20 @@ TEST_F(RunCli, ProgressLineOnATerminalOnly) {
 
 namespace {
 
+// Counts on the command line are whole numbers: std::stoul took "-1" as 2^64 - 1 (`--top -1`
+// listed every candidate, `agree --count -1` drew 4,294,967,295 experiments) and "2x" as 2.
+TEST_F(RunCli, CountsAreWholeNumbers) {
+  for (const std::string& args :
+       {"search " + kRef + " --top -1", "search " + kRef + " --confirm 2x", "search " + kRef + " --jobs 2x",
+        "search " + kRef + " --budget -1", "search " + kRef + " --shard -1/4",
+        std::string("agree --count -1"), std::string("agree --seed -1"), std::string("agree --jobs 1x"),
+        std::string("agree --only -3")}) {
+    std::string out;
+    EXPECT_EQ(RunTpsim(args, &out), 2) << args << "\n" << out;
+    EXPECT_NE(out.find("bad value '"), std::string::npos) << args << "\n" << out;
+  }
+}
+
 // A search whose plainest mapping (TP 1, one stage: how `tpsim search` checks the chip, model
 // and workload) would not fit the chip's memory channels still runs: each candidate is checked,
 // and the one that does not fit (Qwen3-4B's 36 layers on one wafer-8x8 core, 7.35 GB in a 4
