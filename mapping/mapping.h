@@ -37,7 +37,7 @@ struct LowerOptions {
 
 // Lowers the workload (prefill of all simulated layers, then each decode step) to a
 // Program. Memory: weights stay in SRAM when every core's shards of its stage fit
-// (mapping.weights "auto"; "sram" pins them, "dram" streams them), the KV cache when it fits
+// (mapping.weights "auto"; "sram" requires it, "dram" streams them), the KV cache when it fits
 // beside them; each compute task's activations, partial sums and streamed or rotating
 // weight shards beyond the remaining SRAM are spilled (write + read-back memory tasks). Throws
 // config::ConfigError when ValidateMapping finds problems, and std::invalid_argument for layers it cannot map

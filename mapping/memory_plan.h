@@ -37,7 +37,7 @@ class MemoryPlanner {
 };
 
 // The scratchpad plan of a systolic core: weights stay in SRAM when every core's shards
-// of its stage fit (mapping.weights "auto"; "sram" pins them, "dram" streams them), the
+// of its stage fit (mapping.weights "auto"; "sram" requires it, "dram" streams them), the
 // KV cache when it fits beside them. SRAM timeline, per core: resident weights and KV, the
 // activations still live (held between ops), and each task's own data (`transient`) must
 // fit. Live activations the task does not touch are evicted to DRAM, oldest first, as far

@@ -234,6 +234,18 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
           m.placement() == "file" ? m.placement_file() : m.placement(), e.what());
     }
   }
+  if (diags->size() == before && m.weights() == "sram" && !chip.config().has_gpu()) {
+    // Weights pinned in SRAM must fit there: each core of the stage with the most layers.
+    const WeightPlan plan = PlanWeights(chip, model, m, layers, wl.dtype());
+    const uint64_t sram = chip.config().core().sram_bytes();
+    if (plan.weight_bytes_per_core > sram)
+      add("mapping.weights", m.weights(),
+          "each core of the stage with the most layers (" + std::to_string(plan.layers_per_core) +
+              ") would keep " + FormatBytes(static_cast<double>(plan.weight_bytes_per_core)) +
+              " of weights in its " + FormatBytes(static_cast<double>(sram)) +
+              " of SRAM (chip.core.sram_bytes): use auto (SRAM where they fit) or dram, give the cores more "
+              "SRAM, or spread the model over more cores (mapping.tp, mapping.pipeline_stages)");
+  }
 }
 
 void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,

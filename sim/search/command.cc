@@ -102,7 +102,8 @@ energy column and no bound (every candidate runs: keep the space small with the 
   --spans LIST         where a placement applies: stage (each stage's own region),
                        chip:stage_major, chip:tp_major (one order over the whole chip,
                        mapping.span); default: all three
-  --weights LIST       auto, sram, dram (default: the experiment's)
+  --weights LIST       auto, sram (a candidate whose weights do not fit SRAM is invalid),
+                       dram (default: the experiment's)
   --batch LIST         batch sizes (default: the experiment's)
   --set FIELD=VALUE    override a field of the experiment first (as tpsim run)
   --model MODEL        catalog name or config.json (as tpsim run)
@@ -419,6 +420,7 @@ int SearchCommand(const std::vector<std::string>& args) {
     m->clear_grid_rows();
     m->clear_placement_file();
     m->clear_attention_dp();
+    m->clear_weights();  // candidates set their own (--weights)
     if (m->has_moe()) {  // one expert slot of one rank; the routing settings are still checked
       m->mutable_moe()->set_ep(1);
       m->mutable_moe()->clear_tp();

@@ -66,7 +66,8 @@ def cases():
         out.append((f"ref-{p}-tlm", "run", [REF, "--engine", "tlm", "--set", f"mapping.partition={p}"]))
     variants = {
         "ref-long-prompt-spills": ["--set", "workload.seq_len=4096", "--set", "workload.decode_steps=2"],
-        "ref-weights-sram": ["--set", "mapping.weights=sram"],
+        # Weights pinned in SRAM must fit there (50.5 MB a core): 64 MiB of SRAM.
+        "ref-weights-sram": ["--set", "mapping.weights=sram", "--set", "chip.core.sram_bytes=67108864"],
         "ref-mn2d-kvdram-4096": ["--set", "mapping.partition=mn_2d", "--set", "workload.seq_len=4096",
                                  "--set", "workload.decode_steps=1"],
         "ref-batch3": ["--set", "workload.batch=3", "--set", "workload.decode_steps=3"],

@@ -148,12 +148,33 @@ TEST(DramCapacity, StreamedWeightsAndKvOfOneCore) {
   // With 256 + 20000 positions the KV cache (20,742,144 bytes) stays in SRAM: the weights alone.
   EXPECT_FALSE(DramDiag(ref, {"workload.decode_steps=20000", "chip.memory[0].capacity_bytes=50462720"}));
   EXPECT_TRUE(DramDiag(ref, {"workload.decode_steps=20000", "chip.memory[0].capacity_bytes=50462719"}));
-  // Weights pinned in SRAM (mapping.weights sram) are not in DRAM, but leave no room there for
-  // the KV cache of 256 + 20 positions: 2 x 276 x 2 x 128 x 2 = 282,624 bytes.
-  EXPECT_FALSE(DramDiag(ref, {"mapping.weights=sram", "chip.memory[0].capacity_bytes=282624"}));
-  EXPECT_TRUE(DramDiag(ref, {"mapping.weights=sram", "chip.memory[0].capacity_bytes=282623"}));
+  // Weights in SRAM (exactly 50,462,720 bytes of it) are not in DRAM, but leave no room there
+  // for the KV cache of 256 + 20 positions: 2 x 276 x 2 x 128 x 2 = 282,624 bytes.
+  const std::string exact = "chip.core.sram_bytes=50462720";
+  EXPECT_FALSE(DramDiag(ref, {exact, "chip.memory[0].capacity_bytes=282624"}));
+  EXPECT_TRUE(DramDiag(ref, {exact, "chip.memory[0].capacity_bytes=282623"}));
   // Capacity 0: not checked.
   EXPECT_FALSE(DramDiag(ref, {steps, "chip.memory[0].capacity_bytes=0"}));
+}
+
+// mapping.weights sram pins the weights in SRAM: they must fit there (ValidateMapping). The
+// reference keeps 50,462,720 bytes of weights a core (above).
+TEST(DramCapacity, WeightsPinnedInSramMustFit) {
+  const std::string ref = "reference-qwen3-4b.textproto";
+  EXPECT_FALSE(DramDiag(ref, {"mapping.weights=sram", "chip.core.sram_bytes=50462720"}));
+  const std::optional<config::Diag> d =
+      DramDiag(ref, {"mapping.weights=sram", "chip.core.sram_bytes=50462719"});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->field, "mapping.weights");
+  EXPECT_EQ(d->value, "sram");
+  EXPECT_NE(
+      d->rule.find("each core of the stage with the most layers (1) would keep 50.5 MB of weights in its "
+                   "50.5 MB of SRAM"),
+      std::string::npos)
+      << d->rule;
+  // The shipped 32 MiB: refused; auto streams them instead.
+  EXPECT_TRUE(DramDiag(ref, {"mapping.weights=sram"}));
+  EXPECT_FALSE(DramDiag(ref, {"mapping.weights=auto"}));
 }
 
 TEST(DramCapacity, SharedChannelsAndTheShippedCapacity) {
