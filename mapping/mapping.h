@@ -5,6 +5,7 @@
 // (mapping/placement/).
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,24 @@ struct WeightPlan {
 };
 WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
                        uint32_t layers, const std::string& dtype);
+
+// What the mapping keeps where, per core and per memory channel, as the memory plan places it
+// (Lower): ValidateDramCapacity's sums, and `tpsim describe`'s memory lines.
+struct ChannelUse {
+  double weights = 0, kv = 0;  // bytes
+  int cores = 0;               // the mapping's cores that use the channel (arch::Chip::ChannelOf)
+};
+struct MemoryUse {
+  WeightPlan plan;
+  bool weights_dram = false;         // streamed from DRAM (always on a GPU node: HBM)
+  bool kv_dram = false;              // the KV cache does not fit SRAM beside the resident weights
+  uint64_t positions = 0;            // cached_prefix + seq_len + decode_steps
+  double kv_per_layer = 0;           // one core's KV cache for `positions`, per layer it holds
+  std::vector<ChannelUse> channels;  // per chip channel (a request workload's KV not counted)
+};
+// nullopt where the stages cannot be placed or the weights planned (ValidateMapping says why).
+std::optional<MemoryUse> PlanMemoryUse(const config::Mapping& m, const arch::Chip& chip,
+                                       const config::Model& model, const config::Workload& wl);
 
 // Registered partitioner names, sorted.
 std::vector<std::string> PartitionerNames();

@@ -248,50 +248,55 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   }
 }
 
-void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
-                          const config::Workload& wl, const config::SourceMap& locs,
-                          std::vector<config::Diag>* diags) {
+std::optional<MemoryUse> PlanMemoryUse(const config::Mapping& m, const arch::Chip& chip,
+                                       const config::Model& model, const config::Workload& wl) {
   const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
   const int stages = std::max<int>(1, static_cast<int>(m.pipeline_stages()));
   StagePlacement placed;
-  WeightPlan plan;
+  MemoryUse u;
   try {
     placed = PlaceStages(chip, m, stages, StageRanks(m), ReadPlacementFile(m));
-    plan = PlanWeights(chip, model, m, layers, wl.dtype());
+    u.plan = PlanWeights(chip, model, m, layers, wl.dtype());
   } catch (const std::exception&) {
-    return;  // ValidateMapping reports what makes these impossible
+    return std::nullopt;  // ValidateMapping reports what makes these impossible
   }
+  const WeightPlan& plan = u.plan;
   if (plan.stage_weight_bytes.size() != static_cast<size_t>(stages) ||
       placed.cores.size() != plan.stage_weight_bytes.size())
-    return;
+    return std::nullopt;
   const bool gpu = chip.config().has_gpu();
   // The KV cache of one core, per layer it holds, as SramTimeline::Place sizes it: each
   // replica's sequences (mapping.attention_dp) up to the last position.
   const uint64_t d = wl.dtype() == "fp32" ? 4 : 2;
   const uint64_t dp = std::max<uint32_t>(1, m.attention_dp());
   const uint64_t batch = std::max<uint32_t>(1, wl.batch()) / dp;
-  const uint64_t positions = uint64_t{wl.cached_prefix()} + wl.seq_len() + wl.decode_steps();
-  const double kv_per_layer = 2.0 * static_cast<double>(batch) * static_cast<double>(positions) *
-                              plan.kv_heads_per_core * model.head_dim() * static_cast<double>(d);
-  const bool weights_dram = gpu || !plan.weights_in_sram;
+  u.positions = uint64_t{wl.cached_prefix()} + wl.seq_len() + wl.decode_steps();
+  u.kv_per_layer = 2.0 * static_cast<double>(batch) * static_cast<double>(u.positions) *
+                   plan.kv_heads_per_core * model.head_dim() * static_cast<double>(d);
+  u.weights_dram = gpu || !plan.weights_in_sram;
   const double sram = static_cast<double>(chip.config().core().sram_bytes());
-  const bool kv_dram =
-      !wl.has_requests() && (gpu || (weights_dram ? 0.0 : static_cast<double>(plan.weight_bytes_per_core)) +
-                                            kv_per_layer * plan.layers_per_core >
-                                        sram);
-  if (!weights_dram && !kv_dram) return;
-  struct Use {
-    double weights = 0, kv = 0;
-    int cores = 0;
-  };
-  std::vector<Use> use(chip.channels().size());
+  u.kv_dram = gpu || (u.weights_dram ? 0.0 : static_cast<double>(plan.weight_bytes_per_core)) +
+                             u.kv_per_layer * plan.layers_per_core >
+                         sram;
+  const bool kv_counted = u.kv_dram && !wl.has_requests();
+  u.channels.resize(chip.channels().size());
   for (size_t s = 0; s < placed.cores.size(); ++s)
     for (int core : placed.cores[s]) {
-      Use& u = use[static_cast<size_t>(chip.ChannelOf(core))];
-      if (weights_dram) u.weights += static_cast<double>(plan.stage_weight_bytes[s]);
-      if (kv_dram) u.kv += kv_per_layer * plan.stage_layers[s];
-      ++u.cores;
+      ChannelUse& c = u.channels[static_cast<size_t>(chip.ChannelOf(core))];
+      if (u.weights_dram) c.weights += static_cast<double>(plan.stage_weight_bytes[s]);
+      if (kv_counted) c.kv += u.kv_per_layer * plan.stage_layers[s];
+      ++c.cores;
     }
+  return u;
+}
+
+void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
+                          const config::Workload& wl, const config::SourceMap& locs,
+                          std::vector<config::Diag>* diags) {
+  const std::optional<MemoryUse> mu = PlanMemoryUse(m, chip, model, wl);
+  if (!mu) return;
+  const std::vector<ChannelUse>& use = mu->channels;
+  const uint64_t positions = mu->positions;
   // The channel fullest against its capacity says it; the count of the others that overflow.
   size_t worst = use.size(), over = 0;
   double worst_ratio = 0;
@@ -304,7 +309,7 @@ void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, cons
   }
   if (worst == use.size()) return;
   const arch::MemoryChannel& ch = chip.channels()[worst];
-  const Use& u = use[worst];
+  const ChannelUse& u = use[worst];
   const std::string field = "chip.memory[" + std::to_string(ch.memory) + "].capacity_bytes";
   std::string what;
   if (u.weights > 0) what = "weights: " + FormatBytes(u.weights);

@@ -245,6 +245,37 @@ int Describe(Args& a) {
   os << "\n  placement             " << mp.placement() << "\n";
   os << "  collective            " << mp.collective() << "\n";
   os << "  weights               " << (mp.weights().empty() ? "auto" : mp.weights()) << "\n";
+  // Where the memory plan keeps weights and KV cache, and the fullest DRAM channel against its
+  // capacity (what validation checked: mapping::ValidateDramCapacity).
+  if (const std::optional<mapping::MemoryUse> mu = mapping::PlanMemoryUse(mp, chip, e.cfg.model(), w)) {
+    const bool gpu = chip.config().has_gpu();
+    const char* dram = gpu ? "HBM" : "DRAM";
+    os << "  memory per core       weights "
+       << HumanBytes(static_cast<double>(mu->plan.weight_bytes_per_core))
+       << (mu->weights_dram ? std::string(gpu ? " in HBM" : " streamed from DRAM") : std::string(" in SRAM"))
+       << ", KV cache " << HumanBytes(mu->kv_per_layer * mu->plan.layers_per_core) << " for " << mu->positions
+       << " positions in " << (mu->kv_dram ? dram : "SRAM") << " (the stage with the most layers, "
+       << mu->plan.layers_per_core << ")\n";
+    size_t fullest = mu->channels.size();
+    double most = -1;
+    for (size_t c = 0; c < mu->channels.size(); ++c) {
+      const double cap = static_cast<double>(chip.channels()[c].capacity_bytes);
+      const double need = mu->channels[c].weights + mu->channels[c].kv;
+      const double key = cap > 0 ? need / cap : 0;
+      if (mu->channels[c].cores > 0 && key > most) fullest = c, most = key;
+    }
+    if (fullest < mu->channels.size()) {
+      const mapping::ChannelUse& u = mu->channels[fullest];
+      const arch::MemoryChannel& ch = chip.channels()[fullest];
+      os << (gpu ? "  fullest HBM channel   " : "  fullest DRAM channel  ") << ch.name << ": "
+         << HumanBytes(u.weights + u.kv) << " of "
+         << (ch.capacity_bytes ? HumanBytes(static_cast<double>(ch.capacity_bytes))
+                               : std::string("unchecked"));
+      if (ch.capacity_bytes)
+        os << " (" << Fixed(100.0 * (u.weights + u.kv) / static_cast<double>(ch.capacity_bytes), 1) << "%)";
+      os << ", used by " << u.cores << (u.cores == 1 ? " core\n" : " cores\n");
+    }
+  }
   bool mn_2d = mp.partition() == "mn_2d";
   for (const auto& o : mp.overrides()) mn_2d = mn_2d || o.partition() == "mn_2d";
   if (mn_2d)

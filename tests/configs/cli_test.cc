@@ -65,6 +65,29 @@ TEST(Cli, EveryShippedChipValidatesInTheDefaultExperiment) {
   }
 }
 
+// describe says where the memory plan keeps one core's weights and KV cache, and the fullest
+// DRAM channel against its capacity. The reference: 50,462,720 bytes of weights a core (48.1
+// MiB) streamed from its own channel, 2 x 276 x 2 x 128 x 2 = 282,624 bytes (276.0 KiB) of KV
+// cache in SRAM; 50,462,720 / 4 GiB = 1.2%. With 40,000 decode steps the KV cache (40,256 x
+// 1,024 bytes = 39.3 MiB) no longer fits SRAM and joins the weights in DRAM.
+TEST(Cli, DescribeShowsWhereTheMemoryPlanKeepsWeightsAndKv) {
+  const std::string exp = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
+  Outcome o = RunTpsim("describe " + exp);
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(
+      o.output.find("  memory per core       weights 48.1 MiB streamed from DRAM, KV cache 276.0 KiB for 276 "
+                    "positions in SRAM (the stage with the most layers, 1)\n"
+                    "  fullest DRAM channel  dram0: 48.1 MiB of 4.00 GiB (1.2%), used by 1 core\n"),
+      std::string::npos)
+      << o.output;
+  Outcome kv = RunTpsim("describe " + exp + " --set workload.decode_steps=40000");
+  ASSERT_EQ(kv.status, 0) << kv.output;
+  EXPECT_NE(kv.output.find("KV cache 39.3 MiB for 40256 positions in DRAM"), std::string::npos) << kv.output;
+  EXPECT_NE(kv.output.find("  fullest DRAM channel  dram0: 87.4 MiB of 4.00 GiB (2.1%), used by 1 core\n"),
+            std::string::npos)
+      << kv.output;
+}
+
 TEST(Cli, DescribeShowsTheMn2dGridAndWeightsOnlyWhenMn2dIsUsed) {
   const std::string exp = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
   Outcome plain = RunTpsim("describe " + exp);
