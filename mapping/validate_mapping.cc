@@ -236,7 +236,12 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   }
   if (diags->size() == before && m.weights() == "sram" && !chip.config().has_gpu()) {
     // Weights pinned in SRAM must fit there: each core of the stage with the most layers.
-    const WeightPlan plan = PlanWeights(chip, model, m, layers, wl.dtype());
+    WeightPlan plan;
+    try {
+      plan = PlanWeights(chip, model, m, layers, wl.dtype());
+    } catch (const std::exception&) {
+      return;  // the lowering says what it cannot plan
+    }
     const uint64_t sram = chip.config().core().sram_bytes();
     if (plan.weight_bytes_per_core > sram)
       add("mapping.weights", m.weights(),

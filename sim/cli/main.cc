@@ -252,10 +252,13 @@ int Describe(Args& a) {
     const char* dram = gpu ? "HBM" : "DRAM";
     os << "  memory per core       weights "
        << HumanBytes(static_cast<double>(mu->plan.weight_bytes_per_core))
-       << (mu->weights_dram ? std::string(gpu ? " in HBM" : " streamed from DRAM") : std::string(" in SRAM"))
-       << ", KV cache " << HumanBytes(mu->kv_per_layer * mu->plan.layers_per_core) << " for " << mu->positions
-       << " positions in " << (mu->kv_dram ? dram : "SRAM") << " (the stage with the most layers, "
-       << mu->plan.layers_per_core << ")\n";
+       << (mu->weights_dram ? std::string(gpu ? " in HBM" : " streamed from DRAM") : std::string(" in SRAM"));
+    if (w.has_requests())  // served: requests are admitted to the KV capacity left (tpsim serve)
+      os << ", KV cache as requests are admitted";
+    else
+      os << ", KV cache " << HumanBytes(mu->kv_per_layer * mu->plan.layers_per_core) << " for "
+         << mu->positions << " positions in " << (mu->kv_dram ? dram : "SRAM");
+    os << " (the stage with the most layers, " << mu->plan.layers_per_core << ")\n";
     size_t fullest = mu->channels.size();
     double most = -1;
     for (size_t c = 0; c < mu->channels.size(); ++c) {
