@@ -1,6 +1,7 @@
 #include "validate/compare.h"
 
 #include "configs/files.h"
+#include "configs/load.h"
 #include "validate/collective_sweep.h"
 #include "validate/compare_gpu.h"
 #include "validate/gpu_csv.h"
@@ -90,14 +91,13 @@ std::string Fixed(double v, int digits) {
 }  // namespace
 
 config::Result LoadResultJson(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // A regular UTF-8 file of at most 1 GiB (a FIFO would block, /dev/zero never ends).
+  const std::string text =
+      config::ReadInputFile(path, config::kCommandLine, "result", config::kMaxTraceBytes);
   config::Result r;
   google::protobuf::util::JsonParseOptions opts;
   opts.ignore_unknown_fields = false;
-  auto st = google::protobuf::util::JsonStringToMessage(ss.str(), &r, opts);
+  auto st = google::protobuf::util::JsonStringToMessage(text, &r, opts);
   // The parser's message may span lines (the offending text, a caret): one line, clipped.
   if (!st.ok())
     throw std::runtime_error(path + ": not a result JSON (" + config::Clip(std::string(st.message()), 200) +

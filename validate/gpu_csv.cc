@@ -9,6 +9,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "configs/files.h"
+#include "configs/load.h"
+
 namespace tpsim::validate {
 
 namespace {
@@ -201,11 +204,8 @@ std::vector<GemmShapeRow> ReadShapesCsv(const std::string& text, const std::stri
 }
 
 std::string ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // A regular UTF-8 file of at most 64 MiB (a FIFO would block, /dev/zero never ends).
+  return config::ReadInputFile(path, config::kCommandLine, "input", config::kMaxConfigBytes);
 }
 
 }  // namespace tpsim::validate

@@ -73,7 +73,8 @@ struct GemmShapeRow {
 };
 std::vector<GemmShapeRow> ReadShapesCsv(const std::string& text, const std::string& name);
 
-// Reads a file into a string; throws std::runtime_error "path: cannot read".
+// Reads a regular UTF-8 file of at most 64 MiB into a string (config::ReadInputFile): a
+// missing, unreadable or oversized file, a FIFO or a device throws config::ConfigError.
 std::string ReadTextFile(const std::string& path);
 
 }  // namespace tpsim::validate

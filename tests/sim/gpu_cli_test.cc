@@ -138,7 +138,11 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
       {"gemm h100-sxm-8 --m 1 --n 4096 --k 4096 --dtype fp4", "unknown dtype 'fp4'"},
       {"gemm wafer-8x8 --m 1 --n 4096 --k 4096 --dtype fp8", "models bf16 only"},
       {"gemm h100-sxm-8", "needs --m, --n and --k, or --shapes"},
-      {"gemm h100-sxm-8 --shapes /nonexistent/shapes.csv", "cannot read"},
+      {"gemm h100-sxm-8 --shapes /nonexistent/shapes.csv", "/nonexistent/shapes.csv: file not found"},
+      // A device or FIFO never ends or blocks: refused before reading.
+      {"gemm h100-sxm-8 --shapes /dev/zero", "/dev/zero: is not a regular file"},
+      {"compare --chip h100-sxm-8 /dev/zero", "/dev/zero: is not a regular file"},
+      {"compare /dev/zero /dev/zero", "/dev/zero: is not a regular file"},
       {"compare --chip h100-sxm-8", "needs at least one MEASURED.csv"},
   };
   for (const auto& c : cases) {

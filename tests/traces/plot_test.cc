@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -554,6 +555,17 @@ TEST_F(PlotTest, BadInputExitsTwo) {
   EXPECT_EQ(PlotCommand({"heatmap", Path("badlink.json"), "--out", Path("x.png")}), 2);
   EXPECT_EQ(PlotCommand({"nonsense"}), 2);
   EXPECT_EQ(PlotCommand({}), 2);
+  // A device (never ends: reading it grew memory until the process was killed) or a FIFO
+  // (blocks): refused before reading, in every command that reads a file.
+  ASSERT_EQ(::mkfifo(Path("fifo").c_str(), 0600), 0);
+  for (const std::string& dev : {std::string("/dev/zero"), Path("fifo")}) {
+    EXPECT_EQ(PlotCommand({"heatmap", dev, "--out", Path("x.png")}), 2) << dev;
+    EXPECT_EQ(PlotCommand({"timeline", dev, "--out", Path("x.png")}), 2) << dev;
+    EXPECT_EQ(PlotCommand({"energy", dev, "--out", Path("x.png")}), 2) << dev;
+    EXPECT_EQ(PlotCommand({"sweep", dev, "--x", "a", "--y", "b", "--out", Path("x.png")}), 2) << dev;
+    EXPECT_EQ(PlotCommand({"front", dev, "--out", Path("x.png")}), 2) << dev;
+    EXPECT_EQ(PlotCommand({"serving", dev, dev, "--out", Path("x.png")}), 2) << dev;
+  }
   EXPECT_FALSE(std::filesystem::exists(Path("x.png")));
 }
 

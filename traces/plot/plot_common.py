@@ -2,7 +2,9 @@
 
 import json
 import math
+import os
 import re
+import stat
 
 FIGSIZE = (10, 8)
 DPI = 100
@@ -36,7 +38,19 @@ def dump_json(path, data):
         raise UsageError(f"cannot write {path}: {e.strerror}")
 
 
+def check_input(path):
+    """An input must be a regular file: a FIFO would block and /dev/zero never ends (reading
+    it grew memory until the process was killed); as tpsim's config reader says it."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{path}: is not a regular file (a FIFO, device or socket)")
+
+
 def load_result(path):
+    check_input(path)
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)

@@ -2,7 +2,7 @@
 
 import sqlite3
 
-from plot_common import DPI, FIGSIZE, UsageError, dump_json, num, plt_module, save
+from plot_common import DPI, FIGSIZE, UsageError, check_input, dump_json, num, plt_module, save
 
 HELP = """The points of one or more search stores (tpsim search ... --db S.sqlite), one colour
 per store: total latency (x, ms) against energy per token (y, mJ), every simulated candidate
@@ -24,6 +24,7 @@ def add_arguments(p):
 
 def read_store(path):
     try:
+        check_input(path)
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         cols = [r[1] for r in con.execute("PRAGMA table_info(points)")]
         need = ["mapping.tp", "mapping.pipeline_stages", "search.replicas", "total_ps", "energy_per_token_j"]

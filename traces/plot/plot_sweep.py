@@ -12,8 +12,8 @@ import os
 import sqlite3
 import sys
 
-from plot_common import (DPI, FIGSIZE, UsageError, axis_unit, dump_json, fmt_value, plt_module,
-                         save, value_key)
+from plot_common import (DPI, FIGSIZE, UsageError, axis_unit, check_input, dump_json, fmt_value,
+                         plt_module, save, value_key)
 from plot_where import Where
 
 # Columns every store has that are neither swept fields nor metrics.
@@ -61,6 +61,7 @@ def read_store(path):
     if not os.path.exists(path):
         raise UsageError(f"cannot read {path}: no such file")
     try:
+        check_input(path)
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         cols = [r[1] for r in con.execute("PRAGMA table_info(points)")]
         if not cols:

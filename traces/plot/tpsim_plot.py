@@ -38,7 +38,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_common import DPI, FIGSIZE, UsageError, num, plt_module, save  # noqa: E402
+from plot_common import DPI, FIGSIZE, UsageError, check_input, num, plt_module, save  # noqa: E402
 import plot_energy  # noqa: E402
 import plot_front  # noqa: E402
 import plot_heatmap  # noqa: E402
@@ -56,6 +56,7 @@ KV_COLUMNS = ("group", "time_ms", "kv_blocks_used", "kv_blocks_capacity")
 
 
 def read_csv(path, columns):
+    check_input(path)
     try:
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.DictReader(f)
