@@ -4,12 +4,26 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "configs/files.h"
 
 namespace tpsim::sweep {
+
+namespace {
+
+// SQLite opens what it is given: a FIFO blocks, a device is read as a database.
+void RequireRegularFile(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) throw StoreError("cannot open " + path + ": no such file");
+  if (!std::filesystem::is_regular_file(st))
+    throw StoreError(path + ": is not a regular file (a FIFO, device or socket)");
+}
+
+}  // namespace
 
 namespace {
 
@@ -380,6 +394,7 @@ void ExportCsv(const std::string& db_path, const std::string& csv_path) {
 }
 
 std::vector<std::pair<std::string, std::string>> SweepsOf(const std::string& path) {
+  RequireRegularFile(path);
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   if (rc != SQLITE_OK) {
@@ -391,9 +406,9 @@ std::vector<std::pair<std::string, std::string>> SweepsOf(const std::string& pat
     auto out = ReadSweeps(db, "main");
     sqlite3_close(db);
     return out;
-  } catch (...) {
+  } catch (const StoreError& e) {
     sqlite3_close(db);
-    throw;
+    throw StoreError(path + ": not a tpsim sweep store (" + e.what() + ")");
   }
 }
 
@@ -427,6 +442,10 @@ void CheckOneSweep(const std::string& out, const std::vector<std::string>& input
   }
   for (const auto& in : inputs) stores.emplace_back(in, SweepsOf(in));
   for (const auto& [path, sweeps] : stores) {
+    if (sweeps.size() != 1 && &path == &stores.front().first) {
+      throw StoreError("refusing to merge: " + path + " holds " + DescribeSweeps(sweeps) +
+                       ", not one sweep (--force merges it anyway)");
+    }
     if (sweeps.size() != 1 || sweeps != stores.front().second) {
       throw StoreError("refusing to merge stores of different sweeps: " + stores.front().first + " holds " +
                        DescribeSweeps(stores.front().second) + ", " + path + " holds " +
@@ -439,6 +458,9 @@ void CheckOneSweep(const std::string& out, const std::vector<std::string>& input
 
 MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs, bool force) {
   MergeStats stats;
+  // SQLite would wait forever on a FIFO: every store must be a regular file (OUT may not exist yet).
+  for (const std::string& in : inputs) RequireRegularFile(in);
+  if (std::filesystem::exists(out)) RequireRegularFile(out);
   if (!force) CheckOneSweep(out, inputs);
   sqlite3* db = OpenDb(out);
   try {

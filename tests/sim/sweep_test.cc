@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -437,6 +438,27 @@ TEST_F(SweepTest, MergeRefusesStoresOfDifferentSweepsUnlessForced) {
   sqlite3_close(db);
   EXPECT_THROW(Merge(Db("new.sqlite"), {Db("a.sqlite")}), StoreError);
   EXPECT_EQ(Merge(Db("new.sqlite"), {Db("a.sqlite")}, true).rows_added, 12);
+}
+
+// A FIFO given as a store made SQLite wait forever; a device or a text file is no store. Each
+// is refused at once, naming the file, forced or not.
+TEST_F(SweepTest, MergeRefusesWhatIsNoStore) {
+  ASSERT_EQ(::mkfifo(Db("fifo").c_str(), 0600), 0);
+  std::ofstream(Db("text.sqlite")) << "hello\n";
+  auto says = [&](const std::string& in, bool force, const std::string& want) {
+    try {
+      Merge(Db("out.sqlite"), {in}, force);
+      ADD_FAILURE() << "merged " << in;
+    } catch (const StoreError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  for (bool force : {false, true}) {
+    says(Db("fifo"), force, Db("fifo") + ": is not a regular file (a FIFO, device or socket)");
+    says("/dev/zero", force, "/dev/zero: is not a regular file");
+  }
+  says(Db("text.sqlite"), false, Db("text.sqlite") + ": not a tpsim sweep store (");
+  EXPECT_FALSE(fs::exists(Db("out.sqlite")));
 }
 
 TEST_F(SweepTest, CsvExportHasHeaderAndOneLinePerPoint) {
