@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arch/chip.h"
+#include "configs/files.h"
 #include "configs/load.h"
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
@@ -148,10 +149,9 @@ Options Parse(int argc, char** argv) {
   return o;
 }
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  if (!f || !(f << text)) throw std::runtime_error(path + ": cannot write");
-}
+// Through a temporary file renamed over `path`, every write checked (config::WriteOutputFile;
+// an ofstream's failed flush at its close went unnoticed: /dev/full "wrote" the CSV).
+void WriteFile(const std::string& path, const std::string& text) { config::WriteOutputFile(path, text); }
 
 // The analytical engine's time for one collective over `ranks` cores of `chip` with
 // `algorithm` (a registry name or "auto": mapping::ChooseCollective's rule).
@@ -159,7 +159,9 @@ int64_t PredictCollectivePs(const arch::Chip& chip, const std::string& algorithm
                             mapping::CollectiveKind kind, int ranks, uint64_t bytes) {
   mapping::Program p = mapping::CollectiveProgram(chip, algorithm, kind, ranks, bytes, 2);
   if (p.empty()) return 0;
-  return sim::MakeEngine("analytical")->Run(p, chip).makespan_ps;
+  const sim::EngineOutput timing = sim::MakeEngine("analytical")->Run(p, chip);
+  sim::CheckRepresentable(p, timing);  // a saturated time is no prediction
+  return timing.makespan_ps;
 }
 
 int Collectives(const Options& o) {

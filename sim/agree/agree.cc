@@ -287,13 +287,16 @@ int AgreeCommand(const std::vector<std::string>& args) {
     if (!emit.empty()) {
       std::string text;
       google::protobuf::TextFormat::PrintToString(k.drawn.cfg, &text);
-      std::ofstream out(emit);
+      std::ostringstream out;
       out << "# tpsim agree --seed " << seed << " --only " << index << " (drawn in attempt "
           << k.drawn.attempt
           << ")\n# proto-file: configs/schema/experiment.proto\n# proto-message: tpsim.config.Experiment\n"
           << text;
-      if (!out) {
-        std::cerr << "tpsim agree: cannot write " << emit << "\n";
+      // Every write checked (a failed flush at an ofstream's close went unnoticed: /dev/full).
+      try {
+        config::WriteOutputFile(emit, out.str());
+      } catch (const std::runtime_error& e) {
+        std::cerr << "tpsim agree: " << e.what() << "\n";
         return 1;
       }
     }
@@ -317,7 +320,7 @@ int AgreeCommand(const std::vector<std::string>& args) {
 
   const std::vector<Outcome> all = RunAll(seed, count, jobs, family);
   if (!csv.empty()) {
-    std::ofstream out(csv);
+    std::ostringstream out;
     out << "index,experiment,analytical_total_ps,tlm_total_ps,analytical_prefill_ps,tlm_prefill_ps,"
            "analytical_decode_step_ps,tlm_decode_step_ps,ratio_total,ratio_prefill,ratio_decode_step,"
            "contention,analytical_ms,tlm_ms,error\n";
@@ -330,8 +333,10 @@ int AgreeCommand(const std::vector<std::string>& args) {
           << o.t_prefill << "," << o.a_decode << "," << o.t_decode << "," << o.total() << "," << o.prefill()
           << "," << o.decode() << "," << o.contention << "," << o.a_ms << "," << o.t_ms << "," << err << "\n";
     }
-    if (!out) {
-      std::cerr << "tpsim agree: cannot write " << csv << "\n";
+    try {
+      config::WriteOutputFile(csv, out.str());
+    } catch (const std::runtime_error& e) {
+      std::cerr << "tpsim agree: " << e.what() << "\n";
       return 1;
     }
   }

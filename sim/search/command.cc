@@ -502,12 +502,14 @@ int SearchCommand(const std::vector<std::string>& args) {
   if (cols.energy) std::cout << ", " << Ms(best.p.energy_mj) << " mJ/token";
   std::cout << "\n";
   if (!o.out.empty()) {
-    std::ofstream out(o.out);
-    out << "# tpsim search " << o.path << " --objective " << so.objective << ": the best candidate\n"
-        << "# proto-file: configs/schema/experiment.proto\n# proto-message: tpsim.config.Experiment\n"
-        << sim::ResolvedText(Apply(base, best.c));
-    if (!out) {
-      std::cerr << "tpsim search: cannot write " << o.out << "\n";
+    const std::string text = "# tpsim search " + o.path + " --objective " + so.objective +
+                             ": the best candidate\n# proto-file: configs/schema/experiment.proto\n"
+                             "# proto-message: tpsim.config.Experiment\n" +
+                             sim::ResolvedText(Apply(base, best.c));
+    try {
+      config::WriteOutputFile(o.out, text);  // every write checked, renamed into place
+    } catch (const std::runtime_error& e) {
+      std::cerr << "tpsim search: " << e.what() << "\n";
       return 1;
     }
     std::cout << "  written to " << o.out << " (tpsim " << (serving ? "serve " : "run ") << o.out << ")\n";

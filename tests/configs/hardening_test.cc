@@ -569,6 +569,26 @@ TEST_F(Hardening, WriteErrorsExitOne) {
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
+  // Small outputs too: an ofstream's failed flush at its close went unnoticed, so these
+  // printed that they wrote /dev/full and exited 0.
+  for (const std::string& args :
+       {std::string("agree --seed 1 --only 0 --emit /dev/full"),
+        std::string("agree --seed 1 --count 1 --csv /dev/full"),
+        "search " + kRef +
+            " --tp 4 --stages 16 --partitions k_split --placements linear --collectives ring "
+            "--confirm 0 --out /dev/full"}) {
+    Outcome w = Tpsim(args);
+    EXPECT_EQ(w.status, 1) << args << "\n" << w.output;
+    EXPECT_NE(w.output.find("cannot write /dev/full: No space left on device"), std::string::npos)
+        << w.output;
+  }
+  // tpsim-validate is built where the CUDA toolkit is (not in the fuzz/ASan tree).
+  if (!fs::exists(TPSIM_BINARY_DIR "/bin/tpsim-validate")) return;
+  Outcome v = tpsim::test::RunCommand("cd '" TPSIM_SOURCE_DIR "' && timeout 60 '" TPSIM_BINARY_DIR
+                                      "/bin/tpsim-validate' validate/experiments/qwen3-4b-h200.textproto "
+                                      "--collectives --dry-run --csv /dev/full 2>&1 </dev/null");
+  EXPECT_EQ(v.status, 1) << v.output;
+  EXPECT_NE(v.output.find("cannot write /dev/full: No space left on device"), std::string::npos) << v.output;
 }
 
 }  // namespace
