@@ -227,11 +227,12 @@ bool RunPlotScript(const std::string& script, const std::string& data_json, cons
   const std::string tmp = png + ".data.json";
   {
     std::ofstream out(tmp);
+    out << data_json << "\n";
+    out.close();  // a failed flush shows only here
     if (!out) {
       *err = tmp + ": cannot write";
       return false;
     }
-    out << data_json << "\n";
   }
   int rc = Spawn({py, script, tmp, png}, false);
   std::remove(tmp.c_str());

@@ -182,6 +182,7 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
     {
       std::ofstream out(cfg, std::ios::binary);
       out << sim::ResolvedText(e);
+      out.close();  // a failed flush shows only here
       if (!out) return PointOutcome{"error", {}, "cannot write " + cfg};
     }
     std::vector<std::string> args =
