@@ -102,6 +102,11 @@ config::Result LoadResultJson(const std::string& path) {
   if (!st.ok())
     throw std::runtime_error(path + ": not a result JSON (" + config::Clip(std::string(st.message()), 200) +
                              ")");
+  // `{}` parses as an empty Result: it would compare nothing and print zeros.
+  if (r.engine().empty() && !r.has_summary() && r.ops_size() == 0)
+    throw std::runtime_error(path +
+                             ": not a tpsim result (no engine, summary or ops; `tpsim run --out` and "
+                             "`tpsim-validate --out` write one)");
   return r;
 }
 

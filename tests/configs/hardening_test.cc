@@ -441,6 +441,13 @@ TEST_F(Hardening, CompareNamesABrokenResultOnOneLine) {
   EXPECT_EQ(Lines(o.output), 1) << o.output;
   EXPECT_EQ(o.output.rfind("tpsim compare: " + At("trunc.json") + ": not a result JSON (", 0), 0u)
       << o.output;
+  // `{}` parses as an empty Result: it compared nothing and printed zeros, exit 0.
+  Write(At("empty.json"), "{}");
+  Outcome e = Tpsim("compare " + At("empty.json") + " " + At("empty.json"));
+  EXPECT_EQ(e.status, 2) << e.output;
+  EXPECT_NE(e.output.find(At("empty.json") + ": not a tpsim result (no engine, summary or ops"),
+            std::string::npos)
+      << e.output;
 }
 
 // Where the config alone makes the 2^63 ps clock overflow certain, validation refuses it
