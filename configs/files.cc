@@ -63,7 +63,8 @@ uint64_t ParseCount(std::string_view text, uint64_t max) {
   uint64_t v = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || text[0] < '0' || text[0] > '9' || ec != std::errc() || ptr != end || v > max)
+  // from_chars takes no sign, blank or '+' for an unsigned type, and fails on empty text.
+  if (ec != std::errc() || ptr != end || v > max)
     throw std::invalid_argument("'" + Clip(text) + "' is not a whole number in 0 .. " + std::to_string(max));
   return v;
 }

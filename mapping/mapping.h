@@ -115,6 +115,9 @@ struct MemoryUse {
   double kv_per_layer = 0;           // one core's KV cache for `positions`, per layer it holds
   std::vector<ChannelUse> channels;  // per chip channel (a request workload's KV not counted)
 };
+// The channel fullest against its capacity among those the mapping's cores use (one of
+// capacity 0 counts as empty; the lowest id on ties); channels.size() when none is used.
+size_t FullestChannel(const MemoryUse& use, const arch::Chip& chip);
 // nullopt where the stages cannot be placed or the weights planned (ValidateMapping says why).
 std::optional<MemoryUse> PlanMemoryUse(const config::Mapping& m, const arch::Chip& chip,
                                        const config::Model& model, const config::Workload& wl);

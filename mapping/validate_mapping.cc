@@ -295,6 +295,18 @@ std::optional<MemoryUse> PlanMemoryUse(const config::Mapping& m, const arch::Chi
   return u;
 }
 
+size_t FullestChannel(const MemoryUse& use, const arch::Chip& chip) {
+  size_t fullest = use.channels.size();
+  double most = -1;
+  for (size_t c = 0; c < use.channels.size(); ++c) {
+    const ChannelUse& u = use.channels[c];
+    const double cap = static_cast<double>(chip.channels()[c].capacity_bytes);
+    const double key = cap > 0 ? (u.weights + u.kv) / cap : 0;
+    if (u.cores > 0 && key > most) fullest = c, most = key;
+  }
+  return fullest;
+}
+
 void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
                           const config::Workload& wl, const config::SourceMap& locs,
                           std::vector<config::Diag>* diags) {
@@ -303,16 +315,14 @@ void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, cons
   const std::vector<ChannelUse>& use = mu->channels;
   const uint64_t positions = mu->positions;
   // The channel fullest against its capacity says it; the count of the others that overflow.
-  size_t worst = use.size(), over = 0;
-  double worst_ratio = 0;
-  for (size_t c = 0; c < use.size(); ++c) {
-    const double cap = static_cast<double>(chip.channels()[c].capacity_bytes);
-    const double need = use[c].weights + use[c].kv;
-    if (cap == 0 || need <= cap) continue;
-    ++over;
-    if (need / cap > worst_ratio) worst = c, worst_ratio = need / cap;
-  }
-  if (worst == use.size()) return;
+  auto overflows = [&](size_t c) {
+    const uint64_t cap = chip.channels()[c].capacity_bytes;
+    return cap > 0 && use[c].weights + use[c].kv > static_cast<double>(cap);
+  };
+  const size_t worst = FullestChannel(*mu, chip);
+  if (worst == use.size() || !overflows(worst)) return;
+  size_t over = 0;
+  for (size_t c = 0; c < use.size(); ++c) over += overflows(c);
   const arch::MemoryChannel& ch = chip.channels()[worst];
   const ChannelUse& u = use[worst];
   const std::string field = "chip.memory[" + std::to_string(ch.memory) + "].capacity_bytes";

@@ -282,7 +282,7 @@ void CheckPlacementFile(const Experiment& e) {
                           "mapping.placement_file");
 }
 
-arch::Chip ValidateExperiment(const Experiment& e) {
+arch::Chip ValidateExperiment(const Experiment& e, bool memory_capacity) {
   std::vector<Diag> diags;
   config::CheckIntegerRanges(e.cfg, e.locs, "", &diags);
   if (!diags.empty()) throw ConfigError(std::move(diags));
@@ -298,7 +298,8 @@ arch::Chip ValidateExperiment(const Experiment& e) {
   arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
   mapping::ValidateMapping(e.cfg.mapping(), chip, e.cfg.model(), e.cfg.workload(), e.locs, &diags);
   if (!diags.empty()) throw ConfigError(std::move(diags));
-  mapping::ValidateDramCapacity(e.cfg.mapping(), chip, e.cfg.model(), e.cfg.workload(), e.locs, &diags);
+  if (memory_capacity)
+    mapping::ValidateDramCapacity(e.cfg.mapping(), chip, e.cfg.model(), e.cfg.workload(), e.locs, &diags);
   if (!diags.empty()) throw ConfigError(std::move(diags));
   return chip;
 }

@@ -51,8 +51,10 @@ std::string RunTitle(const config::Experiment& cfg, const std::string& engine);
 
 // Stage two: every rule of chip, model, workload and mapping. Throws
 // config::ConfigError with all violations found; returns the chip it built to
-// check the mapping, so callers need not build it again.
-arch::Chip ValidateExperiment(const Experiment& e);
+// check the mapping, so callers need not build it again. `memory_capacity` false leaves out
+// the memory channels' capacity (mapping::ValidateDramCapacity), which depends on the mapping:
+// for a stand-in mapping whose own candidates are checked later (tpsim search).
+arch::Chip ValidateExperiment(const Experiment& e, bool memory_capacity = true);
 
 // Refuses a placement file (placement = file) that is not a readable regular UTF-8
 // file within the size cap, at mapping.placement_file's location.

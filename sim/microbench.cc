@@ -25,8 +25,14 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-// The 2^63 ps clock in microseconds: a time at or past it is no result.
+// The 2^63 ps clock in microseconds: a time at or past it is no result. Throws
+// TimeOverflowError "WHAT takes longer than ...: check CHECK" there.
 constexpr double kClockUs = 9223372036854775807.0 * 1e-6;
+void CheckClock(double time_us, const std::string& what, const std::string& check) {
+  if (!(time_us < kClockUs))
+    throw TimeOverflowError(what + " takes longer than the 106.7 days (2^63 ps) tpsim can represent: check " +
+                            check);
+}
 
 }  // namespace
 
@@ -86,12 +92,10 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
       throw std::invalid_argument("unknown protocol '" + proto + "' (valid: auto, ll, ll128, simple)");
     }
     const arch::gpu::CollEstimate e = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q);
-    if (!(e.time_us < kClockUs)) {
-      throw TimeOverflowError("a " + op + " of " + std::to_string(bytes) + " bytes over " +
-                              std::to_string(ranks) + " ranks of " + cfg.name() +
-                              " takes longer than the 106.7 days (2^63 ps) tpsim can represent: check the "
-                              "size and the chip's gpu block");
-    }
+    CheckClock(e.time_us,
+               "a " + op + " of " + std::to_string(bytes) + " bytes over " + std::to_string(ranks) +
+                   " ranks of " + cfg.name(),
+               "the size and the chip's gpu block");
     row.time_us = e.time_us;
     row.gpu_us = e.gpu_us;
     row.algbw_gbps = e.algbw_gbps;
@@ -162,13 +166,11 @@ validate::GemmRow PredictGemm(const arch::Chip& chip, uint64_t m, uint64_t n, ui
   const arch::GemmEstimate e = arch::CoreGemm(chip, s);
   // The systolic core's time saturates at the 2^63 ps clock (Chip::GemmTime), the GPU model's
   // (a double) passes it: neither is a time tpsim can represent.
-  if (!(e.time_us < kClockUs)) {
-    throw TimeOverflowError("a GEMM of m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                            " k=" + std::to_string(k) + " on one core of " + chip.config().name() +
-                            " takes longer than the 106.7 days (2^63 ps) tpsim can represent: check the "
-                            "shape and the chip's " +
-                            (chip.config().has_gpu() ? "gpu block" : "clock_mhz and core"));
-  }
+  CheckClock(e.time_us,
+             "a GEMM of m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                 " on one core of " + chip.config().name(),
+             std::string("the shape and the chip's ") +
+                 (chip.config().has_gpu() ? "gpu block" : "clock_mhz and core"));
   validate::GemmRow r;
   r.m = m;
   r.n = n;

@@ -309,8 +309,6 @@ void CheckRepresentable(const mapping::Program& program, const EngineOutput& tim
   throw TimeOverflowError("the run ends later than the 106.7 days (2^63 ps) tpsim can represent");
 }
 
-namespace {}  // namespace
-
 namespace {
 
 // Whether `opts` asks to try decode-step reuse on `e` (RunOptions::reuse).

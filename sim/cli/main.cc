@@ -259,14 +259,7 @@ int Describe(Args& a) {
       os << ", KV cache " << HumanBytes(mu->kv_per_layer * mu->plan.layers_per_core) << " for "
          << mu->positions << " positions in " << (mu->kv_dram ? dram : "SRAM");
     os << " (the stage with the most layers, " << mu->plan.layers_per_core << ")\n";
-    size_t fullest = mu->channels.size();
-    double most = -1;
-    for (size_t c = 0; c < mu->channels.size(); ++c) {
-      const double cap = static_cast<double>(chip.channels()[c].capacity_bytes);
-      const double need = mu->channels[c].weights + mu->channels[c].kv;
-      const double key = cap > 0 ? need / cap : 0;
-      if (mu->channels[c].cores > 0 && key > most) fullest = c, most = key;
-    }
+    const size_t fullest = mapping::FullestChannel(*mu, chip);
     if (fullest < mu->channels.size()) {
       const mapping::ChannelUse& u = mu->channels[fullest];
       const arch::MemoryChannel& ch = chip.channels()[fullest];

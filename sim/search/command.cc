@@ -427,9 +427,7 @@ int SearchCommand(const std::vector<std::string>& args) {
     }
     // Whether the model fits the memory channels depends on the mapping: each candidate is
     // checked (mapping::ValidateDramCapacity; one that does not fit is stored as invalid).
-    for (config::Memory& mem : *plain.cfg.mutable_chip()->mutable_memory()) mem.set_capacity_bytes(0);
-    chip = sim::ValidateExperiment(plain);
-    chip = arch::Chip::Build(base.cfg.chip(), base.locs);
+    chip = sim::ValidateExperiment(plain, /*memory_capacity=*/false);
   } catch (const config::ConfigError& err) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
     return 2;

@@ -23,10 +23,6 @@ void RequireRegularFile(const std::string& path) {
     throw StoreError(path + ": is not a regular file (a FIFO, device or socket)");
 }
 
-}  // namespace
-
-namespace {
-
 const char* kCore[] = {"config_hash", "point_index", "status", "engine"};
 const char* kTail[] = {"wall_ms", "error", "config"};
 
