@@ -39,11 +39,6 @@ Ps SerialisePs(uint64_t bytes, double gbps) {
   return CeilPs(static_cast<long double>(bytes) * 1000.0L / gbps);
 }
 
-Ps SatAdd(Ps a, Ps b) {
-  Ps r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
-}
-
 void CheckId(int id, int n, const char* what) {
   if (id < 0 || id >= n) {
     throw std::out_of_range(std::string(what) + " id " + std::to_string(id) + " out of range [0, " +

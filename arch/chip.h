@@ -16,6 +16,7 @@
 // other nodes passes through one, and bisection cuts ignore their links.
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +28,13 @@
 namespace tpsim::arch {
 
 using Ps = int64_t;  // picoseconds
+
+// a + b, or the largest Ps where that overflows: times saturate at the 2^63 ps clock, which
+// the engines and tpsim::sim::CheckRepresentable report as the run passing it.
+inline Ps SatAdd(Ps a, Ps b) {
+  Ps r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
+}
 
 struct Node {
   std::string name;  // "r2c5" on meshes/tori, "n3" on rings, "gpu0"/"switch", edge-list names

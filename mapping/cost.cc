@@ -14,10 +14,7 @@ namespace tpsim::mapping {
 
 namespace {
 
-Ps SatAdd(Ps a, Ps b) {
-  Ps r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
-}
+using arch::SatAdd;
 
 }  // namespace
 

@@ -160,12 +160,8 @@ class DispatchQueues {
   template <class Source>
   bool StartQueued(Ps now, Source& src, Id g, Ps& free) {
     const Ps at = std::max(now, free);
-    free = SatAdd(at, src.BusyOf(g));
+    free = arch::SatAdd(at, src.BusyOf(g));
     return src.Start(g, at, now);
-  }
-  static Ps SatAdd(Ps a, Ps b) {
-    Ps r;
-    return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
   }
 
   std::vector<Id> ready_, memory_ready_, link_ready_;

@@ -10,10 +10,7 @@ namespace tpsim::sim {
 
 namespace {
 
-Ps SatAdd(Ps a, Ps b) {
-  Ps r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
-}
+using arch::SatAdd;
 
 // The numeric algebra: starts and ends in picoseconds, written into `times`.
 struct Numeric {

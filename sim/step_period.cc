@@ -28,10 +28,7 @@ bool Add(Ps a, Ps b, Ps* r) {
   return !__builtin_add_overflow(a, b, r) && *r < std::numeric_limits<Ps>::max();
 }
 
-Ps SatAdd(Ps a, Ps b) {
-  Ps r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
-}
+using arch::SatAdd;
 
 // The analytical engine's run of `p` (sim/analytical/analytical.cc: unloaded times, then the
 // schedule with queues on links, ScheduleOnLinks), but with extra(times) added to the

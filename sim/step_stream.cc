@@ -14,10 +14,7 @@ using mapping::TaskKind;
 constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
 constexpr uint64_t kNoTask = std::numeric_limits<uint64_t>::max();
 
-Ps SatAdd(Ps a, Ps b) {
-  Ps r;
-  return __builtin_add_overflow(a, b, &r) ? kMaxPs : r;
-}
+using arch::SatAdd;
 
 }  // namespace
 

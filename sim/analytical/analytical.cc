@@ -47,10 +47,7 @@ ShapeKey ShapeOf(const Task& t) {
   return ShapeKey{false, 0, 0, 0, 0, t.bytes, ops_bits};
 }
 
-Ps SatAdd(Ps a, Ps b) {
-  Ps r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
-}
+using arch::SatAdd;
 
 // a * count, saturating (a >= 0).
 Ps SatMulPs(Ps a, uint64_t count) {

@@ -20,10 +20,7 @@ Ps CeilPs(double bytes, double gbps) {
   return static_cast<Ps>(ps);
 }
 
-Ps SatAdd(Ps a, Ps b) {
-  Ps r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<Ps>::max() : r;
-}
+using arch::SatAdd;
 
 // The links' calendars count in 1/1024 ps, so that flows too small to take a picosecond
 // (a link at 1e12 GB/s) do not round one another up: ends are rounded up to the ps once.

@@ -1,6 +1,7 @@
 #include "sim/tlm/dram.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "mapping/cost.h"
 
@@ -21,10 +22,10 @@ Dram::Grant Dram::Reserve(uint32_t task, Ps now) {
   const Ps total = st_->chip.DramTime(ch, t.bytes);
   const Ps occupy = mapping::ChannelBusyTime(st_->chip, ch, t.bytes);
   const Ps start = std::max(now, free_[ch]);
-  free_[ch] = start + occupy;
+  free_[ch] = arch::SatAdd(start, occupy);
   ChannelUsage& u = usage_[ch];
   u.bytes += t.bytes;
-  u.busy_ps += occupy;
+  u.busy_ps = arch::SatAdd(u.busy_ps, occupy);
   u.max_queue_ps = std::max(u.max_queue_ps, start - now);
   return Grant{start, total};
 }
@@ -38,7 +39,10 @@ tlm::tlm_sync_enum Dram::nb_transport_fw(int, tlm::tlm_generic_payload& gp, tlm:
   // annotated with the time until the response.
   gp.set_response_status(tlm::TLM_OK_RESPONSE);
   phase = tlm::BEGIN_RESP;
-  delay = sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(g.start + g.total - now));
+  // A response past the 2^63 ps clock stops the run (RunState::StopOnOverflow) at once.
+  const Ps done = arch::SatAdd(g.start, g.total);
+  if (done >= std::numeric_limits<Ps>::max()) st_->StopOnOverflow(static_cast<uint32_t>(gp.get_address()));
+  delay = sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(done - now));
   return tlm::TLM_UPDATED;
 }
 

@@ -51,6 +51,11 @@ Ps CeilSerialisePs(uint64_t bytes, double gbps) {
 
 sc_core::sc_time FromPs(Ps ps) { return sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(ps)); }
 
+// Times saturate at the 2^63 ps clock (arch::SatAdd); an event there stops the run
+// (Network::Schedule, Finish) instead of wrapping the kernel's clock.
+using arch::SatAdd;
+constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
+
 }  // namespace
 
 Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_bytes)
@@ -190,15 +195,19 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
     const Ps latency = t.bytes == 0 ? 0 : st_->chip.channels()[t.channel].latency_ps;
     const Ps at_channel = g.total - latency;
     const Ps first_link = m.hops == 0 ? 0 : CeilSerialisePs(m.bytes, bw_[route_links_[m.route_begin]]);
-    inject = g.start + latency + std::max<Ps>(0, at_channel - first_link);
-    if (m.hops == 0) m.done_ps = g.start + g.total;
+    inject = SatAdd(SatAdd(g.start, latency), std::max<Ps>(0, at_channel - first_link));
+    if (m.hops == 0) m.done_ps = SatAdd(g.start, g.total);
   }
   Schedule(Event{inject, task, kInject, slot, 0, 0});
   phase = tlm::END_REQ;
   return tlm::TLM_UPDATED;
 }
 
-void Network::Schedule(const Event& e) {
+void Network::Schedule(const Event& e, uint32_t owner) {
+  if (e.t >= kMaxPs) {
+    st_->StopOnOverflow(owner);
+    return;
+  }
   const Ps now = NowPs();
   if (events_.empty() || e.t < events_.top().t) {
     if (e.t == now) {
@@ -263,17 +272,17 @@ void Network::Inject(const Event& e) {
   const int link = route_links_[m.route_begin];
   const Ps start = std::max(e.t, link_free_[link]);
   const Ps ser = CeilSerialisePs(m.bytes, bw_[link]);
-  link_free_[link] = start + ser;
+  link_free_[link] = SatAdd(start, ser);
   if (link < num_links_) {
     LinkUsage& u = usage_[link];
     u.bytes += m.bytes;
-    u.busy_ps += ser;
+    u.busy_ps = SatAdd(u.busy_ps, ser);
     u.max_queue_ps = std::max(u.max_queue_ps, start - e.t);
   }
   m.start_ps = start;
   const Ps latency = lat_[link];
   if (m.hops == 1) {
-    m.done_ps = start + ser + latency;
+    m.done_ps = SatAdd(SatAdd(start, ser), latency);
     m.arrived = m.packets;
     Finish(m, e.slot);
     return;
@@ -285,8 +294,8 @@ void Network::ScheduleFirstHop(const Message& m, uint32_t slot, uint32_t p) {
   const int link = route_links_[m.route_begin];
   const uint64_t begin = static_cast<uint64_t>(p) * packet_bytes_;
   const uint64_t end = std::min(m.bytes, begin + packet_bytes_);
-  const Ps head = m.start_ps + CeilSerialisePs(begin, bw_[link]) + lat_[link];
-  const Ps tail = m.start_ps + CeilSerialisePs(end, bw_[link]) + lat_[link];
+  const Ps head = SatAdd(SatAdd(m.start_ps, CeilSerialisePs(begin, bw_[link])), lat_[link]);
+  const Ps tail = SatAdd(SatAdd(m.start_ps, CeilSerialisePs(end, bw_[link])), lat_[link]);
   Schedule(Event{head, m.task, p, slot, 1, tail});
 }
 
@@ -321,10 +330,10 @@ Ps Network::BookInput(int in, Ps earliest, Ps ser) {
   Ps start = earliest;
   size_t at = 0;
   for (; at < busy.size(); ++at) {
-    if (start + ser <= busy[at].first) break;  // fits in the gap before this booking
+    if (SatAdd(start, ser) <= busy[at].first) break;  // fits in the gap before this booking
     start = std::max(start, busy[at].second);
   }
-  busy.insert(busy.begin() + static_cast<std::ptrdiff_t>(at), {start, start + ser});
+  busy.insert(busy.begin() + static_cast<std::ptrdiff_t>(at), {start, SatAdd(start, ser)});
   return start;
 }
 
@@ -352,13 +361,13 @@ void Network::Send(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head,
   if (buffered_) ready = std::max(ready, NowPs());
   Ps depart = std::max(ready, link_free_[link]);
   if (buffered_ && hop > 0) depart = BookInput(route_links_[m.route_begin + hop - 1], depart, ser);
-  const Ps end = depart + ser;
+  const Ps end = SatAdd(depart, ser);
   link_free_[link] = end;
   m.last_end[hop] = end;
   if (link < num_links_) {
     LinkUsage& u = usage_[link];
     u.bytes += PacketBytes(m, p);
-    u.busy_ps += ser;
+    u.busy_ps = SatAdd(u.busy_ps, ser);
     u.max_queue_ps = std::max(u.max_queue_ps, depart - ready);
   }
   const Ps latency = lat_[link];
@@ -368,10 +377,11 @@ void Network::Send(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head,
     // The slot this packet held before this link frees when its tail has left.
     const int prev = hop > 0 ? route_links_[m.route_begin + hop - 1] : -1;
     if (prev >= 0 && limited_[prev]) {
-      Schedule(Event{end, 0, kCredit, route_class_[m.route_begin + hop - 1], static_cast<uint32_t>(prev), 0});
+      Schedule(Event{end, 0, kCredit, route_class_[m.route_begin + hop - 1], static_cast<uint32_t>(prev), 0},
+               m.task);
     }
     if (hop + 1 == m.hops && limited_[link]) {
-      Schedule(Event{end + latency, 0, kCredit, cls, static_cast<uint32_t>(link), 0});
+      Schedule(Event{SatAdd(end, latency), 0, kCredit, cls, static_cast<uint32_t>(link), 0}, m.task);
     }
     // The message's next packet is offered to the first link once this one is granted.
     if (hop == 0 && p + 1 < m.packets) Schedule(Event{depart, m.task, p + 1, slot, 0, m.start_ps});
@@ -381,14 +391,18 @@ void Network::Send(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head,
     ScheduleFirstHop(m, slot, p + 1);
   }
   if (hop + 1 < m.hops) {
-    Schedule(Event{depart + latency, m.task, p, slot, hop + 1, end + latency});
+    Schedule(Event{SatAdd(depart, latency), m.task, p, slot, hop + 1, SatAdd(end, latency)});
     return;
   }
-  m.done_ps = std::max(m.done_ps, end + latency);
+  m.done_ps = std::max(m.done_ps, SatAdd(end, latency));
   if (++m.arrived == m.packets) Finish(m, slot);
 }
 
 void Network::Finish(Message& m, uint32_t slot) {
+  if (m.done_ps >= kMaxPs) {
+    st_->StopOnOverflow(m.task);
+    return;
+  }
   tlm::tlm_generic_payload* gp = m.gp;
   gp->set_response_status(tlm::TLM_OK_RESPONSE);
   tlm::tlm_phase phase = tlm::BEGIN_RESP;

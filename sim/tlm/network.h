@@ -104,7 +104,9 @@ class Network : public sc_core::sc_module {
   void Finish(Message& m, uint32_t slot);
   uint64_t PacketBytes(const Message& m, uint32_t p) const;
   Ps Serialise(const Message& m, uint32_t p, int link) const;
-  void Schedule(const Event& e);
+  // Adds e to the events; an event at the saturated clock stops the run on `owner`'s task.
+  void Schedule(const Event& e, uint32_t owner);
+  void Schedule(const Event& e) { Schedule(e, e.task); }
 
   RunState* st_;
   class Dram* dram_ = nullptr;

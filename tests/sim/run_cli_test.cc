@@ -237,6 +237,29 @@ TEST_F(RunCli, TimesPastTheClockAreAnErrorNamingTheCause) {
                                                           << out;
 }
 
+TEST_F(RunCli, TlmTimesPastTheClockStopWithTheCause) {
+  // The TLM engine's network and DRAM saturate their times at the 2^63 ps clock and stop the
+  // run on the task that passes it. Before, a time past it wrapped SystemC's clock and these
+  // runs never ended (mesh-4x4-hbm: links and the HBM over them; the reference: per-core DRAM;
+  // finite router buffers).
+  const std::string mesh =
+      " configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto --engine tlm --quiet --set ";
+  const std::string ref = " " + kRef + " --engine tlm --quiet --set ";
+  for (const auto& [args, what] : std::vector<std::pair<std::string, std::string>>{
+           {mesh + "chip.noc.link_bandwidth_gbps=1e-9", "a transfer of"},
+           {mesh + "chip.memory[0].bandwidth_gbps=1e-9", "a DRAM read of"},
+           {mesh + "chip.memory[0].efficiency=1e-300", "a DRAM read of"},
+           {mesh + "chip.noc.router_buffer_packets=4 --set chip.noc.link_bandwidth_gbps=1e-9",
+            "a transfer of"},
+           {ref + "chip.noc.router_buffer_packets=4 --set chip.noc.link_bandwidth_gbps=1e-9",
+            "a transfer of"}}) {
+    std::string out;
+    EXPECT_EQ(RunTpsim("run" + args, &out), 1) << args << "\n" << out;
+    EXPECT_NE(out.find(what), std::string::npos) << args << "\n" << out;
+    EXPECT_NE(out.find("106.7 days"), std::string::npos) << args << "\n" << out;
+  }
+}
+
 TEST_F(RunCli, ProgressLineOnATerminalOnly) {
   // 800 decode steps, every one lowered, take more than a second: on a terminal (script(1)
   // gives one) stderr shows the stage and the time; into a pipe nothing, so redirected output
