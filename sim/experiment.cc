@@ -40,9 +40,12 @@ std::pair<int, int> FirstToken(const std::string& text) {
 }
 
 // True when the first error of parsing `path` says it is no config at all: it is
-// on the line of the file's first token and suggests no field name.
+// on the line of the file's first token, a syntax error or an unknown field, and suggests
+// no field name. An error about the value of a field the config has is the config's own
+// (a one-line JSON file has all its fields on the first token's line).
 bool IsNotAConfig(const Diag& d, const std::string& path, int first_line) {
   return d.where.file == path && d.where.line <= first_line &&
+         (d.field == "<parse>" || d.rule.starts_with("unknown field")) &&
          d.rule.find("did you mean") == std::string::npos;
 }
 

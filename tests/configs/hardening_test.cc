@@ -235,6 +235,28 @@ TEST_F(Hardening, ReferencedNonConfigFileIsNotEchoed) {
   EXPECT_EQ(m.output.find("hunter2"), std::string::npos) << m.output;
 }
 
+TEST_F(Hardening, OneLineJsonConfigsKeepTheirLocatedErrors) {
+  // A JSON config on one line has every field on its first token's line. A bad value there
+  // is the config's error at its column; before, it was taken for "not a config at all"
+  // (the HuggingFace config below printed "is not a model config or a HuggingFace config.json").
+  std::string hf = Read(std::string(TPSIM_SOURCE_DIR) + "/configs/models/qwen3-0.6b.json");
+  std::replace(hf.begin(), hf.end(), '\n', ' ');
+  hf.replace(hf.find("\"hidden_size\": 1024"), 19, "\"hidden_size\": -5");
+  Write(At("one-line.json"), hf);
+  const size_t col = hf.find("\"hidden_size\"") + 1;
+  Outcome m = Tpsim("describe " + kRef + " --model " + At("one-line.json"));
+  EXPECT_EQ(m.status, 2) << m.output;
+  EXPECT_NE(m.output.find(At("one-line.json") + ":1:" + std::to_string(col) + ": hidden_size: -5: must be"),
+            std::string::npos)
+      << m.output;
+  // A file that is no config stays refused at the reference, unquoted.
+  Write(At("list.json"), "[1, 2, 3]");
+  Outcome l = Tpsim("describe " + kRef + " --model " + At("list.json"));
+  EXPECT_EQ(l.status, 2) << l.output;
+  EXPECT_NE(l.output.find("is not a model config or a HuggingFace config.json"), std::string::npos)
+      << l.output;
+}
+
 // A sweep over the reference experiment with `body` after its base line.
 std::string SweepFile(const std::string& body) { return "base: \"" + kRef + "\"\n" + body; }
 
