@@ -1,7 +1,11 @@
 #include "mapping/pipeline.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <fstream>
+#include <iterator>
+#include <string_view>
 
 #include "mapping/layout_convert.h"
 #include "mapping/memory_plan.h"
@@ -21,12 +25,38 @@ int MostLayersPerStage(int stages, uint32_t layers) {
 PlacementFile ReadPlacementFile(const config::Mapping& m) {
   PlacementFile f;
   if (m.placement() != "file" || m.placement_file().empty()) return f;
-  std::ifstream in(m.placement_file());
+  std::ifstream in(m.placement_file(), std::ios::binary);
   if (!in) return f;
   f.readable = true;
-  int c;
-  while (in >> c) f.cores.push_back(c);
-  f.well_formed = in.eof();
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Whitespace-separated integers (an optional '+'), each located by line and column.
+  int line = 1, col = 1;
+  size_t i = 0;
+  while (i < text.size()) {
+    const char ch = text[i];
+    if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch == '\v' || ch == '\f') {
+      ch == '\n' ? (++line, col = 1) : ++col;
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end]))) ++end;
+    const std::string_view token(text.data() + i, end - i);
+    const std::string_view digits = token.starts_with('+') ? token.substr(1) : token;
+    int id = 0;
+    const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+    const config::Location at{m.placement_file(), line, col};
+    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size()) {
+      f.bad = at;
+      f.bad_token = std::string(token);
+      return f;
+    }
+    f.cores.push_back(id);
+    f.where.push_back(at);
+    col += static_cast<int>(end - i);
+    i = end;
+  }
+  f.well_formed = true;
   return f;
 }
 
@@ -66,7 +96,11 @@ StagePlacement PlaceStages(const arch::Chip& chip, const config::Mapping& m, int
       req.file_cores.assign(file.cores.begin() + s * tp, file.cores.begin() + (s + 1) * tp);
     else
       req.file_cores = file.cores;
-    out.cores.push_back(Place(req, chip));
+    try {
+      out.cores.push_back(Place(req, chip));
+    } catch (const PlacementFileError& e) {
+      throw PlacementFileError(s * tp + e.rank, "stage " + std::to_string(s) + ": " + e.what());
+    }
     const Region& reg = regions[s];
     out.grids.push_back(reg.rows * reg.cols == tp ? RankGrid{reg.rows, reg.cols} : RankGrid{});
   }

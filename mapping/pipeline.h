@@ -21,9 +21,12 @@ int MostLayersPerStage(int stages, uint32_t layers);
 
 // mapping.placement_file, read once per lowering (placement = file only).
 struct PlacementFile {
-  bool readable = false;     // the file opened
-  bool well_formed = false;  // whitespace-separated integers to the end
-  std::vector<int> cores;    // the ids read (up to the first bad token)
+  bool readable = false;                // the file opened
+  bool well_formed = false;             // whitespace-separated integers to the end
+  std::vector<int> cores;               // the ids read (up to the first bad token)
+  std::vector<config::Location> where;  // each id's line and column in the file
+  config::Location bad;                 // the first token that is no core id (not well formed)
+  std::string bad_token;
 };
 PlacementFile ReadPlacementFile(const config::Mapping& m);
 

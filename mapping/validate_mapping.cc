@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "configs/files.h"
 #include "mapping/collective/collective.h"
 #include "mapping/estimate.h"
 #include "mapping/moe_routing.h"
@@ -211,16 +212,24 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     if (!file.readable) {
       add("mapping.placement_file", m.placement_file(), "placement = file needs a readable file");
     } else {
+      // Errors in the file are located there (line:col of the id).
+      auto in_file = [&](const config::Location& at, const std::string& value, const std::string& rule) {
+        diags->push_back({at, "mapping.placement_file", value, rule});
+      };
       if (!file.well_formed)
-        add("mapping.placement_file", m.placement_file(), "must hold whitespace-separated core ids");
-      if (stage_ranks > 0 && static_cast<int64_t>(file.cores.size()) < stage_ranks)
+        in_file(file.bad, config::Clip(file.bad_token), "must hold whitespace-separated core ids (integers)");
+      const int64_t needed = int64_t{stages} * stage_ranks;
+      if (file.well_formed && stage_ranks > 0 && static_cast<int64_t>(file.cores.size()) != needed)
         add("mapping.placement_file", m.placement_file(),
-            "has " + std::to_string(file.cores.size()) + " core ids, " +
-                (dp > 1 ? "tp x attention_dp" : "tp") + " needs " + std::to_string(stage_ranks));
-      for (int id : file.cores)
-        if (id < 0 || id >= chip.num_cores()) {
-          add("mapping.placement_file", m.placement_file(),
-              "core id " + std::to_string(id) + " is not on the chip");
+            "has " + std::to_string(file.cores.size()) +
+                " core ids; placement = file needs one per rank of every stage, " + std::to_string(stages) +
+                " stages x " + std::to_string(stage_ranks) + " ranks (" +
+                (dp > 1 ? "tp x attention_dp" : "tp") + ") = " + std::to_string(needed) + ", in stage order");
+      for (size_t k = 0; k < file.cores.size(); ++k)
+        if (file.cores[k] < 0 || file.cores[k] >= chip.num_cores()) {
+          in_file(file.where[k], std::to_string(file.cores[k]),
+                  "core id (rank " + std::to_string(k) + " of the file) is not on the chip (0 to " +
+                      std::to_string(chip.num_cores() - 1) + ")");
           break;
         }
     }
@@ -229,6 +238,11 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     // Everything else is consistent: the placements themselves must be possible.
     try {
       PlaceStages(chip, m, stages, stage_ranks, file);
+    } catch (const PlacementFileError& e) {
+      const size_t k = static_cast<size_t>(e.rank);
+      diags->push_back({k < file.where.size() ? file.where[k] : locs.Find("mapping.placement_file"),
+                        "mapping.placement_file", k < file.cores.size() ? std::to_string(file.cores[k]) : "",
+                        e.what()});
     } catch (const std::exception& e) {
       add(m.placement() == "file" ? "mapping.placement_file" : "mapping.placement",
           m.placement() == "file" ? m.placement_file() : m.placement(), e.what());

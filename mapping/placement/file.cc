@@ -17,20 +17,25 @@ std::vector<int> PlaceFile(const PlacementRequest& req, const Region& region, co
                                 " core ids for " + std::to_string(req.ranks) + " ranks (need one per rank)");
   }
   std::set<int> inside;
-  for (const Cell& c : RowMajor(region)) inside.insert(chip.CoreAt(region.row0 + c.row, region.col0 + c.col));
+  std::string cells;  // the region's core ids, for the message
+  for (const Cell& c : RowMajor(region)) {
+    const int core = chip.CoreAt(region.row0 + c.row, region.col0 + c.col);
+    inside.insert(core);
+    if (inside.size() <= 16) cells += (cells.empty() ? "" : ", ") + std::to_string(core);
+  }
+  if (inside.size() > 16) cells += ", ...";
   std::set<int> seen;
   for (size_t r = 0; r < req.file_cores.size(); ++r) {
     const int core = req.file_cores[r];
+    const std::string rank = "core " + std::to_string(core) + " (rank " + std::to_string(r) + ")";
     if (!inside.count(core)) {
-      throw std::invalid_argument("placement file: rank " + std::to_string(r) + ": core " +
-                                  std::to_string(core) + " is not in the " + std::to_string(region.rows) +
-                                  "x" + std::to_string(region.cols) + " region at (" +
-                                  std::to_string(region.row0) + ", " + std::to_string(region.col0) + ")");
+      throw PlacementFileError(static_cast<int>(r), rank + " is not in the " + std::to_string(region.rows) +
+                                                        "x" + std::to_string(region.cols) + " region at (" +
+                                                        std::to_string(region.row0) + ", " +
+                                                        std::to_string(region.col0) + "): cores " + cells);
     }
-    if (!seen.insert(core).second) {
-      throw std::invalid_argument("placement file: rank " + std::to_string(r) + ": core " +
-                                  std::to_string(core) + " is already used by an earlier rank");
-    }
+    if (!seen.insert(core).second)
+      throw PlacementFileError(static_cast<int>(r), rank + " is already used by an earlier rank");
   }
   return req.file_cores;
 }

@@ -6,6 +6,7 @@
 // random (seeded), file.
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,13 @@ struct PlacementRequest {
   Region region;
   uint64_t seed = 0;
   std::vector<int> file_cores;  // placement = file: one core id per rank (already read)
+};
+
+// placement = file: a core id of the request's file_cores (index `rank`) that cannot be used
+// (outside the region, or already used by an earlier rank).
+struct PlacementFileError : std::invalid_argument {
+  PlacementFileError(int rank, const std::string& what) : std::invalid_argument(what), rank(rank) {}
+  int rank;
 };
 
 // Returns core id per rank (distinct cores inside the region; with fewer ranks

@@ -192,6 +192,53 @@ TEST_F(Hardening, PlacementFileIsRelativeToTheExperiment) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+TEST_F(Hardening, PlacementFileErrorsAreLocatedInTheFile) {
+  // tests/regression/reversed-placement.txt: the reference's 16 stages x 4 ranks, four ids a
+  // line. Each error names the file's line and column of the id; before, every one was
+  // reported at the mapping field ("rank 1: core 0 is already used", no stage, no line).
+  const std::string good = Read(kSrc + "/tests/regression/reversed-placement.txt");
+  auto run = [&](const std::string& text) {
+    Write(At("cores.txt"), text);
+    return Tpsim("describe " + kRef +
+                 " --set mapping.placement=file --set mapping.placement_file=" + At("cores.txt"));
+  };
+  EXPECT_EQ(run(good).status, 0);
+  std::string dup = good;  // line 2 "11 10 3 2": its third id becomes stage 1's first (11)
+  dup.replace(dup.find("11 10 3 2"), 9, "11 10 11 2");
+  Outcome d = run(dup);
+  EXPECT_EQ(d.status, 2) << d.output;
+  EXPECT_NE(d.output.find(At("cores.txt") + ":2:7: mapping.placement_file: 11: stage 1: core 11 (rank 2) is "
+                                            "already used by an earlier rank"),
+            std::string::npos)
+      << d.output;
+  std::string off = good;  // core 0 moved out of stage 0's region (cores 0, 1, 8, 9) into line 3
+  off.replace(off.find("13 12 5 4"), 9, "13 12 5 0");
+  Outcome o = run(off);
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_NE(
+      o.output.find(At("cores.txt") + ":3:9: mapping.placement_file: 0: stage 2: core 0 (rank 3) is not in "
+                                      "the 2x2 region"),
+      std::string::npos)
+      << o.output;
+  Outcome b = run("9 8 1 0\n11 x 3 2\n");
+  EXPECT_EQ(b.status, 2) << b.output;
+  EXPECT_NE(b.output.find(At("cores.txt") +
+                          ":2:4: mapping.placement_file: x: must hold whitespace-separated core ids"),
+            std::string::npos)
+      << b.output;
+  // One id per rank of every stage: 64, not the 4 of one stage, nor more.
+  Outcome s4 = run("9 8 1 0\n");
+  EXPECT_EQ(s4.status, 2) << s4.output;
+  EXPECT_NE(s4.output.find(
+                "has 4 core ids; placement = file needs one per rank of every stage, 16 stages x 4 ranks "
+                "(tp) = 64, in stage order"),
+            std::string::npos)
+      << s4.output;
+  Outcome s68 = run(good + "9 8 1 0\n");
+  EXPECT_EQ(s68.status, 2) << s68.output;
+  EXPECT_NE(s68.output.find("has 68 core ids"), std::string::npos) << s68.output;
+}
+
 TEST_F(Hardening, RoutingTraceIsRelativeToTheExperimentAndItsErrorsAreLocated) {
   // mapping.moe.routing_file, like placement_file, is relative to the file that names it.
   std::string text = Relocated(Read(kSrc + "/configs/experiments/moe-qwen3-30b-a3b.textproto"));

@@ -379,7 +379,12 @@ TEST(LowerTest, ValidateMappingReportsEveryProblem) {
   ValidateMapping(f, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
   ASSERT_EQ(diags.size(), 1u);
   EXPECT_EQ(diags[0].field, "mapping.placement_file");
-  EXPECT_NE(diags[0].rule.find("core id 7 is not on the chip"), std::string::npos);
+  EXPECT_EQ(diags[0].value, "7");
+  EXPECT_EQ(diags[0].rule, "core id (rank 3 of the file) is not on the chip (0 to 3)");
+  // Located in the file: line 1, column 7.
+  EXPECT_EQ(diags[0].where.file, path);
+  EXPECT_EQ(diags[0].where.line, 1);
+  EXPECT_EQ(diags[0].where.col, 7);
   f.set_placement_file(path + ".missing");
   diags.clear();
   ValidateMapping(f, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);

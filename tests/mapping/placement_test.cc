@@ -168,9 +168,20 @@ TEST(Placement, FileIsCheckedAndReturnedAsGiven) {
     return "no throw";
   };
   EXPECT_NE(message({20, 21, 22}, 4).find("3 core ids for 4 ranks"), std::string::npos);
-  EXPECT_NE(message({20, 21, 21, 22}, 4).find("rank 2: core 21 is already used"), std::string::npos);
-  EXPECT_NE(message({20, 21, 0, 22}, 4).find("rank 2: core 0 is not in the 4x4 region"), std::string::npos);
-  EXPECT_NE(message({20, 21, -5, 22}, 4).find("core -5 is not in"), std::string::npos);
+  EXPECT_EQ(message({20, 21, 21, 22}, 4), "core 21 (rank 2) is already used by an earlier rank");
+  // The region's cores are named (k4x4: rows 2-5, columns 4-7 of the 8x8 mesh, core 8 row + col).
+  EXPECT_EQ(
+      message({20, 21, 0, 22}, 4),
+      "core 0 (rank 2) is not in the 4x4 region at (2, 4): cores 20, 21, 22, 23, 28, 29, 30, 31, 36, 37, "
+      "38, 39, 44, 45, 46, 47");
+  EXPECT_NE(message({20, 21, -5, 22}, 4).find("core -5 (rank 2) is not in"), std::string::npos);
+  // The rank that fails travels with the error (validation locates it in the file).
+  try {
+    PlaceOn(chip, "file", 4, k4x4, 0, {20, 21, 22, 0});
+    ADD_FAILURE() << "no throw";
+  } catch (const PlacementFileError& e) {
+    EXPECT_EQ(e.rank, 3);
+  }
 }
 
 TEST(Placement, BadRequestsAreRejectedWithAPlainMessage) {
