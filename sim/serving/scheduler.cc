@@ -1,14 +1,33 @@
 #include "sim/serving/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <deque>
+#include <limits>
 #include <stdexcept>
+
+#include "sim/engine.h"
 
 namespace tpsim::serving {
 
 namespace {
 
 uint64_t Blocks(uint64_t tokens, uint32_t block) { return (tokens + block - 1) / block; }
+
+std::string Days(Ps ps) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g days", static_cast<double>(ps) / 864e14);
+  return buf;
+}
+
+// at + dt, or sim::TimeOverflowError naming `what` when that passes the 2^63 ps clock.
+Ps Later(Ps at, Ps dt, const std::string& what) {
+  if (dt <= std::numeric_limits<Ps>::max() - at) return at + dt;
+  throw sim::TimeOverflowError(
+      what + " starts at " + Days(at) + " and takes " + Days(dt) +
+      ": the stream runs past the 106.7 days (2^63 ps) tpsim can represent; check the "
+      "chip's bandwidths and compute, or serve fewer or shorter requests");
+}
 
 struct Live {
   uint32_t req = 0;
@@ -142,7 +161,7 @@ void RunGroup(const std::vector<Request>& reqs, std::vector<Arrival> arrivals, c
     Ps dt = cost(chunks);
     if (dt < 0) throw std::logic_error("serving: negative iteration cost");
     const Ps start = now;
-    now += dt;
+    now = Later(now, dt, "iteration " + std::to_string(*iterations + 1) + " of the " + group + " group");
     ++*iterations;
     uint32_t tokens = 0, prefill_tokens = 0, decode_tokens = 0;
     std::vector<Live> still;
@@ -239,7 +258,8 @@ ServeOutcome RunDisaggregated(const std::vector<Request>& reqs, SchedulerConfig 
   std::vector<Arrival> decode;
   for (uint32_t i : moved) {
     Ps start = std::max(out.requests[i].handoff_ps, link_free);
-    Ps done = start + transfer(reqs[i].prompt_tokens);
+    Ps done =
+        Later(start, transfer(reqs[i].prompt_tokens), "the KV transfer of request " + std::to_string(i));
     link_free = done;
     out.requests[i].handoff_ps = done;
     decode.push_back({i, done, 1, true});

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "arch/chip.h"
@@ -92,7 +93,24 @@ Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
     makespan = full;
   }
   ++timed_;
-  Ps t = static_cast<Ps>(static_cast<__int128>(makespan) * model_.num_layers() / layers_);
+  constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
+  if (makespan >= kMaxPs) {
+    // Past the clock: the iteration's Program names the task that passes it.
+    const mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_);
+    sim::CheckRepresentable(p, engine_->Run(p, chip_));
+  }
+  const __int128 all = static_cast<__int128>(makespan) * model_.num_layers() / layers_;
+  if (makespan >= kMaxPs || all >= kMaxPs) {
+    char days[32];
+    std::snprintf(days, sizeof days, "%.3g days", static_cast<double>(makespan) / 864e14);
+    throw sim::TimeOverflowError(
+        "an iteration of " + std::to_string(key.size()) + (key.size() == 1 ? " sequence" : " sequences") +
+        " takes " + days + " for its " + std::to_string(layers_) + " simulated layers: over the model's " +
+        std::to_string(model_.num_layers()) +
+        " layers longer than the 106.7 days (2^63 ps) tpsim can represent; check the "
+        "chip's bandwidths and compute");
+  }
+  Ps t = static_cast<Ps>(all);
   cache_.emplace(std::move(key), t);
   return t;
 }
@@ -124,7 +142,11 @@ Ps TransferTime(const arch::Chip& chip, sim::Engine& engine, int np, int nd, uin
     t.collective = 0;
     b.Add(t);
   }
-  return engine.Makespan(b.Build(), chip);
+  const mapping::Program built = b.Build();
+  const Ps makespan = engine.Makespan(built, chip);
+  // A transfer past the clock: named (the engine's times say which), not summed.
+  if (makespan >= std::numeric_limits<Ps>::max()) sim::CheckRepresentable(built, engine.Run(built, chip));
+  return makespan;
 }
 
 std::string Ms(double ms) {

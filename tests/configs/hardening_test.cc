@@ -476,6 +476,38 @@ TEST_F(Hardening, ModelsBeyondTheMemoryChannelsAreRefused) {
       << over.output;
 }
 
+// `tpsim serve` stops with the cause (exit 1) where an iteration or the stream passes the 2^63 ps
+// clock. Before: the analytical engine's saturated iteration times were summed until a request's
+// times went backwards ("request 2 has times that cannot be represented"), and on the TLM engine
+// the stopped iteration's makespan, scaled to the model's layers, wrapped ("negative iteration cost").
+TEST_F(Hardening, ServingPastTheClockStopsWithTheCause) {
+  const std::string few = " --set workload.requests.synthetic.num_requests=";
+  struct Case {
+    std::string args, what;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--set chip.noc.link_bandwidth_gbps=1e-9" + few + "3",
+            "tpsim serve: a transfer of 0.51968 MB from core 0 to core 8 (task 72, op o_proj.all_reduce)"},
+           {"--engine tlm --set chip.memory[0].bandwidth_gbps=1e-9" + few + "3",
+            "tpsim serve: a DRAM read of 1.31072 MB on channel 0 (task 12, op k_proj)"},
+           // Each iteration 2.71 days: the 38th passes the clock.
+           {"--set chip.memory[0].bandwidth_gbps=1e-5" + few + "20",
+            "tpsim serve: iteration 38 of the fused group starts at 105 days and takes 2.71 days: the stream "
+            "runs past the 106.7 days"},
+           // One layer of 36 simulated: 8.34 days, 300 days for the model.
+           {"--set mapping.pipeline_stages=1 --set mapping.serving.layers_simulated=1 --set "
+            "chip.memory[0].bandwidth_gbps=1e-7" +
+                few + "2",
+            "tpsim serve: an iteration of 1 sequence takes 8.34 days for its 1 simulated layers: over the "
+            "model's "
+            "36 layers longer than the 106.7 days"}}) {
+    Outcome o = Tpsim("serve " + kServing + " " + c.args);
+    EXPECT_EQ(o.status, 1) << c.args << "\n" << o.output;
+    EXPECT_NE(o.output.find(c.what), std::string::npos) << c.args << "\n" << o.output;
+    EXPECT_NE(o.output.find("106.7 days (2^63 ps)"), std::string::npos) << c.args << "\n" << o.output;
+  }
+}
+
 // `tpsim gemm` and `tpsim collectives` stop with the cause (exit 1) where the time passes the
 // 2^63 ps clock, instead of printing the saturated 9223372036854.78 us (systolic core, tpsim's
 // own collective lowering) or a GPU model's time past the clock as a result.
