@@ -185,18 +185,28 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
   }
 }
 
-// The energy block (configs/schema/chip.proto, message Energy): every field finite and >= 0;
-// the MAC energy and the per-byte energy of every memory kind the chip declares positive (a
-// zero there would make that traffic silently free).
+// The energy block (configs/schema/chip.proto, message Energy): every field finite, >= 0 and
+// at most kMaxEnergyField (so that a run's sums stay finite: 1e6 pJ a flop over the most flops a
+// run can time within the 2^63 ps clock is far below a double's range; before, 1e308 printed
+// "energy inf mJ/token, inf W" as a result); the MAC energy and the per-byte energy of every
+// memory kind the chip declares positive (a zero there would make that traffic silently free).
 void ValidateEnergy(const config::Chip& c, DiagSink& sink) {
   if (!c.has_energy()) return;
+  constexpr double kMaxEnergyField = 1e6;
   const config::Energy& e = c.energy();
   const google::protobuf::Descriptor* d = e.GetDescriptor();
   const google::protobuf::Reflection* r = e.GetReflection();
   bool ok = true;
   for (int i = 0; i < d->field_count(); ++i) {
     const std::string sub = "energy." + std::string(d->field(i)->name());
-    ok = CheckNonNegative(sink, sub, r->GetDouble(e, d->field(i))) && ok;
+    const double v = r->GetDouble(e, d->field(i));
+    if (!CheckNonNegative(sink, sub, v)) {
+      ok = false;
+    } else if (v > kMaxEnergyField) {
+      sink.Add(sub, NumText(v),
+               "must be at most 1e6 (pJ per operation or byte; W for the static and TDP fields)");
+      ok = false;
+    }
   }
   if (!ok) return;
   if (e.mac_bf16_pj() == 0) sink.Add("energy.mac_bf16_pj", "0", "must be positive");

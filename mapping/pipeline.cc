@@ -33,10 +33,12 @@ PlacementFile ReadPlacementFile(const config::Mapping& m) {
   int line = 1, col = 1;
   size_t i = 0;
   while (i < text.size()) {
-    const char ch = text[i];
-    if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch == '\v' || ch == '\f') {
-      ch == '\n' ? (++line, col = 1) : ++col;
-      ++i;
+    if (text[i] == '\n') {
+      ++line, col = 1, ++i;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(text[i]))) {
+      ++col, ++i;
       continue;
     }
     size_t end = i;
