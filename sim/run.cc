@@ -85,7 +85,7 @@ std::string Sci(double v) {
 
 void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_bytes,
                     const std::string& limit_flag, std::optional<uint32_t> materialised_steps,
-                    bool task_records) {
+                    bool task_records, const std::string& note) {
   if (max_bytes == 0) return;
   const config::Model& model = e.cfg.model();
   config::Workload wl = e.cfg.workload();
@@ -117,7 +117,7 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
           (task_records ? " with a record of each in the result (--tasks)" : "") + " (" + Sci(est.passes) +
           " passes (workload.decode_steps + 1) x " + Sci(est.layers) + " layers (" + layers_field + ") x " +
           Sci(est.per_layer) + " tasks per layer at mapping.tp=" + std::to_string(m.tp()) + "), more than " +
-          limit + ": lower workload.decode_steps, the layers or mapping.tp, or raise " + limit_flag});
+          limit + ": lower workload.decode_steps, the layers or mapping.tp, or raise " + limit_flag + note});
 }
 
 void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
@@ -209,7 +209,7 @@ namespace {
 // `task_records`: the Result keeps every task's times (RunOptions::keep_task_times).
 arch::Chip Prepare(const Experiment& e, const std::string& requested, std::unique_ptr<Engine>* engine,
                    uint64_t max_memory_bytes, std::optional<uint32_t> materialised_steps = std::nullopt,
-                   bool task_records = false) {
+                   bool task_records = false, const std::string& note = "") {
   arch::Chip chip = ValidateExperiment(e);
   if (e.cfg.workload().has_requests() && (e.cfg.workload().batch() == 0 || e.cfg.workload().seq_len() == 0)) {
     throw config::ConfigError(config::Diag{e.locs.Find("workload.requests"), "workload.requests", "",
@@ -222,7 +222,7 @@ arch::Chip Prepare(const Experiment& e, const std::string& requested, std::uniqu
     throw config::ConfigError(UnknownEngineDiag(config::kCommandLine, "--engine", engine_name));
   }
   CheckTimeBounds(e, chip);
-  CheckResources(e, chip, max_memory_bytes, "--max-memory", materialised_steps, task_records);
+  CheckResources(e, chip, max_memory_bytes, "--max-memory", materialised_steps, task_records, note);
   return chip;
 }
 
@@ -337,9 +337,14 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   // the whole Program below. With every task's times kept (RunOptions::keep_task_times) the
   // Result holds a record per task of every step: the whole Program is counted.
   const bool few_steps = try_reuse && !opts.keep_task_times;
+  // Where reuse would apply but a flag lowers every step, a refusal says which.
+  const std::string note =
+      !try_reuse && !opts.unrolled_by.empty() && e.cfg.workload().decode_steps() >= kAutoReuseSteps
+          ? " (every decode step is lowered: " + opts.unrolled_by + ")"
+          : "";
   arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes,
                             few_steps ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt,
-                            opts.keep_task_times);
+                            opts.keep_task_times, note);
   RunOutput out;
   if (try_reuse && engine->ListSchedule()) {
     if (opts.on_stage) opts.on_stage("lowering (decode steps reused)");

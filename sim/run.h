@@ -51,10 +51,11 @@ std::optional<uint64_t> ParseByteSize(const std::string& text);
 // `materialised_steps`: the decode steps the run lowers when fewer than the workload's
 // (decode-step reuse lowers a few; the message still names workload.decode_steps).
 // `task_records`: the Result keeps a record of every task's times (`--tasks`), counted at
-// mapping::ProgramEstimate::kTaskRecordBytes each.
+// mapping::ProgramEstimate::kTaskRecordBytes each. `note`: appended to the refusal's rule.
 void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_bytes,
                     const std::string& limit_flag = "--max-memory",
-                    std::optional<uint32_t> materialised_steps = std::nullopt, bool task_records = false);
+                    std::optional<uint32_t> materialised_steps = std::nullopt, bool task_records = false,
+                    const std::string& note = "");
 
 // Refuses (config::ConfigError, located) an experiment whose times certainly pass the
 // 2^63 ps clock, from lower bounds alone: the weight GEMMs' FLOPs at the whole chip's
@@ -90,6 +91,9 @@ struct RunOptions {
   // fail the run lowers every step (RunOutput::reuse says why).
   enum class Reuse { kAuto, kOff, kForce };
   Reuse reuse = Reuse::kAuto;
+  // What turned reuse off or needs the whole Program (a flag: "--no-reuse", "--dump-program
+  // ..."), said where the memory guard refuses a run that reuse would have made small.
+  std::string unrolled_by;
   // The decode steps the observers see (tpsim run --trace-steps), increasing: they get a
   // Program of the prefill and these steps, each task timed as in the whole run; empty: the
   // whole Program. With it, decode-step reuse applies despite observers.

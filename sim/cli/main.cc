@@ -408,7 +408,11 @@ int Run(Args& a) {
     throw UsageError("--step-by-step times reused decode steps; --no-reuse lowers every step");
   if (opts.step_by_step && !dump.empty())
     throw UsageError("--step-by-step times reused decode steps; --dump-program needs every step lowered");
-  if (!dump.empty()) opts.reuse = sim::RunOptions::Reuse::kOff;  // the dump is the whole Program
+  if (opts.reuse == sim::RunOptions::Reuse::kOff) opts.unrolled_by = "--no-reuse";
+  if (!dump.empty()) {
+    opts.reuse = sim::RunOptions::Reuse::kOff;  // the dump is the whole Program
+    opts.unrolled_by = "--dump-program writes the whole Program";
+  }
   if (!trace_steps.empty()) {
     if (trace_path.empty()) throw UsageError("--trace-steps needs --trace");
     try {
@@ -418,6 +422,9 @@ int Run(Args& a) {
     }
     if (opts.observe_steps.empty()) throw UsageError("--trace-steps: no decode step selected");
   }
+  if (!trace_path.empty() && trace_steps.empty() && opts.unrolled_by.empty())
+    opts.unrolled_by =
+        "--trace without --trace-steps traces every step; --trace-steps first,last,every:N traces a few";
   if (!trace_path.empty())  // the trace writer observes the run; the pipeline knows nothing of it
     opts.observers.push_back([&trace_path](const sim::RunView& v) {
       traces::WriteTrace(trace_path, v.program, v.chip, v.timing, v.result.config());

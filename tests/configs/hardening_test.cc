@@ -394,6 +394,26 @@ TEST_F(Hardening, ProgramsBeyondMaxMemoryAreRefusedBeforeLowering) {
             0u)
       << steps.output;
   EXPECT_NE(steps.output.find("more than --max-memory 17.2 GB"), std::string::npos) << steps.output;
+  // It says what lowers every step where reuse would not: --no-reuse, --dump-program, or --trace
+  // without --trace-steps (which it points to).
+  EXPECT_NE(steps.output.find("or raise --max-memory (every decode step is lowered: --no-reuse)"),
+            std::string::npos)
+      << steps.output;
+  Outcome traced = Tpsim(
+      "run " + kRef + " --set workload.decode_steps=40000 --max-memory 16G --quiet --trace " + At("t.json"));
+  EXPECT_EQ(traced.status, 2) << traced.output;
+  EXPECT_NE(
+      traced.output.find("(every decode step is lowered: --trace without --trace-steps traces every step; "
+                         "--trace-steps first,last,every:N traces a few)"),
+      std::string::npos)
+      << traced.output;
+  Outcome dumped =
+      Tpsim("run " + kRef + " --set workload.decode_steps=40000 --max-memory 16G --quiet --dump-program " +
+            At("p.txt"));
+  EXPECT_EQ(dumped.status, 2) << dumped.output;
+  EXPECT_NE(dumped.output.find("(every decode step is lowered: --dump-program writes the whole Program)"),
+            std::string::npos)
+      << dumped.output;
 
   // An HF config.json with 1e6 layers: located at num_hidden_layers in that file. (Its weights
   // would not fit the chip's DRAM either, which validation refuses first at
