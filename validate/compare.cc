@@ -107,6 +107,24 @@ config::Result LoadResultJson(const std::string& path) {
     throw std::runtime_error(path +
                              ": not a tpsim result (no engine, summary or ops; `tpsim run --out` and "
                              "`tpsim-validate --out` write one)");
+  // The times compared are durations and instants from the run's start: never negative (a
+  // negative one was compared as "unmeasured" or printed as a measured total).
+  auto non_negative = [&](const google::protobuf::Message& m, const std::string& where) {
+    const google::protobuf::Descriptor* d = m.GetDescriptor();
+    const google::protobuf::Reflection* refl = m.GetReflection();
+    for (int i = 0; i < d->field_count(); ++i) {
+      const google::protobuf::FieldDescriptor* f = d->field(i);
+      if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_INT64 || f->is_repeated() ||
+          !std::string(f->name()).ends_with("_ps"))
+        continue;
+      const int64_t v = refl->GetInt64(m, f);
+      if (v < 0)
+        throw std::runtime_error(path + ": " + where + std::string(f->name()) + ": " + std::to_string(v) +
+                                 ": a time in picoseconds, must be >= 0");
+    }
+  };
+  non_negative(r.summary(), "summary.");
+  for (int i = 0; i < r.ops_size(); ++i) non_negative(r.ops(i), "ops[" + std::to_string(i) + "].");
   return r;
 }
 

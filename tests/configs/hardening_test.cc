@@ -569,6 +569,15 @@ TEST_F(Hardening, CompareNamesABrokenResultOnOneLine) {
   EXPECT_NE(e.output.find(At("empty.json") + ": not a tpsim result (no engine, summary or ops"),
             std::string::npos)
       << e.output;
+  // A negative time: compared as "unmeasured" (an op) or printed as the measured total, exit 0.
+  Write(At("neg.json"),
+        "{\"engine\": \"gpu\", \"summary\": {\"total_ps\": 5}, \"ops\": [{\"op\": \"q_proj\", "
+        "\"compute_ps\": 10}, {\"op\": \"k_proj\", \"compute_ps\": -100}]}");
+  Outcome n = Tpsim("compare " + At("neg.json") + " " + At("neg.json"));
+  EXPECT_EQ(n.status, 2) << n.output;
+  EXPECT_NE(n.output.find(At("neg.json") + ": ops[1].compute_ps: -100: a time in picoseconds, must be >= 0"),
+            std::string::npos)
+      << n.output;
 }
 
 // Where the config alone makes the 2^63 ps clock overflow certain, validation refuses it
