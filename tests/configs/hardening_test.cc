@@ -399,21 +399,14 @@ TEST_F(Hardening, ProgramsBeyondMaxMemoryAreRefusedBeforeLowering) {
   EXPECT_NE(steps.output.find("or raise --max-memory (every decode step is lowered: --no-reuse)"),
             std::string::npos)
       << steps.output;
-  Outcome traced = Tpsim(
-      "run " + kRef + " --set workload.decode_steps=40000 --max-memory 16G --quiet --trace " + At("t.json"));
-  EXPECT_EQ(traced.status, 2) << traced.output;
-  EXPECT_NE(
-      traced.output.find("(every decode step is lowered: --trace without --trace-steps traces every step; "
-                         "--trace-steps first,last,every:N traces a few)"),
-      std::string::npos)
-      << traced.output;
-  Outcome dumped =
-      Tpsim("run " + kRef + " --set workload.decode_steps=40000 --max-memory 16G --quiet --dump-program " +
-            At("p.txt"));
-  EXPECT_EQ(dumped.status, 2) << dumped.output;
-  EXPECT_NE(dumped.output.find("(every decode step is lowered: --dump-program writes the whole Program)"),
-            std::string::npos)
-      << dumped.output;
+  for (const auto& [flag, note] : std::vector<std::pair<std::string, std::string>>{
+           {"--trace " + At("t.json"),
+            "--trace without --trace-steps traces every step; --trace-steps first,last,every:N traces a few"},
+           {"--dump-program " + At("p.txt"), "--dump-program writes the whole Program"}}) {
+    Outcome o = Tpsim("run " + kRef + " --set workload.decode_steps=40000 --max-memory 16G --quiet " + flag);
+    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_NE(o.output.find("(every decode step is lowered: " + note + ")"), std::string::npos) << o.output;
+  }
 
   // An HF config.json with 1e6 layers: located at num_hidden_layers in that file. (Its weights
   // would not fit the chip's DRAM either, which validation refuses first at
