@@ -62,6 +62,9 @@ class TimeOverflowError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// How those messages name the clock's limit, and a time in days ("%.3g days").
+inline constexpr const char* kClockLimit = "the 106.7 days (2^63 ps) tpsim can represent";
+std::string DaysText(double seconds);
 
 // What an engine works out about a Program that no chip timing field changes (the analytical
 // engine's AnalyticalPlan): valid for that Program on every chip of the same layout (core grid,

@@ -2,6 +2,8 @@
 // sim/analytical/analytical.cc, sim/tlm/tlm_engine.cc).
 #include "sim/engine.h"
 
+#include <cstdio>
+
 #include <atomic>
 #include <thread>
 
@@ -14,6 +16,12 @@ constexpr size_t kSpareThreadTasks = 200000;
 }  // namespace
 
 void SetSpareThread(bool on) { spare_thread = on; }
+
+std::string DaysText(double seconds) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g days", seconds / 86400);
+  return buf;
+}
 
 bool UseSpareThread(size_t tasks) {
   return spare_thread && tasks >= kSpareThreadTasks && std::thread::hardware_concurrency() > 1;

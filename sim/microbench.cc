@@ -30,8 +30,7 @@ std::string Join(const std::vector<std::string>& v) {
 constexpr double kClockUs = 9223372036854775807.0 * 1e-6;
 void CheckClock(double time_us, const std::string& what, const std::string& check) {
   if (!(time_us < kClockUs))
-    throw TimeOverflowError(what + " takes longer than the 106.7 days (2^63 ps) tpsim can represent: check " +
-                            check);
+    throw TimeOverflowError(what + " takes longer than " + kClockLimit + ": check " + check);
 }
 
 }  // namespace

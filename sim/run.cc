@@ -137,11 +137,9 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
   const double weight_bytes = static_cast<double>(llm::BuildLayer(model, ph).WeightBytes());
   auto refuse = [&](const std::string& field, const std::string& value, double seconds,
                     const std::string& what) {
-    char days[64];
-    std::snprintf(days, sizeof days, "%.3g days", seconds / 86400);
-    throw config::ConfigError(config::Diag{e.locs.Find(field), field, value,
-                                           what + " would take at least " + days +
-                                               ", longer than the 106.7 days (2^63 ps) tpsim can represent"});
+    throw config::ConfigError(
+        config::Diag{e.locs.Find(field), field, value,
+                     what + " would take at least " + DaysText(seconds) + ", longer than " + kClockLimit});
   };
   auto num = [](double v) {
     char buf[64];
@@ -295,18 +293,16 @@ void CheckRepresentable(const mapping::Program& program, const EngineOutput& tim
         break;
     }
     const std::string op = t.op < program.ops.size() ? program.ops[t.op].ref.op : std::string("?");
-    const double start_days = static_cast<double>(timing.tasks[i].start_ps) / 864e14;
-    char started[64];
-    std::snprintf(started, sizeof started, "%.3g days", start_days);
+    const double start_s = static_cast<double>(timing.tasks[i].start_ps) * 1e-12;
     // A task that starts after a day of simulated time is where the clock ran out, not
     // necessarily the only slow one: the tasks before it took most of the time.
     const std::string note =
-        start_days < 1 ? "" : " (the tasks before it, of the same kind or not, took most of that time)";
-    throw TimeOverflowError(what + " (task " + std::to_string(i) + ", op " + op + "), started at " + started +
-                            ", ends later than the 106.7 days (2^63 ps) tpsim can represent" + note +
-                            ": check " + fields);
+        start_s < 86400 ? "" : " (the tasks before it, of the same kind or not, took most of that time)";
+    throw TimeOverflowError(what + " (task " + std::to_string(i) + ", op " + op + "), started at " +
+                            DaysText(start_s) + ", ends later than " + kClockLimit + note + ": check " +
+                            fields);
   }
-  throw TimeOverflowError("the run ends later than the 106.7 days (2^63 ps) tpsim can represent");
+  throw TimeOverflowError(std::string("the run ends later than ") + kClockLimit);
 }
 
 namespace {

@@ -1,7 +1,6 @@
 #include "sim/serving/scheduler.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <deque>
 #include <limits>
 #include <stdexcept>
@@ -14,19 +13,13 @@ namespace {
 
 uint64_t Blocks(uint64_t tokens, uint32_t block) { return (tokens + block - 1) / block; }
 
-std::string Days(Ps ps) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g days", static_cast<double>(ps) / 864e14);
-  return buf;
-}
-
 // at + dt, or sim::TimeOverflowError naming `what` when that passes the 2^63 ps clock.
 Ps Later(Ps at, Ps dt, const std::string& what) {
   if (dt <= std::numeric_limits<Ps>::max() - at) return at + dt;
   throw sim::TimeOverflowError(
-      what + " starts at " + Days(at) + " and takes " + Days(dt) +
-      ": the stream runs past the 106.7 days (2^63 ps) tpsim can represent; check the "
-      "chip's bandwidths and compute, or serve fewer or shorter requests");
+      what + " starts at " + sim::DaysText(static_cast<double>(at) * 1e-12) + " and takes " +
+      sim::DaysText(static_cast<double>(dt) * 1e-12) + ": the stream runs past " + sim::kClockLimit +
+      "; check the chip's bandwidths and compute, or serve fewer or shorter requests");
 }
 
 struct Live {

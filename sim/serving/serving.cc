@@ -101,14 +101,12 @@ Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
   }
   const __int128 all = static_cast<__int128>(makespan) * model_.num_layers() / layers_;
   if (makespan >= kMaxPs || all >= kMaxPs) {
-    char days[32];
-    std::snprintf(days, sizeof days, "%.3g days", static_cast<double>(makespan) / 864e14);
-    throw sim::TimeOverflowError(
-        "an iteration of " + std::to_string(key.size()) + (key.size() == 1 ? " sequence" : " sequences") +
-        " takes " + days + " for its " + std::to_string(layers_) + " simulated layers: over the model's " +
-        std::to_string(model_.num_layers()) +
-        " layers longer than the 106.7 days (2^63 ps) tpsim can represent; check the "
-        "chip's bandwidths and compute");
+    throw sim::TimeOverflowError("an iteration of " + std::to_string(key.size()) +
+                                 (key.size() == 1 ? " sequence" : " sequences") + " takes " +
+                                 sim::DaysText(static_cast<double>(makespan) * 1e-12) + " for its " +
+                                 std::to_string(layers_) + " simulated layers: over the model's " +
+                                 std::to_string(model_.num_layers()) + " layers longer than " +
+                                 sim::kClockLimit + "; check the chip's bandwidths and compute");
   }
   Ps t = static_cast<Ps>(all);
   cache_.emplace(std::move(key), t);
