@@ -554,6 +554,18 @@ TEST_F(SweepTest, SlurmDryRunWritesTheScriptWithoutSubmitting) {
   EXPECT_NE(out.find("#SBATCH --time=10:00"), std::string::npos) << out;
   EXPECT_NE(out.find("not submitted"), std::string::npos) << out;
   EXPECT_NE(out.find("sweep merge '" + db + "'"), std::string::npos) << out;
+  // More tasks than the sweep's 12 points: 12, one point each (not 100000 empty shards).
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  rc = SweepCommand({sweep, "--slurm", "--dry-run", "--db", db, "--array-size", "100000"});
+  out = testing::internal::GetCapturedStdout();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 0) << out << err;
+  EXPECT_NE(out.find("#SBATCH --array=0-11\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("--shard \"${SLURM_ARRAY_TASK_ID}/12\""), std::string::npos) << out;
+  EXPECT_NE(err.find("--array-size 100000 is more than the sweep's 12 points: 12 array tasks"),
+            std::string::npos)
+      << err;
   EXPECT_EQ(SweepCommand({sweep, "--dry-run"}), 2);                             // needs --slurm
   EXPECT_EQ(SweepCommand({sweep, "--slurm", "--dry-run", "--time", "2h"}), 2);  // a bad limit
   EXPECT_EQ(SweepCommand({"merge", "--bogus", "a", "b"}), 2);
