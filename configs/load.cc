@@ -52,6 +52,14 @@ void SourceMap::Merge(const std::string& prefix, const SourceMap& other, const L
   for (const auto& [path, loc] : other.locs_) locs_[prefix + "." + path] = loc;
 }
 
+void SourceMap::SetAppending(const std::string& path, const Location& loc) {
+  for (size_t end = path.find(']'); end != std::string::npos; end = path.find(']', end + 1)) {
+    const std::string element = path.substr(0, end + 1);
+    if (!locs_.count(element)) locs_[element] = loc;
+  }
+  locs_[path] = loc;
+}
+
 Location SourceMap::Find(const std::string& path) const {
   std::string p = path;
   while (true) {

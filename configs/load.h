@@ -55,6 +55,10 @@ class SourceMap {
   explicit SourceMap(std::string file) : file_(std::move(file)) {}
 
   void Set(const std::string& path, Location loc) { locs_[path] = std::move(loc); }
+  // Set(path, loc), and `loc` for each repeated element on the way that is not recorded (one a
+  // --set appended, e.g. chip.memory[2] of a chip with two): errors about its other fields then
+  // point at the --set, not at the first element in the file.
+  void SetAppending(const std::string& path, const Location& loc);
   // Copies every entry of `other` under `prefix` ("chip" + "." + path); the
   // prefix itself maps to `anchor` (where the section was named or inlined).
   // An empty prefix copies the entries as they are.

@@ -239,7 +239,7 @@ Experiment LoadExperiment(const std::string& path, const std::vector<Override>& 
                "--set reaches name, engine, and fields under chip., model., workload., mapping."});
     }
     config::SetScalarField(&cfg, s.path, s.value, where);
-    e.locs.Set(s.path, where);
+    e.locs.SetAppending(s.path, where);
   }
   DeriveName(model_override, sets, &cfg);
   return e;

@@ -192,6 +192,21 @@ TEST(Cli, SetOverridesReachTheResolvedExperiment) {
   EXPECT_NE(o.output.find("tp 2 x 8 pipeline stages = 16 cores"), std::string::npos) << o.output;
 }
 
+TEST(Cli, SetThatAppendsAnElementLocatesItsErrorsAtTheSet) {
+  // mesh-4x4-hbm has two memories: [2] appends a third, whose missing fields are errors at the
+  // --set that made it. Before, they pointed at the chip file's first memory block (32:1).
+  const Outcome o = RunTpsim(
+      "describe configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto --set chip.memory[2].capacity_bytes=0");
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(
+      o.output.rfind("<command line: --set chip.memory[2].capacity_bytes=0>:1:1: chip.memory[2].name: : "
+                     "must not be empty",
+                     0),
+      0u)
+      << o.output;
+  EXPECT_EQ(o.output.find("mesh-4x4-hbm.textproto:32"), std::string::npos) << o.output;
+}
+
 TEST(Cli, ModelFlagImportsACatalogEntryOrConfigJson) {
   Outcome by_name =
       RunTpsim("describe configs/experiments/reference-qwen3-4b.textproto --model llama-3.2-1b");
