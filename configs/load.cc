@@ -54,7 +54,9 @@ void SourceMap::Merge(const std::string& prefix, const SourceMap& other, const L
 
 void SourceMap::SetAppending(const std::string& path, const Location& loc) {
   for (size_t end = path.find(']'); end != std::string::npos; end = path.find(']', end + 1)) {
-    const std::string element = path.substr(0, end + 1);
+    // The element, and the repeated field itself when the file has none of it.
+    const std::string element = path.substr(0, end + 1), field = element.substr(0, element.rfind('['));
+    if (!locs_.count(field)) locs_[field] = loc;
     if (!locs_.count(element)) locs_[element] = loc;
   }
   locs_[path] = loc;

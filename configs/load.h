@@ -56,8 +56,9 @@ class SourceMap {
 
   void Set(const std::string& path, Location loc) { locs_[path] = std::move(loc); }
   // Set(path, loc), and `loc` for each repeated element on the way that is not recorded (one a
-  // --set appended, e.g. chip.memory[2] of a chip with two): errors about its other fields then
-  // point at the --set, not at the first element in the file.
+  // --set appended, e.g. chip.memory[2] of a chip with two), and for its repeated field when the
+  // file has none (chip.memory[0].attach[0]): errors about them then point at the --set, not at
+  // the first element or the enclosing block in the file.
   void SetAppending(const std::string& path, const Location& loc);
   // Copies every entry of `other` under `prefix` ("chip" + "." + path); the
   // prefix itself maps to `anchor` (where the section was named or inlined).

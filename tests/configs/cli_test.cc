@@ -205,6 +205,16 @@ TEST(Cli, SetThatAppendsAnElementLocatesItsErrorsAtTheSet) {
       0u)
       << o.output;
   EXPECT_EQ(o.output.find("mesh-4x4-hbm.textproto:32"), std::string::npos) << o.output;
+  // A repeated field the file does not have at all (wafer-8x8's memory has no attach list).
+  const Outcome a =
+      RunTpsim("describe configs/experiments/default.textproto --set chip.memory[0].attach[0]=r0c0");
+  EXPECT_EQ(a.status, 2) << a.output;
+  EXPECT_EQ(
+      a.output.rfind("<command line: --set chip.memory[0].attach[0]=r0c0>:1:1: chip.memory[0].attach: r0c0: "
+                     "must be empty when per_core is true",
+                     0),
+      0u)
+      << a.output;
 }
 
 TEST(Cli, ModelFlagImportsACatalogEntryOrConfigJson) {
