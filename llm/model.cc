@@ -27,7 +27,7 @@ struct Architecture {
 constexpr Architecture kArchitectures[] = {
     {"LlamaForCausalLM", "llama", false, false},    {"MistralForCausalLM", "mistral", false, false},
     {"Qwen3ForCausalLM", "qwen3", true, false},     {"Qwen3MoeForCausalLM", "qwen3_moe", true, true},
-    {"MixtralForCausalLM", "mixtral", false, true},
+    {"MixtralForCausalLM", "mixtral", false, true}, {"Qwen2ForCausalLM", "qwen2", false, false},
 };
 
 std::string SupportedHfNames() {
@@ -176,7 +176,42 @@ constexpr std::pair<const char*, const char*> kFieldKeys[] = {
     {"decoder_sparse_step", "decoder_sparse_step"},
     {"mlp_only_layers", "mlp_only_layers"},
     {"max_position_embeddings", "max_position_embeddings"},
+    {"sliding_window", "sliding_window"},
 };
+
+// The attention window of the layers that slide, where the config puts sliding-window
+// attention in effect as transformers reads it; 0: none. `layers`: num_hidden_layers.
+//   - layer_types (newer configs) names each layer's attention: "sliding_attention" slides.
+//   - Mistral and Mixtral: sliding_window itself (absent: transformers' default, 4096 for
+//     Mistral, none for Mixtral; null: none).
+//   - Qwen2, Qwen3, Qwen3-MoE: only with use_sliding_window true, for the layers from
+//     max_window_layers on (default 28); sliding_window absent: 4096, null: none.
+//   - Llama: none.
+uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint32_t> layers, Reader* r) {
+  const std::string name = a.name;
+  if (name == "llama") return 0;
+  bool slides = false;
+  if (auto it = j.find("layer_types"); it != j.end() && !it->is_null()) {
+    bool ok = it->is_array();
+    for (const auto& e : ok ? *it : json::array()) {
+      ok = ok && e.is_string();
+      if (ok) slides = slides || e.get<std::string>() == "sliding_attention";
+    }
+    if (!ok) {
+      r->Error("layer_types", it->dump(), "must be an array of strings");
+      return 0;
+    }
+  } else if (name == "mistral" || name == "mixtral") {
+    slides = true;
+  } else if (r->Bool("use_sliding_window").value_or(false)) {
+    auto from = r->Uint("max_window_layers", false);
+    slides = layers && from.value_or(28) < *layers;
+  }
+  if (!slides) return 0;
+  auto it = j.find("sliding_window");
+  if (it == j.end()) return name == "mixtral" ? 0 : 4096;
+  return r->Uint("sliding_window", false).value_or(0);
+}
 
 config::Model Import(const std::string& text, const std::string& display_name, config::SourceMap* locs) {
   json j;
@@ -218,6 +253,7 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   auto inter = r.Uint("intermediate_size", !moe || mixtral);
   auto max_pos = r.Uint("max_position_embeddings", false);
   auto tie = r.Bool("tie_word_embeddings");
+  const uint32_t window = arch ? SlidingWindow(j, *arch, layers, &r) : 0;
   if (mixtral) {
     // Mixtral: num_local_experts experts of intermediate_size each, every layer sparse; its
     // router takes the softmax over the top-k logits, which is the renormalised top-k.
@@ -254,6 +290,7 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   m.set_vocab_size(*vocab);
   m.set_tie_word_embeddings(tie.value_or(false));
   m.set_max_position_embeddings(max_pos.value_or(0));
+  m.set_sliding_window(window);
 
   if (locs) {
     for (const auto& [field, key] : kFieldKeys) {
@@ -411,6 +448,14 @@ double Parameters(const config::Model& m, double experts_per_layer) {
 }
 
 }  // namespace
+
+std::string SlidingWindowRule(const config::Model& m, uint64_t context) {
+  const uint32_t w = m.sliding_window();
+  if (w == 0 || context <= w) return "";
+  return "exceeds the model's sliding_window (" + std::to_string(w) +
+         "): its sliding layers attend to the last " + std::to_string(w) +
+         " tokens only, and tpsim times full attention in every layer";
+}
 
 double ParameterCount(const config::Model& m) { return Parameters(m, m.num_experts()); }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Models: the HuggingFace config.json import and the shipped catalog.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,9 +10,10 @@
 
 namespace tpsim::llm {
 
-// Reads a HuggingFace-format config.json (Qwen3, Qwen3-MoE, Llama, Mistral, Mixtral) into
-// a Model. An unsupported `architectures` entry or a missing key is a
-// config::ConfigError naming the file and the key.
+// Reads a HuggingFace-format config.json (Qwen3, Qwen3-MoE, Qwen2, Llama, Mistral, Mixtral)
+// into a Model. Attention biases (Qwen2's q/k/v, Llama's attention_bias / mlp_bias) are not
+// modelled (neither timed nor counted: 0.002% of Qwen2.5-7B's parameters). An unsupported `architectures`
+// entry or a missing key is a config::ConfigError naming the file and the key.
 config::Model ImportHuggingFace(const std::string& path);
 // Same, from text already read; `display_name` is used in errors.
 config::Model ImportHuggingFaceText(const std::string& json_text, const std::string& display_name);
@@ -34,6 +36,11 @@ std::string CatalogPath(const std::string& name, const config::Location& where, 
 // MoE fields consistent). Diags name fields under `prefix` (e.g. "model").
 void ValidateModel(const config::Model& m, const config::SourceMap& locs, const std::string& prefix,
                    std::vector<config::Diag>* diags);
+
+// Where a context of `context` tokens passes the model's sliding window (m.sliding_window > 0),
+// the rule it breaks ("exceeds the model's sliding_window (W): ..."); else empty. tpsim times
+// full attention in every layer, which the sliding layers do only up to W tokens.
+std::string SlidingWindowRule(const config::Model& m, uint64_t context);
 
 // Parameter count of the whole model (embeddings, all layers, final norm, LM head).
 double ParameterCount(const config::Model& m);

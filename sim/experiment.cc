@@ -275,6 +275,9 @@ void ValidateWorkload(const Experiment& e, std::vector<Diag>* diags) {
         "cached_prefix + seq_len + decode_steps (" + std::to_string(ctx) +
             ") exceeds the model's max_position_embeddings (" + std::to_string(max_pos) + ")");
   }
+  if (std::string rule = llm::SlidingWindowRule(e.cfg.model(), ctx); !rule.empty())
+    add("seq_len", std::to_string(w.seq_len()),
+        "cached_prefix + seq_len + decode_steps (" + std::to_string(ctx) + ") " + rule);
 }
 
 void CheckPlacementFile(const Experiment& e) {

@@ -172,20 +172,8 @@ void DrawChip(Rng& rng, config::Chip* c) {
   }
 }
 
-bool IsMoe(const config::Model& m) { return m.num_experts() > 0; }
-
 config::Model CatalogModel(const std::string& name) {
   return llm::ImportHuggingFace(llm::CatalogPath(name, config::Location{}, "model_name"));
-}
-
-// The catalog's dense (moe = false) or MoE models, by name.
-const std::vector<std::string>& Models(bool moe) {
-  static const std::array<std::vector<std::string>, 2> names = [] {
-    std::array<std::vector<std::string>, 2> out;
-    for (const auto& n : llm::CatalogNames()) out[IsMoe(CatalogModel(n)) ? 1 : 0].push_back(n);
-    return out;
-  }();
-  return names[moe ? 1 : 0];
 }
 
 // Packet-hops of a Program on a chip: what the TLM engine's work grows with.
@@ -217,7 +205,7 @@ Experiment Resolve(const config::Experiment& cfg, const std::string& label) {
 }
 
 void DrawRest(Rng& rng, const arch::Chip& chip, Family family, config::Experiment* cfg) {
-  const std::string model = rng.Pick(Models(family == Family::kMoe));
+  const std::string model = rng.Pick(FamilyModels(family));
   cfg->set_model_name(model);
   const config::Model m = CatalogModel(model);
   config::Workload* w = cfg->mutable_workload();
@@ -262,6 +250,15 @@ void DrawRest(Rng& rng, const arch::Chip& chip, Family family, config::Experimen
 }
 
 }  // namespace
+
+const std::vector<std::string>& FamilyModels(Family family) {
+  static const std::array<std::vector<std::string>, 2> names = {
+      std::vector<std::string>{"llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
+                               "mistral-7b-v0.3", "qwen3-0.6b", "qwen3-1.7b", "qwen3-14b", "qwen3-32b",
+                               "qwen3-4b", "qwen3-8b"},
+      std::vector<std::string>{"mixtral-8x7b", "qwen3-235b-a22b", "qwen3-30b-a3b"}};
+  return names[family == Family::kMoe ? 1 : 0];
+}
 
 Case Draw(uint64_t seed, uint32_t index, Family family) {
   for (uint32_t attempt = 0; attempt < 1000; ++attempt) {

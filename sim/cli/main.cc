@@ -219,6 +219,9 @@ int Describe(Args& a) {
   os << "  layers                " << m.num_layers() << " (" << layers << " simulated)\n";
   os << "  hidden / heads / kv   " << m.hidden_size() << " / " << m.num_attention_heads() << " / "
      << m.num_key_value_heads() << " (head_dim " << m.head_dim() << ")\n";
+  if (m.sliding_window() > 0)
+    os << "  sliding window        " << m.sliding_window()
+       << " tokens (a longer context is refused: tpsim times full attention)\n";
   if (m.num_experts() > 0) {
     os << "  experts               " << m.num_experts() << " (top " << m.num_experts_per_token() << ")\n";
   }

@@ -430,6 +430,19 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     if (!diags.empty()) throw ConfigError(std::move(diags));
   }
   std::vector<Request> reqs = LoadRequests(wl.requests(), config::DirName(e.path), e.locs);
+  // A request timed past the model's sliding window would be timed with full attention. Its
+  // last iteration attends to its prompt and every output token but the last; a request past
+  // max_position_embeddings is rejected (too long), not timed.
+  const uint64_t max_pos = cfg.model().max_position_embeddings();
+  for (const Request& r : reqs) {
+    const uint64_t ctx = uint64_t{r.prompt_tokens} + r.output_tokens;
+    if (max_pos > 0 && ctx > max_pos) continue;
+    if (std::string rule = llm::SlidingWindowRule(cfg.model(), ctx - 1); !rule.empty())
+      throw ConfigError(
+          Diag{e.locs.Find("workload.requests"), "workload.requests", "request " + std::to_string(r.id),
+               std::to_string(r.prompt_tokens) + " prompt + " + std::to_string(r.output_tokens) +
+                   " output tokens: its last iteration's context (" + std::to_string(ctx - 1) + ") " + rule});
+  }
 
   SchedulerConfig sc;
   sc.max_running = sv.max_running_requests() ? sv.max_running_requests() : 256;

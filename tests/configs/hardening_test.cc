@@ -304,6 +304,37 @@ TEST_F(Hardening, OneLineJsonConfigsKeepTheirLocatedErrors) {
       << l.output;
 }
 
+TEST_F(Hardening, ContextsPastASlidingWindowAreRefused) {
+  // Qwen3-4B with sliding-window attention from layer 30 on, window 300 tokens. tpsim times
+  // full attention in every layer: exact up to 300 tokens of context, refused past them
+  // (before, the window was ignored and a longer run printed full attention's times).
+  std::string hf = Read(kSrc + "/configs/models/qwen3-4b.json");
+  hf.replace(hf.find("\"use_sliding_window\": false"), 27, "\"use_sliding_window\": true");
+  hf.replace(hf.find("\"sliding_window\": null"), 22, "\"sliding_window\": 300");
+  hf.replace(hf.find("\"max_window_layers\": 36"), 23, "\"max_window_layers\": 30");
+  Write(At("sw.json"), hf);
+  // The reference's 256 prompt tokens and 20 decode steps fit; 45 steps do not.
+  Outcome fits = Tpsim("run " + kRef + " --model " + At("sw.json") + " --quiet");
+  EXPECT_EQ(fits.status, 0) << fits.output;
+  Outcome d = Tpsim("describe " + kRef + " --model " + At("sw.json"));
+  EXPECT_NE(d.output.find("sliding window        300 tokens"), std::string::npos) << d.output;
+  Outcome run = Tpsim("run " + kRef + " --model " + At("sw.json") + " --set workload.decode_steps=45");
+  EXPECT_EQ(run.status, 2) << run.output;
+  EXPECT_EQ(run.output,
+            kRef +
+                ":12:3: workload.seq_len: 256: cached_prefix + seq_len + decode_steps (301) exceeds "
+                "the model's sliding_window (300): its sliding layers attend to the last 300 tokens "
+                "only, and tpsim times full attention in every layer\n");
+  // A served request whose last iteration attends to more than 300 tokens.
+  Outcome serve = Tpsim("serve " + kServing + " --model " + At("sw.json") +
+                        " --set workload.requests.synthetic.num_requests=5");
+  EXPECT_EQ(serve.status, 2) << serve.output;
+  EXPECT_NE(serve.output.find(":13:3: workload.requests: request 0: 406 prompt + 171 output tokens: its last "
+                              "iteration's context (576) exceeds the model's sliding_window (300)"),
+            std::string::npos)
+      << serve.output;
+}
+
 // A sweep over the reference experiment with `body` after its base line.
 std::string SweepFile(const std::string& body) { return "base: \"" + kRef + "\"\n" + body; }
 

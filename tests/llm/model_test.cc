@@ -33,10 +33,11 @@ std::string ErrorOf(F f) {
 }
 
 TEST(Catalog, ListsTheShippedModels) {
-  EXPECT_EQ(CatalogNames(), (std::vector<std::string>{
-                                "llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
-                                "mistral-7b-v0.3", "mixtral-8x7b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-14b",
-                                "qwen3-235b-a22b", "qwen3-30b-a3b", "qwen3-32b", "qwen3-4b", "qwen3-8b"}));
+  EXPECT_EQ(CatalogNames(),
+            (std::vector<std::string>{"llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
+                                      "mistral-7b-v0.3", "mixtral-8x7b", "qwen2.5-7b", "qwen3-0.6b",
+                                      "qwen3-1.7b", "qwen3-14b", "qwen3-235b-a22b", "qwen3-30b-a3b",
+                                      "qwen3-32b", "qwen3-4b", "qwen3-8b"}));
 }
 
 TEST(Catalog, EveryEntryImportsAndValidates) {
@@ -191,6 +192,74 @@ TEST(ParameterCount, MatchesPublished) {
   EXPECT_NEAR(ParameterCount(ImportHuggingFace(ModelPath("mistral-7b-v0.3"))), 7.25e9, 0.02 * 7.25e9);
 }
 
+// Qwen2.5-7B (Qwen2ForCausalLM): Llama's shapes, no per-head norms, untied embeddings.
+// Published as 7.61B parameters; by hand: embeddings and LM head 2 x 152064 x 3584; per layer
+// q, o 3584^2 each, k, v 3584 x 512 each, gate, up, down 3584 x 18944 each, two norms; the
+// final norm (its q/k/v biases, 28 x 4608 values, are not counted: llm/model.h).
+TEST(Import, Qwen2_5_7B) {
+  const config::Model m = ImportHuggingFace(ModelPath("qwen2.5-7b"));
+  EXPECT_EQ(m.architecture(), "qwen2");
+  EXPECT_FALSE(m.qk_norm());
+  EXPECT_EQ(m.head_dim(), 128u);
+  EXPECT_EQ(m.num_key_value_heads(), 4u);
+  EXPECT_EQ(m.max_position_embeddings(), 131072u);
+  EXPECT_EQ(m.sliding_window(), 0u);  // use_sliding_window false
+  EXPECT_DOUBLE_EQ(ParameterCount(m),
+                   2 * 152064.0 * 3584 +
+                       28.0 * (2 * 3584.0 * 3584 + 2 * 3584.0 * 512 + 3 * 3584.0 * 18944 + 2 * 3584) + 3584);
+  EXPECT_NEAR(ParameterCount(m), 7.61e9, 0.02 * 7.61e9);
+}
+
+// Sliding-window attention where the config puts it in effect, as transformers reads it.
+TEST(Import, SlidingWindowWhereInEffect) {
+  auto window = [](const std::string& arch, const std::string& keys) {
+    return ImportHuggingFaceText(R"({"architectures": [")" + arch + R"("], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "vocab_size": 1000)" + keys + "}",
+                                 "w.json")
+        .sliding_window();
+  };
+  // Mistral: sliding_window itself; absent is transformers' default 4096, null is none.
+  EXPECT_EQ(window("MistralForCausalLM", R"(, "sliding_window": 4096)"), 4096u);
+  EXPECT_EQ(window("MistralForCausalLM", ""), 4096u);
+  EXPECT_EQ(window("MistralForCausalLM", R"(, "sliding_window": null)"), 0u);
+  // Mixtral: absent is none.
+  EXPECT_EQ(window("MixtralForCausalLM", R"(, "num_local_experts": 4, "num_experts_per_tok": 2)"), 0u);
+  // Qwen: only with use_sliding_window, for the layers from max_window_layers (default 28) on.
+  EXPECT_EQ(window("Qwen2ForCausalLM", R"(, "sliding_window": 2048)"), 0u);
+  EXPECT_EQ(window("Qwen2ForCausalLM", R"(, "use_sliding_window": true, "sliding_window": 2048)"), 0u);
+  EXPECT_EQ(window("Qwen2ForCausalLM",
+                   R"(, "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 3)"),
+            2048u);
+  EXPECT_EQ(window("Qwen3ForCausalLM",
+                   R"(, "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 4)"),
+            0u);
+  EXPECT_EQ(window("Qwen3ForCausalLM", R"(, "use_sliding_window": true, "max_window_layers": 0)"), 4096u);
+  // layer_types names each layer's attention, whatever use_sliding_window says.
+  EXPECT_EQ(window("Qwen3ForCausalLM", R"(, "sliding_window": 512, "layer_types": ["full_attention",
+      "sliding_attention", "full_attention", "sliding_attention"])"),
+            512u);
+  EXPECT_EQ(window("Qwen3ForCausalLM", R"(, "use_sliding_window": true, "max_window_layers": 0,
+      "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"])"),
+            0u);
+  // Llama has none.
+  EXPECT_EQ(window("LlamaForCausalLM", R"(, "sliding_window": 16)"), 0u);
+  // Bad values are located.
+  EXPECT_EQ(ErrorOf([&] { window("MistralForCausalLM", R"(, "sliding_window": -1)"); }),
+            "w.json:3:27: sliding_window: -1: must be a non-negative integer (at most 4294967295)");
+  EXPECT_EQ(ErrorOf([&] { window("Qwen3ForCausalLM", R"(, "layer_types": "sliding_attention")"); }),
+            "w.json:3:27: layer_types: \"sliding_attention\": must be an array of strings");
+  // The rule a longer context breaks.
+  config::Model m;
+  m.set_sliding_window(4096);
+  EXPECT_EQ(SlidingWindowRule(m, 4096), "");
+  EXPECT_EQ(SlidingWindowRule(m, 4097),
+            "exceeds the model's sliding_window (4096): its sliding layers attend to the last 4096 tokens "
+            "only, and tpsim times full attention in every layer");
+  m.set_sliding_window(0);
+  EXPECT_EQ(SlidingWindowRule(m, 1u << 30), "");
+}
+
 constexpr const char* kGood = R"({
   "architectures": ["Qwen3ForCausalLM"],
   "hidden_size": 64,
@@ -224,7 +293,8 @@ TEST(ImportErrors, UnsupportedArchitecture) {
   EXPECT_EQ(
       ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
       "b.json:2:3: architectures: GPT2LMHeadModel: unsupported architecture; supported: "
-      "LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM");
+      "LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
+      "Qwen2ForCausalLM");
 }
 
 TEST(ImportErrors, WrongType) {

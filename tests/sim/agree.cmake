@@ -10,3 +10,5 @@ set_tests_properties(agree_sample PROPERTIES TIMEOUT 600 LABELS slow PROCESSORS 
 add_test(NAME agree_sample_moe
   COMMAND $<TARGET_FILE:tpsim> agree --family moe --seed 15 --count 30 --jobs 2 --bounds 0.95,0.25)
 set_tests_properties(agree_sample_moe PROPERTIES TIMEOUT 600 LABELS slow PROCESSORS 2)
+# The families' model lists (sim/agree/family.h FamilyModels).
+tpsim_test(agree_family_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/agree_family_test.cc LIBS tpsim_agree)
