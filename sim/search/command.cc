@@ -187,8 +187,16 @@ int Usage(const std::string& msg) {
 // --slurm: a job array whose task I searches the candidates of index I mod N into its own
 // store (no TLM confirmation there), then the merge and the rerun on the merged store that
 // prints the front (every simulated candidate reused).
-int SubmitSearch(Options& o) {
+int SubmitSearch(Options& o, const sim::Experiment& base, const arch::Chip& chip) {
   sweep::SlurmJob& job = o.job;
+  // More array tasks than candidates would only start empty shards (and past Slurm's
+  // MaxArraySize, 1001 by default, sbatch refuses the array): one candidate per task at most.
+  const size_t candidates = std::max<size_t>(1, Space(base, chip, o.search.space).size());
+  if (static_cast<size_t>(job.array_size) > candidates) {
+    std::cerr << "tpsim search: --array-size " << job.array_size << " is more than the search's "
+              << candidates << " candidates: " << candidates << " array tasks, one candidate each\n";
+    job.array_size = static_cast<int>(candidates);
+  }
   job.exe = sweep::SelfExe();
   job.sweep = sweep::Absolute(o.path);
   job.command = {"search", job.sweep};
@@ -432,7 +440,7 @@ int SearchCommand(const std::vector<std::string>& args) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
     return 2;
   }
-  if (o.slurm) return SubmitSearch(o);
+  if (o.slurm) return SubmitSearch(o, base, chip);
   SearchResult res;
   try {
     res = Search(base, chip, o.search, &std::cerr);

@@ -332,6 +332,19 @@ TEST_F(RunCli, SearchSlurmDryRunWritesTheJobArray) {
         std::string("sweep merge '" + P("s.sqlite") + "'"), std::string("then print the front")})
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   EXPECT_TRUE(fs::exists(P("s.slurm/sweep.sbatch")));
+  // More array tasks than the space's 1400 candidates: one candidate per task (before, 100000
+  // tasks, 98600 of them empty, past Slurm's default MaxArraySize).
+  ASSERT_EQ(RunTpsim("search " + kRef +
+                         " --tp 1,2 --collectives auto,ring --set workload.num_layers=1 --slurm --dry-run "
+                         "--array-size 100000 --db " +
+                         P("u.sqlite"),
+                     &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("--array-size 100000 is more than the search's 1400 candidates: 1400 array tasks"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("#SBATCH --array=0-1399\n"), std::string::npos) << out;
   EXPECT_EQ(RunTpsim("search " + kRef + " --slurm --dry-run", &out), 2);
   EXPECT_NE(out.find("--slurm needs --db"), std::string::npos) << out;
   EXPECT_EQ(RunTpsim("search " + kRef + " --array-size 2 --db " + P("t.sqlite"), &out), 2);
