@@ -253,6 +253,16 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   auto inter = r.Uint("intermediate_size", !moe || mixtral);
   auto max_pos = r.Uint("max_position_embeddings", false);
   auto tie = r.Bool("tie_word_embeddings");
+  // A quantized checkpoint's weights (AWQ, GPTQ, FP8, ...) are not workload.dtype's: timed as
+  // if they were, every weight read would be off by the ratio of the widths, silently.
+  if (auto it = j.find("quantization_config"); it != j.end() && !it->is_null()) {
+    std::string method = "quantized";
+    if (it->is_object())
+      if (auto q = it->find("quant_method"); q != it->end() && q->is_string()) method = q->get<std::string>();
+    r.Error("quantization_config", method,
+            "quantized weights are not modelled (tpsim's weights are workload.dtype: bf16, fp16 or fp32); "
+            "remove the key to time the model unquantized");
+  }
   const uint32_t window = arch ? SlidingWindow(j, *arch, layers, &r) : 0;
   if (mixtral) {
     // Mixtral: num_local_experts experts of intermediate_size each, every layer sparse; its

@@ -210,8 +210,9 @@ TEST(Import, Qwen2_5_7B) {
   EXPECT_NEAR(ParameterCount(m), 7.61e9, 0.02 * 7.61e9);
 }
 
-// Sliding-window attention where the config puts it in effect, as transformers reads it.
-TEST(Import, SlidingWindowWhereInEffect) {
+// Sliding-window attention where the config puts it in effect, as transformers reads it; a
+// quantized checkpoint refused.
+TEST(Import, SlidingWindowIsReadAndQuantizationRefused) {
   auto window = [](const std::string& arch, const std::string& keys) {
     return ImportHuggingFaceText(R"({"architectures": [")" + arch + R"("], "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -249,6 +250,13 @@ TEST(Import, SlidingWindowWhereInEffect) {
             "w.json:3:27: sliding_window: -1: must be a non-negative integer (at most 4294967295)");
   EXPECT_EQ(ErrorOf([&] { window("Qwen3ForCausalLM", R"(, "layer_types": "sliding_attention")"); }),
             "w.json:3:27: layer_types: \"sliding_attention\": must be an array of strings");
+  // A quantized checkpoint is refused at its key (its weights are not workload.dtype's).
+  EXPECT_EQ(ErrorOf([&] {
+              window("Qwen2ForCausalLM", R"(, "quantization_config": {"bits": 4, "quant_method": "awq"})");
+            }),
+            "w.json:3:27: quantization_config: awq: quantized weights are not modelled (tpsim's weights are "
+            "workload.dtype: bf16, fp16 or fp32); remove the key to time the model unquantized");
+  EXPECT_EQ(window("Qwen2ForCausalLM", R"(, "quantization_config": null)"), 0u);
   // The rule a longer context breaks.
   config::Model m;
   m.set_sliding_window(4096);
