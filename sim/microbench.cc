@@ -141,7 +141,7 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
   Ps ps = 0;
   if (!p.empty()) {
     const EngineOutput timing = MakeEngine("analytical")->Run(p, chip);
-    CheckRepresentable(p, timing);  // a saturated time is no result
+    CheckRepresentable(p, chip, timing);  // a saturated time is no result
     ps = timing.makespan_ps;
   }
   row.time_us = static_cast<double>(ps) * 1e-6;

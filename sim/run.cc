@@ -267,7 +267,7 @@ void AppendSerialised(const google::protobuf::Message& m, std::string* out) {
 
 }  // namespace
 
-void CheckRepresentable(const mapping::Program& program, const EngineOutput& timing) {
+void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing) {
   constexpr Ps kMax = std::numeric_limits<Ps>::max();
   if (timing.makespan_ps < kMax) return;
   for (size_t i = 0; i < timing.tasks.size() && i < program.num_tasks(); ++i) {
@@ -288,8 +288,15 @@ void CheckRepresentable(const mapping::Program& program, const EngineOutput& tim
         fields = "chip.memory[].bandwidth_gbps and efficiency";
         break;
       default:
-        what = "a compute task on core " + std::to_string(t.core);
-        fields = "chip.clock_mhz, chip.core.matrix_utilization and the core's units";
+        if (chip.config().has_gpu()) {  // a GPU node's kernels: arch/gpu (GEMM and memory-bound models)
+          what = "a kernel on GPU " + std::to_string(t.core);
+          fields =
+              "chip.gpu.bf16_tflops (fp16_tflops, fp8_tflops), tensor_efficiency, hbm_bandwidth_gbps and "
+              "hbm_efficiency";
+        } else {
+          what = "a compute task on core " + std::to_string(t.core);
+          fields = "chip.clock_mhz, chip.core.matrix_utilization and the core's units";
+        }
         break;
     }
     const std::string op = t.op < program.ops.size() ? program.ops[t.op].ref.op : std::string("?");
@@ -386,7 +393,7 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
     engine->set_progress([&opts](uint64_t done, uint64_t total) { opts.on_count(done, total, "tasks"); });
   EngineOutput timing = engine->Run(out.program, chip);
   engine->set_progress(nullptr);
-  CheckRepresentable(out.program, timing);
+  CheckRepresentable(out.program, chip, timing);
   if (opts.on_stage) opts.on_stage("writing results");
   // Past row_steps decode steps the op rows are summed as a run that reuses steps sums them.
   out.result = BuildResult(out.program, chip, timing, e.cfg.name(), engine->name(), opts.keep_task_times,
@@ -580,7 +587,7 @@ config::Summary RunSummary(const Experiment& e, const std::string& engine_name, 
       cache ? cache->Get(e, chip, engine.get()) : MakeEntry(e, chip, nullptr);
   const mapping::Program& program = entry->program;
   const EngineOutput timing = engine->Run(program, chip, entry->prepared.get());
-  CheckRepresentable(program, timing);
+  CheckRepresentable(program, chip, timing);
   return BuildSummary(program, chip, timing, EnergyInputsOf(e.cfg.workload()));
 }
 

@@ -69,7 +69,7 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip);
 // the run cannot be represented. Throws TimeOverflowError naming the first task (in id order)
 // that ended there, its payload and the fields its time depends on; returns when `timing`'s
 // makespan is below the clock's maximum.
-void CheckRepresentable(const mapping::Program& program, const EngineOutput& timing);
+void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing);
 
 struct RunOptions {
   std::string engine;            // empty: the experiment's engine, else "analytical"

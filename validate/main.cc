@@ -160,7 +160,7 @@ int64_t PredictCollectivePs(const arch::Chip& chip, const std::string& algorithm
   mapping::Program p = mapping::CollectiveProgram(chip, algorithm, kind, ranks, bytes, 2);
   if (p.empty()) return 0;
   const sim::EngineOutput timing = sim::MakeEngine("analytical")->Run(p, chip);
-  sim::CheckRepresentable(p, timing);  // a saturated time is no prediction
+  sim::CheckRepresentable(p, chip, timing);  // a saturated time is no prediction
   return timing.makespan_ps;
 }
 

@@ -97,7 +97,7 @@ Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
   if (makespan >= kMaxPs) {
     // Past the clock: the iteration's Program names the task that passes it.
     const mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_);
-    sim::CheckRepresentable(p, engine_->Run(p, chip_));
+    sim::CheckRepresentable(p, chip_, engine_->Run(p, chip_));
   }
   const __int128 all = static_cast<__int128>(makespan) * model_.num_layers() / layers_;
   if (makespan >= kMaxPs || all >= kMaxPs) {
@@ -143,7 +143,7 @@ Ps TransferTime(const arch::Chip& chip, sim::Engine& engine, int np, int nd, uin
   const mapping::Program built = b.Build();
   const Ps makespan = engine.Makespan(built, chip);
   // A transfer past the clock: named (the engine's times say which), not summed.
-  if (makespan >= std::numeric_limits<Ps>::max()) sim::CheckRepresentable(built, engine.Run(built, chip));
+  if (makespan >= std::numeric_limits<Ps>::max()) sim::CheckRepresentable(built, chip, engine.Run(built, chip));
   return makespan;
 }
 

@@ -260,6 +260,25 @@ TEST_F(RunCli, TlmTimesPastTheClockStopWithTheCause) {
   }
 }
 
+TEST_F(RunCli, GpuKernelsPastTheClockNameTheGpuFields) {
+  // On a GPU node a kernel's time comes from chip.gpu (arch/gpu), not the core's clock and
+  // units: the message names those (before, "a compute task on core 0 ... check
+  // chip.clock_mhz, chip.core.matrix_utilization").
+  for (const std::string field : {"chip.gpu.hbm_bandwidth_gbps=1e-9", "chip.gpu.bf16_tflops=1e-300"}) {
+    std::string out;
+    EXPECT_EQ(
+        RunTpsim("run configs/experiments/moe-qwen3-30b-a3b-h200.textproto --quiet --set " + field, &out), 1)
+        << field << "\n"
+        << out;
+    EXPECT_NE(out.find("a kernel on GPU 0 (task 8, op qkv_proj)"), std::string::npos) << field << "\n" << out;
+    EXPECT_NE(out.find("check chip.gpu.bf16_tflops (fp16_tflops, fp8_tflops), tensor_efficiency, "
+                       "hbm_bandwidth_gbps and hbm_efficiency"),
+              std::string::npos)
+        << field << "\n"
+        << out;
+  }
+}
+
 TEST_F(RunCli, ProgressLineOnATerminalOnly) {
   // 800 decode steps, every one lowered, take more than a second: on a terminal (script(1)
   // gives one) stderr shows the stage and the time; into a pipe nothing, so redirected output
