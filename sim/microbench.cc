@@ -92,7 +92,7 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
     }
     const arch::gpu::CollEstimate e = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q);
     CheckClock(e.time_us,
-               "a " + op + " of " + std::to_string(bytes) + " bytes over " + std::to_string(ranks) +
+               "one " + op + " of " + std::to_string(bytes) + " bytes over " + std::to_string(ranks) +
                    " ranks of " + cfg.name(),
                "the size and the chip's gpu block");
     row.time_us = e.time_us;
