@@ -156,8 +156,28 @@ std::string RunTitle(const config::Experiment& cfg, const std::string& engine) {
   return title;
 }
 
-Experiment LoadExperiment(const std::string& path, const std::vector<Override>& sets,
+// A shipped experiment's name (configs/experiments/NAME.textproto) where `arg` is no path
+// and no such file; else `arg`. A name that is neither is refused with the shipped names.
+std::string ExperimentPath(const std::string& arg) {
+  if (LooksLikePath(arg)) return arg;
+  const std::string dir = config::JoinPath(config::ConfigDir(), "experiments");
+  const std::string shipped = config::JoinPath(dir, arg + ".textproto");
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(shipped, ec)) return shipped;
+  std::vector<std::string> names;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec))
+    if (f.path().extension() == ".textproto") names.push_back(f.path().stem().string());
+  std::sort(names.begin(), names.end());
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  throw ConfigError(Diag{kCommandLine, "EXPERIMENT", config::Clip(arg),
+                         "no such file, nor a shipped experiment (" + (list.empty() ? "none" : list) +
+                             "; tpsim list experiment)" + config::DidYouMean(arg, names)});
+}
+
+Experiment LoadExperiment(const std::string& arg, const std::vector<Override>& sets,
                           const std::string& model_override) {
+  const std::string path = ExperimentPath(arg);
   Experiment e;
   e.path = path;
   e.locs = config::SourceMap(path);

@@ -13,8 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -151,8 +154,9 @@ Resolves and validates an experiment, then prints the chip (cores, peak
 TFLOP/s, SRAM, DRAM bandwidth, network diameter and bisection bandwidth), the
 model (parameters, per-layer FLOPs and bytes for the workload) and the mapping.
 
-  EXPERIMENT          experiment file (.textproto or .json); default: the
-                      shipped configs/experiments/default.textproto
+  EXPERIMENT          experiment file (.textproto or .json), or a shipped experiment's
+                      name (tpsim list experiment); default: the shipped
+                      configs/experiments/default.textproto
   --set FIELD=VALUE   override any scalar field of the resolved experiment,
                       e.g. --set mapping.tp=16 --set chip.noc.link_bandwidth_gbps=256
   --model MODEL       use this model instead: a catalog name (qwen3-4b, ...)
@@ -311,7 +315,8 @@ that takes longer than a second shows a progress line on stderr. A Program of
 analytical engine's unloaded schedule, the result's energy and critical path, the
 composition of decode steps timed step by step); the output is the same.
 
-  EXPERIMENT           experiment file; default: configs/experiments/default.textproto
+  EXPERIMENT           experiment file, or a shipped experiment's name (tpsim list
+                       experiment); default: configs/experiments/default.textproto
   --engine NAME        analytical (default) or tlm (SystemC/TLM-2.0, link contention)
   --set FIELD=VALUE    override any scalar field, e.g. --set mapping.partition=m_split_rotate
   --model MODEL        catalog name or HuggingFace config.json path
@@ -487,9 +492,60 @@ int Run(Args& a) {
 
 const char* kListUsage = R"(usage: tpsim list [KIND]
 
-Prints the registered implementations of each kind (or of KIND only), by name, with
-a one-line description: collective, engine, partitioner, placement, topology.
+Prints, by name with a one-line description, each kind's registered implementations
+(all_to_all, collective, engine, partitioner, placement, topology) and the shipped configs
+(chip: configs/chips, experiment: configs/experiments, model: the catalog, configs/models),
+or those of KIND only. Shipped names go where a file would: `tpsim collectives h200-sxm-8`,
+`model_name: "qwen3-8b"`, `--model qwen2.5-7b`.
 )";
+
+// The shipped configs of `dir` under ConfigDir() (chips, experiments): name and description.
+std::vector<std::pair<std::string, std::string>> ShippedConfigs(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(config::JoinPath(config::ConfigDir(), dir), ec)) {
+    if (e.path().extension() != ".textproto") continue;
+    std::string description;
+    try {
+      config::SourceMap locs(e.path().string());
+      if (dir == "chips") {
+        config::Chip c;
+        config::ParseFile(e.path().string(), &c, &locs);
+        description = c.description();
+      } else {
+        config::Experiment x;
+        config::ParseFile(e.path().string(), &x, &locs);
+        description = x.description();
+      }
+    } catch (const config::ConfigError& err) {
+      description = "(does not parse: " + err.diags().front().str() + ")";
+    }
+    out.emplace_back(e.path().stem().string(), description);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The catalog's models: architecture, parameters, layers.
+std::vector<std::pair<std::string, std::string>> CatalogModels() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& name : llm::CatalogNames()) {
+    std::string description;
+    try {
+      const config::Model m = llm::ImportHuggingFace(llm::CatalogPath(name, {}, "model"));
+      description = m.architecture() + ", " + Fixed(llm::ParameterCount(m) / 1e9, 3) + " B parameters";
+      if (m.num_experts() > 0)
+        description += " (" + Fixed(llm::ActiveParameterCount(m) / 1e9, 3) + " B active, " +
+                       std::to_string(m.num_experts()) + " experts, top " +
+                       std::to_string(m.num_experts_per_token()) + ")";
+      description += ", " + std::to_string(m.num_layers()) + " layers";
+    } catch (const config::ConfigError& err) {
+      description = "(does not import: " + err.diags().front().str() + ")";
+    }
+    out.emplace_back(name, description);
+  }
+  return out;
+}
 
 int List(Args& a) {
   std::string only;
@@ -502,17 +558,33 @@ int List(Args& a) {
     if (!only.empty()) throw UsageError("more than one KIND given");
     only = a.Next();
   }
-  const auto& all = RegistryBase::All();
-  if (!only.empty() && !all.count(only)) {
-    std::string kinds;
-    for (const auto& [kind, r] : all) kinds += (kinds.empty() ? "" : ", ") + std::string(kind);
-    throw UsageError("unknown kind '" + only + "' (valid: " + kinds + ")");
+  // Every kind, sorted: the registries' and the shipped configs' (read only when listed).
+  std::map<std::string, std::function<std::vector<std::pair<std::string, std::string>>()>> kinds;
+  for (const auto& [kind, r] : RegistryBase::All()) {
+    kinds[std::string(kind)] = [r = r] {
+      std::vector<std::pair<std::string, std::string>> out;
+      for (const auto& e : r->List()) out.emplace_back(e.name, e.description);
+      return out;
+    };
+  }
+  kinds["chip"] = [] { return ShippedConfigs("chips"); };
+  kinds["experiment"] = [] { return ShippedConfigs("experiments"); };
+  kinds["model"] = &CatalogModels;
+  if (!only.empty() && !kinds.count(only)) {
+    std::string valid;
+    for (const auto& [kind, list] : kinds) valid += (valid.empty() ? "" : ", ") + kind;
+    throw UsageError("unknown kind '" + only + "' (valid: " + valid + ")");
   }
   bool first = true;
-  for (const auto& [kind, r] : all) {
+  for (const auto& [kind, list] : kinds) {
     if (!only.empty() && kind != only) continue;
     std::cout << (first ? "" : "\n") << kind << "\n";
-    for (const auto& e : r->List()) std::printf("  %-20s %s\n", e.name.c_str(), e.description.c_str());
+    // A column of 20, or the kind's longest name (shipped experiment names).
+    const auto rows = list();
+    size_t width = 20;
+    for (const auto& row : rows) width = std::max(width, row.first.size());
+    for (const auto& [name, description] : rows)
+      std::cout << "  " << name << std::string(width + 1 - name.size(), ' ') << description << "\n";
     first = false;
   }
   return 0;
@@ -594,8 +666,10 @@ const Command kCommands[] = {
      sim::agree::kAgreeUsage},
     {"search", "the best mapping of an experiment on its chip: Pareto front, TLM-confirmed", &Search,
      search::kSearchUsage},
-    {"list", "the registered topologies, partitioners, placements, collectives and engines", &List,
-     kListUsage},
+    {"list",
+     "the registered topologies, partitioners, placements, collectives and engines; shipped chips, "
+     "experiments, models",
+     &List, kListUsage},
 };
 
 void PrintMainHelp() {

@@ -161,10 +161,59 @@ TEST(Cli, ListPrintsEveryRegisteredImplementationByKind) {
   EXPECT_EQ(one.output.find("topology"), std::string::npos) << one.output;
   Outcome bad = RunTpsim("list hypercube");
   EXPECT_EQ(bad.status, 2);
-  EXPECT_NE(bad.output.find("unknown kind 'hypercube' (valid: all_to_all, collective, engine, partitioner, "
-                            "placement, topology)"),
-            std::string::npos)
+  EXPECT_NE(
+      bad.output.find("unknown kind 'hypercube' (valid: all_to_all, chip, collective, engine, experiment, "
+                      "model, partitioner, placement, topology)"),
+      std::string::npos)
       << bad.output;
+}
+
+TEST(Cli, ListPrintsTheShippedChipsExperimentsAndModels) {
+  Outcome all = RunTpsim("list");
+  ASSERT_EQ(all.status, 0) << all.output;
+  // Between the registries' kinds, sorted; each shipped file once, with its description (a
+  // model: its architecture, parameters and layers), names padded to the kind's longest.
+  size_t at = 0;
+  for (const char* want :
+       {"all_to_all\n", "\nchip\n", "  h200-sxm-8           8x H200 SXM, NVLink 4 / NVSwitch\n",
+        "\ncollective\n", "\nexperiment\n",
+        "  reference-qwen3-4b      Qwen3-4B, 16 layers as 16 stages x TP=4 on wafer-8x8, prompt 256 + 20 "
+        "decode "
+        "steps\n",
+        "\nmodel\n",
+        "  mixtral-8x7b         mixtral, 46.703 B parameters (12.880 B active, 8 experts, top 2), 32 "
+        "layers\n",
+        "  qwen2.5-7b           qwen2, 7.615 B parameters, 28 layers\n", "\npartitioner\n"}) {
+    size_t found = all.output.find(want, at);
+    ASSERT_NE(found, std::string::npos) << "no '" << want << "' after offset " << at << " in:\n"
+                                        << all.output;
+    at = found;
+  }
+  Outcome chips = RunTpsim("list chip");
+  ASSERT_EQ(chips.status, 0) << chips.output;
+  EXPECT_EQ(std::count(chips.output.begin(), chips.output.end(), '\n'), 9) << chips.output;  // 8 chips
+}
+
+TEST(Cli, AShippedExperimentRunsByName) {
+  // Where no such file is, a name is the shipped experiment's (as chips are for collectives).
+  Outcome byname = RunTpsim("run reference-qwen3-4b --quiet", "/tmp");
+  Outcome bypath = RunTpsim("run configs/experiments/reference-qwen3-4b.textproto --quiet");
+  ASSERT_EQ(byname.status, 0) << byname.output;
+  EXPECT_EQ(byname.output, bypath.output);
+  Outcome typo = RunTpsim("run referense-qwen3-4b");
+  EXPECT_EQ(typo.status, 2);
+  EXPECT_EQ(
+      typo.output.rfind("<command line>:1:1: EXPERIMENT: referense-qwen3-4b: no such file, nor a shipped "
+                        "experiment (default, ",
+                        0),
+      0u)
+      << typo.output;
+  EXPECT_NE(typo.output.find("; tpsim list experiment), did you mean reference-qwen3-4b?"), std::string::npos)
+      << typo.output;
+  // A path is a path: no fallback.
+  Outcome path = RunTpsim("run ./reference-qwen3-4b");
+  EXPECT_EQ(path.status, 2);
+  EXPECT_NE(path.output.find("file not found"), std::string::npos) << path.output;
 }
 
 TEST(Cli, HelpAndUsageErrors) {
