@@ -1,6 +1,7 @@
 #include "llm/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -213,6 +214,50 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
   return r->Uint("sliding_window", false).value_or(0);
 }
 
+// The positions rope_scaling extends max_position_embeddings to, as vLLM derives a model's
+// longest context: yarn: factor x original_max_position_embeddings (absent: x
+// max_position_embeddings); linear, dynamic and other factor types: factor x
+// max_position_embeddings; llama3, longrope and su: as published (their
+// max_position_embeddings is already the extended one). nullopt: no scaling, or a problem
+// (recorded in *r).
+std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> max_pos, Reader* r) {
+  auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) {
+    r->Error("rope_scaling", it->dump(), "must be an object or null");
+    return std::nullopt;
+  }
+  std::string type;
+  for (const char* key : {"rope_type", "type"})
+    if (auto t = it->find(key); type.empty() && t != it->end() && t->is_string())
+      type = t->get<std::string>();
+  if (type == "llama3" || type == "longrope" || type == "su" || type == "default") return std::nullopt;
+  auto f = it->find("factor");
+  if (f == it->end() || f->is_null()) return std::nullopt;
+  if (!f->is_number() || !(f->get<double>() >= 1) || !(f->get<double>() <= 1e6)) {
+    r->Error("rope_scaling", f->dump(), "factor must be a number from 1 to 1e6");
+    return std::nullopt;
+  }
+  double base = max_pos.value_or(0);
+  if (type == "yarn") {
+    if (auto o = it->find("original_max_position_embeddings"); o != it->end() && !o->is_null()) {
+      if (!o->is_number_unsigned() || o->get<uint64_t>() > UINT32_MAX) {
+        r->Error("rope_scaling", o->dump(),
+                 "original_max_position_embeddings must be a non-negative integer (at most 4294967295)");
+        return std::nullopt;
+      }
+      base = static_cast<double>(o->get<uint64_t>());
+    }
+  }
+  const double positions = std::floor(base * f->get<double>());
+  if (positions <= 0) return std::nullopt;
+  if (positions > UINT32_MAX) {
+    r->Error("rope_scaling", it->dump(), "extends the positions past 4294967295");
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(positions);
+}
+
 config::Model Import(const std::string& text, const std::string& display_name, config::SourceMap* locs) {
   json j;
   try {
@@ -252,6 +297,7 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   // Mixtral's intermediate_size is its experts' size (every layer is sparse).
   auto inter = r.Uint("intermediate_size", !moe || mixtral);
   auto max_pos = r.Uint("max_position_embeddings", false);
+  if (auto scaled = ScaledPositions(j, max_pos, &r)) max_pos = std::max(*scaled, max_pos.value_or(0));
   auto tie = r.Bool("tie_word_embeddings");
   // A quantized checkpoint's weights (AWQ, GPTQ, FP8, ...) are not workload.dtype's: timed as
   // if they were, every weight read would be off by the ratio of the widths, silently.
