@@ -98,8 +98,9 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
     int size = f->is_repeated() ? refl->FieldSize(*cur, f) : 0;
     if (f->is_repeated() && part.index > size) {
       throw ConfigError(Diag{where, walked, value,
-                             "index out of range (" + std::to_string(size) + " elements; use [" +
-                                 std::to_string(size) + "] to append)"});
+                             "index [" + std::to_string(part.index) + "] out of range (" +
+                                 std::to_string(size) + " elements; use [" + std::to_string(size) +
+                                 "] to append)"});
     }
     bool last = i + 1 == parts.size();
     if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {

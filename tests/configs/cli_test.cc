@@ -264,6 +264,15 @@ TEST(Cli, SetThatAppendsAnElementLocatesItsErrorsAtTheSet) {
                      0),
       0u)
       << a.output;
+  // An index past the end names itself and the one that appends.
+  const Outcome far =
+      RunTpsim("describe configs/experiments/default.textproto --set chip.memory[1000000].efficiency=1");
+  EXPECT_EQ(far.status, 2) << far.output;
+  EXPECT_EQ(
+      far.output,
+      "<command line: --set chip.memory[1000000].efficiency=1>:1:1: chip.memory: 1: index [1000000] out of "
+      "range (1 elements; use [1] to append)\n")
+      << far.output;
 }
 
 TEST(Cli, ModelFlagImportsACatalogEntryOrConfigJson) {
