@@ -223,6 +223,9 @@ int Describe(Args& a) {
   os << "  layers                " << m.num_layers() << " (" << layers << " simulated)\n";
   os << "  hidden / heads / kv   " << m.hidden_size() << " / " << m.num_attention_heads() << " / "
      << m.num_key_value_heads() << " (head_dim " << m.head_dim() << ")\n";
+  if (m.max_position_embeddings() > 0)
+    os << "  positions             " << m.max_position_embeddings()
+       << " (max_position_embeddings, after rope_scaling: the longest context)\n";
   if (m.sliding_window() > 0)
     os << "  sliding window        " << m.sliding_window()
        << " tokens (a longer context is refused: tpsim times full attention)\n";

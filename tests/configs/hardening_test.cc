@@ -318,6 +318,8 @@ TEST_F(Hardening, ContextsPastASlidingWindowAreRefused) {
   EXPECT_EQ(fits.status, 0) << fits.output;
   Outcome d = Tpsim("describe " + kRef + " --model " + At("sw.json"));
   EXPECT_NE(d.output.find("sliding window        300 tokens"), std::string::npos) << d.output;
+  EXPECT_NE(d.output.find("positions             40960 (max_position_embeddings"), std::string::npos)
+      << d.output;
   Outcome run = Tpsim("run " + kRef + " --model " + At("sw.json") + " --set workload.decode_steps=45");
   EXPECT_EQ(run.status, 2) << run.output;
   EXPECT_EQ(run.output,
