@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -141,20 +142,24 @@ TEST(Cli, BrokenCorpusGivesExpectedErrorsAndExitTwo) {
   }
 }
 
+// Each of `wants` in `text`, in that order.
+void ExpectInOrder(const std::string& text, std::initializer_list<const char*> wants) {
+  size_t at = 0;
+  for (const char* want : wants) {
+    size_t found = text.find(want, at);
+    ASSERT_NE(found, std::string::npos) << "no '" << want << "' after offset " << at << " in:\n" << text;
+    at = found;
+  }
+}
+
 TEST(Cli, ListPrintsEveryRegisteredImplementationByKind) {
   Outcome all = RunTpsim("list");
   ASSERT_EQ(all.status, 0) << all.output;
   // Kinds sorted, names sorted within each kind, one line per implementation.
-  size_t at = 0;
-  for (const char* want : {"all_to_all\n", "  direct ", "  hierarchical ", "  pairwise ", "\ncollective\n",
-                           "  bidirectional_ring ", "  ring ", "\nengine\n", "  analytical ", "  tlm ",
-                           "\npartitioner\n", "  k_split ", "  n_split ", "\nplacement\n", "  block ",
-                           "  snake ", "\ntopology\n", "  edges ", "  wafer "}) {
-    size_t found = all.output.find(want, at);
-    ASSERT_NE(found, std::string::npos) << "no '" << want << "' after offset " << at << " in:\n"
-                                        << all.output;
-    at = found;
-  }
+  ExpectInOrder(all.output, {"all_to_all\n", "  direct ", "  hierarchical ", "  pairwise ", "\ncollective\n",
+                             "  bidirectional_ring ", "  ring ", "\nengine\n", "  analytical ", "  tlm ",
+                             "\npartitioner\n", "  k_split ", "  n_split ", "\nplacement\n", "  block ",
+                             "  snake ", "\ntopology\n", "  edges ", "  wafer "});
   Outcome one = RunTpsim("list placement");
   ASSERT_EQ(one.status, 0) << one.output;
   EXPECT_EQ(one.output.rfind("placement\n  block ", 0), 0u) << one.output;
@@ -173,22 +178,16 @@ TEST(Cli, ListPrintsTheShippedChipsExperimentsAndModels) {
   ASSERT_EQ(all.status, 0) << all.output;
   // Between the registries' kinds, sorted; each shipped file once, with its description (a
   // model: its architecture, parameters and layers), names padded to the kind's longest.
-  size_t at = 0;
-  for (const char* want :
-       {"all_to_all\n", "\nchip\n", "  h200-sxm-8           8x H200 SXM, NVLink 4 / NVSwitch\n",
-        "\ncollective\n", "\nexperiment\n",
-        "  reference-qwen3-4b      Qwen3-4B, 16 layers as 16 stages x TP=4 on wafer-8x8, prompt 256 + 20 "
-        "decode "
-        "steps\n",
-        "\nmodel\n",
-        "  mixtral-8x7b         mixtral, 46.703 B parameters (12.880 B active, 8 experts, top 2), 32 "
-        "layers\n",
-        "  qwen2.5-7b           qwen2, 7.615 B parameters, 28 layers\n", "\npartitioner\n"}) {
-    size_t found = all.output.find(want, at);
-    ASSERT_NE(found, std::string::npos) << "no '" << want << "' after offset " << at << " in:\n"
-                                        << all.output;
-    at = found;
-  }
+  ExpectInOrder(
+      all.output,
+      {"all_to_all\n", "\nchip\n", "  h200-sxm-8           8x H200 SXM, NVLink 4 / NVSwitch\n",
+       "\ncollective\n", "\nexperiment\n",
+       "  reference-qwen3-4b      Qwen3-4B, 16 layers as 16 stages x TP=4 on wafer-8x8, prompt 256 + 20 "
+       "decode steps\n",
+       "\nmodel\n",
+       "  mixtral-8x7b         mixtral, 46.703 B parameters (12.880 B active, 8 experts, top 2), 32 "
+       "layers\n",
+       "  qwen2.5-7b           qwen2, 7.615 B parameters, 28 layers\n", "\npartitioner\n"});
   Outcome chips = RunTpsim("list chip");
   ASSERT_EQ(chips.status, 0) << chips.output;
   EXPECT_EQ(std::count(chips.output.begin(), chips.output.end(), '\n'), 9) << chips.output;  // 8 chips
