@@ -8,6 +8,7 @@
 #include <google/protobuf/text_format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -295,6 +296,15 @@ std::string ConfigDir() {
     }
   }
   return TPSIM_SOURCE_CONFIG_DIR;
+}
+
+std::vector<std::string> ShippedNames(const std::string& dir, const std::string& ext) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(ConfigDir()) / dir, ec))
+    if (e.path().extension() == ext && e.is_regular_file(ec)) names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace tpsim::config

@@ -115,4 +115,8 @@ std::string JoinPath(const std::string& dir, const std::string& rel);
 // <exe>/../share/tpsim/configs when present, else the source tree's configs/.
 std::string ConfigDir();
 
+// The names (file stems) of the shipped configs in ConfigDir()/`dir` whose files end in `ext`
+// (".textproto", ".json"), sorted; none when the folder is missing.
+std::vector<std::string> ShippedNames(const std::string& dir, const std::string& ext);
+
 }  // namespace tpsim::config

@@ -398,17 +398,7 @@ config::Model LoadModelFile(const std::string& path, config::SourceMap* locs) {
   return m;
 }
 
-std::vector<std::string> CatalogNames() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(std::filesystem::path(config::ConfigDir()) / "models", ec);
-  if (ec) return names;
-  for (const auto& e : it) {
-    if (e.path().extension() == ".json" && e.is_regular_file(ec)) names.push_back(e.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> CatalogNames() { return config::ShippedNames("models", ".json"); }
 
 std::string CatalogPath(const std::string& name, const config::Location& where, const std::string& field) {
   std::vector<std::string> names = CatalogNames();

@@ -164,10 +164,7 @@ std::string ExperimentPath(const std::string& arg) {
   const std::string shipped = config::JoinPath(dir, arg + ".textproto");
   std::error_code ec;
   if (std::filesystem::is_regular_file(shipped, ec)) return shipped;
-  std::vector<std::string> names;
-  for (const auto& f : std::filesystem::directory_iterator(dir, ec))
-    if (f.path().extension() == ".textproto") names.push_back(f.path().stem().string());
-  std::sort(names.begin(), names.end());
+  const std::vector<std::string> names = config::ShippedNames("experiments", ".textproto");
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
   throw ConfigError(Diag{kCommandLine, "EXPERIMENT", config::Clip(arg),

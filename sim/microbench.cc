@@ -35,17 +35,7 @@ void CheckClock(double time_us, const std::string& what, const std::string& chec
 
 }  // namespace
 
-std::vector<std::string> ShippedChipNames() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e :
-       std::filesystem::directory_iterator(config::JoinPath(config::ConfigDir(), "chips"), ec)) {
-    const std::string f = e.path().filename().string();
-    if (EndsWith(f, ".textproto")) names.push_back(f.substr(0, f.size() - 10));
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> ShippedChipNames() { return config::ShippedNames("chips", ".textproto"); }
 
 arch::Chip LoadChipArg(const std::string& arg, const std::vector<Override>& sets) {
   std::string path = arg;

@@ -505,27 +505,26 @@ or those of KIND only. Shipped names go where a file would: `tpsim collectives h
 // The shipped configs of `dir` under ConfigDir() (chips, experiments): name and description.
 std::vector<std::pair<std::string, std::string>> ShippedConfigs(const std::string& dir) {
   std::vector<std::pair<std::string, std::string>> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(config::JoinPath(config::ConfigDir(), dir), ec)) {
-    if (e.path().extension() != ".textproto") continue;
+  for (const std::string& name : config::ShippedNames(dir, ".textproto")) {
+    const std::string path =
+        config::JoinPath(config::JoinPath(config::ConfigDir(), dir), name + ".textproto");
     std::string description;
     try {
-      config::SourceMap locs(e.path().string());
+      config::SourceMap locs(path);
       if (dir == "chips") {
         config::Chip c;
-        config::ParseFile(e.path().string(), &c, &locs);
+        config::ParseFile(path, &c, &locs);
         description = c.description();
       } else {
         config::Experiment x;
-        config::ParseFile(e.path().string(), &x, &locs);
+        config::ParseFile(path, &x, &locs);
         description = x.description();
       }
     } catch (const config::ConfigError& err) {
       description = "(does not parse: " + err.diags().front().str() + ")";
     }
-    out.emplace_back(e.path().stem().string(), description);
+    out.emplace_back(name, description);
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 
