@@ -189,14 +189,8 @@ int Usage(const std::string& msg) {
 // prints the front (every simulated candidate reused).
 int SubmitSearch(Options& o, const sim::Experiment& base, const arch::Chip& chip) {
   sweep::SlurmJob& job = o.job;
-  // More array tasks than candidates would only start empty shards (and past Slurm's
-  // MaxArraySize, 1001 by default, sbatch refuses the array): one candidate per task at most.
-  const size_t candidates = std::max<size_t>(1, Space(base, chip, o.search.space).size());
-  if (static_cast<size_t>(job.array_size) > candidates) {
-    std::cerr << "tpsim search: --array-size " << job.array_size << " is more than the search's "
-              << candidates << " candidates: " << candidates << " array tasks, one candidate each\n";
-    job.array_size = static_cast<int>(candidates);
-  }
+  sweep::FitArraySize(&job, std::max<size_t>(1, Space(base, chip, o.search.space).size()), "search",
+                      "candidate", std::cerr);
   job.exe = sweep::SelfExe();
   job.sweep = sweep::Absolute(o.path);
   job.command = {"search", job.sweep};

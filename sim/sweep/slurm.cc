@@ -83,6 +83,14 @@ std::string CheckSlurmJob(const SlurmJob& job) {
   return "";
 }
 
+void FitArraySize(SlurmJob* job, uint64_t units, const std::string& command, const std::string& unit,
+                  std::ostream& err) {
+  if (static_cast<uint64_t>(job->array_size) <= units) return;
+  err << "tpsim " << command << ": --array-size " << job->array_size << " is more than the " << command
+      << "'s " << units << " " << unit << "s: " << units << " array tasks, one " << unit << " each\n";
+  job->array_size = static_cast<int>(units);
+}
+
 std::string MergeCommand(const SlurmJob& job) {
   return ShellQuote(job.exe) + " sweep merge " + ShellQuote(job.db.empty() ? "OUT.sqlite" : job.db) + " " +
          ShellQuote(job.dir) + "/shard-*.sqlite";

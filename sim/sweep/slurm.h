@@ -2,6 +2,7 @@
 // Spreading a sweep over a Slurm cluster: a job array whose task I runs shard
 // I of N into its own database; `tpsim sweep merge` joins them afterwards.
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ std::string SbatchScript(const SlurmJob& job);
 // partition and account as names (letters, digits, `_`, `-`, `.`, and `,` between
 // partitions). Returns the first problem as "--flag: ..." or an empty string.
 std::string CheckSlurmJob(const SlurmJob& job);
+
+// More array tasks than `units` (a sweep's points, a search's candidates) would only start
+// empty shards (and past Slurm's MaxArraySize, 1001 by default, sbatch refuses the array): cuts
+// job->array_size to one `unit` per task and says so on `err` ("tpsim COMMAND: --array-size N is
+// more than the COMMAND's U units: U array tasks, one unit each").
+void FitArraySize(SlurmJob* job, uint64_t units, const std::string& command, const std::string& unit,
+                  std::ostream& err);
 
 // Writes DIR/sweep.sbatch and returns its path.
 std::string WriteSbatch(const SlurmJob& job);

@@ -220,15 +220,8 @@ int Run(const std::vector<std::string>& args) {
     job.exe = SelfExe();
     job.sweep = Absolute(path);
     job.dir = SlurmDirOf(db);
-    // More array tasks than points would only start empty shards (and past Slurm's
-    // MaxArraySize, 1001 by default, sbatch refuses the array): one point per task at most.
-    const uint64_t points = PointCount(spec);
-    if (static_cast<uint64_t>(array_size) > points) {
-      std::cerr << "tpsim sweep: --array-size " << array_size << " is more than the sweep's " << points
-                << " points: " << points << " array tasks, one point each\n";
-      array_size = static_cast<int>(points);
-    }
     job.array_size = array_size;
+    FitArraySize(&job, PointCount(spec), "sweep", "point", std::cerr);
     job.jobs = opts.jobs;
     job.db = db;
     if (!spec.cfg.name().empty()) job.job_name = "tpsim-" + spec.cfg.name();
