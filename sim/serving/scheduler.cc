@@ -35,6 +35,10 @@ struct Live {
 
 }  // namespace
 
+bool LongerThanPositions(const Request& r, uint64_t max_context) {
+  return max_context > 0 && uint64_t{r.prompt_tokens} + r.output_tokens > max_context;
+}
+
 void RunGroup(const std::vector<Request>& reqs, std::vector<Arrival> arrivals, const SchedulerConfig& cfg,
               const IterationCost& cost, const std::string& group, std::vector<RequestStats>* stats,
               std::vector<KvSample>* kv, uint64_t* iterations) {
@@ -50,8 +54,7 @@ void RunGroup(const std::vector<Request>& reqs, std::vector<Arrival> arrivals, c
     const Request& r = reqs[a.request];
     uint64_t need = uint64_t{r.prompt_tokens} + r.output_tokens;
     if (cfg.prefill_only) need = r.prompt_tokens;
-    const bool too_long =
-        cfg.max_context > 0 && uint64_t{r.prompt_tokens} + r.output_tokens > cfg.max_context;
+    const bool too_long = LongerThanPositions(r, cfg.max_context);
     if (too_long || Blocks(need, B) > cfg.capacity_blocks) {
       (*stats)[a.request].rejected = true;
       (*stats)[a.request].too_long = too_long;

@@ -45,6 +45,10 @@ struct SchedulerConfig {
   uint64_t max_context = 0;
 };
 
+// Whether `r`'s prompt and output tokens exceed `max_context` positions (0: no limit): such a
+// request is rejected (too_long), not timed.
+bool LongerThanPositions(const Request& r, uint64_t max_context);
+
 // Time of one iteration given its chunks (in scheduling order).
 using IterationCost = std::function<Ps(const std::vector<llm::SeqChunk>&)>;
 // Time to move the KV cache of `tokens` tokens from the prefill to the decode group.

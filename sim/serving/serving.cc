@@ -143,7 +143,8 @@ Ps TransferTime(const arch::Chip& chip, sim::Engine& engine, int np, int nd, uin
   const mapping::Program built = b.Build();
   const Ps makespan = engine.Makespan(built, chip);
   // A transfer past the clock: named (the engine's times say which), not summed.
-  if (makespan >= std::numeric_limits<Ps>::max()) sim::CheckRepresentable(built, chip, engine.Run(built, chip));
+  if (makespan >= std::numeric_limits<Ps>::max())
+    sim::CheckRepresentable(built, chip, engine.Run(built, chip));
   return makespan;
 }
 
@@ -433,10 +434,9 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   // A request timed past the model's sliding window would be timed with full attention. Its
   // last iteration attends to its prompt and every output token but the last; a request past
   // max_position_embeddings is rejected (too long), not timed.
-  const uint64_t max_pos = cfg.model().max_position_embeddings();
   for (const Request& r : reqs) {
+    if (LongerThanPositions(r, cfg.model().max_position_embeddings())) continue;
     const uint64_t ctx = uint64_t{r.prompt_tokens} + r.output_tokens;
-    if (max_pos > 0 && ctx > max_pos) continue;
     if (std::string rule = llm::SlidingWindowRule(cfg.model(), ctx - 1); !rule.empty())
       throw ConfigError(
           Diag{e.locs.Find("workload.requests"), "workload.requests", "request " + std::to_string(r.id),
