@@ -129,6 +129,14 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
   const auto edge_id = boost::get(boost::edge_index, graph->g);
   const auto reversed = boost::make_reverse_graph(graph->g);
   std::vector<int> dist(n);
+  // Each node's out-links as (target, link id), in the graph's order, read once per pair.
+  std::vector<size_t> out_begin(static_cast<size_t>(n) + 1, 0);
+  std::vector<std::pair<int, int>> out_links;
+  for (int a = 0; a < n; ++a) {
+    for (auto [e, end] = boost::out_edges(a, graph->g); e != end; ++e)
+      out_links.emplace_back(static_cast<int>(boost::target(*e, graph->g)), edge_id[*e]);
+    out_begin[a + 1] = out_links.size();
+  }
   for (int b = 0; b < n_topo; ++b) {
     bool have_dist = false;
     for (int a = 0; a < n_topo; ++a) {
@@ -136,9 +144,8 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
       int next = topo->NextNode(net, a, b);
       int link = -1;
       if (next >= 0) {
-        for (auto [e, end] = boost::out_edges(a, graph->g); e != end && link < 0; ++e) {
-          if (static_cast<int>(boost::target(*e, graph->g)) == next) link = edge_id[*e];
-        }
+        for (size_t e = out_begin[a]; e < out_begin[a + 1] && link < 0; ++e)
+          if (out_links[e].first == next) link = out_links[e].second;
       } else {
         if (!have_dist) {
           std::fill(dist.begin(), dist.end(), -1);
@@ -162,7 +169,7 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
                                                "no route from " + chip.nodes_[a].name + " to " +
                                                    chip.nodes_[b].name + " (the network is not connected)"});
       }
-      chip.next_hop_[static_cast<size_t>(a) * n_topo + b] = link;
+      chip.next_hop_[static_cast<size_t>(b) * n_topo + a] = link;
     }
   }
 
@@ -178,18 +185,19 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
 
   // Diameter over core pairs, with per-destination memoised hop counts; a walk
   // longer than n hops means a topology's routing loops.
-  std::vector<int> hops(n);
+  std::vector<int> hops(n), path, link_dst(chip.links_.size());
+  for (size_t l = 0; l < link_dst.size(); ++l) link_dst[l] = chip.links_[l].dst;
   for (int b = 0; b < chip.num_cores_; ++b) {
     std::fill(hops.begin(), hops.end(), -1);
     hops[b] = 0;
     for (int a = 0; a < chip.num_cores_; ++a) {
-      std::vector<int> path;
+      path.clear();
       int at = a;
       while (hops[at] < 0) {
         path.push_back(at);
         if (static_cast<int>(path.size()) > n_topo)
           throw std::logic_error("routing loop in topology " + cfg.noc().topology());
-        at = chip.links_[chip.next_hop_[static_cast<size_t>(at) * n_topo + b]].dst;
+        at = link_dst[chip.next_hop_[static_cast<size_t>(b) * n_topo + at]];
       }
       for (auto it = path.rbegin(); it != path.rend(); ++it) {
         hops[*it] = hops[at] + 1;
@@ -244,29 +252,39 @@ int Chip::CoreAt(int row, int col) const {
   return row * grid_cols_ + col;
 }
 
-std::vector<int> Chip::Route(int a, int b) const {
+template <class OnLink>
+void Chip::WalkRoute(int a, int b, OnLink&& on_link) const {
   const int n = num_nodes();
   CheckId(a, n, "node");
   CheckId(b, n, "node");
-  std::vector<int> route;
-  if (a == b) return route;
+  if (a == b) return;
   const int nt = num_topology_nodes_;
+  int links = 0;
   if (a >= nt) {  // leave a controller by its link to the attach node
     const MemoryChannel& ch = channels_[a - nt];
-    route.push_back(ch.up_link);
+    on_link(ch.up_link), ++links;
     a = ch.attach;
   }
   const int target = b >= nt ? channels_[b - nt].attach : b;
-  for (int at = a; at != target && static_cast<int>(route.size()) <= n;) {
-    int link = next_hop_[static_cast<size_t>(at) * nt + target];
-    route.push_back(link);
+  for (int at = a; at != target && links <= n; ++links) {
+    const int link = next_hop_[static_cast<size_t>(target) * nt + at];
+    on_link(link);
     at = links_[link].dst;
   }
-  if (b >= nt) route.push_back(channels_[b - nt].down_link);
+  if (b >= nt) on_link(channels_[b - nt].down_link);
+}
+
+std::vector<int> Chip::Route(int a, int b) const {
+  std::vector<int> route;
+  WalkRoute(a, b, [&](int link) { route.push_back(link); });
   return route;
 }
 
-int Chip::Hops(int a, int b) const { return static_cast<int>(Route(a, b).size()); }
+int Chip::Hops(int a, int b) const {
+  int hops = 0;
+  WalkRoute(a, b, [&](int) { ++hops; });
+  return hops;
+}
 
 Ps Chip::TransferTime(int a, int b, uint64_t bytes) const {
   std::vector<int> route = Route(a, b);

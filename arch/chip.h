@@ -160,10 +160,14 @@ class Chip {
   std::vector<Node> nodes_;
   std::vector<Link> links_;
   std::vector<MemoryChannel> channels_;
-  // [a * num_topology_nodes + b] -> first link id on the route between topology
-  // nodes, -1 when a == b; controllers (ids from num_topology_nodes_) are routed
-  // through their attach node.
+  // [b * num_topology_nodes + a] -> first link id on the route from topology node
+  // a to b, -1 when a == b (by destination: building it and walking a route read
+  // one row); controllers (ids from num_topology_nodes_) are routed through their
+  // attach node.
   std::vector<int> next_hop_;
+  // on_link(link) along Route(a, b), without building it (Route, Hops).
+  template <class OnLink>
+  void WalkRoute(int a, int b, OnLink&& on_link) const;
   int num_topology_nodes_ = 0;
   std::vector<int> core_channel_;
   Ps cycle_ps_ = 0;
