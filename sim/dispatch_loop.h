@@ -17,10 +17,13 @@
 //                                     stops the loop
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <span>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -57,8 +60,10 @@ class DispatchQueues {
     channel_free_.assign(channels, 0);
     link_free_.assign(links, 0);
     ready_.clear();
-    events_.clear();
-    events_.reserve(1024);
+    for (auto& b : bucket_) b.clear();
+    taken_.clear();
+    events_ = 0;
+    last_ = 0;
   }
   // Task g's deps have all ended.
   void Ready(Id g) { ready_.push_back(g); }
@@ -67,13 +72,21 @@ class DispatchQueues {
     core_busy_[c] = 0;
     Dirty(c);
   }
-  // A started task's end.
+  // A started task's end: no earlier than the last event time taken (TakeEnded).
   void AddEnd(Ps end, Id g) {
-    events_.emplace_back(end, g);
-    std::push_heap(events_.begin(), events_.end(), std::greater<std::pair<Ps, Id>>());
+    if (Key(end) < last_) throw std::logic_error("dispatch loop: a task ends before the time taken last");
+    bucket_[BucketOf(Key(end))].emplace_back(end, g);
+    ++events_;
   }
-  bool idle() const { return events_.empty(); }
-  Ps next_end() const { return events_.front().first; }  // not idle()
+  bool idle() const { return events_ == 0; }
+  Ps next_end() const {  // not idle()
+    if (!bucket_[0].empty()) return bucket_[0].front().first;
+    size_t b = 1;
+    while (bucket_[b].empty()) ++b;
+    Ps end = bucket_[b].front().first;
+    for (const auto& e : bucket_[b]) end = std::min(end, e.first);
+    return end;
+  }
   // To set up a state mid-schedule (sim::StepStream's replay, going back): after Reset, the
   // channels' and first links' free times, the busy cores, the compute tasks ready and
   // waiting for their core, and the running tasks' ends (AddEnd).
@@ -137,14 +150,24 @@ class DispatchQueues {
   // id order, before any decision at that time; false as soon as on_end is.
   template <class OnEnd>
   bool TakeEnded(Ps* now, OnEnd&& on_end) {
-    const auto later = std::greater<std::pair<Ps, Id>>();
-    *now = events_.front().first;
-    while (!events_.empty() && events_.front().first == *now) {
-      std::pop_heap(events_.begin(), events_.end(), later);
-      const Id g = events_.back().second;
-      events_.pop_back();
-      if (!on_end(g)) return false;
+    if (bucket_[0].empty()) {
+      // The earliest end is the least of the first bucket that holds any: from there on its
+      // events differ from it below the bit they differed from the last time at.
+      size_t b = 1;
+      while (bucket_[b].empty()) ++b;
+      uint64_t least = Key(bucket_[b].front().first);
+      for (const auto& e : bucket_[b]) least = std::min(least, Key(e.first));
+      last_ = least;
+      for (const auto& e : bucket_[b]) bucket_[BucketOf(Key(e.first))].push_back(e);
+      bucket_[b].clear();
     }
+    taken_.swap(bucket_[0]);
+    events_ -= taken_.size();
+    *now = taken_.front().first;
+    std::sort(taken_.begin(), taken_.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (const auto& e : taken_)
+      if (!on_end(e.second)) return false;
+    taken_.clear();
     return true;
   }
 
@@ -169,7 +192,16 @@ class DispatchQueues {
   std::vector<uint8_t> core_busy_, core_dirty_;
   std::vector<int> dirty_cores_;
   std::vector<Ps> channel_free_, link_free_;
-  std::vector<std::pair<Ps, Id>> events_;  // min-heap of (end, id) of running tasks
+  // The running tasks' (end, id) in a radix heap over their ends (every end pushed is at or
+  // after the last event time taken): bucket b > 0 holds those whose end's key first differs
+  // from last_'s at bit b - 1, bucket 0 those at last_. Each event moves to a lower bucket at
+  // most 64 times, and the many tasks that end at one time are taken together.
+  static uint64_t Key(Ps t) { return static_cast<uint64_t>(t) ^ (uint64_t{1} << 63); }  // in Ps's order
+  size_t BucketOf(uint64_t key) const { return static_cast<size_t>(std::bit_width(key ^ last_)); }
+  std::array<std::vector<std::pair<Ps, Id>>, 65> bucket_;
+  std::vector<std::pair<Ps, Id>> taken_;
+  size_t events_ = 0;
+  uint64_t last_ = 0;  // the key of the last event time taken
 };
 
 }  // namespace tpsim::sim
