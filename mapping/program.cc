@@ -189,7 +189,13 @@ void Verify(const Program& p) {
     throw InvalidProgram("invalid Program: " + std::to_string(f.collectives.size()) +
                          " functional collectives for " + std::to_string(p.collectives.size()) +
                          " collectives");
+  // Program::collective(i), walked in id order along the runs instead of searched per task.
+  const std::vector<TransferCollectiveRun>& runs = p.collective_runs();
+  size_t next_run = 0;
+  int32_t run_collective = -1;
   for (size_t i = 0; i < n; ++i) {
+    while (next_run < runs.size() && runs[next_run].first_task <= i)
+      run_collective = runs[next_run++].collective;
     const TaskRecord& r = p.records()[i];
     if (r.core < 0 || r.core >= p.num_cores) Bad(i, "core " + OutOf(r.core, p.num_cores));
     if (r.op >= p.ops.size()) Bad(i, "op " + OutOf(r.op, p.ops.size()));
@@ -203,7 +209,7 @@ void Verify(const Program& p) {
       }
       case TaskKind::kTransfer: {
         const TransferShape& x = p.transfer(i);
-        const int32_t coll = p.collective(i);
+        const int32_t coll = run_collective;
         if (x.dst_core < 0 || x.dst_core >= p.num_cores) Bad(i, "dst_core " + OutOf(x.dst_core, p.num_cores));
         if (coll < -1 || coll >= static_cast<int32_t>(p.collectives.size()))
           Bad(i, "collective " + std::to_string(coll) + " not in [-1, " +
