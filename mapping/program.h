@@ -184,6 +184,14 @@ class Program {
   uint32_t transfer_shape_id(size_t i) const { return records_[i].detail; }
   int32_t collective(size_t i) const;
   const MemoryDetail& memory(size_t i) const { return memories_[records_[i].detail]; }
+  // Task i's Task::bytes (compute: SRAM bytes touched; transfer and memory: payload) without
+  // decoding the rest.
+  uint64_t bytes(size_t i) const {
+    const TaskRecord& r = records_[i];
+    return r.kind == TaskKind::kCompute    ? shapes_[r.detail].bytes
+           : r.kind == TaskKind::kTransfer ? transfer_shapes_[r.detail].bytes
+                                           : memories_[r.detail].bytes;
+  }
   int32_t func_op(size_t i) const { return func_of_.empty() ? -1 : func_of_[i]; }
 
   // The stored arrays. Task i's deps are dep_list()[dep_begin()[i], dep_begin()[i + 1]).

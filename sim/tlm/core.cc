@@ -88,9 +88,11 @@ Core::Core(sc_core::sc_module_name name, int id, RunState* state)
 }
 
 void Core::Ready(uint32_t task) {
-  const Task& t = st_->program.task(task);
+  // The record's fields, not Program::task (which decodes every field: a hot path).
+  const mapping::Program& p = st_->program;
+  const TaskKind kind = p.kind(task);
   st_->times[task].start_ps = NowPs();
-  if (t.kind == TaskKind::kCompute) {
+  if (kind == TaskKind::kCompute) {
     ready_.push(task);
     // Decide in the next delta so every task made ready at this time competes by id.
     if (running_ < 0) start_ev_.notify(sc_core::SC_ZERO_TIME);
@@ -98,14 +100,16 @@ void Core::Ready(uint32_t task) {
   }
   tlm::tlm_generic_payload* gp = Acquire();
   gp->set_address(task);
-  gp->set_command(t.kind == TaskKind::kMemory && !t.write ? tlm::TLM_READ_COMMAND : tlm::TLM_WRITE_COMMAND);
+  const bool memory = kind == TaskKind::kMemory;
+  const uint64_t bytes = p.bytes(task);
+  gp->set_command(memory && !p.memory(task).write ? tlm::TLM_READ_COMMAND : tlm::TLM_WRITE_COMMAND);
   gp->set_data_ptr(nullptr);
-  gp->set_data_length(static_cast<unsigned int>(std::min<uint64_t>(t.bytes, 0xffffffffu)));
+  gp->set_data_length(static_cast<unsigned int>(std::min<uint64_t>(bytes, 0xffffffffu)));
   gp->set_streaming_width(gp->get_data_length());
   gp->set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
   tlm::tlm_phase phase = tlm::BEGIN_REQ;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  const bool via_net = t.kind == TaskKind::kTransfer || st_->mem_via_net[task];
+  const bool via_net = kind == TaskKind::kTransfer || st_->mem_via_net[task];
   tlm::tlm_sync_enum status = via_net ? net_socket->nb_transport_fw(*gp, phase, delay)
                                       : mem_socket->nb_transport_fw(*gp, phase, delay);
   if (status != tlm::TLM_ACCEPTED && phase == tlm::BEGIN_RESP) peq_.notify(*gp, phase, delay);

@@ -17,8 +17,8 @@ Dram::Dram(sc_core::sc_module_name name, RunState* state)
 }
 
 Dram::Grant Dram::Reserve(uint32_t task, Ps now) {
-  const mapping::Task& t = st_->program.task(task);
-  const int ch = t.channel;
+  const mapping::MemoryDetail& t = st_->program.memory(task);
+  const int ch = static_cast<int>(t.channel);
   const Ps total = st_->chip.DramTime(ch, t.bytes);
   const Ps occupy = mapping::ChannelBusyTime(st_->chip, ch, t.bytes);
   const Ps start = std::max(now, free_[ch]);

@@ -113,14 +113,20 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
     waiting_.resize(bw_.size());
     in_busy_.resize(bw_.size());
   }
-  const mapping::Program::TaskRange tasks = st_->program.tasks();
-  route_of_.assign(tasks.size(), 0);
-  hops_of_.assign(tasks.size(), 0);
+  // The records' fields, not Program::task (which decodes every field of every task).
+  const mapping::Program& p = st_->program;
+  route_of_.assign(p.num_tasks(), 0);
+  hops_of_.assign(p.num_tasks(), 0);
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cache;  // lookup only
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const mapping::Task& t = tasks[i];
-    const bool memory = t.kind == mapping::TaskKind::kMemory && st_->mem_via_net[i];
-    if (t.kind != mapping::TaskKind::kTransfer && !memory) continue;
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    const mapping::TaskKind kind = p.kind(i);
+    const bool memory = kind == mapping::TaskKind::kMemory && st_->mem_via_net[i];
+    if (kind != mapping::TaskKind::kTransfer && !memory) continue;
+    struct {
+      int core, channel, dst_core;
+      bool write;
+    } t{p.core(i), memory ? p.memory(i).channel : -1, memory ? -1 : p.transfer(i).dst_core,
+        memory && p.memory(i).write};
     // Transfers by (src, dst); memory paths by (core, channel, write), tagged in bit 63.
     const uint64_t key = memory ? (uint64_t{1} << 63) | static_cast<uint64_t>(t.core) << 32 |
                                       static_cast<uint32_t>(t.channel) << 1 | (t.write ? 1u : 0u)
@@ -168,7 +174,9 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
                                             sc_core::sc_time&) {
   if (phase != tlm::BEGIN_REQ) return tlm::TLM_ACCEPTED;
   const uint32_t task = static_cast<uint32_t>(gp.get_address());
-  const mapping::Task& t = st_->program.task(task);
+  const mapping::Program& p = st_->program;
+  const mapping::TaskKind kind = p.kind(task);
+  const uint64_t bytes = p.bytes(task);
   uint32_t slot;
   if (free_slots_.empty()) {
     slot = static_cast<uint32_t>(messages_.size());
@@ -182,17 +190,17 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
   m.port = port;
   m.gp = &gp;
   m.route_begin = route_of_[task];
-  m.hops = t.bytes == 0 ? 0 : hops_of_[task];
-  m.bytes = t.bytes;
-  m.packets = static_cast<uint32_t>(std::max<uint64_t>(1, (t.bytes + packet_bytes_ - 1) / packet_bytes_));
+  m.hops = bytes == 0 ? 0 : hops_of_[task];
+  m.bytes = bytes;
+  m.packets = static_cast<uint32_t>(std::max<uint64_t>(1, (bytes + packet_bytes_ - 1) / packet_bytes_));
   m.arrived = 0;
   m.done_ps = NowPs();
   m.last_end.assign(m.hops, std::numeric_limits<Ps>::min());
   Ps inject = NowPs();
-  if (t.kind == mapping::TaskKind::kMemory) {
+  if (kind == mapping::TaskKind::kMemory) {
     if (!dram_) throw std::logic_error("tlm: network has memory traffic but no DRAM model");
     const Dram::Grant g = dram_->Reserve(task, inject);
-    const Ps latency = t.bytes == 0 ? 0 : st_->chip.channels()[t.channel].latency_ps;
+    const Ps latency = bytes == 0 ? 0 : st_->chip.channels()[p.memory(task).channel].latency_ps;
     const Ps at_channel = g.total - latency;
     const Ps first_link = m.hops == 0 ? 0 : CeilSerialisePs(m.bytes, bw_[route_links_[m.route_begin]]);
     inject = SatAdd(SatAdd(g.start, latency), std::max<Ps>(0, at_channel - first_link));
@@ -242,15 +250,17 @@ void Network::Inject(const Event& e) {
     Finish(m, e.slot);
     return;
   }
-  const mapping::Task& t = st_->program.task(m.task);
-  if (t.in_switch_gbps > 0) {
+  const mapping::Program& p = st_->program;
+  const double in_switch_gbps =
+      p.kind(m.task) == mapping::TaskKind::kTransfer ? p.transfer(m.task).in_switch_gbps : 0;
+  if (in_switch_gbps > 0) {
     // Through the switch engine (mapping/program.h): the source core's switch
     // port serialises its in-switch transfers; the links are not used.
     Ps latency = 0;
     for (uint32_t h = 0; h < m.hops; ++h) latency += lat_[route_links_[m.route_begin + h]];
-    Ps& port = port_free_[t.core];
+    Ps& port = port_free_[p.core(m.task)];
     const Ps start = std::max(e.t, port);
-    const Ps ser = CeilSerialisePs(m.bytes, t.in_switch_gbps);
+    const Ps ser = CeilSerialisePs(m.bytes, in_switch_gbps);
     port = ser > std::numeric_limits<Ps>::max() - start ? std::numeric_limits<Ps>::max() : start + ser;
     m.start_ps = start;
     m.done_ps =
