@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -402,12 +404,20 @@ TaskCosts CostsByKey(const LinkedProgram& costs) {
   return TaskCosts{costs.duration, costs.busy, costs.key, true, costs.first_link_of_key};
 }
 
-// The schedule (sim/schedule.h) with queues on links (links.h) over CostProgram's costs.
-EngineOutput ScheduleCosts(const mapping::Program& program, const arch::Chip& chip, LinkedProgram costs,
-                           EngineOutput out) {
-  out.tasks.resize(program.num_tasks());
-  Dispatcher scheduler(program, {}, static_cast<int>(chip.links().size()));
+// `cost(&out)`'s costs (CostProgram's) scheduled (sim/schedule.h) with queues on links
+// (links.h). The schedule's graph of dependents reads only the Program: with a spare core
+// (sim::UseSpareThread) it is built while the tasks are costed.
+EngineOutput CostAndSchedule(const mapping::Program& program, const arch::Chip& chip,
+                             const std::function<LinkedProgram(EngineOutput*)>& cost) {
+  const int links = static_cast<int>(chip.links().size());
+  std::future<Dispatcher> built;
+  if (UseSpareThread(program.num_tasks()))
+    built = std::async(std::launch::async, [&] { return Dispatcher(program, {}, links); });
+  EngineOutput out;
+  const LinkedProgram costs = cost(&out);
+  Dispatcher scheduler = built.valid() ? built.get() : Dispatcher(program, {}, links);
   scheduler.keep_order(false);
+  out.tasks.resize(program.num_tasks());
   out.contention = ScheduleOnLinks(costs.model, scheduler, CostsByKey(costs), &out);
   AddChannelWaits(program, out.tasks, &out.channels);
   return out;
@@ -417,9 +427,8 @@ EngineOutput ScheduleCosts(const mapping::Program& program, const arch::Chip& ch
 
 EngineOutput RunAnalytical(const mapping::Program& program, const AnalyticalPlan& plan,
                            const arch::Chip& chip) {
-  EngineOutput out;
-  LinkedProgram costs = CostProgram(program, plan, chip, &out);
-  return ScheduleCosts(program, chip, std::move(costs), std::move(out));
+  return CostAndSchedule(program, chip,
+                         [&](EngineOutput* out) { return CostProgram(program, plan, chip, out); });
 }
 
 EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::Chip& chip,
@@ -429,9 +438,7 @@ EngineOutput AnalyticalEngine::Run(const mapping::Program& program, const arch::
     if (!plan) throw std::invalid_argument("analytical engine: prepared by another engine");
     return RunAnalytical(program, *plan, chip);
   }
-  EngineOutput out;
-  LinkedProgram costs = PlanAndCost(program, chip, &out);
-  return ScheduleCosts(program, chip, std::move(costs), std::move(out));
+  return CostAndSchedule(program, chip, [&](EngineOutput* out) { return PlanAndCost(program, chip, out); });
 }
 
 Ps AnalyticalEngine::Makespan(const mapping::Program& program, const arch::Chip& chip) {
