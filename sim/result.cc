@@ -336,14 +336,41 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   const std::vector<mapping::TaskRecord>& tasks = program.records();  // kind, core, op
   const size_t n = tasks.size();
   // The energy and the critical path read only the Program and the times: with a spare core
-  // (sim::UseSpareThread) they are worked out meanwhile.
+  // (sim::UseSpareThread) they are worked out meanwhile, and so is half of the cores' busy time.
+  const bool spare = UseSpareThread(n);
   auto side_work = [&] {
     return std::pair{ComputeEnergy(program, chip, energy.dtype), CriticalPath(program, out.tasks)};
   };
   std::future<std::pair<ProgramEnergy, CriticalPathSplit>> side;
-  if (UseSpareThread(n)) side = std::async(std::launch::async, side_work);
-  const Ps total = out.makespan_ps;
+  if (spare) side = std::async(std::launch::async, side_work);
   const int num_cores = chip.num_cores();
+  // Each core's tasks, core by core in one array (core c's from core_begin[c]), in id order.
+  std::vector<size_t> core_begin(static_cast<size_t>(std::max(num_cores, 0)) + 1, 0);
+  for (size_t i = 0; i < n; ++i)
+    if (tasks[i].core >= 0 && tasks[i].core < num_cores) ++core_begin[tasks[i].core + 1];
+  for (size_t c = 1; c < core_begin.size(); ++c) core_begin[c] += core_begin[c - 1];
+  std::vector<uint32_t> core_tasks(core_begin.back());
+  {
+    std::vector<size_t> core_fill(core_begin.begin(), core_begin.end() - 1);
+    for (size_t i = 0; i < n; ++i)
+      if (tasks[i].core >= 0 && tasks[i].core < num_cores)
+        core_tasks[core_fill[tasks[i].core]++] = static_cast<uint32_t>(i);
+  }
+  // Cores [from, to)'s busy time: the union of their tasks' intervals.
+  std::vector<Ps> core_busy(static_cast<size_t>(std::max(num_cores, 0)), 0);
+  auto busy_of = [&](int from, int to) {
+    std::vector<std::pair<Ps, Ps>> intervals;  // one core's
+    for (int c = from; c < to; ++c) {
+      intervals.clear();
+      for (size_t k = core_begin[c]; k < core_begin[c + 1]; ++k)
+        intervals.emplace_back(out.tasks[core_tasks[k]].start_ps, out.tasks[core_tasks[k]].end_ps);
+      core_busy[c] = UnionLength(intervals);
+    }
+  };
+  const int half = spare ? num_cores / 2 : 0;
+  std::future<void> side_busy;
+  if (spare) side_busy = std::async(std::launch::async, busy_of, 0, half);
+  const Ps total = out.makespan_ps;
   const TaskTotals tt = Totals(program, program, chip, out);
   const std::vector<Span>& op_all = tt.op_all;
   const std::vector<Ps>& core_compute = tt.core_compute;
@@ -356,13 +383,6 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   const size_t num_ops = program.ops.size();
   std::vector<Span> op_comm(num_ops), op_mem(num_ops);
   std::vector<bool> coll_kernels(num_ops, false);  // ops run as a GPU's collective kernels
-  // Each core's tasks, core by core in one array (core c's from core_begin[c]), in id order.
-  std::vector<size_t> core_begin(static_cast<size_t>(std::max(num_cores, 0)) + 1, 0);
-  for (size_t i = 0; i < n; ++i)
-    if (tasks[i].core >= 0 && tasks[i].core < num_cores) ++core_begin[tasks[i].core + 1];
-  for (size_t c = 1; c < core_begin.size(); ++c) core_begin[c] += core_begin[c - 1];
-  std::vector<uint32_t> core_tasks(core_begin.back());
-  std::vector<size_t> core_fill(core_begin.begin(), core_begin.end() - 1);
   for (size_t i = 0; i < n; ++i) {
     const auto& t = tasks[i];
     const TaskTime& time = out.tasks[i];
@@ -370,11 +390,12 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     if (t.kind == TaskKind::kTransfer || coll) op_comm[t.op].Add(time.start_ps, time.end_ps);
     if (coll) coll_kernels[t.op] = true;
     if (t.kind == TaskKind::kMemory) op_mem[t.op].Add(time.start_ps, time.end_ps);
-    if (t.core >= 0 && t.core < num_cores) core_tasks[core_fill[t.core]++] = static_cast<uint32_t>(i);
   }
   const std::vector<Ps> op_compute = OpCompute(program, out);
+  busy_of(half, num_cores);
   // Named, not bound: clang 14 does not let a lambda capture a structured binding.
   const std::pair<ProgramEnergy, CriticalPathSplit> side_result = side.valid() ? side.get() : side_work();
+  if (side_busy.valid()) side_busy.get();
   const ProgramEnergy& pe = side_result.first;
   const CriticalPathSplit& path = side_result.second;
   // One op's row, or (`steps` > 0) the sum of the same op's rows over `steps` decode steps, the
@@ -472,15 +493,11 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
     ds->set_utilization(Ratio(u.busy_ps, total));
     ds->set_max_queue_ps(u.max_queue_ps);
   }
-  std::vector<std::pair<Ps, Ps>> intervals;  // one core's
   for (int c = 0; c < num_cores; ++c) {
     config::CoreStat* cs = r.add_cores();
     cs->set_core(static_cast<uint32_t>(c));
     cs->set_compute_ps(core_compute[c]);
-    intervals.clear();
-    for (size_t k = core_begin[c]; k < core_begin[c + 1]; ++k)
-      intervals.emplace_back(out.tasks[core_tasks[k]].start_ps, out.tasks[core_tasks[k]].end_ps);
-    cs->set_busy_ps(UnionLength(intervals));
+    cs->set_busy_ps(core_busy[c]);
     cs->set_utilization(Ratio(core_compute[c], total));
   }
 
