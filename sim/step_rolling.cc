@@ -46,6 +46,14 @@ class StepHandoff {
     last_ran_ = k;
     if (composer_waits_ && (last || ran_.size() >= kBatch)) composer_cv_.notify_one();
   }
+  // The composition: step k (the next) if it has run, without waiting.
+  bool TryRan(uint32_t k, Ps* horizon) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (ran_.empty() || ran_.front().first != k) return false;
+    *horizon = ran_.front().second;
+    ran_.pop_front();
+    return true;
+  }
   // The composition: waits for step k (the next); false when stopped.
   bool WaitRan(uint32_t k, Ps* horizon) {
     std::unique_lock<std::mutex> lock(m_);
@@ -217,23 +225,53 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   if (plan) run.set_masked(plan->from, plan->masked);
   if (!run.RunUntil(HB, &reason)) return fail(reason);
   // The schedule without queues on links, for the contention indicator when a flow waits:
-  // its makespan, on a second core where there is one (sim::UseSpareThread).
-  // `stop`: the run failed, nobody waits for it (a future's destructor joins its thread).
-  std::atomic<bool> stop{false};
-  auto unloaded_makespan = [&](std::string* why) -> std::optional<Ps> {
-    StepStream u(shape, B, qb, bB, L, N, cores, num_channels, num_links, nullptr, false, costs_of);
-    u.set_replay(opts.step_replay);
-    if (plan) u.set_masked(plan->from, plan->masked);
-    for (uint32_t k = HB; k <= N && !stop.load(std::memory_order_relaxed); ++k) {
-      if (!u.RunUntil(k, why)) return std::nullopt;
-      u.Take(k);
+  // its makespan, a step at a time (Step), on the thread that composes the steps where there
+  // is one (it runs a step whenever the next step to compose has not run yet), else on a
+  // second core of its own, else after the run.
+  struct Unloaded {
+    StepStream u;
+    uint32_t next;  // the next segment to run
+    const uint32_t last;
+    std::string why;
+    bool failed = false;
+    bool done() const { return failed || next > last; }
+    void Step() {
+      if (!u.RunUntil(next, &why)) {
+        failed = true;
+        return;
+      }
+      u.Take(next++);
     }
-    return u.total();
+    // Runs the rest; `stop`: give up (the run failed, nobody waits for it).
+    std::optional<Ps> Finish(const std::atomic<bool>& stop) {
+      while (!done() && !stop.load(std::memory_order_relaxed)) Step();
+      if (failed || !done()) return std::nullopt;
+      return u.total();
+    }
   };
-  std::string unloaded_why;
-  std::future<std::optional<Ps>> unloaded;
-  if (UseSpareThread(NB + uint64_t{N - HB} * n))
-    unloaded = std::async(std::launch::async, unloaded_makespan, &unloaded_why);
+  auto make_unloaded = [&] {
+    std::unique_ptr<Unloaded> x(new Unloaded{
+        StepStream(shape, B, qb, bB, L, N, cores, num_channels, num_links, nullptr, false, costs_of),
+        HB,
+        N,
+        {},
+        false});
+    x->u.set_replay(opts.step_replay);
+    if (plan) x->u.set_masked(plan->from, plan->masked);
+    return x;
+  };
+  // `stop`: the run failed, nobody waits for the schedule without queues (a future's
+  // destructor joins its thread).
+  std::atomic<bool> stop{false};
+  std::unique_ptr<Unloaded> unloaded;
+  std::future<std::optional<Ps>> unloaded_alone;
+  const bool compose_aside = UseSpareThread(uint64_t{N - HB} * n);
+  if (compose_aside) {
+    unloaded = make_unloaded();
+  } else if (UseSpareThread(NB + uint64_t{N - HB} * n)) {
+    unloaded = make_unloaded();
+    unloaded_alone = std::async(std::launch::async, [&] { return unloaded->Finish(stop); });
+  }
   struct StopOnExit {
     std::atomic<bool>& stop;
     ~StopOnExit() { stop = true; }
@@ -315,9 +353,11 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     run.Take(k);
     return true;
   };
-  if (UseSpareThread(uint64_t{N - HB} * n)) {
+  std::optional<Ps> unloaded_total;  // the composer's, where it ran the schedule without queues
+  if (compose_aside) {
     // The composition on a thread of its own, a step behind the schedule (which waits for a
-    // step's composition before it reuses the step's room).
+    // step's composition before it reuses the step's room); while the next step has not run,
+    // that thread runs the schedule without queues on links.
     // A side that fails or throws stops the other (the guard, destroyed before the future,
     // whose destructor joins the thread); the composer's exception is rethrown by get().
     StepHandoff handoff;
@@ -327,10 +367,14 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       try {
         for (uint32_t k = HB + 1; k <= N; ++k) {
           Ps horizon = 0;
-          if (!handoff.WaitRan(k, &horizon)) return;
+          bool got = false;
+          while (!unloaded->done() && !handoff.stopped() && !(got = handoff.TryRan(k, &horizon)))
+            unloaded->Step();
+          if (!got && !handoff.WaitRan(k, &horizon)) return;
           if (!compose_step(k, horizon, &compose_why)) return handoff.Stop();
           handoff.Took();
         }
+        unloaded_total = unloaded->Finish(stop);
       } catch (...) {
         handoff.Stop();
         throw;
@@ -390,12 +434,15 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   FinishResult(chip, tot, &res);
   // Where no flow waited, the schedule without queues on links is this one.
   std::optional<Ps> free = total;
-  if (unloaded.valid()) {
-    free = unloaded.get();
+  if (compose_aside) {
+    free = unloaded_total;
+  } else if (unloaded_alone.valid()) {
+    free = unloaded_alone.get();
   } else if (run.delayed()) {
-    free = unloaded_makespan(&unloaded_why);
+    unloaded = make_unloaded();
+    free = unloaded->Finish(stop);
   }
-  if (!free) return fail(unloaded_why + " (without queues on links)");
+  if (!free) return fail(unloaded->why + " (without queues on links)");
   res.mutable_summary()->set_contention(ContentionIndicator(total, run.delayed() ? *free : total));
   compose.FinishEnergy(chip);
   if (view && !opts.observe_steps.empty())
