@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "sim/dispatch_loop.h"
 #include "tests/mapping/program_test_util.h"
 
 namespace tpsim::sim {
@@ -267,6 +268,52 @@ TEST(Schedule, AnyAlgebra) {
   Depth d{std::vector<int>(p.num_tasks()), std::vector<int>(2), std::vector<int>(1)};
   ListSchedule(ProgramGraph{p, order}, d);
   EXPECT_EQ(d.end, (std::vector<int>{1, 2, 3, 2, 2, 1, 3, 4}));
+}
+
+// The event loop's running tasks (DispatchQueues' radix heap over end times): each TakeEnded
+// gives the next end time and every task that ends then, in id order, whatever the order
+// and spread of the pushes (times from 0 to 2^62 and negative, as Ps allows); an end at the
+// time just taken comes out at that time again; an end before it is refused.
+TEST(DispatchQueues, TakeEndedGivesTimesInOrderAndIdsInOrderWithinATime) {
+  DispatchQueues<uint32_t> q;
+  q.Reset(1, 0, 0);
+  EXPECT_TRUE(q.idle());
+  const std::vector<std::pair<Ps, uint32_t>> pushes = {
+      {40, 7}, {5, 3}, {40, 2}, {Ps{1} << 62, 9}, {5, 1}, {-8, 4}, {40, 5}, {6, 0}, {(Ps{1} << 62) - 1, 8}};
+  for (const auto& [end, id] : pushes) q.AddEnd(end, id);
+  EXPECT_FALSE(q.idle());
+  EXPECT_EQ(q.next_end(), -8);
+  std::vector<std::pair<Ps, std::vector<uint32_t>>> taken;
+  auto take = [&] {
+    Ps now = 0;
+    std::vector<uint32_t> ids;
+    EXPECT_TRUE(q.TakeEnded(&now, [&](uint32_t g) {
+      ids.push_back(g);
+      return true;
+    }));
+    taken.emplace_back(now, ids);
+  };
+  take();          // -8
+  take();          // 5
+  q.AddEnd(5, 6);  // ends at the time just taken (a task of duration 0)
+  EXPECT_EQ(q.next_end(), 5);
+  take();  // 5 again
+  EXPECT_THROW(q.AddEnd(4, 10), std::logic_error);
+  while (!q.idle()) take();
+  using T = std::vector<std::pair<Ps, std::vector<uint32_t>>>;
+  EXPECT_EQ(taken, (T{{-8, {4}},
+                      {5, {1, 3}},
+                      {5, {6}},
+                      {6, {0}},
+                      {40, {2, 5, 7}},
+                      {(Ps{1} << 62) - 1, {8}},
+                      {Ps{1} << 62, {9}}}));
+  q.Reset(1, 0, 0);  // from the start of time again
+  q.AddEnd(3, 1);
+  Ps now = 0;
+  EXPECT_TRUE(q.TakeEnded(&now, [](uint32_t) { return true; }));
+  EXPECT_EQ(now, 3);
+  EXPECT_TRUE(q.idle());
 }
 
 }  // namespace
