@@ -80,12 +80,7 @@ class DispatchQueues {
   }
   bool idle() const { return events_ == 0; }
   Ps next_end() const {  // not idle()
-    if (!bucket_[0].empty()) return bucket_[0].front().first;
-    size_t b = 1;
-    while (bucket_[b].empty()) ++b;
-    Ps end = bucket_[b].front().first;
-    for (const auto& e : bucket_[b]) end = std::min(end, e.first);
-    return end;
+    return bucket_[0].empty() ? Earliest().second : bucket_[0].front().first;
   }
   // To set up a state mid-schedule (sim::StepStream's replay, going back): after Reset, the
   // channels' and first links' free times, the busy cores, the compute tasks ready and
@@ -151,13 +146,10 @@ class DispatchQueues {
   template <class OnEnd>
   bool TakeEnded(Ps* now, OnEnd&& on_end) {
     if (bucket_[0].empty()) {
-      // The earliest end is the least of the first bucket that holds any: from there on its
-      // events differ from it below the bit they differed from the last time at.
-      size_t b = 1;
-      while (bucket_[b].empty()) ++b;
-      uint64_t least = Key(bucket_[b].front().first);
-      for (const auto& e : bucket_[b]) least = std::min(least, Key(e.first));
-      last_ = least;
+      // From the earliest end on, that bucket's events differ from it below the bit they
+      // differed from the last time at: each moves to a lower bucket.
+      const auto [b, least] = Earliest();
+      last_ = Key(least);
       for (const auto& e : bucket_[b]) bucket_[BucketOf(Key(e.first))].push_back(e);
       bucket_[b].clear();
     }
@@ -198,6 +190,15 @@ class DispatchQueues {
   // most 64 times, and the many tasks that end at one time are taken together.
   static uint64_t Key(Ps t) { return static_cast<uint64_t>(t) ^ (uint64_t{1} << 63); }  // in Ps's order
   size_t BucketOf(uint64_t key) const { return static_cast<size_t>(std::bit_width(key ^ last_)); }
+  // With bucket 0 empty and some event held: the first bucket that holds any, and the
+  // earliest end there (the earliest of all).
+  std::pair<size_t, Ps> Earliest() const {
+    size_t b = 1;
+    while (bucket_[b].empty()) ++b;
+    Ps end = bucket_[b].front().first;
+    for (const auto& e : bucket_[b]) end = std::min(end, e.first);
+    return {b, end};
+  }
   std::array<std::vector<std::pair<Ps, Id>>, 65> bucket_;
   std::vector<std::pair<Ps, Id>> taken_;
   size_t events_ = 0;

@@ -393,7 +393,8 @@ LinkedProgram CostProgram(const mapping::Program& program, const AnalyticalPlan&
                        std::move(first_link_of_key)};
 }
 
-// CostProgram with a plan made for this run and freed before the schedule allocates its own.
+// CostProgram with a plan made for this run and freed before the schedule's times and queues
+// are allocated (the schedule's dependents may be built meanwhile: CostAndSchedule).
 LinkedProgram PlanAndCost(const mapping::Program& program, const arch::Chip& chip, EngineOutput* out) {
   const auto plan = PlanAnalytical(program, chip);
   return CostProgram(program, *plan, chip, out);
