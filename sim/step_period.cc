@@ -54,14 +54,21 @@ bool Replay(const Program& p, const arch::Chip& chip,
 
 }  // namespace
 
-std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chip, Engine& engine,
+mapping::Program LowerStep(const Experiment& e, const arch::Chip& chip, uint32_t k) {
+  mapping::LowerOptions o;
+  o.skip_prefill = true;
+  o.decode_steps_only = {k};
+  return mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), o);
+}
+
+std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chip, Engine* engine,
                                       const StepTemplate& tpl, std::string* why) {
   const uint32_t HB = kPeriodHead + 2;
   StepHead h;
   mapping::LowerOptions o;
   for (uint32_t s = 1; s <= HB; ++s) o.decode_steps_only.push_back(s);
   h.program = mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), o);
-  h.timing = engine.Run(h.program, chip);
+  if (engine) h.timing = engine->Run(h.program, chip);
   if (h.timing.makespan_ps >= std::numeric_limits<Ps>::max()) {
     *why = "the head's times overflow";
     return std::nullopt;

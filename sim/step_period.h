@@ -66,8 +66,11 @@ struct StepHead {
   StepDeps deps;
   uint32_t steps_back = 0;
 };
-std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chip, Engine& engine,
+// `engine` null: B is not timed (StepHead::timing empty).
+std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chip, Engine* engine,
                                       const StepTemplate& tpl, std::string* why);
+// Decode step k lowered alone (mapping::LowerOptions::skip_prefill): a template's Program.
+mapping::Program LowerStep(const Experiment& e, const arch::Chip& chip, uint32_t k);
 
 // A memory plan that changes at decode step `from` (sim/step_reuse.cc): the steps before it are
 // `before`'s tasks, the template's less those `masked` marks (StepTemplate::Without); b_of_a:

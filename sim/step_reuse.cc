@@ -55,12 +55,7 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
 // which.
 uint32_t PlanChangeAt(const Experiment& e, const arch::Chip& chip, uint32_t first, uint32_t last, size_t na,
                       size_t nb, std::string* what) {
-  auto tasks_of = [&](uint32_t k) {
-    mapping::LowerOptions o;
-    o.skip_prefill = true;
-    o.decode_steps_only = {k};
-    return mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping(), o).num_tasks();
-  };
+  auto tasks_of = [&](uint32_t k) { return LowerStep(e, chip, k).num_tasks(); };
   uint32_t lo = first, hi = last;  // lo has na tasks, hi nb
   while (hi - lo > 1) {
     const uint32_t mid = lo + (hi - lo) / 2;
@@ -90,17 +85,13 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   if (!engine.ListSchedule()) return fail("the " + engine.name() + " engine does not list its schedule");
   if (steps <= kHeadSteps + 1) return fail("at most " + std::to_string(kHeadSteps + 1) + " decode steps");
   const uint32_t first = kHeadSteps + 1;  // the first step timed from `step`
-  Program head, step, last;
+  Program head;
   {
     mapping::LowerOptions o;
     for (uint32_t s = 1; s <= kHeadSteps; ++s) o.decode_steps_only.push_back(s);
     head = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
-    o.skip_prefill = true;
-    o.decode_steps_only = {first};
-    step = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
-    o.decode_steps_only = {steps};
-    last = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
   }
+  const Program step = LowerStep(e, chip, first), last = LowerStep(e, chip, steps);
   if (opts.on_stage) opts.on_stage("timing (decode steps reused)");
   StepTemplate tpl(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
   std::string reason;
@@ -112,12 +103,8 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
     if (from == 0) return fail(reason);
     // A template for the steps before the change and one from it on, the steps before it
     // timed as the later template less the tasks they lack (sim/step_rolling.h).
-    mapping::LowerOptions o;
-    o.skip_prefill = true;
-    o.decode_steps_only = {from - 1};
-    const Program before_last = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
-    o.decode_steps_only = {from};
-    const Program after = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+    const Program before_last = LowerStep(e, chip, from - 1);
+    const Program after = LowerStep(e, chip, from);
     StepTemplate a(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
     StepTemplate b(after, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
     PlanSwitch plan{&a, from, {}, {}};
@@ -126,7 +113,7 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
         !b.Without(a, &plan.masked, &plan.b_of_a, &no))
       return fail(reason + ": " + no);
     if (steps < kPeriodHead + 5) return fail(reason + ": fewer steps than step by step needs");
-    std::optional<StepHead> h = LowerStepHead(e, chip, engine, a, &no);
+    std::optional<StepHead> h = LowerStepHead(e, chip, &engine, a, &no);
     if (!h) return fail(reason + ": " + no);
     const EngineOutput after_out = engine.Run(after, chip);
     std::optional<RunOutput> r = RunRolling(e, chip, engine, opts, b, after_out, *h, &no, view, &plan);
@@ -147,7 +134,7 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
     std::string periodic =
         opts.step_by_step ? "not tried (RunOptions::step_by_step)" : "not tried (KV reads)";
     std::string lowered;
-    std::optional<StepHead> h = LowerStepHead(e, chip, engine, tpl, &lowered);
+    std::optional<StepHead> h = LowerStepHead(e, chip, &engine, tpl, &lowered);
     if (!h) return fail(not_separate + "; " + lowered);
     std::optional<RunOutput> r;
     if (!opts.step_by_step && !tpl.context_memory())
