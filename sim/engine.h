@@ -19,6 +19,9 @@ namespace tpsim::sim {
 
 using arch::Ps;  // picoseconds (arch/chip.h)
 
+struct StepSource;
+struct StepsOutput;
+
 struct TaskTime {
   Ps start_ps = 0;
   Ps end_ps = 0;
@@ -105,6 +108,11 @@ class Engine {
   // Where Run reports now and then how many of the Program's tasks are done (done, total), from
   // the thread that runs; empty: nowhere. Engines that report read it (the TLM engine).
   void set_progress(std::function<void(uint64_t, uint64_t)> f) { progress_ = std::move(f); }
+  // Times a run handed over step by step (sim/step_source.h) without holding it as one
+  // Program: the same times as Run on the unrolled Program. false with *why where the engine
+  // cannot stream it as the unrolled Program runs (the caller then lowers every step); the
+  // default, for engines that do not stream.
+  virtual bool RunSteps(const StepSource& source, const arch::Chip& chip, StepsOutput* out, std::string* why);
 
  protected:
   std::function<void(uint64_t, uint64_t)> progress_;

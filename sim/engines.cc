@@ -31,6 +31,11 @@ std::shared_ptr<const PreparedProgram> Engine::Prepare(const mapping::Program&, 
   return nullptr;
 }
 
+bool Engine::RunSteps(const StepSource&, const arch::Chip&, StepsOutput*, std::string* why) {
+  if (why) *why = "the " + name() + " engine does not time steps handed over one by one";
+  return false;
+}
+
 std::unique_ptr<Engine> MakeEngine(const std::string& name) {
   const EngineFactory* make = EngineRegistry::Get().Find(name);
   return make ? (*make)() : nullptr;

@@ -67,8 +67,8 @@ def module(path):
     if top == "sim":
         if len(parts) == 2:
             stem = parts[1].split(".")[0]
-            return {"engine": "engine", "engines": "engine", "schedule": "engine", "dispatch_loop": "engine", "result": "result", "energy": "result",
-                    "run": "run", "experiment": "run", "step_reuse": "run", "step_template": "run", "step_period": "run", "step_rolling": "run", "step_compose": "run", "step_stream": "run", "step_energy": "run",
+            return {"engine": "engine", "engines": "engine", "schedule": "engine", "dispatch_loop": "engine", "step_source": "engine", "result": "result", "energy": "result",
+                    "run": "run", "experiment": "run", "step_reuse": "run", "step_template": "run", "step_period": "run", "step_rolling": "run", "step_compose": "run", "step_stream": "run", "step_streamed": "run", "step_energy": "run",
                     "sampled_run": "run", "microbench": "microbench"}.get(stem)
         return {"analytical": "analytical", "tlm": "tlm", "sweep": "sweep", "serving": "serving",
                 "cli": "cli", "agree": "agree", "search": "search"}.get(parts[1])

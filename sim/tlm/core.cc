@@ -13,63 +13,6 @@ namespace tpsim::sim::tlm_model {
 using mapping::Task;
 using mapping::TaskKind;
 
-RunState::RunState(const mapping::Program& p, const arch::Chip& c)
-    : program(p), chip(c), times(p.num_tasks()), unmet(p.num_tasks(), 0), done(p.num_tasks(), 0) {
-  const size_t n = p.num_tasks();
-  first_dependent.assign(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
-    unmet[i] = static_cast<uint32_t>(p.deps(i).size());
-    for (uint32_t d : p.deps(i)) {
-      if (d < n) ++first_dependent[d + 1];
-    }
-  }
-  for (size_t i = 0; i < n; ++i) first_dependent[i + 1] += first_dependent[i];
-  mem_via_net.assign(n, 0);
-  std::map<std::tuple<int, int, bool>, bool> via;  // (core, channel, write) -> has a path
-  for (size_t i = 0; i < n; ++i) {
-    if (p.kind(i) != TaskKind::kMemory) continue;
-    const mapping::MemoryDetail& m = p.memory(i);
-    const mapping::Task t{
-        .kind = TaskKind::kMemory, .core = p.core(i), .channel = m.channel, .write = m.write};
-    auto [it, inserted] = via.try_emplace({t.core, t.channel, t.write}, false);
-    if (inserted) it->second = !c.MemoryPath(t.core, t.channel, t.write).empty();
-    mem_via_net[i] = it->second;
-  }
-  dependents.resize(first_dependent[n]);
-  std::vector<uint32_t> fill(first_dependent.begin(), first_dependent.end() - 1);
-  for (size_t i = 0; i < n; ++i) {
-    for (uint32_t d : p.deps(i)) {
-      if (d < n) dependents[fill[d]++] = static_cast<uint32_t>(i);
-    }
-  }
-}
-
-void RunState::StopOnOverflow(uint32_t task) {
-  times[task].end_ps = std::numeric_limits<Ps>::max();
-  if (overflow_task >= 0) return;  // already stopping on an earlier one
-  overflow_task = task;
-  // sc_stop reports "Simulation stopped by user." as an info of type /OSCI/SystemC on stdout.
-  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-  sc_core::sc_stop();
-}
-
-void RunState::Complete(uint32_t task, Ps now_ps) {
-  if (now_ps < 0) {  // the kernel's unsigned clock went past 2^63 ps (a DRAM or network delay)
-    StopOnOverflow(task);
-    return;
-  }
-  done[task] = 1;
-  times[task].end_ps = now_ps;
-  ++completed;
-  if (progress && completed % kProgressTasks == 0) (*progress)(completed, times.size());
-  for (uint32_t k = first_dependent[task]; k < first_dependent[task + 1]; ++k) {
-    uint32_t j = dependents[k];
-    if (--unmet[j] == 0) cores[program.core(j)]->Ready(j);
-  }
-}
-
-Ps NowPs() { return static_cast<Ps>(sc_core::sc_time_stamp().value()); }
-
 Core::Core(sc_core::sc_module_name name, int id, RunState* state)
     : sc_module(name),
       net_socket("net"),
@@ -87,41 +30,41 @@ Core::Core(sc_core::sc_module_name name, int id, RunState* state)
   dont_initialize();
 }
 
-void Core::Ready(uint32_t task) {
+void Core::Ready(TaskRef task) {
   // The record's fields, not Program::task (which decodes every field: a hot path).
-  const mapping::Program& p = st_->program;
-  const TaskKind kind = p.kind(task);
-  st_->times[task].start_ps = NowPs();
+  const TaskKind kind = st_->kind(task);
+  st_->Issued(task, NowPs());
   if (kind == TaskKind::kCompute) {
     ready_.push(task);
     // Decide in the next delta so every task made ready at this time competes by id.
-    if (running_ < 0) start_ev_.notify(sc_core::SC_ZERO_TIME);
+    if (running_ == kIdle) start_ev_.notify(sc_core::SC_ZERO_TIME);
     return;
   }
   tlm::tlm_generic_payload* gp = Acquire();
   gp->set_address(task);
   const bool memory = kind == TaskKind::kMemory;
-  const uint64_t bytes = p.bytes(task);
-  gp->set_command(memory && !p.memory(task).write ? tlm::TLM_READ_COMMAND : tlm::TLM_WRITE_COMMAND);
+  const uint64_t bytes = st_->bytes(task);
+  const bool write = memory && st_->ProgramOf(task).memory(RunState::IndexOf(task)).write;
+  gp->set_command(memory && !write ? tlm::TLM_READ_COMMAND : tlm::TLM_WRITE_COMMAND);
   gp->set_data_ptr(nullptr);
   gp->set_data_length(static_cast<unsigned int>(std::min<uint64_t>(bytes, 0xffffffffu)));
   gp->set_streaming_width(gp->get_data_length());
   gp->set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
   tlm::tlm_phase phase = tlm::BEGIN_REQ;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  const bool via_net = kind == TaskKind::kTransfer || st_->mem_via_net[task];
+  const bool via_net = kind == TaskKind::kTransfer || st_->via_net(task);
   tlm::tlm_sync_enum status = via_net ? net_socket->nb_transport_fw(*gp, phase, delay)
                                       : mem_socket->nb_transport_fw(*gp, phase, delay);
   if (status != tlm::TLM_ACCEPTED && phase == tlm::BEGIN_RESP) peq_.notify(*gp, phase, delay);
 }
 
 void Core::StartNext() {
-  if (running_ >= 0 || ready_.empty()) return;
-  uint32_t task = ready_.top();
+  if (running_ != kIdle || ready_.empty()) return;
+  const TaskRef task = ready_.top();
   ready_.pop();
   running_ = task;
-  st_->times[task].start_ps = NowPs();
-  const Ps dur = mapping::KernelTime(st_->chip, st_->program, st_->program.shape(task));
+  st_->Started(task, NowPs());
+  const Ps dur = st_->ComputeTime(task);
   if (NowPs() < 0 || dur >= std::numeric_limits<Ps>::max() - NowPs()) {
     st_->StopOnOverflow(task);
     return;
@@ -130,8 +73,8 @@ void Core::StartNext() {
 }
 
 void Core::ComputeDone() {
-  uint32_t task = static_cast<uint32_t>(running_);
-  running_ = -1;
+  const TaskRef task = running_;
+  running_ = kIdle;
   st_->Complete(task, NowPs());
   StartNext();
 }
@@ -146,7 +89,7 @@ tlm::tlm_sync_enum Core::nb_transport_bw(tlm::tlm_generic_payload& gp, tlm::tlm_
 }
 
 void Core::OnResponse(tlm::tlm_generic_payload& gp, const tlm::tlm_phase&) {
-  uint32_t task = static_cast<uint32_t>(gp.get_address());
+  const TaskRef task = gp.get_address();
   free_.push_back(&gp);
   st_->Complete(task, NowPs());
 }

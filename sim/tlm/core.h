@@ -24,7 +24,7 @@ class Core : public sc_core::sc_module {
   tlm_utils::simple_initiator_socket<Core> mem_socket;
 
   // `task` (bound to this core) has all its deps done at the current time.
-  void Ready(uint32_t task);
+  void Ready(TaskRef task);
   int id() const { return id_; }  // the core's index on the chip
 
  private:
@@ -37,8 +37,9 @@ class Core : public sc_core::sc_module {
 
   int id_;
   RunState* st_;
-  std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> ready_;
-  int64_t running_ = -1;
+  std::priority_queue<TaskRef, std::vector<TaskRef>, std::greater<TaskRef>> ready_;
+  TaskRef running_ = kIdle;
+  static constexpr TaskRef kIdle = ~TaskRef{0};
   sc_core::sc_event start_ev_;
   sc_core::sc_event done_ev_;
   tlm_utils::peq_with_cb_and_phase<Core> peq_;

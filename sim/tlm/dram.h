@@ -26,7 +26,7 @@ class Dram : public sc_core::sc_module {
   struct Grant {
     Ps start = 0, total = 0;
   };
-  Grant Reserve(uint32_t task, Ps now);
+  Grant Reserve(TaskRef task, Ps now);
 
  private:
   tlm::tlm_sync_enum nb_transport_fw(int port, tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,

@@ -114,13 +114,14 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
     in_busy_.resize(bw_.size());
   }
   // The records' fields, not Program::task (which decodes every field of every task).
-  const mapping::Program& p = st_->program;
-  route_of_.assign(p.num_tasks(), 0);
-  hops_of_.assign(p.num_tasks(), 0);
+  route_of_.assign(st_->records(), 0);
+  hops_of_.assign(st_->records(), 0);
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cache;  // lookup only
-  for (size_t i = 0; i < p.num_tasks(); ++i) {
+  for (size_t r = 0; r < st_->records(); ++r) {
+    const auto [q, i] = st_->RecordAt(r);
+    const mapping::Program& p = *q;
     const mapping::TaskKind kind = p.kind(i);
-    const bool memory = kind == mapping::TaskKind::kMemory && st_->mem_via_net[i];
+    const bool memory = kind == mapping::TaskKind::kMemory && st_->mem_via_net[r];
     if (kind != mapping::TaskKind::kTransfer && !memory) continue;
     struct {
       int core, channel, dst_core;
@@ -165,18 +166,17 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
       }
       it = cache.emplace(key, entry).first;
     }
-    route_of_[i] = it->second.first;
-    hops_of_[i] = it->second.second;
+    route_of_[r] = it->second.first;
+    hops_of_[r] = it->second.second;
   }
 }
 
 tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
                                             sc_core::sc_time&) {
   if (phase != tlm::BEGIN_REQ) return tlm::TLM_ACCEPTED;
-  const uint32_t task = static_cast<uint32_t>(gp.get_address());
-  const mapping::Program& p = st_->program;
-  const mapping::TaskKind kind = p.kind(task);
-  const uint64_t bytes = p.bytes(task);
+  const TaskRef task = gp.get_address();
+  const mapping::TaskKind kind = st_->kind(task);
+  const uint64_t bytes = st_->bytes(task);  // a KV read's at its step's context
   uint32_t slot;
   if (free_slots_.empty()) {
     slot = static_cast<uint32_t>(messages_.size());
@@ -189,8 +189,8 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
   m.task = task;
   m.port = port;
   m.gp = &gp;
-  m.route_begin = route_of_[task];
-  m.hops = bytes == 0 ? 0 : hops_of_[task];
+  m.route_begin = route_of_[st_->Record(task)];
+  m.hops = bytes == 0 ? 0 : hops_of_[st_->Record(task)];
   m.bytes = bytes;
   m.packets = static_cast<uint32_t>(std::max<uint64_t>(1, (bytes + packet_bytes_ - 1) / packet_bytes_));
   m.arrived = 0;
@@ -200,7 +200,8 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
   if (kind == mapping::TaskKind::kMemory) {
     if (!dram_) throw std::logic_error("tlm: network has memory traffic but no DRAM model");
     const Dram::Grant g = dram_->Reserve(task, inject);
-    const Ps latency = bytes == 0 ? 0 : st_->chip.channels()[p.memory(task).channel].latency_ps;
+    const int channel = st_->ProgramOf(task).memory(RunState::IndexOf(task)).channel;
+    const Ps latency = bytes == 0 ? 0 : st_->chip.channels()[channel].latency_ps;
     const Ps at_channel = g.total - latency;
     const Ps first_link = m.hops == 0 ? 0 : CeilSerialisePs(m.bytes, bw_[route_links_[m.route_begin]]);
     inject = SatAdd(SatAdd(g.start, latency), std::max<Ps>(0, at_channel - first_link));
@@ -211,7 +212,7 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
   return tlm::TLM_UPDATED;
 }
 
-void Network::Schedule(const Event& e, uint32_t owner) {
+void Network::Schedule(const Event& e, TaskRef owner) {
   if (e.t >= kMaxPs) {
     st_->StopOnOverflow(owner);
     return;
@@ -250,15 +251,15 @@ void Network::Inject(const Event& e) {
     Finish(m, e.slot);
     return;
   }
-  const mapping::Program& p = st_->program;
-  const double in_switch_gbps =
-      p.kind(m.task) == mapping::TaskKind::kTransfer ? p.transfer(m.task).in_switch_gbps : 0;
+  const mapping::Program& p = st_->ProgramOf(m.task);
+  const uint32_t i = RunState::IndexOf(m.task);
+  const double in_switch_gbps = p.kind(i) == mapping::TaskKind::kTransfer ? p.transfer(i).in_switch_gbps : 0;
   if (in_switch_gbps > 0) {
     // Through the switch engine (mapping/program.h): the source core's switch
     // port serialises its in-switch transfers; the links are not used.
     Ps latency = 0;
     for (uint32_t h = 0; h < m.hops; ++h) latency += lat_[route_links_[m.route_begin + h]];
-    Ps& port = port_free_[p.core(m.task)];
+    Ps& port = port_free_[p.core(i)];
     const Ps start = std::max(e.t, port);
     const Ps ser = CeilSerialisePs(m.bytes, in_switch_gbps);
     port = ser > std::numeric_limits<Ps>::max() - start ? std::numeric_limits<Ps>::max() : start + ser;

@@ -57,7 +57,7 @@ class Network : public sc_core::sc_module {
 
  private:
   struct Message {
-    uint32_t task = 0;
+    TaskRef task = 0;
     int port = 0;
     tlm::tlm_generic_payload* gp = nullptr;
     uint32_t route_begin = 0, hops = 0;
@@ -73,7 +73,7 @@ class Network : public sc_core::sc_module {
   // or (packet == kInject) a message starting at `t`.
   struct Event {
     Ps t;
-    uint32_t task;
+    TaskRef task;
     uint32_t packet;
     uint32_t slot;
     uint32_t hop;
@@ -105,7 +105,7 @@ class Network : public sc_core::sc_module {
   uint64_t PacketBytes(const Message& m, uint32_t p) const;
   Ps Serialise(const Message& m, uint32_t p, int link) const;
   // Adds e to the events; an event at the saturated clock stops the run on `owner`'s task.
-  void Schedule(const Event& e, uint32_t owner);
+  void Schedule(const Event& e, TaskRef owner);
   void Schedule(const Event& e) { Schedule(e, e.task); }
 
   RunState* st_;
@@ -130,8 +130,8 @@ class Network : public sc_core::sc_module {
   };
   std::vector<std::deque<Waiter>> waiting_;
   std::vector<std::vector<std::pair<Ps, Ps>>> in_busy_;  // per input port: booked [start, end)
-  std::vector<uint32_t> route_of_;  // per task: offset into route_links_ (transfers, memory via links)
-  std::vector<uint32_t> hops_of_;
+  std::vector<uint32_t> route_of_;  // per record (RunState::Record): offset into route_links_
+  std::vector<uint32_t> hops_of_;   // (transfers, memory via links)
   std::vector<Ps> link_free_;
   std::vector<Ps> port_free_;  // per core: when its switch port is free (in-switch transfers)
   std::vector<LinkUsage> usage_;

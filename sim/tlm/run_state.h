@@ -1,46 +1,167 @@
 #pragma once
-// State shared by the modules of one TLM run: the Program, the chip, task
-// times and the dependency counters. Plain C++; owned by the engine's Run.
+// State shared by the modules of one TLM run: the tasks, the chip, task times and the
+// dependency counters. Plain C++; owned by the engine's Run or RunSteps.
+//
+// A run is a Program, or a head Program and decode steps made from a template (StepSource,
+// sim/step_source.h; TlmEngine::RunSteps): then a step's tasks exist in one of a ring of
+// slots from when one of their deps ends until the step has ended and been handed out, and
+// the critical path is carried forward task by task (sim::CriticalPath's rule: each task's
+// split is its enabler's plus its own part), since no Program holds the whole run's times.
 
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "arch/chip.h"
 #include "mapping/program.h"
 #include "sim/engine.h"
+#include "sim/schedule.h"
+#include "sim/step_source.h"
 
 namespace tpsim::sim::tlm_model {
 
 class Core;
 
+// A task of the run: its id in a Program; streamed, the head's id or (decode step << 32 | task
+// of the template), which order as the unrolled Program's ids.
+using TaskRef = uint64_t;
+
 struct RunState {
   RunState(const mapping::Program& p, const arch::Chip& c);
+  // Streamed steps; `stream_why` says why the source cannot be streamed (then nothing runs).
+  RunState(const StepSource& s, const arch::Chip& c);
 
-  const mapping::Program& program;
+  const mapping::Program& program;  // the Program, or the head
   const arch::Chip& chip;
-  std::vector<TaskTime> times;
+  const StepSource* source = nullptr;
+  std::vector<Core*> cores;
+
+  // A task's Program (the head's or the template's) and its index there.
+  bool InStep(TaskRef t) const { return (t >> 32) != 0; }
+  const mapping::Program& ProgramOf(TaskRef t) const { return InStep(t) ? *source->step : program; }
+  static uint32_t IndexOf(TaskRef t) { return static_cast<uint32_t>(t); }
+  // Per-task fields that every step shares are kept per record (the head's tasks, then the
+  // template's); times and counters per slot.
+  size_t Record(TaskRef t) const { return InStep(t) ? head_tasks_ + IndexOf(t) : t; }
+  size_t SlotOf(TaskRef t) const {
+    return InStep(t) ? head_tasks_ + ((t >> 32) & slot_mask_) * step_tasks_ + IndexOf(t) : t;
+  }
+  mapping::TaskKind kind(TaskRef t) const { return ProgramOf(t).kind(IndexOf(t)); }
+  int core(TaskRef t) const { return ProgramOf(t).core(IndexOf(t)); }
+  // Its bytes (a KV read's at its step's context).
+  uint64_t bytes(TaskRef t) const {
+    return InStep(t) && source->context[IndexOf(t)] ? step_bytes_[SlotOf(t)] : ProgramOf(t).bytes(IndexOf(t));
+  }
+  // A compute task's duration (mapping::KernelTime at its step's context).
+  Ps ComputeTime(TaskRef t) const;
+  bool via_net(TaskRef t) const { return mem_via_net[Record(t)]; }
+  TaskTime& time(TaskRef t) { return times[SlotOf(t)]; }
+  // The records, for the modules' per-task tables: record r's Program and index there.
+  size_t records() const { return mem_via_net.size(); }
+  std::pair<const mapping::Program*, uint32_t> RecordAt(size_t r) const {
+    return r < head_tasks_ ? std::pair{&program, static_cast<uint32_t>(r)}
+                           : std::pair{source->step, static_cast<uint32_t>(r - head_tasks_)};
+  }
+  // The unrolled Program's id of a task.
+  uint64_t UnrolledId(TaskRef t) const;
+
+  std::vector<TaskTime> times;  // per slot
   std::vector<uint32_t> unmet;  // deps not yet completed (out-of-range deps never are)
   std::vector<uint8_t> done;
-  std::vector<uint32_t> first_dependent;  // CSR over tasks: dependents[first_dependent[i] ..
-  std::vector<uint32_t> dependents;       //                             first_dependent[i + 1])
-  std::vector<Core*> cores;
   // A compute task whose end would pass the 64-bit picosecond clock: the simulation stops
   // there (sc_stop) with that task's end at the clock's maximum, and the run pipeline
   // reports it (sim::TimeOverflowError) instead of the engine spinning on wrapped times.
   int64_t overflow_task = -1;
   // Records `task` as ending past the clock and stops the simulation (first one only).
-  void StopOnOverflow(uint32_t task);
+  void StopOnOverflow(TaskRef task);
   // Memory tasks whose data crosses network links (arch::Chip::MemoryPath not
-  // empty): the network carries them, behind their channel's service.
+  // empty), per record: the network carries them, behind their channel's service.
   std::vector<uint8_t> mem_via_net;
-  size_t completed = 0;
+  uint64_t completed = 0, total = 0;
   // Engine::set_progress's, told (completed, tasks) every kProgressTasks tasks; may be null.
   const std::function<void(uint64_t, uint64_t)>* progress = nullptr;
   static constexpr size_t kProgressTasks = 4096;
 
+  // `task` is handed to its core at the current time (its start, until a compute task starts).
+  void Issued(TaskRef task, Ps now_ps);
+  // Compute task `task` starts on its core now.
+  void Started(TaskRef task, Ps now_ps);
   // Marks `task` done at `now_ps` and hands each task it unblocks to its core.
-  void Complete(uint32_t task, Ps now_ps);
+  void Complete(TaskRef task, Ps now_ps);
+  // Hands the tasks without deps to their cores (at time 0).
+  void Kickoff();
+  // After the simulation: the tasks not done, per core (the stall report).
+  std::string Stuck() const;
+
+  // Streamed: why the run cannot go on as the unrolled Program's (empty: it can), the
+  // critical path's split and the makespan.
+  std::string stream_why;
+  CriticalPathSplit path() const { return last_.split; }
+  Ps makespan() const { return last_.task == kNone ? 0 : last_.end; }
+
+ private:
+  static constexpr TaskRef kNone = std::numeric_limits<TaskRef>::max();
+  static constexpr Ps kPending = std::numeric_limits<Ps>::max();  // an Ended's end, not ended yet
+  // A task (its end and critical-path split) that may enable another.
+  struct Ended {
+    TaskRef task = kNone;
+    Ps end = 0;
+    CriticalPathSplit split;
+  };
+  // A streamed task's enablers so far: its latest-ending dep (the lowest id on ties) and its
+  // queue's previous task once that one ended; `next`: a memory task's next on its channel.
+  struct PathState {
+    Ended dep, prev;
+    TaskRef next = kNone;
+  };
+  // The last task issued to a channel or started on a core (by time, then id: sim::
+  // CriticalPath's queue order), and whether it ended.
+  struct QueueLast {
+    TaskRef task = kNone;
+    Ps start = 0;
+    bool ended = false;
+    Ended at;
+  };
+  void Fail(const std::string& why);
+  void Unblock(TaskRef from, const Ended& e, TaskRef j);
+  bool Ensure(uint32_t k);
+  void HandOut();
+  void StreamComplete(TaskRef task, Ps now_ps);
+  Ps Horizon(uint32_t k) const;
+
+  // Streamed (the Program's run has one head, no steps):
+  size_t head_tasks_ = 0, step_tasks_ = 0;
+  uint64_t slot_mask_ = 0;
+  std::vector<uint32_t> first_dependent;  // the head's dependents (CSR, in id order)
+  std::vector<uint32_t> dependents;
+  std::vector<uint32_t> step_dep_begin_, step_dependents_;  // the template's, in the step
+  std::vector<uint32_t> step_unmet_;                        // the template's deps, per task
+  std::vector<uint8_t> path_kind_;                          // per record (sim::PathKind)
+  std::vector<Ps> duration_;                                // per record: compute tasks' KernelTime
+  std::vector<Ps> step_duration_;                           // per slot: a context task's
+  std::vector<uint64_t> step_bytes_;
+  std::vector<PathState> path_;  // per slot
+  struct Slot {
+    uint32_t step = 0;  // 0: free
+    uint32_t ended = 0;
+    bool issued = false;
+    Ps first_issue = 0;
+  };
+  std::vector<Slot> slots_;
+  std::vector<Ps> at_duration_;  // StepSource::at's room
+  std::vector<uint64_t> at_bytes_;
+  uint64_t head_ended_ = 0;
+  bool head_out_ = false;
+  uint32_t next_out_ = 0;  // the next step to hand out
+  std::vector<QueueLast> core_last_, channel_last_;
+  // Per channel: requests that ended before the one before them on their channel, that one
+  // not ended yet, with their end (sim::CriticalPath takes that one only if it ends no later).
+  std::vector<std::vector<std::pair<TaskRef, Ps>>> channel_early_;
+  std::vector<std::vector<TaskRef>> channel_now_;  // per channel: the requests issued at its last time
+  Ended last_;                                     // the last task to end (the lowest id on ties)
 };
 
 // Current SystemC time in picoseconds (the resolution is 1 ps).

@@ -1,14 +1,13 @@
 #include "sim/tlm/tlm_engine.h"
 
 #include <cstdlib>
-#include <map>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <systemc>
 #include <vector>
 
+#include "sim/step_source.h"
 #include "sim/tlm/core.h"
 #include "sim/tlm/dram.h"
 #include "sim/tlm/network.h"
@@ -22,8 +21,6 @@ namespace tpsim::sim {
 
 namespace {
 
-using mapping::Task;
-using mapping::TaskKind;
 using tlm_model::Core;
 using tlm_model::RunState;
 
@@ -34,25 +31,9 @@ class Kickoff : public sc_core::sc_module {
   Kickoff(sc_core::sc_module_name name, RunState* st) : sc_module(name), st_(st) { SC_METHOD(Go); }
 
  private:
-  void Go() {
-    for (size_t i = 0; i < st_->unmet.size(); ++i) {
-      if (st_->unmet[i] == 0) st_->cores[st_->program.core(i)]->Ready(static_cast<uint32_t>(i));
-    }
-  }
+  void Go() { st_->Kickoff(); }
   RunState* st_;
 };
-
-const char* KindName(TaskKind k) {
-  switch (k) {
-    case TaskKind::kCompute:
-      return "compute";
-    case TaskKind::kTransfer:
-      return "transfer";
-    case TaskKind::kMemory:
-      return "memory";
-  }
-  return "?";
-}
 
 void Validate(const mapping::Program& p, const arch::Chip& chip) {
   const int cores = chip.num_cores();
@@ -61,34 +42,31 @@ void Validate(const mapping::Program& p, const arch::Chip& chip) {
   mapping::VerifyFits(p, cores, channels);
 }
 
-std::string StallReport(const RunState& st) {
-  constexpr int kPerCore = 8;
-  const mapping::Program::TaskRange tasks = st.program.tasks();
-  std::map<int, std::vector<uint32_t>> stuck;  // by core, ids ascending
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    if (!st.done[i]) stuck[tasks[i].core].push_back(static_cast<uint32_t>(i));
+// The modules of one run over `st`, simulated to the end; the links' and channels' use into
+// `out`; the stall report when tasks are left (empty when none is, or the run stopped).
+std::string Simulate(RunState& st, const arch::Chip& chip, uint64_t packet_bytes, EngineOutput* out) {
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+  // A fresh simulation context for every run (as DRAMSys's test fixture does).
+  sc_core::sc_get_curr_simcontext()->reset();
+  sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
+  std::vector<std::unique_ptr<Core>> cores;
+  for (int c = 0; c < chip.num_cores(); ++c) {
+    cores.push_back(std::make_unique<Core>(("core" + std::to_string(c)).c_str(), c, &st));
+    st.cores.push_back(cores.back().get());
   }
-  std::ostringstream os;
-  os << "tlm: simulation stalled at " << tlm_model::NowPs() << " ps with " << (tasks.size() - st.completed)
-     << " of " << tasks.size() << " tasks not done";
-  for (const auto& [core, ids] : stuck) {
-    os << "\n  core " << core << ":";
-    for (size_t k = 0; k < ids.size() && k < kPerCore; ++k) {
-      const Task& t = tasks[ids[k]];
-      os << "\n    task " << t.id << " " << KindName(t.kind) << " op " << t.op;
-      if (t.op < st.program.ops.size()) os << " (" << st.program.ops[t.op].ref.op << ")";
-      os << " waits on";
-      for (uint32_t d : st.program.deps(ids[k])) {
-        if (d >= tasks.size()) {
-          os << " " << d << " (no such task)";
-        } else if (!st.done[d]) {
-          os << " " << d;
-        }
-      }
-    }
-    if (ids.size() > kPerCore) os << "\n    ... and " << ids.size() - kPerCore << " more";
+  tlm_model::Network net("network", &st, packet_bytes);
+  tlm_model::Dram dram("dram", &st);
+  net.set_dram(&dram);
+  for (auto& core : cores) {
+    core->net_socket.bind(net.socket);
+    core->mem_socket.bind(dram.socket);
   }
-  return os.str();
+  Kickoff kickoff("kickoff", &st);
+  sc_core::sc_start();
+  out->links = net.usage();
+  out->channels = dram.usage();
+  if (st.completed != st.total && st.overflow_task < 0 && st.stream_why.empty()) return st.Stuck();
+  return "";
 }
 
 class TlmEngine : public Engine {
@@ -98,6 +76,8 @@ class TlmEngine : public Engine {
   std::string name() const override { return "tlm"; }
   // Nothing to prepare: every run builds its modules from the Program.
   EngineOutput Run(const mapping::Program& program, const arch::Chip& chip, const PreparedProgram*) override;
+  bool RunSteps(const StepSource& source, const arch::Chip& chip, StepsOutput* out,
+                std::string* why) override;
 
  private:
   uint64_t packet_bytes_;
@@ -105,39 +85,38 @@ class TlmEngine : public Engine {
 
 EngineOutput TlmEngine::Run(const mapping::Program& program, const arch::Chip& chip, const PreparedProgram*) {
   Validate(program, chip);
-  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
-  // A fresh simulation context for every run (as DRAMSys's test fixture does).
-  sc_core::sc_get_curr_simcontext()->reset();
-  sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
-
   RunState st(program, chip);
   if (progress_) st.progress = &progress_;
   EngineOutput out;
-  std::string stall;
-  {
-    std::vector<std::unique_ptr<Core>> cores;
-    for (int c = 0; c < chip.num_cores(); ++c) {
-      cores.push_back(std::make_unique<Core>(("core" + std::to_string(c)).c_str(), c, &st));
-      st.cores.push_back(cores.back().get());
-    }
-    tlm_model::Network net("network", &st, packet_bytes_);
-    tlm_model::Dram dram("dram", &st);
-    net.set_dram(&dram);
-    for (auto& core : cores) {
-      core->net_socket.bind(net.socket);
-      core->mem_socket.bind(dram.socket);
-    }
-    Kickoff kickoff("kickoff", &st);
-    sc_core::sc_start();
-
-    out.tasks = st.times;
-    out.links = net.usage();
-    out.channels = dram.usage();
-    for (const TaskTime& t : out.tasks) out.makespan_ps = std::max(out.makespan_ps, t.end_ps);
-    if (st.completed != program.num_tasks() && st.overflow_task < 0) stall = StallReport(st);
-  }
+  const std::string stall = Simulate(st, chip, packet_bytes_, &out);
   if (!stall.empty()) throw StallError(stall);
+  out.tasks = std::move(st.times);
+  for (const TaskTime& t : out.tasks) out.makespan_ps = std::max(out.makespan_ps, t.end_ps);
   return out;
+}
+
+bool TlmEngine::RunSteps(const StepSource& source, const arch::Chip& chip, StepsOutput* out,
+                         std::string* why) {
+  Validate(*source.head, chip);
+  Validate(*source.step, chip);
+  RunState st(source, chip);
+  if (!st.stream_why.empty()) {
+    *why = st.stream_why;
+    return false;
+  }
+  if (progress_) st.progress = &progress_;
+  EngineOutput use;
+  const std::string stall = Simulate(st, chip, packet_bytes_, &use);
+  if (!stall.empty()) throw StallError(stall);
+  if (!st.stream_why.empty()) {
+    *why = st.stream_why;
+    return false;
+  }
+  out->links = std::move(use.links);
+  out->channels = std::move(use.channels);
+  out->makespan_ps = st.makespan();
+  out->path = st.path();
+  return true;
 }
 
 }  // namespace

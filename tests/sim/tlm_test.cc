@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@
 #include "mapping/mapping.h"
 #include "mapping/placement/placement.h"
 #include "sim/analytical/analytical.h"
+#include "sim/schedule.h"
+#include "sim/step_source.h"
 #include "tests/arch/test_util.h"
 #include "tests/mapping/mapping_test_util.h"
 #include "tests/mapping/program_test_util.h"
@@ -430,6 +433,117 @@ bool Same(const EngineOutput& a, const EngineOutput& b) {
     if (x.bytes != y.bytes || x.busy_ps != y.busy_ps || x.max_queue_ps != y.max_queue_ps) return false;
   }
   return true;
+}
+
+// Decode steps handed over one by one (Engine::RunSteps, sim/step_source.h) against the same
+// run as one Program: a prefill GEMM, then steps of two KV reads whose bytes grow with the
+// step (core r0c0 reads its channel directly, r0c1 across a link), a GEMM after each and a
+// transfer r0c1 -> r0c0 after both, each step's reads waiting on the step before's transfer.
+// The head is the prefill and steps 1 .. 3; steps 4 .. 9 are made from the template.
+struct Streamed {
+  static constexpr uint32_t kHead = 3, kSteps = 9, kTasks = 5;
+  static uint64_t Bytes(uint32_t k, uint32_t read) { return (read == 0 ? 64 : 32) * (100 + uint64_t{k}); }
+  // Step k's tasks after `prev` (the task its reads wait on; -1: none, the template).
+  static void AddStep(Program& p, uint32_t k, int64_t prev) {
+    std::vector<uint32_t> after;
+    if (prev >= 0) after.push_back(static_cast<uint32_t>(prev));
+    const uint32_t a = AddMemory(p, Core(0, 0), Bytes(k, 0), after);
+    const uint32_t b = AddMemory(p, Core(0, 1), Bytes(k, 1), after);
+    const uint32_t ga = AddGemm(p, Core(0, 0), 16, 64, 64, {a});
+    const uint32_t gb = AddGemm(p, Core(0, 1), 16, 64, 64, {b});
+    AddTransfer(p, Core(0, 1), Core(0, 0), 4096, {ga, gb});
+  }
+  // The prefill and steps 1 .. last.
+  static Program Run(uint32_t last) {
+    Program p = NewProgram();
+    int64_t prev = AddGemm(p, Core(0, 0), 64, 64, 64);
+    for (uint32_t k = 1; k <= last; ++k) {
+      AddStep(p, k, prev);
+      prev = static_cast<int64_t>(p.tasks.size()) - 1;
+    }
+    return p;
+  }
+};
+
+TEST(TlmEngine, StepsHandedOverOneByOneAreTheWholeRun) {
+  const mapping::Program whole = Streamed::Run(Streamed::kSteps), head = Streamed::Run(Streamed::kHead);
+  Program tp = NewProgram();
+  Streamed::AddStep(tp, 4, -1);
+  const mapping::Program step = tp;
+  const EngineOutput want = RunTlm(whole);
+  for (const bool broken : {false, true}) {
+    StepSource src;
+    src.head = &head;
+    src.head_begin = {0, 1, 6, 11, 16};
+    src.step = &step;
+    src.head_steps = Streamed::kHead;
+    src.steps = Streamed::kSteps;
+    src.ext_begin = {0, 1, 2, 2, 2, 2};
+    src.ext = {{1, 4}, {1, 4}};
+    // Broken: the transfer does not list the second read of the next step as its dependent,
+    // which then never starts: the run stalls and says where.
+    src.ext_dep_begin = {0, 0, 0, 0, 0, broken ? 1u : 2u};
+    src.ext_dep = {{1, 0}, {1, 1}};
+    src.context = {1, 1, 0, 0, 0};
+    src.at = [](uint32_t k, std::span<Ps>, std::span<uint64_t> bytes) {
+      bytes[0] = Streamed::Bytes(k, 0);
+      bytes[1] = Streamed::Bytes(k, 1);
+    };
+    std::vector<TaskTime> got;
+    std::vector<uint32_t> order;
+    src.on_head = [&](std::span<const TaskTime> t, std::string*) {
+      got.assign(t.begin(), t.end());
+      return true;
+    };
+    src.on_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string*) {
+      order.push_back(k);
+      // No later step's task starts before the horizon, nor ends after the run.
+      for (size_t i = 16 + (k - 3) * Streamed::kTasks; i < want.tasks.size(); ++i) {
+        EXPECT_GE(want.tasks[i].start_ps, horizon) << k << " " << i;
+      }
+      got.insert(got.end(), t.begin(), t.end());
+      return true;
+    };
+    StepsOutput out;
+    std::string why;
+    if (broken) {
+      try {
+        MakeTlmEngine()->RunSteps(src, Mesh(), &out, &why);
+        ADD_FAILURE() << "a step that never starts did not stall the run";
+      } catch (const StallError& e) {
+        // Step 4's second read (id 16 + 1) and what waits on it.
+        EXPECT_NE(std::string(e.what()).find("tlm: simulation stalled at"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("of 46 tasks not done"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("task 17 memory op 0 (op) waits on"), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("task 20 transfer op 0 (op) waits on 19"), std::string::npos)
+            << e.what();
+      }
+      continue;
+    }
+    ASSERT_TRUE(MakeTlmEngine()->RunSteps(src, Mesh(), &out, &why)) << why;
+    EXPECT_EQ(order, (std::vector<uint32_t>{4, 5, 6, 7, 8, 9}));
+    ASSERT_EQ(got.size(), want.tasks.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].start_ps, want.tasks[i].start_ps) << i;
+      EXPECT_EQ(got[i].end_ps, want.tasks[i].end_ps) << i;
+    }
+    EXPECT_EQ(out.makespan_ps, want.makespan_ps);
+    const CriticalPathSplit path = CriticalPath(whole, want.tasks);
+    EXPECT_EQ(out.path.compute_ps, path.compute_ps);
+    EXPECT_EQ(out.path.communication_ps, path.communication_ps);
+    EXPECT_EQ(out.path.memory_ps, path.memory_ps);
+    EXPECT_GT(path.memory_ps, 0);
+    EXPECT_GT(path.communication_ps, 0);
+    // The links' and the channel's use over the run, the steps' own bytes included.
+    EngineOutput use = want;
+    use.links = out.links;
+    use.channels = out.channels;
+    EXPECT_TRUE(Same(use, want));
+    uint64_t read = 0;
+    for (uint32_t k = 1; k <= Streamed::kSteps; ++k) read += Streamed::Bytes(k, 0) + Streamed::Bytes(k, 1);
+    EXPECT_EQ(out.channels[0].bytes, read);
+  }
 }
 
 TEST(TlmEngine, DeterministicAcrossRuns) {

@@ -1,0 +1,55 @@
+#pragma once
+// A run too long to hold as one Program, handed to an engine that is not a list schedule (the
+// TLM engine) step by step (issue 18; sim/step_streamed.h builds it from the step templates):
+// the prefill and decode steps 1 .. head_steps lowered (the head), then decode steps
+// head_steps + 1 .. steps, each the template's tasks with attention and KV reads at its own
+// context and the same deps on the steps before it. The engine times the tasks the unrolled
+// Program would have, in the same order (its ids: the head's, then step after step), holding a
+// few steps at a time, and hands each step's times out as the step ends.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mapping/program.h"
+#include "sim/engine.h"
+#include "sim/schedule.h"
+
+namespace tpsim::sim {
+
+struct StepSource {
+  const mapping::Program* head = nullptr;
+  std::vector<size_t> head_begin;          // SegmentBegins(*head): segment s is decode step s (0: prefill)
+  const mapping::Program* step = nullptr;  // the template
+  uint32_t head_steps = 0, steps = 0;
+  // Per task of the template: its deps on earlier steps, (steps back, task of that step), and
+  // its dependents in later steps, (steps on, task), as CSR lists, each sorted.
+  std::vector<uint32_t> ext_begin, ext_dep_begin;
+  std::vector<std::pair<uint32_t, uint32_t>> ext, ext_dep;
+  // Per task of the template: its duration (a compute task) or bytes (a memory task) are
+  // each step's own.
+  std::vector<uint8_t> context;
+  // Decode step k's own durations and bytes of those tasks, written at their index (one entry
+  // per task of the template; the others are left as they are).
+  std::function<void(uint32_t, std::span<Ps>, std::span<uint64_t>)> at;
+  // Called in order on the engine's thread: on_head once the head's tasks have all ended (their
+  // times, by id), then on_step(k, times, horizon) once decode step k's tasks and those of the
+  // steps before it have (its tasks' times, by task of the template; no task of a later step
+  // starts before `horizon`). false with *why stops the run.
+  std::function<bool(std::span<const TaskTime>, std::string*)> on_head;
+  std::function<bool(uint32_t, std::span<const TaskTime>, Ps, std::string*)> on_step;
+};
+
+// What the engine reports of a streamed run: its links' and channels' use, its makespan, and
+// the critical path's split (sim::CriticalPath's rule over the unrolled Program).
+struct StepsOutput {
+  std::vector<LinkUsage> links;
+  std::vector<ChannelUsage> channels;
+  Ps makespan_ps = 0;
+  CriticalPathSplit path;
+};
+
+}  // namespace tpsim::sim
