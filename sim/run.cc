@@ -20,6 +20,7 @@
 #include "sim/sampled_run.h"
 #include "sim/step_period.h"
 #include "sim/step_reuse.h"
+#include "sim/step_streamed.h"
 
 namespace tpsim::sim {
 
@@ -367,7 +368,25 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
     }
     out.reuse = why;
   } else if (try_reuse) {
-    out.reuse = "the " + engine->name() + " engine does not list its schedule";
+    // An engine that is not a list schedule (TLM) times every step, handed over one by one.
+    if (opts.on_stage) opts.on_stage("timing (decode steps streamed)");
+    std::string why;
+    SampledRun view;
+    std::optional<RunOutput> streamed = RunStreamed(e, chip, *engine, opts, &why, &view);
+    if (streamed) {
+      out = std::move(*streamed);
+      out.reused = true;
+      out.reuse = "decode steps " + std::to_string(kPeriodHead + 3) + ".." +
+                  std::to_string(e.cfg.workload().decode_steps()) + " made from one lowered step as the " +
+                  engine->name() + " engine reached them";
+      out.result.set_config(ResolvedText(e));
+      out.result.set_title(RunTitle(e.cfg, engine->name()));
+      for (const RunObserver& observe : opts.observers)
+        observe(RunView{view.program, chip, view.timing, out.result});
+      return out;
+    }
+    out.reuse = "the " + engine->name() +
+                " engine does not list its schedule, and its steps were not streamed: " + why;
   }
   if (few_steps) {
     // The guard above counted the few steps reuse lowers; every step is lowered now.

@@ -24,6 +24,7 @@
 #include "sim/result.h"
 #include "sim/run.h"
 #include "sim/step_reuse.h"
+#include "tests/sim/experiment_test_util.h"
 
 namespace tpsim::sim {
 namespace {
@@ -74,11 +75,6 @@ bool ExpectSame(const Experiment& e, bool must_reuse, bool tasks = false, bool s
   return b.reused.reused;
 }
 
-Experiment Load(const std::string& file, uint32_t steps) {
-  return LoadExperiment(SourceDir() + "/configs/experiments/" + file,
-                        {Override{"workload.decode_steps", std::to_string(steps)}});
-}
-
 // The reference streams its weights from DRAM: each stage reads step s + 1's weights while
 // later stages run step s, so steps overlap, and its decode steps' all-reduce transfers share
 // links (their floating-point sharing may round a picosecond apart from step to step): every
@@ -111,24 +107,6 @@ TEST(StepReuse, StaticPowerOverTheComposedTime) {
   ExpectSame(e, true, true);
 }
 
-// A small model on the reference chip (hidden 256, one KV head of 64, 2 layers on 2 stages, TP
-// 1, weights in SRAM): its KV cache of 32,768 + 256 tokens stays in SRAM, so every decode step
-// is the same tasks and each is timed alone (sim/step_reuse.h).
-Experiment Small(uint32_t steps) {
-  return LoadExperiment(SourceDir() + "/configs/experiments/reference-qwen3-4b.textproto",
-                        {{"mapping.tp", "1"},
-                         {"mapping.weights", "sram"},
-                         {"model.hidden_size", "256"},
-                         {"model.intermediate_size", "512"},
-                         {"model.num_attention_heads", "4"},
-                         {"model.num_key_value_heads", "1"},
-                         {"model.head_dim", "64"},
-                         {"workload.num_layers", "2"},
-                         {"mapping.pipeline_stages", "2"},
-                         {"workload.decode_steps", std::to_string(steps)}},
-                        "qwen3-0.6b");
-}
-
 // The memory guard (issue 16) counts the Programs that reuse lowers, not every decode step:
 // 32,768 decode steps under a 128 MiB limit that the unrolled Program's estimate exceeds are
 // accepted and run (about 0.3 s); the same with every step lowered, with every task's times
@@ -159,19 +137,20 @@ TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
               std::string::npos)
         << err.what();
   }
-  // The TLM engine reuses no steps: it lowers the whole Program, which the guard counts (it
-  // counted the few reused steps before, and 32,768 steps of the reference ran unguarded).
+  // The TLM engine holds a few steps at once too (tests/sim/step_streamed_test.cc), but where
+  // its steps cannot be streamed it lowers the whole Program, which the guard counts: here a
+  // record per task of every step.
   opts.engine = "tlm";
+  opts.keep_task_times = true;
   try {
     RunExperiment(e, opts);
     ADD_FAILURE() << "the TLM engine's unrolled run passed the memory guard";
   } catch (const config::ConfigError& err) {
-    EXPECT_NE(std::string(err.what())
-                  .find("(every decode step would be lowered: the tlm engine does not list "
-                        "its schedule); --engine analytical reuses decode steps"),
+    EXPECT_NE(std::string(err.what()).find("with a record of each in the result (--tasks)"),
               std::string::npos)
         << err.what();
   }
+  opts.keep_task_times = false;
   opts.engine.clear();
   const RunOutput r = RunExperiment(e, opts);
   ASSERT_TRUE(r.reused) << r.reuse;
@@ -260,22 +239,23 @@ TEST(StepReuse, SummedOpRows) {
   }
 }
 
-// RunOptions::on_count (tpsim run's progress line): decode steps as they are timed with reuse;
-// unrolled, the passes as they are lowered, then the tasks as the TLM engine simulates them
-// (every RunState::kProgressTasks); each count rising, never past its total.
+// RunOptions::on_count (tpsim run's progress line): decode steps as they are timed with reuse
+// (or streamed into the TLM engine); unrolled, the passes as they are lowered, then the tasks
+// as the TLM engine simulates them (every RunState::kProgressTasks); each count rising, never
+// past its total.
 TEST(StepReuse, ProgressCountsStepsAndTasks) {
-  for (const bool tlm : {false, true}) {
+  for (const std::string engine : {"analytical", "tlm", "tlm unrolled"}) {
     std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> seen;
     std::vector<std::string> order;
     RunOptions opts;
-    opts.reuse = RunOptions::Reuse::kForce;
-    if (tlm) opts.engine = "tlm";
+    opts.reuse = engine == "tlm unrolled" ? RunOptions::Reuse::kOff : RunOptions::Reuse::kForce;
+    if (engine != "analytical") opts.engine = "tlm";
     opts.on_count = [&](uint64_t done, uint64_t total, const char* what) {
       if (order.empty() || order.back() != what) order.push_back(what);
       seen[what].emplace_back(done, total);
     };
     const RunOutput r = RunExperiment(Tp1(40), opts);
-    SCOPED_TRACE(tlm ? "tlm" : "analytical");
+    SCOPED_TRACE(engine);
     for (const auto& [what, counts] : seen) {
       ASSERT_FALSE(counts.empty()) << what;
       for (size_t i = 1; i < counts.size(); ++i) {
@@ -284,11 +264,12 @@ TEST(StepReuse, ProgressCountsStepsAndTasks) {
       }
       EXPECT_LE(counts.back().first, counts.back().second) << what;
     }
-    if (tlm) {
+    if (engine == "tlm unrolled") {
       EXPECT_EQ(order, (std::vector<std::string>{"passes", "tasks"}));
       EXPECT_EQ(seen["passes"].back(), std::make_pair(uint64_t{41}, uint64_t{41}));  // the prefill, 40 steps
       EXPECT_EQ(seen["tasks"][0], std::make_pair(uint64_t{4096}, uint64_t{r.program.num_tasks()}));
     } else {
+      // The steps after the head's as they are timed (the TLM engine's as they end).
       ASSERT_TRUE(r.reused) << r.reuse;
       EXPECT_EQ(order, std::vector<std::string>{"decode steps"});
       EXPECT_EQ(seen["decode steps"].back(), std::make_pair(uint64_t{40}, uint64_t{40}));
@@ -410,18 +391,6 @@ TEST(StepReuse, StepByStepComposedOnASecondThread) {
     ASSERT_EQ(threaded[i].start_ps, one[i].start_ps) << i;
     ASSERT_EQ(threaded[i].end_ps, one[i].end_ps) << i;
   }
-}
-
-// Experiment i of `tpsim agree --seed seed`'s family with `steps` decode steps.
-Experiment Agreed(uint32_t seed, uint32_t i, uint32_t steps, agree::Family family = agree::Family::kDense) {
-  const agree::Drawn d = agree::RandomExperiment(seed, i, family);
-  Experiment e;
-  e.path = d.cfg.name();
-  e.cfg = d.cfg;
-  *e.cfg.mutable_model() =
-      llm::ImportHuggingFace(llm::CatalogPath(d.cfg.model_name(), config::Location{}, "model_name"));
-  e.cfg.mutable_workload()->set_decode_steps(steps);
-  return e;
 }
 
 // The MoE block's weighted sum makes its output tensor before the task that writes it. The SRAM

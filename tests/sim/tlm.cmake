@@ -18,3 +18,8 @@ gtest_discover_tests(noc_booksim_test TEST_PREFIX "noc_booksim_test." DISCOVERY_
 
 # The engine registry with every engine linked.
 tpsim_test(engine_registry_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/registry_test.cc LIBS tpsim_sim)
+
+# Decode steps streamed into the TLM engine (sim/step_streamed.h) against the unrolled Program.
+tpsim_test(step_streamed_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_streamed_test.cc LIBS tpsim_sim tpsim_agree
+  SLOW StepStreamed.ShippedBig StepStreamed.ReferenceUpTo200Steps StepStreamed.RandomExperiments
+       StepStreamed.ReferenceVariants StepStreamed.ShippedSmall)

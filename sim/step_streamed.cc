@@ -1,0 +1,231 @@
+#include "sim/step_streamed.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <future>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "mapping/mapping.h"
+#include "sim/engine.h"
+#include "sim/result.h"
+#include "sim/step_compose.h"
+#include "sim/step_period.h"
+#include "sim/step_reuse.h"
+#include "sim/step_source.h"
+#include "sim/step_template.h"
+
+namespace tpsim::sim {
+
+namespace {
+
+using mapping::Program;
+using mapping::TaskKind;
+
+// Lists per task as one CSR list, each sorted.
+void Flatten(std::vector<std::vector<std::pair<uint32_t, uint32_t>>>& lists,
+             std::vector<std::pair<uint32_t, uint32_t>>* flat, std::vector<uint32_t>* begin) {
+  begin->assign(1, 0);
+  for (auto& v : lists) {
+    std::sort(v.begin(), v.end());
+    flat->insert(flat->end(), v.begin(), v.end());
+    begin->push_back(static_cast<uint32_t>(flat->size()));
+  }
+}
+
+}  // namespace
+
+std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip, Engine& engine,
+                                     const RunOptions& opts, std::string* why, SampledRun* view) {
+  auto fail = [&](const std::string& reason) -> std::optional<RunOutput> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  const config::Workload& wl = e.cfg.workload();
+  const uint32_t N = wl.decode_steps(), HB = kPeriodHead + 2, first = kHeadSteps + 1;
+  if (N < HB + 2) return fail("fewer than " + std::to_string(HB + 2) + " decode steps");
+  // The template (decode step `first` alone), checked against the last step alone, and the
+  // head B, whose steps 2 .. HB are checked against it (as sim/step_reuse.cc's).
+  const Program step = LowerStep(e, chip, first), last = LowerStep(e, chip, N);
+  StepTemplate tpl(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
+  std::string reason;
+  if (!tpl.Classify(last, first, N, &reason)) return fail(reason);
+  std::optional<StepHead> head = LowerStepHead(e, chip, nullptr, tpl, &reason);
+  if (!head) return fail(reason);
+  Program& B = head->program;
+  const size_t n = step.num_tasks(), NB = B.num_tasks();
+
+  StepSource src;
+  src.head = &B;
+  src.head_begin = head->begin;
+  src.step = &step;
+  src.head_steps = HB;
+  src.steps = N;
+  {
+    StepDeps ext = head->deps;
+    StepDeps ext_dep(n);
+    for (uint32_t i = 0; i < ext.size(); ++i)
+      for (const auto& [off, j] : ext[i]) ext_dep[j].emplace_back(off, i);
+    ext.resize(n);
+    Flatten(ext, &src.ext, &src.ext_begin);
+    Flatten(ext_dep, &src.ext_dep, &src.ext_dep_begin);
+  }
+  src.context.assign(n, 0);
+  for (uint32_t i : tpl.context_tasks()) src.context[i] = 1;
+  std::vector<Ps> busy_room(n);  // CostsAt's channel times, which the engine works out itself
+  src.at = [&](uint32_t k, std::span<Ps> duration, std::span<uint64_t> bytes) {
+    tpl.CostsAt(k, duration, busy_room);
+    for (uint32_t i : tpl.context_tasks())
+      if (step.kind(i) == TaskKind::kMemory) bytes[i] = tpl.MemoryBytesIn(i, k);
+  };
+
+  // The Result: B's once its tasks have ended (their times in the whole run), then step by step.
+  EngineOutput bo;
+  bo.links.resize(chip.links().size());
+  bo.channels.resize(chip.channels().size());
+  std::unique_ptr<StepComposer> compose;
+  std::map<uint32_t, std::vector<TaskTime>> observed;
+  src.on_head = [&](std::span<const TaskTime> t, std::string*) {
+    bo.tasks.assign(t.begin(), t.end());
+    for (const TaskTime& x : t) bo.makespan_ps = std::max(bo.makespan_ps, x.end_ps);
+    compose = std::make_unique<StepComposer>(e, chip, engine, opts, tpl, *head, bo);
+    return true;
+  };
+  auto compose_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string* no) {
+    if (!compose->Add(k, t, no)) return false;
+    if (opts.keep_task_times) AddTaskTimings(step, t, 0, NB + uint64_t{k - HB - 1} * n, &compose->result());
+    if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k))
+      observed[k].assign(t.begin(), t.end());
+    // A core's intervals that start before every task not added yet can be merged for good.
+    compose->busy().Flush(horizon);
+    return true;
+  };
+  // With a spare core (sim::UseSpareThread) the steps are composed on a thread of their own:
+  // the engine's thread hands each step's times over (a copy: it reuses the step's room) and
+  // goes on, at most kAhead steps ahead.
+  constexpr size_t kAhead = 8;
+  struct Handed {
+    uint32_t k;
+    Ps horizon;
+    std::vector<TaskTime> t;
+  };
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<Handed> handed;
+  std::vector<std::vector<TaskTime>> spare;  // rooms of steps composed
+  bool finished = false, failed = false;
+  std::string compose_why;
+  std::exception_ptr thrown;
+  const bool aside = UseSpareThread(uint64_t{N - HB} * n);
+  std::future<void> composer;
+  if (aside)
+    composer = std::async(std::launch::async, [&] {
+      for (;;) {
+        Handed h;
+        {
+          std::unique_lock<std::mutex> lock(m);
+          cv.wait(lock, [&] { return finished || !handed.empty(); });
+          if (handed.empty()) return;
+          h = std::move(handed.front());
+          handed.pop_front();
+        }
+        cv.notify_all();
+        std::string no;
+        bool ok = false;
+        try {
+          ok = compose_step(h.k, h.t, h.horizon, &no);
+        } catch (...) {
+          thrown = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(m);
+        if (!ok) {
+          compose_why = no;
+          failed = true;
+          cv.notify_all();
+          return;
+        }
+        spare.push_back(std::move(h.t));
+      }
+    });
+  // Whatever way this function leaves, the composition stops before its thread is joined.
+  struct StopOnExit {
+    std::mutex& m;
+    std::condition_variable& cv;
+    bool& finished;
+    ~StopOnExit() {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        finished = true;
+      }
+      cv.notify_all();
+    }
+  } stop_composer{m, cv, finished};
+  src.on_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string* no) {
+    if (opts.on_count) opts.on_count(k, N, "decode steps");
+    if (!aside) return compose_step(k, t, horizon, no);
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return failed || handed.size() < kAhead; });
+    if (failed) {
+      *no = "the composition stopped";
+      return false;
+    }
+    std::vector<TaskTime> room;
+    if (!spare.empty()) {
+      room = std::move(spare.back());
+      spare.pop_back();
+    }
+    room.assign(t.begin(), t.end());
+    handed.push_back(Handed{k, horizon, std::move(room)});
+    cv.notify_all();
+    return true;
+  };
+  StepsOutput so;
+  const bool ran = engine.RunSteps(src, chip, &so, &reason);
+  if (aside) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      finished = true;
+    }
+    cv.notify_all();
+    composer.get();
+    if (thrown) std::rethrow_exception(thrown);
+    if (failed) return fail(compose_why);
+  }
+  if (!ran) return fail(reason);
+  if (so.makespan_ps >= std::numeric_limits<Ps>::max()) return fail("a time passes the 2^63 ps clock");
+
+  config::Result& res = compose->result();
+  compose->FinishRows();
+  compose->busy().Flush(std::numeric_limits<Ps>::max());
+  RunTotals& tot = compose->totals();
+  tot.path = so.path;
+  tot.total = so.makespan_ps;
+  Ps t0 = std::numeric_limits<Ps>::max();
+  for (const TaskTime& x : bo.tasks) t0 = std::min(t0, x.start_ps);
+  tot.prefill_end = t0 + res.summary().prefill_ps();
+  tot.decode_steps = N;
+  const int cores = chip.num_cores();
+  tot.core_busy.assign(cores, 0);
+  for (int c = 0; c < cores; ++c) tot.core_busy[c] = compose->busy().Total(static_cast<size_t>(c));
+  tot.spilled_bytes = B.spilled_bytes + tpl.SpilledOver(HB + 1, N);
+  tot.links = std::move(so.links);
+  tot.channels = std::move(so.channels);
+  FinishResult(chip, tot, &res);
+  compose->FinishEnergy(chip);
+  if (view && !opts.observe_steps.empty())
+    *view = SampleComposed(e, chip, opts.observe_steps, bo.tasks, head->begin, observed, tot.links,
+                           tot.channels, tot.total);
+  RunOutput out;
+  out.result = std::move(res);
+  out.program = std::move(B);
+  return out;
+}
+
+}  // namespace tpsim::sim

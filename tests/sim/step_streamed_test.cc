@@ -1,0 +1,206 @@
+// Decode steps handed to the TLM engine one by one (sim/step_streamed.h, Engine::RunSteps)
+// against the unrolled Program on the same engine: the whole Result JSON (summary, per-op rows,
+// layers, links, channels, cores, the critical path and, where asked, every task's times) must
+// be byte-identical, on the shipped experiments, the reference's variants and random ones.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "mapping/estimate.h"
+#include "sim/engine.h"
+#include "sim/experiment.h"
+#include "sim/result.h"
+#include "sim/run.h"
+#include "sim/step_reuse.h"
+#include "tests/sim/experiment_test_util.h"
+
+namespace tpsim::sim {
+namespace {
+
+// Runs `e` on the TLM engine unrolled and streamed; true when it was streamed. `tasks`: with
+// every task's times in the Result.
+bool ExpectSame(const Experiment& e, bool must_stream, bool tasks = false) {
+  RunOptions off;
+  off.engine = "tlm";
+  off.keep_task_times = tasks;
+  off.reuse = RunOptions::Reuse::kOff;
+  off.row_steps = 1000;  // every step's op rows
+  RunOptions on = off;
+  on.reuse = RunOptions::Reuse::kForce;
+  const RunOutput unrolled = RunExperiment(e, off), streamed = RunExperiment(e, on);
+  SCOPED_TRACE(e.cfg.name() + ": " + streamed.reuse);
+  EXPECT_FALSE(unrolled.reused);
+  if (must_stream) {
+    EXPECT_TRUE(streamed.reused);
+  }
+  if (streamed.reused) {
+    // The streamed run lowered the head only.
+    EXPECT_LT(streamed.program.num_tasks(), unrolled.program.num_tasks());
+  }
+  // EXPECT_TRUE, not EXPECT_EQ: gtest's diff of two large JSON texts takes gigabytes.
+  EXPECT_TRUE(ResultToJson(unrolled.result) == ResultToJson(streamed.result));
+  EXPECT_TRUE(ResultTable(unrolled.result, true) == ResultTable(streamed.result, true));
+  return streamed.reused;
+}
+
+// The reference: its weights stream from DRAM, steps overlap, and from step 321 attention
+// decides a step's time; at TP 1 its steps are periodic for the analytical engine until step 65.
+TEST(StepStreamed, ReferenceUpTo200Steps) {
+  for (uint32_t steps : {10u, 70u, 200u}) ExpectSame(Load("reference-qwen3-4b.textproto", steps), true, true);
+  ExpectSame(Load("reference-qwen3-4b.textproto", 90, {{"mapping.tp", "1"}}), true, true);
+}
+
+TEST(StepStreamed, ReferenceVariants) {
+  const std::vector<std::vector<Override>> variants = {
+      {{"mapping.partition", "n_split"}},
+      {{"mapping.partition", "megatron"}, {"mapping.collective", "bidirectional_ring"}},
+      {{"mapping.partition", "mn_2d"}, {"mapping.placement", "snake"}},
+      {{"mapping.partition", "m_split_rotate"}},
+      {{"workload.batch", "3"}},
+      {{"mapping.tp", "16"}, {"mapping.pipeline_stages", "4"}},
+      {{"workload.cached_prefix", "512"}},
+      {{"chip.noc.router_buffer_packets", "4"}},
+  };
+  for (const auto& sets : variants) ExpectSame(Load("reference-qwen3-4b.textproto", 12, sets), true);
+}
+
+// Every shipped experiment `tpsim run` runs (the serving ones are request streams for `tpsim
+// serve`); `big`: the 1024-core wafer, MoE-235B and the 256-core HBM mesh (TLM minutes).
+void ShippedSame(bool big) {
+  std::vector<std::string> files;
+  for (const auto& f :
+       std::filesystem::directory_iterator(std::string(TPSIM_SOURCE_DIR) + "/configs/experiments"))
+    if (f.path().extension() == ".textproto") files.push_back(f.path().filename().string());
+  std::sort(files.begin(), files.end());
+  for (const std::string& f : files) {
+    if (f.starts_with("serving-")) continue;
+    const bool is_big =
+        f.starts_with("wafer-32x32") || f.starts_with("moe-qwen3-235b") || f.starts_with("mesh-16x16");
+    if (is_big != big) continue;
+    SCOPED_TRACE(f);
+    ExpectSame(Load(f, 12), true);
+  }
+}
+TEST(StepStreamed, ShippedSmall) { ShippedSame(false); }
+TEST(StepStreamed, ShippedBig) { ShippedSame(true); }
+
+// `tpsim agree`'s family: dense and MoE experiments; each streams or falls back with the
+// unrolled run's Result, and most stream (the count guards against a check that refuses all).
+TEST(StepStreamed, RandomExperiments) {
+  int streamed = 0, runs = 0;
+  for (uint32_t i = 0; i < 8; ++i, ++runs) streamed += ExpectSame(Agreed(18, i, 12), false);
+  for (uint32_t i = 0; i < 4; ++i, ++runs)
+    streamed += ExpectSame(Agreed(8, i, 30, agree::Family::kMoe), false);
+  EXPECT_GE(streamed, runs - 2);
+}
+
+// KV reads that cross a mesh to HBM (each step's own bytes over links), where several requests
+// reach a channel at one time out of id order (the critical path's queue order is kept by id).
+TEST(StepStreamed, KvReadsOverLinks) {
+  ExpectSame(Load("mesh-4x4-hbm-qwen3-0.6b.textproto", 12), true, true);
+  ExpectSame(Load("mesh-4x4-hbm-qwen3-0.6b.textproto", 30, {{"workload.cached_prefix", "3000"}}), true);
+}
+
+// A memory plan that changes mid-run (attention's data outgrows the SRAM at decode step 28) is
+// not one template: every step is lowered, the run says why, and the Result is the same.
+TEST(StepStreamed, PlanThatChangesIsLoweredWhole) {
+  const Experiment e = Load("reference-qwen3-4b.textproto", 40,
+                            {{"chip.core.sram_bytes", "8388608"}, {"workload.cached_prefix", "15600"}});
+  EXPECT_FALSE(ExpectSame(e, false));
+  RunOptions on;
+  on.engine = "tlm";
+  on.reuse = RunOptions::Reuse::kForce;
+  const RunOutput r = RunExperiment(e, on);
+  EXPECT_NE(r.reuse.find("its steps were not streamed"), std::string::npos) << r.reuse;
+}
+
+// The memory guard counts the few steps streaming holds: 32,768 decode steps of a small model
+// (experiment_test_util.h) under a 128 MiB limit that the unrolled Program's estimate exceeds run
+// streamed, and the same with every task's times kept (the whole Program counts) is refused
+// before lowering.
+TEST(StepStreamed, LongGenerationPassesTheMemoryGuard) {
+  const Experiment e = Small(32768);
+  const arch::Chip chip = ValidateExperiment(e);
+  const uint64_t limit = 128ull << 20;
+  EXPECT_GT(mapping::EstimateProgram(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping()).peak_bytes,
+            static_cast<double>(limit));
+  RunOptions opts;
+  opts.engine = "tlm";
+  opts.max_memory_bytes = limit;
+  opts.keep_task_times = true;
+  EXPECT_THROW(RunExperiment(e, opts), config::ConfigError);
+  opts.keep_task_times = false;
+  const RunOutput r = RunExperiment(e, opts);
+  ASSERT_TRUE(r.reused) << r.reuse;
+  const config::Summary& s = r.result.summary();
+  EXPECT_EQ(s.total_ps(), s.prefill_ps() + s.decode_ps());
+  EXPECT_EQ(s.decode_step_ps_mean(), (s.decode_ps() + 32768 / 2) / 32768);
+  // Past kRowSteps steps one row per op sums the steps from kFirstSummedStep on.
+  int summed = 0;
+  for (const config::OpResult& op : r.result.ops())
+    if (op.has_steps()) {
+      EXPECT_EQ(op.steps(), 32768u - kFirstSummedStep + 1);
+      ++summed;
+    }
+  EXPECT_GT(summed, 0);
+}
+
+void SampledSame(const Experiment& e);
+
+// With a spare core (sim::SetSpareThread, as `tpsim run` has) and enough tasks, the steps are
+// composed on a thread of their own as the engine hands them over: the same Result, every
+// task's times included.
+TEST(StepStreamed, ComposedOnASecondThread) {
+  SetSpareThread(true);
+  // 120 steps of 3,580 tasks: past the 200,000 tasks from which a spare thread is used.
+  ExpectSame(Load("reference-qwen3-4b.textproto", 120), true, true);
+  SetSpareThread(false);
+}
+
+// Sampled steps (--trace-steps) are the unrolled run's, task by task, composed on one thread or
+// two.
+TEST(StepStreamed, SampledSteps) {
+  for (const bool spare : {false, true}) {
+    SetSpareThread(spare);
+    SampledSame(Load("reference-qwen3-4b.textproto", 120));
+  }
+  SetSpareThread(false);
+}
+
+void SampledSame(const Experiment& e) {
+  struct Seen {
+    size_t tasks = 0;
+    std::vector<TaskTime> times;
+    Ps makespan = 0;
+  };
+  auto observe = [&](RunOptions::Reuse reuse, Seen* seen) {
+    RunOptions o;
+    o.engine = "tlm";
+    o.reuse = reuse;
+    o.observe_steps = {1, 9, 10, 64, 120};
+    o.observers.push_back([seen](const RunView& v) {
+      seen->tasks = v.program.num_tasks();
+      seen->times = v.timing.tasks;
+      seen->makespan = v.timing.makespan_ps;
+    });
+    return RunExperiment(e, o);
+  };
+  Seen a, b;
+  const RunOutput r = observe(RunOptions::Reuse::kForce, &a);
+  EXPECT_TRUE(r.reused) << r.reuse;
+  observe(RunOptions::Reuse::kOff, &b);
+  ASSERT_GT(a.tasks, 0u);
+  EXPECT_EQ(a.tasks, b.tasks);
+  EXPECT_EQ(a.makespan, b.makespan);
+  ASSERT_EQ(a.times.size(), b.times.size());
+  for (size_t i = 0; i < a.times.size(); ++i) {
+    ASSERT_EQ(a.times[i].start_ps, b.times[i].start_ps) << i;
+    ASSERT_EQ(a.times[i].end_ps, b.times[i].end_ps) << i;
+  }
+}
+
+}  // namespace
+}  // namespace tpsim::sim
