@@ -339,8 +339,10 @@ composition of decode steps timed step by step); the output is the same.
                        not their sum
   --quiet              print only the summary line
   --no-reuse           lower every decode step (default: from 64 steps, analytical
-                       engine, steps timed from a few lowered ones where exact;
-                       README "Long generations"); --reuse: try from 5 steps on;
+                       engine, steps timed from a few lowered ones where exact; TLM
+                       engine, every step simulated but made from one lowered step
+                       as the engine reaches it; README "Long generations");
+                       --reuse: try from 5 steps on (TLM: from 10);
                        --step-by-step: time every step from the steps before it,
                        not first as a periodic schedule or as separate steps (the
                        same results, slower; to compare the ways). Step by step,
