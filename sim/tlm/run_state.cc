@@ -101,8 +101,9 @@ RunState::RunState(const StepSource& s, const arch::Chip& c) : program(*s.head),
     refuse(no);
     return;
   }
-  // A ring of slots, as sim::StepStream holds steps: more than the steps a task reaches back.
-  const uint64_t slots = std::bit_ceil(uint64_t{back} + 8);
+  // A ring of slots, more than the steps a task reaches back; it doubles when a step finds its
+  // slot taken (Grow).
+  const uint64_t slots = std::bit_ceil(uint64_t{back} + 2);
   slot_mask_ = slots - 1;
   slots_.assign(slots, Slot{});
   total = head_tasks_ + uint64_t{N - HB} * n;
@@ -110,8 +111,8 @@ RunState::RunState(const StepSource& s, const arch::Chip& c) : program(*s.head),
   times.assign(room, TaskTime{});
   done.assign(room, 0);
   path_.assign(room, PathState{});
-  step_duration_.assign(room, 0);
-  step_bytes_.assign(room, 0);
+  step_duration_.assign(slots * step_tasks_, 0);
+  step_bytes_.assign(slots * step_tasks_, 0);
   Dependents(program, &first_dependent, &dependents, &unmet);
   unmet.resize(room, 0);
   Dependents(T, &step_dep_begin_, &step_dependents_, &step_unmet_);
@@ -135,7 +136,8 @@ RunState::RunState(const StepSource& s, const arch::Chip& c) : program(*s.head),
 
 Ps RunState::ComputeTime(TaskRef t) const {
   if (!source) return mapping::KernelTime(chip, program, program.shape(IndexOf(t)));
-  return InStep(t) && source->context[IndexOf(t)] ? step_duration_[SlotOf(t)] : duration_[Record(t)];
+  return InStep(t) && source->context[IndexOf(t)] ? step_duration_[SlotOf(t) - head_tasks_]
+                                                  : duration_[Record(t)];
 }
 
 uint64_t RunState::UnrolledId(TaskRef t) const {
@@ -341,21 +343,51 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
 }
 
 bool RunState::Ensure(uint32_t k) {
+  while (slots_[k & slot_mask_].step != k && slots_[k & slot_mask_].step != 0) {
+    if (slots_.size() >= kMaxSlots) {
+      Fail("more than " + std::to_string(kMaxSlots) + " decode steps in flight");
+      return false;
+    }
+    Grow();
+  }
   Slot& sl = slots_[k & slot_mask_];
   if (sl.step == k) return true;
-  if (sl.step != 0) {
-    Fail("more than " + std::to_string(slots_.size()) + " decode steps in flight");
-    return false;
-  }
   sl = Slot{k, 0, false, 0};
-  const size_t base = head_tasks_ + (k & slot_mask_) * step_tasks_;
+  const size_t at = (k & slot_mask_) * step_tasks_, base = head_tasks_ + at;
   std::copy(step_unmet_.begin(), step_unmet_.end(), unmet.begin() + static_cast<std::ptrdiff_t>(base));
   std::fill_n(done.begin() + static_cast<std::ptrdiff_t>(base), step_tasks_, 0);
   std::fill_n(times.begin() + static_cast<std::ptrdiff_t>(base), step_tasks_, TaskTime{});
   std::fill_n(path_.begin() + static_cast<std::ptrdiff_t>(base), step_tasks_, PathState{});
-  source->at(k, std::span<Ps>(step_duration_).subspan(base, step_tasks_),
-             std::span<uint64_t>(step_bytes_).subspan(base, step_tasks_));
+  source->at(k, std::span<Ps>(step_duration_).subspan(at, step_tasks_),
+             std::span<uint64_t>(step_bytes_).subspan(at, step_tasks_));
   return true;
+}
+
+void RunState::Grow() {
+  const size_t n = step_tasks_, slots = 2 * slots_.size();
+  const uint64_t old_mask = slot_mask_;
+  slot_mask_ = slots - 1;
+  // Each slot's steps move to their place in the larger ring (steps that did not share a slot
+  // in the smaller one do not in this one); the head stays where it is.
+  auto move = [&](auto& v, size_t head) {
+    std::remove_reference_t<decltype(v)> w(head + slots * n);
+    std::copy_n(v.begin(), head, w.begin());
+    for (const Slot& sl : slots_)
+      if (sl.step != 0)
+        std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(head + (sl.step & old_mask) * n), n,
+                    w.begin() + static_cast<std::ptrdiff_t>(head + (sl.step & slot_mask_) * n));
+    v.swap(w);
+  };
+  move(times, head_tasks_);
+  move(unmet, head_tasks_);
+  move(done, head_tasks_);
+  move(path_, head_tasks_);
+  move(step_duration_, 0);
+  move(step_bytes_, 0);
+  std::vector<Slot> grown(slots);
+  for (const Slot& sl : slots_)
+    if (sl.step != 0) grown[sl.step & slot_mask_] = sl;
+  slots_.swap(grown);
 }
 
 Ps RunState::Horizon(uint32_t k) const {

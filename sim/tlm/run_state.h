@@ -53,7 +53,8 @@ struct RunState {
   int core(TaskRef t) const { return ProgramOf(t).core(IndexOf(t)); }
   // Its bytes (a KV read's at its step's context).
   uint64_t bytes(TaskRef t) const {
-    return InStep(t) && source->context[IndexOf(t)] ? step_bytes_[SlotOf(t)] : ProgramOf(t).bytes(IndexOf(t));
+    return InStep(t) && source->context[IndexOf(t)] ? step_bytes_[SlotOf(t) - head_tasks_]
+                                                    : ProgramOf(t).bytes(IndexOf(t));
   }
   // A compute task's duration (mapping::KernelTime at its step's context).
   Ps ComputeTime(TaskRef t) const;
@@ -128,6 +129,8 @@ struct RunState {
   void Fail(const std::string& why);
   void Unblock(TaskRef from, const Ended& e, TaskRef j);
   bool Ensure(uint32_t k);
+  void Grow();  // doubles the ring of slots
+  static constexpr size_t kMaxSlots = 1024;
   void HandOut();
   void StreamComplete(TaskRef task, Ps now_ps);
   Ps Horizon(uint32_t k) const;
@@ -141,7 +144,7 @@ struct RunState {
   std::vector<uint32_t> step_unmet_;                        // the template's deps, per task
   std::vector<uint8_t> path_kind_;                          // per record (sim::PathKind)
   std::vector<Ps> duration_;                                // per record: compute tasks' KernelTime
-  std::vector<Ps> step_duration_;                           // per slot: a context task's
+  std::vector<Ps> step_duration_;                           // per task of a slot (no head): a context task's
   std::vector<uint64_t> step_bytes_;
   std::vector<PathState> path_;  // per slot
   struct Slot {

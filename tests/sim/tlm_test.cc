@@ -465,12 +465,56 @@ struct Streamed {
   }
 };
 
+// Runs `src` (whose handlers it sets) and compares what the engine hands out and reports with
+// `whole`, the same run as one Program (the head's tasks, then `step_tasks` a step): every
+// task's times, the steps in order, each step's horizon, the makespan, the critical path and
+// the links' and channels' use.
+StepsOutput ExpectStreamedIsWhole(StepSource src, const mapping::Program& whole, size_t step_tasks) {
+  const EngineOutput want = RunTlm(whole);
+  const size_t head = src.head->num_tasks();
+  std::vector<TaskTime> got;
+  std::vector<uint32_t> order;
+  src.on_head = [&](std::span<const TaskTime> t, std::string*) {
+    got.assign(t.begin(), t.end());
+    return true;
+  };
+  src.on_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string*) {
+    order.push_back(k);
+    // No later step's task starts before the horizon.
+    for (size_t i = head + (k - src.head_steps) * step_tasks; i < want.tasks.size(); ++i) {
+      EXPECT_GE(want.tasks[i].start_ps, horizon) << k << " " << i;
+    }
+    got.insert(got.end(), t.begin(), t.end());
+    return true;
+  };
+  StepsOutput out;
+  std::string why;
+  EXPECT_TRUE(MakeTlmEngine()->RunSteps(src, Mesh(), &out, &why)) << why;
+  std::vector<uint32_t> steps;
+  for (uint32_t k = src.head_steps + 1; k <= src.steps; ++k) steps.push_back(k);
+  EXPECT_EQ(order, steps);
+  EXPECT_EQ(got.size(), want.tasks.size());
+  for (size_t i = 0; i < got.size() && i < want.tasks.size(); ++i) {
+    EXPECT_EQ(got[i].start_ps, want.tasks[i].start_ps) << i;
+    EXPECT_EQ(got[i].end_ps, want.tasks[i].end_ps) << i;
+  }
+  EXPECT_EQ(out.makespan_ps, want.makespan_ps);
+  const CriticalPathSplit path = CriticalPath(whole, want.tasks);
+  EXPECT_EQ(out.path.compute_ps, path.compute_ps);
+  EXPECT_EQ(out.path.communication_ps, path.communication_ps);
+  EXPECT_EQ(out.path.memory_ps, path.memory_ps);
+  EngineOutput use = want;
+  use.links = out.links;
+  use.channels = out.channels;
+  EXPECT_TRUE(Same(use, want));
+  return out;
+}
+
 TEST(TlmEngine, StepsHandedOverOneByOneAreTheWholeRun) {
   const mapping::Program whole = Streamed::Run(Streamed::kSteps), head = Streamed::Run(Streamed::kHead);
   Program tp = NewProgram();
   Streamed::AddStep(tp, 4, -1);
   const mapping::Program step = tp;
-  const EngineOutput want = RunTlm(whole);
   for (const bool broken : {false, true}) {
     StepSource src;
     src.head = &head;
@@ -489,61 +533,69 @@ TEST(TlmEngine, StepsHandedOverOneByOneAreTheWholeRun) {
       bytes[0] = Streamed::Bytes(k, 0);
       bytes[1] = Streamed::Bytes(k, 1);
     };
-    std::vector<TaskTime> got;
-    std::vector<uint32_t> order;
-    src.on_head = [&](std::span<const TaskTime> t, std::string*) {
-      got.assign(t.begin(), t.end());
-      return true;
-    };
-    src.on_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string*) {
-      order.push_back(k);
-      // No later step's task starts before the horizon, nor ends after the run.
-      for (size_t i = 16 + (k - 3) * Streamed::kTasks; i < want.tasks.size(); ++i) {
-        EXPECT_GE(want.tasks[i].start_ps, horizon) << k << " " << i;
-      }
-      got.insert(got.end(), t.begin(), t.end());
-      return true;
-    };
-    StepsOutput out;
-    std::string why;
-    if (broken) {
-      try {
-        MakeTlmEngine()->RunSteps(src, Mesh(), &out, &why);
-        ADD_FAILURE() << "a step that never starts did not stall the run";
-      } catch (const StallError& e) {
-        // Step 4's second read (id 16 + 1) and what waits on it.
-        EXPECT_NE(std::string(e.what()).find("tlm: simulation stalled at"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("of 46 tasks not done"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("task 17 memory op 0 (op) waits on"), std::string::npos)
-            << e.what();
-        EXPECT_NE(std::string(e.what()).find("task 20 transfer op 0 (op) waits on 19"), std::string::npos)
-            << e.what();
-      }
+    if (!broken) {
+      const StepsOutput out = ExpectStreamedIsWhole(src, whole, Streamed::kTasks);
+      EXPECT_GT(out.path.memory_ps, 0);
+      EXPECT_GT(out.path.communication_ps, 0);
+      // The channel's bytes over the run: the steps' own.
+      uint64_t read = 0;
+      for (uint32_t k = 1; k <= Streamed::kSteps; ++k) read += Streamed::Bytes(k, 0) + Streamed::Bytes(k, 1);
+      ASSERT_EQ(out.channels.size(), 1u);
+      EXPECT_EQ(out.channels[0].bytes, read);
       continue;
     }
-    ASSERT_TRUE(MakeTlmEngine()->RunSteps(src, Mesh(), &out, &why)) << why;
-    EXPECT_EQ(order, (std::vector<uint32_t>{4, 5, 6, 7, 8, 9}));
-    ASSERT_EQ(got.size(), want.tasks.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_EQ(got[i].start_ps, want.tasks[i].start_ps) << i;
-      EXPECT_EQ(got[i].end_ps, want.tasks[i].end_ps) << i;
+    src.on_head = [](std::span<const TaskTime>, std::string*) { return true; };
+    src.on_step = [](uint32_t, std::span<const TaskTime>, Ps, std::string*) { return true; };
+    StepsOutput out;
+    std::string why;
+    try {
+      MakeTlmEngine()->RunSteps(src, Mesh(), &out, &why);
+      ADD_FAILURE() << "a step that never starts did not stall the run";
+    } catch (const StallError& e) {
+      // Step 4's second read (id 16 + 1) and what waits on it.
+      EXPECT_NE(std::string(e.what()).find("tlm: simulation stalled at"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("of 46 tasks not done"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("task 17 memory op 0 (op) waits on"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("task 20 transfer op 0 (op) waits on 19"), std::string::npos)
+          << e.what();
     }
-    EXPECT_EQ(out.makespan_ps, want.makespan_ps);
-    const CriticalPathSplit path = CriticalPath(whole, want.tasks);
-    EXPECT_EQ(out.path.compute_ps, path.compute_ps);
-    EXPECT_EQ(out.path.communication_ps, path.communication_ps);
-    EXPECT_EQ(out.path.memory_ps, path.memory_ps);
-    EXPECT_GT(path.memory_ps, 0);
-    EXPECT_GT(path.communication_ps, 0);
-    // The links' and the channel's use over the run, the steps' own bytes included.
-    EngineOutput use = want;
-    use.links = out.links;
-    use.channels = out.channels;
-    EXPECT_TRUE(Same(use, want));
-    uint64_t read = 0;
-    for (uint32_t k = 1; k <= Streamed::kSteps; ++k) read += Streamed::Bytes(k, 0) + Streamed::Bytes(k, 1);
-    EXPECT_EQ(out.channels[0].bytes, read);
   }
+}
+
+// Steps whose first task takes no time and waits only on the step before's: every step is made
+// at once, far more than the ring's first 4 slots hold, so the ring doubles (RunState::Grow) with
+// the steps in it; their GEMMs then queue on one core, one step after the other.
+TEST(TlmEngine, StepsInFlightGrowTheRing) {
+  constexpr uint32_t kHead = 3, kSteps = 40;
+  auto run = [](uint32_t last) {
+    Program p = NewProgram();
+    uint32_t prev = AddGemm(p, Core(0, 1), 64, 64, 64);
+    for (uint32_t k = 1; k <= last; ++k) {
+      prev = AddTransfer(p, Core(0, 0), Core(0, 0), 0, {prev});
+      AddGemm(p, Core(0, 1), 64, 64, 64, {prev});
+    }
+    return p;
+  };
+  const mapping::Program whole = run(kSteps), head = run(kHead);
+  Program tp = NewProgram();
+  const uint32_t t = AddTransfer(tp, Core(0, 0), Core(0, 0), 0);
+  AddGemm(tp, Core(0, 1), 64, 64, 64, {t});
+  const mapping::Program step = tp;
+  StepSource src;
+  src.head = &head;
+  src.head_begin = {0, 1, 3, 5, 7};
+  src.step = &step;
+  src.head_steps = kHead;
+  src.steps = kSteps;
+  src.ext_begin = {0, 1, 1};
+  src.ext = {{1, 0}};
+  src.ext_dep_begin = {0, 1, 1};
+  src.ext_dep = {{1, 0}};
+  src.context = {0, 0};
+  src.at = [](uint32_t, std::span<Ps>, std::span<uint64_t>) {};
+  const StepsOutput out = ExpectStreamedIsWhole(src, whole, 2);
+  EXPECT_EQ(out.path.compute_ps, out.makespan_ps);  // the GEMMs one after the other
 }
 
 TEST(TlmEngine, DeterministicAcrossRuns) {
