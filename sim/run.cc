@@ -376,7 +376,7 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
     if (streamed) {
       out = std::move(*streamed);
       out.reused = true;
-      out.reuse = "decode steps " + std::to_string(kPeriodHead + 3) + ".." +
+      out.reuse = "decode steps " + std::to_string(kStreamHeadSteps + 1) + ".." +
                   std::to_string(e.cfg.workload().decode_steps()) + " made from one lowered step as the " +
                   engine->name() + " engine reached them";
       out.result.set_config(ResolvedText(e));

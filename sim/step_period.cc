@@ -62,8 +62,8 @@ mapping::Program LowerStep(const Experiment& e, const arch::Chip& chip, uint32_t
 }
 
 std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chip, Engine* engine,
-                                      const StepTemplate& tpl, std::string* why) {
-  const uint32_t HB = kPeriodHead + 2;
+                                      const StepTemplate& tpl, std::string* why, uint32_t head_steps) {
+  const uint32_t HB = head_steps;
   StepHead h;
   mapping::LowerOptions o;
   for (uint32_t s = 1; s <= HB; ++s) o.decode_steps_only.push_back(s);

@@ -66,9 +66,11 @@ struct StepHead {
   StepDeps deps;
   uint32_t steps_back = 0;
 };
-// `engine` null: B is not timed (StepHead::timing empty).
+// `engine` null: B is not timed (StepHead::timing empty). `head_steps`: B's decode steps (at
+// least 4: steps 3 on are compared for their deps on the steps before).
 std::optional<StepHead> LowerStepHead(const Experiment& e, const arch::Chip& chip, Engine* engine,
-                                      const StepTemplate& tpl, std::string* why);
+                                      const StepTemplate& tpl, std::string* why,
+                                      uint32_t head_steps = kPeriodHead + 2);
 // Decode step k lowered alone (mapping::LowerOptions::skip_prefill): a template's Program.
 mapping::Program LowerStep(const Experiment& e, const arch::Chip& chip, uint32_t k);
 

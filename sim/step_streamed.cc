@@ -49,7 +49,7 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
     return std::nullopt;
   };
   const config::Workload& wl = e.cfg.workload();
-  const uint32_t N = wl.decode_steps(), HB = kPeriodHead + 2, first = kHeadSteps + 1;
+  const uint32_t N = wl.decode_steps(), HB = kStreamHeadSteps, first = kHeadSteps + 1;
   if (N < HB + 2) return fail("fewer than " + std::to_string(HB + 2) + " decode steps");
   // The template (decode step `first` alone), checked against the last step alone, and the
   // head B, whose steps 2 .. HB are checked against it (as sim/step_reuse.cc's).
@@ -57,7 +57,7 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
   StepTemplate tpl(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
   std::string reason;
   if (!tpl.Classify(last, first, N, &reason)) return fail(reason);
-  std::optional<StepHead> head = LowerStepHead(e, chip, nullptr, tpl, &reason);
+  std::optional<StepHead> head = LowerStepHead(e, chip, nullptr, tpl, &reason, HB);
   if (!head) return fail(reason);
   Program& B = head->program;
   const size_t n = step.num_tasks(), NB = B.num_tasks();
