@@ -342,7 +342,7 @@ composition of decode steps timed step by step); the output is the same.
                        engine, steps timed from a few lowered ones where exact; TLM
                        engine, every step simulated but made from one lowered step
                        as the engine reaches it; README "Long generations");
-                       --reuse: try from 5 steps on (TLM: from 10);
+                       --reuse: try from 5 steps on (TLM: from 6);
                        --step-by-step: time every step from the steps before it,
                        not first as a periodic schedule or as separate steps (the
                        same results, slower; to compare the ways). Step by step,
