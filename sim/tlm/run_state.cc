@@ -185,9 +185,8 @@ void RunState::Issued(TaskRef task, Ps now_ps) {
   std::vector<TaskRef>& now_issued = channel_now_[ch];  // issued at q.start, by id
   PathState& me = path_[SlotOf(task)];
   if (q.task != kNone && q.start == now_ps && task < q.task) {
-    // Out of id order among the requests issued at this time: in its place among them.
-    for (TaskRef x : now_issued)
-      if (done[SlotOf(x)]) return Fail("a request to a DRAM channel ended at the time it was issued");
+    // Out of id order among the requests issued at this time (none of which has ended:
+    // StreamComplete): in its place among them.
     const auto at = std::lower_bound(now_issued.begin(), now_issued.end(), task);
     PathState& after = path_[SlotOf(*at)];
     me.prev = after.prev;
@@ -290,6 +289,10 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
   } else if (k == TaskKind::kMemory) {
     const int ch = ProgramOf(task).memory(IndexOf(task)).channel;
     QueueLast& q = channel_last_[ch];
+    // A request issued later at this time may go before it in id order (Issued), which needs
+    // it not ended.
+    if (times[s].start_ps == now_ps)
+      return Fail("a request to a DRAM channel ended at the time it was issued");
     if (q.task == task) {
       q.ended = true;
       q.at = me;
