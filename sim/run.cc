@@ -350,43 +350,34 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
                             few_steps ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt,
                             opts.keep_task_times, note);
   RunOutput out;
-  if (try_reuse && engine->ListSchedule()) {
-    if (opts.on_stage) opts.on_stage("lowering (decode steps reused)");
+  if (try_reuse) {
+    // A list schedule times decode steps from a few lowered ones; any other engine (TLM) times
+    // every step, each made from one lowered step as the engine reaches it.
+    const bool listed = engine->ListSchedule();
+    if (opts.on_stage)
+      opts.on_stage(listed ? "lowering (decode steps reused)" : "timing (decode steps streamed)");
     std::string why;
     SampledRun view;
-    std::optional<RunOutput> reused = RunWithStepReuse(e, chip, *engine, opts, &why, &view);
+    std::optional<RunOutput> reused = listed ? RunWithStepReuse(e, chip, *engine, opts, &why, &view)
+                                             : RunStreamed(e, chip, *engine, opts, &why, &view);
+    const std::string steps = std::to_string(e.cfg.workload().decode_steps());
     if (reused) {
       out = std::move(*reused);
       out.reused = true;
-      out.reuse = "decode steps " + std::to_string(kHeadSteps + 1) + ".." +
-                  std::to_string(e.cfg.workload().decode_steps()) + " timed from one lowered step";
+      out.reuse = listed
+                      ? "decode steps " + std::to_string(kHeadSteps + 1) + ".." + steps +
+                            " timed from one lowered step"
+                      : "decode steps " + std::to_string(kStreamHeadSteps + 1) + ".." + steps +
+                            " made from one lowered step as the " + engine->name() + " engine reached them";
       out.result.set_config(ResolvedText(e));
       out.result.set_title(RunTitle(e.cfg, engine->name()));
       for (const RunObserver& observe : opts.observers)
         observe(RunView{view.program, chip, view.timing, out.result});
       return out;
     }
-    out.reuse = why;
-  } else if (try_reuse) {
-    // An engine that is not a list schedule (TLM) times every step, handed over one by one.
-    if (opts.on_stage) opts.on_stage("timing (decode steps streamed)");
-    std::string why;
-    SampledRun view;
-    std::optional<RunOutput> streamed = RunStreamed(e, chip, *engine, opts, &why, &view);
-    if (streamed) {
-      out = std::move(*streamed);
-      out.reused = true;
-      out.reuse = "decode steps " + std::to_string(kStreamHeadSteps + 1) + ".." +
-                  std::to_string(e.cfg.workload().decode_steps()) + " made from one lowered step as the " +
-                  engine->name() + " engine reached them";
-      out.result.set_config(ResolvedText(e));
-      out.result.set_title(RunTitle(e.cfg, engine->name()));
-      for (const RunObserver& observe : opts.observers)
-        observe(RunView{view.program, chip, view.timing, out.result});
-      return out;
-    }
-    out.reuse = "the " + engine->name() +
-                " engine does not list its schedule, and its steps were not streamed: " + why;
+    out.reuse = listed ? why
+                       : "the " + engine->name() +
+                             " engine does not list its schedule, and its steps were not streamed: " + why;
   }
   if (few_steps) {
     // The guard above counted the few steps reuse lowers; every step is lowered now.

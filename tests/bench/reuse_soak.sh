@@ -8,6 +8,8 @@
 # reused run differs. Past 256 steps both sum each op's rows over decode steps 9 on
 # (RunOptions::row_steps, README "Long generations"): the same bytes too. Longer runs and more
 # experiments than the ctest's (StepReuse.Random*); about a second per experiment at 200 steps.
+# ENGINE=tlm in the environment runs the TLM engine instead, two ways: --no-reuse and --reuse
+# (its steps made from the template as it reaches them, sim/step_streamed.h; StepStreamed.*).
 # Usage: reuse_soak.sh [TPSIM] [COUNT] [STEPS] [SEED] [FAMILY]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,6 +18,9 @@ count=${2:-40}
 steps=${3:-200}
 seed=${4:-11}
 family=${5:-dense}
+engine=${ENGINE:-analytical}
+ways=(reuse step)
+[ "$engine" = tlm ] && ways=(reuse)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 same=0 differs=0 lowered=0 failed=0
@@ -30,8 +35,8 @@ for ((i = 0; i < count; i++)); do
   run() {  # run OUT [flags]: exit status; stderr into $tmp/err.OUT
     local out=$1
     shift
-    "$tpsim" run "$exp" --set workload.decode_steps="$steps" --quiet --out "$tmp/$out.json" "$@" \
-      >/dev/null 2>"$tmp/err.$out"
+    "$tpsim" run "$exp" --set workload.decode_steps="$steps" --engine "$engine" --quiet --out "$tmp/$out.json" \
+      "$@" >/dev/null 2>"$tmp/err.$out"
   }
   if ! run unrolled --no-reuse; then
     printf '%3d  unrolled run failed: %s\n' "$i" "$(head -1 "$tmp/err.unrolled")"
@@ -39,7 +44,7 @@ for ((i = 0; i < count; i++)); do
     continue
   fi
   line=""
-  for way in reuse step; do
+  for way in "${ways[@]}"; do
     flags=(--reuse)
     [ "$way" = step ] && flags+=(--step-by-step)
     if ! run "$way" "${flags[@]}"; then
@@ -58,6 +63,6 @@ for ((i = 0; i < count; i++)); do
   done
   printf '%3d%s\n' "$i" "$line"
 done
-echo "seed $seed, $family, $count experiments x $steps decode steps: $same reused runs the same as unrolled," \
+echo "seed $seed, $family, $engine engine, $count experiments x $steps decode steps: $same reused runs the same as unrolled," \
   "$differs differ, $lowered lowered every step, $failed failed"
 [ "$differs" = 0 ]

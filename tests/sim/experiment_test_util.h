@@ -2,6 +2,8 @@
 // Experiments the decode-step tests run (step_reuse_test.cc, step_streamed_test.cc): a shipped
 // one with overrides, and one of `tpsim agree`'s random family.
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "llm/model.h"
 #include "sim/agree/agree.h"
 #include "sim/experiment.h"
+#include "sim/run.h"
 
 namespace tpsim::sim {
 
@@ -48,6 +51,53 @@ inline Experiment Small(uint32_t steps) {
                          {"mapping.pipeline_stages", "2"},
                          {"workload.decode_steps", std::to_string(steps)}},
                         "qwen3-0.6b");
+}
+
+// The reference experiment's variants the decode-step tests run: each partitioner family, a
+// bidirectional ring, snake placement, batch 3, TP 16 x 4 stages and a cached prefix.
+inline std::vector<std::vector<Override>> ReferenceVariants() {
+  return {
+      {{"mapping.partition", "n_split"}},
+      {{"mapping.partition", "megatron"}, {"mapping.collective", "bidirectional_ring"}},
+      {{"mapping.partition", "mn_2d"}, {"mapping.placement", "snake"}},
+      {{"mapping.partition", "m_split_rotate"}},
+      {{"workload.batch", "3"}},
+      {{"mapping.tp", "16"}, {"mapping.pipeline_stages", "4"}},
+      {{"workload.cached_prefix", "512"}},
+  };
+}
+
+// The steps a trace samples (RunOptions::observe_steps `steps`) of `e` run with `opts` and reuse
+// forced, against every step lowered: the observers see the same Program and times.
+inline void ExpectSampledSame(const Experiment& e, RunOptions opts, std::vector<uint32_t> steps) {
+  struct Seen {
+    size_t tasks = 0;
+    std::vector<TaskTime> times;
+    Ps makespan = 0;
+  };
+  auto observe = [&](RunOptions::Reuse reuse, Seen* seen) {
+    RunOptions o = opts;
+    o.reuse = reuse;
+    o.observe_steps = steps;
+    o.observers.push_back([seen](const RunView& v) {
+      seen->tasks = v.program.num_tasks();
+      seen->times = v.timing.tasks;
+      seen->makespan = v.timing.makespan_ps;
+    });
+    return RunExperiment(e, o);
+  };
+  Seen a, b;
+  const RunOutput r = observe(RunOptions::Reuse::kForce, &a);
+  EXPECT_TRUE(r.reused) << r.reuse;
+  observe(RunOptions::Reuse::kOff, &b);
+  ASSERT_GT(a.tasks, 0u);
+  EXPECT_EQ(a.tasks, b.tasks);
+  EXPECT_EQ(a.makespan, b.makespan);
+  ASSERT_EQ(a.times.size(), b.times.size());
+  for (size_t i = 0; i < a.times.size(); ++i) {
+    ASSERT_EQ(a.times[i].start_ps, b.times[i].start_ps) << i;
+    ASSERT_EQ(a.times[i].end_ps, b.times[i].end_ps) << i;
+  }
 }
 
 }  // namespace tpsim::sim

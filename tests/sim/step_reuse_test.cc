@@ -109,8 +109,9 @@ TEST(StepReuse, StaticPowerOverTheComposedTime) {
 
 // The memory guard (issue 16) counts the Programs that reuse lowers, not every decode step:
 // 32,768 decode steps under a 128 MiB limit that the unrolled Program's estimate exceeds are
-// accepted and run (about 0.3 s); the same with every step lowered, with every task's times
-// kept, or on the TLM engine (which lowers every step), is refused before lowering.
+// accepted and run (about 0.3 s), on either engine (the TLM engine's steps made from the
+// template as it reaches them, sim/step_streamed.h); the same with every step lowered or with
+// every task's times kept is refused before lowering.
 TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
   ExpectSame(Small(200), true);  // the steps reuse, exactly
   const Experiment e = Small(32768);
@@ -151,9 +152,15 @@ TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
         << err.what();
   }
   opts.keep_task_times = false;
+  // Without them it holds a few steps, and the same run on the TLM engine passes too (its op
+  // rows summed the same way: compared below).
+  const RunOutput tlm = RunExperiment(e, opts);
+  ASSERT_TRUE(tlm.reused) << tlm.reuse;
   opts.engine.clear();
   const RunOutput r = RunExperiment(e, opts);
   ASSERT_TRUE(r.reused) << r.reuse;
+  ASSERT_EQ(tlm.result.ops_size(), r.result.ops_size());
+  for (int o = 0; o < r.result.ops_size(); ++o) EXPECT_EQ(tlm.result.ops(o).steps(), r.result.ops(o).steps());
   // Past kRowSteps steps one row per op sums the steps from kFirstSummedStep on; the rows before
   // are one per step.
   uint64_t summed = 0;
@@ -323,35 +330,7 @@ TEST(StepReuse, KvReadsOverLinks) {
 // in the whole run when the steps are timed step by step too: the observers see the same
 // Program and times either way.
 TEST(StepReuse, SampledStepsStepByStep) {
-  const Experiment e = Load("reference-qwen3-4b.textproto", 340);
-  struct Seen {
-    size_t tasks = 0;
-    std::vector<TaskTime> times;
-    Ps makespan = 0;
-  };
-  auto observe = [&](RunOptions::Reuse reuse, Seen* seen) {
-    RunOptions o;
-    o.reuse = reuse;
-    o.observe_steps = {1, 9, 200, 330, 340};
-    o.observers.push_back([seen](const RunView& v) {
-      seen->tasks = v.program.num_tasks();
-      seen->times = v.timing.tasks;
-      seen->makespan = v.timing.makespan_ps;
-    });
-    return RunExperiment(e, o);
-  };
-  Seen a, b;
-  const RunOutput r = observe(RunOptions::Reuse::kForce, &a);
-  EXPECT_TRUE(r.reused) << r.reuse;
-  observe(RunOptions::Reuse::kOff, &b);
-  ASSERT_GT(a.tasks, 0u);
-  EXPECT_EQ(a.tasks, b.tasks);
-  EXPECT_EQ(a.makespan, b.makespan);
-  ASSERT_EQ(a.times.size(), b.times.size());
-  for (size_t i = 0; i < a.times.size(); ++i) {
-    ASSERT_EQ(a.times[i].start_ps, b.times[i].start_ps) << i;
-    ASSERT_EQ(a.times[i].end_ps, b.times[i].end_ps) << i;
-  }
+  ExpectSampledSame(Load("reference-qwen3-4b.textproto", 340), RunOptions{}, {1, 9, 200, 330, 340});
 }
 
 // Forced step by step where the periodic schedule applies: the same Result again, every
@@ -592,16 +571,7 @@ TEST(StepReuse, ObserveSteps) {
 }
 
 TEST(StepReuse, ReferenceVariants) {
-  const std::vector<std::vector<Override>> variants = {
-      {{"mapping.partition", "n_split"}},
-      {{"mapping.partition", "megatron"}, {"mapping.collective", "bidirectional_ring"}},
-      {{"mapping.partition", "mn_2d"}, {"mapping.placement", "snake"}},
-      {{"mapping.partition", "m_split_rotate"}},
-      {{"workload.batch", "3"}},
-      {{"mapping.tp", "16"}, {"mapping.pipeline_stages", "4"}},
-      {{"workload.cached_prefix", "512"}},
-  };
-  for (auto sets : variants) {
+  for (auto sets : ReferenceVariants()) {
     sets.push_back({"workload.decode_steps", "12"});
     const Experiment e =
         LoadExperiment(SourceDir() + "/configs/experiments/reference-qwen3-4b.textproto", sets);

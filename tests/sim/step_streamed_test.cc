@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "mapping/estimate.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
 #include "sim/result.h"
@@ -53,17 +52,11 @@ TEST(StepStreamed, ReferenceUpTo200Steps) {
   ExpectSame(Load("reference-qwen3-4b.textproto", 90, {{"mapping.tp", "1"}}), true, true);
 }
 
+// The reference's variants (experiment_test_util.h), and with finite router buffers (each
+// packet an event on every hop).
 TEST(StepStreamed, ReferenceVariants) {
-  const std::vector<std::vector<Override>> variants = {
-      {{"mapping.partition", "n_split"}},
-      {{"mapping.partition", "megatron"}, {"mapping.collective", "bidirectional_ring"}},
-      {{"mapping.partition", "mn_2d"}, {"mapping.placement", "snake"}},
-      {{"mapping.partition", "m_split_rotate"}},
-      {{"workload.batch", "3"}},
-      {{"mapping.tp", "16"}, {"mapping.pipeline_stages", "4"}},
-      {{"workload.cached_prefix", "512"}},
-      {{"chip.noc.router_buffer_packets", "4"}},
-  };
+  std::vector<std::vector<Override>> variants = ReferenceVariants();
+  variants.push_back({{"chip.noc.router_buffer_packets", "4"}});
   for (const auto& sets : variants) ExpectSame(Load("reference-qwen3-4b.textproto", 12, sets), true);
 }
 
@@ -117,39 +110,6 @@ TEST(StepStreamed, PlanThatChangesIsLoweredWhole) {
   EXPECT_NE(r.reuse.find("its steps were not streamed"), std::string::npos) << r.reuse;
 }
 
-// The memory guard counts the few steps streaming holds: 32,768 decode steps of a small model
-// (experiment_test_util.h) under a 128 MiB limit that the unrolled Program's estimate exceeds run
-// streamed, and the same with every task's times kept (the whole Program counts) is refused
-// before lowering.
-TEST(StepStreamed, LongGenerationPassesTheMemoryGuard) {
-  const Experiment e = Small(32768);
-  const arch::Chip chip = ValidateExperiment(e);
-  const uint64_t limit = 128ull << 20;
-  EXPECT_GT(mapping::EstimateProgram(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping()).peak_bytes,
-            static_cast<double>(limit));
-  RunOptions opts;
-  opts.engine = "tlm";
-  opts.max_memory_bytes = limit;
-  opts.keep_task_times = true;
-  EXPECT_THROW(RunExperiment(e, opts), config::ConfigError);
-  opts.keep_task_times = false;
-  const RunOutput r = RunExperiment(e, opts);
-  ASSERT_TRUE(r.reused) << r.reuse;
-  const config::Summary& s = r.result.summary();
-  EXPECT_EQ(s.total_ps(), s.prefill_ps() + s.decode_ps());
-  EXPECT_EQ(s.decode_step_ps_mean(), (s.decode_ps() + 32768 / 2) / 32768);
-  // Past kRowSteps steps one row per op sums the steps from kFirstSummedStep on.
-  int summed = 0;
-  for (const config::OpResult& op : r.result.ops())
-    if (op.has_steps()) {
-      EXPECT_EQ(op.steps(), 32768u - kFirstSummedStep + 1);
-      ++summed;
-    }
-  EXPECT_GT(summed, 0);
-}
-
-void SampledSame(const Experiment& e);
-
 // With a spare core (sim::SetSpareThread, as `tpsim run` has) and enough tasks, the steps are
 // composed on a thread of their own as the engine hands them over: the same Result, every
 // task's times included.
@@ -165,41 +125,11 @@ TEST(StepStreamed, ComposedOnASecondThread) {
 TEST(StepStreamed, SampledSteps) {
   for (const bool spare : {false, true}) {
     SetSpareThread(spare);
-    SampledSame(Load("reference-qwen3-4b.textproto", 120));
+    RunOptions tlm;
+    tlm.engine = "tlm";
+    ExpectSampledSame(Load("reference-qwen3-4b.textproto", 120), tlm, {1, 9, 10, 64, 120});
   }
   SetSpareThread(false);
-}
-
-void SampledSame(const Experiment& e) {
-  struct Seen {
-    size_t tasks = 0;
-    std::vector<TaskTime> times;
-    Ps makespan = 0;
-  };
-  auto observe = [&](RunOptions::Reuse reuse, Seen* seen) {
-    RunOptions o;
-    o.engine = "tlm";
-    o.reuse = reuse;
-    o.observe_steps = {1, 9, 10, 64, 120};
-    o.observers.push_back([seen](const RunView& v) {
-      seen->tasks = v.program.num_tasks();
-      seen->times = v.timing.tasks;
-      seen->makespan = v.timing.makespan_ps;
-    });
-    return RunExperiment(e, o);
-  };
-  Seen a, b;
-  const RunOutput r = observe(RunOptions::Reuse::kForce, &a);
-  EXPECT_TRUE(r.reused) << r.reuse;
-  observe(RunOptions::Reuse::kOff, &b);
-  ASSERT_GT(a.tasks, 0u);
-  EXPECT_EQ(a.tasks, b.tasks);
-  EXPECT_EQ(a.makespan, b.makespan);
-  ASSERT_EQ(a.times.size(), b.times.size());
-  for (size_t i = 0; i < a.times.size(); ++i) {
-    ASSERT_EQ(a.times[i].start_ps, b.times[i].start_ps) << i;
-    ASSERT_EQ(a.times[i].end_ps, b.times[i].end_ps) << i;
-  }
 }
 
 }  // namespace
