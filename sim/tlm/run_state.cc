@@ -110,7 +110,7 @@ RunState::RunState(const StepSource& s, const arch::Chip& c) : program(*s.head),
   const size_t room = head_tasks_ + slots * step_tasks_;
   times.assign(room, TaskTime{});
   done.assign(room, 0);
-  path_.assign(room, PathState{});
+  enabler_.assign(room, Ended{});
   step_duration_.assign(slots * step_tasks_, 0);
   step_bytes_.assign(slots * step_tasks_, 0);
   Dependents(program, &first_dependent, &dependents, &unmet);
@@ -118,6 +118,13 @@ RunState::RunState(const StepSource& s, const arch::Chip& c) : program(*s.head),
   Dependents(T, &step_dep_begin_, &step_dependents_, &step_unmet_);
   for (uint32_t i = 0; i < n; ++i) step_unmet_[i] += s.ext_begin[i + 1] - s.ext_begin[i];
   mem_via_net = MemoryViaNet(*this, head_tasks_ + step_tasks_);
+  memory_of_.assign(records(), 0);
+  for (size_t r = 0; r < records(); ++r) {
+    const auto [p, i] = RecordAt(r);
+    if (p->kind(i) != TaskKind::kMemory) continue;
+    memory_of_[r] = static_cast<uint32_t>(r < head_tasks_ ? head_memory_++ : step_memory_++);
+  }
+  memory_.assign(head_memory_ + slots * step_memory_, MemoryPath{});
   path_kind_.resize(records());
   duration_.assign(records(), 0);
   for (size_t r = 0; r < records(); ++r) {
@@ -183,17 +190,17 @@ void RunState::Issued(TaskRef task, Ps now_ps) {
   const int ch = ProgramOf(task).memory(IndexOf(task)).channel;
   QueueLast& q = channel_last_[ch];
   std::vector<TaskRef>& now_issued = channel_now_[ch];  // issued at q.start, by id
-  PathState& me = path_[SlotOf(task)];
+  MemoryPath& me = memory_[MemorySlotOf(task)];
   if (q.task != kNone && q.start == now_ps && task < q.task) {
     // Out of id order among the requests issued at this time (none of which has ended:
     // StreamComplete): in its place among them.
     const auto at = std::lower_bound(now_issued.begin(), now_issued.end(), task);
-    PathState& after = path_[SlotOf(*at)];
+    MemoryPath& after = memory_[MemorySlotOf(*at)];
     me.prev = after.prev;
     if (at != now_issued.begin()) {
-      path_[SlotOf(*(at - 1))].next = task;
+      memory_[MemorySlotOf(*(at - 1))].next = task;
     } else if (me.prev.task != kNone && me.prev.end == kPending) {
-      path_[SlotOf(me.prev.task)].next = task;
+      memory_[MemorySlotOf(me.prev.task)].next = task;
     }
     me.next = *at;
     after.prev = Ended{task, kPending, {}};
@@ -204,7 +211,7 @@ void RunState::Issued(TaskRef task, Ps now_ps) {
     if (q.ended) {
       me.prev = q.at;
     } else {
-      path_[SlotOf(q.task)].next = task;
+      memory_[MemorySlotOf(q.task)].next = task;
       me.prev = Ended{q.task, kPending, {}};  // its end comes with it
     }
   }
@@ -221,7 +228,8 @@ void RunState::Started(TaskRef task, Ps now_ps) {
   if (q.task != kNone) {
     if (q.start == now_ps && task < q.task)
       return Fail("two tasks of a core started at one time out of id order");
-    path_[SlotOf(task)].prev = q.at;
+    // It ended before this one starts: a candidate enabler whatever this one's end.
+    if (q.ended) Prefer(&enabler_[SlotOf(task)], q.at);
   }
   q = QueueLast{task, now_ps, false, {}};
 }
@@ -242,10 +250,13 @@ void RunState::Complete(TaskRef task, Ps now_ps) {
   }
 }
 
-void RunState::Unblock(TaskRef from, const Ended& e, TaskRef j) {
+void RunState::Prefer(Ended* best, const Ended& e) {
+  if (best->task == kNone || e.end > best->end || (e.end == best->end && e.task < best->task)) *best = e;
+}
+
+void RunState::Unblock(const Ended& e, TaskRef j) {
   const size_t sj = SlotOf(j);
-  Ended& d = path_[sj].dep;
-  if (d.task == kNone || e.end > d.end || (e.end == d.end && from < d.task)) d = e;
+  Prefer(&enabler_[sj], e);
   if (--unmet[sj] == 0) cores[core(j)]->Ready(j);
 }
 
@@ -258,12 +269,11 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
   if (progress && completed % kProgressTasks == 0) (*progress)(completed, total);
   // Its critical path: its enabler's (the latest-ending, then lowest-id, of its deps and of its
   // queue's task before it, among those that end no later than it) plus its part after that.
-  PathState& ps = path_[s];
-  const Ended* e = ps.dep.task != kNone ? &ps.dep : nullptr;
-  const Ended& prev = ps.prev;
-  if (prev.task != kNone && prev.end <= now_ps &&
-      (!e || prev.end > e->end || (prev.end == e->end && prev.task < e->task)))
-    e = &prev;
+  const TaskKind k = kind(task);
+  Ended enabler = enabler_[s];
+  MemoryPath* mp = k == TaskKind::kMemory ? &memory_[MemorySlotOf(task)] : nullptr;
+  if (mp && mp->prev.end != kPending) Prefer(&enabler, mp->prev);  // ended: no later than now
+  const Ended* e = enabler.task != kNone ? &enabler : nullptr;
   Ended me{task, now_ps, e ? e->split : CriticalPathSplit{}};
   const Ps from = e ? std::max(times[s].start_ps, e->end) : times[s].start_ps;
   const Ps own = std::max<Ps>(0, now_ps - from);
@@ -279,7 +289,6 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
       break;
   }
   if (last_.task == kNone || now_ps > last_.end || (now_ps == last_.end && task < last_.task)) last_ = me;
-  const TaskKind k = kind(task);
   if (k == TaskKind::kCompute) {
     QueueLast& q = core_last_[core(task)];
     if (q.task == task) {
@@ -309,12 +318,11 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
       next_ended = true;
       break;
     }
-    if (!next_ended && ps.next != kNone) path_[SlotOf(ps.next)].prev = me;
-    if (prev.task != kNone && prev.end == kPending) early.emplace_back(prev.task, now_ps);
+    if (!next_ended && mp->next != kNone) memory_[MemorySlotOf(mp->next)].prev = me;
+    if (mp->prev.task != kNone && mp->prev.end == kPending) early.emplace_back(mp->prev.task, now_ps);
   }
   if (!InStep(task)) {
-    for (uint32_t x = first_dependent[task]; x < first_dependent[task + 1]; ++x)
-      Unblock(task, me, dependents[x]);
+    for (uint32_t x = first_dependent[task]; x < first_dependent[task + 1]; ++x) Unblock(me, dependents[x]);
     // A head step's task (the template's) with dependents in the steps after the head.
     const std::vector<size_t>& hb = source->head_begin;
     const uint32_t seg = static_cast<uint32_t>(std::upper_bound(hb.begin(), hb.end(), task) - hb.begin()) - 1;
@@ -325,7 +333,7 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
         const uint32_t to = seg + off;
         if (to <= source->head_steps || to > source->steps) continue;
         if (!Ensure(to)) return;
-        Unblock(task, me, uint64_t{to} << 32 | j);
+        Unblock(me, uint64_t{to} << 32 | j);
       }
     }
     ++head_ended_;
@@ -333,12 +341,12 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
     const uint32_t step = static_cast<uint32_t>(task >> 32), rel = IndexOf(task);
     const uint64_t hi = uint64_t{step} << 32;
     for (uint32_t x = step_dep_begin_[rel]; x < step_dep_begin_[rel + 1]; ++x)
-      Unblock(task, me, hi | step_dependents_[x]);
+      Unblock(me, hi | step_dependents_[x]);
     for (uint32_t x = source->ext_dep_begin[rel]; x < source->ext_dep_begin[rel + 1]; ++x) {
       const auto [off, j] = source->ext_dep[x];
       if (step + off > source->steps) break;  // sorted by steps on
       if (!Ensure(step + off)) return;
-      Unblock(task, me, uint64_t{step + off} << 32 | j);
+      Unblock(me, uint64_t{step + off} << 32 | j);
     }
     ++slots_[step & slot_mask_].ended;
   }
@@ -360,19 +368,21 @@ bool RunState::Ensure(uint32_t k) {
   std::copy(step_unmet_.begin(), step_unmet_.end(), unmet.begin() + static_cast<std::ptrdiff_t>(base));
   std::fill_n(done.begin() + static_cast<std::ptrdiff_t>(base), step_tasks_, 0);
   std::fill_n(times.begin() + static_cast<std::ptrdiff_t>(base), step_tasks_, TaskTime{});
-  std::fill_n(path_.begin() + static_cast<std::ptrdiff_t>(base), step_tasks_, PathState{});
+  std::fill_n(enabler_.begin() + static_cast<std::ptrdiff_t>(base), step_tasks_, Ended{});
+  std::fill_n(memory_.begin() + static_cast<std::ptrdiff_t>(head_memory_ + (k & slot_mask_) * step_memory_),
+              step_memory_, MemoryPath{});
   source->at(k, std::span<Ps>(step_duration_).subspan(at, step_tasks_),
              std::span<uint64_t>(step_bytes_).subspan(at, step_tasks_));
   return true;
 }
 
 void RunState::Grow() {
-  const size_t n = step_tasks_, slots = 2 * slots_.size();
+  const size_t slots = 2 * slots_.size();
   const uint64_t old_mask = slot_mask_;
   slot_mask_ = slots - 1;
   // Each slot's steps move to their place in the larger ring (steps that did not share a slot
-  // in the smaller one do not in this one); the head stays where it is.
-  auto move = [&](auto& v, size_t head) {
+  // in the smaller one do not in this one); the head stays where it is. `n`: entries a step.
+  auto move = [&](auto& v, size_t head, size_t n) {
     std::remove_reference_t<decltype(v)> w(head + slots * n);
     std::copy_n(v.begin(), head, w.begin());
     for (const Slot& sl : slots_)
@@ -381,12 +391,13 @@ void RunState::Grow() {
                     w.begin() + static_cast<std::ptrdiff_t>(head + (sl.step & slot_mask_) * n));
     v.swap(w);
   };
-  move(times, head_tasks_);
-  move(unmet, head_tasks_);
-  move(done, head_tasks_);
-  move(path_, head_tasks_);
-  move(step_duration_, 0);
-  move(step_bytes_, 0);
+  move(times, head_tasks_, step_tasks_);
+  move(unmet, head_tasks_, step_tasks_);
+  move(done, head_tasks_, step_tasks_);
+  move(enabler_, head_tasks_, step_tasks_);
+  move(memory_, head_memory_, step_memory_);
+  move(step_duration_, 0, step_tasks_);
+  move(step_bytes_, 0, step_tasks_);
   std::vector<Slot> grown(slots);
   for (const Slot& sl : slots_)
     if (sl.step != 0) grown[sl.step & slot_mask_] = sl;

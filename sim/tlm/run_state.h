@@ -112,10 +112,10 @@ struct RunState {
     Ps end = 0;
     CriticalPathSplit split;
   };
-  // A streamed task's enablers so far: its latest-ending dep (the lowest id on ties) and its
-  // queue's previous task once that one ended; `next`: a memory task's next on its channel.
-  struct PathState {
-    Ended dep, prev;
+  // A streamed memory task's neighbours on its channel (in sim::CriticalPath's queue order):
+  // the request before it, with its end once it ended (kPending before), and the one after it.
+  struct MemoryPath {
+    Ended prev;
     TaskRef next = kNone;
   };
   // The last task issued to a channel or started on a core (by time, then id: sim::
@@ -127,7 +127,9 @@ struct RunState {
     Ended at;
   };
   void Fail(const std::string& why);
-  void Unblock(TaskRef from, const Ended& e, TaskRef j);
+  // *best becomes e where e ends later, or as late with a lower id (sim::CriticalPath's rule).
+  static void Prefer(Ended* best, const Ended& e);
+  void Unblock(const Ended& e, TaskRef j);
   bool Ensure(uint32_t k);
   void Grow();  // doubles the ring of slots
   static constexpr size_t kMaxSlots = 1024;
@@ -146,7 +148,18 @@ struct RunState {
   std::vector<Ps> duration_;                                // per record: compute tasks' KernelTime
   std::vector<Ps> step_duration_;                           // per task of a slot (no head): a context task's
   std::vector<uint64_t> step_bytes_;
-  std::vector<PathState> path_;  // per slot
+  // Per slot: a task's enabler so far, the latest-ending (then lowest-id) of its deps ended and,
+  // for a compute task, of its core's task before it (sim::CriticalPath's candidates).
+  std::vector<Ended> enabler_;
+  // Per memory task of a slot (memory_of_ numbers them per record: the head's, then the
+  // template's), its MemoryPath; a channel's task before it joins its enabler when it ends.
+  std::vector<MemoryPath> memory_;
+  std::vector<uint32_t> memory_of_;
+  size_t head_memory_ = 0, step_memory_ = 0;
+  size_t MemorySlotOf(TaskRef t) const {
+    return InStep(t) ? head_memory_ + ((t >> 32) & slot_mask_) * step_memory_ + memory_of_[Record(t)]
+                     : memory_of_[t];
+  }
   struct Slot {
     uint32_t step = 0;  // 0: free
     uint32_t ended = 0;

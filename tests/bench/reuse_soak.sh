@@ -63,6 +63,8 @@ for ((i = 0; i < count; i++)); do
   done
   printf '%3d%s\n' "$i" "$line"
 done
-echo "seed $seed, $family, $engine engine, $count experiments x $steps decode steps: $same reused runs the same as unrolled," \
+engine_note=""
+[ "$engine" = tlm ] && engine_note=" tlm engine,"
+echo "seed $seed, $family,$engine_note $count experiments x $steps decode steps: $same reused runs the same as unrolled," \
   "$differs differ, $lowered lowered every step, $failed failed"
 [ "$differs" = 0 ]
