@@ -94,6 +94,21 @@ struct PlanSwitch {
   }
 };
 
+// A memory plan that changes once (sim/step_reuse.cc): where the template `step` (decode step
+// `first` alone) and `last` (decode step `steps` alone) have different numbers of tasks, the
+// step where the count changes (found by lowering single steps), the steps on each side lowered
+// alone, their templates (`a` on `step`, which must outlive it; `b` from the change on) and the
+// PlanSwitch between them, checked. nullptr where the count changes more than once or a check
+// fails. *reason (Classify's) gets where the plan changes, and on failure why.
+struct PlanChange {
+  mapping::Program before_last, after;
+  std::unique_ptr<StepTemplate> a, b;
+  PlanSwitch plan;
+};
+std::unique_ptr<PlanChange> FindPlanChange(const Experiment& e, const arch::Chip& chip,
+                                           const mapping::Program& step, const mapping::Program& last,
+                                           uint32_t first, uint32_t steps, std::string* reason);
+
 // `tpl`: the template (Classify done); `step_out`: the engine's times of the template alone
 // (its links' and channels' bytes and busy time are one step's). nullopt with *why when a
 // check fails.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -74,6 +75,29 @@ uint32_t PlanChangeAt(const Experiment& e, const arch::Chip& chip, uint32_t firs
 
 }  // namespace
 
+std::unique_ptr<PlanChange> FindPlanChange(const Experiment& e, const arch::Chip& chip, const Program& step,
+                                           const Program& last, uint32_t first, uint32_t steps,
+                                           std::string* reason) {
+  std::string what;
+  const uint32_t from = PlanChangeAt(e, chip, first, steps, step.num_tasks(), last.num_tasks(), &what);
+  *reason += what;
+  if (from == 0) return nullptr;
+  const config::Workload& wl = e.cfg.workload();
+  auto pc = std::make_unique<PlanChange>();
+  pc->before_last = LowerStep(e, chip, from - 1);
+  pc->after = LowerStep(e, chip, from);
+  pc->a = std::make_unique<StepTemplate>(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
+  pc->b = std::make_unique<StepTemplate>(pc->after, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
+  pc->plan = PlanSwitch{pc->a.get(), from, {}, {}};
+  std::string no;
+  if (!pc->a->Classify(pc->before_last, first, from - 1, &no) || !pc->b->Classify(last, from, steps, &no) ||
+      !pc->b->Without(*pc->a, &pc->plan.masked, &pc->plan.b_of_a, &no)) {
+    *reason += ": " + no;
+    return nullptr;
+  }
+  return pc;
+}
+
 std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip& chip, Engine& engine,
                                           const RunOptions& opts, std::string* why, SampledRun* view) {
   auto fail = [&](const std::string& reason) -> std::optional<RunOutput> {
@@ -97,26 +121,17 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
   std::string reason;
   if (!tpl.Classify(last, first, steps, &reason)) {
     if (step.num_tasks() == last.num_tasks()) return fail(reason);
-    std::string what;
-    const uint32_t from = PlanChangeAt(e, chip, first, steps, step.num_tasks(), last.num_tasks(), &what);
-    reason += what;
-    if (from == 0) return fail(reason);
     // A template for the steps before the change and one from it on, the steps before it
     // timed as the later template less the tasks they lack (sim/step_rolling.h).
-    const Program before_last = LowerStep(e, chip, from - 1);
-    const Program after = LowerStep(e, chip, from);
-    StepTemplate a(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
-    StepTemplate b(after, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
-    PlanSwitch plan{&a, from, {}, {}};
-    std::string no;
-    if (!a.Classify(before_last, first, from - 1, &no) || !b.Classify(last, from, steps, &no) ||
-        !b.Without(a, &plan.masked, &plan.b_of_a, &no))
-      return fail(reason + ": " + no);
+    const std::unique_ptr<PlanChange> pc = FindPlanChange(e, chip, step, last, first, steps, &reason);
+    if (!pc) return fail(reason);
     if (steps < kPeriodHead + 5) return fail(reason + ": fewer steps than step by step needs");
-    std::optional<StepHead> h = LowerStepHead(e, chip, &engine, a, &no);
+    std::string no;
+    std::optional<StepHead> h = LowerStepHead(e, chip, &engine, *pc->a, &no);
     if (!h) return fail(reason + ": " + no);
-    const EngineOutput after_out = engine.Run(after, chip);
-    std::optional<RunOutput> r = RunRolling(e, chip, engine, opts, b, after_out, *h, &no, view, &plan);
+    const EngineOutput after_out = engine.Run(pc->after, chip);
+    std::optional<RunOutput> r =
+        RunRolling(e, chip, engine, opts, *pc->b, after_out, *h, &no, view, &pc->plan);
     if (!r) return fail(reason + "; not step by step: " + no);
     return r;
   }

@@ -32,8 +32,13 @@ struct StepSource {
   // Per task of the template: its duration (a compute task) or bytes (a memory task) are
   // each step's own.
   std::vector<uint8_t> context;
+  // Where a memory plan changes at decode step `masked_from` (sim/step_period.h PlanChange):
+  // the steps before it lack the template's tasks that `masked` marks, and the head's steps are
+  // such steps (the template's other tasks, in order). Empty `masked`: every step has them all.
+  uint32_t masked_from = 0;
+  std::vector<uint8_t> masked;
   // Decode step k's own durations and bytes of those tasks, written at their index (one entry
-  // per task of the template; the others are left as they are).
+  // per task of the template; the others, and those the step lacks, are left as they are).
   std::function<void(uint32_t, std::span<Ps>, std::span<uint64_t>)> at;
   // Called in order on the engine's thread: on_head once the head's tasks have all ended (their
   // times, by id), then on_step(k, times, horizon) once decode step k's tasks and those of the

@@ -53,27 +53,46 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
   if (N < HB + 2) return fail("fewer than " + std::to_string(HB + 2) + " decode steps");
   // The template (decode step `first` alone), checked against the last step alone, and the
   // head B, whose steps 2 .. HB are checked against it (as sim/step_reuse.cc's).
+  // Where the memory plan changes once (attention spilling from some step on), the steps are
+  // the later template's, those before the change lacking its spills (sim/step_period.h
+  // PlanChange), and the head is lowered with the earlier one.
   const Program step = LowerStep(e, chip, first), last = LowerStep(e, chip, N);
-  StepTemplate tpl(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
+  StepTemplate one(step, chip, DtypeBytes(wl.dtype()), e.cfg.model().head_dim());
   std::string reason;
-  if (!tpl.Classify(last, first, N, &reason)) return fail(reason);
-  std::optional<StepHead> head = LowerStepHead(e, chip, nullptr, tpl, &reason, HB);
+  std::unique_ptr<PlanChange> pc;
+  if (!one.Classify(last, first, N, &reason)) {
+    if (step.num_tasks() == last.num_tasks()) return fail(reason);
+    pc = FindPlanChange(e, chip, step, last, first, N, &reason);
+    if (!pc) return fail(reason);
+    if (pc->plan.from <= HB + 1) return fail(reason + ": the plan changes within the head's steps");
+  }
+  const StepTemplate& tpl = pc ? *pc->b : one;
+  const PlanSwitch* plan = pc ? &pc->plan : nullptr;
+  const Program& tp = tpl.program();
+  std::optional<StepHead> head = LowerStepHead(e, chip, nullptr, pc ? *pc->a : one, &reason, HB);
   if (!head) return fail(reason);
   Program& B = head->program;
-  const size_t n = step.num_tasks(), NB = B.num_tasks();
+  const size_t n = tp.num_tasks(), NB = B.num_tasks();
 
   StepSource src;
   src.head = &B;
   src.head_begin = head->begin;
-  src.step = &step;
+  src.step = &tp;
   src.head_steps = HB;
   src.steps = N;
+  if (plan) {
+    src.masked_from = plan->from;
+    src.masked = plan->masked;
+  }
   {
-    StepDeps ext = head->deps;
+    // The head's deps on the steps before, in the template's tasks.
+    StepDeps ext(n);
+    for (size_t j = 0; j < head->deps.size(); ++j)
+      for (const auto& [off, rr] : head->deps[j])
+        ext[plan ? plan->b_of_a[j] : j].emplace_back(off, plan ? plan->b_of_a[rr] : rr);
     StepDeps ext_dep(n);
     for (uint32_t i = 0; i < ext.size(); ++i)
       for (const auto& [off, j] : ext[i]) ext_dep[j].emplace_back(off, i);
-    ext.resize(n);
     Flatten(ext, &src.ext, &src.ext_begin);
     Flatten(ext_dep, &src.ext_dep, &src.ext_dep_begin);
   }
@@ -81,9 +100,10 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
   for (uint32_t i : tpl.context_tasks()) src.context[i] = 1;
   std::vector<Ps> busy_room(n);  // CostsAt's channel times, which the engine works out itself
   src.at = [&](uint32_t k, std::span<Ps> duration, std::span<uint64_t> bytes) {
-    tpl.CostsAt(k, duration, busy_room);
+    const std::span<const uint8_t> lacks = plan ? plan->Lacks(k) : std::span<const uint8_t>();
+    tpl.CostsAt(k, duration, busy_room, lacks);
     for (uint32_t i : tpl.context_tasks())
-      if (step.kind(i) == TaskKind::kMemory) bytes[i] = tpl.MemoryBytesIn(i, k);
+      if (tp.kind(i) == TaskKind::kMemory && (lacks.empty() || !lacks[i])) bytes[i] = tpl.MemoryBytesIn(i, k);
   };
 
   // The Result: B's once its tasks have ended (their times in the whole run), then step by step.
@@ -95,12 +115,28 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
   src.on_head = [&](std::span<const TaskTime> t, std::string*) {
     bo.tasks.assign(t.begin(), t.end());
     for (const TaskTime& x : t) bo.makespan_ps = std::max(bo.makespan_ps, x.end_ps);
-    compose = std::make_unique<StepComposer>(e, chip, engine, opts, tpl, *head, bo);
+    compose = std::make_unique<StepComposer>(e, chip, engine, opts, tpl, *head, bo, plan);
     return true;
   };
+  std::vector<TaskTime> own;  // a step before the plan changes: its own tasks' times
   auto compose_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string* no) {
     if (!compose->Add(k, t, no)) return false;
-    if (opts.keep_task_times) AddTaskTimings(step, t, 0, NB + uint64_t{k - HB - 1} * n, &compose->result());
+    if (opts.keep_task_times) {
+      // Ids as the unrolled Program's: the steps before the plan changes have fewer tasks.
+      if (plan) {
+        const uint64_t na = plan->b_of_a.size(), a_steps = std::min(k, plan->from) - HB - 1,
+                       b_steps = k > plan->from ? k - plan->from : 0;
+        const uint64_t id0 = NB + a_steps * na + b_steps * n;
+        if (plan->Masked(k)) {
+          plan->OwnTimes(t, &own);
+          AddTaskTimings(plan->before->program(), own, 0, id0, &compose->result());
+        } else {
+          AddTaskTimings(tp, t, 0, id0, &compose->result());
+        }
+      } else {
+        AddTaskTimings(tp, t, 0, NB + uint64_t{k - HB - 1} * n, &compose->result());
+      }
+    }
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k))
       observed[k].assign(t.begin(), t.end());
     // A core's intervals that start before every task not added yet can be merged for good.
@@ -214,7 +250,9 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
   const int cores = chip.num_cores();
   tot.core_busy.assign(cores, 0);
   for (int c = 0; c < cores; ++c) tot.core_busy[c] = compose->busy().Total(static_cast<size_t>(c));
-  tot.spilled_bytes = B.spilled_bytes + tpl.SpilledOver(HB + 1, N);
+  tot.spilled_bytes = B.spilled_bytes + (plan ? plan->before->SpilledOver(HB + 1, plan->from - 1) +
+                                                    tpl.SpilledOver(plan->from, N)
+                                              : tpl.SpilledOver(HB + 1, N));
   tot.links = std::move(so.links);
   tot.channels = std::move(so.channels);
   FinishResult(chip, tot, &res);

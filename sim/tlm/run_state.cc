@@ -86,14 +86,27 @@ RunState::RunState(const StepSource& s, const arch::Chip& c) : program(*s.head),
     stream_why = why;
     mem_via_net.assign(head_tasks_ + step_tasks_, 0);
   };
+  // Steps before masked_from lack the masked tasks: the head's steps are such steps.
+  const bool mask = !s.masked.empty();
+  short_index_.assign(n, kNoIndex);
+  for (uint32_t i = 0; i < n; ++i)
+    if (!mask || (i < s.masked.size() && !s.masked[i])) {
+      short_index_[i] = static_cast<uint32_t>(template_of_short_.size());
+      template_of_short_.push_back(i);
+    }
+  if (mask) masked_from_ = std::min(s.masked_from, N + 1);
+  back_ = back;
   std::string no;
   if (N <= HB || HB < 2 || s.head_begin.size() != HB + 2) no = "no decode steps after the head";
   if (no.empty() && (back == 0 || back + 2 > HB))
     no = "decode steps wait on " + std::to_string(back) + " steps before";
   if (no.empty() && (head_tasks_ >= (uint64_t{1} << 32) || N >= (uint32_t{1} << 31)))
     no = "too many tasks to name";
+  if (no.empty() && mask && (s.masked.size() != n || s.masked_from <= HB))
+    no = "the plan changes within the head";
   for (uint32_t k = 2; no.empty() && k <= HB; ++k)
-    if (s.head_begin[k + 1] - s.head_begin[k] != step_tasks_) no = "a head step is not the template";
+    if (s.head_begin[k + 1] - s.head_begin[k] != template_of_short_.size())
+      no = "a head step is not the template";
   for (uint32_t i = 0; no.empty() && i < n; ++i)
     if (T.deps(i).empty() && s.ext_begin[i] == s.ext_begin[i + 1])
       no = "a decode step's task waits on nothing (task " + std::to_string(i) + " of the template)";
@@ -106,7 +119,8 @@ RunState::RunState(const StepSource& s, const arch::Chip& c) : program(*s.head),
   const uint64_t slots = std::bit_ceil(uint64_t{back} + 2);
   slot_mask_ = slots - 1;
   slots_.assign(slots, Slot{});
-  total = head_tasks_ + uint64_t{N - HB} * n;
+  const uint32_t from = mask ? masked_from_ : HB + 1;  // the first step with every task
+  total = head_tasks_ + uint64_t{from - HB - 1} * template_of_short_.size() + uint64_t{N + 1 - from} * n;
   const size_t room = head_tasks_ + slots * step_tasks_;
   times.assign(room, TaskTime{});
   done.assign(room, 0);
@@ -149,7 +163,11 @@ Ps RunState::ComputeTime(TaskRef t) const {
 
 uint64_t RunState::UnrolledId(TaskRef t) const {
   if (!InStep(t)) return t;
-  return head_tasks_ + ((t >> 32) - source->head_steps - 1) * step_tasks_ + IndexOf(t);
+  // The steps before masked_from have their short count of tasks.
+  const uint64_t k = t >> 32, HB = source->head_steps, from = std::max<uint64_t>(masked_from_, HB + 1);
+  const uint64_t shorter = std::min(k, from) - HB - 1, full = k > from ? k - from : 0;
+  return head_tasks_ + shorter * template_of_short_.size() + full * step_tasks_ +
+         (k < from ? short_index_[IndexOf(t)] : IndexOf(t));
 }
 
 void RunState::Fail(const std::string& why) {
@@ -327,11 +345,11 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
     const std::vector<size_t>& hb = source->head_begin;
     const uint32_t seg = static_cast<uint32_t>(std::upper_bound(hb.begin(), hb.end(), task) - hb.begin()) - 1;
     if (seg >= 2) {
-      const uint32_t rel = static_cast<uint32_t>(task - hb[seg]);
+      const uint32_t rel = template_of_short_[task - hb[seg]];
       for (uint32_t x = source->ext_dep_begin[rel]; x < source->ext_dep_begin[rel + 1]; ++x) {
         const auto [off, j] = source->ext_dep[x];
         const uint32_t to = seg + off;
-        if (to <= source->head_steps || to > source->steps) continue;
+        if (to <= source->head_steps || to > source->steps || Lacks(to, j)) continue;
         if (!Ensure(to)) return;
         Unblock(me, uint64_t{to} << 32 | j);
       }
@@ -341,10 +359,11 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
     const uint32_t step = static_cast<uint32_t>(task >> 32), rel = IndexOf(task);
     const uint64_t hi = uint64_t{step} << 32;
     for (uint32_t x = step_dep_begin_[rel]; x < step_dep_begin_[rel + 1]; ++x)
-      Unblock(me, hi | step_dependents_[x]);
+      if (!Lacks(step, step_dependents_[x])) Unblock(me, hi | step_dependents_[x]);
     for (uint32_t x = source->ext_dep_begin[rel]; x < source->ext_dep_begin[rel + 1]; ++x) {
       const auto [off, j] = source->ext_dep[x];
       if (step + off > source->steps) break;  // sorted by steps on
+      if (Lacks(step + off, j)) continue;
       if (!Ensure(step + off)) return;
       Unblock(me, uint64_t{step + off} << 32 | j);
     }
@@ -373,6 +392,28 @@ bool RunState::Ensure(uint32_t k) {
               step_memory_, MemoryPath{});
   source->at(k, std::span<Ps>(step_duration_).subspan(at, step_tasks_),
              std::span<uint64_t>(step_bytes_).subspan(at, step_tasks_));
+  if (k < uint64_t{masked_from_} + back_) {
+    // A step that lacks tasks, or waits on one that does: those count as ended (never issued),
+    // and no task waits on them.
+    const Program& T = *source->step;
+    for (uint32_t i = 0; i < step_tasks_; ++i) {
+      if (Lacks(k, i)) {
+        done[base + i] = 1;
+        unmet[base + i] = 0;
+        ++sl.ended;
+        continue;
+      }
+      uint32_t u = 0;
+      for (uint32_t d : T.deps(i)) u += !Lacks(k, d);
+      for (uint32_t x = source->ext_begin[i]; x < source->ext_begin[i + 1]; ++x)
+        u += !Lacks(k - source->ext[x].first, source->ext[x].second);
+      if (u == 0) {
+        Fail("a decode step's task waits only on tasks its step lacks");
+        return false;
+      }
+      unmet[base + i] = u;
+    }
+  }
   return true;
 }
 
@@ -477,7 +518,9 @@ std::string RunState::Stuck() const {
         for (uint32_t x2 = source->ext_begin[i]; x2 < source->ext_begin[i + 1]; ++x2) {
           const auto [off, j] = source->ext[x2];
           const uint32_t kd = k - off;
-          const TaskRef d = kd <= source->head_steps ? source->head_begin[kd] + j : uint64_t{kd} << 32 | j;
+          if (Lacks(kd, j)) continue;
+          const TaskRef d =
+              kd <= source->head_steps ? source->head_begin[kd] + short_index_[j] : uint64_t{kd} << 32 | j;
           if (!ended(d)) os << " " << UnrolledId(d);
         }
       }

@@ -133,6 +133,14 @@ struct RunState {
   bool Ensure(uint32_t k);
   void Grow();  // doubles the ring of slots
   static constexpr size_t kMaxSlots = 1024;
+  // Decode step k lacks task i of the template (StepSource::masked).
+  bool Lacks(uint64_t k, uint32_t i) const { return k < masked_from_ && source->masked[i]; }
+  uint32_t masked_from_ = 0;  // 0: no step lacks a task
+  uint32_t back_ = 0;         // the most steps back a task waits
+  // Per task of the template: its index in a step that lacks the masked ones (kNoIndex for
+  // those), and per task of such a step its task of the template.
+  static constexpr uint32_t kNoIndex = 0xffffffffu;
+  std::vector<uint32_t> short_index_, template_of_short_;
   void HandOut();
   void StreamComplete(TaskRef task, Ps now_ps);
   Ps Horizon(uint32_t k) const;

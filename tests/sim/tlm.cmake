@@ -22,4 +22,4 @@ tpsim_test(engine_registry_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/registry_test.
 # Decode steps streamed into the TLM engine (sim/step_streamed.h) against the unrolled Program.
 tpsim_test(step_streamed_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_streamed_test.cc LIBS tpsim_sim tpsim_agree
   SLOW StepStreamed.ShippedBig StepStreamed.ReferenceUpTo200Steps StepStreamed.RandomExperiments
-       StepStreamed.ReferenceVariants StepStreamed.ShippedSmall)
+       StepStreamed.ReferenceVariants StepStreamed.ShippedSmall StepStreamed.MemoryPlanThatChangesMidRunMore)
