@@ -113,6 +113,20 @@ StepComposer::StepComposer(const Experiment& e, const arch::Chip& chip, const En
 
 StepComposer::~StepComposer() = default;
 
+void StepComposer::AddTaskRecords(uint32_t k, std::span<const TaskTime> t, uint64_t head_tasks,
+                                  uint32_t head_steps) {
+  const Program& tp = tpl_.program();
+  const uint64_t n = tp.num_tasks();
+  if (!plan_) return AddTaskTimings(tp, t, 0, head_tasks + uint64_t{k - head_steps - 1} * n, &res_);
+  // Ids as the unrolled Program's: the steps before the plan changes have fewer tasks.
+  const uint64_t na = plan_->b_of_a.size(), a_steps = std::min(k, plan_->from) - head_steps - 1,
+                 b_steps = k > plan_->from ? k - plan_->from : 0;
+  const uint64_t id0 = head_tasks + a_steps * na + b_steps * n;
+  if (!plan_->Masked(k)) return AddTaskTimings(tp, t, 0, id0, &res_);
+  plan_->OwnTimes(t, &before_times_);
+  AddTaskTimings(plan_->before->program(), before_times_, 0, id0, &res_);
+}
+
 bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why) {
   // A step before the plan changes: its own tasks (the template's less the masked ones, in
   // order) as plan_->before's, whose ops are the template's.

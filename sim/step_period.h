@@ -130,6 +130,10 @@ class StepComposer {
   // Decode step k, after the steps before it, with its tasks' times `t`; false with *why when
   // it has a decode layer B has no row for.
   bool Add(uint32_t k, std::span<const TaskTime> t, std::string* why);
+  // Decode step k's task records (RunOptions::keep_task_times), after Add, with the unrolled
+  // Program's ids: `head_tasks` tasks in the head's `head_steps` decode steps and prefill, and
+  // the steps before the plan changes as plan->before's tasks.
+  void AddTaskRecords(uint32_t k, std::span<const TaskTime> t, uint64_t head_tasks, uint32_t head_steps);
   // After the last step: the summed op rows (past RunOptions::row_steps).
   void FinishRows();
   // After FinishResult: the layers' and summary's energy.

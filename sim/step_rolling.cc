@@ -311,7 +311,6 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     if (tp.kind(i) == TaskKind::kMemory) memory_tasks.push_back(i);
   // Step k into the Result, after the steps before it; `horizon`: no task of a later step
   // starts before it (StepStream::Horizon once step k ended).
-  std::vector<TaskTime> own;  // a step before the plan changes: its own tasks' times
   auto compose_step = [&](uint32_t k, Ps horizon, std::string* why) {
     // The tasks step k lacks before the plan changes (none without `plan`).
     const std::span<const uint8_t> lacks_of = plan ? plan->Lacks(k) : std::span<const uint8_t>();
@@ -330,22 +329,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       q = std::max(q, tk[i].start_ps - run.ready(k, i));
     }
     if (!compose.Add(k, tk, why)) return false;
-    if (opts.keep_task_times) {
-      // Ids as the unrolled Program's: the steps before the plan changes have fewer tasks.
-      if (plan) {
-        const uint64_t na = plan->b_of_a.size(), a_steps = std::min(k, plan->from) - HB - 1,
-                       b_steps = k > plan->from ? k - plan->from : 0;
-        const uint64_t id0 = NB + a_steps * na + b_steps * n;
-        if (plan->Masked(k)) {
-          plan->OwnTimes(tk, &own);
-          AddTaskTimings(plan->before->program(), own, 0, id0, &res);
-        } else {
-          AddTaskTimings(tp, tk, 0, id0, &res);
-        }
-      } else {
-        AddTaskTimings(tp, tk, 0, NB + uint64_t{k - HB - 1} * n, &res);
-      }
-    }
+    if (opts.keep_task_times) compose.AddTaskRecords(k, tk, NB, HB);
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k))
       observed[k].assign(tk.begin(), tk.end());
     // A core's intervals that start before every task not added yet can be merged for good.

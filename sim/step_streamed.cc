@@ -118,25 +118,9 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
     compose = std::make_unique<StepComposer>(e, chip, engine, opts, tpl, *head, bo, plan);
     return true;
   };
-  std::vector<TaskTime> own;  // a step before the plan changes: its own tasks' times
   auto compose_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string* no) {
     if (!compose->Add(k, t, no)) return false;
-    if (opts.keep_task_times) {
-      // Ids as the unrolled Program's: the steps before the plan changes have fewer tasks.
-      if (plan) {
-        const uint64_t na = plan->b_of_a.size(), a_steps = std::min(k, plan->from) - HB - 1,
-                       b_steps = k > plan->from ? k - plan->from : 0;
-        const uint64_t id0 = NB + a_steps * na + b_steps * n;
-        if (plan->Masked(k)) {
-          plan->OwnTimes(t, &own);
-          AddTaskTimings(plan->before->program(), own, 0, id0, &compose->result());
-        } else {
-          AddTaskTimings(tp, t, 0, id0, &compose->result());
-        }
-      } else {
-        AddTaskTimings(tp, t, 0, NB + uint64_t{k - HB - 1} * n, &compose->result());
-      }
-    }
+    if (opts.keep_task_times) compose->AddTaskRecords(k, t, NB, HB);
     if (view && std::binary_search(opts.observe_steps.begin(), opts.observe_steps.end(), k))
       observed[k].assign(t.begin(), t.end());
     // A core's intervals that start before every task not added yet can be merged for good.
