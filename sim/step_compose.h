@@ -189,6 +189,17 @@ SampledRun SampleComposed(const Experiment& e, const arch::Chip& chip,
 // `ref`, checked to be the same in steps 3 .. `last`. *steps_back: the most steps back. false
 // with *why when a step differs.
 using StepDeps = std::vector<std::vector<std::pair<uint32_t, uint32_t>>>;
+// Per-task lists as one CSR list (task i's entries at flat[begin[i] .. begin[i + 1])), each
+// list sorted first.
+template <class T>
+void FlattenSorted(std::vector<std::vector<T>>& lists, std::vector<T>* flat, std::vector<uint32_t>* begin) {
+  begin->assign(1, 0);
+  for (std::vector<T>& v : lists) {
+    std::sort(v.begin(), v.end());
+    flat->insert(flat->end(), v.begin(), v.end());
+    begin->push_back(static_cast<uint32_t>(flat->size()));
+  }
+}
 bool DepsOnStepsBefore(const mapping::Program& head, const std::vector<size_t>& begin, size_t n, uint32_t ref,
                        uint32_t last, StepDeps* deps, uint32_t* steps_back, std::string* why);
 

@@ -97,7 +97,11 @@ StepComposer::StepComposer(const Experiment& e, const arch::Chip& chip, const En
       prev_end_(std::numeric_limits<Ps>::min()),
       rows_(tpl.program(), e.cfg.workload().decode_steps() > opts.row_steps, kFirstSummedStep),
       pairs_(IndexOpCores(tpl.program())),
-      plan_(plan && plan->before ? plan : nullptr) {
+      plan_(plan && plan->before ? plan : nullptr),
+      head_start_(std::numeric_limits<Ps>::max()),
+      head_spilled_(head.program.spilled_bytes),
+      head_steps_(static_cast<uint32_t>(head.begin.size() - 2)) {
+  for (const TaskTime& x : bo.tasks) head_start_ = std::min(head_start_, x.start_ps);
   if (plan_) before_pairs_ = IndexOpCores(plan_->before->program());
   const Program& B = head.program;
   const int cores = chip.num_cores();
@@ -167,7 +171,18 @@ bool StepComposer::Add(uint32_t k, std::span<const TaskTime> t, std::string* why
 // B's steps end at kPeriodHead + 2: every step this composes is one that is summed.
 static_assert(kFirstSummedStep == kPeriodHead + 3);
 
-void StepComposer::FinishRows() { rows_.Finish(&res_); }
+void StepComposer::FinishSteps(uint32_t steps) {
+  rows_.Finish(&res_);
+  busy_.Flush(std::numeric_limits<Ps>::max());
+  tot_.prefill_end = head_start_ + res_.summary().prefill_ps();
+  tot_.decode_steps = steps;
+  tot_.core_busy.assign(tot_.core_compute.size(), 0);
+  for (size_t c = 0; c < tot_.core_busy.size(); ++c) tot_.core_busy[c] = busy_.Total(c);
+  const uint32_t first = head_steps_ + 1;
+  tot_.spilled_bytes = head_spilled_ + (plan_ ? plan_->before->SpilledOver(first, plan_->from - 1) +
+                                                    tpl_.SpilledOver(plan_->from, steps)
+                                              : tpl_.SpilledOver(first, steps));
+}
 
 void StepComposer::FinishEnergy(const arch::Chip& chip) { energy_->Finish(chip, &res_); }
 
@@ -370,7 +385,6 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   config::Result& res = compose.result();
   RunTotals& tot = compose.totals();
   BusyUnion& busy = compose.busy();
-  const int cores = chip.num_cores();
   Ps total = bo.makespan_ps;
   uint64_t last_task = 0;  // the first task (lowest id) to end at `total`
   for (size_t g = 0; g < B.num_tasks(); ++g)
@@ -434,8 +448,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     if (opts.on_count) opts.on_count(k, N, "decode steps");
   }
   // B's op rows of steps H + 3 .. are not there; steps H + 1 and H + 2 are (one row each).
-  compose.FinishRows();
-  busy.Flush(std::numeric_limits<Ps>::max());
+  compose.FinishSteps(N);
   // The critical path, walked back over the whole run (sim::CriticalPath's rule).
   // Queue predecessors (by start, then id) of a step's tasks, as (step offset, task): from the
   // run's times over steps 0 .. H + 4, the same for steps H + 1 and H + 2.
@@ -544,13 +557,6 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   }
   tot.path = {by_kind[0], by_kind[1], by_kind[2]};
   tot.total = total;
-  Ps t0 = std::numeric_limits<Ps>::max();
-  for (const TaskTime& x : bo.tasks) t0 = std::min(t0, x.start_ps);
-  tot.prefill_end = t0 + res.summary().prefill_ps();
-  tot.decode_steps = N;
-  tot.core_busy.assign(cores, 0);
-  for (int c = 0; c < cores; ++c) tot.core_busy[c] = busy.Total(static_cast<size_t>(c));
-  tot.spilled_bytes = B.spilled_bytes + tpl.SpilledOver(H + 3, N);
   tot.links = bo.links;
   tot.channels = bo.channels;
   AddStepsUse(step_out, reused, &tot.links, &tot.channels);

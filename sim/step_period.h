@@ -134,8 +134,11 @@ class StepComposer {
   // Program's ids: `head_tasks` tasks in the head's `head_steps` decode steps and prefill, and
   // the steps before the plan changes as plan->before's tasks.
   void AddTaskRecords(uint32_t k, std::span<const TaskTime> t, uint64_t head_tasks, uint32_t head_steps);
-  // After the last step: the summed op rows (past RunOptions::row_steps).
-  void FinishRows();
+  // After the last decode step, `steps`: the summed op rows (past RunOptions::row_steps), the
+  // cores' busy union, and the totals that follow from the composition: the prefill's end (from
+  // B's first start), the decode steps, the cores' busy time and the spilled bytes (B's and the
+  // composed steps'). The caller sets the path, total, links and channels.
+  void FinishSteps(uint32_t steps);
   // After FinishResult: the layers' and summary's energy.
   void FinishEnergy(const arch::Chip& chip);
 
@@ -152,6 +155,9 @@ class StepComposer {
   OpCores pairs_;
   std::vector<uint32_t> by_start_;  // the template's tasks by their start in the last step added
   const PlanSwitch* plan_;
+  Ps head_start_;                          // B's first task's start (BuildResult's t0)
+  uint64_t head_spilled_;                  // B's spilled bytes
+  uint32_t head_steps_;                    // B's decode steps
   OpCores before_pairs_;                   // plan_->before's
   std::vector<uint32_t> before_by_start_;  // plan_->before's tasks, as by_start_
   std::vector<TaskTime> before_times_;     // a step before plan_->from: its tasks' times

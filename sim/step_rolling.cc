@@ -31,8 +31,6 @@ namespace {
 using mapping::Program;
 using mapping::TaskKind;
 
-constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
-
 // Decode steps handed from the schedule (one thread) to their composition (another), in order:
 // Ran(k) once step k's tasks have all ended, with its horizon; Took() once it is composed. A
 // side is woken only when it waits (a wake is a system call), the composition once kBatch
@@ -177,14 +175,6 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     for (uint32_t d : tp.deps(i)) dependents[d].push_back(i);
     for (const auto& [off, rr] : ext[i]) ext_dep[rr].emplace_back(off, i);
   }
-  auto flatten = [](auto& lists, auto* flat, std::vector<uint32_t>* begin) {
-    begin->assign(1, 0);
-    for (auto& v : lists) {
-      std::sort(v.begin(), v.end());
-      flat->insert(flat->end(), v.begin(), v.end());
-      begin->push_back(static_cast<uint32_t>(flat->size()));
-    }
-  };
   // The tasks whose durations are each step's own, and among them KV reads over links: flows
   // whose bytes are each step's own.
   for (uint32_t i : tpl.context_tasks()) {
@@ -194,9 +184,9 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       shape.step_flows.push_back(i);
     }
   }
-  flatten(ext, &shape.ext, &shape.ext_begin);
-  flatten(ext_dep, &shape.ext_dep, &shape.ext_dep_begin);
-  flatten(dependents, &shape.dependents, &shape.dep_begin);
+  FlattenSorted(ext, &shape.ext, &shape.ext_begin);
+  FlattenSorted(ext_dep, &shape.ext_dep, &shape.ext_dep_begin);
+  FlattenSorted(dependents, &shape.dependents, &shape.dep_begin);
 
   // Each step's durations and busy times (attention's and KV reads' at its context).
   const std::vector<uint32_t>& ctx = tpl.context_tasks();
@@ -387,20 +377,10 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     }
   }
   if (opts.replay_stats) *opts.replay_stats = {run.replayed(), run.rollbacks()};
-  compose.FinishRows();
-  busy.Flush(kMaxPs);
+  compose.FinishSteps(N);
   const Ps total = run.total();
   tot.path = run.path();
   tot.total = total;
-  Ps t0 = kMaxPs;
-  for (const TaskTime& x : bt) t0 = std::min(t0, x.start_ps);
-  tot.prefill_end = t0 + res.summary().prefill_ps();
-  tot.decode_steps = N;
-  tot.core_busy.assign(cores, 0);
-  for (int c = 0; c < cores; ++c) tot.core_busy[c] = busy.Total(static_cast<size_t>(c));
-  tot.spilled_bytes = B.spilled_bytes + (plan ? plan->before->SpilledOver(HB + 1, plan->from - 1) +
-                                                    tpl.SpilledOver(plan->from, N)
-                                              : tpl.SpilledOver(HB + 1, N));
   tot.links = ub.links;
   for (size_t l = 0; l < tot.links.size() && l < reservation.max_wait().size(); ++l)
     tot.links[l].max_queue_ps = reservation.max_wait()[l];

@@ -29,17 +29,6 @@ namespace {
 using mapping::Program;
 using mapping::TaskKind;
 
-// Lists per task as one CSR list, each sorted.
-void Flatten(std::vector<std::vector<std::pair<uint32_t, uint32_t>>>& lists,
-             std::vector<std::pair<uint32_t, uint32_t>>* flat, std::vector<uint32_t>* begin) {
-  begin->assign(1, 0);
-  for (auto& v : lists) {
-    std::sort(v.begin(), v.end());
-    flat->insert(flat->end(), v.begin(), v.end());
-    begin->push_back(static_cast<uint32_t>(flat->size()));
-  }
-}
-
 }  // namespace
 
 std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip, Engine& engine,
@@ -65,6 +54,8 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
     pc = FindPlanChange(e, chip, step, last, first, N, &reason);
     if (!pc) return fail(reason);
     if (pc->plan.from <= HB + 1) return fail(reason + ": the plan changes within the head's steps");
+    // A sampled step before the change is its own tasks, not the template's (as step by step).
+    if (view && !opts.observe_steps.empty()) return fail(reason + ": sampled steps where the plan changes");
   }
   const StepTemplate& tpl = pc ? *pc->b : one;
   const PlanSwitch* plan = pc ? &pc->plan : nullptr;
@@ -93,8 +84,8 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
     StepDeps ext_dep(n);
     for (uint32_t i = 0; i < ext.size(); ++i)
       for (const auto& [off, j] : ext[i]) ext_dep[j].emplace_back(off, i);
-    Flatten(ext, &src.ext, &src.ext_begin);
-    Flatten(ext_dep, &src.ext_dep, &src.ext_dep_begin);
+    FlattenSorted(ext, &src.ext, &src.ext_begin);
+    FlattenSorted(ext_dep, &src.ext_dep, &src.ext_dep_begin);
   }
   src.context.assign(n, 0);
   for (uint32_t i : tpl.context_tasks()) src.context[i] = 1;
@@ -222,21 +213,10 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
   if (so.makespan_ps >= std::numeric_limits<Ps>::max()) return fail("a time passes the 2^63 ps clock");
 
   config::Result& res = compose->result();
-  compose->FinishRows();
-  compose->busy().Flush(std::numeric_limits<Ps>::max());
+  compose->FinishSteps(N);
   RunTotals& tot = compose->totals();
   tot.path = so.path;
   tot.total = so.makespan_ps;
-  Ps t0 = std::numeric_limits<Ps>::max();
-  for (const TaskTime& x : bo.tasks) t0 = std::min(t0, x.start_ps);
-  tot.prefill_end = t0 + res.summary().prefill_ps();
-  tot.decode_steps = N;
-  const int cores = chip.num_cores();
-  tot.core_busy.assign(cores, 0);
-  for (int c = 0; c < cores; ++c) tot.core_busy[c] = compose->busy().Total(static_cast<size_t>(c));
-  tot.spilled_bytes = B.spilled_bytes + (plan ? plan->before->SpilledOver(HB + 1, plan->from - 1) +
-                                                    tpl.SpilledOver(plan->from, N)
-                                              : tpl.SpilledOver(HB + 1, N));
   tot.links = std::move(so.links);
   tot.channels = std::move(so.channels);
   FinishResult(chip, tot, &res);
