@@ -17,18 +17,33 @@ namespace {
 
 using nlohmann::json;
 
-// Supported HuggingFace `architectures` values and what they imply.
+// Supported HuggingFace `architectures` values and what they imply, with transformers'
+// defaults for the keys a config may leave out (the attributes of its configuration class,
+// src/transformers/models/<model>/configuration_<model>.py at huggingface/transformers
+// 008e574, read 2026-12-05): num_key_value_heads (0: num_attention_heads, as for null),
+// head_dim (0: hidden_size / num_attention_heads) and max_position_embeddings.
 struct Architecture {
   const char* hf_name;
   const char* name;  // config::Model.architecture
   bool qk_norm;
   bool moe;
+  uint32_t kv_heads;
+  uint32_t head_dim;
+  uint32_t max_positions;
 };
 
 constexpr Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", false, false},    {"MistralForCausalLM", "mistral", false, false},
-    {"Qwen3ForCausalLM", "qwen3", true, false},     {"Qwen3MoeForCausalLM", "qwen3_moe", true, true},
-    {"MixtralForCausalLM", "mixtral", false, true}, {"Qwen2ForCausalLM", "qwen2", false, false},
+    // LlamaConfig: num_key_value_heads None, head_dim None, max_position_embeddings 2048.
+    {"LlamaForCausalLM", "llama", false, false, 0, 0, 2048},
+    // MistralConfig and MixtralConfig: 8, None, 4096 * 32.
+    {"MistralForCausalLM", "mistral", false, false, 8, 0, 4096 * 32},
+    // Qwen3Config: 32, 128, 32768.
+    {"Qwen3ForCausalLM", "qwen3", true, false, 32, 128, 32768},
+    // Qwen3MoeConfig: 4, no head_dim attribute (the attention's default, hidden / heads), 32768.
+    {"Qwen3MoeForCausalLM", "qwen3_moe", true, true, 4, 0, 32768},
+    {"MixtralForCausalLM", "mixtral", false, true, 8, 0, 4096 * 32},
+    // Qwen2Config: 32, no head_dim attribute, 32768.
+    {"Qwen2ForCausalLM", "qwen2", false, false, 32, 0, 32768},
 };
 
 std::string SupportedHfNames() {
@@ -219,30 +234,41 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
 // max_position_embeddings); linear, dynamic and other factor types: factor x
 // max_position_embeddings; llama3, longrope and su: as published (their
 // max_position_embeddings is already the extended one). nullopt: no scaling, or a problem
-// (recorded in *r).
+// (recorded in *r). transformers 5 writes the same object as rope_parameters (with rope_theta
+// in it); like its PreTrainedConfig.convert_rope_params_to_dict, a non-empty rope_scaling
+// is read first. A rope_parameters per layer type ({"full_attention": {...}, ...}) is read
+// at full_attention.
 std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> max_pos, Reader* r) {
-  auto it = j.find("rope_scaling");
-  if (it == j.end() || it->is_null()) return std::nullopt;
+  const char* key = "rope_scaling";
+  auto found = j.find(key);
+  if (found == j.end() || found->is_null() || (found->is_object() && found->empty())) {
+    key = "rope_parameters";
+    found = j.find(key);
+  }
+  if (found == j.end() || found->is_null()) return std::nullopt;
+  const json* it = &*found;
+  if (auto full = it->find("full_attention"); it->is_object() && full != it->end() && full->is_object())
+    it = &*full;
   if (!it->is_object()) {
-    r->Error("rope_scaling", it->dump(), "must be an object or null");
+    r->Error(key, it->dump(), "must be an object or null");
     return std::nullopt;
   }
   std::string type;
-  for (const char* key : {"rope_type", "type"})
-    if (auto t = it->find(key); type.empty() && t != it->end() && t->is_string())
+  for (const char* name : {"rope_type", "type"})
+    if (auto t = it->find(name); type.empty() && t != it->end() && t->is_string())
       type = t->get<std::string>();
   if (type == "llama3" || type == "longrope" || type == "su" || type == "default") return std::nullopt;
   auto f = it->find("factor");
   if (f == it->end() || f->is_null()) return std::nullopt;
   if (!f->is_number() || !(f->get<double>() >= 1) || !(f->get<double>() <= 1e6)) {
-    r->Error("rope_scaling", f->dump(), "factor must be a number from 1 to 1e6");
+    r->Error(key, f->dump(), "factor must be a number from 1 to 1e6");
     return std::nullopt;
   }
   double base = max_pos.value_or(0);
   if (type == "yarn") {
     if (auto o = it->find("original_max_position_embeddings"); o != it->end() && !o->is_null()) {
       if (!o->is_number_unsigned() || o->get<uint64_t>() > UINT32_MAX) {
-        r->Error("rope_scaling", o->dump(),
+        r->Error(key, o->dump(),
                  "original_max_position_embeddings must be a non-negative integer (at most 4294967295)");
         return std::nullopt;
       }
@@ -252,7 +278,7 @@ std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> m
   const double positions = std::floor(base * f->get<double>());
   if (positions <= 0) return std::nullopt;
   if (positions > UINT32_MAX) {
-    r->Error("rope_scaling", it->dump(), "extends the positions past 4294967295");
+    r->Error(key, it->dump(), "extends the positions past 4294967295");
     return std::nullopt;
   }
   return static_cast<uint32_t>(positions);
@@ -289,14 +315,17 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   auto layers = r.Uint("num_hidden_layers", true);
   auto heads = r.Uint("num_attention_heads", true);
   auto vocab = r.Uint("vocab_size", true);
-  // Absent in some configs; transformers then uses these defaults.
+  // Absent in some configs; transformers then uses its class's defaults (kArchitectures).
   auto kv_heads = r.Uint("num_key_value_heads", false);
   auto head_dim = r.Uint("head_dim", false);
+  // null: num_attention_heads (transformers' "backward compatibility"); absent: the class's default.
+  const bool kv_null = j.contains("num_key_value_heads") && j["num_key_value_heads"].is_null();
   bool moe = arch && arch->moe;
   const bool mixtral = arch && std::string(arch->name) == "mixtral";
   // Mixtral's intermediate_size is its experts' size (every layer is sparse).
   auto inter = r.Uint("intermediate_size", !moe || mixtral);
   auto max_pos = r.Uint("max_position_embeddings", false);
+  if (!max_pos && arch) max_pos = arch->max_positions;
   if (auto scaled = ScaledPositions(j, max_pos, &r)) max_pos = std::max(*scaled, max_pos.value_or(0));
   auto tie = r.Bool("tie_word_embeddings");
   // A quantized checkpoint's weights (AWQ, GPTQ, FP8, ...) are not workload.dtype's: timed as
@@ -340,8 +369,9 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   m.set_hidden_size(*hidden);
   m.set_num_layers(*layers);
   m.set_num_attention_heads(*heads);
-  m.set_num_key_value_heads(kv_heads.value_or(*heads));
-  m.set_head_dim(head_dim.value_or(*heads ? *hidden / *heads : 0));
+  const uint32_t kv_default = kv_null || !arch->kv_heads ? *heads : arch->kv_heads;
+  m.set_num_key_value_heads(kv_heads.value_or(kv_default));
+  m.set_head_dim(head_dim.value_or(arch->head_dim ? arch->head_dim : *heads ? *hidden / *heads : 0));
   m.set_intermediate_size(inter.value_or(0));
   m.set_vocab_size(*vocab);
   m.set_tie_word_embeddings(tie.value_or(false));

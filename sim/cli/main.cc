@@ -225,7 +225,7 @@ int Describe(Args& a) {
      << m.num_key_value_heads() << " (head_dim " << m.head_dim() << ")\n";
   if (m.max_position_embeddings() > 0)
     os << "  positions             " << m.max_position_embeddings()
-       << " (max_position_embeddings, after rope_scaling: the longest context)\n";
+       << " (max_position_embeddings, after RoPE scaling: the longest context)\n";
   if (m.sliding_window() > 0)
     os << "  sliding window        " << m.sliding_window()
        << " tokens (a longer context is refused: tpsim times full attention)\n";

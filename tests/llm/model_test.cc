@@ -298,6 +298,77 @@ TEST(Import, RopeScalingExtendsThePositions) {
   EXPECT_EQ(ImportHuggingFace(ModelPath("llama-3.1-8b")).max_position_embeddings(), 131072u);
 }
 
+// Keys a config leaves out take the defaults of its transformers configuration class
+// (huggingface/transformers 008e574, src/transformers/models/<model>/configuration_<model>.py):
+// num_key_value_heads (null: num_attention_heads), head_dim, max_position_embeddings.
+TEST(Import, OmittedKeysTakeTransformersDefaults) {
+  struct Case {
+    const char* arch;
+    uint32_t kv, head_dim, positions;
+  };
+  // hidden 512, 8 heads: hidden / heads = 64.
+  const Case cases[] = {
+      {"LlamaForCausalLM", 8, 64, 2048},     {"MistralForCausalLM", 8, 64, 131072},
+      {"MixtralForCausalLM", 8, 64, 131072}, {"Qwen2ForCausalLM", 32, 64, 32768},
+      {"Qwen3ForCausalLM", 32, 128, 32768},  {"Qwen3MoeForCausalLM", 4, 64, 32768},
+  };
+  for (const Case& c : cases) {
+    const std::string base = std::string(R"({"architectures": [")") + c.arch + R"("], "hidden_size": 512,
+      "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 1000,
+      "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 256)";
+    const config::Model m = ImportHuggingFaceText(base + "}", "d.json");
+    EXPECT_EQ(m.num_key_value_heads(), c.kv) << c.arch;
+    EXPECT_EQ(m.head_dim(), c.head_dim) << c.arch;
+    EXPECT_EQ(m.max_position_embeddings(), c.positions) << c.arch;
+    // null num_key_value_heads: num_attention_heads; a key that is there is taken as it is.
+    EXPECT_EQ(
+        ImportHuggingFaceText(base + R"(, "num_key_value_heads": null})", "d.json").num_key_value_heads(), 8u)
+        << c.arch;
+    const config::Model set = ImportHuggingFaceText(
+        base + R"(, "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 4096})", "d.json");
+    EXPECT_EQ(set.num_key_value_heads(), 2u) << c.arch;
+    EXPECT_EQ(set.head_dim(), 32u) << c.arch;
+    EXPECT_EQ(set.max_position_embeddings(), 4096u) << c.arch;
+  }
+  // Every shipped config sets the keys whose default differs from hidden / heads and MHA.
+  for (const std::string& name : CatalogNames()) {
+    const std::string text = ReadText(ModelPath(name));
+    EXPECT_NE(text.find("\"num_key_value_heads\""), std::string::npos) << name;
+    EXPECT_NE(text.find("\"max_position_embeddings\""), std::string::npos) << name;
+    if (text.find("Qwen3") != std::string::npos) {
+      EXPECT_NE(text.find("\"head_dim\""), std::string::npos) << name;
+    }
+  }
+}
+
+// transformers 5 saves rope_scaling's object as rope_parameters (rope_theta inside); a
+// non-empty rope_scaling is read first, and a per-layer-type rope_parameters at full_attention.
+TEST(Import, RopeParametersExtendThePositions) {
+  auto positions = [](const std::string& keys) {
+    return ImportHuggingFaceText(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "vocab_size": 1000, "max_position_embeddings": 40960)" +
+                                     keys + "}",
+                                 "p.json")
+        .max_position_embeddings();
+  };
+  const std::string yarn = R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+      "rope_theta": 1000000.0})";
+  EXPECT_EQ(positions(R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0})"), 40960u);
+  EXPECT_EQ(positions(", \"rope_parameters\": " + yarn), 131072u);
+  EXPECT_EQ(positions(", \"rope_scaling\": null, \"rope_parameters\": " + yarn), 131072u);
+  EXPECT_EQ(positions(", \"rope_scaling\": {}, \"rope_parameters\": " + yarn), 131072u);
+  EXPECT_EQ(positions(R"(, "rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": )" + yarn),
+            81920u);
+  EXPECT_EQ(positions(R"(, "rope_parameters": {"full_attention": )" + yarn +
+                      R"(, "sliding_attention": {"rope_type": "default"}})"),
+            131072u);
+  EXPECT_EQ(ErrorOf([&] { positions(R"(, "rope_parameters": {"rope_type": "yarn", "factor": 0.5})"); }),
+            "p.json:3:61: rope_parameters: 0.5: factor must be a number from 1 to 1e6");
+  EXPECT_EQ(ErrorOf([&] { positions(R"(, "rope_parameters": 4)"); }),
+            "p.json:3:61: rope_parameters: 4: must be an object or null");
+}
+
 constexpr const char* kGood = R"({
   "architectures": ["Qwen3ForCausalLM"],
   "hidden_size": 64,
@@ -317,7 +388,7 @@ std::string Replace(std::string s, const std::string& from, const std::string& t
 TEST(ImportErrors, GoodTinyConfig) {
   config::Model m = ImportHuggingFaceText(kGood, "dir/tiny.json");
   EXPECT_EQ(m.name(), "tiny");
-  EXPECT_EQ(m.head_dim(), 16u);
+  EXPECT_EQ(m.head_dim(), 128u);  // Qwen3Config's default, not hidden / heads (16)
 }
 
 TEST(ImportErrors, MissingKey) {
@@ -394,6 +465,7 @@ TEST(ImportErrors, EveryTruncationIsAConfigError) {
 TEST(Validate, LocatesFieldsThroughTheSourceMap) {
   std::string text = Replace(kGood, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
   text = Replace(text, "\"hidden_size\": 64", "\"hidden_size\": 0");
+  text = Replace(text, "Qwen3ForCausalLM", "LlamaForCausalLM");  // head_dim: hidden / heads
   config::SourceMap file_locs("e.json");
   config::Model m = ImportHuggingFaceText(text, "e.json", &file_locs);
   config::SourceMap locs("exp.textproto");
