@@ -11,6 +11,7 @@
 #include "arch/chip.h"
 #include "arch/dram_device.h"
 #include "arch/topology/topology.h"
+#include "configs/files.h"
 
 namespace tpsim::arch {
 
@@ -67,9 +68,8 @@ void ValidateMemory(const config::Chip& c, const Network* net, DiagSink& sink) {
     if (m.has_device()) {
       const auto& d = m.device();
       if (!dram::FindPreset(d.preset())) {
-        std::string names;
-        for (const std::string& n : dram::PresetNames()) names += (names.empty() ? "" : ", ") + n;
-        sink.Add(sub + ".device.preset", d.preset(), "must name a DRAM device preset: " + names);
+        sink.Add(sub + ".device.preset", d.preset(),
+                 "must name a DRAM device preset: " + config::JoinNames(dram::PresetNames()));
       }
       if (!d.command_bus().empty() && d.command_bus() != "shared" && d.command_bus() != "split") {
         sink.Add(sub + ".device.command_bus", d.command_bus(), "must be shared or split");

@@ -183,6 +183,15 @@ std::string NearestName(std::string_view name, const std::vector<std::string>& v
   return best;
 }
 
+std::string JoinNames(const std::vector<std::string>& names, std::string_view sep) {
+  std::string s;
+  for (const std::string& n : names) {
+    if (!s.empty()) s += sep;
+    s += n;
+  }
+  return s;
+}
+
 std::string DidYouMean(std::string_view name, const std::vector<std::string>& valid) {
   std::string n = NearestName(name, valid);
   return n.empty() ? "" : ", did you mean " + n + "?";

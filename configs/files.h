@@ -51,6 +51,9 @@ std::string ReadInputFile(const std::string& path, const Location& referrer, con
 // at least 1), or "" when none is close. Names over 64 bytes get no suggestion.
 std::string NearestName(std::string_view name, const std::vector<std::string>& valid);
 
+// "a, b, c": `names` joined by `sep` (an error's list of valid names, and the like).
+std::string JoinNames(const std::vector<std::string>& names, std::string_view sep = ", ");
+
 // ", did you mean X?" for NearestName's answer, else "".
 std::string DidYouMean(std::string_view name, const std::vector<std::string>& valid);
 

@@ -43,6 +43,8 @@
 #include <utility>
 #include <vector>
 
+#include "configs/files.h"
+
 namespace tpsim {
 
 // What every Registry<Kind> offers without knowing its value type.
@@ -111,11 +113,7 @@ class Registry final : public RegistryBase {
   }
 
   // "a, b, c": the valid names, for an unknown-name error.
-  std::string NamesText() const {
-    std::string s;
-    for (const auto& [name, e] : entries_) s += (s.empty() ? "" : ", ") + name;
-    return s;
-  }
+  std::string NamesText() const { return config::JoinNames(Names()); }
 
   std::string_view kind() const override { return Kind::kName; }
   std::vector<Listed> List() const override {

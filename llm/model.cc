@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "configs/files.h"
 #include "llm/opgraph.h"
 
 namespace tpsim::llm {
@@ -433,10 +434,11 @@ std::vector<std::string> CatalogNames() { return config::ShippedNames("models", 
 std::string CatalogPath(const std::string& name, const config::Location& where, const std::string& field) {
   std::vector<std::string> names = CatalogNames();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    throw config::ConfigError(config::Diag{
-        where, field, name, "unknown model; the catalog has: " + (list.empty() ? "(none)" : list)});
+    const std::string list = config::JoinNames(names);
+    throw config::ConfigError(
+        config::Diag{where, field, name,
+                     "unknown model; the catalog has: " + (list.empty() ? "(none)" : list) +
+                         config::DidYouMean(name, names)});
   }
   return (std::filesystem::path(config::ConfigDir()) / "models" / (name + ".json")).string();
 }

@@ -14,11 +14,6 @@
 namespace tpsim::mapping {
 
 namespace {
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
 std::string Num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -64,7 +59,7 @@ void ValidateMoe(const config::Mapping& m, const config::Model& model, const con
   const std::vector<std::string> a2a = AllToAllVNames();
   if (!mm.all_to_all().empty() && mm.all_to_all() != "auto" && !Contains(a2a, mm.all_to_all()))
     add("mapping.moe.all_to_all", mm.all_to_all(),
-        "unknown all-to-all algorithm; valid: " + Join(a2a) + ", auto");
+        "unknown all-to-all algorithm; valid: " + config::JoinNames(a2a) + ", auto");
   RoutingKind kind;
   if (!ParseRoutingKind(mm.routing(), &kind)) {
     add("mapping.moe.routing", mm.routing(), "must be balanced, zipf or trace");
@@ -151,7 +146,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   std::vector<std::string> used;
   const std::string dflt = m.partition().empty() ? "megatron" : m.partition();
   if (!Contains(parts, dflt))
-    add("mapping.partition", m.partition(), "unknown partitioner; valid: " + Join(parts));
+    add("mapping.partition", m.partition(), "unknown partitioner; valid: " + config::JoinNames(parts));
   used.push_back(dflt);
   const std::vector<std::string> weight_classes = {"qkv", "o", "gate_up", "down"};
   const std::vector<std::string> fixed_classes = {"attention", "norm", "elementwise", "router", "experts"};
@@ -162,20 +157,20 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
       add(f + ".op", o.op(),
           "op class has a fixed partition (attention splits by heads; norms and element-wise ops follow "
           "their input; MoE blocks follow mapping.moe); partitioners apply to: " +
-              Join(weight_classes));
+              config::JoinNames(weight_classes));
     else if (!Contains(weight_classes, o.op()))
-      add(f + ".op", o.op(), "unknown op class; valid: " + Join(weight_classes));
+      add(f + ".op", o.op(), "unknown op class; valid: " + config::JoinNames(weight_classes));
     if (!Contains(parts, o.partition()))
-      add(f + ".partition", o.partition(), "unknown partitioner; valid: " + Join(parts));
+      add(f + ".partition", o.partition(), "unknown partitioner; valid: " + config::JoinNames(parts));
     used.push_back(o.partition());
   }
   const std::vector<std::string> places = PlacementNames();
   if (!m.placement().empty() && !Contains(places, m.placement()))
-    add("mapping.placement", m.placement(), "unknown placement; valid: " + Join(places));
+    add("mapping.placement", m.placement(), "unknown placement; valid: " + config::JoinNames(places));
   const std::vector<std::string> colls = CollectiveNames();
   if (!m.collective().empty() && m.collective() != "auto" && !Contains(colls, m.collective()))
     add("mapping.collective", m.collective(),
-        "unknown collective algorithm; valid: " + Join(colls) + ", auto");
+        "unknown collective algorithm; valid: " + config::JoinNames(colls) + ", auto");
   if (m.collective() == "nvls" && !InSwitchReductionOf(chip.config()).available)
     add("mapping.collective", m.collective(),
         "needs a chip with noc.topology switch and collectives.in_switch_reduction true");

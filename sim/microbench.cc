@@ -7,6 +7,7 @@
 
 #include "arch/device.h"
 #include "arch/gpu/collective.h"
+#include "configs/files.h"
 #include "mapping/collective/collective.h"
 #include "sim/engine.h"
 #include "sim/run.h"
@@ -17,12 +18,6 @@ namespace {
 
 bool EndsWith(const std::string& s, const std::string& t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-}
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
 }
 
 // The 2^63 ps clock in microseconds: a time at or past it is no result. Throws
@@ -42,7 +37,8 @@ arch::Chip LoadChipArg(const std::string& arg, const std::vector<Override>& sets
   if (arg.find('/') == std::string::npos && !EndsWith(arg, ".textproto") && !EndsWith(arg, ".json")) {
     path = config::JoinPath(config::ConfigDir(), "chips/" + arg + ".textproto");
     if (!std::filesystem::exists(path)) {
-      throw std::invalid_argument("unknown chip '" + arg + "' (shipped: " + Join(ShippedChipNames()) +
+      throw std::invalid_argument("unknown chip '" + arg +
+                                  "' (shipped: " + config::JoinNames(ShippedChipNames()) +
                                   "; or give a path to a chip .textproto / .json)");
     }
   }
@@ -66,7 +62,8 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
   row.size_bytes = bytes;
   arch::gpu::CollOp cop;
   if (!arch::gpu::ParseCollOp(op, &cop)) {
-    throw std::invalid_argument("unknown op '" + op + "' (valid: " + Join(arch::gpu::CollOpNames()) + ")");
+    throw std::invalid_argument("unknown op '" + op +
+                                "' (valid: " + config::JoinNames(arch::gpu::CollOpNames()) + ")");
   }
   const config::Chip& cfg = chip.config();
   if (cfg.has_gpu()) {
@@ -120,7 +117,7 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
   const auto names = mapping::CollectiveNames();
   if (algo != "auto" && std::find(names.begin(), names.end(), algo) == names.end()) {
     throw std::invalid_argument("unknown algorithm '" + algo + "' for " + cfg.name() + " (valid: auto, " +
-                                Join(names) + ")");
+                                config::JoinNames(names) + ")");
   }
   if (ranks < 2 || ranks > chip.num_cores()) {
     throw std::invalid_argument("ranks " + std::to_string(ranks) + " outside [2, " +

@@ -1,4 +1,5 @@
 #include "arch/gpu/collective.h"
+#include "configs/files.h"
 
 #include <algorithm>
 #include <array>
@@ -207,12 +208,6 @@ std::vector<Proto> Protocols(Algo a) {
   return {Proto::kLL, Proto::kLL128, Proto::kSimple};
 }
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
 }  // namespace
 
 bool ParseCollOp(std::string_view s, CollOp* op) {
@@ -357,7 +352,8 @@ CollEstimate EstimateCollective(const config::Gpu& g, int gpus, const CollQuery&
     std::string extra =
         q.algo == Algo::kNvls && q.op == CollOp::kAllReduce ? " (gpu.nvls is false on this chip)" : "";
     throw std::invalid_argument(std::string("algorithm ") + ToString(q.algo) + " is not available for " +
-                                ToString(q.op) + extra + " (available: " + Join(algo_names) + ")");
+                                ToString(q.op) + extra + " (available: " + config::JoinNames(algo_names) +
+                                ")");
   }
   // The choice: NCCL's tuner over the allowed pairs (the first on ties, NCCL's order).
   Algo best_a = Algo::kAuto;
@@ -378,7 +374,7 @@ CollEstimate EstimateCollective(const config::Gpu& g, int gpus, const CollQuery&
     throw std::invalid_argument(std::string("protocol ") + ToString(q.proto) + " is not available for " +
                                 ToString(q.op) +
                                 (q.algo == Algo::kAuto ? "" : std::string(" with ") + ToString(q.algo)) +
-                                " (available: " + Join(protos) + ")");
+                                " (available: " + config::JoinNames(protos) + ")");
   }
   // The prediction for the chosen pair.
   const double b = static_cast<double>(g.nvlink_links()) * g.nccl_link_gbps();

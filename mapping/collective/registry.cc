@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "configs/files.h"
 #include "mapping/collective/algorithm.h"
 
 namespace tpsim::mapping {
@@ -60,10 +61,8 @@ std::optional<AlgorithmId> ParseAlgorithm(std::string_view name) {
 
 AlgorithmId AlgorithmOf(std::string_view name) {
   if (const std::optional<AlgorithmId> a = ParseAlgorithm(name)) return *a;
-  std::string known;
-  for (const std::string& n : AlgorithmTable()) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown collective algorithm '" + std::string(name) + "' (known: " + known +
-                              ")");
+  throw std::invalid_argument("unknown collective algorithm '" + std::string(name) +
+                              "' (known: " + config::JoinNames(AlgorithmTable()) + ")");
 }
 
 std::vector<std::string> CollectiveNames() { return collective::CollectiveRegistry::Get().Names(); }

@@ -349,9 +349,7 @@ int SearchCommand(const std::vector<std::string>& args) {
             flag == "--all-to-all" ? o.search.space.all_to_all : o.search.space.group_order;
         for (const std::string& v : SplitList(value)) {
           if (std::find(valid.begin(), valid.end(), v) == valid.end()) {
-            std::string names;
-            for (const auto& n : valid) names += (names.empty() ? "" : ", ") + n;
-            return Usage(flag + " takes " + names + ", not '" + v + "'");
+            return Usage(flag + " takes " + config::JoinNames(valid) + ", not '" + v + "'");
           }
           into.push_back(v);
         }

@@ -363,8 +363,7 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
                        : cfg.engine().empty() ? "analytical"
                                               : cfg.engine();
   if (!sim::MakeEngine(engine)) {
-    std::string valid;
-    for (const auto& n : sim::EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
+    const std::string valid = config::JoinNames(sim::EngineNames());
     diags.push_back(Diag{engine_flag.empty() ? e.locs.Find("engine") : config::kCommandLine,
                          engine_flag.empty() ? "engine" : "--engine", engine,
                          "unknown engine (valid: " + valid + ")"});

@@ -7,6 +7,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include "configs/files.h"
 #include "sim/engine.h"
 
 namespace tpsim::sweep {
@@ -108,10 +109,8 @@ SweepSpec LoadSweep(const std::string& path) {
   spec.engine = !cfg.engine().empty() ? cfg.engine() : spec.base.cfg.engine();
   if (spec.engine.empty()) spec.engine = "analytical";
   if (!sim::MakeEngine(spec.engine)) {
-    std::string valid;
-    for (const auto& n : sim::EngineNames()) valid += (valid.empty() ? "" : ", ") + n;
-    diags.push_back(
-        Diag{spec.locs.Find("engine"), "engine", spec.engine, "unknown engine (valid: " + valid + ")"});
+    diags.push_back(Diag{spec.locs.Find("engine"), "engine", spec.engine,
+                         "unknown engine (valid: " + config::JoinNames(sim::EngineNames()) + ")"});
   }
   if (cfg.time_limit_s() < 0 || !std::isfinite(cfg.time_limit_s())) {
     diags.push_back(Diag{spec.locs.Find("time_limit_s"), "time_limit_s", std::to_string(cfg.time_limit_s()),

@@ -72,10 +72,9 @@ void CheckIsStore(sqlite3* db, const std::string& path) {
   bool ok = !cols.empty();
   for (const auto& c : need) ok = ok && std::find(cols.begin(), cols.end(), c) != cols.end();
   if (!ok) {
-    std::string list;
-    for (const auto& t : tables) list += (list.empty() ? "" : ", ") + t;
     throw StoreError(
-        path + " is not a tpsim sweep store (it has table" + (tables.size() > 1 ? "s " : " ") + list +
+        path + " is not a tpsim sweep store (it has table" + (tables.size() > 1 ? "s " : " ") +
+        config::JoinNames(tables) +
         "; a store has `points` with config_hash, point_index, status, engine and config, and may have "
         "`sweeps`); "
         "choose another --db");

@@ -60,6 +60,11 @@ TEST(Catalog, UnknownNameListsValidOnes) {
       err.rfind("exp.textproto:4:3: model: qwen3-5b: unknown model; the catalog has: llama-3.1-70b, ", 0), 0u)
       << err;
   EXPECT_NE(err.find("qwen3-4b"), std::string::npos);
+  // A near miss is named, as for experiments (config::DidYouMean).
+  EXPECT_NE(ErrorOf([] {
+              CatalogPath("qwen3-4", config::Location{"exp.textproto", 4, 3}, "model");
+            }).find(", qwen3-8b, did you mean qwen3-4b?"),
+            std::string::npos);
 }
 
 TEST(Import, Qwen3_4BPublishedDims) {
