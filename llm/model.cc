@@ -45,6 +45,8 @@ constexpr Architecture kArchitectures[] = {
     {"MixtralForCausalLM", "mixtral", false, true, 8, 0, 4096 * 32},
     // Qwen2Config: 32, no head_dim attribute, 32768.
     {"Qwen2ForCausalLM", "qwen2", false, false, 32, 0, 32768},
+    // Qwen2MoeConfig (Qwen1.5-MoE, Qwen2-MoE): 16, no head_dim attribute, 32768.
+    {"Qwen2MoeForCausalLM", "qwen2_moe", false, true, 16, 0, 32768},
 };
 
 std::string SupportedHfNames() {
@@ -190,6 +192,7 @@ constexpr std::pair<const char*, const char*> kFieldKeys[] = {
     {"num_experts_per_token", "num_experts_per_tok"},
     {"moe_intermediate_size", "moe_intermediate_size"},
     {"norm_topk_prob", "norm_topk_prob"},
+    {"shared_expert_intermediate_size", "shared_expert_intermediate_size"},
     {"decoder_sparse_step", "decoder_sparse_step"},
     {"mlp_only_layers", "mlp_only_layers"},
     {"max_position_embeddings", "max_position_embeddings"},
@@ -203,6 +206,8 @@ constexpr std::pair<const char*, const char*> kFieldKeys[] = {
 //     Mistral, none for Mixtral; null: none).
 //   - Qwen2, Qwen3, Qwen3-MoE: only with use_sliding_window true, for the layers from
 //     max_window_layers on (default 28); sliding_window absent: 4096, null: none.
+//   - Qwen2-MoE: only with use_sliding_window true, for the even layers below
+//     max_window_layers (Qwen2MoeConfig's layer_types: (i + 1) % 2 and i < max_window_layers).
 //   - Llama: none.
 uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint32_t> layers, Reader* r) {
   const std::string name = a.name;
@@ -221,8 +226,8 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
   } else if (name == "mistral" || name == "mixtral") {
     slides = true;
   } else if (r->Bool("use_sliding_window").value_or(false)) {
-    auto from = r->Uint("max_window_layers", false);
-    slides = layers && from.value_or(28) < *layers;
+    const uint32_t from = r->Uint("max_window_layers", false).value_or(28);
+    slides = layers && (name == "qwen2_moe" ? from > 0 && *layers > 0 : from < *layers);
   }
   if (!slides) return 0;
   auto it = j.find("sliding_window");
@@ -352,6 +357,10 @@ config::Model Import(const std::string& text, const std::string& display_name, c
     if (auto v = r.Uint("num_experts_per_tok", true)) m.set_num_experts_per_token(*v);
     if (auto v = r.Uint("moe_intermediate_size", true)) m.set_moe_intermediate_size(*v);
     if (auto v = r.Bool("norm_topk_prob")) m.set_norm_topk_prob(*v);
+    // Qwen2-MoE's shared experts: one FFN of this size that every token goes through (its
+    // sigmoid gate, one hidden-wide dot product per token, is left out).
+    if (std::string(arch->name) == "qwen2_moe")
+      if (auto v = r.Uint("shared_expert_intermediate_size", true)) m.set_shared_expert_intermediate_size(*v);
     // Qwen3-MoE: layer l is sparse when (l + 1) % decoder_sparse_step == 0 and l is not in
     // mlp_only_layers (llm::IsMoeLayer); the others have the dense MLP of intermediate_size.
     if (auto v = r.Uint("decoder_sparse_step", false)) m.set_decoder_sparse_step(*v);
@@ -480,7 +489,7 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
       fail("num_experts_per_token", std::to_string(m.num_experts_per_token()),
            "must be 0 when num_experts is 0 (dense model)");
     }
-    if (m.architecture() == "qwen3_moe" || m.architecture() == "mixtral")
+    if (m.architecture() == "qwen3_moe" || m.architecture() == "qwen2_moe" || m.architecture() == "mixtral")
       fail("num_experts", "0", "must be positive for " + m.architecture());
     if (m.shared_expert_intermediate_size() != 0)
       fail("shared_expert_intermediate_size", std::to_string(m.shared_expert_intermediate_size()),

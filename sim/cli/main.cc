@@ -230,7 +230,10 @@ int Describe(Args& a) {
     os << "  sliding window        " << m.sliding_window()
        << " tokens (a longer context is refused: tpsim times full attention)\n";
   if (m.num_experts() > 0) {
-    os << "  experts               " << m.num_experts() << " (top " << m.num_experts_per_token() << ")\n";
+    os << "  experts               " << m.num_experts() << " (top " << m.num_experts_per_token() << ")";
+    if (m.shared_expert_intermediate_size() > 0)
+      os << ", shared experts of " << m.shared_expert_intermediate_size() << " every token goes through";
+    os << "\n";
   }
   os << "\nworkload    batch " << w.batch() << ", prompt " << w.seq_len() << " tokens"
      << (w.cached_prefix() ? " after " + std::to_string(w.cached_prefix()) + " cached" : "") << ", "

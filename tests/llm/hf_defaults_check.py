@@ -29,11 +29,12 @@ here = os.path.dirname(os.path.abspath(__file__))
 tpsim = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "..", "build", "bin", "tpsim")
 ARCHS = {"LlamaForCausalLM": "LlamaConfig", "MistralForCausalLM": "MistralConfig",
          "MixtralForCausalLM": "MixtralConfig", "Qwen2ForCausalLM": "Qwen2Config",
-         "Qwen3ForCausalLM": "Qwen3Config", "Qwen3MoeForCausalLM": "Qwen3MoeConfig"}
+         "Qwen3ForCausalLM": "Qwen3Config", "Qwen3MoeForCausalLM": "Qwen3MoeConfig",
+         "Qwen2MoeForCausalLM": "Qwen2MoeConfig"}
 # 32 query heads: every default KV head count (4, 8, 32) divides them, as tpsim's validation asks.
 BASE = {"hidden_size": 1024, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 32,
         "vocab_size": 1000, "num_local_experts": 4, "num_experts": 4, "num_experts_per_tok": 2,
-        "moe_intermediate_size": 256}
+        "moe_intermediate_size": 256, "shared_expert_intermediate_size": 512}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "rope_theta": 1e6}
 VARIANTS = {"omitted": {}, "kv null": {"num_key_value_heads": None}, "rope_parameters": {"rope_parameters": YARN},
             "both rope blocks": {"rope_scaling": {"rope_type": "linear", "factor": 2.0}, "rope_parameters": YARN}}
@@ -42,8 +43,10 @@ VARIANTS = {"omitted": {}, "kv null": {"num_key_value_heads": None}, "rope_param
 def transformers_view(cls, d):
     try:
         c = getattr(transformers, cls).from_dict(dict(d))
-    except Exception as e:  # transformers refuses the config
+    except Exception as e:  # transformers refuses the config (either string counts as agreeing)
         return "refused (" + type(e).__name__ + ")"
+    if c.num_key_value_heads is None:  # kept as None: the attention cannot be built
+        return "unusable (num_key_value_heads None)"
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     rope = c.rope_parameters or {}
     positions = c.max_position_embeddings

@@ -390,6 +390,54 @@ std::string Replace(std::string s, const std::string& from, const std::string& t
   return at == std::string::npos ? s : s.replace(at, from.size(), to);
 }
 
+// Qwen2-MoE (Qwen1.5-MoE-A2.7B-Chat's config.json): 60 routed experts, top-4 without
+// renormalisation, and shared experts of 5,632 every token goes through; the model card says
+// 14.3B parameters in total and 2.7B activated.
+TEST(Import, Qwen2Moe) {
+  const std::string text = R"({"architectures": ["Qwen2MoeForCausalLM"], "decoder_sparse_step": 1,
+    "hidden_size": 2048, "intermediate_size": 5632, "max_position_embeddings": 8192, "max_window_layers": 21,
+    "moe_intermediate_size": 1408, "norm_topk_prob": false, "num_attention_heads": 16, "num_experts": 60,
+    "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 16,
+    "shared_expert_intermediate_size": 5632, "sliding_window": 32768, "tie_word_embeddings": false,
+    "use_sliding_window": false, "vocab_size": 151936})";
+  const config::Model m = ImportHuggingFaceText(text, "qwen1.5-moe-a2.7b.json");
+  EXPECT_EQ(m.architecture(), "qwen2_moe");
+  EXPECT_FALSE(m.qk_norm());
+  EXPECT_EQ(m.head_dim(), 128u);
+  EXPECT_EQ(m.num_experts(), 60u);
+  EXPECT_EQ(m.num_experts_per_token(), 4u);
+  EXPECT_FALSE(m.norm_topk_prob());
+  EXPECT_EQ(m.moe_intermediate_size(), 1408u);
+  EXPECT_EQ(m.shared_expert_intermediate_size(), 5632u);
+  EXPECT_EQ(m.sliding_window(), 0u);
+  std::vector<config::Diag> diags;
+  ValidateModel(m, config::SourceMap("q.json"), "", &diags);
+  for (const auto& d : diags) ADD_FAILURE() << d.str();
+  // attention 4 H^2, two norms, router H x 60, experts 3 H Im each, shared 3 H Is; untied embeddings.
+  const double h = 2048, layer = 4 * h * h + 2 * h + h * 60 + 3 * h * 5632;
+  EXPECT_DOUBLE_EQ(ParameterCount(m), 2 * 151936 * h + 24 * (layer + 60 * 3 * h * 1408) + h);
+  EXPECT_DOUBLE_EQ(ActiveParameterCount(m), 2 * 151936 * h + 24 * (layer + 4 * 3 * h * 1408) + h);
+  EXPECT_NEAR(ParameterCount(m), 14.3e9, 0.02 * 14.3e9);
+  EXPECT_NEAR(ActiveParameterCount(m), 2.7e9, 0.02 * 2.7e9);
+  // The shared experts' size is required, as the routed experts' are; a sliding window applies
+  // to the even layers below max_window_layers (Qwen2MoeConfig's layer_types).
+  EXPECT_NE(ErrorOf([&] {
+              ImportHuggingFaceText(Replace(text, "\"shared_expert_intermediate_size\": 5632,", ""),
+                                    "q.json");
+            }).find("shared_expert_intermediate_size: : required key missing"),
+            std::string::npos);
+  EXPECT_EQ(ImportHuggingFaceText(
+                Replace(text, "\"use_sliding_window\": false", "\"use_sliding_window\": true"), "q.json")
+                .sliding_window(),
+            32768u);
+  EXPECT_EQ(ImportHuggingFaceText(
+                Replace(Replace(text, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
+                        "\"max_window_layers\": 21", "\"max_window_layers\": 0"),
+                "q.json")
+                .sliding_window(),
+            0u);
+}
+
 TEST(ImportErrors, GoodTinyConfig) {
   config::Model m = ImportHuggingFaceText(kGood, "dir/tiny.json");
   EXPECT_EQ(m.name(), "tiny");
@@ -408,7 +456,7 @@ TEST(ImportErrors, UnsupportedArchitecture) {
       ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
       "b.json:2:3: architectures: GPT2LMHeadModel: unsupported architecture; supported: "
       "LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
-      "Qwen2ForCausalLM");
+      "Qwen2ForCausalLM, Qwen2MoeForCausalLM");
 }
 
 TEST(ImportErrors, WrongType) {
