@@ -7,6 +7,8 @@
 #include <atomic>
 #include <thread>
 
+#include "configs/files.h"
+
 namespace tpsim::sim {
 
 namespace {
@@ -44,7 +46,8 @@ std::unique_ptr<Engine> MakeEngine(const std::string& name) {
 config::Diag UnknownEngineDiag(const config::Location& where, const std::string& field,
                                const std::string& name) {
   return config::Diag{where, field, name,
-                      "unknown engine (valid: " + EngineRegistry::Get().NamesText() + ")"};
+                      "unknown engine (valid: " + EngineRegistry::Get().NamesText() + ")" +
+                          config::DidYouMean(name, EngineNames())};
 }
 
 std::vector<std::string> EngineNames() { return EngineRegistry::Get().Names(); }

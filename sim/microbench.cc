@@ -37,9 +37,9 @@ arch::Chip LoadChipArg(const std::string& arg, const std::vector<Override>& sets
   if (arg.find('/') == std::string::npos && !EndsWith(arg, ".textproto") && !EndsWith(arg, ".json")) {
     path = config::JoinPath(config::ConfigDir(), "chips/" + arg + ".textproto");
     if (!std::filesystem::exists(path)) {
-      throw std::invalid_argument("unknown chip '" + arg +
-                                  "' (shipped: " + config::JoinNames(ShippedChipNames()) +
-                                  "; or give a path to a chip .textproto / .json)");
+      throw std::invalid_argument(
+          "unknown chip '" + arg + "' (shipped: " + config::JoinNames(ShippedChipNames()) +
+          "; or give a path to a chip .textproto / .json)" + config::DidYouMean(arg, ShippedChipNames()));
     }
   }
   config::Chip cfg;

@@ -363,10 +363,8 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
                        : cfg.engine().empty() ? "analytical"
                                               : cfg.engine();
   if (!sim::MakeEngine(engine)) {
-    const std::string valid = config::JoinNames(sim::EngineNames());
-    diags.push_back(Diag{engine_flag.empty() ? e.locs.Find("engine") : config::kCommandLine,
-                         engine_flag.empty() ? "engine" : "--engine", engine,
-                         "unknown engine (valid: " + valid + ")"});
+    diags.push_back(sim::UnknownEngineDiag(engine_flag.empty() ? e.locs.Find("engine") : config::kCommandLine,
+                                           engine_flag.empty() ? "engine" : "--engine", engine));
   }
   const config::Serving& sv = cfg.mapping().serving();
   const std::string mode = sv.mode().empty() ? "fused" : sv.mode();

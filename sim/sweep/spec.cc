@@ -109,8 +109,7 @@ SweepSpec LoadSweep(const std::string& path) {
   spec.engine = !cfg.engine().empty() ? cfg.engine() : spec.base.cfg.engine();
   if (spec.engine.empty()) spec.engine = "analytical";
   if (!sim::MakeEngine(spec.engine)) {
-    diags.push_back(Diag{spec.locs.Find("engine"), "engine", spec.engine,
-                         "unknown engine (valid: " + config::JoinNames(sim::EngineNames()) + ")"});
+    diags.push_back(sim::UnknownEngineDiag(spec.locs.Find("engine"), "engine", spec.engine));
   }
   if (cfg.time_limit_s() < 0 || !std::isfinite(cfg.time_limit_s())) {
     diags.push_back(Diag{spec.locs.Find("time_limit_s"), "time_limit_s", std::to_string(cfg.time_limit_s()),

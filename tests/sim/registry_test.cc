@@ -22,6 +22,10 @@ TEST(EngineRegistry, BothEnginesAreRegisteredUnderTheirOwnName) {
 TEST(EngineRegistry, UnknownEngineListsTheValidOnes) {
   config::Diag d = UnknownEngineDiag(config::Location{"x.textproto", 4, 1}, "engine", "spice");
   EXPECT_EQ(d.str(), "x.textproto:4:1: engine: spice: unknown engine (valid: analytical, tlm)");
+  // A near miss is named (config::DidYouMean), for run, sweep and serve alike.
+  EXPECT_EQ(UnknownEngineDiag(config::kCommandLine, "--engine", "analytic").str(),
+            "<command line>:1:1: --engine: analytic: unknown engine (valid: analytical, tlm), did you mean "
+            "analytical?");
 }
 
 }  // namespace
