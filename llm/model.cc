@@ -47,6 +47,9 @@ constexpr Architecture kArchitectures[] = {
     {"Qwen2ForCausalLM", "qwen2", false, false, 32, 0, 32768},
     // Qwen2MoeConfig (Qwen1.5-MoE, Qwen2-MoE): 16, no head_dim attribute, 32768.
     {"Qwen2MoeForCausalLM", "qwen2_moe", false, true, 16, 0, 32768},
+    // Phi3Config (Phi-3 mini and medium, Phi-3.5-mini, Phi-4, Phi-4-mini): None, no head_dim
+    // attribute, 4096. Its fused qkv_proj and gate_up_proj are the same GEMMs as Llama's.
+    {"Phi3ForCausalLM", "phi3", false, false, 0, 0, 4096},
 };
 
 std::string SupportedHfNames() {
@@ -208,6 +211,7 @@ constexpr std::pair<const char*, const char*> kFieldKeys[] = {
 //     max_window_layers on (default 28); sliding_window absent: 4096, null: none.
 //   - Qwen2-MoE: only with use_sliding_window true, for the even layers below
 //     max_window_layers (Qwen2MoeConfig's layer_types: (i + 1) % 2 and i < max_window_layers).
+//   - Phi-3: sliding_window itself, in every layer (absent or null: none).
 //   - Llama: none.
 uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint32_t> layers, Reader* r) {
   const std::string name = a.name;
@@ -223,7 +227,7 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
       r->Error("layer_types", it->dump(), "must be an array of strings");
       return 0;
     }
-  } else if (name == "mistral" || name == "mixtral") {
+  } else if (name == "mistral" || name == "mixtral" || name == "phi3") {
     slides = true;
   } else if (r->Bool("use_sliding_window").value_or(false)) {
     const uint32_t from = r->Uint("max_window_layers", false).value_or(28);
@@ -231,7 +235,7 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
   }
   if (!slides) return 0;
   auto it = j.find("sliding_window");
-  if (it == j.end()) return name == "mixtral" ? 0 : 4096;
+  if (it == j.end()) return name == "mixtral" || name == "phi3" ? 0 : 4096;
   return r->Uint("sliding_window", false).value_or(0);
 }
 
@@ -243,8 +247,9 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
 // (recorded in *r). transformers 5 writes the same object as rope_parameters (with rope_theta
 // in it); like its PreTrainedConfig.convert_rope_params_to_dict, a non-empty rope_scaling
 // is read first. A rope_parameters per layer type ({"full_attention": {...}, ...}) is read
-// at full_attention.
-std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> max_pos, Reader* r) {
+// at full_attention. Phi-3 reads su and yarn as longrope (Phi3Config's backward compatibility).
+std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> max_pos,
+                                        const Architecture* arch, Reader* r) {
   const char* key = "rope_scaling";
   auto found = j.find(key);
   if (found == j.end() || found->is_null() || (found->is_object() && found->empty())) {
@@ -263,6 +268,7 @@ std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> m
   for (const char* name : {"rope_type", "type"})
     if (auto t = it->find(name); type.empty() && t != it->end() && t->is_string())
       type = t->get<std::string>();
+  if (arch && std::string(arch->name) == "phi3" && type == "yarn") type = "longrope";
   if (type == "llama3" || type == "longrope" || type == "su" || type == "default") return std::nullopt;
   auto f = it->find("factor");
   if (f == it->end() || f->is_null()) return std::nullopt;
@@ -332,7 +338,7 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   auto inter = r.Uint("intermediate_size", !moe || mixtral);
   auto max_pos = r.Uint("max_position_embeddings", false);
   if (!max_pos && arch) max_pos = arch->max_positions;
-  if (auto scaled = ScaledPositions(j, max_pos, &r)) max_pos = std::max(*scaled, max_pos.value_or(0));
+  if (auto scaled = ScaledPositions(j, max_pos, arch, &r)) max_pos = std::max(*scaled, max_pos.value_or(0));
   auto tie = r.Bool("tie_word_embeddings");
   // A quantized checkpoint's weights (AWQ, GPTQ, FP8, ...) are not workload.dtype's: timed as
   // if they were, every weight read would be off by the ratio of the widths, silently.

@@ -30,7 +30,7 @@ tpsim = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "..", "bu
 ARCHS = {"LlamaForCausalLM": "LlamaConfig", "MistralForCausalLM": "MistralConfig",
          "MixtralForCausalLM": "MixtralConfig", "Qwen2ForCausalLM": "Qwen2Config",
          "Qwen3ForCausalLM": "Qwen3Config", "Qwen3MoeForCausalLM": "Qwen3MoeConfig",
-         "Qwen2MoeForCausalLM": "Qwen2MoeConfig"}
+         "Qwen2MoeForCausalLM": "Qwen2MoeConfig", "Phi3ForCausalLM": "Phi3Config"}
 # 32 query heads: every default KV head count (4, 8, 32) divides them, as tpsim's validation asks.
 BASE = {"hidden_size": 1024, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 32,
         "vocab_size": 1000, "num_local_experts": 4, "num_experts": 4, "num_experts_per_tok": 2,

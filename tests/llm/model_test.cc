@@ -438,6 +438,43 @@ TEST(Import, Qwen2Moe) {
             0u);
 }
 
+// Phi-3 and Phi-4 (Phi3ForCausalLM): Llama's layer with fused q/k/v and gate/up projections.
+// microsoft/phi-4's config.json (14.7B parameters on its card) and Phi-3-mini-4k's (3.8B), whose
+// sliding window of 2,047 tokens applies to every layer; Phi-3's su and yarn rope blocks are
+// longrope (Phi3Config), its max_position_embeddings already the extended one.
+TEST(Import, Phi3) {
+  const std::string phi4 = R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 5120,
+    "intermediate_size": 17920, "max_position_embeddings": 16384, "num_attention_heads": 40,
+    "num_hidden_layers": 40, "num_key_value_heads": 10, "original_max_position_embeddings": 16384,
+    "rope_scaling": null, "rope_theta": 250000, "sliding_window": null, "tie_word_embeddings": false,
+    "vocab_size": 100352})";
+  const config::Model m = ImportHuggingFaceText(phi4, "phi-4.json");
+  EXPECT_EQ(m.architecture(), "phi3");
+  EXPECT_FALSE(m.qk_norm());
+  EXPECT_EQ(m.head_dim(), 128u);
+  EXPECT_EQ(m.num_key_value_heads(), 10u);
+  EXPECT_EQ(m.max_position_embeddings(), 16384u);
+  EXPECT_EQ(m.sliding_window(), 0u);
+  const double h = 5120;
+  EXPECT_DOUBLE_EQ(ParameterCount(m),
+                   2 * 100352 * h + 40 * (2 * h * h + 2 * h * 1280 + 3 * h * 17920 + 2 * h) + h);
+  EXPECT_NEAR(ParameterCount(m), 14.7e9, 0.02 * 14.7e9);
+  const std::string mini = R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 3072,
+    "intermediate_size": 8192, "max_position_embeddings": 4096, "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 32, "original_max_position_embeddings": 4096,
+    "rope_scaling": null, "sliding_window": 2047, "tie_word_embeddings": false, "vocab_size": 32064})";
+  const config::Model m3 = ImportHuggingFaceText(mini, "phi-3-mini-4k.json");
+  EXPECT_EQ(m3.sliding_window(), 2047u);
+  EXPECT_NEAR(ParameterCount(m3), 3.8e9, 0.02 * 3.8e9);
+  for (const char* type : {"su", "longrope", "yarn"}) {
+    const std::string text =
+        Replace(Replace(mini, "\"max_position_embeddings\": 4096", "\"max_position_embeddings\": 131072"),
+                "\"rope_scaling\": null",
+                std::string(R"("rope_scaling": {"type": ")") + type + R"(", "factor": 32})");
+    EXPECT_EQ(ImportHuggingFaceText(text, "phi-3-mini-128k.json").max_position_embeddings(), 131072u) << type;
+  }
+}
+
 TEST(ImportErrors, GoodTinyConfig) {
   config::Model m = ImportHuggingFaceText(kGood, "dir/tiny.json");
   EXPECT_EQ(m.name(), "tiny");
@@ -456,7 +493,7 @@ TEST(ImportErrors, UnsupportedArchitecture) {
       ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
       "b.json:2:3: architectures: GPT2LMHeadModel: unsupported architecture; supported: "
       "LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
-      "Qwen2ForCausalLM, Qwen2MoeForCausalLM");
+      "Qwen2ForCausalLM, Qwen2MoeForCausalLM, Phi3ForCausalLM");
 }
 
 TEST(ImportErrors, WrongType) {
