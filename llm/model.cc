@@ -468,14 +468,17 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
     if (v == 0) fail(f, "0", "must be positive");
   };
 
+  const Architecture* arch = nullptr;
   if (!m.architecture().empty()) {
-    bool known = false;
-    std::string list;
+    std::vector<std::string> names;
     for (const auto& a : kArchitectures) {
-      known |= m.architecture() == a.name;
-      list += (list.empty() ? "" : ", ") + std::string(a.name);
+      if (m.architecture() == a.name) arch = &a;
+      names.push_back(a.name);
     }
-    if (!known) fail("architecture", m.architecture(), "unknown architecture; valid: " + list);
+    if (!arch)
+      fail("architecture", m.architecture(),
+           "unknown architecture; valid: " + config::JoinNames(names) +
+               config::DidYouMean(m.architecture(), names));
   }
   positive("hidden_size", m.hidden_size());
   positive("num_layers", m.num_layers());
@@ -495,8 +498,7 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
       fail("num_experts_per_token", std::to_string(m.num_experts_per_token()),
            "must be 0 when num_experts is 0 (dense model)");
     }
-    if (m.architecture() == "qwen3_moe" || m.architecture() == "qwen2_moe" || m.architecture() == "mixtral")
-      fail("num_experts", "0", "must be positive for " + m.architecture());
+    if (arch && arch->moe) fail("num_experts", "0", "must be positive for " + m.architecture());
     if (m.shared_expert_intermediate_size() != 0)
       fail("shared_expert_intermediate_size", std::to_string(m.shared_expert_intermediate_size()),
            "must be 0 when num_experts is 0 (dense model)");

@@ -580,6 +580,24 @@ TEST(Validate, MoeConsistency) {
   ASSERT_EQ(diags.size(), 2u);
   EXPECT_EQ(diags[0].str(), "x:1:1: model.num_experts_per_token: 200: must be at most num_experts (128)");
   EXPECT_EQ(diags[1].str(), "x:1:1: model.moe_intermediate_size: 0: must be positive");
+  // Every MoE architecture (kArchitectures' flag) needs experts; a misspelt one is named.
+  for (const char* arch : {"qwen3_moe", "qwen2_moe", "mixtral"}) {
+    config::Model dense = ImportHuggingFace(ModelPath("qwen3-4b"));
+    dense.set_architecture(arch);
+    diags.clear();
+    ValidateModel(dense, config::SourceMap("x"), "model", &diags);
+    ASSERT_EQ(diags.size(), 1u) << arch;
+    EXPECT_EQ(diags[0].str(), std::string("x:1:1: model.num_experts: 0: must be positive for ") + arch);
+  }
+  config::Model typo = ImportHuggingFace(ModelPath("qwen3-4b"));
+  typo.set_architecture("qwen3moe");
+  diags.clear();
+  ValidateModel(typo, config::SourceMap("x"), "model", &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(
+      diags[0].str(),
+      "x:1:1: model.architecture: qwen3moe: unknown architecture; valid: llama, mistral, qwen3, qwen3_moe, "
+      "mixtral, qwen2, qwen2_moe, phi3, did you mean qwen3_moe?");
 }
 
 class LoadModelFileTest : public ::testing::Test {
