@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,34 @@ TEST(StepStreamed, SampledSteps) {
     tlm.engine = "tlm";
     ExpectSampledSame(Load("reference-qwen3-4b.textproto", 120), tlm, {1, 9, 10, 64, 120});
   }
+  SetSpareThread(false);
+}
+
+// An exception thrown while a step is composed (here by the progress callback, which the TLM
+// stream calls inside the engine's simulation) leaves RunExperiment as itself, composed on one
+// thread or two, and a later run is unaffected; the analytical step-by-step way too.
+TEST(StepStreamed, AnExceptionWhileComposingLeavesAsItself) {
+  for (const std::string engine : {"tlm", "analytical"})
+    for (const bool spare : {false, true}) {
+      SCOPED_TRACE(engine);
+      SetSpareThread(spare);
+      RunOptions opts;
+      opts.engine = engine;
+      opts.step_by_step = true;
+      opts.reuse = RunOptions::Reuse::kForce;
+      opts.on_count = [](uint64_t done, uint64_t, const char*) {
+        if (done == 60) throw std::runtime_error("stopped at decode step 60");
+      };
+      try {
+        RunExperiment(Load("reference-qwen3-4b.textproto", 120), opts);
+        ADD_FAILURE() << "no exception, spare thread " << spare;
+      } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(), "stopped at decode step 60") << "spare thread " << spare;
+      }
+      opts.on_count = nullptr;
+      EXPECT_TRUE(RunExperiment(Load("reference-qwen3-4b.textproto", 20), opts).reused)
+          << "spare thread " << spare;
+    }
   SetSpareThread(false);
 }
 
