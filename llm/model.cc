@@ -446,6 +446,19 @@ config::Model LoadModelFile(const std::string& path, config::SourceMap* locs) {
 
 std::vector<std::string> CatalogNames() { return config::ShippedNames("models", ".json"); }
 
+std::vector<std::pair<std::string, std::string>> ImportableArchitectures() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Architecture& a : kArchitectures) {
+    out.emplace_back(a.hf_name, std::string(a.name) + ", " + (a.moe ? "MoE" : "dense") +
+                                    (a.qk_norm ? ", Q/K norms" : "") + "; omitted: num_key_value_heads " +
+                                    (a.kv_heads ? std::to_string(a.kv_heads) : "= heads") + ", head_dim " +
+                                    (a.head_dim ? std::to_string(a.head_dim) : "= hidden / heads") +
+                                    ", max_position_embeddings " + std::to_string(a.max_positions));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string CatalogPath(const std::string& name, const config::Location& where, const std::string& field) {
   std::vector<std::string> names = CatalogNames();
   if (std::find(names.begin(), names.end(), name) == names.end()) {

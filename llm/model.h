@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "configs/load.h"
@@ -29,6 +30,11 @@ config::Model LoadModelFile(const std::string& path, config::SourceMap* locs);
 // Catalog names ("qwen3-4b", "llama-3.1-8b", ...) of the shipped config.json
 // files under <ConfigDir()>/models, sorted.
 std::vector<std::string> CatalogNames();
+
+// The HuggingFace `architectures` a config.json may name (`--model path/to/config.json`), each
+// with what it imports as: config::Model.architecture, dense or MoE, Q/K norms, and the
+// transformers defaults for the keys it may leave out.
+std::vector<std::pair<std::string, std::string>> ImportableArchitectures();
 // Path of a catalog entry; ConfigError listing the valid names when unknown.
 std::string CatalogPath(const std::string& name, const config::Location& where, const std::string& field);
 

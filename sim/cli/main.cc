@@ -501,9 +501,10 @@ int Run(Args& a) {
 const char* kListUsage = R"(usage: tpsim list [KIND]
 
 Prints, by name with a one-line description, each kind's registered implementations
-(all_to_all, collective, engine, partitioner, placement, topology) and the shipped configs
-(chip: configs/chips, experiment: configs/experiments, model: the catalog, configs/models),
-or those of KIND only. Shipped names go where a file would: `tpsim collectives h200-sxm-8`,
+(all_to_all, collective, engine, partitioner, placement, topology), the shipped configs
+(chip: configs/chips, experiment: configs/experiments, model: the catalog, configs/models)
+and the HuggingFace architectures `--model config.json` imports (architecture), or those of
+KIND only. Shipped names go where a file would: `tpsim collectives h200-sxm-8`,
 `model_name: "qwen3-8b"`, `--model qwen2.5-7b`.
 )";
 
@@ -577,6 +578,7 @@ int List(Args& a) {
   kinds["chip"] = [] { return ShippedConfigs("chips"); };
   kinds["experiment"] = [] { return ShippedConfigs("experiments"); };
   kinds["model"] = &CatalogModels;
+  kinds["architecture"] = &llm::ImportableArchitectures;
   if (!only.empty() && !kinds.count(only)) {
     std::string valid;
     for (const auto& [kind, list] : kinds) valid += (valid.empty() ? "" : ", ") + kind;

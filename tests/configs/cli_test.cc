@@ -167,8 +167,8 @@ TEST(Cli, ListPrintsEveryRegisteredImplementationByKind) {
   Outcome bad = RunTpsim("list hypercube");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(
-      bad.output.find("unknown kind 'hypercube' (valid: all_to_all, chip, collective, engine, experiment, "
-                      "model, partitioner, placement, topology)"),
+      bad.output.find("unknown kind 'hypercube' (valid: all_to_all, architecture, chip, collective, engine, "
+                      "experiment, model, partitioner, placement, topology)"),
       std::string::npos)
       << bad.output;
 }
@@ -188,6 +188,18 @@ TEST(Cli, ListPrintsTheShippedChipsExperimentsAndModels) {
        "  mixtral-8x7b         mixtral, 46.703 B parameters (12.880 B active, 8 experts, top 2), 32 "
        "layers\n",
        "  qwen2.5-7b           qwen2, 7.615 B parameters, 28 layers\n", "\npartitioner\n"});
+  // The architectures a config.json may name, with what they import as.
+  Outcome archs = RunTpsim("list architecture");
+  ASSERT_EQ(archs.status, 0) << archs.output;
+  ExpectInOrder(
+      archs.output,
+      {"architecture\n",
+       "  LlamaForCausalLM     llama, dense; omitted: num_key_value_heads = heads, head_dim = hidden / "
+       "heads, max_position_embeddings 2048\n",
+       "  Qwen3ForCausalLM     qwen3, dense, Q/K norms; omitted: num_key_value_heads 32, head_dim 128, "
+       "max_position_embeddings 32768\n"});
+  EXPECT_EQ(std::count(archs.output.begin(), archs.output.end(), '\n'), 9)
+      << archs.output;  // 8 architectures
   Outcome chips = RunTpsim("list chip");
   ASSERT_EQ(chips.status, 0) << chips.output;
   EXPECT_EQ(std::count(chips.output.begin(), chips.output.end(), '\n'), 9) << chips.output;  // 8 chips
