@@ -111,7 +111,8 @@ class Engine {
   // Times a run handed over step by step (sim/step_source.h) without holding it as one
   // Program: the same times as Run on the unrolled Program. false with *why where the engine
   // cannot stream it as the unrolled Program runs (the caller then lowers every step); the
-  // default, for engines that do not stream.
+  // default, for engines that do not stream. An exception thrown by one of `source`'s callbacks
+  // stops the run and leaves RunSteps as itself.
   virtual bool RunSteps(const StepSource& source, const arch::Chip& chip, StepsOutput* out, std::string* why);
 
  protected:

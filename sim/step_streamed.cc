@@ -103,27 +103,13 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
   bo.channels.resize(chip.channels().size());
   std::unique_ptr<StepComposer> compose;
   std::map<uint32_t, std::vector<TaskTime>> observed;
-  // The engine calls on_head and on_step from inside its simulation (a SystemC process), where
-  // an exception would come out as the kernel's report ("uncaught exception ... In process"):
-  // one thrown there (by the composition or the progress callback) stops the run instead and
-  // is rethrown once the engine has returned, as the composition thread's is.
-  std::exception_ptr thrown_inside;
-  auto guarded = [&](std::string* no, const auto& body) {
-    try {
-      return body();
-    } catch (...) {
-      thrown_inside = std::current_exception();
-      *no = "an exception while composing the steps";
-      return false;
-    }
-  };
-  src.on_head = [&](std::span<const TaskTime> t, std::string* no) {
-    return guarded(no, [&] {
-      bo.tasks.assign(t.begin(), t.end());
-      for (const TaskTime& x : t) bo.makespan_ps = std::max(bo.makespan_ps, x.end_ps);
-      compose = std::make_unique<StepComposer>(e, chip, engine, opts, tpl, *head, bo, plan);
-      return true;
-    });
+  // The engine calls on_head, on_step and at inside its simulation; what they throw comes out of
+  // RunSteps as itself (Engine::RunSteps).
+  src.on_head = [&](std::span<const TaskTime> t, std::string*) {
+    bo.tasks.assign(t.begin(), t.end());
+    for (const TaskTime& x : t) bo.makespan_ps = std::max(bo.makespan_ps, x.end_ps);
+    compose = std::make_unique<StepComposer>(e, chip, engine, opts, tpl, *head, bo, plan);
+    return true;
   };
   auto compose_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string* no) {
     if (!compose->Add(k, t, no)) return false;
@@ -195,7 +181,7 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
     }
   } stop_composer{m, cv, finished};
   // Step k composed here, or handed to the composition's thread.
-  auto hand_over = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string* no) {
+  src.on_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string* no) {
     if (opts.on_count) opts.on_count(k, N, "decode steps");
     if (!aside) return compose_step(k, t, horizon, no);
     std::unique_lock<std::mutex> lock(m);
@@ -214,9 +200,6 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
     cv.notify_all();
     return true;
   };
-  src.on_step = [&](uint32_t k, std::span<const TaskTime> t, Ps horizon, std::string* no) {
-    return guarded(no, [&] { return hand_over(k, t, horizon, no); });
-  };
   StepsOutput so;
   const bool ran = engine.RunSteps(src, chip, &so, &reason);
   if (aside) {
@@ -227,9 +210,8 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
     cv.notify_all();
     composer.get();
     if (thrown) std::rethrow_exception(thrown);
+    if (failed) return fail(compose_why);
   }
-  if (thrown_inside) std::rethrow_exception(thrown_inside);
-  if (aside && failed) return fail(compose_why);
   if (!ran) return fail(reason);
   if (so.makespan_ps >= std::numeric_limits<Ps>::max()) return fail("a time passes the 2^63 ps clock");
 

@@ -390,8 +390,12 @@ bool RunState::Ensure(uint32_t k) {
   std::fill_n(enabler_.begin() + static_cast<std::ptrdiff_t>(base), step_tasks_, Ended{});
   std::fill_n(memory_.begin() + static_cast<std::ptrdiff_t>(head_memory_ + (k & slot_mask_) * step_memory_),
               step_memory_, MemoryPath{});
-  source->at(k, std::span<Ps>(step_duration_).subspan(at, step_tasks_),
-             std::span<uint64_t>(step_bytes_).subspan(at, step_tasks_));
+  if (!Guarded([&] {
+        source->at(k, std::span<Ps>(step_duration_).subspan(at, step_tasks_),
+                   std::span<uint64_t>(step_bytes_).subspan(at, step_tasks_));
+        return true;
+      }))
+    return false;
   if (k < uint64_t{masked_from_} + back_) {
     // A step that lacks tasks, or waits on one that does: those count as ended (never issued),
     // and no task waits on them.
@@ -457,14 +461,17 @@ void RunState::HandOut() {
   if (!head_out_) {
     if (head_ended_ < head_tasks_) return;
     head_out_ = true;
-    if (!source->on_head(std::span<const TaskTime>(times.data(), head_tasks_), &why)) return Fail(why);
+    if (!Guarded([&] { return source->on_head(std::span<const TaskTime>(times.data(), head_tasks_), &why); }))
+      return Fail(why);
   }
   while (next_out_ <= source->steps) {
     Slot& sl = slots_[next_out_ & slot_mask_];
     if (sl.step != next_out_ || sl.ended < step_tasks_) return;
     const size_t base = head_tasks_ + (next_out_ & slot_mask_) * step_tasks_;
-    if (!source->on_step(next_out_, std::span<const TaskTime>(times.data() + base, step_tasks_),
-                         Horizon(next_out_), &why))
+    if (!Guarded([&] {
+          return source->on_step(next_out_, std::span<const TaskTime>(times.data() + base, step_tasks_),
+                                 Horizon(next_out_), &why);
+        }))
       return Fail(why);
     sl.step = 0;
     ++next_out_;

@@ -9,6 +9,7 @@
 // split is its enabler's plus its own part), since no Program holds the whole run's times.
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <string>
@@ -100,6 +101,10 @@ struct RunState {
   // Streamed: why the run cannot go on as the unrolled Program's (empty: it can), the
   // critical path's split and the makespan.
   std::string stream_why;
+  // Streamed: what a StepSource callback threw. The callbacks run inside SystemC processes,
+  // where an exception would come out as the kernel's report ("uncaught exception ... In
+  // process"); one thrown there stops the run (stream_why) and RunSteps rethrows it.
+  std::exception_ptr source_threw;
   CriticalPathSplit path() const { return last_.split; }
   Ps makespan() const { return last_.task == kNone ? 0 : last_.end; }
 
@@ -127,6 +132,18 @@ struct RunState {
     Ended at;
   };
   void Fail(const std::string& why);
+  // Runs a StepSource callback (returns its answer); what it throws goes to source_threw and
+  // stops the run (false).
+  template <class F>
+  bool Guarded(const F& call) {
+    try {
+      return call();
+    } catch (...) {
+      if (!source_threw) source_threw = std::current_exception();
+      Fail("a step source callback threw");
+      return false;
+    }
+  }
   // *best becomes e where e ends later, or as late with a lower id (sim::CriticalPath's rule).
   static void Prefer(Ended* best, const Ended& e);
   void Unblock(const Ended& e, TaskRef j);

@@ -107,6 +107,7 @@ bool TlmEngine::RunSteps(const StepSource& source, const arch::Chip& chip, Steps
   if (progress_) st.progress = &progress_;
   EngineOutput use;
   const std::string stall = Simulate(st, chip, packet_bytes_, &use);
+  if (st.source_threw) std::rethrow_exception(st.source_threw);
   if (!stall.empty()) throw StallError(stall);
   if (!st.stream_why.empty()) {
     *why = st.stream_why;
