@@ -273,31 +273,33 @@ TEST(Import, SlidingWindowIsReadAndQuantizationRefused) {
   EXPECT_EQ(SlidingWindowRule(m, 1u << 30), "");
 }
 
+// The longest context a small Qwen3 config with 40,960 positions and the extra `keys` imports to.
+uint32_t PositionsWith(const std::string& keys) {
+  return ImportHuggingFaceText(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "vocab_size": 1000, "max_position_embeddings": 40960)" +
+                                   keys + "}",
+                               "p.json")
+      .max_position_embeddings();
+}
+
 // rope_scaling extends the positions as vLLM derives a model's longest context (Qwen's
 // documented YaRN setting takes Qwen3 from 40,960 to 131,072 positions).
 TEST(Import, RopeScalingExtendsThePositions) {
-  auto positions = [](const std::string& keys) {
-    return ImportHuggingFaceText(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64,
-      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
-      "vocab_size": 1000, "max_position_embeddings": 40960)" +
-                                     keys + "}",
-                                 "p.json")
-        .max_position_embeddings();
-  };
-  EXPECT_EQ(positions(""), 40960u);
-  EXPECT_EQ(positions(R"(, "rope_scaling": null)"), 40960u);
-  EXPECT_EQ(positions(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+  EXPECT_EQ(PositionsWith(""), 40960u);
+  EXPECT_EQ(PositionsWith(R"(, "rope_scaling": null)"), 40960u);
+  EXPECT_EQ(PositionsWith(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
       "original_max_position_embeddings": 32768})"),
             131072u);
-  EXPECT_EQ(positions(R"(, "rope_scaling": {"type": "yarn", "factor": 2})"), 81920u);
-  EXPECT_EQ(positions(R"(, "rope_scaling": {"type": "linear", "factor": 1.5})"), 61440u);
+  EXPECT_EQ(PositionsWith(R"(, "rope_scaling": {"type": "yarn", "factor": 2})"), 81920u);
+  EXPECT_EQ(PositionsWith(R"(, "rope_scaling": {"type": "linear", "factor": 1.5})"), 61440u);
   // llama3's max_position_embeddings is already the extended one; a factor below 1 never shrinks.
-  EXPECT_EQ(positions(R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+  EXPECT_EQ(PositionsWith(R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
       "original_max_position_embeddings": 8192})"),
             40960u);
-  EXPECT_EQ(ErrorOf([&] { positions(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 0.5})"); }),
+  EXPECT_EQ(ErrorOf([&] { PositionsWith(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 0.5})"); }),
             "p.json:3:61: rope_scaling: 0.5: factor must be a number from 1 to 1e6");
-  EXPECT_EQ(ErrorOf([&] { positions(R"(, "rope_scaling": "yarn")"); }),
+  EXPECT_EQ(ErrorOf([&] { PositionsWith(R"(, "rope_scaling": "yarn")"); }),
             "p.json:3:61: rope_scaling: \"yarn\": must be an object or null");
   // The catalog's Llama 3.1 (llama3 scaling) keeps its published 131,072.
   EXPECT_EQ(ImportHuggingFace(ModelPath("llama-3.1-8b")).max_position_embeddings(), 131072u);
@@ -349,28 +351,21 @@ TEST(Import, OmittedKeysTakeTransformersDefaults) {
 // transformers 5 saves rope_scaling's object as rope_parameters (rope_theta inside); a
 // non-empty rope_scaling is read first, and a per-layer-type rope_parameters at full_attention.
 TEST(Import, RopeParametersExtendThePositions) {
-  auto positions = [](const std::string& keys) {
-    return ImportHuggingFaceText(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64,
-      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
-      "vocab_size": 1000, "max_position_embeddings": 40960)" +
-                                     keys + "}",
-                                 "p.json")
-        .max_position_embeddings();
-  };
   const std::string yarn = R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
       "rope_theta": 1000000.0})";
-  EXPECT_EQ(positions(R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0})"), 40960u);
-  EXPECT_EQ(positions(", \"rope_parameters\": " + yarn), 131072u);
-  EXPECT_EQ(positions(", \"rope_scaling\": null, \"rope_parameters\": " + yarn), 131072u);
-  EXPECT_EQ(positions(", \"rope_scaling\": {}, \"rope_parameters\": " + yarn), 131072u);
-  EXPECT_EQ(positions(R"(, "rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": )" + yarn),
+  EXPECT_EQ(PositionsWith(R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0})"),
+            40960u);
+  EXPECT_EQ(PositionsWith(", \"rope_parameters\": " + yarn), 131072u);
+  EXPECT_EQ(PositionsWith(", \"rope_scaling\": null, \"rope_parameters\": " + yarn), 131072u);
+  EXPECT_EQ(PositionsWith(", \"rope_scaling\": {}, \"rope_parameters\": " + yarn), 131072u);
+  EXPECT_EQ(PositionsWith(R"(, "rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": )" + yarn),
             81920u);
-  EXPECT_EQ(positions(R"(, "rope_parameters": {"full_attention": )" + yarn +
-                      R"(, "sliding_attention": {"rope_type": "default"}})"),
+  EXPECT_EQ(PositionsWith(R"(, "rope_parameters": {"full_attention": )" + yarn +
+                          R"(, "sliding_attention": {"rope_type": "default"}})"),
             131072u);
-  EXPECT_EQ(ErrorOf([&] { positions(R"(, "rope_parameters": {"rope_type": "yarn", "factor": 0.5})"); }),
+  EXPECT_EQ(ErrorOf([&] { PositionsWith(R"(, "rope_parameters": {"rope_type": "yarn", "factor": 0.5})"); }),
             "p.json:3:61: rope_parameters: 0.5: factor must be a number from 1 to 1e6");
-  EXPECT_EQ(ErrorOf([&] { positions(R"(, "rope_parameters": 4)"); }),
+  EXPECT_EQ(ErrorOf([&] { PositionsWith(R"(, "rope_parameters": 4)"); }),
             "p.json:3:61: rope_parameters: 4: must be an object or null");
 }
 
