@@ -92,6 +92,14 @@ struct PlanSwitch {
     own->resize(b_of_a.size());
     for (size_t j = 0; j < b_of_a.size(); ++j) (*own)[j] = t[b_of_a[j]];
   }
+  // Deps on the steps before, (steps back, task of that step), of before's tasks as those of the
+  // template's `n` tasks.
+  StepDeps InTemplate(const StepDeps& deps, size_t n) const {
+    StepDeps mapped(n);
+    for (size_t j = 0; j < deps.size() && j < b_of_a.size(); ++j)
+      for (const auto& [off, rr] : deps[j]) mapped[b_of_a[j]].emplace_back(off, b_of_a[rr]);
+    return mapped;
+  }
 };
 
 // A memory plan that changes once (sim/step_reuse.cc): where the template `step` (decode step

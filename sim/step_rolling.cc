@@ -132,10 +132,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     if (plan->from <= HB + 1) return fail("the plan changes within the head's steps");
     if (plan->from >= N) return fail("the plan changes at the last step");
     if (view && !opts.observe_steps.empty()) return fail("sampled steps where the plan changes");
-    StepDeps mapped(n);
-    for (size_t j = 0; j < ext.size() && j < plan->b_of_a.size(); ++j)
-      for (const auto& [off, rr] : ext[j]) mapped[plan->b_of_a[j]].emplace_back(off, plan->b_of_a[rr]);
-    ext = std::move(mapped);
+    ext = plan->InTemplate(ext, n);
   }
   if (L == 0 || L + 3 > HB) return fail("decode steps depend on " + std::to_string(L) + " steps before them");
 

@@ -77,10 +77,8 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
   }
   {
     // The head's deps on the steps before, in the template's tasks.
-    StepDeps ext(n);
-    for (size_t j = 0; j < head->deps.size(); ++j)
-      for (const auto& [off, rr] : head->deps[j])
-        ext[plan ? plan->b_of_a[j] : j].emplace_back(off, plan ? plan->b_of_a[rr] : rr);
+    StepDeps ext = plan ? plan->InTemplate(head->deps, n) : head->deps;
+    ext.resize(n);
     StepDeps ext_dep(n);
     for (uint32_t i = 0; i < ext.size(); ++i)
       for (const auto& [off, j] : ext[i]) ext_dep[j].emplace_back(off, i);
