@@ -16,6 +16,7 @@
 #include "sim/schedule.h"
 #include "sim/step_energy.h"
 #include "sim/step_reuse.h"
+#include "sim/step_source.h"
 
 namespace tpsim::sim {
 
@@ -120,13 +121,10 @@ StepComposer::~StepComposer() = default;
 void StepComposer::AddTaskRecords(uint32_t k, std::span<const TaskTime> t, uint64_t head_tasks,
                                   uint32_t head_steps) {
   const Program& tp = tpl_.program();
-  const uint64_t n = tp.num_tasks();
-  if (!plan_) return AddTaskTimings(tp, t, 0, head_tasks + uint64_t{k - head_steps - 1} * n, &res_);
   // Ids as the unrolled Program's: the steps before the plan changes have fewer tasks.
-  const uint64_t na = plan_->b_of_a.size(), a_steps = std::min(k, plan_->from) - head_steps - 1,
-                 b_steps = k > plan_->from ? k - plan_->from : 0;
-  const uint64_t id0 = head_tasks + a_steps * na + b_steps * n;
-  if (!plan_->Masked(k)) return AddTaskTimings(tp, t, 0, id0, &res_);
+  const uint64_t id0 = UnrolledStepBegin(head_tasks, head_steps, k, plan_ ? plan_->from : 0,
+                                         plan_ ? plan_->b_of_a.size() : 0, tp.num_tasks());
+  if (!plan_ || !plan_->Masked(k)) return AddTaskTimings(tp, t, 0, id0, &res_);
   plan_->OwnTimes(t, &before_times_);
   AddTaskTimings(plan_->before->program(), before_times_, 0, id0, &res_);
 }

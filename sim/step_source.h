@@ -7,6 +7,7 @@
 // Program would have, in the same order (its ids: the head's, then step after step), holding a
 // few steps at a time, and hands each step's times out as the step ends.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -19,6 +20,17 @@
 #include "sim/schedule.h"
 
 namespace tpsim::sim {
+
+// The unrolled Program's id of decode step k's first task (k past the head): `head_tasks` tasks
+// of the prefill and decode steps 1 .. head_steps, then the steps before `from` with `short_n`
+// tasks each (where a memory plan changes at `from`; from = head_steps + 1: none) and the
+// others with `n`.
+inline uint64_t UnrolledStepBegin(uint64_t head_tasks, uint32_t head_steps, uint32_t k, uint32_t from,
+                                  uint64_t short_n, uint64_t n) {
+  from = std::max(from, head_steps + 1);
+  const uint64_t shorter = std::min(k, from) - head_steps - 1, full = k > from ? k - from : 0;
+  return head_tasks + shorter * short_n + full * n;
+}
 
 struct StepSource {
   const mapping::Program* head = nullptr;

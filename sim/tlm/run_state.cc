@@ -164,10 +164,10 @@ Ps RunState::ComputeTime(TaskRef t) const {
 uint64_t RunState::UnrolledId(TaskRef t) const {
   if (!InStep(t)) return t;
   // The steps before masked_from have their short count of tasks.
-  const uint64_t k = t >> 32, HB = source->head_steps, from = std::max<uint64_t>(masked_from_, HB + 1);
-  const uint64_t shorter = std::min(k, from) - HB - 1, full = k > from ? k - from : 0;
-  return head_tasks_ + shorter * template_of_short_.size() + full * step_tasks_ +
-         (k < from ? short_index_[IndexOf(t)] : IndexOf(t));
+  const uint32_t k = static_cast<uint32_t>(t >> 32);
+  return UnrolledStepBegin(head_tasks_, source->head_steps, k, masked_from_, template_of_short_.size(),
+                           step_tasks_) +
+         (k < masked_from_ ? short_index_[IndexOf(t)] : IndexOf(t));
 }
 
 void RunState::Fail(const std::string& why) {
