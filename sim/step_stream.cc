@@ -185,7 +185,12 @@ template <bool in_b>
     if (st->queue == Queue::kDram) channel_key_[st->resource] = {now, 0, g};
     if (st->queue == Queue::kLink) link_key_[st->resource] = {now, 0, g};
   }
-  if (end > total_ || (end == total_ && g < total_id_)) total_ = end, total_id_ = g;
+  {
+    // Branch-free: whether a task ends last is hard to predict.
+    const bool last_end = (end > total_) | ((end == total_) & (g < total_id_));
+    total_ = last_end ? end : total_;
+    total_id_ = last_end ? g : total_id_;
+  }
   // The critical path to this task (CriticalPath's rule): its enabler's split, then its own
   // part after the enabler ended. The enabler has started before it, so its split is known.
   const Queue q = in_b ? QueueOf(B_.kind(g), qb_.first_link, g) : st->queue;
@@ -553,7 +558,7 @@ void StepStream::SaveCut(Cut* c, Ps time, uint32_t complete) {
   c->delayed = delayed_;
 }
 
-bool StepStream::ReplayOne(uint32_t k, uint32_t i, bool* ok, std::string* why) {
+[[gnu::always_inline]] inline bool StepStream::ReplayOne(uint32_t k, uint32_t i, bool* ok, std::string* why) {
   *ok = false;
   if (slot(k).step != k && !Ensure(k, why)) {
     if (*why == "stopped") return false;
