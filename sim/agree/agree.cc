@@ -2,10 +2,12 @@
 #include "sim/agree/family.h"
 
 #include <google/protobuf/text_format.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -147,15 +149,46 @@ bool Parse(const std::string& line, Outcome* o) {
   return true;
 }
 
+// How many experiments have run, on stderr: on a terminal one line redrawn in place; into a
+// file or pipe a line every 10 s and the last one, so a log reads line by line.
+class Progress {
+ public:
+  explicit Progress(uint32_t count) : count_(count), tty_(isatty(2) == 1) {}
+  void Done(uint32_t done) {
+    done_ = done;
+    const auto now = std::chrono::steady_clock::now();
+    if (tty_) {
+      std::fprintf(stderr, "\ragree: %u/%u experiments", done, count_);
+    } else if (now - last_ >= std::chrono::seconds(10) && done < count_) {
+      std::fprintf(stderr, "agree: %u/%u experiments\n", done, count_);
+      last_ = now;
+    }
+  }
+  void Finish() {
+    if (tty_) {
+      std::fprintf(stderr, "\n");
+    } else {
+      std::fprintf(stderr, "agree: %u/%u experiments\n", done_, count_);
+    }
+  }
+
+ private:
+  const uint32_t count_;
+  const bool tty_;
+  uint32_t done_ = 0;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 // Runs experiments [0, count) in `jobs` forked workers (worker w takes indices w, w + jobs, ...).
 std::vector<Outcome> RunAll(uint64_t seed, uint32_t count, int jobs, Family family) {
   std::vector<Outcome> all;
+  Progress progress(count);
   if (jobs <= 1) {
     for (uint32_t i = 0; i < count; ++i) {
       all.push_back(RunOne(seed, i, family));
-      std::fprintf(stderr, "\ragree: %u/%u", i + 1, count);
+      progress.Done(i + 1);
     }
-    std::fprintf(stderr, "\n");
+    progress.Finish();
     return all;
   }
   std::vector<std::pair<pid_t, int>> workers;
@@ -182,15 +215,36 @@ std::vector<Outcome> RunAll(uint64_t seed, uint32_t count, int jobs, Family fami
     close(fds[1]);
     workers.emplace_back(pid, fds[0]);
   }
-  for (auto& [pid, fd] : workers) {
-    std::string buf;
-    char chunk[4096];
-    ssize_t k;
-    while ((k = read(fd, chunk, sizeof chunk)) > 0) buf.append(chunk, static_cast<size_t>(k));
-    close(fd);
+  // The workers' lines as they come (poll), for the progress line; each worker's whole output
+  // once it closes its end.
+  std::vector<std::string> bufs(workers.size());
+  std::vector<pollfd> open;
+  for (const auto& w : workers) open.push_back({w.second, POLLIN, 0});
+  uint32_t lines = 0;
+  while (std::any_of(open.begin(), open.end(), [](const pollfd& p) { return p.fd >= 0; })) {
+    if (poll(open.data(), open.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("agree: poll failed");
+    }
+    for (size_t w = 0; w < open.size(); ++w) {
+      if (open[w].fd < 0 || open[w].revents == 0) continue;
+      char chunk[4096];
+      const ssize_t k = read(open[w].fd, chunk, sizeof chunk);
+      if (k > 0) {
+        bufs[w].append(chunk, static_cast<size_t>(k));
+        lines += static_cast<uint32_t>(std::count(chunk, chunk + k, '\n'));
+        progress.Done(lines);
+      } else if (k == 0 || errno != EINTR) {
+        close(open[w].fd);
+        open[w].fd = -1;  // poll skips it
+      }
+    }
+  }
+  progress.Finish();
+  for (size_t w = 0; w < workers.size(); ++w) {
     int status = 0;
-    waitpid(pid, &status, 0);
-    std::istringstream is(buf);
+    waitpid(workers[w].first, &status, 0);
+    std::istringstream is(bufs[w]);
     std::string line;
     while (std::getline(is, line)) {
       Outcome o;

@@ -12,3 +12,11 @@ add_test(NAME agree_sample_moe
 set_tests_properties(agree_sample_moe PROPERTIES TIMEOUT 600 LABELS slow PROCESSORS 2)
 # The families' model lists (sim/agree/family.h FamilyModels).
 tpsim_test(agree_family_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/agree_family_test.cc LIBS tpsim_agree)
+# Its progress into a pipe (a CI log): one line at the end, no carriage returns (which a
+# terminal gets: the line redrawn in place); with workers, counted as their results come.
+foreach(jobs 1 2)
+  add_test(NAME agree_progress_in_a_pipe_jobs${jobs}
+    COMMAND sh -c "$<TARGET_FILE:tpsim> agree --seed 15 --count 3 --jobs ${jobs} 2>&1 >/dev/null | tr '\\r' '#'")
+  set_tests_properties(agree_progress_in_a_pipe_jobs${jobs} PROPERTIES LABELS fast
+    PASS_REGULAR_EXPRESSION "^agree: 3/3 experiments\n$" FAIL_REGULAR_EXPRESSION "#")
+endforeach()
