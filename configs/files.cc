@@ -180,6 +180,14 @@ std::string NearestName(std::string_view name, const std::vector<std::string>& v
       best = v;
     }
   }
+  if (!best.empty() || name.size() < 3) return best;
+  // None close: the one name that starts with it (a shipped chip's short name: h100 for
+  // h100-sxm-8), if only one does.
+  for (const std::string& v : valid)
+    if (v.size() > name.size() && v.compare(0, name.size(), name) == 0) {
+      if (!best.empty()) return "";
+      best = v;
+    }
   return best;
 }
 

@@ -48,7 +48,8 @@ std::string ReadInputFile(const std::string& path, const Location& referrer, con
                           size_t max_bytes = kMaxConfigBytes);
 
 // The valid name closest to `name` (edit distance at most a third of its length,
-// at least 1), or "" when none is close. Names over 64 bytes get no suggestion.
+// at least 1), else the only valid name that starts with it (3 bytes or more), or "" when
+// none is. Names over 64 bytes get no suggestion.
 std::string NearestName(std::string_view name, const std::vector<std::string>& valid);
 
 // "a, b, c": `names` joined by `sep` (an error's list of valid names, and the like).

@@ -157,6 +157,11 @@ TEST(Files, NearestNameSuggestsOnlyCloseNames) {
   EXPECT_EQ(tpsim::config::NearestName("link_bandwith_gbps", names), "link_bandwidth_gbps");
   EXPECT_EQ(tpsim::config::NearestName("zzzz", names), "");
   EXPECT_EQ(tpsim::config::NearestName(std::string(5000, 'r'), names), "");
+  // Else the one name it begins: h100 for h100-sxm-8, none where two begin with it.
+  const std::vector<std::string> chips = {"h100-sxm-8", "h200-sxm-8", "wafer-8x8", "wafer-32x32"};
+  EXPECT_EQ(tpsim::config::NearestName("h100", chips), "h100-sxm-8");
+  EXPECT_EQ(tpsim::config::NearestName("wafer", chips), "");
+  EXPECT_EQ(tpsim::config::NearestName("h1", chips), "");  // too short to say
 }
 
 TEST(Files, OutputIsReplacedWholeOrNotAtAll) {
