@@ -5,6 +5,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "sim/cli/args.h"
 #include "sim/cli/gpu_commands.h"
 #include "sim/microbench.h"
 
@@ -41,25 +42,6 @@ all_to_all (n-1)/n; broadcast, send_recv 1), and the algorithm and protocol used
 
 namespace {
 
-struct UsageError : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
-
-// "--flag VALUE" or "--flag=VALUE" at args[*i]; advances *i past the value.
-bool Flag(const std::vector<std::string>& args, size_t* i, const std::string& flag, std::string* value) {
-  const std::string& a = args[*i];
-  if (a == flag) {
-    if (*i + 1 >= args.size()) throw UsageError(flag + " needs a value");
-    *value = args[++*i];
-    return true;
-  }
-  if (a.rfind(flag + "=", 0) == 0) {
-    *value = a.substr(flag.size() + 1);
-    return true;
-  }
-  return false;
-}
-
 uint64_t ParseSizeToken(const std::string& t) {
   size_t i = 0;
   while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
@@ -80,12 +62,6 @@ uint64_t ParseSizeToken(const std::string& t) {
   if (v == 0) throw std::invalid_argument("size '" + t + "' is zero");
   if (v > (uint64_t{1} << 40) >> shift) throw std::invalid_argument("size '" + t + "' is above 1 TiB");
   return v << shift;
-}
-
-std::string Fixed(double v, int d) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", d, v);
-  return buf;
 }
 
 }  // namespace
@@ -136,12 +112,12 @@ int CollectivesCommand(const std::vector<std::string>& args) {
         std::cout << kCollectivesUsage;
         return 0;
       }
-      if (Flag(args, &i, "--op", &op) || Flag(args, &i, "--ranks", &ranks_text) ||
-          Flag(args, &i, "--sizes", &sizes_text) || Flag(args, &i, "--algo", &algo) ||
-          Flag(args, &i, "--proto", &proto) || Flag(args, &i, "--csv", &csv)) {
+      if (FlagAt(args, &i, "--op", &op) || FlagAt(args, &i, "--ranks", &ranks_text) ||
+          FlagAt(args, &i, "--sizes", &sizes_text) || FlagAt(args, &i, "--algo", &algo) ||
+          FlagAt(args, &i, "--proto", &proto) || FlagAt(args, &i, "--csv", &csv)) {
         continue;
       }
-      if (Flag(args, &i, "--set", &v)) {
+      if (FlagAt(args, &i, "--set", &v)) {
         sets.push_back(sim::ParseOverride(v));
         continue;
       }

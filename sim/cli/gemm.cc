@@ -4,6 +4,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "sim/cli/args.h"
 #include "sim/cli/gpu_commands.h"
 #include "sim/microbench.h"
 
@@ -32,36 +33,12 @@ on a GPU, R x C systolic tiles otherwise); waves = CTAs / SMs (GPU) or tiles / a
 
 namespace {
 
-struct UsageError : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
-
-bool Flag(const std::vector<std::string>& args, size_t* i, const std::string& flag, std::string* value) {
-  const std::string& a = args[*i];
-  if (a == flag) {
-    if (*i + 1 >= args.size()) throw UsageError(flag + " needs a value");
-    *value = args[++*i];
-    return true;
-  }
-  if (a.rfind(flag + "=", 0) == 0) {
-    *value = a.substr(flag.size() + 1);
-    return true;
-  }
-  return false;
-}
-
 uint64_t Dim(const std::string& flag, const std::string& v) {
   if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos ||
       std::stoull(v) == 0) {
     throw UsageError(flag + " '" + v + "' is not a positive whole number (at most 12 digits)");
   }
   return std::stoull(v);
-}
-
-std::string Fixed(double v, int d) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", d, v);
-  return buf;
 }
 
 }  // namespace
@@ -78,12 +55,12 @@ int GemmCommand(const std::vector<std::string>& args) {
         std::cout << kGemmUsage;
         return 0;
       }
-      if (Flag(args, &i, "--m", &m) || Flag(args, &i, "--n", &n) || Flag(args, &i, "--k", &k) ||
-          Flag(args, &i, "--shapes", &shapes_path) || Flag(args, &i, "--csv", &csv)) {
+      if (FlagAt(args, &i, "--m", &m) || FlagAt(args, &i, "--n", &n) || FlagAt(args, &i, "--k", &k) ||
+          FlagAt(args, &i, "--shapes", &shapes_path) || FlagAt(args, &i, "--csv", &csv)) {
         continue;
       }
-      if (Flag(args, &i, "--dtype", &dtype)) continue;
-      if (Flag(args, &i, "--set", &v)) {
+      if (FlagAt(args, &i, "--dtype", &dtype)) continue;
+      if (FlagAt(args, &i, "--set", &v)) {
         sets.push_back(sim::ParseOverride(v));
         continue;
       }

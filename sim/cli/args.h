@@ -1,0 +1,42 @@
+#pragma once
+// Pieces of the command line that `tpsim collectives` and `tpsim gemm` share (each had its own
+// copy): their usage error, "--flag VALUE" / "--flag=VALUE", and fixed-point numbers for tables.
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tpsim::cli {
+
+// A malformed command line: the command prints it with its usage and exits 2.
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// "--flag VALUE" or "--flag=VALUE" at args[*i]: true with *value set and *i at the last item
+// taken (the caller's loop steps past it); false when args[*i] is another flag. Throws
+// UsageError when `flag` ends the line without its value.
+inline bool FlagAt(const std::vector<std::string>& args, size_t* i, const std::string& flag,
+                   std::string* value) {
+  const std::string& a = args[*i];
+  if (a == flag) {
+    if (*i + 1 >= args.size()) throw UsageError(flag + " needs a value");
+    *value = args[++*i];
+    return true;
+  }
+  if (a.size() > flag.size() && a.compare(0, flag.size(), flag) == 0 && a[flag.size()] == '=') {
+    *value = a.substr(flag.size() + 1);
+    return true;
+  }
+  return false;
+}
+
+// `v` with `digits` digits after the point ("%.*f").
+inline std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace tpsim::cli
