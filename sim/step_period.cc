@@ -25,10 +25,6 @@ namespace {
 using mapping::Program;
 using mapping::TaskKind;
 
-bool Add(Ps a, Ps b, Ps* r) {
-  return !__builtin_add_overflow(a, b, r) && *r < std::numeric_limits<Ps>::max();
-}
-
 using arch::SatAdd;
 
 // The analytical engine's run of `p` (sim/analytical/analytical.cc: unloaded times, then the
@@ -335,7 +331,8 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     Ps shift;
     if (__builtin_mul_overflow(static_cast<Ps>(k - from), P, &shift)) return false;
     for (size_t i = 0; i < n; ++i)
-      if (!Add(prev[i].start_ps, shift, &tk[i].start_ps) || !Add(prev[i].end_ps, shift, &tk[i].end_ps))
+      if (!AddBelowClock(prev[i].start_ps, shift, &tk[i].start_ps) ||
+          !AddBelowClock(prev[i].end_ps, shift, &tk[i].end_ps))
         return false;
     const Ps to_h = static_cast<Ps>(k) * P - static_cast<Ps>(H) * P;  // bound is step H's
     for (uint32_t x : tpl.context_tasks()) {

@@ -34,6 +34,7 @@
 // layers, cores' compute and busy union, the critical path walked back through every step).
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -50,6 +51,11 @@ namespace tpsim::sim {
 
 class Engine;
 class StepEnergy;
+
+// *r = a + b, false when that passes the 2^63 ps clock (reaches its maximum or wraps).
+inline bool AddBelowClock(Ps a, Ps b, Ps* r) {
+  return !__builtin_add_overflow(a, b, r) && *r < std::numeric_limits<Ps>::max();
+}
 
 // Decode steps of B (and A) whose times are taken from the engine as they are.
 inline constexpr uint32_t kPeriodHead = 6;

@@ -25,10 +25,6 @@ namespace {
 using mapping::Program;
 using mapping::TaskKind;
 
-bool Add(Ps a, Ps b, Ps* r) {
-  return !__builtin_add_overflow(a, b, r) && *r < std::numeric_limits<Ps>::max();
-}
-
 // The unique task that ends last (-1 when two tie).
 int64_t UniqueLast(std::span<const TaskTime> t) {
   int64_t best = -1;
@@ -235,7 +231,7 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
       channels[c].max_queue_ps = std::max(channels[c].max_queue_ps, t.channel_queue[c]);
     for (size_t l = 0; l < links.size() && l < t.link_wait.size(); ++l)
       links[l].max_queue_ps = std::max(links[l].max_queue_ps, t.link_wait[l]);
-    if (!Add(unloaded, t.unloaded, &unloaded)) return fail("the run passes the 2^63 ps clock");
+    if (!AddBelowClock(unloaded, t.unloaded, &unloaded)) return fail("the run passes the 2^63 ps clock");
     for (size_t i = 0; i < t.compute_flops.size(); ++i) flops += t.compute_flops[i];
     compute_path += t.path.compute_ps;
     comm_path += t.path.communication_ps;
@@ -249,7 +245,7 @@ std::optional<RunOutput> RunSeparate(const Experiment& e, const arch::Chip& chip
       kept = t.times;
       for (TaskTime& x : kept) x.start_ps += boundary, x.end_ps += boundary;
     }
-    if (!Add(boundary, t.makespan, &boundary)) return fail("the run passes the 2^63 ps clock");
+    if (!AddBelowClock(boundary, t.makespan, &boundary)) return fail("the run passes the 2^63 ps clock");
     if (opts.on_count) opts.on_count(k, steps, "decode steps");
   }
   rows.Finish(&r);
