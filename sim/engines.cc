@@ -21,7 +21,7 @@ void SetSpareThread(bool on) { spare_thread = on; }
 
 std::string DaysText(double seconds) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g days", seconds / 86400);
+  std::snprintf(buf, sizeof buf, "%.4g days", seconds / 86400);
   return buf;
 }
 

@@ -20,6 +20,7 @@
 #include "sim/sampled_run.h"
 #include "sim/step_period.h"
 #include "sim/step_reuse.h"
+#include "sim/step_source.h"
 #include "sim/step_streamed.h"
 
 namespace tpsim::sim {
@@ -268,49 +269,68 @@ void AppendSerialised(const google::protobuf::Message& m, std::string* out) {
 
 }  // namespace
 
+namespace {
+
+// TimeOverflowError's text for task i of `p` (`label` names it: "task 28"), started at `start_ps`:
+// what it is, where, and the fields its time depends on.
+std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size_t i,
+                         const std::string& label, Ps start_ps) {
+  const mapping::Task t = p.task(i);
+  std::string what, fields;
+  char mb[64];
+  std::snprintf(mb, sizeof mb, "%.6g MB", static_cast<double>(t.bytes) / 1e6);
+  switch (t.kind) {
+    case mapping::TaskKind::kTransfer:
+      what = std::string("a transfer of ") + mb + " from core " + std::to_string(t.core) + " to core " +
+             std::to_string(t.dst_core);
+      fields = "chip.noc.link_bandwidth_gbps and the links' latencies";
+      break;
+    case mapping::TaskKind::kMemory:
+      what = std::string("a DRAM ") + (t.write ? "write" : "read") + " of " + mb + " on channel " +
+             std::to_string(t.channel);
+      fields = "chip.memory[].bandwidth_gbps and efficiency";
+      break;
+    default:
+      if (chip.config().has_gpu()) {  // a GPU node's kernels: arch/gpu (GEMM and memory-bound models)
+        what = "a kernel on GPU " + std::to_string(t.core);
+        fields =
+            "chip.gpu.bf16_tflops (fp16_tflops, fp8_tflops), tensor_efficiency, hbm_bandwidth_gbps and "
+            "hbm_efficiency";
+      } else {
+        what = "a compute task on core " + std::to_string(t.core);
+        fields = "chip.clock_mhz, chip.core.matrix_utilization and the core's units";
+      }
+      break;
+  }
+  const std::string op = t.op < p.ops.size() ? p.ops[t.op].ref.op : std::string("?");
+  const double start_s = static_cast<double>(start_ps) * 1e-12;
+  // A task that starts after a day of simulated time is where the clock ran out, not
+  // necessarily the only slow one: the tasks before it took most of the time.
+  const std::string note =
+      start_s < 86400 ? "" : " (the tasks before it, of the same kind or not, took most of that time)";
+  return what + " (" + label + ", op " + op + "), started at " + DaysText(start_s) + ", ends later than " +
+         kClockLimit + note + ": check " + fields;
+}
+
+}  // namespace
+
 void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing) {
   constexpr Ps kMax = std::numeric_limits<Ps>::max();
   if (timing.makespan_ps < kMax) return;
-  for (size_t i = 0; i < timing.tasks.size() && i < program.num_tasks(); ++i) {
-    if (timing.tasks[i].end_ps < kMax) continue;
-    const mapping::Task t = program.task(i);
-    std::string what, fields;
-    char mb[64];
-    std::snprintf(mb, sizeof mb, "%.6g MB", static_cast<double>(t.bytes) / 1e6);
-    switch (t.kind) {
-      case mapping::TaskKind::kTransfer:
-        what = std::string("a transfer of ") + mb + " from core " + std::to_string(t.core) + " to core " +
-               std::to_string(t.dst_core);
-        fields = "chip.noc.link_bandwidth_gbps and the links' latencies";
-        break;
-      case mapping::TaskKind::kMemory:
-        what = std::string("a DRAM ") + (t.write ? "write" : "read") + " of " + mb + " on channel " +
-               std::to_string(t.channel);
-        fields = "chip.memory[].bandwidth_gbps and efficiency";
-        break;
-      default:
-        if (chip.config().has_gpu()) {  // a GPU node's kernels: arch/gpu (GEMM and memory-bound models)
-          what = "a kernel on GPU " + std::to_string(t.core);
-          fields =
-              "chip.gpu.bf16_tflops (fp16_tflops, fp8_tflops), tensor_efficiency, hbm_bandwidth_gbps and "
-              "hbm_efficiency";
-        } else {
-          what = "a compute task on core " + std::to_string(t.core);
-          fields = "chip.clock_mhz, chip.core.matrix_utilization and the core's units";
-        }
-        break;
-    }
-    const std::string op = t.op < program.ops.size() ? program.ops[t.op].ref.op : std::string("?");
-    const double start_s = static_cast<double>(timing.tasks[i].start_ps) * 1e-12;
-    // A task that starts after a day of simulated time is where the clock ran out, not
-    // necessarily the only slow one: the tasks before it took most of the time.
-    const std::string note =
-        start_s < 86400 ? "" : " (the tasks before it, of the same kind or not, took most of that time)";
-    throw TimeOverflowError(what + " (task " + std::to_string(i) + ", op " + op + "), started at " +
-                            DaysText(start_s) + ", ends later than " + kClockLimit + note + ": check " +
-                            fields);
-  }
+  for (size_t i = 0; i < timing.tasks.size() && i < program.num_tasks(); ++i)
+    if (timing.tasks[i].end_ps >= kMax)
+      throw TimeOverflowError(
+          OverflowText(program, chip, i, "task " + std::to_string(i), timing.tasks[i].start_ps));
   throw TimeOverflowError(std::string("the run ends later than ") + kClockLimit);
+}
+
+void ThrowStepOverflow(const StepOverflow& o, const mapping::Program& head, const mapping::Program& step,
+                       const arch::Chip& chip) {
+  const mapping::Program& p = o.in_head ? head : step;
+  if (o.task >= p.num_tasks()) throw TimeOverflowError(std::string("the run ends later than ") + kClockLimit);
+  const std::string label = "task " + std::to_string(o.id) +
+                            (o.step == 0 ? ", the prefill" : ", decode step " + std::to_string(o.step));
+  throw TimeOverflowError(OverflowText(p, chip, o.task, label, o.start_ps));
 }
 
 namespace {

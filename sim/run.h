@@ -21,6 +21,7 @@ namespace tpsim::sim {
 
 class Engine;
 struct EngineOutput;
+struct StepOverflow;  // sim/step_source.h
 struct PreparedProgram;
 
 // What a finished run hands its observers: the Program, the chip, the engine's times and the
@@ -70,6 +71,10 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip);
 // that ended there, its payload and the fields its time depends on; returns when `timing`'s
 // makespan is below the clock's maximum.
 void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing);
+// The same error for a run made from steps (sim/step_source.h StepOverflow): the task in `head`
+// (step 0) or in the template `step`, named by its decode step and its index there.
+[[noreturn]] void ThrowStepOverflow(const StepOverflow& o, const mapping::Program& head,
+                                    const mapping::Program& step, const arch::Chip& chip);
 
 struct RunOptions {
   std::string engine;            // empty: the experiment's engine, else "analytical"

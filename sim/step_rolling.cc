@@ -210,7 +210,12 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   StepStream run(shape, B, qb, bB, L, N, cores, num_channels, num_links, &reservation, true, costs_of);
   run.set_replay(opts.step_replay);
   if (plan) run.set_masked(plan->from, plan->masked);
-  if (!run.RunUntil(HB, &reason)) return fail(reason);
+  // The schedule stopped: past the clock the unrolled Program would stop too (TimeOverflowError).
+  auto stopped = [&](const std::string& reason) {
+    if (run.overflow()) ThrowStepOverflow(*run.overflow(), B, tp, chip);
+    return fail(reason);
+  };
+  if (!run.RunUntil(HB, &reason)) return stopped(reason);
   // The schedule without queues on links, for the contention indicator when a flow waits:
   // its makespan, a step at a time (Step), on the thread that composes the steps where there
   // is one (it runs a step whenever the next step to compose has not run yet), else on a
@@ -365,10 +370,10 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     composer.get();
     run.set_wait_for_take(nullptr);
     if (!compose_why.empty()) return fail(compose_why);
-    if (!ran) return fail(reason);
+    if (!ran) return stopped(reason);
   } else {
     for (uint32_t k = HB + 1; k <= N; ++k) {
-      if (!run.RunUntil(k, &reason)) return fail(reason);
+      if (!run.RunUntil(k, &reason)) return stopped(reason);
       if (!compose_step(k, run.Horizon(k), &reason)) return fail(reason);
       if (opts.on_count) opts.on_count(k, N, "decode steps");
     }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -60,13 +61,28 @@ struct StepSource {
   std::function<bool(uint32_t, std::span<const TaskTime>, Ps, std::string*)> on_step;
 };
 
+// A task of a run made from steps (streamed, or step by step: sim/step_rolling.h) that ends
+// past the 2^63 ps clock: task `task` of the head (in_head) or of the template; its id in the
+// unrolled Program, its decode step (0: the prefill) and when it started. Its times are the
+// unrolled Program's, so lowering every step would pass the clock too: the run stops with
+// sim::TimeOverflowError (ThrowStepOverflow, sim/run.h), as an unrolled run does
+// (CheckRepresentable), instead of falling back to lowering every step.
+struct StepOverflow {
+  bool in_head = false;
+  uint64_t task = 0, id = 0;
+  uint32_t step = 0;
+  Ps start_ps = 0;
+};
+
 // What the engine reports of a streamed run: its links' and channels' use, its makespan, and
-// the critical path's split (sim::CriticalPath's rule over the unrolled Program).
+// the critical path's split (sim::CriticalPath's rule over the unrolled Program). `overflow`:
+// where a run that stopped (RunSteps false) passed the clock.
 struct StepsOutput {
   std::vector<LinkUsage> links;
   std::vector<ChannelUsage> channels;
   Ps makespan_ps = 0;
   CriticalPathSplit path;
+  std::optional<StepOverflow> overflow;
 };
 
 }  // namespace tpsim::sim

@@ -174,6 +174,8 @@ template <bool in_b>
   }
   if (end >= kMaxPs) {
     *why = "the run passes the 2^63 ps clock";
+    // The replay's starts are checked, not yet the event loop's: it goes back and finds it again.
+    if (!replayed) overflow_ = OverflowAt(g, at);
     return false;
   }
   if (in_b) {
@@ -237,6 +239,19 @@ template <bool in_b>
 
 bool StepStream::Start(uint64_t g, Ps at, Ps now, std::string* why, const Waiting* replayed) {
   return g < NB_ ? StartT<true>(g, at, now, why, replayed) : StartT<false>(g, at, now, why, replayed);
+}
+
+StepOverflow StepStream::OverflowAt(uint64_t g, Ps at) const {
+  if (g < NB_) {
+    const uint32_t seg = static_cast<uint32_t>(std::upper_bound(bB_.begin(), bB_.end(), g) - bB_.begin() - 1);
+    return {true, g, g, seg, at};
+  }
+  const uint32_t k = StepOf(g), i = RelOf(g);
+  // A step before the plan changes (set_masked) lacks the masked tasks: its ids skip them.
+  uint64_t rel = i;
+  if (k < masked_from_)
+    for (uint32_t j = 0; j < i; ++j) rel -= masked_[j];
+  return {false, i, UnrolledStepBegin(NB_, HB_, k, masked_from_, n_ - masked_count_, n_) + rel, k, at};
 }
 
 void StepStream::Ended(uint64_t g) {

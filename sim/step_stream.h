@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "sim/analytical/links.h"
 #include "sim/engine.h"
 #include "sim/schedule.h"
+#include "sim/step_source.h"
 
 namespace tpsim::sim {
 
@@ -101,6 +103,8 @@ class StepStream {
   Ps total() const { return total_; }
   const CriticalPathSplit& path() const { return last_; }
   bool delayed() const { return delayed_; }  // some flow ended later than alone
+  // Where RunUntil stopped because a task's end passed the 2^63 ps clock.
+  const std::optional<StepOverflow>& overflow() const { return overflow_; }
   // The replay (step_stream.cc): on by default; tasks it started that stayed, and how often
   // it went back to the event loop.
   void set_replay(bool on) { replay_allowed_ = on; }
@@ -161,6 +165,8 @@ class StepStream {
   }
   Ps BusyOf(const Slot& sl, uint32_t i) const { return s_.task[i].context ? sl.busy[i] : s_.busy[i]; }
   void Ended(uint64_t g);
+  // Task g, started at `at`, as overflow() names it.
+  StepOverflow OverflowAt(uint64_t g, Ps at) const;
 
   // The replay (step_stream.cc). A period: the tasks started at times from decode step k's
   // first task's start to step k + 1's, as (step - k, task of the template) in start order.
@@ -240,6 +246,7 @@ class StepStream {
   uint64_t total_id_ = 0;
   CriticalPathSplit last_;
   bool delayed_ = false;
+  std::optional<StepOverflow> overflow_;
 
   // The replay's state (step_stream.cc).
   bool replay_allowed_ = true, record_ = false, replay_ = false, enter_ = false;

@@ -210,6 +210,8 @@ std::optional<RunOutput> RunStreamed(const Experiment& e, const arch::Chip& chip
     if (thrown) std::rethrow_exception(thrown);
     if (failed) return fail(compose_why);
   }
+  // Past the clock the unrolled Program would stop too (TimeOverflowError), not fall back to it.
+  if (!ran && so.overflow) ThrowStepOverflow(*so.overflow, B, *src.step, chip);
   if (!ran) return fail(reason);
   if (so.makespan_ps >= std::numeric_limits<Ps>::max()) return fail("a time passes the 2^63 ps clock");
 

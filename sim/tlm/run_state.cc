@@ -179,7 +179,17 @@ void RunState::Fail(const std::string& why) {
 
 void RunState::StopOnOverflow(TaskRef task) {
   time(task).end_ps = std::numeric_limits<Ps>::max();
-  if (source) return Fail("a time passes the 2^63 ps clock");
+  if (source) {
+    if (!stream_overflow) {
+      const std::vector<size_t>& b = source->head_begin;  // the head's segments
+      const uint32_t step =
+          InStep(task) ? static_cast<uint32_t>(task >> 32)
+                       : static_cast<uint32_t>(std::upper_bound(b.begin(), b.end(), task) - b.begin() - 1);
+      stream_overflow = StepOverflow{!InStep(task), InStep(task) ? IndexOf(task) : task, UnrolledId(task),
+                                     step, time(task).start_ps};
+    }
+    return Fail("a time passes the 2^63 ps clock");
+  }
   if (overflow_task >= 0) return;  // already stopping on an earlier one
   overflow_task = static_cast<int64_t>(task);
   // sc_stop reports "Simulation stopped by user." as an info of type /OSCI/SystemC on stdout.

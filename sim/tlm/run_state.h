@@ -12,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +78,8 @@ struct RunState {
   // there (sc_stop) with that task's end at the clock's maximum, and the run pipeline
   // reports it (sim::TimeOverflowError) instead of the engine spinning on wrapped times.
   int64_t overflow_task = -1;
+  // Streamed: the task whose end passed the clock (the first).
+  std::optional<StepOverflow> stream_overflow;
   // Records `task` as ending past the clock and stops the simulation (first one only).
   void StopOnOverflow(TaskRef task);
   // Memory tasks whose data crosses network links (arch::Chip::MemoryPath not

@@ -111,6 +111,7 @@ bool TlmEngine::RunSteps(const StepSource& source, const arch::Chip& chip, Steps
   if (!stall.empty()) throw StallError(stall);
   if (!st.stream_why.empty()) {
     *why = st.stream_why;
+    out->overflow = st.stream_overflow;
     return false;
   }
   out->links = std::move(use.links);

@@ -388,3 +388,23 @@ TEST_F(RunCli, AgreeFamilyMoeDrawsExpertParallelExperiments) {
 }
 
 }  // namespace
+
+// A run whose decode steps are reused and that passes the 2^63 ps clock in a decode step stops
+// there (exit 1, TimeOverflowError naming the task as the unrolled run names it), on both
+// engines; before, it fell back to lowering every step, which the memory guard refused (exit 2:
+// 1 GB over the 500 MB given). At 1 MHz and 1e-5 GB/s of DRAM the 89th decode step's weight
+// read passes the clock; `--no-reuse` (without the limit) names the same task 319800.
+TEST(RunCliOverflow, ReusedStepsPastTheClockNameTheTask) {
+  const std::string args = "run " + kRef +
+                           " --set chip.clock_mhz=1 --set chip.memory[0].bandwidth_gbps=1e-5 "
+                           "--set workload.decode_steps=400 --max-memory 500M --quiet --engine ";
+  for (const char* engine : {"analytical", "tlm"}) {
+    std::string out;
+    EXPECT_EQ(RunTpsim(args + engine, &out), 1) << engine << ": " << out;
+    EXPECT_NE(
+        out.find("tpsim: error: a DRAM read of 12.4518 MB on channel 6 (task 319800, decode step 89, op "
+                 "up_proj), started at 106.7 days, ends later than the 106.7 days (2^63 ps)"),
+        std::string::npos)
+        << engine << ": " << out;
+  }
+}
