@@ -718,9 +718,10 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  std::cerr << "tpsim: unknown command '" << cmd << "' (commands:";
-  for (const auto& c : kCommands) std::cerr << " " << c.name;
-  std::cerr << "; see tpsim --help)\n";
+  std::vector<std::string> names;
+  for (const auto& c : kCommands) names.emplace_back(c.name);
+  std::cerr << "tpsim: unknown command '" << cmd << "' (commands: " << config::JoinNames(names, " ")
+            << "; see tpsim --help)" << config::DidYouMean(cmd, names) << "\n";
   return 2;
 }
 

@@ -237,6 +237,10 @@ TEST(Cli, HelpAndUsageErrors) {
   Outcome unknown = RunTpsim("frobnicate");
   EXPECT_EQ(unknown.status, 2);
   EXPECT_NE(unknown.output.find("unknown command"), std::string::npos);
+  Outcome near = RunTpsim("colectives");  // a near miss is named
+  EXPECT_EQ(near.status, 2);
+  EXPECT_NE(near.output.find("see tpsim --help), did you mean collectives?"), std::string::npos)
+      << near.output;
   EXPECT_EQ(RunTpsim("describe --bogus").status, 2);
   EXPECT_EQ(RunTpsim("describe --set mapping.tp").status, 2);
   Outcome missing = RunTpsim("describe no/such/file.textproto");
