@@ -304,6 +304,11 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
       return 2;
     } else {
       files.push_back(a);
+      continue;
+    }
+    if (plot.empty()) {  // an empty value (a script's unset variable) would read as no --plot
+      std::cerr << "tpsim compare: --plot needs a value, got an empty one\n\n" << kUsage;
+      return 2;
     }
   }
   if (files.size() == 1) {

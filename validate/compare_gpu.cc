@@ -280,11 +280,11 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
       if (a == flag) {
         if (i + 1 >= args.size()) return -1;
         *out = args[++i];
-        return 1;
+        return out->empty() ? -1 : 1;  // an empty value is none
       }
       if (a.rfind(flag + "=", 0) == 0) {
         *out = a.substr(flag.size() + 1);
-        return 1;
+        return out->empty() ? -1 : 1;
       }
       return 0;
     };

@@ -302,6 +302,8 @@ int AgreeCommand(const std::vector<std::string>& args) {
     } else {
       return usage(a.starts_with("--") ? a + " needs a value" : "unexpected argument " + a);
     }
+    // An empty value (a script's unset variable) would read as the flag not given.
+    if (value.empty()) return usage(flag + " needs a value, got an empty one");
     try {
       if (flag == "--seed") {
         seed = config::ParseCount(value, UINT64_MAX);

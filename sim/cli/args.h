@@ -16,20 +16,21 @@ struct UsageError : std::invalid_argument {
 
 // "--flag VALUE" or "--flag=VALUE" at args[*i]: true with *value set and *i at the last item
 // taken (the caller's loop steps past it); false when args[*i] is another flag. Throws
-// UsageError when `flag` ends the line without its value.
+// UsageError when `flag` ends the line without its value or its value is empty.
 inline bool FlagAt(const std::vector<std::string>& args, size_t* i, const std::string& flag,
                    std::string* value) {
   const std::string& a = args[*i];
   if (a == flag) {
     if (*i + 1 >= args.size()) throw UsageError(flag + " needs a value");
     *value = args[++*i];
-    return true;
-  }
-  if (a.size() > flag.size() && a.compare(0, flag.size(), flag) == 0 && a[flag.size()] == '=') {
+  } else if (a.size() > flag.size() && a.compare(0, flag.size(), flag) == 0 && a[flag.size()] == '=') {
     *value = a.substr(flag.size() + 1);
-    return true;
+  } else {
+    return false;
   }
-  return false;
+  // An empty value ("--csv ''", a script's unset variable) would read as the flag not given.
+  if (value->empty()) throw UsageError(flag + " needs a value, got an empty one");
+  return true;
 }
 
 // `v` with `digits` digits after the point ("%.*f").

@@ -82,14 +82,16 @@ class Args {
       if (pos_ + 1 >= items_.size()) throw UsageError(flag + " needs a value");
       *value = items_[pos_ + 1];
       pos_ += 2;
-      return true;
-    }
-    if (cur.size() > flag.size() && cur.compare(0, flag.size(), flag) == 0 && cur[flag.size()] == '=') {
+    } else if (cur.size() > flag.size() && cur.compare(0, flag.size(), flag) == 0 &&
+               cur[flag.size()] == '=') {
       *value = cur.substr(flag.size() + 1);
       ++pos_;
-      return true;
+    } else {
+      return false;
     }
-    return false;
+    // An empty value ("--out ''", a script's unset variable) would read as the flag not given.
+    if (value->empty()) throw UsageError(flag + " needs a value, got an empty one");
+    return true;
   }
   bool Switch(const std::string& flag) {
     if (items_[pos_] != flag) return false;

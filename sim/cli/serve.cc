@@ -105,6 +105,9 @@ int ServeCommand(const std::vector<std::string>& args) {
       const std::string& a = args[i];
       auto value = [&]() -> std::string {
         if (i + 1 >= args.size()) throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value"});
+        // An empty value (a script's unset variable) would read as the flag not given.
+        if (args[i + 1].empty())
+          throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value, got an empty one"});
         return args[++i];
       };
       if (a == "--help" || a == "-h") {

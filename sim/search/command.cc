@@ -270,6 +270,8 @@ int SearchCommand(const std::vector<std::string>& args) {
     } else {
       return Usage(a + " needs a value");
     }
+    // An empty value (a script's unset variable) would read as the flag not given.
+    if (value.empty()) return Usage(flag + " needs a value, got an empty one");
     auto u32list = [&](std::vector<uint32_t>* out) {
       for (const auto& s : SplitList(value)) {
         const uint64_t v = config::ParseCount(s, UINT32_MAX);

@@ -144,12 +144,16 @@ int Run(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const std::string& flag) -> std::optional<std::string> {
+      std::optional<std::string> v;
       if (a == flag) {
         if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
-        return args[++i];
+        v = args[++i];
+      } else if (a.starts_with(flag + "=")) {
+        v = a.substr(flag.size() + 1);
       }
-      if (a.starts_with(flag + "=")) return a.substr(flag.size() + 1);
-      return std::nullopt;
+      // An empty value (a script's unset variable) would read as the flag not given.
+      if (v && v->empty()) throw UsageError(flag + " needs a value, got an empty one");
+      return v;
     };
     if (auto v = value("--jobs")) {
       opts.jobs = ParseNumber<int>("--jobs", *v, 1);

@@ -237,6 +237,16 @@ TEST(Cli, HelpAndUsageErrors) {
   Outcome unknown = RunTpsim("frobnicate");
   EXPECT_EQ(unknown.status, 2);
   EXPECT_NE(unknown.output.find("unknown command"), std::string::npos);
+  // An empty value is no value (it read as the flag not given: no --out written).
+  for (const char* empty : {"run --out ''", "run --out=", "gemm h100-sxm-8 --m 1 --n 1 --k 1 --csv ''",
+                            "serve serving-fused --requests-csv ''",
+                            "sweep configs/sweeps/readme-seq-partition.textproto --db ''",
+                            "agree --count 1 --csv ''", "search reference-qwen3-4b --out ''",
+                            "compare a.json b.json --plot ''", "compare --chip h100-sxm-8 --plot '' x.csv"}) {
+    Outcome o = RunTpsim(empty);
+    EXPECT_EQ(o.status, 2) << empty << ": " << o.output;
+    EXPECT_NE(o.output.find("needs a value"), std::string::npos) << empty << ": " << o.output;
+  }
   Outcome near = RunTpsim("colectives");  // a near miss is named
   EXPECT_EQ(near.status, 2);
   EXPECT_NE(near.output.find("see tpsim --help), did you mean collectives?"), std::string::npos)

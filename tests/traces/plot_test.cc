@@ -164,6 +164,15 @@ TEST_F(PlotTest, TimelineRenders) {
   ExpectPicture(Path("gantt.png"), 3);
 }
 
+// An empty --out (a script's unset variable) is refused: matplotlib wrote ".png" in the
+// working directory and the command exited 0.
+TEST_F(PlotTest, EmptyOutIsRefused) {
+  std::string err;
+  EXPECT_EQ(RunPlot({"timeline", Path("result.json"), "--out", ""}, &err), 2);
+  EXPECT_NE(err.find("--out needs a value, got an empty one"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(".png"));
+}
+
 TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(Path("sweep.sqlite").c_str(), &db), SQLITE_OK);

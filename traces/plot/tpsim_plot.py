@@ -158,6 +158,10 @@ def main(argv):
         args = p.parse_args(argv)
         if not args.cmd:
             raise UsageError("expected a subcommand: heatmap, timeline, sweep, energy, front or serving")
+        # An empty file name (a script's unset variable): matplotlib would write ".png" here.
+        for flag in ("out", "dump_series"):
+            if getattr(args, flag, None) == "":
+                raise UsageError("--" + flag.replace("_", "-") + " needs a value, got an empty one")
         commands = {name: getattr(module, "cmd_" + name) for name, module, _ in modules}
         commands["serving"] = cmd_serving
         commands[args.cmd](args)
