@@ -91,11 +91,16 @@ Options Parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> std::string {
+      std::string v;
       if (a == flag) {
         if (i + 1 >= argc) throw UsageError(flag + " needs a value");
-        return argv[++i];
+        v = argv[++i];
+      } else {
+        v = a.substr(flag.size() + 1);
       }
-      return a.substr(flag.size() + 1);
+      // An empty value (a script's unset variable) would read as the flag not given.
+      if (v.empty()) throw UsageError(flag + " needs a value, got an empty one");
+      return v;
     };
     auto is = [&](const std::string& flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
     if (a == "-h" || a == "--help") throw UsageError("");
