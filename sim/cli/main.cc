@@ -426,6 +426,15 @@ int Run(Args& a) {
     throw UsageError("--step-by-step times reused decode steps; --no-reuse lowers every step");
   if (opts.step_by_step && !dump.empty())
     throw UsageError("--step-by-step times reused decode steps; --dump-program needs every step lowered");
+  if (opts.step_by_step) {
+    // It picks among the ways a list schedule times reused steps; another engine (TLM) has one.
+    std::string name = !opts.engine.empty() ? opts.engine : e.cfg.engine();
+    if (name.empty()) name = "analytical";
+    const std::unique_ptr<sim::Engine> engine = sim::MakeEngine(name);
+    if (engine && !engine->ListSchedule())
+      throw UsageError("--step-by-step chooses how the analytical engine times reused decode steps; the " +
+                       name + " engine always makes each step from one lowered step as it reaches it");
+  }
   if (opts.reuse == sim::RunOptions::Reuse::kOff) opts.unrolled_by = "--no-reuse";
   if (!dump.empty()) {
     opts.reuse = sim::RunOptions::Reuse::kOff;  // the dump is the whole Program

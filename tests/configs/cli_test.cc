@@ -247,6 +247,10 @@ TEST(Cli, HelpAndUsageErrors) {
     EXPECT_EQ(o.status, 2) << empty << ": " << o.output;
     EXPECT_NE(o.output.find("needs a value"), std::string::npos) << empty << ": " << o.output;
   }
+  // --step-by-step picks among the analytical engine's ways; the TLM engine has one.
+  Outcome sbs = RunTpsim("run reference-qwen3-4b --engine tlm --step-by-step");
+  EXPECT_EQ(sbs.status, 2) << sbs.output;
+  EXPECT_NE(sbs.output.find("the tlm engine always makes each step"), std::string::npos) << sbs.output;
   Outcome near = RunTpsim("colectives");  // a near miss is named
   EXPECT_EQ(near.status, 2);
   EXPECT_NE(near.output.find("see tpsim --help), did you mean collectives?"), std::string::npos)
