@@ -85,7 +85,7 @@ double ParsePositive(const std::string& flag, const std::string& v) {
     used = 0;
   }
   if (used != v.size() || !(d > 0) || !std::isfinite(d))
-    throw ConfigError(Diag{config::kCommandLine, flag, v, "must be a number > 0"});
+    throw ConfigError(Diag{config::kCommandLine, flag, v, "must be a finite number > 0"});
   return d;
 }
 
