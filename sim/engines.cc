@@ -2,6 +2,7 @@
 // sim/analytical/analytical.cc, sim/tlm/tlm_engine.cc).
 #include "sim/engine.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include <atomic>
@@ -20,8 +21,15 @@ constexpr size_t kSpareThreadTasks = 200000;
 void SetSpareThread(bool on) { spare_thread = on; }
 
 std::string DaysText(double seconds) {
+  // Four significant digits, cut rather than rounded: a time just before the 2^63 ps clock
+  // (106.75 days) reads 106.7, never more than the limit kClockLimit names.
+  double days = seconds / 86400;
+  if (days > 0 && std::isfinite(days)) {
+    const double scale = std::pow(10.0, 3 - std::floor(std::log10(days)));
+    days = std::floor(days * scale * (1 + 1e-12)) / scale;  // (1 + 1e-12): 2.711 stays 2.711
+  }
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4g days", seconds / 86400);
+  std::snprintf(buf, sizeof buf, "%.4g days", days);
   return buf;
 }
 

@@ -538,13 +538,13 @@ TEST_F(Hardening, ServingPastTheClockStopsWithTheCause) {
             "tpsim serve: a DRAM read of 1.31072 MB on channel 0 (task 12, op k_proj)"},
            // Each iteration 2.711 days: the 38th passes the clock.
            {"--set chip.memory[0].bandwidth_gbps=1e-5" + few + "20",
-            "tpsim serve: iteration 38 of the fused group starts at 105.1 days and takes 2.711 days: the stream "
+            "tpsim serve: iteration 38 of the fused group starts at 105 days and takes 2.711 days: the stream "
             "runs past the 106.7 days"},
-           // One layer of 36 simulated: 8.344 days, 300 days for the model.
+           // One layer of 36 simulated: 8.343 days, 300 days for the model.
            {"--set mapping.pipeline_stages=1 --set mapping.serving.layers_simulated=1 --set "
             "chip.memory[0].bandwidth_gbps=1e-7" +
                 few + "2",
-            "tpsim serve: an iteration of 1 sequence takes 8.344 days for its 1 simulated layers: over the "
+            "tpsim serve: an iteration of 1 sequence takes 8.343 days for its 1 simulated layers: over the "
             "model's "
             "36 layers longer than the 106.7 days"}}) {
     Outcome o = Tpsim("serve " + kServing + " " + c.args);
