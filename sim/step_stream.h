@@ -226,7 +226,8 @@ class StepStream {
   LinkReservation* links_;
   const bool path_;
   Durations durations_;
-  std::vector<uint32_t> b_dep_begin_;  // B's dependents (CSR), in id order
+  // B's dependents (CSR), in id order, and its tasks' Waiting: released once B has ended.
+  std::vector<uint32_t> b_dep_begin_;
   std::vector<uint64_t> b_dependents_;
   std::vector<TaskTime> b_times_;
   std::vector<CriticalPathSplit> b_split_;
