@@ -311,7 +311,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
     for (uint32_t x : ctx)
       if (tp.kind(x) == TaskKind::kMemory && !lacks(x)) {
         kv_run[tp.memory(x).channel].bytes += tpl.MemoryBytesIn(x, k);
-        kv_run[tp.memory(x).channel].busy_ps += run.busy(k)[x];
+        kv_run[tp.memory(x).channel].busy_ps += run.busy(k, x);
       }
     for (uint32_t i : shape.step_flows)
       if (!lacks(i)) add_kv_links(i, tpl.MemoryBytesIn(i, k), &kv_links_run);

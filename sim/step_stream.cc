@@ -65,14 +65,22 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
     if (b_waiting_[g].unmet == 0) Ready(g);
   }
   seg_ended_.assign(HB_ + 1, 0);
+  ctx_of_.assign(n_, 0);
+  for (uint32_t i = 0; i < n_; ++i)
+    if (s_.task[i].context) {
+      ctx_of_[i] = static_cast<uint32_t>(ctx_tasks_.size());
+      ctx_tasks_.push_back(i);
+    }
+  step_duration_ = s_.duration;
+  step_busy_ = s_.busy;
   slots_.resize(std::bit_ceil(size_t{L} + 8));
   slot_mask_ = static_cast<uint32_t>(slots_.size() - 1);
   for (Slot& sl : slots_) {
     sl.times.resize(n_);
     if (path_) sl.split.resize(n_);
     sl.waiting.resize(n_);
-    sl.duration = s_.duration;
-    sl.busy = s_.busy;
+    sl.duration.assign(ctx_tasks_.size(), 0);
+    sl.busy.assign(ctx_tasks_.size(), 0);
     sl.flows.resize(s_.step_flows.size());
     sl.begun.assign(n_, 0);
   }
@@ -115,7 +123,11 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
   }
   sl.step = k;
   sl.started = sl.ended = 0;
-  durations_(k, &sl.duration, &sl.busy, &sl.flows);
+  durations_(k, &step_duration_, &step_busy_, &sl.flows);
+  for (size_t j = 0; j < ctx_tasks_.size(); ++j) {
+    sl.duration[j] = step_duration_[ctx_tasks_[j]];
+    sl.busy[j] = step_busy_[ctx_tasks_[j]];
+  }
   // The replay does not count deps (a rollback rebuilds the counts of every room).
   const bool masked = k < masked_from_;
   const std::vector<Waiting>& waiting = masked ? masked_waiting_ : step_waiting_;
