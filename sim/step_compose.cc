@@ -4,6 +4,8 @@
 #include <limits>
 #include <tuple>
 
+#include "sim/step_source.h"
+
 namespace tpsim::sim {
 
 namespace {
@@ -135,9 +137,7 @@ SampledRun SampleComposed(const Experiment& e, const arch::Chip& chip,
 
 bool DepsOnStepsBefore(const Program& head, const std::vector<size_t>& begin, size_t n, uint32_t ref,
                        uint32_t last, StepDeps* deps, uint32_t* steps_back, std::string* why) {
-  auto seg_of = [&](size_t id) {
-    return static_cast<uint32_t>(std::upper_bound(begin.begin(), begin.end(), id) - begin.begin() - 1);
-  };
+  auto seg_of = [&](size_t id) { return SegmentOf(begin, id); };
   auto deps_of = [&](uint32_t s, size_t i, std::vector<std::pair<uint32_t, uint32_t>>* out) {
     out->clear();
     for (uint32_t d : head.deps(begin[s] + i)) {

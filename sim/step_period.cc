@@ -259,9 +259,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
     (void)extra;
   }
   // Deps on the steps before, as (steps back, task of that step): the same from step 3 on.
-  auto seg_of = [&](size_t id) {
-    return static_cast<uint32_t>(std::upper_bound(bB.begin(), bB.end(), id) - bB.begin() - 1);
-  };
+  auto seg_of = [&](size_t id) { return SegmentOf(bB, id); };
   const StepDeps& ext = head.deps;
   const uint32_t L = head.steps_back;
   if (L == 0 || L + 3 > H) return fail("decode steps depend on " + std::to_string(L) + " steps before them");

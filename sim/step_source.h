@@ -33,6 +33,12 @@ inline uint64_t UnrolledStepBegin(uint64_t head_tasks, uint32_t head_steps, uint
   return head_tasks + shorter * short_n + full * n;
 }
 
+// Task `id`'s segment by SegmentBegins' `begin` (sim/sampled_run.h; 0: the prefill, s: decode
+// step s): the last s with begin[s] <= id.
+inline uint32_t SegmentOf(std::span<const size_t> begin, uint64_t id) {
+  return static_cast<uint32_t>(std::upper_bound(begin.begin(), begin.end(), id) - begin.begin() - 1);
+}
+
 struct StepSource {
   const mapping::Program* head = nullptr;
   std::vector<size_t> head_begin;          // SegmentBegins(*head): segment s is decode step s (0: prefill)

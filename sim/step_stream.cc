@@ -255,7 +255,7 @@ bool StepStream::Start(uint64_t g, Ps at, Ps now, std::string* why, const Waitin
 
 StepOverflow StepStream::OverflowAt(uint64_t g, Ps at) const {
   if (g < NB_) {
-    const uint32_t seg = static_cast<uint32_t>(std::upper_bound(bB_.begin(), bB_.end(), g) - bB_.begin() - 1);
+    const uint32_t seg = SegmentOf(bB_, g);
     return {true, g, g, seg, at};
   }
   const uint32_t k = StepOf(g), i = RelOf(g);
@@ -268,7 +268,7 @@ StepOverflow StepStream::OverflowAt(uint64_t g, Ps at) const {
 
 void StepStream::Ended(uint64_t g) {
   if (g < NB_) {
-    const uint32_t seg = static_cast<uint32_t>(std::upper_bound(bB_.begin(), bB_.end(), g) - bB_.begin() - 1);
+    const uint32_t seg = SegmentOf(bB_, g);
     ++seg_ended_[seg];
     // B has ended: every start from now on is a decode step's, and the event loop's starts
     // are logged for the replay.

@@ -181,10 +181,8 @@ void RunState::StopOnOverflow(TaskRef task) {
   time(task).end_ps = std::numeric_limits<Ps>::max();
   if (source) {
     if (!stream_overflow) {
-      const std::vector<size_t>& b = source->head_begin;  // the head's segments
       const uint32_t step =
-          InStep(task) ? static_cast<uint32_t>(task >> 32)
-                       : static_cast<uint32_t>(std::upper_bound(b.begin(), b.end(), task) - b.begin() - 1);
+          InStep(task) ? static_cast<uint32_t>(task >> 32) : SegmentOf(source->head_begin, task);
       stream_overflow = StepOverflow{!InStep(task), InStep(task) ? IndexOf(task) : task, UnrolledId(task),
                                      step, time(task).start_ps};
     }
@@ -353,7 +351,7 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
     for (uint32_t x = first_dependent[task]; x < first_dependent[task + 1]; ++x) Unblock(me, dependents[x]);
     // A head step's task (the template's) with dependents in the steps after the head.
     const std::vector<size_t>& hb = source->head_begin;
-    const uint32_t seg = static_cast<uint32_t>(std::upper_bound(hb.begin(), hb.end(), task) - hb.begin()) - 1;
+    const uint32_t seg = SegmentOf(hb, task);
     if (seg >= 2) {
       const uint32_t rel = template_of_short_[task - hb[seg]];
       for (uint32_t x = source->ext_dep_begin[rel]; x < source->ext_dep_begin[rel + 1]; ++x) {
