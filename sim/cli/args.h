@@ -1,6 +1,6 @@
 #pragma once
-// Pieces of the command line that `tpsim collectives` and `tpsim gemm` share (each had its own
-// copy): their usage error, "--flag VALUE" / "--flag=VALUE", and fixed-point numbers for tables.
+// Pieces of the command line that `tpsim` (sim/cli/main.cc), `tpsim collectives` and `tpsim gemm`
+// share: the usage error, "--flag VALUE" / "--flag=VALUE", and fixed-point numbers for tables.
 
 #include <cstdio>
 #include <stdexcept>

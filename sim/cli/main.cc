@@ -37,6 +37,7 @@
 #include "mapping/moe_routing.h"
 #include "sim/agree/agree.h"
 #include "sim/analytical/links.h"
+#include "sim/cli/args.h"
 #include "sim/cli/gpu_commands.h"
 #include "sim/cli/progress_line.h"
 #include "sim/cli/serve.h"
@@ -54,11 +55,6 @@
 namespace tpsim::cli {
 namespace {
 
-// Thrown for command-line mistakes; printed with the subcommand's usage, exit 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // Options shared by subcommands that load an experiment.
 struct ExperimentArgs {
   std::string path;
@@ -75,22 +71,11 @@ class Args {
   bool Done() const { return pos_ >= items_.size(); }
   const std::string& Peek() const { return items_[pos_]; }
   std::string Next() { return items_[pos_++]; }
-  // If the current item is `flag` (or `flag=...`), consumes it and its value.
+  // If the current item is `flag` (or `flag=...`), consumes it and its value (FlagAt's rules).
   bool Flag(const std::string& flag, std::string* value) {
-    const std::string& cur = items_[pos_];
-    if (cur == flag) {
-      if (pos_ + 1 >= items_.size()) throw UsageError(flag + " needs a value");
-      *value = items_[pos_ + 1];
-      pos_ += 2;
-    } else if (cur.size() > flag.size() && cur.compare(0, flag.size(), flag) == 0 &&
-               cur[flag.size()] == '=') {
-      *value = cur.substr(flag.size() + 1);
-      ++pos_;
-    } else {
-      return false;
-    }
-    // An empty value ("--out ''", a script's unset variable) would read as the flag not given.
-    if (value->empty()) throw UsageError(flag + " needs a value, got an empty one");
+    size_t last = pos_;
+    if (!FlagAt(items_, &last, flag, value)) return false;
+    pos_ = last + 1;
     return true;
   }
   bool Switch(const std::string& flag) {
@@ -130,12 +115,6 @@ std::vector<std::string> RunInputs(const sim::Experiment& e) {
   std::vector<std::string> in = e.inputs;
   if (e.cfg.mapping().placement() == "file") in.push_back(e.cfg.mapping().placement_file());
   return in;
-}
-
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
 }
 
 std::string HumanBytes(double b) {
