@@ -196,68 +196,9 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   Program& B = head.program;  // B: steps 1 .. H + 2 (LowerStepHead)
   const EngineOutput& ub0 = head.timing;
   const std::vector<size_t>& bB = head.begin;
-  Program A, T;
-  {
-    mapping::LowerOptions o;
-    for (uint32_t s = 1; s <= H + 1; ++s) o.decode_steps_only.push_back(s);
-    A = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
-    // The run's last two steps end it (no step after them reads its weights ahead): lowered
-    // at their own contexts right after step H, they are the run's last two steps shifted.
-    o.decode_steps_only.resize(H);
-    o.decode_steps_only.push_back(N - 1);
-    o.decode_steps_only.push_back(N);
-    T = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
-  }
-  const EngineOutput ua = engine.Run(A, chip), ut = engine.Run(T, chip);
-  const std::vector<size_t> bA = SegmentBegins(A);
-  if (bA.size() != H + 3) return fail("the head's steps are not in order");
-  // Settled: one more step, or the last two at their contexts, change nothing up to step H.
-  if (T.num_tasks() != B.num_tasks()) return fail("the last steps have other tasks");
-  for (size_t i = 0; i < bB[H + 1]; ++i)
-    if (ua.tasks[i].start_ps != ub0.tasks[i].start_ps || ua.tasks[i].end_ps != ub0.tasks[i].end_ps ||
-        ut.tasks[i].start_ps != ub0.tasks[i].start_ps || ut.tasks[i].end_ps != ub0.tasks[i].end_ps)
-      return fail("later steps change the times of step " + std::to_string(H));
-  for (uint32_t j = 0; j < 2; ++j)
-    if (!tpl.MatchStep(T, bB[H + 1 + j], bB[H + 2 + j], N - 1 + j, why)) return std::nullopt;
-  // The contention indicator compares the whole run's makespan with its unqueued one: B
-  // replayed as the engine times it (checked), then with one period per step after B added
-  // to each of the two schedules (links.h ScheduleOnLinks).
-  EngineOutput ub;
-  {
-    const Ps P0 = ub0.tasks[bB[H]].start_ps - ub0.tasks[bB[H - 1]].start_ps;
-    Ps extra;
-    if (P0 <= 0 || __builtin_mul_overflow(static_cast<Ps>(N - H - 2), P0, &extra)) return fail("no period");
-    EngineOutput same;
-    if (!Replay(
-            B, chip, [](std::span<const TaskTime>) { return Ps{0}; }, &same))
-      return fail("in-switch transfers");
-    bool ok = same.makespan_ps == ub0.makespan_ps && same.contention == ub0.contention;
-    for (size_t i = 0; ok && i < B.num_tasks(); ++i)
-      ok = same.tasks[i].start_ps == ub0.tasks[i].start_ps && same.tasks[i].end_ps == ub0.tasks[i].end_ps;
-    for (size_t l = 0; ok && l < same.links.size(); ++l)
-      ok = same.links[l].max_queue_ps == ub0.links[l].max_queue_ps;
-    if (!ok) return fail("the engine's run of the head is not its replay");
-    // Each round's schedule is periodic in the decode steps (their flows share alike), so the
-    // whole run ends (N - H - 2) of that round's periods after B.
-    Replay(
-        B, chip,
-        [&](std::span<const TaskTime> t) {
-          const Ps p = t[bB[H]].start_ps - t[bB[H - 1]].start_ps;
-          return p > 0 ? SatAdd(0, static_cast<Ps>(N - H - 2) * p) : Ps{0};
-        },
-        &ub);
-    for (size_t l = 0; l < ub.links.size(); ++l) {
-      const Ps q = ub.links[l].max_queue_ps;
-      ub.links[l] = ub0.links[l];
-      ub.links[l].max_queue_ps = q;
-    }
-    ub.channels = ub0.channels;
-    // The added periods must not change B's times (they only extend the makespans).
-    for (size_t i = 0; i < bB[H + 1]; ++i)
-      if (ub.tasks[i].start_ps != ub0.tasks[i].start_ps || ub.tasks[i].end_ps != ub0.tasks[i].end_ps)
-        return fail("link sharing settles differently over the whole run");
-    (void)extra;
-  }
+  // The checks on B's own times first (steps up to H: the run's, as checked below once the
+  // steps after B are added), before A and T are lowered and timed: on wafer-32x32-qwen3-32b
+  // at 32 layers those took 6.8 s of a run that then fails here.
   // Deps on the steps before, as (steps back, task of that step): the same from step 3 on.
   auto seg_of = [&](size_t id) { return SegmentOf(bB, id); };
   const StepDeps& ext = head.deps;
@@ -276,7 +217,7 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   // Attention chains: an attention task starts at max(its start one period earlier shifted,
   // the ends of the attention tasks before it: its deps, and its core's previous task when
   // that is attention). ctx_prev: per attention task, those tasks of its step.
-  const std::span<const TaskTime> tb(ub.tasks);
+  const std::span<const TaskTime> tb(ub0.tasks);
   const Ps P = tb[bB[H]].start_ps - tb[bB[H - 1]].start_ps;
   if (P <= 0) return fail("no period");
   std::vector<std::vector<uint32_t>> ctx_prev(n);
@@ -359,6 +300,68 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
   // a step's tasks then lie within two steps after it).
   if (min_start + 3 * P <= max_start) return fail("decode steps overlap by more than two periods");
   auto times_at = [&](uint32_t k) { return predict(base, H, k, tk); };
+  Program A, T;
+  {
+    mapping::LowerOptions o;
+    for (uint32_t s = 1; s <= H + 1; ++s) o.decode_steps_only.push_back(s);
+    A = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+    // The run's last two steps end it (no step after them reads its weights ahead): lowered
+    // at their own contexts right after step H, they are the run's last two steps shifted.
+    o.decode_steps_only.resize(H);
+    o.decode_steps_only.push_back(N - 1);
+    o.decode_steps_only.push_back(N);
+    T = mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping(), o);
+  }
+  const EngineOutput ua = engine.Run(A, chip), ut = engine.Run(T, chip);
+  const std::vector<size_t> bA = SegmentBegins(A);
+  if (bA.size() != H + 3) return fail("the head's steps are not in order");
+  // Settled: one more step, or the last two at their contexts, change nothing up to step H.
+  if (T.num_tasks() != B.num_tasks()) return fail("the last steps have other tasks");
+  for (size_t i = 0; i < bB[H + 1]; ++i)
+    if (ua.tasks[i].start_ps != ub0.tasks[i].start_ps || ua.tasks[i].end_ps != ub0.tasks[i].end_ps ||
+        ut.tasks[i].start_ps != ub0.tasks[i].start_ps || ut.tasks[i].end_ps != ub0.tasks[i].end_ps)
+      return fail("later steps change the times of step " + std::to_string(H));
+  for (uint32_t j = 0; j < 2; ++j)
+    if (!tpl.MatchStep(T, bB[H + 1 + j], bB[H + 2 + j], N - 1 + j, why)) return std::nullopt;
+  // The contention indicator compares the whole run's makespan with its unqueued one: B
+  // replayed as the engine times it (checked), then with one period per step after B added
+  // to each of the two schedules (links.h ScheduleOnLinks).
+  EngineOutput ub;
+  {
+    const Ps P0 = ub0.tasks[bB[H]].start_ps - ub0.tasks[bB[H - 1]].start_ps;
+    Ps extra;
+    if (P0 <= 0 || __builtin_mul_overflow(static_cast<Ps>(N - H - 2), P0, &extra)) return fail("no period");
+    EngineOutput same;
+    if (!Replay(
+            B, chip, [](std::span<const TaskTime>) { return Ps{0}; }, &same))
+      return fail("in-switch transfers");
+    bool ok = same.makespan_ps == ub0.makespan_ps && same.contention == ub0.contention;
+    for (size_t i = 0; ok && i < B.num_tasks(); ++i)
+      ok = same.tasks[i].start_ps == ub0.tasks[i].start_ps && same.tasks[i].end_ps == ub0.tasks[i].end_ps;
+    for (size_t l = 0; ok && l < same.links.size(); ++l)
+      ok = same.links[l].max_queue_ps == ub0.links[l].max_queue_ps;
+    if (!ok) return fail("the engine's run of the head is not its replay");
+    // Each round's schedule is periodic in the decode steps (their flows share alike), so the
+    // whole run ends (N - H - 2) of that round's periods after B.
+    Replay(
+        B, chip,
+        [&](std::span<const TaskTime> t) {
+          const Ps p = t[bB[H]].start_ps - t[bB[H - 1]].start_ps;
+          return p > 0 ? SatAdd(0, static_cast<Ps>(N - H - 2) * p) : Ps{0};
+        },
+        &ub);
+    for (size_t l = 0; l < ub.links.size(); ++l) {
+      const Ps q = ub.links[l].max_queue_ps;
+      ub.links[l] = ub0.links[l];
+      ub.links[l].max_queue_ps = q;
+    }
+    ub.channels = ub0.channels;
+    // The added periods must not change B's times (they only extend the makespans).
+    for (size_t i = 0; i < bB[H + 1]; ++i)
+      if (ub.tasks[i].start_ps != ub0.tasks[i].start_ps || ub.tasks[i].end_ps != ub0.tasks[i].end_ps)
+        return fail("link sharing settles differently over the whole run");
+    (void)extra;
+  }
   // B with steps H + 1 and H + 2 so timed: the run's times up to step H + 2.
   EngineOutput bo;
   bo.tasks = ub.tasks;
