@@ -9,6 +9,7 @@
 #include <future>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -206,7 +207,13 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   const int cores = chip.num_cores();
   const size_t num_channels = chip.channels().size(), num_links = chip.links().size();
   LinkReservation reservation(qb.model, NB);
-  StepStream run(shape, B, qb, bB, L, N, cores, num_channels, num_links, &reservation, true, costs_of);
+  // B's dependents, for this schedule and the one without queues on links (made below).
+  std::shared_ptr<const StepStream::HeadDependents> head_deps = StepStream::DependentsOf(shape, B, bB, L, N);
+  // The steps composed on a second thread (below), which the schedule waits for: a fixed
+  // ring; else each step is composed as it ends, on this thread.
+  const bool compose_aside = UseSpareThread(uint64_t{N - HB} * n);
+  StepStream run(shape, B, qb, bB, L, N, cores, num_channels, num_links, &reservation, true, costs_of,
+                 head_deps, compose_aside ? StepStream::Ring::kFixed : StepStream::Ring::kGrowing);
   run.set_replay(opts.step_replay);
   if (plan) run.set_masked(plan->from, plan->masked);
   // The schedule stopped: past the clock the unrolled Program would stop too (TimeOverflowError).
@@ -240,13 +247,15 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       return u.total();
     }
   };
+  // Its steps are taken as they end, on one thread: a ring that grows as needed.
   auto make_unloaded = [&] {
-    std::unique_ptr<Unloaded> x(new Unloaded{
-        StepStream(shape, B, qb, bB, L, N, cores, num_channels, num_links, nullptr, false, costs_of),
-        HB,
-        N,
-        {},
-        false});
+    std::unique_ptr<Unloaded> x(
+        new Unloaded{StepStream(shape, B, qb, bB, L, N, cores, num_channels, num_links, nullptr, false,
+                                costs_of, head_deps, StepStream::Ring::kGrowing),
+                     HB,
+                     N,
+                     {},
+                     false});
     x->u.set_replay(opts.step_replay);
     if (plan) x->u.set_masked(plan->from, plan->masked);
     return x;
@@ -256,13 +265,15 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   std::atomic<bool> stop{false};
   std::unique_ptr<Unloaded> unloaded;
   std::future<std::optional<Ps>> unloaded_alone;
-  const bool compose_aside = UseSpareThread(uint64_t{N - HB} * n);
   if (compose_aside) {
     unloaded = make_unloaded();
   } else if (UseSpareThread(NB + uint64_t{N - HB} * n)) {
     unloaded = make_unloaded();
     unloaded_alone = std::async(std::launch::async, [&] { return unloaded->Finish(stop); });
   }
+  // A schedule made after this (the run's end) makes its own: this one goes once both have
+  // ended B.
+  head_deps.reset();
   struct StopOnExit {
     std::atomic<bool>& stop;
     ~StopOnExit() { stop = true; }

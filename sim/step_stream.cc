@@ -18,9 +18,42 @@ using arch::SatAdd;
 
 }  // namespace
 
+std::shared_ptr<const StepStream::HeadDependents> StepStream::DependentsOf(const StepShape& shape,
+                                                                           const Program& B,
+                                                                           const std::vector<size_t>& bB,
+                                                                           uint32_t L, uint32_t N) {
+  const size_t NB = B.num_tasks(), n = shape.task.size();
+  const uint32_t HB = static_cast<uint32_t>(bB.size() - 2);
+  auto h = std::make_shared<HeadDependents>();
+  // The decode steps' deps on B's last L steps, in the order they are listed: each visit(g, x)
+  // makes task x (of a decode step after B) a dependent of B's task g. Counted, then written.
+  auto each_later = [&](auto&& visit) {
+    for (uint32_t s = std::max<uint32_t>(1, HB + 1 - L); s <= HB; ++s)
+      for (uint32_t rr = 0; rr < n; ++rr)
+        for (uint32_t j = shape.ext_dep_begin[rr]; j < shape.ext_dep_begin[rr + 1]; ++j) {
+          const auto [off, i] = shape.ext_dep[j];
+          const int64_t hr = shape.head_rel.empty() ? int64_t{rr} : int64_t{shape.head_rel[rr]};
+          if (hr >= 0 && s + off > HB && s + off <= N) visit(bB[s] + static_cast<size_t>(hr), Id(s + off, i));
+        }
+  };
+  std::vector<uint32_t>& begin = h->begin;
+  begin.assign(NB + 1, 0);
+  for (size_t g = 0; g < NB; ++g)
+    for (uint32_t d : B.deps(g)) ++begin[d + 1];
+  each_later([&](size_t g, uint64_t) { ++begin[g + 1]; });
+  for (size_t g = 0; g < NB; ++g) begin[g + 1] += begin[g];
+  h->of.resize(begin[NB]);
+  std::vector<uint32_t> at(begin.begin(), begin.end() - 1);
+  for (size_t g = 0; g < NB; ++g)
+    for (uint32_t d : B.deps(g)) h->of[at[d]++] = g;
+  each_later([&](size_t g, uint64_t x) { h->of[at[g]++] = x; });
+  return h;
+}
+
 StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedProgram& qb,
                        const std::vector<size_t>& bB, uint32_t L, uint32_t N, int cores, size_t channels,
-                       size_t links, LinkReservation* reservation, bool path, Durations durations)
+                       size_t links, LinkReservation* reservation, bool path, Durations durations,
+                       std::shared_ptr<const HeadDependents> dependents, Ring ring)
     : s_(shape),
       B_(B),
       qb_(qb),
@@ -32,31 +65,10 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
       N_(N),
       links_(reservation),
       path_(path),
-      durations_(std::move(durations)) {
+      durations_(std::move(durations)),
+      b_deps_(dependents ? std::move(dependents) : DependentsOf(shape, B, bB, L, N)),
+      ring_(ring) {
   q_.Reset(static_cast<size_t>(cores), channels, links);
-  // B's dependents: its own, then the decode steps' after it (the template's ext deps).
-  std::vector<std::vector<uint64_t>> more(NB_);
-  for (uint32_t s = std::max<uint32_t>(1, HB_ + 1 - L); s <= HB_; ++s)
-    for (uint32_t rr = 0; rr < n_; ++rr)
-      for (uint32_t j = s_.ext_dep_begin[rr]; j < s_.ext_dep_begin[rr + 1]; ++j) {
-        const auto [off, i] = s_.ext_dep[j];
-        const int64_t hr = s_.head_rel.empty() ? int64_t{rr} : int64_t{s_.head_rel[rr]};
-        if (hr >= 0 && s + off > HB_ && s + off <= N_)
-          more[bB[s] + static_cast<size_t>(hr)].push_back(Id(s + off, i));
-      }
-  b_dep_begin_.assign(NB_ + 1, 0);
-  for (size_t g = 0; g < NB_; ++g)
-    for (uint32_t d : B.deps(g)) ++b_dep_begin_[d + 1];
-  for (size_t g = 0; g < NB_; ++g)
-    b_dep_begin_[g + 1] += b_dep_begin_[g] + static_cast<uint32_t>(more[g].size());
-  b_dependents_.resize(b_dep_begin_[NB_]);
-  {
-    std::vector<uint32_t> at(b_dep_begin_.begin(), b_dep_begin_.end() - 1);
-    for (size_t g = 0; g < NB_; ++g)
-      for (uint32_t d : B.deps(g)) b_dependents_[at[d]++] = g;
-    for (size_t g = 0; g < NB_; ++g)
-      for (uint64_t x : more[g]) b_dependents_[at[g]++] = x;
-  }
   b_times_.assign(NB_, {});
   if (path_) b_split_.assign(NB_, {});
   b_waiting_.assign(NB_, {kNoTask, std::numeric_limits<Ps>::min(), 0});
@@ -73,17 +85,8 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
     }
   step_duration_ = s_.duration;
   step_busy_ = s_.busy;
-  slots_.resize(std::bit_ceil(size_t{L} + 8));
+  slots_.resize(ring == Ring::kFixed ? std::bit_ceil(size_t{L} + 8) : 1);
   slot_mask_ = static_cast<uint32_t>(slots_.size() - 1);
-  for (Slot& sl : slots_) {
-    sl.times.resize(n_);
-    if (path_) sl.split.resize(n_);
-    sl.waiting.resize(n_);
-    sl.duration.assign(ctx_tasks_.size(), 0);
-    sl.busy.assign(ctx_tasks_.size(), 0);
-    sl.flows.resize(s_.step_flows.size());
-    sl.begun.assign(n_, 0);
-  }
   step_waiting_.resize(n_);
   for (uint32_t i = 0; i < n_; ++i)
     step_waiting_[i] = {
@@ -116,10 +119,24 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
     *why = "stopped";
     return false;
   }
+  if (sl.step != 0 && ring_ == Ring::kGrowing && !wait_for_take_ &&
+      (sl.step > taken_.load(std::memory_order_acquire) || sl.step + L_ > started_upto_)) {
+    Grow();
+    return Ensure(k, why);
+  }
   if (sl.step != 0 && (sl.step > taken_.load(std::memory_order_acquire) || sl.step + L_ > started_upto_)) {
     *why = "decode step " + std::to_string(k) + " starts while decode step " + std::to_string(sl.step) +
            " is still needed (more than " + std::to_string(slots_.size()) + " steps at once)";
     return false;
+  }
+  if (sl.times.empty()) {
+    sl.times.resize(n_);
+    if (path_) sl.split.resize(n_);
+    sl.waiting.resize(n_);
+    sl.duration.assign(ctx_tasks_.size(), 0);
+    sl.busy.assign(ctx_tasks_.size(), 0);
+    sl.flows.resize(s_.step_flows.size());
+    sl.begun.assign(n_, 0);
   }
   sl.step = k;
   sl.started = sl.ended = 0;
@@ -142,6 +159,26 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
     sl.first_start = std::numeric_limits<Ps>::max();
   }
   return true;
+}
+
+void StepStream::Grow() {
+  std::vector<Slot> bigger(slots_.size() * 2);
+  const uint32_t mask = static_cast<uint32_t>(bigger.size() - 1);
+  // Steps that differ modulo the ring differ modulo twice the ring: no two meet.
+  std::vector<Slot*> spare;
+  for (Slot& sl : slots_)
+    if (sl.step != 0) {
+      bigger[sl.step & mask] = std::move(sl);
+    } else if (!sl.times.empty()) {
+      spare.push_back(&sl);
+    }
+  for (Slot& sl : bigger)
+    if (sl.step == 0 && sl.times.empty() && !spare.empty()) {
+      sl = std::move(*spare.back());
+      spare.pop_back();
+    }
+  slots_.swap(bigger);
+  slot_mask_ = mask;
 }
 
 void StepStream::set_masked(uint32_t from, std::vector<uint8_t> masked) {
@@ -299,8 +336,8 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
       return true;
     }
     const uint32_t k = StepOf(j);
-    Slot& sl = slot(k);
-    if (sl.step != k && !Ensure(k, why)) return false;
+    if (slot(k).step != k && !Ensure(k, why)) return false;
+    Slot& sl = slot(k);  // after Ensure, which may grow the ring
     const uint32_t i = RelOf(j);
     Waiting& w = sl.waiting[i];
     if (w.best_end < now_) w.best = g, w.best_end = now_;
@@ -332,8 +369,7 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
     // wafer-32x32-qwen3-32b, a head of 9 million tasks: about 0.5 GB a schedule).
     if (b_ended_ == NB_ && !b_waiting_.empty()) {
       std::vector<Waiting>().swap(b_waiting_);
-      std::vector<uint64_t>().swap(b_dependents_);
-      std::vector<uint32_t>().swap(b_dep_begin_);
+      b_deps_.reset();
     }
     if (replay_) {
       if (!Replay(seg, why)) return false;
@@ -363,8 +399,9 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
       if (in_b ? B_.kind(g) == TaskKind::kCompute : s_.task[i].compute)
         q_.CoreFree(in_b ? B_.core(g) : s_.task[i].resource);
       if (in_b) {
-        for (uint32_t x = b_dep_begin_[g]; x < b_dep_begin_[g + 1]; ++x)
-          if (!decrement(b_dependents_[x], g)) return false;
+        const HeadDependents& bd = *b_deps_;
+        for (uint32_t x = bd.begin[g]; x < bd.begin[g + 1]; ++x)
+          if (!decrement(bd.of[x], g)) return false;
         return true;
       }
       // The step's own dependents are in its room (no Ensure), the later steps' maybe not.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -73,9 +74,27 @@ class StepStream {
   // context, over the template's (StepShape::duration, busy; the others are never written).
   // And the step's own flows (StepShape::step_flows), one each.
   using Durations = std::function<void(uint32_t, std::vector<Ps>*, std::vector<Ps>*, std::vector<StepFlow>*)>;
+  // B's dependents (CSR, in id order): its own tasks, then the decode steps' after it (the
+  // template's deps on the steps before). The same for every schedule over one B, so the
+  // schedules with and without queues on links share one (on wafer-32x32-qwen3-32b, a head of
+  // 10.8 million tasks: 290 MB).
+  struct HeadDependents {
+    std::vector<uint32_t> begin;
+    std::vector<uint64_t> of;
+  };
+  static std::shared_ptr<const HeadDependents> DependentsOf(const StepShape& shape, const mapping::Program& B,
+                                                            const std::vector<size_t>& bB, uint32_t L,
+                                                            uint32_t N);
+  // The ring of rooms for the steps in flight: kFixed holds L + 8 rounded up to a power of two
+  // (a schedule whose steps another thread composes: it waits for a room, set_wait_for_take);
+  // kGrowing starts with one room and doubles where a step starts while every room is still
+  // needed (a schedule whose steps are taken as they end, on one thread): it holds what the
+  // steps in flight need. A room's arrays are made when a step first takes it.
+  enum class Ring { kFixed, kGrowing };
   StepStream(const StepShape& shape, const mapping::Program& B, const LinkedProgram& qb,
              const std::vector<size_t>& bB, uint32_t L, uint32_t N, int cores, size_t channels, size_t links,
-             LinkReservation* reservation, bool path, Durations durations);
+             LinkReservation* reservation, bool path, Durations durations,
+             std::shared_ptr<const HeadDependents> dependents, Ring ring = Ring::kFixed);
   // Runs until every task of segments 0 .. seg (0: the prefill, k: decode step k) has ended;
   // false with *why when the schedule cannot go on as the unrolled one.
   bool RunUntil(uint32_t seg, std::string* why);
@@ -154,6 +173,8 @@ class StepStream {
   static uint32_t RelOf(uint64_t h) { return static_cast<uint32_t>(h); }
   static uint64_t Id(uint32_t k, uint32_t rel) { return uint64_t{k} << 32 | rel; }
   bool Ensure(uint32_t k, std::string* why);
+  // Ring::kGrowing: twice the rooms, each step's room at its step's place in the new ring.
+  void Grow();
   // Task g starts at `at`, decided at `now` (its ready time in a queue, else `at`); the event
   // loop adds its end to its events.
   // `replayed`: by the replay, which passes the task's latest-ending dep (else in its room).
@@ -229,9 +250,8 @@ class StepStream {
   LinkReservation* links_;
   const bool path_;
   Durations durations_;
-  // B's dependents (CSR), in id order, and its tasks' Waiting: released once B has ended.
-  std::vector<uint32_t> b_dep_begin_;
-  std::vector<uint64_t> b_dependents_;
+  // B's dependents (HeadDependents), and its tasks' Waiting: released once B has ended.
+  std::shared_ptr<const HeadDependents> b_deps_;
   std::vector<TaskTime> b_times_;
   std::vector<CriticalPathSplit> b_split_;
   std::vector<Waiting> b_waiting_;
@@ -239,6 +259,7 @@ class StepStream {
   std::vector<uint32_t> seg_ended_;    // B's segments: tasks ended
   std::vector<Slot> slots_;
   uint32_t slot_mask_ = 0;  // slots_.size() - 1 (a power of two)
+  const Ring ring_;
   // The tasks that follow the context, and per task its index among them: a room keeps their
   // durations and busy times only (Durations writes a whole step's into step_duration_ and
   // step_busy_; on wafer-32x32-qwen3-32b, 16 rooms of 0.92 million tasks held 236 MB of copies).
