@@ -385,8 +385,7 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
       out = std::move(*reused);
       out.reused = true;
       out.reuse = listed
-                      ? "decode steps " + std::to_string(kHeadSteps + 1) + ".." + steps +
-                            " timed from one lowered step"
+                      ? "decode steps timed from one lowered step: " + why
                       : "decode steps " + std::to_string(kStreamHeadSteps + 1) + ".." + steps +
                             " made from one lowered step as the " + engine->name() + " engine reached them";
       out.result.set_config(ResolvedText(e));

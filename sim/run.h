@@ -116,6 +116,7 @@ struct RunOptions {
   bool step_replay = true;
   // Where given, what the replay did (the schedule with queues on links).
   struct ReplayStats {
+    bool step_by_step = false;  // the steps were timed step by step (else the rest is 0)
     uint64_t replayed = 0, rollbacks = 0;
   };
   ReplayStats* replay_stats = nullptr;
@@ -135,7 +136,8 @@ struct RunOutput {
   // first kHeadSteps decode steps (sim/step_reuse.h).
   mapping::Program program;
   bool reused = false;  // decode steps were timed from one lowered step
-  std::string reuse;    // what reuse did, or why it did not apply ("" when not tried)
+  std::string reuse;    // what reuse did (which way, and why not the ways before it), or why
+                        // it did not apply ("" when not tried)
 };
 
 // Validates, lowers and times `e`. Throws config::ConfigError for bad input and

@@ -100,6 +100,11 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
     if (why) *why = reason;
     return std::nullopt;
   };
+  // A way that timed the steps: *why says which, and why the ways before it did not apply.
+  auto took = [&](std::optional<RunOutput>& r, const std::string& way) {
+    if (why) *why = way;
+    return std::move(r);
+  };
   const config::Workload& wl = e.cfg.workload();
   const uint32_t steps = wl.decode_steps();
   if (!engine.ListSchedule()) return fail("the " + engine.name() + " engine does not list its schedule");
@@ -129,7 +134,7 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
     std::optional<RunOutput> r =
         RunRolling(e, chip, engine, opts, *pc->b, after_out, *h, &no, view, &pc->plan);
     if (!r) return fail(reason + "; not step by step: " + no);
-    return r;
+    return took(r, "step by step, a template on each side of the memory plan's change (" + reason + ")");
   }
   const EngineOutput step_out = engine.Run(step, chip);
   // Steps that overlap (e.g. weights streamed ahead of their step), or whose KV reads from
@@ -153,16 +158,17 @@ std::optional<RunOutput> RunWithStepReuse(const Experiment& e, const arch::Chip&
     std::optional<RunOutput> r;
     if (!opts.step_by_step && !tpl.context_memory())
       r = RunPeriodic(e, chip, engine, opts, tpl, step_out, *h, &periodic, view);
-    if (r) return r;
+    if (r) return took(r, "a periodic schedule (" + not_separate + ")");
     std::string rolling;
     r = RunRolling(e, chip, engine, opts, tpl, step_out, *h, &rolling, view);
     if (!r) return fail(not_separate + "; not periodic: " + periodic + "; not step by step: " + rolling);
-    return r;
+    return took(r, opts.step_by_step ? "step by step (RunOptions::step_by_step)"
+                                     : "step by step (" + not_separate + "; not periodic: " + periodic + ")");
   };
   if (!separate) return overlapping(reason);
   std::string why_not;
   std::optional<RunOutput> r = RunSeparate(e, chip, engine, opts, tpl, head, step, step_out, &why_not, view);
-  if (r) return r;
+  if (r) return took(r, "separate steps");
   return overlapping("separate steps: " + why_not);
 }
 

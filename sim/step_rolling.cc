@@ -390,7 +390,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       if (opts.on_count) opts.on_count(k, N, "decode steps");
     }
   }
-  if (opts.replay_stats) *opts.replay_stats = {run.replayed(), run.rollbacks()};
+  if (opts.replay_stats) *opts.replay_stats = {true, run.replayed(), run.rollbacks()};
   compose.FinishSteps(N);
   const Ps total = run.total();
   tot.path = run.path();

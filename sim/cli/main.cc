@@ -332,7 +332,8 @@ composition of decode steps timed step by step); the output is the same.
                        same results, slower; to compare the ways). Step by step,
                        periods of starts that repeat are replayed and checked
                        against the engine's rules; TPSIM_REUSE_STATS=1 in the
-                       environment prints how many tasks were replayed
+                       environment prints which way timed the steps (and why
+                       not the ways before it) and how many tasks were replayed
   --max-memory SIZE    refuse (exit 2, before lowering) an experiment whose Program
                        is estimated to need more than SIZE (e.g. 8G, 512M; 0: no
                        limit); default: 80% of this machine's memory
@@ -435,7 +436,8 @@ int Run(Args& a) {
     opts.observers.push_back([&trace_path](const sim::RunView& v) {
       traces::WriteTrace(trace_path, v.program, v.chip, v.timing, v.result.config());
     });
-  // TPSIM_REUSE_STATS set: one stderr line on the replay of steps timed step by step.
+  // TPSIM_REUSE_STATS set: stderr says which way timed the reused steps, and for steps timed
+  // step by step what the replay did.
   sim::RunOptions::ReplayStats replay;
   if (std::getenv("TPSIM_REUSE_STATS")) opts.replay_stats = &replay;
   sim::RunOutput r = [&] {
@@ -447,7 +449,8 @@ int Run(Args& a) {
     return sim::RunExperiment(e, opts);
   }();
   if (!r.reused && !r.reuse.empty()) spdlog::warn("every decode step lowered: {}", r.reuse);
-  if (opts.replay_stats)
+  if (opts.replay_stats && r.reused) std::cerr << "tpsim: " << r.reuse << "\n";
+  if (replay.step_by_step)
     std::cerr << "tpsim: step by step: " << replay.replayed << " tasks replayed, " << replay.rollbacks
               << " rollbacks to the event loop\n";
   // State every partitioner fallback once (e.g. m_split_rotate->k_split in decode).

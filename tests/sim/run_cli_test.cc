@@ -223,6 +223,26 @@ TEST_F(RunCli, ReuseStatsCountReplayedTasks) {
   EXPECT_GT(replayed, 112u * 3580 / 2) << out;
   EXPECT_LE(replayed, 112u * 3580) << out;
   EXPECT_NE(out.find(" tasks replayed, 0 rollbacks to the event loop"), std::string::npos) << out;
+  EXPECT_NE(
+      out.find("tpsim: decode steps timed from one lowered step: step by step (RunOptions::step_by_step)\n"),
+      std::string::npos)
+      << out;
+}
+
+TEST_F(RunCli, ReuseStatsNameTheWayAndWhyNotTheOthers) {
+  // Without --step-by-step the reference's 100 steps are a periodic schedule (its steps
+  // overlap: weights are read ahead): stderr says so and why they are not separate steps, and
+  // prints no replay line (no step was timed step by step).
+  setenv("TPSIM_REUSE_STATS", "1", 1);
+  std::string out;
+  const int status = RunTpsim("run " + kRef + " --set workload.decode_steps=100 --quiet", &out);
+  unsetenv("TPSIM_REUSE_STATS");
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("tpsim: decode steps timed from one lowered step: a periodic schedule (a decode step's "
+                     "first tasks do not wait for every end of the step before)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("tpsim: step by step:"), std::string::npos) << out;
 }
 
 TEST_F(RunCli, TimesPastTheClockAreAnErrorNamingTheCause) {
