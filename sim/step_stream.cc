@@ -427,8 +427,9 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
 // ---------------------------------------------------------------------------------------
 // The replay. The event loop's starts are logged by period (from decode step k's first
 // task's start to step k + 1's: every task of the template once, as (step - k, task)). Once
-// two periods in a row are the same, later periods are taken to start their tasks in that
-// order, and each start is computed and checked instead of run through the event loop:
+// two periods in a row are the same (after a rollback that follows a long replay, one: see
+// Rollback), later periods are taken to start their tasks in that order, and each start is
+// computed and checked instead of run through the event loop:
 //
 //   ready r   = the latest end of its deps (all started before it, else the order is wrong)
 //   compute   starts at max(r, its core's last end); it is the event loop's choice if no
