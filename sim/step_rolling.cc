@@ -117,9 +117,12 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   const std::vector<size_t>& bB = head.begin;
   std::string reason;
   const size_t NB = B.num_tasks();
-  const LinkedProgram qb = LinkProgram(B, chip);
+  // B's queues and flows, on a second thread where one is allowed while this one makes the
+  // template's and its shape and B's dependents (on wafer-32x32-qwen3-32b, about a second).
+  std::future<LinkedProgram> qb_made = std::async(
+      UseSpareThread(NB) ? std::launch::async : std::launch::deferred, [&] { return LinkProgram(B, chip); });
   const LinkedProgram qt = LinkProgram(tp, chip);
-  if (qb.in_switch || qt.in_switch) return fail("in-switch transfers");
+  if (qt.in_switch) return fail("in-switch transfers");
 
   // Deps on the steps before, as (steps back, task of that step), the same from step 3 on.
   StepDeps ext = head.deps;  // sorted below, with the dependents
@@ -206,9 +209,11 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   };
   const int cores = chip.num_cores();
   const size_t num_channels = chip.channels().size(), num_links = chip.links().size();
-  LinkReservation reservation(qb.model, NB);
   // B's dependents, for this schedule and the one without queues on links (made below).
   std::shared_ptr<const StepStream::HeadDependents> head_deps = StepStream::DependentsOf(shape, B, bB, L, N);
+  const LinkedProgram qb = qb_made.get();
+  if (qb.in_switch) return fail("in-switch transfers");
+  LinkReservation reservation(qb.model, NB);
   // The steps composed on a second thread (below), which the schedule waits for: a fixed
   // ring; else each step is composed as it ends, on this thread.
   const bool compose_aside = UseSpareThread(uint64_t{N - HB} * n);
