@@ -261,6 +261,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
                      {},
                      false});
     x->u.set_replay(opts.step_replay);
+    x->u.DropHeadTimes();  // only its makespan is read
     if (plan) x->u.set_masked(plan->from, plan->masked);
     return x;
   };
@@ -291,10 +292,10 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   // B alone is read by nothing else from here on: its times' room takes the stream's (on
   // wafer-32x32-qwen3-32b, 9 million tasks: a copy was 144 MB).
   EngineOutput bo = std::move(head.timing);
-  const std::span<const TaskTime> bt = run.head_times();
-  bo.tasks.assign(bt.begin(), bt.end());
+  bo.tasks.assign(run.head_times().begin(), run.head_times().end());
   for (ChannelUsage& c : bo.channels) c.max_queue_ps = 0;
-  AddChannelWaits(B, bt, &bo.channels);
+  AddChannelWaits(B, bo.tasks, &bo.channels);
+  run.DropHeadTimes();  // bo.tasks has them
   // B's Result, then each step added: made on the thread that composes the steps (on
   // wafer-32x32-qwen3-32b, 1.5 s for a head of 10.8 million tasks, while this one runs steps).
   std::optional<StepComposer> composer_made;
@@ -438,7 +439,8 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   res.mutable_summary()->set_contention(ContentionIndicator(total, run.delayed() ? *free : total));
   compose.FinishEnergy(chip);
   if (view && !opts.observe_steps.empty())
-    *view = SampleComposed(e, chip, opts.observe_steps, bt, bB, observed, tot.links, tot.channels, total);
+    *view =
+        SampleComposed(e, chip, opts.observe_steps, bo.tasks, bB, observed, tot.links, tot.channels, total);
   RunOutput out;
   out.result = std::move(res);
   out.program = std::move(B);

@@ -371,6 +371,10 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
       std::vector<Waiting>().swap(b_waiting_);
       b_deps_.reset();
     }
+    if (drop_head_times_ && b_ended_ == NB_ && started_upto_ >= HB_ + L_ && !b_times_.empty()) {
+      std::vector<TaskTime>().swap(b_times_);
+      std::vector<CriticalPathSplit>().swap(b_split_);
+    }
     if (replay_) {
       if (!Replay(seg, why)) return false;
       continue;
