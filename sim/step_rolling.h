@@ -20,8 +20,9 @@
 // what is checked is what the construction needs:
 //   - every task of the template waits on something (a task that waits on nothing would be
 //     ready at time 0 in the unrolled Program);
-//   - no more steps are in flight at once than the ring of steps holds (L + 8 rounded up to a
-//     power of two; else nullopt: the caller lowers every step);
+//   - no more steps are in flight at once than the ring of steps holds (where a second thread
+//     composes the steps, L + 4 rounded up to a power of two; else nullopt: the caller lowers
+//     every step; on one thread the ring grows);
 //   - two tasks of one core or channel do not start at the same time out of id order (the
 //     critical path orders a queue by start, then id; the stream by the order it starts them);
 //   - nothing passes the 2^63 ps clock.

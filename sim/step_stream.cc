@@ -85,7 +85,7 @@ StepStream::StepStream(const StepShape& shape, const Program& B, const LinkedPro
     }
   step_duration_ = s_.duration;
   step_busy_ = s_.busy;
-  slots_.resize(ring == Ring::kFixed ? std::bit_ceil(size_t{L} + 8) : 1);
+  slots_.resize(ring == Ring::kFixed ? std::bit_ceil(size_t{L} + 4) : 1);
   slot_mask_ = static_cast<uint32_t>(slots_.size() - 1);
   step_waiting_.resize(n_);
   for (uint32_t i = 0; i < n_; ++i)
