@@ -776,7 +776,7 @@ bool StepStream::Rollback(std::string* why) {
   // A replay that failed soon waits longer before the next. After a longer one, one period
   // of the event loop (from the cut, a period's start, so logged whole) is the next pattern:
   // on wafer-32x32-qwen3-32b at 32 layers the order of starts changes every 11 to 13 steps
-  // (23 rollbacks in 300 steps), and a second period run to confirm it cost 6% of the run.
+  // (23 rollbacks in 300 steps), and a second period run to confirm it cost 5% of the run.
   need_ = replayed_ - entered_at_ < 4 * uint64_t{n_} ? std::min<uint32_t>(need_ * 2, 256) : 1;
   log_.clear();
   log_base_ = 0;
