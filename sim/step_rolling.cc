@@ -118,7 +118,8 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   std::string reason;
   const size_t NB = B.num_tasks();
   // B's queues and flows, on a second thread where one is allowed while this one makes the
-  // template's and its shape and B's dependents (on wafer-32x32-qwen3-32b, about a second).
+  // template's and its shape and B's dependents (wafer-32x32-qwen3-32b: a head of 10.8 million
+  // tasks).
   std::future<LinkedProgram> qb_made = std::async(
       UseSpareThread(NB) ? std::launch::async : std::launch::deferred, [&] { return LinkProgram(B, chip); });
   const LinkedProgram qt = LinkProgram(tp, chip);
@@ -272,8 +273,7 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
   std::future<std::optional<Ps>> unloaded_alone;
   const bool alone = !compose_aside && UseSpareThread(NB + uint64_t{N - HB} * n);
   {
-    // Made on a second thread while this one runs B (both only read what they share): on
-    // wafer-32x32-qwen3-32b each takes over a second.
+    // Made on a second thread while this one runs B (both only read what they share).
     std::future<std::unique_ptr<Unloaded>> made;
     if (compose_aside || alone) made = std::async(std::launch::async, make_unloaded);
     if (!run.RunUntil(HB, &reason)) return stopped(reason);
@@ -290,14 +290,14 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
 
   // The Result: B's (its tasks' times in the whole run), then step by step. The engine's run of
   // B alone is read by nothing else from here on: its times' room takes the stream's (on
-  // wafer-32x32-qwen3-32b, 9 million tasks: a copy was 144 MB).
+  // wafer-32x32-qwen3-32b, 10,817,472 tasks x 16 B that a copy would add).
   EngineOutput bo = std::move(head.timing);
   bo.tasks.assign(run.head_times().begin(), run.head_times().end());
   for (ChannelUsage& c : bo.channels) c.max_queue_ps = 0;
   AddChannelWaits(B, bo.tasks, &bo.channels);
   run.DropHeadTimes();  // bo.tasks has them
-  // B's Result, then each step added: made on the thread that composes the steps (on
-  // wafer-32x32-qwen3-32b, 1.5 s for a head of 10.8 million tasks, while this one runs steps).
+  // B's Result, then each step added: made on the thread that composes the steps, while this
+  // one runs the first steps.
   std::optional<StepComposer> composer_made;
   auto make_composer = [&] { composer_made.emplace(e, chip, engine, opts, tpl, head, bo, plan); };
   std::vector<ChannelUsage> channel_use = bo.channels;
