@@ -4,7 +4,10 @@
 #   - `tpsim run configs/experiments/wafer-32x32-qwen3-32b.textproto` on the analytical and the
 #     TLM engine (targets: 0.5 s and 150 MB analytical, 1 s TLM);
 #   - the chunked prefill of one 131,072-token prompt in 8,192-token chunks on Qwen3-32B with
-#     `tpsim serve` on the same wafer (README "Long generations"; target: under 10 s).
+#     `tpsim serve` on the same wafer (README "Long generations"; target: under 10 s);
+#   - with LONGGEN=1 in the environment, also 100 decode steps of the experiment on the
+#     analytical engine, timed step by step over a head of 10.8 million tasks (README "Long
+#     generations on a big chip"; no target; about 15 s a run).
 # With a second binary BEFORE, every case runs both, alternating run by run (same load), and
 # prints a line for each. Asserts nothing.
 # Usage: bigchip_bench.sh [TPSIM] [RUNS] [BEFORE]
@@ -68,3 +71,6 @@ echo "wafer-32x32-qwen3-32b, median of $runs runs (wall, user CPU, peak RSS from
 case_lines "run, analytical" run "$exp" --quiet
 case_lines "run, tlm" run "$exp" --engine tlm --quiet
 case_lines "serve, 131072-token prompt" serve "$exp" "${chunked[@]}"
+if [ -n "${LONGGEN:-}" ]; then
+  case_lines "run, 100 decode steps" run "$exp" --set workload.decode_steps=100 --quiet
+fi
