@@ -119,12 +119,13 @@ bool StepStream::Ensure(uint32_t k, std::string* why) {
     *why = "stopped";
     return false;
   }
-  if (sl.step != 0 && ring_ == Ring::kGrowing && !wait_for_take_ &&
-      (sl.step > taken_.load(std::memory_order_acquire) || sl.step + L_ > started_upto_)) {
+  const bool still_needed =
+      sl.step != 0 && (sl.step > taken_.load(std::memory_order_acquire) || sl.step + L_ > started_upto_);
+  if (still_needed && ring_ == Ring::kGrowing && !wait_for_take_) {
     Grow();
     return Ensure(k, why);
   }
-  if (sl.step != 0 && (sl.step > taken_.load(std::memory_order_acquire) || sl.step + L_ > started_upto_)) {
+  if (still_needed) {
     *why = "decode step " + std::to_string(k) + " starts while decode step " + std::to_string(sl.step) +
            " is still needed (more than " + std::to_string(slots_.size()) + " steps at once)";
     return false;
