@@ -457,7 +457,7 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
 // loop's (a cut: every decision up to a time made, none after; checked once the next
 // decision is later) and rebuilds the event loop's queues there (Rollback).
 
-bool StepStream::DepsOf(uint32_t k, uint32_t i, Ps* r, uint64_t* best) const {
+[[gnu::always_inline]] inline bool StepStream::DepsOf(uint32_t k, uint32_t i, Ps* r, uint64_t* best) const {
   Ps end = std::numeric_limits<Ps>::min();
   uint64_t b = kNoTask;
   auto take = [&](uint32_t step, uint32_t d) {
