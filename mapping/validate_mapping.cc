@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
+#include <string>
 
 #include "configs/files.h"
 #include "mapping/collective/collective.h"
@@ -18,6 +20,18 @@ std::string Num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
+}
+// The product of config sizes (each at most 2^32 - 1), exact: an error message that prints a
+// product prints the sizes the user gave, not the clamped ones the checks compare.
+std::string ProductOf(std::initializer_list<uint64_t> factors) {
+  unsigned __int128 v = 1;
+  for (uint64_t f : factors) v *= f;
+  std::string s;
+  do {
+    s.insert(s.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  } while (v != 0);
+  return s;
 }
 bool Contains(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -119,8 +133,8 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   }
   if (tp > 0 && static_cast<int64_t>(tp) * stages > chip.num_cores())
     add("mapping.tp", std::to_string(tp),
-        "tp x pipeline_stages (" + std::to_string(int64_t{tp} * stages) + ") exceeds the chip's " +
-            std::to_string(chip.num_cores()) + " cores");
+        "tp x pipeline_stages (" + ProductOf({m.tp(), std::max<uint32_t>(1, m.pipeline_stages())}) +
+            ") exceeds the chip's " + std::to_string(chip.num_cores()) + " cores");
   // Attention replicas: the stage's ranks are tp x attention_dp (stage_ranks; -1: too large).
   const uint32_t dp = std::max<uint32_t>(1, m.attention_dp());
   int stage_ranks = tp;
@@ -128,7 +142,8 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     const std::string v = std::to_string(m.attention_dp());
     if (tp > 0 && static_cast<int64_t>(tp) * dp * stages > cores) {
       add("mapping.attention_dp", v,
-          "tp x attention_dp x pipeline_stages (" + std::to_string(int64_t{tp} * dp * stages) +
+          "tp x attention_dp x pipeline_stages (" +
+              ProductOf({m.tp(), m.attention_dp(), std::max<uint32_t>(1, m.pipeline_stages())}) +
               ") exceeds the chip's " + std::to_string(cores) + " cores");
       stage_ranks = -1;
     } else if (tp > 0) {

@@ -398,13 +398,25 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   } else {
     groups.push_back({sv.prefill_stages(), cfg.mapping(), 0});
     groups.push_back({sv.decode_stages(), cfg.mapping(), 0});
-    if (static_cast<int64_t>(sv.prefill_stages() + sv.decode_stages()) * tp > chip.num_cores())
+    // In 64 bits: each size is below 2^32, so the sum and its product with tp fit.
+    const uint64_t cores_needed = (uint64_t{sv.prefill_stages()} + sv.decode_stages()) * tp;
+    if (cores_needed > static_cast<uint64_t>(chip.num_cores())) {
       add("mapping.serving.decode_stages", std::to_string(sv.decode_stages()),
-          "(prefill_stages + decode_stages) x tp = " +
-              std::to_string((sv.prefill_stages() + sv.decode_stages()) * tp) + " exceeds the chip's " +
+          "(prefill_stages + decode_stages) x tp = " + std::to_string(cores_needed) + " exceeds the chip's " +
               std::to_string(chip.num_cores()) + " cores");
+      // Each group's own checks would repeat it (tp x pipeline_stages) at fields it does not read.
+      throw ConfigError(std::move(diags));
+    }
   }
-  for (Group& g : groups) {
+  // A group's stages: the field that sets them (each stage simulates one layer unless
+  // mapping.serving.layers_simulated says how many).
+  auto stages_field = [&](size_t gi) {
+    return mode == "fused" ? std::string("mapping.pipeline_stages")
+           : gi == 0       ? std::string("mapping.serving.prefill_stages")
+                           : std::string("mapping.serving.decode_stages");
+  };
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    Group& g = groups[gi];
     g.mapping.set_pipeline_stages(g.stages);
     g.mapping.clear_serving();
     config::Workload probe;
@@ -412,10 +424,25 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     probe.set_seq_len(1);
     probe.set_num_layers(sv.layers_simulated() ? sv.layers_simulated() : g.stages);
     probe.set_dtype(wl.dtype());
-    if (probe.num_layers() > cfg.model().num_layers())
-      add("mapping.serving.layers_simulated", std::to_string(probe.num_layers()),
-          "exceeds the model's layers");
+    if (probe.num_layers() > cfg.model().num_layers()) {
+      // layers_simulated is every group's: said once.
+      if (!sv.layers_simulated())
+        add(stages_field(gi), std::to_string(g.stages),
+            "more stages than the model's layers (" + std::to_string(cfg.model().num_layers()) +
+                "): without mapping.serving.layers_simulated each stage simulates one layer");
+      else if (gi == 0)
+        add("mapping.serving.layers_simulated", std::to_string(probe.num_layers()),
+            "exceeds the model's layers (" + std::to_string(cfg.model().num_layers()) + ")");
+    }
+    // The group's checks, with its stages at the field that sets them.
+    const size_t first = diags.size();
     mapping::ValidateMapping(g.mapping, chip, cfg.model(), probe, e.locs, &diags);
+    if (mode != "fused")
+      for (size_t d = first; d < diags.size(); ++d)
+        if (diags[d].field == "mapping.pipeline_stages") {
+          diags[d].field = stages_field(gi);
+          diags[d].where = e.locs.Find(diags[d].field);
+        }
   }
   if (!diags.empty()) throw ConfigError(std::move(diags));
   // Every layer's weights must fit the memory channels the group's cores use (the KV cache is

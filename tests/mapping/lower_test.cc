@@ -359,6 +359,20 @@ TEST(LowerTest, ValidateMappingReportsEveryProblem) {
   EXPECT_TRUE(has("mapping.collective", "valid:"));
   EXPECT_TRUE(has("mapping.overrides[0].op", "fixed partition"));
   EXPECT_TRUE(has("mapping.tp", "num_attention_heads (4) must divide by tp, or tp by it"));
+  // The product the message prints is the sizes given, not the stages the check clamps to
+  // the chip's cores + 1 (before: 3 x 5 = 15, for any stages past 4).
+  diags.clear();
+  config::Mapping many = Map(3, "k_split", "ring", "linear", 1000);
+  ValidateMapping(many, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
+  EXPECT_TRUE(has("mapping.tp", "tp x pipeline_stages (3000) exceeds the chip's 4 cores"));
+  // 3 x 4e9 x 4e9 passes 2^64: printed whole.
+  diags.clear();
+  many.set_pipeline_stages(4000000000u);
+  many.set_attention_dp(4000000000u);
+  ValidateMapping(many, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
+  EXPECT_TRUE(has("mapping.tp", "tp x pipeline_stages (12000000000) exceeds"));
+  EXPECT_TRUE(
+      has("mapping.attention_dp", "tp x attention_dp x pipeline_stages (48000000000000000000) exceeds"));
   diags.clear();
   config::Mapping g = Map(4, "mn_2d");
   g.set_grid_rows(3);

@@ -424,6 +424,50 @@ TEST(ServingEngine, ServeCommandEndToEnd) {
   fs::remove_all(dir);
 }
 
+// Stage counts past the chip or the model: each error names the field that sets the stages and
+// the sizes as given. Before, (prefill + decode) wrapped in 32 bits (2^31 - 1 + 2 stages "= 4"
+// cores), each group's check printed tp x stages clamped to the chip's cores + 1 ("260") at
+// mapping.tp, and a group with more stages than layers blamed layers_simulated, unset.
+TEST(Serving, StageCountErrorsNameTheirFieldAndTheSizesGiven) {
+  const std::string dis =
+      std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-disaggregated.textproto";
+  const std::string fused = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
+  auto diags_of = [](const std::string& path, const std::vector<sim::Override>& set) {
+    try {
+      Serve(sim::LoadExperiment(path, set));
+    } catch (const config::ConfigError& e) {
+      return e.diags();
+    }
+    ADD_FAILURE() << "accepted";
+    return std::vector<config::Diag>{};
+  };
+  auto d = diags_of(
+      dis, {{"mapping.serving.prefill_stages", "2147483647"}, {"mapping.serving.decode_stages", "2"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, "mapping.serving.decode_stages");
+  EXPECT_EQ(d[0].rule, "(prefill_stages + decode_stages) x tp = 8589934596 exceeds the chip's 64 cores");
+  d = diags_of(dis, {{"mapping.serving.prefill_stages", "12"},
+                     {"mapping.serving.decode_stages", "4"},
+                     {"model.num_layers", "10"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, "mapping.serving.prefill_stages");
+  EXPECT_EQ(d[0].value, "12");
+  EXPECT_NE(d[0].rule.find("more stages than the model's layers (10)"), std::string::npos);
+  // Fewer simulated layers than a group's stages: at each group's field, not pipeline_stages.
+  d = diags_of(dis, {{"mapping.serving.layers_simulated", "4"}});
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].field, "mapping.serving.prefill_stages");
+  EXPECT_EQ(d[1].field, "mapping.serving.decode_stages");
+  EXPECT_EQ(d[1].rule, "more stages than simulated layers (4)");
+  d = diags_of(dis, {{"mapping.serving.layers_simulated", "100"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, "mapping.serving.layers_simulated");
+  d = diags_of(fused, {{"mapping.pipeline_stages", "100"}});
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].field, "mapping.pipeline_stages");
+  EXPECT_EQ(d[1].rule, "tp x pipeline_stages (400) exceeds the chip's 64 cores");
+}
+
 // A request whose times went backwards (an overflowed duration) is an error with its
 // cause, never a negative TTFT nor a good request (issue 16).
 TEST(Serving, SummaryRefusesTimesThatCannotBeRepresented) {
