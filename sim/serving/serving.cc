@@ -199,6 +199,7 @@ Metrics Summarize(const ServeOutcome& out, double slo_ttft_ms, double slo_tpot_m
     }
     if ((slo_ttft_ms <= 0 || a <= slo_ttft_ms) && (slo_tpot_ms <= 0 || tp <= slo_tpot_ms)) m.good++;
   }
+  m.tpot_samples = static_cast<uint32_t>(tpot.size());
   const double ps[3] = {50, 90, 99};
   for (int i = 0; i < 3; ++i) {
     m.ttft_ms[i] = Percentile(ttft, ps[i]);
@@ -251,13 +252,18 @@ std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
   if (m.too_long > 0) s << " or, " << m.too_long << " of them, longer than the model's positions";
   s << "), preemptions " << m.preemptions << "\n";
   s << "              p50        p90        p99   (ms)\n";
-  auto row = [&](const char* name, const double* v) {
-    std::snprintf(buf, sizeof buf, "%-8s %10.3f %10.3f %10.3f\n", name, v[0], v[1], v[2]);
+  // A row without samples (no request completed; for TPOT, none with a second token) has no
+  // percentiles: "-", not the 0 that MetricValues stores.
+  auto row = [&](const char* name, const double* v, uint32_t samples) {
+    if (samples == 0)
+      std::snprintf(buf, sizeof buf, "%-8s %10s %10s %10s\n", name, "-", "-", "-");
+    else
+      std::snprintf(buf, sizeof buf, "%-8s %10.3f %10.3f %10.3f\n", name, v[0], v[1], v[2]);
     s << buf;
   };
-  row("TTFT", m.ttft_ms);
-  row("TPOT", m.tpot_ms);
-  row("latency", m.latency_ms);
+  row("TTFT", m.ttft_ms, m.completed);
+  row("TPOT", m.tpot_ms, m.tpot_samples);
+  row("latency", m.latency_ms, m.completed);
   std::snprintf(buf, sizeof buf, "throughput: %.3f requests/s, %.1f output tokens/s over %.3f s\n",
                 m.requests_per_s, m.tokens_per_s, m.span_s);
   s << buf;

@@ -71,6 +71,7 @@ struct Metrics {
   uint32_t good = 0;  // completed within both SLOs
   double goodput_per_s = 0;
   uint32_t preemptions = 0;
+  uint32_t tpot_samples = 0;  // completed requests with more than one output token (TPOT's samples)
 };
 
 // Percentile by nearest rank (ceil(p/100 * n)-th smallest); 0 for an empty vector.

@@ -152,6 +152,29 @@ TEST(ServingScheduler, RejectsRequestsLongerThanThePositions) {
       << SummaryText(m, 0, 0);
 }
 
+// A summary row without samples prints "-", not a percentile of nothing (before: 0.000 ms for
+// TTFT, TPOT and latency when every request was rejected). TPOT's samples are the requests
+// with a second token.
+TEST(ServingScheduler, RowsWithoutSamplesPrintADash) {
+  SchedulerConfig c = Cfg(100, 100, 4, 1000);
+  c.max_context = 40;
+  const Metrics none = Summarize(RunFused({Req(0, 0, 31, 10)}, c, Fixed(10)), 0, 0);
+  EXPECT_EQ(none.completed, 0u);
+  const std::string t = SummaryText(none, 0, 0);
+  for (const char* name : {"TTFT", "TPOT", "latency"}) {
+    char want[64];
+    std::snprintf(want, sizeof want, "%-8s %10s %10s %10s\n", name, "-", "-", "-");
+    EXPECT_NE(t.find(want), std::string::npos) << t;
+  }
+  // One output token: a TTFT and a latency, no TPOT.
+  const Metrics one = Summarize(RunFused({Req(0, 0, 4, 1)}, c, Fixed(10)), 0, 0);
+  EXPECT_EQ(one.completed, 1u);
+  EXPECT_EQ(one.tpot_samples, 0u);
+  const std::string u = SummaryText(one, 0, 0);
+  EXPECT_NE(u.find("TPOT              -          -          -\n"), std::string::npos) << u;
+  EXPECT_EQ(u.find("TTFT              -"), std::string::npos) << u;
+}
+
 config::SyntheticRequests Synth(uint64_t seed, uint32_t n) {
   config::SyntheticRequests s;
   s.set_num_requests(n);
