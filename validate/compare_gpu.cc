@@ -238,8 +238,10 @@ std::string GpuComparisonText(const GpuFileComparison& c, bool summary) {
       s += buf;
     }
   }
-  s += "file MAPE: " + Fixed(c.mape_pct, 2) + " % over " + std::to_string(c.compared) + " rows in " +
-       std::to_string(c.tables.size()) + " tables";
+  // No row compared: no MAPE (as tpsim compare's per-op table says), not 0.00 %.
+  s += c.compared == 0 ? std::string("file MAPE: n/a (no row compared)")
+                       : "file MAPE: " + Fixed(c.mape_pct, 2) + " % over " + std::to_string(c.compared) +
+                             " rows in " + std::to_string(c.tables.size()) + " tables";
   if (!c.not_predicted.empty()) s += "; " + std::to_string(c.not_predicted.size()) + " rows not compared";
   s += "\n";
   for (const auto& n : c.not_predicted) s += "  not compared: " + n + "\n";
@@ -249,7 +251,8 @@ std::string GpuComparisonText(const GpuFileComparison& c, bool summary) {
 bool PlotGpuComparison(const GpuFileComparison& c, const std::string& png, std::string* err) {
   nlohmann::json data;
   data["kind"] = c.kind == CsvKind::kCollective ? "collective" : "gemm";
-  data["title"] = c.file + "  (MAPE " + Fixed(c.mape_pct, 1) + " %)";
+  data["title"] = c.file + (c.compared == 0 ? std::string("  (no row compared)")
+                                            : "  (MAPE " + Fixed(c.mape_pct, 1) + " %)");
   data["tables"] = nlohmann::json::array();
   for (const auto& t : c.tables) {
     nlohmann::json tj;
