@@ -337,6 +337,13 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   // Mixtral's intermediate_size is its experts' size (every layer is sparse).
   auto inter = r.Uint("intermediate_size", !moe || mixtral);
   auto max_pos = r.Uint("max_position_embeddings", false);
+  // 0 would read as the schema's "no bound" (configs/schema/model.proto): a config that says 0
+  // positions is broken, not unbounded.
+  if (max_pos && *max_pos == 0) {
+    r.Error("max_position_embeddings", "0",
+            "must be positive: the longest context the model takes (absent: the architecture's default)");
+    max_pos.reset();
+  }
   if (!max_pos && arch) max_pos = arch->max_positions;
   if (auto scaled = ScaledPositions(j, max_pos, arch, &r)) max_pos = std::max(*scaled, max_pos.value_or(0));
   auto tie = r.Bool("tie_word_embeddings");

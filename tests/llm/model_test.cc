@@ -303,6 +303,15 @@ TEST(Import, RopeScalingExtendsThePositions) {
             "p.json:3:61: rope_scaling: \"yarn\": must be an object or null");
   // The catalog's Llama 3.1 (llama3 scaling) keeps its published 131,072.
   EXPECT_EQ(ImportHuggingFace(ModelPath("llama-3.1-8b")).max_position_embeddings(), 131072u);
+  // 0 positions is a broken config, not the schema's "no bound" (before: imported as unbounded).
+  EXPECT_EQ(ErrorOf([&] {
+              ImportHuggingFaceText(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "vocab_size": 1000, "max_position_embeddings": 0})",
+                                    "z.json");
+            }),
+            "z.json:3:27: max_position_embeddings: 0: must be positive: the longest context the model takes "
+            "(absent: the architecture's default)");
 }
 
 // Keys a config leaves out take the defaults of its transformers configuration class
