@@ -106,6 +106,24 @@ SweepSpec LoadSweep(const std::string& path) {
     spec.dims.push_back(static_cast<size_t>(zip.axis(0).values_size()));
   }
 
+  // Points are indexed in 64 bits (PointAt, --shard, the store): a product past 2^64 - 1 would
+  // be run as its first 2^64 - 1 points and reported with that count.
+  {
+    uint64_t n = 1;
+    for (size_t d = 0; d < spec.dims.size(); ++d) {
+      if (spec.dims[d] == 0 || n <= std::numeric_limits<uint64_t>::max() / spec.dims[d]) {
+        n *= spec.dims[d];
+        continue;
+      }
+      const std::string at = d < static_cast<size_t>(cfg.axis_size())
+                                 ? "axis[" + std::to_string(d) + "]"
+                                 : "zip[" + std::to_string(d - static_cast<size_t>(cfg.axis_size())) + "]";
+      diags.push_back(Diag{spec.locs.Find(at), at, std::to_string(spec.dims[d]) + " values",
+                           "the axes and zips up to here multiply to more than 18446744073709551615 "
+                           "points (2^64 - 1, the most a sweep indexes): fewer values, or zip axes"});
+      break;
+    }
+  }
   spec.engine = !cfg.engine().empty() ? cfg.engine() : spec.base.cfg.engine();
   if (spec.engine.empty()) spec.engine = "analytical";
   if (!sim::MakeEngine(spec.engine)) {

@@ -40,7 +40,7 @@ struct Point {
 SweepSpec LoadSweep(const std::string& path);
 
 // Number of points before the filter (product of the dimension lengths; 1 when
-// there are no axes). Saturates at UINT64_MAX.
+// there are no axes). LoadSweep refuses a product past UINT64_MAX; this saturates there.
 uint64_t PointCount(const SweepSpec& spec);
 
 // The point at `index` (< PointCount).
