@@ -124,8 +124,8 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   // Sizes beyond the chip are rejected before any int arithmetic on them.
   const int64_t cores = chip.num_cores();
   const int tp = m.tp() > cores ? -1 : static_cast<int>(m.tp());
-  const int stages = m.pipeline_stages() > cores ? static_cast<int>(cores) + 1
-                                                 : std::max<int>(1, static_cast<int>(m.pipeline_stages()));
+  const uint32_t stages_given = std::max<uint32_t>(1, m.pipeline_stages());  // 0: one stage
+  const int stages = stages_given > cores ? static_cast<int>(cores) + 1 : static_cast<int>(stages_given);
   const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
   if (m.tp() == 0) add("mapping.tp", "0", "must be > 0");
   if (tp < 0) {
@@ -133,8 +133,8 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   }
   if (tp > 0 && static_cast<int64_t>(tp) * stages > chip.num_cores())
     add("mapping.tp", std::to_string(tp),
-        "tp x pipeline_stages (" + ProductOf({m.tp(), std::max<uint32_t>(1, m.pipeline_stages())}) +
-            ") exceeds the chip's " + std::to_string(chip.num_cores()) + " cores");
+        "tp x pipeline_stages (" + ProductOf({m.tp(), stages_given}) + ") exceeds the chip's " +
+            std::to_string(chip.num_cores()) + " cores");
   // Attention replicas: the stage's ranks are tp x attention_dp (stage_ranks; -1: too large).
   const uint32_t dp = std::max<uint32_t>(1, m.attention_dp());
   int stage_ranks = tp;
@@ -142,8 +142,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     const std::string v = std::to_string(m.attention_dp());
     if (tp > 0 && static_cast<int64_t>(tp) * dp * stages > cores) {
       add("mapping.attention_dp", v,
-          "tp x attention_dp x pipeline_stages (" +
-              ProductOf({m.tp(), m.attention_dp(), std::max<uint32_t>(1, m.pipeline_stages())}) +
+          "tp x attention_dp x pipeline_stages (" + ProductOf({m.tp(), m.attention_dp(), stages_given}) +
               ") exceeds the chip's " + std::to_string(cores) + " cores");
       stage_ranks = -1;
     } else if (tp > 0) {
@@ -155,7 +154,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
               "): each attention replica takes whole sequences");
   }
   if (static_cast<uint32_t>(stages) > layers)
-    add("mapping.pipeline_stages", std::to_string(std::max<uint32_t>(1, m.pipeline_stages())),
+    add("mapping.pipeline_stages", std::to_string(stages_given),
         "more stages than simulated layers (" + std::to_string(layers) + ")");
   const std::vector<std::string> parts = PartitionerNames();
   std::vector<std::string> used;
