@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -66,6 +67,19 @@ uint64_t ParseCount(std::string_view text, uint64_t max) {
   // from_chars takes no sign, blank or '+' for an unsigned type, and fails on empty text.
   if (ec != std::errc() || ptr != end || v > max)
     throw std::invalid_argument("'" + Clip(text) + "' is not a whole number in 0 .. " + std::to_string(max));
+  return v;
+}
+
+double ParseNumber(std::string_view text) {
+  // from_chars takes a '-' but not a '+'; "inf" and "nan" parse, and are refused below.
+  const std::string_view digits = text.starts_with('+') ? text.substr(1) : text;
+  const bool signed_twice =
+      digits.size() < text.size() && (digits.starts_with('+') || digits.starts_with('-'));
+  double v = 0;
+  const char* end = digits.data() + digits.size();
+  const auto [ptr, ec] = std::from_chars(digits.data(), end, v, std::chars_format::general);
+  if (signed_twice || ec != std::errc() || ptr != end || !std::isfinite(v))
+    throw std::invalid_argument("'" + Clip(text) + "' is not a finite number");
   return v;
 }
 

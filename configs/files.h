@@ -33,6 +33,11 @@ std::string Clip(std::string_view s, size_t max = 120);
 // "12x" as 12).
 uint64_t ParseCount(std::string_view text, uint64_t max);
 
+// A number given on the command line: a finite decimal (an optional sign, digits, a point, an
+// exponent), the whole text. Throws std::invalid_argument otherwise (std::stod takes "5abc" as 5
+// and gives "nan" and "inf").
+double ParseNumber(std::string_view text);
+
 // True when `s` is valid UTF-8; else `*bad` (may be null) is the offset of the
 // first byte that is not.
 bool IsUtf8(std::string_view s, size_t* bad = nullptr);

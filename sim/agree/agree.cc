@@ -275,8 +275,8 @@ double Quantile(std::vector<double> v, double q) {
 
 int AgreeCommand(const std::vector<std::string>& args) {
   uint64_t seed = 1;
-  uint32_t count = 30, worst = 5;
-  int jobs = 1;
+  uint64_t count = 30, jobs = 1;
+  uint32_t worst = 5;
   Family family = Family::kDense;
   int64_t only = -1;
   std::string csv, emit;
@@ -308,9 +308,10 @@ int AgreeCommand(const std::vector<std::string>& args) {
       if (flag == "--seed") {
         seed = config::ParseCount(value, UINT64_MAX);
       } else if (flag == "--count") {
-        count = static_cast<uint32_t>(config::ParseCount(value, UINT32_MAX));
+        // Read up to 2^64 - 1, so that a count past the range gets the range's message below.
+        count = config::ParseCount(value, UINT64_MAX);
       } else if (flag == "--jobs") {
-        jobs = static_cast<int>(config::ParseCount(value, 256));
+        jobs = config::ParseCount(value, UINT64_MAX);
       } else if (flag == "--worst") {
         worst = static_cast<uint32_t>(config::ParseCount(value, UINT32_MAX));
       } else if (flag == "--family") {
@@ -325,8 +326,14 @@ int AgreeCommand(const std::vector<std::string>& args) {
       } else if (flag == "--bounds") {
         const size_t comma = value.find(',');
         if (comma == std::string::npos) return usage("--bounds needs F,D (e.g. 0.95,0.25)");
-        need_within10 = std::stod(value.substr(0, comma));
-        need_max = std::stod(value.substr(comma + 1));
+        // Each read whole (std::stod took "0.95x" as 0.95), and in range: a NaN or negative F
+        // used to skip the check and exit 0, an F above 1 to fail every run.
+        need_within10 = config::ParseNumber(value.substr(0, comma));
+        need_max = config::ParseNumber(value.substr(comma + 1));
+        if (need_within10 < 0 || need_within10 > 1 || need_max < 0)
+          return usage(
+              "--bounds F,D: F is a share of the totals in 0 .. 1 and D a distance from 1 >= 0, got '" +
+              value + "'");
       } else {
         return usage("unknown option " + a);
       }
@@ -374,7 +381,7 @@ int AgreeCommand(const std::vector<std::string>& args) {
     return 0;
   }
 
-  const std::vector<Outcome> all = RunAll(seed, count, jobs, family);
+  const std::vector<Outcome> all = RunAll(seed, static_cast<uint32_t>(count), static_cast<int>(jobs), family);
   if (!csv.empty()) {
     std::ostringstream out;
     out << "index,experiment,analytical_total_ps,tlm_total_ps,analytical_prefill_ps,tlm_prefill_ps,"

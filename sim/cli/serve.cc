@@ -78,14 +78,11 @@ constexpr double kBytesPerRequest = 512;
 
 double ParsePositive(const std::string& flag, const std::string& v) {
   double d = 0;
-  size_t used = 0;
   try {
-    d = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
+    d = config::ParseNumber(v);
+  } catch (const std::invalid_argument&) {
   }
-  if (used != v.size() || !(d > 0) || !std::isfinite(d))
-    throw ConfigError(Diag{config::kCommandLine, flag, v, "must be a finite number > 0"});
+  if (!(d > 0)) throw ConfigError(Diag{config::kCommandLine, flag, v, "must be a finite number > 0"});
   return d;
 }
 

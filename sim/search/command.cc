@@ -287,19 +287,18 @@ int SearchCommand(const std::vector<std::string>& args) {
           return Usage("--objective must be latency, ttft, tpot, throughput or energy, not '" + value + "'");
         o.search.objective = value;
       } else if (flag == "--slo-ttft-ms") {
-        o.search.slo_ttft_ms = std::stod(value);
-        if (!(o.search.slo_ttft_ms > 0) || !std::isfinite(o.search.slo_ttft_ms))
-          return Usage("--slo-ttft-ms must be > 0");
+        o.search.slo_ttft_ms = config::ParseNumber(value);  // read whole: std::stod took "5x" as 5
+        if (!(o.search.slo_ttft_ms > 0)) return Usage("--slo-ttft-ms must be > 0");
       } else if (flag == "--slo-tpot-ms") {
-        o.search.slo_tpot_ms = std::stod(value);
-        if (!(o.search.slo_tpot_ms > 0) || !std::isfinite(o.search.slo_tpot_ms))
-          return Usage("--slo-tpot-ms must be > 0");
+        o.search.slo_tpot_ms = config::ParseNumber(value);
+        if (!(o.search.slo_tpot_ms > 0)) return Usage("--slo-tpot-ms must be > 0");
       } else if (flag == "--budget") {
         o.search.budget = config::ParseCount(value, UINT64_MAX);
         if (o.search.budget == 0) return Usage("--budget must be >= 1");
       } else if (flag == "--jobs") {
-        o.search.jobs = static_cast<int>(config::ParseCount(value, 256));
-        if (o.search.jobs < 1 || o.search.jobs > 256) return Usage("--jobs must be 1 .. 256");
+        const uint64_t jobs = config::ParseCount(value, UINT64_MAX);  // a value past 256 gets this message
+        if (jobs < 1 || jobs > 256) return Usage("--jobs must be 1 .. 256");
+        o.search.jobs = static_cast<int>(jobs);
       } else if (flag == "--confirm") {
         o.confirm = static_cast<uint32_t>(config::ParseCount(value, UINT32_MAX));
       } else if (flag == "--top") {

@@ -262,6 +262,36 @@ TEST(Cli, HelpAndUsageErrors) {
   EXPECT_NE(missing.output.find("no/such/file.textproto"), std::string::npos);
 }
 
+// Numbers on the command line are read whole and in range, before any experiment runs.
+TEST(Cli, NumericFlagsAreReadWholeAndInRange) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           // A NaN or negative share skipped the bounds check (exit 0); "0.95x" read as 0.95; a share
+           // above 1 failed every run (exit 1).
+           {"agree --count 1 --bounds nan,0.2", "bad value 'nan,0.2' for --bounds"},
+           {"agree --count 1 --bounds -0.5,0.2", "F is a share of the totals in 0 .. 1"},
+           {"agree --count 1 --bounds 2,0.25", "F is a share of the totals in 0 .. 1"},
+           {"agree --count 1 --bounds 0.95,-1", "D a distance from 1 >= 0"},
+           {"agree --count 1 --bounds 0.95x,0.25", "bad value '0.95x,0.25' for --bounds"},
+           {"agree --count 1 --bounds 0.95,0.25,7", "bad value '0.95,0.25,7' for --bounds"},
+           // Past the range: the range's own message, not "bad value".
+           {"agree --jobs 1000", "--jobs must be 1 .. 256"},
+           {"agree --count 4294967297", "--count must be 1 .. 1000000"},
+           {"search reference-qwen3-4b --jobs 300", "--jobs must be 1 .. 256"},
+           // "5abc" read as 5 ms.
+           {"search serving-fused --slo-ttft-ms 5abc", "bad value '5abc' for --slo-ttft-ms"},
+           {"search serving-fused --slo-tpot-ms 1e999", "bad value '1e999' for --slo-tpot-ms"},
+           {"serve serving-fused --slo-ttft-ms 5abc", "--slo-ttft-ms: 5abc: must be a finite number > 0"},
+       }) {
+    Outcome o = RunTpsim(c.args);
+    EXPECT_EQ(o.status, 2) << c.args << ": " << o.output;
+    EXPECT_NE(o.output.find(c.says), std::string::npos) << c.args << ": " << o.output;
+  }
+}
+
 TEST(Cli, SetOverridesReachTheResolvedExperiment) {
   Outcome o = RunTpsim(
       "describe configs/experiments/reference-qwen3-4b.textproto --set mapping.tp=2 --set "

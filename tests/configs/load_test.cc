@@ -142,6 +142,19 @@ TEST(Files, ClipEscapesAndCuts) {
   EXPECT_EQ(tpsim::config::Clip("caf\xc3\xa9", 4), "caf\xc3\xa9");  // one character, kept whole
 }
 
+TEST(Files, ParseNumberReadsTheWholeTextAsAFiniteNumber) {
+  using tpsim::config::ParseNumber;
+  EXPECT_EQ(ParseNumber("0.95"), 0.95);
+  EXPECT_EQ(ParseNumber("+0.95"), 0.95);
+  EXPECT_EQ(ParseNumber("-2.5e-1"), -0.25);
+  EXPECT_EQ(ParseNumber("30000"), 30000.0);
+  // std::stod read a prefix of each of these (5, 0.95), or gave a NaN or an infinity.
+  for (const char* bad : {"", "5abc", "0.95,0.25", " 1", "1 ", "+", "++1", "+-1", "nan", "inf", "-inf",
+                          "1e999", "0x10", "1,5"}) {
+    EXPECT_THROW(ParseNumber(bad), std::invalid_argument) << bad;
+  }
+}
+
 TEST(Files, Utf8IsCheckedStrictly) {
   size_t bad = 0;
   EXPECT_TRUE(tpsim::config::IsUtf8("plain \xe2\x82\xac"));
