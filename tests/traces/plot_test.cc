@@ -288,6 +288,14 @@ TEST_F(PlotTest, TimelineCoresWindowAndGroups) {
   EXPECT_EQ(ReadJson(Path("p.json"))["rows"][0]["cores"], nlohmann::json::parse("[0, 1]"));
   EXPECT_EQ(RunPlot({"timeline", Path("result.json"), "--cores", "9-12", "--out", Path("bad.png")}, &err), 2);
   EXPECT_NE(err.find("no task runs on these cores (cores with tasks: 0-2)"), std::string::npos) << err;
+  // Ranges are not expanded: 0-9999999999 took 24 GB and failed (0-99999999: 38 s and 12 GB).
+  ASSERT_EQ(RunPlot({"timeline", Path("result.json"), "--cores", "1-1,0-9999999999,5", "--dump-series",
+                     Path("c.json"), "--out", Path("c.png")},
+                    &err),
+            0)
+      << err;
+  EXPECT_NE(err.find("no task on core(s) 3-9999999999\n"), std::string::npos) << err;
+  EXPECT_EQ(ReadJson(Path("c.json"))["rows"].size(), 3u);
   EXPECT_EQ(RunPlot({"timeline", Path("result.json"), "--window", "30:10", "--out", Path("bad.png")}, &err),
             2);
   EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));

@@ -35,7 +35,9 @@ def add_arguments(t):
 
 
 def parse_cores(spec):
-    out = set()
+    """The ranges (a, b) of --cores, not their ids: a range is never expanded (0-9999999999 took
+    24 GB and failed)."""
+    out = []
     for part in spec.split(","):
         m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
         if not m:
@@ -44,8 +46,28 @@ def parse_cores(spec):
         b = int(m.group(2)) if m.group(2) else a
         if b < a:
             raise UsageError(f"--cores {spec!r}: range {part!r} runs backwards")
-        out.update(range(a, b + 1))
+        out.append((a, b))
     return out
+
+
+def missing_cores(ranges, present):
+    """The runs of ids in `ranges` that are not in the sorted list `present`, as fmt_cores
+    writes them."""
+    runs = []
+    for a, b in sorted(ranges):
+        if runs and a <= runs[-1][1] + 1:  # merge overlapping or touching ranges
+            runs[-1][1] = max(runs[-1][1], b)
+        else:
+            runs.append([a, b])
+    out = []
+    for a, b in runs:
+        for c in (c for c in present if a <= c <= b):
+            if c > a:
+                out.append(f"{a}-{c - 1}" if c - 1 > a else f"{a}")
+            a = c + 1
+        if a <= b:
+            out.append(f"{a}-{b}" if b > a else f"{a}")
+    return ",".join(out)
 
 
 def parse_time_us(text, spec):
@@ -187,14 +209,14 @@ def cmd_timeline(args):
     data, tasks = read_tasks(args.result)
     all_cores = sorted({t["core"] for t in tasks})
     if args.cores:
-        pick = parse_cores(args.cores)
-        missing = sorted(pick - set(all_cores))
-        pick &= set(all_cores)
+        ranges = parse_cores(args.cores)
+        pick = {c for c in all_cores if any(a <= c <= b for a, b in ranges)}
         if not pick:
             raise UsageError(f"--cores {args.cores}: no task runs on these cores "
                              f"(cores with tasks: {fmt_cores(all_cores)})")
+        missing = missing_cores(ranges, all_cores)
         if missing:
-            print(f"tpsim plot: --cores: no task on core(s) {fmt_cores(missing)}", file=sys.stderr)
+            print(f"tpsim plot: --cores: no task on core(s) {missing}", file=sys.stderr)
     else:
         pick = set(all_cores)
     t0, t1 = parse_window(args.window) if args.window else (None, None)
