@@ -186,13 +186,21 @@ std::vector<Ps> ReplayEnds(const mapping::Program& p, std::span<const uint32_t> 
 // latest-ending (lowest id on ties) of its deps and of the task before it in its queue
 // (a compute task: the same core's compute; a memory task: the same channel's requests; by
 // start time then id, as the engine ran them) among those that end no later than it. Each
-// task on the path adds to its kind the part of its span after its enabler ended, so the
-// three sum to at most the makespan (to the makespan for a Dispatcher schedule, short of
-// a DRAM request that ends before the one before it on its channel). `times` has one per task. A
+// task on the path adds to its kind the time from its enabler's end to its own (PathPart), so
+// the three sum to the makespan. `times` has one per task. A
 // GPU's collective kernel (a compute task of op_kind kCollective) counts as communication.
 struct CriticalPathSplit {
   Ps compute_ps = 0, communication_ps = 0, memory_ps = 0;
 };
+// What a task on the critical path adds to its kind: from its enabler's end (`enabler_end`, null
+// for the path's first task: from the start of time) to its own end. Not from its start: a
+// wait for a queue the walk does not follow (a transfer's first link; a channel whose request
+// before this one ends later) is this task's, so the three parts add up to the makespan.
+// CriticalPath, the decode steps' schedule (sim/step_stream.cc) and the TLM engine's streamed
+// steps (sim/tlm/run_state.cc) all take it from here.
+inline Ps PathPart(Ps end, const Ps* enabler_end) {
+  return std::max<Ps>(0, end - (enabler_end ? *enabler_end : 0));
+}
 CriticalPathSplit CriticalPath(const mapping::Program& p, std::span<const TaskTime> times);
 // Each DRAM channel's max_queue_ps: the longest a memory task of `p` waited for its channel
 // after its deps ended (start - the latest end of its deps), over `times` (one per task); the

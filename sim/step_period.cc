@@ -539,14 +539,8 @@ std::optional<RunOutput> RunPeriodic(const Experiment& e, const arch::Chip& chip
       deps_of(cur);
       for (uint64_t d : deps) consider(static_cast<int64_t>(d));
       consider(pred_of(cur));
-      Ps from = tc.start_ps;
-      if (best >= 0) from = std::max(from, best_end);
-      const Program& p = cur < NB ? B : tp;
-      const size_t at = cur < NB ? static_cast<size_t>(cur) : rel_of(cur);
-      int kind = static_cast<int>(p.kind(at));
-      if (p.kind(at) == TaskKind::kCompute && p.shape(at).op_kind == llm::OpKind::kCollective)
-        kind = static_cast<int>(TaskKind::kTransfer);
-      by_kind[kind] += std::max<Ps>(0, tc.end_ps - from);
+      by_kind[PathKind(cur < NB ? B : tp, cur < NB ? static_cast<size_t>(cur) : rel_of(cur))] +=
+          PathPart(tc.end_ps, best >= 0 ? &best_end : nullptr);
       if (best < 0) break;
       cur = static_cast<uint64_t>(best);
     }

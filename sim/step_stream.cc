@@ -270,7 +270,7 @@ template <bool in_b>
     } else if (any) {
       split = SplitOf(best);
     }
-    const Ps part = std::max<Ps>(0, end - ((by_queue || any) ? std::max(at, best_end) : at));
+    const Ps part = PathPart(end, (by_queue || any) ? &best_end : nullptr);
     const int pk = in_b ? PathKind(B_, g) : st->path_kind;
     (pk == static_cast<int>(TaskKind::kCompute)    ? split.compute_ps
      : pk == static_cast<int>(TaskKind::kTransfer) ? split.communication_ps

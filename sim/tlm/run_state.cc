@@ -301,8 +301,7 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
   if (mp && mp->prev.end != kPending) Prefer(&enabler, mp->prev);  // ended: no later than now
   const Ended* e = enabler.task != kNone ? &enabler : nullptr;
   Ended me{task, now_ps, e ? e->split : CriticalPathSplit{}};
-  const Ps from = e ? std::max(times[s].start_ps, e->end) : times[s].start_ps;
-  const Ps own = std::max<Ps>(0, now_ps - from);
+  const Ps own = PathPart(now_ps, e ? &e->end : nullptr);
   switch (static_cast<TaskKind>(path_kind_[Record(task)])) {
     case TaskKind::kCompute:
       me.split.compute_ps += own;

@@ -239,6 +239,42 @@ TEST(Schedule, CriticalPathSplitsTheMakespan) {
   EXPECT_EQ(none.compute_ps + none.communication_ps + none.memory_ps, 0);
 }
 
+TEST(Schedule, CriticalPathCountsWaitsForQueuesItDoesNotFollow) {
+  // t0 compute on core 0, then two transfers 0 -> 1 after it, t2 waiting for t1 on their first
+  // link (a queue the walk does not follow), then t3 on core 1 after t2. t0 starts at 2 (as if
+  // it waited for its core at the start). Back from t3 (ends 22): 22 - 15 = 7 compute; t2's
+  // enabler is t0 (ends 7; t1 is no dep of it): 15 - 7 = 8 communication, its 4-ps wait for the
+  // link included; t0 has none: 7 - 0 = 7 compute. 14 + 8 = 22, the makespan. Counted from
+  // each task's start, as before, t2 gave 4 and t0 5: 16 of 22.
+  mapping::testing::TestProgram b;
+  b.num_cores = 2;
+  b.ops.resize(1);
+  mapping::Task c0;
+  c0.kind = TaskKind::kCompute;
+  c0.core = mapping::CoreId(0);
+  mapping::Task x;
+  x.kind = TaskKind::kTransfer;
+  x.core = mapping::CoreId(0);
+  x.dst_core = mapping::CoreId(1);
+  mapping::Task c1 = c0;
+  c1.core = mapping::CoreId(1);
+  b.Add(c0, {});
+  b.Add(x, {0});
+  b.Add(x, {0});
+  b.Add(c1, {2});
+  const mapping::Program p = b.Build();
+  const std::vector<TaskTime> times = {{2, 7}, {7, 11}, {11, 15}, {15, 22}};
+  const CriticalPathSplit c = CriticalPath(p, times);
+  EXPECT_EQ(c.compute_ps, 14);
+  EXPECT_EQ(c.communication_ps, 8);
+  EXPECT_EQ(c.memory_ps, 0);
+  // The rule every walk and carried-forward split takes (sim/step_stream.cc, the TLM engine's).
+  const Ps seven = 7;
+  EXPECT_EQ(PathPart(15, &seven), 8);
+  EXPECT_EQ(PathPart(7, nullptr), 7);
+  EXPECT_EQ(PathPart(5, &seven), 0);  // an enabler never ends later; if it did, nothing
+}
+
 TEST(Schedule, EndsSaturate) {
   const mapping::Program p = Tiny();
   std::vector<Ps> d(kDurations);
