@@ -164,12 +164,14 @@ struct Options {
   bool slurm = false, dry_run = false;
   std::vector<std::string> slurm_only, forward;
 };
+// A flag's list, each value once (`--partitions megatron,megatron` searched every candidate
+// twice and counted each twice on the front).
 std::vector<std::string> SplitList(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
   std::string item;
   while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(item);
+    if (!item.empty() && std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   return out;
 }
 // The registered collectives and "auto" (mapping.collective: nvls where the chip allows it,
@@ -276,7 +278,7 @@ int SearchCommand(const std::vector<std::string>& args) {
       for (const auto& s : SplitList(value)) {
         const uint64_t v = config::ParseCount(s, UINT32_MAX);
         if (v == 0 || v > 1u << 20) throw std::out_of_range(s);
-        out->push_back(static_cast<uint32_t>(v));
+        if (std::find(out->begin(), out->end(), v) == out->end()) out->push_back(static_cast<uint32_t>(v));
       }
       if (out->empty()) throw std::invalid_argument(value);
     };
@@ -352,7 +354,7 @@ int SearchCommand(const std::vector<std::string>& args) {
           if (std::find(valid.begin(), valid.end(), v) == valid.end()) {
             return Usage(flag + " takes " + config::JoinNames(valid) + ", not '" + v + "'");
           }
-          into.push_back(v);
+          if (std::find(into.begin(), into.end(), v) == into.end()) into.push_back(v);
         }
       } else if (flag == "--batch") {
         u32list(&o.search.space.batch);
@@ -455,6 +457,13 @@ int SearchCommand(const std::vector<std::string>& args) {
             << res.ranked.size() << " feasible\n\n";
   if (res.front.empty()) {
     std::cout << "no feasible candidate\n";
+    // Why, where candidates were refused or failed (a --tp that divides no head count, weights
+    // that fit no SRAM): the most frequent messages, as `tpsim run` prints them.
+    for (const auto& [msg, n] : res.reasons) {
+      std::cout << "  " << n << (n == 1 ? " candidate: " : " candidates: ");
+      for (char ch : msg) std::cout << ch << (ch == '\n' ? "    " : "");
+      std::cout << "\n";
+    }
     return 1;
   }
   std::cout << "Pareto front (total latency, tokens/s per chip" << (cols.ttft ? ", TTFT" : "")

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "sim/energy.h"
 #include "sim/search/detail.h"
@@ -503,11 +504,22 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   res.reused = reused;
   res.pruned = pruned;
   res.shared = shared;
-  for (const Entry& x : all) {
+  std::map<std::string, std::pair<uint64_t, size_t>> why;  // message: (count, first index)
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Entry& x = all[i];
     res.invalid += x.status == "invalid";
     res.errors += x.status == "error";
     res.skipped += x.status == "skipped";
+    if (x.status == "invalid" || x.status == "error") why.try_emplace(x.error, 0, i).first->second.first++;
   }
+  std::vector<std::tuple<uint64_t, size_t, std::string>> by_count;
+  for (const auto& [msg, ci] : why) by_count.emplace_back(ci.first, ci.second, msg);
+  std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) {
+    return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) > std::get<0>(b)
+                                            : std::get<1>(a) < std::get<1>(b);
+  });
+  for (size_t k = 0; k < by_count.size() && k < SearchResult::kReasons; ++k)
+    res.reasons.emplace_back(std::get<2>(by_count[k]), std::get<0>(by_count[k]));
   res.ok = evaluated.size();
   auto found = [&](size_t k) { return Found{all[k].c, all[k].replicas, all[k].p, k}; };
   for (size_t k : front) res.front.push_back(found(k));

@@ -148,6 +148,10 @@ struct SearchResult {
   uint64_t shared = 0;                 // metrics copied from a candidate with the same ProgramKey
   std::vector<Found> front;            // the Pareto front of feasible points, by total latency
   std::vector<Found> ranked;           // every feasible point, best first by the objective
+  // Why candidates were invalid or failed: each distinct message with its count, most frequent
+  // first (ties: the message first met in Space order), at most kReasons of them.
+  static constexpr size_t kReasons = 3;
+  std::vector<std::pair<std::string, uint64_t>> reasons;
 };
 
 // Runs the search (analytical engine); progress lines to `progress` when not null.

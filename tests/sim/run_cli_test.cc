@@ -353,6 +353,34 @@ namespace {
 
 // Counts on the command line are whole numbers: std::stoul took "-1" as 2^64 - 1 (`--top -1`
 // listed every candidate, `agree --count -1` drew 4,294,967,295 experiments) and "2x" as 2.
+// A value repeated in a search list is searched once (each candidate was searched and counted
+// on the front once per repeat: `--tp 4,4 --stages 16,16 --partitions megatron,megatron
+// --collectives ring,ring` gave 32 candidates, 32 points on the front, all one mapping), and a
+// search with no feasible candidate says why (it said only "no feasible candidate").
+TEST_F(RunCli, SearchListsAreSetsAndNoFeasibleCandidateSaysWhy) {
+  std::string out;
+  ASSERT_EQ(RunTpsim("search " + kRef +
+                         " --tp 4,4 --stages 16,16 --tp 4 --partitions megatron,megatron --placements ring "
+                         "--collectives ring,ring --spans stage --confirm 0",
+                     &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("  1 candidates: 1 simulated"), std::string::npos) << out;
+  EXPECT_NE(out.find("Pareto front (total latency, tokens/s per chip, energy per token), 1 points"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(RunTpsim("search " + kRef +
+                         " --tp 3 --stages 8,16 --partitions megatron --placements ring --collectives ring "
+                         "--spans stage --confirm 0",
+                     &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("no feasible candidate\n  2 candidates: "), std::string::npos) << out;
+  EXPECT_NE(out.find("mapping.tp: 3: attention splits by heads: num_attention_heads (32) must divide by tp"),
+            std::string::npos)
+      << out;
+}
+
 TEST_F(RunCli, CountsAreWholeNumbers) {
   for (const std::string& args :
        {"search " + kRef + " --top -1", "search " + kRef + " --confirm 2x", "search " + kRef + " --jobs 2x",
