@@ -435,6 +435,19 @@ int SearchCommand(const std::vector<std::string>& args) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
     return 2;
   }
+  // The expert axes of a model without experts: refused, not ignored (`--ep 4` on Qwen3-4B
+  // searched the dense space, 59,500 candidates, as if it were not given).
+  if (base.cfg.model().num_experts() == 0) {
+    const SpaceOptions& sp = o.search.space;
+    for (const auto& [given, flag] : {std::pair{!sp.ep.empty(), "--ep"},
+                                      {!sp.moe_tp.empty(), "--moe-tp"},
+                                      {!sp.all_to_all.empty(), "--all-to-all"},
+                                      {!sp.group_order.empty(), "--group-order"}}) {
+      if (given)
+        return Usage(std::string(flag) + " is an axis of mixture-of-experts models; " +
+                     base.cfg.model().name() + " has no experts");
+    }
+  }
   if (o.slurm) return SubmitSearch(o, base, chip);
   SearchResult res;
   try {

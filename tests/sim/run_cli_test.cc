@@ -379,6 +379,11 @@ TEST_F(RunCli, SearchListsAreSetsAndNoFeasibleCandidateSaysWhy) {
   EXPECT_NE(out.find("mapping.tp: 3: attention splits by heads: num_attention_heads (32) must divide by tp"),
             std::string::npos)
       << out;
+  // The expert axes on a dense model are refused (--ep 4 searched the whole dense space).
+  ASSERT_EQ(RunTpsim("search " + kRef + " --ep 4", &out), 2) << out;
+  EXPECT_NE(out.find("--ep is an axis of mixture-of-experts models; qwen3-4b has no experts"),
+            std::string::npos)
+      << out;
 }
 
 TEST_F(RunCli, CountsAreWholeNumbers) {
