@@ -459,6 +459,10 @@ int Run(Args& a) {
     if (op.ref.partition.find("->") != std::string::npos) fallbacks.insert(op.ref.Label());
   }
   for (const auto& f : fallbacks) spdlog::warn("partition fallback: {}", f);
+  // A mapping.moe block on a model without experts times nothing (it was silently ignored, a
+  // capacity_factor of -1 included): a --model or --set that dropped the experts says so.
+  if (e.cfg.mapping().has_moe() && e.cfg.model().num_experts() == 0)
+    spdlog::warn("mapping.moe is ignored: {} has no experts", e.cfg.model().name());
   if (r.result.summary().contention() > sim::kContentionWarning) {
     spdlog::warn(
         "contention {:.2f}: queues on links added {:.0f}% to this run; on 4,000 runs of the random family "

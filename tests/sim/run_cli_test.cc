@@ -175,6 +175,20 @@ TEST_F(RunCli, PartitionFallbacksAreStatedOnce) {
   EXPECT_EQ(out.find("warning"), std::string::npos) << "k_split needs no fallback:\n" << out;
 }
 
+// A mapping.moe block on a model without experts is named as ignored (it was silent, an invalid
+// capacity_factor included); on a MoE model nothing is said.
+TEST_F(RunCli, MoeMappingOnADenseModelIsNamedAsIgnored) {
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + kRef + " --set mapping.moe.capacity_factor=-1 --quiet", &out), 0) << out;
+  EXPECT_NE(out.find("tpsim: warning: mapping.moe is ignored: qwen3-4b has no experts"), std::string::npos)
+      << out;
+  ASSERT_EQ(RunTpsim("run configs/experiments/moe-qwen3-30b-a3b.textproto --model qwen3-4b --quiet", &out), 0)
+      << out;
+  EXPECT_NE(out.find("mapping.moe is ignored: qwen3-4b has no experts"), std::string::npos) << out;
+  ASSERT_EQ(RunTpsim("run configs/experiments/moe-qwen3-30b-a3b.textproto --quiet", &out), 0) << out;
+  EXPECT_EQ(out.find("mapping.moe is ignored"), std::string::npos) << out;
+}
+
 TEST_F(RunCli, BadEngineAndUnwritableOutput) {
   std::string out;
   EXPECT_EQ(RunTpsim("run " + kRef + " --engine spice", &out), 2);
