@@ -466,9 +466,8 @@ int Run(Args& a) {
   if (r.result.summary().contention() > sim::kContentionWarning) {
     spdlog::warn(
         "contention {:.2f}: queues on links added {:.0f}% to this run; on 4,000 runs of the random family "
-        "(tpsim agree) 1 of the 98 above 0.5 differed from the TLM engine by more than 10% (and 8 of those "
-        "at "
-        "or below 0.5 did), check with --engine tlm",
+        "(tpsim agree) 1 of the 98 above 0.5 differed from the TLM engine by more than 10%, and 8 of the "
+        "3,902 at or below 0.5 did: check with --engine tlm",
         r.result.summary().contention(), 100 * r.result.summary().contention());
   }
   if (!dump.empty()) WriteFileOrThrow(dump, r.program.Dump());
