@@ -16,46 +16,74 @@ namespace tpsim::mapping {
 
 namespace {
 
-// Transfers of the largest collective `algorithm` makes on `p` ranks (all_reduce,
-// reduce_scatter, all_gather, all_to_all, rotate), counted from its schedule. Above
-// kCounted ranks the count at kCounted is scaled by p(p-1) / (kCounted(kCounted-1)): the
-// algorithms' transfer counts grow at most as rank pairs do (ring and direct exactly so,
-// halving_doubling and mesh_2d slower), so this stays an upper bound while the schedules
-// counted stay small.
-double CountTransfers(const std::string& algorithm, int p);
+// Of the largest collective `algorithm` makes on `p` ranks (all_reduce, reduce_scatter,
+// all_gather, all_to_all, rotate), counted from its schedule: its transfers, and their deps as
+// LayoutConverter::RunSchedule gives them (a transfer waits on every transfer into its source
+// in the step before that had any, or on one task, plus one when it reduces). Above kCounted
+// ranks the counts at kCounted are scaled: transfers by p(p-1) / (kCounted(kCounted-1)), as
+// the algorithms' transfer counts grow at most as rank pairs do (ring and direct exactly so,
+// halving_doubling and mesh_2d slower); deps the same where a transfer's deps stay as many at
+// half the ranks, else (direct: p - 1 each in its second step) one power of p more.
+struct CollectiveCount {
+  double transfers = 0, deps = 0;
+};
+CollectiveCount CountTransfers(const std::string& algorithm, int p);
 
 // CountTransfers, remembered per (algorithm, ranks): a sweep asks for the same few.
-double CollectiveTransfers(const std::string& algorithm, int p) {
-  if (p <= 1) return 0;
+CollectiveCount CollectiveTransfers(const std::string& algorithm, int p) {
+  if (p <= 1) return {};
   static std::mutex mu;
-  static std::map<std::pair<std::string, int>, double> counted;
+  static std::map<std::pair<std::string, int>, CollectiveCount> counted;
   std::lock_guard<std::mutex> lock(mu);
-  auto [it, fresh] = counted.try_emplace({algorithm, p}, 0.0);
+  auto [it, fresh] = counted.try_emplace({algorithm, p});
   if (fresh) it->second = CountTransfers(algorithm, p);
   return it->second;
 }
 
-double CountTransfers(const std::string& algorithm, int p) {
-  constexpr int kCounted = 128;
-  const int q = std::min(p, kCounted);
-  double most = 0;
+// The counts at exactly q ranks (the largest of each over the kinds).
+CollectiveCount CountAt(const std::string& algorithm, int q) {
+  CollectiveCount most;
   for (CollectiveKind kind :
        {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
         CollectiveKind::kAllToAll, CollectiveKind::kRotate}) {
     const uint64_t bytes = uint64_t{64} * static_cast<uint64_t>(q) * static_cast<uint64_t>(q);
-    size_t n = 0;
+    CollectiveCount n;
     for (const std::string& algo : {algorithm, std::string("ring")}) {
       try {
         const Schedule s = LowerCollective(algo, kind, q, bytes, 2);
-        for (const CollectiveStep& step : s.steps) n += step.xfers.size();
+        std::vector<double> last_in(static_cast<size_t>(q), 0), now(static_cast<size_t>(q), 0);
+        for (const CollectiveStep& step : s.steps) {
+          for (const Xfer& x : step.xfers) {
+            n.transfers += 1;
+            n.deps += std::max(1.0, last_in[static_cast<size_t>(x.src)]) + (x.reduce ? 1 : 0);
+            now[static_cast<size_t>(x.dst)] += 1;
+          }
+          for (size_t r = 0; r < now.size(); ++r)
+            if (now[r] > 0) last_in[r] = now[r], now[r] = 0;
+        }
         break;
       } catch (const std::exception&) {
-        n = 0;  // this algorithm cannot (a grid it needs, an unknown name): count the ring
+        n = {};  // this algorithm cannot (a grid it needs, an unknown name): count the ring
       }
     }
-    most = std::max(most, static_cast<double>(n));
+    most.transfers = std::max(most.transfers, n.transfers);
+    most.deps = std::max(most.deps, n.deps);
   }
-  return most * (static_cast<double>(p) * (p - 1)) / (static_cast<double>(q) * (q - 1));
+  return most;
+}
+
+CollectiveCount CountTransfers(const std::string& algorithm, int p) {
+  constexpr int kCounted = 128;
+  const int q = std::min(p, kCounted);
+  CollectiveCount c = CountAt(algorithm, q);
+  if (p > q) {
+    const double pairs = (static_cast<double>(p) * (p - 1)) / (static_cast<double>(q) * (q - 1));
+    const CollectiveCount half = CountAt(algorithm, q / 2);
+    const bool deps_grow = c.deps / c.transfers > 1.5 * (half.deps / half.transfers);
+    c.transfers *= pairs;
+    c.deps *= pairs * (deps_grow ? static_cast<double>(p - 1) / (q - 1) : 1.0);
+  }
+  return c;
 }
 
 // Collectives per layer (both blocks) that a partitioner's layouts need, an upper bound
@@ -156,7 +184,8 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
 
   std::string algorithm = m.collective();
   if (algorithm.empty() || algorithm == "auto") algorithm = "ring";
-  const double transfers = coll * CollectiveTransfers(algorithm, p) + kGemms * shards * (shards > 1 ? p : 0);
+  const CollectiveCount per_collective = CollectiveTransfers(algorithm, p);
+  const double transfers = coll * per_collective.transfers + kGemms * shards * (shards > 1 ? p : 0);
   // Attention replicas (mapping.attention_dp) repeat the dense part on their own ranks.
   const double dp = std::max(1, static_cast<int>(m.attention_dp()));
   e.per_layer = (compute + memory + transfers) * dp;
@@ -176,7 +205,13 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
     };
     e.tasks += e.layers * (block(rows) + wl.decode_steps() * block(b));
   }
-  e.peak_bytes = e.tasks * ProgramEstimate::kBytesPerTask + ProgramEstimate::kBaseBytes;
+  // The collectives' deps past 2 a transfer (kBytesPerTask's share): direct's second step waits
+  // on every transfer into its source, p - 1 deps a transfer, p^3 a collective.
+  e.collective_deps = e.passes * e.layers * coll * per_collective.deps * dp;
+  const double extra_deps =
+      std::max(0.0, e.collective_deps - 2 * e.passes * e.layers * coll * per_collective.transfers * dp);
+  e.peak_bytes = e.tasks * ProgramEstimate::kBytesPerTask + extra_deps * ProgramEstimate::kBytesPerDep +
+                 ProgramEstimate::kBaseBytes;
   return e;
 }
 

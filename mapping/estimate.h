@@ -16,6 +16,8 @@
 //   mem    = memory tasks per compute task (weights streamed, KV in DRAM, spills)
 //   C      = collectives per layer of the partitioners used (counted per partitioner)
 //   X(P)   = transfers of the largest collective the algorithm makes on P ranks
+// and in bytes, kBytesPerTask a task plus kBytesPerDep for each of the collectives' deps past 2
+// a transfer (direct's all-reduce has P^3 of them).
 // tests/mapping/estimate_test.cc holds the bound against the lowering of every shipped
 // experiment and of each partitioner x algorithm, within a stated factor.
 
@@ -49,6 +51,12 @@ struct ProgramEstimate {
   // without --tasks (356 against 114 per task: reference-qwen3-4b --no-reuse, 400 -> 800 decode
   // steps, 2026-12-04; 356 on the TLM engine too).
   static constexpr double kTaskRecordBytes = 256;
+  // Deps of the collectives' transfers (an upper bound; direct's grow as p^3 a collective), and
+  // what each past 2 a transfer takes at the peak: 10.7 and 10.3 bytes measured as peak RSS per
+  // dep of `tpsim collectives wafer-32x32 --op all_reduce --sizes 1G --algo direct` at 512 and
+  // 1024 ranks (1.43 GB, 11.0 GB; 2026-12-05).
+  double collective_deps = 0;
+  static constexpr double kBytesPerDep = 12;
 };
 
 // The estimate for lowering `wl` on `chip` (Lower's arguments). Never throws for a

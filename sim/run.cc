@@ -118,8 +118,15 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
       "the Program would take about " + Sci(est.tasks) + " tasks, " + mapping::FormatBytes(bytes) +
           (task_records ? " with a record of each in the result (--tasks)" : "") + " (" + Sci(est.passes) +
           " passes (workload.decode_steps + 1) x " + Sci(est.layers) + " layers (" + layers_field + ") x " +
-          Sci(est.per_layer) + " tasks per layer at mapping.tp=" + std::to_string(m.tp()) + "), more than " +
-          limit + ": lower workload.decode_steps, the layers or mapping.tp, or raise " + limit_flag + note});
+          Sci(est.per_layer) + " tasks per layer at mapping.tp=" + std::to_string(m.tp()) +
+          // Where the collectives' deps are most of it (direct: p - 1 a transfer), say so.
+          (est.collective_deps > 4 * est.tasks
+               ? "; their collectives' transfers wait on " + Sci(est.collective_deps) +
+                     " others (mapping.collective " +
+                     (m.collective().empty() ? std::string("ring") : m.collective()) + ")"
+               : std::string()) +
+          "), more than " + limit + ": lower workload.decode_steps, the layers or mapping.tp, or raise " +
+          limit_flag + note});
 }
 
 void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {

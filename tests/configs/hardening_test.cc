@@ -463,6 +463,19 @@ TEST_F(Hardening, ProgramsBeyondMaxMemoryAreRefusedBeforeLowering) {
   EXPECT_EQ(tp.status, 2) << tp.output;
   EXPECT_EQ(tp.output.rfind("<command line: --set mapping.tp=64>:1:1: mapping.tp: 64: ", 0), 0u) << tp.output;
 
+  // TP 1024 in one stage with the direct collective: each transfer of an all-reduce's second
+  // step waits on the 1023 into its source, a billion deps a collective. The estimate counted
+  // tasks only (8.47e+06, under 3 GB): the run took 17 GB and 61 s before the schedule stopped
+  // at "more than 2^32 - 1 units of dependents" (exit 1). Now refused at once, the deps named.
+  Outcome direct = Tpsim(
+      "run configs/experiments/wafer-32x32-qwen3-32b.textproto --set mapping.tp=1024 "
+      "--set mapping.pipeline_stages=1 --set mapping.collective=direct --set workload.num_layers=1 "
+      "--max-memory 16G --quiet");
+  EXPECT_EQ(direct.status, 2) << direct.output;
+  EXPECT_EQ(direct.output.rfind("<command line: --set mapping.tp=1024>:1:1: mapping.tp: 1024: ", 0), 0u)
+      << direct.output;
+  EXPECT_NE(direct.output.find("others (mapping.collective direct)"), std::string::npos) << direct.output;
+
   // A bad size is a usage error; 0 turns the guard off.
   Outcome bad = Tpsim("run " + kRef + " --max-memory lots");
   EXPECT_EQ(bad.status, 2) << bad.output;
@@ -538,7 +551,8 @@ TEST_F(Hardening, ServingPastTheClockStopsWithTheCause) {
             "tpsim serve: a DRAM read of 1.31072 MB on channel 0 (task 12, op k_proj)"},
            // Each iteration 2.711 days: the 38th passes the clock.
            {"--set chip.memory[0].bandwidth_gbps=1e-5" + few + "20",
-            "tpsim serve: iteration 38 of the fused group starts at 105 days and takes 2.711 days: the stream "
+            "tpsim serve: iteration 38 of the fused group starts at 105 days and takes 2.711 days: the "
+            "stream "
             "runs past the 106.7 days"},
            // One layer of 36 simulated: 8.343 days, 300 days for the model.
            {"--set mapping.pipeline_stages=1 --set mapping.serving.layers_simulated=1 --set "

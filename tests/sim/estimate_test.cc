@@ -53,6 +53,9 @@ void Check(const Case& c) {
       p.collectives.size() / (est.layers * est.passes), compute, memory, transfers);
   EXPECT_LE(ratio, 1.0) << label;
   EXPECT_GE(ratio, kTightness) << label;
+  // The deps: at most 4 a task beside the collectives' (ProgramEstimate::collective_deps).
+  const double deps = static_cast<double>(p.dep_list().size());
+  EXPECT_LE(deps, est.collective_deps + 4 * est.tasks) << label << ": " << deps << " deps";
 }
 
 TEST(Estimate, BoundsEveryShippedExperiment) {
@@ -108,6 +111,10 @@ TEST(Estimate, BoundsOtherShapes) {
   Check({"mesh-16x16-hbm-qwen3-8b.textproto",
          {"mapping.tp=32", "mapping.pipeline_stages=8", "mapping.partition=n_split",
           "mapping.collective=direct", "workload.decode_steps=1"}});
+  // Direct's deps grow as p^3 a collective (p - 1 a transfer of an all-reduce's second step).
+  Check({ref,
+         {"mapping.tp=64", "mapping.pipeline_stages=1", "workload.decode_steps=0", "workload.num_layers=1",
+          "mapping.collective=direct"}});
   // Above 128 ranks the collectives' transfers are scaled, not counted.
   Check({"mesh-16x16-hbm-qwen3-8b.textproto",
          {"mapping.tp=256", "mapping.pipeline_stages=1", "workload.num_layers=1", "workload.decode_steps=0",
