@@ -215,6 +215,16 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   return e;
 }
 
+double CollectivePeakBytes(const std::string& algorithm, int ranks, double* transfers, double* deps) {
+  const CollectiveCount c =
+      CollectiveTransfers(algorithm.empty() || algorithm == "auto" ? std::string("ring") : algorithm, ranks);
+  if (transfers) *transfers = c.transfers;
+  if (deps) *deps = c.deps;
+  return c.transfers * ProgramEstimate::kBytesPerTask +
+         std::max(0.0, c.deps - 2 * c.transfers) * ProgramEstimate::kBytesPerDep +
+         ProgramEstimate::kBaseBytes;
+}
+
 std::string FormatBytes(double bytes) {
   char buf[64];
   if (bytes >= 1e9) {

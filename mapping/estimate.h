@@ -64,6 +64,13 @@ struct ProgramEstimate {
 ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& model,
                                 const config::Workload& wl, const config::Mapping& m);
 
+// What lowering and timing one collective of `algorithm` (auto: ring) over `ranks` ranks takes
+// at most (`tpsim collectives` on a chip without a gpu block): the largest kind's transfers at
+// kBytesPerTask, their deps past 2 a transfer at kBytesPerDep, and kBaseBytes. `*transfers` and
+// `*deps` (when not null): the counts.
+double CollectivePeakBytes(const std::string& algorithm, int ranks, double* transfers = nullptr,
+                           double* deps = nullptr);
+
 // "N.N GB" / "N MB" for messages.
 std::string FormatBytes(double bytes);
 

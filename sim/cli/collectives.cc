@@ -3,17 +3,20 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 
+#include "mapping/estimate.h"
 #include "sim/cli/args.h"
 #include "sim/cli/gpu_commands.h"
 #include "sim/microbench.h"
+#include "sim/run.h"
 
 namespace tpsim::cli {
 
 const char* const kCollectivesUsage =
     R"(usage: tpsim collectives CHIP --op OP --ranks N --sizes MIN:MAX [--algo A] [--proto P]
-                         [--csv out.csv] [--set FIELD=VALUE]...
+                         [--csv out.csv] [--set FIELD=VALUE]... [--max-memory SIZE]
 
 One collective over a sweep of sizes, printed as nccl-tests prints it: time per call, algbw
 = size / time, busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter,
@@ -38,6 +41,9 @@ all_to_all (n-1)/n; broadcast, send_recv 1), and the algorithm and protocol used
   --proto P        auto (default), ll, ll128, simple (GPU nodes only)
   --csv FILE       also write op,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps,algorithm,protocol
   --set F=V        override a chip field first, e.g. --set gpu.collective_launch_us=10
+  --max-memory SIZE  refuse (exit 2, before lowering) a collective estimated to need more
+                   (8G, 512M; 0: no limit; default 80% of this machine's memory): direct
+                   over 1024 ranks holds 2 million transfers and 10^9 deps (11 GB)
 )";
 
 namespace {
@@ -104,6 +110,7 @@ int CollectivesCommand(const std::vector<std::string>& args) {
   std::vector<sim::Override> sets;
   std::vector<uint64_t> sizes;
   int ranks = 0;
+  uint64_t max_memory = sim::DefaultMaxMemory();
   try {
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
@@ -119,6 +126,13 @@ int CollectivesCommand(const std::vector<std::string>& args) {
       }
       if (FlagAt(args, &i, "--set", &v)) {
         sets.push_back(sim::ParseOverride(v));
+        continue;
+      }
+      if (FlagAt(args, &i, "--max-memory", &v)) {
+        const std::optional<uint64_t> bytes = sim::ParseByteSize(v);
+        if (!bytes)
+          throw UsageError("--max-memory expects a size such as 8G, 512M or 1000000, got '" + v + "'");
+        max_memory = *bytes;
         continue;
       }
       if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option " + a);
@@ -143,6 +157,20 @@ int CollectivesCommand(const std::vector<std::string>& args) {
   try {
     const arch::Chip chip = sim::LoadChipArg(chip_arg, sets);
     chip_name = chip.config().name();
+    // A lowered collective's size, before lowering it (direct's all-reduce over 1024 ranks holds
+    // 2 million transfers and 10^9 deps: 11 GB).
+    double transfers = 0, deps = 0;
+    const double bytes =
+        chip.config().has_gpu() ? 0 : mapping::CollectivePeakBytes(algo, ranks, &transfers, &deps);
+    if (max_memory > 0 && bytes > static_cast<double>(max_memory)) {
+      char what[160];
+      std::snprintf(what, sizeof what, "about %.3g transfers and %.3g deps", transfers, deps);
+      throw UsageError("--ranks " + std::to_string(ranks) + ": a " + (algo == "auto" ? "ring" : algo) + " " +
+                       op + " over them would take " + what + ", " + mapping::FormatBytes(bytes) +
+                       ", more than --max-memory " + mapping::FormatBytes(static_cast<double>(max_memory)) +
+                       (max_memory == sim::DefaultMaxMemory() ? " (80% of this machine's memory)" : "") +
+                       ": fewer ranks, another --algo, or a higher --max-memory (0: no limit)");
+    }
     for (uint64_t s : sizes) rows.push_back(sim::PredictCollective(chip, op, ranks, s, algo, proto));
     std::cout << "# tpsim collectives: " << op << " over " << ranks << " ranks of " << chip_name << " ("
               << (chip.config().has_gpu() ? "GPU node: NCCL-like model, arch/gpu/collective.h"

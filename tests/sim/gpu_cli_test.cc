@@ -131,6 +131,14 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
       {"collectives wafer-8x8 --op all_reduce --ranks 8 --sizes 1M --proto ll", "has no NCCL protocols"},
       {"collectives wafer-8x8 --op broadcast --ranks 8 --sizes 1M", "not modelled on wafer-8x8"},
       {"collectives nosuchchip --op all_reduce --ranks 8 --sizes 1M", "unknown chip 'nosuchchip' (shipped:"},
+      // Refused before lowering, not run to 11 GB (direct over 1024 ranks: 2.1 million transfers,
+      // 1.09e9 deps; 13.6 GB estimated).
+      {"collectives wafer-32x32 --op all_reduce --ranks 1024 --sizes 1M --algo direct --max-memory 1G",
+       "--ranks 1024: a direct all_reduce over them would take about 2.1e+06 transfers and 1.09e+09 deps, "
+       "13.6 "
+       "GB, more than --max-memory 1.07 GB"},
+      {"collectives wafer-8x8 --op all_reduce --ranks 8 --sizes 1M --max-memory lots",
+       "--max-memory expects a size"},
       {"collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 1M --frobnicate",
        "unknown option --frobnicate"},
       {"gemm h100-sxm-8 --m 1 --n 4096", "needs all of --m, --n and --k"},
