@@ -86,6 +86,11 @@ CollectiveCount CountTransfers(const std::string& algorithm, int p) {
   return c;
 }
 
+// What one collective's deps past 2 a transfer (kBytesPerTask's share) take.
+double ExtraDepBytes(const CollectiveCount& c) {
+  return std::max(0.0, c.deps - 2 * c.transfers) * ProgramEstimate::kBytesPerDep;
+}
+
 // Collectives per layer (both blocks) that a partitioner's layouts need, an upper bound
 // counted from the lowering of each (tests/mapping/estimate_test.cc): the converting
 // collectives before and after its GEMMs, the heads conversions of q, k and v, and the
@@ -182,9 +187,7 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   if (std::max(attention, gemm) + held > sram - resident) memory += kSpillsPerCompute * compute;
   if (gpu) memory = 0;
 
-  std::string algorithm = m.collective();
-  if (algorithm.empty() || algorithm == "auto") algorithm = "ring";
-  const CollectiveCount per_collective = CollectiveTransfers(algorithm, p);
+  const CollectiveCount per_collective = CollectiveTransfers(CountedAlgorithm(m.collective()), p);
   const double transfers = coll * per_collective.transfers + kGemms * shards * (shards > 1 ? p : 0);
   // Attention replicas (mapping.attention_dp) repeat the dense part on their own ranks.
   const double dp = std::max(1, static_cast<int>(m.attention_dp()));
@@ -205,24 +208,24 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
     };
     e.tasks += e.layers * (block(rows) + wl.decode_steps() * block(b));
   }
-  // The collectives' deps past 2 a transfer (kBytesPerTask's share): direct's second step waits
-  // on every transfer into its source, p - 1 deps a transfer, p^3 a collective.
-  e.collective_deps = e.passes * e.layers * coll * per_collective.deps * dp;
-  const double extra_deps =
-      std::max(0.0, e.collective_deps - 2 * e.passes * e.layers * coll * per_collective.transfers * dp);
-  e.peak_bytes = e.tasks * ProgramEstimate::kBytesPerTask + extra_deps * ProgramEstimate::kBytesPerDep +
+  // The collectives' deps past 2 a transfer: direct's second step waits on every transfer into
+  // its source, p - 1 deps a transfer, p^3 a collective.
+  const double collectives = e.passes * e.layers * coll * dp;
+  e.collective_deps = collectives * per_collective.deps;
+  e.peak_bytes = e.tasks * ProgramEstimate::kBytesPerTask + collectives * ExtraDepBytes(per_collective) +
                  ProgramEstimate::kBaseBytes;
   return e;
 }
 
+std::string CountedAlgorithm(const std::string& collective) {
+  return collective.empty() || collective == "auto" ? std::string("ring") : collective;
+}
+
 double CollectivePeakBytes(const std::string& algorithm, int ranks, double* transfers, double* deps) {
-  const CollectiveCount c =
-      CollectiveTransfers(algorithm.empty() || algorithm == "auto" ? std::string("ring") : algorithm, ranks);
+  const CollectiveCount c = CollectiveTransfers(CountedAlgorithm(algorithm), ranks);
   if (transfers) *transfers = c.transfers;
   if (deps) *deps = c.deps;
-  return c.transfers * ProgramEstimate::kBytesPerTask +
-         std::max(0.0, c.deps - 2 * c.transfers) * ProgramEstimate::kBytesPerDep +
-         ProgramEstimate::kBaseBytes;
+  return c.transfers * ProgramEstimate::kBytesPerTask + ExtraDepBytes(c) + ProgramEstimate::kBaseBytes;
 }
 
 std::string FormatBytes(double bytes) {

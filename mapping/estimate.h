@@ -64,6 +64,10 @@ struct ProgramEstimate {
 ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& model,
                                 const config::Workload& wl, const config::Mapping& m);
 
+// The algorithm the estimate counts for a mapping.collective or --algo value: the value, ring
+// where it is empty or auto.
+std::string CountedAlgorithm(const std::string& collective);
+
 // What lowering and timing one collective of `algorithm` (auto: ring) over `ranks` ranks takes
 // at most (`tpsim collectives` on a chip without a gpu block): the largest kind's transfers at
 // kBytesPerTask, their deps past 2 a transfer at kBytesPerDep, and kBaseBytes. `*transfers` and

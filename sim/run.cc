@@ -85,6 +85,11 @@ std::string Sci(double v) {
 
 }  // namespace
 
+std::string MemoryLimitText(const std::string& flag, uint64_t max_bytes) {
+  return flag + " " + mapping::FormatBytes(static_cast<double>(max_bytes)) +
+         (max_bytes == DefaultMaxMemory() ? " (80% of this machine's memory)" : "");
+}
+
 void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_bytes,
                     const std::string& limit_flag, std::optional<uint32_t> materialised_steps,
                     bool task_records, const std::string& note) {
@@ -111,8 +116,7 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
   } else if (tp_factor > est.passes) {
     field = "mapping.tp", value = std::to_string(m.tp());
   }
-  const std::string limit = limit_flag + " " + mapping::FormatBytes(static_cast<double>(max_bytes)) +
-                            (max_bytes == DefaultMaxMemory() ? " (80% of this machine's memory)" : "");
+  const std::string limit = MemoryLimitText(limit_flag, max_bytes);
   throw config::ConfigError(config::Diag{
       e.locs.Find(field), field, value,
       "the Program would take about " + Sci(est.tasks) + " tasks, " + mapping::FormatBytes(bytes) +
@@ -122,8 +126,7 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
           // Where the collectives' deps are most of it (direct: p - 1 a transfer), say so.
           (est.collective_deps > 4 * est.tasks
                ? "; their collectives' transfers wait on " + Sci(est.collective_deps) +
-                     " others (mapping.collective " +
-                     (m.collective().empty() ? std::string("ring") : m.collective()) + ")"
+                     " others (mapping.collective " + mapping::CountedAlgorithm(m.collective()) + ")"
                : std::string()) +
           "), more than " + limit + ": lower workload.decode_steps, the layers or mapping.tp, or raise " +
           limit_flag + note});

@@ -44,6 +44,8 @@ uint64_t DefaultMaxMemory();
 // "8G", "512M", "1.5GB", "64KiB", "1000000": bytes (K, M, G, T are powers of 1024, with
 // or without a trailing B or iB); nullopt for anything else or a value past 2^64.
 std::optional<uint64_t> ParseByteSize(const std::string& text);
+// A memory limit as refusals print it: "--max-memory 20.2 GB (80% of this machine's memory)".
+std::string MemoryLimitText(const std::string& flag, uint64_t max_bytes);
 
 // Refuses an experiment whose Program would take more than `max_bytes` (0: no limit) by
 // mapping::EstimateProgram: config::ConfigError at the field that drives the size most

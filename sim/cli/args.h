@@ -1,11 +1,16 @@
 #pragma once
 // Pieces of the command line that `tpsim` (sim/cli/main.cc), `tpsim collectives` and `tpsim gemm`
-// share: the usage error, "--flag VALUE" / "--flag=VALUE", and fixed-point numbers for tables.
+// share: the usage error, "--flag VALUE" / "--flag=VALUE", --max-memory's value, and fixed-point
+// numbers for tables.
 
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "sim/run.h"
 
 namespace tpsim::cli {
 
@@ -31,6 +36,13 @@ inline bool FlagAt(const std::vector<std::string>& args, size_t* i, const std::s
   // An empty value ("--csv ''", a script's unset variable) would read as the flag not given.
   if (value->empty()) throw UsageError(flag + " needs a value, got an empty one");
   return true;
+}
+
+// --max-memory's value (sim::ParseByteSize: 8G, 512M, bytes; 0: no limit), or a UsageError.
+inline uint64_t MaxMemoryValue(const std::string& v) {
+  const std::optional<uint64_t> bytes = sim::ParseByteSize(v);
+  if (!bytes) throw UsageError("--max-memory expects a size such as 8G, 512M or 1000000, got '" + v + "'");
+  return *bytes;
 }
 
 // `v` with `digits` digits after the point ("%.*f").

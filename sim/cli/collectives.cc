@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <optional>
 #include <stdexcept>
 
 #include "mapping/estimate.h"
@@ -129,10 +128,7 @@ int CollectivesCommand(const std::vector<std::string>& args) {
         continue;
       }
       if (FlagAt(args, &i, "--max-memory", &v)) {
-        const std::optional<uint64_t> bytes = sim::ParseByteSize(v);
-        if (!bytes)
-          throw UsageError("--max-memory expects a size such as 8G, 512M or 1000000, got '" + v + "'");
-        max_memory = *bytes;
+        max_memory = MaxMemoryValue(v);
         continue;
       }
       if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option " + a);
@@ -165,10 +161,9 @@ int CollectivesCommand(const std::vector<std::string>& args) {
     if (max_memory > 0 && bytes > static_cast<double>(max_memory)) {
       char what[160];
       std::snprintf(what, sizeof what, "about %.3g transfers and %.3g deps", transfers, deps);
-      throw UsageError("--ranks " + std::to_string(ranks) + ": a " + (algo == "auto" ? "ring" : algo) + " " +
+      throw UsageError("--ranks " + std::to_string(ranks) + ": a " + mapping::CountedAlgorithm(algo) + " " +
                        op + " over them would take " + what + ", " + mapping::FormatBytes(bytes) +
-                       ", more than --max-memory " + mapping::FormatBytes(static_cast<double>(max_memory)) +
-                       (max_memory == sim::DefaultMaxMemory() ? " (80% of this machine's memory)" : "") +
+                       ", more than " + sim::MemoryLimitText("--max-memory", max_memory) +
                        ": fewer ranks, another --algo, or a higher --max-memory (0: no limit)");
     }
     for (uint64_t s : sizes) rows.push_back(sim::PredictCollective(chip, op, ranks, s, algo, proto));

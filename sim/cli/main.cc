@@ -357,10 +357,7 @@ int Run(Args& a) {
       continue;
     }
     if (a.Flag("--max-memory", &v)) {
-      const std::optional<uint64_t> bytes = sim::ParseByteSize(v);
-      if (!bytes)
-        throw UsageError("--max-memory expects a size such as 8G, 512M or 1000000, got '" + v + "'");
-      opts.max_memory_bytes = *bytes;
+      opts.max_memory_bytes = MaxMemoryValue(v);
       continue;
     }
     if (a.Switch("--tasks")) {

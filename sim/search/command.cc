@@ -164,14 +164,18 @@ struct Options {
   bool slurm = false, dry_run = false;
   std::vector<std::string> slurm_only, forward;
 };
-// A flag's list, each value once (`--partitions megatron,megatron` searched every candidate
+// Each value of a flag's lists once (`--partitions megatron,megatron` searched every candidate
 // twice and counted each twice on the front).
+template <class T, class V>
+void AddOnce(std::vector<T>* out, const V& v) {
+  if (std::find(out->begin(), out->end(), v) == out->end()) out->push_back(static_cast<T>(v));
+}
 std::vector<std::string> SplitList(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
   std::string item;
   while (std::getline(in, item, ','))
-    if (!item.empty() && std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+    if (!item.empty()) AddOnce(&out, item);
   return out;
 }
 // The registered collectives and "auto" (mapping.collective: nvls where the chip allows it,
@@ -278,7 +282,7 @@ int SearchCommand(const std::vector<std::string>& args) {
       for (const auto& s : SplitList(value)) {
         const uint64_t v = config::ParseCount(s, UINT32_MAX);
         if (v == 0 || v > 1u << 20) throw std::out_of_range(s);
-        if (std::find(out->begin(), out->end(), v) == out->end()) out->push_back(static_cast<uint32_t>(v));
+        AddOnce(out, v);
       }
       if (out->empty()) throw std::invalid_argument(value);
     };
@@ -354,7 +358,7 @@ int SearchCommand(const std::vector<std::string>& args) {
           if (std::find(valid.begin(), valid.end(), v) == valid.end()) {
             return Usage(flag + " takes " + config::JoinNames(valid) + ", not '" + v + "'");
           }
-          if (std::find(into.begin(), into.end(), v) == into.end()) into.push_back(v);
+          AddOnce(&into, v);
         }
       } else if (flag == "--batch") {
         u32list(&o.search.space.batch);
