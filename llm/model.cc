@@ -22,7 +22,8 @@ using nlohmann::json;
 // defaults for the keys a config may leave out (the attributes of its configuration class,
 // src/transformers/models/<model>/configuration_<model>.py at huggingface/transformers
 // 008e574, read 2026-12-05): num_key_value_heads (0: num_attention_heads, as for null),
-// head_dim (0: hidden_size / num_attention_heads) and max_position_embeddings.
+// head_dim (0: hidden_size / num_attention_heads), max_position_embeddings and
+// tie_word_embeddings.
 struct Architecture {
   const char* hf_name;
   const char* name;  // config::Model.architecture
@@ -31,25 +32,32 @@ struct Architecture {
   uint32_t kv_heads;
   uint32_t head_dim;
   uint32_t max_positions;
+  bool tie_embeddings;
 };
 
 constexpr Architecture kArchitectures[] = {
-    // LlamaConfig: num_key_value_heads None, head_dim None, max_position_embeddings 2048.
-    {"LlamaForCausalLM", "llama", false, false, 0, 0, 2048},
+    // LlamaConfig: num_key_value_heads None, head_dim None, max_position_embeddings 2048,
+    // tie_word_embeddings False (as every class below but Gemma's).
+    {"LlamaForCausalLM", "llama", false, false, 0, 0, 2048, false},
     // MistralConfig and MixtralConfig: 8, None, 4096 * 32.
-    {"MistralForCausalLM", "mistral", false, false, 8, 0, 4096 * 32},
+    {"MistralForCausalLM", "mistral", false, false, 8, 0, 4096 * 32, false},
     // Qwen3Config: 32, 128, 32768.
-    {"Qwen3ForCausalLM", "qwen3", true, false, 32, 128, 32768},
+    {"Qwen3ForCausalLM", "qwen3", true, false, 32, 128, 32768, false},
     // Qwen3MoeConfig: 4, no head_dim attribute (the attention's default, hidden / heads), 32768.
-    {"Qwen3MoeForCausalLM", "qwen3_moe", true, true, 4, 0, 32768},
-    {"MixtralForCausalLM", "mixtral", false, true, 8, 0, 4096 * 32},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", true, true, 4, 0, 32768, false},
+    {"MixtralForCausalLM", "mixtral", false, true, 8, 0, 4096 * 32, false},
     // Qwen2Config: 32, no head_dim attribute, 32768.
-    {"Qwen2ForCausalLM", "qwen2", false, false, 32, 0, 32768},
+    {"Qwen2ForCausalLM", "qwen2", false, false, 32, 0, 32768, false},
     // Qwen2MoeConfig (Qwen1.5-MoE, Qwen2-MoE): 16, no head_dim attribute, 32768.
-    {"Qwen2MoeForCausalLM", "qwen2_moe", false, true, 16, 0, 32768},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", false, true, 16, 0, 32768, false},
     // Phi3Config (Phi-3 mini and medium, Phi-3.5-mini, Phi-4, Phi-4-mini): None, no head_dim
     // attribute, 4096. Its fused qkv_proj and gate_up_proj are the same GEMMs as Llama's.
-    {"Phi3ForCausalLM", "phi3", false, false, 0, 0, 4096},
+    {"Phi3ForCausalLM", "phi3", false, false, 0, 0, 4096, false},
+    // GemmaConfig (Gemma 1: gemma-2b, gemma-7b; Gemma 2 and 3 slide and cap logits): 16, 256,
+    // 8192, tie_word_embeddings True. Its GeGLU MLP (gelu gate times up) is the same GEMMs as
+    // SwiGLU's, its (1 + weight) RMSNorm the same norm; the embeddings' scaling by
+    // sqrt(hidden_size), one multiply per element of one token's hidden state, is not timed.
+    {"GemmaForCausalLM", "gemma", false, false, 16, 256, 8192, true},
 };
 
 std::string SupportedHfNames() {
@@ -397,7 +405,7 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   m.set_head_dim(head_dim.value_or(arch->head_dim ? arch->head_dim : *heads ? *hidden / *heads : 0));
   m.set_intermediate_size(inter.value_or(0));
   m.set_vocab_size(*vocab);
-  m.set_tie_word_embeddings(tie.value_or(false));
+  m.set_tie_word_embeddings(tie.value_or(arch->tie_embeddings));
   m.set_max_position_embeddings(max_pos.value_or(0));
   m.set_sliding_window(window);
 
@@ -460,7 +468,8 @@ std::vector<std::pair<std::string, std::string>> ImportableArchitectures() {
                                     (a.qk_norm ? ", Q/K norms" : "") + "; omitted: num_key_value_heads " +
                                     (a.kv_heads ? std::to_string(a.kv_heads) : "= heads") + ", head_dim " +
                                     (a.head_dim ? std::to_string(a.head_dim) : "= hidden / heads") +
-                                    ", max_position_embeddings " + std::to_string(a.max_positions));
+                                    ", max_position_embeddings " + std::to_string(a.max_positions) +
+                                    ", tie_word_embeddings " + (a.tie_embeddings ? "true" : "false"));
   }
   std::sort(out.begin(), out.end());
   return out;

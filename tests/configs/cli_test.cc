@@ -194,12 +194,14 @@ TEST(Cli, ListPrintsTheShippedChipsExperimentsAndModels) {
   ExpectInOrder(
       archs.output,
       {"architecture\n",
+       "  GemmaForCausalLM     gemma, dense; omitted: num_key_value_heads 16, head_dim 256, "
+       "max_position_embeddings 8192, tie_word_embeddings true\n",
        "  LlamaForCausalLM     llama, dense; omitted: num_key_value_heads = heads, head_dim = hidden / "
-       "heads, max_position_embeddings 2048\n",
+       "heads, max_position_embeddings 2048, tie_word_embeddings false\n",
        "  Qwen3ForCausalLM     qwen3, dense, Q/K norms; omitted: num_key_value_heads 32, head_dim 128, "
-       "max_position_embeddings 32768\n"});
-  EXPECT_EQ(std::count(archs.output.begin(), archs.output.end(), '\n'), 9)
-      << archs.output;  // 8 architectures
+       "max_position_embeddings 32768, tie_word_embeddings false\n"});
+  EXPECT_EQ(std::count(archs.output.begin(), archs.output.end(), '\n'), 10)
+      << archs.output;  // 9 architectures
   Outcome chips = RunTpsim("list chip");
   ASSERT_EQ(chips.status, 0) << chips.output;
   EXPECT_EQ(std::count(chips.output.begin(), chips.output.end(), '\n'), 9) << chips.output;  // 8 chips

@@ -446,6 +446,47 @@ TEST(Import, Qwen2Moe) {
 // microsoft/phi-4's config.json (14.7B parameters on its card) and Phi-3-mini-4k's (3.8B), whose
 // sliding window of 2,047 tokens applies to every layer; Phi-3's su and yarn rope blocks are
 // longrope (Phi3Config), its max_position_embeddings already the extended one.
+// Gemma 1 (GemmaForCausalLM): google/gemma-7b's config.json, which leaves tie_word_embeddings out
+// (GemmaConfig's default: true, so the embedding is counted once), and gemma-2b's (multi-query:
+// one KV head). The Gemma report (arXiv 2403.08295, Table 2) gives 7,751,248,896 non-embedding
+// parameters for 7B and 1,981,884,416 for 2B, which tpsim's count matches exactly (per layer
+// q/k/v/o, the three MLP matrices and two norms, plus the final norm; by hand: 28 x (4 x 3072 x
+// 4096 + 3 x 3072 x 24576 + 2 x 3072) + 3072). Its embedding counts (786,825,216 and
+// 524,550,144) are of a 256,128-row table; the checkpoints' vocab_size is 256,000.
+TEST(Import, Gemma) {
+  const std::string gemma7b = R"({"architectures": ["GemmaForCausalLM"], "attention_bias": false,
+    "attention_dropout": 0.0, "bos_token_id": 2, "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu",
+    "hidden_size": 3072, "initializer_range": 0.02, "intermediate_size": 24576,
+    "max_position_embeddings": 8192, "model_type": "gemma", "num_attention_heads": 16,
+    "num_hidden_layers": 28, "num_key_value_heads": 16, "pad_token_id": 0, "rms_norm_eps": 1e-06,
+    "rope_scaling": null, "rope_theta": 10000.0, "torch_dtype": "bfloat16", "use_cache": true,
+    "vocab_size": 256000})";
+  const config::Model m = ImportHuggingFaceText(gemma7b, "gemma-7b.json");
+  EXPECT_EQ(m.architecture(), "gemma");
+  EXPECT_FALSE(m.qk_norm());
+  EXPECT_TRUE(m.tie_word_embeddings());
+  EXPECT_EQ(m.head_dim(), 256u);
+  EXPECT_EQ(m.sliding_window(), 0u);
+  EXPECT_DOUBLE_EQ(ParameterCount(m), 256000.0 * 3072 + 7751248896.0);
+  // gemma-2b: no head_dim, num_key_value_heads or max_position_embeddings (GemmaConfig's
+  // defaults: 256, 16 and 8192; the published config sets 1 KV head).
+  const std::string gemma2b = R"({"architectures": ["GemmaForCausalLM"], "hidden_size": 2048,
+    "intermediate_size": 16384, "num_attention_heads": 8, "num_hidden_layers": 18,
+    "num_key_value_heads": 1, "vocab_size": 256000})";
+  const config::Model m2 = ImportHuggingFaceText(gemma2b, "gemma-2b.json");
+  EXPECT_EQ(m2.head_dim(), 256u);
+  EXPECT_EQ(m2.num_key_value_heads(), 1u);
+  EXPECT_EQ(m2.max_position_embeddings(), 8192u);
+  EXPECT_TRUE(m2.tie_word_embeddings());
+  const double h = 2048;
+  EXPECT_DOUBLE_EQ(ParameterCount(m2),
+                   256000 * h + 18 * (2 * h * 2048 + 2 * h * 256 + 3 * h * 16384 + 2 * h) + h);
+  EXPECT_DOUBLE_EQ(ParameterCount(m2), 256000 * h + 1981884416.0);
+  const config::Model untied = ImportHuggingFaceText(
+      Replace(gemma2b, "\"vocab_size\"", "\"tie_word_embeddings\": false, \"vocab_size\""), "u.json");
+  EXPECT_FALSE(untied.tie_word_embeddings());
+}
+
 TEST(Import, Phi3) {
   const std::string phi4 = R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 5120,
     "intermediate_size": 17920, "max_position_embeddings": 16384, "num_attention_heads": 40,
@@ -497,7 +538,7 @@ TEST(ImportErrors, UnsupportedArchitecture) {
       ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
       "b.json:2:3: architectures: GPT2LMHeadModel: unsupported architecture; supported: "
       "LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
-      "Qwen2ForCausalLM, Qwen2MoeForCausalLM, Phi3ForCausalLM");
+      "Qwen2ForCausalLM, Qwen2MoeForCausalLM, Phi3ForCausalLM, GemmaForCausalLM");
 }
 
 TEST(ImportErrors, WrongType) {
@@ -601,7 +642,7 @@ TEST(Validate, MoeConsistency) {
   EXPECT_EQ(
       diags[0].str(),
       "x:1:1: model.architecture: qwen3moe: unknown architecture; valid: llama, mistral, qwen3, qwen3_moe, "
-      "mixtral, qwen2, qwen2_moe, phi3, did you mean qwen3_moe?");
+      "mixtral, qwen2, qwen2_moe, phi3, gemma, did you mean qwen3_moe?");
 }
 
 class LoadModelFileTest : public ::testing::Test {
