@@ -25,15 +25,20 @@ using mapping::TaskKind;
 
 using mapping::SerialisationPs;
 
-// A compute task's arguments to the chip's cost functions: equal keys, equal times.
+// A compute task's arguments to the chip's cost functions (mapping/cost.h): equal keys, equal
+// times. `unit`: kMatrixUnit (GemmTime, or the GPU GEMM model), kVectorUnit (vector_ops and
+// bytes only), or kCollectiveKernel: on a GPU-node chip a collective kernel is timed by its kind
+// (m), ranks (n) and algorithm (k) as well as its bytes (mapping::GpuCollectiveTime). Before the
+// third, an all_gather took the time of the first collective kernel of its bytes, an all_reduce's.
+enum : uint8_t { kMatrixUnit = 1, kVectorUnit = 2, kCollectiveKernel = 3 };
 struct ShapeKey {
-  bool gemm;
+  uint8_t unit;
   uint64_t batch, m, n, k, bytes, vector_ops_bits;
   bool operator==(const ShapeKey&) const = default;
 };
 struct ShapeHash {
   size_t operator()(const ShapeKey& s) const {
-    uint64_t h = s.gemm ? 1 : 2;
+    uint64_t h = s.unit;
     for (uint64_t v : {s.batch, s.m, s.n, s.k, s.bytes, s.vector_ops_bits}) {
       h = (h ^ v) * 0x9e3779b97f4a7c15ull;
       h ^= h >> 29;
@@ -42,11 +47,13 @@ struct ShapeHash {
   }
 };
 ShapeKey ShapeOf(const Task& t) {
-  if (mapping::OnMatrixUnit(t.op_kind)) return ShapeKey{true, t.batch, t.m, t.n, t.k, t.bytes, 0};
+  if (mapping::OnMatrixUnit(t.op_kind)) return ShapeKey{kMatrixUnit, t.batch, t.m, t.n, t.k, t.bytes, 0};
+  if (t.op_kind == llm::OpKind::kCollective)
+    return ShapeKey{kCollectiveKernel, t.batch, t.m, t.n, t.k, t.bytes, 0};
   uint64_t ops_bits;
   static_assert(sizeof ops_bits == sizeof t.vector_ops);
   std::memcpy(&ops_bits, &t.vector_ops, sizeof ops_bits);
-  return ShapeKey{false, 0, 0, 0, 0, t.bytes, ops_bits};
+  return ShapeKey{kVectorUnit, 0, 0, 0, 0, t.bytes, ops_bits};
 }
 
 using arch::SatAdd;
@@ -190,9 +197,8 @@ std::shared_ptr<const AnalyticalPlan> PlanAnalytical(const mapping::Program& pro
           if (inserted) p.pairs.emplace_back(r.core, shape.dst_core);
           last = SeenTransfer{r.core, it->second, 0};
           if (shape.in_switch_gbps == 0) {
-            auto [kit, new_key] =
-                transfer_index.try_emplace(ShapeKey{false, last.pair, shape.bytes, 0, 0, 0, 0},
-                                           static_cast<uint32_t>(p.transfer_keys.size()));
+            auto [kit, new_key] = transfer_index.try_emplace(ShapeKey{0, last.pair, shape.bytes, 0, 0, 0, 0},
+                                                             static_cast<uint32_t>(p.transfer_keys.size()));
             if (new_key) p.transfer_keys.push_back({static_cast<uint32_t>(i), 0});
             last.key = kit->second;
           }

@@ -15,6 +15,7 @@
 
 #include "configs/load.h"
 #include "mapping/collective/collective.h"
+#include "mapping/cost.h"
 #include "mapping/mapping.h"
 #include "tests/arch/test_util.h"
 #include "tests/mapping/mapping_test_util.h"
@@ -637,6 +638,42 @@ TEST(AnalyticalEngine, NvlsAgainstRingAllReduceOnH200ByHand) {
   mapping::Program small = mapping::CollectiveProgram(chip, "auto", kAr, 8, 512 << 10, 2);
   EXPECT_EQ(mapping::ToString(small.collectives[0].algorithm), "ring");
   EXPECT_EQ(MakeAnalyticalEngine()->Run(small, chip).makespan_ps, 10'438'904);
+}
+
+// On a GPU node each collective kernel takes its own NCCL time (mapping::GpuCollectiveTime):
+// the engine's memo of compute shapes keys a collective kernel by its kind, ranks and algorithm
+// too. It keyed it by bytes only, so an all_gather of 1.25 MiB over 4 GPUs took the time of the
+// all_reduce of 1.25 MiB before it (38.333 us instead of 27.594 us on h200-sxm-8's model).
+TEST(AnalyticalEngine, GpuCollectiveKernelsOfEqualBytesTakeTheirOwnTimes) {
+  const arch::Chip chip = arch::testing::LoadChip("h200-sxm-8");
+  Program p;
+  p.num_cores = chip.num_cores();
+  p.num_channels = static_cast<int>(chip.channels().size());
+  p.ops = NewProgram().ops;
+  auto collective = [&](int core, mapping::CollectiveKind kind, uint64_t ranks) {
+    mapping::Task c;
+    c.kind = TaskKind::kCompute;
+    c.op_kind = llm::OpKind::kCollective;
+    c.core = mapping::CoreId(core);
+    c.m = static_cast<uint64_t>(kind);
+    c.n = ranks;
+    c.bytes = 1310720;
+    p.Add(c);
+    return mapping::ComputeShape{.op_kind = c.op_kind, .m = c.m, .n = c.n, .bytes = c.bytes};
+  };
+  const mapping::ComputeShape shapes[] = {collective(0, mapping::CollectiveKind::kAllReduce, 4),
+                                          collective(1, mapping::CollectiveKind::kAllGather, 4),
+                                          collective(2, mapping::CollectiveKind::kReduceScatter, 4),
+                                          collective(3, mapping::CollectiveKind::kAllReduce, 8)};
+  const EngineOutput out = MakeAnalyticalEngine()->Run(p, chip);
+  Ps want[4];
+  for (size_t i = 0; i < 4; ++i) {
+    want[i] = mapping::GpuCollectiveTime(chip, shapes[i], false);
+    EXPECT_EQ(out.tasks[i].end_ps - out.tasks[i].start_ps, want[i]) << i;
+  }
+  // The all_reduce's time differs from the all_gather's and from 8 ranks': the test can tell.
+  EXPECT_NE(want[0], want[1]);
+  EXPECT_NE(want[0], want[3]);
 }
 
 }  // namespace
