@@ -113,7 +113,7 @@ TaskTotals Totals(const mapping::Program& program, const mapping::Program& g, co
     tt.op_all[op].Add(time.start_ps, time.end_ps);
     tt.t0 = std::min(tt.t0, time.start_ps);
     const int core = g.core(i);
-    if (g.kind(i) == TaskKind::kCompute && core >= 0 && core < num_cores) {
+    if (g.kind(i) == TaskKind::kCompute && core >= 0 && core < num_cores && !CollectiveKernel(g, i)) {
       tt.core_compute[core] += time.end_ps - time.start_ps;
     }
   }
@@ -386,7 +386,7 @@ config::Result BuildResult(const mapping::Program& program, const arch::Chip& ch
   for (size_t i = 0; i < n; ++i) {
     const auto& t = tasks[i];
     const TaskTime& time = out.tasks[i];
-    const bool coll = t.kind == TaskKind::kCompute && program.shape(i).op_kind == llm::OpKind::kCollective;
+    const bool coll = CollectiveKernel(program, i);
     if (t.kind == TaskKind::kTransfer || coll) op_comm[t.op].Add(time.start_ps, time.end_ps);
     if (coll) coll_kernels[t.op] = true;
     if (t.kind == TaskKind::kMemory) op_mem[t.op].Add(time.start_ps, time.end_ps);

@@ -312,9 +312,7 @@ void AddChannelWaits(const mapping::Program& p, std::span<const TaskTime> times,
 }
 
 int PathKind(const mapping::Program& g, size_t i) {
-  // A GPU's collective kernel (op_kind kCollective) is communication, though it runs on its core.
-  if (g.kind(i) == mapping::TaskKind::kCompute && g.shape(i).op_kind == llm::OpKind::kCollective)
-    return static_cast<int>(mapping::TaskKind::kTransfer);
+  if (CollectiveKernel(g, i)) return static_cast<int>(mapping::TaskKind::kTransfer);
   return static_cast<int>(g.kind(i));
 }
 

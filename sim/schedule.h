@@ -207,8 +207,13 @@ CriticalPathSplit CriticalPath(const mapping::Program& p, std::span<const TaskTi
 // maxima already in `channels` are kept.
 void AddChannelWaits(const mapping::Program& p, std::span<const TaskTime> times,
                      std::vector<ChannelUsage>* channels);
+// A GPU's collective kernel: a compute task of op_kind kCollective, which runs on its core but
+// is communication (the critical path, the op rows and the cores' compute time count it so).
+inline bool CollectiveKernel(const mapping::Program& p, size_t i) {
+  return p.kind(i) == mapping::TaskKind::kCompute && p.shape(i).op_kind == llm::OpKind::kCollective;
+}
 // The kind a task's span counts to on the critical path, as a TaskKind index: its own, but
-// communication for a GPU's collective kernel (a compute task of op_kind kCollective).
+// communication for a GPU's collective kernel.
 int PathKind(const mapping::Program& p, size_t i);
 
 }  // namespace tpsim::sim

@@ -4,6 +4,7 @@
 #include <limits>
 #include <tuple>
 
+#include "sim/schedule.h"
 #include "sim/step_source.h"
 
 namespace tpsim::sim {
@@ -12,10 +13,6 @@ namespace {
 
 using mapping::Program;
 using mapping::TaskKind;
-
-bool IsCollectiveKernel(const Program& p, size_t i) {
-  return p.kind(i) == TaskKind::kCompute && p.shape(i).op_kind == llm::OpKind::kCollective;
-}
 
 }  // namespace
 
@@ -86,7 +83,8 @@ void AddStepCores(const Program& step, std::span<const TaskTime> t, BusyUnion* b
     const int c = step.core(i);
     if (c < 0 || c >= cores) return;
     busy->Add(c, t[i].start_ps, t[i].end_ps);
-    if (step.kind(i) == TaskKind::kCompute) (*core_compute)[c] += t[i].end_ps - t[i].start_ps;
+    if (step.kind(i) == TaskKind::kCompute && !CollectiveKernel(step, i))
+      (*core_compute)[c] += t[i].end_ps - t[i].start_ps;
   };
   if (order.empty()) {
     for (size_t i = 0; i < step.num_tasks(); ++i) add(i);
@@ -102,7 +100,7 @@ void AddStepCores(const Program& step, std::span<const TaskTime> t, BusyUnion* b
     const int c = step.core(i);
     if (c < 0 || c >= cores) continue;
     const Ps s = t[i].start_ps, e = t[i].end_ps;
-    if (step.kind(i) == TaskKind::kCompute) (*core_compute)[c] += e - s;
+    if (step.kind(i) == TaskKind::kCompute && !CollectiveKernel(step, i)) (*core_compute)[c] += e - s;
     auto& [rs, re] = run[c];
     if (re != kNone && s <= re) {
       re = std::max(re, e);
@@ -222,7 +220,7 @@ OpCores IndexOpCores(const Program& p) {
     auto [it, added] = index.try_emplace({p.op(i), p.core(i)}, static_cast<uint32_t>(out.op_of_pair.size()));
     if (added) out.op_of_pair.push_back(p.op(i));
     out.pair[i] = it->second;
-    if (IsCollectiveKernel(p, i)) out.collective.push_back(static_cast<uint32_t>(i));
+    if (CollectiveKernel(p, i)) out.collective.push_back(static_cast<uint32_t>(i));
   }
   return out;
 }
