@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "configs/files.h"
+#include "configs/json_quote.h"
 #include "llm/opgraph.h"
 
 namespace tpsim::llm {
@@ -138,7 +139,7 @@ class Reader {
     if (it->is_number_unsigned() && it->get<uint64_t>() <= std::numeric_limits<uint32_t>::max()) {
       return static_cast<uint32_t>(it->get<uint64_t>());
     }
-    Error(key, it->dump(), "must be a non-negative integer (at most 4294967295)");
+    Error(key, config::QuoteJson(*it), "must be a non-negative integer (at most 4294967295)");
     return std::nullopt;
   }
 
@@ -146,7 +147,7 @@ class Reader {
     auto it = j_.find(key);
     if (it == j_.end() || it->is_null()) return std::nullopt;
     if (it->is_boolean()) return it->get<bool>();
-    Error(key, it->dump(), "must be true or false");
+    Error(key, config::QuoteJson(*it), "must be true or false");
     return std::nullopt;
   }
 
@@ -170,12 +171,12 @@ const Architecture* FindArchitecture(const json& j, Reader* r) {
     return nullptr;
   }
   if (!it->is_array() || it->empty()) {
-    r->Error("architectures", it->dump(), "must be a non-empty array of strings");
+    r->Error("architectures", config::QuoteJson(*it), "must be a non-empty array of strings");
     return nullptr;
   }
   for (const auto& e : *it) {
     if (!e.is_string()) {
-      r->Error("architectures", it->dump(), "must be a non-empty array of strings");
+      r->Error("architectures", config::QuoteJson(*it), "must be a non-empty array of strings");
       return nullptr;
     }
     for (const auto& a : kArchitectures) {
@@ -232,7 +233,7 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
       if (ok) slides = slides || e.get<std::string>() == "sliding_attention";
     }
     if (!ok) {
-      r->Error("layer_types", it->dump(), "must be an array of strings");
+      r->Error("layer_types", config::QuoteJson(*it), "must be an array of strings");
       return 0;
     }
   } else if (name == "mistral" || name == "mixtral" || name == "phi3") {
@@ -269,7 +270,7 @@ std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> m
   if (auto full = it->find("full_attention"); it->is_object() && full != it->end() && full->is_object())
     it = &*full;
   if (!it->is_object()) {
-    r->Error(key, it->dump(), "must be an object or null");
+    r->Error(key, config::QuoteJson(*it), "must be an object or null");
     return std::nullopt;
   }
   std::string type;
@@ -281,14 +282,14 @@ std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> m
   auto f = it->find("factor");
   if (f == it->end() || f->is_null()) return std::nullopt;
   if (!f->is_number() || !(f->get<double>() >= 1) || !(f->get<double>() <= 1e6)) {
-    r->Error(key, f->dump(), "factor must be a number from 1 to 1e6");
+    r->Error(key, config::QuoteJson(*f), "factor must be a number from 1 to 1e6");
     return std::nullopt;
   }
   double base = max_pos.value_or(0);
   if (type == "yarn") {
     if (auto o = it->find("original_max_position_embeddings"); o != it->end() && !o->is_null()) {
       if (!o->is_number_unsigned() || o->get<uint64_t>() > UINT32_MAX) {
-        r->Error(key, o->dump(),
+        r->Error(key, config::QuoteJson(*o),
                  "original_max_position_embeddings must be a non-negative integer (at most 4294967295)");
         return std::nullopt;
       }
@@ -298,7 +299,7 @@ std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> m
   const double positions = std::floor(base * f->get<double>());
   if (positions <= 0) return std::nullopt;
   if (positions > UINT32_MAX) {
-    r->Error(key, it->dump(), "extends the positions past 4294967295");
+    r->Error(key, config::QuoteJson(*it), "extends the positions past 4294967295");
     return std::nullopt;
   }
   return static_cast<uint32_t>(positions);
@@ -392,7 +393,8 @@ config::Model Import(const std::string& text, const std::string& display_name, c
         if (ok) m.add_mlp_only_layers(e.get<uint32_t>());
       }
       if (!ok)
-        r.Error("mlp_only_layers", it->dump(), "must be an array of layer indices (non-negative integers)");
+        r.Error("mlp_only_layers", config::QuoteJson(*it),
+                "must be an array of layer indices (non-negative integers)");
     }
   }
   if (!r.diags().empty()) throw config::ConfigError(std::move(r.diags()));

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "configs/files.h"
+#include "configs/json_quote.h"
 
 namespace tpsim::serving {
 
@@ -132,7 +133,8 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
       Row r{0, 0, 0, lineno};
       auto num = [&](const char* key, double* v) {
         if (!j.contains(key)) return false;
-        if (!j[key].is_number()) fail(lineno, 1, j[key].dump(), std::string(key) + " must be a number");
+        if (!j[key].is_number())
+          fail(lineno, 1, config::QuoteJson(j[key]), std::string(key) + " must be a number");
         *v = j[key].get<double>();
         return true;
       };

@@ -532,6 +532,26 @@ TEST(ImportErrors, MissingKey) {
             "b.json:1:1: vocab_size: : required key missing");
 }
 
+// A value nested 100,000 deep (a 200 KB file) is named by its kind, and a long one clipped:
+// quoting it recursed once a level and overflowed the stack (SIGSEGV, exit 139).
+TEST(ImportErrors, DeeplyNestedOrLongValuesAreQuotedShort) {
+  const std::string deep =
+      Replace(kGood, "\"num_hidden_layers\": 2",
+              "\"num_hidden_layers\": " + std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(deep, "b.json"); }),
+            "b.json:5:3: num_hidden_layers: an array nested more than 64 levels deep: must be a non-negative "
+            "integer "
+            "(at most 4294967295)");
+  std::string list = "[0";
+  for (int i = 1; i < 1000; ++i) list += "," + std::to_string(i);
+  const std::string err = ErrorOf([&] {
+    ImportHuggingFaceText(Replace(kGood, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": " + list + "]"),
+                          "b.json");
+  });
+  EXPECT_NE(err.find(": [0,1,2,3,"), std::string::npos) << err;
+  EXPECT_LT(err.size(), 320u) << err;
+}
+
 TEST(ImportErrors, UnsupportedArchitecture) {
   std::string text = Replace(kGood, "Qwen3ForCausalLM", "GPT2LMHeadModel");
   EXPECT_EQ(

@@ -332,6 +332,16 @@ TEST(ServingRequests, CsvJsonlAndAzure) {
   }
   EXPECT_THROW(ParseTrace("a,b\n", "bad.csv", ""), config::ConfigError);
   EXPECT_THROW(ParseTrace("{not json\n", "bad.jsonl", ""), config::ConfigError);
+  // A value nested 100,000 deep (a 200 KB line): named by its kind; quoting it recursed once a
+  // level and overflowed the stack (SIGSEGV).
+  try {
+    ParseTrace("{\"arrival_s\": " + std::string(100000, '[') + std::string(100000, ']') +
+                   ", \"prompt_tokens\": 10, \"output_tokens\": 5}\n",
+               "deep.jsonl", "");
+    FAIL() << "expected a ConfigError";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.diags()[0].value, "an array nested more than 64 levels deep");
+  }
 }
 
 TEST(ServingRequests, FixedRateIsExact) {
