@@ -286,7 +286,13 @@ void ValidateWorkload(const Experiment& e, std::vector<Diag>* diags) {
   if (DtypeBytes(w.dtype()) == 0) add("dtype", w.dtype(), "must be bf16, fp16 or fp32");
   uint64_t ctx = uint64_t{w.cached_prefix()} + w.seq_len() + w.decode_steps();
   uint32_t max_pos = e.cfg.model().max_position_embeddings();
-  if (max_pos > 0 && ctx > max_pos) {
+  // Contexts are counted in 32 bits (mapping::Phase::cached): a decode step's past 2^32 - 1
+  // wrapped to a few tokens and cost nothing, silently (with no max_position_embeddings).
+  if (ctx > std::numeric_limits<uint32_t>::max()) {
+    add("seq_len", std::to_string(w.seq_len()),
+        "cached_prefix + seq_len + decode_steps (" + std::to_string(ctx) +
+            ") exceeds 4294967295 positions, the longest context tpsim times");
+  } else if (max_pos > 0 && ctx > max_pos) {
     add("seq_len", std::to_string(w.seq_len()),
         "cached_prefix + seq_len + decode_steps (" + std::to_string(ctx) +
             ") exceeds the model's max_position_embeddings (" + std::to_string(max_pos) + ")");

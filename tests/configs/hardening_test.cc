@@ -337,6 +337,20 @@ TEST_F(Hardening, ContextsPastASlidingWindowAreRefused) {
       << serve.output;
 }
 
+// Contexts past 2^32 - 1 positions (a model without max_position_embeddings): refused. They
+// were counted in 32 bits, so decode steps past it wrapped to a context of a few tokens and
+// cost nothing (4 steps printed less attention than 2).
+TEST_F(Hardening, ContextsPast32BitsAreRefused) {
+  Outcome run = Tpsim("run " + kRef +
+                      " --set model.max_position_embeddings=0 --set workload.cached_prefix=2147483647 --set "
+                      "workload.seq_len=2147483647 --set workload.decode_steps=4");
+  EXPECT_EQ(run.status, 2) << run.output;
+  EXPECT_EQ(run.output,
+            "<command line: --set workload.seq_len=2147483647>:1:1: workload.seq_len: 2147483647: "
+            "cached_prefix + seq_len + decode_steps "
+            "(4294967298) exceeds 4294967295 positions, the longest context tpsim times\n");
+}
+
 // A sweep over the reference experiment with `body` after its base line.
 std::string SweepFile(const std::string& body) { return "base: \"" + kRef + "\"\n" + body; }
 
