@@ -284,23 +284,39 @@ void WriteOutputFile(const std::string& path, std::string_view data) {
   f.Commit();
 }
 
-void CheckOutputNotInput(const std::string& flag, const std::string& out,
-                         const std::vector<std::string>& inputs) {
+namespace {
+
+// Whether paths `a` and `b` name the same file (after resolving links; a file that does not
+// exist yet is compared by its absolute path).
+bool SameFile(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const bool out_exists = fs::exists(out, ec);
-  const fs::path out_abs = fs::weakly_canonical(fs::absolute(out, ec), ec);
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec) && !ec;
+  return fs::weakly_canonical(fs::absolute(a, ec), ec) == fs::weakly_canonical(fs::absolute(b, ec), ec);
+}
+
+}  // namespace
+
+void CheckOutputNotInput(const std::string& flag, const std::string& out,
+                         const std::vector<std::string>& inputs) {
   for (const std::string& in : inputs) {
-    if (in.empty()) continue;
-    bool same = false;
-    if (out_exists && fs::exists(in, ec)) {
-      same = fs::equivalent(out, in, ec) && !ec;
-    } else {
-      same = out_abs == fs::weakly_canonical(fs::absolute(in, ec), ec);
-    }
-    if (same) {
-      throw ConfigError(Diag{kCommandLine, flag, Clip(out),
-                             "names an input of this run (" + Clip(in) + "); write the output elsewhere"});
+    if (in.empty() || !SameFile(out, in)) continue;
+    throw ConfigError(Diag{kCommandLine, flag, Clip(out),
+                           "names an input of this run (" + Clip(in) + "); write the output elsewhere"});
+  }
+}
+
+void CheckOutputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                  const std::vector<std::string>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [flag, out] = outputs[i];
+    if (out.empty()) continue;
+    CheckOutputNotInput(flag, out, inputs);
+    for (size_t j = 0; j < i; ++j) {
+      if (outputs[j].second.empty() || !SameFile(out, outputs[j].second)) continue;
+      throw ConfigError(
+          Diag{kCommandLine, flag, Clip(out),
+               "names the same file as " + outputs[j].first + "; give each output its own file"});
     }
   }
 }

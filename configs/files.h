@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tpsim::config {
@@ -93,5 +94,9 @@ void WriteOutputFile(const std::string& path, std::string_view data);
 // exist yet are compared by their absolute paths).
 void CheckOutputNotInput(const std::string& flag, const std::string& out,
                          const std::vector<std::string>& inputs);
+// CheckOutputNotInput for each (flag, path) of `outputs` not empty, and refuses two of them
+// naming the same file (one would be lost: written over by the other).
+void CheckOutputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                  const std::vector<std::string>& inputs);
 
 }  // namespace tpsim::config

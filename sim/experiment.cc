@@ -302,6 +302,17 @@ void ValidateWorkload(const Experiment& e, std::vector<Diag>* diags) {
         "cached_prefix + seq_len + decode_steps (" + std::to_string(ctx) + ") " + rule);
 }
 
+std::vector<std::string> InputFiles(const Experiment& e) {
+  std::vector<std::string> in = e.inputs;
+  const config::Mapping& m = e.cfg.mapping();
+  if (m.placement() == "file" && !m.placement_file().empty()) in.push_back(m.placement_file());
+  if (!m.moe().routing_file().empty()) in.push_back(m.moe().routing_file());
+  const config::Workload& w = e.cfg.workload();
+  if (w.has_requests() && !w.requests().trace_file().empty())
+    in.push_back(config::JoinPath(config::DirName(e.path), w.requests().trace_file()));
+  return in;
+}
+
 void CheckPlacementFile(const Experiment& e) {
   const auto& m = e.cfg.mapping();
   if (m.placement() != "file" || m.placement_file().empty()) return;

@@ -31,6 +31,11 @@ struct Experiment {
   std::vector<std::string> inputs;
 };
 
+// Every file the experiment's run reads: `inputs`, the placement file (placement "file"), the
+// MoE routing trace and the request trace (relative to the experiment's folder, as serving
+// reads it). No output may name one of them (config::CheckOutputs).
+std::vector<std::string> InputFiles(const Experiment& e);
+
 // Stage one. `model_override` (from --model) replaces the model source when set:
 // a path to a config.json / Model file, or a catalog name. When --model or --set
 // change anything but the name, the experiment's name says what changed, so that

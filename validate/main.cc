@@ -57,8 +57,8 @@ constexpr const char* kUsage =
     "--predicted: `tpsim run`'s prediction of the experiment (on a GPU node QKV and gate+up fused\n"
     "                      into one GEMM each, as inference engines run them); --predicted-program:\n"
     "                      the analytical engine on the Program the harness runs (q, k, v, gate and\n"
-    "                      up apart), so every op compares like with like; it needs no GPU (with\n"
-    "                      --dry-run it is written and nothing is timed)\n"
+    "                      up apart), so every op compares like with like; both need no GPU (with\n"
+    "                      --dry-run they are written and nothing is timed)\n"
     "Before timing, the numerics check runs the experiment's layer as partitioned and the same layer\n"
     "at TP 1 on one GPU (bf16 storage, fp32 arithmetic) and fails the run (exit 1) when an output\n"
     "differs by more than the tolerance --dry-run prints; it also runs the partitioned layer on a\n"
@@ -175,9 +175,11 @@ int Collectives(const Options& o) {
   std::string chip_name;
   if (!o.experiment.empty()) {
     sim::Experiment e = sim::LoadExperiment(o.experiment, o.sets);
+    config::CheckOutputs({{"--out", o.out}, {"--csv", o.csv}}, sim::InputFiles(e));
     sim::ValidateExperiment(e);
     cfg = e.cfg.chip();
   } else {
+    config::CheckOutputs({{"--out", o.out}, {"--csv", o.csv}}, {chip_path});
     config::SourceMap locs(chip_path);
     config::ParseFile(chip_path, &cfg, &locs);
   }
@@ -269,6 +271,7 @@ std::string GemmTimingText(const GpuRunOptions& r) {
 }
 
 int Gemms(const Options& o) {
+  config::CheckOutputs({{"--csv", o.csv}}, {o.shapes});
   std::vector<GemmShapeRow> shapes =
       o.shapes.empty() ? DefaultGemmShapes() : ReadShapesCsv(ReadTextFile(o.shapes), o.shapes);
   for (auto& s : shapes) {
@@ -336,6 +339,9 @@ int Main(int argc, char** argv) {
   if (o.collectives) return Collectives(o);
   if (o.gemms) return Gemms(o);
   sim::Experiment e = sim::LoadExperiment(o.experiment, o.sets);
+  config::CheckOutputs(
+      {{"--out", o.out}, {"--predicted", o.predicted}, {"--predicted-program", o.predicted_program}},
+      sim::InputFiles(e));
   arch::Chip chip = sim::ValidateExperiment(e);
   if (e.cfg.chip().noc().topology() != "switch")
     std::cerr << "tpsim-validate: warning: chip " << e.cfg.chip().name()
@@ -357,7 +363,14 @@ int Main(int argc, char** argv) {
     pr.set_config(sim::ResolvedText(e));
     WriteFile(o.predicted_program, sim::ResultToJson(pr));
   }
+  // tpsim run's prediction needs no GPU: written under --dry-run too (it was skipped, silently).
+  auto write_predicted = [&] {
+    if (o.predicted.empty()) return;
+    sim::RunOutput pr = sim::RunExperiment(e, {});
+    WriteFile(o.predicted, sim::ResultToJson(pr.result));
+  };
   if (o.dry_run) {
+    write_predicted();
     std::cout << plan.Dump(prog);
     std::cout << (np ? NumericsPlanText(*np, *small) : "# numerics check: skipped (--no-numerics)\n");
     return 0;
@@ -396,10 +409,7 @@ int Main(int argc, char** argv) {
               << " ops are UNMEASURED (measured = false): their collectives could not run here\n";
   std::cout << "NOTE: " << numerics_note << "\n";
   if (!o.out.empty()) WriteFile(o.out, sim::ResultToJson(r));
-  if (!o.predicted.empty()) {
-    sim::RunOutput pr = sim::RunExperiment(e, {});
-    WriteFile(o.predicted, sim::ResultToJson(pr.result));
-  }
+  write_predicted();
   return 0;
 }
 

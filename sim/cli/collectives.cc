@@ -1,10 +1,12 @@
 // tpsim collectives CHIP --op OP --ranks N --sizes MIN:MAX [...]: an nccl-tests-style sweep.
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 
+#include "configs/files.h"
 #include "mapping/estimate.h"
 #include "sim/cli/args.h"
 #include "sim/cli/gpu_commands.h"
@@ -151,6 +153,9 @@ int CollectivesCommand(const std::vector<std::string>& args) {
   std::vector<validate::CollectiveRow> rows;
   std::string chip_name;
   try {
+    // The chip file (where CHIP is a path) and the shapes file are inputs: --csv may not name one.
+    config::CheckOutputs({{"--csv", csv}},
+                         {std::filesystem::is_regular_file(chip_arg) ? chip_arg : std::string()});
     const arch::Chip chip = sim::LoadChipArg(chip_arg, sets);
     chip_name = chip.config().name();
     // A lowered collective's size, before lowering it (direct's all-reduce over 1024 ranks holds
@@ -192,12 +197,12 @@ int CollectivesCommand(const std::vector<std::string>& args) {
   }
   std::cout << "# Avg bus bandwidth    : " << Fixed(rows.empty() ? 0 : sum_bus / rows.size(), 3) << "\n";
   if (!csv.empty()) {
-    std::ofstream out(csv, std::ios::binary);
-    out << validate::kCollectiveCsvHeader << "\n";
-    for (const auto& r : rows) out << validate::CollectiveCsvLine(r) << "\n";
-    out.close();
-    if (!out) {
-      std::cerr << "tpsim collectives: cannot write " << csv << "\n";
+    std::string text = std::string(validate::kCollectiveCsvHeader) + "\n";
+    for (const auto& r : rows) text += validate::CollectiveCsvLine(r) + "\n";
+    try {
+      config::WriteOutputFile(csv, text);  // a temporary file renamed into place
+    } catch (const std::runtime_error& e) {
+      std::cerr << "tpsim collectives: " << e.what() << "\n";
       return 1;
     }
     std::cout << "# wrote " << csv << "\n";

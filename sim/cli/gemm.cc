@@ -1,9 +1,11 @@
 // tpsim gemm CHIP --m M --n N --k K | --shapes FILE: GEMM times on one core of a chip.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 
+#include "configs/files.h"
 #include "sim/cli/args.h"
 #include "sim/cli/gpu_commands.h"
 #include "sim/microbench.h"
@@ -92,6 +94,10 @@ int GemmCommand(const std::vector<std::string>& args) {
   }
   std::vector<validate::GemmRow> rows;
   try {
+    // The chip file (where CHIP is a path) and the shapes file are inputs: --csv may not name one.
+    config::CheckOutputs(
+        {{"--csv", csv}},
+        {std::filesystem::is_regular_file(chip_arg) ? chip_arg : std::string(), shapes_path});
     const arch::Chip chip = sim::LoadChipArg(chip_arg, sets);
     for (const auto& s : shapes) rows.push_back(sim::PredictGemm(chip, s.m, s.n, s.k, s.dtype));
     std::cout << "# tpsim gemm on one core of " << chip.config().name() << " ("
@@ -115,12 +121,12 @@ int GemmCommand(const std::vector<std::string>& args) {
     std::cout << buf;
   }
   if (!csv.empty()) {
-    std::ofstream out(csv, std::ios::binary);
-    out << validate::kGemmCsvHeader << "\n";
-    for (const auto& r : rows) out << validate::GemmCsvLine(r) << "\n";
-    out.close();
-    if (!out) {
-      std::cerr << "tpsim gemm: cannot write " << csv << "\n";
+    std::string text = std::string(validate::kGemmCsvHeader) + "\n";
+    for (const auto& r : rows) text += validate::GemmCsvLine(r) + "\n";
+    try {
+      config::WriteOutputFile(csv, text);  // a temporary file renamed into place
+    } catch (const std::runtime_error& e) {
+      std::cerr << "tpsim gemm: " << e.what() << "\n";
       return 1;
     }
     std::cout << "# wrote " << csv << "\n";

@@ -110,13 +110,6 @@ void WriteFileOrThrow(const std::string& path, const std::string& data) {
   config::WriteOutputFile(path, data);
 }
 
-// The files a run reads: no output may name one of them.
-std::vector<std::string> RunInputs(const sim::Experiment& e) {
-  std::vector<std::string> in = e.inputs;
-  if (e.cfg.mapping().placement() == "file") in.push_back(e.cfg.mapping().placement_file());
-  return in;
-}
-
 std::string HumanBytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -394,10 +387,8 @@ int Run(Args& a) {
   }
   if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
-  const std::vector<std::string> inputs = RunInputs(e);
-  for (const auto& [flag, file] :
-       {std::pair{"--out", out}, {"--dump-program", dump}, {"--trace", trace_path}})
-    if (!file.empty()) config::CheckOutputNotInput(flag, file, inputs);
+  config::CheckOutputs({{"--out", out}, {"--dump-program", dump}, {"--trace", trace_path}},
+                       sim::InputFiles(e));
   // --step-by-step chooses how reused steps are timed: it needs reuse.
   if (opts.step_by_step && opts.reuse == sim::RunOptions::Reuse::kOff)
     throw UsageError("--step-by-step times reused decode steps; --no-reuse lowers every step");

@@ -149,17 +149,11 @@ int ServeCommand(const std::vector<std::string>& args) {
     }
     sim::Experiment e = sim::LoadExperiment(path, sets, model);
     const config::Experiment& cfg = e.cfg;
-    {
-      std::vector<std::string> inputs = e.inputs;
-      if (cfg.mapping().placement() == "file") inputs.push_back(cfg.mapping().placement_file());
-      if (cfg.workload().has_requests() && !cfg.workload().requests().trace_file().empty())
-        inputs.push_back(config::JoinPath(config::DirName(path), cfg.workload().requests().trace_file()));
-      for (const auto& [flag, file] : {std::pair{"--requests-csv", requests_csv},
-                                       {"--kv-csv", kv_csv},
-                                       {"--trace", trace_path},
-                                       {"--metrics-json", metrics_json}})
-        if (!file.empty()) config::CheckOutputNotInput(flag, file, inputs);
-    }
+    config::CheckOutputs({{"--requests-csv", requests_csv},
+                          {"--kv-csv", kv_csv},
+                          {"--trace", trace_path},
+                          {"--metrics-json", metrics_json}},
+                         sim::InputFiles(e));
     if (max_memory > 0 && cfg.workload().requests().has_synthetic()) {
       const uint32_t n = cfg.workload().requests().synthetic().num_requests();
       const double need = n * kBytesPerRequest + mapping::ProgramEstimate::kBaseBytes;

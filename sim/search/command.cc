@@ -198,7 +198,7 @@ int SubmitSearch(Options& o, const sim::Experiment& base, const arch::Chip& chip
   sweep::FitArraySize(&job, std::max<size_t>(1, Space(base, chip, o.search.space).size()), "search",
                       "candidate", std::cerr);
   job.exe = sweep::SelfExe();
-  job.sweep = sweep::Absolute(o.path);
+  job.sweep = sweep::Absolute(base.path);  // the file found: a shipped name is no path on the node
   job.command = {"search", job.sweep};
   job.command.insert(job.command.end(), o.forward.begin(), o.forward.end());
   job.command.insert(job.command.end(), {"--confirm", "0", "--top", "0"});
@@ -435,6 +435,7 @@ int SearchCommand(const std::vector<std::string>& args) {
     // Whether the model fits the memory channels depends on the mapping: each candidate is
     // checked (mapping::ValidateDramCapacity; one that does not fit is stored as invalid).
     chip = sim::ValidateExperiment(plain, /*memory_capacity=*/false);
+    config::CheckOutputs({{"--db", o.search.db}, {"--out", o.out}}, sim::InputFiles(base));
   } catch (const config::ConfigError& err) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
     return 2;

@@ -212,13 +212,9 @@ int Run(const std::vector<std::string>& args) {
   if (db.empty()) db = std::filesystem::path(path).stem().string() + ".sqlite";
 
   SweepSpec spec = LoadSweep(path);  // also checks the file before submitting
-  std::vector<std::string> inputs = spec.base.inputs;
+  std::vector<std::string> inputs = sim::InputFiles(spec.base);
   inputs.push_back(path);
-  config::CheckOutputNotInput("--db", db, inputs);
-  if (!csv.empty()) {
-    inputs.push_back(db);
-    config::CheckOutputNotInput("--csv", csv, inputs);
-  }
+  config::CheckOutputs({{"--db", db}, {"--csv", csv}}, inputs);
 
   if (slurm) {
     job.exe = SelfExe();

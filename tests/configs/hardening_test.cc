@@ -744,6 +744,75 @@ TEST_F(Hardening, OutputsNeverOverwriteInputs) {
   Outcome t = Tpsim("run " + At("x.textproto") + " --quiet --trace " + kSrc +
                     "/configs/chips/../chips/wafer-8x8.textproto");
   EXPECT_EQ(t.status, 2) << t.output;
+  // Every file the run reads, not only the configs: a MoE routing trace and a placement file
+  // (run --out, sweep --csv), the experiment (search --out), a chip or shapes file
+  // (collectives / gemm --csv). Each was overwritten, exit 0.
+  std::string moe = Relocated(Read(kSrc + "/configs/experiments/moe-qwen3-30b-a3b.textproto"));
+  moe.replace(moe.find("routing: \"balanced\""), 19, "routing: \"trace\" routing_file: \"routing.csv\"");
+  Write(At("moe.textproto"), moe);
+  std::string trace = "layer";
+  for (int e = 0; e < 128; ++e) trace += ",e" + std::to_string(e);
+  for (int l = 0; l < 48; ++l) {
+    trace += "\n" + std::to_string(l);
+    for (int e = 0; e < 128; ++e) trace += ",1";
+  }
+  Write(At("routing.csv"), trace + "\n");
+  Write(At("cores.txt"), "0\n");
+  Write(At("shapes.csv"), "m,n,k\n64,64,64\n");
+  Write(At("sp.textproto"),
+        "base: \"" + At("moe.textproto") + "\"\naxis { field: \"mapping.tp\" values: [\"4\"] }\n");
+  const std::string place = " --set mapping.placement=file --set mapping.placement_file=" + At("cores.txt");
+  for (const auto& [args, flag, input] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"run " + At("moe.textproto") + " --quiet --out " + At("routing.csv"), "--out", "routing.csv"},
+           {"run " + At("x.textproto") + place + " --quiet --out " + At("cores.txt"), "--out", "cores.txt"},
+           {"sweep " + At("sp.textproto") + " --db " + At("sp.sqlite") + " --csv " + At("routing.csv"),
+            "--csv", "routing.csv"},
+           {"search " + At("x.textproto") +
+                " --tp 4 --stages 16 --partitions k_split --placements linear "
+                "--collectives ring --spans stage --confirm 0 --jobs 1 --out " +
+                At("x.textproto"),
+            "--out", "x.textproto"},
+           {"collectives " + kSrc +
+                "/configs/chips/../chips/wafer-8x8.textproto --op all_reduce --ranks 4 "
+                "--sizes 1K --csv " +
+                kSrc + "/configs/chips/wafer-8x8.textproto",
+            "--csv", "wafer-8x8.textproto"},
+           {"gemm wafer-8x8 --shapes " + At("shapes.csv") + " --csv " + At("shapes.csv"), "--csv",
+            "shapes.csv"}}) {
+    const std::string before = Read(At(input));
+    Outcome w = Tpsim(args);
+    EXPECT_EQ(w.status, 2) << args << "\n" << w.output;
+    EXPECT_NE(w.output.find(flag + ": "), std::string::npos) << w.output;
+    EXPECT_NE(w.output.find("names an input of this run"), std::string::npos) << w.output;
+    if (input != "wafer-8x8.textproto") EXPECT_EQ(Read(At(input)), before) << args;
+  }
+  // Two outputs of one run naming one file: one was lost.
+  Outcome two = Tpsim("run " + kRef + " --quiet --out " + At("same.json") + " --trace " + At("same.json"));
+  EXPECT_EQ(two.status, 2) << two.output;
+  EXPECT_NE(two.output.find("--trace: " + At("same.json") + ": names the same file as --out"),
+            std::string::npos)
+      << two.output;
+  EXPECT_FALSE(fs::exists(At("same.json")));
+  Outcome serve2 =
+      Tpsim("serve " + kServing + " --requests-csv " + At("same.csv") + " --kv-csv " + At("same.csv"));
+  EXPECT_EQ(serve2.status, 2) << serve2.output;
+  EXPECT_NE(serve2.output.find("names the same file as --requests-csv"), std::string::npos) << serve2.output;
+  // tpsim-validate (built where the CUDA toolkit is): its experiment is an input too, and
+  // --predicted is written under --dry-run (it needs no GPU; it was skipped, silently).
+  if (!fs::exists(TPSIM_BINARY_DIR "/bin/tpsim-validate")) return;
+  const std::string gpu = Relocated(Read(kSrc + "/validate/experiments/qwen3-4b-h200.textproto"));
+  Write(At("g.textproto"), gpu);
+  const std::string validate = "cd '" + At("") +
+                               "' && timeout 60 '" TPSIM_BINARY_DIR "/bin/tpsim-validate' " +
+                               At("g.textproto") + " --dry-run --no-numerics ";
+  Outcome v =
+      tpsim::test::RunCommand(validate + "--predicted-program " + At("g.textproto") + " 2>&1 </dev/null");
+  EXPECT_EQ(v.status, 2) << v.output;
+  EXPECT_NE(v.output.find("--predicted-program: "), std::string::npos) << v.output;
+  EXPECT_EQ(Read(At("g.textproto")), gpu);
+  Outcome p = tpsim::test::RunCommand(validate + "--predicted " + At("p.json") + " 2>&1 </dev/null");
+  EXPECT_EQ(p.status, 0) << p.output;
+  EXPECT_EQ(Read(At("p.json")).rfind("{", 0), 0u) << p.output;
 }
 
 TEST_F(Hardening, WriteErrorsExitOne) {

@@ -461,6 +461,16 @@ TEST_F(RunCli, SearchSlurmDryRunWritesTheJobArray) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("#SBATCH --array=0-1399\n"), std::string::npos) << out;
+  // A shipped experiment by name: the job runs the file found (it ran `search '<cwd>/NAME'`,
+  // which every task and the rerun refused: file not found).
+  ASSERT_EQ(
+      RunTpsim("search reference-qwen3-4b --tp 1 --collectives ring --set workload.num_layers=1 --slurm "
+               "--dry-run --db " +
+                   P("n.sqlite"),
+               &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("' search '" TPSIM_SOURCE_DIR "/" + kRef + "'"), std::string::npos) << out;
   EXPECT_EQ(RunTpsim("search " + kRef + " --slurm --dry-run", &out), 2);
   EXPECT_NE(out.find("--slurm needs --db"), std::string::npos) << out;
   EXPECT_EQ(RunTpsim("search " + kRef + " --array-size 2 --db " + P("t.sqlite"), &out), 2);
