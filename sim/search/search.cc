@@ -127,11 +127,6 @@ void AddToFront(const std::vector<Entry>& all, const Columns& cols, size_t k, st
   front->push_back(k);
 }
 
-bool Feasible(const SearchOptions& o, const Point& p) {
-  return p.complete && (o.slo_ttft_ms <= 0 || p.ttft_ms <= o.slo_ttft_ms) &&
-         (o.slo_tpot_ms <= 0 || p.tpot_ms <= o.slo_tpot_ms);
-}
-
 // Smaller is better.
 double ObjectiveValue(const SearchOptions& o, const Point& p) {
   if (o.objective == "ttft") return p.ttft_ms;
@@ -139,6 +134,14 @@ double ObjectiveValue(const SearchOptions& o, const Point& p) {
   if (o.objective == "throughput") return -p.tokens_per_s;
   if (o.objective == "energy") return p.energy_mj;
   return p.total_ms;
+}
+
+// A point whose objective has no value (a serving run where no request made a second token
+// has no TPOT: NaN) is not ranked: NaN would break the sort's ordering.
+bool Feasible(const SearchOptions& o, const Point& p) {
+  return p.complete && !std::isnan(ObjectiveValue(o, p)) &&
+         (o.slo_ttft_ms <= 0 || p.ttft_ms <= o.slo_ttft_ms) &&
+         (o.slo_tpot_ms <= 0 || p.tpot_ms <= o.slo_tpot_ms);
 }
 
 Point PointOf(const sim::Experiment& base, const Entry& x, const std::vector<double>& metrics) {
@@ -512,6 +515,12 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     res.skipped += x.status == "skipped";
     if (x.status == "invalid" || x.status == "error") why.try_emplace(x.error, 0, i).first->second.first++;
   }
+  for (size_t k : evaluated)
+    if (all[k].p.complete && std::isnan(ObjectiveValue(o, all[k].p)))
+      why.try_emplace("its " + o.objective +
+                          " has no value (no request completed, or for tpot none made a second token)",
+                      0, k)
+          .first->second.first++;
   std::vector<std::tuple<uint64_t, size_t, std::string>> by_count;
   for (const auto& [msg, ci] : why) by_count.emplace_back(ci.first, ci.second, msg);
   std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) {

@@ -253,7 +253,7 @@ std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
   s << "), preemptions " << m.preemptions << "\n";
   s << "              p50        p90        p99   (ms)\n";
   // A row without samples (no request completed; for TPOT, none with a second token) has no
-  // percentiles: "-", not the 0 that MetricValues stores.
+  // percentiles: "-" (MetricValues: NaN).
   auto row = [&](const char* name, const double* v, uint32_t samples) {
     if (samples == 0)
       std::snprintf(buf, sizeof buf, "%-8s %10s %10s %10s\n", name, "-", "-", "-");
@@ -278,11 +278,14 @@ std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
 }
 
 std::vector<std::pair<std::string, double>> MetricValues(const Metrics& m) {
-  return {{"ttft_p50_ms", m.ttft_ms[0]},
-          {"ttft_p99_ms", m.ttft_ms[2]},
-          {"tpot_p50_ms", m.tpot_ms[0]},
-          {"tpot_p99_ms", m.tpot_ms[2]},
-          {"latency_p99_ms", m.latency_ms[2]},
+  // A percentile without samples is NaN: null in --metrics-json, NULL in a sweep's store (it
+  // was 0, which a TPOT search or plot ranked as the best).
+  auto pct = [](double v, uint32_t samples) { return samples == 0 ? std::nan("") : v; };
+  return {{"ttft_p50_ms", pct(m.ttft_ms[0], m.completed)},
+          {"ttft_p99_ms", pct(m.ttft_ms[2], m.completed)},
+          {"tpot_p50_ms", pct(m.tpot_ms[0], m.tpot_samples)},
+          {"tpot_p99_ms", pct(m.tpot_ms[2], m.tpot_samples)},
+          {"latency_p99_ms", pct(m.latency_ms[2], m.completed)},
           {"requests_per_s", m.requests_per_s},
           {"tokens_per_s", m.tokens_per_s},
           {"goodput_per_s", m.goodput_per_s},

@@ -94,7 +94,8 @@ PointOutcome ServingFromJson(const std::string& text, const std::string& path) {
     const nlohmann::json j = nlohmann::json::parse(text);
     std::vector<std::pair<std::string, double>> values;
     for (const auto& [name, unused] : serving::MetricValues(serving::Metrics{}))
-      values.emplace_back(name, j.at(name).get<double>());
+      values.emplace_back(
+          name, j.at(name).is_null() ? std::nan("") : j.at(name).get<double>());  // null: no samples
     return PointOutcome{"ok", ServingMetrics(values), ""};
   } catch (const std::exception& err) {
     return PointOutcome{"crashed", {}, "unreadable serving metrics " + path + ": " + err.what()};

@@ -393,6 +393,19 @@ TEST_F(RunCli, SearchListsAreSetsAndNoFeasibleCandidateSaysWhy) {
   EXPECT_NE(out.find("mapping.tp: 3: attention splits by heads: num_attention_heads (32) must divide by tp"),
             std::string::npos)
       << out;
+  // Served requests of one output token have no TPOT (NaN, as the store's NULL): not ranked,
+  // and named as the reason (they were 0 ms, the best).
+  ASSERT_EQ(
+      RunTpsim(
+          "search configs/experiments/serving-fused.textproto --set "
+          "workload.requests.synthetic.num_requests=5 --set workload.requests.synthetic.output_tokens.min=1 "
+          "--set workload.requests.synthetic.output_tokens.max=1 --objective tpot --tp 4 --stages 1 "
+          "--partitions megatron --placements linear --collectives ring --confirm 0",
+          &out),
+      1)
+      << out;
+  EXPECT_NE(out.find("no feasible candidate\n  2 candidates: its tpot has no value"), std::string::npos)
+      << out;
   // The expert axes on a dense model are refused (--ep 4 searched the whole dense space).
   ASSERT_EQ(RunTpsim("search " + kRef + " --ep 4", &out), 2) << out;
   EXPECT_NE(out.find("--ep is an axis of mixture-of-experts models; qwen3-4b has no experts"),

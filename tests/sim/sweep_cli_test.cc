@@ -191,6 +191,47 @@ zip {
   EXPECT_LT(std::stod(rows[0][4]), std::stod(rows[1][4]));
 }
 
+// Requests of one output token have no TPOT: null in --metrics-json, NULL in the store (in
+// process and through a TLM child's JSON), "-" in serve's table. They were 0 ms, which a TPOT
+// search or plot took for the best.
+TEST_F(SweepCliTest, ServingMetricsWithoutSamplesAreNull) {
+  const std::string serving = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
+  const std::string one = R"(
+axis { field: "workload.requests.synthetic.num_requests" values: ["5"] }
+zip {
+  axis { field: "workload.requests.synthetic.output_tokens.min" values: ["1"] }
+  axis { field: "workload.requests.synthetic.output_tokens.max" values: ["1"] }
+}
+)";
+  std::ofstream(Path("one.textproto")) << "base: \"" << serving << "\"\n" << one;
+  std::ofstream(Path("one-tlm.textproto")) << "base: \"" << serving << "\"\n" << one << "engine: \"tlm\"\n";
+  const std::string db = Path("one.sqlite");
+  ASSERT_EQ(RunTpsim({"sweep", Path("one.textproto"), "--db", db, "--jobs", "1"}, Path("a.log")), 0)
+      << ReadFile(Path("a.log"));
+  ASSERT_EQ(RunTpsim({"sweep", Path("one-tlm.textproto"), "--db", db, "--jobs", "1"}, Path("t.log")), 0)
+      << ReadFile(Path("t.log"));
+  auto rows =
+      Query(db, "SELECT engine, status, tpot_p50_ms, tpot_p99_ms, ttft_p99_ms, completed FROM points");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    EXPECT_EQ(r[1], "ok") << r[0];
+    EXPECT_EQ(r[2], "NULL") << r[0];
+    EXPECT_EQ(r[3], "NULL") << r[0];
+    EXPECT_NE(r[4], "NULL") << r[0];
+    EXPECT_EQ(r[5], "5") << r[0];
+  }
+  ASSERT_EQ(RunTpsim({"serve", serving, "--set", "workload.requests.synthetic.num_requests=5", "--set",
+                      "workload.requests.synthetic.output_tokens.min=1", "--set",
+                      "workload.requests.synthetic.output_tokens.max=1", "--metrics-json", Path("m.json")},
+                     Path("s.log")),
+            0)
+      << ReadFile(Path("s.log"));
+  const std::string m = ReadFile(Path("m.json"));
+  EXPECT_NE(m.find("\"tpot_p50_ms\": null"), std::string::npos) << m;
+  EXPECT_NE(m.find("\"tpot_p99_ms\": null"), std::string::npos) << m;
+  EXPECT_EQ(m.find("\"ttft_p99_ms\": null"), std::string::npos) << m;
+}
+
 TEST_F(SweepCliTest, TlmPointPastItsTimeLimitIsRecordedAsTimeout) {
   // The full reference job under TLM takes far longer than 1 ms.
   const std::string db = Path("limit.sqlite");
