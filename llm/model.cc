@@ -566,9 +566,8 @@ double Parameters(const config::Model& m, double experts_per_layer) {
   const double dense_mlp = 3 * h * m.intermediate_size();
   const double moe_mlp = h * m.num_experts() + experts_per_layer * 3 * h * m.moe_intermediate_size() +
                          3 * h * m.shared_expert_intermediate_size();
-  double layers = 0;
-  for (uint32_t l = 0; l < m.num_layers(); ++l)
-    layers += attn + norms + (IsMoeLayer(m, l) ? moe_mlp : dense_mlp);
+  const double moe = static_cast<double>(MoeLayerCount(m, m.num_layers()));
+  const double layers = m.num_layers() * (attn + norms) + moe * moe_mlp + (m.num_layers() - moe) * dense_mlp;
   const double embed = double(m.vocab_size()) * h;
   return embed + (m.tie_word_embeddings() ? 0 : embed) + h + layers;
 }

@@ -185,12 +185,27 @@ class Builder {
 
 }  // namespace
 
+namespace {
+// decoder_sparse_step's part of IsMoeLayer.
+bool SparseByStep(uint32_t step, uint32_t layer) { return step <= 1 || (uint64_t{layer} + 1) % step == 0; }
+}  // namespace
+
 bool IsMoeLayer(const config::Model& model, uint32_t layer) {
   if (model.num_experts() == 0) return false;
   for (uint32_t l : model.mlp_only_layers())
     if (l == layer) return false;
+  return SparseByStep(model.decoder_sparse_step(), layer);
+}
+
+uint64_t MoeLayerCount(const config::Model& model, uint32_t layers) {
+  if (model.num_experts() == 0) return 0;
   const uint32_t step = model.decoder_sparse_step();
-  return step <= 1 || (uint64_t{layer} + 1) % step == 0;
+  uint64_t count = step <= 1 ? layers : layers / step;  // (l + 1) % step == 0 for l < layers
+  std::vector<uint32_t> dense(model.mlp_only_layers().begin(), model.mlp_only_layers().end());
+  std::sort(dense.begin(), dense.end());
+  dense.erase(std::unique(dense.begin(), dense.end()), dense.end());
+  for (uint32_t l : dense) count -= l < layers && SparseByStep(step, l);
+  return count;
 }
 
 LayerGraph BuildLayer(const config::Model& model, const Phase& phase, uint32_t layer) {

@@ -107,6 +107,9 @@ LayerGraph BuildLayer(const config::Model& model, const Phase& phase, uint32_t l
 // layer is not in mlp_only_layers, and (layer + 1) % decoder_sparse_step == 0 (HuggingFace's
 // Qwen-MoE rule; a step of 0 or 1 makes every layer sparse).
 bool IsMoeLayer(const config::Model& model, uint32_t layer);
+// How many of layers 0 .. layers - 1 IsMoeLayer counts, in closed form (mlp_only_layers read
+// once: a count layer by layer over 2^31 layers with 200 of them took hours).
+uint64_t MoeLayerCount(const config::Model& model, uint32_t layers);
 
 // One sequence's share of a mixed (continuous-batching) iteration: `new_tokens`
 // processed now (a prefill chunk, or 1 for a decode step) after `cached` tokens

@@ -25,8 +25,9 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
   uint64_t elems = 0;
   WeightPlan plan;
   plan.stage_layers.assign(static_cast<size_t>(stages), 0);
-  for (uint32_t l = 0; l < layers; ++l)
-    plan.stage_layers[static_cast<size_t>(LayerStage(l, stages, layers))]++;
+  for (int s = 0; s < stages; ++s)
+    plan.stage_layers[static_cast<size_t>(s)] =
+        StageFirstLayer(s + 1, stages, layers) - StageFirstLayer(s, stages, layers);
   if (cx.model.num_experts() == 0) {
     for (const LayerGemm& g : LayerGemms(cx.model)) elems += gemm.ShardElems(g);
     plan.weight_bytes_per_core = elems * most_layers * cx.d;
@@ -42,9 +43,11 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
     }
     const uint64_t moe = MoeLayerWeightElems(cx.model, MoeGroupsOf(cx.m, cx.model, StageRanks(cx.m)));
     std::vector<uint64_t> per_stage(static_cast<size_t>(stages), 0);
-    for (uint32_t l = 0; l < layers; ++l)
-      per_stage[static_cast<size_t>(LayerStage(l, stages, layers))] +=
-          attn + (llm::IsMoeLayer(cx.model, l) ? moe : mlp);
+    for (int s = 0; s < stages; ++s) {
+      const uint32_t first = StageFirstLayer(s, stages, layers), end = StageFirstLayer(s + 1, stages, layers);
+      const uint64_t sparse = llm::MoeLayerCount(cx.model, end) - llm::MoeLayerCount(cx.model, first);
+      per_stage[static_cast<size_t>(s)] = (end - first) * attn + sparse * moe + (end - first - sparse) * mlp;
+    }
     plan.weight_bytes_per_core = *std::max_element(per_stage.begin(), per_stage.end()) * cx.d;
     for (uint64_t e : per_stage) plan.stage_weight_bytes.push_back(e * cx.d);
   }

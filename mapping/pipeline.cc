@@ -16,10 +16,16 @@ int LayerStage(uint32_t l, int stages, uint32_t layers) {
   return static_cast<int>(uint64_t{l} * stages / layers);
 }
 
+uint32_t StageFirstLayer(int stage, int stages, uint32_t layers) {
+  // The least l with l * stages / layers >= stage: ceil(stage * layers / stages).
+  return static_cast<uint32_t>((uint64_t(stage) * layers + stages - 1) / stages);
+}
+
 int MostLayersPerStage(int stages, uint32_t layers) {
-  std::vector<int> per_stage(stages, 0);
-  for (uint32_t l = 0; l < layers; ++l) per_stage[LayerStage(l, stages, layers)]++;
-  return *std::max_element(per_stage.begin(), per_stage.end());
+  uint32_t most = 0;
+  for (int s = 0; s < stages; ++s)
+    most = std::max(most, StageFirstLayer(s + 1, stages, layers) - StageFirstLayer(s, stages, layers));
+  return static_cast<int>(most);
 }
 
 PlacementFile ReadPlacementFile(const config::Mapping& m) {

@@ -18,6 +18,10 @@ namespace tpsim::mapping {
 int LayerStage(uint32_t l, int stages, uint32_t layers);
 // The most layers any stage holds.
 int MostLayersPerStage(int stages, uint32_t layers);
+// The first layer LayerStage puts in `stage` (`layers` for stage == stages): stage s holds
+// layers StageFirstLayer(s) .. StageFirstLayer(s + 1) - 1, so per-stage sums need no loop over
+// layers (2^31 of them took minutes).
+uint32_t StageFirstLayer(int stage, int stages, uint32_t layers);
 
 // mapping.placement_file, read once per lowering (placement = file only).
 struct PlacementFile {

@@ -170,6 +170,26 @@ TEST(Import, SparseStepAndMlpOnlyLayers) {
   };
   EXPECT_DOUBLE_EQ(ParameterCount(m), total(8));
   EXPECT_DOUBLE_EQ(ActiveParameterCount(m), total(2));
+  // MoeLayerCount is IsMoeLayer's count, in closed form: every step from 0 to 5, with dense
+  // layers repeated, past the end, and on and off the step.
+  for (uint32_t step = 0; step <= 5; ++step) {
+    config::Model c = m;
+    c.set_decoder_sparse_step(step);
+    c.clear_mlp_only_layers();
+    for (uint32_t l : {7u, 3u, 3u, 0u, 100u, 11u}) c.add_mlp_only_layers(l);
+    for (uint32_t layers : {0u, 1u, 5u, 12u, 40u}) {
+      uint64_t brute = 0;
+      for (uint32_t l = 0; l < layers; ++l) brute += IsMoeLayer(c, l);
+      EXPECT_EQ(MoeLayerCount(c, layers), brute) << "step " << step << ", " << layers << " layers";
+    }
+  }
+  // 2^31 - 1 layers with 200 dense ones: counted at once (a layer-by-layer count took hours).
+  config::Model huge = m;
+  huge.set_num_layers(2147483647);
+  huge.set_decoder_sparse_step(1);
+  for (uint32_t l = 0; l < 200; ++l) huge.add_mlp_only_layers(l);
+  EXPECT_EQ(MoeLayerCount(huge, huge.num_layers()), 2147483647u - 200u);
+  EXPECT_GT(ParameterCount(huge), 0);
   // A dense layer index past the model is refused at validation.
   config::Model bad = m;
   bad.add_mlp_only_layers(4);

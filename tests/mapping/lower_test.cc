@@ -10,6 +10,7 @@
 #include "configs/load.h"
 #include "llm/model.h"
 #include "mapping/mapping.h"
+#include "mapping/pipeline.h"
 #include "mapping_test_util.h"
 #include "tests/arch/test_util.h"
 #include "tests/mapping/lower_test_util.h"
@@ -25,6 +26,27 @@ using testing::MeshChip;
 using testing::Qwen4b;
 using testing::SmallModel;
 using testing::Work;
+
+// A stage's layers as a range (StageFirstLayer) are LayerStage's, layer by layer; so are the
+// most layers a stage holds.
+TEST(LowerTest, StageRangesAreLayerStages) {
+  for (int stages : {1, 2, 3, 7, 16}) {
+    for (uint32_t layers : {0u, 1u, 5u, 16u, 36u, 61u}) {
+      std::vector<uint32_t> count(stages, 0);
+      for (uint32_t l = 0; l < layers; ++l) {
+        const int s = LayerStage(l, stages, layers);
+        ++count[s];
+        EXPECT_LE(StageFirstLayer(s, stages, layers), l);
+        EXPECT_GT(StageFirstLayer(s + 1, stages, layers), l);
+      }
+      EXPECT_EQ(StageFirstLayer(stages, stages, layers), layers);
+      for (int s = 0; s < stages; ++s)
+        EXPECT_EQ(StageFirstLayer(s + 1, stages, layers) - StageFirstLayer(s, stages, layers), count[s]);
+      EXPECT_EQ(static_cast<uint32_t>(MostLayersPerStage(stages, layers)),
+                *std::max_element(count.begin(), count.end()));
+    }
+  }
+}
 
 TEST(LowerTest, MegatronHasTwoAllReducesPerLayer) {
   arch::Chip chip = arch::Chip::Build(MeshChip(4, 4, uint64_t{1} << 30));
