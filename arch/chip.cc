@@ -309,7 +309,12 @@ double Chip::PeakTflops() const {
   return num_cores_ * arrays * c.systolic_rows() * c.systolic_cols() * 2.0 * cfg_.clock_mhz() / 1e6;
 }
 
-uint64_t Chip::TotalSramBytes() const { return static_cast<uint64_t>(num_cores_) * cfg_.core().sram_bytes(); }
+uint64_t Chip::TotalSramBytes() const {
+  uint64_t total;  // saturating: cores x a sram_bytes near 2^63 passes 2^64
+  return __builtin_mul_overflow(static_cast<uint64_t>(num_cores_), cfg_.core().sram_bytes(), &total)
+             ? UINT64_MAX
+             : total;
+}
 
 double MemoryEfficiency(const config::Memory& m) {
   if (!m.has_device()) return m.efficiency();

@@ -114,6 +114,15 @@ void ValidateCollectives(const config::Chip& c, DiagSink& sink) {
   CheckPositive(sink, "collectives.in_switch_bandwidth_gbps", k.in_switch_bandwidth_gbps());
 }
 
+// A non-negative duration of at most 1e6 us (1 s): the tighter bound's message first, since
+// CheckNonNegative's own bound (1e30) is looser.
+void AtMostOneSecond(DiagSink& sink, const std::string& sub, double v) {
+  if (v > 1e6)
+    sink.Add(sub, NumText(v), "must be at most 1000000 (1 s)");
+  else
+    CheckNonNegative(sink, sub, v);
+}
+
 // The gpu block (configs/schema/chip.proto, message Gpu): every field the GEMM and
 // collective models read, in range.
 void ValidateGpu(const config::Chip& c, DiagSink& sink) {
@@ -136,10 +145,7 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
   CheckNonNegative(sink, "gpu.fp8_tflops", g.fp8_tflops());
   fraction("tensor_efficiency", g.tensor_efficiency());
   CheckNonNegative(sink, "gpu.operand_flops_per_byte", g.operand_flops_per_byte());
-  if (CheckNonNegative(sink, "gpu.kernel_overhead_us", g.kernel_overhead_us()) &&
-      g.kernel_overhead_us() > 1e6) {
-    sink.Add("gpu.kernel_overhead_us", NumText(g.kernel_overhead_us()), "must be at most 1000000 (1 s)");
-  }
+  AtMostOneSecond(sink, "gpu.kernel_overhead_us", g.kernel_overhead_us());
   CheckPositive(sink, "gpu.hbm_bandwidth_gbps", g.hbm_bandwidth_gbps());
   fraction("hbm_efficiency", g.hbm_efficiency());
   positive_int("l2_bytes", g.l2_bytes());
@@ -151,13 +157,8 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
              "must be at least 90: NCCL's tuning tables are modelled for Hopper (90) and Blackwell (100)");
   }
   positive_int("nccl_ring_channels", g.nccl_ring_channels());
-  if (CheckNonNegative(sink, "gpu.collective_launch_us", g.collective_launch_us()) &&
-      g.collective_launch_us() > 1e6) {
-    sink.Add("gpu.collective_launch_us", NumText(g.collective_launch_us()), "must be at most 1000000 (1 s)");
-  }
-  if (CheckNonNegative(sink, "gpu.kernel_launch_us", g.kernel_launch_us()) && g.kernel_launch_us() > 1e6) {
-    sink.Add("gpu.kernel_launch_us", NumText(g.kernel_launch_us()), "must be at most 1000000 (1 s)");
-  }
+  AtMostOneSecond(sink, "gpu.collective_launch_us", g.collective_launch_us());
+  AtMostOneSecond(sink, "gpu.kernel_launch_us", g.kernel_launch_us());
   CheckNonNegative(sink, "gpu.ring_channel_memory_gbps", g.ring_channel_memory_gbps());  // 0 = no cap
   // 0 = NCCL's tuner hop latency / no NVLS chunk limit; a microsecond-scale latency otherwise.
   for (const auto& [sub, v] :
@@ -165,14 +166,9 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
         {"ring_ll128_step_us", g.ring_ll128_step_us()},
         {"ring_simple_step_us", g.ring_simple_step_us()},
         {"nvls_chunk_rtt_us", g.nvls_chunk_rtt_us()}}) {
-    const std::string field = std::string("gpu.") + sub;
-    if (CheckNonNegative(sink, field, v) && v > 1e6)
-      sink.Add(field, NumText(v), "must be at most 1000000 (1 s)");
+    AtMostOneSecond(sink, std::string("gpu.") + sub, v);
   }
-  if (CheckNonNegative(sink, "gpu.collective_kernel_us", g.collective_kernel_us()) &&
-      g.collective_kernel_us() > 1e6) {
-    sink.Add("gpu.collective_kernel_us", NumText(g.collective_kernel_us()), "must be at most 1000000 (1 s)");
-  }
+  AtMostOneSecond(sink, "gpu.collective_kernel_us", g.collective_kernel_us());
   if (const double p = g.collective_launch_exponent(); p != 0 && !(p >= 1 && p <= 64)) {
     sink.Add("gpu.collective_launch_exponent", NumText(p), "must be 0 (= 2) or in [1, 64]");
   }
@@ -200,11 +196,11 @@ void ValidateEnergy(const config::Chip& c, DiagSink& sink) {
   for (int i = 0; i < d->field_count(); ++i) {
     const std::string sub = "energy." + std::string(d->field(i)->name());
     const double v = r->GetDouble(e, d->field(i));
-    if (!CheckNonNegative(sink, sub, v)) {
-      ok = false;
-    } else if (v > kMaxEnergyField) {
+    if (v > kMaxEnergyField) {  // before CheckNonNegative, whose own bound (1e30) is looser
       sink.Add(sub, NumText(v),
                "must be at most 1e6 (pJ per operation or byte; W for the static and TDP fields)");
+      ok = false;
+    } else if (!CheckNonNegative(sink, sub, v)) {
       ok = false;
     }
   }

@@ -42,15 +42,19 @@ std::string NumText(double v) {
   return ec == std::errc() ? std::string(buf, end) : std::string("?");
 }
 
+// Rates, sizes and times past kMaxChipValue are no chip: sums over its cores or channels reached
+// inf (describe printed `DRAM bandwidth inf GB/s` for a channel of 1e308 GB/s).
+constexpr double kMaxChipValue = 1e30;
+
 bool CheckPositive(DiagSink& sink, const std::string& sub, double v) {
-  if (v > 0 && std::isfinite(v)) return true;
-  sink.Add(sub, NumText(v), "must be positive");
+  if (v > 0 && v <= kMaxChipValue) return true;
+  sink.Add(sub, NumText(v), v > kMaxChipValue ? "must be at most 1e30" : "must be positive");
   return false;
 }
 
 bool CheckNonNegative(DiagSink& sink, const std::string& sub, double v) {
-  if (v >= 0 && std::isfinite(v)) return true;
-  sink.Add(sub, NumText(v), "must be zero or positive");
+  if (v >= 0 && v <= kMaxChipValue) return true;
+  sink.Add(sub, NumText(v), v > kMaxChipValue ? "must be at most 1e30" : "must be zero or positive");
   return false;
 }
 

@@ -164,7 +164,9 @@ int Describe(Args& a) {
   os << "  cores                 " << chip.num_cores() << " at " << Fixed(c.clock_mhz(), 0) << " MHz\n";
   os << "  peak                  " << Fixed(chip.PeakTflops(), 1) << " TFLOP/s bf16 ("
      << Fixed(chip.PeakTflops() * c.core().matrix_utilization(), 1) << " achievable)\n";
-  os << "  SRAM                  " << HumanBytes(static_cast<double>(chip.TotalSramBytes())) << " ("
+  // In double: cores x sram_bytes passes 2^64 for a sram_bytes near 2^63 (it printed a wrapped total).
+  os << "  SRAM                  "
+     << HumanBytes(static_cast<double>(c.core().sram_bytes()) * chip.num_cores()) << " ("
      << HumanBytes(static_cast<double>(c.core().sram_bytes())) << " per core)\n";
   std::set<int> attach_nodes;
   size_t stacked = 0;

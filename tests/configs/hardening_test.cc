@@ -351,6 +351,16 @@ TEST_F(Hardening, ContextsPast32BitsAreRefused) {
             "(4294967298) exceeds 4294967295 positions, the longest context tpsim times\n");
 }
 
+// describe's totals over the chip's cores are computed in double: a sram_bytes near 2^63 printed
+// a wrapped total (16777216.0 TiB for 64 cores of 8388608.0 TiB).
+TEST_F(Hardening, DescribeTotalsDoNotWrap) {
+  Outcome d = Tpsim("describe " + kRef + " --set chip.core.sram_bytes=9223372036854775807");
+  EXPECT_EQ(d.status, 0) << d.output;
+  EXPECT_NE(d.output.find("SRAM                  536870912.0 TiB (8388608.0 TiB per core)"),
+            std::string::npos)
+      << d.output;
+}
+
 // A sweep over the reference experiment with `body` after its base line.
 std::string SweepFile(const std::string& body) { return "base: \"" + kRef + "\"\n" + body; }
 
