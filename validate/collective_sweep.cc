@@ -225,7 +225,7 @@ int CompareCollectiveSweep(const std::string& path, const std::string& plot) {
   std::string err;
   if (!RunPlotScript(PlotScriptBeside("plot_gpu.py"),
                      CollectiveSweepPlotData(rows, path + ": busbw over size"), plot, &err)) {
-    std::cerr << "tpsim compare: plot not written: " << err << "\n";
+    std::cerr << "tpsim compare: --plot: " << err << "\n";
     return 1;
   }
   std::cout << "plot: " << plot << "\n";

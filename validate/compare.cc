@@ -7,13 +7,17 @@
 #include "validate/gpu_csv.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -42,7 +46,8 @@ std::string OpLabel(const config::OpResult& o) {
 }
 
 // Runs argv; returns the exit status (-1 when it could not start). quiet: output to /dev/null.
-int Spawn(const std::vector<std::string>& argv, bool quiet) {
+// stderr_fd >= 0: the child's stderr goes there.
+int Spawn(const std::vector<std::string>& argv, bool quiet, int stderr_fd = -1) {
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -53,6 +58,7 @@ int Spawn(const std::vector<std::string>& argv, bool quiet) {
         dup2(fileno(null), 2);
       }
     }
+    if (stderr_fd >= 0) dup2(stderr_fd, 2);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -238,6 +244,40 @@ std::string PlotScriptBeside(const std::string& file_name) {
   return slash == std::string::npos ? file_name : base.substr(0, slash + 1) + file_name;
 }
 
+std::string PlotPathError(const std::string& flag, const std::string& png) {
+  // The extension as Python's os.path.splitext reads it (leading dots of the name are none).
+  const std::string name = png.substr(png.rfind('/') + 1);
+  const size_t first = name.find_first_not_of('.');
+  const size_t dot = name.rfind('.');
+  std::string ext =
+      first == std::string::npos || dot == std::string::npos || dot < first ? "" : name.substr(dot + 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (ext == "png" || ext == "svg" || ext == "pdf") return "";
+  struct stat st {};
+  if (ext.empty() && ::stat(png.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return "";  // a device or folder
+  return flag + " " + png + ": " + (ext.empty() ? std::string("no extension") : "." + ext) +
+         ": not a picture format; name a .png, .svg or .pdf file";
+}
+
+namespace {
+
+// A temporary file in the system's temporary folder (never beside the picture, whose folder
+// may not exist): its path, or empty with *err set. *fd is open for writing.
+std::string TempFile(const std::string& suffix, int* fd, std::string* err) {
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+  if (ec) dir = "/tmp";
+  std::string path = (dir / ("tpsim-plot-XXXXXX" + suffix)).string();
+  *fd = ::mkstemps(path.data(), static_cast<int>(suffix.size()));
+  if (*fd < 0) {
+    *err = "cannot create a temporary file in " + dir.string() + ": " + std::strerror(errno);
+    return "";
+  }
+  return path;
+}
+
+}  // namespace
+
 bool RunPlotScript(const std::string& script, const std::string& data_json, const std::string& png,
                    std::string* err) {
   std::string py = FindPlotPython();
@@ -247,20 +287,44 @@ bool RunPlotScript(const std::string& script, const std::string& data_json, cons
         "install it with `apt-get install -y python3-matplotlib`)";
     return false;
   }
-  const std::string tmp = png + ".data.json";
-  {
-    std::ofstream out(tmp);
-    out << data_json << "\n";
-    out.close();  // a failed flush shows only here
-    if (!out) {
-      *err = tmp + ": cannot write";
-      return false;
-    }
+  int fd = -1;
+  const std::string data = TempFile(".json", &fd, err);
+  if (data.empty()) return false;
+  const std::string text = data_json + "\n";
+  bool written = true;
+  for (size_t done = 0; written && done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    written = n > 0;
+    if (written) done += static_cast<size_t>(n);
   }
-  int rc = Spawn({py, script, tmp, png}, false);
-  std::remove(tmp.c_str());
+  if (::close(fd) != 0) written = false;
+  if (!written) {
+    *err = "cannot write the plot data to " + data + ": " + std::strerror(errno);
+    ::unlink(data.c_str());
+    return false;
+  }
+  // The script's stderr is kept: on failure its last line (`cannot write PNG: REASON`) is the
+  // error, one line, instead of a traceback and a line naming the interpreter.
+  int log_fd = -1;
+  const std::string log = TempFile(".log", &log_fd, err);
+  if (log.empty()) {
+    ::unlink(data.c_str());
+    return false;
+  }
+  const int rc = Spawn({py, script, data, png}, false, log_fd);
+  ::close(log_fd);
+  ::unlink(data.c_str());
+  std::string last;
+  {
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) last = line;
+  }
+  ::unlink(log.c_str());
   if (rc != 0) {
-    *err = py + " " + script + " failed (exit " + std::to_string(rc) + ")";
+    *err = !last.empty() ? config::Clip(last, 300)
+                         : py + " " + script + " failed (exit " + std::to_string(rc) + ")";
     return false;
   }
   return true;
@@ -311,6 +375,20 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
       return 2;
     }
   }
+  // The picture's name before any work: a format drawn the same each run, and no input
+  // overwritten.
+  if (!plot.empty()) {
+    if (const std::string e = PlotPathError("--plot", plot); !e.empty()) {
+      std::cerr << "tpsim compare: " << e << "\n";
+      return 2;
+    }
+    try {
+      config::CheckOutputNotInput("--plot", plot, files);
+    } catch (const config::ConfigError& e) {
+      for (const auto& d : e.diags()) std::cerr << d.str() << "\n";
+      return 2;
+    }
+  }
   if (files.size() == 1) {
     std::string text;
     try {
@@ -336,7 +414,7 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
   if (!plot.empty()) {
     std::string err;
     if (!PlotComparison(c, plot, &err)) {
-      std::cerr << "tpsim compare: plot not written: " << err << "\n";
+      std::cerr << "tpsim compare: --plot: " << err << "\n";
       return 1;
     }
     std::cout << "plot: " << plot << "\n";

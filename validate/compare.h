@@ -58,10 +58,15 @@ bool PlotComparison(const Comparison& c, const std::string& png, std::string* er
 // A plot script shipped beside plot_compare.py (same folder), e.g. "plot_gpu.py".
 std::string PlotScriptBeside(const std::string& file_name);
 
-// Writes `data_json` next to `png`, runs `<FindPlotPython()> script data png`, removes the
-// data file. False with `err` set when it could not.
+// Writes `data_json` to a temporary file (in the system's temporary folder), runs
+// `<FindPlotPython()> script data png`, removes the data file. False with `err` set when it
+// could not: the script's last line on stderr (`cannot write PNG: REASON`), one line.
 bool RunPlotScript(const std::string& script, const std::string& data_json, const std::string& png,
                    std::string* err);
+
+// Empty when `png` is a picture name the plot scripts write (.png, .svg or .pdf, any case; no
+// extension only for a device or folder); else the error, starting with `flag png` (exit 2).
+std::string PlotPathError(const std::string& flag, const std::string& png);
 
 struct GpuPredictor;
 using GpuPredictorFactory =

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "configs/files.h"
 #include "configs/load.h"
 #include "validate/compare.h"
 
@@ -323,6 +324,10 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
   if (!plot.empty() && !plot_dir.empty()) return usage("give --plot or --plot-dir, not both");
   if (!plot.empty() && !chip.empty() && files.size() > 1)
     return usage("--plot takes one MEASURED file; use --plot-dir");
+  if (!plot.empty()) {
+    if (const std::string e = PlotPathError("--plot", plot); !e.empty()) return usage(e);
+    config::CheckOutputNotInput("--plot", plot, files);  // located: the command line prints it (exit 2)
+  }
   std::vector<GpuFileComparison> results;
   try {
     if (chip.empty()) {
@@ -361,7 +366,7 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
     if (png.empty()) continue;
     std::string err;
     if (!PlotGpuComparison(r, png, &err)) {
-      std::cerr << "tpsim compare: plot not written: " << err << "\n";
+      std::cerr << "tpsim compare: " << (plot_dir.empty() ? "--plot: " : "--plot-dir: ") << err << "\n";
       rc = 1;
     } else {
       std::cout << "plot: " << png << "\n";

@@ -4,9 +4,15 @@ and per-op bars, predicted next to measured (right). Headless (Agg).
 
 usage: plot_compare.py DATA.json OUT.png
 DATA.json: {"mape_pct": float, "ops": [{"label": str, "predicted_us": float, "measured_us": float}]}
-The PNG is 1400 x 600 pixels (14 x 6 inches at 100 dpi)."""
+The PNG is 1400 x 600 pixels (14 x 6 inches at 100 dpi). OUT's extension picks the format:
+.png, .svg or .pdf (another: exit 2); the same data gives the same bytes. OUT is written to a
+temporary file beside it and renamed over it (a device such as /dev/null is written in place);
+a failed write prints `cannot write OUT: REASON` and exits 1, never a traceback."""
 import json
+import os
+import stat
 import sys
+import tempfile
 
 import matplotlib
 
@@ -15,13 +21,111 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 WIDTH_IN, HEIGHT_IN, DPI = 14, 6, 100
 
+# Per format, the metadata that keeps the bytes the same from run to run (matplotlib stamps
+# PNGs with its version, SVGs with the date and PDFs with the time); each backend refuses
+# the others' keys.
+FORMATS = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+plt.rcParams["svg.hashsalt"] = "tpsim"
 
-def main(argv):
+
+class PlotError(Exception):
+    """A one-line error and its exit status: 2 for a bad OUT name, 1 for a failed write."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+
+
+def check_out(out):
+    """OUT's format by its extension; another than .png, .svg or .pdf is PlotError 2 (no
+    extension: only a device or a folder)."""
+    ext = os.path.splitext(out)[1][1:]
+    if not ext:  # a device (/dev/null) takes the PNG; a folder is the write's error
+        try:
+            if not stat.S_ISREG(os.stat(out).st_mode):
+                return "png"
+        except OSError:
+            pass
+    if ext.lower() not in FORMATS:
+        raise PlotError(f"{out}: {'.' + ext if ext else 'no extension'}: not a picture format; "
+                        "name a .png, .svg or .pdf file", 2)
+    return ext.lower()
+
+
+def save(fig, out):
+    """Writes fig to out (see check_out) through a temporary file in its folder renamed over
+    it, so a failure leaves no partial file; a device or FIFO is written in place."""
+    fmt = check_out(out)
+
+    def write(f):
+        fig.savefig(f, format=fmt, dpi=DPI, metadata=FORMATS[fmt])
+
+    def fail(why):
+        return PlotError(f"cannot write {out}: {why}", 1)
+
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise fail(e.strerror or str(e))
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise fail("is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with os.fdopen(os.open(out, os.O_WRONLY | os.O_CLOEXEC), "wb") as f:
+                write(f)
+        except OSError as e:
+            raise fail(e.strerror or str(e))
+        return
+    folder = os.path.dirname(out) or "."
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".tpsim-tmp-", dir=folder)
+    except OSError as e:
+        raise fail(e.strerror or str(e))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if st is not None:
+                mode = st.st_mode & 0o7777
+            else:
+                mask = os.umask(0)
+                os.umask(mask)
+                mode = 0o666 & ~mask
+            os.fchmod(f.fileno(), mode)
+            write(f)
+        os.replace(tmp, out)
+        tmp = None
+    except OSError as e:
+        raise fail(e.strerror or str(e))
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def run(draw, argv):
+    """main() of a plot script: draw(data, out) with the usage, one-line errors and exit
+    statuses of the docstring above."""
     if len(argv) != 3:
-        sys.stderr.write(__doc__)
+        sys.stderr.write(sys.modules["__main__"].__doc__ or "")
         return 2
-    with open(argv[1]) as f:
-        data = json.load(f)
+    try:
+        check_out(argv[2])
+        with open(argv[1]) as f:
+            data = json.load(f)
+        draw(data, argv[2])
+    except PlotError as e:
+        print(e, file=sys.stderr)
+        return e.code
+    except Exception as e:  # the data file is tpsim's own: a bug, said in one line
+        print(f"{argv[1]}: cannot draw: {type(e).__name__}: {e}".replace("\n", " "), file=sys.stderr)
+        return 1
+    return 0
+
+
+def draw(data, out):
     ops = data.get("ops", [])
     labels = [o["label"] for o in ops]
     pred = [o["predicted_us"] for o in ops]
@@ -57,9 +161,8 @@ def main(argv):
     ax2.set_title("per op")
     ax2.legend()
     fig.tight_layout()
-    fig.savefig(argv[2], dpi=DPI)
-    return 0
+    save(fig, out)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run(draw, sys.argv))

@@ -11,15 +11,19 @@ collective: one panel per table, bus bandwidth (GB/s) over size (log2), measured
             "rate"}] more predicted lines (dashed), e.g. each algorithm forced.
 gemm:       a predicted-vs-measured time scatter of every row (left, log-log, identity line) and
             time over M for up to 12 shapes (evenly picked from the file's order).
-The PNG is at most 1200 x 800 pixels (12 x 8 inches at 100 dpi)."""
-import json
+The PNG is at most 1200 x 800 pixels (12 x 8 inches at 100 dpi). OUT's extension, errors
+and exit statuses as in plot_compare.py, whose save() this uses."""
 import math
+import os
 import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_compare import run, save  # noqa: E402
 
 DPI = 100
 
@@ -64,7 +68,7 @@ def collective(data, out):
         axes[j // cols][j % cols].axis("off")
     fig.suptitle(data["title"], fontsize=9)
     fig.tight_layout()
-    fig.savefig(out, dpi=DPI)
+    save(fig, out)
 
 
 def gemm(data, out):
@@ -101,21 +105,15 @@ def gemm(data, out):
         sub.tick_params(labelsize=5)
         sub.grid(True, which="both", alpha=0.2)
     fig.suptitle(data["title"] + "  -  right: time (us) over m, line predicted, dots measured", fontsize=9)
-    fig.savefig(out, dpi=DPI)
+    save(fig, out)
 
 
-def main(argv):
-    if len(argv) != 3:
-        sys.stderr.write(__doc__)
-        return 2
-    with open(argv[1]) as f:
-        data = json.load(f)
+def draw(data, out):
     if data.get("kind") == "gemm":
-        gemm(data, argv[2])
+        gemm(data, out)
     else:
-        collective(data, argv[2])
-    return 0
+        collective(data, out)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run(draw, sys.argv))

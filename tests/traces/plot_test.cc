@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,6 +53,58 @@ const char* const kResult = R"({
     {"id": 4, "start_ps": 22500, "end_ps": 30250, "core": 1, "kind": "compute", "op": "o_proj", "dst_core": -1}
   ]
 })";
+
+// kResult with an energy summary and per-op energy (q_proj twice: 0.006 J in all).
+void WriteEnergyResult(const std::string& path) {
+  nlohmann::json r = nlohmann::json::parse(kResult);
+  r["summary"] = {{"energy_modelled", true},   {"energy_j", 0.01},
+                  {"compute_energy_j", 0.004}, {"sram_energy_j", 0.002},
+                  {"network_energy_j", 0.001}, {"memory_energy_j", 0.002},
+                  {"static_energy_j", 0.001},  {"energy_per_token_j", 0.0025},
+                  {"average_power_w", 120.5}};
+  r["ops"] = {{{"op", "q_proj"}, {"energy_j", 0.005}},
+              {{"op", "o_proj"}, {"energy_j", 0.003}},
+              {{"op", "q_proj"}, {"energy_j", 0.001}}};
+  std::ofstream(path) << r.dump();
+}
+
+// A search store (tpsim search --db): of (10 ms, 3 mJ), (20 ms, 1 mJ), (30 ms, 2 mJ) the
+// last is off the front; one invalid point.
+void WriteFrontStore(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  std::string sql =
+      "CREATE TABLE points (config_hash TEXT, point_index INTEGER, status TEXT, \"mapping.tp\", "
+      "\"mapping.pipeline_stages\", \"search.replicas\", total_ps INTEGER, energy_per_token_j REAL);"
+      "INSERT INTO points VALUES ('a', 0, 'ok', 16, 4, 1, 10000000000, 0.003);"
+      "INSERT INTO points VALUES ('b', 1, 'ok', 4, 4, 4, 20000000000, 0.001);"
+      "INSERT INTO points VALUES ('c', 2, 'ok', 8, 4, 2, 30000000000, 0.002);"
+      "INSERT INTO points VALUES ('d', 3, 'invalid', 3, 1, 1, NULL, NULL);";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+// The CSVs of `tpsim serve --requests-csv R.csv --kv-csv K.csv` for a small disaggregated
+// run (one rejected request, one with a single output token: no TPOT).
+void WriteServingCsvs(const std::string& requests, const std::string& kv) {
+  std::ofstream(requests)
+      << "id,arrival_ms,prompt_tokens,output_tokens,first_token_ms,finish_ms,ttft_ms,mean_tpot_ms,"
+         "latency_ms,preemptions,status\n"
+         "0,0.000,406,171,340.506,13529.784,340.506,77.584,13529.784,0,ok\n"
+         "1,318.149,524,85,1031.388,7062.971,713.239,71.805,6744.822,0,ok\n"
+         "2,400.000,90000,4,,,,,,0,rejected\n"
+         "3,500.000,100,1,900.000,900.000,400.000,0.000,400.000,1,ok\n"
+         "4,800.000,300,20,1500.000,3000.000,700.000,78.947,2200.000,0,ok\n";
+  std::ofstream(kv) << "group,time_ms,kv_blocks_used,kv_blocks_capacity,running,waiting,"
+                       "iteration_tokens\n"
+                       "prefill,340.506,26,100,0,0,406\n"
+                       "prefill,737.903,33,100,1,0,512\n"
+                       "prefill,1031.388,40,100,0,0,12\n"
+                       "decode,400.000,27,120,1,0,1\n"
+                       "decode,480.000,27,120,1,0,1\n"
+                       "decode,1100.000,61,120,2,0,2\n"
+                       "decode,13529.784,12,120,0,0,1\n";
+}
 
 class PlotTest : public ::testing::Test {
  protected:
@@ -134,16 +187,7 @@ TEST_F(PlotTest, HeatmapRenders) {
 // The energy breakdown: a stacked bar of the summary's parts and the ops' energy; a result
 // without an energy model is refused with exit 2.
 TEST_F(PlotTest, EnergyRendersAndRefusesAResultWithoutEnergy) {
-  nlohmann::json r = nlohmann::json::parse(kResult);
-  r["summary"] = {{"energy_modelled", true},   {"energy_j", 0.01},
-                  {"compute_energy_j", 0.004}, {"sram_energy_j", 0.002},
-                  {"network_energy_j", 0.001}, {"memory_energy_j", 0.002},
-                  {"static_energy_j", 0.001},  {"energy_per_token_j", 0.0025},
-                  {"average_power_w", 120.5}};
-  r["ops"] = {{{"op", "q_proj"}, {"energy_j", 0.005}},
-              {{"op", "o_proj"}, {"energy_j", 0.003}},
-              {{"op", "q_proj"}, {"energy_j", 0.001}}};
-  std::ofstream(Path("e.json")) << r.dump();
+  WriteEnergyResult(Path("e.json"));
   std::string err;
   ASSERT_EQ(RunPlot({"energy", Path("e.json"), Path("e.json"), "--dump-series", Path("e_dump.json"), "--out",
                      Path("energy.png")},
@@ -305,17 +349,7 @@ TEST_F(PlotTest, TimelineCoresWindowAndGroups) {
 // front. Of (10 ms, 3 mJ), (20 ms, 1 mJ), (30 ms, 2 mJ) the last is off the front; a store
 // without energy is refused.
 TEST_F(PlotTest, FrontDrawsEachStoresParetoFront) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(Path("front.sqlite").c_str(), &db), SQLITE_OK);
-  std::string sql =
-      "CREATE TABLE points (config_hash TEXT, point_index INTEGER, status TEXT, \"mapping.tp\", "
-      "\"mapping.pipeline_stages\", \"search.replicas\", total_ps INTEGER, energy_per_token_j REAL);"
-      "INSERT INTO points VALUES ('a', 0, 'ok', 16, 4, 1, 10000000000, 0.003);"
-      "INSERT INTO points VALUES ('b', 1, 'ok', 4, 4, 4, 20000000000, 0.001);"
-      "INSERT INTO points VALUES ('c', 2, 'ok', 8, 4, 2, 30000000000, 0.002);"
-      "INSERT INTO points VALUES ('d', 3, 'invalid', 3, 1, 1, NULL, NULL);";
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
+  WriteFrontStore(Path("front.sqlite"));
   std::string err;
   ASSERT_EQ(RunPlot({"front", Path("front.sqlite") + ":32 MiB", "--dump-series", Path("f.json"), "--out",
                      Path("front.png")},
@@ -531,26 +565,9 @@ TEST_F(PlotTest, SweepLogAxesUnitsAndHelp) {
   EXPECT_NE(err.find("no point of 13 left to draw"), std::string::npos) << err;
 }
 
-// The CSVs of `tpsim serve --requests-csv R.csv --kv-csv K.csv` for a small disaggregated
-// run (one rejected request, one with a single output token: no TPOT).
+// The CSVs of a small disaggregated run of `tpsim serve` (WriteServingCsvs).
 TEST_F(PlotTest, ServingRenders) {
-  std::ofstream(Path("req.csv"))
-      << "id,arrival_ms,prompt_tokens,output_tokens,first_token_ms,finish_ms,ttft_ms,mean_tpot_ms,"
-         "latency_ms,preemptions,status\n"
-         "0,0.000,406,171,340.506,13529.784,340.506,77.584,13529.784,0,ok\n"
-         "1,318.149,524,85,1031.388,7062.971,713.239,71.805,6744.822,0,ok\n"
-         "2,400.000,90000,4,,,,,,0,rejected\n"
-         "3,500.000,100,1,900.000,900.000,400.000,0.000,400.000,1,ok\n"
-         "4,800.000,300,20,1500.000,3000.000,700.000,78.947,2200.000,0,ok\n";
-  std::ofstream(Path("kv.csv")) << "group,time_ms,kv_blocks_used,kv_blocks_capacity,running,waiting,"
-                                   "iteration_tokens\n"
-                                   "prefill,340.506,26,100,0,0,406\n"
-                                   "prefill,737.903,33,100,1,0,512\n"
-                                   "prefill,1031.388,40,100,0,0,12\n"
-                                   "decode,400.000,27,120,1,0,1\n"
-                                   "decode,480.000,27,120,1,0,1\n"
-                                   "decode,1100.000,61,120,2,0,2\n"
-                                   "decode,13529.784,12,120,0,0,1\n";
+  WriteServingCsvs(Path("req.csv"), Path("kv.csv"));
   ASSERT_EQ(PlotCommand({"serving", Path("req.csv"), Path("kv.csv"), "--out", Path("serving.png")}), 0);
   ExpectPicture(Path("serving.png"), 3);
   // Swapped files: the requests CSV lacks the KV columns and vice versa.
@@ -604,6 +621,188 @@ TEST_F(PlotTest, SameInputSameBytes) {
     return ss.str();
   };
   EXPECT_EQ(read(Path("a.png")), read(Path("b.png")));
+}
+
+// The inputs of EveryCommand in dir, beside the fixture's result.json.
+void WriteEveryInput(const std::filesystem::path& dir) {
+  WriteEnergyResult((dir / "e.json").string());
+  WriteKvsMStore((dir / "kvm.sqlite").string());
+  WriteFrontStore((dir / "front.sqlite").string());
+  WriteServingCsvs((dir / "req.csv").string(), (dir / "kv.csv").string());
+}
+
+// One invocation of each plot command on the inputs WriteEveryInput wrote into dir, drawing
+// to dir/COMMAND.EXT.
+std::vector<std::vector<std::string>> EveryCommand(const std::filesystem::path& dir, const std::string& ext) {
+  auto at = [&](const std::string& name) { return (dir / name).string(); };
+  return {{"heatmap", at("result.json"), "--out", at("heatmap." + ext)},
+          {"timeline", at("result.json"), "--out", at("timeline." + ext)},
+          {"sweep", at("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+           "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--out", at("sweep." + ext)},
+          {"energy", at("e.json"), "--out", at("energy." + ext)},
+          {"front", at("front.sqlite"), "--out", at("front." + ext)},
+          {"serving", at("req.csv"), at("kv.csv"), "--out", at("serving." + ext)}};
+}
+
+// The names in dir that a write left behind (its temporary files: .NAME.tpsim-tmp-XXXXXX).
+std::vector<std::string> TempFiles(const std::filesystem::path& dir) {
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().find("tpsim-tmp") != std::string::npos)
+      left.push_back(e.path().string());
+  }
+  return left;
+}
+
+// --out's extension picks the format. Every command draws .svg (the SVG writer refused the
+// PNG's Software metadata key: exit 2 and a partial file) and .pdf (one save serves them
+// all), and two runs give the same bytes: no date in either (a PDF carried its /CreationDate,
+// so a second later the bytes differed). Other extensions are refused before anything is drawn.
+TEST_F(PlotTest, SvgOfEveryCommandAndPdfAreTheSameBytesEachRun) {
+  WriteEveryInput(dir_);
+  std::string err;
+  for (const auto& args : EveryCommand(dir_, "svg")) {
+    EXPECT_EQ(RunPlot(args, &err), 0) << args[0] << ": " << err;
+    const std::string svg = ReadFile(args.back());
+    EXPECT_NE(svg.find("<svg"), std::string::npos) << args.back();
+    EXPECT_EQ(svg.find("<dc:date>"), std::string::npos) << args.back();
+  }
+  ASSERT_EQ(RunPlot({"heatmap", Path("result.json"), "--out", Path("heatmap.pdf")}, &err), 0) << err;
+  const std::string pdf = ReadFile(Path("heatmap.pdf"));
+  EXPECT_EQ(pdf.substr(0, 5), "%PDF-");
+  EXPECT_EQ(pdf.find("/CreationDate"), std::string::npos);
+  ::sleep(1);  // a date stamped in would differ
+  for (const std::string ext : {"svg", "pdf", "PDF"}) {
+    EXPECT_EQ(RunPlot({"heatmap", Path("result.json"), "--out", Path("again." + ext)}, &err), 0) << err;
+    EXPECT_TRUE(ReadFile(Path("again." + ext)) == ReadFile(Path("heatmap." + (ext == "PDF" ? "pdf" : ext))))
+        << ext << ": not the same bytes";
+  }
+  EXPECT_EQ(RunPlot({"heatmap", Path("result.json"), "--out", Path("h.jpg")}, &err), 2);
+  const std::string want = ": .jpg is not a picture format tpsim plot writes; name a .png, .svg or .pdf file";
+  EXPECT_NE(err.find("--out " + Path("h.jpg") + want), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(Path("h.jpg")));
+  // Without an extension: PNG, at PATH.png as matplotlib named it.
+  ASSERT_EQ(RunPlot({"heatmap", Path("result.json"), "--out", Path("plain")}, &err), 0) << err;
+  ExpectPicture(Path("plain.png"), 20);
+  EXPECT_EQ(TempFiles(dir_), std::vector<std::string>{});
+}
+
+// An output that names an input (by another path, through a link) or another output of the
+// command: exit 2 naming the flag, before anything is read or written; the input keeps its
+// bytes. Before, --dump-series over the result replaced it with the drawn series, and over a
+// sweep store turned the database into JSON text, exit 0.
+TEST_F(PlotTest, AnOutputNamingAnInputOrAnotherOutputIsRefused) {
+  WriteEveryInput(dir_);
+  const auto commands = EveryCommand(dir_, "png");
+  const std::string store = ReadFile(Path("kvm.sqlite"));
+  const std::string front = ReadFile(Path("front.sqlite"));
+  const std::string kv = ReadFile(Path("kv.csv"));
+  std::filesystem::create_symlink(Path("result.json"), Path("link.json"));
+  const std::string dir_name = dir_.filename().string();
+  std::string err;
+  for (const auto& [in, dump] : std::vector<std::pair<std::string, std::string>>{
+           {Path("result.json"), Path("result.json")},
+           {Path("result.json"), (dir_ / "." / "result.json").string()},
+           {Path("result.json"), (dir_ / ".." / dir_name / "result.json").string()},
+           {Path("result.json"), Path("link.json")},
+           {Path("link.json"), Path("result.json")}}) {
+    EXPECT_EQ(RunPlot({"heatmap", in, "--out", Path("h.png"), "--dump-series", dump}, &err), 2) << dump;
+    EXPECT_NE(err.find("tpsim plot: --dump-series " + dump + ": names an input of this command (" + in +
+                       "); write the output elsewhere"),
+              std::string::npos)
+        << err;
+  }
+  EXPECT_EQ(ReadFile(Path("result.json")), kResult);
+  EXPECT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--dump-series",
+                     Path("kvm.sqlite"), "--out", Path("s.png")},
+                    &err),
+            2);
+  EXPECT_NE(err.find("--dump-series " + Path("kvm.sqlite") + ": names an input"), std::string::npos) << err;
+  EXPECT_TRUE(ReadFile(Path("kvm.sqlite")) == store) << "the sweep store was changed";
+  EXPECT_EQ(RunPlot({"front", Path("front.sqlite") + ":SRAM 16 MiB", "--dump-series", Path("front.sqlite"),
+                     "--out", Path("f.png")},
+                    &err),
+            2);
+  EXPECT_TRUE(ReadFile(Path("front.sqlite")) == front) << "the search store was changed";
+  // --out too, whatever its extension; without one it names PATH.png.
+  EXPECT_EQ(RunPlot({"serving", Path("req.csv"), Path("kv.csv"), "--out", Path("kv.csv")}, &err), 2);
+  EXPECT_NE(err.find("--out " + Path("kv.csv") + ": names an input of this command (" + Path("kv.csv") + ")"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(ReadFile(Path("kv.csv")), kv);
+  std::filesystem::copy_file(Path("result.json"), Path("r.png"));
+  EXPECT_EQ(RunPlot({"timeline", Path("r.png"), "--out", Path("r")}, &err), 2);
+  EXPECT_NE(err.find("--out " + Path("r.png") + ": names an input"), std::string::npos) << err;
+  EXPECT_EQ(ReadFile(Path("r.png")), kResult);
+  // Two outputs naming one file: the series would have been overwritten by the picture.
+  for (const auto& args : commands) {
+    if (args[0] == "serving") continue;     // no --dump-series
+    std::vector<std::string> twice = args;  // the same file by another path
+    twice.insert(twice.end(), {"--dump-series", "./" + std::filesystem::relative(args.back()).string()});
+    EXPECT_EQ(RunPlot(twice, &err), 2) << args[0];
+    EXPECT_NE(err.find("names the same file as --out; give each output its own file"), std::string::npos)
+        << args[0] << ": " << err;
+    EXPECT_FALSE(std::filesystem::exists(args.back())) << args.back();
+  }
+}
+
+// Holds RLIMIT_FSIZE at `bytes` (soft limit) while it lives: a larger write fails with EFBIG
+// (python ignores SIGXFSZ).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    rlimit l = saved_;
+    l.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &l);
+  }
+  ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved_); }
+
+ private:
+  rlimit saved_{};
+};
+
+// A file that cannot be written is exit 1 with one line naming it and the reason, as in
+// tpsim's other commands (it was exit 2, the code of bad input), and leaves no partial file:
+// the picture and the series are written beside the target and renamed over it.
+TEST_F(PlotTest, AFailedWriteExitsOneAndLeavesNoPartialFile) {
+  std::string err;
+  EXPECT_EQ(RunPlot({"heatmap", Path("result.json"), "--out", Path("nodir/h.png")}, &err), 1);
+  EXPECT_EQ(err, "tpsim plot: cannot write " + Path("nodir/h.png") + ": cannot create a temporary file in " +
+                     Path("nodir") + " (No such file or directory)\n");
+  EXPECT_EQ(RunPlot({"timeline", Path("result.json"), "--dump-series", Path("nodir/t.json"), "--out",
+                     Path("t.png")},
+                    &err),
+            1);
+  EXPECT_EQ(err, "tpsim plot: cannot write " + Path("nodir/t.json") + ": cannot create a temporary file in " +
+                     Path("nodir") + " (No such file or directory)\n");
+  EXPECT_EQ(RunPlot({"heatmap", Path("result.json"), "--out", dir_.string()}, &err), 1);
+  EXPECT_EQ(err, "tpsim plot: cannot write " + dir_.string() + ": is a directory\n");
+  if (std::filesystem::exists("/dev/full")) {  // a device is written in place
+    EXPECT_EQ(RunPlot({"heatmap", Path("result.json"), "--out", "/dev/full"}, &err), 1);
+    EXPECT_EQ(err, "tpsim plot: cannot write /dev/full: No space left on device\n");
+  }
+  // A write that fails half-way (the picture is larger than the file size limit) keeps the
+  // file that was there and leaves no temporary file.
+  std::ofstream(Path("old.png")) << "old";
+  std::ofstream(Path("old.json")) << "old";
+  {
+    const FileSizeLimit limit(16 << 10);
+    EXPECT_EQ(RunPlot({"heatmap", Path("result.json"), "--out", Path("old.png")}, &err), 1);
+  }
+  EXPECT_EQ(err, "tpsim plot: cannot write " + Path("old.png") + ": File too large\n");
+  EXPECT_TRUE(ReadFile(Path("old.png")) == "old") << "old.png was replaced";
+  {
+    const FileSizeLimit limit(256);
+    EXPECT_EQ(
+        RunPlot({"heatmap", Path("result.json"), "--dump-series", Path("old.json"), "--out", Path("new.png")},
+                &err),
+        1);
+  }
+  EXPECT_EQ(err, "tpsim plot: cannot write " + Path("old.json") + ": File too large\n");
+  EXPECT_TRUE(ReadFile(Path("old.json")) == "old") << "old.json was replaced";
+  EXPECT_EQ(TempFiles(dir_), std::vector<std::string>{});
 }
 
 }  // namespace

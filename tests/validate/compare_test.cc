@@ -27,6 +27,11 @@ std::string Write(const std::string& name, const std::string& text) {
   return p;
 }
 
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
 // An op whose kernel time is `kernel_ps`, split as compute 1/2, communication 1/4, memory 1/4
 // (an odd remainder in compute), and whose span (total_ps) adds `waiting_ps` of waiting.
 std::string Op(const std::string& phase, int layer, const std::string& op, long long kernel_ps, bool measured,
@@ -354,6 +359,53 @@ TEST(ComparePlot, CollectiveSweepBusbwOverSize) {
   EXPECT_EQ(CompareCommand({bad}), 2);
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("rows[0]: no field ranks"), std::string::npos) << err;
+}
+
+// --plot names a picture: another extension, or a name that is an input, is exit 2 before any
+// work (`--plot out.json` drew, then printed the script's traceback, exit 1; `--plot PRED.json`
+// would have replaced the input). A picture that cannot be written is exit 1 with one line
+// naming the flag and the file (`--plot-dir nodir` named the script's temporary data file,
+// `nodir/x.png.data.json`); .svg and .pdf are drawn, the same bytes each run.
+TEST(ComparePlot, BadNamesExitTwoAndWriteErrorsSayOneLine) {
+  ASSERT_FALSE(FindPlotPython().empty())
+      << "needs python3 with matplotlib (apt-get install -y python3-matplotlib)";
+  setenv("TPSIM_PLOT_SCRIPT", (std::string(TPSIM_SOURCE_DIR) + "/validate/plot_compare.py").c_str(), 1);
+  const std::string p =
+      Write("plotpred.json", ResultJson("analytical", 1, {Op("prefill", 0, "a", 1000000, false)}));
+  const std::string before = ReadAll(p);
+  auto run = [](const std::vector<std::string>& args, std::string* err) {
+    testing::internal::CaptureStdout();
+    testing::internal::CaptureStderr();
+    const int rc = CompareCommand(args);
+    testing::internal::GetCapturedStdout();
+    *err = testing::internal::GetCapturedStderr();
+    return rc;
+  };
+  std::string err;
+  EXPECT_EQ(run({p, p, "--plot", TempPath("out.json")}, &err), 2);
+  EXPECT_EQ(err, "tpsim compare: --plot " + TempPath("out.json") +
+                     ": .json: not a picture format; name a .png, .svg or .pdf file\n");
+  EXPECT_EQ(run({p, p, "--plot", p}, &err), 2);
+  EXPECT_EQ(ReadAll(p), before);
+  const std::string png_named = Write("plotpred.png", before);
+  EXPECT_EQ(run({png_named, p, "--plot", png_named}, &err), 2);
+  EXPECT_NE(err.find("--plot: " + png_named + ": names an input of this run"), std::string::npos) << err;
+  EXPECT_EQ(ReadAll(png_named), before);
+  EXPECT_EQ(run({p, p, "--plot", TempPath("nodir/x.png")}, &err), 1);
+  EXPECT_EQ(err, "tpsim compare: --plot: cannot write " + TempPath("nodir/x.png") +
+                     ": No such file or directory\n");
+  for (const std::string ext : {"svg", "pdf"}) {
+    const std::string a = TempPath("plot_a." + ext), b = TempPath("plot_b." + ext);
+    ASSERT_EQ(run({p, p, "--plot", a}, &err), 0) << err;
+    ASSERT_EQ(run({p, p, "--plot", b}, &err), 0) << err;
+    EXPECT_TRUE(ReadAll(a) == ReadAll(b)) << ext;
+  }
+  // The sweep form goes through the same checks.
+  const std::string sweep = Write("plotsweep.json", CollectiveSweepJson(HandSweep()));
+  EXPECT_EQ(run({sweep, "--plot", TempPath("busbw.jpg")}, &err), 2);
+  EXPECT_EQ(run({sweep, "--plot", TempPath("nodir/busbw.png")}, &err), 1);
+  EXPECT_EQ(err, "tpsim compare: --plot: cannot write " + TempPath("nodir/busbw.png") +
+                     ": No such file or directory\n");
 }
 
 }  // namespace

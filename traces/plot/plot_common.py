@@ -5,6 +5,7 @@ import math
 import os
 import re
 import stat
+import tempfile
 
 FIGSIZE = (10, 8)
 DPI = 100
@@ -12,6 +13,20 @@ DPI = 100
 
 class UsageError(Exception):
     """Bad input or usage: `tpsim plot` prints it on one line and exits 2."""
+
+
+class WriteError(Exception):
+    """An output could not be written: `tpsim plot` prints it on one line and exits 1, as
+    tpsim's other commands do."""
+
+
+# The picture formats `--out` takes, by extension, with the metadata that keeps their bytes the
+# same from run to run: matplotlib stamps PNGs with its version (Software), SVGs with the date
+# (Date) and PDFs with the time (CreationDate); each backend accepts only its own keys (the SVG
+# writer refused the PNG's Software with a ValueError). PostScript, EPS, JPEG, TIFF and WebP are
+# left out: the first two embed the time and the file's name, the others take no metadata.
+FORMATS = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+OUT_HELP = "the picture to write: .png, .svg or .pdf by its extension (none: PNG)"
 
 
 def plt_module():
@@ -22,20 +37,124 @@ def plt_module():
     return matplotlib, plt
 
 
+def out_path(path):
+    """The file `--out PATH` writes: PATH; without an extension PATH.png, the name matplotlib
+    gave it, unless PATH is a device, FIFO or folder (/dev/null gets the PNG; a folder, the
+    error that says so)."""
+    if os.path.splitext(path)[1][1:]:
+        return path
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return path
+    except OSError:
+        pass
+    return path.rstrip(".") + ".png"
+
+
+def out_format(path):
+    """The format of the picture `path` (an out_path): its extension, .png, .svg or .pdf in
+    any case (none: a device, PNG); another is refused (exit 2)."""
+    ext = os.path.splitext(path)[1][1:]
+    if not ext:
+        return "png"
+    if ext.lower() not in FORMATS:
+        raise UsageError(f"--out {path}: .{ext} is not a picture format tpsim plot writes; "
+                         f"name a .png, .svg or .pdf file")
+    return ext.lower()
+
+
+def same_file(a, b):
+    """Whether paths a and b name one file: the same inode when both exist (links, ./, ..),
+    else the same absolute path with links resolved (as configs/files.cc SameFile)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(os.path.abspath(a)) == os.path.realpath(os.path.abspath(b))
+
+
+def check_outputs(outputs, inputs):
+    """Refuses (exit 2) an output that names an input, which it would overwrite, or two
+    outputs that name one file. outputs: [(flag, path or None)]."""
+    for i, (flag, out) in enumerate(outputs):
+        if not out:
+            continue
+        for path in inputs:
+            if path and same_file(out, path):
+                raise UsageError(f"{flag} {out}: names an input of this command ({path}); "
+                                 f"write the output elsewhere")
+        for other_flag, other in outputs[:i]:
+            if other and same_file(out, other):
+                raise UsageError(f"{flag} {out}: names the same file as {other_flag}; "
+                                 f"give each output its own file")
+
+
+def _strerror(e):
+    return e.strerror or str(e)
+
+
+def write_output(path, write):
+    """Calls write(f) with a binary file for `path`. A regular file is written to a temporary
+    file in its folder and renamed over it, so a failed write leaves no partial file (and the
+    old file, if any, as it was); a device or FIFO (/dev/null, /dev/stdout) is written in place,
+    as configs::OutputFile does. Raises WriteError naming the file and the reason."""
+    def fail(why):
+        return WriteError(f"cannot write {path}: {why}")
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise fail(_strerror(e))
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise fail("is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CLOEXEC), "wb") as f:
+                write(f)
+        except OSError as e:
+            raise fail(_strerror(e))
+        return
+    folder = os.path.dirname(path) or "."
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tpsim-tmp-", dir=folder)
+    except OSError as e:
+        raise fail(f"cannot create a temporary file in {folder} ({_strerror(e)})")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if st is not None:
+                mode = st.st_mode & 0o7777
+            else:
+                mask = os.umask(0)
+                os.umask(mask)
+                mode = 0o666 & ~mask
+            os.fchmod(f.fileno(), mode)
+            write(f)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise fail(_strerror(e))
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def save(fig, out):
-    fig.savefig(out, dpi=DPI, metadata={"Software": None})
+    """Writes the figure to `out` (see out_path) at DPI, the same bytes for the same input."""
+    out = out_path(out)
+    fmt = out_format(out)
+    write_output(out, lambda f: fig.savefig(f, format=fmt, dpi=DPI, metadata=FORMATS[fmt]))
 
 
 def dump_json(path, data):
     """Writes what a plot drew (--dump-series) as sorted, indented JSON."""
     if not path:
         return
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}")
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    write_output(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def check_input(path):

@@ -1,6 +1,6 @@
 """`tpsim plot energy`: the energy breakdown of one or more results (sim/energy.h)."""
 
-from plot_common import DPI, FIGSIZE, UsageError, dump_json, load_result, num, plt_module, save
+from plot_common import DPI, FIGSIZE, OUT_HELP, UsageError, dump_json, load_result, num, plt_module, save
 
 HELP = """The energy of one or more results (tpsim run --out RESULT.json), side by side.
 
@@ -19,7 +19,7 @@ PARTS = (("compute", "compute_energy_j", "tab:blue"), ("SRAM", "sram_energy_j", 
 
 def add_arguments(p):
     p.add_argument("results", nargs="+", metavar="RESULT.json")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, metavar="PNG", help=OUT_HELP)
     p.add_argument("--top", type=int, default=12, help="op names drawn in the bottom panel (default 12)")
     p.add_argument("--dump-series", metavar="FILE", help="also write what was drawn as JSON")
 

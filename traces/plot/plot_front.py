@@ -2,7 +2,7 @@
 
 import sqlite3
 
-from plot_common import DPI, FIGSIZE, UsageError, check_input, dump_json, num, plt_module, save
+from plot_common import DPI, FIGSIZE, OUT_HELP, UsageError, check_input, dump_json, num, plt_module, save
 
 HELP = """The points of one or more search stores (tpsim search ... --db S.sqlite), one colour
 per store: total latency (x, ms) against energy per token (y, mJ), every simulated candidate
@@ -17,7 +17,7 @@ COLOURS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:
 
 def add_arguments(p):
     p.add_argument("stores", nargs="+", metavar="S.sqlite[:LABEL]")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, metavar="PNG", help=OUT_HELP)
     p.add_argument("--title", default="")
     p.add_argument("--dump-series", metavar="FILE", help="also write what was drawn as JSON")
 

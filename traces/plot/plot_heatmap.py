@@ -15,7 +15,7 @@ import math
 import re
 
 from plot_common import (DPI, UsageError, dump_json, load_result, num, plt_module, save,
-                         TIME_UNITS, BYTE_UNITS)
+                         TIME_UNITS, BYTE_UNITS, OUT_HELP)
 
 NODE_RC = re.compile(r"^r(\d+)c(\d+)$")
 # metric -> (field in links[] and dram[], colour bar label, kind of unit)
@@ -46,7 +46,7 @@ def add_arguments(h):
     h.add_argument("--title", help="the figure title")
     h.add_argument("--dump-series", metavar="FILE",
                    help="also write what is drawn as JSON (values in the result's units)")
-    h.add_argument("--out", required=True, metavar="PNG", help="the picture to write")
+    h.add_argument("--out", required=True, metavar="PNG", help=OUT_HELP)
 
 
 def parse_vmax(text, kind):

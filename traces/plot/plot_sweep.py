@@ -13,7 +13,7 @@ import sqlite3
 import sys
 
 from plot_common import (DPI, FIGSIZE, UsageError, axis_unit, check_input, dump_json, fmt_value,
-                         plt_module, save, value_key)
+                         plt_module, save, value_key, OUT_HELP)
 from plot_where import Where
 
 # Columns every store has that are neither swept fields nor metrics.
@@ -54,7 +54,7 @@ def add_arguments(s):
                    help="also print the drawn series as a table on stdout")
     s.add_argument("--dump-series", metavar="FILE",
                    help="also write the drawn series as JSON (values in the store's units)")
-    s.add_argument("--out", required=True, metavar="PNG", help="the picture to write")
+    s.add_argument("--out", required=True, metavar="PNG", help=OUT_HELP)
 
 
 def read_store(path):

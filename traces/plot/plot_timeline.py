@@ -9,7 +9,7 @@ import re
 import sys
 
 from plot_common import (DPI, FIGSIZE, TIME_UNITS, UsageError, dump_json, load_result, num,
-                         plt_module, save)
+                         plt_module, save, OUT_HELP)
 
 KINDS = ("compute", "transfer", "memory")
 KIND_COLOURS = {"compute": "tab:blue", "transfer": "tab:orange", "memory": "tab:green"}
@@ -31,7 +31,7 @@ def add_arguments(t):
     t.add_argument("--title", help="the figure title")
     t.add_argument("--dump-series", metavar="FILE",
                    help="also write the drawn rows and bars as JSON (times in us)")
-    t.add_argument("--out", required=True, metavar="PNG", help="the picture to write")
+    t.add_argument("--out", required=True, metavar="PNG", help=OUT_HELP)
 
 
 def parse_cores(spec):

@@ -26,9 +26,13 @@ command's options.
 RESULT.json is a tpsim Result (configs/schema/result.proto) in JSON, snake_case names.
 Node names "r{row}c{col}" place nodes on the grid; cores are numbered row-major on it.
 Figures are 1000 x 800 pixels (10 x 8 in at 100 dpi; heat maps of N > 1 results are
-(1 + 7.5 N) x 8 in); the same input gives the same bytes. `--dump-series FILE` (heatmap,
-timeline, sweep) also writes what was drawn as JSON. Bad input: a one-line error on stderr
-and exit status 2.
+(1 + 7.5 N) x 8 in); --out's extension picks the format: .png, .svg or .pdf (none: PATH.png);
+the same input gives the same bytes. `--dump-series FILE` (all but serving) also writes what
+was drawn as JSON. Outputs are written to a temporary file beside them and renamed over them
+(a device such as /dev/null is written in place).
+Bad input or usage (an output that names an input, two outputs naming one file, another
+extension): a one-line error on stderr and exit status 2; a file that cannot be written: one
+line naming it and the reason, exit status 1.
 """
 
 import argparse
@@ -38,7 +42,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_common import DPI, FIGSIZE, UsageError, check_input, num, plt_module, save  # noqa: E402
+from plot_common import (DPI, FIGSIZE, OUT_HELP, UsageError, WriteError, check_input,  # noqa: E402
+                         check_outputs, num, out_format, out_path, plt_module, save)
 import plot_energy  # noqa: E402
 import plot_front  # noqa: E402
 import plot_heatmap  # noqa: E402
@@ -136,6 +141,19 @@ def cmd_serving(args):
     save(fig, args.out)
 
 
+def inputs_of(args):
+    """The files a command reads: no output may name one of them."""
+    if args.cmd in ("heatmap", "energy"):
+        return list(args.results)
+    if args.cmd == "timeline":
+        return [args.result]
+    if args.cmd == "sweep":
+        return [args.db]
+    if args.cmd == "front":
+        return [spec.partition(":")[0] for spec in args.stores]
+    return [args.requests, args.kv]
+
+
 def main(argv):
     p = Parser(prog="tpsim plot", description="tpsim plots")
     sub = p.add_subparsers(dest="cmd", parser_class=Parser)
@@ -153,7 +171,7 @@ def main(argv):
     v = sub.add_parser("serving", help="TTFT and TPOT CDFs and KV use over time from tpsim serve CSVs")
     v.add_argument("requests")
     v.add_argument("kv")
-    v.add_argument("--out", required=True)
+    v.add_argument("--out", required=True, metavar="PNG", help=OUT_HELP)
     try:
         args = p.parse_args(argv)
         if not args.cmd:
@@ -162,12 +180,21 @@ def main(argv):
         for flag in ("out", "dump_series"):
             if getattr(args, flag, None) == "":
                 raise UsageError("--" + flag.replace("_", "-") + " needs a value, got an empty one")
+        # Before any input is read or anything drawn: the file --out names (the extension as
+        # written may be absent), and no output over an input or over another output.
+        args.out = out_path(args.out)
+        check_outputs([("--out", args.out), ("--dump-series", getattr(args, "dump_series", None))],
+                      inputs_of(args))
+        out_format(args.out)
         commands = {name: getattr(module, "cmd_" + name) for name, module, _ in modules}
         commands["serving"] = cmd_serving
         commands[args.cmd](args)
     except UsageError as e:
         print(f"tpsim plot: {e}", file=sys.stderr)
         return 2
+    except WriteError as e:
+        print(f"tpsim plot: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"tpsim plot: {e.filename or ''}: {e.strerror}", file=sys.stderr)
         return 2
