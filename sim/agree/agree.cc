@@ -280,6 +280,7 @@ int AgreeCommand(const std::vector<std::string>& args) {
   Family family = Family::kDense;
   int64_t only = -1;
   std::string csv, emit;
+  std::vector<std::string> whole_draw;  // the flags given that only the whole draw reads
   double need_within10 = -1, need_max = -1;
   auto usage = [](const std::string& msg) {
     std::cerr << "tpsim agree: " << msg << "\n\n" << kAgreeUsage;
@@ -304,6 +305,8 @@ int AgreeCommand(const std::vector<std::string>& args) {
     }
     // An empty value (a script's unset variable) would read as the flag not given.
     if (value.empty()) return usage(flag + " needs a value, got an empty one");
+    if (flag == "--count" || flag == "--jobs" || flag == "--worst" || flag == "--csv" || flag == "--bounds")
+      whole_draw.push_back(flag);
     try {
       if (flag == "--seed") {
         seed = config::ParseCount(value, UINT64_MAX);
@@ -344,6 +347,9 @@ int AgreeCommand(const std::vector<std::string>& args) {
   if (jobs < 1 || jobs > 256) return usage("--jobs must be 1 .. 256");
   if (count < 1 || count > 1000000) return usage("--count must be 1 .. 1000000");
   if (!emit.empty() && only < 0) return usage("--emit needs --only");
+  // Flags of the whole draw with --only (one experiment) were ignored: --csv wrote no file, exit 0.
+  if (only >= 0 && !whole_draw.empty())
+    return usage(whole_draw.front() + " is for the whole draw; --only runs one experiment");
   if (only >= 0) {
     const uint32_t index = static_cast<uint32_t>(only);
     Case k = Draw(seed, index, family);

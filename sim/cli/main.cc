@@ -137,6 +137,14 @@ model (parameters, per-layer FLOPs and bytes for the workload) and the mapping.
                       or a HuggingFace config.json path
 )";
 
+// The EXPERIMENT word: an empty one (a script's unset variable) would read as no experiment
+// and run the default one, exit 0.
+std::string ExperimentWord(const std::string& w) {
+  if (w.empty())
+    throw UsageError("EXPERIMENT is empty (a script's unset variable?); name a file or a shipped experiment");
+  return w;
+}
+
 int Describe(Args& a) {
   ExperimentArgs ex;
   while (!a.Done()) {
@@ -147,7 +155,7 @@ int Describe(Args& a) {
     if (ExperimentFlag(a, &ex)) continue;
     if (a.Peek().starts_with("-")) throw UsageError("unknown option " + a.Peek());
     if (!ex.path.empty()) throw UsageError("more than one experiment given");
-    ex.path = a.Next();
+    ex.path = ExperimentWord(a.Next());
   }
   if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
@@ -385,7 +393,7 @@ int Run(Args& a) {
     }
     if (a.Peek().starts_with("-")) throw UsageError("unknown option " + a.Peek());
     if (!ex.path.empty()) throw UsageError("more than one experiment given");
-    ex.path = a.Next();
+    ex.path = ExperimentWord(a.Next());
   }
   if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
@@ -553,6 +561,7 @@ int List(Args& a) {
     if (a.Peek().starts_with("-")) throw UsageError("unknown option " + a.Peek());
     if (!only.empty()) throw UsageError("more than one KIND given");
     only = a.Next();
+    if (only.empty()) throw UsageError("KIND is empty (a script's unset variable?)");
   }
   // Every kind, sorted: the registries' and the shipped configs' (read only when listed).
   std::map<std::string, std::function<std::vector<std::pair<std::string, std::string>>()>> kinds;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 #include "configs/files.h"
 #include "mapping/estimate.h"
@@ -99,8 +100,19 @@ int ServeCommand(const std::vector<std::string>& args) {
     uint64_t max_memory = sim::DefaultMaxMemory();
     std::vector<sim::Override> sets;
     for (size_t i = 0; i < args.size(); ++i) {
-      const std::string& a = args[i];
+      // "--flag=VALUE" as "--flag VALUE", as tpsim's other commands take it (cli::FlagAt).
+      std::string a = args[i];
+      std::optional<std::string> inline_value;
+      if (const size_t eq = a.find('='); a.starts_with("--") && eq != std::string::npos) {
+        inline_value = a.substr(eq + 1);
+        a.resize(eq);
+      }
       auto value = [&]() -> std::string {
+        if (inline_value) {
+          if (inline_value->empty())
+            throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value, got an empty one"});
+          return *std::exchange(inline_value, std::nullopt);
+        }
         if (i + 1 >= args.size()) throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value"});
         // An empty value (a script's unset variable) would read as the flag not given.
         if (args[i + 1].empty())

@@ -127,6 +127,8 @@ int Merge(const std::vector<std::string>& args) {
   }
   if (paths.size() < 2) throw UsageError("merge needs OUT.sqlite and at least one IN.sqlite");
   std::vector<std::string> in(paths.begin() + 1, paths.end());
+  // OUT among the inputs: SQLite's "database is locked" (exit 1) before.
+  config::CheckOutputNotInput("OUT", paths[0], in);
   MergeStats s = sweep::Merge(paths[0], in, force);
   std::cout << "merged " << s.inputs << " stores: " << s.rows_read << " rows read, " << s.rows_added
             << " added to " << paths[0] << "\n";
@@ -139,6 +141,7 @@ int Run(const std::vector<std::string>& args) {
   SlurmJob job;
   bool slurm = false, dry_run = false;
   std::vector<std::string> slurm_only;  // Slurm options given, for the error without --slurm
+  std::vector<std::string> forward;     // options each array task runs with (--max-memory, --retry-failed)
   int array_size = 4;
   uint64_t max_memory = sim::DefaultMaxMemory();
   for (size_t i = 0; i < args.size(); ++i) {
@@ -168,6 +171,7 @@ int Run(const std::vector<std::string>& args) {
       opts.shard = ParseNumber<uint32_t>("--shard I", v->substr(0, slash), 0);
       if (opts.shard >= opts.shards) throw UsageError("--shard I/N needs 0 <= I < N, got " + *v);
     } else if (auto v = value("--max-memory")) {
+      forward.insert(forward.end(), {"--max-memory", *v});
       const std::optional<uint64_t> bytes = sim::ParseByteSize(*v);
       if (!bytes)
         throw UsageError("--max-memory expects a size such as 8G, 512M or 1000000, got '" + *v + "'");
@@ -196,6 +200,7 @@ int Run(const std::vector<std::string>& args) {
       slurm = true;
     } else if (a == "--retry-failed") {
       opts.retry_failed = true;
+      forward.push_back("--retry-failed");
     } else if (a.starts_with("-")) {
       throw UsageError("unknown option " + a);
     } else if (!path.empty()) {
@@ -208,6 +213,14 @@ int Run(const std::vector<std::string>& args) {
   if (!slurm && !slurm_only.empty()) throw UsageError(slurm_only.front() + " needs --slurm");
   if (slurm) {
     if (std::string problem = CheckSlurmJob(job); !problem.empty()) throw UsageError(problem);
+    // The array's tasks run shards: these were dropped from their command silently (exit 0).
+    if (opts.limit > 0)
+      throw UsageError("--limit is not passed to a Slurm array's tasks; give it without --slurm");
+    if (!csv.empty())
+      throw UsageError(
+          "--csv with --slurm: the shards are merged after the job; export then with "
+          "`tpsim sweep SWEEP --db DB --csv FILE` (every point stored, nothing runs)");
+    if (opts.shards > 1) throw UsageError("--shard with --slurm: the array's tasks are the shards");
   }
   if (db.empty()) db = std::filesystem::path(path).stem().string() + ".sqlite";
 
@@ -219,6 +232,8 @@ int Run(const std::vector<std::string>& args) {
   if (slurm) {
     job.exe = SelfExe();
     job.sweep = Absolute(path);
+    job.command = {"sweep", job.sweep};
+    job.command.insert(job.command.end(), forward.begin(), forward.end());
     job.dir = SlurmDirOf(db);
     job.array_size = array_size;
     FitArraySize(&job, PointCount(spec), "sweep", "point", std::cerr);

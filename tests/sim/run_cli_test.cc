@@ -442,6 +442,29 @@ TEST_F(RunCli, SearchChecksEachCandidateAgainstTheMemoryChannels) {
   EXPECT_NE(out.find("best (latency): tp 4 x 4 stages"), std::string::npos) << out;
 }
 
+// Command-line edges: an empty EXPERIMENT (a script's unset variable) ran the default experiment,
+// exit 0; serve refused --flag=VALUE, which every other command takes; agree --only ignored the
+// whole draw's flags (--csv wrote nothing, exit 0).
+TEST_F(RunCli, EmptyWordsEqualsFormsAndFlagsOfTheWholeDraw) {
+  std::string out;
+  for (const char* cmd : {"run '' --quiet", "describe ''", "list ''"}) {
+    EXPECT_EQ(RunTpsim(cmd, &out), 2) << cmd << "\n" << out;
+    EXPECT_NE(out.find("is empty (a script's unset variable?)"), std::string::npos) << cmd << "\n" << out;
+  }
+  ASSERT_EQ(RunTpsim("serve configs/experiments/serving-fused.textproto --engine=analytical "
+                     "--set=workload.requests.synthetic.num_requests=3 --slo-ttft-ms=5000 --metrics-json=" +
+                         P("m.json"),
+                     &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("goodput (TTFT <= 5000.000 ms)"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(P("m.json")));
+  EXPECT_EQ(RunTpsim("serve configs/experiments/serving-fused.textproto --engine=", &out), 2) << out;
+  EXPECT_EQ(RunTpsim("agree --only 0 --csv " + P("a.csv"), &out), 2) << out;
+  EXPECT_NE(out.find("--csv is for the whole draw; --only runs one experiment"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(P("a.csv")));
+}
+
 // `tpsim search --slurm --dry-run`: the job array's script (each task one shard of the
 // candidates with the space passed on, no TLM confirmation, its own store), the merge and the
 // rerun; usage errors exit 2. tests/slurm/run_slurm_test.sh submits one to a real cluster.

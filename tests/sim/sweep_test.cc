@@ -590,6 +590,24 @@ TEST_F(SweepTest, SlurmDryRunWritesTheScriptWithoutSubmitting) {
   EXPECT_EQ(SweepCommand({sweep, "--dry-run"}), 2);                             // needs --slurm
   EXPECT_EQ(SweepCommand({sweep, "--slurm", "--dry-run", "--time", "2h"}), 2);  // a bad limit
   EXPECT_EQ(SweepCommand({"merge", "--bogus", "a", "b"}), 2);
+  // The tasks run with --max-memory and --retry-failed (they were left out of their command, exit
+  // 0); --limit, --csv and --shard, which a shard cannot honour, are refused.
+  testing::internal::CaptureStdout();
+  rc = SweepCommand({sweep, "--slurm", "--dry-run", "--db", db, "--max-memory", "1G", "--retry-failed"});
+  out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("' '--max-memory' '1G' '--retry-failed' --shard "), std::string::npos) << out;
+  testing::internal::CaptureStderr();
+  for (const char* flag : {"--limit", "--csv", "--shard"}) {
+    const std::string value = std::string(flag) == "--csv"     ? Db("x.csv")
+                              : std::string(flag) == "--shard" ? "0/2"
+                                                               : "3";
+    EXPECT_EQ(SweepCommand({sweep, "--slurm", "--dry-run", "--db", db, flag, value}), 2) << flag;
+  }
+  const std::string errs = testing::internal::GetCapturedStderr();
+  EXPECT_NE(errs.find("--limit is not passed to a Slurm array's tasks"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("--csv with --slurm"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("--shard with --slurm"), std::string::npos) << errs;
 }
 
 TEST(SweepCli, UsageErrorsExitTwo) {
@@ -598,6 +616,8 @@ TEST(SweepCli, UsageErrorsExitTwo) {
   EXPECT_EQ(SweepCommand({"x.textproto", "--shard", "4/4"}), 2);
   EXPECT_EQ(SweepCommand({"x.textproto", "--jobs", "0"}), 2);
   EXPECT_EQ(SweepCommand({"merge", "out.sqlite"}), 2);
+  // OUT among the inputs (SQLite's "database is locked", exit 1, before).
+  EXPECT_EQ(SweepCommand({"merge", "m.sqlite", "a.sqlite", "./m.sqlite"}), 2);
   EXPECT_EQ(SweepCommand({"/nonexistent/sweep.textproto"}), 2);  // a config error
 }
 
