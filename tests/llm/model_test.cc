@@ -665,6 +665,17 @@ TEST(Validate, MoeConsistency) {
   ASSERT_EQ(diags.size(), 2u);
   EXPECT_EQ(diags[0].str(), "x:1:1: model.num_experts_per_token: 200: must be at most num_experts (128)");
   EXPECT_EQ(diags[1].str(), "x:1:1: model.moe_intermediate_size: 0: must be positive");
+  // At most 65,536 experts (16 million took over 2.5 GB and 2 minutes a run).
+  config::Model many = ImportHuggingFace(ModelPath("qwen3-30b-a3b"));
+  many.set_num_experts(65536);
+  diags.clear();
+  ValidateModel(many, config::SourceMap("x"), "model", &diags);
+  EXPECT_TRUE(diags.empty());
+  many.set_num_experts(65537);
+  ValidateModel(many, config::SourceMap("x"), "model", &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].str(), "x:1:1: model.num_experts: 65537: must be at most 65536");
+  diags.clear();
   // Every MoE architecture (kArchitectures' flag) needs experts; a misspelt one is named.
   for (const char* arch : {"qwen3_moe", "qwen2_moe", "mixtral"}) {
     config::Model dense = ImportHuggingFace(ModelPath("qwen3-4b"));
