@@ -33,6 +33,45 @@ std::string ProductOf(std::initializer_list<uint64_t> factors) {
   } while (v != 0);
   return s;
 }
+// Tensors tpsim counts in 64-bit bytes (llm::BuildLayer, the memory plan): one past 2^61 bytes
+// (2 EiB; a layer's sums of a few of them stay below 2^64) is refused at the field that makes it
+// (in double, so the check itself cannot wrap). Before,
+// the layer graph's products wrapped: 32,768 heads of 1 dimension over a 65,536-token prompt
+// at batch 65,536 printed fewer FLOPs than 16,384 heads, and spilled bytes wrapped in `run`.
+template <class Add>
+void CheckTensorSizes(const config::Model& model, const config::Workload& wl, uint32_t layers, Add add) {
+  constexpr double kMaxTensorBytes = 2305843009213693952.0;  // 2^61
+  const double b = wl.dtype() == "fp32" ? 4 : 2, batch = wl.batch(), s = wl.seq_len();
+  const double ctx = double(wl.cached_prefix()) + wl.seq_len() + wl.decode_steps();
+  const double h = model.hidden_size(), heads = model.num_attention_heads(), d = model.head_dim();
+  const double kv = model.num_key_value_heads() ? model.num_key_value_heads() : heads;
+  const double widest = std::max({h, heads * d, double(model.intermediate_size()),
+                                  double(model.moe_intermediate_size()), double(model.vocab_size())});
+  const struct {
+    const char* field;
+    uint64_t value;
+    const char* what;
+    double bytes;
+  } sizes[] = {
+      {"workload.seq_len", wl.seq_len(), "attention scores (batch x heads x prompt x context)",
+       batch * heads * s * (double(wl.cached_prefix()) + s) * b},
+      {"workload.batch", wl.batch(), "activations (batch x prompt x the widest dimension)",
+       batch * s * widest * b},
+      {"workload.seq_len", wl.seq_len(), "KV cache (2 x batch x context x KV heads x head_dim x layers)",
+       2 * batch * ctx * kv * d * layers * b},
+      {"model.hidden_size", model.hidden_size(),
+       "weights (hidden x the widest dimension x 3, experts included)",
+       3 * h * widest * std::max(1.0, double(model.num_experts())) * b},
+  };
+  for (const auto& z : sizes)
+    if (z.bytes > kMaxTensorBytes) {
+      add(z.field, std::to_string(z.value),
+          std::string("a layer's ") + z.what + " would take " + Num(z.bytes) +
+              " bytes, past 2^61: beyond what tpsim counts in 64 bits");
+      return;
+    }
+}
+
 bool Contains(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -127,6 +166,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   const uint32_t stages_given = std::max<uint32_t>(1, m.pipeline_stages());  // 0: one stage
   const int stages = stages_given > cores ? static_cast<int>(cores) + 1 : static_cast<int>(stages_given);
   const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
+  CheckTensorSizes(model, wl, layers, add);
   if (m.tp() == 0) add("mapping.tp", "0", "must be > 0");
   if (tp < 0) {
     add("mapping.tp", std::to_string(m.tp()), "exceeds the chip's " + std::to_string(cores) + " cores");

@@ -465,6 +465,30 @@ TEST_F(RunCli, EmptyWordsEqualsFormsAndFlagsOfTheWholeDraw) {
   EXPECT_FALSE(fs::exists(P("a.csv")));
 }
 
+// A layer's tensor past 2^61 bytes is refused at the field that makes it: the layer graph's
+// 64-bit products wrapped (32,768 heads of 1 dimension over a 65,536-token prompt at batch
+// 65,536 printed fewer FLOPs than 16,384 heads, and `run` printed wrapped spilled bytes).
+TEST_F(RunCli, TensorsPast64BitsAreRefused) {
+  std::string out;
+  const std::string big =
+      " --set workload.num_layers=1 --set mapping.pipeline_stages=1 --set workload.seq_len=65536 "
+      "--set workload.batch=65536 --set model.max_position_embeddings=0 --set model.head_dim=1 "
+      "--set model.num_attention_heads=32768";
+  EXPECT_EQ(RunTpsim("describe " + kRef + big, &out), 2) << out;
+  EXPECT_NE(
+      out.find("workload.seq_len: 65536: a layer's attention scores (batch x heads x prompt x context) would "
+               "take 1.84467e+19 bytes, past 2^61"),
+      std::string::npos)
+      << out;
+  EXPECT_EQ(RunTpsim("describe " + kRef +
+                         " --set model.hidden_size=1048576 --set model.num_attention_heads=4194304 "
+                         "--set model.num_key_value_heads=4 --set model.head_dim=4194304",
+                     &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("model.hidden_size: 1048576: a layer's weights"), std::string::npos) << out;
+}
+
 // `tpsim search --slurm --dry-run`: the job array's script (each task one shard of the
 // candidates with the space passed on, no TLM confirmation, its own store), the merge and the
 // rerun; usage errors exit 2. tests/slurm/run_slurm_test.sh submits one to a real cluster.
