@@ -461,6 +461,12 @@ int Run(Args& a) {
   // capacity_factor of -1 included): a --model or --set that dropped the experts says so.
   if (e.cfg.mapping().has_moe() && e.cfg.model().num_experts() == 0)
     spdlog::warn("mapping.moe is ignored: {} has no experts", e.cfg.model().name());
+  // fp32 moves twice the bytes and costs mac_fp32_pj, but matrix units (core.mac_dtype, and the
+  // GPU GEMM model) are timed at their bf16 rate: GEMM times equalled bf16's, silently.
+  if (e.cfg.workload().dtype() == "fp32")
+    spdlog::warn(
+        "workload.dtype fp32: GEMMs are timed at the matrix unit's bf16 rate (the only one modelled); "
+        "bytes moved and energy are fp32's");
   if (r.result.summary().contention() > sim::kContentionWarning) {
     spdlog::warn(
         "contention {:.2f}: queues on links added {:.0f}% to this run; on 4,000 runs of the random family "

@@ -187,6 +187,17 @@ TEST_F(RunCli, MoeMappingOnADenseModelIsNamedAsIgnored) {
   EXPECT_NE(out.find("mapping.moe is ignored: qwen3-4b has no experts"), std::string::npos) << out;
   ASSERT_EQ(RunTpsim("run configs/experiments/moe-qwen3-30b-a3b.textproto --quiet", &out), 0) << out;
   EXPECT_EQ(out.find("mapping.moe is ignored"), std::string::npos) << out;
+  EXPECT_EQ(out.find("workload.dtype fp32"), std::string::npos) << out;
+  // An fp32 workload's GEMMs take bf16's time (the matrix unit's only modelled rate): said.
+  ASSERT_EQ(RunTpsim("run " + kRef +
+                         " --set workload.dtype=fp32 --set workload.num_layers=2 --set "
+                         "mapping.pipeline_stages=2 --quiet",
+                     &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("tpsim: warning: workload.dtype fp32: GEMMs are timed at the matrix unit's bf16 rate"),
+            std::string::npos)
+      << out;
 }
 
 TEST_F(RunCli, BadEngineAndUnwritableOutput) {
