@@ -12,7 +12,6 @@ import json
 import os
 import stat
 import sys
-import tempfile
 
 import matplotlib
 
@@ -21,11 +20,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 WIDTH_IN, HEIGHT_IN, DPI = 14, 6, 100
 
-# Per format, the metadata that keeps the bytes the same from run to run (matplotlib stamps
-# PNGs with its version, SVGs with the date and PDFs with the time); each backend refuses
-# the others' keys.
-FORMATS = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
 plt.rcParams["svg.hashsalt"] = "tpsim"
+
+# The picture formats and the temporary-file writer of `tpsim plot` (traces/plot/plot_common.py):
+# per format the metadata that keeps the bytes the same from run to run, and a write that
+# leaves no partial file.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "traces", "plot"))
+from plot_common import FORMATS, WriteError, write_output  # noqa: E402
 
 
 class PlotError(Exception):
@@ -53,56 +54,14 @@ def check_out(out):
 
 
 def save(fig, out):
-    """Writes fig to out (see check_out) through a temporary file in its folder renamed over
-    it, so a failure leaves no partial file; a device or FIFO is written in place."""
+    """Writes fig to out (see check_out) through plot_common.write_output: a temporary file in
+    its folder renamed over it, so a failure leaves no partial file; a device or FIFO is
+    written in place."""
     fmt = check_out(out)
-
-    def write(f):
-        fig.savefig(f, format=fmt, dpi=DPI, metadata=FORMATS[fmt])
-
-    def fail(why):
-        return PlotError(f"cannot write {out}: {why}", 1)
-
     try:
-        st = os.stat(out)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise fail(e.strerror or str(e))
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise fail("is a directory")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        try:
-            with os.fdopen(os.open(out, os.O_WRONLY | os.O_CLOEXEC), "wb") as f:
-                write(f)
-        except OSError as e:
-            raise fail(e.strerror or str(e))
-        return
-    folder = os.path.dirname(out) or "."
-    try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".tpsim-tmp-", dir=folder)
-    except OSError as e:
-        raise fail(e.strerror or str(e))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if st is not None:
-                mode = st.st_mode & 0o7777
-            else:
-                mask = os.umask(0)
-                os.umask(mask)
-                mode = 0o666 & ~mask
-            os.fchmod(f.fileno(), mode)
-            write(f)
-        os.replace(tmp, out)
-        tmp = None
-    except OSError as e:
-        raise fail(e.strerror or str(e))
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        write_output(out, lambda f: fig.savefig(f, format=fmt, dpi=DPI, metadata=FORMATS[fmt]))
+    except WriteError as e:
+        raise PlotError(str(e), 1)
 
 
 def run(draw, argv):

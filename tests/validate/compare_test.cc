@@ -393,7 +393,8 @@ TEST(ComparePlot, BadNamesExitTwoAndWriteErrorsSayOneLine) {
   EXPECT_EQ(ReadAll(png_named), before);
   EXPECT_EQ(run({p, p, "--plot", TempPath("nodir/x.png")}, &err), 1);
   EXPECT_EQ(err, "tpsim compare: --plot: cannot write " + TempPath("nodir/x.png") +
-                     ": No such file or directory\n");
+                     ": cannot create a temporary file in " + TempPath("nodir") +
+                     " (No such file or directory)\n");
   for (const std::string ext : {"svg", "pdf"}) {
     const std::string a = TempPath("plot_a." + ext), b = TempPath("plot_b." + ext);
     ASSERT_EQ(run({p, p, "--plot", a}, &err), 0) << err;
@@ -405,7 +406,8 @@ TEST(ComparePlot, BadNamesExitTwoAndWriteErrorsSayOneLine) {
   EXPECT_EQ(run({sweep, "--plot", TempPath("busbw.jpg")}, &err), 2);
   EXPECT_EQ(run({sweep, "--plot", TempPath("nodir/busbw.png")}, &err), 1);
   EXPECT_EQ(err, "tpsim compare: --plot: cannot write " + TempPath("nodir/busbw.png") +
-                     ": No such file or directory\n");
+                     ": cannot create a temporary file in " + TempPath("nodir") +
+                     " (No such file or directory)\n");
 }
 
 }  // namespace
