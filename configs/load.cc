@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <sstream>
 
 namespace tpsim::config {
@@ -340,6 +342,13 @@ class JsonScanner {
       case FD::CPPTYPE_DOUBLE:
       case FD::CPPTYPE_FLOAT:
         if (kind == 'b') bad("expected a number");
+        if (kind == 'n') {
+          const long double v = std::fabs(std::strtold(text.c_str(), nullptr));
+          const long double max = f->cpp_type() == FD::CPPTYPE_FLOAT
+                                      ? static_cast<long double>(std::numeric_limits<float>::max())
+                                      : static_cast<long double>(std::numeric_limits<double>::max());
+          if (!(v <= max)) bad("number out of range of " + std::string(f->cpp_type_name()));
+        }
         break;
       default: {  // integers: a JSON number or a quoted one, integral and in range
         if (kind == 'b') bad("expected an integer");
@@ -403,6 +412,12 @@ class JsonScanner {
           if (p_ < t_.size() && t_[p_] != '{' && !Word("null")) Fail(p_, ep, Token(), "expected an object");
           if (p_ < t_.size() && t_[p_] == '{')
             Object(f->is_map() ? nullptr : f->message_type(), ep, depth + 1);
+        } else if (f) {
+          // An element of a repeated scalar field is checked like a single value.
+          if (p_ >= t_.size()) Fail(p_, ep, "", "unexpected end of the file");
+          if (t_[p_] == '{') Fail(p_, ep, "{", "expected a scalar, not an object");
+          if (t_[p_] == '[') Fail(p_, ep, "[", "expected one value, not a nested list");
+          if (!Word("null")) Scalar(f, ep);
         } else {
           Value(nullptr, nullptr, ep, depth + 1);
         }
@@ -421,6 +436,13 @@ class JsonScanner {
     if (f && f->is_repeated() && !f->is_map())
       Fail(pos, path, Token(), "repeated field: expected a list [ ... ]");
     if (f && f->cpp_type() == FD::CPPTYPE_MESSAGE) Fail(pos, path, Token(), "expected an object { ... }");
+    Scalar(f, path);
+  }
+
+  // A string, number or boolean at p_, checked against field `f` when it is not null.
+  void Scalar(const pb::FieldDescriptor* f, const std::string& path) {
+    const size_t pos = p_;
+    const char c = t_[p_];
     char kind;
     std::string text;
     if (c == '"') {
@@ -448,6 +470,8 @@ class JsonScanner {
       ++p_;
       return;
     }
+    std::map<std::string, int> seen;                                          // key (field name) -> its line
+    std::map<const pb::OneofDescriptor*, const pb::FieldDescriptor*> oneofs;  // the member given
     for (;;) {
       Ws();
       if (p_ >= t_.size() || t_[p_] != '"')
@@ -462,13 +486,24 @@ class JsonScanner {
           if (d->field(i)->json_name() == key) f = d->field(i);
         if (!f) Fail(key_pos + 1, key, "", UnknownFieldRule(d, key));
         fpath = path.empty() ? f->name() : path + "." + f->name();
-        locs_->Set(fpath, At(key_pos));
       } else {
         fpath = path + "." + key;
       }
+      // A key given twice is refused (JSON parsers keep the last one silently), as in textproto.
+      const Location key_at = At(key_pos);
+      if (auto [it, fresh] = seen.emplace(d ? f->name() : key, key_at.line); !fresh)
+        Fail(key_pos + 1, fpath, "",
+             "specified more than once (first on line " + std::to_string(it->second) + ")");
+      if (d) locs_->Set(fpath, key_at);
       Ws();
       if (p_ >= t_.size() || t_[p_] != ':') Fail(p_, fpath, Token(), "expected ':' after the key");
       ++p_;
+      Ws();
+      // Two members of one oneof: protobuf would refuse it without a location.
+      if (f && f->real_containing_oneof() && t_.compare(p_, 4, "null") != 0) {
+        auto [it, fresh] = oneofs.emplace(f->real_containing_oneof(), f);
+        if (!fresh) Fail(key_pos + 1, fpath, it->second->name(), "only one of them may be given");
+      }
       Value(nullptr, f, fpath, depth + 1);
       Ws();
       if (p_ < t_.size() && t_[p_] == ',') {

@@ -1,6 +1,7 @@
 #include "llm/model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -8,6 +9,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "configs/files.h"
 #include "configs/json_quote.h"
@@ -88,17 +91,22 @@ config::Location LocationAt(const std::string& text, size_t offset, const std::s
   return loc;
 }
 
-// Locations of the keys of the top-level object of a (well-formed) JSON text.
+// Locations of the keys of the top-level object of a (well-formed) JSON text. A key
+// given twice in one object is refused at its second occurrence (the JSON parser keeps
+// the last value silently).
 std::map<std::string, config::Location> TopLevelKeyLocations(const std::string& text,
                                                              const std::string& file) {
   std::map<std::string, config::Location> keys;
-  int depth = 0;
+  // The keys seen in each open object (an open list has no set), innermost last.
+  std::vector<std::optional<std::map<std::string, int>>> open;
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
-    if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      --depth;
+    if (c == '{') {
+      open.emplace_back(std::map<std::string, int>{});
+    } else if (c == '[') {
+      open.emplace_back(std::nullopt);
+    } else if ((c == '}' || c == ']') && !open.empty()) {
+      open.pop_back();
     } else if (c == '"') {
       size_t start = i;
       std::string s;
@@ -106,11 +114,18 @@ std::map<std::string, config::Location> TopLevelKeyLocations(const std::string& 
         if (text[i] == '\\' && i + 1 < text.size()) ++i;
         s += text[i];
       }
-      if (depth != 1) continue;
+      if (open.empty() || !open.back()) continue;
       size_t j = i + 1;
       while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r'))
         ++j;
-      if (j < text.size() && text[j] == ':' && !keys.count(s)) keys[s] = LocationAt(text, start, file);
+      if (j >= text.size() || text[j] != ':') continue;
+      const config::Location at = LocationAt(text, start, file);
+      if (auto [it, fresh] = open.back()->emplace(s, at.line); !fresh) {
+        throw config::ConfigError(
+            config::Diag{LocationAt(text, start + 1, file), config::Clip(s), "",
+                         "specified more than once (first on line " + std::to_string(it->second) + ")"});
+      }
+      if (open.size() == 1) keys[s] = at;
     }
   }
   return keys;
@@ -316,8 +331,38 @@ config::Model Import(const std::string& text, const std::string& display_name, c
     throw config::ConfigError(
         config::Diag{LocationAt(text, offset, display_name), "<json>", "", "malformed JSON: " + what});
   } catch (const json::exception& e) {
-    throw config::ConfigError(config::Diag{config::Location{display_name, 1, 1}, "<json>", "",
-                                           std::string("malformed JSON: ") + e.what()});
+    config::Diag d{config::Location{display_name, 1, 1}, "<json>", "",
+                   std::string("malformed JSON: ") + e.what()};
+    // A number too large for a double names no position: find its token, 'number overflow
+    // parsing '1e400'', where a value starts, and the key just before it.
+    const std::string what = e.what();
+    const std::string mark = "number overflow parsing '";
+    if (auto a = what.find(mark); a != std::string::npos && what.ends_with("'")) {
+      const std::string token = what.substr(a + mark.size(), what.size() - a - mark.size() - 1);
+      for (size_t at = text.find(token); !token.empty() && at != std::string::npos;
+           at = text.find(token, at + 1)) {
+        size_t b = at;
+        while (b > 0 && std::isspace(static_cast<unsigned char>(text[b - 1]))) --b;
+        const size_t after = at + token.size();
+        if (b == 0 || std::string_view(":[,").find(text[b - 1]) == std::string_view::npos ||
+            (after < text.size() && (std::isdigit(static_cast<unsigned char>(text[after])) ||
+                                     text[after] == '.' || text[after] == 'e' || text[after] == 'E')))
+          continue;
+        d.where = LocationAt(text, at, display_name);
+        d.value = token;
+        d.rule = "number out of range of double";
+        if (text[b - 1] == ':') {  // "key": 1e400
+          size_t q = b - 1;
+          while (q > 0 && std::isspace(static_cast<unsigned char>(text[q - 1]))) --q;
+          if (q >= 2 && text[q - 1] == '"') {
+            const size_t open = text.rfind('"', q - 2);
+            if (open != std::string::npos) d.field = config::Clip(text.substr(open + 1, q - 2 - open));
+          }
+        }
+        break;
+      }
+    }
+    throw config::ConfigError(d);
   }
   if (!j.is_object()) {
     throw config::ConfigError(config::Diag{config::Location{display_name, 1, 1}, "<json>",

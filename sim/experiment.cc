@@ -43,10 +43,12 @@ std::pair<int, int> FirstToken(const std::string& text) {
 // on the line of the file's first token, a syntax error or an unknown field, and suggests
 // no field name. An error about the value of a field the config has is the config's own
 // (a one-line JSON file has all its fields on the first token's line).
+// protobuf's own JSON error comes after the JSON was read as this config's message type,
+// so it is the config's too, though it is placed at 1:1.
 bool IsNotAConfig(const Diag& d, const std::string& path, int first_line) {
   return d.where.file == path && d.where.line <= first_line &&
          (d.field == "<parse>" || d.rule.starts_with("unknown field")) &&
-         d.rule.find("did you mean") == std::string::npos;
+         d.rule.find("did you mean") == std::string::npos && !d.rule.starts_with("invalid JSON config");
 }
 
 // Parses `text` of the file `path` that `field` names into `out`. A file that fails

@@ -76,7 +76,18 @@ SweepSpec LoadSweep(const std::string& path) {
   }
   spec.base_path = config::JoinPath(config::DirName(path), cfg.base());
   // Errors inside the base experiment name its own file and line.
-  spec.base = sim::LoadExperiment(spec.base_path, {});
+  // A base that cannot be read is reported at the sweep's base field, not the command line.
+  try {
+    spec.base = sim::LoadExperiment(spec.base_path, {});
+  } catch (const ConfigError& err) {
+    std::vector<Diag> diags = err.diags();
+    for (auto& d : diags) {
+      if (d.where.file != config::kCommandLine.file || d.field != "EXPERIMENT") continue;
+      d.where = spec.locs.Find("base");
+      d.field = "base";
+    }
+    throw ConfigError(std::move(diags));
+  }
 
   std::vector<Diag> diags;
   std::set<std::string> seen;

@@ -861,4 +861,81 @@ TEST_F(Hardening, WriteErrorsExitOne) {
   EXPECT_NE(v.output.find("cannot write /dev/full: No space left on device"), std::string::npos) << v.output;
 }
 
+// A type error inside a JSON file that an experiment names was reported as "is not a Chip
+// config (chipj.json:1:1 does not start one)": list elements went unchecked and protobuf's
+// own error has no location. Now it is the element's file:line:col, field, value and rule.
+TEST_F(Hardening, JsonTypeErrorsInReferencedFilesAreLocated) {
+  const std::string chip =
+      "{\n  \"name\": \"c\",\n  \"noc\": {\"rows\": 2, \"cols\": 2},\n"
+      "  \"memory\": [{\"name\": \"m\", \"attach\": [\"r0c0\", 5], \"efficiency\": EFF}]\n}\n";
+  auto with = [](std::string s, const std::string& from, const std::string& to) {
+    return s.replace(s.find(from), from.size(), to);
+  };
+  Write(At("chipj.json"), with(chip, "EFF", "0.9"));
+  Write(At("ej.textproto"), "name: \"e\"\nchip_file: \"chipj.json\"\n");
+  Outcome a = Tpsim("describe " + At("ej.textproto"));
+  EXPECT_EQ(a.status, 2) << a.output;
+  EXPECT_EQ(a.output, At("chipj.json") + ":4:47: memory[0].attach[1]: 5: expected a string\n");
+
+  Write(At("chipj.json"), with(with(chip, "EFF", "1e999"), ", 5]", "]"));
+  Outcome b = Tpsim("describe " + At("ej.textproto"));
+  EXPECT_EQ(b.status, 2) << b.output;
+  EXPECT_EQ(b.output.rfind(At("chipj.json") + ":4:62: memory[0].efficiency: 1e999: number out of range", 0),
+            0u)
+      << b.output;
+
+  Write(At("mj.json"), "{\n  \"name\": \"m\",\n  \"mlp_only_layers\": [1, \"a\"]\n}\n");
+  Write(At("em.textproto"), "name: \"e\"\nchip_file: \"" + kSrc +
+                                "/configs/chips/mesh-4x4-hbm.textproto\"\nmodel_file: \"mj.json\"\n");
+  Outcome m = Tpsim("describe " + At("em.textproto"));
+  EXPECT_EQ(m.status, 2) << m.output;
+  EXPECT_EQ(m.output.rfind(At("mj.json") + ":3:26: mlp_only_layers[1]: a: expected an integer", 0), 0u)
+      << m.output;
+
+  // As the experiment itself: the element, not <parse> at 1:1.
+  Write(At("x.json"), "{\n  \"chip\": {\n    \"memory\": [{\"attach\": [true]}]\n  }\n}\n");
+  Outcome x = Tpsim("describe " + At("x.json"));
+  EXPECT_EQ(x.status, 2) << x.output;
+  EXPECT_EQ(x.output.rfind(At("x.json") + ":3:28: chip.memory[0].attach[0]: true: expected a string", 0), 0u)
+      << x.output;
+  // Two members of a oneof: at the second one, naming the first.
+  Write(At("o.json"), "{\n  \"model_name\": \"qwen3-4b\",\n  \"model\": {\"name\": \"m\"}\n}\n");
+  Outcome o = Tpsim("describe " + At("o.json"));
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(o.output.rfind(At("o.json") + ":3:4: model: model_name: only one of them may be given", 0), 0u)
+      << o.output;
+}
+
+// A JSON key given twice was accepted, the last value winning; textproto refuses it.
+TEST_F(Hardening, DuplicateJsonKeysAreRefused) {
+  Write(At("d.json"), "{\n  \"name\": \"d\",\n  \"workload\": {\"batch\": 0,\n    \"batch\": 1}\n}\n");
+  Outcome d = Tpsim("describe " + At("d.json"));
+  EXPECT_EQ(d.status, 2) << d.output;
+  EXPECT_EQ(
+      d.output.rfind(At("d.json") + ":4:6: workload.batch: : specified more than once (first on line 3)", 0),
+      0u)
+      << d.output;
+  Write(At("t.json"), "{\n  \"name\": \"d\",\n  \"name\": \"e\"\n}\n");
+  Outcome t = Tpsim("describe " + At("t.json"));
+  EXPECT_EQ(t.status, 2) << t.output;
+  EXPECT_EQ(t.output.rfind(At("t.json") + ":3:4: name: : specified more than once (first on line 2)", 0), 0u)
+      << t.output;
+}
+
+// A sweep whose base file is missing was reported at "<command line>:1:1: EXPERIMENT".
+TEST_F(Hardening, SweepBaseErrorsAreAtTheBaseField) {
+  Write(At("sw.textproto"),
+        "name: \"s\"\nbase: \"nonexistent.textproto\"\naxis { field: \"workload.batch\" values: [\"1\"] }\n");
+  Outcome s = Tpsim("sweep " + At("sw.textproto") + " --db " + At("s.sqlite"));
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_EQ(s.output.rfind(At("sw.textproto") + ":2:1: base: ", 0), 0u) << s.output;
+  EXPECT_EQ(s.output.find("<command line>"), std::string::npos) << s.output;
+  fs::create_directories(At("adir.textproto"));
+  Write(At("sw.textproto"),
+        "name: \"s\"\nbase: \"adir.textproto\"\naxis { field: \"workload.batch\" values: [\"1\"] }\n");
+  Outcome d = Tpsim("sweep " + At("sw.textproto") + " --db " + At("s.sqlite"));
+  EXPECT_EQ(d.status, 2) << d.output;
+  EXPECT_EQ(d.output.rfind(At("sw.textproto") + ":2:1: base: ", 0), 0u) << d.output;
+}
+
 }  // namespace

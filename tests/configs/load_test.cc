@@ -220,3 +220,43 @@ TEST(Files, InputsMustBeRegularBoundedUtf8Files) {
   EXPECT_EQ(tpsim::config::ReadInputFile(path, at, "chip_file", 100).size(), 100u);
   std::filesystem::remove(path);
 }
+
+namespace tpsim::config {
+namespace {
+
+// The first error of parsing JSON `text` as a message like `msg`, or "" when it parses.
+std::string JsonError(const std::string& text, google::protobuf::Message* msg) {
+  try {
+    ParseMessage(text, "c.json", msg, nullptr);
+  } catch (const ConfigError& e) {
+    return e.diags().front().str();
+  }
+  return "";
+}
+
+// List elements, numbers past a double, a key given twice and two members of a oneof were
+// left to protobuf, whose error has no location (c.json:1:1: <parse>: invalid JSON config),
+// or, for a repeated key, not refused at all.
+TEST(Load, JsonValueErrorsAreAtTheValue) {
+  Chip chip;
+  EXPECT_EQ(JsonError("{\"memory\": [{\"attach\": [\"r0c0\",\n 5]}]}", &chip),
+            "c.json:2:2: memory[0].attach[1]: 5: expected a string");
+  EXPECT_EQ(JsonError("{\"memory\": [{\"attach\": [{}]}]}", &chip),
+            "c.json:1:25: memory[0].attach[0]: {: expected a scalar, not an object");
+  EXPECT_EQ(JsonError("{\"memory\": [{\"efficiency\": 1e999}]}", &chip),
+            "c.json:1:28: memory[0].efficiency: 1e999: number out of range of double");
+  EXPECT_EQ(JsonError("{\"memory\": [{\"efficiency\": -1e999}]}", &chip),
+            "c.json:1:28: memory[0].efficiency: -1e999: number out of range of double");
+  EXPECT_EQ(JsonError("{\"memory\": [{\"attach\": [\"a\", \"b\"], \"efficiency\": 1e300}]}", &chip), "");
+  EXPECT_EQ(JsonError("{\"name\": \"a\",\n  \"name\": \"a\"}", &chip),
+            "c.json:2:4: name: : specified more than once (first on line 1)");
+  EXPECT_EQ(JsonError("{\"noc\": {\"rows\": 1, \"rows\": 2}}", &chip),
+            "c.json:1:22: noc.rows: : specified more than once (first on line 1)");
+  Experiment exp;
+  EXPECT_EQ(JsonError("{\"model_name\": \"q\",\n \"model\": {}}", &exp),
+            "c.json:2:3: model: model_name: only one of them may be given");
+  EXPECT_EQ(JsonError("{\"model_name\": \"q\", \"model\": null}", &exp), "");
+}
+
+}  // namespace
+}  // namespace tpsim::config

@@ -740,5 +740,32 @@ TEST_F(LoadModelFileTest, TextprotoAndModelJson) {
   EXPECT_NE(ErrorOf([&] { LoadModelFile((dir_ / "absent.json").string(), nullptr); }), "");
 }
 
+// A key given twice in config.json was read with the last value (nlohmann's rule) but located
+// at the first: "hfdup.json:3:3: hidden_size: 0: must be positive" on the line holding 64.
+// It is refused at its second occurrence, in a nested object too.
+TEST(Import, DuplicateKeysAreRefusedAtTheSecondOne) {
+  const std::string dup =
+      Replace(kGood, "\"hidden_size\": 64,", "\"hidden_size\": 64,\n  \"hidden_size\": 0,");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(dup, "hfdup.json"); }),
+            "hfdup.json:4:4: hidden_size: : specified more than once (first on line 3)");
+  const std::string nested =
+      Replace(kGood, "\"hidden_size\": 64,",
+              "\"hidden_size\": 64,\n  \"rope_scaling\": {\"factor\": 2,\n \"factor\": 4},");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(nested, "hfdup.json"); }),
+            "hfdup.json:5:3: factor: : specified more than once (first on line 4)");
+  // The same key in two objects, or a key's text as a value, is no duplicate.
+  const std::string ok =
+      Replace(kGood, "\"hidden_size\": 64,",
+              "\"hidden_size\": 64,\n  \"x\": {\"hidden_size\": 1}, \"y\": [\"hidden_size\"],");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(ok, "hfok.json"); }), "");
+}
+
+// A number past a double's range was reported at 1:1; it is at the value, with its key.
+TEST(Import, NumberOverflowIsLocated) {
+  const std::string big = Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 1e400");
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(big, "hf.json"); }),
+            "hf.json:8:17: vocab_size: 1e400: number out of range of double");
+}
+
 }  // namespace
 }  // namespace tpsim::llm
