@@ -106,6 +106,7 @@ std::vector<Request> Finish(std::vector<Row> rows, double scale, const std::stri
     q.arrival_ps = static_cast<Ps>(std::llround(ps));
     q.prompt_tokens = r.prompt;
     q.output_tokens = std::max<uint32_t>(1, r.output);
+    q.zero_output = r.output == 0;
     out.push_back(q);
   }
   return out;
@@ -152,7 +153,7 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
         fail(lineno, 1, std::to_string(p), "prompt_tokens must be a positive integer");
       r.prompt = static_cast<uint32_t>(p);
       if (o < 0 || o != std::floor(o) || o > 1e9)
-        fail(lineno, 1, std::to_string(o), "output_tokens must be an integer >= 0");
+        fail(lineno, 1, std::to_string(o), "output_tokens must be an integer >= 0 (0 is served as 1)");
       r.output = static_cast<uint32_t>(o);
       if (r.arrival_s < 0 || !std::isfinite(r.arrival_s))
         fail(lineno, 1, std::to_string(a), "arrival must be >= 0");
@@ -200,7 +201,7 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
     if (!ParseCount(cells[c_prompt], &r.prompt) || r.prompt == 0)
       fail(lineno, 1, cells[c_prompt], "prompt tokens must be a positive integer");
     if (!ParseCount(cells[c_out], &r.output))
-      fail(lineno, 1, cells[c_out], "output tokens must be an integer >= 0");
+      fail(lineno, 1, cells[c_out], "output tokens must be an integer >= 0 (0 is served as 1)");
     if (rows.size() >= kMaxRequests)
       fail(lineno, 1, "", "more than " + std::to_string(kMaxRequests) + " requests");
     rows.push_back(r);

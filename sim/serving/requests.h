@@ -26,6 +26,7 @@ struct Request {
   Ps arrival_ps = 0;
   uint32_t prompt_tokens = 0;
   uint32_t output_tokens = 0;  // tokens generated, the first one by the prefill; >= 1
+  bool zero_output = false;    // the trace asked for 0 output tokens (served as 1: Caveats says so)
 };
 
 // Parses a trace (see serving.proto RequestSource for the formats). `format` is "csv",

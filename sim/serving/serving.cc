@@ -76,7 +76,11 @@ Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
   ++calls_;
   std::vector<llm::SeqChunk> key = chunks;
   if (bucket_ > 1)
-    for (auto& c : key) c.cached = (c.cached + bucket_ - 1) / bucket_ * bucket_;
+    for (auto& c : key) {
+      uint64_t up = (uint64_t{c.cached} + bucket_ - 1) / bucket_ * bucket_;
+      if (max_context_ > uint64_t{c.new_tokens} + c.cached) up = std::min(up, max_context_ - c.new_tokens);
+      c.cached = static_cast<uint32_t>(std::max<uint64_t>(up, c.cached));
+    }
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   Ps makespan = skeleton_ && use_skeletons_ ? skeleton_->Makespan(key) : -1;
@@ -343,6 +347,11 @@ std::vector<std::string> Caveats(const config::Experiment& cfg, const ServeRun& 
     out.push_back("contexts are rounded up to " + std::to_string(sv.context_bucket_tokens()) +
                   " tokens for the timing key (mapping.serving.context_bucket_tokens): iteration times are "
                   "approximate");
+  if (run.zero_output_requests > 0)
+    out.push_back(
+        std::to_string(run.zero_output_requests) +
+        " requests of the trace ask for 0 output tokens: each is served as 1 (the prefill makes the "
+        "first token), which the throughput counts");
   return out;
 }
 
@@ -496,6 +505,13 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     costs.push_back(std::make_unique<EngineCost>(chip, cfg.model(), g.mapping, layers, wl.dtype(), engine,
                                                  sv.context_bucket_tokens()));
     if (std::getenv("TPSIM_SERVE_NO_SKELETONS")) costs.back()->set_use_skeletons(false);
+    // The longest context a sequence reaches: the model's positions, its sliding window (past
+    // which serving refuses) and the group's KV capacity, whichever is least.
+    uint64_t reach = g.capacity_tokens;
+    for (uint64_t bound :
+         {uint64_t{cfg.model().max_position_embeddings()}, uint64_t{cfg.model().sliding_window()}})
+      if (bound > 0) reach = reach > 0 ? std::min(reach, bound) : bound;
+    costs.back()->set_max_context(reach);
   }
   auto cost_fn = [](EngineCost* c) { return [c](const std::vector<llm::SeqChunk>& ch) { return (*c)(ch); }; };
   ServeOutcome out;
@@ -529,6 +545,8 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
                                          costs[i]->skeleton_kv_dram()});
   }
   run.outcome = std::move(out);
+  run.zero_output_requests = static_cast<uint64_t>(
+      std::count_if(reqs.begin(), reqs.end(), [](const Request& r) { return r.zero_output; }));
   return run;
 }
 

@@ -44,6 +44,9 @@ class EngineCost {
   uint64_t skeleton_kv_dram() const;  // distinct iterations refused because the KV is in DRAM
   // Off: every distinct iteration lowers its own Program (the reference path).
   void set_use_skeletons(bool on) { use_skeletons_ = on; }
+  // The longest context a sequence can reach (0: no bound): a context rounded up to the bucket
+  // is not timed past it (a bucket of 4096 timed every context of a 1000-position model at 4096).
+  void set_max_context(uint64_t tokens) { max_context_ = tokens; }
   // On: time every distinct iteration both ways and throw std::logic_error when a
   // skeleton's answer differs from the Program's (tests).
   void set_verify(bool on) { verify_ = on; }
@@ -53,6 +56,7 @@ class EngineCost {
   const config::Model& model_;
   config::Mapping mapping_;
   uint32_t layers_, bucket_;
+  uint64_t max_context_ = 0;
   std::string dtype_;
   std::unique_ptr<sim::Engine> engine_;
   std::unique_ptr<SkeletonCost> skeleton_;  // analytical engine only
@@ -99,6 +103,7 @@ struct ServeRun {
   };
   std::vector<Group> groups;  // fused: one; disaggregated: prefill, decode
   ServeOutcome outcome;
+  uint64_t zero_output_requests = 0;  // requests the trace gave 0 output tokens (served as 1)
 };
 
 // Validates `e` for serving (throws config::ConfigError with located diagnostics) and

@@ -733,6 +733,38 @@ TEST_F(Hardening, ServedArrivalsMustBeRepresentable) {
   EXPECT_EQ(t.status, 2) << t.output;
 }
 
+// A trace row of 0 output tokens is served as 1 (the prefill's token) and said in a caveat; it was
+// silent, and the throughput counted tokens the trace never asked for.
+TEST_F(Hardening, ZeroOutputRequestsAreServedAsOneAndSaid) {
+  Write(At("z.csv"), "arrival_s,prompt_tokens,output_tokens\n0,100,0\n1,100,0\n2,100,3\n");
+  std::string text = Relocated(Read(kServing));
+  size_t a = text.find("    synthetic {"), b = text.find("  }\n}\n", a);
+  text.replace(a, b - a, "    trace_file: \"z.csv\"\n");
+  Write(At("z.textproto"), text);
+  Outcome o = Tpsim("serve " + At("z.textproto") + " --requests-csv " + At("z.out.csv"));
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("caveat: 2 requests of the trace ask for 0 output tokens: each is served as 1"),
+            std::string::npos)
+      << o.output;
+}
+
+// A context rounded up to mapping.serving.context_bucket_tokens is timed no further than a
+// sequence can reach (here the model's 1,000 positions): a bucket of 4,096 then times as one of
+// 1,000 (TPOT p50 was 481.8 ms against 129.0 ms unrounded; it timed contexts the model never reaches).
+TEST_F(Hardening, ContextBucketsStopAtTheLongestContext) {
+  auto serve = [&](int bucket) {
+    Outcome o =
+        Tpsim("serve " + kServing +
+              " --set workload.requests.synthetic.num_requests=30 --set model.max_position_embeddings=1000 "
+              "--set mapping.serving.context_bucket_tokens=" +
+              std::to_string(bucket));
+    EXPECT_EQ(o.status, 0) << o.output;
+    const size_t from = o.output.find("\nTTFT");
+    return o.output.substr(from, o.output.find("caveat: contexts") - from);
+  };
+  EXPECT_EQ(serve(4096), serve(1000));
+}
+
 TEST_F(Hardening, TraceSpanningMonthsIsRefusedAtItsLine) {
   Write(At("t.csv"), "arrival_s,prompt_tokens,output_tokens\n0,16,4\n1e8,16,4\n");
   std::string text = Relocated(Read(kServing));
