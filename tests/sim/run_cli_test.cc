@@ -500,6 +500,24 @@ TEST_F(RunCli, TensorsPast64BitsAreRefused) {
   EXPECT_NE(out.find("model.hidden_size: 1048576: a layer's weights"), std::string::npos) << out;
 }
 
+// Energy per token is a sum of per-task floats: a ring and a bidirectional ring moving the same
+// bytes differed in the last bits (3e-16 relative), and the slower one stayed on the front beside
+// the faster (4 points here, each ring one dominated at every printed digit). Compared to 12
+// significant digits, only the two bidirectional rings remain.
+TEST_F(RunCli, SearchFrontIgnoresEnergyRoundingNoise) {
+  std::string out;
+  ASSERT_EQ(
+      RunTpsim(
+          "search configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto --tp 8 --stages 1 --partitions "
+          "n_split,megatron --placements snake --collectives ring,bidirectional_ring --spans stage --set "
+          "workload.decode_steps=4 --jobs 1 --confirm 0 --top 0",
+          &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("energy per token), 2 points;"), std::string::npos) << out;
+  EXPECT_EQ(out.find(" ring                      -"), std::string::npos) << out;
+}
+
 // `tpsim search --slurm --dry-run`: the job array's script (each task one shard of the
 // candidates with the space passed on, no TLM confirmation, its own store), the merge and the
 // rerun; usage errors exit 2. tests/slurm/run_slurm_test.sh submits one to a real cluster.
