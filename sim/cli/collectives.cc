@@ -2,7 +2,6 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <stdexcept>
 
@@ -72,6 +71,17 @@ uint64_t ParseSizeToken(const std::string& t) {
 }
 
 }  // namespace
+
+bool WriteCsv(const std::string& command, const std::string& path, const std::string& text) {
+  try {
+    config::WriteOutputFile(path, text);
+  } catch (const std::runtime_error& e) {
+    std::cerr << "tpsim " << command << ": " << e.what() << "\n";
+    return false;
+  }
+  std::cout << "# wrote " << path << "\n";
+  return true;
+}
 
 std::vector<uint64_t> ParseSizes(const std::string& spec) {
   std::vector<std::string> parts;
@@ -199,13 +209,7 @@ int CollectivesCommand(const std::vector<std::string>& args) {
   if (!csv.empty()) {
     std::string text = std::string(validate::kCollectiveCsvHeader) + "\n";
     for (const auto& r : rows) text += validate::CollectiveCsvLine(r) + "\n";
-    try {
-      config::WriteOutputFile(csv, text);  // a temporary file renamed into place
-    } catch (const std::runtime_error& e) {
-      std::cerr << "tpsim collectives: " << e.what() << "\n";
-      return 1;
-    }
-    std::cout << "# wrote " << csv << "\n";
+    if (!WriteCsv("collectives", csv, text)) return 1;
   }
   return 0;
 }

@@ -1,7 +1,6 @@
 // tpsim gemm CHIP --m M --n N --k K | --shapes FILE: GEMM times on one core of a chip.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <stdexcept>
 
@@ -123,13 +122,7 @@ int GemmCommand(const std::vector<std::string>& args) {
   if (!csv.empty()) {
     std::string text = std::string(validate::kGemmCsvHeader) + "\n";
     for (const auto& r : rows) text += validate::GemmCsvLine(r) + "\n";
-    try {
-      config::WriteOutputFile(csv, text);  // a temporary file renamed into place
-    } catch (const std::runtime_error& e) {
-      std::cerr << "tpsim gemm: " << e.what() << "\n";
-      return 1;
-    }
-    std::cout << "# wrote " << csv << "\n";
+    if (!WriteCsv("gemm", csv, text)) return 1;
   }
   return 0;
 }

@@ -22,4 +22,9 @@ int GemmCommand(const std::vector<std::string>& args);
 // MIN > MAX, a zero size, a factor below 2, sizes above 1 TiB, or more than 64 sizes.
 std::vector<uint64_t> ParseSizes(const std::string& spec);
 
+// Writes --csv's `text` to `path` through a temporary file renamed into place
+// (config::WriteOutputFile) and prints "# wrote PATH"; on failure prints "tpsim COMMAND:
+// cannot write PATH: reason" and returns false (exit 1).
+bool WriteCsv(const std::string& command, const std::string& path, const std::string& text);
+
 }  // namespace tpsim::cli
