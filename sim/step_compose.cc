@@ -79,12 +79,19 @@ void AddStepsUse(const EngineOutput& step_out, uint64_t steps, std::vector<LinkU
 void AddStepCores(const Program& step, std::span<const TaskTime> t, BusyUnion* busy,
                   std::vector<Ps>* core_compute, std::span<const uint32_t> order) {
   const int cores = static_cast<int>(core_compute->size());
+  // A core's compute time leaves out GPU collective kernels; a Program without any (every chip
+  // but a GPU node) skips the per-task look at its shape (this runs for every decode step).
+  const bool kernels =
+      std::any_of(step.shapes().begin(), step.shapes().end(),
+                  [](const mapping::ComputeShape& s) { return s.op_kind == llm::OpKind::kCollective; });
+  auto computes = [&](size_t i) {
+    return step.kind(i) == TaskKind::kCompute && !(kernels && CollectiveKernel(step, i));
+  };
   auto add = [&](size_t i) {
     const int c = step.core(i);
     if (c < 0 || c >= cores) return;
     busy->Add(c, t[i].start_ps, t[i].end_ps);
-    if (step.kind(i) == TaskKind::kCompute && !CollectiveKernel(step, i))
-      (*core_compute)[c] += t[i].end_ps - t[i].start_ps;
+    if (computes(i)) (*core_compute)[c] += t[i].end_ps - t[i].start_ps;
   };
   if (order.empty()) {
     for (size_t i = 0; i < step.num_tasks(); ++i) add(i);
@@ -100,7 +107,7 @@ void AddStepCores(const Program& step, std::span<const TaskTime> t, BusyUnion* b
     const int c = step.core(i);
     if (c < 0 || c >= cores) continue;
     const Ps s = t[i].start_ps, e = t[i].end_ps;
-    if (step.kind(i) == TaskKind::kCompute && !CollectiveKernel(step, i)) (*core_compute)[c] += e - s;
+    if (computes(i)) (*core_compute)[c] += e - s;
     auto& [rs, re] = run[c];
     if (re != kNone && s <= re) {
       re = std::max(re, e);
