@@ -220,13 +220,13 @@ void CheckStrings(const pb::Message& msg, const std::string& prefix, const Sourc
   }
 }
 
+// Scalar list elements whose own location a JSON config records (JsonScanner).
+constexpr int kMaxElementLocations = 1024;
+
 // A JSON reader that checks a config against its message type and records where
 // every key was written, before protobuf parses it: syntax errors, unknown keys
 // and values of the wrong type are reported at their own line and column.
 // Nesting is bounded (kMaxDepth), so no input can exhaust the stack.
-// Scalar list elements whose own location a JSON config records (JsonScanner).
-constexpr int kMaxElementLocations = 1024;
-
 class JsonScanner {
  public:
   static constexpr int kMaxDepth = 64;

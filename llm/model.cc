@@ -97,12 +97,14 @@ config::Location LocationAt(const std::string& text, size_t offset, const std::s
 std::map<std::string, config::Location> TopLevelKeyLocations(const std::string& text,
                                                              const std::string& file) {
   std::map<std::string, config::Location> keys;
-  // The keys seen in each open object (an open list has no set), innermost last.
-  std::vector<std::optional<std::map<std::string, int>>> open;
+  // The keys seen in each open object, by their offset in `text` (an open list has no set),
+  // innermost last. Offsets, not locations: LocationAt scans from the start, so it is called for
+  // the top level's keys and an error only, not for every key of every nested object.
+  std::vector<std::optional<std::map<std::string, size_t>>> open;
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (c == '{') {
-      open.emplace_back(std::map<std::string, int>{});
+      open.emplace_back(std::map<std::string, size_t>{});
     } else if (c == '[') {
       open.emplace_back(std::nullopt);
     } else if ((c == '}' || c == ']') && !open.empty()) {
@@ -119,13 +121,13 @@ std::map<std::string, config::Location> TopLevelKeyLocations(const std::string& 
       while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r'))
         ++j;
       if (j >= text.size() || text[j] != ':') continue;
-      const config::Location at = LocationAt(text, start, file);
-      if (auto [it, fresh] = open.back()->emplace(s, at.line); !fresh) {
-        throw config::ConfigError(
-            config::Diag{LocationAt(text, start + 1, file), config::Clip(s), "",
-                         "specified more than once (first on line " + std::to_string(it->second) + ")"});
+      if (auto [it, fresh] = open.back()->emplace(s, start); !fresh) {
+        throw config::ConfigError(config::Diag{LocationAt(text, start + 1, file), config::Clip(s), "",
+                                               "specified more than once (first on line " +
+                                                   std::to_string(LocationAt(text, it->second, file).line) +
+                                                   ")"});
       }
-      if (open.size() == 1) keys[s] = at;
+      if (open.size() == 1) keys[s] = LocationAt(text, start, file);
     }
   }
   return keys;

@@ -183,11 +183,9 @@ class Builder {
   uint64_t b_;
 };
 
-}  // namespace
-
-namespace {
 // decoder_sparse_step's part of IsMoeLayer.
 bool SparseByStep(uint32_t step, uint32_t layer) { return step <= 1 || (uint64_t{layer} + 1) % step == 0; }
+
 }  // namespace
 
 bool IsMoeLayer(const config::Model& model, uint32_t layer) {
