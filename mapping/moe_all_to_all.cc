@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "arch/gpu/collective.h"
+#include "chip.pb.h"
 #include "mapping/collective/collective.h"
 #include "mapping/moe_pass.h"
 
@@ -16,6 +18,7 @@ MoePass::AllToAllPlan MoePass::LowerPlan(const std::string& algorithm,
   const int span = g.Span(), replicas = g.Replicas(), p = cx_.p;
   AllToAllPlan plan;
   plan.algorithm = algorithm;
+  plan.bytes = bytes;
   plan.off.assign(p, std::vector<std::pair<uint64_t, uint64_t>>(p));
   for (int rep = 0; rep < replicas; ++rep) {
     // Local rank k stands for global rank at[k] (the grid order for hierarchical; direct and
@@ -46,6 +49,7 @@ MoePass::AllToAllPlan MoePass::PlanAllToAllV(const std::vector<std::vector<uint6
   const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, cx_.p);
   const int span = g.Span(), replicas = g.Replicas(), p = cx_.p;
   AllToAllPlan plan;
+  plan.bytes = bytes;
   plan.off.assign(p, std::vector<std::pair<uint64_t, uint64_t>>(p));
   if (span == 1) return plan;
   // hierarchical needs the ranks of a replica as a grid of physical rows and columns: where
@@ -98,19 +102,21 @@ std::vector<std::vector<TaskId>> MoePass::AllToAllV(const std::string& name, con
   const int span = g.Span(), replicas = g.Replicas();
   std::vector<std::vector<TaskId>> in(cx_.p);
   if (span == 1) return in;  // every rank holds all the experts its rows need
-  cx_.NewOp(name, plan.algorithm);
+  const bool nccl = cx_.chip.config().has_gpu() && !cx_.func;
+  cx_.NewOp(name, nccl ? "nccl" : plan.algorithm);
   std::string note = replicas > 1 ? std::to_string(replicas) + " expert replicas" : "";
-  if (!plan.scheds[0].note.empty()) note += (note.empty() ? "" : "; ") + plan.scheds[0].note;
+  if (!nccl && !plan.scheds[0].note.empty()) note += (note.empty() ? "" : "; ") + plan.scheds[0].note;
   if (!note.empty()) cx_.prog.ops[cx_.cur_op].ref.note = note;
   CollectiveInfo ci;
   ci.kind = CollectiveKind::kAllToAll;
-  ci.algorithm = AlgorithmOf(plan.algorithm);
+  ci.algorithm = AlgorithmOf(nccl ? "nccl" : plan.algorithm);
   ci.bytes = plan.most;
   ci.ranks = span;
   ci.groups = replicas;
   ci.op = cx_.cur_op;
   for (int r = 0; r < replicas * span; ++r) ci.members.push_back(cx_.cores[r]);
   cx_.prog.collectives.push_back(ci);
+  if (nccl) return NcclAllToAllV(plan, deps);
   const int32_t coll = static_cast<int32_t>(cx_.prog.collectives.size() - 1);
   // A step's transfer from r waits for r's data (deps[r]) and, after the first step, for what
   // r received in the earlier steps (it may forward it; pairwise steps are synchronous).
@@ -137,6 +143,52 @@ std::vector<std::vector<TaskId>> MoePass::AllToAllV(const std::string& name, con
     if (!fc) throw std::logic_error("mapping: an MoE all_to_all without functional data");
     cx_.prog.func.collectives.push_back(std::move(*fc));
   }
+  return in;
+}
+
+std::vector<std::vector<TaskId>> MoePass::NcclAllToAllV(const AllToAllPlan& plan,
+                                                        const std::vector<std::vector<TaskId>>& deps) {
+  namespace gpu = arch::gpu;
+  const MoeGroups g = MoeGroupsOf(cx_.m, cx_.model, cx_.p);
+  const int span = g.Span();
+  const uint64_t n = static_cast<uint64_t>(span);
+  std::vector<std::vector<TaskId>> in(cx_.p);
+  std::string note;
+  double slowest = -1;
+  for (int r = 0; r < cx_.p; ++r) {
+    const int rep = g.Replica(r);
+    uint64_t sent = 0, got = 0;
+    std::vector<TaskId> after = deps[r];
+    for (int q = rep * span; q < (rep + 1) * span; ++q) {
+      if (q == r) continue;
+      sent += plan.bytes[r][q], got += plan.bytes[q][r];
+      if (plan.bytes[r][q] > 0 || plan.bytes[q][r] > 0) Append(&after, deps[q]);
+    }
+    const uint64_t wire = std::max(sent, got);
+    if (wire == 0) continue;  // it exchanges nothing: NCCL launches nothing for it
+    // nccl-tests' all_to_all size is one rank's send buffer, of which (n - 1) / n leaves it.
+    const uint64_t buffer = (wire / (n - 1)) * n + ((wire % (n - 1)) * n + n - 2) / (n - 1);
+    Task tk;
+    tk.op_kind = llm::OpKind::kCollective;
+    tk.m = static_cast<uint64_t>(CollectiveKind::kAllToAll), tk.n = n,
+    tk.k = static_cast<uint64_t>(gpu::Algo::kAuto);
+    tk.bytes = buffer;
+    try {
+      const gpu::CollEstimate e = gpu::EstimateCollective(
+          cx_.chip.config().gpu(), cx_.chip.num_cores(),
+          {.op = gpu::CollOp::kAllToAll, .ranks = span, .bytes = buffer, .algo = gpu::Algo::kAuto});
+      if (e.time_us > slowest)
+        slowest = e.time_us, note = std::string(gpu::ToString(e.algo)) + "/" + gpu::ToString(e.proto);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("mapping: " + cx_.prog.ops[cx_.cur_op].ref.op + " (all_to_all over " +
+                                  std::to_string(span) + " GPUs of " + cx_.chip.config().name() +
+                                  "): " + e.what());
+    }
+    cx_.SortUnique(&after);
+    in[r].push_back(cx_.Compute(r, tk, FuncOp{}, std::move(after), 0));
+  }
+  std::string& op_note = cx_.prog.ops[cx_.cur_op].ref.note;
+  if (!note.empty()) op_note = note + (op_note.empty() ? "" : "; " + op_note);
   return in;
 }
 

@@ -82,6 +82,7 @@ class MoePass {
     std::vector<Schedule> scheds;                                 // per replica (global ranks)
     std::vector<std::vector<std::pair<uint64_t, uint64_t>>> off;  // [r][d]: (sender's, receiver's)
     uint64_t buffer_bytes = 0, most = 0;                          // each rank's buffer; largest row
+    std::vector<std::vector<uint64_t>> bytes;                     // [r][d]: block r -> d (global ranks)
   };
   AllToAllPlan PlanAllToAllV(const std::vector<std::vector<uint64_t>>& bytes) const;
   // One algorithm's plan: replica rep's local rank k is global rank rep * span + perm[rep][k]
@@ -90,10 +91,19 @@ class MoePass {
                          const std::vector<std::vector<int>>& perm, RankGrid grid) const;
   // Its transfers: a step's transfer from r waits for deps[r] and what r received in earlier
   // steps. Returns, per rank, the transfers into it. Functional lowering: `fc` (its buffer and
-  // copies, at plan.off's offsets) becomes the collective's FuncCollective.
+  // copies, at plan.off's offsets) becomes the collective's FuncCollective. On a GPU-node chip
+  // without functional data: NCCL kernels instead (NcclAllToAllV).
   std::vector<std::vector<TaskId>> AllToAllV(const std::string& name, const AllToAllPlan& plan,
                                              const std::vector<std::vector<TaskId>>& deps,
                                              FuncCollective* fc = nullptr);
+  // The uneven all_to_all on a GPU node as NCCL runs it (a grouped ncclSend/ncclRecv per GPU,
+  // as tpsim-validate launches it): one collective kernel per rank that sends or receives
+  // across GPUs, after its own deps[r] and those of the peers it exchanges with (a send and its
+  // receive need both kernels); timed as NCCL's all_to_all (p2p) of an even send buffer whose
+  // off-GPU bytes are the rank's larger of sent and received (arch/gpu/collective.h). Returns,
+  // per rank, its kernel (none where it exchanges nothing).
+  std::vector<std::vector<TaskId>> NcclAllToAllV(const AllToAllPlan& plan,
+                                                 const std::vector<std::vector<TaskId>>& deps);
   // Functional lowering only: a tensor the memory plan does not see.
   int32_t FuncOnly(FuncTensorKind kind, uint64_t rows, uint64_t cols, uint64_t seed = 0);
   // Functional lowering only: the compute task just added stands for `ops` (its FuncOp, a

@@ -4,15 +4,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
 
+#include "arch/gpu/collective.h"
 #include "configs/load.h"
 #include "llm/opgraph.h"
 #include "mapping/collective/collective.h"
+#include "mapping/cost.h"
 #include "mapping/mapping.h"
 #include "mapping/moe_routing.h"
 #include "tests/mapping/mapping_test_util.h"
@@ -362,6 +366,58 @@ TEST(MoeLower, DispatchAndCombineBytesByHand) {
     EXPECT_TRUE((s.k == 64 && s.n == 64) || (s.k == 32 && s.n == 64)) << s.k << " " << s.n;
   }
   EXPECT_EQ(gemms, 4 * 2 * 2);
+}
+
+TEST(MoeLower, GpuNodeAllToAllIsOneNcclKernelPerGpuByHand) {
+  // h200-sxm-8, TP 8 = EP 8, 16 tokens (2 rows per GPU), balanced: every expert takes 4 of the
+  // 16 tokens, tokens 3, 7, 11, 15 (the counts SplitBySource gives every range of rows), which
+  // GPUs 1, 3, 5, 7 hold. Dispatch: an odd GPU sends its row (64 x 2 B = 128 B) to each of the
+  // other 7 GPUs' expert (896 B) and receives 3 x 128 = 384 B; an even GPU sends nothing and
+  // receives 4 x 128 = 512 B. NCCL's all_to_all size is a rank's send buffer, (n - 1) / n of
+  // which leaves it: 896 x 8 / 7 = 1024 B, and 512 x 8 / 7 = 585.14, rounded up to 586 B.
+  // Combine is the reverse: the same larger sides. Each GPU's kernel waits for its own rows
+  // and for those of the GPUs it exchanges with (an even GPU: the odd ones, not the other even
+  // ones), and is timed as arch/gpu's all_to_all of that size (CUDA graphs: its device time).
+  const std::string dir = std::string(TPSIM_SOURCE_DIR) + "/configs/";
+  config::Chip cfg;
+  config::ParseFile(dir + "chips/h200-sxm-8.textproto", &cfg, nullptr);
+  const arch::Chip chip = arch::Chip::Build(cfg);
+  const Program p = Lower(chip, MoeModel(), Work(16, 0, 1), MoeMap(8, 8, 1));
+  for (const char* name : {"experts.dispatch", "experts.combine"}) {
+    SCOPED_TRACE(name);
+    const OpInfo* op = FindOp(p, name);
+    ASSERT_NE(op, nullptr);
+    EXPECT_EQ(op->ref.partition, "nccl");
+    EXPECT_EQ(op->ref.note, "p2p/simple");
+    std::vector<size_t> kernels(8, SIZE_MAX);
+    for (size_t i = 0; i < p.num_tasks(); ++i) {
+      if (p.ops[p.op(i)].ref.op != name) continue;
+      ASSERT_EQ(p.kind(i), TaskKind::kCompute) << "no transfers on a GPU node";
+      ASSERT_EQ(p.shape(i).op_kind, llm::OpKind::kCollective);
+      ASSERT_EQ(kernels[p.core(i)], SIZE_MAX) << "one kernel per GPU";
+      kernels[p.core(i)] = i;
+    }
+    for (int g = 0; g < 8; ++g) {
+      SCOPED_TRACE("GPU " + std::to_string(g));
+      ASSERT_NE(kernels[g], SIZE_MAX);
+      const ComputeShape& s = p.shape(kernels[g]);
+      EXPECT_EQ(s.m, static_cast<uint64_t>(CollectiveKind::kAllToAll));
+      EXPECT_EQ(s.n, 8u);
+      EXPECT_EQ(s.bytes, g % 2 == 1 ? 1024u : 586u);
+      const arch::gpu::CollEstimate e = arch::gpu::EstimateCollective(
+          cfg.gpu(), 8, {.op = arch::gpu::CollOp::kAllToAll, .ranks = 8, .bytes = s.bytes});
+      EXPECT_EQ(TaskTime(chip, p, kernels[g]), static_cast<Ps>(std::ceil(e.gpu_us * 1e6)));
+      // The GPUs whose tasks it waits on, through its deps (each a task of one GPU).
+      std::vector<int> waits;
+      for (TaskId d : p.deps(kernels[g])) waits.push_back(p.core(d));
+      std::sort(waits.begin(), waits.end());
+      waits.erase(std::unique(waits.begin(), waits.end()), waits.end());
+      std::vector<int> want;
+      for (int q = 0; q < 8; ++q)
+        if (q == g || q % 2 == 1 || g % 2 == 1) want.push_back(q);
+      EXPECT_EQ(waits, want);
+    }
+  }
 }
 
 TEST(MoeLower, StreamedWeightsAreReadOnlyForExpertsWithTokens) {
