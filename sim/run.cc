@@ -293,12 +293,17 @@ std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size
     case mapping::TaskKind::kTransfer:
       what = std::string("a transfer of ") + mb + " from core " + std::to_string(t.core) + " to core " +
              std::to_string(t.dst_core);
-      fields = "chip.noc.link_bandwidth_gbps and the links' latencies";
+      fields =
+          "chip.noc.link_bandwidth_gbps (and port_bandwidth_gbps on the TLM engine) and the links' latencies";
       break;
     case mapping::TaskKind::kMemory:
       what = std::string("a DRAM ") + (t.write ? "write" : "read") + " of " + mb + " on channel " +
              std::to_string(t.channel);
       fields = "chip.memory[].bandwidth_gbps and efficiency";
+      // Its data crosses the network between the channel and the core: the links time it too.
+      if (!chip.MemoryPath(t.core, t.channel, t.write).empty())
+        fields += ", and chip.noc.link_bandwidth_gbps (and port_bandwidth_gbps on the TLM engine): core " +
+                  std::to_string(t.core) + " reaches the channel over links";
       break;
     default:
       if (chip.config().has_gpu()) {  // a GPU node's kernels: arch/gpu (GEMM and memory-bound models)

@@ -55,8 +55,14 @@ class Mn2d : public Partitioner {
     const bool k_steps =
         ctx.Mapping().mn_2d_weights() == "k_steps" && grid.rows > 1;  // one grid row: nothing to rotate
     if (g.t % grid.rows != 0 || units % grid.cols != 0) {
-      *label = std::string(k_steps ? "mn_2d(k_steps)" : "mn_2d") + "->n_split (M=" + std::to_string(g.t) +
-               ", N units=" + std::to_string(units) + " not divisible by grid " + GridName(grid) + ")";
+      // Names what does not divide (both when neither does).
+      std::string why;
+      if (g.t % grid.rows != 0)
+        why = "M=" + std::to_string(g.t) + " not divisible by grid_rows=" + std::to_string(grid.rows);
+      if (units % grid.cols != 0)
+        why += (why.empty() ? "" : ", ") + std::string("N units=") + std::to_string(units) +
+               " not divisible by grid_cols=" + std::to_string(grid.cols);
+      *label = std::string(k_steps ? "mn_2d(k_steps)" : "mn_2d") + "->n_split (" + why + ")";
       return &NSplitPartitioner();
     }
     *label = "mn_2d(" + GridName(grid) + ")";

@@ -18,8 +18,7 @@ std::vector<int> PlaceRandom(const PlacementRequest& req, const Region& region, 
   return ToCores(cells, req.ranks, region, chip);
 }
 
-const PlacementRegistrar kRegistered("random", "a seeded shuffle of the region (mapping.placement_seed)",
-                                     &PlaceRandom);
+const PlacementRegistrar kRegistered("random", "a seeded shuffle of the region (mapping.seed)", &PlaceRandom);
 
 }  // namespace
 }  // namespace tpsim::mapping::placement

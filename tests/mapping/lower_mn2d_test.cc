@@ -392,7 +392,7 @@ TEST(LowerTest, Mn2dKStepsFallsBackWithoutEqualKBlocks) {
   Program f = Lower(chip, SmallModel(), Work(8, 0, 1), flat);
   EXPECT_EQ(FindOp(f, "prefill", 0, "q_proj")->ref.Label(), "mn_2d(1x4)");
   EXPECT_EQ(FindOp(f, "prefill", 0, "k_proj")->ref.Label(),
-            "mn_2d->n_split (M=8, N units=2 not divisible by grid 1x4)");
+            "mn_2d->n_split (N units=2 not divisible by grid_cols=4)");
   flat.clear_mn_2d_weights();
   EXPECT_TRUE(f.Dump() == Lower(chip, SmallModel(), Work(8, 0, 1), flat).Dump());
 }

@@ -241,7 +241,15 @@ TEST(PartitionTest, Mn2dComputesGridBlocks) {
   // 3 rows do not divide by 2 grid rows: n_split, said in the label.
   ctx.shards.clear();
   ChooseAndEmit("mn_2d", Spec(llm::OpClass::kGateUp, 3, 16, 32), &ctx, &label);
-  EXPECT_EQ(label, "mn_2d->n_split (M=3, N units=32 not divisible by grid 2x2)");
+  EXPECT_EQ(label, "mn_2d->n_split (M=3 not divisible by grid_rows=2)");
+  // The label names what does not divide: the columns too, where 33 do not divide by 2.
+  ctx.shards.clear();
+  ChooseAndEmit("mn_2d", Spec(llm::OpClass::kGateUp, 3, 16, 33), &ctx, &label);
+  EXPECT_EQ(label,
+            "mn_2d->n_split (M=3 not divisible by grid_rows=2, N units=33 not divisible by grid_cols=2)");
+  ctx.shards.clear();
+  ChooseAndEmit("mn_2d", Spec(llm::OpClass::kGateUp, 4, 16, 33), &ctx, &label);
+  EXPECT_EQ(label, "mn_2d->n_split (N units=33 not divisible by grid_cols=2)");
 }
 
 TEST(PartitionTest, Mn2dKStepsRotatesKBlocksWithinGridColumns) {

@@ -335,6 +335,32 @@ TEST_F(RunCli, TlmTimesPastTheClockStopWithTheCause) {
   }
 }
 
+TEST_F(RunCli, MemoryReadsOverLinksPastTheClockNameTheLinks) {
+  // mesh-4x4-hbm's HBM is reached over the mesh (arch::Chip::MemoryPath): with 1e-9 GB/s links
+  // a weight read (2 MiB of SRAM: the weights stream) passes the clock because of the links,
+  // and the message names them as well as the channel. Before, it named the channel's
+  // bandwidth only (the HBM's 819 GB/s). A stacked channel (the reference's) has no links to
+  // name.
+  std::string out;
+  EXPECT_EQ(RunTpsim("run configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto --quiet --set "
+                     "workload.num_layers=2 --set mapping.pipeline_stages=1 --set workload.decode_steps=2 "
+                     "--set workload.seq_len=128 --set chip.core.sram_bytes=2097152 --set "
+                     "chip.noc.link_bandwidth_gbps=1e-9",
+                     &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("a DRAM read of"), std::string::npos) << out;
+  EXPECT_NE(
+      out.find("check chip.memory[].bandwidth_gbps and efficiency, and chip.noc.link_bandwidth_gbps (and "
+               "port_bandwidth_gbps on the TLM engine): core "),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" reaches the channel over links"), std::string::npos) << out;
+  EXPECT_EQ(RunTpsim("run " + kRef + " --quiet --set chip.memory[0].bandwidth_gbps=1e-7", &out), 1) << out;
+  EXPECT_NE(out.find("a DRAM read of"), std::string::npos) << out;
+  EXPECT_EQ(out.find("over links"), std::string::npos) << out;
+}
+
 TEST_F(RunCli, GpuKernelsPastTheClockNameTheGpuFields) {
   // On a GPU node a kernel's time comes from chip.gpu (arch/gpu), not the core's clock and
   // units: the message names those (before, "a compute task on core 0 ... check
