@@ -249,6 +249,18 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
       add("mapping.tp", std::to_string(tp),
           "attention splits by heads: num_attention_heads (" + std::to_string(nq) +
               ") must divide by tp, or tp by it (heads are then replicated)");
+    // Heads shared by tp / nq ranks each: the attention output is gathered from tp equal
+    // column blocks, each inside the head its rank holds (LayoutConverter's shared-head
+    // gather), which needs head_dim to split into tp / nq blocks. Before, run stopped with
+    // "cannot gather split(cols)" (exit 1) where describe had accepted the mapping.
+    const uint32_t hd = model.head_dim();
+    if (nq > 0 && tp > static_cast<int>(nq) && tp % nq == 0 && hd > 0 && hd % (tp / nq) != 0)
+      add("mapping.tp", std::to_string(tp),
+          "replicates each of the " + std::to_string(nq) + " attention heads over " +
+              std::to_string(tp / nq) +
+              " ranks, and the attention output is gathered from tp equal column blocks inside the heads: "
+              "head_dim (" +
+              std::to_string(hd) + ") must divide by " + std::to_string(tp / nq));
     if (nkv > 0 && nkv % tp != 0 && tp % nkv != 0)
       add("mapping.tp", std::to_string(tp),
           "num_key_value_heads (" + std::to_string(nkv) +
