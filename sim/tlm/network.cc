@@ -90,6 +90,7 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
     // Tori and rings: two slot classes per input port (dateline), as BookSim2's
     // dimension-order torus routing splits its virtual channels.
     classes_ = topo == "torus" || topo == "ring" ? 2 : 1;
+    one_way_ = topo == "ring" && !chip.config().noc().bidirectional();
     limited_.assign(bw_.size(), 0);
     dir_.assign(bw_.size(), -1);
     wrap_.assign(bw_.size(), 0);
@@ -154,13 +155,22 @@ Network::Network(sc_core::sc_module_name name, RunState* state, uint64_t packet_
       route_links_.insert(route_links_.end(), route.begin(), route.end());
       if (buffered_) {
         // Dateline class of each hop: 1 along a run of hops in one direction that
-        // crosses a wraparound link (BookSim2's dim_order_torus), else 0.
+        // crosses a wraparound link (BookSim2's dim_order_torus picks the class as a run
+        // starts), else 0. That is deadlock-free where routes are minimal both ways round
+        // (no class-1 run reaches the link opposite the dateline); on a one-way ring a run
+        // can go nearly all the way round, so class 1 would cover every link and close a
+        // cycle of waits: there the class changes at the dateline, 1 before the wraparound
+        // link and 0 from it on (one_way_).
         for (size_t h = 0; h < route.size();) {
           size_t e = h + 1;
           while (e < route.size() && dir_[route[h]] >= 0 && dir_[route[e]] == dir_[route[h]]) ++e;
           bool wraps = false;
           for (size_t j = h; j < e; ++j) wraps = wraps || wrap_[route[j]];
-          for (size_t j = h; j < e; ++j) route_class_.push_back(classes_ == 2 && wraps ? 1 : 0);
+          bool crossed = false;
+          for (size_t j = h; j < e; ++j) {
+            crossed = crossed || (one_way_ && wrap_[route[j]]);
+            route_class_.push_back(classes_ == 2 && wraps && !crossed ? 1 : 0);
+          }
           h = e;
         }
       }

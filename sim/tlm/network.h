@@ -119,6 +119,7 @@ class Network : public sc_core::sc_module {
   bool buffered_ = false;
   uint32_t buffer_packets_ = 0;
   int classes_ = 1;                   // slot classes per input port (2 on tori and rings: dateline)
+  bool one_way_ = false;              // a one-way ring: the class changes at the dateline
   std::vector<uint8_t> limited_;      // the far end has a finite input buffer
   std::vector<uint32_t> credits_;     // [link * classes_ + class]: free slots there
   std::vector<int8_t> dir_;           // grid direction (0..3), -1 when none or a port

@@ -132,6 +132,41 @@ TEST(TlmNetwork, InputPortForwardsOnePacketAtATime) {
   EXPECT_EQ(c.tasks[2].end_ps, 36'000);
 }
 
+arch::Chip OneWayRing(int nodes, uint32_t buffer_packets) {
+  config::Chip c = test::MeshConfig();
+  c.mutable_memory(0)->clear_attach();
+  c.mutable_memory(0)->set_per_core(true);
+  auto* noc = c.mutable_noc();
+  noc->clear_rows();
+  noc->clear_cols();
+  noc->set_topology("ring");
+  noc->set_nodes(nodes);
+  noc->set_bidirectional(false);
+  noc->set_router_buffer_packets(buffer_packets);
+  return arch::Chip::Build(c);
+}
+
+TEST(TlmNetwork, OneWayRingWithTwoSlotBuffersDoesNotDeadlock) {
+  // A one-way ring of 4 (links i -> i + 1, the wraparound 3 -> 0), one slot per dateline
+  // class (2 packets): 1 -> 0, 2 -> 1 and 3 -> 2 each go 3 hops round the wraparound link,
+  // 8 packets each, all at time 0. When the whole of a wrapping run took class 1 (as
+  // BookSim2's torus routing, which assumes routes shorter than half the ring), their
+  // class-1 slots covered every link and the three waited on one another for good: the
+  // run stopped with "simulation stalled". With the class changing at the dateline they
+  // all arrive, none before its unloaded time (3 x 2000 + 8 x 25,600 = 210,800 ps).
+  Program p = Transfers({{1, 0}, {2, 1}, {3, 2}}, 8 * 4096);
+  p.num_cores = 4;
+  const EngineOutput out = MakeTlmEngine()->Run(p, OneWayRing(4, 2));
+  ASSERT_EQ(out.tasks.size(), 3u);
+  for (const TaskTime& t : out.tasks) EXPECT_GE(t.end_ps, 210'800);
+  // Alone, a transfer is timed as before (no wraparound: 0 -> 3 in class 0, and 1 -> 0).
+  for (auto [src, dst] : {std::pair{0, 3}, std::pair{1, 0}}) {
+    Program one = Transfers({{src, dst}}, 8 * 4096);
+    one.num_cores = 4;
+    EXPECT_EQ(MakeTlmEngine()->Run(one, OneWayRing(4, 0)).tasks[0].end_ps, 210'800) << src << " -> " << dst;
+  }
+}
+
 TEST(TlmNetwork, RejectsOneSlotOnATorusAndNegativePorts) {
   config::Chip c = test::MeshConfig();
   c.mutable_noc()->set_topology("torus");
