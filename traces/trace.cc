@@ -123,7 +123,9 @@ class Describer {
       const mapping::OpRef& ref = p_.ops[t.op].ref;
       args->Uint("task", static_cast<uint64_t>(s.task));
       args->Str("phase", mapping::ToString(ref.phase));
-      args->Uint("step", ref.step);
+      // Decode steps count from 1, as --trace-steps and the run's messages count them (OpRef
+      // numbers them from 0); prefill is 0.
+      args->Uint("step", ref.phase == mapping::Phase::kDecode ? uint64_t{ref.step} + 1 : ref.step);
       args->Uint("layer", ref.layer);
       args->Str("op", ref.op);
       if (ref.note.empty()) {
