@@ -53,8 +53,11 @@ GemmEstimate EstimateGemm(const config::Gpu& gpu, const GemmShape& s) {
     long double operand_bytes = a_bytes + b_bytes;
     if (!fits_l2) {
       const long double w = std::min(mt * nt, sms);
-      const long double r = std::clamp(std::round(std::sqrt(w * t.n / t.m)), 1.0L, mt);
+      long double r = std::clamp(std::round(std::sqrt(w * t.n / t.m)), 1.0L, mt);
       const long double c = std::clamp(CeilDiv(w, r), 1.0L, nt);
+      // A grid narrower than the block (c clamped to nt) spreads the wave over more rows:
+      // the block still holds w tiles (before, r x c < w counted B re-read within one wave).
+      r = std::clamp(CeilDiv(w, c), r, mt);
       operand_bytes = std::max(a_bytes * CeilDiv(nt, c) + b_bytes * CeilDiv(mt, r), operand_bytes);
     }
     for (uint32_t split : kSplits) {

@@ -21,7 +21,8 @@
 //   If A + B fit in half of l2_bytes (Hopper's L2 is two partitions, data shared by all
 //   SMs can sit in both), every operand is read from HBM once. Otherwise a wave covers a
 //   near-square block of r x c tiles (r = round(sqrt(w tn / tm)), c = ceil(w / r),
-//   w = min(tiles, sms), clamped to the grid) and operands are re-read per block:
+//   w = min(tiles, sms), clamped to the grid; where c is clamped to nt, r grows to
+//   ceil(w / c) within mt, so the block holds the wave) and operands are re-read per block:
 //   A x ceil(nt / c) + B x ceil(mt / r) + C. Split-K adds its fp32 partial sums, written
 //   and read back: 2 x 4 m n s.
 //   memory = bytes / (hbm_bandwidth_gbps x hbm_efficiency)

@@ -107,6 +107,32 @@ TEST(GpuGemm, DecodeIsMemoryBoundOnH100) {
   EXPECT_LT(h200.time_us, e.time_us);
 }
 
+TEST(GpuGemm, AWaveNarrowerThanItsBlockReadsBOnce) {
+  // h100-sxm-8, 255 x 128 x 65536 bf16: A (33,423,360 B) and B (16,777,216 B) do not fit half of
+  // the L2, so operands are re-read per block of the wave. The fastest is 64x64 tiles (4 x 2 =
+  // 8 tiles) with split-K 12 (96 CTAs, one wave of w = 8 tiles): the block is r = round(sqrt(8))
+  // = 3 rows by c = ceil(8 / 3) = 3 columns, clamped to the grid's 2 columns, so r grows to
+  // ceil(8 / 2) = 4 rows and the wave holds every tile: A and B are read once. Bytes: A + B +
+  // C (2 x 255 x 128 = 65,280) + fp32 partial sums (2 x 4 x 255 x 128 x 12 = 3,133,440) =
+  // 53,399,296 B at hbm_bandwidth_gbps x hbm_efficiency, plus the kernel's fixed overhead
+  // (23.322 us). Before, r stayed 3 and B counted twice (ceil(4 / 3)): 28.884 us, slower than
+  // 255 x 129 (23.737 us), whose wider grid had no such clamp.
+  const config::Chip cfg = LoadChipConfig("h100-sxm-8");
+  const config::Gpu& g = cfg.gpu();
+  const GemmEstimate e = CoreGemm(LoadChip("h100-sxm-8"), GemmShape{255, 128, 65536});
+  EXPECT_EQ(e.tile_m, 64u);
+  EXPECT_EQ(e.tile_n, 64u);
+  EXPECT_EQ(e.tiles, 8u);
+  EXPECT_EQ(e.split_k, 12u);
+  EXPECT_EQ(e.bound, Bound::kMemory);
+  const double bytes = 33'423'360.0 + 16'777'216 + 65'280 + 3'133'440;
+  EXPECT_NEAR(e.time_us,
+              g.kernel_overhead_us() + bytes / (g.hbm_bandwidth_gbps() * 1e9 * g.hbm_efficiency()) * 1e6,
+              1e-9);
+  EXPECT_NEAR(e.time_us, 23.322, 5e-4);
+  EXPECT_LE(e.time_us, CoreGemm(LoadChip("h100-sxm-8"), GemmShape{255, 129, 65536}).time_us);
+}
+
 TEST(GpuGemm, TinyGemmIsLatencyBound) {
   GemmEstimate e = CoreGemm(LoadChip("h100-sxm-8"), GemmShape{16, 128, 128});
   EXPECT_EQ(e.bound, Bound::kLatency);
