@@ -243,6 +243,16 @@ Experiment LoadExperiment(const std::string& arg, const std::vector<Override>& s
     throw ConfigError(
         Diag{Location{path, 1, 1}, "mapping", "", "an experiment needs mapping_file or an inline mapping"});
   }
+  // A request trace is relative to the experiment's folder, also when a workload file names it
+  // (serving::LoadRequests). Absolute, not only joined: serving joins it with the folder of the
+  // experiment it loads, so that the resolved experiment (a sweep's child process reads a
+  // temporary copy of it; its stored config) names the same file from anywhere.
+  if (cfg.workload().has_requests() && !cfg.workload().requests().trace_file().empty()) {
+    std::error_code ec;
+    const std::filesystem::path abs =
+        std::filesystem::absolute(config::JoinPath(dir, cfg.workload().requests().trace_file()), ec);
+    if (!ec) cfg.mutable_workload()->mutable_requests()->set_trace_file(abs.lexically_normal().string());
+  }
 
   for (const auto& s : sets) {
     // Errors about an overridden field name the --set argument that set it.

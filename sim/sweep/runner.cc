@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -145,6 +146,22 @@ void RequestStop() { g_stop.store(true); }
 
 bool RunsInChildProcess(const std::string& engine) { return engine == "tlm"; }
 
+bool IsServingPoint(const sim::Experiment& e) { return IsServing(e); }
+
+PointRunner SweepRunner(const std::string& exe, const std::string& engine, double time_limit_s,
+                        const std::string& tmp_dir, uint64_t max_memory_bytes) {
+  if (RunsInChildProcess(engine))
+    return ChildProcessRunner(exe, engine, time_limit_s, tmp_dir, max_memory_bytes);
+  // Serving points: serving::Serve cannot be stopped or memory-checked in this process (see
+  // InProcessRunner); as TLM points, in a child, with no time limit (time_limit_s is TLM's).
+  PointRunner served =
+      ChildProcessRunner(exe, engine, std::numeric_limits<double>::infinity(), tmp_dir, max_memory_bytes);
+  PointRunner in_process = InProcessRunner(engine, max_memory_bytes);
+  return [served, in_process](const sim::Experiment& e, const Point& p) {
+    return IsServing(e) ? served(e, p) : in_process(e, p);
+  };
+}
+
 PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes, bool cache_programs) {
   // One cache shared by the workers: points that differ only in chip timing fields
   // lower once (sim/run.h ProgramCache); freed with the runner.
@@ -186,8 +203,11 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
       out.close();  // a failed flush shows only here
       if (!out) return PointOutcome{"error", {}, "cannot write " + cfg};
     }
+    // `tpsim serve` applies its own --max-memory check (the synthetic request count).
     std::vector<std::string> args =
-        IsServing(e) ? std::vector<std::string>{exe, "serve", cfg, "--engine", engine, "--metrics-json", json}
+        IsServing(e) ? std::vector<std::string>{exe,        "serve",        cfg,
+                                                "--engine", engine,         "--metrics-json",
+                                                json,       "--max-memory", std::to_string(max_memory_bytes)}
                      : std::vector<std::string>{
                            exe,     "run", cfg,       "--engine",     engine,
                            "--out", json,  "--quiet", "--max-memory", std::to_string(max_memory_bytes)};
@@ -282,12 +302,19 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
   // with the points in the sweep.
   std::mutex mu;  // guards the planner, the store and the counters below
   std::condition_variable cv;
-  std::unordered_map<std::string, std::string> done;
-  for (auto& [hash, status] : store.Statuses()) done.emplace(std::move(hash), std::move(status));
+  struct Done {
+    std::string status;
+    uint64_t index;
+  };
+  std::unordered_map<std::string, Done> done;
+  for (auto& r : store.Rows())
+    done.emplace(std::move(r.config_hash), Done{std::move(r.status), r.point_index});
   std::unordered_set<std::string> planned_hashes;
+  FileDigests digests;  // referenced files' contents, hashed once per sweep (PointHash)
   uint64_t cursor = shards > 1 ? opts.shard : 0;  // next index to plan
   uint64_t started = 0;                           // points handed to a worker or stored as unresolvable
   std::string store_error;
+  bool dropped = false;  // a point in flight was stopped and not stored
   auto insert = [&](const Row& row, bool ok) {
     try {
       store.Insert(row);
@@ -304,6 +331,39 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
     Point point;
     sim::Experiment e;
     std::string hash;
+  };
+  // The identity of a point whose overrides cannot be applied.
+  auto unresolvable_hash = [&](const Point& p, std::string* key) {
+    key->clear();
+    for (const auto& s : p.sets) *key += s.path + "=" + s.value + "\n";
+    return HashText("unresolvable point\n" + sim::ResolvedText(spec.base) + *key);
+  };
+  // A stored point found at index `i`: its row takes index i when its stored index is stale (an
+  // edited sweep moved the point), i.e. unless that index is i or a smaller index of the same
+  // point (two indices that resolve to one config keep the first). With `mu` held; false when
+  // the store failed.
+  auto reindex = [&](const std::string& hash, Done& row, uint64_t i, bool unresolvable) {
+    if (row.index == i) return true;
+    if (row.index < i && row.index < total) {
+      try {
+        const Point q = PointAt(spec, row.index);
+        std::string key;
+        if (unresolvable ? unresolvable_hash(q, &key) == hash
+                         : PointHash(MakeExperiment(spec, q), &digests) == hash)
+          return true;
+      } catch (const std::exception&) {
+        // the stored index does not resolve: stale
+      }
+    }
+    try {
+      store.SetIndex(hash, i);
+    } catch (const std::exception& err) {
+      if (store_error.empty()) store_error = err.what();
+      g_stop.store(true);
+      return false;
+    }
+    row.index = i;
+    return true;
   };
   // The next point of the shard to run, with `mu` held; false when there is none (the
   // shard is done, the limit reached or a stop requested). Points whose overrides cannot
@@ -324,14 +384,16 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
           ++stats.filtered;
           continue;
         }
-        std::string hash = ConfigHash(e);
+        std::string hash = PointHash(e, &digests);
         if (!planned_hashes.insert(hash).second) {
           ++stats.duplicates;
           continue;
         }
         auto it = done.find(hash);
-        if (it != done.end() && !(it->second != "ok" && (opts.retry_failed || Retryable(it->second)))) {
+        if (it != done.end() &&
+            !(it->second.status != "ok" && (opts.retry_failed || Retryable(it->second.status)))) {
           ++stats.skipped;
+          if (!reindex(hash, it->second, i, false)) return false;
           continue;
         }
         ++started;
@@ -339,12 +401,12 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
         return true;
       } catch (const std::exception& err) {
         std::string key;
-        for (const auto& s : p.sets) key += s.path + "=" + s.value + "\n";
-        const std::string hash = HashText("unresolvable point\n" + sim::ResolvedText(spec.base) + key);
+        const std::string hash = unresolvable_hash(p, &key);
         if (!planned_hashes.insert(hash).second) continue;
         auto it = done.find(hash);
-        if (it != done.end() && !(opts.retry_failed || Retryable(it->second))) {
+        if (it != done.end() && !(opts.retry_failed || Retryable(it->second.status))) {
           ++stats.skipped;
+          if (!reindex(hash, it->second, i, true)) return false;
           continue;
         }
         std::string msg = err.what();
@@ -380,7 +442,11 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
       } catch (const std::exception& err) {
         out = PointOutcome{"error", {}, err.what()};
       }
-      if (out.status == "interrupted" || (g_stop.load() && Retryable(out.status))) continue;
+      if (out.status == "interrupted" || (g_stop.load() && Retryable(out.status))) {
+        std::lock_guard<std::mutex> lock(mu);
+        dropped = true;  // not stored: the sweep is unfinished even when no point is left to plan
+        continue;
+      }
       Row row;
       row.config_hash = job.hash;
       row.point_index = job.point.index;
@@ -460,7 +526,7 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
     if (opts.tty || drew || stats.ran > 0) progress(true);
   }
   for (auto& t : threads) t.join();
-  stats.interrupted = g_stop.load() && store_error.empty() && cursor < total;
+  stats.interrupted = g_stop.load() && store_error.empty() && (cursor < total || dropped);
   if (!store_error.empty()) throw StoreError(store_error);
   return stats;
 }

@@ -31,14 +31,20 @@ using PointRunner = std::function<PointOutcome(const sim::Experiment& e, const P
 // estimated above `max_memory_bytes` (0: no limit) is stored as invalid, not run.
 // `cache_programs`: keep the last few lowered Programs for points that lower the same one
 // (sim::ProgramCache); off where no two points do (tpsim search runs one candidate per
-// Program), so that finished Programs are freed at once.
+// Program), so that finished Programs are freed at once. A serving point (IsServingPoint)
+// runs serving::Serve here with neither a --max-memory check nor a stop check: Serve takes
+// no stop flag, and `tpsim serve` checks its request count inline in sim/cli/serve.cc, not
+// in a function this library can call. `tpsim sweep` runs serving points in a child
+// process instead (SweepRunner).
 PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes = sim::DefaultMaxMemory(),
                             bool cache_programs = true);
 
 // In a child process per point: `exe run POINT.textproto --engine ENGINE --out
-// POINT.json --quiet` with the resolved point written to `tmp_dir`, killed after
-// `time_limit_s` (status timeout). Exit 2 is invalid, 1 error, a signal crashed. Run
-// points get `--max-memory max_memory_bytes`.
+// POINT.json --quiet` (a serving point: `exe serve POINT.textproto --engine ENGINE
+// --metrics-json POINT.json`) with the resolved point written to `tmp_dir`, killed after
+// `time_limit_s` (status timeout; 0 = 600, infinity: never) or at once when the sweep is
+// stopped (status interrupted, not stored). Exit 2 is invalid, 1 error, a signal crashed.
+// Both get `--max-memory max_memory_bytes`.
 PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine, double time_limit_s,
                                const std::string& tmp_dir,
                                uint64_t max_memory_bytes = sim::DefaultMaxMemory());
@@ -46,6 +52,17 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
 // True when points of `engine` run in child processes (engines that elaborate a
 // simulation kernel once per process).
 bool RunsInChildProcess(const std::string& engine);
+
+// True for a point that runs as `tpsim serve` (its workload has a request stream).
+bool IsServingPoint(const sim::Experiment& e);
+
+// The runner of `tpsim sweep`: in a child process of `exe` (ChildProcessRunner, files in
+// `tmp_dir`) every point of an engine that RunsInChildProcess, with `time_limit_s`, and
+// every serving point of another engine, without a time limit: `tpsim serve` applies its
+// --max-memory check to it and a stop kills it at once. The other points run in this
+// process (InProcessRunner).
+PointRunner SweepRunner(const std::string& exe, const std::string& engine, double time_limit_s,
+                        const std::string& tmp_dir, uint64_t max_memory_bytes = sim::DefaultMaxMemory());
 
 struct SweepOptions {
   std::string db;      // the SQLite store

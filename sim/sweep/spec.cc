@@ -1,8 +1,12 @@
 #include "sim/sweep/spec.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include <google/protobuf/text_format.h>
@@ -199,6 +203,18 @@ sim::Experiment MakeExperiment(const SweepSpec& spec, const Point& point) {
         Location{"<sweep point " + std::to_string(point.index) + ": " + s.path + "=" + s.value + ">", 1, 1});
   }
   e.cfg.set_engine(spec.engine);
+  // A request trace an axis names is relative to the base experiment's folder, as serving
+  // reads it; absolute, as sim::LoadExperiment makes the base's own, so that the point's
+  // resolved text (a child process's temporary copy, the stored config) names the same file.
+  if (e.cfg.workload().has_requests()) {
+    const std::string& trace = e.cfg.workload().requests().trace_file();
+    if (!trace.empty() && !std::filesystem::path(trace).is_absolute()) {
+      std::error_code ec;
+      const std::filesystem::path abs =
+          std::filesystem::absolute(config::JoinPath(config::DirName(e.path), trace), ec);
+      if (!ec) e.cfg.mutable_workload()->mutable_requests()->set_trace_file(abs.lexically_normal().string());
+    }
+  }
   return e;
 }
 
@@ -222,6 +238,39 @@ std::string HashText(const std::string& text) {
 }
 
 std::string ConfigHash(const sim::Experiment& e) { return HashText(sim::ResolvedText(e)); }
+
+std::string PointHash(const sim::Experiment& e, FileDigests* digests) {
+  const std::string text = sim::ResolvedText(e);
+  std::vector<std::string> files = sim::InputFiles(e);
+  // The experiment, chip, model, workload and mapping files come first: the text holds them.
+  files.erase(files.begin(),
+              files.begin() + static_cast<std::ptrdiff_t>(std::min(e.inputs.size(), files.size())));
+  if (files.empty()) return HashText(text);  // the identity stores written before kept
+  auto digest = [](const std::string& path) -> std::string {
+    // Not a FIFO (opening one blocks) or a device: the run refuses those itself.
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return "not a regular file";
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return "unreadable";
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) return "unreadable";
+    return HashText(ss.str());
+  };
+  std::string key = text + "\n--- referenced files ---\n";
+  for (const std::string& f : files) {
+    std::string d;
+    if (digests) {
+      auto it = digests->find(f);
+      if (it == digests->end()) it = digests->emplace(f, digest(f)).first;
+      d = it->second;
+    } else {
+      d = digest(f);
+    }
+    key += f + "\n" + d + "\n";
+  }
+  return HashText(key);
+}
 
 std::string SweepIdentity(const SweepSpec& spec) {
   config::Sweep shape = spec.cfg;

@@ -8,6 +8,7 @@
 // varying fastest. Its identity in a store is the hash of its resolved config.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,21 @@ bool PassesFilter(const SweepSpec& spec, const sim::Experiment& e);
 // and machines.
 std::string HashText(const std::string& text);
 
-// The identity of a point: HashText(sim::ResolvedText(e)).
+// HashText(sim::ResolvedText(e)).
 std::string ConfigHash(const sim::Experiment& e);
+
+// Path -> HashText of its contents ("unreadable" when it cannot be read), for PointHash to
+// read each referenced file once per sweep.
+using FileDigests = std::map<std::string, std::string>;
+
+// The identity of a point in a store (column config_hash). A point that reads no file but its
+// resolved experiment (sim::InputFiles(e) beyond e.inputs, whose contents the resolved text
+// holds) has ConfigHash(e). One that reads others (a placement file with placement "file",
+// an MoE routing trace, a request trace) has the hash of its resolved text followed by each
+// such file's path and HashText of its contents, so that editing one of them gives its
+// points a new identity (a rerun) and leaving it unchanged does not. `digests`: the
+// contents' hashes already read (null: read every time).
+std::string PointHash(const sim::Experiment& e, FileDigests* digests = nullptr);
 
 // The identity of a sweep: the hash of its resolved base experiment, its axes and zips
 // (fields and values), its filters and its engine. Two stores hold points of the same

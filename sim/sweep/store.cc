@@ -274,23 +274,43 @@ Store::Store(const std::string& path, const std::vector<std::string>& fields, co
 }
 
 Store::~Store() {
+  sqlite3_finalize(set_index_);
   sqlite3_finalize(insert_);
   sqlite3_close(db_);
 }
 
-std::vector<std::pair<std::string, std::string>> Store::Statuses() const {
-  std::vector<std::pair<std::string, std::string>> out;
+std::vector<Store::Stored> Store::Rows() const {
+  std::vector<Stored> out;
   sqlite3_stmt* st = nullptr;
-  Check(db_, sqlite3_prepare_v2(db_, "SELECT config_hash, status FROM points", -1, &st, nullptr), "select");
+  Check(db_, sqlite3_prepare_v2(db_, "SELECT config_hash, status, point_index FROM points", -1, &st, nullptr),
+        "select");
   while (sqlite3_step(st) == SQLITE_ROW) {
     auto text = [&](int i) {
       const unsigned char* t = sqlite3_column_text(st, i);
       return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
     };
-    out.emplace_back(text(0), text(1));
+    const bool null_index = sqlite3_column_type(st, 2) == SQLITE_NULL;
+    out.push_back(Stored{text(0), text(1),
+                         null_index ? UINT64_MAX : static_cast<uint64_t>(sqlite3_column_int64(st, 2))});
   }
   sqlite3_finalize(st);
   return out;
+}
+
+void Store::SetIndex(const std::string& config_hash, uint64_t point_index) {
+  if (!set_index_) {
+    Check(db_,
+          sqlite3_prepare_v2(db_, "UPDATE points SET point_index = ? WHERE config_hash = ?", -1, &set_index_,
+                             nullptr),
+          "prepare");
+  }
+  sqlite3_reset(set_index_);
+  sqlite3_bind_int64(set_index_, 1, static_cast<int64_t>(point_index));
+  sqlite3_bind_text(set_index_, 2, config_hash.c_str(), static_cast<int>(config_hash.size()),
+                    SQLITE_TRANSIENT);
+  const int rc = sqlite3_step(set_index_);
+  sqlite3_reset(set_index_);
+  Check(db_, rc, "set the index of point " + std::to_string(point_index));
 }
 
 int64_t Store::Count() const {

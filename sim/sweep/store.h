@@ -2,8 +2,10 @@
 // The sweep store: one SQLite database, table `points`, one row per point.
 //
 // Columns (CSV exports them in this order; in SQL, select them by name):
-//   config_hash TEXT PRIMARY KEY   ConfigHash of the resolved experiment
-//   point_index INTEGER            index in the sweep's cartesian order
+//   config_hash TEXT PRIMARY KEY   PointHash of the resolved experiment (and of the
+//                                  contents of the files it reads, spec.h)
+//   point_index INTEGER            index in the sweep's cartesian order (updated when an
+//                                  edited sweep finds a stored point at another index)
 //   status TEXT                    ok | invalid | error | timeout | crashed
 //   engine TEXT
 //   "<field path>" ...             one per swept field, named by its exact path
@@ -83,10 +85,17 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // config_hash -> status of every row.
-  std::vector<std::pair<std::string, std::string>> Statuses() const;
+  struct Stored {
+    std::string config_hash, status;
+    uint64_t point_index = 0;  // UINT64_MAX when NULL
+  };
+  // Hash, status and index of every row.
+  std::vector<Stored> Rows() const;
   // Inserts or replaces the row with the same hash, committed before returning.
   void Insert(const Row& row);
+  // Sets the point_index of the row with hash `config_hash` (a stored point found at another
+  // index of an edited sweep), committed before returning.
+  void SetIndex(const std::string& config_hash, uint64_t point_index);
   int64_t Count() const;
 
   sqlite3* db() const { return db_; }
@@ -95,6 +104,7 @@ class Store {
   sqlite3* db_ = nullptr;
   std::vector<std::string> fields_;
   sqlite3_stmt* insert_ = nullptr;
+  sqlite3_stmt* set_index_ = nullptr;
 };
 
 // Quotes an SQL identifier: "a.b" (embedded quotes doubled).

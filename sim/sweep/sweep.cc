@@ -26,14 +26,17 @@ const char* const kSweepUsage = R"(usage: tpsim sweep SWEEP [options]
 Runs every point of a sweep (configs/schema/sweep.proto: a base experiment and
 axes over any field, cartesian and zipped, with optional `require` filters) and
 stores one row per point in SQLite. Each finished point is committed at once:
-Ctrl-C stops after the points in flight, a killed sweep loses no finished
-point, and running the same command again skips the points already stored
-(by the hash of their resolved config) and does the rest.
+Ctrl-C lets the analytical points in flight finish and kills those running in
+child processes (tlm and serving points: not stored, run again on resume), a
+killed sweep loses no finished point, and running the same command again skips
+the points already stored (by the hash of their resolved config and of the
+files it reads: placement file, routing trace, request trace) and does the rest.
 
   SWEEP                sweep file (.textproto or .json)
   --jobs N             workers (default: all cores); analytical points run on
                        threads, tlm points in child processes with the sweep's
-                       time_limit_s each
+                       time_limit_s each, serving points (workload.requests) in
+                       child `tpsim serve` processes (tlm: with time_limit_s)
   --db FILE            SQLite store (default: SWEEP's file name with .sqlite,
                        in the current directory); table `points`
   --csv FILE           also export the store as CSV when done (no config column)
@@ -110,6 +113,20 @@ void RemoveStaleTempDirs(const std::filesystem::path& tmp_root) {
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // still running (or not ours to ask)
     std::error_code rm;
     std::filesystem::remove_all(entry.path(), rm);
+  }
+}
+
+// Refuses (UsageError, exit 2) a --csv file that cannot be written, before any point runs: it
+// was found only when the sweep had run (exit 1). Probed as ExportCsv writes it: a temporary file
+// in its folder (config::OutputFile), removed again; an existing device or FIFO is written in
+// place at the end and not opened here (opening a FIFO blocks until a reader comes).
+void CheckCsvWritable(const std::string& csv) {
+  struct stat st {};
+  if (::stat(csv.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return;
+  try {
+    config::OutputFile probe(csv);  // never committed: the target is left as it is
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("--csv: ") + e.what());
   }
 }
 
@@ -228,6 +245,7 @@ int Run(const std::vector<std::string>& args) {
   std::vector<std::string> inputs = sim::InputFiles(spec.base);
   inputs.push_back(path);
   config::CheckOutputs({{"--db", db}, {"--csv", csv}}, inputs);
+  if (!csv.empty()) CheckCsvWritable(csv);
 
   if (slurm) {
     job.exe = SelfExe();
@@ -246,16 +264,12 @@ int Run(const std::vector<std::string>& args) {
 
   opts.db = db;
   opts.tty = ::isatty(2) == 1;
-  PointRunner runner;
-  std::string tmp;
   RemoveStaleTempDirs(std::filesystem::temp_directory_path());
-  if (RunsInChildProcess(spec.engine)) {
-    tmp = (std::filesystem::temp_directory_path() / ("tpsim-sweep-" + std::to_string(::getpid()))).string();
-    std::filesystem::create_directories(tmp);
-    runner = ChildProcessRunner(SelfExe(), spec.engine, spec.cfg.time_limit_s(), tmp, max_memory);
-  } else {
-    runner = InProcessRunner(spec.engine, max_memory);
-  }
+  // TLM points and serving points run in child processes (SweepRunner): their files go here.
+  const std::string tmp =
+      (std::filesystem::temp_directory_path() / ("tpsim-sweep-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(tmp);
+  PointRunner runner = SweepRunner(SelfExe(), spec.engine, spec.cfg.time_limit_s(), tmp, max_memory);
   SweepStats s;
   try {
     s = RunSweep(spec, opts, runner);

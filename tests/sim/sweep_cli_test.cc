@@ -137,7 +137,7 @@ TEST_F(SweepCliTest, TlmPointInAChildAndAnAnalyticalPointShareOneStore) {
 }
 
 // A sweep over the request rate of a serving experiment: each point runs as `tpsim serve`
-// (in process for the analytical engine, in a child for TLM) and stores exactly what
+// (in a child process on either engine) and stores exactly what
 // `tpsim serve --metrics-json` prints for that point; the run columns stay NULL.
 TEST_F(SweepCliTest, ServingPointsStoreWhatServePrints) {
   const std::string serving = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
@@ -230,6 +230,133 @@ zip {
   EXPECT_NE(m.find("\"tpot_p50_ms\": null"), std::string::npos) << m;
   EXPECT_NE(m.find("\"tpot_p99_ms\": null"), std::string::npos) << m;
   EXPECT_EQ(m.find("\"ttft_p99_ms\": null"), std::string::npos) << m;
+}
+
+// A serving point whose synthetic requests `tpsim serve --max-memory` refuses is stored as
+// invalid with serve's diagnostic, without running, on either engine (the analytical one ran it
+// in process with no check, the TLM child got no --max-memory). Serving takes about 64 MB
+// before its first request (mapping::ProgramEstimate::kBaseBytes), above 50M.
+TEST_F(SweepCliTest, ServingPointOverMaxMemoryIsStoredInvalidWithoutRunning) {
+  const std::string serving = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
+  const std::string body =
+      "base: \"" + serving +
+      "\"\naxis { field: \"workload.requests.synthetic.num_requests\" values: [\"6\"] }\n";
+  std::ofstream(Path("m.textproto")) << body;
+  std::ofstream(Path("m-tlm.textproto")) << body << "engine: \"tlm\"\n";
+  const std::string db = Path("m.sqlite");
+  for (const char* sweep : {"m.textproto", "m-tlm.textproto"}) {
+    ASSERT_EQ(
+        RunTpsim({"sweep", Path(sweep), "--db", db, "--jobs", "1", "--max-memory", "50M"}, Path("m.log")), 0)
+        << ReadFile(Path("m.log"));
+  }
+  auto rows = Query(db, "SELECT engine, status, error, completed FROM points ORDER BY engine");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    EXPECT_EQ(r[1], "invalid") << r[0] << ": " << r[2];
+    EXPECT_NE(r[2].find("workload.requests.synthetic.num_requests: 6: serving them takes about 64 MB"),
+              std::string::npos)
+        << r[0] << ": " << r[2];
+    EXPECT_NE(r[2].find("more than --max-memory 52.4 MB"), std::string::npos) << r[0] << ": " << r[2];
+    EXPECT_EQ(r[3], "NULL") << r[0];
+  }
+  // Within the limit it runs.
+  ASSERT_EQ(RunTpsim({"sweep", Path("m.textproto"), "--db", Path("ok.sqlite"), "--max-memory", "100M"},
+                     Path("ok.log")),
+            0)
+      << ReadFile(Path("ok.log"));
+  EXPECT_EQ(Scalar(Path("ok.sqlite"), "SELECT completed FROM points WHERE status = 'ok'"), 6);
+}
+
+// SIGTERM while an analytical serving point runs (20,000 requests: minutes) stops the sweep at
+// once, exit 130, nothing stored; before, the point ran to its end first.
+TEST_F(SweepCliTest, SigtermStopsAServingPointInFlight) {
+  const std::string serving = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
+  std::ofstream(Path("long.textproto"))
+      << "base: \"" << serving
+      << "\"\naxis { field: \"workload.requests.synthetic.num_requests\" values: [\"20000\"] }\n";
+  const std::string db = Path("long.sqlite");
+  pid_t pid = Spawn({"sweep", Path("long.textproto"), "--db", db, "--jobs", "1"}, Path("long.log"));
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the point is running
+  ::kill(pid, SIGTERM);
+  const auto sent = std::chrono::steady_clock::now();
+  int status = 0;
+  bool exited = false;
+  while (!(exited = ::waitpid(pid, &status, WNOHANG) == pid) &&
+         std::chrono::steady_clock::now() - sent < std::chrono::seconds(3))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!exited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ASSERT_TRUE(exited) << "the sweep still ran 3 s after SIGTERM: " << ReadFile(Path("long.log"));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130) << ReadFile(Path("long.log"));
+  EXPECT_EQ(test::StoredPoints(db), 0);
+  EXPECT_TRUE(ProcessesMentioning("tpsim-sweep-" + std::to_string(pid) + "/point-").empty());
+}
+
+// A request trace named relative to the experiment (here, and by an axis) is stored absolute in
+// the point's config, so the TLM child (which reads a temporary copy of the point) finds it, and
+// the stored config reruns from another folder. Each trace's contents are part of its points'
+// identity: editing one reruns its point only.
+TEST_F(SweepCliTest, TraceFileServingPointsResolveTheTraceAndRerunWhenItChanges) {
+  std::string exp = ReadFile(std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto");
+  const std::string chip = "chip_file: \"../chips/wafer-8x8.textproto\"";
+  ASSERT_NE(exp.find(chip), std::string::npos);
+  exp.replace(exp.find(chip), chip.size(),
+              "chip_file: \"" + std::string(TPSIM_SOURCE_DIR) + "/configs/chips/wafer-8x8.textproto\"");
+  const size_t a = exp.find("    synthetic {"), b = exp.find("  }\n}\n", a);
+  ASSERT_NE(b, std::string::npos);
+  exp.replace(a, b - a, "    trace_file: \"t.csv\"\n");
+  fs::create_directories(Path("in"));
+  std::ofstream(Path("in/exp.textproto")) << exp;
+  std::ofstream(Path("in/t.csv")) << "arrival_s,prompt_tokens,output_tokens\n0,16,3\n0.01,32,2\n";
+  std::ofstream(Path("in/u.csv")) << "arrival_s,prompt_tokens,output_tokens\n0,16,2\n";
+  // The base's own trace_file (t.csv), then one an axis names (u.csv).
+  const std::string axes =
+      "base: \"exp.textproto\"\n"
+      "axis { field: \"workload.requests.trace_file\" values: [\"t.csv\", \"u.csv\"] }\n";
+  std::ofstream(Path("in/tr.textproto")) << axes;
+  std::ofstream(Path("in/tr-tlm.textproto")) << axes << "engine: \"tlm\"\ntime_limit_s: 120\n";
+  const std::string db = Path("tr.sqlite");
+  for (const char* sweep : {"in/tr.textproto", "in/tr-tlm.textproto"}) {
+    ASSERT_EQ(RunTpsim({"sweep", Path(sweep), "--db", db, "--jobs", "2"}, Path("tr.log")), 0)
+        << ReadFile(Path("tr.log"));
+  }
+  auto rows =
+      Query(db, "SELECT engine, status, error, completed, config FROM points ORDER BY engine, point_index");
+  ASSERT_EQ(rows.size(), 4u);
+  const char* traces[] = {"t.csv", "u.csv", "t.csv", "u.csv"};
+  const char* completed[] = {"2", "1", "2", "1"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    EXPECT_EQ(r[1], "ok") << r[0] << ": " << r[2];
+    EXPECT_EQ(r[3], completed[i]) << r[0];
+    EXPECT_NE(r[4].find("trace_file: \"" + Path(std::string("in/") + traces[i]) + "\""), std::string::npos)
+        << r[0] << ": " << r[4];
+  }
+  // The stored config, from another folder.
+  fs::create_directories(Path("elsewhere"));
+  std::ofstream(Path("elsewhere/point.textproto")) << rows[0][4];
+  EXPECT_EQ(RunTpsim({"serve", Path("elsewhere/point.textproto")}, Path("s.log")), 0)
+      << ReadFile(Path("s.log"));
+
+  // Unchanged traces: nothing reruns. One more request in u.csv: its point reruns.
+  ASSERT_EQ(RunTpsim({"sweep", Path("in/tr.textproto"), "--db", db}, Path("again.log")), 0);
+  EXPECT_NE(ReadFile(Path("again.log")).find("ran 0 (0 ok, 0 failed), 2 already stored"), std::string::npos)
+      << ReadFile(Path("again.log"));
+  std::ofstream(Path("in/u.csv")) << "arrival_s,prompt_tokens,output_tokens\n0,16,2\n0.01,16,2\n";
+  ASSERT_EQ(RunTpsim({"sweep", Path("in/tr.textproto"), "--db", db}, Path("edit.log")), 0);
+  EXPECT_NE(ReadFile(Path("edit.log")).find("ran 1 (1 ok, 0 failed), 1 already stored"), std::string::npos)
+      << ReadFile(Path("edit.log"));
+  // The new row of u.csv's point; the row of its old contents stays, as rows of removed axis values do.
+  EXPECT_EQ(
+      Scalar(db,
+             "SELECT COUNT(*) FROM points WHERE engine = 'analytical' AND config LIKE '%/in/u.csv%' AND "
+             "completed = 2 AND point_index = 1"),
+      1);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM points"), 5);
 }
 
 TEST_F(SweepCliTest, TlmPointPastItsTimeLimitIsRecordedAsTimeout) {

@@ -309,6 +309,106 @@ TEST_F(SweepTest, StopMidwayKeepsFinishedPointsAndResumeCompletes) {
   EXPECT_EQ(Scalar(Db(), "SELECT COUNT(DISTINCT point_index) FROM points"), 12);
 }
 
+// Editing a file a point reads (here a placement file) gives its points a new identity: they
+// run again, and only they. Points that read no such file (placement "linear") keep the
+// identity stores have always used, HashText of their resolved text, and do not rerun.
+TEST_F(SweepTest, EditingAReferencedFileRerunsOnlyThePointsThatReadIt) {
+  const std::string placement = Write("p.txt", "0 1 2 3\n");
+  SweepSpec s = LoadSweep(SweepFile(R"(
+axis { field: "mapping.placement" values: ["linear", "file"] }
+axis { field: "mapping.placement_file" values: [")" +
+                                    placement + R"("] }
+axis { field: "workload.seq_len" values: ["128", "256"] }
+)"));
+  Fake first;
+  EXPECT_EQ(RunSweep(s, Opts(Db()), first.Runner()).ran, 4u);
+  for (uint64_t i : {0, 1}) {  // linear: the resolved text's hash, as before
+    EXPECT_EQ(Query(Db(), "SELECT config_hash FROM points WHERE point_index = " + std::to_string(i))[0][0],
+              ConfigHash(MakeExperiment(s, PointAt(s, i))))
+        << i;
+  }
+  Fake unchanged;
+  EXPECT_EQ(RunSweep(s, Opts(Db()), unchanged.Runner()).skipped, 4u);
+  EXPECT_TRUE(unchanged.ran.empty());
+
+  Write("p.txt", "3 2 1 0\n");
+  Fake edited;
+  SweepStats st = RunSweep(s, Opts(Db(), 1), edited.Runner());
+  EXPECT_EQ(edited.ran, (std::vector<uint64_t>{2, 3}));  // the two "file" points
+  EXPECT_EQ(st.skipped, 2u);
+  Fake again;
+  RunSweep(s, Opts(Db()), again.Runner());
+  EXPECT_TRUE(again.ran.empty());
+}
+
+// A stored point found at another index of an edited sweep takes its new index: a value added
+// at the front of an axis moved every stored point one index on (they kept the old ones, so two
+// rows shared an index). Two indices of one config keep the first.
+TEST_F(SweepTest, StoredPointsTakeTheirIndexInTheEditedSweep) {
+  const std::string db = Db();
+  SweepSpec before = LoadSweep(SweepFile(R"(
+axis { field: "workload.seq_len" values: ["128", "256", "128"] }
+axis { field: "workload.decode_steps" values: ["1", "2"] }
+)"));
+  Fake fake;
+  SweepStats st = RunSweep(before, Opts(db), fake.Runner());
+  EXPECT_EQ(st.ran, 4u);
+  EXPECT_EQ(st.duplicates, 2u);
+  SweepSpec after = LoadSweep(SweepFile(R"(
+axis { field: "workload.seq_len" values: ["64", "128", "256", "128"] }
+axis { field: "workload.decode_steps" values: ["1", "2"] }
+)"));
+  Fake added;
+  st = RunSweep(after, Opts(db, 1), added.Runner());
+  EXPECT_EQ(added.ran, (std::vector<uint64_t>{0, 1}));  // seq_len 64
+  EXPECT_EQ(st.skipped, 4u);
+  auto rows = Query(db,
+                    "SELECT point_index, \"workload.seq_len\", \"workload.decode_steps\" FROM points "
+                    "ORDER BY point_index");
+  ASSERT_EQ(rows.size(), 6u);
+  const std::vector<std::vector<std::string>> want = {{"0", "64", "1"},  {"1", "64", "2"},
+                                                      {"2", "128", "1"}, {"3", "128", "2"},
+                                                      {"4", "256", "1"}, {"5", "256", "2"}};
+  EXPECT_EQ(rows, want);
+  // Back to the first file: the first index of each config again.
+  Fake none;
+  RunSweep(before, Opts(db), none.Runner());
+  EXPECT_TRUE(none.ran.empty());
+  EXPECT_EQ(Query(db, "SELECT point_index FROM points WHERE \"workload.seq_len\" = 256 ORDER BY 1"),
+            (std::vector<std::vector<std::string>>{{"2"}, {"3"}}));
+  EXPECT_EQ(Query(db, "SELECT point_index FROM points WHERE \"workload.seq_len\" = 128 ORDER BY 1"),
+            (std::vector<std::vector<std::string>>{{"0"}, {"1"}}));
+}
+
+// A --csv that cannot be written is a usage error before any point runs (it was found after the
+// whole sweep had run, exit 1).
+TEST_F(SweepTest, UnwritableCsvIsRefusedBeforeAnyPointRuns) {
+  const std::string sweep = SweepFile(R"(
+axis { field: "workload.num_layers" values: "1" }
+axis { field: "mapping.pipeline_stages" values: "1" }
+axis { field: "workload.decode_steps" values: "1" }
+axis { field: "workload.seq_len" values: "64" }
+)");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(SweepCommand({sweep, "--db", Db(), "--csv", Path("no/such/dir/out.csv")}), 2);
+  fs::create_directories(Path("a-dir.csv"));
+  EXPECT_EQ(SweepCommand({sweep, "--db", Db(), "--csv", Path("a-dir.csv")}), 2);
+  const std::string errs = testing::internal::GetCapturedStderr();
+  EXPECT_NE(errs.find("--csv: cannot write " + Path("no/such/dir/out.csv")), std::string::npos) << errs;
+  EXPECT_NE(errs.find("is a directory"), std::string::npos) << errs;
+  EXPECT_FALSE(fs::exists(Db())) << "the store was opened: the sweep ran";
+  // A writable one is still written, and the probe leaves nothing behind.
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(SweepCommand({sweep, "--db", Db(), "--csv", Path("out.csv")}), 0);
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Scalar(Db(), "SELECT COUNT(*) FROM points WHERE status = 'ok'"), 1);
+  size_t files = 0;
+  for (const auto& f : fs::directory_iterator(dir_))
+    files += f.path().filename().string().find("tpsim-tmp") != std::string::npos;
+  EXPECT_EQ(files, 0u);
+  EXPECT_TRUE(fs::exists(Path("out.csv")));
+}
+
 // A sweep of more points than 64 bits index is refused at the axis where the product passes
 // 2^64 - 1 (before: its count saturated, it ran a prefix and printed 18446744073709551615 points).
 TEST_F(SweepTest, MorePointsThanSixtyFourBitsIndexIsRefused) {
