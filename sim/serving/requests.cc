@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "configs/files.h"
 #include "configs/json_quote.h"
@@ -19,18 +21,42 @@ using config::Location;
 
 namespace {
 
-std::string Trim(const std::string& s) {
+std::string Trim(std::string_view s) {
   size_t a = s.find_first_not_of(" \t\r\""), b = s.find_last_not_of(" \t\r\"");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+  return a == std::string::npos ? "" : std::string(s.substr(a, b - a + 1));
 }
 
-std::vector<std::string> SplitCsv(const std::string& line) {
+// The cells of `line`, trimmed; `cols` (when given) gets the 1-based column where each cell's
+// text begins (past blanks and quotes; an empty cell: where it would).
+std::vector<std::string> SplitCsv(const std::string& line, std::vector<int>* cols = nullptr) {
   std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string cell;
-  while (std::getline(ss, cell, ',')) out.push_back(Trim(cell));
-  if (!line.empty() && line.back() == ',') out.push_back("");
+  size_t start = 0;
+  while (true) {
+    const size_t comma = line.find(',', start);
+    const std::string_view cell =
+        std::string_view(line).substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    out.push_back(Trim(cell));
+    if (cols)
+      cols->push_back(static_cast<int>(start + std::min(cell.find_first_not_of(" \t\r\""), cell.size())) + 1);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
   return out;
+}
+
+// A number as written compactly (1e+300, not its 301 digits; 1234567 in full).
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
+}
+
+// What a trace's column or key gives: the arrival, the prompt or the output tokens (-1: none).
+int Role(const std::string& name) {
+  if (name == "arrival_s" || name == "arrival_ms" || name == "TIMESTAMP") return 0;
+  if (name == "prompt_tokens" || name == "ContextTokens") return 1;
+  if (name == "output_tokens" || name == "GeneratedTokens") return 2;
+  return -1;
 }
 
 bool ParseDouble(const std::string& s, double* v) {
@@ -79,14 +105,34 @@ bool ParseTimestamp(const std::string& s, double* sec) {
   return true;
 }
 
+// Line `n` (1-based) of `text`, without its newline.
+std::string LineAt(const std::string& text, int n) {
+  size_t at = 0;
+  for (int i = 1; i < n && at != std::string::npos; ++i) {
+    at = text.find('\n', at);
+    if (at != std::string::npos) ++at;
+  }
+  if (at == std::string::npos) return "";
+  const size_t end = text.find('\n', at);
+  return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
 struct Row {
   double arrival_s;
   uint32_t prompt, output;
   int line;
 };
 
+// Where a row's arrival is written (column) and how, for an error.
+struct Written {
+  int col = 1;
+  std::string text;
+};
+
+// The requests of `rows`. `arrival` finds a row's arrival in the trace, for an error (only
+// then: a trace has up to kMaxRequests rows).
 std::vector<Request> Finish(std::vector<Row> rows, double scale, const std::string& name,
-                            const std::string& field) {
+                            const std::string& field, const std::function<Written(const Row&)>& arrival) {
   if (scale <= 0) scale = 1;
   double t0 = rows.empty() ? 0 : rows[0].arrival_s;
   for (const Row& r : rows) t0 = std::min(t0, r.arrival_s);
@@ -96,12 +142,16 @@ std::vector<Request> Finish(std::vector<Row> rows, double scale, const std::stri
   for (const Row& r : rows) {
     Request q;
     q.id = static_cast<uint32_t>(out.size());
-    const double ps = (r.arrival_s - t0) * scale * 1e12;
+    const double after_s = (r.arrival_s - t0) * scale;
+    const double ps = after_s * 1e12;
     if (!(ps <= static_cast<double>(kMaxArrivalPs))) {
-      throw ConfigError(Diag{Location{name, r.line, 1}, field, config::Clip(std::to_string(r.arrival_s)),
-                             "arrives " + std::to_string(ps / 1e12) + " s after the first request" +
-                                 (scale != 1 ? " (x time_scale " + std::to_string(scale) + ")" : "") +
-                                 ", past the 30 days a served stream may span"});
+      // Compact numbers (1e+300 was printed as its 301 digits and "arrives inf s").
+      const Written w = arrival(r);
+      throw ConfigError(Diag{Location{name, r.line, w.col}, field, config::Clip(w.text),
+                             "arrives " + (std::isfinite(after_s) ? Num(after_s) : "more than 1.8e+308") +
+                                 " s after the first request" +
+                                 (scale != 1 ? " (x time_scale " + Num(scale) + ")" : "") +
+                                 ", out of range: past the 30 days (2592000 s) a served stream may span"});
     }
     q.arrival_ps = static_cast<Ps>(std::llround(ps));
     q.prompt_tokens = r.prompt;
@@ -122,15 +172,32 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
     throw ConfigError(Diag{Location{name, line, col}, field, value, rule});
   };
   std::vector<Row> rows;
-  std::istringstream in(text);
+  // A UTF-8 byte order mark (as some editors and spreadsheets save) is not part of the header.
+  std::istringstream in(text.starts_with("\xEF\xBB\xBF") ? text.substr(3) : text);
   std::string line;
   int lineno = 0;
   if (fmt == "jsonl") {
+    std::vector<std::string> keys, dup;  // the object's keys; the first one given twice
+    const nlohmann::json::parser_callback_t seen = [&](int depth, nlohmann::json::parse_event_t event,
+                                                       nlohmann::json& parsed) {
+      if (event == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string()) {
+        const std::string& k = parsed.get_ref<const std::string&>();
+        if (dup.empty() && std::find(keys.begin(), keys.end(), k) != keys.end()) dup.push_back(k);
+        keys.push_back(k);
+      }
+      return true;
+    };
     while (std::getline(in, line)) {
       ++lineno;
       if (Trim(line).empty()) continue;
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      keys.clear();
+      dup.clear();
+      nlohmann::json j = nlohmann::json::parse(line, seen, false);
       if (j.is_discarded() || !j.is_object()) fail(lineno, 1, line, "not a JSON object");
+      // A key given twice kept its last value, silently.
+      if (!dup.empty()) fail(lineno, 1, "\"" + config::Clip(dup[0]) + "\"", "key given twice in one object");
+      if (j.contains("arrival_s") && j.contains("arrival_ms"))
+        fail(lineno, 1, config::Clip(line), "gives both \"arrival_s\" and \"arrival_ms\": give one");
       Row r{0, 0, 0, lineno};
       auto num = [&](const char* key, double* v) {
         if (!j.contains(key)) return false;
@@ -150,31 +217,49 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
       if (!num("prompt_tokens", &p)) fail(lineno, 1, line, "needs \"prompt_tokens\"");
       if (!num("output_tokens", &o)) fail(lineno, 1, line, "needs \"output_tokens\"");
       if (p < 1 || p != std::floor(p) || p > 1e9)
-        fail(lineno, 1, std::to_string(p), "prompt_tokens must be a positive integer");
+        fail(lineno, 1, Num(p), "prompt_tokens must be a positive integer");
       r.prompt = static_cast<uint32_t>(p);
       if (o < 0 || o != std::floor(o) || o > 1e9)
-        fail(lineno, 1, std::to_string(o), "output_tokens must be an integer >= 0 (0 is served as 1)");
+        fail(lineno, 1, Num(o), "output_tokens must be an integer >= 0 (0 is served as 1)");
       r.output = static_cast<uint32_t>(o);
-      if (r.arrival_s < 0 || !std::isfinite(r.arrival_s))
-        fail(lineno, 1, std::to_string(a), "arrival must be >= 0");
+      if (r.arrival_s < 0 || !std::isfinite(r.arrival_s)) fail(lineno, 1, Num(a), "arrival must be >= 0");
       if (rows.size() >= kMaxRequests)
         fail(lineno, 1, "", "more than " + std::to_string(kMaxRequests) + " requests");
       rows.push_back(r);
     }
-    return Finish(std::move(rows), time_scale, name, field);
+    // The number as given (in ms for arrival_ms), compactly: 1e+300, not its 301 digits.
+    return Finish(std::move(rows), time_scale, name, field, [&](const Row& r) {
+      nlohmann::json j = nlohmann::json::parse(LineAt(text, r.line), nullptr, false);
+      return Written{
+          1, Num(j.contains("arrival_s") ? j["arrival_s"].get<double>() : j["arrival_ms"].get<double>())};
+    });
   }
   if (fmt != "csv") fail(1, 1, format, "format must be csv or jsonl");
   int c_arr = -1, c_prompt = -1, c_out = -1;
+  size_t columns = 0;  // the header's
   double arr_unit = 1;
   bool azure = false;
+  std::vector<int> cols;
   while (std::getline(in, line)) {
     ++lineno;
     if (Trim(line).empty()) continue;
-    std::vector<std::string> cells = SplitCsv(line);
+    cols.clear();
+    std::vector<std::string> cells = SplitCsv(line, &cols);
     if (c_arr < 0) {
+      columns = cells.size();
       for (size_t i = 0; i < cells.size(); ++i) {
         const std::string& h = cells[i];
         int ii = static_cast<int>(i);
+        // A name given twice, or two names for one quantity (arrival_s and arrival_ms,
+        // prompt_tokens and ContextTokens, ...): the last one was used, silently.
+        for (size_t k = 0; k < i; ++k) {
+          if (h.empty() || (cells[k] != h && (Role(h) < 0 || Role(cells[k]) != Role(h)))) continue;
+          fail(lineno, cols[i], config::Clip(h),
+               cells[k] == h ? "column named twice (columns " + std::to_string(k + 1) + " and " +
+                                   std::to_string(i + 1) + ")"
+                             : "gives the same quantity as column " + std::to_string(k + 1) + " (" +
+                                   config::Clip(cells[k]) + "): name one");
+        }
         if (h == "arrival_s") c_arr = ii, arr_unit = 1;
         if (h == "arrival_ms") c_arr = ii, arr_unit = 1e-3;
         if (h == "TIMESTAMP") c_arr = ii, azure = true;
@@ -191,6 +276,11 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
     if (static_cast<int>(cells.size()) <= need)
       fail(lineno, 1, Trim(line),
            "has " + std::to_string(cells.size()) + " columns, the header " + std::to_string(need + 1));
+    // More cells than the header names (a stray comma, a shifted row) were ignored, silently.
+    if (cells.size() > columns)
+      fail(lineno, cols[columns], config::Clip(Trim(line)),
+           "has " + std::to_string(cells.size()) + " columns, the header " + std::to_string(columns) +
+               " (column " + std::to_string(columns + 1) + " has no name)");
     Row r{0, 0, 0, lineno};
     double a;
     bool ok = azure ? ParseTimestamp(cells[c_arr], &a) : ParseDouble(cells[c_arr], &a);
@@ -207,7 +297,12 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
     rows.push_back(r);
   }
   if (c_arr < 0) fail(1, 1, "", "empty trace: no header");
-  return Finish(std::move(rows), time_scale, name, field);
+  // The cell as written (1e300, or the Azure date-time).
+  return Finish(std::move(rows), time_scale, name, field, [&](const Row& r) {
+    std::vector<int> at;
+    std::string cell = SplitCsv(LineAt(text, r.line), &at)[c_arr];
+    return Written{at[c_arr], cell};
+  });
 }
 
 namespace {
@@ -294,11 +389,17 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
     if (kind == "fixed") {
       if (d.value() == 0) add(f + ".value", "0", "dist fixed needs value >= 1");
     } else if (kind == "uniform") {
-      if (d.min() == 0 || d.max() < d.min())
+      // At the field that is wrong (a min of 0 was reported at .max).
+      if (d.min() == 0)
+        add(f + ".min", "0", "dist uniform needs 1 <= min <= max");
+      else if (d.max() < d.min())
         add(f + ".max", std::to_string(d.max()), "dist uniform needs 1 <= min <= max");
     } else if (kind == "lognormal") {
-      if (!(d.sigma() >= 0) || !std::isfinite(d.mu()) || d.mu() > 20)
-        add(f + ".sigma", std::to_string(d.sigma()), "dist lognormal needs sigma >= 0 and mu <= 20");
+      // At the field that is wrong (a bad mu was reported at .sigma).
+      if (!(d.sigma() >= 0))
+        add(f + ".sigma", Num(d.sigma()), "dist lognormal needs sigma >= 0 and mu <= 20");
+      if (!std::isfinite(d.mu()) || d.mu() > 20)
+        add(f + ".mu", Num(d.mu()), "dist lognormal needs sigma >= 0 and mu <= 20");
       if (d.max() > 0 && d.max() < d.min()) add(f + ".max", std::to_string(d.max()), "must be >= min");
     } else {
       add(f + ".dist", d.dist(), "must be fixed, uniform or lognormal");

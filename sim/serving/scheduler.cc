@@ -33,6 +33,19 @@ struct Live {
   bool decode_step = false;
 };
 
+// Rejects `r` (marks `st`) when it could never finish in a group of `cfg`: longer than the
+// model's positions, or more KV than the whole capacity (its prompt in a prefill-only group,
+// prompt + output otherwise).
+bool RejectUpFront(const Request& r, const SchedulerConfig& cfg, RequestStats* st) {
+  const uint64_t need =
+      cfg.prefill_only ? uint64_t{r.prompt_tokens} : uint64_t{r.prompt_tokens} + r.output_tokens;
+  const bool too_long = LongerThanPositions(r, cfg.max_context);
+  if (!too_long && Blocks(need, std::max<uint32_t>(1, cfg.block_tokens)) <= cfg.capacity_blocks) return false;
+  st->rejected = true;
+  st->too_long = too_long;
+  return true;
+}
+
 }  // namespace
 
 bool LongerThanPositions(const Request& r, uint64_t max_context) {
@@ -50,18 +63,8 @@ void RunGroup(const std::vector<Request>& reqs, std::vector<Arrival> arrivals, c
                    [](const Arrival& a, const Arrival& b) { return a.ready_ps < b.ready_ps; });
   // Requests that could never finish alone are rejected.
   std::vector<Arrival> ok;
-  for (const Arrival& a : arrivals) {
-    const Request& r = reqs[a.request];
-    uint64_t need = uint64_t{r.prompt_tokens} + r.output_tokens;
-    if (cfg.prefill_only) need = r.prompt_tokens;
-    const bool too_long = LongerThanPositions(r, cfg.max_context);
-    if (too_long || Blocks(need, B) > cfg.capacity_blocks) {
-      (*stats)[a.request].rejected = true;
-      (*stats)[a.request].too_long = too_long;
-    } else {
-      ok.push_back(a);
-    }
-  }
+  for (const Arrival& a : arrivals)
+    if (!RejectUpFront(reqs[a.request], cfg, &(*stats)[a.request])) ok.push_back(a);
   size_t next = 0;
   std::deque<Live> waiting;
   std::vector<Live> running;
@@ -239,9 +242,15 @@ ServeOutcome RunDisaggregated(const std::vector<Request>& reqs, SchedulerConfig 
   out.capacity_blocks = decode_cfg.capacity_blocks;
   out.prefill_capacity_blocks = prefill_cfg.capacity_blocks;
   prefill_cfg.prefill_only = true;
+  // A request the decode group could never finish (prompt + output over its capacity, or
+  // longer than the positions) is rejected before it takes any prefill time, as in fused
+  // mode; the prefill group rejects one whose prompt does not fit its own capacity.
+  SchedulerConfig decode_only = decode_cfg;
+  decode_only.prefill_only = false;
   std::vector<Arrival> arrivals;
   for (size_t i = 0; i < reqs.size(); ++i)
-    arrivals.push_back({static_cast<uint32_t>(i), reqs[i].arrival_ps, 0, false});
+    if (!RejectUpFront(reqs[i], decode_only, &out.requests[i]))
+      arrivals.push_back({static_cast<uint32_t>(i), reqs[i].arrival_ps, 0, false});
   RunGroup(reqs, arrivals, prefill_cfg, prefill_cost, "prefill", &out.requests, &out.kv, &out.iterations);
   // Requests that left the prefill group, in the order they left.
   std::vector<uint32_t> moved;

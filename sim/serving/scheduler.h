@@ -105,7 +105,9 @@ ServeOutcome RunFused(const std::vector<Request>& reqs, const SchedulerConfig& c
 
 // Prefill group (prefill_only), then each request's KV (prompt tokens) moved to the
 // decode group one transfer at a time in the order prefills finish (the network
-// link between the groups is one FIFO resource), then the decode group.
+// link between the groups is one FIFO resource), then the decode group. A request is
+// rejected up front, before any prefill, when its prompt + output cannot fit the decode
+// group's capacity or its prompt the prefill group's (or it is longer than the positions).
 ServeOutcome RunDisaggregated(const std::vector<Request>& reqs, SchedulerConfig prefill_cfg,
                               const IterationCost& prefill_cost, const SchedulerConfig& decode_cfg,
                               const IterationCost& decode_cost, const TransferCost& transfer);

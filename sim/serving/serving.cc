@@ -322,27 +322,39 @@ struct Group {
 std::vector<std::string> Caveats(const config::Experiment& cfg, const ServeRun& run) {
   std::vector<std::string> out;
   const config::Serving& sv = cfg.mapping().serving();
-  for (size_t i = 0; i < run.groups.size(); ++i) {
-    if (run.groups[i].stages > 1) {
-      out.push_back(std::string(run.groups.size() == 1 ? "the"
-                                : i == 0               ? "the prefill"
-                                                       : "the decode") +
-                    " group's iterations are not pipelined across its " +
+  auto group_name = [&](size_t i) {
+    return std::string(run.groups.size() == 1 ? "the" : i == 0 ? "the prefill" : "the decode");
+  };
+  // Each group with more than one stage (before, only the first such group was said: a
+  // disaggregated decode group of 8 stages went unmentioned).
+  for (size_t i = 0; i < run.groups.size(); ++i)
+    if (run.groups[i].stages > 1)
+      out.push_back(group_name(i) + " group's iterations are not pipelined across its " +
                     std::to_string(run.groups[i].stages) +
                     " stages (one iteration passes every stage before the next starts): throughput is "
                     "understated, latency per iteration is not");
-      break;
-    }
-  }
   if (run.groups.size() == 2)
     out.push_back(
         "the prefill and decode groups do not contend for links or DRAM in the timing; KV transfers "
         "between them are serialised on one FIFO resource");
-  const uint32_t layers = sv.layers_simulated();
-  if (layers > 0 && layers < cfg.model().num_layers())
-    out.push_back("iterations are timed on " + std::to_string(layers) + " of " +
-                  std::to_string(cfg.model().num_layers()) +
-                  " layers and scaled (mapping.serving.layers_simulated)");
+  // Layers timed per group: mapping.serving.layers_simulated, else one per stage. Before, said only when
+  // layers_simulated was set, though one layer per stage (16 of 36 for serving-fused) is scaled just the
+  // same.
+  const uint32_t num_layers = cfg.model().num_layers();
+  auto layers_of = [&](size_t i) { return run.groups[i].layers; };
+  const std::string why = sv.layers_simulated()
+                              ? " (mapping.serving.layers_simulated)"
+                              : " (one per stage; mapping.serving.layers_simulated sets it)";
+  bool same = true;
+  for (size_t i = 1; i < run.groups.size(); ++i) same = same && layers_of(i) == layers_of(0);
+  for (size_t i = 0; i < run.groups.size(); ++i) {
+    const uint32_t layers = layers_of(i);
+    if (layers == 0 || layers >= num_layers) continue;
+    out.push_back((same ? std::string("iterations are") : group_name(i) + " group's iterations are") +
+                  " timed on " + std::to_string(layers) + " of " + std::to_string(num_layers) +
+                  " layers and scaled" + why);
+    if (same) break;
+  }
   if (sv.context_bucket_tokens() > 1)
     out.push_back("contexts are rounded up to " + std::to_string(sv.context_bucket_tokens()) +
                   " tokens for the timing key (mapping.serving.context_bucket_tokens): iteration times are "
@@ -493,6 +505,7 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   sc.block_tokens = sv.kv_block_tokens() ? sv.kv_block_tokens() : 16;
   std::vector<std::unique_ptr<EngineCost>> costs;
   std::vector<SchedulerConfig> scs;
+  std::vector<uint32_t> layers;  // per group, as EngineCost times them
   for (Group& g : groups) {
     g.capacity_tokens = sv.kv_capacity_tokens()
                             ? sv.kv_capacity_tokens()
@@ -501,9 +514,9 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     c.capacity_blocks = g.capacity_tokens / sc.block_tokens;
     c.max_context = cfg.model().max_position_embeddings();
     scs.push_back(c);
-    uint32_t layers = sv.layers_simulated() ? sv.layers_simulated() : g.stages;
-    costs.push_back(std::make_unique<EngineCost>(chip, cfg.model(), g.mapping, layers, wl.dtype(), engine,
-                                                 sv.context_bucket_tokens()));
+    layers.push_back(sv.layers_simulated() ? sv.layers_simulated() : g.stages);
+    costs.push_back(std::make_unique<EngineCost>(chip, cfg.model(), g.mapping, layers.back(), wl.dtype(),
+                                                 engine, sv.context_bucket_tokens()));
     if (std::getenv("TPSIM_SERVE_NO_SKELETONS")) costs.back()->set_use_skeletons(false);
     // The longest context a sequence reaches: the model's positions, its sliding window (past
     // which serving refuses) and the group's KV capacity, whichever is least.
@@ -542,7 +555,7 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   for (size_t i = 0; i < groups.size(); ++i) {
     run.groups.push_back(ServeRun::Group{groups[i].stages, scs[i].capacity_blocks, costs[i]->calls(),
                                          costs[i]->timed(), costs[i]->skeletons(), costs[i]->skeleton_hits(),
-                                         costs[i]->skeleton_kv_dram()});
+                                         costs[i]->skeleton_kv_dram(), layers[i]});
   }
   run.outcome = std::move(out);
   run.zero_output_requests = static_cast<uint64_t>(

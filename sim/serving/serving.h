@@ -100,6 +100,7 @@ struct ServeRun {
     uint64_t capacity_blocks = 0;
     uint64_t calls = 0, timed = 0;  // iterations, distinct iterations timed
     uint64_t skeletons = 0, skeleton_hits = 0, skeleton_kv_dram = 0;
+    uint32_t layers = 0;  // layers an iteration is timed on (then scaled to the model's)
   };
   std::vector<Group> groups;  // fused: one; disaggregated: prefill, decode
   ServeOutcome outcome;

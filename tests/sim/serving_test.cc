@@ -127,6 +127,37 @@ TEST(ServingScheduler, DisaggregatedHandsKvOver) {
   EXPECT_EQ(out.requests[0].finish_ps, 32);
 }
 
+// Disaggregated: a request whose prompt + output cannot fit the decode group's capacity is
+// rejected before it takes any prefill time, as in fused mode (it was prefilled and only then
+// rejected by the decode group, delaying the others). Prefill: 30 blocks of 4 (120 tokens);
+// decode: 40 blocks (160 tokens); budget and chunks of 100 tokens; prefill 10 ps, decode 7 ps,
+// a transfer 1 ps per token. A (100 + 100 = 50 blocks > 40): rejected up front; C (prompt 130 =
+// 33 blocks > 30): rejected by the prefill group. B alone: prefilled in [0, 10), in the decode
+// group at 10 + 8 = 18, tokens 2 and 3 at 25 and 32. Before, A's 100-token chunk took the first
+// iteration and B's first token came at 20.
+TEST(ServingScheduler, DisaggregatedRejectsUpFrontWhatTheDecodeGroupCannotHold) {
+  std::vector<std::vector<llm::SeqChunk>> prefill_log, decode_log;
+  ServeOutcome out =
+      RunDisaggregated({Req(0, 0, 100, 100), Req(1, 0, 8, 3), Req(2, 0, 130, 1)}, Cfg(100, 100, 4, 30),
+                       Fixed(10, &prefill_log), Cfg(100, 100, 4, 40), Fixed(7, &decode_log),
+                       [](uint64_t tokens) { return static_cast<Ps>(tokens); });
+  EXPECT_TRUE(out.requests[0].rejected);
+  EXPECT_FALSE(out.requests[0].too_long);
+  EXPECT_EQ(out.requests[0].first_token_ps, -1);
+  EXPECT_TRUE(out.requests[2].rejected);
+  EXPECT_FALSE(out.requests[1].rejected);
+  EXPECT_EQ(out.requests[1].first_token_ps, 10);
+  EXPECT_EQ(out.requests[1].handoff_ps, 18);
+  EXPECT_EQ(out.requests[1].finish_ps, 32);
+  ASSERT_EQ(prefill_log.size(), 1u);
+  EXPECT_EQ(prefill_log[0], (std::vector<llm::SeqChunk>{{8, 0}}));
+  EXPECT_EQ(decode_log.size(), 2u);
+  const Metrics m = Summarize(out, 0, 0);
+  EXPECT_EQ(m.rejected, 2u);
+  EXPECT_EQ(m.too_long, 0u);
+  EXPECT_EQ(m.completed, 1u);
+}
+
 TEST(ServingScheduler, RejectsRequestsLargerThanCapacity) {
   ServeOutcome out = RunFused({Req(0, 0, 100, 10), Req(1, 0, 4, 2)}, Cfg(100, 100, 4, 5), Fixed(10));
   EXPECT_TRUE(out.requests[0].rejected);  // ceil(110 / 4) = 28 blocks > 5
@@ -344,6 +375,109 @@ TEST(ServingRequests, CsvJsonlAndAzure) {
   }
 }
 
+// Malformed traces are refused at the line, column and value that are wrong (each was accepted
+// silently: extra cells ignored, the last of two columns or keys for one quantity used), a
+// UTF-8 byte order mark is skipped (it was refused as a bad header), a far arrival is printed
+// compactly (it was 134 digits and "arrives inf s").
+TEST(ServingRequests, MalformedTracesAreRefusedAtTheirField) {
+  auto refused = [](const std::string& text, const std::string& name, double scale = 1) {
+    try {
+      ParseTrace(text, name, "", "workload.requests.trace_file", scale);
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(e.diags().size(), 1u);
+      EXPECT_EQ(e.diags()[0].field, "workload.requests.trace_file");
+      EXPECT_EQ(e.diags()[0].where.file, name);
+      return e.diags()[0];
+    }
+    ADD_FAILURE() << "accepted: " << text;
+    return config::Diag{};
+  };
+  const std::string header = "arrival_s,prompt_tokens,output_tokens\n";
+  config::Diag d = refused(header + "0,5,1\n1,5,1,7\n", "t.csv");
+  EXPECT_EQ(d.where.line, 3);
+  EXPECT_EQ(d.where.col, 7);  // the first cell past the header's three
+  EXPECT_EQ(d.value, "1,5,1,7");
+  EXPECT_EQ(d.rule, "has 4 columns, the header 3 (column 4 has no name)");
+  d = refused(header + "0,5,1,\n", "t.csv");  // a trailing comma is a fourth, empty, cell
+  EXPECT_EQ(d.where.line, 2);
+  EXPECT_EQ(d.where.col, 7);
+  d = refused("arrival_s,prompt_tokens,prompt_tokens,output_tokens\n0,5,6,1\n", "t.csv");
+  EXPECT_EQ(d.where.line, 1);
+  EXPECT_EQ(d.where.col, 25);
+  EXPECT_EQ(d.value, "prompt_tokens");
+  EXPECT_EQ(d.rule, "column named twice (columns 2 and 3)");
+  d = refused("arrival_s,prompt_tokens,output_tokens,arrival_ms\n0,5,1,7\n", "t.csv");
+  EXPECT_EQ(d.where.col, 39);
+  EXPECT_EQ(d.value, "arrival_ms");
+  EXPECT_EQ(d.rule, "gives the same quantity as column 1 (arrival_s): name one");
+  d = refused("{\"arrival_s\": 0, \"prompt_tokens\": 5, \"output_tokens\": 1, \"prompt_tokens\": 9}\n",
+              "t.jsonl");
+  EXPECT_EQ(d.where.line, 1);
+  EXPECT_EQ(d.value, "\"prompt_tokens\"");
+  EXPECT_EQ(d.rule, "key given twice in one object");
+  d = refused(
+      "{\"arrival_s\": 0, \"prompt_tokens\": 5, \"output_tokens\": 1}\n"
+      "{\"arrival_s\": 1, \"arrival_ms\": 5, \"prompt_tokens\": 5, \"output_tokens\": 1}\n",
+      "t.jsonl");
+  EXPECT_EQ(d.where.line, 2);
+  EXPECT_EQ(d.rule, "gives both \"arrival_s\" and \"arrival_ms\": give one");
+  // A byte order mark before the header (CSV) or the first object (JSONL) is skipped.
+  auto bom = ParseTrace("\xEF\xBB\xBF" + header + "0,5,1\n2,6,1\n", "t.csv", "");
+  ASSERT_EQ(bom.size(), 2u);
+  EXPECT_EQ(bom[1].prompt_tokens, 6u);
+  EXPECT_EQ(ParseTrace("\xEF\xBB\xBF{\"arrival_s\": 0, \"prompt_tokens\": 5, \"output_tokens\": 1}\n",
+                       "t.jsonl", "")
+                .size(),
+            1u);
+  // Far arrivals: compact (a CSV cell as written, a JSON number in %g), and out of range even
+  // where the seconds overflow a double.
+  d = refused("prompt_tokens,arrival_s,output_tokens\n1,0,1\n1, 1e300,1\n", "t.csv");
+  EXPECT_EQ(d.where.line, 3);
+  EXPECT_EQ(d.where.col, 4);    // the arrival's text
+  EXPECT_EQ(d.value, "1e300");  // as written
+  EXPECT_EQ(d.rule,
+            "arrives 1e+300 s after the first request, out of range: past the 30 days (2592000 s) a served "
+            "stream may span");
+  d = refused(
+      "{\"arrival_ms\": 1e300, \"prompt_tokens\": 5, \"output_tokens\": 1}\n"
+      "{\"arrival_ms\": 0, \"prompt_tokens\": 5, \"output_tokens\": 1}\n",
+      "t.jsonl", 1e6);
+  EXPECT_EQ(d.where.line, 1);
+  EXPECT_EQ(d.value, "1e+300");
+  EXPECT_EQ(d.rule,
+            "arrives 1e+303 s after the first request (x time_scale 1000000), out of range: past the 30 days "
+            "(2592000 s) a served stream may span");
+  d = refused(header + "0,1,1\n1e303,1,1\n", "t.csv", 1e6);
+  EXPECT_NE(d.rule.find("arrives more than 1.8e+308 s after the first request"), std::string::npos) << d.rule;
+}
+
+// A synthetic length distribution's error is at the field that is wrong (a uniform min of 0
+// was reported at .max, a lognormal mu at .sigma).
+TEST(ServingRequests, DistributionErrorsNameTheWrongField) {
+  config::RequestSource src;
+  config::SyntheticRequests* s = src.mutable_synthetic();
+  s->set_num_requests(3);
+  s->set_rate_per_s(1);
+  s->mutable_prompt_tokens()->set_dist("uniform");
+  s->mutable_prompt_tokens()->set_max(10);
+  s->mutable_output_tokens()->set_dist("lognormal");
+  s->mutable_output_tokens()->set_mu(30);
+  s->mutable_output_tokens()->set_sigma(1);
+  std::vector<config::Diag> diags;
+  ValidateRequestSource(src, config::SourceMap("e.textproto"), &diags);
+  ASSERT_EQ(diags.size(), 2u);
+  EXPECT_EQ(diags[0].field, "workload.requests.synthetic.prompt_tokens.min");
+  EXPECT_EQ(diags[0].value, "0");
+  EXPECT_EQ(diags[1].field, "workload.requests.synthetic.output_tokens.mu");
+  EXPECT_EQ(diags[1].value, "30");
+  s->mutable_prompt_tokens()->set_min(11);  // now max < min: at .max
+  s->mutable_output_tokens()->set_mu(5);
+  diags.clear();
+  ValidateRequestSource(src, config::SourceMap("e.textproto"), &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "workload.requests.synthetic.prompt_tokens.max");
+}
+
 TEST(ServingRequests, FixedRateIsExact) {
   config::SyntheticRequests s;
   s.set_num_requests(3);
@@ -499,6 +633,111 @@ TEST(Serving, StageCountErrorsNameTheirFieldAndTheSizesGiven) {
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0].field, "mapping.pipeline_stages");
   EXPECT_EQ(d[1].rule, "tp x pipeline_stages (400) exceeds the chip's 64 cores");
+}
+
+// Disaggregated end to end (Qwen3-4B on wafer-8x8, a decode group of one stage on small DRAM):
+// a request the decode group's KV cannot hold (11,000 + 400 tokens) is rejected before any
+// prefill, so the others are served exactly as without it. Before, the prefill group spent 22
+// iterations on its prompt and then dropped it: TTFT 489/2194/1933 ms against 92.8/496.7/496.7.
+// The caveats say each group's scaled layers (8 of 36 and 1 of 36 here); a trace with a cell
+// past its header is refused at exit 2 like every trace error.
+TEST(Serving, DisaggregatedRejectionTakesNoPrefillTime) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("tpsim_serving_reject_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string src = TPSIM_SOURCE_DIR;
+  std::ofstream(dir / "exp.textproto")
+      << "name: \"reject\"\n"
+      << "chip_file: \"" << src << "/configs/chips/wafer-8x8.textproto\"\n"
+      << "model_file: \"" << src << "/configs/models/qwen3-4b.json\"\n"
+      << "workload { dtype: \"bf16\" requests { trace_file: \"big.csv\" } }\n"
+      << "mapping { tp: 4 partition: \"megatron\" placement: \"ring\" collective: \"ring\" serving { mode: "
+         "\"disaggregated\" prefill_stages: 8 decode_stages: 1 max_running_requests: 64 "
+         "max_tokens_per_iteration: 1024 chunk_tokens: 512 kv_block_tokens: 16 context_bucket_tokens: 64 } "
+         "}\n";
+  const std::string header = "arrival_s,prompt_tokens,output_tokens\n";
+  const std::string rest = "0,100,10\n1,600,10\n2,600,10\n";
+  std::ofstream(dir / "big.csv") << header << "0,11000,400\n" << rest;
+  std::ofstream(dir / "small.csv") << header << rest;
+  std::ofstream(dir / "bad.csv") << header << rest << "3,600,10,1\n";
+  const std::string exp = (dir / "exp.textproto").string();
+  const sim::Override dram{"chip.memory[0].capacity_bytes", "2200000000"};
+  const sim::Experiment e = sim::LoadExperiment(exp, {dram});
+  const ServeRun big = Serve(e);
+  const ServeRun small =
+      Serve(sim::LoadExperiment(exp, {dram, {"workload.requests.trace_file", "small.csv"}}));
+  ASSERT_EQ(big.groups.size(), 2u);
+  // Rejected for the decode group's capacity only: its prompt fits the prefill group's.
+  EXPECT_LE((11000 + 15) / 16, big.groups[0].capacity_blocks);
+  EXPECT_GT((11400 + 15) / 16, big.groups[1].capacity_blocks);
+  ASSERT_EQ(big.outcome.requests.size(), 4u);
+  EXPECT_TRUE(big.outcome.requests[0].rejected);
+  EXPECT_EQ(big.outcome.requests[0].first_token_ps, -1);
+  ASSERT_EQ(small.outcome.requests.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const RequestStats &b = big.outcome.requests[i + 1], &s = small.outcome.requests[i];
+    EXPECT_FALSE(b.rejected);
+    EXPECT_EQ(b.first_token_ps - b.arrival_ps, s.first_token_ps - s.arrival_ps) << i;
+    EXPECT_EQ(b.finish_ps - b.arrival_ps, s.finish_ps - s.arrival_ps) << i;
+  }
+  EXPECT_EQ(big.groups[0].calls, small.groups[0].calls);  // no prefill iteration for the rejected one
+  EXPECT_EQ(Summarize(big.outcome, 0, 0).rejected, 1u);
+  const std::vector<std::string> caveats = Caveats(e.cfg, big);
+  auto has = [&](const std::string& text) {
+    return std::find(caveats.begin(), caveats.end(), text) != caveats.end();
+  };
+  EXPECT_TRUE(
+      has("the prefill group's iterations are timed on 8 of 36 layers and scaled (one per stage; "
+          "mapping.serving.layers_simulated sets it)"));
+  EXPECT_TRUE(
+      has("the decode group's iterations are timed on 1 of 36 layers and scaled (one per stage; "
+          "mapping.serving.layers_simulated sets it)"));
+  EXPECT_EQ(ServeCommand({exp, "--set", "chip.memory[0].capacity_bytes=2200000000", "--set",
+                          "workload.requests.trace_file=bad.csv"}),
+            2);
+  fs::remove_all(dir);
+}
+
+// Caveats: every group with more than one stage is said not pipelined (the decode group of a
+// disaggregated layout was not), and layers timed on fewer than the model's are said scaled
+// whether mapping.serving.layers_simulated sets them or one per stage does (serving-fused times
+// 16 of Qwen3-4B's 36 and said nothing).
+TEST(Serving, CaveatsSayWhatAppliesToEachGroup) {
+  config::Experiment cfg;
+  cfg.mutable_model()->set_num_layers(36);
+  ServeRun fused;
+  fused.groups.push_back({});
+  fused.groups[0].stages = 16;
+  fused.groups[0].layers = 16;
+  EXPECT_EQ(
+      Caveats(cfg, fused),
+      (std::vector<std::string>{
+          "the group's iterations are not pipelined across its 16 stages (one iteration passes every stage "
+          "before the next starts): throughput is understated, latency per iteration is not",
+          "iterations are timed on 16 of 36 layers and scaled (one per stage; "
+          "mapping.serving.layers_simulated "
+          "sets it)"}));
+  ServeRun dis;
+  dis.groups.resize(2);
+  for (auto& g : dis.groups) g.stages = g.layers = 8;
+  const std::vector<std::string> c = Caveats(cfg, dis);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0].rfind("the prefill group's iterations are not pipelined across its 8 stages", 0), 0u)
+      << c[0];
+  EXPECT_EQ(c[1].rfind("the decode group's iterations are not pipelined across its 8 stages", 0), 0u) << c[1];
+  EXPECT_EQ(c[2].rfind("the prefill and decode groups do not contend", 0), 0u) << c[2];
+  EXPECT_EQ(
+      c[3],
+      "iterations are timed on 8 of 36 layers and scaled (one per stage; mapping.serving.layers_simulated "
+      "sets it)");
+  // Set by layers_simulated: said as before; all 36 layers: nothing to say.
+  cfg.mutable_mapping()->mutable_serving()->set_layers_simulated(4);
+  for (auto& g : dis.groups) g.stages = 1, g.layers = 4;
+  EXPECT_EQ(Caveats(cfg, dis).back(),
+            "iterations are timed on 4 of 36 layers and scaled (mapping.serving.layers_simulated)");
+  cfg.mutable_mapping()->mutable_serving()->set_layers_simulated(36);
+  for (auto& g : dis.groups) g.layers = 36;
+  EXPECT_EQ(Caveats(cfg, dis).size(), 1u);  // the groups' contention only
 }
 
 // A request whose times went backwards (an overflowed duration) is an error with its
