@@ -197,7 +197,17 @@ const Architecture* FindArchitecture(const json& j, Reader* r) {
       return nullptr;
     }
     for (const auto& a : kArchitectures) {
-      if (e.get<std::string>() == a.hf_name) return &a;
+      if (e.get<std::string>() != a.hf_name) continue;
+      // model_type is what transformers builds the model from (AutoConfig): a config whose
+      // model_type is another family's (a Gemma 2 config that also lists LlamaForCausalLM) would
+      // be timed as the wrong model.
+      if (auto mt = j.find("model_type");
+          mt != j.end() && mt->is_string() && mt->get<std::string>() != a.name) {
+        r->Error("model_type", mt->get<std::string>(),
+                 std::string("does not match architectures' ") + a.hf_name + " (model_type " + a.name + ")");
+        return nullptr;
+      }
+      return &a;
     }
   }
   std::string names;
@@ -230,11 +240,16 @@ constexpr std::pair<const char*, const char*> kFieldKeys[] = {
 
 // The attention window of the layers that slide, where the config puts sliding-window
 // attention in effect as transformers reads it; 0: none. `layers`: num_hidden_layers.
-//   - layer_types (newer configs) names each layer's attention: "sliding_attention" slides.
+//   - Qwen2, Qwen3, Qwen2-MoE: layer_types (newer configs) names each layer's attention:
+//     "sliding_attention" slides. Mistral, Mixtral, Phi-3 and Qwen3-MoE have no layer_types in
+//     transformers 5 (MistralConfig only warns about one): theirs is not read.
 //   - Mistral and Mixtral: sliding_window itself (absent: transformers' default, 4096 for
 //     Mistral, none for Mixtral; null: none).
-//   - Qwen2, Qwen3, Qwen3-MoE: only with use_sliding_window true, for the layers from
-//     max_window_layers on (default 28); sliding_window absent: 4096, null: none.
+//   - Qwen2, Qwen3: only with use_sliding_window true, for the layers from max_window_layers
+//     on (default 28); sliding_window absent: 4096, null: none.
+//   - Qwen3-MoE: only with use_sliding_window true, in every layer (Qwen3MoeConfig has no
+//     max_window_layers; its attention takes config.sliding_window in every layer); absent:
+//     4096, null: none.
 //   - Qwen2-MoE: only with use_sliding_window true, for the even layers below
 //     max_window_layers (Qwen2MoeConfig's layer_types: (i + 1) % 2 and i < max_window_layers).
 //   - Phi-3: sliding_window itself, in every layer (absent or null: none).
@@ -242,8 +257,9 @@ constexpr std::pair<const char*, const char*> kFieldKeys[] = {
 uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint32_t> layers, Reader* r) {
   const std::string name = a.name;
   if (name == "llama") return 0;
+  const bool reads_layer_types = name == "qwen2" || name == "qwen3" || name == "qwen2_moe";
   bool slides = false;
-  if (auto it = j.find("layer_types"); it != j.end() && !it->is_null()) {
+  if (auto it = j.find("layer_types"); reads_layer_types && it != j.end() && !it->is_null()) {
     bool ok = it->is_array();
     for (const auto& e : ok ? *it : json::array()) {
       ok = ok && e.is_string();
@@ -255,6 +271,8 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
     }
   } else if (name == "mistral" || name == "mixtral" || name == "phi3") {
     slides = true;
+  } else if (name == "qwen3_moe") {
+    slides = r->Bool("use_sliding_window").value_or(false);
   } else if (r->Bool("use_sliding_window").value_or(false)) {
     const uint32_t from = r->Uint("max_window_layers", false).value_or(28);
     slides = layers && (name == "qwen2_moe" ? from > 0 && *layers > 0 : from < *layers);
@@ -414,15 +432,32 @@ config::Model Import(const std::string& text, const std::string& display_name, c
             "remove the key to time the model unquantized");
   }
   const uint32_t window = arch ? SlidingWindow(j, *arch, layers, &r) : 0;
+  // Mixtral's and Qwen3-MoE's configs name the expert count either way (attribute_map
+  // num_experts -> num_local_experts in transformers 5, which writes num_local_experts for
+  // both): the key given is read; both given must agree.
+  const auto experts = [&](const char* primary, const char* alias) -> std::optional<uint32_t> {
+    if (!r.Has(primary) && r.Has(alias)) return r.Uint(alias, true);
+    const std::optional<uint32_t> v = r.Uint(primary, true);
+    if (v && r.Has(alias)) {
+      const std::optional<uint32_t> w = r.Uint(alias, true);
+      if (w && *w != *v)
+        r.Error(alias, std::to_string(*w),
+                std::string("gives another expert count than ") + primary + " (" + std::to_string(*v) +
+                    "); give one");
+    }
+    return v;
+  };
+  const bool qwen3_moe = arch && std::string(arch->name) == "qwen3_moe";
   if (mixtral) {
     // Mixtral: num_local_experts experts of intermediate_size each, every layer sparse; its
     // router takes the softmax over the top-k logits, which is the renormalised top-k.
-    if (auto v = r.Uint("num_local_experts", true)) m.set_num_experts(*v);
+    if (auto v = experts("num_local_experts", "num_experts")) m.set_num_experts(*v);
     if (auto v = r.Uint("num_experts_per_tok", true)) m.set_num_experts_per_token(*v);
     if (inter) m.set_moe_intermediate_size(*inter);
     m.set_norm_topk_prob(true);
   } else if (moe) {
-    if (auto v = r.Uint("num_experts", true)) m.set_num_experts(*v);
+    if (auto v = qwen3_moe ? experts("num_experts", "num_local_experts") : r.Uint("num_experts", true))
+      m.set_num_experts(*v);
     if (auto v = r.Uint("num_experts_per_tok", true)) m.set_num_experts_per_token(*v);
     if (auto v = r.Uint("moe_intermediate_size", true)) m.set_moe_intermediate_size(*v);
     if (auto v = r.Bool("norm_topk_prob")) m.set_norm_topk_prob(*v);
@@ -462,8 +497,13 @@ config::Model Import(const std::string& text, const std::string& display_name, c
     for (const auto& [field, key] : kFieldKeys) {
       if (r.Has(key)) locs->Set(field, r.Where(key));
     }
+    if (qwen3_moe && !r.Has("num_experts") && r.Has("num_local_experts"))
+      locs->Set("num_experts", r.Where("num_local_experts"));
     if (mixtral) {
-      if (r.Has("num_local_experts")) locs->Set("num_experts", r.Where("num_local_experts"));
+      if (r.Has("num_local_experts"))
+        locs->Set("num_experts", r.Where("num_local_experts"));
+      else if (r.Has("num_experts"))
+        locs->Set("num_experts", r.Where("num_experts"));
       if (r.Has("intermediate_size")) locs->Set("moe_intermediate_size", r.Where("intermediate_size"));
     }
   }
@@ -497,8 +537,12 @@ config::Model LoadModelFile(const std::string& path, config::SourceMap* locs) {
   std::string text = config::ReadFileOrThrow(path, config::Location{path, 1, 1}, "model");
   if (EndsWith(path, ".json")) {
     json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    // Malformed JSON goes through the HF importer too, for its line:col diagnostics.
-    if (j.is_discarded() || (j.is_object() && j.contains("architectures"))) {
+    // Malformed JSON goes through the HF importer too, for its line:col diagnostics, and so
+    // does a config.json without `architectures` (model_type or num_hidden_layers, keys no
+    // tpsim Model has), for the importer's "architectures: required key missing" rather than
+    // an unknown field of Model.
+    if (j.is_discarded() || (j.is_object() && (j.contains("architectures") || j.contains("model_type") ||
+                                               j.contains("num_hidden_layers")))) {
       return ImportHuggingFaceText(text, path, locs);
     }
   }

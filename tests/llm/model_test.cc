@@ -270,6 +270,21 @@ TEST(Import, SlidingWindowIsReadAndQuantizationRefused) {
             0u);
   // Llama has none.
   EXPECT_EQ(window("LlamaForCausalLM", R"(, "sliding_window": 16)"), 0u);
+  // Qwen3-MoE (transformers 5: no max_window_layers, config.sliding_window in every layer): with
+  // use_sliding_window every layer slides, whatever max_window_layers says. Before, it was read
+  // as Qwen3's rule: the published max_window_layers 48 = num_hidden_layers meant no window.
+  const std::string experts = R"(, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32)";
+  EXPECT_EQ(
+      window("Qwen3MoeForCausalLM",
+             experts + R"(, "use_sliding_window": true, "sliding_window": 300, "max_window_layers": 48)"),
+      300u);
+  EXPECT_EQ(window("Qwen3MoeForCausalLM", experts + R"(, "use_sliding_window": true)"), 4096u);
+  EXPECT_EQ(window("Qwen3MoeForCausalLM", experts + R"(, "sliding_window": 300)"), 0u);
+  // Mistral, Mixtral and Phi-3 have no layer_types (MistralConfig only warns about one): it is not
+  // read; before, "full_attention" everywhere hid a 300-token window.
+  EXPECT_EQ(window("MistralForCausalLM", R"(, "sliding_window": 300, "layer_types": ["full_attention",
+      "full_attention", "full_attention", "full_attention"])"),
+            300u);
   // Bad values are located.
   EXPECT_EQ(ErrorOf([&] { window("MistralForCausalLM", R"(, "sliding_window": -1)"); }),
             "w.json:3:27: sliding_window: -1: must be a non-negative integer (at most 4294967295)");
@@ -291,6 +306,35 @@ TEST(Import, SlidingWindowIsReadAndQuantizationRefused) {
             "only, and tpsim times full attention in every layer");
   m.set_sliding_window(0);
   EXPECT_EQ(SlidingWindowRule(m, 1u << 30), "");
+}
+
+TEST(Import, ExpertCountUnderEitherNameAndModelTypeChecked) {
+  auto import = [](const std::string& arch, const std::string& keys) {
+    return ImportHuggingFaceText(R"({"architectures": [")" + arch + R"("], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "vocab_size": 1000, "num_experts_per_tok": 2, "moe_intermediate_size": 32)" +
+                                     keys + "}",
+                                 "e.json");
+  };
+  // transformers 5 saves Qwen3-MoE's expert count as num_local_experts (Qwen3MoeConfig's
+  // attribute_map), and reads Mixtral's from num_experts too. Before, each was refused with
+  // "required key missing".
+  EXPECT_EQ(import("Qwen3MoeForCausalLM", R"(, "num_local_experts": 8)").num_experts(), 8u);
+  EXPECT_EQ(import("Qwen3MoeForCausalLM", R"(, "num_experts": 8)").num_experts(), 8u);
+  EXPECT_EQ(import("MixtralForCausalLM", R"(, "num_experts": 8)").num_experts(), 8u);
+  EXPECT_EQ(import("MixtralForCausalLM", R"(, "num_local_experts": 8, "num_experts": 8)").num_experts(), 8u);
+  EXPECT_EQ(ErrorOf([&] { import("MixtralForCausalLM", R"(, "num_local_experts": 8, "num_experts": 4)"); }),
+            "e.json:3:106: num_experts: 4: gives another expert count than num_local_experts (8); give one");
+  // model_type is the family transformers builds: one that another listed architecture does
+  // not match is refused (before, a Gemma 2 config listing LlamaForCausalLM too was timed as Llama).
+  EXPECT_EQ(
+      ErrorOf([&] {
+        ImportHuggingFaceText(R"({"architectures": ["Gemma2ForCausalLM", "LlamaForCausalLM"],
+      "model_type": "gemma2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+      "num_attention_heads": 4, "vocab_size": 1000})",
+                              "g.json");
+      }),
+      "g.json:2:7: model_type: gemma2: does not match architectures' LlamaForCausalLM (model_type llama)");
 }
 
 // The longest context a small Qwen3 config with 40,960 positions and the extra `keys` imports to.
