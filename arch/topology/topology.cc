@@ -1,3 +1,7 @@
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
+#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -75,6 +79,31 @@ std::vector<std::vector<bool>> Topology::BisectionCuts(const Network& net) const
   std::vector<bool> side(net.nodes.size(), false);
   for (int i = 0; i < net.num_cores / 2; ++i) side[i] = true;
   return {side};
+}
+
+std::vector<std::string> UnusedNocFields(const config::Chip& c) {
+  std::vector<std::string> out;
+  const Topology* t = FindTopology(c.noc().topology());
+  if (!t) return out;
+  const std::string_view params = t->params();
+  // Whole words of params(): "link_bandwidth_gbps" does not count as "bandwidth_gbps".
+  const auto reads = [&](const std::string& f) {
+    for (size_t at = params.find(f); at != std::string_view::npos; at = params.find(f, at + 1)) {
+      const auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+      const bool starts = at == 0 || !word(params[at - 1]);
+      const bool ends = at + f.size() == params.size() || !word(params[at + f.size()]);
+      if (starts && ends) return true;
+    }
+    return false;
+  };
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  c.noc().GetReflection()->ListFields(c.noc(), &set);
+  for (const google::protobuf::FieldDescriptor* f : set) {
+    const std::string name(f->name());
+    if (name == "topology" || name == "port_bandwidth_gbps" || name == "router_buffer_packets") continue;
+    if (!reads(name)) out.push_back(name);
+  }
+  return out;
 }
 
 }  // namespace tpsim::arch

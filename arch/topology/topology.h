@@ -93,6 +93,11 @@ inline const Topology* FindTopology(std::string_view name) {  // nullptr when un
   const auto* t = TopologyRegistry::Get().Find(name);
   return t ? t->get() : nullptr;
 }
+// The noc fields `c` sets (non-default) that its topology does not read (not in its params(),
+// nor the router-model fields every topology takes: port_bandwidth_gbps, router_buffer_packets),
+// by field name in field order; empty for an unknown topology. A d2d_bandwidth_gbps on a mesh
+// was accepted and ignored silently.
+std::vector<std::string> UnusedNocFields(const config::Chip& c);
 inline std::vector<std::string> TopologyNames() { return TopologyRegistry::Get().Names(); }  // sorted
 inline std::string TopologyNamesText() { return TopologyRegistry::Get().NamesText(); }  // "edges, mesh, ..."
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "arch/chip.h"
+#include "arch/topology/topology.h"
 #include "configs/files.h"
 #include "configs/load.h"
 #include "configs/registry.h"
@@ -461,6 +462,10 @@ int Run(Args& a) {
   // capacity_factor of -1 included): a --model or --set that dropped the experts says so.
   if (e.cfg.mapping().has_moe() && e.cfg.model().num_experts() == 0)
     spdlog::warn("mapping.moe is ignored: {} has no experts", e.cfg.model().name());
+  // A noc field the topology does not read (d2d_bandwidth_gbps on a mesh) was ignored silently.
+  for (const std::string& f : arch::UnusedNocFields(e.cfg.chip()))
+    spdlog::warn("chip.noc.{} is ignored: topology {} does not read it (it reads {})", f,
+                 e.cfg.chip().noc().topology(), arch::FindTopology(e.cfg.chip().noc().topology())->params());
   // fp32 moves twice the bytes and costs mac_fp32_pj, but matrix units (core.mac_dtype, and the
   // GPU GEMM model) are timed at their bf16 rate: GEMM times equalled bf16's, silently.
   if (e.cfg.workload().dtype() == "fp32")

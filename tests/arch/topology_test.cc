@@ -17,6 +17,28 @@ TEST(TopologyRegistry, AllRegistered) {
   for (const auto& name : TopologyNames()) EXPECT_FALSE(FindTopology(name)->params().empty()) << name;
 }
 
+TEST(TopologyRegistry, UnusedNocFieldsAreNamed) {
+  // Every shipped chip sets only what its topology reads.
+  for (const char* name : {"wafer-8x8", "wafer-32x32", "mesh-4x4-hbm", "torus-8x8", "ring-16", "h100-sxm-8",
+                           "h200-sxm-8", "b200-sxm-8"}) {
+    EXPECT_EQ(UnusedNocFields(testing::LoadChipConfig(name)), std::vector<std::string>{}) << name;
+  }
+  // A mesh reads no die-to-die link, ring direction or switch latency (before, accepted and
+  // ignored silently); the router model's fields apply to every topology.
+  config::Chip c = testing::LoadChipConfig("wafer-8x8");
+  c.mutable_noc()->set_d2d_bandwidth_gbps(5);
+  c.mutable_noc()->set_bidirectional(true);
+  c.mutable_noc()->set_switch_latency_ns(10);
+  c.mutable_noc()->set_router_buffer_packets(4);
+  c.mutable_noc()->set_port_bandwidth_gbps(100);
+  EXPECT_EQ(UnusedNocFields(c),
+            (std::vector<std::string>{"bidirectional", "d2d_bandwidth_gbps", "switch_latency_ns"}));
+  // A switch reads nodes, not rows and cols.
+  config::Chip g = testing::LoadChipConfig("h100-sxm-8");
+  g.mutable_noc()->set_rows(2);
+  EXPECT_EQ(UnusedNocFields(g), std::vector<std::string>{"rows"});
+}
+
 // A diamond with a router in the middle:
 //
 //   c0 -- c1
