@@ -170,7 +170,8 @@ std::vector<std::vector<TaskId>> MoePass::NcclAllToAllV(const AllToAllPlan& plan
     const uint64_t buffer = (wire / (n - 1)) * n + ((wire % (n - 1)) * n + n - 2) / (n - 1);
     Task tk;
     tk.op_kind = llm::OpKind::kCollective;
-    tk.m = static_cast<uint64_t>(CollectiveKind::kAllToAll), tk.n = n,
+    tk.m = static_cast<uint64_t>(CollectiveKind::kAllToAll);
+    tk.n = n;
     tk.k = static_cast<uint64_t>(gpu::Algo::kAuto);
     tk.bytes = buffer;
     try {
