@@ -73,10 +73,6 @@ const char* kUsage =
     "--max-memory SIZE (8G, 512M; 0: no limit; default 80% of this machine's memory) refuses,\n"
     "before drawing them, synthetic requests whose records would take more (512 B each).\n";
 
-// Bytes a served request takes (its record, its outcome, its CSV row): 226 B measured
-// as the growth of peak RSS from 1,000 to 8,000 requests of serving-fused, doubled.
-constexpr double kBytesPerRequest = 512;
-
 double ParsePositive(const std::string& flag, const std::string& v) {
   double d = 0;
   try {
@@ -166,20 +162,7 @@ int ServeCommand(const std::vector<std::string>& args) {
                           {"--trace", trace_path},
                           {"--metrics-json", metrics_json}},
                          sim::InputFiles(e));
-    if (max_memory > 0 && cfg.workload().requests().has_synthetic()) {
-      const uint32_t n = cfg.workload().requests().synthetic().num_requests();
-      const double need = n * kBytesPerRequest + mapping::ProgramEstimate::kBaseBytes;
-      // Beyond kMaxRequests, LoadRequests refuses the count itself.
-      if (n <= kMaxRequests && need > static_cast<double>(max_memory)) {
-        const std::string field = "workload.requests.synthetic.num_requests";
-        throw ConfigError(Diag{e.locs.Find(field), field, std::to_string(n),
-                               "serving them takes about " + mapping::FormatBytes(need) + " (" +
-                                   mapping::FormatBytes(kBytesPerRequest * 1e6) +
-                                   " per million requests), more than " + "--max-memory " +
-                                   mapping::FormatBytes(static_cast<double>(max_memory)) +
-                                   ": serve fewer requests, or raise --max-memory"});
-      }
-    }
+    CheckRequestMemory(e, max_memory);
     ServeRun run = Serve(e, engine_flag);
     const double slo_ttft = slo_ttft_flag > 0 ? slo_ttft_flag : cfg.workload().requests().slo_ttft_ms();
     const double slo_tpot = slo_tpot_flag > 0 ? slo_tpot_flag : cfg.workload().requests().slo_tpot_ms();

@@ -16,6 +16,7 @@
 #include "arch/chip.h"
 #include "configs/files.h"
 #include "llm/model.h"
+#include "mapping/estimate.h"
 #include "mapping/mapping.h"
 #include "sim/run.h"
 
@@ -365,6 +366,22 @@ std::vector<std::string> Caveats(const config::Experiment& cfg, const ServeRun& 
         " requests of the trace ask for 0 output tokens: each is served as 1 (the prefill makes the "
         "first token), which the throughput counts");
   return out;
+}
+
+void CheckRequestMemory(const sim::Experiment& e, uint64_t max_memory) {
+  if (max_memory == 0 || !e.cfg.workload().requests().has_synthetic()) return;
+  const uint32_t n = e.cfg.workload().requests().synthetic().num_requests();
+  const double need = n * kBytesPerRequest + mapping::ProgramEstimate::kBaseBytes;
+  // Beyond kMaxRequests, LoadRequests refuses the count itself.
+  if (n <= kMaxRequests && need > static_cast<double>(max_memory)) {
+    const std::string field = "workload.requests.synthetic.num_requests";
+    throw config::ConfigError(config::Diag{e.locs.Find(field), field, std::to_string(n),
+                                           "serving them takes about " + mapping::FormatBytes(need) + " (" +
+                                               mapping::FormatBytes(kBytesPerRequest * 1e6) +
+                                               " per million requests), more than --max-memory " +
+                                               mapping::FormatBytes(static_cast<double>(max_memory)) +
+                                               ": serve fewer requests, or raise --max-memory"});
+  }
 }
 
 ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {

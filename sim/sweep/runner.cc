@@ -169,7 +169,8 @@ PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes
   return [engine, cache, max_memory_bytes](const sim::Experiment& e, const Point&) -> PointOutcome {
     try {
       if (IsServing(e)) {
-        // A request stream: what `tpsim serve` prints, per point.
+        // A request stream: what `tpsim serve` prints, per point, after its --max-memory check.
+        serving::CheckRequestMemory(e, max_memory_bytes);
         serving::ServeRun run = serving::Serve(e, engine);
         const auto& rq = e.cfg.workload().requests();
         return PointOutcome{

@@ -32,10 +32,9 @@ using PointRunner = std::function<PointOutcome(const sim::Experiment& e, const P
 // `cache_programs`: keep the last few lowered Programs for points that lower the same one
 // (sim::ProgramCache); off where no two points do (tpsim search runs one candidate per
 // Program), so that finished Programs are freed at once. A serving point (IsServingPoint)
-// runs serving::Serve here with neither a --max-memory check nor a stop check: Serve takes
-// no stop flag, and `tpsim serve` checks its request count inline in sim/cli/serve.cc, not
-// in a function this library can call. `tpsim sweep` runs serving points in a child
-// process instead (SweepRunner).
+// runs serving::Serve here after `tpsim serve`'s --max-memory check
+// (serving::CheckRequestMemory) but without a stop check: Serve takes no stop flag. `tpsim
+// sweep` runs serving points in a child process instead (SweepRunner); `tpsim search` here.
 PointRunner InProcessRunner(const std::string& engine, uint64_t max_memory_bytes = sim::DefaultMaxMemory(),
                             bool cache_programs = true);
 

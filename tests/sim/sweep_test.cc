@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "sim/experiment.h"
 #include "sim/sweep/expr.h"
 #include "sim/sweep/runner.h"
 #include "sim/sweep/slurm.h"
@@ -411,6 +412,21 @@ axis { field: "workload.seq_len" values: "64" }
 
 // A sweep of more points than 64 bits index is refused at the axis where the product passes
 // 2^64 - 1 (before: its count saturated, it ran a prefix and printed 18446744073709551615 points).
+TEST_F(SweepTest, InProcessServingPointsTakeServesMemoryCheck) {
+  // tpsim search runs serving candidates in its own process (InProcessRunner): 100,000
+  // synthetic requests at 512 B each and the 64 MB base (115.2 MB) are refused under a 50 MB
+  // --max-memory with serve's own message, without being served; before, they were run.
+  const sim::Experiment e =
+      sim::LoadExperiment(std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto",
+                          {{"workload.requests.synthetic.num_requests", "100000"}});
+  const PointOutcome out = InProcessRunner("analytical", 50ull << 20)(e, Point{});
+  EXPECT_EQ(out.status, "invalid") << out.error;
+  EXPECT_NE(out.error.find("workload.requests.synthetic.num_requests: 100000: serving them takes about"),
+            std::string::npos)
+      << out.error;
+  EXPECT_NE(out.error.find("more than --max-memory"), std::string::npos) << out.error;
+}
+
 TEST_F(SweepTest, MorePointsThanSixtyFourBitsIndexIsRefused) {
   // 7 axes of 1000 values: 10^18 points fit after six, 10^21 do not.
   std::string values;
