@@ -23,7 +23,11 @@ struct LowerOptions {
   // Program::func (FuncTensors, FuncOps, collective pack/unpack copies, outputs) and
   // Task::func: the data semantics that only the functional executor (RunFunctional) and
   // validate/ (launch plans, numerics) read. Off, func stays empty and every Task::func -1;
-  // the tasks, ops and collectives are the same either way.
+  // the tasks, ops and collectives are the same either way, except on a GPU-node chip: there
+  // the functional Program is what tpsim-validate's harness launches (q, k, v, gate and up
+  // GEMMs apart, collectives and MoE all-to-alls as transfers), and the timing Program what
+  // inference engines run (fused GEMMs, NCCL collective kernels: gemm_emitter.cc,
+  // layout_convert.h, moe_pass.h).
   bool functional = false;
   // Lower only these decode steps (1-based, increasing, each <= workload.decode_steps) instead
   // of all; empty: every step. Each one has its own context, and the first lowered one depends
