@@ -13,6 +13,7 @@
 
 #include "configs/files.h"
 #include "sim/engine.h"
+#include "sim/sweep/slurm.h"
 
 namespace tpsim::sweep {
 
@@ -208,12 +209,9 @@ sim::Experiment MakeExperiment(const SweepSpec& spec, const Point& point) {
   // resolved text (a child process's temporary copy, the stored config) names the same file.
   if (e.cfg.workload().has_requests()) {
     const std::string& trace = e.cfg.workload().requests().trace_file();
-    if (!trace.empty() && !std::filesystem::path(trace).is_absolute()) {
-      std::error_code ec;
-      const std::filesystem::path abs =
-          std::filesystem::absolute(config::JoinPath(config::DirName(e.path), trace), ec);
-      if (!ec) e.cfg.mutable_workload()->mutable_requests()->set_trace_file(abs.lexically_normal().string());
-    }
+    if (!trace.empty() && !std::filesystem::path(trace).is_absolute())
+      e.cfg.mutable_workload()->mutable_requests()->set_trace_file(
+          Absolute(config::JoinPath(config::DirName(e.path), trace)));
   }
   return e;
 }

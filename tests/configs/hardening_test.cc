@@ -39,20 +39,6 @@ std::string Read(const fs::path& p) {
 
 void Write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
-// A scratch folder per test, removed at the end.
-class Hardening : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tpsim-harden-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string At(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
-
 const std::string kSrc = TPSIM_SOURCE_DIR;
 const std::string kRef = kSrc + "/configs/experiments/reference-qwen3-4b.textproto";
 const std::string kServing = kSrc + "/configs/experiments/serving-fused.textproto";
@@ -65,6 +51,34 @@ std::string Relocated(std::string text) {
   }
   return text;
 }
+
+// A scratch folder per test, removed at the end.
+class Hardening : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tpsim-harden-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string At(const std::string& name) const { return (dir_ / name).string(); }
+  // `tpsim describe` of the file `file` here exits 2 and its output starts with `located`, the
+  // error at file `at` here ("f.json") followed by its ":line:col: field: value: rule".
+  void ExpectDescribeRefused(const std::string& file, const std::string& at, const std::string& located) {
+    Outcome o = Tpsim("describe " + At(file));
+    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_EQ(o.output.rfind(At(at) + located, 0), 0u) << o.output;
+  }
+  // Writes `exp` here: serving-fused with its synthetic requests replaced by the trace `trace`.
+  void WriteTraceExperiment(const std::string& exp, const std::string& trace) {
+    std::string text = Relocated(Read(kServing));
+    const size_t a = text.find("    synthetic {"), b = text.find("  }\n}\n", a);
+    text.replace(a, b - a, "    trace_file: \"" + trace + "\"\n");
+    Write(At(exp), text);
+  }
+  fs::path dir_;
+};
 
 int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
@@ -123,9 +137,7 @@ TEST_F(Hardening, JsonErrorsHaveLineAndColumnAndSuggestions) {
   EXPECT_EQ(o.status, 2) << o.output;
   EXPECT_EQ(o.output, At("e.json") + ":5:8: rowz: : unknown field of Noc, did you mean rows?\n");
   Write(At("t.json"), "{\n  \"workload\": {\"seq_len\": \"many\"}\n}\n");
-  Outcome t = Tpsim("describe " + At("t.json"));
-  EXPECT_EQ(t.output.rfind(At("t.json") + ":2:27: workload.seq_len: many: expected an integer", 0), 0u)
-      << t.output;
+  ExpectDescribeRefused("t.json", "t.json", ":2:27: workload.seq_len: many: expected an integer");
   Write(At("s.json"), "{\n  \"name\": \"x\",,\n}\n");
   Outcome s = Tpsim("describe " + At("s.json"));
   EXPECT_EQ(s.output.rfind(At("s.json") + ":2:15: ", 0), 0u) << s.output;
@@ -737,10 +749,7 @@ TEST_F(Hardening, ServedArrivalsMustBeRepresentable) {
 // silent, and the throughput counted tokens the trace never asked for.
 TEST_F(Hardening, ZeroOutputRequestsAreServedAsOneAndSaid) {
   Write(At("z.csv"), "arrival_s,prompt_tokens,output_tokens\n0,100,0\n1,100,0\n2,100,3\n");
-  std::string text = Relocated(Read(kServing));
-  size_t a = text.find("    synthetic {"), b = text.find("  }\n}\n", a);
-  text.replace(a, b - a, "    trace_file: \"z.csv\"\n");
-  Write(At("z.textproto"), text);
+  WriteTraceExperiment("z.textproto", "z.csv");
   Outcome o = Tpsim("serve " + At("z.textproto") + " --requests-csv " + At("z.out.csv"));
   EXPECT_EQ(o.status, 0) << o.output;
   EXPECT_NE(o.output.find("caveat: 2 requests of the trace ask for 0 output tokens: each is served as 1"),
@@ -767,10 +776,7 @@ TEST_F(Hardening, ContextBucketsStopAtTheLongestContext) {
 
 TEST_F(Hardening, TraceSpanningMonthsIsRefusedAtItsLine) {
   Write(At("t.csv"), "arrival_s,prompt_tokens,output_tokens\n0,16,4\n1e8,16,4\n");
-  std::string text = Relocated(Read(kServing));
-  size_t a = text.find("    synthetic {"), b = text.find("  }\n}\n", a);
-  text.replace(a, b - a, "    trace_file: \"t.csv\"\n");
-  Write(At("exp.textproto"), text);
+  WriteTraceExperiment("exp.textproto", "t.csv");
   Outcome o = Tpsim("serve " + At("exp.textproto"));
   EXPECT_EQ(o.status, 2) << o.output;
   EXPECT_EQ(o.output.rfind(At("t.csv") + ":3:1: workload.requests.trace_file", 0), 0u) << o.output;
@@ -912,48 +918,29 @@ TEST_F(Hardening, JsonTypeErrorsInReferencedFilesAreLocated) {
   EXPECT_EQ(a.output, At("chipj.json") + ":4:47: memory[0].attach[1]: 5: expected a string\n");
 
   Write(At("chipj.json"), with(with(chip, "EFF", "1e999"), ", 5]", "]"));
-  Outcome b = Tpsim("describe " + At("ej.textproto"));
-  EXPECT_EQ(b.status, 2) << b.output;
-  EXPECT_EQ(b.output.rfind(At("chipj.json") + ":4:62: memory[0].efficiency: 1e999: number out of range", 0),
-            0u)
-      << b.output;
+  ExpectDescribeRefused("ej.textproto", "chipj.json",
+                        ":4:62: memory[0].efficiency: 1e999: number out of range");
 
   Write(At("mj.json"), "{\n  \"name\": \"m\",\n  \"mlp_only_layers\": [1, \"a\"]\n}\n");
   Write(At("em.textproto"), "name: \"e\"\nchip_file: \"" + kSrc +
                                 "/configs/chips/mesh-4x4-hbm.textproto\"\nmodel_file: \"mj.json\"\n");
-  Outcome m = Tpsim("describe " + At("em.textproto"));
-  EXPECT_EQ(m.status, 2) << m.output;
-  EXPECT_EQ(m.output.rfind(At("mj.json") + ":3:26: mlp_only_layers[1]: a: expected an integer", 0), 0u)
-      << m.output;
+  ExpectDescribeRefused("em.textproto", "mj.json", ":3:26: mlp_only_layers[1]: a: expected an integer");
 
   // As the experiment itself: the element, not <parse> at 1:1.
   Write(At("x.json"), "{\n  \"chip\": {\n    \"memory\": [{\"attach\": [true]}]\n  }\n}\n");
-  Outcome x = Tpsim("describe " + At("x.json"));
-  EXPECT_EQ(x.status, 2) << x.output;
-  EXPECT_EQ(x.output.rfind(At("x.json") + ":3:28: chip.memory[0].attach[0]: true: expected a string", 0), 0u)
-      << x.output;
+  ExpectDescribeRefused("x.json", "x.json", ":3:28: chip.memory[0].attach[0]: true: expected a string");
   // Two members of a oneof: at the second one, naming the first.
   Write(At("o.json"), "{\n  \"model_name\": \"qwen3-4b\",\n  \"model\": {\"name\": \"m\"}\n}\n");
-  Outcome o = Tpsim("describe " + At("o.json"));
-  EXPECT_EQ(o.status, 2) << o.output;
-  EXPECT_EQ(o.output.rfind(At("o.json") + ":3:4: model: model_name: only one of them may be given", 0), 0u)
-      << o.output;
+  ExpectDescribeRefused("o.json", "o.json", ":3:4: model: model_name: only one of them may be given");
 }
 
 // A JSON key given twice was accepted, the last value winning; textproto refuses it.
 TEST_F(Hardening, DuplicateJsonKeysAreRefused) {
   Write(At("d.json"), "{\n  \"name\": \"d\",\n  \"workload\": {\"batch\": 0,\n    \"batch\": 1}\n}\n");
-  Outcome d = Tpsim("describe " + At("d.json"));
-  EXPECT_EQ(d.status, 2) << d.output;
-  EXPECT_EQ(
-      d.output.rfind(At("d.json") + ":4:6: workload.batch: : specified more than once (first on line 3)", 0),
-      0u)
-      << d.output;
+  ExpectDescribeRefused("d.json", "d.json",
+                        ":4:6: workload.batch: : specified more than once (first on line 3)");
   Write(At("t.json"), "{\n  \"name\": \"d\",\n  \"name\": \"e\"\n}\n");
-  Outcome t = Tpsim("describe " + At("t.json"));
-  EXPECT_EQ(t.status, 2) << t.output;
-  EXPECT_EQ(t.output.rfind(At("t.json") + ":3:4: name: : specified more than once (first on line 2)", 0), 0u)
-      << t.output;
+  ExpectDescribeRefused("t.json", "t.json", ":3:4: name: : specified more than once (first on line 2)");
 }
 
 // A sweep whose base file is missing was reported at "<command line>:1:1: EXPERIMENT".

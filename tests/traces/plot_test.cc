@@ -68,20 +68,25 @@ void WriteEnergyResult(const std::string& path) {
   std::ofstream(path) << r.dump();
 }
 
+// Runs `sql` on the SQLite database `path` (created when missing).
+void ExecSql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+}
+
 // A search store (tpsim search --db): of (10 ms, 3 mJ), (20 ms, 1 mJ), (30 ms, 2 mJ) the
 // last is off the front; one invalid point.
 void WriteFrontStore(const std::string& path) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  std::string sql =
+  const std::string sql =
       "CREATE TABLE points (config_hash TEXT, point_index INTEGER, status TEXT, \"mapping.tp\", "
       "\"mapping.pipeline_stages\", \"search.replicas\", total_ps INTEGER, energy_per_token_j REAL);"
       "INSERT INTO points VALUES ('a', 0, 'ok', 16, 4, 1, 10000000000, 0.003);"
       "INSERT INTO points VALUES ('b', 1, 'ok', 4, 4, 4, 20000000000, 0.001);"
       "INSERT INTO points VALUES ('c', 2, 'ok', 8, 4, 2, 30000000000, 0.002);"
       "INSERT INTO points VALUES ('d', 3, 'invalid', 3, 1, 1, NULL, NULL);";
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
+  ExecSql(path, sql);
 }
 
 // The CSVs of `tpsim serve --requests-csv R.csv --kv-csv K.csv` for a small disaggregated
@@ -218,8 +223,6 @@ TEST_F(PlotTest, EmptyOutIsRefused) {
 }
 
 TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(Path("sweep.sqlite").c_str(), &db), SQLITE_OK);
   std::string sql = "CREATE TABLE points (tp INTEGER, placement TEXT, total_ps INTEGER);";
   for (int tp : {1, 2, 4, 8}) {
     for (const char* pl : {"linear", "snake"}) {
@@ -227,8 +230,7 @@ TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
              std::to_string(1000000 / tp + (pl[0] == 'l' ? 5000 : 0)) + ");";
     }
   }
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
+  ASSERT_NO_FATAL_FAILURE(ExecSql(Path("sweep.sqlite"), sql));
   ASSERT_EQ(PlotCommand({"sweep", Path("sweep.sqlite"), "--x", "tp", "--y", "total_ps", "--group",
                          "placement", "--out", Path("sweep.png")}),
             0);
@@ -371,8 +373,6 @@ TEST_F(PlotTest, FrontDrawsEachStoresParetoFront) {
 // all-reduce over the links dominates) and seq x 5e5 for m_split_rotate, so k_split / m_split_rotate
 // is exactly 2 at 64 GB/s and 0.5 at 256 GB/s. Plus one invalid point (NULL metrics).
 void WriteKvsMStore(const std::string& path) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   std::string sql =
       "CREATE TABLE points (config_hash TEXT PRIMARY KEY, point_index INTEGER, status TEXT, engine TEXT, "
       "\"mapping.partition\", \"workload.seq_len\", \"chip.noc.link_bandwidth_gbps\", prefill_ps INTEGER, "
@@ -392,8 +392,7 @@ void WriteKvsMStore(const std::string& path) {
   sql +=
       "INSERT INTO points VALUES ('bad', 99, 'invalid', 'analytical', 'mn_2d', 128, 64, NULL, NULL, NULL, "
       "1.0, 'mapping.tp: 3: not a divisor', '');";
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
+  ExecSql(path, sql);
 }
 
 TEST_F(PlotTest, SweepFacetAndColorDrawEverySeries) {
