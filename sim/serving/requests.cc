@@ -285,13 +285,13 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
     double a;
     bool ok = azure ? ParseTimestamp(cells[c_arr], &a) : ParseDouble(cells[c_arr], &a);
     if (!ok || a < 0)
-      fail(lineno, 1, cells[c_arr],
+      fail(lineno, cols[c_arr], cells[c_arr],
            azure ? "TIMESTAMP must be a date-time or seconds >= 0" : "arrival must be a number >= 0");
     r.arrival_s = a * (azure ? 1 : arr_unit);
     if (!ParseCount(cells[c_prompt], &r.prompt) || r.prompt == 0)
-      fail(lineno, 1, cells[c_prompt], "prompt tokens must be a positive integer");
+      fail(lineno, cols[c_prompt], cells[c_prompt], "prompt tokens must be a positive integer");
     if (!ParseCount(cells[c_out], &r.output))
-      fail(lineno, 1, cells[c_out], "output tokens must be an integer >= 0 (0 is served as 1)");
+      fail(lineno, cols[c_out], cells[c_out], "output tokens must be an integer >= 0 (0 is served as 1)");
     if (rows.size() >= kMaxRequests)
       fail(lineno, 1, "", "more than " + std::to_string(kMaxRequests) + " requests");
     rows.push_back(r);

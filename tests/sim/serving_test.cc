@@ -359,6 +359,7 @@ TEST(ServingRequests, CsvJsonlAndAzure) {
     FAIL() << "expected a ConfigError";
   } catch (const config::ConfigError& e) {
     EXPECT_EQ(e.diags()[0].where.line, 3);
+    EXPECT_EQ(e.diags()[0].where.col, 3);  // the cell's column (it was 1 for every cell)
     EXPECT_EQ(e.diags()[0].value, "x");
   }
   EXPECT_THROW(ParseTrace("a,b\n", "bad.csv", ""), config::ConfigError);
@@ -406,6 +407,10 @@ TEST(ServingRequests, MalformedTracesAreRefusedAtTheirField) {
   EXPECT_EQ(d.where.col, 25);
   EXPECT_EQ(d.value, "prompt_tokens");
   EXPECT_EQ(d.rule, "column named twice (columns 2 and 3)");
+  d = refused(header + "0,5,1\n1,5, -2\n", "t.csv");  // a cell's column, after its spaces
+  EXPECT_EQ(d.where.line, 3);
+  EXPECT_EQ(d.where.col, 6);
+  EXPECT_EQ(d.value, "-2");
   d = refused("arrival_s,prompt_tokens,output_tokens,arrival_ms\n0,5,1,7\n", "t.csv");
   EXPECT_EQ(d.where.col, 39);
   EXPECT_EQ(d.value, "arrival_ms");
