@@ -148,9 +148,10 @@ void LayoutConverter::NcclCollective(CollectiveKind kind, int32_t t,
   namespace gpu = arch::gpu;
   const int n = static_cast<int>(groups[0].size());
   // mapping.collective "ring" / "nvls" force NCCL's algorithm (nvls: all_reduce only, as
-  // NCCL_ALGO=NVLS); anything else lets NCCL's tuner choose.
+  // NCCL_ALGO=NVLS; ring: not all_to_all, which NCCL runs as p2p sends and receives, as
+  // moe_all_to_all.cc does); anything else lets NCCL's tuner choose.
   gpu::Algo algo = gpu::Algo::kAuto;
-  if (cx_.algo == "ring") algo = gpu::Algo::kRing;
+  if (cx_.algo == "ring" && kind != CollectiveKind::kAllToAll) algo = gpu::Algo::kRing;
   if (cx_.algo == "nvls" && kind == CollectiveKind::kAllReduce) algo = gpu::Algo::kNvls;
   Task tk;
   tk.op_kind = llm::OpKind::kCollective;

@@ -150,6 +150,29 @@ TEST(GpuLayer, CollectiveIsOneNcclKernelPerRank) {
   EXPECT_EQ(kernels, 2);
 }
 
+// mapping.collective "ring" forces NCCL's ring where NCCL has one, not on the all-to-all that a
+// k_split layout entering a second pipeline stage converts with (NCCL runs all-to-all as p2p
+// sends and receives). Lowering threw "algorithm ring is not available for all_to_all" (exit 1
+// from a mapping `describe` accepted).
+TEST(GpuLayer, RingForcedLeavesAllToAllToP2p) {
+  const Program p = Lower(H100(), testing::SmallModel(), testing::Work(16, 0, 2),
+                          testing::Map(2, "k_split", "ring", "linear", 2));
+  int all_to_all = 0, forced_ring = 0;
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    if (p.kind(i) != TaskKind::kCompute || p.shape(i).op_kind != llm::OpKind::kCollective) continue;
+    const auto kind = static_cast<CollectiveKind>(p.shape(i).m);
+    const auto algo = static_cast<arch::gpu::Algo>(p.shape(i).k);
+    if (kind == CollectiveKind::kAllToAll) {
+      ++all_to_all;
+      EXPECT_EQ(algo, arch::gpu::Algo::kAuto) << p.ops[p.op(i)].ref.op;
+    } else {
+      forced_ring += algo == arch::gpu::Algo::kRing;
+    }
+  }
+  EXPECT_GT(all_to_all, 0);
+  EXPECT_GT(forced_ring, 0);
+}
+
 TEST(GpuLayer, NonGpuChipsKeepTheSystolicRules) {
   // A chip without a gpu block: the Program has no launch cost and the SRAM plan.
   const arch::Chip wafer = arch::testing::LoadChip("wafer-8x8");
