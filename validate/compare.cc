@@ -168,8 +168,9 @@ Comparison CompareResults(const config::Result& predicted, const config::Result&
     CompareRow row;
     row.label = OpLabel(p);
     if (std::get<3>(k) > 0) row.label += " #" + std::to_string(std::get<3>(k) + 1);
-    // Like with like: the op's kernel time (its slowest rank's compute + communication +
-    // memory), not its span (total_ps), which adds the time it waited for its inputs.
+    // Like with like: the op's kernel time (its slowest rank's compute + the spans of its
+    // communication and memory tasks), not its span (total_ps), which adds the time it waited
+    // for its inputs.
     row.predicted_us = KernelPs(p) / 1e6;
     row.measured_us = KernelPs(m) / 1e6;
     row.compared = KernelPs(m) > 0 && (!gpu || m.measured());
@@ -197,8 +198,8 @@ std::string ComparisonTable(const Comparison& c) {
   for (const auto& r : c.rows) w = std::max(w, r.label.size());
   std::ostringstream os;
   char buf[512];
-  os << "per op: kernel time (compute + communication + memory of its slowest rank), not its span "
-        "including waiting (tpsim run's total_us)\n";
+  os << "per op: kernel time (slowest rank's compute + spans of communication and memory), not its "
+        "span including waiting (tpsim run's total_us)\n";
   std::snprintf(buf, sizeof buf, "%-*s %14s %14s %10s\n", static_cast<int>(w), "op", "predicted_us",
                 "measured_us", "error_%");
   os << buf;

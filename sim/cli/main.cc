@@ -321,10 +321,12 @@ composition of decode steps timed step by step); the output is the same.
                        (needed by `tpsim plot timeline`)
   --ops                also print the table per op (phase, layer, op, partition,
                        compute / communication / memory / total us, steps):
-                       compute_us, comm_us, memory_us are the op's slowest rank's
-                       busy time in each; total_us is its span, first task's start
-                       to last task's end, so it includes waiting for inputs and is
-                       not their sum
+                       compute_us is the op's slowest rank's compute time;
+                       comm_us and memory_us are the spans of its transfers (or
+                       collective kernels) and of its DRAM tasks over all ranks,
+                       first start to last end; total_us is the span of all its
+                       tasks, so it includes waiting for inputs and is not the
+                       sum of the other three
   --quiet              print only the summary line
   --no-reuse           lower every decode step (default: from 64 steps, analytical
                        engine, steps timed from a few lowered ones where exact; TLM

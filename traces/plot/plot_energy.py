@@ -38,7 +38,7 @@ def cmd_energy(args):
         if not isinstance(s, dict):
             raise UsageError(f"{path}: not a tpsim result (no summary)")
         if not s.get("energy_modelled"):
-            raise UsageError(f"{path}: no energy in this result (its chip has no energy block; README, Energy)")
+            raise UsageError(f"{path}: no energy in this result (its chip has no energy block, or an fp32 workload meets no mac_fp32_pj; README, Energy)")
         parts = {name: num(s.get(key, 0), f"{path} summary.{key}") for name, key, _ in PARTS}
         ops = {}
         for i, op in enumerate(r.get("ops", [])):
