@@ -405,10 +405,11 @@ std::vector<int32_t> MoePass::Block(uint32_t layer, const std::vector<int32_t>& 
     std::vector<TaskId> deps = returned[r];
     Append(&deps, done[r]);
     // Each row: its top-k expert outputs (tp_moe partials each), scaled by their gate weights
-    // and summed (a multiply-add per value).
+    // and summed: a multiply-add per value of every partial (the functional ops below), so the
+    // work grows with moe.tp as the bytes do (it was top-k's alone: 8x too little at moe.tp 16).
     const uint64_t parts = topk * static_cast<uint64_t>(g.tp);
     cx_.ts[y].ready[r % pr].push_back(VectorTask(r, llm::OpKind::kElementwise, tokens[r], h,
-                                                 2.0 * topk * tokens[r] * h, (parts + 1) * tokens[r] * h * d,
+                                                 2.0 * parts * tokens[r] * h, (parts + 1) * tokens[r] * h * d,
                                                  deps));
     if (!fn) continue;
     // y[i] += G[i, e] . (row of Z_e for token i), for every rank of e's slot (partial sums).

@@ -286,8 +286,9 @@ TEST(MoeLower, OneLayersFlopsByHand) {
   //            = 17,088
   //   experts  gate+up 2 x 32 x 64 x 64 = 262,144 + SiLU*mul 5 x 32 x 32 = 5,120
   //            + down 2 x 32 x 32 x 64 = 131,072 = 398,336
-  //   sum      2 x 32 x 64 = 4,096
-  // the same for every EP x TP split, and what llm's graph counts for router and experts.
+  //   sum      2 x 32 x 64 = 4,096 a partial: a multiply-add per value of each of the moe.tp
+  //            partial rows an expert returns (4,096 x moe.tp executed; llm's graph counts 4,096)
+  // router and experts the same for every EP x TP split, and what llm's graph counts.
   const arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
   const config::Model model = MoeModel();
   llm::Phase ph;
@@ -306,7 +307,7 @@ TEST(MoeLower, OneLayersFlopsByHand) {
     ASSERT_NE(FindOp(p, "router"), nullptr);
     EXPECT_DOUBLE_EQ(FindOp(p, "router")->flops, 17'088);
     EXPECT_DOUBLE_EQ(FindOp(p, "experts")->flops, 398'336);
-    EXPECT_DOUBLE_EQ(FindOp(p, "experts.sum")->flops, 4'096);
+    EXPECT_DOUBLE_EQ(FindOp(p, "experts.sum")->flops, 4'096.0 * etp);
   }
 }
 
