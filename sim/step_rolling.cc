@@ -202,10 +202,13 @@ std::optional<RunOutput> RunRolling(const Experiment& e, const arch::Chip& chip,
       const auto route = qt.model.flows.kind_resources(static_cast<uint32_t>(shape.task[i].flow_kind));
       StepFlow& f = (*flows)[j];
       f.bytes = tpl.MemoryBytesIn(i, k);
-      f.inject = MemoryInject(chip.channels()[tp.memory(i).channel].latency_ps, (*busy)[i], f.bytes,
-                              qt.model.flows.gbps(route[0]));
+      f.inject = chip.channels()[tp.memory(i).channel].latency_ps;
       f.holds.resize(route.size());
-      for (size_t h = 0; h < route.size(); ++h) f.holds[h] = qt.model.flows.HoldOf(f.bytes, route[h]);
+      f.lags.resize(route.size());
+      for (size_t h = 0; h < route.size(); ++h) {
+        f.holds[h] = qt.model.flows.HoldOf(f.bytes, route[h]);
+        f.lags[h] = qt.model.flows.LagOf(f.bytes, (*busy)[i], route[h]);
+      }
     }
   };
   const int cores = chip.num_cores();

@@ -215,7 +215,7 @@ template <bool in_b>
       finish_key_ = key;
       const StepFlow& f = sl->flows[st->step_flow];
       end = links_->FinishRoute(*s_.flows, s_.flows->kind_resources(static_cast<uint32_t>(st->flow_kind)),
-                                f.holds, f.bytes, f.inject, at, duration, now_);
+                                f.holds, f.lags, f.bytes, f.inject, at, duration, now_);
     } else if (st->flow_kind >= 0) {
       finish_key_ = key;
       end = links_->FinishKind(*s_.flows, static_cast<uint32_t>(st->flow_kind), at, duration, now_);

@@ -27,11 +27,12 @@ namespace tpsim::sim {
 // StepStream::Durations), deps on the steps before (CSR) and the dependents there (CSR),
 // in-step dependents (CSR).
 // A decode step's own flow (StepShape::step_flows): its bytes, when it enters its route after
-// its start, and how long it holds each link (FlowSet::HoldOf).
+// its start, how long it holds each link and how much later than the first it enters each
+// (FlowSet::HoldOf, LagOf).
 struct StepFlow {
   uint64_t bytes = 0;
   Ps inject = 0;
-  std::vector<Ps> holds;
+  std::vector<Ps> holds, lags;  // per hop (FlowSet::HoldOf, LagOf)
 };
 
 struct StepShape {

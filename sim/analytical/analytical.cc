@@ -87,9 +87,7 @@ FlowSet ChipFlowSet(const arch::Chip& chip) {
 // links.h says.
 uint32_t AddMemoryKind(const arch::Chip& chip, const mapping::MemoryDetail& t, Ps busy,
                        const std::vector<int>& path, FlowSet* flows) {
-  const Ps inject = MemoryInject(chip.channels()[t.channel].latency_ps, busy, t.bytes,
-                                 chip.links()[path[0]].bandwidth_gbps);
-  return flows->AddKind(t.bytes, inject, path.data(), path.size());
+  return flows->AddKind(t.bytes, chip.channels()[t.channel].latency_ps, path.data(), path.size(), busy);
 }
 
 // The flows of links.h: linked transfers over their routes, memory tasks whose data crosses

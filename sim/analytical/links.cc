@@ -44,13 +44,17 @@ void FlowSet::Reserve(size_t flows, size_t kinds, size_t incidences) {
   res_end_.reserve(kinds);
   res_.reserve(incidences);
   hold_.reserve(incidences);
+  lag_.reserve(incidences);
 }
 
-uint32_t FlowSet::AddKind(uint64_t bytes, Ps inject_ps, const int* resources, size_t count) {
+uint32_t FlowSet::AddKind(uint64_t bytes, Ps inject_ps, const int* resources, size_t count, Ps feed_ps) {
   bytes_.push_back(bytes);
   inject_.push_back(inject_ps);
   res_.insert(res_.end(), resources, resources + count);
-  for (size_t h = 0; h < count; ++h) hold_.push_back(HoldOf(bytes, resources[h]));
+  for (size_t h = 0; h < count; ++h) {
+    hold_.push_back(HoldOf(bytes, resources[h]));
+    lag_.push_back(LagOf(bytes, feed_ps, resources[h]));
+  }
   res_end_.push_back(static_cast<uint32_t>(res_.size()));
   return static_cast<uint32_t>(bytes_.size() - 1);
 }
@@ -59,9 +63,10 @@ Ps FlowSet::HoldOf(uint64_t bytes, int r) const {
   return CeilPs(static_cast<double>(bytes) * (1 << kTickBits), gbps_[r]);
 }
 
-Ps MemoryInject(Ps channel_latency_ps, Ps channel_busy_ps, uint64_t bytes, double first_link_gbps) {
-  const Ps first = CeilPs(static_cast<double>(bytes), first_link_gbps);
-  return SatAdd(channel_latency_ps, channel_busy_ps > first ? channel_busy_ps - first : 0);
+Ps FlowSet::LagOf(uint64_t bytes, Ps feed_ps, int r) const {
+  if (feed_ps <= 0) return 0;
+  const Ps ser = CeilPs(static_cast<double>(bytes), gbps_[r]);
+  return feed_ps > ser ? feed_ps - ser : 0;
 }
 
 LinkReservation::LinkReservation(const LinkModel& model, size_t num_tasks)
@@ -215,23 +220,25 @@ Ps LinkReservation::Finish(uint32_t task, Ps start, Ps duration, Ps now) {
 }
 
 Ps LinkReservation::FinishKind(const FlowSet& flows, uint32_t f, Ps start, Ps duration, Ps now) {
-  return FinishRoute(flows, flows.kind_resources(f), flows.kind_holds(f), flows.kind_bytes(f),
-                     flows.kind_inject(f), start, duration, now);
+  return FinishRoute(flows, flows.kind_resources(f), flows.kind_holds(f), flows.kind_lags(f),
+                     flows.kind_bytes(f), flows.kind_inject(f), start, duration, now);
 }
 
 Ps LinkReservation::FinishRoute(const FlowSet& flows, std::span<const int> route, std::span<const Ps> holds,
-                                uint64_t bytes, Ps inject, Ps start, Ps duration, Ps now) {
+                                std::span<const Ps> lags, uint64_t bytes, Ps inject, Ps start, Ps duration,
+                                Ps now) {
   const Ps alone_end = SatAdd(start, duration);
   if (bytes == 0) return alone_end;
   // end = max over h of done(h) + latency(h) + ... + latency(last): the suffix sums are
   // taken from the route's total latency as the hops go by.
   Ps total_latency = 0;
   for (int r : route) total_latency = SatAdd(total_latency, flows.hop_latency(r));
-  Ps arrive = SatAdd(start, inject), before = 0, end = 0;
+  Ps arrive = SatAdd(start, inject), before = 0, end = 0, max_lag = 0;
+  for (Ps lag : lags) max_lag = std::max(max_lag, lag);
   if (now - origin_ >= kRebasePs) Rebase(now);
   // Narrow while this flow's times fit (arrive and holds below kNarrow ticks after origin_).
   if (!wide_) {
-    bool fits = SatAdd(arrive, total_latency) - origin_ < (kNarrow >> kTickBits);
+    bool fits = SatAdd(SatAdd(arrive, total_latency), max_lag) - origin_ < (kNarrow >> kTickBits);
     for (Ps hold : holds) fits = fits && hold < kNarrow;
     if (!fits) Widen();
   }
@@ -241,16 +248,17 @@ Ps LinkReservation::FinishRoute(const FlowSet& flows, std::span<const int> route
   };
   for (size_t h = 0; h < route.size(); ++h) {
     const int r = route[h];
+    const Ps at = SatAdd(arrive, lags[h]);
     Ps done;
     if (!wide_) {
-      const Ps e = Reserve<Ps>(busy_[r], r, (arrive - origin_) << kTickBits, holds[h],
+      const Ps e = Reserve<Ps>(busy_[r], r, (at - origin_) << kTickBits, holds[h],
                                (now - origin_) << kTickBits, kMaxPs);
       done = to_ps(e);
       if (e >= kNarrow) Widen();  // the next reservation's sums must not pass 2^63
     } else {
       // A hold that saturated (a flow on one link for 2.5 hours or more) stays the largest.
       const Wide hold = holds[h] == kMaxPs ? kWideLast : Wide{holds[h]};
-      done = to_ps(Reserve<Wide>(wide_busy_[r], r, Wide{arrive - origin_} << kTickBits, hold,
+      done = to_ps(Reserve<Wide>(wide_busy_[r], r, Wide{at - origin_} << kTickBits, hold,
                                  Wide{now - origin_} << kTickBits, kWideLast));
     }
     end = std::max(end, SatAdd(done, total_latency - before));

@@ -5,10 +5,13 @@
 //
 // A flow is a transfer or a memory task whose data crosses links: `bytes` that cross
 // the links of its route (or memory path) in order, each with a bandwidth and a hop
-// latency. It enters its first link `inject` ps after its task starts (0 for a transfer;
-// for a memory task, the channel's latency plus what the channel's serialisation exceeds
-// the first link's, so that the link finishes as the channel delivers the last byte, as
-// a TLM memory message is started, sim/tlm/tlm_engine.h).
+// latency. It enters its route `inject` ps after its task starts (0 for a transfer, the
+// channel's latency for a memory task). A memory task's bytes come from its channel at the
+// channel's rate (`feed`, its serialisation there): each hop h is entered `lag(h)` later,
+// what the channel's serialisation exceeds hop h's, so that no link finishes before the
+// channel has delivered the last byte (0 for a transfer, and for a hop no faster than the
+// channel). Until 2026-12-06 the first hop's lag delayed every hop, so a later hop slower than
+// the first started late: unloaded, such a read took more than arch::Chip::MemoryTime.
 //
 // Every link is a first-come-first-served queue of whole flows, as the TLM network's
 // links are of packets (age order), and a link does not feel the links after it (the
@@ -16,7 +19,7 @@
 // the intervals it is held. When the schedule starts a flow at time s, in start order, on
 // each hop h of its route:
 //
-//     arrive(h) = s + inject + latency(0) + ... + latency(h - 1)
+//     arrive(h) = s + inject + latency(0) + ... + latency(h - 1) + lag(h)
 //     hold(h)   = bytes / gbps(h)               (in ticks of 1/1024 ps, rounded up)
 //     begin(h)  = the first time >= arrive(h) at which h is free for hold(h): a gap
 //                 before flows reserved earlier but arriving later is used
@@ -64,9 +67,10 @@ class FlowSet {
   // routes; avoids growth slack).
   void Reserve(size_t flows, size_t kinds, size_t incidences);
   // A kind of flow: `bytes` over `resources` (ids into the tables, in route order),
-  // entering the first `inject_ps` after its task starts; returns its index. Flows of one
-  // kind share its record (a wafer's transfers are a few thousand kinds).
-  uint32_t AddKind(uint64_t bytes, Ps inject_ps, const int* resources, size_t count);
+  // entering the route `inject_ps` after its task starts, fed at `feed_ps` (a memory task's
+  // channel serialisation; 0: a transfer); returns its index. Flows of one kind share its
+  // record (a wafer's transfers are a few thousand kinds).
+  uint32_t AddKind(uint64_t bytes, Ps inject_ps, const int* resources, size_t count, Ps feed_ps = 0);
   // A flow of kind `kind`; returns its index.
   uint32_t AddFlow(uint32_t kind) {
     kind_of_.push_back(kind);
@@ -95,8 +99,16 @@ class FlowSet {
     const uint32_t b = k == 0 ? 0 : res_end_[k - 1];
     return {hold_.data() + b, res_end_[k] - b};
   }
+  // Per resource of kind k's route: how long after the others its head enters it (lag(h)
+  // above), in ps.
+  std::span<const Ps> kind_lags(uint32_t k) const {
+    const uint32_t b = k == 0 ? 0 : res_end_[k - 1];
+    return {lag_.data() + b, res_end_[k] - b};
+  }
   // How long `bytes` hold resource r, in ticks (as a kind's holds).
   Ps HoldOf(uint64_t bytes, int r) const;
+  // Resource r's lag for `bytes` fed at `feed_ps` (as a kind's lags).
+  Ps LagOf(uint64_t bytes, Ps feed_ps, int r) const;
   // Of flow f:
   uint64_t bytes(uint32_t f) const { return kind_bytes(kind_of_[f]); }
   Ps inject(uint32_t f) const { return kind_inject(kind_of_[f]); }
@@ -112,11 +124,8 @@ class FlowSet {
   std::vector<uint32_t> res_end_;  // CSR: kind k's resources res_[res_end_[k-1], res_end_[k])
   std::vector<int> res_;
   std::vector<Ps> hold_;  // parallel to res_
+  std::vector<Ps> lag_;   // parallel to res_
 };
-
-// When a memory flow enters its path (see above): the channel's latency plus what its
-// serialisation `channel_busy_ps` exceeds the first link's for `bytes`.
-Ps MemoryInject(Ps channel_latency_ps, Ps channel_busy_ps, uint64_t bytes, double first_link_gbps);
 
 // The flows of one Program on one chip, as the analytical engine builds them:
 // resources are the chip's links.
@@ -156,10 +165,10 @@ class LinkReservation {
   // the decode steps that sim/step_rolling.h times without lowering them.
   Ps FinishKind(const FlowSet& flows, uint32_t kind, Ps start, Ps duration, Ps now);
   // The same for `bytes` over `route` (resources of `flows`) held `holds` (FlowSet::HoldOf),
-  // entering it `inject` after `start`: a flow whose bytes are a decode step's own (a KV read
-  // over links, sim/step_rolling.h).
-  Ps FinishRoute(const FlowSet& flows, std::span<const int> route, std::span<const Ps> holds, uint64_t bytes,
-                 Ps inject, Ps start, Ps duration, Ps now);
+  // entering it `inject` after `start`, each hop `lags` later (FlowSet::LagOf): a flow whose
+  // bytes are a decode step's own (a KV read over links, sim/step_rolling.h).
+  Ps FinishRoute(const FlowSet& flows, std::span<const int> route, std::span<const Ps> holds,
+                 std::span<const Ps> lags, uint64_t bytes, Ps inject, Ps start, Ps duration, Ps now);
   // Per link: the longest a flow waited there since Reset (begin - arrive).
   const std::vector<Ps>& max_wait() const { return max_wait_; }
   const LinkModel& model() const { return m_; }

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <google/protobuf/text_format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -607,6 +609,42 @@ TEST(AnalyticalEngine, HbmReadsCrossTheMeshAndShareItsLinks) {
   const int shared = chip.Route(chip.FindNode("r1c0"), chip.FindNode("r1c1"))[0];
   EXPECT_EQ(out.links[shared].bytes, 2u << 20);
   EXPECT_EQ(out.links[shared].max_queue_ps, 2'590'117);
+}
+
+TEST(AnalyticalEngine, MemoryReadWhoseLaterLinkIsSlowestTakesMemoryTime) {
+  // A 1x4 wafer of two 1x2 dies: mesh links 160 B/ns, the die-to-die link r0c2->r0c1 64 B/ns
+  // (+5 ns), routers 1 ns; an HBM channel at r0c3, 100 B/ns, 100 ns. Core r0c0 reads 2 MiB
+  // (2,097,152 B) over r0c3->r0c2 (160), r0c2->r0c1 (64), r0c1->r0c0 (160): unloaded it takes
+  // Chip::MemoryTime, 100 ns + 2,097,152 / 64 ns (the narrowest link, slower than the channel)
+  // + 1 + 6 + 1 ns of hops = 32,876,000 ps. Before, every hop entered the path as late as kept
+  // the FIRST link from outrunning the channel (2,097,152 / 100 - 2,097,152 / 160 = 7,864.32 ns
+  // late), so the 64 B/ns link started late too: 40,740,320 ps.
+  config::Chip cfg;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"(name: "wafer-1x4-hbm" clock_mhz: 1000
+         core { systolic_rows: 32 systolic_cols: 32 systolic_arrays: 1 mac_dtype: "bf16"
+                matrix_utilization: 1.0 vector_lanes: 32 sram_bytes: 1073741824 }
+         noc { topology: "wafer" rows: 1 cols: 4 die_rows: 1 die_cols: 2 link_bandwidth_gbps: 160
+               router_latency_cycles: 1 link_latency_ns: 0 d2d_bandwidth_gbps: 64 d2d_latency_ns: 5 }
+         memory { name: "hbm" kind: "hbm" attach: ["r0c3"] bandwidth_gbps: 100 efficiency: 1.0
+                  latency_ns: 100 capacity_bytes: 4294967296 })",
+      &cfg));
+  const arch::Chip chip = arch::Chip::Build(cfg);
+  const int core = chip.FindNode("r0c0");
+  ASSERT_EQ(chip.ChannelOf(core), 0);
+  ASSERT_EQ(chip.MemoryTime(core, 0, 2'097'152, false), 32'876'000);
+  Program p = NewProgram();
+  p.num_cores = 4;
+  AddMemory(p, core, 0, 2'097'152);
+  const EngineOutput out = AnalyticalEngine().Run(p, chip);
+  EXPECT_EQ(out.tasks[0].end_ps - out.tasks[0].start_ps, 32'876'000);
+  // The channel slower than every link (links 400 B/ns): the links still finish as it
+  // delivers the last byte, 100 ns + 20,971.52 ns + 8 ns = 21,079,520 ps, as before.
+  cfg.mutable_noc()->set_link_bandwidth_gbps(400);
+  cfg.mutable_noc()->set_d2d_bandwidth_gbps(400);
+  const arch::Chip fast = arch::Chip::Build(cfg);
+  EXPECT_EQ(fast.MemoryTime(core, 0, 2'097'152, false), 21'079'520);
+  EXPECT_EQ(AnalyticalEngine().Run(p, fast).tasks[0].end_ps, 21'079'520);
 }
 
 TEST(AnalyticalEngine, NvlsAgainstRingAllReduceOnH200ByHand) {
