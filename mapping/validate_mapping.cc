@@ -16,6 +16,14 @@
 namespace tpsim::mapping {
 
 namespace {
+
+// "W of weights in its S": rounded, or in bytes where the two round alike (7864320 B in
+// 7864319 B read "7.86 MB of weights in its 7.86 MB").
+std::string BytesApart(uint64_t weights, uint64_t sram) {
+  const std::string w = FormatBytes(static_cast<double>(weights)), s = FormatBytes(static_cast<double>(sram));
+  if (w != s) return w + " of weights in its " + s;
+  return std::to_string(weights) + " B of weights in its " + std::to_string(sram) + " B";
+}
 std::string Num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -321,8 +329,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     if (plan.weight_bytes_per_core > sram)
       add("mapping.weights", m.weights(),
           "each core of the stage with the most layers (" + std::to_string(plan.layers_per_core) +
-              ") would keep " + FormatBytes(static_cast<double>(plan.weight_bytes_per_core)) +
-              " of weights in its " + FormatBytes(static_cast<double>(sram)) +
+              ") would keep " + BytesApart(plan.weight_bytes_per_core, sram) +
               " of SRAM (chip.core.sram_bytes): use auto (SRAM where they fit) or dram, give the cores more "
               "SRAM, or spread the model over more cores (mapping.tp, mapping.pipeline_stages)");
   }
@@ -403,9 +410,13 @@ void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, cons
   const std::string field = "chip.memory[" + std::to_string(ch.memory) + "].capacity_bytes";
   std::string what;
   if (u.weights > 0) what = "weights: " + FormatBytes(u.weights);
+  // The batch multiplies the KV cache too: say so where it is more than one sequence.
+  const uint32_t batch = std::max<uint32_t>(1, wl.batch());
   if (u.kv > 0)
     what += (what.empty() ? "" : "; ") + std::string("KV cache for ") + std::to_string(positions) +
-            " positions (workload.cached_prefix + seq_len + decode_steps): " + FormatBytes(u.kv);
+            " positions (workload.cached_prefix + seq_len + decode_steps)" +
+            (batch > 1 ? " x batch " + std::to_string(batch) + " (workload.batch)" : "") + ": " +
+            FormatBytes(u.kv);
   diags->push_back({locs.Find(field), field, std::to_string(ch.capacity_bytes),
                     "memory channel " + ch.name + ", used by " + std::to_string(u.cores) +
                         (u.cores == 1 ? " core" : " cores") + " of the mapping, would hold " +
@@ -414,7 +425,8 @@ void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, cons
                          : over > 2 ? " (and " + std::to_string(over - 1) + " more channels overflow)"
                                     : "") +
                         ": raise capacity_bytes, spread the model over more cores (mapping.tp, "
-                        "mapping.pipeline_stages), or shorten the context"});
+                        "mapping.pipeline_stages), or shorten the context" +
+                        (batch > 1 && u.kv > 0 ? " or lower workload.batch" : "")});
 }
 
 }  // namespace tpsim::mapping

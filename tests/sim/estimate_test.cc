@@ -152,6 +152,18 @@ TEST(DramCapacity, StreamedWeightsAndKvOfOneCore) {
             std::string::npos)
       << d->rule;
   EXPECT_NE(d->rule.find("(and 63 more channels overflow)"), std::string::npos) << d->rule;
+  EXPECT_EQ(d->rule.find("batch"), std::string::npos) << d->rule;  // one sequence
+  // Batch 2 doubles the KV cache (82,444,288 bytes; 132,907,008 in all), and says so.
+  const std::optional<config::Diag> b2 =
+      DramDiag(ref, {steps, "workload.batch=2", "chip.memory[0].capacity_bytes=132907007"});
+  ASSERT_TRUE(b2);
+  EXPECT_NE(b2->rule.find(
+                "would hold 133 MB (weights: 50.5 MB; KV cache for 40256 positions (workload.cached_prefix "
+                "+ seq_len + decode_steps) x batch 2 (workload.batch): 82.4 MB)"),
+            std::string::npos)
+      << b2->rule;
+  EXPECT_NE(b2->rule.find("or shorten the context or lower workload.batch"), std::string::npos) << b2->rule;
+  EXPECT_FALSE(DramDiag(ref, {steps, "workload.batch=2", "chip.memory[0].capacity_bytes=132907008"}));
   // With 256 + 20000 positions the KV cache (20,742,144 bytes) stays in SRAM: the weights alone.
   EXPECT_FALSE(DramDiag(ref, {"workload.decode_steps=20000", "chip.memory[0].capacity_bytes=50462720"}));
   EXPECT_TRUE(DramDiag(ref, {"workload.decode_steps=20000", "chip.memory[0].capacity_bytes=50462719"}));
@@ -174,11 +186,17 @@ TEST(DramCapacity, WeightsPinnedInSramMustFit) {
   ASSERT_TRUE(d);
   EXPECT_EQ(d->field, "mapping.weights");
   EXPECT_EQ(d->value, "sram");
+  // Both round to 50.5 MB: the bytes are given (it read "50.5 MB of weights in its 50.5 MB").
   EXPECT_NE(
-      d->rule.find("each core of the stage with the most layers (1) would keep 50.5 MB of weights in its "
-                   "50.5 MB of SRAM"),
+      d->rule.find("each core of the stage with the most layers (1) would keep 50462720 B of weights in "
+                   "its 50462719 B of SRAM"),
       std::string::npos)
       << d->rule;
+  const std::optional<config::Diag> far =
+      DramDiag(ref, {"mapping.weights=sram", "chip.core.sram_bytes=40000000"});
+  ASSERT_TRUE(far);
+  EXPECT_NE(far->rule.find("would keep 50.5 MB of weights in its 40 MB of SRAM"), std::string::npos)
+      << far->rule;
   // The shipped 32 MiB: refused; auto streams them instead.
   EXPECT_TRUE(DramDiag(ref, {"mapping.weights=sram"}));
   EXPECT_FALSE(DramDiag(ref, {"mapping.weights=auto"}));
