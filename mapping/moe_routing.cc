@@ -40,7 +40,8 @@ std::vector<std::pair<std::string, int>> Fields(const std::string& line) {
 
 // A number in [0, 1e12] (tokens; the bound keeps every sum of a line finite), or false.
 bool ParseCount(const std::string& s, double* v) {
-  if (s.empty()) return false;
+  // Decimal only: strtod also reads hexadecimal ("0x10" was 16) and "infinity".
+  if (s.empty() || s.find_first_not_of("0123456789.eE+-") != std::string::npos) return false;
   char* end = nullptr;
   const double x = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size() || !std::isfinite(x) || x < 0 || x > 1e12) return false;
@@ -52,7 +53,10 @@ bool ParseCount(const std::string& s, double* v) {
 
 RoutingTrace ReadRoutingTrace(const std::string& path, uint32_t experts, const config::Location& referrer,
                               const std::string& field) {
-  const std::string text = config::ReadFileOrThrow(path, referrer, field);
+  std::string text = config::ReadFileOrThrow(path, referrer, field);
+  // A UTF-8 byte order mark (as spreadsheets save) is not part of the first line: it made a
+  // first line of numbers read as a header, and "has no line for layer 0" followed.
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   RoutingTrace t;
   std::vector<config::Diag> diags;
   auto add = [&](int line, int col, const std::string& value, const std::string& rule) {

@@ -138,6 +138,25 @@ TEST_F(TraceFile, ErrorsNameLineAndColumn) {
   }
 }
 
+TEST_F(TraceFile, ByteOrderMarkIsSkippedAndHexIsRefused) {
+  // A first line of numbers after a UTF-8 byte order mark is data, not a header (it was
+  // skipped as one, and layer 0 had no line).
+  const RoutingTrace t = ReadRoutingTrace(Write("\xEF\xBB\xBF"
+                                                "0,1,1,2,0\n"),
+                                          4, config::kCommandLine);
+  ASSERT_EQ(t.layers.count(0), 1u);
+  EXPECT_EQ(t.layers.at(0), (std::vector<double>{1, 1, 2, 0}));
+  // "0x10" is not a decimal count (strtod read it as 16).
+  try {
+    ReadRoutingTrace(Write("0,1,0x10,2,0\n"), 4, config::kCommandLine);
+    FAIL() << "a hexadecimal count was read";
+  } catch (const config::ConfigError& e) {
+    ASSERT_EQ(e.diags().size(), 1u);
+    EXPECT_EQ(e.diags()[0].where.col, 5);
+    EXPECT_EQ(e.diags()[0].value, "0x10");
+  }
+}
+
 TEST(AllToAllV, DirectAndPairwiseOnFourRanksByHand) {
   // A 2x2 mesh's 4 ranks. Rank r's send buffer: its blocks for d = 0..3 in order; rank d's
   // receive buffer: the blocks from r = 0..3 in order.
