@@ -12,6 +12,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "llm/opgraph.h"
+#include "mapping/cost.h"
 #include "mapping/estimate.h"
 #include "mapping/mapping.h"
 #include "sim/energy.h"
@@ -319,6 +320,29 @@ std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size
   }
   const std::string op = t.op < p.ops.size() ? p.ops[t.op].ref.op : std::string("?");
   const double start_s = static_cast<double>(start_ps) * 1e-12;
+  // The analytical engine's link calendars count a link's hold in 64 bits of 1/1024 ps
+  // (sim/analytical/links.h): a flow that holds one link for 2^63 of them (2.5 hours) or more
+  // ends past the clock there, though its time fits. Said so, instead of blaming the clock.
+  if (t.kind == mapping::TaskKind::kTransfer || t.kind == mapping::TaskKind::kMemory) {
+    const std::vector<int> links =
+        t.kind == mapping::TaskKind::kTransfer
+            ? (t.core == t.dst_core ? std::vector<int>{} : chip.Route(t.core, t.dst_core))
+            : chip.MemoryPath(t.core, t.channel, t.write);
+    double hold_s = 0;
+    for (int l : links)
+      hold_s = std::max(hold_s, static_cast<double>(t.bytes) / chip.links()[l].bandwidth_gbps * 1e-9);
+    constexpr double kCalendarS = 9223372036854775807.0 / 1024 * 1e-12;  // 2^63 ticks, in s
+    const double alone_s = static_cast<double>(mapping::TaskTime(chip, p, i)) * 1e-12;
+    if (hold_s >= kCalendarS && start_s + alone_s < 9.2e6) {  // alone from its start, within the clock
+      char h[64];
+      std::snprintf(h, sizeof h, "%.3g", hold_s / 3600);
+      return what + " (" + label + ", op " + op + "), started at " + DaysText(start_s) +
+             ", holds a link for " + h +
+             " hours, longer than the analytical engine's link calendars take (2.5 hours: they end such a "
+             "flow past " +
+             kClockLimit + "); the TLM engine times it (--engine tlm); check " + fields;
+    }
+  }
   // A task that starts after a day of simulated time is where the clock ran out, not
   // necessarily the only slow one: the tasks before it took most of the time.
   const std::string note =

@@ -11,7 +11,9 @@
 
 #include "mapping/estimate.h"
 #include "mapping/mapping.h"
+#include "sim/engine.h"
 #include "sim/experiment.h"
+#include "sim/run.h"
 
 namespace tpsim::sim {
 namespace {
@@ -239,6 +241,33 @@ TEST(DramCapacity, SharedChannelsAndTheShippedCapacity) {
         "moe-qwen3-235b-a22b.textproto", "moe-qwen3-30b-a3b-h200.textproto",
         "mesh-16x16-hbm-qwen3-8b.textproto", mesh.c_str()})
     EXPECT_FALSE(DramDiag(f, {})) << f;
+}
+
+// The analytical engine's link calendars count a hold in 64 bits of 1/1024 ps: a flow that holds
+// one link for 2.5 hours or more ends past the clock there. The reference's first prefill
+// transfer (q_proj's reduce-scatter over 4 ranks: 256 x 4096 x 2 B / 4 = 524,288 B) at 1.5e-9
+// GB/s holds a link 524,288 / 1.5e-9 ns = 97.1 hours: the error says so and points at the TLM
+// engine (it said "ends later than the 106.7 days", for a flow that starts within a second and
+// takes 4 days alone).
+TEST(ClockLimit, AFlowHoldingALinkForHoursNamesTheAnalyticalCalendars) {
+  const Experiment e = LoadExperiment(
+      kDir + "reference-qwen3-4b.textproto",
+      {ParseOverride("chip.noc.link_bandwidth_gbps=1.5e-9"), ParseOverride("workload.decode_steps=0"),
+       ParseOverride("workload.num_layers=1"), ParseOverride("mapping.pipeline_stages=1")});
+  RunOptions opts;
+  opts.engine = "analytical";
+  try {
+    RunExperiment(e, opts);
+    FAIL() << "ran";
+  } catch (const TimeOverflowError& err) {
+    const std::string what = err.what();
+    EXPECT_NE(
+        what.find("holds a link for 97.1 hours, longer than the analytical engine's link calendars take "
+                  "(2.5 hours"),
+        std::string::npos)
+        << what;
+    EXPECT_NE(what.find("the TLM engine times it (--engine tlm)"), std::string::npos) << what;
+  }
 }
 
 }  // namespace
