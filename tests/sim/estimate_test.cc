@@ -270,5 +270,18 @@ TEST(ClockLimit, AFlowHoldingALinkForHoursNamesTheAnalyticalCalendars) {
   }
 }
 
+// --max-memory's sizes: 0 alone means no limit; a positive size under one byte ("0.5") and "-0"
+// are refused (they read as 0, no limit).
+TEST(ByteSize, OnlyZeroMeansNoLimit) {
+  EXPECT_EQ(ParseByteSize("0"), 0u);
+  EXPECT_EQ(ParseByteSize("1"), 1u);
+  EXPECT_EQ(ParseByteSize("1.5K"), 1536u);
+  EXPECT_EQ(ParseByteSize("8G"), uint64_t{8} << 30);
+  EXPECT_EQ(ParseByteSize("0.5"), std::nullopt);
+  EXPECT_EQ(ParseByteSize("1e-4K"), std::nullopt);  // 0.1024 B
+  EXPECT_EQ(ParseByteSize("-0"), std::nullopt);
+  EXPECT_EQ(ParseByteSize("-1"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace tpsim::sim
