@@ -155,8 +155,11 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
       case pb::FieldDescriptor::CPPTYPE_DOUBLE:
       case pb::FieldDescriptor::CPPTYPE_FLOAT: {
         char* end = nullptr;
+        errno = 0;
         double v = value.empty() ? NAN : std::strtod(value.c_str(), &end);
         if (value.empty() || *end != '\0' || !std::isfinite(v)) throw bad("expected a finite number");
+        // 1e-400 reads as 0: a later rule then quoted "0" for what was typed.
+        if (errno == ERANGE && v == 0) throw bad("too small for a double: it reads as 0");
         if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_DOUBLE) {
           append ? refl->AddDouble(cur, f, v)
           : rep  ? refl->SetRepeatedDouble(cur, f, idx, v)

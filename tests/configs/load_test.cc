@@ -132,6 +132,10 @@ TEST(Load, SetScalarFieldWalksPathsAndChecksTypes) {
   EXPECT_NE(rule_of("chip.memory.name", "x").find("needs an index"), std::string::npos);
   EXPECT_NE(rule_of("chip.memory[5].name", "x").find("out of range"), std::string::npos);
   EXPECT_NE(rule_of("chip.clock_mhz", "nan").find("finite"), std::string::npos);
+  // 1e-400 underflows to 0: refused here, where what was typed is quoted (a later rule quoted 0).
+  EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", "1e-400"), "too small for a double: it reads as 0");
+  EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", "0"), "no error");
+  EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", "0.0e-5"), "no error");
   EXPECT_NE(rule_of("chip.noc.bidirectional", "yes").find("true or false"), std::string::npos);
   EXPECT_NE(rule_of("a..b", "1").find("not a field path"), std::string::npos);
 }
