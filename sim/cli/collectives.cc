@@ -102,7 +102,7 @@ std::vector<uint64_t> ParseSizes(const std::string& spec) {
     const std::string& f = parts[2];
     if (f.empty() || f.size() > 6 || f.find_first_not_of("0123456789") != std::string::npos ||
         std::stoull(f) < 2) {
-      throw std::invalid_argument("--sizes '" + spec + "': the factor must be an integer >= 2");
+      throw std::invalid_argument("--sizes '" + spec + "': the factor must be an integer from 2 to 999999");
     }
     factor = std::stoull(f);
   }
@@ -151,9 +151,11 @@ int CollectivesCommand(const std::vector<std::string>& args) {
     if (op.empty()) throw UsageError("needs --op");
     if (ranks_text.empty()) throw UsageError("needs --ranks");
     if (sizes_text.empty()) throw UsageError("needs --sizes");
-    if (ranks_text.find_first_not_of("0123456789") != std::string::npos || ranks_text.size() > 6) {
+    if (ranks_text.find_first_not_of("0123456789") != std::string::npos) {
       throw UsageError("--ranks '" + ranks_text + "' is not a whole number");
     }
+    // Six digits at most (a rank count past the chip's cores is refused below, naming them).
+    if (ranks_text.size() > 6) throw UsageError("--ranks '" + ranks_text + "' is too large (at most 999999)");
     ranks = std::stoi(ranks_text);
     sizes = ParseSizes(sizes_text);
   } catch (const std::invalid_argument& e) {

@@ -287,6 +287,11 @@ TEST(Cli, NumericFlagsAreReadWholeAndInRange) {
            {"search serving-fused --slo-ttft-ms 5abc", "bad value '5abc' for --slo-ttft-ms"},
            {"search serving-fused --slo-tpot-ms 1e999", "bad value '1e999' for --slo-tpot-ms"},
            {"serve serving-fused --slo-ttft-ms 5abc", "--slo-ttft-ms: 5abc: must be a finite number > 0"},
+           // Seven digits said "is not a whole number" and "the factor must be an integer >= 2".
+           {"collectives wafer-8x8 --op all_reduce --ranks 1234567 --sizes 1K",
+            "--ranks '1234567' is too large"},
+           {"collectives wafer-8x8 --op all_reduce --ranks 4 --sizes 8K:1G:1000000",
+            "the factor must be an integer from 2 to 999999"},
        }) {
     Outcome o = RunTpsim(c.args);
     EXPECT_EQ(o.status, 2) << c.args << ": " << o.output;
