@@ -484,10 +484,21 @@ int SearchCommand(const std::vector<std::string>& args) {
     }
     return 1;
   }
+  // Candidates with equal metrics share a row (`ties`): the points are the rows; the header
+  // said "19 points" over 17 rows where two pairs tied.
+  auto same_metrics = [](const Found& a, const Found& b) {
+    return b.p.total_ms == a.p.total_ms && b.p.tokens_per_s == a.p.tokens_per_s &&
+           b.p.ttft_ms == a.p.ttft_ms && b.p.tpot_ms == a.p.tpot_ms &&
+           (std::isnan(a.p.energy_mj) || b.p.energy_mj == a.p.energy_mj);
+  };
+  size_t points = 0;
+  for (size_t r = 0; r < res.front.size(); ++r)
+    points += r == 0 || !same_metrics(res.front[r - 1], res.front[r]);
   std::cout << "Pareto front (total latency, tokens/s per chip" << (cols.ttft ? ", TTFT" : "")
-            << (cols.tpot ? ", TPOT" : "") << (cols.energy ? ", energy per token" : "") << "), "
-            << res.front.size()
-            << " points; candidates with equal metrics are counted in `ties`, the first shown"
+            << (cols.tpot ? ", TPOT" : "") << (cols.energy ? ", energy per token" : "") << "), " << points
+            << " points"
+            << (points != res.front.size() ? " (" + std::to_string(res.front.size()) + " candidates)" : "")
+            << "; candidates with equal metrics are counted in `ties`, the first shown"
             << (serving ? " (served requests: total, TTFT and TPOT are p99 over the requests)" : "") << ":\n";
   // MoE models: the tp column also names the expert-parallel degree ("8 ep4").
   const bool moe = res.front.front().c.ep > 0;
@@ -502,11 +513,7 @@ int SearchCommand(const std::vector<std::string>& args) {
   for (size_t r = 0; r < res.front.size(); ++r) {
     const Found& x = res.front[r];
     size_t ties = 1;
-    while (r + ties < res.front.size() && res.front[r + ties].p.total_ms == x.p.total_ms &&
-           res.front[r + ties].p.tokens_per_s == x.p.tokens_per_s &&
-           res.front[r + ties].p.ttft_ms == x.p.ttft_ms && res.front[r + ties].p.tpot_ms == x.p.tpot_ms &&
-           (std::isnan(x.p.energy_mj) || res.front[r + ties].p.energy_mj == x.p.energy_mj))
-      ++ties;
+    while (r + ties < res.front.size() && same_metrics(x, res.front[r + ties])) ++ties;
     if (o.top == 0 || shown < o.top) {
       std::printf(
           moe ? "  %4zu %-9s %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %9.3f %5zu\n"

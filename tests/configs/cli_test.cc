@@ -299,6 +299,19 @@ TEST(Cli, NumericFlagsAreReadWholeAndInRange) {
   }
 }
 
+// The search front counts its rows, not its candidates: linear and snake give TP 2 the same
+// cores, so their two candidates tie on one row (the header said "2 points" over one row).
+TEST(Cli, SearchFrontCountsRowsAndNamesTiedCandidates) {
+  const Outcome o = RunTpsim(
+      "search configs/experiments/reference-qwen3-4b.textproto --set workload.num_layers=2 --set "
+      "workload.decode_steps=2 --set workload.seq_len=16 --tp 2 --stages 1 --partitions n_split --placements "
+      "linear,snake --collectives ring --spans stage --confirm 0");
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("energy per token), 1 points (2 candidates); candidates with equal metrics"),
+            std::string::npos)
+      << o.output;
+}
+
 TEST(Cli, SetOverridesReachTheResolvedExperiment) {
   Outcome o = RunTpsim(
       "describe configs/experiments/reference-qwen3-4b.textproto --set mapping.tp=2 --set "
