@@ -1,15 +1,21 @@
 #include "configs/files.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 
 #include "configs/load.h"
@@ -219,6 +225,80 @@ std::string DidYouMean(std::string_view name, const std::vector<std::string>& va
   return n.empty() ? "" : ", did you mean " + n + "?";
 }
 
+namespace {
+
+// The temporary files of the OutputFiles open in this process, for the handler of SIGINT,
+// SIGTERM and SIGHUP to remove: a fixed array of fixed buffers, as a signal handler may only
+// read memory and call async-signal-safe functions (unlink, getpid, signal, raise). A path that
+// does not fit, or a 65th file open at once, is not listed (and only left behind by a signal).
+constexpr int kTempSlots = 64;
+constexpr size_t kTempPathBytes = 4096;
+struct TempSlot {
+  // 0 free, 1 taken (path being written or cleared), 2 listed: the handler unlinks `path`.
+  std::atomic<int> state{0};
+  std::atomic<pid_t> owner{0};  // the process that made it: a forked child before exec is not
+  char path[kTempPathBytes] = {};
+};
+TempSlot g_temp_slots[kTempSlots];
+constexpr int kTempSignals[] = {SIGINT, SIGTERM, SIGHUP};
+std::mutex g_temp_install;
+
+extern "C" void RemoveTempFilesAndDie(int sig) {
+  const int saved = errno;
+  const pid_t self = ::getpid();
+  for (TempSlot& s : g_temp_slots)
+    if (s.state.load(std::memory_order_acquire) == 2 && s.owner.load(std::memory_order_relaxed) == self)
+      ::unlink(s.path);
+  // Again with the default action, which ends the process as the signal would have (exit status
+  // 128 + sig): `sig` is blocked in its handler, so it is delivered as this returns.
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+  errno = saved;
+}
+
+// Installs RemoveTempFilesAndDie for each signal whose action is the default. One that has a
+// handler (the sweep runner's, which stops gracefully and unwinds) or is ignored keeps it; the
+// sweep runner, installing its own over this one, restores it when it ends.
+void InstallTempSignalHandlers() {
+  std::lock_guard<std::mutex> lock(g_temp_install);
+  for (const int sig : kTempSignals) {
+    struct sigaction cur {};
+    if (::sigaction(sig, nullptr, &cur) != 0) continue;
+    if ((cur.sa_flags & SA_SIGINFO) != 0 || cur.sa_handler != SIG_DFL) continue;
+    struct sigaction sa {};
+    sa.sa_handler = RemoveTempFilesAndDie;
+    ::sigemptyset(&sa.sa_mask);
+    for (const int other : kTempSignals) ::sigaddset(&sa.sa_mask, other);
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+// Lists `tmp` for the signal handler; its slot, or -1 when it is not listed.
+int ListTempFile(const std::string& tmp) {
+  std::error_code ec;
+  std::string abs = std::filesystem::absolute(tmp, ec).string();  // the handler's cwd may differ
+  if (ec) abs = tmp;
+  if (abs.size() >= kTempPathBytes) return -1;
+  InstallTempSignalHandlers();
+  for (int i = 0; i < kTempSlots; ++i) {
+    int expected = 0;
+    if (!g_temp_slots[i].state.compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(g_temp_slots[i].path, abs.c_str(), abs.size() + 1);
+    g_temp_slots[i].owner.store(::getpid(), std::memory_order_relaxed);
+    g_temp_slots[i].state.store(2, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void UnlistTempFile(int* slot) {
+  if (*slot < 0) return;
+  g_temp_slots[*slot].state.store(0, std::memory_order_release);
+  *slot = -1;
+}
+
+}  // namespace
+
 OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   struct stat st {};
   const bool exists = ::stat(path_.c_str(), &st) == 0;
@@ -237,6 +317,7 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
     tmp_.clear();
     throw Fail("cannot create a temporary file in " + Clip(dir) + " (" + Errno() + ")");
   }
+  slot_ = ListTempFile(tmp_);
   mode_t mode;
   if (exists) {
     mode = st.st_mode & 07777;
@@ -251,6 +332,7 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
 OutputFile::~OutputFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  UnlistTempFile(&slot_);
 }
 
 std::runtime_error OutputFile::Fail(const std::string& why) const {
@@ -275,6 +357,7 @@ void OutputFile::Commit() {
   if (!tmp_.empty()) {
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) throw Fail(Errno());
     tmp_.clear();
+    UnlistTempFile(&slot_);  // after the rename: a signal between the two unlinks nothing
   }
 }
 
@@ -282,6 +365,65 @@ void WriteOutputFile(const std::string& path, std::string_view data) {
   OutputFile f(path);
   f.Write(data);
   f.Commit();
+}
+
+bool HasExtension(std::string_view path, std::string_view ext) {
+  const size_t slash = path.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (name.size() < ext.size()) return false;
+  const std::string_view tail = name.substr(name.size() - ext.size());
+  return std::equal(tail.begin(), tail.end(), ext.begin(), ext.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  });
+}
+
+void CheckOutputWritable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    // A device or a FIFO: written in place at the end; opened here, a FIFO would block.
+    return;
+  }
+  OutputFile probe(path);  // never committed: its temporary file is removed, the target untouched
+}
+
+void CheckOutputsWritable(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (const auto& [flag, path] : outputs)
+    if (!path.empty()) CheckOutputWritable(path);
+}
+
+int RunChildProcess(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd) {
+  if (argv.empty()) return -1;
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  // fork + exec rather than posix_spawn, so that the child can ask to die with this process
+  // (as the sweep runner's point processes do). Only async-signal-safe calls after fork.
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    if (stdout_fd >= 0 && ::dup2(stdout_fd, STDOUT_FILENO) < 0) ::_exit(126);
+    if (stderr_fd >= 0 && ::dup2(stderr_fd, STDERR_FILENO) < 0) ::_exit(126);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string EffectivePartition(const std::string& value) {
+  return value.empty() ? std::string(kDefaultPartition) : value;
+}
+std::string EffectivePlacement(const std::string& value) {
+  return value.empty() ? std::string(kDefaultPlacement) : value;
+}
+std::string EffectiveCollective(const std::string& value) {
+  return value.empty() ? std::string(kDefaultCollective) : value;
 }
 
 namespace {

@@ -66,7 +66,11 @@ std::string DidYouMean(std::string_view name, const std::vector<std::string>& va
 
 // An output file written through a temporary file in the target's folder and
 // renamed over it by Commit(); without Commit() (an exception, a failed write) the
-// temporary file is removed and the target left as it was. A target that exists
+// temporary file is removed and the target left as it was. A SIGINT, SIGTERM or SIGHUP
+// while it is open removes it too: its path is kept in a process-wide list that a handler of
+// those signals unlinks before the signal's default action ends the process (exit status 128 +
+// signal). The handler is installed when the signal has its default action only: a command
+// with its own (the sweep runner's graceful stop) keeps it, and ends by unwinding. A target that exists
 // and is not a regular file (/dev/null, /dev/stdout, a FIFO) is written in place.
 // Every failure throws std::runtime_error("cannot write PATH: reason").
 class OutputFile {
@@ -82,7 +86,43 @@ class OutputFile {
   std::runtime_error Fail(const std::string& why) const;
   std::string path_, tmp_;
   int fd_ = -1;
+  int slot_ = -1;  // of tmp_ in the signal handler's list; -1 when not in it
 };
+
+// Whether the file name of `path` ends in `ext` (".json"), in any case: `x.JSON` is a JSON
+// trace as `x.json` is (it was written as a binary Perfetto trace).
+bool HasExtension(std::string_view path, std::string_view ext);
+
+// Whether `path` can be written as OutputFile writes it, checked before a run's work so that a
+// path in a missing folder, a directory or an unwritable folder is found at once rather than
+// after it: a temporary file is made in its folder and removed again, the target neither
+// created nor truncated. An existing device or FIFO is not opened (opening a FIFO blocks until
+// a reader comes). Throws std::runtime_error("cannot write PATH: reason"), as OutputFile does
+// (exit 1).
+void CheckOutputWritable(const std::string& path);
+// CheckOutputWritable for each path of `outputs` (flag, path) not empty.
+void CheckOutputsWritable(const std::vector<std::pair<std::string, std::string>>& outputs);
+
+// Runs argv[0] (looked up in PATH) with argv and waits for it; its exit status, or -1 when it
+// could not start or died of a signal. `stdout_fd`, `stderr_fd` >= 0: the child's stdout and
+// stderr go there (e.g. a /dev/null descriptor); else they are this process's. The child is
+// killed (SIGTERM) when this process dies before it ends (PR_SET_PDEATHSIG), so that a SIGTERM or
+// SIGINT to tpsim leaves no child running on (a plot script that drew its picture after tpsim
+// had exited 143).
+int RunChildProcess(const std::vector<std::string>& argv, int stdout_fd = -1, int stderr_fd = -1);
+
+// What an empty mapping.partition, mapping.placement or mapping.collective means: the
+// partitioner, placement and collective algorithm that lowering uses then. The run's title,
+// `tpsim describe` and the memory estimate (mapping/estimate.cc) say and count these, and
+// lowering resolves them here (mapping/gemm_emitter.cc, pipeline.cc, validate_mapping.cc).
+inline constexpr std::string_view kDefaultPartition = "megatron";
+inline constexpr std::string_view kDefaultPlacement = "linear";
+inline constexpr std::string_view kDefaultCollective = "ring";
+// `value`, or the default above where it is empty ("auto", a collective chosen per
+// collective, is returned as it is).
+std::string EffectivePartition(const std::string& value);
+std::string EffectivePlacement(const std::string& value);
+std::string EffectiveCollective(const std::string& value);
 
 // Writes `data` to `path`: a regular file (or a new one) through a temporary file
 // in its folder renamed over it; anything else (/dev/null, /dev/stdout, a FIFO) is

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <utility>
 
+#include "configs/files.h"
 #include "mapping/collective/collective.h"
 #include "mapping/mapping.h"
 #include "mapping/moe_routing.h"
@@ -123,8 +124,9 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   e.passes = static_cast<double>(wl.decode_steps()) + 1;
   e.layers = layers;
 
-  // The partitioners used: the mapping's, and those of its overrides.
-  std::vector<std::string> parts = {m.partition().empty() ? std::string("k_split") : m.partition()};
+  // The partitioners used: the mapping's (where empty, the one lowering uses: megatron; this
+  // counted k_split's 8 collectives a layer for it), and those of its overrides.
+  std::vector<std::string> parts = {config::EffectivePartition(m.partition())};
   for (const auto& o : m.overrides()) parts.push_back(o.partition());
   // mn_2d's grid: mapping.grid_rows, else the most square (as Lower resolves it).
   int grid_rows = static_cast<int>(m.grid_rows());
@@ -217,7 +219,8 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
 }
 
 std::string CountedAlgorithm(const std::string& collective) {
-  return collective.empty() || collective == "auto" ? std::string("ring") : collective;
+  return collective == "auto" ? std::string(config::kDefaultCollective)
+                              : config::EffectiveCollective(collective);
 }
 
 double CollectivePeakBytes(const std::string& algorithm, int ranks, double* transfers, double* deps) {

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "chip.pb.h"
+#include "configs/files.h"
 
 #include "mapping/layout_convert.h"
 #include "mapping/memory_plan.h"
@@ -48,7 +49,7 @@ std::vector<LayerGemm> LayerGemms(const config::Model& model) {
 }
 
 const Partitioner* GemmEmitter::PartitionerFor(OpClass cls) const {
-  std::string name = cx_.m.partition().empty() ? "megatron" : cx_.m.partition();
+  std::string name = config::EffectivePartition(cx_.m.partition());
   for (const auto& o : cx_.m.overrides())
     if (o.op() == llm::ToString(cls)) name = o.partition();
   const Partitioner* p = FindPartitioner(name);

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <string_view>
 
+#include "configs/files.h"
 #include "mapping/layout_convert.h"
 #include "mapping/memory_plan.h"
 
@@ -78,7 +79,7 @@ StagePlacement PlaceStages(const arch::Chip& chip, const config::Mapping& m, int
   if (m.span() == "chip") {
     // One order over the whole chip for every rank of every stage.
     PlacementRequest req;
-    req.name = m.placement().empty() ? "linear" : m.placement();
+    req.name = config::EffectivePlacement(m.placement());
     req.ranks = stages * tp;
     req.seed = m.seed();
     const std::vector<int> order = Place(req, chip);
@@ -94,7 +95,7 @@ StagePlacement PlaceStages(const arch::Chip& chip, const config::Mapping& m, int
   const std::vector<Region> regions = StageRegions(chip, stages, tp);
   for (int s = 0; s < stages; ++s) {
     PlacementRequest req;
-    req.name = m.placement().empty() ? "linear" : m.placement();
+    req.name = config::EffectivePlacement(m.placement());
     req.ranks = tp;
     req.region = regions.at(s);
     req.seed = m.seed() + static_cast<uint64_t>(s);

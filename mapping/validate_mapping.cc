@@ -206,7 +206,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
         "more stages than simulated layers (" + std::to_string(layers) + ")");
   const std::vector<std::string> parts = PartitionerNames();
   std::vector<std::string> used;
-  const std::string dflt = m.partition().empty() ? "megatron" : m.partition();
+  const std::string dflt = config::EffectivePartition(m.partition());
   if (!Contains(parts, dflt))
     add("mapping.partition", m.partition(), "unknown partitioner; valid: " + config::JoinNames(parts));
   used.push_back(dflt);

@@ -151,10 +151,13 @@ void DeriveName(const std::string& model_override, const std::vector<Override>& 
 
 std::string RunTitle(const config::Experiment& cfg, const std::string& engine) {
   const auto& m = cfg.mapping();
+  // An empty partition, placement or collective is named as what runs (it printed blanks).
   std::string title = cfg.model().name() + " on " + cfg.chip().name() + ": TP " + std::to_string(m.tp()) +
                       " x " + std::to_string(std::max<uint32_t>(1, m.pipeline_stages())) + " stage" +
-                      (m.pipeline_stages() > 1 ? "s" : "") + ", " + m.partition() + ", " + m.placement() +
-                      " placement, " + m.collective() + " collective, " + engine + " engine";
+                      (m.pipeline_stages() > 1 ? "s" : "") + ", " +
+                      config::EffectivePartition(m.partition()) + ", " +
+                      config::EffectivePlacement(m.placement()) + " placement, " +
+                      config::EffectiveCollective(m.collective()) + " collective, " + engine + " engine";
   return title;
 }
 
@@ -269,6 +272,9 @@ Experiment LoadExperiment(const std::string& arg, const std::vector<Override>& s
     config::SetScalarField(&cfg, s.path, s.value, where);
     e.locs.SetAppending(s.path, where);
   }
+  // An unnamed experiment is called by its file's stem (min.textproto: "min"), so that the
+  // result, the run's first line and the trace name it (they printed an empty name).
+  if (cfg.name().empty()) cfg.set_name(std::filesystem::path(path).stem().string());
   DeriveName(model_override, sets, &cfg);
   return e;
 }

@@ -1,41 +1,30 @@
 #include "traces/plot.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 
-extern char** environ;
+#include "configs/files.h"
 
 namespace tpsim::traces {
 namespace {
 
 // Runs argv[0] (PATH lookup) and returns its exit status; -1 when it cannot start or dies
-// of a signal. With `quiet`, its stdout and stderr go to /dev/null.
+// of a signal. With `quiet`, its stdout and stderr go to /dev/null. The child dies with tpsim
+// (config::RunChildProcess): a SIGTERM to `tpsim plot` left the script running, reparented,
+// and it wrote the picture after tpsim had exited 143.
 int Spawn(const std::vector<std::string>& argv, bool quiet) {
-  std::vector<char*> cargv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
+  int null_fd = -1;
   if (quiet) {
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd < 0) return -1;
   }
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const int rc = config::RunChildProcess(argv, null_fd, null_fd);
+  if (null_fd >= 0) ::close(null_fd);
+  return rc;
 }
 
 }  // namespace
@@ -47,8 +36,13 @@ std::string PlotScriptPath() {
 }
 
 std::optional<std::string> FindPlotPython() {
-  for (const char* py : {"python3", "/usr/bin/python3"}) {
-    if (Spawn({py, "-c", "import matplotlib"}, /*quiet=*/true) == 0) return std::string(py);
+  // $TPSIM_PYTHON first, as `tpsim compare --plot` takes it.
+  std::vector<std::string> cands;
+  if (const char* env = std::getenv("TPSIM_PYTHON"); env != nullptr && *env != '\0') cands.emplace_back(env);
+  cands.emplace_back("python3");
+  cands.emplace_back("/usr/bin/python3");
+  for (const std::string& py : cands) {
+    if (Spawn({py, "-c", "import matplotlib"}, /*quiet=*/true) == 0) return py;
   }
   return std::nullopt;
 }

@@ -439,7 +439,8 @@ void WriteTrace(const std::string& path, const mapping::Program& program, const 
   const Describer desc(program, chip, out, resolved_config_text);
   config::OutputFile f(path);  // written whole, then renamed over `path`
   Sink sink(&f);
-  if (path.ends_with(".json")) {
+  // .json in any case, as `tpsim plot --out` reads extensions (x.JSON was written as a pftrace).
+  if (config::HasExtension(path, ".json")) {
     Json(layout, desc, resolved_config_text, &sink);
   } else {
     Proto(layout, desc, &sink);

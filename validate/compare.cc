@@ -6,6 +6,7 @@
 #include "validate/compare_gpu.h"
 #include "validate/gpu_csv.h"
 
+#include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -46,28 +47,17 @@ std::string OpLabel(const config::OpResult& o) {
 }
 
 // Runs argv; returns the exit status (-1 when it could not start). quiet: output to /dev/null.
-// stderr_fd >= 0: the child's stderr goes there.
+// stderr_fd >= 0: the child's stderr goes there. The child dies with tpsim
+// (config::RunChildProcess): a SIGTERM to `tpsim compare --plot` left the script running on.
 int Spawn(const std::vector<std::string>& argv, bool quiet, int stderr_fd = -1) {
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    if (quiet) {
-      FILE* null = std::fopen("/dev/null", "w");
-      if (null) {
-        dup2(fileno(null), 1);
-        dup2(fileno(null), 2);
-      }
-    }
-    if (stderr_fd >= 0) dup2(stderr_fd, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
+  int null_fd = -1;
+  if (quiet) {
+    null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd < 0) return -1;
   }
-  int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const int rc = config::RunChildProcess(argv, null_fd, stderr_fd >= 0 ? stderr_fd : null_fd);
+  if (null_fd >= 0) ::close(null_fd);
+  return rc;
 }
 
 std::string PlotScript() {

@@ -238,10 +238,16 @@ int Describe(Args& a) {
     os << "\nmapping     tp " << mp.tp() << " x " << std::max(1u, mp.pipeline_stages())
        << " pipeline stages = " << mp.tp() * std::max(1u, mp.pipeline_stages()) << " cores of "
        << chip.num_cores() << "\n";
-  os << "  partition             " << mp.partition();
+  // An empty field is named as what runs, marked as the default (the rows were blank).
+  const auto or_default = [](const std::string& given, const std::string& effective) {
+    return given.empty() ? effective + " (default)" : effective;
+  };
+  os << "  partition             " << or_default(mp.partition(), config::EffectivePartition(mp.partition()));
   for (const auto& o : mp.overrides()) os << ", " << o.op() << "=" << o.partition();
-  os << "\n  placement             " << mp.placement() << "\n";
-  os << "  collective            " << mp.collective() << "\n";
+  os << "\n  placement             " << or_default(mp.placement(), config::EffectivePlacement(mp.placement()))
+     << "\n";
+  os << "  collective            "
+     << or_default(mp.collective(), config::EffectiveCollective(mp.collective())) << "\n";
   os << "  weights               " << (mp.weights().empty() ? "auto" : mp.weights()) << "\n";
   // Where the memory plan keeps weights and KV cache, and the fullest DRAM channel against its
   // capacity (what validation checked: mapping::ValidateDramCapacity).
@@ -398,6 +404,11 @@ int Run(Args& a) {
     if (!ex.path.empty()) throw UsageError("more than one experiment given");
     ex.path = ExperimentWord(a.Next());
   }
+  // The task records go only into the result JSON: without --out they went nowhere, and their
+  // bytes still counted against --max-memory (a run that fits could exit 2).
+  if (opts.keep_task_times && out.empty())
+    throw UsageError("--tasks needs --out (the task records are written to the result JSON only)");
+  if (ops && quiet) throw UsageError("--ops prints the table per op; --quiet prints only the summary line");
   if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
   config::CheckOutputs({{"--out", out}, {"--dump-program", dump}, {"--trace", trace_path}},
@@ -430,6 +441,9 @@ int Run(Args& a) {
     }
     if (opts.observe_steps.empty()) throw UsageError("--trace-steps: no decode step selected");
   }
+  // An output that cannot be written (a missing folder, a directory) is found now, not after
+  // the run (exit 1, as a failed write): nothing is created or truncated.
+  config::CheckOutputsWritable({{"--out", out}, {"--dump-program", dump}, {"--trace", trace_path}});
   if (!trace_path.empty() && trace_steps.empty() && opts.unrolled_by.empty())
     opts.unrolled_by =
         "--trace without --trace-steps traces every step; --trace-steps first,last,every:N traces a few";

@@ -95,6 +95,7 @@ int ServeCommand(const std::vector<std::string>& args) {
     std::string metrics_json;
     uint64_t max_memory = sim::DefaultMaxMemory();
     std::vector<sim::Override> sets;
+    bool have_path = false;
     for (size_t i = 0; i < args.size(); ++i) {
       // "--flag=VALUE" as "--flag VALUE", as tpsim's other commands take it (cli::FlagAt).
       std::string a = args[i];
@@ -145,8 +146,15 @@ int ServeCommand(const std::vector<std::string>& args) {
       } else if (!a.empty() && a[0] == '-') {
         throw ConfigError(
             Diag{config::kCommandLine, a, "", "unknown option (tpsim serve --help lists them)"});
-      } else if (path.empty()) {
+      } else if (!have_path) {
+        // An empty word (a script's unset variable) would read as no experiment, as `run` and
+        // `describe` refuse it; it ran serving-fused when one followed.
+        if (a.empty())
+          throw ConfigError(Diag{config::kCommandLine, "EXPERIMENT", "",
+                                 "is empty (a script's unset variable?); name a file or a shipped "
+                                 "experiment"});
         path = a;
+        have_path = true;
       } else {
         throw ConfigError(Diag{config::kCommandLine, "EXPERIMENT", a, "only one experiment file"});
       }
@@ -162,6 +170,12 @@ int ServeCommand(const std::vector<std::string>& args) {
                           {"--trace", trace_path},
                           {"--metrics-json", metrics_json}},
                          sim::InputFiles(e));
+    // An output that cannot be written (a missing folder, a directory) is found now, not after
+    // the whole stream (exit 1, as a failed write): nothing is created or truncated.
+    config::CheckOutputsWritable({{"--requests-csv", requests_csv},
+                                  {"--kv-csv", kv_csv},
+                                  {"--trace", trace_path},
+                                  {"--metrics-json", metrics_json}});
     CheckRequestMemory(e, max_memory);
     ServeRun run = Serve(e, engine_flag);
     const double slo_ttft = slo_ttft_flag > 0 ? slo_ttft_flag : cfg.workload().requests().slo_ttft_ms();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/cli_test_util.h"
 
@@ -630,3 +632,274 @@ TEST(RunCliOverflow, ReusedStepsPastTheClockNameTheTask) {
         << engine << ": " << out;
   }
 }
+
+namespace {
+
+// ---- command-line hardening (signals, defaults, flag pairs, output paths) ----
+
+// `tpsim ARGS...` started in the background with stdout and stderr to `log`, in the source
+// folder, the shipped configs found there; its pid.
+pid_t SpawnTpsim(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<std::string> all = {TPSIM_BINARY_DIR "/bin/tpsim"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::chdir(TPSIM_SOURCE_DIR) != 0 || !std::freopen(log.c_str(), "w", stderr)) ::_exit(126);
+    ::dup2(2, 1);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Whether process `pid` still runs (a zombie, ended but not yet reaped by its new parent, does not).
+bool Running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z' &&
+         line[paren + 2] != 'X';
+}
+
+// `tpsim plot` and `tpsim compare --plot` run a Python script; a SIGTERM to tpsim ends it too.
+// Before, the script (reparented to PID 1) ran on and wrote the picture after tpsim had exited
+// 143. The interpreter is a stand-in ($TPSIM_PYTHON): it passes the matplotlib probe, says its
+// pid, waits 5 seconds and "draws".
+TEST_F(RunCli, PlotScriptsDieWithTpsim) {
+  const std::string fake = P("python3"), pidfile = P("py.pid"), drawn = P("drawn");
+  {
+    std::ofstream f(fake);
+    f << "#!/bin/sh\n"
+         "if [ \"$1\" = \"-c\" ]; then exit 0; fi\n"
+         "echo $$ > '"
+      << pidfile << ".tmp' && mv '" << pidfile << ".tmp' '" << pidfile
+      << "'\n"
+         "sleep 5\n"
+         "echo drawn > '"
+      << drawn << "'\n";
+  }
+  fs::permissions(fake, fs::perms::owner_all);
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + kRef +
+                         " --set workload.num_layers=2 --set mapping.pipeline_stages=2 --set "
+                         "workload.decode_steps=1 --quiet --out " +
+                         P("r.json"),
+                     &out),
+            0)
+      << out;
+  ASSERT_EQ(::setenv("TPSIM_PYTHON", fake.c_str(), 1), 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plot", "heatmap", P("r.json"), "--out", P("h.png")},
+        std::vector<std::string>{"compare", P("r.json"), P("r.json"), "--plot", P("c.png")}}) {
+    fs::remove(pidfile);
+    fs::remove(drawn);
+    const pid_t tpsim = SpawnTpsim(args, P("log.txt"));
+    ASSERT_GT(tpsim, 0);
+    pid_t py = 0;
+    int status = 0;
+    bool ended = false;
+    for (int i = 0; i < 3000 && py <= 0 && !ended; ++i) {
+      std::ifstream(pidfile) >> py;
+      if (py > 0) break;
+      ended = ::waitpid(tpsim, &status, WNOHANG) == tpsim;
+      ::usleep(10000);
+    }
+    if (py <= 0) {
+      ADD_FAILURE() << args[0] << ": the script did not start: " << Slurp(P("log.txt"));
+      if (!ended) ::kill(tpsim, SIGKILL), ::waitpid(tpsim, &status, 0);
+      continue;
+    }
+    ASSERT_EQ(::kill(tpsim, SIGTERM), 0);
+    ASSERT_EQ(::waitpid(tpsim, &status, 0), tpsim);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << args[0] << " status " << status;
+    // The script waits 5 s before it draws; the death signal comes at once.
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = !Running(py);
+      if (!gone) ::usleep(10000);
+    }
+    EXPECT_TRUE(gone) << args[0] << ": the script runs on after tpsim was killed";
+    EXPECT_FALSE(fs::exists(drawn)) << args[0];
+    if (!gone) ::kill(py, SIGKILL);
+  }
+  ::unsetenv("TPSIM_PYTHON");
+}
+
+// A SIGTERM or SIGINT while an output is being written removes its temporary file
+// (.NAME.tpsim-tmp-XXXXXX beside it) and still ends the process by that signal. Before, the
+// partial file (tens of MB for a trace) stayed, hidden.
+TEST_F(RunCli, AKilledWriteLeavesNoTemporaryFile) {
+  for (const int sig : {SIGTERM, SIGINT}) {
+    const fs::path sub = dir_ / ("sig" + std::to_string(sig));
+    fs::create_directories(sub);
+    const pid_t pid = SpawnTpsim(
+        {"run", kRef, "--set", "workload.decode_steps=60", "--quiet", "--trace", (sub / "t.json").string()},
+        P("log.txt"));
+    ASSERT_GT(pid, 0);
+    bool seen = false, exited = false;
+    int status = 0;
+    for (int i = 0; i < 120000 && !seen && !exited; ++i) {
+      for (const auto& entry : fs::directory_iterator(sub))
+        seen = seen || entry.path().filename().string().find(".tpsim-tmp-") != std::string::npos;
+      if (!seen) {
+        exited = ::waitpid(pid, &status, WNOHANG) == pid;
+        ::usleep(500);
+      }
+    }
+    ASSERT_TRUE(seen) << "the run ended before its trace was being written: " << Slurp(P("log.txt"));
+    ASSERT_EQ(::kill(pid, sig), 0);
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    // Killed by the signal as before (128 + sig to a shell), unless the write had just ended.
+    EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == sig) ||
+                (WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        << status;
+    std::vector<std::string> left;
+    for (const auto& entry : fs::directory_iterator(sub))
+      if (entry.path().filename() != "t.json") left.push_back(entry.path().filename().string());
+    EXPECT_TRUE(left.empty()) << left.front();
+  }
+}
+
+// Empty mapping.partition, placement and collective are named as what runs (megatron, linear,
+// ring) in the title and by describe, and the memory estimate counts megatron's collectives for
+// them, as lowering uses; an unnamed experiment takes its file's stem. Before, the title read
+// `TP 4 x 2 stages, ,  placement,  collective`, the first line ` (analytical engine)`, the
+// experiment '', and the estimate counted k_split's 8 collectives a layer (3384 tasks here
+// against megatron's 2808).
+TEST_F(RunCli, DefaultMappingFieldsAreNamedAndAnUnnamedExperimentTakesItsStem) {
+  {
+    std::ofstream f(P("min.textproto"));
+    f << "chip_file: \"" TPSIM_SOURCE_DIR
+         "/configs/chips/wafer-8x8.textproto\"\n"
+         "model_name: \"qwen3-4b\"\n"
+         "workload { batch: 1 seq_len: 128 decode_steps: 2 num_layers: 2 }\n"
+         "mapping { tp: 4 pipeline_stages: 2 }\n";
+  }
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + P("min.textproto") + " --out " + P("r.json"), &out), 0) << out;
+  const std::string title =
+      "qwen3-4b on wafer-8x8: TP 4 x 2 stages, megatron, linear placement, ring collective, analytical "
+      "engine";
+  EXPECT_EQ(out.rfind("min (analytical engine)\n" + title + "\n", 0), 0u) << out;
+  const auto r = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_EQ(r["experiment"], "min");
+  EXPECT_EQ(r["title"], title);
+  // The same run as with the defaults spelled out.
+  ASSERT_EQ(RunTpsim("run " + P("min.textproto") +
+                         " --set mapping.partition=megatron --set mapping.placement=linear --set "
+                         "mapping.collective=ring --out " +
+                         P("s.json"),
+                     &out),
+            0)
+      << out;
+  const auto s = nlohmann::json::parse(Slurp(P("s.json")));
+  EXPECT_EQ(r["summary"], s["summary"]);
+  EXPECT_EQ(s["title"], title);
+  ASSERT_EQ(RunTpsim("describe " + P("min.textproto"), &out), 0) << out;
+  EXPECT_NE(out.find("experiment  min\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  partition             megatron (default)\n"
+                     "  placement             linear (default)\n"
+                     "  collective            ring (default)\n"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(RunTpsim("describe " + P("min.textproto") + " --set mapping.partition=k_split", &out), 0) << out;
+  EXPECT_NE(out.find("  partition             k_split\n"), std::string::npos) << out;
+  // The estimate (in the --max-memory refusal) counts the same tasks either way.
+  std::string unset, megatron;
+  EXPECT_EQ(RunTpsim("run " + P("min.textproto") + " --quiet --max-memory 1", &unset), 2) << unset;
+  EXPECT_EQ(RunTpsim("run " + P("min.textproto") + " --quiet --max-memory 1 --set mapping.partition=megatron",
+                     &megatron),
+            2)
+      << megatron;
+  EXPECT_NE(unset.find("about 2808 tasks"), std::string::npos) << unset;
+  EXPECT_EQ(unset, megatron);
+}
+
+// --tasks without --out (the records went nowhere, and counted against --max-memory) and --ops
+// with --quiet (the op table was dropped silently) are usage errors.
+TEST_F(RunCli, TasksNeedOutAndOpsContradictsQuiet) {
+  std::string out;
+  EXPECT_EQ(RunTpsim("run " + kRef + " --tasks", &out), 2) << out;
+  EXPECT_NE(out.find("tpsim run: --tasks needs --out"), std::string::npos) << out;
+  EXPECT_EQ(RunTpsim("run " + kRef + " --ops --quiet", &out), 2) << out;
+  EXPECT_NE(out.find("tpsim run: --ops prints the table per op; --quiet prints only the summary line"),
+            std::string::npos)
+      << out;
+  // --tasks with --out runs.
+  ASSERT_EQ(RunTpsim("run " + kRef +
+                         " --set workload.num_layers=2 --set mapping.pipeline_stages=2 --set "
+                         "workload.decode_steps=1 --quiet --tasks --out " +
+                         P("r.json"),
+                     &out),
+            0)
+      << out;
+}
+
+// `tpsim serve ""` (a script's unset variable) is refused as run and describe refuse it; it
+// ran the next word's experiment.
+TEST_F(RunCli, ServeRefusesAnEmptyExperiment) {
+  std::string out;
+  EXPECT_EQ(RunTpsim("serve '' configs/experiments/serving-fused.textproto", &out), 2) << out;
+  EXPECT_NE(out.find("EXPERIMENT: : is empty (a script's unset variable?)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("goodput"), std::string::npos) << out;
+  EXPECT_EQ(RunTpsim("serve ''", &out), 2) << out;
+  EXPECT_NE(out.find("is empty (a script's unset variable?)"), std::string::npos) << out;
+}
+
+// --trace x.JSON is a Chrome JSON trace, as x.json is (it was a binary Perfetto trace).
+TEST_F(RunCli, TraceExtensionIsReadInAnyCase) {
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + kRef +
+                         " --set workload.num_layers=2 --set mapping.pipeline_stages=2 --set "
+                         "workload.decode_steps=1 --quiet --trace " +
+                         P("t.JSON") + " --out " + P("r.json"),
+                     &out),
+            0)
+      << out;
+  const std::string trace = Slurp(P("t.JSON"));
+  ASSERT_FALSE(trace.empty());
+  EXPECT_EQ(trace[0], '{');
+  EXPECT_NO_THROW(nlohmann::json::parse(trace));
+}
+
+// An output path that cannot be written (a missing folder, a directory) is exit 1 before the
+// run: no other output is written, and the outputs are neither created nor truncated. Before,
+// it was found after the whole run, which had written the outputs before it.
+TEST_F(RunCli, UnwritableOutputsAreFoundBeforeTheRun) {
+  const std::string small =
+      " --set workload.num_layers=2 --set mapping.pipeline_stages=2 --set workload.decode_steps=1 --quiet";
+  std::ofstream(P("old.json")) << "old";
+  fs::create_directories(P("adir"));
+  std::string out;
+  for (const std::string& bad : {" --out " + P("nodir/r.json"), " --out " + P("adir"),
+                                 " --out " + P("r.json") + " --trace " + P("nodir/t.json")}) {
+    EXPECT_EQ(RunTpsim("run " + kRef + small + " --dump-program " + P("p.txt") + bad, &out), 1) << bad;
+    EXPECT_NE(out.find("tpsim: error: cannot write "), std::string::npos) << out;
+    EXPECT_EQ(out.find("total "), std::string::npos) << bad << ": it ran\n" << out;
+    EXPECT_FALSE(fs::exists(P("p.txt"))) << bad;
+    EXPECT_FALSE(fs::exists(P("r.json"))) << bad;
+  }
+  EXPECT_EQ(
+      RunTpsim("run " + kRef + small + " --out " + P("old.json") + " --trace " + P("nodir/t.json"), &out), 1);
+  EXPECT_EQ(Slurp(P("old.json")), "old");
+  const std::string serve =
+      "serve configs/experiments/serving-fused.textproto "
+      "--set workload.requests.synthetic.num_requests=3 --metrics-json " +
+      P("m.json");
+  for (const std::string flag : {"--requests-csv", "--kv-csv", "--trace"}) {
+    EXPECT_EQ(RunTpsim(serve + " " + flag + " " + P("nodir/x"), &out), 1) << flag << "\n" << out;
+    EXPECT_NE(out.find("tpsim serve: cannot write " + P("nodir/x")), std::string::npos) << out;
+    EXPECT_EQ(out.find("goodput"), std::string::npos) << flag << ": it ran\n" << out;
+    EXPECT_FALSE(fs::exists(P("m.json"))) << flag;
+  }
+  EXPECT_EQ(RunTpsim(serve + " --requests-csv " + P("adir"), &out), 1) << out;
+  EXPECT_NE(out.find("is a directory"), std::string::npos) << out;
+  // Devices are written in place and not probed.
+  EXPECT_EQ(RunTpsim("run " + kRef + small + " --out /dev/null", &out), 0) << out;
+}
+
+}  // namespace
