@@ -6,13 +6,20 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "tests/cli_test_util.h"
 
 namespace tpsim::mapping {
 namespace {
@@ -312,6 +319,81 @@ TEST(Collective, DirectClosedForm) {
     EXPECT_EQ(x.offset, x.dst * 1024u);
     EXPECT_EQ(x.DstOffset(), x.src * 1024u);
   }
+}
+
+// direct issues its transfers by distance: within a step, P-1 rounds k = 1 .. P-1 of P
+// transfers, transfer r of round k going r -> (r + k) mod P. A core's transfers take its
+// outgoing link first come first served in this order, so each round sends exactly one flow
+// into every rank; the old order (destinations 0 .. P-1 for every source) sent every rank's
+// first flow to rank 0 and its last to rank P-1.
+TEST(Collective, DirectIssuesDestinationsByDistance) {
+  for (const CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                                    CollectiveKind::kAllGather, CollectiveKind::kAllToAll}) {
+    for (const int p : {2, 3, 5, 8}) {
+      SCOPED_TRACE(std::string(ToString(kind)) + " P=" + std::to_string(p));
+      const Schedule s = LowerCollective("direct", kind, p, uint64_t{1024} * p, 4);
+      ASSERT_EQ(s.steps.size(), kind == CollectiveKind::kAllReduce ? 2u : 1u);
+      for (const CollectiveStep& st : s.steps) {
+        ASSERT_EQ(st.xfers.size(), static_cast<size_t>(p * (p - 1)));
+        for (int k = 1; k < p; ++k) {
+          for (int r = 0; r < p; ++r) {
+            const Xfer& x = st.xfers[static_cast<size_t>((k - 1) * p + r)];
+            EXPECT_EQ(x.src, r) << "round " << k;
+            EXPECT_EQ(x.dst, (r + k) % p) << "round " << k;
+          }
+        }
+      }
+    }
+  }
+}
+
+// direct over 8 ranks of a switch chip, timed by `tpsim collectives` (the collective alone,
+// cores 0..7, analytical engine). By hand: a chunk is 8 MiB / 8 = 1 MiB, and one chunk over a
+// 160 GB/s link takes T = 1048576 B / 160 B/ns = 6553.6 ns. A route is gpu r -> switch (2 ns:
+// one router cycle at 500 MHz) then switch -> gpu d (2 ns + 100 ns switch latency), 104 ns in
+// all. Round k (1 .. 7) is the k-th flow out of every core, so it takes the core's uplink at
+// (k-1) T, when round k-1's flow has left it; it meets round k-1's flow into the same rank on
+// that rank's downlink, which left it at (k-1) T + 2 ns, so it never queues there and ends at
+// k T + 104 ns. The last round ends at 7 T + 104 = 45875.2 + 104 = 45979.2 ns = 45.979 us, for
+// reduce_scatter, all_gather and all_to_all alike (all_to_all's 8 MiB is one rank's buffer,
+// chunks of 1 MiB again). all_reduce runs the all_gather pattern after every rank's last
+// reduce_scatter input has landed, at 7 T + 104 ns for every rank: 2 x 45979.2 = 91958.4 ns.
+// (The old order gave 13 T + 104 = 85300.8 ns: every core's flow to rank 7 was its 7th, so
+// rank 7's downlink got all 7 flows from 6 T on, one after another; all_reduce 131.280 us.)
+// A ring takes 7 (T + 104 ns) = 46603.2 ns for reduce_scatter: direct is now the faster.
+TEST(Collective, DirectOnASwitchTakesEachDownlinkOnceARound) {
+  namespace fs = std::filesystem;
+  const std::string tpsim = TPSIM_BINARY_DIR "/bin/tpsim";
+  ASSERT_TRUE(fs::exists(tpsim)) << tpsim << " is missing: build the tpsim target";
+  const fs::path dir = fs::temp_directory_path() / ("tpsim-direct-switch-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path chip = dir / "switch8.textproto";
+  std::ofstream(chip) << R"(name: "switch8"
+clock_mhz: 500
+core { systolic_rows: 64 systolic_cols: 64 systolic_arrays: 1 mac_dtype: "bf16"
+       matrix_utilization: 0.7 vector_lanes: 64 sram_bytes: 33554432 sram_bandwidth_gbps: 256 }
+noc { topology: "switch" nodes: 8 switch_latency_ns: 100 link_bandwidth_gbps: 160
+      router_latency_cycles: 1 link_latency_ns: 0 }
+memory { name: "dram" kind: "dram" per_core: true bandwidth_gbps: 60 efficiency: 0.7
+         latency_ns: 50 capacity_bytes: 4294967296 })";
+  const std::pair<const char*, const char*> want[] = {{"reduce_scatter", "45.979"},
+                                                      {"all_gather", "45.979"},
+                                                      {"all_to_all", "45.979"},
+                                                      {"all_reduce", "91.958"}};
+  for (const auto& [op, us] : want) {
+    const fs::path csv = dir / (std::string(op) + ".csv");
+    const test::CommandOutcome o =
+        test::RunCommand("timeout 120 '" + tpsim + "' collectives '" + chip.string() + "' --op " + op +
+                         " --ranks 8 --sizes 8M --algo direct --csv '" + csv.string() + "' 2>&1");
+    ASSERT_EQ(o.status, 0) << o.output;
+    std::ifstream in(csv);
+    std::string header, row;
+    std::getline(in, header);
+    std::getline(in, row);
+    // op,ranks,size_bytes,time_us,...
+    EXPECT_EQ(row.rfind(std::string(op) + ",8,8388608," + us + ",", 0), 0u) << row;
+  }
+  fs::remove_all(dir);
 }
 
 TEST(Collective, Mesh2dClosedForm) {
