@@ -206,16 +206,27 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
   m.arrived = 0;
   m.done_ps = NowPs();
   m.last_end.assign(m.hops, std::numeric_limits<Ps>::min());
+  m.paced = false;
   Ps inject = NowPs();
   if (kind == mapping::TaskKind::kMemory) {
     if (!dram_) throw std::logic_error("tlm: network has memory traffic but no DRAM model");
     const Dram::Grant g = dram_->Reserve(task, inject);
-    const int channel = st_->ProgramOf(task).memory(RunState::IndexOf(task)).channel;
-    const Ps latency = bytes == 0 ? 0 : st_->chip.channels()[channel].latency_ps;
-    const Ps at_channel = g.total - latency;
-    const Ps first_link = m.hops == 0 ? 0 : CeilSerialisePs(m.bytes, bw_[route_links_[m.route_begin]]);
-    inject = SatAdd(SatAdd(g.start, latency), std::max<Ps>(0, at_channel - first_link));
+    const arch::MemoryChannel& channel =
+        st_->chip.channels()[st_->ProgramOf(task).memory(RunState::IndexOf(task)).channel];
+    const Ps latency = bytes == 0 ? 0 : channel.latency_ps;
+    // The channel is the path's first stage: its first bytes are out after its latency.
+    inject = SatAdd(g.start, latency);
     if (m.hops == 0) m.done_ps = SatAdd(g.start, g.total);
+    // A channel no slower than the first link never holds that link back (it
+    // delivers every prefix of the message no later than the link sends it), so
+    // the link sends back to back from `inject`, in closed form. A slower one
+    // paces the first link packet by packet.
+    if (m.hops > 0 && channel.bandwidth_gbps < bw_[route_links_[m.route_begin]]) {
+      m.paced = true;
+      m.src_ps = inject;
+      m.src_total = g.total - latency;
+      m.src_gbps = channel.bandwidth_gbps;
+    }
   }
   Schedule(Event{inject, task, kInject, slot, 0, 0});
   phase = tlm::END_REQ;
@@ -284,7 +295,14 @@ void Network::Inject(const Event& e) {
     // Packet by packet: each first waits for a slot past the first link; the next one
     // is offered when this one is granted.
     m.start_ps = e.t;
-    Hop(m, e.slot, 0, 0, e.t, e.t);
+    Hop(m, e.slot, 0, 0, e.t, m.paced ? SatAdd(m.src_ps, SourceOut(m, PacketBytes(m, 0))) : e.t);
+    return;
+  }
+  if (m.paced) {
+    // Packet by packet as the channel delivers them: packet p's head is at the first
+    // link when the channel starts on it, its tail when the channel is done with it.
+    m.start_ps = e.t;
+    Send(m, e.slot, 0, 0, e.t, SatAdd(m.src_ps, SourceOut(m, PacketBytes(m, 0))));
     return;
   }
   // Every packet is queued at the source when the message starts, so the first
@@ -323,6 +341,13 @@ void Network::ScheduleFirstHop(const Message& m, uint32_t slot, uint32_t p) {
 uint64_t Network::PacketBytes(const Message& m, uint32_t p) const {
   uint64_t begin = static_cast<uint64_t>(p) * packet_bytes_;
   return std::min(m.bytes, begin + packet_bytes_) - begin;
+}
+
+Ps Network::SourceOut(const Message& m, uint64_t bytes) const {
+  // The channel's last byte is out src_total after its first (Dram::Reserve's
+  // DramTime); a prefix at the channel's rate, never later than that.
+  if (bytes >= m.bytes) return m.src_total;
+  return std::min(m.src_total, CeilSerialisePs(bytes, m.src_gbps));
 }
 
 Ps Network::Serialise(const Message& m, uint32_t p, int link) const {
@@ -375,13 +400,21 @@ void Network::Serve(int link) {
 void Network::Send(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head, Ps tail) {
   const int link = route_links_[m.route_begin + hop];
   const Ps ser = Serialise(m, p, link);
-  // Earliest departure without other messages: head present, the tail cannot
-  // overtake its arrival, and this message's previous packet has left (and, with
-  // finite buffers, not before the grant).
-  Ps ready = std::max({head, tail - ser, m.last_end[hop]});
+  // Without other messages the first byte may leave when the head is here and this
+  // message's previous packet has left (with finite buffers, not before the grant);
+  // the whole packet cannot finish before its tail has arrived.
+  Ps ready = std::max(head, m.last_end[hop]);
   if (buffered_) ready = std::max(ready, NowPs());
-  Ps depart = std::max(ready, link_free_[link]);
-  if (buffered_ && hop > 0) depart = BookInput(route_links_[m.route_begin + hop - 1], depart, ser);
+  const Ps due = tail - ser;
+  // The first byte leaves when the link is free too; the link is booked for
+  // [depart, end], as late as lets the packet finish when its tail is in.
+  Ps first = std::max(ready, link_free_[link]);
+  Ps depart = std::max(first, due);
+  if (buffered_ && hop > 0) {
+    // A packet held back at the router's input port leaves whole, when it crosses.
+    const Ps crossing = BookInput(route_links_[m.route_begin + hop - 1], depart, ser);
+    if (crossing > depart) first = depart = crossing;
+  }
   const Ps end = SatAdd(depart, ser);
   link_free_[link] = end;
   m.last_end[hop] = end;
@@ -389,7 +422,7 @@ void Network::Send(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head,
     LinkUsage& u = usage_[link];
     u.bytes += PacketBytes(m, p);
     u.busy_ps = SatAdd(u.busy_ps, ser);
-    u.max_queue_ps = std::max(u.max_queue_ps, depart - ready);
+    u.max_queue_ps = std::max(u.max_queue_ps, depart - std::max(ready, due));
   }
   const Ps latency = lat_[link];
   if (buffered_) {
@@ -404,15 +437,28 @@ void Network::Send(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head,
     if (hop + 1 == m.hops && limited_[link]) {
       Schedule(Event{SatAdd(end, latency), 0, kCredit, cls, static_cast<uint32_t>(link), 0}, m.task);
     }
-    // The message's next packet is offered to the first link once this one is granted.
-    if (hop == 0 && p + 1 < m.packets) Schedule(Event{depart, m.task, p + 1, slot, 0, m.start_ps});
-  } else if (hop == 1 && p + 1 < m.packets) {
+  }
+  if (hop == 0 && p + 1 < m.packets && (buffered_ || m.paced)) {
+    // The message's next packet is offered to the first link: with finite buffers once
+    // this one is granted; paced by a channel, from when the channel starts on it (its
+    // head) until it is done with it (its tail).
+    Ps at = buffered_ ? depart : 0;
+    Ps next_tail = m.start_ps;
+    if (m.paced) {
+      const uint64_t begin = static_cast<uint64_t>(p + 1) * packet_bytes_;
+      at = std::max(at, SatAdd(m.src_ps, SourceOut(m, begin)));
+      next_tail = SatAdd(m.src_ps, SourceOut(m, begin + PacketBytes(m, p + 1)));
+    }
+    Schedule(Event{at, m.task, p + 1, slot, 0, next_tail});
+  } else if (!buffered_ && !m.paced && hop == 1 && p + 1 < m.packets) {
     // Packets reach each hop in order, so one pending event per hop suffices:
     // the packet behind this one on hop 1 is scheduled here.
     ScheduleFirstHop(m, slot, p + 1);
   }
   if (hop + 1 < m.hops) {
-    Schedule(Event{SatAdd(depart, latency), m.task, p, slot, hop + 1, SatAdd(end, latency)});
+    // The head moves on as the first byte leaves (not at `depart`: a slower next
+    // link must not wait for this one's booking), the tail as the last one does.
+    Schedule(Event{SatAdd(first, latency), m.task, p, slot, hop + 1, SatAdd(end, latency)});
     return;
   }
   m.done_ps = std::max(m.done_ps, SatAdd(end, latency));

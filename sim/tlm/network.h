@@ -6,7 +6,8 @@
 // and they arrive after their route's hop latencies. One TLM target for all cores; link state is a
 // "free at" time per link, packet departures are computed from it, and the
 // only events are message starts and packet arrivals at a hop after the first
-// (at most one pending event per message and hop).
+// (and at the first, for memory data paced by a slower channel; at most one pending
+// event per message and hop).
 // With chip noc.port_bandwidth_gbps > 0, every route also crosses its source core's
 // injection port (first) and its destination core's ejection port (last): two more
 // serialising stages per core, with no latency, arbitrated like links.
@@ -23,11 +24,22 @@
 // packet's crossing is booked on its input port too, in a free gap (another virtual
 // channel's packet may go first). Each packet, the first hop included, is then an
 // event (no closed form for the first hop).
+// A packet's head moves on to the next hop when its first byte leaves this link
+// (its head is here, the message's previous packet and, with finite buffers, the
+// grant and the router's input port allow), not when the link's booking starts:
+// a packet whose tail is still coming over a slower link is booked on a faster one
+// as late as lets it finish when its tail arrives ([end - serialisation, end]), but
+// its bytes already flow on. So an unloaded message takes the hop latencies plus
+// its bytes at the route's slowest link, wherever that link is.
 // Memory tasks whose data crosses links (RunState::mem_via_net) come here too:
-// their channel is reserved first (Dram::Reserve), and the message starts as
-// late as lets its first link finish no earlier than the channel delivers the
-// last byte, i.e. at start + latency + max(0, channel time - first-link time):
-// cut-through behind the channel, contending for links like any transfer.
+// their channel is reserved first (Dram::Reserve), and the channel is the path's
+// first serialising stage: the message starts when the channel's first bytes are
+// out (start + latency), and each packet's tail reaches the first link when the
+// channel has delivered the packet's last byte (its bytes at the channel's rate).
+// A channel slower than the first link paces that link packet by packet (an event
+// per packet on the first hop); otherwise the first link sends back to back as for
+// transfers. Unloaded, that is chip.MemoryTime for any order of channel and link
+// rates; under load the message contends for links like any transfer.
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <cstdint>
@@ -66,6 +78,11 @@ class Network : public sc_core::sc_module {
     Ps start_ps = 0;  // when the first link starts sending this message
     Ps done_ps = 0;
     std::vector<Ps> last_end;  // per hop: when this message's previous packet left the link
+    // A memory message whose channel is slower than its first link: the channel
+    // delivers its bytes from src_ps at src_gbps, the last one src_total later.
+    bool paced = false;
+    Ps src_ps = 0, src_total = 0;
+    double src_gbps = 0;
   };
   static constexpr uint32_t kInject = 0xffffffffu;
   static constexpr uint32_t kCredit = 0xfffffffeu;  // a slot (class `slot`) past link `hop` frees
@@ -103,6 +120,8 @@ class Network : public sc_core::sc_module {
   Ps BookInput(int in, Ps earliest, Ps ser);
   void Finish(Message& m, uint32_t slot);
   uint64_t PacketBytes(const Message& m, uint32_t p) const;
+  // A paced message: when the channel has delivered its first `bytes` bytes.
+  Ps SourceOut(const Message& m, uint64_t bytes) const;
   Ps Serialise(const Message& m, uint32_t p, int link) const;
   // Adds e to the events; an event at the saturated clock stops the run on `owner`'s task.
   void Schedule(const Event& e, TaskRef owner);

@@ -48,11 +48,12 @@
 //             there is. Otherwise the data also crosses the links of
 //             chip.MemoryPath (attach node -> core for reads, core -> attach
 //             for writes) as a network message that starts once the channel
-//             is reserved, at start + latency + max(0, channel serialisation -
-//             first-link serialisation), so that it is cut-through behind the
-//             channel and contends for links like any transfer. Unloaded, with
-//             equal link bandwidths on the path, it takes exactly
-//             chip.MemoryTime(core, channel, bytes, write).
+//             is reserved, at start + latency, the channel being the path's
+//             first serialising stage (no packet finishes on the first link
+//             before the channel has delivered its last byte: network.h), so
+//             that it is cut-through behind the channel and contends for links
+//             like any transfer. Unloaded, for any order of channel and link
+//             rates, it takes exactly chip.MemoryTime(core, channel, bytes, write).
 //
 // Statistics: task start/end; per link bytes, busy (serialising) time and the
 // longest wait of a packet behind other messages; per channel bytes, busy time

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "arch/chip.h"
@@ -164,6 +166,129 @@ TEST(TlmNetwork, OneWayRingWithTwoSlotBuffersDoesNotDeadlock) {
     Program one = Transfers({{src, dst}}, 8 * 4096);
     one.num_cores = 4;
     EXPECT_EQ(MakeTlmEngine()->Run(one, OneWayRing(4, 0)).tasks[0].end_ps, 210'800) << src << " -> " << dst;
+  }
+}
+
+arch::Chip Chain(double middle_gbps) {
+  // c0 -> r1 -> r2 -> c1 over three links: 16, middle_gbps and 16 GB/s, 2000 ps each.
+  config::Chip c = test::MeshConfig();
+  c.mutable_memory(0)->clear_attach();
+  c.mutable_memory(0)->set_per_core(true);
+  auto* noc = c.mutable_noc();
+  noc->clear_rows();
+  noc->clear_cols();
+  noc->set_topology("edges");
+  for (const char* name : {"c0", "c1"}) noc->add_core_names(name);
+  for (const char* name : {"r1", "r2"}) noc->add_router_names(name);
+  const std::vector<std::tuple<const char*, const char*, double>> edges = {
+      {"c0", "r1", 16}, {"r1", "r2", middle_gbps}, {"r2", "c1", 16}};
+  for (const auto& [a, b, gbps] : edges) {
+    config::Edge* e = noc->add_edges();
+    e->set_a(a);
+    e->set_b(b);
+    e->set_bandwidth_gbps(gbps);
+  }
+  return arch::Chip::Build(c);
+}
+
+TEST(TlmNetwork, AFastLinkBetweenSlowOnesKeepsTheTransferTime) {
+  // 16 KiB (4 packets) c0 -> c1: 3 x 2000 + 16,384 / 16 B/ns = 1,030,000 ps whatever
+  // the middle link's rate from 16 GB/s up (chip.TransferTime), and 3 x 2000 + 16,384 /
+  // 8 B/ns = 2,054,000 ps at 8 GB/s. Before, a faster middle link (X GB/s) booked each
+  // packet as late as lets it finish when its tail is in and handed that late start on
+  // as the next link's head, so the last 16 GB/s link started 256,000 - 4,096,000 / X
+  // ps late: 1,030,000 + 51,200 at 20 GB/s, + 192,000 at 64 and + 251,904 at 1000
+  // (finite buffers are not modelled on edges: PortsSlowerThanTheLinksSetTheRate has them).
+  Program p = Transfers({{0, 1}}, 16384);
+  p.num_cores = 2;
+  for (double x : {16.0, 20.0, 64.0, 160.0, 1000.0}) {
+    const arch::Chip chip = Chain(x);
+    EXPECT_EQ(MakeTlmEngine()->Run(p, chip).tasks[0].end_ps, 1'030'000) << x;
+    EXPECT_EQ(chip.TransferTime(0, 1, 16384), 1'030'000) << x;
+  }
+  EXPECT_EQ(MakeTlmEngine()->Run(p, Chain(8)).tasks[0].end_ps, 2'054'000);
+}
+
+TEST(TlmNetwork, PortsSlowerThanTheLinksSetTheRate) {
+  // 100 GB/s ports around 160 GB/s links, r0c0 -> r0c2, 8 KiB: 2 x 2000 + 8192 / 100
+  // B/ns = 85,920 ps (ports have no latency). Before, each 160 GB/s link started a
+  // packet 40,960 - 25,600 ps after its head came and handed that on: the ejection
+  // port began 15,360 ps late, 101,280 ps in all.
+  // The same with 2-packet router buffers.
+  const Program p = Transfers({{Core(0, 0), Core(0, 2)}}, 8192);
+  EXPECT_EQ(MakeTlmEngine()->Run(p, MeshWith(100, 0)).tasks[0].end_ps, 85'920);
+  EXPECT_EQ(MakeTlmEngine()->Run(p, MeshWith(100, 2)).tasks[0].end_ps, 85'920);
+}
+
+arch::Chip WaferWithHbm(const std::string& attach, double hbm_gbps) {
+  // A 1x4 wafer of dies of 1x2 cores at 1000 MHz: 160 GB/s links, 1000 ps a hop; the
+  // die-to-die link r0c1 <-> r0c2 64 GB/s, 1000 + 5000 ps. One HBM channel at `attach`:
+  // hbm_gbps, 100 ns.
+  config::Chip c = test::MeshConfig();
+  c.set_clock_mhz(1000);
+  auto* noc = c.mutable_noc();
+  noc->set_topology("wafer");
+  noc->set_rows(1);
+  noc->set_cols(4);
+  noc->set_die_rows(1);
+  noc->set_die_cols(2);
+  noc->set_d2d_bandwidth_gbps(64);
+  noc->set_d2d_latency_ns(5);
+  auto* mem = c.mutable_memory(0);
+  mem->clear_attach();
+  mem->add_attach(attach);
+  mem->set_bandwidth_gbps(hbm_gbps);
+  mem->set_efficiency(1.0);
+  mem->set_latency_ns(100);
+  return arch::Chip::Build(c);
+}
+
+Program MemoryAccess(int core, uint64_t bytes, bool write) {
+  Program p;
+  p.num_cores = 4;
+  p.num_channels = 1;
+  p.ops.push_back(mapping::OpInfo{mapping::OpRef{mapping::Phase::kPrefill, 0, 0, "op", "k_split"}, 0, 0, 0});
+  Task t;
+  t.id = mapping::TaskId(0);
+  t.kind = TaskKind::kMemory;
+  t.core = mapping::CoreId(core);
+  t.channel = 0;
+  t.write = write;
+  t.bytes = bytes;
+  p.tasks.push_back(t);
+  return p;
+}
+
+TEST(TlmNetwork, MemoryPathWhoseSecondLinkIsSlowestTakesTheMemoryTime) {
+  // Core 0 reads 64 KiB (16 packets) from the 100 GB/s HBM at r0c3 over r0c3 -> r0c2
+  // (160 GB/s), r0c2 -> r0c1 (die-to-die, 64 GB/s), r0c1 -> r0c0 (160 GB/s):
+  // chip.MemoryTime = 100,000 + 65,536 / 64 B/ns + 1000 + 6000 + 1000 = 1,132,000 ps.
+  // Before, the message started as late as let the first link finish with the channel,
+  // 655,360 - 409,600 ps after the channel's first bytes, and the die-to-die link
+  // started as late: 1,377,760 ps.
+  const arch::Chip chip = WaferWithHbm("r0c3", 100);
+  EXPECT_EQ(chip.MemoryTime(0, 0, 65536, false), 1'132'000);
+  EXPECT_EQ(MakeTlmEngine()->Run(MemoryAccess(0, 65536, false), chip).tasks[0].end_ps, 1'132'000);
+  // Writing the same bytes back crosses r0c0 -> r0c1 -> r0c2 -> r0c3: the same time.
+  EXPECT_EQ(MakeTlmEngine()->Run(MemoryAccess(0, 65536, true), chip).tasks[0].end_ps, 1'132'000);
+  // The first link the slowest (HBM at r0c2, core 1 reads over the die-to-die link
+  // first), or the channel the slowest (40 GB/s), in either direction, on any core:
+  // chip.MemoryTime too, with unbounded or 4-packet router buffers.
+  for (uint32_t buffers : {0u, 4u}) {
+    for (const auto& [attach, gbps] :
+         {std::pair{"r0c2", 100.0}, std::pair{"r0c3", 40.0}, std::pair{"r0c3", 100.0}}) {
+      config::Chip c = WaferWithHbm(attach, gbps).config();
+      c.mutable_noc()->set_router_buffer_packets(buffers);
+      const arch::Chip x = arch::Chip::Build(c);
+      for (int core = 0; core < 4; ++core) {
+        for (bool write : {false, true}) {
+          EXPECT_EQ(MakeTlmEngine()->Run(MemoryAccess(core, 65536, write), x).tasks[0].end_ps,
+                    x.MemoryTime(core, 0, 65536, write))
+              << attach << " " << gbps << " GB/s, buffers " << buffers << ", core " << core
+              << (write ? " write" : " read");
+        }
+      }
+    }
   }
 }
 

@@ -346,7 +346,7 @@ TEST(TlmEngine, MemoryReadAcrossTheMeshTakesMemoryTime) {
 
 TEST(TlmEngine, MemoryTrafficContendsWithTransfersOnLinks) {
   // A read by r0c2 from the channel at r0c0 and a transfer r0c0 -> r0c2 both need
-  // r0c0 -> r0c1 and r0c1 -> r0c2. The read's data enters the links at 12,550,000 ps
+  // r0c0 -> r0c1 and r0c1 -> r0c2. The read's data reaches the links from 50,000 ps on
   // (paced by the 80 B/ns channel), while the 4x larger transfer (50,000,000 ps of
   // serialisation) still holds them: together they take longer than alone, and the
   // shared links carry both payloads.
