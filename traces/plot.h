@@ -8,8 +8,8 @@
 //   energy RESULT.json [RESULT.json...] --out energy.png   energy by event and per op
 //
 // The script is the one in the source tree (compile-time path), or $TPSIM_PLOT_SCRIPT when
-// set. The interpreter is the first of `python3`, `/usr/bin/python3` that can import
-// matplotlib.
+// set. The interpreter is the first of $TPSIM_PYTHON (when set), `python3`, `/usr/bin/python3`
+// that can import matplotlib.
 
 #include <optional>
 #include <string>

@@ -212,7 +212,7 @@ void WriteServingTrace(const std::string& path, const std::vector<ServingIterati
   }
   config::OutputFile f(path);  // written whole, then renamed over `path`
   Sink sink(&f);
-  if (path.ends_with(".json")) {
+  if (config::HasExtension(path, ".json")) {  // x.JSON too, as `tpsim run --trace` reads it
     ServingJson(iterations, groups, group_of, counters, config_text, run_end, &sink);
   } else {
     ServingProto(iterations, groups, group_of, counters, config_text, run_end, &sink);

@@ -333,6 +333,11 @@ TEST(ServingTrace, KvCounterEqualsSchedulerSamples) {
        at = js.str().find("\"ph\":\"C\"", at + 1))
     ++n;
   EXPECT_EQ(n, out.kv.size() + 2);
+  // .JSON is JSON too, as for `tpsim run --trace` (it was written as a binary Perfetto trace).
+  const std::string upper = (dir / "serve.JSON").string();
+  WriteServeTrace(upper, out, "name: \"t\"\n");
+  std::ifstream uf(upper);
+  EXPECT_EQ(uf.get(), '{');
   fs::remove_all(dir);
 }
 
