@@ -117,14 +117,11 @@ void RemoveStaleTempDirs(const std::filesystem::path& tmp_root) {
 }
 
 // Refuses (UsageError, exit 2) a --csv file that cannot be written, before any point runs: it
-// was found only when the sweep had run (exit 1). Probed as ExportCsv writes it: a temporary file
-// in its folder (config::OutputFile), removed again; an existing device or FIFO is written in
-// place at the end and not opened here (opening a FIFO blocks until a reader comes).
+// was found only when the sweep had run (exit 1). Probed as ExportCsv writes it
+// (config::CheckOutputWritable: a temporary file in its folder, removed again).
 void CheckCsvWritable(const std::string& csv) {
-  struct stat st {};
-  if (::stat(csv.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return;
   try {
-    config::OutputFile probe(csv);  // never committed: the target is left as it is
+    config::CheckOutputWritable(csv);
   } catch (const std::runtime_error& e) {
     throw UsageError(std::string("--csv: ") + e.what());
   }
