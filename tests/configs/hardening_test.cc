@@ -604,6 +604,22 @@ TEST_F(Hardening, ServingPastTheClockStopsWithTheCause) {
   }
 }
 
+// `tpsim collectives` and `gemm` locate an error of a field their --set changed at the --set, as
+// `tpsim run` does; they named the chip file's line of the field (wafer-8x8.textproto:32:3, where
+// the file says 160).
+TEST_F(Hardening, MicrobenchmarkSetErrorsPointAtTheSet) {
+  for (const char* set : {"noc.link_bandwidth_gbps=0", "chip.noc.link_bandwidth_gbps=0"}) {
+    const Outcome o =
+        Tpsim(std::string("collectives wafer-8x8 --op all_reduce --ranks 4 --sizes 1K --set ") + set);
+    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_EQ(o.output.rfind(std::string("<command line: --set ") + set +
+                                 ">:1:1: chip.noc.link_bandwidth_gbps: 0: must be positive",
+                             0),
+              0u)
+        << o.output;
+  }
+}
+
 // `tpsim gemm` and `tpsim collectives` stop with the cause (exit 1) where the time passes the
 // 2^63 ps clock, instead of printing the saturated 9223372036854.78 us (systolic core, tpsim's
 // own collective lowering) or a GPU model's time past the clock as a result.
