@@ -134,14 +134,21 @@ TEST(TlmNetwork, InputPortForwardsOnePacketAtATime) {
   EXPECT_EQ(c.tasks[2].end_ps, 36'000);
 }
 
-arch::Chip OneWayRing(int nodes, uint32_t buffer_packets) {
+// The test mesh's cores, memory and link timing on another topology: a memory per core,
+// no grid.
+config::Chip OtherTopology(const char* topology) {
   config::Chip c = test::MeshConfig();
   c.mutable_memory(0)->clear_attach();
   c.mutable_memory(0)->set_per_core(true);
+  c.mutable_noc()->clear_rows();
+  c.mutable_noc()->clear_cols();
+  c.mutable_noc()->set_topology(topology);
+  return c;
+}
+
+arch::Chip OneWayRing(int nodes, uint32_t buffer_packets) {
+  config::Chip c = OtherTopology("ring");
   auto* noc = c.mutable_noc();
-  noc->clear_rows();
-  noc->clear_cols();
-  noc->set_topology("ring");
   noc->set_nodes(nodes);
   noc->set_bidirectional(false);
   noc->set_router_buffer_packets(buffer_packets);
@@ -171,13 +178,8 @@ TEST(TlmNetwork, OneWayRingWithTwoSlotBuffersDoesNotDeadlock) {
 
 arch::Chip Chain(double middle_gbps) {
   // c0 -> r1 -> r2 -> c1 over three links: 16, middle_gbps and 16 GB/s, 2000 ps each.
-  config::Chip c = test::MeshConfig();
-  c.mutable_memory(0)->clear_attach();
-  c.mutable_memory(0)->set_per_core(true);
+  config::Chip c = OtherTopology("edges");
   auto* noc = c.mutable_noc();
-  noc->clear_rows();
-  noc->clear_cols();
-  noc->set_topology("edges");
   for (const char* name : {"c0", "c1"}) noc->add_core_names(name);
   for (const char* name : {"r1", "r2"}) noc->add_router_names(name);
   const std::vector<std::tuple<const char*, const char*, double>> edges = {
