@@ -273,22 +273,40 @@ void InstallTempSignalHandlers() {
   }
 }
 
-// Lists `tmp` for the signal handler; its slot, or -1 when it is not listed.
-int ListTempFile(const std::string& tmp) {
+// Makes the temporary file of template `*tmp` (mkstemp's "...XXXXXX"), listed for the signal
+// handler before it exists: mkstemp fills in the name in the slot's own buffer, so that there is
+// no moment at which the file exists and the handler does not know it (a signal there left it
+// behind). *tmp becomes its name (absolute where it is listed). Returns the descriptor (-1 with
+// errno on failure) and the slot in *slot (-1 when not listed: a path too long, 64 files open).
+int MakeListedTemp(std::string* tmp, int* slot) {
+  *slot = -1;
   std::error_code ec;
-  std::string abs = std::filesystem::absolute(tmp, ec).string();  // the handler's cwd may differ
-  if (ec) abs = tmp;
-  if (abs.size() >= kTempPathBytes) return -1;
-  InstallTempSignalHandlers();
-  for (int i = 0; i < kTempSlots; ++i) {
-    int expected = 0;
-    if (!g_temp_slots[i].state.compare_exchange_strong(expected, 1)) continue;
-    std::memcpy(g_temp_slots[i].path, abs.c_str(), abs.size() + 1);
-    g_temp_slots[i].owner.store(::getpid(), std::memory_order_relaxed);
-    g_temp_slots[i].state.store(2, std::memory_order_release);
-    return i;
+  std::string abs = std::filesystem::absolute(*tmp, ec).string();  // the handler's cwd may differ
+  if (ec) abs = *tmp;
+  if (abs.size() < kTempPathBytes) {
+    InstallTempSignalHandlers();
+    for (int i = 0; i < kTempSlots && *slot < 0; ++i) {
+      int expected = 0;
+      if (g_temp_slots[i].state.compare_exchange_strong(expected, 1)) *slot = i;
+    }
   }
-  return -1;
+  if (*slot < 0) return ::mkstemp(tmp->data());
+  TempSlot& ts = g_temp_slots[*slot];
+  std::memcpy(ts.path, abs.c_str(), abs.size() + 1);
+  ts.owner.store(::getpid(), std::memory_order_relaxed);
+  // Listed while mkstemp writes the name (the handler may unlink the template or a name
+  // half written: none exists).
+  ts.state.store(2, std::memory_order_release);
+  const int fd = ::mkstemp(ts.path);
+  if (fd < 0) {
+    const int saved = errno;
+    ts.state.store(0, std::memory_order_release);
+    *slot = -1;
+    errno = saved;
+    return -1;
+  }
+  *tmp = ts.path;
+  return fd;
 }
 
 void UnlistTempFile(int* slot) {
@@ -312,12 +330,11 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   std::filesystem::path p(path_);
   const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
   tmp_ = dir + "/." + p.filename().string() + ".tpsim-tmp-XXXXXX";
-  fd_ = ::mkstemp(tmp_.data());
+  fd_ = MakeListedTemp(&tmp_, &slot_);
   if (fd_ < 0) {
     tmp_.clear();
     throw Fail("cannot create a temporary file in " + Clip(dir) + " (" + Errno() + ")");
   }
-  slot_ = ListTempFile(tmp_);
   mode_t mode;
   if (exists) {
     mode = st.st_mode & 07777;
