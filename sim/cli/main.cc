@@ -590,6 +590,14 @@ int List(Args& a) {
     only = a.Next();
     if (only.empty()) throw UsageError("KIND is empty (a script's unset variable?)");
   }
+  // A TPSIM_CONFIG_DIR without chips/ lists no shipped config: say why (it printed empty lists,
+  // exit 0, without a word).
+  if (const char* env = std::getenv("TPSIM_CONFIG_DIR"); env && *env) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(std::filesystem::path(env) / "chips", ec))
+      std::cerr << "tpsim list: warning: TPSIM_CONFIG_DIR=" << env
+                << " has no chips/ folder: no shipped chip, experiment or model is listed from it\n";
+  }
   // Every kind, sorted: the registries' and the shipped configs' (read only when listed).
   std::map<std::string, std::function<std::vector<std::pair<std::string, std::string>>()>> kinds;
   for (const auto& [kind, r] : RegistryBase::All()) {

@@ -173,6 +173,20 @@ TEST(Cli, ListPrintsEveryRegisteredImplementationByKind) {
       << bad.output;
 }
 
+// A TPSIM_CONFIG_DIR without chips/ lists no shipped config, and says why on stderr (it printed
+// an empty list, exit 0, without a word).
+TEST(Cli, ListWarnsOfAConfigDirWithoutChips) {
+  const Outcome o =
+      tpsim::test::RunCommand("TPSIM_CONFIG_DIR=/nonexistent-tpsim-configs timeout 60 '" TPSIM_BINARY_DIR
+                              "/bin/tpsim' list experiment 2>&1");
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(
+      o.output.find("tpsim list: warning: TPSIM_CONFIG_DIR=/nonexistent-tpsim-configs has no chips/ folder"),
+      std::string::npos)
+      << o.output;
+  EXPECT_EQ(RunTpsim("list experiment").output.find("warning"), std::string::npos);
+}
+
 TEST(Cli, ListPrintsTheShippedChipsExperimentsAndModels) {
   Outcome all = RunTpsim("list");
   ASSERT_EQ(all.status, 0) << all.output;
