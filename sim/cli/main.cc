@@ -737,6 +737,16 @@ int Main(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   if (IsHelp(cmd)) {
+    // `tpsim help run` is `tpsim run --help` (it printed the general help).
+    if (argc >= 3) {
+      for (const auto& c : kCommands) {
+        if (argv[2] != std::string_view(c.name)) continue;
+        char help[] = "--help";
+        char* words[] = {argv[0], argv[2], help, nullptr};
+        Args args(3, words, 2);
+        return c.handler(args);
+      }
+    }
     PrintMainHelp();
     return 0;
   }

@@ -173,6 +173,16 @@ TEST(Cli, ListPrintsEveryRegisteredImplementationByKind) {
       << bad.output;
 }
 
+// `tpsim help CMD` prints CMD's help, as `tpsim CMD --help` does (it printed the general help).
+TEST(Cli, HelpWithACommandIsThatCommandsHelp) {
+  for (const char* cmd : {"run", "serve", "sweep", "search"}) {
+    const Outcome a = RunTpsim(std::string("help ") + cmd), b = RunTpsim(std::string(cmd) + " --help");
+    EXPECT_EQ(a.status, 0) << cmd;
+    EXPECT_EQ(a.output, b.output) << cmd;
+  }
+  EXPECT_NE(RunTpsim("help").output.find("commands:"), std::string::npos);
+}
+
 // A TPSIM_CONFIG_DIR without chips/ lists no shipped config, and says why on stderr (it printed
 // an empty list, exit 0, without a word).
 TEST(Cli, ListWarnsOfAConfigDirWithoutChips) {
