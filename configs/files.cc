@@ -421,6 +421,13 @@ int RunChildProcess(const std::vector<std::string>& argv, int stdout_fd, int std
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    int null_fd = -1;
+    if (stdout_fd == kChildDevNull || stderr_fd == kChildDevNull) {
+      null_fd = ::open("/dev/null", O_WRONLY);
+      if (null_fd < 0) ::_exit(126);
+    }
+    if (stdout_fd == kChildDevNull) stdout_fd = null_fd;
+    if (stderr_fd == kChildDevNull) stderr_fd = null_fd;
     if (stdout_fd >= 0 && ::dup2(stdout_fd, STDOUT_FILENO) < 0) ::_exit(126);
     if (stderr_fd >= 0 && ::dup2(stderr_fd, STDERR_FILENO) < 0) ::_exit(126);
     ::execvp(args[0], args.data());

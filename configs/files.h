@@ -103,9 +103,12 @@ void CheckOutputWritable(const std::string& path);
 // CheckOutputWritable for each path of `outputs` (flag, path) not empty.
 void CheckOutputsWritable(const std::vector<std::pair<std::string, std::string>>& outputs);
 
+// Where RunChildProcess sends a child's stdout or stderr: /dev/null, opened in the child.
+inline constexpr int kChildDevNull = -2;
+
 // Runs argv[0] (looked up in PATH) with argv and waits for it; its exit status, or -1 when it
 // could not start or died of a signal. `stdout_fd`, `stderr_fd` >= 0: the child's stdout and
-// stderr go there (e.g. a /dev/null descriptor); else they are this process's. The child is
+// stderr go there; kChildDevNull: to /dev/null; -1: they are this process's. The child is
 // killed (SIGTERM) when this process dies before it ends (PR_SET_PDEATHSIG), so that a SIGTERM or
 // SIGINT to tpsim leaves no child running on (a plot script that drew its picture after tpsim
 // had exited 143).

@@ -1,6 +1,5 @@
 #include "traces/plot.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,25 +9,6 @@
 #include "configs/files.h"
 
 namespace tpsim::traces {
-namespace {
-
-// Runs argv[0] (PATH lookup) and returns its exit status; -1 when it cannot start or dies
-// of a signal. With `quiet`, its stdout and stderr go to /dev/null. The child dies with tpsim
-// (config::RunChildProcess): a SIGTERM to `tpsim plot` left the script running, reparented,
-// and it wrote the picture after tpsim had exited 143.
-int Spawn(const std::vector<std::string>& argv, bool quiet) {
-  int null_fd = -1;
-  if (quiet) {
-    null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (null_fd < 0) return -1;
-  }
-  const int rc = config::RunChildProcess(argv, null_fd, null_fd);
-  if (null_fd >= 0) ::close(null_fd);
-  return rc;
-}
-
-}  // namespace
-
 std::string PlotScriptPath() {
   const char* env = std::getenv("TPSIM_PLOT_SCRIPT");
   if (env != nullptr && *env != '\0') return env;
@@ -42,7 +22,9 @@ std::optional<std::string> FindPlotPython() {
   cands.emplace_back("python3");
   cands.emplace_back("/usr/bin/python3");
   for (const std::string& py : cands) {
-    if (Spawn({py, "-c", "import matplotlib"}, /*quiet=*/true) == 0) return py;
+    if (config::RunChildProcess({py, "-c", "import matplotlib"}, config::kChildDevNull,
+                                config::kChildDevNull) == 0)
+      return py;
   }
   return std::nullopt;
 }
@@ -62,7 +44,9 @@ int PlotCommand(const std::vector<std::string>& args) {
   }
   std::vector<std::string> argv = {*py, script};
   argv.insert(argv.end(), args.begin(), args.end());
-  const int rc = Spawn(argv, /*quiet=*/false);
+  // The script dies with tpsim (config::RunChildProcess): a SIGTERM to `tpsim plot` left it
+  // running, reparented, and it wrote the picture after tpsim had exited 143.
+  const int rc = config::RunChildProcess(argv);
   if (rc < 0) {
     std::cerr << "tpsim plot: " << *py << " " << script << " did not finish\n";
     return 1;

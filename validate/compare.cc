@@ -46,20 +46,6 @@ std::string OpLabel(const config::OpResult& o) {
   return o.phase() + " L" + std::to_string(o.layer()) + " " + o.op();
 }
 
-// Runs argv; returns the exit status (-1 when it could not start). quiet: output to /dev/null.
-// stderr_fd >= 0: the child's stderr goes there. The child dies with tpsim
-// (config::RunChildProcess): a SIGTERM to `tpsim compare --plot` left the script running on.
-int Spawn(const std::vector<std::string>& argv, bool quiet, int stderr_fd = -1) {
-  int null_fd = -1;
-  if (quiet) {
-    null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (null_fd < 0) return -1;
-  }
-  const int rc = config::RunChildProcess(argv, null_fd, stderr_fd >= 0 ? stderr_fd : null_fd);
-  if (null_fd >= 0) ::close(null_fd);
-  return rc;
-}
-
 std::string PlotScript() {
   if (const char* env = std::getenv("TPSIM_PLOT_SCRIPT")) return env;
   char buf[4096];
@@ -225,7 +211,9 @@ std::string FindPlotPython() {
   cands.emplace_back("python3");
   cands.emplace_back("/usr/bin/python3");
   for (const auto& p : cands)
-    if (Spawn({p, "-c", "import matplotlib"}, true) == 0) return p;
+    if (config::RunChildProcess({p, "-c", "import matplotlib"}, config::kChildDevNull,
+                                config::kChildDevNull) == 0)
+      return p;
   return "";
 }
 
@@ -303,7 +291,9 @@ bool RunPlotScript(const std::string& script, const std::string& data_json, cons
     ::unlink(data.c_str());
     return false;
   }
-  const int rc = Spawn({py, script, data, png}, false, log_fd);
+  // The script dies with tpsim (config::RunChildProcess): a SIGTERM to `tpsim compare --plot`
+  // left it running on.
+  const int rc = config::RunChildProcess({py, script, data, png}, -1, log_fd);
   ::close(log_fd);
   ::unlink(data.c_str());
   std::string last;

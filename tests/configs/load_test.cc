@@ -280,3 +280,30 @@ TEST(Load, JsonValueErrorsAreAtTheValue) {
 
 }  // namespace
 }  // namespace tpsim::config
+
+// A child's output goes where RunChildProcess is told: this process's (-1), a descriptor, or
+// /dev/null opened in the child (kChildDevNull); its exit status comes back.
+TEST(Files, ChildProcessOutputGoesWhereAsked) {
+  const std::vector<std::string> say = {"sh", "-c", "echo out; echo err >&2; exit 3"};
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(tpsim::config::RunChildProcess(say), 3);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "out\n");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "err\n");
+
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(tpsim::config::RunChildProcess(say, tpsim::config::kChildDevNull, tpsim::config::kChildDevNull),
+            3);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+
+  // stdout to /dev/null, stderr kept.
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(tpsim::config::RunChildProcess(say, tpsim::config::kChildDevNull), 3);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "err\n");
+
+  EXPECT_EQ(tpsim::config::RunChildProcess({"tpsim-no-such-program-here"}), 127);
+}
