@@ -130,6 +130,10 @@ Override ParseOverride(const std::string& arg) {
   return Override{arg.substr(0, eq), arg.substr(eq + 1)};
 }
 
+config::Location OverrideLocation(const Override& o) {
+  return {"<command line: --set " + config::Clip(o.path, 80) + "=" + config::Clip(o.value, 80) + ">", 1, 1};
+}
+
 void DeriveName(const std::string& model_override, const std::vector<Override>& sets,
                 config::Experiment* cfg) {
   std::string changes;
@@ -259,8 +263,7 @@ Experiment LoadExperiment(const std::string& arg, const std::vector<Override>& s
 
   for (const auto& s : sets) {
     // Errors about an overridden field name the --set argument that set it.
-    Location where{"<command line: --set " + config::Clip(s.path, 80) + "=" + config::Clip(s.value, 80) + ">",
-                   1, 1};
+    const Location where = OverrideLocation(s);
     static const char* kRoots[] = {"chip.", "model.", "workload.", "mapping."};
     bool ok = s.path == "name" || s.path == "description" || s.path == "engine";
     for (const char* r : kRoots) ok = ok || s.path.starts_with(r);

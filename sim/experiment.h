@@ -22,6 +22,10 @@ struct Override {
 // Parses "field.path=value"; ConfigError when there is no '='.
 Override ParseOverride(const std::string& arg);
 
+// Where errors about a field that `o` set point: the --set argument itself
+// ("<command line: --set PATH=VALUE>", line 1, column 1), not the file's line of the field.
+config::Location OverrideLocation(const Override& o);
+
 struct Experiment {
   std::string path;        // the experiment file
   config::Experiment cfg;  // chip, model, workload and mapping all inline

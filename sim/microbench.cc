@@ -50,8 +50,7 @@ arch::Chip LoadChipArg(const std::string& arg, const std::vector<Override>& sets
   for (const auto& s : sets) {
     // Errors about an overridden field name the --set that set it, as `tpsim run` says them (they
     // named the chip file's line of the field).
-    const config::Location where{
-        "<command line: --set " + config::Clip(s.path, 80) + "=" + config::Clip(s.value, 80) + ">", 1, 1};
+    const config::Location where = OverrideLocation(s);
     const std::string field = s.path.rfind("chip.", 0) == 0 ? s.path.substr(5) : s.path;
     config::SetScalarField(&cfg, field, s.value, where);
     locs.SetAppending("chip." + field, where);
