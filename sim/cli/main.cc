@@ -121,12 +121,26 @@ std::string HumanBytes(double b) {
   return Fixed(b, b < 10 && u > 0 ? 2 : (u > 0 ? 1 : 0)) + " " + units[u];
 }
 
+// A memory by its kind ("hbm" memories were called DRAM): a GPU's is HBM.
+std::string MemoryKindWord(const arch::Chip& chip, int memory) {
+  return chip.config().has_gpu() || chip.config().memory(memory).kind() == "hbm" ? "HBM" : "DRAM";
+}
+// The chip's off-chip memory: DRAM, HBM, or DRAM/HBM where it has both kinds.
+std::string OffChipWord(const arch::Chip& chip) {
+  std::string word = chip.config().has_gpu() ? "HBM" : "DRAM";
+  for (int m = 0; m < chip.config().memory_size(); ++m) {
+    if (m == 0) word = MemoryKindWord(chip, m);
+    if (MemoryKindWord(chip, m) != word) return "DRAM/HBM";
+  }
+  return word;
+}
+
 // ---- describe ---------------------------------------------------------------
 
 const char* kDescribeUsage = R"(usage: tpsim describe [EXPERIMENT] [--set FIELD=VALUE]... [--model MODEL]
 
 Resolves and validates an experiment, then prints the chip (cores, peak
-TFLOP/s, SRAM, DRAM bandwidth, network diameter and bisection bandwidth), the
+TFLOP/s, SRAM, DRAM or HBM bandwidth, network diameter and bisection bandwidth), the
 model (parameters, per-layer FLOPs and bytes for the workload) and the mapping.
 
   EXPERIMENT          experiment file (.textproto or .json), or a shipped experiment's
@@ -184,8 +198,10 @@ int Describe(Args& a) {
     stacked += chip.channels()[ch].attach < chip.num_cores() &&
                chip.ChannelOf(chip.channels()[ch].attach) == static_cast<int>(ch);
   }
-  os << "  DRAM bandwidth        " << Fixed(chip.TotalDramBandwidthGbps(), 1) << " GB/s effective over "
-     << chip.channels().size() << " channels\n";
+  const std::string off_chip = OffChipWord(chip);
+  os << "  " << off_chip << " bandwidth" << std::string(std::max<size_t>(1, 12 - off_chip.size()), ' ')
+     << Fixed(chip.TotalDramBandwidthGbps(), 1) << " GB/s effective over " << chip.channels().size()
+     << " channels\n";
   os << "  memory controllers    " << chip.channels().size() << " nodes on " << attach_nodes.size()
      << " network nodes (" << stacked << " at the node of the core that uses them)\n";
   os << "  network               " << chip.links().size() - 2 * chip.channels().size() << " links, "
@@ -253,21 +269,22 @@ int Describe(Args& a) {
   // capacity (what validation checked: mapping::ValidateDramCapacity).
   if (const std::optional<mapping::MemoryUse> mu = mapping::PlanMemoryUse(mp, chip, e.cfg.model(), w)) {
     const bool gpu = chip.config().has_gpu();
-    const char* dram = gpu ? "HBM" : "DRAM";
+    const std::string dram = OffChipWord(chip);
     os << "  memory per core       weights "
        << HumanBytes(static_cast<double>(mu->plan.weight_bytes_per_core))
-       << (mu->weights_dram ? std::string(gpu ? " in HBM" : " streamed from DRAM") : std::string(" in SRAM"));
+       << (mu->weights_dram ? (gpu ? " in HBM" : " streamed from " + dram) : std::string(" in SRAM"));
     if (w.has_requests())  // served: requests are admitted to the KV capacity left (tpsim serve)
       os << ", KV cache as requests are admitted";
     else
       os << ", KV cache " << HumanBytes(mu->kv_per_layer * mu->plan.layers_per_core) << " for "
-         << mu->positions << " positions in " << (mu->kv_dram ? dram : "SRAM");
+         << mu->positions << " positions in " << (mu->kv_dram ? dram : std::string("SRAM"));
     os << " (the stage with the most layers, " << mu->plan.layers_per_core << ")\n";
     const size_t fullest = mapping::FullestChannel(*mu, chip);
     if (fullest < mu->channels.size()) {
       const mapping::ChannelUse& u = mu->channels[fullest];
       const arch::MemoryChannel& ch = chip.channels()[fullest];
-      os << (gpu ? "  fullest HBM channel   " : "  fullest DRAM channel  ") << ch.name << ": "
+      const std::string kind = MemoryKindWord(chip, ch.memory);
+      os << "  fullest " << kind << " channel" << std::string(kind == "HBM" ? 3 : 2, ' ') << ch.name << ": "
          << HumanBytes(u.weights + u.kv) << " of "
          << (ch.capacity_bytes ? HumanBytes(static_cast<double>(ch.capacity_bytes))
                                : std::string("unchecked"));

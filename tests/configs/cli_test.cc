@@ -89,6 +89,23 @@ TEST(Cli, DescribeShowsWhereTheMemoryPlanKeepsWeightsAndKv) {
       << kv.output;
 }
 
+// A chip whose memories are of kind "hbm" has its off-chip memory called HBM (it said DRAM):
+// mesh-4x4-hbm's channel hbm_west0 serves 4 cores x 52.5 MiB of weights = 210.0 MiB of its
+// 16 GiB, 1.3%.
+TEST(Cli, DescribeNamesHbmMemoriesHbm) {
+  const std::string exp =
+      std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto";
+  Outcome o = RunTpsim("describe " + exp);
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("  memory per core       weights 52.5 MiB streamed from HBM, "), std::string::npos)
+      << o.output;
+  EXPECT_NE(
+      o.output.find("  fullest HBM channel   hbm_west0: 210.0 MiB of 16.0 GiB (1.3%), used by 4 cores\n"),
+      std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("DRAM"), std::string::npos) << o.output;
+}
+
 TEST(Cli, DescribeShowsTheMn2dGridAndWeightsOnlyWhenMn2dIsUsed) {
   const std::string exp = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
   Outcome plain = RunTpsim("describe " + exp);
