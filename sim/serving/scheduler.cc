@@ -34,11 +34,17 @@ struct Live {
 };
 
 // Rejects `r` (marks `st`) when it could never finish in a group of `cfg`: longer than the
-// model's positions, or more KV than the whole capacity (its prompt in a prefill-only group,
-// prompt + output otherwise).
-bool RejectUpFront(const Request& r, const SchedulerConfig& cfg, RequestStats* st) {
-  const uint64_t need =
-      cfg.prefill_only ? uint64_t{r.prompt_tokens} : uint64_t{r.prompt_tokens} + r.output_tokens;
+// model's positions, or more KV than the whole capacity at its peak: its prompt in a
+// prefill-only group, else prompt + output - 1 tokens (the prefill writes the prompt's K,V
+// and each of the output - 1 decode steps one more: the last output token is never fed back;
+// prompt + output rejected requests that fit). `decode_group`: the decode group of a
+// disaggregated run, which a request of one output token never enters (its prefill makes it).
+bool RejectUpFront(const Request& r, const SchedulerConfig& cfg, RequestStats* st,
+                   bool decode_group = false) {
+  const uint64_t peak = uint64_t{r.prompt_tokens} + std::max<uint32_t>(r.output_tokens, 1) - 1;
+  const uint64_t need = cfg.prefill_only                       ? uint64_t{r.prompt_tokens}
+                        : decode_group && r.output_tokens <= 1 ? 0
+                                                               : peak;
   const bool too_long = LongerThanPositions(r, cfg.max_context);
   if (!too_long && Blocks(need, std::max<uint32_t>(1, cfg.block_tokens)) <= cfg.capacity_blocks) return false;
   st->rejected = true;
@@ -242,14 +248,14 @@ ServeOutcome RunDisaggregated(const std::vector<Request>& reqs, SchedulerConfig 
   out.capacity_blocks = decode_cfg.capacity_blocks;
   out.prefill_capacity_blocks = prefill_cfg.capacity_blocks;
   prefill_cfg.prefill_only = true;
-  // A request the decode group could never finish (prompt + output over its capacity, or
+  // A request the decode group could never finish (its peak KV over its capacity, or
   // longer than the positions) is rejected before it takes any prefill time, as in fused
   // mode; the prefill group rejects one whose prompt does not fit its own capacity.
   SchedulerConfig decode_only = decode_cfg;
   decode_only.prefill_only = false;
   std::vector<Arrival> arrivals;
   for (size_t i = 0; i < reqs.size(); ++i)
-    if (!RejectUpFront(reqs[i], decode_only, &out.requests[i]))
+    if (!RejectUpFront(reqs[i], decode_only, &out.requests[i], /*decode_group=*/true))
       arrivals.push_back({static_cast<uint32_t>(i), reqs[i].arrival_ps, 0, false});
   RunGroup(reqs, arrivals, prefill_cfg, prefill_cost, "prefill", &out.requests, &out.kv, &out.iterations);
   // Requests that left the prefill group, in the order they left.

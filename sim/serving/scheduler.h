@@ -19,9 +19,9 @@
 // newest running request (last admitted) is preempted: its blocks are freed, and it
 // goes back to the front of the waiting queue to re-prefill prompt + generated
 // tokens later. When the newest is the request itself, it is the one preempted.
-// KV blocks in use never exceed capacity_blocks. A request whose prompt + output
-// tokens cannot fit in the whole capacity is rejected up front (it could never
-// finish); every other request finishes.
+// KV blocks in use never exceed capacity_blocks. A request whose KV at its peak (prompt +
+// output - 1 tokens: the last output token's K,V are never written) cannot fit in the whole
+// capacity is rejected up front (it could never finish); every other request finishes.
 
 #include <cstdint>
 #include <functional>
@@ -106,8 +106,9 @@ ServeOutcome RunFused(const std::vector<Request>& reqs, const SchedulerConfig& c
 // Prefill group (prefill_only), then each request's KV (prompt tokens) moved to the
 // decode group one transfer at a time in the order prefills finish (the network
 // link between the groups is one FIFO resource), then the decode group. A request is
-// rejected up front, before any prefill, when its prompt + output cannot fit the decode
-// group's capacity or its prompt the prefill group's (or it is longer than the positions).
+// rejected up front, before any prefill, when its peak KV (prompt + output - 1 tokens; none
+// for one output token, which the prefill makes) cannot fit the decode group's capacity or its
+// prompt the prefill group's (or it is longer than the positions).
 ServeOutcome RunDisaggregated(const std::vector<Request>& reqs, SchedulerConfig prefill_cfg,
                               const IterationCost& prefill_cost, const SchedulerConfig& decode_cfg,
                               const IterationCost& decode_cost, const TransferCost& transfer);

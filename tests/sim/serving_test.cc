@@ -158,6 +158,28 @@ TEST(ServingScheduler, DisaggregatedRejectsUpFrontWhatTheDecodeGroupCannotHold) 
   EXPECT_EQ(m.completed, 1u);
 }
 
+// A request's KV peaks at prompt + output - 1 tokens: the prefill writes the prompt's K,V and
+// each of the output - 1 decode steps one more; the last output token is never fed back. With
+// one 16-token block of capacity, 15 + 2 (peak 16) and 16 + 1 (16) fit and finish, 16 + 2 (17,
+// two blocks) does not; the check counted prompt + output and rejected the first two. In a
+// disaggregated run a request of one output token never reaches the decode group: a 20-token
+// prompt fits the prefill group's 2 blocks and finishes there, whatever the decode group holds.
+TEST(ServingScheduler, PeakKvIsPromptPlusOutputMinusOne) {
+  ServeOutcome out =
+      RunFused({Req(0, 0, 15, 2), Req(1, 0, 16, 1), Req(2, 0, 16, 2)}, Cfg(100, 100, 16, 1), Fixed(10));
+  EXPECT_FALSE(out.requests[0].rejected);
+  EXPECT_FALSE(out.requests[1].rejected);
+  EXPECT_TRUE(out.requests[2].rejected);
+  EXPECT_EQ(out.requests[0].finish_ps, 20);  // prefill [0, 10), its decode step [10, 20)
+  EXPECT_EQ(out.requests[1].finish_ps, 30);  // admitted when request 0 freed the block
+  ServeOutcome dis = RunDisaggregated({Req(0, 0, 20, 1), Req(1, 0, 20, 2)}, Cfg(100, 100, 16, 2), Fixed(10),
+                                      Cfg(100, 100, 16, 1), Fixed(7),
+                                      [](uint64_t tokens) { return static_cast<Ps>(tokens); });
+  EXPECT_FALSE(dis.requests[0].rejected);
+  EXPECT_EQ(dis.requests[0].finish_ps, 10);
+  EXPECT_TRUE(dis.requests[1].rejected);  // 21 tokens at its peak: two blocks > the decode group's one
+}
+
 TEST(ServingScheduler, RejectsRequestsLargerThanCapacity) {
   ServeOutcome out = RunFused({Req(0, 0, 100, 10), Req(1, 0, 4, 2)}, Cfg(100, 100, 4, 5), Fixed(10));
   EXPECT_TRUE(out.requests[0].rejected);  // ceil(110 / 4) = 28 blocks > 5
