@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -91,6 +92,67 @@ config::Location LocationAt(const std::string& text, size_t offset, const std::s
   return loc;
 }
 
+// Four hex digits of `text` at `at` as a number; -1 when they are not.
+long Hex4(const std::string& text, size_t at) {
+  if (at + 4 > text.size()) return -1;
+  long v = 0;
+  for (size_t k = at; k < at + 4; ++k) {
+    const char ch = text[k];
+    if (ch >= '0' && ch <= '9')
+      v = v * 16 + (ch - '0');
+    else if (ch >= 'a' && ch <= 'f')
+      v = v * 16 + (ch - 'a' + 10);
+    else if (ch >= 'A' && ch <= 'F')
+      v = v * 16 + (ch - 'A' + 10);
+    else
+      return -1;
+  }
+  return v;
+}
+
+// Appends to `out` the character the JSON escape at text[at] ('\\') stands for, as the parser
+// reads it (\uXXXX as UTF-8, a surrogate pair as one code point), and returns the offset of the
+// escape's last character. A key's duplicate may be spelt with escapes ("hidden\u005fsize"):
+// compared raw, it passed for another key and its value silently replaced the first.
+size_t DecodeEscape(const std::string& text, size_t at, std::string* out) {
+  const char e = text[at + 1];
+  const char* simple = "\"\\/bfnrt";
+  const char* meant = "\"\\/\b\f\n\r\t";
+  if (const char* p = std::strchr(simple, e); p && e != '\0') {
+    *out += meant[p - simple];
+    return at + 1;
+  }
+  long cp = e == 'u' ? Hex4(text, at + 2) : -1;
+  if (cp < 0) {  // not an escape the parser takes (it refused the text before this runs)
+    *out += e;
+    return at + 1;
+  }
+  size_t last = at + 5;
+  if (cp >= 0xD800 && cp <= 0xDBFF && last + 2 < text.size() && text[last + 1] == '\\' &&
+      text[last + 2] == 'u') {
+    if (const long low = Hex4(text, last + 3); low >= 0xDC00 && low <= 0xDFFF) {
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+      last += 6;
+    }
+  }
+  if (cp < 0x80) {
+    *out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    *out += static_cast<char>(0xC0 | (cp >> 6));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    *out += static_cast<char>(0xE0 | (cp >> 12));
+    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    *out += static_cast<char>(0xF0 | (cp >> 18));
+    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return last;
+}
+
 // Locations of the keys of the top-level object of a (well-formed) JSON text. A key
 // given twice in one object is refused at its second occurrence (the JSON parser keeps
 // the last value silently).
@@ -113,7 +175,10 @@ std::map<std::string, config::Location> TopLevelKeyLocations(const std::string& 
       size_t start = i;
       std::string s;
       for (++i; i < text.size() && text[i] != '"'; ++i) {
-        if (text[i] == '\\' && i + 1 < text.size()) ++i;
+        if (text[i] == '\\' && i + 1 < text.size()) {
+          i = DecodeEscape(text, i, &s);
+          continue;
+        }
         s += text[i];
       }
       if (open.empty() || !open.back()) continue;
@@ -133,6 +198,14 @@ std::map<std::string, config::Location> TopLevelKeyLocations(const std::string& 
   return keys;
 }
 
+// The most a Model field (uint32 in the schema) may hold: config::CheckIntegerRanges' 2^31-1.
+constexpr uint32_t kMaxField = INT32_MAX;
+
+// "2147483647 (2^31-1)" for kMaxField, else the number.
+std::string LimitText(uint64_t limit) {
+  return std::to_string(limit) + (limit == kMaxField ? " (2^31-1)" : "");
+}
+
 // Reads typed keys of the config object, collecting every problem as a Diag.
 class Reader {
  public:
@@ -146,17 +219,18 @@ class Reader {
     return it != keys_.end() ? it->second : config::Location{file_, 1, 1};
   }
 
-  // A non-negative integer that fits uint32; nullopt (and a Diag when `required`) if absent.
-  std::optional<uint32_t> Uint(const std::string& key, bool required) {
+  // A non-negative integer of at most `limit`; nullopt (and a Diag when `required`) if absent.
+  // The default limit is the schema's for every uint32 Model field (config::CheckIntegerRanges:
+  // 2^31-1), so that a value in between is refused here, at its key, with the same rule.
+  std::optional<uint32_t> Uint(const std::string& key, bool required, uint32_t limit = kMaxField) {
     auto it = j_.find(key);
     if (it == j_.end() || it->is_null()) {
       if (required) Error(key, "", "required key missing");
       return std::nullopt;
     }
-    if (it->is_number_unsigned() && it->get<uint64_t>() <= std::numeric_limits<uint32_t>::max()) {
+    if (it->is_number_unsigned() && it->get<uint64_t>() <= limit)
       return static_cast<uint32_t>(it->get<uint64_t>());
-    }
-    Error(key, config::QuoteJson(*it), "must be a non-negative integer (at most 4294967295)");
+    Error(key, config::QuoteJson(*it), "must be a non-negative integer, at most " + LimitText(limit));
     return std::nullopt;
   }
 
@@ -241,8 +315,11 @@ constexpr std::pair<const char*, const char*> kFieldKeys[] = {
 // The attention window of the layers that slide, where the config puts sliding-window
 // attention in effect as transformers reads it; 0: none. `layers`: num_hidden_layers.
 //   - Qwen2, Qwen3, Qwen2-MoE: layer_types (newer configs) names each layer's attention:
-//     "sliding_attention" slides. Mistral, Mixtral, Phi-3 and Qwen3-MoE have no layer_types in
-//     transformers 5 (MistralConfig only warns about one): theirs is not read.
+//     "sliding_attention" slides, but only with use_sliding_window true (their configuration
+//     classes set sliding_window to None, Qwen2-MoE's to 0, without it, and a sliding layer's
+//     attention takes config.sliding_window: no window). Mistral, Mixtral, Phi-3 and Qwen3-MoE
+//     have no layer_types in transformers 5 (MistralConfig only warns about one): theirs is not
+//     read.
 //   - Mistral and Mixtral: sliding_window itself (absent: transformers' default, 4096 for
 //     Mistral, none for Mixtral; null: none).
 //   - Qwen2, Qwen3: only with use_sliding_window true, for the layers from max_window_layers
@@ -269,12 +346,14 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
       r->Error("layer_types", config::QuoteJson(*it), "must be an array of strings");
       return 0;
     }
+    slides = slides && r->Bool("use_sliding_window").value_or(false);
   } else if (name == "mistral" || name == "mixtral" || name == "phi3") {
     slides = true;
   } else if (name == "qwen3_moe") {
     slides = r->Bool("use_sliding_window").value_or(false);
   } else if (r->Bool("use_sliding_window").value_or(false)) {
-    const uint32_t from = r->Uint("max_window_layers", false).value_or(28);
+    // Not a Model field: any uint32 is taken (one past num_hidden_layers means no layer slides).
+    const uint32_t from = r->Uint("max_window_layers", false, UINT32_MAX).value_or(28);
     slides = layers && (name == "qwen2_moe" ? from > 0 && *layers > 0 : from < *layers);
   }
   if (!slides) return 0;
@@ -321,20 +400,31 @@ std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> m
     return std::nullopt;
   }
   double base = max_pos.value_or(0);
+  std::string base_name = r->Has("max_position_embeddings")
+                              ? "max_position_embeddings"
+                              : "max_position_embeddings, the architecture's default";
   if (type == "yarn") {
     if (auto o = it->find("original_max_position_embeddings"); o != it->end() && !o->is_null()) {
-      if (!o->is_number_unsigned() || o->get<uint64_t>() > UINT32_MAX) {
+      if (!o->is_number_unsigned() || o->get<uint64_t>() > kMaxField) {
         r->Error(key, config::QuoteJson(*o),
-                 "original_max_position_embeddings must be a non-negative integer (at most 4294967295)");
+                 "original_max_position_embeddings must be a non-negative integer, at most " +
+                     LimitText(kMaxField));
         return std::nullopt;
       }
       base = static_cast<double>(o->get<uint64_t>());
+      base_name = "original_max_position_embeddings";
     }
   }
   const double positions = std::floor(base * f->get<double>());
   if (positions <= 0) return std::nullopt;
-  if (positions > UINT32_MAX) {
-    r->Error(key, config::QuoteJson(*it), "extends the positions past 4294967295");
+  // The extended context becomes max_position_embeddings, a uint32 field of at most 2^31-1 in
+  // the schema: refused here, at the factor, since the file's max_position_embeddings is not
+  // what is out of range.
+  if (positions > kMaxField) {
+    r->Error(key, config::QuoteJson(*f),
+             "factor x " + base_name + " (" + std::to_string(static_cast<uint64_t>(base)) +
+                 ") = " + std::to_string(static_cast<uint64_t>(positions)) +
+                 " positions: the extended context must be at most " + LimitText(kMaxField));
     return std::nullopt;
   }
   return static_cast<uint32_t>(positions);
@@ -497,6 +587,13 @@ config::Model Import(const std::string& text, const std::string& display_name, c
     for (const auto& [field, key] : kFieldKeys) {
       if (r.Has(key)) locs->Set(field, r.Where(key));
     }
+    // A value the file leaves out is located at the key it comes from: num_attention_heads or
+    // architectures (the class's default) for num_key_value_heads, hidden_size (divided by the
+    // heads) or architectures for head_dim. ValidateModel reads a location shared with that key
+    // as "absent" and says how the value was derived (two keys of a file never share one).
+    if (!r.Has("num_key_value_heads"))
+      locs->Set("num_key_value_heads", r.Where(arch->kv_heads ? "architectures" : "num_attention_heads"));
+    if (!r.Has("head_dim")) locs->Set("head_dim", r.Where(arch->head_dim ? "architectures" : "hidden_size"));
     if (qwen3_moe && !r.Has("num_experts") && r.Has("num_local_experts"))
       locs->Set("num_experts", r.Where("num_local_experts"));
     if (mixtral) {
@@ -589,8 +686,31 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
   auto fail = [&](const std::string& f, const std::string& value, const std::string& rule) {
     diags->push_back(config::Diag{locs.Find(path(f)), path(f), value, rule});
   };
+  // The value as a message shows it. One the file leaves out is located by the importer at the
+  // key it comes from (ImportHuggingFaceText): sharing that key's location, it is said to be
+  // absent, with where it came from (it was shown as if written, at file:1:1).
+  const auto absent_from = [&](const std::string& f, const std::string& from) {
+    const config::Location a = locs.Find(path(f)), b = locs.Find(path(from)), anchor = locs.Find(prefix);
+    const auto same = [](const config::Location& x, const config::Location& y) {
+      return x.file == y.file && x.line == y.line && x.col == y.col;
+    };
+    return same(a, b) && !same(a, anchor);
+  };
+  const auto shown = [&](const std::string& f, uint32_t v) {
+    const std::string n = std::to_string(v);
+    if (f == "num_key_value_heads" && absent_from(f, "num_attention_heads"))
+      return "absent, so num_attention_heads (" + n + ") as transformers defaults";
+    if ((f == "num_key_value_heads" || f == "head_dim") && absent_from(f, "architecture"))
+      return "absent, so " + m.architecture() + "'s default (" + n + ") as transformers has it";
+    if (f == "head_dim" && absent_from(f, "hidden_size"))
+      return m.num_attention_heads() == 0
+                 ? "absent, " + n + " with no num_attention_heads to divide hidden_size by"
+                 : "absent, hidden_size / num_attention_heads = " + std::to_string(m.hidden_size()) + " / " +
+                       std::to_string(m.num_attention_heads()) + " = " + n;
+    return n;
+  };
   auto positive = [&](const std::string& f, uint32_t v) {
-    if (v == 0) fail(f, "0", "must be positive");
+    if (v == 0) fail(f, shown(f, 0), "must be positive");
   };
 
   const Architecture* arch = nullptr;
@@ -613,7 +733,7 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
   positive("vocab_size", m.vocab_size());
   if (m.num_attention_heads() > 0 && m.num_key_value_heads() > 0 &&
       m.num_attention_heads() % m.num_key_value_heads() != 0) {
-    fail("num_key_value_heads", std::to_string(m.num_key_value_heads()),
+    fail("num_key_value_heads", shown("num_key_value_heads", m.num_key_value_heads()),
          "num_attention_heads (" + std::to_string(m.num_attention_heads()) +
              ") must be divisible by num_key_value_heads (" + std::to_string(m.num_key_value_heads()) + ")");
   }

@@ -137,6 +137,33 @@ std::string OffChipWord(const arch::Chip& chip) {
 
 // ---- describe ---------------------------------------------------------------
 
+// How a served request length is drawn (configs/schema/serving.proto LengthDist).
+std::string LengthDistText(const config::LengthDist& d) {
+  const std::string kind = d.dist().empty() ? "fixed" : d.dist();
+  if (kind == "uniform") return "uniform from " + std::to_string(d.min()) + " to " + std::to_string(d.max());
+  if (kind == "lognormal")
+    return "lognormal, exp(N(" + Fixed(d.mu(), 2) + ", " + Fixed(d.sigma(), 2) + ")) from " +
+           std::to_string(std::max(1u, d.min())) +
+           (d.max() > 0 ? " to " + std::to_string(d.max()) : std::string(" up (no maximum)"));
+  return "fixed " + std::to_string(d.value());
+}
+
+// The first dense and the first MoE layer of a model that has both kinds (mlp_only_layers,
+// decoder_sparse_step > 1); nullopt when its layers are of one kind.
+std::optional<std::pair<uint32_t, uint32_t>> DenseAndMoeLayer(const config::Model& m) {
+  const uint64_t moe = llm::MoeLayerCount(m, m.num_layers());
+  if (moe == 0 || moe >= m.num_layers()) return std::nullopt;
+  const std::set<uint32_t> only(m.mlp_only_layers().begin(), m.mlp_only_layers().end());
+  const uint32_t step = std::max(1u, m.decoder_sparse_step());
+  // Layer l is sparse when (l + 1) % step == 0 and l is not in mlp_only_layers (llm::IsMoeLayer):
+  // the loop passes at most the listed layers, and ends below num_layers as a sparse one exists.
+  uint32_t first_moe = step - 1;
+  while (only.count(first_moe)) first_moe += step;
+  // Layer 0 is dense where step > 1; else the dense layers are the listed ones below num_layers.
+  const uint32_t first_dense = step > 1 ? 0 : *only.begin();
+  return std::make_pair(first_dense, first_moe);
+}
+
 const char* kDescribeUsage = R"(usage: tpsim describe [EXPERIMENT] [--set FIELD=VALUE]... [--model MODEL]
 
 Resolves and validates an experiment, then prints the chip (cores, peak
@@ -214,8 +241,6 @@ int Describe(Args& a) {
   uint32_t dtype = sim::DtypeBytes(w.dtype());
   llm::Phase pre{false, w.batch(), w.seq_len(), w.cached_prefix(), dtype};
   llm::Phase dec{true, w.batch(), 1, w.cached_prefix() + w.seq_len(), dtype};
-  auto pl = llm::BuildLayer(m, pre);
-  auto dl = llm::BuildLayer(m, dec);
   os << "\nmodel       " << m.name() << " (" << m.architecture() << ")\n";
   os << "  parameters            " << Fixed(llm::ParameterCount(m) / 1e9, 3) << " B";
   if (m.num_experts() > 0)
@@ -236,15 +261,68 @@ int Describe(Args& a) {
       os << ", shared experts of " << m.shared_expert_intermediate_size() << " every token goes through";
     os << "\n";
   }
-  os << "\nworkload    batch " << w.batch() << ", prompt " << w.seq_len() << " tokens"
-     << (w.cached_prefix() ? " after " + std::to_string(w.cached_prefix()) + " cached" : "") << ", "
-     << w.decode_steps() << " decode steps, " << (w.dtype().empty() ? "bf16" : w.dtype()) << "\n";
-  os << "  prefill layer         " << Fixed(pl.Flops() / 1e9, 3) << " GFLOP, "
-     << HumanBytes(static_cast<double>(pl.BytesRead())) << " read, "
-     << HumanBytes(static_cast<double>(pl.BytesWritten())) << " written, "
-     << HumanBytes(static_cast<double>(pl.WeightBytes())) << " weights\n";
-  os << "  decode layer (L=" << dec.cached + 1 << ")  " << Fixed(dl.Flops() / 1e9, 3) << " GFLOP, "
-     << HumanBytes(static_cast<double>(dl.BytesRead())) << " read\n";
+  const std::string dtype_name = w.dtype().empty() ? "bf16" : w.dtype();
+  if (w.has_requests()) {
+    // A served workload (tpsim serve) has no one batch, prompt or decode count: each iteration
+    // mixes the running requests' prefill chunks and decode tokens, so no one layer's figures
+    // stand for it (it printed a phantom batch 0, prompt 0 tokens and 0.000 GFLOP). Where the
+    // requests come from instead.
+    const auto& rq = w.requests();
+    const std::string first =
+        rq.max_requests() > 0 ? "the first " + std::to_string(rq.max_requests()) + " of " : "";
+    os << "\nworkload    served (tpsim serve), " << dtype_name << "\n";
+    if (rq.has_synthetic()) {
+      const auto& s = rq.synthetic();
+      os << "  requests              " << first << s.num_requests() << " synthetic, "
+         << (s.arrivals().empty() ? "poisson" : s.arrivals()) << " arrivals at " << Fixed(s.rate_per_s(), 2)
+         << " per s, seed " << s.seed() << "\n";
+      os << "  prompt tokens         " << LengthDistText(s.prompt_tokens()) << "\n";
+      os << "  output tokens         " << LengthDistText(s.output_tokens()) << "\n";
+    } else {
+      os << "  requests              " << (first.empty() ? "every request of " : first) << "the trace "
+         << rq.trace_file() << (rq.format().empty() ? "" : " (" + rq.format() + ")");
+      if (rq.time_scale() > 0 && rq.time_scale() != 1) os << ", arrivals x " << Fixed(rq.time_scale(), 3);
+      os << "\n";
+    }
+  } else {
+    os << "\nworkload    batch " << w.batch() << ", prompt " << w.seq_len() << " tokens"
+       << (w.cached_prefix() ? " after " + std::to_string(w.cached_prefix()) + " cached" : "") << ", "
+       << w.decode_steps() << " decode steps, " << dtype_name << "\n";
+    // A model with dense and MoE layers (mlp_only_layers, decoder_sparse_step > 1) has two layers
+    // to show: layer 0 alone showed the dense one of Qwen3-MoE with mlp_only_layers [0] as its
+    // "prefill layer". One kind prints as before.
+    struct Kind {
+      std::string what;  // "" for a model of one kind
+      uint32_t layer;
+    };
+    std::vector<Kind> kinds{{"", 0}};
+    if (const auto both = DenseAndMoeLayer(m)) {
+      const uint64_t moe = llm::MoeLayerCount(m, m.num_layers()), dense = m.num_layers() - moe;
+      kinds = {{std::to_string(moe) + " MoE layer" + (moe == 1 ? "" : "s"), both->second},
+               {std::to_string(dense) + " dense layer" + (dense == 1 ? "" : "s"), both->first}};
+    }
+    const std::string l_is = "L=" + std::to_string(dec.cached + 1);
+    size_t width = 0;
+    for (const Kind& k : kinds)
+      width = std::max(width, std::string("decode layer (" + l_is + ", " + k.what + ")").size());
+    const auto label = [&](const std::string& text) {
+      return "  " + text + std::string(std::max<size_t>(2, width + 2 - text.size()), ' ');
+    };
+    for (const Kind& k : kinds) {
+      auto pl = llm::BuildLayer(m, pre, k.layer);
+      os << (k.what.empty() ? "  prefill layer         " : label("prefill layer (" + k.what + ")"))
+         << Fixed(pl.Flops() / 1e9, 3) << " GFLOP, " << HumanBytes(static_cast<double>(pl.BytesRead()))
+         << " read, " << HumanBytes(static_cast<double>(pl.BytesWritten())) << " written, "
+         << HumanBytes(static_cast<double>(pl.WeightBytes())) << " weights\n";
+    }
+    for (const Kind& k : kinds) {
+      auto dl = llm::BuildLayer(m, dec, k.layer);
+      os << (k.what.empty() ? "  decode layer (" + l_is + ")  "
+                            : label("decode layer (" + l_is + ", " + k.what + ")"))
+         << Fixed(dl.Flops() / 1e9, 3) << " GFLOP, " << HumanBytes(static_cast<double>(dl.BytesRead()))
+         << " read\n";
+    }
+  }
   if (mp.attention_dp() > 1)  // attention replicas: a stage has tp x attention_dp cores
     os << "\nmapping     tp " << mp.tp() << " x attention_dp " << mp.attention_dp() << " x "
        << std::max(1u, mp.pipeline_stages())
@@ -580,7 +658,15 @@ std::vector<std::pair<std::string, std::string>> CatalogModels() {
   for (const std::string& name : llm::CatalogNames()) {
     std::string description;
     try {
-      const config::Model m = llm::ImportHuggingFace(llm::CatalogPath(name, {}, "model"));
+      const std::string path = llm::CatalogPath(name, {}, "model");
+      config::SourceMap locs(path);
+      const config::Model m = llm::ImportHuggingFaceText(
+          config::ReadFileOrThrow(path, config::Location{path, 1, 1}, "model"), path, &locs);
+      // An entry that imports but fails the model's checks (top 9 of 4 experts) has no
+      // parameters to list: it printed impossible ones ("1.492 B active of 1.404 B").
+      std::vector<config::Diag> diags;
+      llm::ValidateModel(m, locs, "", &diags);
+      if (!diags.empty()) throw config::ConfigError(std::move(diags));
       description = m.architecture() + ", " + Fixed(llm::ParameterCount(m) / 1e9, 3) + " B parameters";
       if (m.num_experts() > 0)
         description += " (" + Fixed(llm::ActiveParameterCount(m) / 1e9, 3) + " B active, " +

@@ -395,6 +395,133 @@ TEST(Cli, SetThatAppendsAnElementLocatesItsErrorsAtTheSet) {
       << far.output;
 }
 
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string ReplaceOnce(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? s : s.replace(at, from.size(), to);
+}
+
+// The figures describe prints after the label that starts a line with `label` ("" if none).
+std::string FiguresAfter(const std::string& out, const std::string& label) {
+  const size_t at = out.find("\n" + label);
+  if (at == std::string::npos) return "";
+  size_t from = at + 1 + label.size();
+  while (from < out.size() && out[from] == ' ') ++from;
+  return out.substr(from, out.find('\n', from) - from);
+}
+
+// A Qwen3-MoE model with a dense layer (mlp_only_layers [0], decoder_sparse_step 2) has its dense
+// and MoE layers shown apart, with their counts: describe showed layer 0 alone, the dense one, as
+// the "prefill layer". Each row's figures are those of a model whose layers are all of its kind:
+// the shipped qwen3-30b-a3b (all MoE) and a dense Qwen3 of its dimensions (intermediate 6144).
+TEST(Cli, DescribeShowsDenseAndMoeLayersApart) {
+  const std::string exp = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/moe-qwen3-30b-a3b.textproto";
+  const std::string moe_json = ReadFile(fs::path(TPSIM_SOURCE_DIR) / "configs/models/qwen3-30b-a3b.json");
+  const fs::path dir = fs::temp_directory_path() / "tpsim-cli-dense-moe";
+  fs::create_directories(dir);
+  std::ofstream(dir / "mlp0.json") << ReplaceOnce(moe_json, "\"mlp_only_layers\": []",
+                                                  "\"mlp_only_layers\": [0]");
+  std::ofstream(dir / "step2.json") << ReplaceOnce(moe_json, "\"decoder_sparse_step\": 1",
+                                                   "\"decoder_sparse_step\": 2");
+  std::string dense = ReplaceOnce(moe_json, "Qwen3MoeForCausalLM", "Qwen3ForCausalLM");
+  dense = ReplaceOnce(dense, "\"model_type\": \"qwen3_moe\"", "\"model_type\": \"qwen3\"");
+  std::ofstream(dir / "dense.json") << dense;
+
+  const Outcome all_moe = RunTpsim("describe " + exp);
+  const Outcome all_dense = RunTpsim("describe " + exp + " --model " + (dir / "dense.json").string());
+  const Outcome mlp0 = RunTpsim("describe " + exp + " --model " + (dir / "mlp0.json").string());
+  const Outcome step2 = RunTpsim("describe " + exp + " --model " + (dir / "step2.json").string());
+  for (const Outcome* o : {&all_moe, &all_dense, &mlp0, &step2}) ASSERT_EQ(o->status, 0) << o->output;
+  // One kind: one row each, as before.
+  const std::string moe_prefill = FiguresAfter(all_moe.output, "  prefill layer         ");
+  const std::string dense_prefill = FiguresAfter(all_dense.output, "  prefill layer         ");
+  ASSERT_NE(moe_prefill, "") << all_moe.output;
+  ASSERT_NE(dense_prefill, "") << all_dense.output;
+  ASSERT_NE(moe_prefill, dense_prefill);
+  // seq_len 512, no cached prefix: decode at L = 513.
+  const std::string moe_decode = FiguresAfter(all_moe.output, "  decode layer (L=513)");
+  const std::string dense_decode = FiguresAfter(all_dense.output, "  decode layer (L=513)");
+  ASSERT_NE(moe_decode, "") << all_moe.output;
+  EXPECT_EQ(mlp0.output.find("  prefill layer         "), std::string::npos) << mlp0.output;
+  // mlp_only_layers [0]: layer 0 dense, 47 MoE.
+  EXPECT_EQ(FiguresAfter(mlp0.output, "  prefill layer (47 MoE layers)"), moe_prefill) << mlp0.output;
+  EXPECT_EQ(FiguresAfter(mlp0.output, "  prefill layer (1 dense layer)"), dense_prefill) << mlp0.output;
+  EXPECT_EQ(FiguresAfter(mlp0.output, "  decode layer (L=513, 47 MoE layers)"), moe_decode) << mlp0.output;
+  EXPECT_EQ(FiguresAfter(mlp0.output, "  decode layer (L=513, 1 dense layer)"), dense_decode) << mlp0.output;
+  // decoder_sparse_step 2: layer l is MoE when (l + 1) % 2 == 0, 24 of 48.
+  EXPECT_EQ(FiguresAfter(step2.output, "  prefill layer (24 MoE layers)"), moe_prefill) << step2.output;
+  EXPECT_EQ(FiguresAfter(step2.output, "  prefill layer (24 dense layers)"), dense_prefill) << step2.output;
+  EXPECT_EQ(FiguresAfter(step2.output, "  decode layer (L=513, 24 dense layers)"), dense_decode)
+      << step2.output;
+}
+
+// A served workload (requests) has no one batch or prompt: describe said "batch 0, prompt 0
+// tokens, 0 decode steps" and a 0.000 GFLOP prefill layer. It says where the requests come from
+// (serving-fused.textproto: 200 synthetic requests, poisson at 2 per s, seed 1, prompts
+// lognormal mu 6.2 sigma 0.5 in [16, 4096], outputs mu 4.8 sigma 0.5 in [4, 1024]).
+TEST(Cli, DescribeOfAServedWorkloadSaysWhereItsRequestsComeFrom) {
+  const std::string exp = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
+  const Outcome o = RunTpsim("describe " + exp);
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("\nworkload    served (tpsim serve), bf16\n"
+                          "  requests              200 synthetic, poisson arrivals at 2.00 per s, seed 1\n"
+                          "  prompt tokens         lognormal, exp(N(6.20, 0.50)) from 16 to 4096\n"
+                          "  output tokens         lognormal, exp(N(4.80, 0.50)) from 4 to 1024\n"
+                          "\nmapping     "),
+            std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("batch 0"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("prefill layer"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("decode layer"), std::string::npos) << o.output;
+  // A trace: its file (resolved against the experiment's folder), how many of its requests, and
+  // the arrivals' scale.
+  const fs::path dir = fs::temp_directory_path() / "tpsim-cli-served";
+  fs::create_directories(dir);
+  std::string text = ReadFile(exp);
+  text = ReplaceOnce(text, "\"../chips/", "\"" + std::string(TPSIM_SOURCE_DIR) + "/configs/chips/");
+  const size_t a = text.find("    synthetic {"), b = text.find("\n  }\n}\nmapping");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  text.replace(a, b - a, "    trace_file: \"t.csv\"\n    max_requests: 50\n    time_scale: 0.5");
+  std::ofstream(dir / "trace.textproto") << text;
+  std::ofstream(dir / "t.csv") << "arrival_s,prompt_tokens,output_tokens\n0,16,4\n";
+  const Outcome t = RunTpsim("describe " + (dir / "trace.textproto").string());
+  ASSERT_EQ(t.status, 0) << t.output;
+  EXPECT_NE(t.output.find("\nworkload    served (tpsim serve), bf16\n"
+                          "  requests              the first 50 of the trace " +
+                          (dir / "t.csv").string() + ", arrivals x 0.500\n"),
+            std::string::npos)
+      << t.output;
+}
+
+// A catalog entry that imports but fails the model's checks is listed with the reason, as a
+// malformed one is: it was listed with impossible figures (top 9 of 4 experts). The key
+// num_experts_per_tok is at line 3, column 20 of bad-top.json.
+TEST(Cli, ListNotesCatalogEntriesThatFailTheModelChecks) {
+  const fs::path dir = fs::temp_directory_path() / "tpsim-cli-list-bad";
+  fs::create_directories(dir / "models");
+  fs::create_directories(dir / "chips");
+  std::ofstream(dir / "models/bad-top.json")
+      << "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+         " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": "
+         "1000,\n"
+         " \"num_experts\": 4, \"num_experts_per_tok\": 9, \"moe_intermediate_size\": 32}\n";
+  const Outcome o = tpsim::test::RunCommand("TPSIM_CONFIG_DIR='" + dir.string() +
+                                            "' timeout 60 '" TPSIM_BINARY_DIR "/bin/tpsim' list model 2>&1");
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(
+      o.output.find("  bad-top              (does not import: " + (dir / "models/bad-top.json").string() +
+                    ":3:20: num_experts_per_token: 9: must be at most num_experts (4))\n"),
+      std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("B parameters"), std::string::npos) << o.output;
+}
+
 TEST(Cli, ModelFlagImportsACatalogEntryOrConfigJson) {
   Outcome by_name =
       RunTpsim("describe configs/experiments/reference-qwen3-4b.textproto --model llama-3.2-1b");

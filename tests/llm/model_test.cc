@@ -261,9 +261,9 @@ TEST(Import, SlidingWindowIsReadAndQuantizationRefused) {
                    R"(, "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 4)"),
             0u);
   EXPECT_EQ(window("Qwen3ForCausalLM", R"(, "use_sliding_window": true, "max_window_layers": 0)"), 4096u);
-  // layer_types names each layer's attention, whatever use_sliding_window says.
-  EXPECT_EQ(window("Qwen3ForCausalLM", R"(, "sliding_window": 512, "layer_types": ["full_attention",
-      "sliding_attention", "full_attention", "sliding_attention"])"),
+  // layer_types names each layer's attention, with use_sliding_window true (without it, below).
+  EXPECT_EQ(window("Qwen3ForCausalLM", R"(, "use_sliding_window": true, "sliding_window": 512,
+      "layer_types": ["full_attention", "sliding_attention", "full_attention", "sliding_attention"])"),
             512u);
   EXPECT_EQ(window("Qwen3ForCausalLM", R"(, "use_sliding_window": true, "max_window_layers": 0,
       "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"])"),
@@ -287,7 +287,7 @@ TEST(Import, SlidingWindowIsReadAndQuantizationRefused) {
             300u);
   // Bad values are located.
   EXPECT_EQ(ErrorOf([&] { window("MistralForCausalLM", R"(, "sliding_window": -1)"); }),
-            "w.json:3:27: sliding_window: -1: must be a non-negative integer (at most 4294967295)");
+            "w.json:3:27: sliding_window: -1: must be a non-negative integer, at most 2147483647 (2^31-1)");
   EXPECT_EQ(ErrorOf([&] { window("Qwen3ForCausalLM", R"(, "layer_types": "sliding_attention")"); }),
             "w.json:3:27: layer_types: \"sliding_attention\": must be an array of strings");
   // A quantized checkpoint is refused at its key (its weights are not workload.dtype's).
@@ -604,8 +604,7 @@ TEST(ImportErrors, DeeplyNestedOrLongValuesAreQuotedShort) {
               "\"num_hidden_layers\": " + std::string(100000, '[') + std::string(100000, ']'));
   EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(deep, "b.json"); }),
             "b.json:5:3: num_hidden_layers: an array nested more than 64 levels deep: must be a non-negative "
-            "integer "
-            "(at most 4294967295)");
+            "integer, at most 2147483647 (2^31-1)");
   std::string list = "[0";
   for (int i = 1; i < 1000; ++i) list += "," + std::to_string(i);
   const std::string err = ErrorOf([&] {
@@ -627,11 +626,12 @@ TEST(ImportErrors, UnsupportedArchitecture) {
 
 TEST(ImportErrors, WrongType) {
   std::string text = Replace(kGood, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": \"2\"");
-  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
-            "b.json:5:3: num_hidden_layers: \"2\": must be a non-negative integer (at most 4294967295)");
+  EXPECT_EQ(
+      ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
+      "b.json:5:3: num_hidden_layers: \"2\": must be a non-negative integer, at most 2147483647 (2^31-1)");
   text = Replace(kGood, "\"hidden_size\": 64", "\"hidden_size\": -64");
   EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
-            "b.json:3:3: hidden_size: -64: must be a non-negative integer (at most 4294967295)");
+            "b.json:3:3: hidden_size: -64: must be a non-negative integer, at most 2147483647 (2^31-1)");
   text = Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"tie_word_embeddings\": 1");
   EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(text, "b.json"); }),
             "b.json:8:23: tie_word_embeddings: 1: must be true or false");
@@ -693,8 +693,11 @@ TEST(Validate, LocatesFieldsThroughTheSourceMap) {
   ValidateModel(m, locs, "model", &diags);
   ASSERT_EQ(diags.size(), 3u);
   EXPECT_EQ(diags[0].str(), "e.json:3:3: model.hidden_size: 0: must be positive");
-  // head_dim was not written (derived as 0 / 4): located at the model's anchor.
-  EXPECT_EQ(diags[1].str(), "exp.textproto:2:1: model.head_dim: 0: must be positive");
+  // head_dim was not written (derived as 0 / 4): located at hidden_size, which it comes from, and
+  // said to be absent (it was shown as a written 0 at the model's anchor).
+  EXPECT_EQ(
+      diags[1].str(),
+      "e.json:3:3: model.head_dim: absent, hidden_size / num_attention_heads = 0 / 4 = 0: must be positive");
   EXPECT_EQ(diags[2].str(),
             "e.json:7:3: model.num_key_value_heads: 3: num_attention_heads (4) must be divisible by "
             "num_key_value_heads (3)");
@@ -802,6 +805,173 @@ TEST(Import, DuplicateKeysAreRefusedAtTheSecondOne) {
       Replace(kGood, "\"hidden_size\": 64,",
               "\"hidden_size\": 64,\n  \"x\": {\"hidden_size\": 1}, \"y\": [\"hidden_size\"],");
   EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(ok, "hfok.json"); }), "");
+}
+
+// A duplicate spelt with JSON escapes is the same key to the parser (it kept the last value:
+// "hidden\u005fsize": 512 replaced 64 silently); keys are compared as the parser decodes them.
+TEST(Import, DuplicateKeysSpeltWithEscapesAreRefused) {
+  EXPECT_EQ(ErrorOf([&] {
+              ImportHuggingFaceText(Replace(kGood, "\"hidden_size\": 64,",
+                                            "\"hidden_size\": 64,\n  \"hidden\\u005fsize\": 512,"),
+                                    "esc.json");
+            }),
+            "esc.json:4:4: hidden_size: : specified more than once (first on line 3)");
+  // \/ is '/', \u00e9 is U+00E9 (UTF-8 C3 A9), and the pair \ud83d\ude00 is U+1F600 (F0 9F 98 80).
+  EXPECT_EQ(ErrorOf([&] {
+              ImportHuggingFaceText(
+                  Replace(kGood, "\"hidden_size\": 64,", "\"hidden_size\": 64, \"a/b\": 1, \"a\\/b\": 2,"),
+                  "esc.json");
+            }),
+            "esc.json:3:33: a/b: : specified more than once (first on line 3)");
+  EXPECT_EQ(ErrorOf([&] {
+              ImportHuggingFaceText(Replace(kGood, "\"hidden_size\": 64,",
+                                            "\"hidden_size\": 64, \"\xc3\xa9\": 1, \"\\u00e9\": 2,"),
+                                    "esc.json");
+            }).rfind("esc.json:3:32: ", 0),
+            0u);
+  EXPECT_NE(ErrorOf([&] {
+              ImportHuggingFaceText(
+                  Replace(kGood, "\"hidden_size\": 64,",
+                          "\"hidden_size\": 64, \"\xf0\x9f\x98\x80\": 1, \"\\ud83d\\ude00\": 2,"),
+                  "esc.json");
+            }).find("specified more than once"),
+            std::string::npos);
+  // Escapes that spell different keys are no duplicate.
+  EXPECT_EQ(ErrorOf([&] {
+              ImportHuggingFaceText(
+                  Replace(kGood, "\"hidden_size\": 64,",
+                          "\"hidden_size\": 64, \"\\u0061\": 1, \"\\u0062\": 2, \"\\n\": 3,"),
+                  "esc.json");
+            }),
+            "");
+}
+
+// The importer refuses past the schema's limit for a Model field (2^31-1, as
+// config::CheckIntegerRanges does), at the key and with that limit: 2^32 was "at most
+// 4294967295", then 2^32 - 1 passed the importer to be refused as "at most 2147483647".
+TEST(ImportErrors, IntegersPastTheSchemasLimitAreRefusedAtTheirKey) {
+  EXPECT_EQ(
+      ErrorOf([&] {
+        ImportHuggingFaceText(Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 2147483648"), "v.json");
+      }),
+      "v.json:8:3: vocab_size: 2147483648: must be a non-negative integer, at most 2147483647 (2^31-1)");
+  EXPECT_EQ(
+      ErrorOf([&] {
+        ImportHuggingFaceText(Replace(kGood, "\"hidden_size\": 64", "\"hidden_size\": 4294967296"), "v.json");
+      }),
+      "v.json:3:3: hidden_size: 4294967296: must be a non-negative integer, at most 2147483647 (2^31-1)");
+  EXPECT_EQ(
+      ImportHuggingFaceText(Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 2147483647"), "v.json")
+          .vocab_size(),
+      2147483647u);
+  // max_window_layers is no Model field: any uint32 (past num_hidden_layers: no layer slides).
+  EXPECT_EQ(ImportHuggingFaceText(Replace(kGood, "\"vocab_size\": 1000",
+                                          "\"vocab_size\": 1000, \"use_sliding_window\": true, "
+                                          "\"max_window_layers\": 4294967295"),
+                                  "v.json")
+                .sliding_window(),
+            0u);
+}
+
+// A rope factor that takes the context past 2^31-1 positions is refused at rope_scaling with the
+// product: it was refused only past 2^32-1, so 4,096,000,000 was blamed on the file's
+// max_position_embeddings (40960) by the schema's check. By hand: 40960 x 52428 = 2,147,450,880
+// fits 2,147,483,647; 40960 x 52429 = 2,147,491,840 does not; 32768 x 65536 = 2^31 is one past.
+TEST(Import, RopeFactorPastTheLimitIsBlamedOnTheFactor) {
+  EXPECT_EQ(PositionsWith(R"(, "rope_scaling": {"type": "yarn", "factor": 52428})"), 2147450880u);
+  EXPECT_EQ(
+      ErrorOf([&] { PositionsWith(R"(, "rope_scaling": {"type": "yarn", "factor": 52429})"); }),
+      "p.json:3:61: rope_scaling: 52429: factor x max_position_embeddings (40960) = 2147491840 positions: "
+      "the extended context must be at most 2147483647 (2^31-1)");
+  EXPECT_EQ(
+      ErrorOf([&] {
+        PositionsWith(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 65536,
+      "original_max_position_embeddings": 32768})");
+      }),
+      "p.json:3:61: rope_scaling: 65536: factor x original_max_position_embeddings (32768) = 2147483648 "
+      "positions: the extended context must be at most 2147483647 (2^31-1)");
+  EXPECT_EQ(ErrorOf([&] {
+              PositionsWith(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 2,
+      "original_max_position_embeddings": 2147483648})");
+            }),
+            "p.json:3:61: rope_scaling: 2147483648: original_max_position_embeddings must be a non-negative "
+            "integer, at most 2147483647 (2^31-1)");
+}
+
+// Qwen2 and Qwen3 (and Qwen2-MoE) slide only with use_sliding_window true, layer_types or not:
+// their transformers configs set sliding_window to None (Qwen2-MoE: 0) without it, and a
+// "sliding_attention" layer takes config.sliding_window. Before, layer_types imposed the window.
+TEST(Import, LayerTypesSlideOnlyWithUseSlidingWindow) {
+  const std::string lt = R"(, "sliding_window": 300, "layer_types": ["full_attention", "sliding_attention",
+      "full_attention", "sliding_attention"])";
+  for (const char* arch : {"Qwen3ForCausalLM", "Qwen2ForCausalLM"}) {
+    const std::string head = std::string(R"({"architectures": [")") + arch + R"("], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 1000)";
+    EXPECT_EQ(ImportHuggingFaceText(head + lt + "}", "w.json").sliding_window(), 0u) << arch;
+    EXPECT_EQ(ImportHuggingFaceText(head + R"(, "use_sliding_window": false)" + lt + "}", "w.json")
+                  .sliding_window(),
+              0u)
+        << arch;
+    EXPECT_EQ(
+        ImportHuggingFaceText(head + R"(, "use_sliding_window": true)" + lt + "}", "w.json").sliding_window(),
+        300u)
+        << arch;
+  }
+  const std::string moe = R"({"architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 1000,
+      "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+      "shared_expert_intermediate_size": 32)";
+  EXPECT_EQ(ImportHuggingFaceText(moe + lt + "}", "w.json").sliding_window(), 0u);
+  EXPECT_EQ(
+      ImportHuggingFaceText(moe + R"(, "use_sliding_window": true)" + lt + "}", "w.json").sliding_window(),
+      300u);
+}
+
+// A value the file leaves out is said to be absent, with how it was derived, at the key it comes
+// from: it was shown as if written ("num_key_value_heads: 32" at file:1:1).
+TEST(Validate, DefaultedAndDerivedValuesAreSaidToBeAbsent) {
+  const auto diags_of = [](const std::string& text) {
+    config::SourceMap file_locs("d.json");
+    const config::Model m = ImportHuggingFaceText(text, "d.json", &file_locs);
+    config::SourceMap locs("d.json");
+    locs.Merge("model", file_locs, config::Location{"d.json", 1, 1});
+    std::vector<config::Diag> diags;
+    ValidateModel(m, locs, "model", &diags);
+    std::vector<std::string> out;
+    for (const auto& d : diags) out.push_back(d.str());
+    return out;
+  };
+  // Qwen3 without num_key_value_heads: Qwen3Config's 32, which 16 heads do not divide; located
+  // at architectures (line 2).
+  EXPECT_EQ(
+      diags_of(Replace(Replace(kGood, "  \"num_key_value_heads\": 2,\n", ""), "\"num_attention_heads\": 4",
+                       "\"num_attention_heads\": 16")),
+      std::vector<std::string>{"d.json:2:3: model.num_key_value_heads: absent, so qwen3's default (32) as "
+                               "transformers has it: num_attention_heads (16) must be divisible by "
+                               "num_key_value_heads (32)"});
+  // Llama: hidden 16 over 32 heads, no head_dim: 16 / 32 = 0, located at hidden_size (line 3).
+  const std::string llama = Replace(Replace(kGood, "Qwen3ForCausalLM", "LlamaForCausalLM"),
+                                    "\"hidden_size\": 64", "\"hidden_size\": 16");
+  EXPECT_EQ(
+      diags_of(Replace(Replace(llama, "\"num_attention_heads\": 4", "\"num_attention_heads\": 32"),
+                       "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 8")),
+      std::vector<std::string>{"d.json:3:3: model.head_dim: absent, hidden_size / num_attention_heads = "
+                               "16 / 32 = 0: must be positive"});
+  // Llama without num_key_value_heads takes num_attention_heads (0 here): located there (line 6).
+  EXPECT_EQ(
+      diags_of(Replace(Replace(llama, "  \"num_key_value_heads\": 2,\n", ""), "\"num_attention_heads\": 4",
+                       "\"num_attention_heads\": 0")),
+      (std::vector<std::string>{
+          "d.json:6:3: model.num_attention_heads: 0: must be positive",
+          "d.json:6:3: model.num_key_value_heads: absent, so num_attention_heads (0) as transformers "
+          "defaults: must be positive",
+          "d.json:3:3: model.head_dim: absent, 0 with no num_attention_heads to divide hidden_size by: must "
+          "be positive"}));
+  // Written values are shown as written.
+  EXPECT_EQ(
+      diags_of(Replace(kGood, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3")),
+      std::vector<std::string>{"d.json:7:3: model.num_key_value_heads: 3: num_attention_heads (4) must be "
+                               "divisible by num_key_value_heads (3)"});
 }
 
 // A number past a double's range was reported at 1:1; it is at the value, with its key.
