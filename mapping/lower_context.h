@@ -58,7 +58,7 @@ struct TState {
 struct LowerContext {
   LowerContext(const arch::Chip& c, const config::Model& mo, const config::Workload& w,
                const config::Mapping& ma, const LowerOptions& opts)
-      : chip(c), model(mo), wl(w), m(ma), func(opts.functional) {}
+      : chip(c), model(mo), wl(w), m(ma), func(opts.functional), plan_layers(opts.plan_layers) {}
   LowerContext(const LowerContext&) = delete;
   LowerContext& operator=(const LowerContext&) = delete;
 
@@ -66,7 +66,8 @@ struct LowerContext {
   const config::Model& model;
   const config::Workload& wl;
   const config::Mapping& m;
-  const bool func;  // build prog.func (LowerOptions::functional)
+  const bool func;             // build prog.func (LowerOptions::functional)
+  const uint32_t plan_layers;  // the layers the memory plan sizes for (LowerOptions::plan_layers)
   ProgramBuilder builder;
   Program& prog = builder.program();  // everything but the tasks, set as lowering goes
   MemoryPlanner* mem = nullptr;       // the memory plan (set by the driver)

@@ -35,6 +35,12 @@ struct LowerOptions {
   // workload's (sim/step_reuse.h lowers a few steps and times the rest from them).
   std::vector<uint32_t> decode_steps_only{};
   bool skip_prefill = false;  // lower no prefill (only with decode_steps_only)
+  // The layers the memory plan sizes for (0: the lowered ones): where weights and the KV
+  // cache live follows the layers each stage really holds, so a few lowered layers that
+  // stand for more (tpsim serve's mapping.serving.layers_simulated, scaled to the model's)
+  // are timed with the residency of the whole model's stages: weights that do not fit SRAM
+  // for those are streamed, though one lowered layer's shards would fit.
+  uint32_t plan_layers = 0;
   // Told (passes lowered, passes) after each pass (the prefill, a decode step), for a progress
   // line; may be empty.
   std::function<void(uint64_t, uint64_t)> on_pass{};
@@ -61,7 +67,8 @@ AttentionShapes AttentionSpanShapes(uint64_t batch, uint64_t s, uint64_t ctx, ui
                                     uint64_t dtype_bytes);
 
 // Stage-two checks of the mapping against chip, model and workload. Diags name fields
-// under "mapping.".
+// under "mapping.". Weights pinned in SRAM (mapping.weights sram) must fit for the workload's
+// layers, or for all of the model's when it has requests (tpsim serve plans those).
 void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
                      const config::Workload& wl, const config::SourceMap& locs,
                      std::vector<config::Diag>* diags);
@@ -82,7 +89,8 @@ void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, cons
 // stages as in `m`) over a mixed batch. Weight GEMMs, norms and element-wise ops run on
 // all sum(new_tokens) rows at once; attention (scores, softmax, PV) is emitted per chunk
 // with that sequence's own context (cached + new_tokens), split by heads as in Lower.
-// The memory plan is Lower's, with the KV cache sized to the chunks' contexts. Ops carry
+// The memory plan is Lower's, with the KV cache sized to the chunks' contexts, for
+// opts.plan_layers layers when set (tpsim serve: the model's). Ops carry
 // phase "mixed". The functional semantics (Program::func) are not meaningful for more
 // than one chunk. Throws like Lower; std::invalid_argument for an empty chunk list or a
 // chunk with 0 new tokens.

@@ -19,7 +19,10 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
   }
   cx.grid = {rows, cx.p / rows};
   const int stages = std::max<int>(1, static_cast<int>(cx.m.pipeline_stages()));
-  const uint32_t layers = cx.wl.num_layers() ? cx.wl.num_layers() : cx.model.num_layers();
+  // The layers each stage holds (LowerOptions::plan_layers), which may be more than lowered.
+  const uint32_t layers = cx.plan_layers       ? cx.plan_layers
+                          : cx.wl.num_layers() ? cx.wl.num_layers()
+                                               : cx.model.num_layers();
   const int most_layers = MostLayersPerStage(stages, layers);
   const uint64_t nkv = cx.NumKvHeads();
   uint64_t elems = 0;

@@ -106,7 +106,8 @@ class GpuHbmPlan : public MemoryPlanner {
 
 class GemmEmitter;
 // Weights per core of the most loaded stage and whether they stay in SRAM (sets cx.p,
-// cx.d and cx.grid from the mapping first). On a GPU-node chip they never do (HBM).
+// cx.d and cx.grid from the mapping first), for cx.plan_layers layers over the stages when
+// set, else the workload's. On a GPU-node chip they never do (HBM).
 WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm);
 
 }  // namespace tpsim::mapping

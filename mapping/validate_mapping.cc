@@ -318,10 +318,12 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     }
   }
   if (diags->size() == before && m.weights() == "sram" && !chip.config().has_gpu()) {
-    // Weights pinned in SRAM must fit there: each core of the stage with the most layers.
+    // Weights pinned in SRAM must fit there: each core of the stage with the most layers. A
+    // request stream (tpsim serve) lowers a few layers but plans the model's (its stages hold
+    // every layer: LowerOptions::plan_layers), so all of them must fit.
     WeightPlan plan;
     try {
-      plan = PlanWeights(chip, model, m, layers, wl.dtype());
+      plan = PlanWeights(chip, model, m, wl.has_requests() ? 0 : layers, wl.dtype());
     } catch (const std::exception&) {
       return;  // the lowering says what it cannot plan
     }

@@ -307,19 +307,34 @@ void ValidateWorkload(const Experiment& e, std::vector<Diag>* diags) {
   if (DtypeBytes(w.dtype()) == 0) add("dtype", w.dtype(), "must be bf16, fp16 or fp32");
   uint64_t ctx = uint64_t{w.cached_prefix()} + w.seq_len() + w.decode_steps();
   uint32_t max_pos = e.cfg.model().max_position_embeddings();
+  // The context rules are said at the summed field given on the command line (--set), the
+  // largest of them where several were: the unchanged seq_len at its line in the file was
+  // named when --set workload.cached_prefix made the context too long. Else at seq_len.
+  std::string ctx_field = "seq_len";
+  uint32_t ctx_value = w.seq_len();
+  {
+    bool from_command_line = false;
+    for (const auto& [f, v] : {std::pair<const char*, uint32_t>{"seq_len", w.seq_len()},
+                               {"cached_prefix", w.cached_prefix()},
+                               {"decode_steps", w.decode_steps()}}) {
+      if (!e.locs.Find(std::string("workload.") + f).file.starts_with("<command line")) continue;
+      if (!from_command_line || v > ctx_value) ctx_field = f, ctx_value = v;
+      from_command_line = true;
+    }
+  }
   // Contexts are counted in 32 bits (mapping::Phase::cached): a decode step's past 2^32 - 1
   // wrapped to a few tokens and cost nothing, silently (with no max_position_embeddings).
   if (ctx > std::numeric_limits<uint32_t>::max()) {
-    add("seq_len", std::to_string(w.seq_len()),
+    add(ctx_field, std::to_string(ctx_value),
         "cached_prefix + seq_len + decode_steps (" + std::to_string(ctx) +
             ") exceeds 4294967295 positions, the longest context tpsim times");
   } else if (max_pos > 0 && ctx > max_pos) {
-    add("seq_len", std::to_string(w.seq_len()),
+    add(ctx_field, std::to_string(ctx_value),
         "cached_prefix + seq_len + decode_steps (" + std::to_string(ctx) +
             ") exceeds the model's max_position_embeddings (" + std::to_string(max_pos) + ")");
   }
   if (std::string rule = llm::SlidingWindowRule(e.cfg.model(), ctx); !rule.empty())
-    add("seq_len", std::to_string(w.seq_len()),
+    add(ctx_field, std::to_string(ctx_value),
         "cached_prefix + seq_len + decode_steps (" + std::to_string(ctx) + ") " + rule);
 }
 

@@ -22,18 +22,30 @@ using namespace serving;
 
 std::vector<traces::CounterTrack> KvCounters(const serving::ServeOutcome& out) {
   std::vector<traces::CounterTrack> tracks;
-  std::vector<Ps> last_end;
+  std::vector<std::vector<const KvSample*>> samples;  // per track, in time order
   for (const KvSample& k : out.kv) {
     size_t g = 0;
     while (g < tracks.size() && tracks[g].name != "kv blocks used (" + k.group + ")") ++g;
     if (g == tracks.size()) {
       tracks.push_back({"kv blocks used (" + k.group + ")", "blocks", {}});
-      last_end.push_back(0);
+      samples.emplace_back();
     }
-    tracks[g].points.emplace_back(k.start_ps, static_cast<double>(k.used_blocks));
-    last_end[g] = std::max(last_end[g], k.time_ps);
+    samples[g].push_back(&k);
   }
-  for (size_t g = 0; g < tracks.size(); ++g) tracks[g].points.emplace_back(last_end[g], 0.0);
+  for (size_t g = 0; g < tracks.size(); ++g) {
+    const std::vector<const KvSample*>& ks = samples[g];
+    for (size_t i = 0; i < ks.size(); ++i) {
+      tracks[g].points.emplace_back(ks[i]->start_ps, static_cast<double>(ks[i]->used_blocks));
+      // An iteration that leaves nothing running frees every block (running requests hold
+      // them all): 0 from its end until the next iteration, which may start long after (the
+      // counter held the last iteration's blocks through the idle gap). Where the next one
+      // starts as this one ends, its own point says what is held.
+      const bool idle_after = i + 1 == ks.size() || ks[i + 1]->start_ps > ks[i]->time_ps;
+      if (ks[i]->running == 0 && idle_after) tracks[g].points.emplace_back(ks[i]->time_ps, 0.0);
+    }
+    // Every request has left after the group's last iteration (the scheduler stops only then).
+    if (!ks.empty() && ks.back()->running != 0) tracks[g].points.emplace_back(ks.back()->time_ps, 0.0);
+  }
   return tracks;
 }
 

@@ -13,7 +13,8 @@ namespace tpsim::cli {
 
 // The KV use of each group as a counter track "kv blocks used (<group>)" (unit "blocks"):
 // one point per iteration at its start with the blocks held during it (KvSample::used_blocks),
-// then 0 at the end of the group's last iteration (every request has left by then).
+// and 0 at the end of each iteration that leaves no request running when the group's next
+// iteration starts later (or there is none): the blocks are freed through the idle gap.
 // Groups in first-seen order of out.kv.
 std::vector<traces::CounterTrack> KvCounters(const serving::ServeOutcome& out);
 

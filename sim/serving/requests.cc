@@ -358,6 +358,11 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
     add("format", r.format(), "must be csv or jsonl (or empty: by extension)");
   if (r.time_scale() < 0 || !std::isfinite(r.time_scale()) || r.time_scale() > kMaxTimeScale)
     add("time_scale", std::to_string(r.time_scale()), "must be >= 0 and at most 1e6");
+  else if (synth && r.time_scale() != 0)
+    // It scaled nothing: synthetic arrivals come from rate_per_s alone.
+    add("time_scale", Num(r.time_scale()),
+        "time_scale applies to trace files; a synthetic stream's arrivals follow synthetic.rate_per_s "
+        "(divide the rate instead)");
   for (const auto& [f, v] : {std::pair{"slo_ttft_ms", r.slo_ttft_ms()}, {"slo_tpot_ms", r.slo_tpot_ms()}}) {
     if (v < 0 || !std::isfinite(v))
       add(f, std::to_string(v), "must be a finite number >= 0 (0: no constraint)");

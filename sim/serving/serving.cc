@@ -56,11 +56,15 @@ EngineCost::EngineCost(const arch::Chip& chip, const config::Model& model, confi
       dtype_(std::move(dtype)),
       engine_(sim::MakeEngine(engine)) {
   if (!engine_) throw std::invalid_argument("serving: unknown engine " + engine);
+  // The memory plan is the whole model's: each stage holds all of its layers' weights and KV
+  // cache, though only layers_simulated of them are lowered and the makespan scaled.
+  lower_.plan_layers = model_.num_layers();
   // The skeletons replay exactly this engine's schedule of a dense layer; an MoE model's
   // iterations (tokens routed per iteration) each lower their own Program.
   if (engine_->ListSchedule() && model_.num_experts() == 0) {
     try {
-      skeleton_ = std::make_unique<SkeletonCost>(chip_, model_, mapping_, layers_, dtype_);
+      skeleton_ =
+          std::make_unique<SkeletonCost>(chip_, model_, mapping_, layers_, dtype_, model_.num_layers());
     } catch (const std::exception&) {
       skeleton_.reset();  // no memory plan: every iteration lowers its own Program
     }
@@ -86,7 +90,7 @@ Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
   if (it != cache_.end()) return it->second;
   Ps makespan = skeleton_ && use_skeletons_ ? skeleton_->Makespan(key) : -1;
   if (makespan < 0 || verify_) {
-    mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_);
+    mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_, lower_);
     const Ps full = engine_->Makespan(p, chip_);
     if (makespan >= 0 && makespan != full) {
       std::string chunks_text;
@@ -101,7 +105,7 @@ Ps EngineCost::operator()(const std::vector<llm::SeqChunk>& chunks) {
   constexpr Ps kMaxPs = std::numeric_limits<Ps>::max();
   if (makespan >= kMaxPs) {
     // Past the clock: the iteration's Program names the task that passes it.
-    const mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_);
+    const mapping::Program p = mapping::LowerIteration(chip_, model_, mapping_, key, layers_, dtype_, lower_);
     sim::CheckRepresentable(p, chip_, engine_->Run(p, chip_));
   }
   const __int128 all = static_cast<__int128>(makespan) * model_.num_layers() / layers_;
@@ -434,7 +438,42 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   if (sv.context_bucket_tokens() > kMaxContextBucketTokens)
     add("mapping.serving.context_bucket_tokens", std::to_string(sv.context_bucket_tokens()),
         "must be at most " + std::to_string(kMaxContextBucketTokens) + " tokens");
-  if (wl.has_requests()) ValidateRequestSource(wl.requests(), e.locs, &diags);
+  if (wl.has_requests()) {
+    ValidateRequestSource(wl.requests(), e.locs, &diags);
+    // The fixed-batch fields of `tpsim run` mean nothing to a request stream: each request
+    // brings its own prompt and output, the scheduler makes the batch. They were ignored
+    // (--set workload.cached_prefix=4000 changed nothing): refused where the stream is the
+    // experiment's own or the field was given on the command line. A `tpsim run` experiment
+    // served with a stream given by --set (README "Chunked prefill of a long prompt") keeps
+    // its file's fields for `tpsim run`.
+    auto from_command_line = [&](const std::string& f) {
+      return e.locs.Find(f).file.starts_with("<command line");
+    };
+    const Location stream = e.locs.Find("workload.requests"), section = e.locs.Find("workload");
+    const bool stream_in_file =
+        stream.file != section.file || stream.line != section.line || stream.col != section.col;
+    const std::string per_request =
+        " (a trace's prompt_tokens and output_tokens columns, or workload.requests.synthetic."
+        "prompt_tokens and output_tokens)";
+    auto refuse = [&](const std::string& f, uint32_t v, uint32_t unset, const std::string& rule) {
+      if (v != unset && (stream_in_file || from_command_line(f))) add(f, std::to_string(v), rule);
+    };
+    refuse("workload.num_layers", wl.num_layers(), 0,
+           "tpsim serve does not read it: set mapping.serving.layers_simulated for the layers an iteration "
+           "is timed on");
+    // batch 1, which the search's serving candidates carry (sim/search/space.cc), changes nothing.
+    refuse("workload.batch", wl.batch() > 1 ? wl.batch() : 0, 0,
+           "tpsim serve does not read it: the scheduler batches the requests it admits (at most "
+           "mapping.serving.max_running_requests at a time)");
+    refuse("workload.seq_len", wl.seq_len(), 0,
+           "tpsim serve does not read it: each request's prompt tokens are its own" + per_request);
+    refuse("workload.cached_prefix", wl.cached_prefix(), 0,
+           "tpsim serve does not read it (no prefix cache: a request's whole prompt is prefilled): each "
+           "request's prompt tokens are its own" +
+               per_request);
+    refuse("workload.decode_steps", wl.decode_steps(), 0,
+           "tpsim serve does not read it: each request's output tokens are its own" + per_request);
+  }
   if (!diags.empty()) throw ConfigError(std::move(diags));
 
   arch::Chip chip = arch::Chip::Build(cfg.chip(), e.locs);
@@ -448,9 +487,19 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     // In 64 bits: each size is below 2^32, so the sum and its product with tp fit.
     const uint64_t cores_needed = (uint64_t{sv.prefill_stages()} + sv.decode_stages()) * tp;
     if (cores_needed > static_cast<uint64_t>(chip.num_cores())) {
-      add("mapping.serving.decode_stages", std::to_string(sv.decode_stages()),
-          "(prefill_stages + decode_stages) x tp = " + std::to_string(cores_needed) + " exceeds the chip's " +
-              std::to_string(chip.num_cores()) + " cores");
+      // Said at the group size given on the command line (--set) where only one was, else at the
+      // larger, at both when equal: decode_stages was named even for --set prefill_stages=40.
+      const std::string rule = "(prefill_stages + decode_stages) x tp = " + std::to_string(cores_needed) +
+                               " exceeds the chip's " + std::to_string(chip.num_cores()) + " cores";
+      auto set_on_command_line = [&](const std::string& f) {
+        return e.locs.Find(f).file.starts_with("<command line");
+      };
+      const bool p_cli = set_on_command_line("mapping.serving.prefill_stages"),
+                 d_cli = set_on_command_line("mapping.serving.decode_stages");
+      const bool name_p = p_cli != d_cli ? p_cli : sv.prefill_stages() >= sv.decode_stages();
+      const bool name_d = p_cli != d_cli ? d_cli : sv.decode_stages() >= sv.prefill_stages();
+      if (name_p) add("mapping.serving.prefill_stages", std::to_string(sv.prefill_stages()), rule);
+      if (name_d) add("mapping.serving.decode_stages", std::to_string(sv.decode_stages()), rule);
       // Each group's own checks would repeat it (tp x pipeline_stages) at fields it does not read.
       throw ConfigError(std::move(diags));
     }
@@ -471,6 +520,7 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     probe.set_seq_len(1);
     probe.set_num_layers(sv.layers_simulated() ? sv.layers_simulated() : g.stages);
     probe.set_dtype(wl.dtype());
+    *probe.mutable_requests() = wl.requests();  // weights pinned in SRAM: the model's must fit
     if (probe.num_layers() > cfg.model().num_layers()) {
       // layers_simulated is every group's: said once.
       if (!sv.layers_simulated())
@@ -481,15 +531,26 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
         add("mapping.serving.layers_simulated", std::to_string(probe.num_layers()),
             "exceeds the model's layers (" + std::to_string(cfg.model().num_layers()) + ")");
     }
-    // The group's checks, with its stages at the field that sets them.
+    // The group's checks, with its stages at the field that sets them; fewer simulated layers
+    // than stages, when mapping.serving.layers_simulated sets them, at that field (it was said
+    // at mapping.pipeline_stages, which the fused layout's --set layers_simulated=1 left alone).
     const size_t first = diags.size();
     mapping::ValidateMapping(g.mapping, chip, cfg.model(), probe, e.locs, &diags);
-    if (mode != "fused")
-      for (size_t d = first; d < diags.size(); ++d)
-        if (diags[d].field == "mapping.pipeline_stages") {
-          diags[d].field = stages_field(gi);
-          diags[d].where = e.locs.Find(diags[d].field);
-        }
+    for (size_t d = first; d < diags.size(); ++d) {
+      if (diags[d].field != "mapping.pipeline_stages") continue;
+      const bool too_few_layers = diags[d].rule.starts_with("more stages than simulated layers");
+      if (mode == "fused" && too_few_layers && sv.layers_simulated()) {
+        diags[d].field = "mapping.serving.layers_simulated";
+        diags[d].value = std::to_string(sv.layers_simulated());
+        diags[d].rule = "fewer than mapping.pipeline_stages (" + std::to_string(g.stages) +
+                        "): each stage simulates at least one layer";
+      } else if (mode != "fused") {
+        diags[d].field = stages_field(gi);
+      } else {
+        continue;
+      }
+      diags[d].where = e.locs.Find(diags[d].field);
+    }
   }
   if (!diags.empty()) throw ConfigError(std::move(diags));
   // Every layer's weights must fit the memory channels the group's cores use (the KV cache is

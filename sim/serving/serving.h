@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arch/chip.h"
+#include "mapping/mapping.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
 #include "sim/serving/scheduler.h"
@@ -25,7 +26,10 @@ uint64_t KvCapacityTokens(const arch::Chip& chip, const config::Model& model, co
                           uint32_t stages, const std::string& dtype);
 
 // Iteration cost from an engine: lowers `layers_simulated` layers of the iteration
-// (mapping::LowerIteration) and scales the makespan by num_layers / layers_simulated.
+// (mapping::LowerIteration) and scales the makespan by num_layers / layers_simulated. The
+// memory plan (weights in SRAM or streamed, the KV cache beside them) is the one of the
+// model's num_layers over the mapping's stages (LowerOptions::plan_layers), as KvCapacityTokens
+// sizes the KV: the layers each stage really holds, not the simulated ones.
 // Exact-key cache: an iteration with the same chunks (after rounding each context up
 // to `bucket` tokens when bucket > 1) is timed once. With the analytical engine, an
 // iteration the skeleton model covers (sim/serving/skeleton.h: KV in SRAM, no spills) is
@@ -59,6 +63,7 @@ class EngineCost {
   uint64_t max_context_ = 0;
   std::string dtype_;
   std::unique_ptr<sim::Engine> engine_;
+  mapping::LowerOptions lower_;             // LowerIteration's: the model's layers planned
   std::unique_ptr<SkeletonCost> skeleton_;  // analytical engine only
   bool use_skeletons_ = true, verify_ = false;
   std::map<std::vector<llm::SeqChunk>, Ps> cache_;

@@ -28,19 +28,22 @@ bool IsFlow(const mapping::Task& t) {
 }  // namespace
 
 SkeletonCost::SkeletonCost(const arch::Chip& chip, const config::Model& model, const config::Mapping& mapping,
-                           uint32_t layers, std::string dtype)
+                           uint32_t layers, std::string dtype, uint32_t plan_layers)
     : chip_(chip),
       model_(model),
       mapping_(mapping),
       layers_(std::max<uint32_t>(1, layers)),
       dtype_(std::move(dtype)),
       engine_(sim::MakeEngine("analytical")) {
+  lower_.plan_layers = plan_layers;
   d_ = dtype_ == "fp32" ? 4 : 2;
   hd_ = model_.head_dim();
-  // The memory plan of mapping::Lower (see mapping::PlanWeights): weights resident when
-  // they stay in SRAM, the KV cache (2 x context x KV heads per core x head_dim x dtype x
-  // layers of the most loaded stage) resident when it fits beside them.
-  mapping::WeightPlan plan = mapping::PlanWeights(chip_, model_, mapping_, layers_, dtype_);
+  // The memory plan of mapping::Lower (see mapping::PlanWeights) for the layers it sizes
+  // for: weights resident when they stay in SRAM, the KV cache (2 x context x KV heads per
+  // core x head_dim x dtype x layers of the most loaded stage) resident when it fits beside
+  // them.
+  mapping::WeightPlan plan =
+      mapping::PlanWeights(chip_, model_, mapping_, plan_layers ? plan_layers : layers_, dtype_);
   sram_ = chip_.config().core().sram_bytes();
   weights_resident_ = plan.weights_in_sram ? plan.weight_bytes_per_core : 0;
   kv_per_token_ = 2ull * plan.kv_heads_per_core * hd_ * d_ * plan.layers_per_core;
@@ -181,7 +184,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
   mapping::Program p;
   sim::EngineOutput o;
   try {
-    p = mapping::LowerIteration(chip_, model_, mapping_, chunks, layers_, dtype_);
+    p = mapping::LowerIteration(chip_, model_, mapping_, chunks, layers_, dtype_, lower_);
     if (p.kv_location != (dram ? mapping::KvLocation::kDram : mapping::KvLocation::kSram))
       return Why::kOther;  // the plan is not ours
     if (p.spilled_bytes != 0 && !exact) return Why::kMemory;

@@ -64,6 +64,7 @@
 #include "arch/chip.h"
 #include "llm/opgraph.h"
 #include "mapping.pb.h"
+#include "mapping/mapping.h"
 #include "model.pb.h"
 #include "sim/engine.h"
 #include "sim/schedule.h"
@@ -73,10 +74,12 @@ namespace tpsim::serving {
 
 class SkeletonCost {
  public:
+  // `plan_layers`: the layers the iteration's memory plan sizes for (LowerOptions::plan_layers;
+  // 0: the `layers` lowered), as the Programs it stands for are lowered.
   SkeletonCost(const arch::Chip& chip, const config::Model& model, const config::Mapping& mapping,
-               uint32_t layers, std::string dtype);
+               uint32_t layers, std::string dtype, uint32_t plan_layers = 0);
   ~SkeletonCost();
-  // The analytical makespan of LowerIteration(chunks) (before scaling to all layers),
+  // The analytical makespan of LowerIteration(chunks) with plan_layers (before scaling to all layers),
   // or -1 when the fast path does not apply.
   Ps Makespan(const std::vector<llm::SeqChunk>& chunks);
   uint64_t skeletons() const { return built_; }  // skeleton Programs lowered
@@ -155,6 +158,7 @@ class SkeletonCost {
   const config::Model& model_;
   config::Mapping mapping_;
   uint32_t layers_;
+  mapping::LowerOptions lower_;  // LowerIteration's options (plan_layers)
   std::string dtype_;
   uint64_t d_ = 2, hd_ = 0, kv_cols_max_ = 0;
   uint64_t sram_ = 0, weights_resident_ = 0, kv_per_token_ = 0, context_cap_ = 0;

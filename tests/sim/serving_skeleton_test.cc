@@ -165,6 +165,41 @@ TEST(ServingSkeleton, MatchesTheProgramToThePicosecond) {
   EXPECT_EQ(sk.skeletons() - before, 3u);  // rows 1 (twice), 302, 2
 }
 
+// The memory plan of the model's layers (LowerOptions::plan_layers), as EngineCost lowers its
+// iterations: serving-fused's 36 layers over 16 stages hold at most 3 a stage, so the KV cache
+// takes 3 x 2 KV heads x 128 x 2 (K, V) x 2 bytes = 3 KiB per token of context on a core, and
+// leaves SRAM (the weights are streamed) past 32 MiB / 3 KiB = 10,922 tokens, not 32,768 as
+// for the 16 lowered layers' plan. The skeleton times the Program so planned.
+TEST(ServingSkeleton, TimesTheProgramOfTheModelsMemoryPlan) {
+  Fused f;
+  const config::Model& model = f.e.cfg.model();
+  auto engine = sim::MakeEngine("analytical");
+  SkeletonCost sk(f.chip, model, f.m, 16, "bf16", model.num_layers());
+  mapping::LowerOptions opts;
+  opts.plan_layers = model.num_layers();
+  int answered = 0;
+  for (const std::vector<llm::SeqChunk>& b : std::vector<std::vector<llm::SeqChunk>>{
+           {{1, 700}, {1, 31}, {1, 2000}}, {{1, 10920}}, {{1, 12000}}, {{1, 12000}, {3, 100}}}) {
+    const uint64_t context = [&] {
+      uint64_t c = 0;
+      for (const llm::SeqChunk& x : b) c += uint64_t{x.cached} + x.new_tokens;
+      return c;
+    }();
+    const mapping::Program own = mapping::LowerIteration(f.chip, model, f.m, b, 16, "bf16");
+    const mapping::Program p = mapping::LowerIteration(f.chip, model, f.m, b, 16, "bf16", opts);
+    EXPECT_EQ(own.kv_location, mapping::KvLocation::kSram) << context;
+    EXPECT_EQ(p.kv_location, context > 10922 ? mapping::KvLocation::kDram : mapping::KvLocation::kSram)
+        << context;
+    const Ps fast = sk.Makespan(b);
+    if (fast >= 0) {
+      EXPECT_EQ(fast, engine->Run(p, f.chip).makespan_ps) << context;
+      ++answered;
+    }
+  }
+  EXPECT_GE(answered, 2);
+  EXPECT_GT(sk.kv_dram(), 0u);  // the contexts past 10,922 tokens, from a KV-in-DRAM skeleton
+}
+
 // The shipped fused layout as it is: the tp 4 all-reduce transfers share NoC links, so
 // their times depend on when the chains around them end; the first skeleton sees it and
 // no skeleton is used for this layout (every iteration lowers its own Program).

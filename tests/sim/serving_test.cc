@@ -321,14 +321,33 @@ TEST(ServingTrace, KvCounterEqualsSchedulerSamples) {
   for (const auto& [group, samples] : by_group) {
     SCOPED_TRACE(group);
     const auto& pts = counters["kv blocks used (" + group + ")"];
-    ASSERT_EQ(pts.size(), samples.size() + 1);
+    // Each iteration's blocks at its start, and 0 where the group idles after one (KvCounters).
+    size_t at = 0;
     for (size_t i = 0; i < samples.size(); ++i) {
-      EXPECT_EQ(pts[i].first, static_cast<uint64_t>(samples[i]->start_ps / 1000));
-      EXPECT_EQ(pts[i].second, static_cast<double>(samples[i]->used_blocks));
+      ASSERT_LT(at, pts.size());
+      EXPECT_EQ(pts[at].first, static_cast<uint64_t>(samples[i]->start_ps / 1000));
+      EXPECT_EQ(pts[at].second, static_cast<double>(samples[i]->used_blocks));
+      ++at;
+      if (at < pts.size() && pts[at].second == 0.0) {
+        EXPECT_EQ(pts[at].first, static_cast<uint64_t>(samples[i]->time_ps / 1000));
+        ++at;
+      }
     }
+    EXPECT_EQ(at, pts.size());
     EXPECT_EQ(pts.back().first, static_cast<uint64_t>(samples.back()->time_ps / 1000));
     EXPECT_EQ(pts.back().second, 0.0);
   }
+  // By hand (blocks of 4 tokens, times in ns): the prefill group runs request 0's 8 tokens
+  // (2 blocks) over [0, 10) us, request 1's first 16 of 20 (5 blocks) with request 2's 4 (1)
+  // over [10, 20), request 1's last 4 over [20, 30), never idle between. The decode group takes
+  // request 0 at 18 us (8 tokens moved over 8 us from 10; 9 tokens with its next: 3 blocks),
+  // request 2 at 24 us (4 + 1 tokens: 2 blocks) beside it over [25, 32), where both finish; it
+  // idles until request 1 arrives at 50 us (moved from 30 us: 20 tokens), 6 blocks for its
+  // three decode steps: the counter is 0 over [32, 50) us (it held 5 blocks there before).
+  using Points = std::vector<std::pair<uint64_t, double>>;
+  EXPECT_EQ(counters["kv blocks used (prefill)"], (Points{{0, 2}, {10000, 6}, {20000, 5}, {30000, 0}}));
+  EXPECT_EQ(counters["kv blocks used (decode)"],
+            (Points{{18000, 3}, {25000, 5}, {32000, 0}, {50000, 6}, {57000, 6}, {64000, 6}, {71000, 0}}));
   // One slice per iteration, named by its token counts: the first prefill iteration is
   // request 0's 8 prompt tokens alone (request 1 arrives at 5 us).
   ASSERT_EQ(slices.size(), out.kv.size());
@@ -354,7 +373,7 @@ TEST(ServingTrace, KvCounterEqualsSchedulerSamples) {
   for (size_t at = js.str().find("\"ph\":\"C\""); at != std::string::npos;
        at = js.str().find("\"ph\":\"C\"", at + 1))
     ++n;
-  EXPECT_EQ(n, out.kv.size() + 2);
+  EXPECT_EQ(n, out.kv.size() + 3);  // each group's last 0, and the decode group's idle 0 at 32 us
   // .JSON is JSON too, as for `tpsim run --trace` (it was written as a binary Perfetto trace).
   const std::string upper = (dir / "serve.JSON").string();
   WriteServeTrace(upper, out, "name: \"t\"\n");
@@ -556,7 +575,16 @@ TEST(ServingEngine, OneChunkIterationTimesLikeAPrefill) {
   Ps a = cost({{64, 0}});
   Ps b = cost({{64, 0}});
   EXPECT_EQ(a, b);
-  EXPECT_EQ(a, prefill * model.num_layers());  // one layer lowered, scaled to all layers
+  // One layer lowered, scaled to all layers, on the memory plan of the model's: the one stage
+  // holds the 28 layers' weights, 28 x 7.5 MiB per core of tp 4, more than 48 MiB of SRAM, so
+  // they are streamed (the prefill of one layer alone keeps its 7.5 MiB in SRAM, which is how
+  // the iteration was timed before).
+  mapping::LowerOptions all_layers;
+  all_layers.plan_layers = model.num_layers();
+  const mapping::Program planned = mapping::Lower(chip, model, wl, m, all_layers);
+  EXPECT_EQ(planned.weights_location, mapping::WeightsLocation::kDramStreamed);
+  EXPECT_GT(engine->Run(planned, chip).makespan_ps, prefill);
+  EXPECT_EQ(a, engine->Run(planned, chip).makespan_ps * model.num_layers());
   EXPECT_EQ(cost.timed(), 1u);
   EXPECT_EQ(cost.calls(), 2u);
 }
@@ -640,11 +668,25 @@ TEST(Serving, StageCountErrorsNameTheirFieldAndTheSizesGiven) {
     ADD_FAILURE() << "accepted";
     return std::vector<config::Diag>{};
   };
+  // Both given on the command line: at the larger (it was always decode_stages).
   auto d = diags_of(
       dis, {{"mapping.serving.prefill_stages", "2147483647"}, {"mapping.serving.decode_stages", "2"}});
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].field, "mapping.serving.decode_stages");
+  EXPECT_EQ(d[0].field, "mapping.serving.prefill_stages");
   EXPECT_EQ(d[0].rule, "(prefill_stages + decode_stages) x tp = 8589934596 exceeds the chip's 64 cores");
+  // One given: at it, where it was given; (40 + 8) x 4 = 192 cores.
+  d = diags_of(dis, {{"mapping.serving.prefill_stages", "40"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(
+      d[0].str(),
+      "<command line: --set mapping.serving.prefill_stages=40>:1:1: mapping.serving.prefill_stages: 40: "
+      "(prefill_stages + decode_stages) x tp = 192 exceeds the chip's 64 cores");
+  // Neither (both from the file) and equal: at both.
+  d = diags_of(dis, {{"mapping.tp", "8"}});
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].field, "mapping.serving.prefill_stages");
+  EXPECT_EQ(d[1].field, "mapping.serving.decode_stages");
+  EXPECT_EQ(d[1].rule, "(prefill_stages + decode_stages) x tp = 128 exceeds the chip's 64 cores");
   d = diags_of(dis, {{"mapping.serving.prefill_stages", "12"},
                      {"mapping.serving.decode_stages", "4"},
                      {"model.num_layers", "10"}});
@@ -661,6 +703,14 @@ TEST(Serving, StageCountErrorsNameTheirFieldAndTheSizesGiven) {
   d = diags_of(dis, {{"mapping.serving.layers_simulated", "100"}});
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].field, "mapping.serving.layers_simulated");
+  // The fused layout's 16 stages with 4 simulated layers: at layers_simulated, which was set (it
+  // was said at mapping.pipeline_stages).
+  d = diags_of(fused, {{"mapping.serving.layers_simulated", "4"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(
+      d[0].str(),
+      "<command line: --set mapping.serving.layers_simulated=4>:1:1: mapping.serving.layers_simulated: 4: "
+      "fewer than mapping.pipeline_stages (16): each stage simulates at least one layer");
   d = diags_of(fused, {{"mapping.pipeline_stages", "100"}});
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0].field, "mapping.pipeline_stages");
@@ -810,6 +860,192 @@ TEST(Serving, SyntheticArrivalsPastTheHorizonAreRefused) {
   EXPECT_THROW(ParseTrace("arrival_s,prompt_tokens,output_tokens\n0,1,1\n3e6,1,1\n", "t.csv", ""),
                config::ConfigError);
   EXPECT_NO_THROW(ParseTrace("arrival_s,prompt_tokens,output_tokens\n0,1,1\n2e6,1,1\n", "t.csv", ""));
+}
+
+// Serving times each iteration on the memory plan of the model's stages, not of the simulated
+// layers (LowerOptions::plan_layers). Qwen3-0.6B on mesh-4x4-hbm, tp 4 in 4 stages: a stage holds
+// 7 of the 28 layers, 7 x 7.5 MiB = 52.5 MiB of weight shards per core, more than its 48 MiB of
+// SRAM, so they are streamed from HBM whatever the layers simulated. Before, the default (one
+// layer per stage, 7.5 MiB) kept them in SRAM: TPOT 1.898 ms, 15% under the 2.234 ms with all 28
+// layers lowered and the 2230.902 us decode step of `tpsim run`. One request of 512 prompt
+// tokens and 2 output tokens: its TPOT is one decode iteration at context 512. Lowered on 28
+// layers it is run's decode step (the same layers, weights and KV placed alike: within 1%); on 4
+// layers scaled x 7, each layer streams its weights as there, but the iteration's 3 stage sends
+// and pipeline start are counted 7 times, not once: longer, and within 5% (4.1% here).
+TEST(Serving, IterationsAreTimedOnTheModelsMemoryPlan) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tpsim_serving_plan_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string src = TPSIM_SOURCE_DIR;
+  std::ofstream(dir / "exp.textproto")
+      << "name: \"plan\"\n"
+      << "chip_file: \"" << src << "/configs/chips/mesh-4x4-hbm.textproto\"\n"
+      << "model_name: \"qwen3-0.6b\"\n"
+      << "workload { dtype: \"bf16\" requests { trace_file: \"t.csv\" } }\n"
+      << "mapping { tp: 4 pipeline_stages: 4 partition: \"megatron\" placement: \"ring\" collective: "
+         "\"ring\" serving { mode: \"fused\" } }\n";
+  std::ofstream(dir / "t.csv") << "arrival_s,prompt_tokens,output_tokens\n0,512,2\n";
+  const std::string exp = (dir / "exp.textproto").string();
+  auto tpot_ps = [&](const std::vector<sim::Override>& set) {
+    const ServeRun run = Serve(sim::LoadExperiment(exp, set));
+    EXPECT_EQ(run.outcome.requests.size(), 1u);
+    const RequestStats& r = run.outcome.requests.at(0);
+    return static_cast<double>(r.finish_ps - r.first_token_ps);
+  };
+  const double by_stage = tpot_ps({}), all = tpot_ps({{"mapping.serving.layers_simulated", "28"}});
+  EXPECT_GE(by_stage, all);
+  EXPECT_LT(by_stage / all, 1.05) << by_stage << " ps against " << all << " ps";
+
+  // `tpsim run`'s decode step: the experiment with 1 decode step, less its prefill.
+  const sim::Experiment e = sim::LoadExperiment(exp, {});
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
+  config::Workload wl;
+  wl.set_batch(1);
+  wl.set_seq_len(512);
+  wl.set_dtype("bf16");
+  auto engine = sim::MakeEngine("analytical");
+  const Ps prefill = engine->Run(mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping()), chip).makespan_ps;
+  wl.set_decode_steps(1);
+  const Ps total = engine->Run(mapping::Lower(chip, e.cfg.model(), wl, e.cfg.mapping()), chip).makespan_ps;
+  const double step = static_cast<double>(total - prefill);
+  EXPECT_NEAR(all / step, 1.0, 0.01) << all << " ps against run's " << step << " ps";
+
+  // The reference path (TPSIM_SERVE_NO_SKELETONS) and the skeletons' verify mode agree to the
+  // picosecond on this layout's iterations.
+  config::Mapping m = e.cfg.mapping();
+  m.clear_serving();
+  EngineCost fast(chip, e.cfg.model(), m, 4, "bf16", "analytical", 0),
+      ref = {chip, e.cfg.model(), m, 4, "bf16", "analytical", 0};
+  ref.set_use_skeletons(false);
+  fast.set_verify(true);
+  for (const std::vector<llm::SeqChunk>& c :
+       std::vector<std::vector<llm::SeqChunk>>{{{512, 0}}, {{1, 512}}, {{1, 512}, {64, 0}}, {{1, 40000}}})
+    EXPECT_EQ(fast(c), ref(c)) << c.size();
+
+  // Weights pinned in SRAM must fit for the model's 7 layers a stage, not the one simulated.
+  try {
+    Serve(sim::LoadExperiment(exp, {{"mapping.weights", "sram"}}));
+    ADD_FAILURE() << "accepted";
+  } catch (const config::ConfigError& err) {
+    ASSERT_EQ(err.diags().size(), 1u);
+    EXPECT_EQ(err.diags()[0].field, "mapping.weights");
+    EXPECT_NE(err.diags()[0].rule.find("each core of the stage with the most layers (7)"), std::string::npos)
+        << err.diags()[0].rule;
+  }
+  fs::remove_all(dir);
+}
+
+// The KV counter drops to 0 when an iteration leaves nothing running and the next starts
+// later: it held the last iteration's blocks through the idle gap. Fixed 1 ms iterations,
+// blocks of 4 tokens: requests 0 and 1 (8 prompt tokens, 2 output) run iterations [0, 1) and
+// [1, 2) ms, holding 2 blocks each as they prefill (3 blocks each in the decode: 9 tokens);
+// request 2 arrives at 10 ms and runs [10, 11) and [11, 12).
+TEST(ServingTrace, KvCounterDropsToZeroThroughIdleGaps) {
+  const Ps ms = 1'000'000'000;
+  const ServeOutcome out =
+      RunFused({Req(0, 0, 8, 2), Req(1, 0, 8, 2), Req(2, 10 * ms, 8, 2)}, Cfg(100, 100, 4, 100), Fixed(ms));
+  const std::vector<traces::CounterTrack> tracks = KvCounters(out);
+  ASSERT_EQ(tracks.size(), 1u);
+  const std::vector<std::pair<int64_t, double>> want = {{0, 4},       {ms, 6},      {2 * ms, 0},
+                                                        {10 * ms, 2}, {11 * ms, 3}, {12 * ms, 0}};
+  EXPECT_EQ(tracks[0].points, want);
+}
+
+// time_scale multiplies a trace's arrivals; a synthetic stream's come from its rate, and the
+// field was ignored there (the same arrivals at time_scale 1000).
+TEST(ServingRequests, TimeScaleIsRefusedForASyntheticStream) {
+  config::RequestSource src;
+  *src.mutable_synthetic() = Synth(1, 3);
+  src.set_time_scale(1000);
+  config::SourceMap locs("e.textproto");
+  locs.Set("workload.requests.time_scale", {"e.textproto", 7, 5});
+  std::vector<config::Diag> diags;
+  ValidateRequestSource(src, locs, &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].str().rfind("e.textproto:7:5: workload.requests.time_scale: 1000: time_scale applies to "
+                                 "trace files",
+                                 0),
+            0u)
+      << diags[0].str();
+  // 0 (unset) is accepted, and a trace takes a scale.
+  src.set_time_scale(0);
+  diags.clear();
+  ValidateRequestSource(src, locs, &diags);
+  EXPECT_TRUE(diags.empty());
+  src.clear_synthetic();
+  src.set_trace_file("t.csv");
+  src.set_time_scale(1000);
+  ValidateRequestSource(src, locs, &diags);
+  EXPECT_TRUE(diags.empty());
+}
+
+// tpsim run's fixed-batch fields mean nothing with a request stream: each is refused at its
+// field, naming what to set instead (they were silently ignored: --set workload.cached_prefix=4000
+// changed nothing). batch 1, which the serving search's candidates carry, is no change.
+TEST(Serving, RunWorkloadFieldsAreRefusedWithRequests) {
+  const std::string fused = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"workload.num_layers", "mapping.serving.layers_simulated"},
+      {"workload.batch", "mapping.serving.max_running_requests"},
+      {"workload.seq_len", "prompt_tokens"},
+      {"workload.cached_prefix", "prompt_tokens"},
+      {"workload.decode_steps", "output_tokens"}};
+  for (const auto& [field, instead] : fields) {
+    SCOPED_TRACE(field);
+    try {
+      Serve(sim::LoadExperiment(fused, {{field, "4"}}));
+      ADD_FAILURE() << "accepted";
+    } catch (const config::ConfigError& e) {
+      ASSERT_EQ(e.diags().size(), 1u);
+      EXPECT_EQ(e.diags()[0].field, field);
+      EXPECT_EQ(e.diags()[0].value, "4");
+      EXPECT_EQ(e.diags()[0].where.file, "<command line: --set " + field + "=4>");
+      EXPECT_NE(e.diags()[0].rule.find(instead), std::string::npos) << e.diags()[0].rule;
+    }
+  }
+  EXPECT_NO_THROW(Serve(sim::LoadExperiment(
+      fused, {{"workload.batch", "1"}, {"workload.requests.synthetic.num_requests", "2"}})));
+  EXPECT_EQ(ServeCommand({fused, "--set", "workload.cached_prefix=4000"}), 2);
+  // A `tpsim run` experiment served with a stream given on the command line keeps its file's
+  // batch 1, seq_len 512 and decode_steps 16 (for tpsim run); one given with the stream is refused.
+  const std::string run_exp =
+      std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto";
+  const std::vector<sim::Override> stream = {{"workload.requests.synthetic.num_requests", "2"},
+                                             {"workload.requests.synthetic.rate_per_s", "1"},
+                                             {"workload.requests.synthetic.prompt_tokens.value", "64"},
+                                             {"workload.requests.synthetic.output_tokens.value", "2"},
+                                             {"mapping.serving.layers_simulated", "4"}};
+  EXPECT_EQ(Serve(sim::LoadExperiment(run_exp, stream)).outcome.requests.size(), 2u);
+  std::vector<sim::Override> with_prefix = stream;
+  with_prefix.push_back({"workload.cached_prefix", "4"});
+  EXPECT_THROW(Serve(sim::LoadExperiment(run_exp, with_prefix)), config::ConfigError);
+}
+
+// The context rules sum cached_prefix, seq_len and decode_steps: said at the one given on the
+// command line (it was the unchanged seq_len at its line in the file).
+TEST(Serving, ContextRuleNamesTheFieldGivenOnTheCommandLine) {
+  const std::string exp =
+      std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto";
+  auto diags_of = [&](const std::vector<sim::Override>& set) {
+    std::vector<config::Diag> diags;
+    sim::ValidateWorkload(sim::LoadExperiment(exp, set), &diags);
+    return diags;
+  };
+  // 40960 + 512 + 16 = 41488 positions, past Qwen3-0.6B's 40960.
+  auto d = diags_of({{"workload.cached_prefix", "40960"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(
+      d[0].str(),
+      "<command line: --set workload.cached_prefix=40960>:1:1: workload.cached_prefix: 40960: cached_prefix "
+      "+ seq_len + decode_steps (41488) exceeds the model's max_position_embeddings (40960)");
+  // Several given: the largest of them; none: seq_len at its line, as before.
+  d = diags_of({{"workload.decode_steps", "40000"}, {"workload.cached_prefix", "1000"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, "workload.decode_steps");
+  d = diags_of({{"model.max_position_embeddings", "100"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, "workload.seq_len");
+  EXPECT_EQ(d[0].where.file.rfind("<command line", 0), std::string::npos);
 }
 
 }  // namespace
