@@ -334,11 +334,12 @@ TEST_F(Hardening, ContextsPastASlidingWindowAreRefused) {
       << d.output;
   Outcome run = Tpsim("run " + kRef + " --model " + At("sw.json") + " --set workload.decode_steps=45");
   EXPECT_EQ(run.status, 2) << run.output;
-  EXPECT_EQ(run.output,
-            kRef +
-                ":12:3: workload.seq_len: 256: cached_prefix + seq_len + decode_steps (301) exceeds "
-                "the model's sliding_window (300): its sliding layers attend to the last 300 tokens "
-                "only, and tpsim times full attention in every layer\n");
+  // Said at the --set that made the context too long (it named the file's unchanged seq_len).
+  EXPECT_EQ(
+      run.output,
+      "<command line: --set workload.decode_steps=45>:1:1: workload.decode_steps: 45: cached_prefix + "
+      "seq_len + decode_steps (301) exceeds the model's sliding_window (300): its sliding layers attend "
+      "to the last 300 tokens only, and tpsim times full attention in every layer\n");
   // A served request whose last iteration attends to more than 300 tokens.
   Outcome serve = Tpsim("serve " + kServing + " --model " + At("sw.json") +
                         " --set workload.requests.synthetic.num_requests=5");
@@ -585,16 +586,17 @@ TEST_F(Hardening, ServingPastTheClockStopsWithTheCause) {
             "tpsim serve: a transfer of 0.51968 MB from core 0 to core 8 (task 72, op o_proj.all_reduce)"},
            {"--engine tlm --set chip.memory[0].bandwidth_gbps=1e-9" + few + "3",
             "tpsim serve: a DRAM read of 1.31072 MB on channel 0 (task 12, op k_proj)"},
-           // Each iteration 2.711 days: the 38th passes the clock.
+           // Each iteration 3.407 days (the model's memory plan, LowerOptions::plan_layers: its KV
+           // cache is read from DRAM too): the 18th passes the clock.
            {"--set chip.memory[0].bandwidth_gbps=1e-5" + few + "20",
-            "tpsim serve: iteration 38 of the fused group starts at 105 days and takes 2.711 days: the "
+            "tpsim serve: iteration 18 of the fused group starts at 103.3 days and takes 3.407 days: the "
             "stream "
             "runs past the 106.7 days"},
-           // One layer of 36 simulated: 8.343 days, 300 days for the model.
+           // One layer of 36 simulated, on the plan of the stage's 36: 9.031 days, 325 for the model.
            {"--set mapping.pipeline_stages=1 --set mapping.serving.layers_simulated=1 --set "
             "chip.memory[0].bandwidth_gbps=1e-7" +
                 few + "2",
-            "tpsim serve: an iteration of 1 sequence takes 8.343 days for its 1 simulated layers: over the "
+            "tpsim serve: an iteration of 1 sequence takes 9.031 days for its 1 simulated layers: over the "
             "model's "
             "36 layers longer than the 106.7 days"}}) {
     Outcome o = Tpsim("serve " + kServing + " " + c.args);
