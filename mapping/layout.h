@@ -41,7 +41,9 @@ struct Range {
   uint64_t size() const { return hi - lo; }
 };
 
-// Part `idx` of `n` items over `parts` (the same rule as collective chunks: ChunkRange).
+// Part `idx` of `n` items over `parts` (the same rule as collective chunks: ChunkRange):
+// in order, the first n mod parts parts one item more than the others (1023 over 16: 15
+// parts of 64, then one of 63), so no part holds more than ceil(n / parts).
 Range Split(uint64_t n, int parts, int idx);
 
 // The rows and columns rank r holds of a [rows, cols] tensor in layout l over p ranks

@@ -74,7 +74,7 @@ struct Range {
 using Segment = std::vector<Range>;
 
 Range Chunk(uint64_t bytes, int p, int c, uint64_t align);
-// Chunk c of p inside `r` (same remainder rule as ChunkRange).
+// Chunk c of p inside `r` (the same balanced rule as ChunkRange).
 Range SubChunk(Range r, int p, int c, uint64_t align);
 // Chunks [first, last) of p as one contiguous range.
 Range ChunkSpan(uint64_t bytes, int p, int first, int last, uint64_t align);

@@ -10,7 +10,7 @@
 // (engines use the explicit deps the lowering creates).
 //
 //   all_reduce:     every rank ends with the element-wise sum of all buffers
-//   reduce_scatter: rank r ends with the sum of chunk r (chunk = bytes/P, see ChunkRange)
+//   reduce_scatter: rank r ends with the sum of chunk r (about bytes/P, see ChunkRange)
 //   all_gather:     rank r starts with valid chunk r only; every rank ends with all chunks
 //   all_to_all:     rank r's chunk d goes to rank d's chunk r
 //   rotate:         rank r's chunk r circulates so every rank sees every chunk
@@ -81,8 +81,9 @@ struct RankGrid {
   int rows = 0, cols = 0;
 };
 
-// Chunk c of P over `bytes` (the last chunk takes the remainder; element size
-// `align` bytes keeps chunks on element boundaries).
+// Chunk c of P over `bytes`, in order, covering it exactly once: whole elements of
+// `align` bytes, the first (elements mod P) chunks one element more than the others
+// (37 elements over 4: 10, 9, 9, 9); bytes past the last whole element go to the last chunk.
 void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, uint64_t* len);
 
 // Lowers one collective. Throws std::invalid_argument for an unknown algorithm

@@ -21,9 +21,14 @@ void ChunkRange(uint64_t bytes, int p, int c, uint64_t align, uint64_t* offset, 
     *len = 0;
     return;
   }
-  const uint64_t base = bytes / align / static_cast<uint64_t>(p) * align;
-  *offset = base * static_cast<uint64_t>(c);
-  *len = c == p - 1 ? bytes - *offset : base;
+  // Balanced: the first units % p chunks take one unit more, so chunks differ by at most
+  // one unit (a remainder all on the last chunk made its rank the straggler of every
+  // collective and split). Bytes past the last whole unit stay on the last chunk.
+  const uint64_t units = bytes / align, n = static_cast<uint64_t>(p), i = static_cast<uint64_t>(c);
+  const uint64_t base = units / n, extra = units % n;
+  *offset = (i * base + std::min(i, extra)) * align;
+  *len = (base + (i < extra ? 1 : 0)) * align;
+  if (c == p - 1) *len = bytes - *offset;
 }
 
 namespace {

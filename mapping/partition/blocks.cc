@@ -1,6 +1,7 @@
 // Shared emission blocks of the partitioners (see blocks.h).
 #include "mapping/partition/blocks.h"
 
+#include <algorithm>
 #include <functional>
 
 namespace tpsim::mapping {
@@ -86,8 +87,14 @@ void EmitRotation(GemmContext& ctx, const GemmSpec& g) {
   const CollectiveRun c = ctx.AddCollective(CollectiveKind::kRotate, ring, g.n * col_bytes, col_bytes, g.op);
   FuncCollective fc;
   fc.buffer = ctx.NewBuffer(g.n, g.k);  // W^T: shard = whole rows
-  // Two shard buffers per rank.
-  const uint64_t buffers = 2 * Split(g.n, p, 0).size() * col_bytes;
+  // The SRAM a rank's computes hold for shards besides its resident weights, sized by the
+  // widest shard (Split's first): a rank receives the next shard while it computes on and
+  // forwards the current one, so at most two at once. Resident weights hold the own shard,
+  // so the P - 1 arrivals need min(P - 1, 2) buffers: none at P = 1, one at P = 2 (a single
+  // arrival). Streamed weights read the own shard into a buffer too, which arrival 2 reuses
+  // (RotateSteps): min(P, 2). Set from rank 0's read, before its first compute.
+  const uint64_t shard_bytes = Split(g.n, p, 0).size() * col_bytes;
+  uint64_t buffers = 0;
   auto compute = [&](int r, Range cols, std::vector<TaskId> deps) {
     ShardGemm s;
     s.rows = Split(g.t, p, r), s.ks = {0, g.k}, s.cols = cols;
@@ -103,7 +110,9 @@ void EmitRotation(GemmContext& ctx, const GemmSpec& g) {
   for (int r = 0; r < p; ++r) {
     Range cols = Split(g.n, p, r);
     if (ctx.Functional()) fc.pack.push_back({ctx.Core(r), Sl(g.w, {0, g.k}, cols), cols.lo * g.k, true});
-    shard_ready[r] = ctx.FetchWeights(r, cols.size() * col_bytes).deps;
+    GemmContext::WeightBlock w = ctx.FetchWeights(r, cols.size() * col_bytes);
+    if (r == 0) buffers = static_cast<uint64_t>(std::min(w.sram_bytes > 0 ? p : p - 1, 2)) * shard_bytes;
+    shard_ready[r] = std::move(w.deps);
     computes[r][0].push_back(compute(r, cols, shard_ready[r]));
   }
   RotateSteps(ctx, c, ring, col_bytes, shard_ready, free, &computes, &fc, compute);

@@ -13,6 +13,9 @@
 //   step 0:  W3    W0    W1    W2     each receives its left neighbour's, computes on it
 //   step 1:  W2    W3    W0    W1     (an arrival overwrites the buffer of two steps ago:
 //   step 2:  W1    W2    W3    W0      it waits until that block was computed on and sent)
+//
+// The two buffers are the shard computed on and the one arriving; with weights resident the
+// own shard stays with the weights and the buffers hold arrivals only (one at P = 2).
 
 #include <cstdint>
 #include <vector>

@@ -165,22 +165,25 @@ TEST(Collective, Mesh2dOnExplicitGrids) {
 }
 
 TEST(Collective, ChunksAreAlignedAndCoverTheBufferExactly) {
-  // 37 elements of 4 bytes over 4 ranks: base = floor(37/4) = 9 elements = 36 bytes;
-  // chunks 36, 36, 36 and the last 148 - 108 = 40 bytes.
-  const uint64_t want_off[] = {0, 36, 72, 108}, want_len[] = {36, 36, 36, 40};
+  // 37 elements of 4 bytes over 4 ranks: 37 = 4 x 9 + 1, so the first chunk takes 10
+  // elements (40 bytes) and the others 9 (36 bytes).
+  const uint64_t want_off[] = {0, 40, 76, 112}, want_len[] = {40, 36, 36, 36};
   for (int c = 0; c < 4; ++c) {
     uint64_t off, len;
     ChunkRange(148, 4, c, 4, &off, &len);
     EXPECT_EQ(off, want_off[c]);
     EXPECT_EQ(len, want_len[c]);
   }
-  // Fewer elements than ranks: 3 elements over 4 ranks, all in the last chunk.
+  // Fewer elements than ranks: 3 elements over 4 ranks, one each in chunks 0..2, the last empty.
   uint64_t off, len;
-  ChunkRange(12, 4, 0, 4, &off, &len);
-  EXPECT_EQ(len, 0u);
+  for (int c = 0; c < 3; ++c) {
+    ChunkRange(12, 4, c, 4, &off, &len);
+    EXPECT_EQ(off, 4u * c);
+    EXPECT_EQ(len, 4u);
+  }
   ChunkRange(12, 4, 3, 4, &off, &len);
-  EXPECT_EQ(off, 0u);
-  EXPECT_EQ(len, 12u);
+  EXPECT_EQ(off, 12u);
+  EXPECT_EQ(len, 0u);
   // Out-of-range chunk or rank count: empty, no crash.
   ChunkRange(12, 0, 0, 4, &off, &len);
   EXPECT_EQ(len, 0u);

@@ -223,6 +223,71 @@ TEST(PartitionTest, MSplitRotateFallsBackToKSplitWithFewerRowsThanRanks) {
   EXPECT_TRUE(ctx.colls.empty());
 }
 
+// One rank: nothing rotates. The rank computes X[8, 16] . W[16, 32] whole as a plain shard
+// (n_split's), with no collective and no W^T buffer; streamed weights hold only the read
+// block W[16, 32] (16 x 32 x 2 = 1024 bytes), as any plain shard.
+TEST(PartitionTest, MSplitRotateAtOneRankIsThePlainGemm) {
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream);
+    FakeContext ctx(1, {1, 1});
+    ctx.stream = stream;
+    std::string label;
+    const GemmSpec g = Spec(llm::OpClass::kQkv, 8, 16, 32);
+    EXPECT_STREQ(Get("m_split_rotate").Choose(g, ctx, &label)->name(), "n_split");
+    EXPECT_EQ(label, "m_split_rotate");
+    ChooseAndEmit("m_split_rotate", g, &ctx, &label);
+    EXPECT_TRUE(ctx.colls.empty());
+    EXPECT_EQ(ctx.func_collectives, 0);
+    ASSERT_EQ(ctx.shards.size(), 1u);
+    ExpectRange(ctx.shards[0].rows, 0, 8);
+    ExpectRange(ctx.shards[0].ks, 0, 16);
+    ExpectRange(ctx.shards[0].cols, 0, 32);
+    EXPECT_FALSE(ctx.shards[0].transpose_b);
+    EXPECT_EQ(ctx.shards[0].buffer_bytes, stream ? 1024u : 0u);
+    EXPECT_EQ(ctx.fetched, stream ? std::vector<uint64_t>{1024} : std::vector<uint64_t>{});
+  }
+}
+
+// The shard buffers a rotating rank holds: the shard arriving while it computes on the
+// current one. X[8, 16] . W[16, 32], bf16; shards of 32 / P columns x 16 x 2 bytes.
+//   P = 2 (512-byte shards): resident weights hold the own shard, one arrives: 512;
+//         streamed, the own shard's read block and the arrival: 1024.
+//   P = 4 (256-byte shards): two arrivals overlap (one computed on, the next arriving):
+//         512 either way (streamed: the own block's buffer takes arrival 2).
+TEST(PartitionTest, MSplitRotateBuffersHoldTheArrivingShardBesidesTheCurrentOne) {
+  struct Case {
+    int p;
+    bool stream;
+    uint64_t buffer;
+  };
+  for (const Case& c : {Case{2, false, 512}, Case{2, true, 1024}, Case{4, false, 512}, Case{4, true, 512}}) {
+    SCOPED_TRACE("P=" + std::to_string(c.p) + (c.stream ? " streamed" : " resident"));
+    FakeContext ctx(c.p, {1, c.p});
+    ctx.stream = c.stream;
+    std::string label;
+    ChooseAndEmit("m_split_rotate", Spec(llm::OpClass::kQkv, 8, 16, 32), &ctx, &label);
+    ASSERT_EQ(ctx.shards.size(), static_cast<size_t>(c.p * c.p));
+    for (const Shard& s : ctx.shards) EXPECT_EQ(s.buffer_bytes, c.buffer);
+  }
+}
+
+// Columns that do not divide: 30 over 4 ranks are shards of 8, 8, 7 and 7 columns
+// (30 = 4 x 7 + 2), and the buffers are sized by the widest (8 x 16 x 2 = 256 bytes each).
+TEST(PartitionTest, MSplitRotateShardsAreBalanced) {
+  FakeContext ctx(4, {2, 2});
+  ctx.stream = true;
+  std::string label;
+  ChooseAndEmit("m_split_rotate", Spec(llm::OpClass::kQkv, 8, 16, 30), &ctx, &label);
+  EXPECT_EQ(ctx.fetched, (std::vector<uint64_t>{256, 256, 224, 224}));
+  std::vector<uint64_t> cols(4, 0);
+  for (const Shard& s : ctx.shards) {
+    EXPECT_EQ(s.buffer_bytes, 512u);
+    cols[s.rank] += s.cols.size();
+  }
+  EXPECT_EQ(cols, (std::vector<uint64_t>{30, 30, 30, 30}));
+  EXPECT_EQ(Get("m_split_rotate").ShardElems(Spec(llm::OpClass::kQkv, 8, 16, 30), 4, {2, 2}), 8u * 16);
+}
+
 TEST(PartitionTest, Mn2dComputesGridBlocks) {
   FakeContext ctx(4, {2, 2});
   std::string label;
