@@ -222,6 +222,14 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
               config::JoinNames(weight_classes));
     else if (!Contains(weight_classes, o.op()))
       add(f + ".op", o.op(), "unknown op class; valid: " + config::JoinNames(weight_classes));
+    // A class overridden twice ran with the last one, silently (describe listed both).
+    for (int j = 0; j < i; ++j)
+      if (m.overrides(j).op() == o.op()) {
+        add(f + ".op", o.op(),
+            "op class already overridden by mapping.overrides[" + std::to_string(j) + "] (partition " +
+                m.overrides(j).partition() + "): give each class one override");
+        break;
+      }
     if (!Contains(parts, o.partition()))
       add(f + ".partition", o.partition(), "unknown partitioner; valid: " + config::JoinNames(parts));
     used.push_back(o.partition());
@@ -312,6 +320,12 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
       diags->push_back({k < file.where.size() ? file.where[k] : locs.Find("mapping.placement_file"),
                         "mapping.placement_file", k < file.cores.size() ? std::to_string(file.cores[k]) : "",
                         e.what()});
+    } catch (const StageRegionError& e) {
+      // No placement could fix it: it was said at mapping.placement, whatever its value.
+      add("mapping.pipeline_stages", std::to_string(stages_given),
+          std::string(e.what()) +
+              ": change mapping.tp or mapping.pipeline_stages, or set mapping.span: chip "
+              "(the stages' ranks then follow one placement of the whole chip)");
     } catch (const std::exception& e) {
       add(m.placement() == "file" ? "mapping.placement_file" : "mapping.placement",
           m.placement() == "file" ? m.placement_file() : m.placement(), e.what());

@@ -41,11 +41,16 @@ struct PlacementFileError : std::invalid_argument {
 // valid ones) or a request that cannot be met.
 std::vector<int> Place(const PlacementRequest& req, const arch::Chip& chip);
 
+// StageRegions' refusal: the stage count and tp decide it, not the placement within a region.
+struct StageRegionError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 // Splits the chip's grid into `stages` rectangular regions of exactly `tp` cores,
 // in stage order: all the same h x w shape (h * w = tp, the most square shape that
 // fits `stages` times; ties go to the wider, i.e. bands of rows), laid out in a
 // snake over rows of rectangles so stage s and s+1 share an edge. Throws
-// std::invalid_argument when stages * tp exceeds the cores or no shape fits.
+// std::invalid_argument when stages * tp exceeds the cores, StageRegionError when no shape fits.
 std::vector<Region> StageRegions(const arch::Chip& chip, int stages, int tp);
 
 std::vector<std::string> PlacementNames();  // sorted

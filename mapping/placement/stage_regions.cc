@@ -47,8 +47,8 @@ std::vector<Region> StageRegions(const arch::Chip& chip, int stages, int tp) {
     if (better()) best_h = h, best_w = w;
   }
   if (best_h == 0) {
-    throw std::invalid_argument(what + ": no rectangle of " + std::to_string(tp) + " cores tiles the grid " +
-                                std::to_string(stages) + " times (" + tried + ")");
+    throw StageRegionError(what + ": no rectangle of " + std::to_string(tp) + " cores tiles the grid " +
+                           std::to_string(stages) + " times (" + tried + ")");
   }
   const int per_row = C / best_w;
   std::vector<Region> regions;

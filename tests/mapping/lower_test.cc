@@ -362,6 +362,44 @@ TEST(LowerTest, ReferenceQwen3_4bLowers) {
   EXPECT_EQ(static_cast<size_t>(std::count(dump.begin(), dump.end(), '\n')), p.num_tasks() + 1);
 }
 
+// Stage regions that cannot tile the grid are said at mapping.pipeline_stages, with the way
+// out (no placement value fixes them; they were said at mapping.placement): on a 3x3 grid, 4
+// stages of 2 cores need 4 rectangles of 1x2 or 2x1, and each shape fits 3 times (3 rows of
+// one 1x2, or one row of three 2x1). One op class overridden twice is refused at the second
+// (the last ran, silently).
+TEST(LowerTest, ValidateMappingBlamesStageRegionsOnTheStagesAndRefusesTwinOverrides) {
+  arch::Chip chip = arch::Chip::Build(MeshChip(3, 3, uint64_t{1} << 30));
+  std::vector<config::Diag> diags;
+  ValidateMapping(Map(2, "megatron", "ring", "snake", 4), chip, SmallModel(), Work(8, 0, 4),
+                  config::SourceMap(), &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "mapping.pipeline_stages");
+  EXPECT_EQ(diags[0].value, "4");
+  EXPECT_NE(diags[0].rule.find("no rectangle of 2 cores tiles the grid 4 times (1x2 fits 3, 2x1 fits 3)"),
+            std::string::npos)
+      << diags[0].rule;
+  EXPECT_NE(diags[0].rule.find("or set mapping.span: chip"), std::string::npos) << diags[0].rule;
+  config::Mapping span = Map(2, "megatron", "ring", "snake", 4);
+  span.set_span("chip");
+  diags.clear();
+  ValidateMapping(span, chip, SmallModel(), Work(8, 0, 4), config::SourceMap(), &diags);
+  EXPECT_TRUE(diags.empty()) << diags[0].rule;
+
+  config::Mapping twice = Map(2, "megatron");
+  for (const char* part : {"n_split", "k_split"}) {
+    auto* o = twice.add_overrides();
+    o->set_op("down");
+    o->set_partition(part);
+  }
+  diags.clear();
+  ValidateMapping(twice, chip, SmallModel(), Work(8, 0, 1), config::SourceMap(), &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "mapping.overrides[1].op");
+  EXPECT_EQ(diags[0].rule,
+            "op class already overridden by mapping.overrides[0] (partition n_split): give each class one "
+            "override");
+}
+
 TEST(LowerTest, ValidateMappingReportsEveryProblem) {
   arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
   config::Mapping m = Map(3, "nope", "carrier_pigeon", "linear", 2);
