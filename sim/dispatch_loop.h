@@ -4,17 +4,30 @@
 // (a head Program and decode steps made from a template, uint64_t handles that order as the
 // unrolled Program's ids). The rules are schedule.h's; per event time the loop is:
 //
-//   queues.StartReady(now, source)   what became ready at `now` starts or waits in its queue
-//   queues.TakeEnded(&now, on_end)    the next event time, every task that ends then, in id
-//                                     order: on_end(id) frees its core (CoreFree) and makes
-//                                     its dependents ready (Ready); false stops the loop
+//   queues.StartReady(now, source)   the queued tasks whose start is `now` start (in the
+//                                     order they were queued); then what became ready at
+//                                     `now` starts or waits in its queue
+//   queues.TakeEnded(&now, on_end)    the next event time (an end or a queued task's start),
+//                                     every task that ends then, in id order: on_end(id)
+//                                     frees its core (CoreFree) and makes its dependents
+//                                     ready (Ready); false stops the loop
+//
+// A task that waits in its channel's or first link's queue has its start decided when it is
+// queued (first come first served: its queue's busy time does not depend on anything else),
+// but is started (Source::Start, where the analytical engine reserves its route's links,
+// sim/analytical/links.h) at that start, as an event of its own: so tasks are started, and
+// reserve links, in the order of their starts. At one time: after every end then, before
+// any decision then, in the order they were queued (by the time they were queued, then first
+// links before channels, then id).
 //
 // `Source` tells a ready task's queue, resource and busy time, and starts it:
 //   Queue QueueOf(Id)                 compute, DRAM channel, first link or none
 //   int32_t ResourceOf(Id, Queue)     its core, channel or first link
 //   Ps BusyOf(Id)                     how long it holds its channel or first link
-//   bool Start(Id, Ps at, Ps now)     records the start (and adds its end: AddEnd); false
-//                                     stops the loop
+//   bool Start(Id, Ps at, Ps now)     records the start (and adds its end: AddEnd), called
+//                                     at event time `at`; `now` is when it was decided (its
+//                                     ready time where it waited in a queue, else `at`);
+//                                     false stops the loop
 
 #include <algorithm>
 #include <array>
@@ -59,6 +72,11 @@ class DispatchQueues {
     dirty_cores_.clear();
     channel_free_.assign(channels, 0);
     link_free_.assign(links, 0);
+    channel_started_.assign(channels, 0);
+    link_started_.assign(links, 0);
+    starts_.clear();
+    queued_ = 0;
+    min_valid_ = false;
     ready_.clear();
     for (auto& b : bucket_) b.clear();
     taken_.clear();
@@ -77,27 +95,64 @@ class DispatchQueues {
     if (Key(end) < last_) throw std::logic_error("dispatch loop: a task ends before the time taken last");
     bucket_[BucketOf(Key(end))].emplace_back(end, g);
     ++events_;
+    if (min_valid_) min_end_ = std::min(min_end_, end);
   }
-  bool idle() const { return events_ == 0; }
-  Ps next_end() const {  // not idle()
-    return bucket_[0].empty() ? Earliest().second : bucket_[0].front().first;
+  // Queued task g, decided at `decided`, starts at `at` (later than the event time): it
+  // holds queue (q, r) until `free` (its start + busy). Queued tasks start in the order of
+  // Defer at one time.
+  void Defer(Ps at, Id g, Ps decided, Queue q, int32_t r, Ps free) {
+    starts_.push_back({at, queued_++, decided, free, g, r, q});
+    std::push_heap(starts_.begin(), starts_.end(), LaterStart);
+  }
+  bool idle() const { return events_ == 0 && starts_.empty(); }
+  // The earliest end (some end held; found once, then kept by AddEnd until the next TakeEnded).
+  Ps next_end() const {
+    if (!bucket_[0].empty()) return bucket_[0].front().first;
+    if (!min_valid_) {
+      min_end_ = Earliest().second;
+      min_valid_ = true;
+    }
+    return min_end_;
+  }
+  // The next event time (not idle()): the earliest end or queued task's start.
+  Ps next_time() const {
+    if (events_ == 0) return starts_.front().at;
+    const Ps end = next_end();
+    return starts_.empty() ? end : std::min(end, starts_.front().at);
   }
   // To set up a state mid-schedule (sim::StepStream's replay, going back): after Reset, the
-  // channels' and first links' free times, the busy cores, the compute tasks ready and
-  // waiting for their core, and the running tasks' ends (AddEnd).
+  // channels' and first links' free times (SetFree: after the tasks started; then Defer
+  // those queued, not started), the busy cores, the compute tasks ready and waiting for their
+  // core, and the running tasks' ends (AddEnd).
+  void SetFree(const std::vector<Ps>& channel, const std::vector<Ps>& link) {
+    channel_free_ = channel_started_ = channel;
+    link_free_ = link_started_ = link;
+  }
+  // When each channel and first link is free: after the tasks queued (the next one queued
+  // starts no earlier), and after the tasks started (excluding those queued that start later).
   std::vector<Ps>& channel_free() { return channel_free_; }
   std::vector<Ps>& link_free() { return link_free_; }
+  const std::vector<Ps>& channel_started() const { return channel_started_; }
+  const std::vector<Ps>& link_started() const { return link_started_; }
   void SetCoreBusy(int c) { core_busy_[c] = 1; }
   void WaitForCore(int c, Id g) {
     core_ready_[c].push_back(g);
     std::push_heap(core_ready_[c].begin(), core_ready_[c].end(), std::greater<Id>());
   }
 
-  // What became ready at `now`: DRAM requests join their channel's queue and transfers their
-  // first link's (first come first served, ties by lowest id), transfers without a link start,
+  // The queued tasks that start at `now` start (Defer's order); then what became ready at
+  // `now`: DRAM requests join their channel's queue and transfers their first link's (first
+  // come first served, ties by lowest id, first links first), transfers without a link start,
   // compute waits for its core; then each free core starts its lowest-id ready task.
   template <class Source>
   bool StartReady(Ps now, Source& src) {
+    while (!starts_.empty() && starts_.front().at <= now) {
+      std::pop_heap(starts_.begin(), starts_.end(), LaterStart);
+      const Deferred d = starts_.back();
+      starts_.pop_back();
+      (d.q == Queue::kDram ? channel_started_ : link_started_)[d.r] = d.free;
+      if (!src.Start(d.g, d.at, d.decided)) return false;
+    }
     memory_ready_.clear();
     link_ready_.clear();
     for (const Id g : ready_) {
@@ -123,10 +178,10 @@ class DispatchQueues {
     ready_.clear();
     std::sort(link_ready_.begin(), link_ready_.end());
     for (const Id g : link_ready_)
-      if (!StartQueued(now, src, g, link_free_[src.ResourceOf(g, Queue::kLink)])) return false;
+      if (!StartQueued(now, src, g, Queue::kLink)) return false;
     std::sort(memory_ready_.begin(), memory_ready_.end());
     for (const Id g : memory_ready_)
-      if (!StartQueued(now, src, g, channel_free_[src.ResourceOf(g, Queue::kDram)])) return false;
+      if (!StartQueued(now, src, g, Queue::kDram)) return false;
     for (const int c : dirty_cores_) {
       core_dirty_[c] = 0;
       auto& h = core_ready_[c];
@@ -142,19 +197,27 @@ class DispatchQueues {
   }
 
   // The next event time into *now (not idle()): on_end(g) for every task that ends then, in
-  // id order, before any decision at that time; false as soon as on_end is.
+  // id order, before any decision at that time; false as soon as on_end is. A queued task's
+  // start earlier than every end is an event time of its own (StartReady starts it).
   template <class OnEnd>
   bool TakeEnded(Ps* now, OnEnd&& on_end) {
+    if (!starts_.empty() && (events_ == 0 || starts_.front().at < next_end())) {
+      *now = starts_.front().at;
+      return true;
+    }
     if (bucket_[0].empty()) {
       // From the earliest end on, that bucket's events differ from it below the bit they
       // differed from the last time at: each moves to a lower bucket.
-      const auto [b, least] = Earliest();
+      size_t b = 1;
+      while (bucket_[b].empty()) ++b;
+      const Ps least = next_end();
       last_ = Key(least);
       for (const auto& e : bucket_[b]) bucket_[BucketOf(Key(e.first))].push_back(e);
       bucket_[b].clear();
     }
     taken_.swap(bucket_[0]);
     events_ -= taken_.size();
+    min_valid_ = false;
     *now = taken_.front().first;
     std::sort(taken_.begin(), taken_.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     for (const auto& e : taken_)
@@ -171,13 +234,37 @@ class DispatchQueues {
     }
   }
   // A queue served first come first served: g starts once it is free, and holds it for its
-  // busy time.
+  // busy time; it is started then (Defer), not now, where that is later.
   template <class Source>
-  bool StartQueued(Ps now, Source& src, Id g, Ps& free) {
+  bool StartQueued(Ps now, Source& src, Id g, Queue q) {
+    const int32_t r = src.ResourceOf(g, q);
+    Ps& free = (q == Queue::kDram ? channel_free_ : link_free_)[r];
     const Ps at = std::max(now, free);
     free = arch::SatAdd(at, src.BusyOf(g));
+    if (at > now) {
+      Defer(at, g, now, q, r, free);
+      return true;
+    }
+    (q == Queue::kDram ? channel_started_ : link_started_)[r] = free;
     return src.Start(g, at, now);
   }
+  // A queued task that starts later than it was decided (Defer).
+  struct Deferred {
+    Ps at;
+    uint64_t seq;  // the order it was queued in
+    Ps decided, free;
+    Id g;
+    int32_t r;
+    Queue q;
+  };
+  static bool LaterStart(const Deferred& a, const Deferred& b) {  // a heap's order: earliest on top
+    return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+  }
+  std::vector<Deferred> starts_;  // a min-heap by (at, seq)
+  uint64_t queued_ = 0;
+  std::vector<Ps> channel_started_, link_started_;  // free after the tasks started
+  mutable Ps min_end_ = 0;                          // the earliest end, while min_valid_
+  mutable bool min_valid_ = false;
 
   std::vector<Id> ready_, memory_ready_, link_ready_;
   std::vector<std::vector<Id>> core_ready_;  // per core: a min-heap of ready ids

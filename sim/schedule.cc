@@ -184,8 +184,10 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
                                   : link(i);
     }
     Ps BusyOf(uint32_t i) const { return c.busy_of(i); }
-    bool Start(uint32_t i, Ps at, Ps now) {
-      const Ps end = d.finish_ && p.kind(i) != mapping::TaskKind::kCompute ? d.finish_(i, at, now)
+    // Called at event time `at` (a queued task's start is an event of its own), so the
+    // finisher reserves links in the order of starts; when it was decided is not needed.
+    bool Start(uint32_t i, Ps at, Ps) {
+      const Ps end = d.finish_ && p.kind(i) != mapping::TaskKind::kCompute ? d.finish_(i, at, at)
                                                                            : SatAdd(at, c.duration_of(i));
       if (record) times[i] = TaskTime{at, end};
       makespan = std::max(makespan, end);

@@ -23,7 +23,10 @@
 //   end = start + duration (saturating); makespan = max end (0 for an empty Program).
 //
 // Dispatch runs this as a discrete-event pass (O(n log n)) and records the order in which
-// it starts tasks. Given that order, the rule is max-plus: each task starts at
+// it starts tasks: by start time (a task that waits in its channel's or first link's queue
+// is started when its queue lets it go, not when it joins the queue; sim/dispatch_loop.h has
+// the order at one time), so that links are reserved in the order flows start. Given that order, the rule is
+// max-plus: each task starts at
 //   max(end of its deps, the time its queue is free)
 // where the queue is its core's compute unit (free at the previous task's end), its
 // channel or first link (free at the previous one's start + busy), or none (a transfer
@@ -147,8 +150,8 @@ class Dispatcher {
   void keep_order(bool keep) { keep_order_ = keep; }
   // Every transfer's and memory task's end decided at its start by `finish(task, start, now)`
   // instead of start + duration (the analytical engine's queues on links,
-  // sim/analytical/links.h); called in start order, `now` the event time (no later than
-  // `start`, nor than any later call's). Compute tasks keep start + duration.
+  // sim/analytical/links.h); called in start order at the event time of the start, `now`
+  // (equal to `start`, no later than any later call's). Compute tasks keep start + duration.
   void set_finisher(std::function<Ps(uint32_t, Ps, Ps)> finish) { finish_ = std::move(finish); }
 
  private:

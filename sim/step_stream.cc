@@ -207,7 +207,9 @@ template <bool in_b>
   const Ps duration = in_b ? qb_.duration[g] : DurationOf(*sl, i);
   Ps end = SatAdd(at, duration);
   if (links_ && !compute) {
-    const Key key{now, static_cast<uint8_t>(in_b || st->queue == Queue::kLink ? 0 : 1), g};
+    // Reserved at its start, now_ (the event loop starts a queued task then, not when it is
+    // queued, sim/dispatch_loop.h).
+    const Booking key{now_, {now, static_cast<uint8_t>(in_b || st->queue == Queue::kLink ? 0 : 1), g}};
     if (in_b) {
       finish_key_ = key;
       end = links_->Finish(static_cast<uint32_t>(g), at, duration, now_);
@@ -361,7 +363,7 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
     Ps BusyOf(uint64_t g) const { return g < s.NB_ ? s.qb_.busy[g] : s.BusyOf(s.slot(StepOf(g)), RelOf(g)); }
     bool Start(uint64_t g, Ps at, Ps now) {
       if (!s.Start(g, at, now, why)) return false;
-      if (s.record_) s.Log(g, now);
+      if (s.record_) s.Log(g, at);
       return true;
     }
   } src{*this, why};
@@ -442,20 +444,22 @@ bool StepStream::RunUntil(uint32_t seg, std::string* why) {
 //             ready by then with a lower id, or ready earlier while the core was idle
 //   queued    (a DRAM channel, a first link) starts at max(r, the queue's free time); it is
 //             the event loop's if (r, id) comes after the queue's last (first come, first
-//             served, ties by id)
+//             served, ties by id). Decided at r, it is started (and logged, and replayed) at
+//             its start, as the event loop starts it (sim/dispatch_loop.h)
 //   none      starts at r
 //
-// Each start's decision time (the start for compute, r otherwise) must not be earlier than
-// the one before, and the reservations of links must come in the event loop's order (decision
-// time, first links before channels, id). With every duration above 0, every task ends after
-// it starts, so each decision time is one round of the event loop (sim/dispatch_loop.h);
-// and a task ready by a compute task's start has had every dep started at an earlier decision,
-// so `known_` holds every task the event loop chooses among then. These checks are its rules:
-// a start that passes them is the event loop's, and the
-// times, critical path, links' queues and everything else of sim::StepStream::Start are the
-// event loop's. A start that fails them goes back to the last state known to be the event
-// loop's (a cut: every decision up to a time made, none after; checked once the next
-// decision is later) and rebuilds the event loop's queues there (Rollback).
+// Each start must not be earlier than the one before, and the reservations of links must come
+// in the event loop's order (start, then decision time, first links before channels, id).
+// With every duration above 0, every task ends after it starts, so each decision time is one
+// round of the event loop (sim/dispatch_loop.h); a task ready by a start has had every dep
+// started earlier, so `known_` holds every compute task the event loop chooses among then, and
+// a queued task's predecessors in its queue start no later than it (the check on (r, id) finds
+// one replayed after it). These checks are its rules: a start that passes them is the event
+// loop's, and the times, critical path, links' queues and everything else of
+// sim::StepStream::Start are the event loop's. A start that fails them goes back to the last
+// state known to be the event loop's (a cut: every start up to a time made, none after;
+// checked once the next start is later) and rebuilds the event loop's queues there
+// (Rollback), where the queued tasks decided by then that start later are decided again.
 
 [[gnu::always_inline]] inline bool StepStream::DepsOf(uint32_t k, uint32_t i, Ps* r, uint64_t* best) const {
   Ps end = std::numeric_limits<Ps>::min();
@@ -567,7 +571,8 @@ bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
   if (!topological_) return true;
   // Every dep of the steps replayed is a decode step's after B; every end up to now_ has been
   // taken (a task that started and ended at now_ would not have: the cut would not be one).
-  if (int64_t{base} + min_off_ - L_ <= int64_t{HB_} + 1 || (!q_.idle() && q_.next_end() <= now_)) return true;
+  if (int64_t{base} + min_off_ - L_ <= int64_t{HB_} + 1 || (!q_.idle() && q_.next_time() <= now_))
+    return true;
   for (uint32_t j = 0; j < cursor; ++j)
     if (j >= pattern_.size() ||
         !(Entry{static_cast<int32_t>(StepOf(log_[j].first)) - static_cast<int32_t>(base),
@@ -602,11 +607,13 @@ bool StepStream::EnterReplay(uint32_t base, uint32_t cursor, std::string* why) {
       }
       PushKnown(s_.task[i].resource, {Id(k, i), r, best});
     }
-  channel_free_ = q_.channel_free();
-  link_free_ = q_.link_free();
+  // The queues as the tasks started left them: the queued tasks that start later are
+  // replayed at their starts, and decided again there.
+  channel_free_ = q_.channel_started();
+  link_free_ = q_.link_started();
   base_ = base;
   cursor_ = cursor;
-  last_decision_ = now_;
+  last_start_ = now_;
   undo_.clear();
   complete_ = started_upto_;
   SaveCut(&verified_, now_, complete_);
@@ -675,15 +682,14 @@ void StepStream::SaveCut(Cut* c, Ps time, uint32_t complete) {
       at = std::max(r, *free);
     }
     if (links_ && (st.flow_kind >= 0 || st.step_flow >= 0) &&
-        !(finish_key_ < Key{decision, static_cast<uint8_t>(st.queue == Queue::kLink ? 0 : 1), g}))
+        !(finish_key_ < Booking{at, {decision, static_cast<uint8_t>(st.queue == Queue::kLink ? 0 : 1), g}}))
       return true;
   }
-  if (decision < last_decision_ || (strict_ && decision == last_decision_) || DurationOf(sl, i) <= 0)
-    return true;
+  if (at < last_start_ || (strict_ && at == last_start_) || DurationOf(sl, i) <= 0) return true;
   if (strict_) {
     strict_ = false;
     if (pending_) {
-      // The tentative cut is one: every decision up to its time was made before it.
+      // The tentative cut is one: every start up to its time was made before it.
       std::swap(verified_, tentative_);
       undo_.erase(undo_.begin(), undo_.begin() + static_cast<std::ptrdiff_t>(verified_.undo));
       verified_.undo = 0;
@@ -693,7 +699,7 @@ void StepStream::SaveCut(Cut* c, Ps time, uint32_t complete) {
     }
   }
   if (free) *free = SatAdd(at, BusyOf(sl, i));
-  last_decision_ = now_ = decision;
+  last_start_ = now_ = at;
   // When it became ready: the composition reads it for memory tasks (ready()).
   const Waiting w{best, r, 0};
   if (st.queue == Queue::kDram) sl.waiting[i] = w;
@@ -735,7 +741,7 @@ bool StepStream::Replay(uint32_t seg, std::string* why) {
         pending_ = false;
         break;
       }
-      SaveCut(&tentative_, last_decision_, static_cast<uint32_t>(int64_t{base_} + min_off_));
+      SaveCut(&tentative_, last_start_, static_cast<uint32_t>(int64_t{base_} + min_off_));
       pending_ = strict_ = true;
       ++base_;
       cursor_ = 0;
@@ -785,8 +791,7 @@ bool StepStream::Rollback(std::string* why) {
   // The event loop's queues at that state: the running tasks' ends, the ready compute tasks
   // waiting for their busy cores, and each task's deps not ended.
   q_.Reset(core_last_.size(), channel_last_.size(), link_key_.size());
-  q_.channel_free() = c.channel_free;
-  q_.link_free() = c.link_free;
+  q_.SetFree(c.channel_free, c.link_free);
   for (size_t core = 0; core < core_last_.size(); ++core)
     if (core_last_[core].any && core_last_[core].end > now_) q_.SetCoreBusy(static_cast<int>(core));
   // Steps whose tasks wait on an ended task: those in rooms, and the next ones.
@@ -803,9 +808,27 @@ bool StepStream::Rollback(std::string* why) {
       }
     if (needed && !Ensure(k, why)) return false;
   }
+  requeue_.clear();
   for (Slot& sl : slots_) {
     if (sl.step <= HB_) continue;
     if (!Rebuild(sl.step, why)) return false;
+  }
+  // The queued tasks ready by now_ that have not started: decided again, in the event loop's
+  // order (ready time, first links before channels, id), each after its queue's last started
+  // task (as first come first served puts them), to start after now_.
+  std::sort(requeue_.begin(), requeue_.end());
+  for (const Key& x : requeue_) {
+    const StepShape::Task& st = s_.task[RelOf(x.g)];
+    const bool dram = st.queue == Queue::kDram;
+    Ps& free = (dram ? q_.channel_free() : q_.link_free())[st.resource];
+    const Ps at = std::max(x.now, free);
+    if (!((dram ? channel_key_ : link_key_)[st.resource] < Key{x.now, 0, x.g}) || at <= now_) {
+      *why = "the replay's state at " + std::to_string(now_) + " ps is not the event loop's (decode step " +
+             std::to_string(StepOf(x.g)) + ", task " + std::to_string(RelOf(x.g)) + " queued)";
+      return false;
+    }
+    free = SatAdd(at, BusyOf(slot(StepOf(x.g)), RelOf(x.g)));
+    q_.Defer(at, x.g, x.now, st.queue, st.resource, free);
   }
   return true;
 }
@@ -844,6 +867,10 @@ bool StepStream::Rebuild(uint32_t k, std::string* why) {
     sl.waiting[i] = w;
     if (w.unmet == 0) {
       const StepShape::Task& st = s_.task[i];
+      if (st.queue == Queue::kDram || st.queue == Queue::kLink) {
+        requeue_.push_back({w.best_end, static_cast<uint8_t>(st.queue == Queue::kLink ? 0 : 1), g});
+        continue;
+      }
       if (!st.compute || !core_last_[st.resource].any || core_last_[st.resource].end <= now_) {
         *why = "the replay's state at " + std::to_string(now_) + " ps is not the event loop's (decode step " +
                std::to_string(k) + ", task " + std::to_string(i) + ")";

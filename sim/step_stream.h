@@ -183,8 +183,8 @@ class StepStream {
   bool Ensure(uint32_t k, std::string* why);
   // Ring::kGrowing: twice the rooms, each step's room at its step's place in the new ring.
   void Grow();
-  // Task g starts at `at`, decided at `now` (its ready time in a queue, else `at`); the event
-  // loop adds its end to its events.
+  // Task g starts at `at` (the event time now_), decided at `now` (its ready time in a queue,
+  // else `at`); the event loop adds its end to its events.
   // `replayed`: by the replay, which passes the task's latest-ending dep (else in its room).
   bool Start(uint64_t g, Ps at, Ps now, std::string* why, const Waiting* replayed = nullptr);
   template <bool in_b>
@@ -213,15 +213,23 @@ class StepStream {
     Ps r;
     uint64_t best;  // its latest-ending dep
   };
-  // The last decision of a channel or first link, and the last reservation of links: ties
-  // order as the event loop's (ready time, then links before channels, then id).
+  // The last decision of a channel or first link: ties order as the event loop's (ready
+  // time, then links before channels, then id).
   struct Key {
     Ps now = std::numeric_limits<Ps>::min();
     uint8_t cls = 0;
     uint64_t g = 0;
     auto operator<=>(const Key&) const = default;
   };
-  // A state to go back to: every decision up to `time` made, none after.
+  // The last reservation of links: the event loop reserves at a flow's start, in start order,
+  // ties in the order the flows were decided (sim/dispatch_loop.h).
+  struct Booking {
+    Ps at = std::numeric_limits<Ps>::min();
+    Key decided;
+    auto operator<=>(const Booking&) const = default;
+  };
+  // A state to go back to: every start up to `time` made, none after (the queued tasks
+  // decided by then that start later are decided again: Rollback).
   struct Cut {
     Ps time = 0;
     size_t undo = 0;        // undo_'s size then
@@ -230,7 +238,7 @@ class StepStream {
     std::vector<Ps> channel_free, link_free;
     std::vector<Last> core_last, channel_last;
     std::vector<Key> channel_key, link_key;
-    Key finish_key;
+    Booking finish_key;
     Ps total = 0;
     uint64_t total_id = 0;
     CriticalPathSplit last;
@@ -302,13 +310,13 @@ class StepStream {
   int32_t min_off_ = 0;                                  // the least step offset of the period
   std::vector<uint32_t> ext_only_;                       // template tasks with deps on earlier steps only
   uint32_t base_ = 0, cursor_ = 0;
-  Ps last_decision_ = 0;
-  bool strict_ = false, pending_ = false;  // after a cut: the next decision is later; tentative_ waits
+  Ps last_start_ = 0;                      // the event time of the last start replayed
+  bool strict_ = false, pending_ = false;  // after a cut: the next start is later; tentative_ waits
   Cut verified_, tentative_;
   uint32_t need_ = 2;        // periods in a row that the event loop runs before a replay
   uint64_t entered_at_ = 0;  // replayed_ when the replay began
   std::vector<Key> channel_key_, link_key_;
-  Key finish_key_;
+  Booking finish_key_;
   std::vector<Ps> channel_free_, link_free_;
   std::vector<std::vector<Known>> known_;  // per core: known_size_ of them, the rest room
   std::vector<uint32_t> known_size_;
@@ -319,6 +327,7 @@ class StepStream {
     kn[size++] = x;
   }
   std::vector<uint64_t> undo_;  // started since verified_
+  std::vector<Key> requeue_;    // Rollback: the queued tasks ready, not started (ready time, class, id)
   uint32_t masked_from_ = 0;    // set_masked
   std::vector<uint8_t> masked_;
   uint32_t masked_count_ = 0;

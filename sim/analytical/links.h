@@ -43,6 +43,12 @@
 // spread over time there, not queued behind the hold-up). On the random family (`tpsim
 // agree`) every total of 500 is within 6% of the TLM engine's (README "TLM vs analytical").
 //
+// A flow that waits for its DRAM channel or its first link is started when it leaves that
+// queue (sim/dispatch_loop.h), in the order of starts with every other flow. Before, it
+// reserved its links when it joined the queue: a flow that started before it
+// but was decided after it found the links taken (tpsim agree seed 108 #16: a 5 MiB transfer
+// ended 223 us late, behind weight reads that started after it).
+//
 // Contention indicator: the share of the makespan that the queues on links added to the
 // unqueued schedule's, (makespan - unloaded makespan) / makespan. 0 where no two flows
 // share a link at once; near 1 where the run is dominated by shared links.

@@ -611,6 +611,43 @@ TEST(AnalyticalEngine, HbmReadsCrossTheMeshAndShareItsLinks) {
   EXPECT_EQ(out.links[shared].max_queue_ps, 2'590'117);
 }
 
+TEST(AnalyticalEngine, QueuedReadReservesItsLinksAtItsStartNotWhenQueued) {
+  // mesh-4x4-hbm as above (channel 0 at r1c0: 696.32 B/ns, 100 ns; links 256 B/ns, 2,500 ps a
+  // hop). Link L = r1c0->r1c1.
+  //   r0 (id 0): core r1c0 (4) reads 1 MiB, ready at 0: holds the channel until 1,505,883 and
+  //              crosses no link.
+  //   r1 (id 1): core r1c1 (5) reads 1 MiB, ready at 0: queued behind r0, starts at 1,505,883;
+  //              its data cross L from 1,505,883 + 100,000 = 1,605,883, held 4,096,000 ps.
+  //   t0 (id 2): r0c0 -> r1c0, 256,000 B, ready at 0: 1,000,000 ps on r0c0->r1c0 + 2,500 =
+  //              ends at 1,002,500.
+  //   t  (id 3): r1c0 -> r1c1 (L), 256,000 B, after t0: starts at 1,002,500, which is after r1
+  //              was queued (0) and before r1 starts (1,505,883).
+  // Links are reserved in start order (sim/analytical/links.h): t first, alone on L, in its
+  // unloaded time 2,500 + 1,000,000: L is t's over [1,002,500, 2,002,500) and t ends at
+  // 2,005,000. r1 arrives on L at 1,605,883, waits there until 2,002,500 (396,617 ps), holds
+  // it until 6,098,500 and ends one hop later, 6,101,000. Until 2026-12-06 r1 reserved L when
+  // it was queued (at 0), so t found L taken over [1,605,883, 5,701,883), too soon to fit its
+  // 1,000,000 ps before, and waited until 5,701,883: t ended at 6,704,383 (r1 at 5,704,383).
+  const arch::Chip chip = arch::testing::LoadChip("mesh-4x4-hbm");
+  ASSERT_EQ(chip.ChannelOf(4), 0);
+  ASSERT_EQ(chip.ChannelOf(5), 0);
+  Program p = NewProgram();
+  p.num_cores = 16;
+  AddMemory(p, 4, 0, 1 << 20);
+  AddMemory(p, 5, 0, 1 << 20);
+  AddTransfer(p, 0, 4, 256'000, -1, 0);
+  AddTransfer(p, 4, 5, 256'000, -1, 0, {2});
+  const EngineOutput out = AnalyticalEngine().Run(p, chip);
+  EXPECT_EQ(out.tasks[1].start_ps, 1'505'883);
+  EXPECT_EQ(out.tasks[2].end_ps, 1'002'500);
+  EXPECT_EQ(out.tasks[3].start_ps, 1'002'500);
+  EXPECT_EQ(out.tasks[3].end_ps, 2'005'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 6'101'000);
+  EXPECT_EQ(out.makespan_ps, 6'101'000);
+  const int l = chip.Route(chip.FindNode("r1c0"), chip.FindNode("r1c1"))[0];
+  EXPECT_EQ(out.links[l].max_queue_ps, 396'617);
+}
+
 TEST(AnalyticalEngine, MemoryReadWhoseLaterLinkIsSlowestTakesMemoryTime) {
   // A 1x4 wafer of two 1x2 dies: mesh links 160 B/ns, the die-to-die link r0c2->r0c1 64 B/ns
   // (+5 ns), routers 1 ns; an HBM channel at r0c3, 100 B/ns, 100 ns. Core r0c0 reads 2 MiB

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -64,13 +65,15 @@ TEST(Schedule, HandTimedProgram) {
     EXPECT_EQ(times[i].start_ps, want[i].first) << "task " << i;
     EXPECT_EQ(times[i].end_ps, want[i].second) << "task " << i;
   }
-  // Started in this order (at 0: the channel's request before the core's task; at 8 too).
-  EXPECT_EQ(s.order(), (std::vector<uint32_t>{5, 0, 1, 4, 3, 6, 2, 7}));
+  // Started in this order (at 0: the channel's request before the core's task; at 8 the
+  // core's task 2, while request 6, ready then, waits for the channel until 11 and is started
+  // then: a queued task is started at its start, sim/dispatch_loop.h).
+  EXPECT_EQ(s.order(), (std::vector<uint32_t>{5, 0, 1, 4, 3, 2, 6, 7}));
   // Buffers are reset between runs: the same answer again.
   EXPECT_EQ(s.Run(kDurations, kBusy, times), 21);
   // With no times to fill, the makespan alone (the unqueued pass of sim/analytical/links.h).
   EXPECT_EQ(s.Run(kDurations, kBusy, {}), 21);
-  EXPECT_EQ(s.order(), (std::vector<uint32_t>{5, 0, 1, 4, 3, 6, 2, 7}));
+  EXPECT_EQ(s.order(), (std::vector<uint32_t>{5, 0, 1, 4, 3, 2, 6, 7}));
   EXPECT_THROW(s.Run(kDurations, kBusy, std::span<TaskTime>(times.data(), 3)), std::invalid_argument);
   // The max-plus replay in that order gives the same ends.
   EXPECT_EQ(ReplayEnds(p, s.order(), kDurations, kBusy), (std::vector<Ps>{5, 8, 12, 7, 15, 4, 14, 21}));
@@ -79,6 +82,24 @@ TEST(Schedule, HandTimedProgram) {
   EXPECT_EQ(QueueOf(TaskKind::kTransfer), Queue::kNone);
   // Sizes are checked.
   EXPECT_THROW(s.Run(kDurations, {}, times), std::invalid_argument);
+}
+
+// The finisher (the analytical engine's links) is called at each transfer's and request's
+// start, in start order, with the event time equal to the start: request 6 of Tiny, ready at 8
+// and queued behind request 4 (whose busy time keeps the channel until 5 + 6 = 11), is
+// finished at 11 with now = 11 (it used to be at 8, when it was queued, before task 2's start).
+TEST(Schedule, FinisherCalledAtEachStartInStartOrder) {
+  const mapping::Program p = Tiny();
+  std::vector<TaskTime> times(p.num_tasks());
+  Dispatcher s(p);
+  std::vector<std::array<Ps, 3>> calls;  // (task, start, now)
+  s.set_finisher([&](uint32_t i, Ps start, Ps now) {
+    calls.push_back({Ps{i}, start, now});
+    return start + kDurations[i];
+  });
+  EXPECT_EQ(s.Run(kDurations, kBusy, times), 21);
+  const std::vector<std::array<Ps, 3>> want = {{5, 0, 0}, {1, 5, 5}, {4, 5, 5}, {6, 11, 11}};
+  EXPECT_EQ(calls, want);
 }
 
 TEST(Schedule, TiesGoToTheLowestId) {
@@ -304,6 +325,49 @@ TEST(Schedule, AnyAlgebra) {
   Depth d{std::vector<int>(p.num_tasks()), std::vector<int>(2), std::vector<int>(1)};
   ListSchedule(ProgramGraph{p, order}, d);
   EXPECT_EQ(d.end, (std::vector<int>{1, 2, 3, 2, 2, 1, 3, 4}));
+}
+
+// A task queued for its channel or first link is started at its start, an event of its own
+// (sim/dispatch_loop.h). One channel and one link, busy 10 each, every task 100 long:
+//   at 0:   ready 3, 1 (channel) and 12 (link): 12 starts (links first), then 1 (lowest id);
+//           3 is queued behind 1 until 10. Deferred by hand: 7 then 6, both at 100.
+//   at 10:  3 starts (decided at 0), before any end (the first is at 100).
+//   at 100: 1 and 12 end (in id order), then 7 and 6 start (in the order they were queued).
+TEST(DispatchQueues, QueuedTasksStartAtTheirStartAfterTheEndsThen) {
+  DispatchQueues<uint32_t> q;
+  q.Reset(0, 1, 1);
+  std::vector<std::array<Ps, 3>> log;  // (task, start, decided); ends as (task, -1, now)
+  struct Source {
+    DispatchQueues<uint32_t>& q;
+    std::vector<std::array<Ps, 3>>& log;
+    Queue QueueOf(uint32_t g) const { return g >= 10 ? Queue::kLink : Queue::kDram; }
+    int32_t ResourceOf(uint32_t, Queue) const { return 0; }
+    Ps BusyOf(uint32_t) const { return 10; }
+    bool Start(uint32_t g, Ps at, Ps now) {
+      log.push_back({Ps{g}, at, now});
+      q.AddEnd(at + 100, g);
+      return true;
+    }
+  } src{q, log};
+  for (uint32_t g : {3u, 1u, 12u}) q.Ready(g);
+  Ps now = 0;
+  ASSERT_TRUE(q.StartReady(now, src));
+  q.Defer(100, 7, 0, Queue::kDram, 0, 110);
+  q.Defer(100, 6, 0, Queue::kDram, 0, 120);
+  EXPECT_EQ(q.channel_free()[0], 20);     // 1's and 3's busy time
+  EXPECT_EQ(q.channel_started()[0], 10);  // 1's: 3 has not started
+  EXPECT_EQ(q.next_time(), 10);
+  while (!q.idle() && now < 100) {
+    ASSERT_TRUE(q.TakeEnded(&now, [&](uint32_t g) {
+      log.push_back({Ps{g}, -1, now});
+      return true;
+    }));
+    ASSERT_TRUE(q.StartReady(now, src));
+  }
+  const std::vector<std::array<Ps, 3>> want = {{12, 0, 0},    {1, 0, 0},   {3, 10, 0}, {1, -1, 100},
+                                               {12, -1, 100}, {7, 100, 0}, {6, 100, 0}};
+  EXPECT_EQ(log, want);
+  EXPECT_EQ(q.channel_started()[0], 120);
 }
 
 // The event loop's running tasks (DispatchQueues' radix heap over end times): each TakeEnded
