@@ -345,7 +345,19 @@ class JsonScanner {
       case FD::CPPTYPE_DOUBLE:
       case FD::CPPTYPE_FLOAT:
         if (kind == 'b') bad("expected a number");
-        if (kind == 'n') {
+        // A quoted value is what protobuf's JSON parser takes for a number: "NaN", "Infinity",
+        // "-Infinity", or a whole finite number without spaces around it ("1.5"). Any other
+        // string it refused unlocated ("<parse>: invalid value" at 1:1), so it is refused here.
+        if (kind == 's' && (text == "NaN" || text == "Infinity" || text == "-Infinity")) break;
+        if (kind == 's') {
+          char* end = nullptr;
+          errno = 0;
+          const long double v = std::strtold(text.c_str(), &end);
+          if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) || *end != '\0' ||
+              (!std::isfinite(v) && errno != ERANGE))
+            bad("expected a number (a quoted one may be \"NaN\", \"Infinity\" or \"-Infinity\")");
+        }
+        if (kind == 'n' || kind == 's') {
           const long double v = std::fabs(std::strtold(text.c_str(), nullptr));
           const long double max = f->cpp_type() == FD::CPPTYPE_FLOAT
                                       ? static_cast<long double>(std::numeric_limits<float>::max())
@@ -355,6 +367,13 @@ class JsonScanner {
         break;
       default: {  // integers: a JSON number or a quoted one, integral and in range
         if (kind == 'b') bad("expected an integer");
+        // A quoted integer is digits with an optional sign, as protobuf's JSON parser takes it
+        // ("1e3" and " 12" it refused unlocated).
+        if (kind == 's') {
+          const size_t digits = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+          if (text.size() == digits || text.find_first_not_of("0123456789", digits) != std::string::npos)
+            bad("expected an integer");
+        }
         char* end = nullptr;
         errno = 0;
         long double v = std::strtold(text.c_str(), &end);

@@ -454,6 +454,14 @@ int SearchCommand(const std::vector<std::string>& args) {
     }
   }
   if (o.slurm) return SubmitSearch(o, base, chip);
+  // An --out that cannot be written (a missing folder, a directory) is found now, not after the
+  // whole search and its TLM confirmations (exit 1, as the failed write): nothing is created.
+  try {
+    if (!o.out.empty()) config::CheckOutputWritable(o.out);
+  } catch (const std::runtime_error& e) {
+    std::cerr << "tpsim search: " << e.what() << "\n";
+    return 1;
+  }
   SearchResult res;
   try {
     res = Search(base, chip, o.search, &std::cerr);
@@ -505,23 +513,39 @@ int SearchCommand(const std::vector<std::string>& args) {
   auto tp_of = [&](const Candidate& c) {
     return moe ? std::to_string(c.tp) + " ep" + std::to_string(c.ep) : std::to_string(c.tp);
   };
-  std::printf(moe ? "  %4s %-9s %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %9s %5s\n"
-                  : "  %4s %5s %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %9s %5s\n",
-              "#", moe ? "tp ep" : "tp", "stages", "replicas", "attention", "mlp", "placement", "collective",
-              "weights", "batch", "total_ms", "ttft_ms", "tpot_ms", "tokens/s", "mJ/token", "ties");
+  // The axes the search varied (more than one value listed) beyond those every table shows get
+  // a column after tp: candidates that differ only there (attention_dp 1 and 2) were rows alike.
+  // A search that does not vary them prints the table it always did.
+  const SpaceOptions& sp = so.space;
+  const bool dp_col = sp.attention_dp.size() > 1, moe_tp_col = sp.moe_tp.size() > 1,
+             a2a_col = sp.all_to_all.size() > 1, order_col = sp.group_order.size() > 1;
+  auto varied = [&](const std::string& dp, const std::string& moe_tp, const std::string& a2a,
+                    const std::string& order) {
+    if (dp_col) std::printf(" %7s", dp.c_str());
+    if (moe_tp_col) std::printf(" %6s", moe_tp.c_str());
+    if (a2a_col) std::printf(" %-12s", a2a.c_str());
+    if (order_col) std::printf(" %-11s", order.c_str());
+  };
+  auto or_dash = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
+  std::printf(moe ? "  %4s %-9s" : "  %4s %5s", "#", moe ? "tp ep" : "tp");
+  varied("attn_dp", "moe_tp", "all_to_all", "group_order");
+  std::printf(" %6s %8s %-15s %-15s %-28s %-19s %7s %5s %12s %10s %10s %12s %9s %5s\n", "stages", "replicas",
+              "attention", "mlp", "placement", "collective", "weights", "batch", "total_ms", "ttft_ms",
+              "tpot_ms", "tokens/s", "mJ/token", "ties");
   size_t shown = 0;
   for (size_t r = 0; r < res.front.size(); ++r) {
     const Found& x = res.front[r];
     size_t ties = 1;
     while (r + ties < res.front.size() && same_metrics(x, res.front[r + ties])) ++ties;
     if (o.top == 0 || shown < o.top) {
-      std::printf(
-          moe ? "  %4zu %-9s %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %9.3f %5zu\n"
-              : "  %4zu %5s %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %9.3f %5zu\n",
-          shown + 1, tp_of(x.c).c_str(), x.c.stages, x.replicas, x.c.attention.c_str(), x.c.mlp.c_str(),
-          Placed(x.c).c_str(), x.c.collective.c_str(), x.c.weights.empty() ? "-" : x.c.weights.c_str(),
-          x.c.batch, Ms(x.p.total_ms).c_str(), Ms(x.p.ttft_ms).c_str(), Ms(x.p.tpot_ms).c_str(),
-          x.p.tokens_per_s, x.p.energy_mj, ties);
+      std::printf(moe ? "  %4zu %-9s" : "  %4zu %5s", shown + 1, tp_of(x.c).c_str());
+      varied(std::to_string(x.c.attention_dp), x.c.moe_tp > 0 ? std::to_string(x.c.moe_tp) : "-",
+             or_dash(x.c.all_to_all), or_dash(x.c.group_order));
+      std::printf(" %6u %8u %-15s %-15s %-28s %-19s %7s %5u %12s %10s %10s %12.1f %9.3f %5zu\n", x.c.stages,
+                  x.replicas, x.c.attention.c_str(), x.c.mlp.c_str(), Placed(x.c).c_str(),
+                  x.c.collective.c_str(), x.c.weights.empty() ? "-" : x.c.weights.c_str(), x.c.batch,
+                  Ms(x.p.total_ms).c_str(), Ms(x.p.ttft_ms).c_str(), Ms(x.p.tpot_ms).c_str(),
+                  x.p.tokens_per_s, x.p.energy_mj, ties);
     }
     ++shown;
     r += ties - 1;

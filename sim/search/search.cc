@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -194,7 +195,8 @@ const std::vector<std::string>& StoreFields() {
                                              "mapping.moe.ep",
                                              "mapping.moe.tp",
                                              "mapping.moe.all_to_all",
-                                             "mapping.moe.group_order"};
+                                             "mapping.moe.group_order",
+                                             "mapping.attention_dp"};
   return k;
 }
 
@@ -212,7 +214,8 @@ std::vector<std::string> FieldValues(const Entry& x) {
           std::to_string(x.c.ep),
           std::to_string(x.c.moe_tp),
           x.c.all_to_all,
-          x.c.group_order};
+          x.c.group_order,
+          std::to_string(x.c.attention_dp)};
 }
 
 // Rows already in the store: config hash -> (status, metrics in MetricColumns order, error).
@@ -305,11 +308,16 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
 
   std::unique_ptr<sweep::Store> store;
   std::map<std::string, Stored> stored;
+  // Stored rows with a NULL field column (written by a tpsim whose store had no such column,
+  // e.g. mapping.attention_dp): a reuse fills them in.
+  std::set<std::string> missing;
   if (!o.db.empty()) {
     store = std::make_unique<sweep::Store>(o.db, StoreFields(),
                                            sweep::HashText("tpsim search\n" + sim::ResolvedText(base)),
                                            "search " + base.cfg.name());
     stored = ReadStored(store->db());
+    for (const auto& r : store->Rows())
+      if (r.missing_value) missing.insert(r.config_hash);
   }
 
   // No Program cache: its key holds the placement's name, so candidates never share an entry
@@ -427,6 +435,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     std::vector<std::string> hashes;
     for (size_t k : batch) {
       exps.push_back(Apply(base, all[k].c));
+      LocateCandidate(base, all[k].c, o.space, &exps.back());
       hashes.push_back(sweep::ConfigHash(exps.back()));
     }
     std::vector<sweep::PointOutcome> outs(batch.size());
@@ -460,6 +469,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
       }
       if (wall[i] < 0) {
         ++reused;
+        if (store && missing.erase(hashes[i])) store->SetPoint(hashes[i], batch[i], FieldValues(x));
         continue;
       }
       if (store) {

@@ -79,6 +79,15 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
 // name that says so.
 sim::Experiment Apply(const sim::Experiment& base, const Candidate& c);
 
+// Points the errors about the fields a candidate set at the search flag that chose the value:
+// every field of `e` (Apply(base, c)) whose value differs from the base's gets the location
+// "<command line: --tp 3>" when `space` lists that flag's values, "<tpsim search: --tp 8
+// (default list)>" when the search's own list gave it. Fields left at the base's value keep the
+// base file's line, which says that value. (A candidate's errors pointed at the base file's
+// line of mapping.tp for a tp that came from --tp.)
+void LocateCandidate(const sim::Experiment& base, const Candidate& c, const SpaceOptions& space,
+                     sim::Experiment* e);
+
 // What a candidate's lowered Program depends on: tp, stages, the partitions, collective,
 // weights, batch and the cores the placement gives each stage (and the rank grid, for the
 // collectives that read it: mesh_2d, and MoE models' all-to-alls), not the placement's name

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "configs/files.h"
 #include "mapping/collective/collective.h"
 #include "mapping/estimate.h"
 #include "mapping/mapping.h"
@@ -178,6 +179,55 @@ sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
   name << " batch=" << c.batch << "]";
   e.cfg.set_name(name.str());
   return e;
+}
+
+void LocateCandidate(const sim::Experiment& base, const Candidate& c, const SpaceOptions& space,
+                     sim::Experiment* e) {
+  const config::Mapping& b = base.cfg.mapping();
+  const config::Mapping& m = e->cfg.mapping();
+  auto at = [&](const std::string& path, bool differs, const std::string& flag, bool listed,
+                const std::string& value) {
+    if (!differs) return;
+    const std::string where =
+        listed ? "<command line: " + flag + " " + config::Clip(value, 80) + ">"
+               : "<tpsim search: " + flag + " " + config::Clip(value, 80) + " (default list)>";
+    e->locs.SetAppending(path, config::Location{where, 1, 1});
+  };
+  const std::string stages = std::to_string(c.stages);
+  at("mapping.tp", m.tp() != b.tp(), "--tp", !space.tp.empty(), std::to_string(c.tp));
+  at("mapping.pipeline_stages", m.pipeline_stages() != b.pipeline_stages(), "--stages", !space.stages.empty(),
+     stages);
+  at("mapping.serving.prefill_stages", m.serving().prefill_stages() != b.serving().prefill_stages(),
+     "--stages", !space.stages.empty(), stages);
+  at("mapping.serving.decode_stages", m.serving().decode_stages() != b.serving().decode_stages(), "--stages",
+     !space.stages.empty(), stages);
+  at("mapping.partition", m.partition() != b.partition(), "--partitions", !space.partitions.empty(), c.mlp);
+  for (int i = 0; i < m.overrides_size(); ++i) {  // the attention projections' partitioner
+    const std::string o = "mapping.overrides[" + std::to_string(i) + "]";
+    for (const std::string& path : {o, o + ".op", o + ".partition"})
+      at(path, true, "--partitions", !space.partitions.empty(), c.attention);
+  }
+  at("mapping.placement", m.placement() != b.placement(), "--placements", !space.placements.empty(),
+     c.placement);
+  for (const char* path : {"mapping.span", "mapping.span_order"})
+    at(path, m.span() != b.span() || m.span_order() != b.span_order(), "--spans", !space.spans.empty(),
+       c.span);
+  at("mapping.collective", m.collective() != b.collective(), "--collectives", !space.collectives.empty(),
+     c.collective);
+  at("mapping.weights", m.weights() != b.weights(), "--weights", !space.weights.empty(), c.weights);
+  at("workload.batch", e->cfg.workload().batch() != base.cfg.workload().batch(), "--batch",
+     !space.batch.empty(), std::to_string(c.batch));
+  at("mapping.attention_dp", m.attention_dp() != b.attention_dp(), "--attention-dp",
+     !space.attention_dp.empty(), std::to_string(c.attention_dp));
+  const config::MoeMapping& bm = b.moe();
+  const config::MoeMapping& mm = m.moe();
+  at("mapping.moe.ep", mm.ep() != bm.ep(), "--ep", !space.ep.empty(), std::to_string(c.ep));
+  at("mapping.moe.tp", mm.tp() != bm.tp() && c.moe_tp > 0, "--moe-tp", !space.moe_tp.empty(),
+     std::to_string(c.moe_tp));
+  at("mapping.moe.all_to_all", mm.all_to_all() != bm.all_to_all(), "--all-to-all", !space.all_to_all.empty(),
+     c.all_to_all);
+  at("mapping.moe.group_order", mm.group_order() != bm.group_order(), "--group-order",
+     !space.group_order.empty(), c.group_order);
 }
 
 std::string PlacedCores(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {

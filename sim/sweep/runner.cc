@@ -306,10 +306,11 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
   struct Done {
     std::string status;
     uint64_t index;
+    bool missing_value;  // Store::Stored::missing_value
   };
   std::unordered_map<std::string, Done> done;
   for (auto& r : store.Rows())
-    done.emplace(std::move(r.config_hash), Done{std::move(r.status), r.point_index});
+    done.emplace(std::move(r.config_hash), Done{std::move(r.status), r.point_index, r.missing_value});
   std::unordered_set<std::string> planned_hashes;
   FileDigests digests;  // referenced files' contents, hashed once per sweep (PointHash)
   uint64_t cursor = shards > 1 ? opts.shard : 0;  // next index to plan
@@ -339,31 +340,39 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
     for (const auto& s : p.sets) *key += s.path + "=" + s.value + "\n";
     return HashText("unresolvable point\n" + sim::ResolvedText(spec.base) + *key);
   };
-  // A stored point found at index `i`: its row takes index i when its stored index is stale (an
-  // edited sweep moved the point), i.e. unless that index is i or a smaller index of the same
-  // point (two indices that resolve to one config keep the first). With `mu` held; false when
-  // the store failed.
-  auto reindex = [&](const std::string& hash, Done& row, uint64_t i, bool unresolvable) {
-    if (row.index == i) return true;
-    if (row.index < i && row.index < total) {
+  // A stored point found as point `p`: its row takes p's index and values when its stored index is
+  // stale (an edited sweep moved the point), i.e. unless that index is p's or a smaller index of
+  // the same point (two indices that resolve to one config keep the first). A row kept at its
+  // index still takes that index's values when one of its swept fields is NULL: a sweep that did
+  // not sweep the field stored it (an axis added since, or another sweep into the store), and
+  // the value is the one the point ran with (the base experiment's for an added axis). With `mu`
+  // held; false when the store failed.
+  auto reindex = [&](const std::string& hash, Done& row, const Point& p, bool unresolvable) {
+    const Point* at = &p;  // the point whose index and values the row keeps
+    Point q;
+    if (row.index < p.index && row.index < total) {
       try {
-        const Point q = PointAt(spec, row.index);
+        q = PointAt(spec, row.index);
         std::string key;
         if (unresolvable ? unresolvable_hash(q, &key) == hash
                          : PointHash(MakeExperiment(spec, q), &digests) == hash)
-          return true;
+          at = &q;
       } catch (const std::exception&) {
         // the stored index does not resolve: stale
       }
     }
+    if (row.index == at->index && !row.missing_value) return true;
+    std::vector<std::string> values;
+    for (const auto& s : at->sets) values.push_back(s.value);
     try {
-      store.SetIndex(hash, i);
+      store.SetPoint(hash, at->index, values);
     } catch (const std::exception& err) {
       if (store_error.empty()) store_error = err.what();
       g_stop.store(true);
       return false;
     }
-    row.index = i;
+    row.index = at->index;
+    row.missing_value = false;
     return true;
   };
   // The next point of the shard to run, with `mu` held; false when there is none (the
@@ -394,7 +403,7 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
         if (it != done.end() &&
             !(it->second.status != "ok" && (opts.retry_failed || Retryable(it->second.status)))) {
           ++stats.skipped;
-          if (!reindex(hash, it->second, i, false)) return false;
+          if (!reindex(hash, it->second, p, false)) return false;
           continue;
         }
         ++started;
@@ -407,7 +416,7 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
         auto it = done.find(hash);
         if (it != done.end() && !(opts.retry_failed || Retryable(it->second.status))) {
           ++stats.skipped;
-          if (!reindex(hash, it->second, i, true)) return false;
+          if (!reindex(hash, it->second, p, true)) return false;
           continue;
         }
         std::string msg = err.what();

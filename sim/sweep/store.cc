@@ -274,16 +274,19 @@ Store::Store(const std::string& path, const std::vector<std::string>& fields, co
 }
 
 Store::~Store() {
-  sqlite3_finalize(set_index_);
+  sqlite3_finalize(set_point_);
   sqlite3_finalize(insert_);
   sqlite3_close(db_);
 }
 
 std::vector<Store::Stored> Store::Rows() const {
   std::vector<Stored> out;
+  std::string missing;
+  for (const auto& f : fields_) missing += (missing.empty() ? "" : " OR ") + QuoteIdent(f) + " IS NULL";
+  const std::string sql =
+      "SELECT config_hash, status, point_index, " + (missing.empty() ? "0" : missing) + " FROM points";
   sqlite3_stmt* st = nullptr;
-  Check(db_, sqlite3_prepare_v2(db_, "SELECT config_hash, status, point_index FROM points", -1, &st, nullptr),
-        "select");
+  Check(db_, sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr), "select");
   while (sqlite3_step(st) == SQLITE_ROW) {
     auto text = [&](int i) {
       const unsigned char* t = sqlite3_column_text(st, i);
@@ -291,26 +294,33 @@ std::vector<Store::Stored> Store::Rows() const {
     };
     const bool null_index = sqlite3_column_type(st, 2) == SQLITE_NULL;
     out.push_back(Stored{text(0), text(1),
-                         null_index ? UINT64_MAX : static_cast<uint64_t>(sqlite3_column_int64(st, 2))});
+                         null_index ? UINT64_MAX : static_cast<uint64_t>(sqlite3_column_int64(st, 2)),
+                         sqlite3_column_int(st, 3) != 0});
   }
   sqlite3_finalize(st);
   return out;
 }
 
-void Store::SetIndex(const std::string& config_hash, uint64_t point_index) {
-  if (!set_index_) {
-    Check(db_,
-          sqlite3_prepare_v2(db_, "UPDATE points SET point_index = ? WHERE config_hash = ?", -1, &set_index_,
-                             nullptr),
-          "prepare");
+void Store::SetPoint(const std::string& config_hash, uint64_t point_index,
+                     const std::vector<std::string>& field_values) {
+  if (!set_point_) {
+    std::string sql = "UPDATE points SET point_index = ?";
+    for (const auto& f : fields_) sql += ", " + QuoteIdent(f) + " = ?";
+    sql += " WHERE config_hash = ?";
+    Check(db_, sqlite3_prepare_v2(db_, sql.c_str(), -1, &set_point_, nullptr), "prepare");
   }
-  sqlite3_reset(set_index_);
-  sqlite3_bind_int64(set_index_, 1, static_cast<int64_t>(point_index));
-  sqlite3_bind_text(set_index_, 2, config_hash.c_str(), static_cast<int>(config_hash.size()),
+  sqlite3_reset(set_point_);
+  sqlite3_clear_bindings(set_point_);
+  int i = 1;
+  sqlite3_bind_int64(set_point_, i++, static_cast<int64_t>(point_index));
+  for (size_t f = 0; f < fields_.size(); ++f, ++i) {
+    if (f < field_values.size()) BindValue(set_point_, i, field_values[f]);
+  }
+  sqlite3_bind_text(set_point_, i, config_hash.c_str(), static_cast<int>(config_hash.size()),
                     SQLITE_TRANSIENT);
-  const int rc = sqlite3_step(set_index_);
-  sqlite3_reset(set_index_);
-  Check(db_, rc, "set the index of point " + std::to_string(point_index));
+  const int rc = sqlite3_step(set_point_);
+  sqlite3_reset(set_point_);
+  Check(db_, rc, "update point " + std::to_string(point_index));
 }
 
 int64_t Store::Count() const {

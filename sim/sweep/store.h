@@ -87,15 +87,18 @@ class Store {
 
   struct Stored {
     std::string config_hash, status;
-    uint64_t point_index = 0;  // UINT64_MAX when NULL
+    uint64_t point_index = 0;    // UINT64_MAX when NULL
+    bool missing_value = false;  // a column of the swept fields is NULL (written by another sweep)
   };
   // Hash, status and index of every row.
   std::vector<Stored> Rows() const;
   // Inserts or replaces the row with the same hash, committed before returning.
   void Insert(const Row& row);
-  // Sets the point_index of the row with hash `config_hash` (a stored point found at another
-  // index of an edited sweep), committed before returning.
-  void SetIndex(const std::string& config_hash, uint64_t point_index);
+  // Sets the point_index and the swept fields' values (aligned with the store's swept fields) of
+  // the row with hash `config_hash`, committed before returning: a stored point found at another
+  // index of an edited sweep, or one stored by a sweep that did not sweep every field of this one.
+  void SetPoint(const std::string& config_hash, uint64_t point_index,
+                const std::vector<std::string>& field_values);
   int64_t Count() const;
 
   sqlite3* db() const { return db_; }
@@ -104,7 +107,7 @@ class Store {
   sqlite3* db_ = nullptr;
   std::vector<std::string> fields_;
   sqlite3_stmt* insert_ = nullptr;
-  sqlite3_stmt* set_index_ = nullptr;
+  sqlite3_stmt* set_point_ = nullptr;
 };
 
 // Quotes an SQL identifier: "a.b" (embedded quotes doubled).

@@ -307,3 +307,48 @@ TEST(Files, ChildProcessOutputGoesWhereAsked) {
 
   EXPECT_EQ(tpsim::config::RunChildProcess({"tpsim-no-such-program-here"}), 127);
 }
+
+namespace tpsim::config {
+namespace {
+
+// A quoted value in a number field: protobuf's JSON parser takes "1.5", "NaN", "Infinity" and
+// "-Infinity" for a double and digits for an integer; any other string it refused without a
+// location (c.json:1:1: <parse>: : invalid JSON config ((link_bandwidth_gbps): invalid value
+// "abc" for type TYPE_DOUBLE)). Now it is refused at the value, with field and value.
+TEST(Load, JsonQuotedNumbersAreCheckedAtTheValue) {
+  Chip chip;
+  // Line 2: a space, "link_bandwidth_gbps" (21 characters with its quotes) at 2..22, ':' at 23,
+  // a space, the value's quote at 25.
+  EXPECT_EQ(JsonError("{\"noc\": {\n \"link_bandwidth_gbps\": \"abc\"}}", &chip),
+            "c.json:2:25: noc.link_bandwidth_gbps: abc: expected a number (a quoted one may be \"NaN\", "
+            "\"Infinity\" or \"-Infinity\")");
+  // {"noc": {"link_bandwidth_gbps": : the value's quote at 33.
+  for (const char* bad : {"inf", " 1.5", "1.5x", ""}) {
+    EXPECT_EQ(JsonError("{\"noc\": {\"link_bandwidth_gbps\": \"" + std::string(bad) + "\"}}", &chip),
+              "c.json:1:33: noc.link_bandwidth_gbps: " + std::string(bad) +
+                  ": expected a number (a quoted one may be \"NaN\", \"Infinity\" or \"-Infinity\")")
+        << bad;
+  }
+  EXPECT_EQ(JsonError("{\"noc\": {\"link_bandwidth_gbps\": \"1e999\"}}", &chip),
+            "c.json:1:33: noc.link_bandwidth_gbps: 1e999: number out of range of double");
+  // What protobuf takes is still taken, with its value.
+  EXPECT_EQ(JsonError("{\"noc\": {\"link_bandwidth_gbps\": \"1.5\"}}", &chip), "");
+  EXPECT_EQ(chip.noc().link_bandwidth_gbps(), 1.5);
+  for (const char* ok : {"NaN", "Infinity", "-Infinity", "-2.5e3"})
+    EXPECT_EQ(JsonError("{\"noc\": {\"link_bandwidth_gbps\": \"" + std::string(ok) + "\"}}", &chip), "")
+        << ok;
+  // Integers: {"noc": {"rows": : the value's quote at 18. "1e3", "1.0" and " 12" passed the old
+  // check (strtold reads them whole) and protobuf then refused them unlocated.
+  for (const char* bad : {"abc", "1e3", "1.0", " 12", "+-1"}) {
+    EXPECT_EQ(JsonError("{\"noc\": {\"rows\": \"" + std::string(bad) + "\"}}", &chip),
+              "c.json:1:18: noc.rows: " + std::string(bad) + ": expected an integer")
+        << bad;
+  }
+  EXPECT_EQ(JsonError("{\"noc\": {\"rows\": \"-3\"}}", &chip),
+            "c.json:1:18: noc.rows: -3: integer out of range of uint32");
+  EXPECT_EQ(JsonError("{\"noc\": {\"rows\": \"12\"}}", &chip), "");
+  EXPECT_EQ(chip.noc().rows(), 12u);
+}
+
+}  // namespace
+}  // namespace tpsim::config

@@ -3,12 +3,16 @@
 #include "sim/search/search.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -482,6 +486,186 @@ TEST(SearchTest, MoeMappingAxesAreSearched) {
   const SearchResult r = Search(e, chip, o, nullptr);
   EXPECT_EQ(r.ok + r.shared, 8u);
   EXPECT_EQ(r.invalid + r.errors, 0u);
+}
+
+}  // namespace
+}  // namespace tpsim::search
+
+namespace tpsim::search {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A folder of its own per test, removed after it.
+struct SearchDir {
+  fs::path dir = fs::temp_directory_path() / ("search_cli_test_" + std::to_string(getpid()));
+  SearchDir() {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~SearchDir() { fs::remove_all(dir); }
+  std::string operator()(const std::string& name) const { return (dir / name).string(); }
+};
+
+// A small base: Qwen3-0.6B, 2 layers, on mesh-4x4-hbm; mapping.tp 4 on line 11.
+std::string SmallBase(const SearchDir& d) {
+  const std::string path = d("base.textproto");
+  std::ofstream(path) << "name: \"small\"\n"
+                         "chip_file: \"" TPSIM_SOURCE_DIR
+                         "/configs/chips/mesh-4x4-hbm.textproto\"\n"
+                         "model_name: \"qwen3-0.6b\"\n"
+                         "workload {\n"
+                         "  batch: 1\n"
+                         "  seq_len: 64\n"
+                         "  decode_steps: 2\n"
+                         "  num_layers: 2\n"
+                         "}\n"
+                         "mapping {\n"
+                         "  tp: 4\n"
+                         "  pipeline_stages: 2\n"
+                         "  partition: \"megatron\"\n"
+                         "  placement: \"ring\"\n"
+                         "  collective: \"ring\"\n"
+                         "}\n";
+  return path;
+}
+
+struct CliOut {
+  int rc = 0;
+  std::string out, err;
+};
+CliOut RunSearchCommand(const std::vector<std::string>& args) {
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  CliOut r;
+  r.rc = SearchCommand(args);
+  std::fflush(stdout);
+  r.out = testing::internal::GetCapturedStdout();
+  r.err = testing::internal::GetCapturedStderr();
+  return r;
+}
+
+std::vector<std::string> SmallSearch(const std::string& base, std::vector<std::string> more) {
+  std::vector<std::string> args = {
+      base,   "--tp",          "2",    "--stages", "1",     "--partitions", "megatron", "--placements",
+      "ring", "--collectives", "ring", "--spans",  "stage", "--confirm",    "0",        "--top",
+      "0",    "--jobs",        "1"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// The lines of the front table: from its header to the blank line after it.
+std::vector<std::string> FrontTable(const std::string& out) {
+  std::vector<std::string> lines;
+  std::istringstream in(out.substr(std::min(out.find("     #"), out.size())));
+  for (std::string line; std::getline(in, line) && !line.empty();) lines.push_back(line);
+  return lines;
+}
+
+// Candidates that differ only in attention_dp were two rows alike in the front table, and the
+// store had no column for it. A search that varies it (--attention-dp 1,2) shows a column after
+// tp; one that does not prints the header it always did. The header is "  %4s %5s" (#, tp),
+// then " %7s" (attn_dp) when varied, then " %6s %8s" (stages, replicas).
+TEST(SearchTest, FrontShowsTheAxesTheSearchVaried) {
+  const SearchDir d;
+  const std::string base = SmallBase(d);
+  const CliOut varied =
+      RunSearchCommand(SmallSearch(base, {"--batch", "2", "--attention-dp", "1,2", "--db", d("s.sqlite")}));
+  ASSERT_EQ(varied.rc, 0) << varied.err;
+  const std::vector<std::string> table = FrontTable(varied.out);
+  ASSERT_GE(table.size(), 2u) << varied.out;
+  EXPECT_TRUE(table[0].starts_with("     #    tp attn_dp stages replicas attention")) << table[0];
+  for (size_t r = 1; r < table.size(); ++r) {
+    std::istringstream row(table[r]);
+    std::string index, tp, dp, stages;
+    row >> index >> tp >> dp >> stages;
+    EXPECT_EQ(tp, "2") << table[r];
+    EXPECT_TRUE(dp == "1" || dp == "2") << table[r];
+    EXPECT_EQ(stages, "1") << table[r];
+  }
+  // The store holds attention_dp: both values, one candidate each.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(d("s.sqlite").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(
+      sqlite3_prepare_v2(db, "SELECT \"mapping.attention_dp\", COUNT(*) FROM points GROUP BY 1 ORDER BY 1",
+                         -1, &st, nullptr),
+      SQLITE_OK);
+  std::vector<std::pair<int, int>> dps;
+  while (sqlite3_step(st) == SQLITE_ROW)
+    dps.emplace_back(sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  EXPECT_EQ(dps, (std::vector<std::pair<int, int>>{{1, 1}, {2, 1}}));
+
+  const CliOut plain = RunSearchCommand(SmallSearch(base, {"--batch", "2", "--attention-dp", "2"}));
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  const std::vector<std::string> one = FrontTable(plain.out);
+  ASSERT_GE(one.size(), 2u) << plain.out;
+  EXPECT_TRUE(one[0].starts_with("     #    tp stages replicas attention")) << one[0];
+}
+
+// An --out that cannot be written is refused before any candidate runs (it was found after the
+// whole search and its TLM confirmations, exit 1): nothing printed, no store created.
+TEST(SearchTest, UnwritableOutIsRefusedBeforeTheSearch) {
+  const SearchDir d;
+  const std::string base = SmallBase(d);
+  const CliOut r =
+      RunSearchCommand(SmallSearch(base, {"--out", d("no/such/o.textproto"), "--db", d("s.sqlite")}));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("tpsim search: cannot write " + d("no/such/o.textproto")), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(fs::exists(d("s.sqlite"))) << "the search ran";
+  const CliOut ok = RunSearchCommand(SmallSearch(base, {"--out", d("o.textproto")}));
+  EXPECT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(d("o.textproto")));
+}
+
+// A candidate's error about a value the search chose points at the search flag, not at the base
+// file's line, which holds another value (base.textproto:11:3: mapping.tp: 3 where line 11 says
+// tp: 4). TP 3 divides none of Qwen3-0.6B's 16 heads: every candidate is invalid.
+TEST(SearchTest, CandidateErrorsPointAtTheSearchFlag) {
+  const SearchDir d;
+  const std::string base = SmallBase(d);
+  std::vector<std::string> args = SmallSearch(base, {});
+  args[2] = "3";  // --tp 3
+  const CliOut r = RunSearchCommand(args);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("no feasible candidate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<command line: --tp 3>:1:1: mapping.tp: 3: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(base + ":11:3:"), std::string::npos) << r.out;
+
+  // Where the value came from: the flag's list, the search's default list, or the base (equal
+  // to it: the file's line says that value).
+  const sim::Experiment e = sim::LoadExperiment(base, {{"workload.batch", "2"}});
+  Candidate c;
+  c.tp = 8;
+  c.stages = 2;
+  c.attention = c.mlp = "megatron";
+  c.placement = "ring";
+  c.collective = "ring";
+  c.span = "stage";
+  c.batch = 2;
+  SpaceOptions given;
+  given.tp = {8};
+  sim::Experiment x = Apply(e, c);
+  LocateCandidate(e, c, given, &x);
+  EXPECT_EQ(x.locs.Find("mapping.tp").file, "<command line: --tp 8>");
+  x = Apply(e, c);
+  LocateCandidate(e, c, SpaceOptions{}, &x);
+  EXPECT_EQ(x.locs.Find("mapping.tp").file, "<tpsim search: --tp 8 (default list)>");
+  // Stages 2, megatron, ring, batch 2 (the --set's): the base's locations.
+  for (const char* f :
+       {"mapping.pipeline_stages", "mapping.partition", "mapping.placement", "workload.batch"}) {
+    EXPECT_EQ(x.locs.Find(f).file, e.locs.Find(f).file) << f;
+    EXPECT_EQ(x.locs.Find(f).line, e.locs.Find(f).line) << f;
+  }
+  EXPECT_EQ(x.locs.Find("mapping.pipeline_stages").line, 12);
+  c.tp = 4;
+  x = Apply(e, c);
+  LocateCandidate(e, c, given, &x);
+  EXPECT_EQ(x.locs.Find("mapping.tp").file, base);
+  EXPECT_EQ(x.locs.Find("mapping.tp").line, 11);
 }
 
 }  // namespace

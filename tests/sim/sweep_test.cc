@@ -381,6 +381,38 @@ axis { field: "workload.decode_steps" values: ["1", "2"] }
             (std::vector<std::vector<std::string>>{{"0"}, {"1"}}));
 }
 
+// An axis added to a sweep: the points stored by the sweep before it (which ran with the base's
+// value, decode_steps 20 in the reference experiment) are reused, and their rows take the new
+// axis's value; they kept NULL in its column, which plots and --where then dropped.
+TEST_F(SweepTest, ReusedPointsTakeTheValueOfAnAddedAxis) {
+  const std::string db = Db();
+  SweepSpec before = LoadSweep(SweepFile(R"(
+axis { field: "workload.seq_len" values: ["128", "256"] }
+)"));
+  Fake fake;
+  EXPECT_EQ(RunSweep(before, Opts(db), fake.Runner()).ran, 2u);
+  SweepSpec after = LoadSweep(SweepFile(R"(
+axis { field: "workload.seq_len" values: ["128", "256"] }
+axis { field: "workload.decode_steps" values: ["20", "4"] }
+)"));
+  Fake added;
+  SweepStats st = RunSweep(after, Opts(db, 1), added.Runner());
+  // Index = 2 x seq_len's + decode_steps': the decode_steps 4 points (1, 3) run, 0 and 2 are
+  // the stored ones.
+  EXPECT_EQ(added.ran, (std::vector<uint64_t>{1, 3}));
+  EXPECT_EQ(st.skipped, 2u);
+  const std::vector<std::vector<std::string>> want = {
+      {"0", "128", "20"}, {"1", "128", "4"}, {"2", "256", "20"}, {"3", "256", "4"}};
+  const std::string rows =
+      "SELECT point_index, \"workload.seq_len\", \"workload.decode_steps\" FROM points ORDER BY point_index";
+  EXPECT_EQ(Query(db, rows), want);
+  // A rerun finds nothing to fill or move, and the stored rows stay as they are.
+  Fake again;
+  EXPECT_EQ(RunSweep(after, Opts(db), again.Runner()).skipped, 4u);
+  EXPECT_TRUE(again.ran.empty());
+  EXPECT_EQ(Query(db, rows), want);
+}
+
 // A --csv that cannot be written is a usage error before any point runs (it was found after the
 // whole sweep had run, exit 1).
 TEST_F(SweepTest, UnwritableCsvIsRefusedBeforeAnyPointRuns) {

@@ -369,6 +369,55 @@ TEST_F(PlotTest, FrontDrawsEachStoresParetoFront) {
   EXPECT_EQ(RunPlot({"front", Path("missing.sqlite"), "--out", Path("bad.png")}, &err), 2);
 }
 
+// A search store of a request stream (tpsim search serving-fused --db): its points fill the
+// serving columns, and a served stream reports no energy. The refusal said the chip had no
+// energy block (serving-fused's chip has one); it names the request stream now. A run store
+// without energy still names the chip.
+TEST_F(PlotTest, FrontNamesWhyAStoreHasNoEnergy) {
+  ExecSql(Path("served.sqlite"),
+          "CREATE TABLE points (config_hash TEXT, point_index INTEGER, status TEXT, \"mapping.tp\", "
+          "\"mapping.pipeline_stages\", \"search.replicas\", total_ps INTEGER, energy_per_token_j REAL, "
+          "latency_p99_ms REAL);"
+          "INSERT INTO points VALUES ('a', 0, 'ok', 4, 8, 1, NULL, NULL, 812.5);");
+  std::string err;
+  EXPECT_EQ(RunPlot({"front", Path("served.sqlite"), "--out", Path("bad.png")}, &err), 2);
+  EXPECT_NE(err.find("row 0: no energy per token: the store's points serve a request stream "
+                     "(workload.requests), and a served stream reports no energy"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("energy block"), std::string::npos) << err;
+  ExecSql(Path("dark.sqlite"),
+          "CREATE TABLE points (config_hash TEXT, point_index INTEGER, status TEXT, \"mapping.tp\", "
+          "\"mapping.pipeline_stages\", \"search.replicas\", total_ps INTEGER, energy_per_token_j REAL, "
+          "latency_p99_ms REAL);"
+          "INSERT INTO points VALUES ('a', 0, 'ok', 4, 8, 1, 10000000000, NULL, NULL);");
+  EXPECT_EQ(RunPlot({"front", Path("dark.sqlite"), "--out", Path("bad.png")}, &err), 2);
+  EXPECT_NE(err.find("row 0: no energy per token (the chip has no energy block, or an fp32 workload meets no "
+                     "mac_fp32_pj)"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+}
+
+// `plot sweep --help`: --facet's panels share the x axis, and y only with --sharey or --ratio
+// (plt.subplots sharey); it said they share both axes.
+TEST_F(PlotTest, FacetHelpSaysWhichAxesPanelsShare) {
+  const std::string help = Path("help.txt");
+  const std::string cmd = *python_ + " " + PlotScriptPath() + " sweep --help > " + help;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::string text;  // argparse wraps the help: whitespace runs read as one space
+  for (char c : ReadFile(help)) {
+    const bool space = c == ' ' || c == '\n';
+    if (!space || (!text.empty() && text.back() != ' ')) text += space ? ' ' : c;
+  }
+  EXPECT_NE(
+      text.find("one panel per value of FIELD (panels share the x axis; the y axis only with --sharey or "
+                "--ratio"),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("share both axes"), std::string::npos) << text;
+}
+
 // A K-vs-M store with three swept fields: prefill_ps = seq x 64e6 / bw for k_split (the
 // all-reduce over the links dominates) and seq x 5e5 for m_split_rotate, so k_split / m_split_rotate
 // is exactly 2 at 64 GB/s and 0.5 at 256 GB/s. Plus one invalid point (NULL metrics).

@@ -8,8 +8,9 @@ HELP = """The points of one or more search stores (tpsim search ... --db S.sqlit
 per store: total latency (x, ms) against energy per token (y, mJ), every simulated candidate
 as a faint dot and the Pareto front of the two (lower is better on both) as a line. The
 front's fastest and most frugal points are labelled tp x stages x replicas. Give a label per
-store as S.sqlite:LABEL (default: the file name). Rows without energy (a chip without an
-energy block) are refused.
+store as S.sqlite:LABEL (default: the file name). Rows without energy are refused: a chip
+without an energy block (or an fp32 workload that meets no mac_fp32_pj), and the points of a
+search of a request stream (workload.requests: a served stream reports no energy).
 """
 
 COLOURS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
@@ -31,17 +32,25 @@ def read_store(path):
         missing = [c for c in need if c not in cols]
         if missing:
             raise UsageError(f"{path}: not a tpsim search store (no column(s) {', '.join(missing)})")
+        # A served request stream's point fills the serving columns (latency_p99_ms), not total_ps.
+        served = "latency_p99_ms IS NOT NULL" if "latency_p99_ms" in cols else "0"
         rows = con.execute('SELECT "mapping.tp", "mapping.pipeline_stages", "search.replicas", total_ps, '
-                           "energy_per_token_j FROM points WHERE status = 'ok' ORDER BY point_index").fetchall()
+                           f"energy_per_token_j, {served} FROM points WHERE status = 'ok' "
+                           "ORDER BY point_index").fetchall()
         con.close()
     except sqlite3.Error as e:
         raise UsageError(f"{path}: cannot read the points table: {e}")
     if not rows:
         raise UsageError(f"{path}: no simulated point (status ok)")
     out = []
-    for i, (tp, st, rep, total, energy) in enumerate(rows):
+    for i, (tp, st, rep, total, energy, is_served) in enumerate(rows):
+        if energy is None and is_served:
+            raise UsageError(f"{path}: row {i}: no energy per token: the store's points serve a request "
+                             "stream (workload.requests), and a served stream reports no energy; the front "
+                             "plot draws the points of a search without one")
         if energy is None:
-            raise UsageError(f"{path}: row {i}: no energy per token (the chip has no energy block)")
+            raise UsageError(f"{path}: row {i}: no energy per token (the chip has no energy block, or an "
+                             "fp32 workload meets no mac_fp32_pj)")
         out.append({"label": f"{int(num(tp, 'tp'))}x{int(num(st, 'stages'))}x{int(num(rep, 'replicas'))}",
                     "ms": num(total, f"{path} total_ps") * 1e-9, "mj": num(energy, f"{path} energy") * 1e3})
     return out

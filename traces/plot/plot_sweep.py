@@ -32,7 +32,8 @@ def add_arguments(s):
     s.add_argument("--color", "--group", dest="color", metavar="FIELD",
                    help="one line per value of FIELD (--group is the old name)")
     s.add_argument("--facet", metavar="FIELD",
-                   help="one panel per value of FIELD (panels share both axes)")
+                   help="one panel per value of FIELD (panels share the x axis; the y axis only with "
+                        "--sharey or --ratio, else each panel is scaled to its own points)")
     s.add_argument("--where", metavar="EXPR",
                    help="keep only the rows where EXPR holds; the syntax of a sweep's require: "
                         "'workload.seq_len >= 512 && mapping.partition != \"mn_2d\"'")
