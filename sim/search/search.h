@@ -92,7 +92,8 @@ void LocateCandidate(const sim::Experiment& base, const Candidate& c, const Spac
 // weights, batch and the cores the placement gives each stage (and the rank grid, for the
 // collectives that read it: mesh_2d, and MoE models' all-to-alls), not the placement's name
 // or span; at tp 1 not the collective (one core per stage: no group).
-// (The partitions do matter at tp 1: m_split_rotate lowers differently from n_split.) Candidates with equal
+// (At tp 1 every partition lowers the same tasks, under its own op labels; the key keeps them
+// apart, so each is run.) Candidates with equal
 // keys lower the same Program and get the same metrics, so the search runs one of them. "" when the placement
 // cannot be met (the run reports it).
 std::string ProgramKey(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c);
