@@ -625,7 +625,7 @@ TEST(AnalyticalEngine, QueuedReadReservesItsLinksAtItsStartNotWhenQueued) {
   // Links are reserved in start order (sim/analytical/links.h): t first, alone on L, in its
   // unloaded time 2,500 + 1,000,000: L is t's over [1,002,500, 2,002,500) and t ends at
   // 2,005,000. r1 arrives on L at 1,605,883, waits there until 2,002,500 (396,617 ps), holds
-  // it until 6,098,500 and ends one hop later, 6,101,000. Until 2026-12-06 r1 reserved L when
+  // it until 6,098,500 and ends one hop later, 6,101,000. Before, r1 reserved L when
   // it was queued (at 0), so t found L taken over [1,605,883, 5,701,883), too soon to fit its
   // 1,000,000 ps before, and waited until 5,701,883: t ended at 6,704,383 (r1 at 5,704,383).
   const arch::Chip chip = arch::testing::LoadChip("mesh-4x4-hbm");
