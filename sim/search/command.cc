@@ -453,6 +453,14 @@ int SearchCommand(const std::vector<std::string>& args) {
                      base.cfg.model().name() + " has no experts");
     }
   }
+  // A request stream is batched by the scheduler (mapping.serving.max_running_requests):
+  // every candidate of a --batch above 1 was refused by tpsim serve at workload.batch.
+  if (detail::Serving(base))
+    for (const uint32_t b : o.search.space.batch)
+      if (b > 1)
+        return Usage("--batch is an axis of fixed batches; " + o.path +
+                     " serves a request stream (workload.requests), which the scheduler batches: set "
+                     "mapping.serving.max_running_requests instead");
   if (o.slurm) return SubmitSearch(o, base, chip);
   // An --out that cannot be written (a missing folder, a directory) is found now, not after the
   // whole search and its TLM confirmations (exit 1, as the failed write): nothing is created.

@@ -605,6 +605,18 @@ TEST(SearchTest, FrontShowsTheAxesTheSearchVaried) {
   EXPECT_TRUE(one[0].starts_with("     #    tp stages replicas attention")) << one[0];
 }
 
+// --batch above 1 on a request stream is refused before the search (the scheduler batches the
+// requests; every candidate was refused by tpsim serve at workload.batch, exit 1).
+TEST(SearchTest, BatchOnARequestStreamIsRefused) {
+  const CliOut r =
+      RunSearchCommand({std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto",
+                        "--tp", "8", "--stages", "8", "--batch", "1,4", "--confirm", "0"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("tpsim search: --batch is an axis of fixed batches; "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("set mapping.serving.max_running_requests instead"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
 // An --out that cannot be written is refused before any candidate runs (it was found after the
 // whole search and its TLM confirmations, exit 1): nothing printed, no store created.
 TEST(SearchTest, UnwritableOutIsRefusedBeforeTheSearch) {
