@@ -41,7 +41,7 @@
 // engine: packets of flows that share a link interleave there (here one flow goes first,
 // whole); a flow held up on one hop still arrives at the next hop on time (its bytes are
 // spread over time there, not queued behind the hold-up). On the random family (`tpsim
-// agree`) every total of 500 is within 6% of the TLM engine's (README "TLM vs analytical").
+// agree`) 499 totals of 500 are within 10% of the TLM engine's (README "TLM vs analytical").
 //
 // A flow that waits for its DRAM channel or its first link is started when it leaves that
 // queue (sim/dispatch_loop.h), in the order of starts with every other flow. Before, it
