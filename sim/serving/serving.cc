@@ -438,6 +438,10 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   if (sv.context_bucket_tokens() > kMaxContextBucketTokens)
     add("mapping.serving.context_bucket_tokens", std::to_string(sv.context_bucket_tokens()),
         "must be at most " + std::to_string(kMaxContextBucketTokens) + " tokens");
+  // Whether field f was given on the command line (--set: OverrideLocation's file name).
+  auto from_command_line = [&](const std::string& f) {
+    return e.locs.Find(f).file.starts_with("<command line");
+  };
   if (wl.has_requests()) {
     ValidateRequestSource(wl.requests(), e.locs, &diags);
     // The fixed-batch fields of `tpsim run` mean nothing to a request stream: each request
@@ -446,9 +450,6 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     // experiment's own or the field was given on the command line. A `tpsim run` experiment
     // served with a stream given by --set (README "Chunked prefill of a long prompt") keeps
     // its file's fields for `tpsim run`.
-    auto from_command_line = [&](const std::string& f) {
-      return e.locs.Find(f).file.starts_with("<command line");
-    };
     const Location stream = e.locs.Find("workload.requests"), section = e.locs.Find("workload");
     const bool stream_in_file =
         stream.file != section.file || stream.line != section.line || stream.col != section.col;
@@ -491,11 +492,8 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
       // larger, at both when equal: decode_stages was named even for --set prefill_stages=40.
       const std::string rule = "(prefill_stages + decode_stages) x tp = " + std::to_string(cores_needed) +
                                " exceeds the chip's " + std::to_string(chip.num_cores()) + " cores";
-      auto set_on_command_line = [&](const std::string& f) {
-        return e.locs.Find(f).file.starts_with("<command line");
-      };
-      const bool p_cli = set_on_command_line("mapping.serving.prefill_stages"),
-                 d_cli = set_on_command_line("mapping.serving.decode_stages");
+      const bool p_cli = from_command_line("mapping.serving.prefill_stages"),
+                 d_cli = from_command_line("mapping.serving.decode_stages");
       const bool name_p = p_cli != d_cli ? p_cli : sv.prefill_stages() >= sv.decode_stages();
       const bool name_d = p_cli != d_cli ? d_cli : sv.decode_stages() >= sv.prefill_stages();
       if (name_p) add("mapping.serving.prefill_stages", std::to_string(sv.prefill_stages()), rule);
