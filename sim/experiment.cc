@@ -130,8 +130,14 @@ Override ParseOverride(const std::string& arg) {
   return Override{arg.substr(0, eq), arg.substr(eq + 1)};
 }
 
+config::Location CommandLineLocation(const std::string& arg) { return {"<command line: " + arg + ">", 1, 1}; }
+
+bool SetOnCommandLine(const Experiment& e, const std::string& path) {
+  return e.locs.Find(path).file.starts_with("<command line");
+}
+
 config::Location OverrideLocation(const Override& o) {
-  return {"<command line: --set " + config::Clip(o.path, 80) + "=" + config::Clip(o.value, 80) + ">", 1, 1};
+  return CommandLineLocation("--set " + config::Clip(o.path, 80) + "=" + config::Clip(o.value, 80));
 }
 
 void DeriveName(const std::string& model_override, const std::vector<Override>& sets,
@@ -317,7 +323,7 @@ void ValidateWorkload(const Experiment& e, std::vector<Diag>* diags) {
     for (const auto& [f, v] : {std::pair<const char*, uint32_t>{"seq_len", w.seq_len()},
                                {"cached_prefix", w.cached_prefix()},
                                {"decode_steps", w.decode_steps()}}) {
-      if (!e.locs.Find(std::string("workload.") + f).file.starts_with("<command line")) continue;
+      if (!SetOnCommandLine(e, std::string("workload.") + f)) continue;
       if (!from_command_line || v > ctx_value) ctx_field = f, ctx_value = v;
       from_command_line = true;
     }

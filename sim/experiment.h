@@ -22,8 +22,10 @@ struct Override {
 // Parses "field.path=value"; ConfigError when there is no '='.
 Override ParseOverride(const std::string& arg);
 
-// Where errors about a field that `o` set point: the --set argument itself
-// ("<command line: --set PATH=VALUE>", line 1, column 1), not the file's line of the field.
+// Where errors about a value given by command-line argument `arg` point ("<command line:
+// ARG>", line 1, column 1), not a file's line of the field it set.
+config::Location CommandLineLocation(const std::string& arg);
+// CommandLineLocation of the --set argument `o` ("--set PATH=VALUE").
 config::Location OverrideLocation(const Override& o);
 
 struct Experiment {
@@ -34,6 +36,10 @@ struct Experiment {
   // mapping files), so that no output of the run overwrites one.
   std::vector<std::string> inputs;
 };
+
+// Whether field `path` of `e` was given on the command line (located at a
+// CommandLineLocation), not read from a file.
+bool SetOnCommandLine(const Experiment& e, const std::string& path);
 
 // Every file the experiment's run reads: `inputs`, the placement file (placement "file"), the
 // MoE routing trace and the request trace (relative to the experiment's folder, as serving

@@ -188,10 +188,11 @@ void LocateCandidate(const sim::Experiment& base, const Candidate& c, const Spac
   auto at = [&](const std::string& path, bool differs, const std::string& flag, bool listed,
                 const std::string& value) {
     if (!differs) return;
-    const std::string where =
-        listed ? "<command line: " + flag + " " + config::Clip(value, 80) + ">"
-               : "<tpsim search: " + flag + " " + config::Clip(value, 80) + " (default list)>";
-    e->locs.SetAppending(path, config::Location{where, 1, 1});
+    const config::Location where =
+        listed ? sim::CommandLineLocation(flag + " " + config::Clip(value, 80))
+               : config::Location{
+                     "<tpsim search: " + flag + " " + config::Clip(value, 80) + " (default list)>", 1, 1};
+    e->locs.SetAppending(path, where);
   };
   const std::string stages = std::to_string(c.stages);
   at("mapping.tp", m.tp() != b.tp(), "--tp", !space.tp.empty(), std::to_string(c.tp));

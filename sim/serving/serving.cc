@@ -438,10 +438,6 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   if (sv.context_bucket_tokens() > kMaxContextBucketTokens)
     add("mapping.serving.context_bucket_tokens", std::to_string(sv.context_bucket_tokens()),
         "must be at most " + std::to_string(kMaxContextBucketTokens) + " tokens");
-  // Whether field f was given on the command line (--set: OverrideLocation's file name).
-  auto from_command_line = [&](const std::string& f) {
-    return e.locs.Find(f).file.starts_with("<command line");
-  };
   if (wl.has_requests()) {
     ValidateRequestSource(wl.requests(), e.locs, &diags);
     // The fixed-batch fields of `tpsim run` mean nothing to a request stream: each request
@@ -457,7 +453,7 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
         " (a trace's prompt_tokens and output_tokens columns, or workload.requests.synthetic."
         "prompt_tokens and output_tokens)";
     auto refuse = [&](const std::string& f, uint32_t v, uint32_t unset, const std::string& rule) {
-      if (v != unset && (stream_in_file || from_command_line(f))) add(f, std::to_string(v), rule);
+      if (v != unset && (stream_in_file || sim::SetOnCommandLine(e, f))) add(f, std::to_string(v), rule);
     };
     refuse("workload.num_layers", wl.num_layers(), 0,
            "tpsim serve does not read it: set mapping.serving.layers_simulated for the layers an iteration "
@@ -492,8 +488,8 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
       // larger, at both when equal: decode_stages was named even for --set prefill_stages=40.
       const std::string rule = "(prefill_stages + decode_stages) x tp = " + std::to_string(cores_needed) +
                                " exceeds the chip's " + std::to_string(chip.num_cores()) + " cores";
-      const bool p_cli = from_command_line("mapping.serving.prefill_stages"),
-                 d_cli = from_command_line("mapping.serving.decode_stages");
+      const bool p_cli = sim::SetOnCommandLine(e, "mapping.serving.prefill_stages"),
+                 d_cli = sim::SetOnCommandLine(e, "mapping.serving.decode_stages");
       const bool name_p = p_cli != d_cli ? p_cli : sv.prefill_stages() >= sv.decode_stages();
       const bool name_d = p_cli != d_cli ? d_cli : sv.decode_stages() >= sv.prefill_stages();
       if (name_p) add("mapping.serving.prefill_stages", std::to_string(sv.prefill_stages()), rule);
