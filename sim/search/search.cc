@@ -96,10 +96,14 @@ struct Entry {
   double cost = 1;  // EstimatedWork
 };
 
+// The tokens one replica's run makes: its prompts' and generated ones.
+double RunTokens(const sim::Experiment& base, const Entry& x) {
+  return static_cast<double>(x.c.batch) *
+         (static_cast<double>(base.cfg.workload().seq_len()) + base.cfg.workload().decode_steps());
+}
+
 double TokensPerSecond(const sim::Experiment& base, const Entry& x, double total_ps) {
-  const double tokens = static_cast<double>(x.c.batch) * (static_cast<double>(base.cfg.workload().seq_len()) +
-                                                          base.cfg.workload().decode_steps());
-  return total_ps > 0 ? x.replicas * tokens / (total_ps * 1e-12) : 0;
+  return total_ps > 0 ? x.replicas * RunTokens(base, x) / (total_ps * 1e-12) : 0;
 }
 
 // The best point `x` could reach: its lower bounds as a Point (tokens/s an upper bound).
@@ -158,7 +162,23 @@ bool Feasible(const SearchOptions& o, const Point& p) {
          (o.slo_tpot_ms <= 0 || p.tpot_ms <= o.slo_tpot_ms);
 }
 
-Point PointOf(const sim::Experiment& base, const Entry& x, const std::vector<double>& metrics) {
+// Energy per token of the chip running x.replicas replicas at once, as tokens/s per chip
+// assumes. The candidate's run is one replica on the whole chip, charged the chip's static power
+// (sim/energy.h StaticPowerW: every core and channel, `static_w`) over its makespan; replicas
+// running together share it, each adding its own dynamic energy:
+//   (R x dynamic + static) / (R x tokens) = energy_per_token - static x (1 - 1/R) / tokens.
+// The run's static energy is static_w x total_ps (sim::FillEnergy's product, so also for points
+// stored before the store kept static_energy_j).
+double ChipEnergyPerToken(const sim::Experiment& base, const Entry& x, double energy_per_token_j,
+                          double total_ps, double static_w) {
+  const double tokens = RunTokens(base, x);
+  if (x.replicas <= 1 || !(tokens > 0) || std::isnan(energy_per_token_j)) return energy_per_token_j;
+  const double static_j = static_w * total_ps * 1e-12;
+  return energy_per_token_j - static_j * (1.0 - 1.0 / x.replicas) / tokens;
+}
+
+Point PointOf(const sim::Experiment& base, const Entry& x, const std::vector<double>& metrics,
+              double static_w) {
   auto at = [&](const char* name) {
     const size_t i = MetricIndex(name);
     return i < metrics.size() ? metrics[i] : std::nan("");
@@ -177,7 +197,8 @@ Point PointOf(const sim::Experiment& base, const Entry& x, const std::vector<dou
   p.ttft_ms = at("prefill_ps") * 1e-9;
   p.tpot_ms = at("decode_step_ps_mean") * 1e-9;
   p.tokens_per_s = TokensPerSecond(base, x, at("total_ps"));
-  p.energy_mj = EnergyKey(at("energy_per_token_j"));  // NaN (NULL) where the chip has no energy model
+  // NaN (NULL) where the chip has no energy model.
+  p.energy_mj = EnergyKey(ChipEnergyPerToken(base, x, at("energy_per_token_j"), at("total_ps"), static_w));
   return p;
 }
 
@@ -260,6 +281,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool serving = detail::Serving(base);
   const Columns cols = FrontColumns(o, !serving && sim::EnergyModelled(chip, base.cfg.workload().dtype()));
+  const double static_w = sim::StaticPowerW(chip);
   if (o.objective == "energy" && !cols.energy)
     throw std::invalid_argument(serving
                                     ? "--objective energy: a served request stream reports no energy"
@@ -463,7 +485,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
       x.status = outs[i].status;
       x.error = outs[i].error;
       if (x.status == "ok") {
-        x.p = PointOf(base, x, outs[i].metrics);
+        x.p = PointOf(base, x, outs[i].metrics, static_w);
         evaluated.push_back(batch[i]);
         AddToFront(all, cols, batch[i], &pfront);
       }

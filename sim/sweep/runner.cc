@@ -72,7 +72,8 @@ std::vector<double> Metrics(const config::Summary& s) {
       s.energy_modelled() ? s.energy_j() : std::nan(""),
       s.energy_modelled() && s.energy_per_token_j() > 0 ? s.energy_per_token_j() : std::nan(""),
       s.energy_modelled() && s.decode_energy_per_token_j() > 0 ? s.decode_energy_per_token_j() : std::nan(""),
-      s.energy_modelled() ? s.average_power_w() : std::nan("")};
+      s.energy_modelled() ? s.average_power_w() : std::nan(""),
+      s.energy_modelled() ? s.static_energy_j() : std::nan("")};
 }
 
 // A serving point's metrics: the run columns NaN (NULL), then the serving columns in

@@ -187,10 +187,10 @@ std::string CsvField(const std::string& s) {
 
 const std::vector<std::string>& RunMetricColumns() {
   static const std::vector<std::string> k = {
-      "total_ps",         "prefill_ps", "decode_step_ps_mean", "compute_ps",
-      "communication_ps", "memory_ps",  "core_utilization",    "spilled_bytes",
-      "contention",       "energy_j",   "energy_per_token_j",  "decode_energy_per_token_j",
-      "average_power_w"};
+      "total_ps",         "prefill_ps",     "decode_step_ps_mean", "compute_ps",
+      "communication_ps", "memory_ps",      "core_utilization",    "spilled_bytes",
+      "contention",       "energy_j",       "energy_per_token_j",  "decode_energy_per_token_j",
+      "average_power_w",  "static_energy_j"};
   return k;
 }
 

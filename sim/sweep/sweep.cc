@@ -74,8 +74,8 @@ timeout, crashed), engine, one column per swept field named by its exact path
 decode_step_ps_mean, compute_ps, communication_ps, memory_ps, core_utilization,
 spilled_bytes, contention (analytical: the share of the run queues on links added;
 above 0.5 check with the TLM engine, see README "TLM vs analytical"), energy_j,
-energy_per_token_j, decode_energy_per_token_j, average_power_w (NULL when the
-chip has no energy block; see README "Energy"), the serving columns, wall_ms,
+energy_per_token_j, decode_energy_per_token_j, average_power_w, static_energy_j
+(NULL when the chip has no energy block; see README "Energy"), the serving columns, wall_ms,
 error, config.
 Exit status: 0 done (failed points are recorded), 1 store or Slurm failure,
 2 bad input, 130 interrupted.

@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "result.pb.h"
+#include "sim/run.h"
+
 namespace tpsim::search {
 namespace {
 
@@ -436,6 +439,37 @@ TEST(SearchTest, MoeModelsSearchTheExpertParallelDegree) {
   const config::Mapping m = MappingOf(e.cfg.mapping(), r.ranked.front().c);
   EXPECT_EQ(m.moe().ep(), r.ranked.front().c.ep);
   EXPECT_EQ(m.moe().tp(), 0u);
+}
+
+// Energy per token is the chip's with every replica running, as tokens/s per chip assumes.
+// Each candidate runs as one replica and is charged the whole chip's static power, which R
+// replicas share: (R x (E - S) + S) / (R x tokens) from the one-replica run's energy E and
+// static energy S. It printed E / tokens, so TP 1 (16 replicas) looked 16x costlier in static
+// energy than it is.
+TEST(SearchTest, EnergyPerTokenSharesStaticPowerAmongReplicas) {
+  sim::Experiment e = ComputeBound(/*energy=*/true);
+  e.cfg.mutable_chip()->mutable_energy()->set_core_static_w(2.5);  // mesh-4x4-hbm gives none
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions o = OneStageMegatronRing();
+  o.space.tp = {1, 16};
+  o.objective = "energy";
+  const SearchResult r = Search(e, chip, o, nullptr);
+  ASSERT_EQ(r.ranked.size(), 2u);
+  const double tokens = 1024;  // batch 1 x a 1024-token prompt, no decode
+  for (const Found& f : r.ranked) {
+    EXPECT_EQ(f.replicas, 16u / f.c.tp);
+    const config::Summary s = sim::RunExperiment(Apply(e, f.c), {}).result.summary();
+    ASSERT_GT(s.static_energy_j(), 0);
+    const double R = f.replicas;
+    const double want_mj =
+        (R * (s.energy_j() - s.static_energy_j()) + s.static_energy_j()) / (R * tokens) * 1e3;
+    EXPECT_NEAR(f.p.energy_mj, want_mj, want_mj * 1e-11) << "tp " << f.c.tp;
+    if (f.replicas == 1) {
+      EXPECT_NEAR(f.p.energy_mj, s.energy_per_token_j() * 1e3, want_mj * 1e-11);
+    } else {
+      EXPECT_LT(f.p.energy_mj, s.energy_per_token_j() * 1e3 * (1 - 1e-6));
+    }
+  }
 }
 
 TEST(SearchTest, MoeAttentionReplicasAreSearched) {

@@ -76,16 +76,19 @@ void ExecSql(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
-// A search store (tpsim search --db): of (10 ms, 3 mJ), (20 ms, 1 mJ), (30 ms, 2 mJ) the
-// last is off the front; one invalid point.
+// A search store (tpsim search --db) of one-replica runs: (10 ms, 3 mJ) of 1 replica,
+// (20 ms, 1 mJ) of 4 and (30 ms, 2 mJ) of 2, whose static energy is 40% and 50% of their
+// energy. With their replicas sharing the chip's static energy they give 1 x (1 - 0.4 x 3/4) =
+// 0.7 mJ and 2 x (1 - 0.5 x 1/2) = 1.5 mJ: the last is off the front. One invalid point.
 void WriteFrontStore(const std::string& path) {
   const std::string sql =
       "CREATE TABLE points (config_hash TEXT, point_index INTEGER, status TEXT, \"mapping.tp\", "
-      "\"mapping.pipeline_stages\", \"search.replicas\", total_ps INTEGER, energy_per_token_j REAL);"
-      "INSERT INTO points VALUES ('a', 0, 'ok', 16, 4, 1, 10000000000, 0.003);"
-      "INSERT INTO points VALUES ('b', 1, 'ok', 4, 4, 4, 20000000000, 0.001);"
-      "INSERT INTO points VALUES ('c', 2, 'ok', 8, 4, 2, 30000000000, 0.002);"
-      "INSERT INTO points VALUES ('d', 3, 'invalid', 3, 1, 1, NULL, NULL);";
+      "\"mapping.pipeline_stages\", \"search.replicas\", total_ps INTEGER, energy_per_token_j REAL, "
+      "energy_j REAL, static_energy_j REAL);"
+      "INSERT INTO points VALUES ('a', 0, 'ok', 16, 4, 1, 10000000000, 0.003, 0.3, 0.2);"
+      "INSERT INTO points VALUES ('b', 1, 'ok', 4, 4, 4, 20000000000, 0.001, 0.1, 0.04);"
+      "INSERT INTO points VALUES ('c', 2, 'ok', 8, 4, 2, 30000000000, 0.002, 0.2, 0.1);"
+      "INSERT INTO points VALUES ('d', 3, 'invalid', 3, 1, 1, NULL, NULL, NULL, NULL);";
   ExecSql(path, sql);
 }
 
@@ -365,8 +368,35 @@ TEST_F(PlotTest, FrontDrawsEachStoresParetoFront) {
   EXPECT_EQ(d["stores"][0]["points"], 3);
   ASSERT_EQ(d["stores"][0]["front"].size(), 2u);
   EXPECT_EQ(d["stores"][0]["front"][0][0], "16x4x1");
+  EXPECT_DOUBLE_EQ(d["stores"][0]["front"][0][2].get<double>(), 3.0);  // one replica: as stored
+  EXPECT_EQ(d["stores"][0]["front"][1][0], "4x4x4");
   EXPECT_DOUBLE_EQ(d["stores"][0]["front"][1][1].get<double>(), 20.0);
+  EXPECT_NEAR(d["stores"][0]["front"][1][2].get<double>(), 0.7, 1e-12);
   EXPECT_EQ(RunPlot({"front", Path("missing.sqlite"), "--out", Path("bad.png")}, &err), 2);
+}
+
+// A store written before static_energy_j was kept cannot give the energy per token of
+// several replicas sharing the chip: such a row is refused, a one-replica row is drawn.
+TEST_F(PlotTest, FrontRefusesReplicasWithoutStaticEnergy) {
+  const std::string create =
+      "CREATE TABLE points (config_hash TEXT, point_index INTEGER, status TEXT, \"mapping.tp\", "
+      "\"mapping.pipeline_stages\", \"search.replicas\", total_ps INTEGER, energy_per_token_j REAL, "
+      "energy_j REAL);";
+  ExecSql(Path("old.sqlite"),
+          create +
+              "INSERT INTO points VALUES ('a', 0, 'ok', 16, 4, 1, 10000000000, 0.003, 0.3);"
+              "INSERT INTO points VALUES ('b', 1, 'ok', 4, 4, 4, 20000000000, 0.001, 0.1);");
+  std::string err;
+  EXPECT_EQ(RunPlot({"front", Path("old.sqlite"), "--out", Path("bad.png")}, &err), 2);
+  EXPECT_NE(
+      err.find("row 1: no static_energy_j: the store was written before it was kept (2026-12-06), so the "
+               "energy per token of 4 replicas sharing the chip cannot be derived"),
+      std::string::npos)
+      << err;
+  EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
+  ExecSql(Path("one.sqlite"),
+          create + "INSERT INTO points VALUES ('a', 0, 'ok', 16, 4, 1, 10000000000, 0.003, 0.3);");
+  EXPECT_EQ(RunPlot({"front", Path("one.sqlite"), "--out", Path("one.png")}, &err), 0) << err;
 }
 
 // A search store of a request stream (tpsim search serving-fused --db): its points fill the

@@ -11,6 +11,11 @@ front's fastest and most frugal points are labelled tp x stages x replicas. Give
 store as S.sqlite:LABEL (default: the file name). Rows without energy are refused: a chip
 without an energy block (or an fp32 workload that meets no mac_fp32_pj), and the points of a
 search of a request stream (workload.requests: a served stream reports no energy).
+Energy per token is the chip's running all of a candidate's replicas, as tpsim search prints
+it: each replica's dynamic energy, and the chip's static energy (static_energy_j, which the
+one-replica run is charged whole) shared by all replicas' tokens. A store written before
+static_energy_j was kept (2026-12-06) cannot give that for a candidate of several replicas:
+its rows are refused; search again into a new store.
 """
 
 COLOURS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
@@ -34,8 +39,9 @@ def read_store(path):
             raise UsageError(f"{path}: not a tpsim search store (no column(s) {', '.join(missing)})")
         # A served request stream's point fills the serving columns (latency_p99_ms), not total_ps.
         served = "latency_p99_ms IS NOT NULL" if "latency_p99_ms" in cols else "0"
+        energy_j, static = (c if c in cols else "NULL" for c in ("energy_j", "static_energy_j"))
         rows = con.execute('SELECT "mapping.tp", "mapping.pipeline_stages", "search.replicas", total_ps, '
-                           f"energy_per_token_j, {served} FROM points WHERE status = 'ok' "
+                           f"energy_per_token_j, {served}, {energy_j}, {static} FROM points WHERE status = 'ok' "
                            "ORDER BY point_index").fetchall()
         con.close()
     except sqlite3.Error as e:
@@ -43,7 +49,7 @@ def read_store(path):
     if not rows:
         raise UsageError(f"{path}: no simulated point (status ok)")
     out = []
-    for i, (tp, st, rep, total, energy, is_served) in enumerate(rows):
+    for i, (tp, st, rep, total, energy, is_served, energy_j, static_j) in enumerate(rows):
         if energy is None and is_served:
             raise UsageError(f"{path}: row {i}: no energy per token: the store's points serve a request "
                              "stream (workload.requests), and a served stream reports no energy; the front "
@@ -51,8 +57,18 @@ def read_store(path):
         if energy is None:
             raise UsageError(f"{path}: row {i}: no energy per token (the chip has no energy block, or an "
                              "fp32 workload meets no mac_fp32_pj)")
-        out.append({"label": f"{int(num(tp, 'tp'))}x{int(num(st, 'stages'))}x{int(num(rep, 'replicas'))}",
-                    "ms": num(total, f"{path} total_ps") * 1e-9, "mj": num(energy, f"{path} energy") * 1e3})
+        replicas = int(num(rep, "replicas"))
+        mj = num(energy, f"{path} energy") * 1e3
+        if replicas > 1:
+            # The chip's energy per token with every replica running (tpsim search's column,
+            # sim/search/search.cc ChipEnergyPerToken): the run's static energy shared by all.
+            if static_j is None or energy_j is None:
+                raise UsageError(f"{path}: row {i}: no static_energy_j: the store was written before it was "
+                                 f"kept (2026-12-06), so the energy per token of {replicas} replicas sharing the "
+                                 "chip cannot be derived; search again into a new store")
+            mj *= 1 - num(static_j, f"{path} static_energy_j") / num(energy_j, f"{path} energy_j") * (1 - 1 / replicas)
+        out.append({"label": f"{int(num(tp, 'tp'))}x{int(num(st, 'stages'))}x{replicas}",
+                    "ms": num(total, f"{path} total_ps") * 1e-9, "mj": mj})
     return out
 
 
