@@ -63,6 +63,8 @@ Dispatcher::Dispatcher(const mapping::Program& p, std::vector<int32_t> first_lin
   // 9 MB, not 18). first_dependent[d] counts in those 16-bit units.
   auto units = [](size_t d, size_t j) { return j - d < Graph::kFar ? 1u : 3u; };
   g->first_dependent.assign(n + 1, 0);
+  g->kind.resize(n);
+  for (size_t i = 0; i < n; ++i) g->kind[i] = p.kind(i);
   for (size_t i = 0; i < n; ++i) {
     for (uint32_t d : p.deps(i)) g->first_dependent[d + 1] += units(d, i);
   }
@@ -103,6 +105,7 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
   const std::vector<int32_t>& first_link = graph_->first_link;
   const uint32_t* first_dependent = graph_->first_dependent.data();
   const uint16_t* dependents = graph_->dependents.data();
+  const mapping::TaskKind* kind = graph_->kind.data();
   const size_t n = p.num_tasks();
   const bool record = !times.empty();  // else only the makespan is wanted
   if (!c.by_key) {
@@ -171,11 +174,12 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
     const TaskCosts& c;
     std::span<TaskTime> times;
     const decltype(link_of)& link;
+    const mapping::TaskKind* kind;
     bool record;
     size_t& started;
     Ps& makespan;
     Queue QueueOf(uint32_t i) const {
-      const mapping::TaskKind k = p.kind(i);
+      const mapping::TaskKind k = kind[i];
       return k == mapping::TaskKind::kTransfer && link(i) >= 0 ? Queue::kLink : sim::QueueOf(k);
     }
     int32_t ResourceOf(uint32_t i, Queue q) const {
@@ -187,8 +191,8 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
     // Called at event time `at` (a queued task's start is an event of its own), so the
     // finisher reserves links in the order of starts; when it was decided is not needed.
     bool Start(uint32_t i, Ps at, Ps) {
-      const Ps end = d.finish_ && p.kind(i) != mapping::TaskKind::kCompute ? d.finish_(i, at, at)
-                                                                           : SatAdd(at, c.duration_of(i));
+      const Ps end = d.finish_ && kind[i] != mapping::TaskKind::kCompute ? d.finish_(i, at, at)
+                                                                         : SatAdd(at, c.duration_of(i));
       if (record) times[i] = TaskTime{at, end};
       makespan = std::max(makespan, end);
       if (d.keep_order_) d.order_.push_back(i);
@@ -196,14 +200,14 @@ Ps Dispatcher::Run(const TaskCosts& c, std::span<TaskTime> times) {
       d.q_.AddEnd(end, i);
       return true;
     }
-  } src{*this, p, c, times, link_of, record, started, makespan};
+  } src{*this, p, c, times, link_of, kind, record, started, makespan};
   Ps now = 0;
   for (;;) {
     q_.StartReady(now, src);
     if (q_.idle()) break;
     // Every task that ends at the next event time, before any decision at that time.
     q_.TakeEnded(&now, [&](uint32_t i) {
-      if (p.kind(i) == mapping::TaskKind::kCompute) q_.CoreFree(p.core(i));
+      if (kind[i] == mapping::TaskKind::kCompute) q_.CoreFree(p.core(i));
       for (uint32_t k = first_dependent[i]; k < first_dependent[i + 1];) {
         uint32_t j = i + dependents[k++];
         if (dependents[k - 1] == Graph::kFar) {

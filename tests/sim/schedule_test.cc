@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -370,7 +372,7 @@ TEST(DispatchQueues, QueuedTasksStartAtTheirStartAfterTheEndsThen) {
   EXPECT_EQ(q.channel_started()[0], 120);
 }
 
-// The event loop's running tasks (DispatchQueues' radix heap over end times): each TakeEnded
+// The event loop's running tasks (DispatchQueues' heap of end times): each TakeEnded
 // gives the next end time and every task that ends then, in id order, whatever the order
 // and spread of the pushes (times from 0 to 2^62 and negative, as Ps allows); an end at the
 // time just taken comes out at that time again; an end before it is refused.
@@ -414,6 +416,42 @@ TEST(DispatchQueues, TakeEndedGivesTimesInOrderAndIdsInOrderWithinATime) {
   EXPECT_TRUE(q.TakeEnded(&now, [](uint32_t) { return true; }));
   EXPECT_EQ(now, 3);
   EXPECT_TRUE(q.idle());
+}
+
+// The heap of running tasks under load: 5,000 ends in a scrambled order (ids i * 7919 mod
+// 5000, a bijection as 7919 is prime to 5000; ends 1000 * (id mod 37), so about 135 tasks end
+// at each of 37 times), half of them pushed after the first time (0) is taken, come out as
+// sorting (end, id) gives them, each end time taken once.
+TEST(DispatchQueues, ManyEndsComeOutSortedByEndThenId) {
+  DispatchQueues<uint32_t> q;
+  q.Reset(1, 0, 0);
+  std::vector<std::pair<Ps, uint32_t>> want, got, later;
+  std::vector<Ps> times;
+  for (uint32_t i = 0; i < 5000; ++i) {
+    const uint32_t id = i * 7919 % 5000;
+    want.emplace_back(Ps{1000} * (id % 37), id);
+    if (i < 2500 || id % 37 == 0) {
+      q.AddEnd(want.back().first, id);
+    } else {
+      later.push_back(want.back());
+    }
+  }
+  Ps now = -1;
+  auto take = [&] {
+    ASSERT_TRUE(q.TakeEnded(&now, [&](uint32_t g) {
+      got.emplace_back(now, g);
+      return true;
+    }));
+    times.push_back(now);
+  };
+  take();
+  EXPECT_EQ(now, 0);
+  for (const auto& [end, id] : later) q.AddEnd(end, id);
+  while (!q.idle()) take();
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(times.size(), 37u);  // 0, 1000, ..., 36000
+  EXPECT_TRUE(std::adjacent_find(times.begin(), times.end(), std::greater_equal<Ps>()) == times.end());
 }
 
 }  // namespace
