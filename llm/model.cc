@@ -206,6 +206,11 @@ std::string LimitText(uint64_t limit) {
   return std::to_string(limit) + (limit == kMaxField ? " (2^31-1)" : "");
 }
 
+// The SourceMap entry that marks a Model field whose key the config.json gives as null
+// (num_key_value_heads, head_dim). No field path has a ':', so Find falls back from it to the
+// model's anchor when it is not recorded.
+std::string NullMark(const std::string& field) { return field + ":null"; }
+
 // Reads typed keys of the config object, collecting every problem as a Diag.
 class Reader {
  public:
@@ -594,6 +599,10 @@ config::Model Import(const std::string& text, const std::string& display_name, c
     if (!r.Has("num_key_value_heads"))
       locs->Set("num_key_value_heads", r.Where(arch->kv_heads ? "architectures" : "num_attention_heads"));
     if (!r.Has("head_dim")) locs->Set("head_dim", r.Where(arch->head_dim ? "architectures" : "hidden_size"));
+    // A null value is written, so it stays located at its key; a second entry at the same key
+    // (NullMark) says it was null: it was shown as the number it was taken as, as if written.
+    for (const char* key : {"num_key_value_heads", "head_dim"})
+      if (auto it = j.find(key); it != j.end() && it->is_null()) locs->Set(NullMark(key), r.Where(key));
     if (qwen3_moe && !r.Has("num_experts") && r.Has("num_local_experts"))
       locs->Set("num_experts", r.Where("num_local_experts"));
     if (mixtral) {
@@ -677,6 +686,45 @@ std::string CatalogPath(const std::string& name, const config::Location& where, 
   return (std::filesystem::path(config::ConfigDir()) / "models" / (name + ".json")).string();
 }
 
+std::string DefaultedText(const config::Model& m, const config::SourceMap& locs, const std::string& prefix,
+                          const std::string& field) {
+  if (field != "num_key_value_heads" && field != "head_dim") return "";
+  auto path = [&](const std::string& f) { return prefix.empty() ? f : prefix + "." + f; };
+  const config::Location anchor = locs.Find(prefix);
+  const auto same = [](const config::Location& x, const config::Location& y) {
+    return x.file == y.file && x.line == y.line && x.col == y.col;
+  };
+  // One the file leaves out is located by the importer at the key it comes from
+  // (ImportHuggingFaceText): sharing that key's location, it is said to be absent, with where it
+  // came from (it was shown as if written, at file:1:1). A --set of the field moves its location
+  // to the command line, and it is then written.
+  const config::Location at = locs.Find(path(field));
+  const auto absent_from = [&](const std::string& from) {
+    return same(at, locs.Find(path(from))) && !same(at, anchor);
+  };
+  const std::string n = std::to_string(field == "head_dim" ? m.head_dim() : m.num_key_value_heads());
+  const std::string head_dim_derived =
+      m.num_attention_heads() == 0
+          ? n + " with no num_attention_heads to divide hidden_size by"
+          : "hidden_size / num_attention_heads = " + std::to_string(m.hidden_size()) + " / " +
+                std::to_string(m.num_attention_heads()) + " = " + n;
+  const std::string arch_default = m.architecture() + "'s default (" + n + ") as transformers has it";
+  // null: located at its own key, with the importer's mark there too (NullMark).
+  if (const config::Location mark = locs.Find(path(NullMark(field))); same(mark, at) && !same(mark, anchor)) {
+    if (field == "num_key_value_heads")
+      return "null, so num_attention_heads (" + n + ") as transformers 4 reads a null";
+    // head_dim: a null is read as if the key were absent.
+    for (const Architecture& a : kArchitectures)
+      if (m.architecture() == a.name && a.head_dim) return "null, taken as absent: " + arch_default;
+    return "null, taken as absent: " + head_dim_derived;
+  }
+  if (field == "num_key_value_heads" && absent_from("num_attention_heads"))
+    return "absent, so num_attention_heads (" + n + ") as transformers defaults";
+  if (absent_from("architecture")) return "absent, so " + arch_default;
+  if (field == "head_dim" && absent_from("hidden_size")) return "absent, " + head_dim_derived;
+  return "";
+}
+
 // The most routed experts a model may have (ValidateModel).
 constexpr uint32_t kMaxExperts = 65536;
 
@@ -686,28 +734,10 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
   auto fail = [&](const std::string& f, const std::string& value, const std::string& rule) {
     diags->push_back(config::Diag{locs.Find(path(f)), path(f), value, rule});
   };
-  // The value as a message shows it. One the file leaves out is located by the importer at the
-  // key it comes from (ImportHuggingFaceText): sharing that key's location, it is said to be
-  // absent, with where it came from (it was shown as if written, at file:1:1).
-  const auto absent_from = [&](const std::string& f, const std::string& from) {
-    const config::Location a = locs.Find(path(f)), b = locs.Find(path(from)), anchor = locs.Find(prefix);
-    const auto same = [](const config::Location& x, const config::Location& y) {
-      return x.file == y.file && x.line == y.line && x.col == y.col;
-    };
-    return same(a, b) && !same(a, anchor);
-  };
+  // The value as a message shows it: how it was taken where the file did not write it.
   const auto shown = [&](const std::string& f, uint32_t v) {
-    const std::string n = std::to_string(v);
-    if (f == "num_key_value_heads" && absent_from(f, "num_attention_heads"))
-      return "absent, so num_attention_heads (" + n + ") as transformers defaults";
-    if ((f == "num_key_value_heads" || f == "head_dim") && absent_from(f, "architecture"))
-      return "absent, so " + m.architecture() + "'s default (" + n + ") as transformers has it";
-    if (f == "head_dim" && absent_from(f, "hidden_size"))
-      return m.num_attention_heads() == 0
-                 ? "absent, " + n + " with no num_attention_heads to divide hidden_size by"
-                 : "absent, hidden_size / num_attention_heads = " + std::to_string(m.hidden_size()) + " / " +
-                       std::to_string(m.num_attention_heads()) + " = " + n;
-    return n;
+    const std::string how = DefaultedText(m, locs, prefix, f);
+    return how.empty() ? std::to_string(v) : how;
   };
   auto positive = [&](const std::string& f, uint32_t v) {
     if (v == 0) fail(f, shown(f, 0), "must be positive");

@@ -43,6 +43,13 @@ std::string CatalogPath(const std::string& name, const config::Location& where, 
 void ValidateModel(const config::Model& m, const config::SourceMap& locs, const std::string& prefix,
                    std::vector<config::Diag>* diags);
 
+// How an imported config.json gave num_key_value_heads or head_dim (`field`) when it did not write
+// it as a number, as messages show the value: "absent, so ...", "null, so ..." with where the
+// value came from (ImportHuggingFaceText locates such values for this); "" for a value written
+// (or set with --set), a Model file's, or another field. `prefix` as for ValidateModel.
+std::string DefaultedText(const config::Model& m, const config::SourceMap& locs, const std::string& prefix,
+                          const std::string& field);
+
 // Where a context of `context` tokens passes the model's sliding window (m.sliding_window > 0),
 // the rule it breaks ("exceeds the model's sliding_window (W): ..."); else empty. tpsim times
 // full attention in every layer, which the sliding layers do only up to W tokens.

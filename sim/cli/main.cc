@@ -48,6 +48,7 @@
 #include "sim/result.h"
 #include "sim/run.h"
 #include "sim/search/search.h"
+#include "sim/serving/requests.h"
 #include "sim/sweep/sweep.h"
 #include "traces/plot.h"
 #include "traces/trace.h"
@@ -202,6 +203,13 @@ int Describe(Args& a) {
   if (ex.path.empty()) ex.path = sim::DefaultExperimentPath();
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
   arch::Chip chip = sim::ValidateExperiment(e);
+  // A request stream is checked as tpsim serve checks it first (a synthetic stream with a trace's
+  // format or time_scale): describe showed it as valid, exit 0.
+  if (e.cfg.workload().has_requests()) {
+    std::vector<config::Diag> diags;
+    serving::ValidateRequestSource(e.cfg.workload().requests(), e.locs, &diags);
+    if (!diags.empty()) throw config::ConfigError(std::move(diags));
+  }
   const auto& c = e.cfg.chip();
   const auto& m = e.cfg.model();
   const auto& w = e.cfg.workload();
@@ -249,6 +257,11 @@ int Describe(Args& a) {
   os << "  layers                " << m.num_layers() << " (" << layers << " simulated)\n";
   os << "  hidden / heads / kv   " << m.hidden_size() << " / " << m.num_attention_heads() << " / "
      << m.num_key_value_heads() << " (head_dim " << m.head_dim() << ")\n";
+  // A config.json that leaves num_key_value_heads or head_dim out, or gives it as null, has it
+  // defaulted or derived: said so (the number was shown as if the file wrote it).
+  for (const char* f : {"num_key_value_heads", "head_dim"})
+    if (const std::string how = llm::DefaultedText(m, e.locs, "model", f); !how.empty())
+      os << "  " << f << std::string(std::max<size_t>(2, 22 - std::strlen(f)), ' ') << how << "\n";
   if (m.max_position_embeddings() > 0)
     os << "  positions             " << m.max_position_embeddings()
        << " (max_position_embeddings, after RoPE scaling: the longest context)\n";

@@ -128,7 +128,8 @@ int ServeCommand(const std::vector<std::string>& args) {
           throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value, got an empty one"});
         return args[++i];
       };
-      if (a == "--help" || a == "-h") {
+      // --help=X is no help (tpsim run refuses it as an unknown option; it printed the usage).
+      if ((a == "--help" || a == "-h") && !inline_value) {
         std::cout << kUsage;
         return 0;
       } else if (a == "--set") {
@@ -156,8 +157,9 @@ int ServeCommand(const std::vector<std::string>& args) {
           throw ConfigError(Diag{config::kCommandLine, a, v, "expects a size such as 8G, 512M or 1000000"});
         max_memory = *bytes;
       } else if (!a.empty() && a[0] == '-') {
-        throw ConfigError(
-            Diag{config::kCommandLine, a, "", "unknown option (tpsim serve --help lists them)"});
+        // With the value it was given ("--jobs=4": "--jobs: 4", not "--jobs: " with it dropped).
+        throw ConfigError(Diag{config::kCommandLine, a, inline_value.value_or(""),
+                               "unknown option (tpsim serve --help lists them)"});
       } else if (!have_path) {
         // An empty word (a script's unset variable) would read as no experiment, as `run` and
         // `describe` refuse it; it ran serving-fused when one followed.

@@ -242,6 +242,9 @@ int SearchCommand(const std::vector<std::string>& args) {
       std::cout << kSearchUsage;
       return 0;
     }
+    // A word of one dash is an option too (-q, -v), as tpsim run refuses it: it was taken for the
+    // experiment's path.
+    if (a.size() > 1 && a[0] == '-' && a[1] != '-') return Usage("unknown option " + a);
     if (!a.starts_with("--")) {
       if (!o.path.empty()) return Usage("unexpected argument " + a + " (one experiment only)");
       o.path = a;
@@ -266,9 +269,12 @@ int SearchCommand(const std::vector<std::string>& args) {
       o.slurm_only.push_back(a);
       continue;
     }
+    // "--flag=VALUE" as "--flag VALUE", as tpsim run takes it (cli::FlagAt), --set=FIELD=VALUE
+    // too: the value is what follows the first '=' (--set=F=V took the next word as its value
+    // and was then an unknown option).
     std::string flag = a, value;
     const size_t eq = a.find('=');
-    if (eq != std::string::npos && !a.starts_with("--set")) {
+    if (eq != std::string::npos) {
       flag = a.substr(0, eq);
       value = a.substr(eq + 1);
     } else if (i + 1 < args.size()) {
@@ -436,6 +442,32 @@ int SearchCommand(const std::vector<std::string>& args) {
     // checked (mapping::ValidateDramCapacity; one that does not fit is stored as invalid).
     chip = sim::ValidateExperiment(plain, /*memory_capacity=*/false);
     config::CheckOutputs({{"--db", o.search.db}, {"--out", o.out}}, sim::InputFiles(base));
+    // A store that cannot be created (its folder missing or a file, the path a directory) is
+    // refused here, at --db (exit 2): the store reported it after the experiment's checks as
+    // "cannot open X: unable to open database file" (exit 1), SQLite's words that name no cause.
+    // Probed as an output is (config::CheckOutputWritable: a temporary file in its folder,
+    // removed again); an existing store is left as it is.
+    if (!o.search.db.empty()) {
+      // A FIFO or a device, which CheckOutputWritable lets an output write in place, holds no
+      // SQLite database (it was "cannot open X: disk I/O error", exit 1).
+      std::error_code ec;
+      const auto kind = std::filesystem::status(o.search.db, ec).type();
+      if (!ec && kind != std::filesystem::file_type::regular &&
+          kind != std::filesystem::file_type::directory && kind != std::filesystem::file_type::not_found)
+        throw config::ConfigError(
+            config::Diag{config::kCommandLine, "--db", config::Clip(o.search.db),
+                         "is not a regular file (a FIFO, device or socket): the store is "
+                         "a SQLite file"});
+      try {
+        config::CheckOutputWritable(o.search.db);
+      } catch (const std::runtime_error& e) {
+        std::string why = e.what();
+        const std::string head = "cannot write " + config::Clip(o.search.db) + ": ";
+        if (why.starts_with(head)) why = why.substr(head.size());
+        throw config::ConfigError(config::Diag{config::kCommandLine, "--db", config::Clip(o.search.db),
+                                               "cannot create the SQLite store there: " + why});
+      }
+    }
   } catch (const config::ConfigError& err) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
     return 2;

@@ -354,7 +354,11 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
   const bool synth = r.has_synthetic();
   if (synth == !r.trace_file().empty())
     add(synth ? "trace_file" : "synthetic", r.trace_file(), "set exactly one of trace_file and synthetic");
-  if (!r.format().empty() && r.format() != "csv" && r.format() != "jsonl")
+  if (synth && !r.format().empty())
+    // It read nothing: a synthetic stream has no file (it was accepted and ignored, silently).
+    add("format", r.format(),
+        "format names a trace file's layout (csv or jsonl); a synthetic stream reads no file (remove it)");
+  else if (!r.format().empty() && r.format() != "csv" && r.format() != "jsonl")
     add("format", r.format(), "must be csv or jsonl (or empty: by extension)");
   if (r.time_scale() < 0 || !std::isfinite(r.time_scale()) || r.time_scale() > kMaxTimeScale)
     add("time_scale", std::to_string(r.time_scale()), "must be >= 0 and at most 1e6");

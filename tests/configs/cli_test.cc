@@ -2,6 +2,7 @@
 // experiment validates, and every file of the broken corpus fails with its
 // expected error line and exit status 2 (never a crash or a hang).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -530,6 +531,164 @@ TEST(Cli, ModelFlagImportsACatalogEntryOrConfigJson) {
   Outcome bad = RunTpsim("describe configs/experiments/reference-qwen3-4b.textproto --model no-such-model");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.output.find("qwen3-4b"), std::string::npos) << "the error lists valid names:\n" << bad.output;
+}
+
+// A config.json whose num_key_value_heads is null has it said, under the heads, with what it was
+// taken as: num_attention_heads, 32 for qwen3-4b (as transformers 4 reads a null), where an absent
+// key takes Qwen3Config's 32 for another reason. describe showed "2560 / 32 / 32" either way, as
+// if the file wrote 32. In qwen3-4b.json num_attention_heads is on line 17, num_key_value_heads on
+// line 19 (column 3).
+TEST(Cli, DescribeSaysANullOrAbsentKvHeadCount) {
+  const std::string json = ReadFile(fs::path(TPSIM_SOURCE_DIR) / "configs/models/qwen3-4b.json");
+  const fs::path dir = fs::temp_directory_path() / "tpsim-cli-kv-null";
+  fs::create_directories(dir);
+  const std::string null_kv =
+      ReplaceOnce(json, "\"num_key_value_heads\": 8", "\"num_key_value_heads\": null");
+  std::ofstream(dir / "kvnull.json") << null_kv;
+  std::ofstream(dir / "kvabsent.json") << ReplaceOnce(json, "  \"num_key_value_heads\": 8,\n", "");
+  std::ofstream(dir / "kvnull0.json")
+      << ReplaceOnce(null_kv, "\"num_attention_heads\": 32", "\"num_attention_heads\": 0");
+  const std::string exp = "describe reference-qwen3-4b --model ";
+  const Outcome null = RunTpsim(exp + (dir / "kvnull.json").string());
+  ASSERT_EQ(null.status, 0) << null.output;
+  EXPECT_NE(
+      null.output.find("  hidden / heads / kv   2560 / 32 / 32 (head_dim 128)\n"
+                       "  num_key_value_heads   null, so num_attention_heads (32) as transformers 4 reads "
+                       "a null\n  positions"),
+      std::string::npos)
+      << null.output;
+  const Outcome absent = RunTpsim(exp + (dir / "kvabsent.json").string());
+  ASSERT_EQ(absent.status, 0) << absent.output;
+  EXPECT_NE(
+      absent.output.find("  hidden / heads / kv   2560 / 32 / 32 (head_dim 128)\n"
+                         "  num_key_value_heads   absent, so qwen3's default (32) as transformers has it\n"),
+      std::string::npos)
+      << absent.output;
+  // Written values (the shipped file), and a null replaced by --set, have no such line.
+  for (const std::string& args :
+       {exp + "qwen3-4b", exp + (dir / "kvnull.json").string() + " --set model.num_key_value_heads=8"}) {
+    const Outcome o = RunTpsim(args);
+    ASSERT_EQ(o.status, 0) << args << "\n" << o.output;
+    EXPECT_NE(o.output.find("  hidden / heads / kv   2560 / 32 / 8 (head_dim 128)\n  positions"),
+              std::string::npos)
+        << args << "\n"
+        << o.output;
+  }
+  // An error about it says so too (it said "num_key_value_heads: 0").
+  const Outcome zero = RunTpsim(exp + (dir / "kvnull0.json").string());
+  EXPECT_EQ(zero.status, 2) << zero.output;
+  EXPECT_NE(zero.output.find((dir / "kvnull0.json").string() +
+                             ":19:3: model.num_key_value_heads: null, so num_attention_heads (0) as "
+                             "transformers 4 reads a null: must be positive\n"),
+            std::string::npos)
+      << zero.output;
+}
+
+// workload.requests.format names a trace file's layout: a synthetic stream with one is refused at
+// the field (it was accepted and ignored), by describe and serve alike; a trace keeps it.
+TEST(Cli, ASyntheticStreamRefusesAFormat) {
+  const fs::path dir = fs::temp_directory_path() / "tpsim-cli-synthetic-format";
+  fs::create_directories(dir);
+  std::string text = ReadFile(fs::path(TPSIM_SOURCE_DIR) / "configs/experiments/serving-fused.textproto");
+  text = ReplaceOnce(text, "\"../chips/", "\"" + std::string(TPSIM_SOURCE_DIR) + "/configs/chips/");
+  text = ReplaceOnce(text, "  requests {\n", "  requests {\n    format: \"jsonl\"\n");
+  // The line of `format`: one past that of `requests {`, at column 5.
+  const size_t at = text.find("    format: \"jsonl\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string line = std::to_string(std::count(text.begin(), text.begin() + at, '\n') + 1);
+  std::ofstream(dir / "synth.textproto") << text;
+  const std::string want = (dir / "synth.textproto").string() + ":" + line +
+                           ":5: workload.requests.format: jsonl: format names a trace file's layout (csv or "
+                           "jsonl); a synthetic stream reads no file (remove it)\n";
+  for (const char* cmd : {"describe ", "serve "}) {
+    const Outcome o = RunTpsim(cmd + (dir / "synth.textproto").string());
+    EXPECT_EQ(o.status, 2) << cmd << o.output;
+    EXPECT_NE(o.output.find(want), std::string::npos) << cmd << o.output;
+  }
+  // A trace file with a format is described with it.
+  const size_t a = text.find("    synthetic {"), b = text.find("\n  }\n}\nmapping");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  text.replace(a, b - a, "    trace_file: \"t.jsonl\"");
+  text = ReplaceOnce(text, "format: \"jsonl\"", "format: \"csv\"");
+  std::ofstream(dir / "trace.textproto") << text;
+  std::ofstream(dir / "t.jsonl") << "arrival_s,prompt_tokens,output_tokens\n0,16,4\n";
+  const Outcome t = RunTpsim("describe " + (dir / "trace.textproto").string());
+  EXPECT_EQ(t.status, 0) << t.output;
+  EXPECT_NE(t.output.find("the trace " + (dir / "t.jsonl").string() + " (csv)\n"), std::string::npos)
+      << t.output;
+}
+
+// A --db where no store can be created is refused at --db, with the cause (exit 2), before the
+// search: the store said "cannot open X: unable to open database file" (a FIFO: "disk I/O
+// error"), exit 1. Nothing is made.
+TEST(Cli, SearchRefusesADbItCannotCreateAtTheFlag) {
+  const fs::path dir = fs::temp_directory_path() / "tpsim-cli-search-db";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "afile") << "not a folder\n";
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  const std::string create = ": cannot create the SQLite store there: ";
+  struct Case {
+    fs::path db;
+    std::string rule;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           {dir / "no/such/x.sqlite", create + "cannot create a temporary file in " +
+                                          (dir / "no/such").string() + " (No such file or directory)"},
+           {dir / "afile/x.sqlite",
+            create + "cannot create a temporary file in " + (dir / "afile").string() + " (Not a directory)"},
+           {dir, create + "is a directory"},
+           {dir / "fifo",
+            ": is not a regular file (a FIFO, device or socket): the store is a SQLite file"}}) {
+    const Outcome o =
+        RunTpsim("search reference-qwen3-4b --tp 2 --stages 1 --confirm 0 --db " + c.db.string());
+    EXPECT_EQ(o.status, 2) << c.db << "\n" << o.output;
+    EXPECT_EQ(o.output, "<command line>:1:1: --db: " + c.db.string() + c.rule + "\n") << c.db;
+  }
+  EXPECT_FALSE(fs::exists(dir / "no"));
+  std::vector<fs::path> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<fs::path>{dir / "afile", dir / "fifo"}));
+}
+
+// search takes "--flag=VALUE" as tpsim run does, --set=FIELD=VALUE too (it took the next word as
+// its value and was then an unknown option): the same front either way. A one-dash word is an
+// unknown option, as run says (it was taken for the experiment).
+TEST(Cli, SearchTakesFlagEqualsValue) {
+  const std::string space =
+      " --tp 2 --stages 1 --partitions n_split --placements linear --collectives ring --spans stage";
+  const Outcome spaced = RunTpsim(
+      "search reference-qwen3-4b --set workload.num_layers=2 --set workload.decode_steps=2 --set "
+      "workload.seq_len=16 --confirm 0" +
+      space);
+  const Outcome joined = RunTpsim(
+      "search reference-qwen3-4b --set=workload.num_layers=2 --set=workload.decode_steps=2 "
+      "--set=workload.seq_len=16 --confirm=0" +
+      space);
+  ASSERT_EQ(spaced.status, 0) << spaced.output;
+  EXPECT_EQ(joined.status, 0) << joined.output;
+  // From the header on (the progress line before it on stderr has the wall time).
+  const auto front = [](const std::string& out) {
+    return out.substr(std::min(out.size(), out.find("\ntpsim search ")));
+  };
+  EXPECT_NE(front(spaced.output).find("Pareto front"), std::string::npos) << spaced.output;
+  EXPECT_EQ(front(joined.output), front(spaced.output));
+  const Outcome dash = RunTpsim("search -q reference-qwen3-4b");
+  EXPECT_EQ(dash.status, 2) << dash.output;
+  EXPECT_EQ(dash.output.rfind("tpsim search: unknown option -q\n", 0), 0u) << dash.output;
+}
+
+// serve: --help=X is an unknown option, as tpsim run has it (it printed the usage, exit 0), and an
+// unknown --flag=VALUE is named with its value (it was "--jobs: : unknown option").
+TEST(Cli, ServeFlagsWithEqualsAreReadAsRunReadsThem) {
+  const Outcome help = RunTpsim("serve serving-fused --help=x");
+  EXPECT_EQ(help.status, 2) << help.output;
+  EXPECT_EQ(help.output, "<command line>:1:1: --help: x: unknown option (tpsim serve --help lists them)\n");
+  const Outcome jobs = RunTpsim("serve serving-fused --jobs=4");
+  EXPECT_EQ(jobs.status, 2) << jobs.output;
+  EXPECT_EQ(jobs.output, "<command line>:1:1: --jobs: 4: unknown option (tpsim serve --help lists them)\n");
 }
 
 }  // namespace

@@ -974,6 +974,70 @@ TEST(Validate, DefaultedAndDerivedValuesAreSaidToBeAbsent) {
                                "divisible by num_key_value_heads (3)"});
 }
 
+// A null num_key_value_heads is said to be null, with what it was taken as (num_attention_heads,
+// as transformers 4 reads a null), at its own key: it was shown as the number, as if written
+// ("model.num_key_value_heads: 0: must be positive"). A null head_dim is read as if absent, and
+// said so. kGood's lines: num_attention_heads 6, num_key_value_heads 7, vocab_size 8.
+TEST(Validate, NullValuesAreSaidToBeNull) {
+  const auto diags_of = [](const std::string& text) {
+    config::SourceMap file_locs("d.json");
+    const config::Model m = ImportHuggingFaceText(text, "d.json", &file_locs);
+    config::SourceMap locs("d.json");
+    locs.Merge("model", file_locs, config::Location{"d.json", 1, 1});
+    std::vector<config::Diag> diags;
+    ValidateModel(m, locs, "model", &diags);
+    std::vector<std::string> out;
+    for (const auto& d : diags) out.push_back(d.str());
+    return out;
+  };
+  const std::string llama = Replace(kGood, "Qwen3ForCausalLM", "LlamaForCausalLM");
+  // 0 heads, kv null: kv is the heads' 0; head_dim (absent) 64 / 0 cannot be derived.
+  EXPECT_EQ(
+      diags_of(Replace(Replace(llama, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": null"),
+                       "\"num_attention_heads\": 4", "\"num_attention_heads\": 0")),
+      (std::vector<std::string>{
+          "d.json:6:3: model.num_attention_heads: 0: must be positive",
+          "d.json:7:3: model.num_key_value_heads: null, so num_attention_heads (0) as transformers 4 reads "
+          "a null: must be positive",
+          "d.json:3:3: model.head_dim: absent, 0 with no num_attention_heads to divide hidden_size by: must "
+          "be positive"}));
+  // hidden 16 over 32 heads (8 KV heads), head_dim null: 16 / 32 = 0, at head_dim's own key (line 8).
+  EXPECT_EQ(
+      diags_of(Replace(Replace(Replace(llama, "\"hidden_size\": 64", "\"hidden_size\": 16"),
+                               "\"num_attention_heads\": 4", "\"num_attention_heads\": 32"),
+                       "\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 8,\n  \"head_dim\": null,")),
+      std::vector<std::string>{"d.json:8:3: model.head_dim: null, taken as absent: hidden_size / "
+                               "num_attention_heads = 16 / 32 = 0: must be positive"});
+}
+
+// DefaultedText, what describe prints under the heads: Qwen3 with kv null takes its 4 heads (not
+// Qwen3Config's 32, which an absent key takes), head_dim absent takes Qwen3Config's 128; written
+// values, and a value a --set replaced (located on the command line), have no text.
+TEST(Validate, DefaultedTextSaysHowAValueWasTaken) {
+  config::SourceMap locs("d.json");
+  const config::Model m = ImportHuggingFaceText(
+      Replace(kGood, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": null"), "d.json", &locs);
+  EXPECT_EQ(m.num_key_value_heads(), 4u);
+  EXPECT_EQ(m.head_dim(), 128u);
+  EXPECT_EQ(DefaultedText(m, locs, "", "num_key_value_heads"),
+            "null, so num_attention_heads (4) as transformers 4 reads a null");
+  EXPECT_EQ(DefaultedText(m, locs, "", "head_dim"),
+            "absent, so qwen3's default (128) as transformers has it");
+  EXPECT_EQ(DefaultedText(m, locs, "", "hidden_size"), "");
+  config::SourceMap merged("e.textproto");
+  merged.Merge("model", locs, config::Location{"d.json", 1, 1});
+  EXPECT_EQ(DefaultedText(m, merged, "model", "num_key_value_heads"),
+            "null, so num_attention_heads (4) as transformers 4 reads a null");
+  merged.Set("model.num_key_value_heads", config::Location{"<command line: --set>", 1, 1});
+  merged.Set("model.head_dim", config::Location{"<command line: --set>", 1, 1});
+  EXPECT_EQ(DefaultedText(m, merged, "model", "num_key_value_heads"), "");
+  EXPECT_EQ(DefaultedText(m, merged, "model", "head_dim"), "");
+  // Written: no text.
+  config::SourceMap written("d.json");
+  const config::Model w = ImportHuggingFaceText(kGood, "d.json", &written);
+  EXPECT_EQ(DefaultedText(w, written, "", "num_key_value_heads"), "");
+}
+
 // A number past a double's range was reported at 1:1; it is at the value, with its key.
 TEST(Import, NumberOverflowIsLocated) {
   const std::string big = Replace(kGood, "\"vocab_size\": 1000", "\"vocab_size\": 1e400");
