@@ -114,12 +114,7 @@ class Describer {
         *v += kind;
         AppendLabel(dt, v);
       }
-    } else if (s.type == Slice::kRecv) {
-      args->Uint("task", static_cast<uint64_t>(s.task));
-      args->Int("src", t.core);
-      args->Int("dst", t.dst_core);
-      args->Uint("bytes", t.bytes);
-    } else {
+    } else {  // a task, or a transfer's receive: the send's annotations but its own times
       const mapping::OpRef& ref = p_.ops[t.op].ref;
       args->Uint("task", static_cast<uint64_t>(s.task));
       args->Str("phase", mapping::ToString(ref.phase));

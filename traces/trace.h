@@ -23,8 +23,12 @@
 // partition, flops, bytes, shape (compute), src/dst (transfers), channel (memory),
 // start_ps and end_ps (exact; the timeline itself is in ns). Derived slices, not tasks:
 // "recv" on the destination's recv lane over [start + unloaded route latency, end] with a
-// flow arrow (id = task id + 1) from the send; "wait" over each gap before a compute task
-// on its core that a dependency still held back.
+// flow arrow (id = task id + 1) from the send, annotated as the send but for its own
+// start_ps and end_ps; "wait" over each gap before a compute task on its core, annotated
+// before_task, waiting_for_task and waiting_for (the dependency that ended last, when one
+// ended inside the gap), start_ps and end_ps. A Program of a few decode steps (tpsim run
+// --trace-steps, sim/sampled_run.h) gets only the waits the whole run's trace has: none
+// where the gap may span skipped steps' work, or a dependency differs from the whole run's.
 // Time: Perfetto timestamps are ns: ts = floor(ps / 1000) for both ends (monotone, so
 // slices that did not overlap in ps do not overlap in ns); a slice whose ns duration is 0
 // is written as an instant. JSON timestamps are microseconds with 6 decimals (exact ps).

@@ -79,6 +79,21 @@ std::vector<int> AssignStages(const mapping::Program& p, int cores, Layout* layo
   return proc;
 }
 
+namespace {
+
+// Segment of each task: 0 the prefill, k decode step k; -1 other phases.
+std::vector<int64_t> Segments(const mapping::Program& p) {
+  std::vector<int64_t> seg(p.num_tasks(), -1);
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    const mapping::OpRef& ref = p.ops[p.op(i)].ref;
+    if (ref.phase == mapping::Phase::kPrefill) seg[i] = 0;
+    if (ref.phase == mapping::Phase::kDecode) seg[i] = int64_t{ref.step} + 1;
+  }
+  return seg;
+}
+
+}  // namespace
+
 void TaskSlices(const mapping::Program& p, const arch::Chip& chip, const sim::EngineOutput& out,
                 std::vector<Slice>* slices) {
   std::vector<std::vector<uint32_t>> compute_by_core(chip.num_cores());
@@ -118,15 +133,50 @@ void TaskSlices(const mapping::Program& p, const arch::Chip& chip, const sim::En
     slices->push_back(s);
   }
 
-  // Waits: gaps on a core's compute lane before a compute task.
+  // Waits: gaps on a core's compute lane before a compute task. A Program of a few decode
+  // steps (sim/sampled_run.h, tpsim run --trace-steps) lacks the tasks of the steps between
+  // them, and its first task of a step after skipped ones depends on the last lowered step's
+  // output: a gap there spans the skipped steps' work and blames a task that ended long before.
+  // Such a gap is a wait of the whole run only when no skipped step lies between the compute
+  // task before it and the task after (a core runs one step's compute after the previous
+  // step's), and the task's deps are the whole run's: all in its own step, or the step before
+  // lowered too. Other gaps get no wait slice.
+  const std::vector<int64_t> seg = Segments(p);
+  std::vector<uint32_t> skipped_before(1, 0);  // skipped_before[s]: segments below s not lowered
+  {
+    std::vector<bool> lowered;
+    for (int64_t s : seg) {
+      if (s < 0) continue;
+      if (lowered.size() <= static_cast<size_t>(s)) lowered.resize(static_cast<size_t>(s) + 1, false);
+      lowered[static_cast<size_t>(s)] = true;
+    }
+    for (size_t s = 0; s < lowered.size(); ++s) skipped_before.push_back(skipped_before.back() + !lowered[s]);
+  }
+  // Whether segments [a, b) were all lowered (a >= 0, a <= b <= the last lowered one + 1).
+  auto all_lowered = [&](int64_t a, int64_t b) { return skipped_before[b] == skipped_before[a]; };
   for (int c = 0; c < chip.num_cores(); ++c) {
     std::vector<uint32_t>& ids = compute_by_core[c];
     std::stable_sort(ids.begin(), ids.end(),
                      [&](uint32_t a, uint32_t b) { return out.tasks[a].start_ps < out.tasks[b].start_ps; });
     Ps busy_until = 0;
+    int64_t prev_seg = -1;  // segment of the compute task before, -1 when none
+    bool first = true;
     for (uint32_t id : ids) {
       const sim::TaskTime& tt = out.tasks[id];
-      if (tt.start_ps > busy_until) {
+      const int64_t s = seg[id];
+      bool whole_run = true;
+      if (s > 0) {
+        // Segments the gap or the deps may reach into: from the one after the task before
+        // (from the prefill when none) up to s, and s - 1 itself when a dep is in another step.
+        int64_t from = first ? 0 : prev_seg < 0 ? s : std::min(prev_seg + 1, s);
+        for (uint32_t d : p.deps(id)) {
+          if (d < seg.size() && seg[d] != s) from = std::min(from, s - 1);
+        }
+        whole_run = all_lowered(from, s);
+      }
+      prev_seg = s;
+      first = false;
+      if (tt.start_ps > busy_until && whole_run) {
         Slice w;
         w.type = Slice::kWait;
         w.group = kCompute;

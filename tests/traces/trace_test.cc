@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "arch/chip.h"
@@ -584,6 +585,115 @@ TEST(Trace, ManyConcurrentSlicesStayOnFewTracks) {
   EXPECT_EQ(tasks.size(), 6u);
   EXPECT_EQ(nested, 2);
   std::filesystem::remove(path);
+}
+
+// A receive is annotated as its send (task, phase, step, layer, op, partition, src, dst,
+// bytes, offset, reduce, collective, coll_step), but for its own start_ps and end_ps.
+TEST(Trace, ReceivesCarryTheirSendsAnnotations) {
+  Fixture f = MakeFixture();
+  const std::string path = TmpPath("recv.pftrace");
+  WriteTrace(path, f.prog, f.chip, f.out, kConfig);
+  Decoded d = Decode(ReadFile(path));
+  std::map<uint64_t, const DSlice*> send, recv;
+  for (const DSlice& s : d.slices) {
+    if (s.category == "send") send[s.args.at("task").uint_value()] = &s;
+    if (s.category == "recv") recv[s.args.at("task").uint_value()] = &s;
+  }
+  ASSERT_EQ(recv.size(), 2u);
+  for (const auto& [task, r] : recv) {
+    SCOPED_TRACE("task " + std::to_string(task));
+    const DSlice& s = *send.at(task);
+    std::set<std::string> names;
+    for (const auto& [n, a] : s.args) names.insert(n);
+    for (const auto& [n, a] : r->args) names.insert(n);
+    for (const std::string& n : names) {
+      if (n == "start_ps" || n == "end_ps") continue;
+      ASSERT_TRUE(s.args.count(n) && r->args.count(n)) << n;
+      EXPECT_EQ(r->args.at(n).SerializeAsString(), s.args.at(n).SerializeAsString()) << n;
+    }
+  }
+  // Task 2: q_proj.allreduce L0 of the prefill, 1600 B from core 0 to core 1, received over
+  // [10500 + 2000, 22500] ps (1 hop).
+  const DSlice& r2 = *recv.at(2);
+  EXPECT_EQ(r2.args.at("phase").string_value(), "prefill");
+  EXPECT_EQ(r2.args.at("step").uint_value(), 0u);
+  EXPECT_EQ(r2.args.at("layer").uint_value(), 0u);
+  EXPECT_EQ(r2.args.at("op").string_value(), "q_proj.allreduce");
+  EXPECT_EQ(r2.args.at("partition").string_value(), "k_split");
+  EXPECT_EQ(r2.args.at("src").int_value(), 0);
+  EXPECT_EQ(r2.args.at("dst").int_value(), 1);
+  EXPECT_EQ(r2.args.at("bytes").uint_value(), 1600u);
+  EXPECT_EQ(r2.args.at("collective").string_value(), "all_reduce/ring");
+  EXPECT_EQ(r2.args.at("start_ps").int_value(), 12500);
+  EXPECT_EQ(r2.args.at("end_ps").int_value(), 22500);
+  std::filesystem::remove(path);
+}
+
+// A Program of the prefill and decode steps 1 and 5 (tpsim run --trace-steps first,5: steps 2
+// to 4 were not lowered, and step 5 depends on step 1's output), times as in the whole run:
+//   0 compute prefill L0   core 0  [     0,  10000]
+//   1 compute step 1 L0    core 1  [ 12000,  20000]  deps 0
+//   2 compute step 1 L0    core 0  [ 20000,  30000]  deps 0, 1
+//   3 compute step 5 L0    core 0  [100000, 110000]  deps 2
+//   4 compute step 5 L0    core 1  [100000, 115000]  deps 2
+//   5 compute step 5 L0    core 0  [115000, 120000]  deps 3, 4
+//   6 compute step 5 L0    core 0  [125000, 130000]  deps 5, 2
+// Whole-run waits: core 1 idles [0, 12000] before task 1 (its first task; the prefill's
+// task 0 ended at 10000, inside the gap); core 0 [10000, 20000] before task 2 (task 1 ends
+// at 20000). Core 0's [30000, 100000] and core 1's [20000, 100000] span steps 2 to 4, whose
+// compute the whole run did there: no wait. Core 0's [110000, 115000] before task 5 is within
+// step 5 and its deps are step 5's: a wait for task 4. Task 6 depends on step 1's task 2,
+// where the whole run had step 4's: its gap [120000, 125000] may be the whole run's, but
+// which dependency it waited for is not known: no wait.
+// With steps 1 to 5 all lowered (relabelling step 5 as step 2), every gap is a wait; core 1's
+// before task 4 waits for task 2 (ends at 30000, inside [20000, 100000]).
+TEST(Trace, SampledStepsGetOnlyTheWholeRunsWaits) {
+  auto make = [](uint32_t later_step) {
+    Fixture f = MakeFixture();
+    auto op = [](mapping::Phase phase, uint32_t step, std::string name) {
+      mapping::OpInfo o;
+      o.ref.phase = phase;
+      o.ref.step = step;
+      o.ref.op = std::move(name);
+      o.ref.partition = "k_split";
+      return o;
+    };
+    f.prog.ops = {op(mapping::Phase::kPrefill, 0, "attn_norm"), op(mapping::Phase::kDecode, 0, "attn_norm"),
+                  op(mapping::Phase::kDecode, later_step - 1, "attn_norm")};
+    f.prog.collectives.clear();
+    f.prog.tasks = {Compute(0, 0, 0, {}),    Compute(1, 1, 1, {0}), Compute(2, 0, 1, {0, 1}),
+                    Compute(3, 0, 2, {2}),   Compute(4, 1, 2, {2}), Compute(5, 0, 2, {3, 4}),
+                    Compute(6, 0, 2, {5, 2})};
+    f.out.tasks = {{0, 10000},       {12000, 20000},   {20000, 30000},  {100000, 110000},
+                   {100000, 115000}, {115000, 120000}, {125000, 130000}};
+    f.out.makespan_ps = 130000;
+    return f;
+  };
+  // (before_task, start_ps, end_ps, waiting_for_task or -1) of every wait in the JSON trace.
+  auto waits = [](const Fixture& f, const std::string& name) {
+    const std::string path = TmpPath(name);
+    WriteTrace(path, f.prog, f.chip, f.out, kConfig);
+    const nlohmann::json j = nlohmann::json::parse(ReadFile(path));
+    std::set<std::tuple<uint64_t, int64_t, int64_t, int64_t>> w;
+    for (const auto& e : j.at("traceEvents")) {
+      if (e.at("ph") != "X" || e.at("cat") != "wait") continue;
+      const auto& a = e.at("args");
+      w.emplace(a.at("before_task").get<uint64_t>(), a.at("start_ps").get<int64_t>(),
+                a.at("end_ps").get<int64_t>(),
+                a.contains("waiting_for_task") ? a.at("waiting_for_task").get<int64_t>() : -1);
+    }
+    std::filesystem::remove(path);
+    return w;
+  };
+  using W = std::set<std::tuple<uint64_t, int64_t, int64_t, int64_t>>;
+  EXPECT_EQ(waits(make(5), "sampled.json"),
+            (W{{1, 0, 12000, 0}, {2, 10000, 20000, 1}, {5, 110000, 115000, 4}}));
+  EXPECT_EQ(waits(make(2), "every.json"), (W{{1, 0, 12000, 0},
+                                             {2, 10000, 20000, 1},
+                                             {3, 30000, 100000, -1},
+                                             {4, 20000, 100000, 2},
+                                             {5, 110000, 115000, 4},
+                                             {6, 120000, 125000, -1}}));
 }
 
 TEST(Trace, BadInputThrowsWithoutWriting) {
