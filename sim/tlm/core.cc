@@ -76,7 +76,9 @@ void Core::ComputeDone() {
   const TaskRef task = running_;
   running_ = kIdle;
   st_->Complete(task, NowPs());
-  StartNext();
+  // Decide in the next delta too: a task of this core that another task ending now makes
+  // ready (later in this delta) may have a lower id than those ready so far.
+  if (!ready_.empty()) start_ev_.notify(sc_core::SC_ZERO_TIME);
 }
 
 tlm::tlm_sync_enum Core::nb_transport_bw(tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,

@@ -207,30 +207,38 @@ tlm::tlm_sync_enum Network::nb_transport_fw(int port, tlm::tlm_generic_payload& 
   m.done_ps = NowPs();
   m.last_end.assign(m.hops, std::numeric_limits<Ps>::min());
   m.paced = false;
-  Ps inject = NowPs();
-  if (kind == mapping::TaskKind::kMemory) {
-    if (!dram_) throw std::logic_error("tlm: network has memory traffic but no DRAM model");
-    const Dram::Grant g = dram_->Reserve(task, inject);
-    const arch::MemoryChannel& channel =
-        st_->chip.channels()[st_->ProgramOf(task).memory(RunState::IndexOf(task)).channel];
-    const Ps latency = bytes == 0 ? 0 : channel.latency_ps;
-    // The channel is the path's first stage: its first bytes are out after its latency.
-    inject = SatAdd(g.start, latency);
-    if (m.hops == 0) m.done_ps = SatAdd(g.start, g.total);
-    // A channel no slower than the first link never holds that link back (it
-    // delivers every prefix of the message no later than the link sends it), so
-    // the link sends back to back from `inject`, in closed form. A slower one
-    // paces the first link packet by packet.
-    if (m.hops > 0 && channel.bandwidth_gbps < bw_[route_links_[m.route_begin]]) {
-      m.paced = true;
-      m.src_ps = inject;
-      m.src_total = g.total - latency;
-      m.src_gbps = channel.bandwidth_gbps;
-    }
-  }
-  Schedule(Event{inject, task, kInject, slot, 0, 0});
+  m.memory = kind == mapping::TaskKind::kMemory;
   phase = tlm::END_REQ;
+  if (m.memory) {
+    // The channel is the path's first stage: the message starts once the channel has
+    // taken the request (Granted).
+    if (!dram_) throw std::logic_error("tlm: network has memory traffic but no DRAM model");
+    dram_->Request(task, slot);
+    return tlm::TLM_UPDATED;
+  }
+  Schedule(Event{NowPs(), task, kInject, slot, 0, 0});
   return tlm::TLM_UPDATED;
+}
+
+void Network::Granted(uint32_t slot, const Dram::Grant& g) {
+  Message& m = messages_[slot];
+  const arch::MemoryChannel& channel =
+      st_->chip.channels()[st_->ProgramOf(m.task).memory(RunState::IndexOf(m.task)).channel];
+  const Ps latency = m.bytes == 0 ? 0 : channel.latency_ps;
+  // The channel is the path's first stage: its first bytes are out after its latency.
+  const Ps inject = SatAdd(g.start, latency);
+  if (m.hops == 0) m.done_ps = SatAdd(g.start, g.total);
+  // A channel no slower than the first link never holds that link back (it
+  // delivers every prefix of the message no later than the link sends it), so
+  // the link sends back to back from `inject`, in closed form. A slower one
+  // paces the first link packet by packet.
+  if (m.hops > 0 && channel.bandwidth_gbps < bw_[route_links_[m.route_begin]]) {
+    m.paced = true;
+    m.src_ps = inject;
+    m.src_total = g.total - latency;
+    m.src_gbps = channel.bandwidth_gbps;
+  }
+  Schedule(Event{inject, m.task, kInject, slot, 0, 0});
 }
 
 void Network::Schedule(const Event& e, TaskRef owner) {
@@ -251,6 +259,13 @@ void Network::Schedule(const Event& e, TaskRef owner) {
 
 void Network::Process() {
   const Ps now = NowPs();
+  if (sc_core::sc_delta_count_at_current_time() == 0) {
+    // Woken by the first events due at this time, in the delta cycle where the tasks that
+    // end now make their dependents ready: take this time's events in the next one, when
+    // the messages those issue now are in, so that every tie goes by task id (Event).
+    wake_.notify(sc_core::SC_ZERO_TIME);
+    return;
+  }
   while (!events_.empty() && events_.top().t <= now) {
     Event e = events_.top();
     events_.pop();
@@ -285,6 +300,7 @@ void Network::Inject(const Event& e) {
     const Ps ser = CeilSerialisePs(m.bytes, in_switch_gbps);
     port = ser > std::numeric_limits<Ps>::max() - start ? std::numeric_limits<Ps>::max() : start + ser;
     m.start_ps = start;
+    st_->Served(m.task, start);  // its start: when the port takes it
     m.done_ps =
         port > std::numeric_limits<Ps>::max() - latency ? std::numeric_limits<Ps>::max() : port + latency;
     m.arrived = m.packets;
@@ -319,6 +335,7 @@ void Network::Inject(const Event& e) {
     u.max_queue_ps = std::max(u.max_queue_ps, start - e.t);
   }
   m.start_ps = start;
+  if (!m.memory) st_->Served(m.task, start);  // a transfer starts when its first link takes it
   const Ps latency = lat_[link];
   if (m.hops == 1) {
     m.done_ps = SatAdd(SatAdd(start, ser), latency);
@@ -418,6 +435,9 @@ void Network::Send(Message& m, uint32_t slot, uint32_t p, uint32_t hop, Ps head,
   const Ps end = SatAdd(depart, ser);
   link_free_[link] = end;
   m.last_end[hop] = end;
+  // A transfer starts when its first link takes its first packet (a memory task when its
+  // channel takes it: Dram).
+  if (hop == 0 && p == 0 && !m.memory) st_->Served(m.task, first);
   if (link < num_links_) {
     LinkUsage& u = usage_[link];
     u.bytes += PacketBytes(m, p);

@@ -32,7 +32,7 @@
 // its bytes already flow on. So an unloaded message takes the hop latencies plus
 // its bytes at the route's slowest link, wherever that link is.
 // Memory tasks whose data crosses links (RunState::mem_via_net) come here too:
-// their channel is reserved first (Dram::Reserve), and the channel is the path's
+// their channel takes them first (Dram::Request, Granted), and the channel is the path's
 // first serialising stage: the message starts when the channel's first bytes are
 // out (start + latency), and each packet's tail reaches the first link when the
 // channel has delivered the packet's last byte (its bytes at the channel's rate).
@@ -49,6 +49,7 @@
 #include <tlm>
 #include <vector>
 
+#include "sim/tlm/dram.h"
 #include "sim/tlm/run_state.h"
 
 namespace tpsim::sim::tlm_model {
@@ -65,7 +66,9 @@ class Network : public sc_core::sc_module {
   const std::vector<LinkUsage>& usage() const { return usage_; }
   // The channels memory tasks with a network path are queued at (required when
   // the Program has such tasks).
-  void set_dram(class Dram* dram) { dram_ = dram; }
+  void set_dram(Dram* dram) { dram_ = dram; }
+  // The channel took the memory task of message `slot` (Dram::Request): its data starts.
+  void Granted(uint32_t slot, const Dram::Grant& g);
 
  private:
   struct Message {
@@ -75,7 +78,8 @@ class Network : public sc_core::sc_module {
     uint32_t route_begin = 0, hops = 0;
     uint32_t packets = 0, arrived = 0;
     uint64_t bytes = 0;
-    Ps start_ps = 0;  // when the first link starts sending this message
+    bool memory = false;  // a memory task's data (its channel took it first: Granted)
+    Ps start_ps = 0;      // when the first link starts sending this message
     Ps done_ps = 0;
     std::vector<Ps> last_end;  // per hop: when this message's previous packet left the link
     // A memory message whose channel is slower than its first link: the channel
@@ -104,6 +108,8 @@ class Network : public sc_core::sc_module {
 
   tlm::tlm_sync_enum nb_transport_fw(int port, tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
                                      sc_core::sc_time& delay);
+  // Takes this time's events in task id order (Event), one delta cycle after the first of
+  // them is due (when the tasks that end now have issued their messages).
   void Process();
   void Inject(const Event& e);
   // Sends packet `p` of message `m` over hop `hop`; schedules its next hop or its arrival.
@@ -128,7 +134,7 @@ class Network : public sc_core::sc_module {
   void Schedule(const Event& e) { Schedule(e, e.task); }
 
   RunState* st_;
-  class Dram* dram_ = nullptr;
+  Dram* dram_ = nullptr;
   uint64_t packet_bytes_;
   int num_links_ = 0;             // the chip's links; ids from here on are ports
   std::vector<double> bw_;        // per link, then per injection and ejection port: GB/s

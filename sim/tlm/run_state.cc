@@ -202,35 +202,39 @@ void RunState::Kickoff() {
 
 void RunState::Issued(TaskRef task, Ps now_ps) {
   time(task).start_ps = now_ps;
-  if (!source) return;
-  if (InStep(task)) {
-    Slot& sl = slots_[(task >> 32) & slot_mask_];
-    if (!sl.issued) {
-      sl.issued = true;
-      sl.first_issue = now_ps;
-    }
+  if (!source || !InStep(task)) return;
+  Slot& sl = slots_[(task >> 32) & slot_mask_];
+  if (!sl.issued) {
+    sl.issued = true;
+    sl.first_issue = now_ps;
   }
-  if (kind(task) != TaskKind::kMemory) return;
-  // A channel's requests in order of issue, then id (sim::CriticalPath's queue), linked both
-  // ways: each knows the one before it (its end once it ends) and the one after it.
+}
+
+void RunState::Served(TaskRef task, Ps start_ps) {
+  time(task).start_ps = start_ps;
+  if (!source || kind(task) != TaskKind::kMemory) return;
+  // A channel's requests in order of start, then id (sim::CriticalPath's queue), linked both
+  // ways: each knows the one before it (its end once it ends) and the one after it. The
+  // channel takes them in order of start; those of one start (all but the first hold it for
+  // no time) come in order of arrival, and each goes to its place by id among them.
   const int ch = ProgramOf(task).memory(IndexOf(task)).channel;
   QueueLast& q = channel_last_[ch];
-  std::vector<TaskRef>& now_issued = channel_now_[ch];  // issued at q.start, by id
+  std::vector<TaskRef>& now_started = channel_now_[ch];  // started at q.start, by id
   MemoryPath& me = memory_[MemorySlotOf(task)];
-  if (q.task != kNone && q.start == now_ps && task < q.task) {
-    // Out of id order among the requests issued at this time (none of which has ended:
+  if (q.task != kNone && q.start == start_ps && task < q.task) {
+    // Out of id order among the requests started at this time (none of which has ended:
     // StreamComplete): in its place among them.
-    const auto at = std::lower_bound(now_issued.begin(), now_issued.end(), task);
+    const auto at = std::lower_bound(now_started.begin(), now_started.end(), task);
     MemoryPath& after = memory_[MemorySlotOf(*at)];
     me.prev = after.prev;
-    if (at != now_issued.begin()) {
+    if (at != now_started.begin()) {
       memory_[MemorySlotOf(*(at - 1))].next = task;
     } else if (me.prev.task != kNone && me.prev.end == kPending) {
       memory_[MemorySlotOf(me.prev.task)].next = task;
     }
     me.next = *at;
     after.prev = Ended{task, kPending, {}};
-    now_issued.insert(at, task);
+    now_started.insert(at, task);
     return;
   }
   if (q.task != kNone) {
@@ -241,9 +245,9 @@ void RunState::Issued(TaskRef task, Ps now_ps) {
       me.prev = Ended{q.task, kPending, {}};  // its end comes with it
     }
   }
-  if (q.task == kNone || q.start != now_ps) now_issued.clear();
-  now_issued.push_back(task);
-  q = QueueLast{task, now_ps, false, {}};
+  if (q.task == kNone || q.start != start_ps) now_started.clear();
+  now_started.push_back(task);
+  q = QueueLast{task, start_ps, false, {}};
 }
 
 void RunState::Started(TaskRef task, Ps now_ps) {
@@ -323,10 +327,9 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
   } else if (k == TaskKind::kMemory) {
     const int ch = ProgramOf(task).memory(IndexOf(task)).channel;
     QueueLast& q = channel_last_[ch];
-    // A request issued later at this time may go before it in id order (Issued), which needs
-    // it not ended.
-    if (times[s].start_ps == now_ps)
-      return Fail("a request to a DRAM channel ended at the time it was issued");
+    // A request that the channel takes later with the same start may go before it in id order
+    // (Served), which needs it not ended.
+    if (times[s].start_ps == now_ps) return Fail("a request to a DRAM channel ended at the time it started");
     if (q.task == task) {
       q.ended = true;
       q.at = me;
@@ -338,7 +341,7 @@ void RunState::StreamComplete(TaskRef task, Ps now_ps) {
     for (size_t x = 0; x < early.size(); ++x) {
       if (early[x].first != task) continue;
       if (early[x].second == now_ps)
-        return Fail("two requests to a DRAM channel ended at one time, the later issued first");
+        return Fail("two requests to a DRAM channel ended at one time, the later one in its queue first");
       early.erase(early.begin() + static_cast<std::ptrdiff_t>(x));
       next_ended = true;
       break;

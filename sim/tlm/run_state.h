@@ -90,8 +90,13 @@ struct RunState {
   const std::function<void(uint64_t, uint64_t)>* progress = nullptr;
   static constexpr size_t kProgressTasks = 4096;
 
-  // `task` is handed to its core at the current time (its start, until a compute task starts).
+  // `task` is handed to its core at the current time (its start until it gets its queue:
+  // Started, Served; a transfer that queues for nothing keeps it).
   void Issued(TaskRef task, Ps now_ps);
+  // Memory task or transfer `task` gets its queue, its channel (Dram) or the first link or
+  // switch port of its route (Network), at `start_ps`: its start (sim/schedule.h's, as the
+  // analytical engine's: the service start, not the issue).
+  void Served(TaskRef task, Ps start_ps);
   // Compute task `task` starts on its core now.
   void Started(TaskRef task, Ps now_ps);
   // Marks `task` done at `now_ps` and hands each task it unblocks to its core.
@@ -126,7 +131,7 @@ struct RunState {
     Ended prev;
     TaskRef next = kNone;
   };
-  // The last task issued to a channel or started on a core (by time, then id: sim::
+  // The last task started on a channel or a core (by time, then id: sim::
   // CriticalPath's queue order), and whether it ended.
   struct QueueLast {
     TaskRef task = kNone;
@@ -204,7 +209,7 @@ struct RunState {
   // Per channel: requests that ended before the one before them on their channel, that one
   // not ended yet, with their end (sim::CriticalPath takes that one only if it ends no later).
   std::vector<std::vector<std::pair<TaskRef, Ps>>> channel_early_;
-  std::vector<std::vector<TaskRef>> channel_now_;  // per channel: the requests issued at its last time
+  std::vector<std::vector<TaskRef>> channel_now_;  // per channel: the requests started at its last time
   Ended last_;                                     // the last task to end (the lowest id on ties)
 };
 

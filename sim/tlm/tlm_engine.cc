@@ -57,6 +57,7 @@ std::string Simulate(RunState& st, const arch::Chip& chip, uint64_t packet_bytes
   tlm_model::Network net("network", &st, packet_bytes);
   tlm_model::Dram dram("dram", &st);
   net.set_dram(&dram);
+  dram.set_network(&net);
   for (auto& core : cores) {
     core->net_socket.bind(net.socket);
     core->mem_socket.bind(dram.socket);

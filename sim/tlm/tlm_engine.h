@@ -16,13 +16,23 @@
 //             through nb_transport_fw. The network answers END_REQ at once and
 //             later, when the last packet has arrived, BEGIN_RESP through
 //             nb_transport_bw with the remaining time as annotated delay; DRAM
-//             knows the completion time on arrival and returns BEGIN_RESP on
-//             the forward return path (TLM_UPDATED) with that delay. Either
-//             way the core completes the transaction (TLM_COMPLETED) and
-//             honours the delay through its peq_with_cb_and_phase. Payloads
-//             carry the task id as address and no data (a timing model).
-//             The network keeps its own event queue (time, task id, packet)
-//             and one SC_METHOD woken at the earliest pending time.
+//             answers END_REQ at once too and BEGIN_RESP once the channel has
+//             taken the request (a delta cycle later), when the completion time
+//             is known, with that delay. Either way the core completes the
+//             transaction (TLM_COMPLETED) and honours the delay through its
+//             peq_with_cb_and_phase. Payloads carry the task id as address and
+//             no data (a timing model). The network keeps its own event queue
+//             (time, task id, packet) and one SC_METHOD woken at the earliest
+//             pending time.
+//   ties      what happens at one time goes as sim/schedule.h's queue rule says,
+//             lowest task id first, whatever the order of the SystemC processes:
+//             the tasks that end at a time end in its first delta cycle (timed
+//             notifications; one of no duration a delta cycle or two after its
+//             start) and make their dependents ready there; the cores, the
+//             channels and the network decide in the next one, each with every
+//             task made ready by then (a core starts its lowest-id ready task, a
+//             channel takes the requests in id order, the network takes its
+//             events of that time by (task id, packet)).
 //   network   a message of B bytes is cut into ceil(B / packet_bytes) packets
 //             (4 KiB by default). Each directed link of chip.Route(src, dst)
 //             serialises packets at its bandwidth; a packet's head moves on to
@@ -40,10 +50,11 @@
 //             bypass the links: the source core's switch port sends them in
 //             arrival order at in_switch_gbps, each arriving the route's hop
 //             latencies after its last byte left the port.
-//   memory    each channel serves requests in arrival order: a request waits
-//             for the channel, occupies it for DramTime - latency (the
-//             serialisation) and completes DramTime after it started, so an
-//             unloaded request takes exactly chip.DramTime(channel, bytes).
+//   memory    each channel serves requests in arrival order (those that arrive
+//             at one time lowest id first): a request waits for the channel,
+//             occupies it for DramTime - latency (the serialisation) and
+//             completes DramTime after it started, so an unloaded request takes
+//             exactly chip.DramTime(channel, bytes).
 //             A channel stacked under its core (chip.MemoryPath empty) is all
 //             there is. Otherwise the data also crosses the links of
 //             chip.MemoryPath (attach node -> core for reads, core -> attach
@@ -55,7 +66,11 @@
 //             like any transfer. Unloaded, for any order of channel and link
 //             rates, it takes exactly chip.MemoryTime(core, channel, bytes, write).
 //
-// Statistics: task start/end; per link bytes, busy (serialising) time and the
+// Statistics: task start/end, the start as sim/schedule.h and the analytical
+// engine have it: when the task gets its queue (a compute task its core, a memory
+// task its channel, a transfer the first link or switch port of its route), not
+// when it is issued; a transfer that queues for nothing (to its own core, or of
+// no bytes) starts when issued. Per link bytes, busy (serialising) time and the
 // longest wait of a packet behind other messages; per channel bytes, busy time
 // and the longest wait in the request queue.
 //

@@ -766,5 +766,120 @@ TEST(TlmEngine, Mn2dSubGroupGatherTransfersTakeTheAnalyticalTime) {
   EXPECT_LT(last - first, 2 * 18'000);  // the groups overlap
 }
 
+// Same-time ties go by the lowest task id (sim/schedule.h's queue rule), whichever SystemC
+// process made the tasks ready. Two GEMMs of 52,662,858 ps (D) end at D on cores `a` and `b`;
+// each makes one of two later tasks ready. Each test runs both ways round, so that in one of
+// them the process that runs first makes the higher id ready.
+constexpr Ps kGemm = 52'662'858;  // 256 x 256 x 1024 on the mesh (SingleGemmTakesChipGemmTime)
+
+TEST(TlmEngine, SameTimeDramRequestsAreServedLowestIdFirst) {
+  // Reads of 1,000,000 B on channel 0 (12,500,000 ps of bytes at 80 B/ns, 50,000 ps latency),
+  // ready at D: task 2 by r0c0 (under the channel), task 3 by r0c1 (one 160 B/ns hop away:
+  // 2,000 ps more, the channel being slower than the link). Task 2 first:
+  //   task 2: [D, D + 12,550,000]
+  //   task 3: the channel takes it when task 2's bytes are out, at D + 12,500,000 (its start),
+  //           and it ends 12,552,000 later (DramRequestsQueueAtTheChannel).
+  // Then the same with the two cores swapped (task 2 from r0c1 first).
+  for (const bool swap_deps : {false, true}) {
+    for (const bool swap_cores : {false, true}) {
+      Program p = NewProgram();
+      AddGemm(p, Core(1, 1), 256, 256, 1024);
+      AddGemm(p, Core(2, 2), 256, 256, 1024);
+      const int c2 = swap_cores ? Core(0, 1) : Core(0, 0), c3 = swap_cores ? Core(0, 0) : Core(0, 1);
+      AddMemory(p, c2, 1'000'000, {swap_deps ? 0u : 1u});
+      AddMemory(p, c3, 1'000'000, {swap_deps ? 1u : 0u});
+      const EngineOutput out = RunTlm(p);
+      SCOPED_TRACE(testing::Message() << "swap_deps " << swap_deps << " swap_cores " << swap_cores);
+      EXPECT_EQ(out.tasks[0].end_ps, kGemm);
+      EXPECT_EQ(out.tasks[1].end_ps, kGemm);
+      EXPECT_EQ(out.tasks[2].start_ps, kGemm);
+      EXPECT_EQ(out.tasks[2].end_ps, kGemm + (swap_cores ? 12'552'000 : 12'550'000));
+      EXPECT_EQ(out.tasks[3].start_ps, kGemm + 12'500'000);
+      EXPECT_EQ(out.tasks[3].end_ps, kGemm + 12'500'000 + (swap_cores ? 12'550'000 : 12'552'000));
+      EXPECT_EQ(out.channels[0].max_queue_ps, 12'500'000);
+      // The analytical engine's times, task by task.
+      const EngineOutput ana = MakeAnalyticalEngine()->Run(p, Mesh());
+      for (size_t i = 0; i < p.tasks.size(); ++i) {
+        EXPECT_EQ(out.tasks[i].start_ps, ana.tasks[i].start_ps) << i;
+        EXPECT_EQ(out.tasks[i].end_ps, ana.tasks[i].end_ps) << i;
+      }
+    }
+  }
+}
+
+TEST(TlmEngine, SameTimeReadyComputeRunsLowestIdFirst) {
+  // Tasks 2 and 3 run on the core of task 0 or of task 1 (`on`); one of them is made ready at
+  // D by that core's own GEMM, the other by the other core's. Task 2 runs first: [D, 2D], then
+  // task 3: [2D, 3D].
+  for (const int on : {0, 1}) {
+    for (const bool swap_deps : {false, true}) {
+      Program p = NewProgram();
+      AddGemm(p, Core(0, 0), 256, 256, 1024);
+      AddGemm(p, Core(0, 1), 256, 256, 1024);
+      const int core = on == 0 ? Core(0, 0) : Core(0, 1);
+      AddGemm(p, core, 256, 256, 1024, {swap_deps ? 0u : 1u});
+      AddGemm(p, core, 256, 256, 1024, {swap_deps ? 1u : 0u});
+      const EngineOutput out = RunTlm(p);
+      SCOPED_TRACE(testing::Message() << "on " << on << " swap_deps " << swap_deps);
+      EXPECT_EQ(out.tasks[2].start_ps, kGemm);
+      EXPECT_EQ(out.tasks[2].end_ps, 2 * kGemm);
+      EXPECT_EQ(out.tasks[3].start_ps, 2 * kGemm);
+      EXPECT_EQ(out.tasks[3].end_ps, 3 * kGemm);
+    }
+  }
+}
+
+TEST(TlmEngine, SameTimePacketsTakeALinkLowestIdFirst) {
+  // Link r0c1 -> r0c2 at T = 2,000 + 4 x 25,600 = 104,400 ps: packet 4 (4,096 B, 25,600 ps)
+  // of X (r0c0 -> r0c2, 1 MiB, issued at 0) has its head there, the link free since its
+  // packet 3 left; W (r0c1 -> r0c2, 8,192 B: 51,200 ps) is issued then, when Y (r1c1 ->
+  // r1c2, 4 x 4,096 B: 2,000 + 102,400) ends. The lower id takes the link first:
+  //   W before X (W's id lower): W takes it at T and ends at T + 51,200 + 2,000
+  //   X before W: W takes it at T + 25,600, after X's packet 4, and ends 53,200 later.
+  // Either way X's packets 5 on wait for W's 51,200 ps: X ends at 6,557,600 (alone:
+  // TransfersSharingALinkContend) + 51,200 = 6,608,800.
+  const Ps T = 104'400;
+  for (const bool w_first : {true, false}) {
+    Program p = NewProgram();
+    uint32_t x = 0;
+    if (!w_first) x = AddTransfer(p, Core(0, 0), Core(0, 2), 1 << 20);
+    const uint32_t y = AddTransfer(p, Core(1, 1), Core(1, 2), 4 * 4096);
+    const uint32_t w = AddTransfer(p, Core(0, 1), Core(0, 2), 2 * 4096, {y});
+    if (w_first) x = AddTransfer(p, Core(0, 0), Core(0, 2), 1 << 20);
+    const EngineOutput out = RunTlm(p);
+    SCOPED_TRACE(testing::Message() << "w_first " << w_first);
+    EXPECT_EQ(out.tasks[y].end_ps, T);
+    EXPECT_EQ(out.tasks[w].start_ps, w_first ? T : T + 25'600);
+    EXPECT_EQ(out.tasks[w].end_ps, out.tasks[w].start_ps + 53'200);
+    EXPECT_EQ(out.tasks[x].end_ps, 6'608'800);
+  }
+}
+
+TEST(TlmEngine, MemoryTasksAndTransfersStartWhenTheirQueueTakesThem) {
+  // A task's start is when its queue takes it (sim/schedule.h), as in the analytical engine:
+  // the second of two reads issued together at 0 on core r0c0 starts when the channel has
+  // sent the first one's 12,500,000 ps of bytes; the second of two 1 MiB transfers r0c0 ->
+  // r0c1 when their first link has sent the first one's (6,553,600 ps); both end as before.
+  Program p = NewProgram();
+  AddMemory(p, Core(0, 0), 1'000'000);
+  AddMemory(p, Core(0, 0), 1'000'000);
+  AddTransfer(p, Core(0, 0), Core(0, 1), 1 << 20);
+  AddTransfer(p, Core(0, 0), Core(0, 1), 1 << 20);
+  const EngineOutput out = RunTlm(p);
+  EXPECT_EQ(out.tasks[0].start_ps, 0);
+  EXPECT_EQ(out.tasks[0].end_ps, 12'550'000);
+  EXPECT_EQ(out.tasks[1].start_ps, 12'500'000);
+  EXPECT_EQ(out.tasks[1].end_ps, 25'050'000);
+  EXPECT_EQ(out.tasks[2].start_ps, 0);
+  EXPECT_EQ(out.tasks[2].end_ps, 6'555'600);
+  EXPECT_EQ(out.tasks[3].start_ps, 6'553'600);
+  EXPECT_EQ(out.tasks[3].end_ps, 2 * 6'553'600 + 2'000);
+  const EngineOutput ana = MakeAnalyticalEngine()->Run(p, Mesh());
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    EXPECT_EQ(out.tasks[i].start_ps, ana.tasks[i].start_ps) << i;
+    EXPECT_EQ(out.tasks[i].end_ps, ana.tasks[i].end_ps) << i;
+  }
+}
+
 }  // namespace
 }  // namespace tpsim::sim
