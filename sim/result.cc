@@ -13,6 +13,8 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -164,6 +166,16 @@ void FillEnergy(const arch::Chip& chip, const EnergySums& pe, const EnergyInputs
 namespace {
 
 // `path`: the critical path of `g` when it was worked out already (else FillSummary does).
+// A location off chip ("dram ...", mapping::ToString) named by the chip's memory kind: "hbm ..."
+// where every memory is HBM (mesh-4x4-hbm: it said "weights in dram"), as `tpsim describe` names it.
+std::string OffChipNamed(std::string_view location, const arch::Chip& chip) {
+  const auto& mems = chip.config().memory();
+  const bool hbm = !mems.empty() && std::all_of(mems.begin(), mems.end(),
+                                                [](const config::Memory& m) { return m.kind() == "hbm"; });
+  if (hbm && location.starts_with("dram")) return "hbm" + std::string(location.substr(4));
+  return std::string(location);
+}
+
 void FillSummary(const mapping::Program& program, const mapping::Program& g, const arch::Chip& chip,
                  const EngineOutput& out, const TaskTotals& tt, const std::map<Segment, Ps>& segment_end,
                  config::Summary* s, const CriticalPathSplit* known_path = nullptr) {
@@ -194,8 +206,8 @@ void FillSummary(const mapping::Program& program, const mapping::Program& g, con
   s->set_achieved_tflops(total > 0 ? tt.flops / static_cast<double>(total) : 0.0);
   s->set_spilled_bytes(program.spilled_bytes);
   s->set_contention(out.contention);
-  s->set_weights_location(mapping::ToString(program.weights_location));
-  s->set_kv_location(mapping::ToString(program.kv_location));
+  s->set_weights_location(OffChipNamed(mapping::ToString(program.weights_location), chip));
+  s->set_kv_location(OffChipNamed(mapping::ToString(program.kv_location), chip));
 }
 
 // compute_ps of every op: max over cores of the sum of the op's compute durations.

@@ -339,6 +339,20 @@ TEST_F(RunCli, TlmTimesPastTheClockStopWithTheCause) {
   }
 }
 
+// Streamed weights and a KV cache off chip are named by the chip's memory kind: mesh-4x4-hbm's
+// memories are all HBM (it said "weights in dram", where `tpsim describe` said HBM); the
+// reference's are DRAM.
+TEST_F(RunCli, OffChipLocationsNameTheMemoryKind) {
+  const std::string small =
+      " --set workload.num_layers=1 --set mapping.pipeline_stages=1 --set "
+      "workload.decode_steps=0 --set mapping.weights=dram --set chip.core.sram_bytes=131072";
+  std::string out;
+  ASSERT_EQ(RunTpsim("run configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto" + small, &out), 0) << out;
+  EXPECT_NE(out.find("  weights in hbm (streamed each use), KV cache in hbm\n"), std::string::npos) << out;
+  ASSERT_EQ(RunTpsim("run " + kRef + small, &out), 0) << out;
+  EXPECT_NE(out.find("  weights in dram (streamed each use), KV cache in dram\n"), std::string::npos) << out;
+}
+
 TEST_F(RunCli, MemoryReadsOverLinksPastTheClockNameTheLinks) {
   // mesh-4x4-hbm's HBM is reached over the mesh (arch::Chip::MemoryPath): with 1e-9 GB/s links
   // a weight read (2 MiB of SRAM: the weights stream) passes the clock because of the links,
