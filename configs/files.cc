@@ -408,6 +408,26 @@ void CheckOutputsWritable(const std::vector<std::pair<std::string, std::string>>
     if (!path.empty()) CheckOutputWritable(path);
 }
 
+void CheckStorePath(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  // A FIFO or a device, which CheckOutputWritable lets an output write in place, holds no
+  // SQLite database.
+  std::error_code ec;
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (!ec && kind != std::filesystem::file_type::regular && kind != std::filesystem::file_type::directory &&
+      kind != std::filesystem::file_type::not_found)
+    throw ConfigError(Diag{kCommandLine, flag, Clip(path),
+                           "is not a regular file (a FIFO, device or socket): the store is a SQLite file"});
+  try {
+    CheckOutputWritable(path);
+  } catch (const std::runtime_error& e) {
+    std::string why = e.what();
+    const std::string head = "cannot write " + Clip(path) + ": ";
+    if (why.starts_with(head)) why = why.substr(head.size());
+    throw ConfigError(Diag{kCommandLine, flag, Clip(path), "cannot create the SQLite store there: " + why});
+  }
+}
+
 int RunChildProcess(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd) {
   if (argv.empty()) return -1;
   std::vector<char*> args;

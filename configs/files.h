@@ -102,6 +102,11 @@ bool HasExtension(std::string_view path, std::string_view ext);
 void CheckOutputWritable(const std::string& path);
 // CheckOutputWritable for each path of `outputs` (flag, path) not empty.
 void CheckOutputsWritable(const std::vector<std::pair<std::string, std::string>>& outputs);
+// A SQLite store `path` given at `flag` (search and sweep --db) that cannot be created or opened
+// as one: a folder missing or a file, a directory, a FIFO, device or socket. ConfigError at
+// <command line> naming the flag and why (exit 2): SQLite said "unable to open database file"
+// or "disk I/O error" after the experiment's checks (exit 1). An existing store is left as is.
+void CheckStorePath(const std::string& flag, const std::string& path);
 
 // Where RunChildProcess sends a child's stdout or stderr: /dev/null, opened in the child.
 inline constexpr int kChildDevNull = -2;

@@ -442,32 +442,8 @@ int SearchCommand(const std::vector<std::string>& args) {
     // checked (mapping::ValidateDramCapacity; one that does not fit is stored as invalid).
     chip = sim::ValidateExperiment(plain, /*memory_capacity=*/false);
     config::CheckOutputs({{"--db", o.search.db}, {"--out", o.out}}, sim::InputFiles(base));
-    // A store that cannot be created (its folder missing or a file, the path a directory) is
-    // refused here, at --db (exit 2): the store reported it after the experiment's checks as
-    // "cannot open X: unable to open database file" (exit 1), SQLite's words that name no cause.
-    // Probed as an output is (config::CheckOutputWritable: a temporary file in its folder,
-    // removed again); an existing store is left as it is.
-    if (!o.search.db.empty()) {
-      // A FIFO or a device, which CheckOutputWritable lets an output write in place, holds no
-      // SQLite database (it was "cannot open X: disk I/O error", exit 1).
-      std::error_code ec;
-      const auto kind = std::filesystem::status(o.search.db, ec).type();
-      if (!ec && kind != std::filesystem::file_type::regular &&
-          kind != std::filesystem::file_type::directory && kind != std::filesystem::file_type::not_found)
-        throw config::ConfigError(
-            config::Diag{config::kCommandLine, "--db", config::Clip(o.search.db),
-                         "is not a regular file (a FIFO, device or socket): the store is "
-                         "a SQLite file"});
-      try {
-        config::CheckOutputWritable(o.search.db);
-      } catch (const std::runtime_error& e) {
-        std::string why = e.what();
-        const std::string head = "cannot write " + config::Clip(o.search.db) + ": ";
-        if (why.starts_with(head)) why = why.substr(head.size());
-        throw config::ConfigError(config::Diag{config::kCommandLine, "--db", config::Clip(o.search.db),
-                                               "cannot create the SQLite store there: " + why});
-      }
-    }
+    // A store that cannot be created is refused here, at --db (config::CheckStorePath).
+    config::CheckStorePath("--db", o.search.db);
   } catch (const config::ConfigError& err) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
     return 2;

@@ -242,6 +242,7 @@ int Run(const std::vector<std::string>& args) {
   std::vector<std::string> inputs = sim::InputFiles(spec.base);
   inputs.push_back(path);
   config::CheckOutputs({{"--db", db}, {"--csv", csv}}, inputs);
+  config::CheckStorePath("--db", db);
   if (!csv.empty()) CheckCsvWritable(csv);
 
   if (slurm) {

@@ -622,7 +622,7 @@ TEST(Cli, ASyntheticStreamRefusesAFormat) {
 // A --db where no store can be created is refused at --db, with the cause (exit 2), before the
 // search: the store said "cannot open X: unable to open database file" (a FIFO: "disk I/O
 // error"), exit 1. Nothing is made.
-TEST(Cli, SearchRefusesADbItCannotCreateAtTheFlag) {
+TEST(Cli, SearchAndSweepRefuseADbTheyCannotCreateAtTheFlag) {
   const fs::path dir = fs::temp_directory_path() / "tpsim-cli-search-db";
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -641,10 +641,14 @@ TEST(Cli, SearchRefusesADbItCannotCreateAtTheFlag) {
            {dir, create + "is a directory"},
            {dir / "fifo",
             ": is not a regular file (a FIFO, device or socket): the store is a SQLite file"}}) {
-    const Outcome o =
-        RunTpsim("search reference-qwen3-4b --tp 2 --stages 1 --confirm 0 --db " + c.db.string());
-    EXPECT_EQ(o.status, 2) << c.db << "\n" << o.output;
-    EXPECT_EQ(o.output, "<command line>:1:1: --db: " + c.db.string() + c.rule + "\n") << c.db;
+    // sweep --db alike (config::CheckStorePath): it said SQLite's words, exit 1, too.
+    for (const std::string command : {"search reference-qwen3-4b --tp 2 --stages 1 --confirm 0",
+                                      "sweep configs/sweeps/readme-seq-partition.textproto"}) {
+      const Outcome o = RunTpsim(command + " --db " + c.db.string());
+      EXPECT_EQ(o.status, 2) << command << " " << c.db << "\n" << o.output;
+      EXPECT_EQ(o.output, "<command line>:1:1: --db: " + c.db.string() + c.rule + "\n")
+          << command << " " << c.db;
+    }
   }
   EXPECT_FALSE(fs::exists(dir / "no"));
   std::vector<fs::path> left;
