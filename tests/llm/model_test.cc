@@ -927,25 +927,27 @@ TEST(Import, LayerTypesSlideOnlyWithUseSlidingWindow) {
       300u);
 }
 
+// ValidateModel's diagnostics for config.json `text` imported as d.json under "model".
+std::vector<std::string> ImportedDiags(const std::string& text) {
+  config::SourceMap file_locs("d.json");
+  const config::Model m = ImportHuggingFaceText(text, "d.json", &file_locs);
+  config::SourceMap locs("d.json");
+  locs.Merge("model", file_locs, config::Location{"d.json", 1, 1});
+  std::vector<config::Diag> diags;
+  ValidateModel(m, locs, "model", &diags);
+  std::vector<std::string> out;
+  for (const auto& d : diags) out.push_back(d.str());
+  return out;
+}
+
 // A value the file leaves out is said to be absent, with how it was derived, at the key it comes
 // from: it was shown as if written ("num_key_value_heads: 32" at file:1:1).
 TEST(Validate, DefaultedAndDerivedValuesAreSaidToBeAbsent) {
-  const auto diags_of = [](const std::string& text) {
-    config::SourceMap file_locs("d.json");
-    const config::Model m = ImportHuggingFaceText(text, "d.json", &file_locs);
-    config::SourceMap locs("d.json");
-    locs.Merge("model", file_locs, config::Location{"d.json", 1, 1});
-    std::vector<config::Diag> diags;
-    ValidateModel(m, locs, "model", &diags);
-    std::vector<std::string> out;
-    for (const auto& d : diags) out.push_back(d.str());
-    return out;
-  };
   // Qwen3 without num_key_value_heads: Qwen3Config's 32, which 16 heads do not divide; located
   // at architectures (line 2).
   EXPECT_EQ(
-      diags_of(Replace(Replace(kGood, "  \"num_key_value_heads\": 2,\n", ""), "\"num_attention_heads\": 4",
-                       "\"num_attention_heads\": 16")),
+      ImportedDiags(Replace(Replace(kGood, "  \"num_key_value_heads\": 2,\n", ""),
+                            "\"num_attention_heads\": 4", "\"num_attention_heads\": 16")),
       std::vector<std::string>{"d.json:2:3: model.num_key_value_heads: absent, so qwen3's default (32) as "
                                "transformers has it: num_attention_heads (16) must be divisible by "
                                "num_key_value_heads (32)"});
@@ -953,14 +955,14 @@ TEST(Validate, DefaultedAndDerivedValuesAreSaidToBeAbsent) {
   const std::string llama = Replace(Replace(kGood, "Qwen3ForCausalLM", "LlamaForCausalLM"),
                                     "\"hidden_size\": 64", "\"hidden_size\": 16");
   EXPECT_EQ(
-      diags_of(Replace(Replace(llama, "\"num_attention_heads\": 4", "\"num_attention_heads\": 32"),
-                       "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 8")),
+      ImportedDiags(Replace(Replace(llama, "\"num_attention_heads\": 4", "\"num_attention_heads\": 32"),
+                            "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 8")),
       std::vector<std::string>{"d.json:3:3: model.head_dim: absent, hidden_size / num_attention_heads = "
                                "16 / 32 = 0: must be positive"});
   // Llama without num_key_value_heads takes num_attention_heads (0 here): located there (line 6).
   EXPECT_EQ(
-      diags_of(Replace(Replace(llama, "  \"num_key_value_heads\": 2,\n", ""), "\"num_attention_heads\": 4",
-                       "\"num_attention_heads\": 0")),
+      ImportedDiags(Replace(Replace(llama, "  \"num_key_value_heads\": 2,\n", ""),
+                            "\"num_attention_heads\": 4", "\"num_attention_heads\": 0")),
       (std::vector<std::string>{
           "d.json:6:3: model.num_attention_heads: 0: must be positive",
           "d.json:6:3: model.num_key_value_heads: absent, so num_attention_heads (0) as transformers "
@@ -969,7 +971,7 @@ TEST(Validate, DefaultedAndDerivedValuesAreSaidToBeAbsent) {
           "be positive"}));
   // Written values are shown as written.
   EXPECT_EQ(
-      diags_of(Replace(kGood, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3")),
+      ImportedDiags(Replace(kGood, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3")),
       std::vector<std::string>{"d.json:7:3: model.num_key_value_heads: 3: num_attention_heads (4) must be "
                                "divisible by num_key_value_heads (3)"});
 }
@@ -979,22 +981,11 @@ TEST(Validate, DefaultedAndDerivedValuesAreSaidToBeAbsent) {
 // ("model.num_key_value_heads: 0: must be positive"). A null head_dim is read as if absent, and
 // said so. kGood's lines: num_attention_heads 6, num_key_value_heads 7, vocab_size 8.
 TEST(Validate, NullValuesAreSaidToBeNull) {
-  const auto diags_of = [](const std::string& text) {
-    config::SourceMap file_locs("d.json");
-    const config::Model m = ImportHuggingFaceText(text, "d.json", &file_locs);
-    config::SourceMap locs("d.json");
-    locs.Merge("model", file_locs, config::Location{"d.json", 1, 1});
-    std::vector<config::Diag> diags;
-    ValidateModel(m, locs, "model", &diags);
-    std::vector<std::string> out;
-    for (const auto& d : diags) out.push_back(d.str());
-    return out;
-  };
   const std::string llama = Replace(kGood, "Qwen3ForCausalLM", "LlamaForCausalLM");
   // 0 heads, kv null: kv is the heads' 0; head_dim (absent) 64 / 0 cannot be derived.
   EXPECT_EQ(
-      diags_of(Replace(Replace(llama, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": null"),
-                       "\"num_attention_heads\": 4", "\"num_attention_heads\": 0")),
+      ImportedDiags(Replace(Replace(llama, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": null"),
+                            "\"num_attention_heads\": 4", "\"num_attention_heads\": 0")),
       (std::vector<std::string>{
           "d.json:6:3: model.num_attention_heads: 0: must be positive",
           "d.json:7:3: model.num_key_value_heads: null, so num_attention_heads (0) as transformers 4 reads "
@@ -1002,12 +993,12 @@ TEST(Validate, NullValuesAreSaidToBeNull) {
           "d.json:3:3: model.head_dim: absent, 0 with no num_attention_heads to divide hidden_size by: must "
           "be positive"}));
   // hidden 16 over 32 heads (8 KV heads), head_dim null: 16 / 32 = 0, at head_dim's own key (line 8).
-  EXPECT_EQ(
-      diags_of(Replace(Replace(Replace(llama, "\"hidden_size\": 64", "\"hidden_size\": 16"),
-                               "\"num_attention_heads\": 4", "\"num_attention_heads\": 32"),
-                       "\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 8,\n  \"head_dim\": null,")),
-      std::vector<std::string>{"d.json:8:3: model.head_dim: null, taken as absent: hidden_size / "
-                               "num_attention_heads = 16 / 32 = 0: must be positive"});
+  EXPECT_EQ(ImportedDiags(Replace(Replace(Replace(llama, "\"hidden_size\": 64", "\"hidden_size\": 16"),
+                                          "\"num_attention_heads\": 4", "\"num_attention_heads\": 32"),
+                                  "\"num_key_value_heads\": 2,",
+                                  "\"num_key_value_heads\": 8,\n  \"head_dim\": null,")),
+            std::vector<std::string>{"d.json:8:3: model.head_dim: null, taken as absent: hidden_size / "
+                                     "num_attention_heads = 16 / 32 = 0: must be positive"});
 }
 
 // DefaultedText, what describe prints under the heads: Qwen3 with kv null takes its 4 heads (not
