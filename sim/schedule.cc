@@ -355,7 +355,8 @@ CriticalPathSplit CriticalPath(const mapping::Program& g, std::span<const TaskTi
     // Overlapping spans (a queued DRAM request, an engine that reports issue time as start) are
     // never counted twice (PathPart). Counted from the task's start, the waits PathPart gives
     // the task were nobody's: 12.5% of mesh-4x4-hbm-qwen3-0.6b's makespan at batch 1000 on the
-    // analytical engine, whose tasks start when they get their queue (the TLM engine's at issue).
+    // analytical engine, whose tasks start when they get their queue (the TLM engine's did at
+    // issue until 2026-12-06; both now start them when their queue takes them).
     by_kind[PathKind(g, cur)] += PathPart(times[cur].end_ps, best >= 0 ? &times[best].end_ps : nullptr);
     if (best < 0) break;
     cur = static_cast<size_t>(best);
