@@ -18,23 +18,14 @@
 #include "sim/experiment.h"
 #include "sim/run.h"
 #include "sim/sampled_run.h"
+#include "tests/traces/trace_test_util.h"
 #include "traces/trace.h"
 
 namespace tpsim::traces {
 namespace {
 
-std::string TmpPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("tpsim_sampled_trace_test_" + std::to_string(::getpid()) + "_" + name))
-      .string();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string TmpPath(const std::string& name) { return test::TmpPath("tpsim_sampled_trace_test", name); }
+using test::ReadFile;
 
 // The reviewer's run: qwen3-0.6b's first two layers on two pipeline stages of the reference
 // chip, a prompt of 64 tokens.

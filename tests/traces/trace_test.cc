@@ -20,6 +20,7 @@
 #include "arch/chip.h"
 #include "perfetto_trace.pb.h"
 #include "tests/mapping/program_test_util.h"
+#include "tests/traces/trace_test_util.h"
 
 namespace tpsim::traces {
 namespace {
@@ -144,18 +145,8 @@ Fixture MakeFixture() {
   return f;
 }
 
-std::string TmpPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("tpsim_trace_test_" + std::to_string(::getpid()) + "_" + name))
-      .string();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string TmpPath(const std::string& name) { return test::TmpPath("tpsim_trace_test", name); }
+using test::ReadFile;
 
 // ---- Decoded protobuf trace ----------------------------------------------------------
 struct DSlice {
