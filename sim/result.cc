@@ -165,17 +165,16 @@ void FillEnergy(const arch::Chip& chip, const EnergySums& pe, const EnergyInputs
 
 namespace {
 
-// `path`: the critical path of `g` when it was worked out already (else FillSummary does).
 // A location off chip ("dram ...", mapping::ToString) named by the chip's memory kind: "hbm ..."
-// where every memory is HBM (mesh-4x4-hbm: it said "weights in dram"), as `tpsim describe` names it.
+// where every memory is HBM (mesh-4x4-hbm: it said "weights in dram"), as `tpsim describe` names it
+// (OffChipWord; a GPU node's locations are named hbm already).
 std::string OffChipNamed(std::string_view location, const arch::Chip& chip) {
-  const auto& mems = chip.config().memory();
-  const bool hbm = !mems.empty() && std::all_of(mems.begin(), mems.end(),
-                                                [](const config::Memory& m) { return m.kind() == "hbm"; });
-  if (hbm && location.starts_with("dram")) return "hbm" + std::string(location.substr(4));
+  if (location.starts_with("dram") && OffChipWord(chip) == "HBM")
+    return "hbm" + std::string(location.substr(4));
   return std::string(location);
 }
 
+// `path`: the critical path of `g` when it was worked out already (else FillSummary does).
 void FillSummary(const mapping::Program& program, const mapping::Program& g, const arch::Chip& chip,
                  const EngineOutput& out, const TaskTotals& tt, const std::map<Segment, Ps>& segment_end,
                  config::Summary* s, const CriticalPathSplit* known_path = nullptr) {
@@ -653,6 +652,19 @@ void WriteResultJson(const config::Result& result, const std::function<void(std:
   AppendJson(result, 0, &out, &spill);
   out += '\n';
   write(out);
+}
+
+std::string MemoryKindWord(const arch::Chip& chip, int memory) {
+  return chip.config().has_gpu() || chip.config().memory(memory).kind() == "hbm" ? "HBM" : "DRAM";
+}
+
+std::string OffChipWord(const arch::Chip& chip) {
+  std::string word = chip.config().has_gpu() ? "HBM" : "DRAM";
+  for (int m = 0; m < chip.config().memory_size(); ++m) {
+    if (m == 0) word = MemoryKindWord(chip, m);
+    if (MemoryKindWord(chip, m) != word) return "DRAM/HBM";
+  }
+  return word;
 }
 
 std::string ResultTable(const config::Result& r, bool with_ops) {

@@ -126,4 +126,10 @@ void WriteResultJson(const config::Result& result, const std::function<void(std:
 // layer, then the workload summary.
 std::string ResultTable(const config::Result& result, bool with_ops = true);
 
+// A memory by its kind ("hbm" memories were called DRAM): a GPU's is HBM.
+std::string MemoryKindWord(const arch::Chip& chip, int memory);
+// The chip's off-chip memory: DRAM, HBM, or DRAM/HBM where it has both kinds (`tpsim describe`,
+// and the summary's names of off-chip locations).
+std::string OffChipWord(const arch::Chip& chip);
+
 }  // namespace tpsim::sim

@@ -122,19 +122,8 @@ std::string HumanBytes(double b) {
   return Fixed(b, b < 10 && u > 0 ? 2 : (u > 0 ? 1 : 0)) + " " + units[u];
 }
 
-// A memory by its kind ("hbm" memories were called DRAM): a GPU's is HBM.
-std::string MemoryKindWord(const arch::Chip& chip, int memory) {
-  return chip.config().has_gpu() || chip.config().memory(memory).kind() == "hbm" ? "HBM" : "DRAM";
-}
-// The chip's off-chip memory: DRAM, HBM, or DRAM/HBM where it has both kinds.
-std::string OffChipWord(const arch::Chip& chip) {
-  std::string word = chip.config().has_gpu() ? "HBM" : "DRAM";
-  for (int m = 0; m < chip.config().memory_size(); ++m) {
-    if (m == 0) word = MemoryKindWord(chip, m);
-    if (MemoryKindWord(chip, m) != word) return "DRAM/HBM";
-  }
-  return word;
-}
+using sim::MemoryKindWord;
+using sim::OffChipWord;
 
 // ---- describe ---------------------------------------------------------------
 
