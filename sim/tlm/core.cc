@@ -7,26 +7,19 @@
 #include <tuple>
 
 #include "mapping/cost.h"
+#include "sim/tlm/ends.h"
 
 namespace tpsim::sim::tlm_model {
 
 using mapping::Task;
 using mapping::TaskKind;
 
-Core::Core(sc_core::sc_module_name name, int id, RunState* state)
-    : sc_module(name),
-      net_socket("net"),
-      mem_socket("mem"),
-      id_(id),
-      st_(state),
-      peq_(this, &Core::OnResponse) {
+Core::Core(sc_core::sc_module_name name, int id, RunState* state, Ends* ends)
+    : sc_module(name), net_socket("net"), mem_socket("mem"), id_(id), st_(state), ends_(ends) {
   net_socket.register_nb_transport_bw(this, &Core::nb_transport_bw);
   mem_socket.register_nb_transport_bw(this, &Core::nb_transport_bw);
   SC_METHOD(StartNext);
   sensitive << start_ev_;
-  dont_initialize();
-  SC_METHOD(ComputeDone);
-  sensitive << done_ev_;
   dont_initialize();
 }
 
@@ -37,7 +30,7 @@ void Core::Ready(TaskRef task) {
   if (kind == TaskKind::kCompute) {
     ready_.push(task);
     // Decide in the next delta so every task made ready at this time competes by id.
-    if (running_ == kIdle) start_ev_.notify(sc_core::SC_ZERO_TIME);
+    if (running_ == kIdle) Decide();
     return;
   }
   tlm::tlm_generic_payload* gp = Acquire();
@@ -55,10 +48,19 @@ void Core::Ready(TaskRef task) {
   const bool via_net = kind == TaskKind::kTransfer || st_->via_net(task);
   tlm::tlm_sync_enum status = via_net ? net_socket->nb_transport_fw(*gp, phase, delay)
                                       : mem_socket->nb_transport_fw(*gp, phase, delay);
-  if (status != tlm::TLM_ACCEPTED && phase == tlm::BEGIN_RESP) peq_.notify(*gp, phase, delay);
+  if (status != tlm::TLM_ACCEPTED && phase == tlm::BEGIN_RESP) nb_transport_bw(*gp, phase, delay);
+}
+
+void Core::Decide() {
+  if (deciding_) return;
+  deciding_ = true;
+  ++st_->deciding;
+  start_ev_.notify(sc_core::SC_ZERO_TIME);
 }
 
 void Core::StartNext() {
+  deciding_ = false;
+  --st_->deciding;
   if (running_ != kIdle || ready_.empty()) return;
   const TaskRef task = ready_.top();
   ready_.pop();
@@ -69,31 +71,24 @@ void Core::StartNext() {
     st_->StopOnOverflow(task);
     return;
   }
-  done_ev_.notify(sc_core::sc_time::from_value(static_cast<sc_dt::uint64>(dur)));
+  ends_->Compute(task, id_, dur);
 }
 
-void Core::ComputeDone() {
-  const TaskRef task = running_;
+void Core::ComputeDone(TaskRef task) {
   running_ = kIdle;
   st_->Complete(task, NowPs());
   // Decide in the next delta too: a task of this core that another task ending now makes
   // ready (later in this delta) may have a lower id than those ready so far.
-  if (!ready_.empty()) start_ev_.notify(sc_core::SC_ZERO_TIME);
+  if (!ready_.empty()) Decide();
 }
 
 tlm::tlm_sync_enum Core::nb_transport_bw(tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
                                          sc_core::sc_time& delay) {
-  if (phase == tlm::BEGIN_RESP) {
-    peq_.notify(gp, phase, delay);
-    return tlm::TLM_COMPLETED;
-  }
-  return tlm::TLM_ACCEPTED;
-}
-
-void Core::OnResponse(tlm::tlm_generic_payload& gp, const tlm::tlm_phase&) {
-  const TaskRef task = gp.get_address();
+  if (phase != tlm::BEGIN_RESP) return tlm::TLM_ACCEPTED;
+  // Completed here (the payload goes back to the pool); the task ends after the delay.
   free_.push_back(&gp);
-  st_->Complete(task, NowPs());
+  ends_->Response(gp.get_address(), static_cast<Ps>(delay.value()));
+  return tlm::TLM_COMPLETED;
 }
 
 tlm::tlm_generic_payload* Core::Acquire() {

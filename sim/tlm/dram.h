@@ -39,6 +39,8 @@ class Dram : public sc_core::sc_module {
   // message `slot` gets its Grant (Network::Granted) when the channel takes it.
   void Request(TaskRef task, uint32_t slot);
   void set_network(Network* net) { net_ = net; }
+  // Requests wait for the next delta cycle (Serve is notified).
+  bool waiting() const { return !arrived_.empty(); }
 
  private:
   tlm::tlm_sync_enum nb_transport_fw(int port, tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,

@@ -259,13 +259,22 @@ void Network::Schedule(const Event& e, TaskRef owner) {
 
 void Network::Process() {
   const Ps now = NowPs();
-  if (sc_core::sc_delta_count_at_current_time() == 0) {
+  if (sc_core::sc_delta_count_at_current_time() == 0 && (!ends_ || ends_->EndsAt(now))) {
     // Woken by the first events due at this time, in the delta cycle where the tasks that
     // end now make their dependents ready: take this time's events in the next one, when
     // the messages those issue now are in, so that every tie goes by task id (Event).
     wake_.notify(sc_core::SC_ZERO_TIME);
     return;
   }
+  Take(now);
+}
+
+void Network::TakeNow() {
+  wake_.cancel();
+  Take(NowPs());
+}
+
+void Network::Take(Ps now) {
   while (!events_.empty() && events_.top().t <= now) {
     Event e = events_.top();
     events_.pop();

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "sim/tlm/dram.h"
+#include "sim/tlm/ends.h"
 #include "sim/tlm/run_state.h"
 
 namespace tpsim::sim::tlm_model {
@@ -67,8 +68,17 @@ class Network : public sc_core::sc_module {
   // The channels memory tasks with a network path are queued at (required when
   // the Program has such tasks).
   void set_dram(Dram* dram) { dram_ = dram; }
+  // The cores' ends, when the network serves cores (the engine): a time at which no task ends
+  // lets the network take its events in its first delta cycle (Process).
+  void set_ends(const Ends* ends) { ends_ = ends; }
   // The channel took the memory task of message `slot` (Dram::Request): its data starts.
   void Granted(uint32_t slot, const Dram::Grant& g);
+  // Whether events are due now.
+  bool Due(Ps now) const { return !events_.empty() && events_.top().t <= now; }
+  // Takes the events due now at once, instead of in the next delta cycle (Process): Ends, at
+  // the end of a time's first delta cycle, where nothing else would run in the next one (the
+  // time's later delta cycles then come one earlier, in the same order).
+  void TakeNow();
 
  private:
   struct Message {
@@ -109,8 +119,12 @@ class Network : public sc_core::sc_module {
   tlm::tlm_sync_enum nb_transport_fw(int port, tlm::tlm_generic_payload& gp, tlm::tlm_phase& phase,
                                      sc_core::sc_time& delay);
   // Takes this time's events in task id order (Event), one delta cycle after the first of
-  // them is due (when the tasks that end now have issued their messages).
+  // them is due (when the tasks that end now have issued their messages), or at once where
+  // no task ends at this time (set_ends): then nothing else happens in the first delta cycle,
+  // and the time's delta cycles all come one earlier, in the same order.
   void Process();
+  // Takes the events due by `now` in Event order; wakes for the next one.
+  void Take(Ps now);
   void Inject(const Event& e);
   // Sends packet `p` of message `m` over hop `hop`; schedules its next hop or its arrival.
   // Schedules packet `p`'s arrival at hop 1 (its departure from hop 0 is closed form).
@@ -135,6 +149,7 @@ class Network : public sc_core::sc_module {
 
   RunState* st_;
   Dram* dram_ = nullptr;
+  const Ends* ends_ = nullptr;
   uint64_t packet_bytes_;
   int num_links_ = 0;             // the chip's links; ids from here on are ports
   std::vector<double> bw_;        // per link, then per injection and ejection port: GB/s

@@ -547,6 +547,4 @@ std::string RunState::Stuck() const {
   return os.str();
 }
 
-Ps NowPs() { return static_cast<Ps>(sc_core::sc_time_stamp().value()); }
-
 }  // namespace tpsim::sim::tlm_model

@@ -1,6 +1,7 @@
 #pragma once
 // State shared by the modules of one TLM run: the tasks, the chip, task times and the
-// dependency counters. Plain C++; owned by the engine's Run or RunSteps.
+// dependency counters. Plain C++ (SystemC only for the time: NowPs); owned by the engine's Run
+// or RunSteps.
 //
 // A run is a Program, or a head Program and decode steps made from a template (StepSource,
 // sim/step_source.h; TlmEngine::RunSteps): then a step's tasks exist in one of a ring of
@@ -14,6 +15,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <systemc>
 #include <utility>
 #include <vector>
 
@@ -86,6 +88,10 @@ struct RunState {
   // empty), per record: the network carries them, behind their channel's service.
   std::vector<uint8_t> mem_via_net;
   uint64_t completed = 0, total = 0;
+  // Cores that decide in the next delta cycle (Core::StartNext notified and not run yet).
+  int deciding = 0;
+  // The run stops (sc_stop: a time past the clock, or a streamed run that cannot go on).
+  bool stopping() const { return overflow_task >= 0 || !stream_why.empty(); }
   // Engine::set_progress's, told (completed, tasks) every kProgressTasks tasks; may be null.
   const std::function<void(uint64_t, uint64_t)>* progress = nullptr;
   static constexpr size_t kProgressTasks = 4096;
@@ -213,7 +219,8 @@ struct RunState {
   Ended last_;                                     // the last task to end (the lowest id on ties)
 };
 
-// Current SystemC time in picoseconds (the resolution is 1 ps).
-Ps NowPs();
+// Current SystemC time in picoseconds (the resolution is 1 ps). Inline, from the context
+// (sc_time_stamp() is a library call, and the modules ask for the time millions of times).
+inline Ps NowPs() { return static_cast<Ps>(sc_core::sc_get_curr_simcontext()->time_stamp().value()); }
 
 }  // namespace tpsim::sim::tlm_model

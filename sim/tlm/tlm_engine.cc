@@ -10,6 +10,7 @@
 #include "sim/step_source.h"
 #include "sim/tlm/core.h"
 #include "sim/tlm/dram.h"
+#include "sim/tlm/ends.h"
 #include "sim/tlm/network.h"
 #include "sim/tlm/run_state.h"
 
@@ -49,14 +50,17 @@ std::string Simulate(RunState& st, const arch::Chip& chip, uint64_t packet_bytes
   // A fresh simulation context for every run (as DRAMSys's test fixture does).
   sc_core::sc_get_curr_simcontext()->reset();
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
+  tlm_model::Ends ends("ends", &st);
   std::vector<std::unique_ptr<Core>> cores;
   for (int c = 0; c < chip.num_cores(); ++c) {
-    cores.push_back(std::make_unique<Core>(("core" + std::to_string(c)).c_str(), c, &st));
+    cores.push_back(std::make_unique<Core>(("core" + std::to_string(c)).c_str(), c, &st, &ends));
     st.cores.push_back(cores.back().get());
   }
   tlm_model::Network net("network", &st, packet_bytes);
   tlm_model::Dram dram("dram", &st);
   net.set_dram(&dram);
+  net.set_ends(&ends);
+  ends.set_neighbours(&net, &dram);
   dram.set_network(&net);
   for (auto& core : cores) {
     core->net_socket.bind(net.socket);

@@ -19,8 +19,10 @@
 //             answers END_REQ at once too and BEGIN_RESP once the channel has
 //             taken the request (a delta cycle later), when the completion time
 //             is known, with that delay. Either way the core completes the
-//             transaction (TLM_COMPLETED) and honours the delay through its
-//             peq_with_cb_and_phase. Payloads carry the task id as address and
+//             transaction (TLM_COMPLETED) and honours the delay through the
+//             chip's queue of ends (sim/tlm/ends.h; a peq_with_cb_and_phase per
+//             core cost more than the rest of the run on large chips). Payloads
+//             carry the task id as address and
 //             no data (a timing model). The network keeps its own event queue
 //             (time, task id, packet) and one SC_METHOD woken at the earliest
 //             pending time.

@@ -169,6 +169,52 @@ TEST(TlmEngine, SelfAndEmptyTransfersTakeNoTime) {
   for (const LinkUsage& l : out.links) EXPECT_EQ(l.bytes, 0u);
 }
 
+TEST(TlmEngine, MessagesMadeReadyAtOneTimeTakeALinkByIdWhetherOrNotACoreDecides) {
+  // Transfers 0 (r0c0 -> r0c1) and 1 (r1c0 -> r1c1) of 160,000 B end at 2000 + 1,000,000 =
+  // 1,002,000 ps; 2 (after 1) and 3 (after 0) then both want r0c1 -> r0c2: 2, the lower id,
+  // first (start 1,002,000, end 1,002,000 + 1,000,000 + 2000 = 2,004,000), 3 when the link is
+  // free (start 2,002,000, end 3,004,000). Without compute the network alone decides after
+  // those ends (it takes them in the ends' delta cycle: sim/tlm/ends.h); with a GEMM on r2c2
+  // made ready at that time too, its core decides in the next delta cycle and so does the
+  // network. The same times either way.
+  for (bool gemm : {false, true}) {
+    Program p = NewProgram();
+    const uint32_t a = AddTransfer(p, Core(0, 0), Core(0, 1), 160'000);
+    const uint32_t b = AddTransfer(p, Core(1, 0), Core(1, 1), 160'000);
+    const uint32_t second = AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, {b});
+    const uint32_t third = AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, {a});
+    if (gemm) AddGemm(p, Core(2, 2), 64, 64, 64, {a, b});
+    EngineOutput out = RunTlm(p);
+    EXPECT_EQ(out.tasks[a].end_ps, 1'002'000) << gemm;
+    EXPECT_EQ(out.tasks[b].end_ps, 1'002'000) << gemm;
+    EXPECT_EQ(out.tasks[second].start_ps, 1'002'000) << gemm;
+    EXPECT_EQ(out.tasks[second].end_ps, 2'004'000) << gemm;
+    EXPECT_EQ(out.tasks[third].start_ps, 2'002'000) << gemm;
+    EXPECT_EQ(out.tasks[third].end_ps, 3'004'000) << gemm;
+    if (gemm) {
+      EXPECT_EQ(out.tasks[4].start_ps, 1'002'000);
+    }
+  }
+}
+
+TEST(TlmEngine, AMessageMadeReadyByATaskOfNoDurationWaitsForTheDeltaCycleAfterIt) {
+  // As above, but transfer 3 follows 0 through a transfer of no time (2, r0c1 to itself): 2
+  // ends one delta cycle after 0 and 1, so the network has taken 4 (after 1) by then although
+  // 3 has the lower id: 4 from 1,002,000 to 2,004,000, 3 from 2,002,000 to 3,004,000.
+  Program p = NewProgram();
+  const uint32_t a = AddTransfer(p, Core(0, 0), Core(0, 1), 160'000);
+  const uint32_t b = AddTransfer(p, Core(1, 0), Core(1, 1), 160'000);
+  const uint32_t self = AddTransfer(p, Core(0, 1), Core(0, 1), 160'000, {a});
+  const uint32_t low = AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, {self});
+  const uint32_t high = AddTransfer(p, Core(0, 1), Core(0, 2), 160'000, {b});
+  EngineOutput out = RunTlm(p);
+  EXPECT_EQ(out.tasks[self].end_ps, 1'002'000);
+  EXPECT_EQ(out.tasks[high].start_ps, 1'002'000);
+  EXPECT_EQ(out.tasks[high].end_ps, 2'004'000);
+  EXPECT_EQ(out.tasks[low].start_ps, 2'002'000);
+  EXPECT_EQ(out.tasks[low].end_ps, 3'004'000);
+}
+
 TEST(TlmEngine, RingAllReduceMatchesClosedForm) {
   // S = 640,000 B, P = 4: 6 steps of 1 hop + 160,000 B:
   //   2(P-1)/P * S/B + 2(P-1) hops = 6/4 * 640,000 B / 160 B/ns + 6 * 2 ns
