@@ -1,5 +1,8 @@
 #include "mapping/layout_convert.h"
 
+#include <algorithm>
+#include <functional>
+#include <span>
 #include <stdexcept>
 
 #include "arch/gpu/collective.h"
@@ -120,12 +123,18 @@ void LayoutConverter::GroupCollective(CollectiveKind kind, int32_t t,
       for (const Xfer& x : sched.steps[s].xfers) {
         const int src = g[x.src], dst = g[x.dst];
         const std::vector<TaskId>& after = last_in[src].empty() ? ready[src] : last_in[src];
-        deps.assign(after.begin(), after.end());
-        if (x.reduce) Append(&deps, ready[dst]);
-        cx_.SortUnique(&deps);
-        const TaskId id =
-            cx_.builder.AddTransfer(CoreId(cx_.cores[src]), cx_.cur_op, static_cast<uint16_t>(s),
-                                    shapes.at(next_shape++), coll, deps);
+        // A step's transfers into a rank come in id order: without a reduce, the deps are most
+        // often increasing already, and are then taken as they are (what SortUnique leaves).
+        std::span<const TaskId> use(after);
+        if (x.reduce ||
+            std::adjacent_find(after.begin(), after.end(), std::greater_equal<TaskId>()) != after.end()) {
+          deps.assign(after.begin(), after.end());
+          if (x.reduce) Append(&deps, ready[dst]);
+          cx_.SortUnique(&deps);
+          use = deps;
+        }
+        const TaskId id = cx_.builder.AddTransfer(
+            CoreId(cx_.cores[src]), cx_.cur_op, static_cast<uint16_t>(s), shapes.at(next_shape++), coll, use);
         if (fc.first_task < 0) fc.first_task = id;
         fc.last_task = id;
         now[dst].push_back(id);
