@@ -34,6 +34,9 @@ constexpr const char* kUsage =
     "usage: tpsim compare PREDICTED MEASURED [--plot out.png]\n"
     "  PREDICTED, MEASURED  result JSON files (tpsim run --out, tpsim-validate --out)\n"
     "  --plot out.png       also draw predicted vs measured (needs python3 with matplotlib)\n"
+    "  Both files need ops (exit 2 naming the file otherwise): ops are compared one by one. A\n"
+    "  file without a summary has no total: its total prints as not measured (or not\n"
+    "  predicted) and the totals are not compared.\n"
     "       tpsim compare SWEEP.json [--plot busbw.png]\n"
     "  SWEEP.json           tpsim-validate --collectives --out (with or without a GPU): the table\n"
     "                       ('-' where nothing was measured), busbw MAPE per collective and rank\n"
@@ -166,6 +169,9 @@ Comparison CompareResults(const config::Result& predicted, const config::Result&
   c.mape_pct = c.compared ? sum_abs / static_cast<double>(c.compared) : 0.0;
   c.predicted_total_us = predicted.summary().total_ps() / 1e6;
   c.measured_total_us = measured.summary().total_ps() / 1e6;
+  // A result without a summary has no total: 0.000 us would read as a measured or predicted time.
+  c.predicted_total_known = predicted.has_summary();
+  c.measured_total_known = measured.has_summary();
   return c;
 }
 
@@ -193,14 +199,20 @@ std::string ComparisonTable(const Comparison& c) {
   } else {
     os << "MAPE: n/a (no op was compared)\n";
   }
-  os << "total: predicted " << Fixed(c.predicted_total_us, 3) << " us, measured "
-     << Fixed(c.measured_total_us, 3) << " us";
-  if (c.unmeasured_with_time > 0)
-    os << " (not compared: the measured total lacks " << c.unmeasured_with_time
-       << " unmeasured ops the prediction times)";
-  else if (c.measured_total_us > 0)
-    os << " (" << Fixed((c.predicted_total_us - c.measured_total_us) / c.measured_total_us * 100.0, 1)
-       << " %)";
+  os << "total: "
+     << (c.predicted_total_known ? "predicted " + Fixed(c.predicted_total_us, 3) + " us"
+                                 : std::string("not predicted (the predicted file has no summary)"))
+     << ", "
+     << (c.measured_total_known ? "measured " + Fixed(c.measured_total_us, 3) + " us"
+                                : std::string("not measured (the measured file has no summary)"));
+  if (c.predicted_total_known && c.measured_total_known) {
+    if (c.unmeasured_with_time > 0)
+      os << " (not compared: the measured total lacks " << c.unmeasured_with_time
+         << " unmeasured ops the prediction times)";
+    else if (c.measured_total_us > 0)
+      os << " (" << Fixed((c.predicted_total_us - c.measured_total_us) / c.measured_total_us * 100.0, 1)
+         << " %)";
+  }
   os << "\n";
   return os.str();
 }
@@ -386,7 +398,14 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
   }
   Comparison c;
   try {
-    c = CompareResults(LoadResultJson(files[0]), LoadResultJson(files[1]));
+    const config::Result predicted = LoadResultJson(files[0]), measured = LoadResultJson(files[1]);
+    // Without ops nothing is compared: "no op was compared" and exit 0 read as a comparison made.
+    for (const auto& [r, path] : {std::pair{&predicted, &files[0]}, std::pair{&measured, &files[1]}}) {
+      if (r->ops_size() == 0)
+        throw std::runtime_error(*path +
+                                 ": no ops (field `ops` missing or empty): tpsim compare compares op by op");
+    }
+    c = CompareResults(predicted, measured);
   } catch (const std::exception& e) {
     std::cerr << "tpsim compare: " << e.what() << "\n";
     return 2;

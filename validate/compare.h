@@ -8,6 +8,8 @@
 // of |error %| over the compared ops; the worst op has the largest |error %| (first on ties).
 // An op is not compared when its measured time is 0, or when the measured file comes from
 // the GPU harness (engine "gpu") and marks it measured = false; such ops are counted.
+// The command needs ops in both files (exit 2 naming the file otherwise); a file without
+// a summary has no total: the table says "not measured" / "not predicted", not 0 us.
 
 #include <cstddef>
 #include <functional>
@@ -34,6 +36,8 @@ struct Comparison {
   size_t only_predicted = 0;                             // predicted ops with no measured counterpart
   size_t only_measured = 0;                              // measured ops with no predicted counterpart
   double predicted_total_us = 0, measured_total_us = 0;  // summary.total_ps
+  // False when that file has no summary: its total is none, not 0 us.
+  bool predicted_total_known = false, measured_total_known = false;
   // GPU runs: ops the prediction gives time but the run left unmeasured (collectives that could
   // not run with fewer GPUs than ranks). The measured total lacks them: the totals are not compared.
   size_t unmeasured_with_time = 0;

@@ -30,6 +30,9 @@ Lines starting with '#' are comments (a measurement's source); in a collectives 
 duration), held against the model's device time without the host's issue cost. Tables:
 collectives per (op, ranks, algorithm, protocol), GEMMs per (n, k, dtype); error % =
 (predicted - measured) / measured on time_us; MAPE = mean |error %| per table and per file.
+Every row has as many fields as the header, and no row repeats an earlier one's key ((m, n, k,
+dtype); (op, ranks, size_bytes, algorithm, protocol), and with two files (op, ranks,
+size_bytes)): either exits 2 naming the file, the line and the first occurrence's line.
 
   PREDICTED.csv MEASURED.csv  rows matched by (op, ranks, size_bytes) or (m, n, k, dtype)
   --chip CHIP       predict every row of each MEASURED file on CHIP (a shipped chip or a
@@ -116,32 +119,47 @@ GpuCompareRow GemmCmpRow(const GemmRow& m, const GemmRow& p) {
 
 }  // namespace
 
+namespace {
+
+// "FILE:LINE: " for a row read from a file (line 0: a row made in memory, named by its file).
+std::string RowAt(const std::string& file, int line) {
+  return line > 0 ? file + ":" + std::to_string(line) + ": " : file + ": ";
+}
+std::string FirstAt(int line) { return line > 0 ? " (first at line " + std::to_string(line) + ")" : ""; }
+
+}  // namespace
+
 GpuFileComparison CompareCollectives(const std::string& file, const std::vector<CollectiveRow>& measured,
-                                     const std::vector<CollectiveRow>& predicted) {
+                                     const std::vector<CollectiveRow>& predicted,
+                                     const std::string& predicted_file) {
+  // Matched by (op, ranks, size) alone: two rows that differ only in algorithm or protocol
+  // (which ReadCollectiveCsv lets through) would be matched to one counterpart.
   using Key = std::tuple<std::string, int, uint64_t>;
   std::map<Key, const CollectiveRow*> pred;
   for (const auto& p : predicted) {
-    if (!pred.emplace(Key{p.op, p.ranks, p.size_bytes}, &p).second) {
-      throw std::runtime_error("predicted file: duplicate row " + p.op + " " + std::to_string(p.ranks) +
-                               " ranks " + std::to_string(p.size_bytes) + " B");
+    auto [it, fresh] = pred.emplace(Key{p.op, p.ranks, p.size_bytes}, &p);
+    if (!fresh) {
+      throw std::runtime_error(RowAt(predicted_file, p.line) + "duplicate row " + CollectiveKeyText(p) +
+                               FirstAt(it->second->line) +
+                               " (compare files with one algorithm each, or use --chip)");
     }
   }
   GpuFileComparison c;
   c.file = file;
   c.kind = CsvKind::kCollective;
   std::map<std::string, size_t> index;
-  std::map<Key, int> seen;
+  std::map<Key, const CollectiveRow*> seen;
   for (const auto& m : measured) {
     const Key k{m.op, m.ranks, m.size_bytes};
-    if (seen[k]++) {
-      throw std::runtime_error(file + ": duplicate row " + m.op + " " + std::to_string(m.ranks) + " ranks " +
-                               std::to_string(m.size_bytes) +
-                               " B (compare files with one algorithm each, or use --chip)");
+    auto [first, fresh] = seen.emplace(k, &m);
+    if (!fresh) {
+      throw std::runtime_error(RowAt(file, m.line) + "duplicate row " + CollectiveKeyText(m) +
+                               FirstAt(first->second->line) +
+                               " (compare files with one algorithm each, or use --chip)");
     }
     auto it = pred.find(k);
     if (it == pred.end()) {
-      c.not_predicted.push_back(m.op + " " + std::to_string(m.ranks) + " ranks " +
-                                std::to_string(m.size_bytes) + " B: not in the predicted file");
+      c.not_predicted.push_back(CollectiveKeyText(m) + ": not in the predicted file");
       continue;
     }
     TableFor(&c, &index, CollTable(m)).rows.push_back(CollRow(m, *it->second));
@@ -151,30 +169,31 @@ GpuFileComparison CompareCollectives(const std::string& file, const std::vector<
 }
 
 GpuFileComparison CompareGemms(const std::string& file, const std::vector<GemmRow>& measured,
-                               const std::vector<GemmRow>& predicted) {
+                               const std::vector<GemmRow>& predicted, const std::string& predicted_file) {
   using Key = std::tuple<uint64_t, uint64_t, uint64_t, std::string>;
   std::map<Key, const GemmRow*> pred;
   for (const auto& p : predicted) {
-    if (!pred.emplace(Key{p.m, p.n, p.k, p.dtype}, &p).second) {
-      throw std::runtime_error("predicted file: duplicate row m=" + std::to_string(p.m) +
-                               " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " " + p.dtype);
+    auto [it, fresh] = pred.emplace(Key{p.m, p.n, p.k, p.dtype}, &p);
+    if (!fresh) {
+      throw std::runtime_error(RowAt(predicted_file, p.line) + "duplicate row " + GemmKeyText(p) +
+                               FirstAt(it->second->line));
     }
   }
   GpuFileComparison c;
   c.file = file;
   c.kind = CsvKind::kGemm;
   std::map<std::string, size_t> index;
-  std::map<Key, int> seen;
+  std::map<Key, const GemmRow*> seen;
   for (const auto& m : measured) {
     const Key k{m.m, m.n, m.k, m.dtype};
-    if (seen[k]++) {
-      throw std::runtime_error(file + ": duplicate row m=" + std::to_string(m.m) +
-                               " n=" + std::to_string(m.n) + " k=" + std::to_string(m.k) + " " + m.dtype);
+    auto [first, fresh] = seen.emplace(k, &m);
+    if (!fresh) {
+      throw std::runtime_error(RowAt(file, m.line) + "duplicate row " + GemmKeyText(m) +
+                               FirstAt(first->second->line));
     }
     auto it = pred.find(k);
     if (it == pred.end()) {
-      c.not_predicted.push_back("m=" + std::to_string(m.m) + " n=" + std::to_string(m.n) +
-                                " k=" + std::to_string(m.k) + " " + m.dtype + ": not in the predicted file");
+      c.not_predicted.push_back(GemmKeyText(m) + ": not in the predicted file");
       continue;
     }
     TableFor(&c, &index, GemmTable(m)).rows.push_back(GemmCmpRow(m, *it->second));
@@ -337,8 +356,9 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
         return usage(files[0] + " and " + files[1] + " hold different kinds (collectives vs GEMMs)");
       results.push_back(
           mk == CsvKind::kCollective
-              ? CompareCollectives(files[1], ReadCollectiveCsv(mt, files[1]), ReadCollectiveCsv(pt, files[0]))
-              : CompareGemms(files[1], ReadGemmCsv(mt, files[1]), ReadGemmCsv(pt, files[0])));
+              ? CompareCollectives(files[1], ReadCollectiveCsv(mt, files[1]), ReadCollectiveCsv(pt, files[0]),
+                                   files[0])
+              : CompareGemms(files[1], ReadGemmCsv(mt, files[1]), ReadGemmCsv(pt, files[0]), files[0]));
     } else {
       if (!factory) {
         std::cerr << "tpsim compare: --chip is not available in this build (no GPU models linked)\n";

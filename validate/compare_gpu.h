@@ -56,10 +56,16 @@ struct GpuPredictor {
 using GpuPredictorFactory =
     std::function<GpuPredictor(const std::string& chip, const std::vector<std::string>& sets)>;
 
+// `file` names the measured rows, `predicted_file` the predicted ones in errors: a duplicate
+// key (collectives: the same op, ranks and size, whatever the algorithm; GEMMs: m, n, k,
+// dtype) throws std::runtime_error "FILE:LINE: duplicate row KEY (first at line N)" (the
+// lines of CollectiveRow::line / GemmRow::line; "FILE: ..." for rows not read from a file).
 GpuFileComparison CompareCollectives(const std::string& file, const std::vector<CollectiveRow>& measured,
-                                     const std::vector<CollectiveRow>& predicted);
+                                     const std::vector<CollectiveRow>& predicted,
+                                     const std::string& predicted_file = "predicted file");
 GpuFileComparison CompareGemms(const std::string& file, const std::vector<GemmRow>& measured,
-                               const std::vector<GemmRow>& predicted);
+                               const std::vector<GemmRow>& predicted,
+                               const std::string& predicted_file = "predicted file");
 // Predicts every row of a measured file with `p`; rows it cannot predict are listed in
 // not_predicted and left out.
 GpuFileComparison PredictAndCompare(const std::string& file, const std::string& text, const GpuPredictor& p);

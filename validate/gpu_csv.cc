@@ -33,6 +33,7 @@ std::vector<std::string> Split(const std::string& line) {
 // The data lines of a CSV: header fields and the rows, with their 1-based line numbers.
 struct Table {
   std::vector<std::string> header;
+  int header_line = 0;
   std::vector<std::pair<int, std::vector<std::string>>> rows;
   std::map<std::string, size_t> index;
   bool device_time = false;  // a `# timing: device` line
@@ -50,10 +51,19 @@ Table Parse(const std::string& text, const std::string& name) {
     if (s.empty() || s[0] == '#') continue;
     if (t.header.empty()) {
       t.header = Split(s);
+      t.header_line = no;
       for (size_t i = 0; i < t.header.size(); ++i) t.index[t.header[i]] = i;
       continue;
     }
-    t.rows.emplace_back(no, Split(s));
+    // Columns are found by position: a row with a field lost or added would read its later
+    // columns from its neighbours (a short row was read as far as its fields went).
+    std::vector<std::string> f = Split(s);
+    if (f.size() != t.header.size()) {
+      throw std::runtime_error(name + ":" + std::to_string(no) + ": " + std::to_string(f.size()) +
+                               " fields, the header (line " + std::to_string(t.header_line) + ") has " +
+                               std::to_string(t.header.size()));
+    }
+    t.rows.emplace_back(no, std::move(f));
   }
   if (t.header.empty()) throw std::runtime_error(name + ": no header line (and no rows)");
   return t;
@@ -105,6 +115,16 @@ struct Row {
   }
 };
 
+// Throws "name:line: duplicate row KEY (first at line N)" when `key` was seen before.
+void CheckUnique(std::map<std::string, int>* first, const std::string& key, const std::string& name,
+                 int line) {
+  auto [it, fresh] = first->emplace(key, line);
+  if (!fresh) {
+    throw std::runtime_error(Where(name, line) + "duplicate row " + key + " (first at line " +
+                             std::to_string(it->second) + ")");
+  }
+}
+
 void Require(const Table& t, const std::string& name, std::initializer_list<const char*> cols) {
   for (const char* c : cols) {
     if (!t.index.count(c)) throw std::runtime_error(name + ": header has no column " + c);
@@ -130,6 +150,15 @@ std::string GemmCsvLine(const GemmRow& r) {
          (r.has_tiles ? std::to_string(r.tiles) : "") + "," + (r.has_tiles ? Num(r.waves) : "");
 }
 
+std::string CollectiveKeyText(const CollectiveRow& r) {
+  return r.op + " " + std::to_string(r.ranks) + " ranks " + std::to_string(r.size_bytes) + " B";
+}
+
+std::string GemmKeyText(const GemmRow& r) {
+  return "m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k) + " " +
+         r.dtype;
+}
+
 CsvKind DetectCsvKind(const std::string& text, const std::string& name) {
   Table t = Parse(text, name);
   if (t.index.count("size_bytes")) return CsvKind::kCollective;
@@ -142,6 +171,7 @@ std::vector<CollectiveRow> ReadCollectiveCsv(const std::string& text, const std:
   Table t = Parse(text, name);
   Require(t, name, {"op", "ranks", "size_bytes", "time_us"});
   std::vector<CollectiveRow> out;
+  std::map<std::string, int> first;
   for (const auto& [line, f] : t.rows) {
     Row r{t, name, line, f};
     CollectiveRow c;
@@ -158,6 +188,9 @@ std::vector<CollectiveRow> ReadCollectiveCsv(const std::string& text, const std:
     if (r.Has("algorithm")) c.algorithm = r.Text("algorithm");
     if (r.Has("protocol")) c.protocol = r.Text("protocol");
     c.device_time = t.device_time;
+    c.line = line;
+    CheckUnique(&first, CollectiveKeyText(c) + ", algorithm " + c.algorithm + ", protocol " + c.protocol,
+                name, line);
     out.push_back(std::move(c));
   }
   return out;
@@ -167,6 +200,7 @@ std::vector<GemmRow> ReadGemmCsv(const std::string& text, const std::string& nam
   Table t = Parse(text, name);
   Require(t, name, {"m", "n", "k", "time_us"});
   std::vector<GemmRow> out;
+  std::map<std::string, int> first;
   for (const auto& [line, f] : t.rows) {
     Row r{t, name, line, f};
     GemmRow g;
@@ -182,6 +216,8 @@ std::vector<GemmRow> ReadGemmCsv(const std::string& text, const std::string& nam
       g.has_tiles = true;
     }
     if (r.Has("waves")) g.waves = r.Number("waves", false);
+    g.line = line;
+    CheckUnique(&first, GemmKeyText(g), name, line);
     out.push_back(std::move(g));
   }
   return out;

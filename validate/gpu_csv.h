@@ -35,6 +35,7 @@ struct CollectiveRow {
   // model's device time (arch::gpu::CollEstimate::gpu_us; 0 when not known).
   bool device_time = false;
   double gpu_us = 0;
+  int line = 0;  // the row's 1-based line in the file it was read from; 0 when not read from one
 };
 
 struct GemmRow {
@@ -45,11 +46,16 @@ struct GemmRow {
   uint64_t tiles = 0;  // 0 with `has_tiles` false when not known
   double waves = 0;
   bool has_tiles = false;
+  int line = 0;  // the row's 1-based line in the file it was read from; 0 when not read from one
 };
 
 // One CSV line (no newline) in the fixed column order; numbers with 3 decimals.
 std::string CollectiveCsvLine(const CollectiveRow& r);
 std::string GemmCsvLine(const GemmRow& r);
+
+// A row's key as messages name it: "all_reduce 8 ranks 8192 B", "m=1 n=6144 k=4096 bf16".
+std::string CollectiveKeyText(const CollectiveRow& r);
+std::string GemmKeyText(const GemmRow& r);
 
 enum class CsvKind { kCollective, kGemm };
 
@@ -58,15 +64,19 @@ enum class CsvKind { kCollective, kGemm };
 CsvKind DetectCsvKind(const std::string& text, const std::string& name);
 
 // Parse a whole file's text. Throws std::runtime_error "name:line: problem" for a missing
-// required column, a malformed number, a negative or zero size / rank / dimension, or a
-// row with too few fields. Required: collectives op, ranks, size_bytes, time_us (algorithm
-// and protocol default to auto); GEMMs m, n, k, time_us (dtype defaults to bf16).
+// required column, a malformed number, a negative or zero size / rank / dimension, a row
+// with more or fewer fields than the header (a lost or extra comma shifts every column
+// after it), or a duplicate row: the same (op, ranks, size_bytes, algorithm, protocol) or
+// (m, n, k, dtype) as an earlier row, whose line the message names (both would enter a
+// comparison's MAPE). Required: collectives op, ranks, size_bytes, time_us (algorithm and
+// protocol default to auto); GEMMs m, n, k, time_us (dtype defaults to bf16).
 std::vector<CollectiveRow> ReadCollectiveCsv(const std::string& text, const std::string& name);
 std::vector<GemmRow> ReadGemmCsv(const std::string& text, const std::string& name);
 
 // `tpsim gemm --shapes`: columns m,n,k and optionally dtype (others ignored), so a GEMM
 // CSV (measured or predicted) is also a shapes file. dtype is empty for rows that have
-// none (the caller's default applies). Same errors as above.
+// none (the caller's default applies). Same errors as above, except that a repeated shape
+// is allowed (it is timed again).
 struct GemmShapeRow {
   uint64_t m = 0, n = 0, k = 0;
   std::string dtype;

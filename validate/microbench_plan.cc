@@ -1,7 +1,10 @@
 #include "validate/microbench_plan.h"
 
 #include <set>
+#include <stdexcept>
 #include <tuple>
+
+#include "arch/gpu/collective.h"
 
 namespace tpsim::validate {
 
@@ -20,6 +23,34 @@ std::vector<uint64_t> SweepSizes() {
 }
 
 std::vector<std::string> SweepOps() { return {"all_reduce", "all_gather", "reduce_scatter"}; }
+
+void PredictGpuSweepRow(const arch::Chip& chip, CollectiveSweepRow* r) {
+  const config::Chip& cfg = chip.config();
+  if (!cfg.has_gpu()) throw std::logic_error("PredictGpuSweepRow: chip " + cfg.name() + " has no gpu block");
+  arch::gpu::CollQuery q;
+  if (!arch::gpu::ParseCollOp(r->kind, &q.op))
+    throw std::invalid_argument("unknown collective '" + r->kind + "'");
+  q.ranks = r->ranks;
+  q.bytes = r->bytes;
+  const arch::gpu::CollEstimate e = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q);
+  r->predicted_algorithm = arch::gpu::ToString(e.algo);
+  r->predicted_us = e.time_us;
+  r->predicted_algbw_gbps = e.algbw_gbps;
+  r->predicted_busbw_gbps = e.busbw_gbps;
+  q.algo = arch::gpu::Algo::kRing;
+  r->predicted_ring_us = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q).time_us;
+  r->predicted_nvls_us.reset();
+  if (q.op == arch::gpu::CollOp::kAllReduce && cfg.gpu().nvls()) {
+    q.algo = arch::gpu::Algo::kNvls;
+    r->predicted_nvls_us = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q).time_us;
+  }
+}
+
+std::string GpuNodeWarning(const config::Chip& chip) {
+  if (chip.has_gpu()) return "";
+  return "chip " + chip.name() + " is not a GPU node (it has no `gpu` block; noc.topology \"" +
+         chip.noc().topology() + "\"); its cores are mapped to GPUs anyway";
+}
 
 CollectiveRow MeasuredCollectiveRow(const std::string& op, int ranks, uint64_t bytes, double seconds) {
   CollectiveRow r;

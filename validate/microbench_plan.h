@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "arch/chip.h"
+#include "validate/collective_sweep.h"
 #include "validate/gpu_csv.h"
 
 namespace tpsim::validate {
@@ -30,6 +32,23 @@ std::vector<std::string> SweepOps();
 // (all_reduce 2(n-1)/n; all_gather, reduce_scatter (n-1)/n). algorithm and protocol "auto".
 CollectiveRow MeasuredCollectiveRow(const std::string& op, int ranks, uint64_t bytes, double seconds);
 GemmRow MeasuredGemmRow(uint64_t m, uint64_t n, uint64_t k, const std::string& dtype, double seconds);
+
+// tpsim-validate --collectives' prediction of one sweep point (r->kind, ranks, bytes set) on
+// a GPU node (a chip with a `gpu` block): the figures `tpsim collectives CHIP --op KIND
+// --ranks N --sizes BYTES` prints, from the same model (arch::gpu::EstimateCollective, with
+// the chip's GPUs = its cores). Its time is nccl-tests' host-inclusive time per call, what the
+// harness measures, not the device time alone. Fills predicted_algorithm (NCCL's tuner choice),
+// predicted_us / _algbw_gbps / _busbw_gbps for it, predicted_ring_us (ring forced) and
+// predicted_nvls_us (nvls forced; absent where the node has none for the op: nvls is
+// all_reduce only and needs gpu.nvls). Throws std::invalid_argument for a rank count the node
+// cannot do (outside [2, min(8, GPUs)]) or an op ring cannot run (the sweep's three can), and
+// std::logic_error for a chip without a gpu block.
+void PredictGpuSweepRow(const arch::Chip& chip, CollectiveSweepRow* r);
+
+// Empty for a GPU node (a chip with a `gpu` block, as the rest of tpsim defines it);
+// otherwise the warning tpsim-validate prints before it maps such a chip's cores to GPUs,
+// naming the chip and its noc.topology.
+std::string GpuNodeWarning(const config::Chip& chip);
 
 // Projection shapes (n, k) of Llama-3.1-8B and Llama-3.1-70B (configs/models/) at TP 1, 2, 4, 8:
 // fused QKV ((heads + 2 kv_heads) x head_dim / TP, hidden), O (hidden, heads x head_dim / TP),

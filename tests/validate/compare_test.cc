@@ -8,6 +8,7 @@
 #include <iostream>
 #include <iterator>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -232,6 +233,58 @@ TEST(Compare, CommandExitCodes) {
   EXPECT_EQ(CompareCommand({p, Write("trunc.json", "{\"ops\": [")}), 2);
   EXPECT_EQ(CompareCommand({p, p, "--frobnicate"}), 2);
   EXPECT_EQ(CompareCommand({p, p, "--plot"}), 2);
+}
+
+// A result without ops compares nothing: it printed "no op was compared" and exited 0 as if a
+// comparison had been made. Now exit 2 naming the file and the field, either side.
+TEST(Compare, ResultWithoutOpsExitsTwoNamingTheFile) {
+  const std::string p =
+      Write("pred4.json", ResultJson("analytical", 2000000, {Op("prefill", 0, "a", 1000000, false)}));
+  const std::string noops =
+      Write("noops.json", R"({"experiment": "hand", "engine": "gpu", "summary": {"total_ps": 1000000}})"
+                          "\n");
+  const std::string empty = Write("emptyops.json", ResultJson("gpu", 1000000, {}));
+  using Case = std::tuple<std::string, std::string, std::string>;  // predicted, measured, named
+  for (const auto& [pred, meas, named] :
+       {Case{p, noops, noops}, Case{p, empty, empty}, Case{noops, p, noops}}) {
+    testing::internal::CaptureStdout();
+    testing::internal::CaptureStderr();
+    const int rc = CompareCommand({pred, meas});
+    const std::string out = testing::internal::GetCapturedStdout();
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(err.find(named + ": no ops (field `ops` missing or empty)"), std::string::npos) << err;
+    EXPECT_EQ(out, "");
+  }
+}
+
+// A measured result with ops but no summary still compares its ops; its total is not measured
+// (it printed "measured 0.000 us"), and no total error is computed.
+TEST(Compare, ResultWithoutSummaryHasNoTotal) {
+  const std::string p =
+      Write("pred5.json", ResultJson("analytical", 2000000, {Op("prefill", 0, "a", 1000000, false)}));
+  const std::string m = Write("nosummary.json", R"({"experiment": "hand", "engine": "gpu", "ops": [)" +
+                                                    Op("prefill", 0, "a", 800000, true) + "]}\n");
+  const Comparison c = CompareResults(LoadResultJson(p), LoadResultJson(m));
+  EXPECT_EQ(c.compared, 1u);
+  EXPECT_DOUBLE_EQ(c.rows[0].error_pct, 25.0);  // (1 - 0.8) / 0.8
+  EXPECT_TRUE(c.predicted_total_known);
+  EXPECT_FALSE(c.measured_total_known);
+  const std::string table = ComparisonTable(c);
+  EXPECT_NE(table.find("total: predicted 2.000 us, not measured (the measured file has no "
+                       "summary)\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("0.000 us"), std::string::npos) << table;
+  // The other way round: the predicted side has no total.
+  const std::string t2 = ComparisonTable(CompareResults(LoadResultJson(m), LoadResultJson(p)));
+  EXPECT_NE(t2.find("total: not predicted (the predicted file has no summary), measured "
+                    "2.000 us\n"),
+            std::string::npos)
+      << t2;
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(CompareCommand({p, m}), 0);
+  testing::internal::GetCapturedStdout();
 }
 
 // ---- PNG checks: signature, size from IHDR, and pixels (zlib + PNG filters undone).

@@ -4,9 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <functional>
 #include <set>
 #include <stdexcept>
 
+#include "mapping/collective/collective.h"
+#include "sim/engine.h"
+#include "sim/microbench.h"
 #include "validate/compare_gpu.h"
 #include "validate/gpu_csv.h"
 #include "validate/microbench_plan.h"
@@ -63,12 +68,175 @@ TEST(GpuCsv, ErrorsNameTheFileAndLine) {
   EXPECT_EQ(msg([&] { ReadCollectiveCsv(h + "all_reduce,4,8192,-1,,,auto,auto\n", "f.csv"); }),
             "f.csv:2: time_us: -1 must be positive");
   EXPECT_EQ(msg([&] { ReadCollectiveCsv(h + "all_reduce,4\n", "f.csv"); }),
-            "f.csv:2: has 2 fields, column size_bytes is field 3");
+            "f.csv:2: 2 fields, the header (line 1) has 8");
   EXPECT_EQ(msg([&] { ReadGemmCsv("m,n,time_us\n1,2,3\n", "g.csv"); }), "g.csv: header has no column k");
   EXPECT_EQ(msg([&] { DetectCsvKind("# only a comment\n", "e.csv"); }),
             "e.csv: no header line (and no rows)");
   EXPECT_NE(msg([&] { DetectCsvKind("a,b\n1,2\n", "e.csv"); }).find("neither a collectives CSV"),
             std::string::npos);
+}
+
+std::string ErrorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// A row with a field lost or added read its later columns from its neighbours (or, short, as
+// far as it went) and was compared: now an error naming the line and both counts.
+TEST(GpuCsv, RowsWithMoreOrFewerFieldsThanTheHeaderAreErrors) {
+  const std::string h = std::string(kGemmCsvHeader) + "\n";  // 9 fields
+  EXPECT_EQ(ErrorOf([&] { ReadGemmCsv(h + "1,6144,4096,bf16,5\n", "s.csv"); }),
+            "s.csv:2: 5 fields, the header (line 1) has 9");
+  EXPECT_EQ(ErrorOf([&] { ReadGemmCsv("# made by hand\n" + h + "1,6144,4096,bf16,5,2.9,,,,\n", "s.csv"); }),
+            "s.csv:3: 10 fields, the header (line 2) has 9");
+  EXPECT_EQ(ErrorOf([&] { DetectCsvKind(h + "1,6144,4096,bf16,5\n", "s.csv"); }),
+            "s.csv:2: 5 fields, the header (line 1) has 9");
+  EXPECT_EQ(ErrorOf([&] { ReadShapesCsv("m,n,k\n1,2\n", "shapes.csv"); }),
+            "shapes.csv:2: 2 fields, the header (line 1) has 3");
+  const std::string c = std::string(kCollectiveCsvHeader) + "\n";  // 8 fields
+  EXPECT_EQ(ErrorOf([&] { ReadCollectiveCsv(c + "all_reduce,4,8192,10,1,2,ring,ll,extra\n", "c.csv"); }),
+            "c.csv:2: 9 fields, the header (line 1) has 8");
+  // Empty fields count: a measured GEMM row leaves bound, tiles and waves empty.
+  EXPECT_EQ(ReadGemmCsv(h + "1,6144,4096,bf16,5,2.9,,,\n", "ok.csv").size(), 1u);
+}
+
+// A repeated key entered the MAPE twice (measured with --chip) or was refused without its file
+// and line (predicted): now "FILE:LINE: duplicate row KEY (first at line N)" in every route.
+TEST(GpuCsv, DuplicateRowsNameTheFileAndBothLines) {
+  const std::string h = std::string(kGemmCsvHeader) + "\n";
+  EXPECT_EQ(ErrorOf([&] {
+              ReadGemmCsv(
+                  h + "1,6144,4096,bf16,5,2.9,,,\n2,6144,4096,bf16,5,2.9,,,\n1,6144,4096,bf16,7,2.9,,,\n",
+                  "dup.csv");
+            }),
+            "dup.csv:4: duplicate row m=1 n=6144 k=4096 bf16 (first at line 2)");
+  // An empty dtype is bf16: the same key.
+  EXPECT_EQ(ErrorOf([&] { ReadGemmCsv(h + "1,64,64,,5,,,,\n1,64,64,bf16,6,,,,\n", "d.csv"); }),
+            "d.csv:3: duplicate row m=1 n=64 k=64 bf16 (first at line 2)");
+  EXPECT_EQ(ReadGemmCsv(h + "1,64,64,fp16,5,,,,\n1,64,64,bf16,6,,,,\n", "d.csv").size(), 2u);
+  const std::string c = std::string(kCollectiveCsvHeader) + "\n";
+  EXPECT_EQ(
+      ErrorOf([&] {
+        ReadCollectiveCsv(
+            "# source\n" + c + "all_reduce,8,8192,10,,,auto,auto\nall_reduce,8,8192,11,,,auto,auto\n",
+            "c.csv");
+      }),
+      "c.csv:4: duplicate row all_reduce 8 ranks 8192 B, algorithm auto, protocol auto (first at line 3)");
+  // The same size with another algorithm is another row (tpsim compare --chip predicts each).
+  const auto two =
+      ReadCollectiveCsv(c + "all_reduce,8,8192,10,,,ring,auto\nall_reduce,8,8192,11,,,nvls,auto\n", "c.csv");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].line, 2);
+  EXPECT_EQ(two[1].line, 3);
+  // ... but the two-file compare matches by (op, ranks, size): there both lines are named.
+  EXPECT_EQ(ErrorOf([&] { CompareCollectives("m.csv", {two[0]}, two, "p.csv"); }),
+            "p.csv:3: duplicate row all_reduce 8 ranks 8192 B (first at line 2) (compare files with one "
+            "algorithm each, or use --chip)");
+  EXPECT_EQ(ErrorOf([&] { CompareCollectives("m.csv", two, {two[0]}, "p.csv"); }),
+            "m.csv:3: duplicate row all_reduce 8 ranks 8192 B (first at line 2) (compare files with one "
+            "algorithm each, or use --chip)");
+}
+
+// The command: a duplicate in either file exits 2 naming it (the measured file's was compared
+// twice under --chip, exit 0; the predicted file's message named no file).
+TEST(CompareGpu, DuplicateRowsInEitherFileExitTwoNamingFileAndLines) {
+  const std::string dir = std::string(TPSIM_BINARY_DIR) + "/tpsim_validate_gpu_csv_";
+  const std::string h = std::string(kGemmCsvHeader) + "\n";
+  const std::string one = dir + "one.csv", dup = dir + "dup.csv";
+  std::ofstream(one) << h << "1,6144,4096,bf16,17.203,2.926,,,\n";
+  std::ofstream(dup)
+      << h << "1,6144,4096,bf16,17.058,2.951,memory,96,0.727\n1,6144,4096,bf16,99,2.951,memory,96,0.727\n";
+  GpuPredictorFactory factory = [](const std::string&, const std::vector<std::string>&) {
+    GpuPredictor p;
+    p.gemm = [](const GemmRow& m) {
+      GemmRow r = m;
+      r.time_us = 10;
+      return r;
+    };
+    return p;
+  };
+  const std::string want = dup + ":3: duplicate row m=1 n=6144 k=4096 bf16 (first at line 2)";
+  using Args = std::vector<std::string>;
+  for (const Args& args : {Args{dup, one}, Args{one, dup}, Args{"--chip", "any", dup}}) {
+    testing::internal::CaptureStderr();
+    testing::internal::CaptureStdout();
+    const int rc = CompareGpuCommand(args, &factory);
+    const std::string out = testing::internal::GetCapturedStdout();
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 2) << args[0] << " " << args[1] << "\n" << out;
+    EXPECT_NE(err.find(want), std::string::npos) << err;
+    EXPECT_EQ(out.find("MAPE"), std::string::npos) << out;
+  }
+}
+
+// tpsim-validate --collectives predicts a GPU node with the function `tpsim collectives` uses
+// (sim::PredictCollective, on the NCCL-like model), host issue included; the lowered transfers
+// timed by the analytical engine (its old prediction) miss the host and NCCL's latencies.
+TEST(MicrobenchPlan, GpuSweepRowIsWhatTpsimCollectivesPrints) {
+  const arch::Chip chip = sim::LoadChipArg("h200-sxm-8", {});
+  for (const std::string kind : {"all_reduce", "all_gather", "reduce_scatter"}) {
+    for (int ranks : SweepRanks(8)) {
+      for (uint64_t bytes : SweepSizes()) {
+        CollectiveSweepRow r;
+        r.kind = kind;
+        r.ranks = ranks;
+        r.bytes = bytes;
+        PredictGpuSweepRow(chip, &r);
+        const std::string at = kind + " " + std::to_string(ranks) + " " + std::to_string(bytes);
+        const CollectiveRow want = sim::PredictCollective(chip, kind, ranks, bytes, "auto", "auto");
+        EXPECT_EQ(r.predicted_us, want.time_us) << at;
+        EXPECT_EQ(r.predicted_algorithm, want.algorithm) << at;
+        EXPECT_EQ(r.predicted_busbw_gbps, want.busbw_gbps) << at;
+        EXPECT_EQ(r.predicted_ring_us,
+                  sim::PredictCollective(chip, kind, ranks, bytes, "ring", "auto").time_us)
+            << at;
+        ASSERT_EQ(r.predicted_nvls_us.has_value(), kind == "all_reduce") << at;  // h200: gpu.nvls
+        if (r.predicted_nvls_us) {
+          EXPECT_EQ(*r.predicted_nvls_us,
+                    sim::PredictCollective(chip, kind, ranks, bytes, "nvls", "auto").time_us)
+              << at;
+        }
+      }
+    }
+  }
+  // The reviewer's case: reduce_scatter of 8 KiB over 8 GPUs. The host's issue cost alone,
+  // collective_launch_us + 8 x collective_launch_per_gpu_us = 13 + 8 x 2.9 = 36.2 us, bounds
+  // the host-inclusive time from below ((gpu^5 + 36.2^5)^(1/5) > 36.2); the old path's
+  // lowered transfers on the analytical engine took 4.22 us.
+  CollectiveSweepRow r;
+  r.kind = "reduce_scatter";
+  r.ranks = 8;
+  r.bytes = 8192;
+  PredictGpuSweepRow(chip, &r);
+  EXPECT_GT(r.predicted_us, 13 + 8 * 2.9);
+  const mapping::Program p =
+      mapping::CollectiveProgram(chip, "ring", mapping::CollectiveKind::kReduceScatter, 8, 8192, 2);
+  const double old_us = static_cast<double>(sim::MakeEngine("analytical")->Run(p, chip).makespan_ps) * 1e-6;
+  EXPECT_LT(old_us * 4, r.predicted_us) << old_us;
+}
+
+// A GPU node is a chip with a gpu block (as `tpsim collectives`, `tpsim gemm` and the mapping
+// call it), whatever its noc.topology: the warning said wafer-8x8 (a mesh) was not one because
+// its topology was not "switch", which read as if it were.
+TEST(MicrobenchPlan, GpuNodeWarningFollowsTheGpuBlock) {
+  const config::Chip wafer = sim::LoadChipArg("wafer-8x8", {}).config();
+  EXPECT_EQ(GpuNodeWarning(wafer),
+            "chip wafer-8x8 is not a GPU node (it has no `gpu` block; noc.topology \"mesh\"); its cores "
+            "are mapped to GPUs anyway");
+  config::Chip h200 = sim::LoadChipArg("h200-sxm-8", {}).config();
+  ASSERT_EQ(h200.noc().topology(), "switch");
+  EXPECT_EQ(GpuNodeWarning(h200), "");
+  // A switch without a gpu block is no GPU node (the old check let it pass) ...
+  h200.clear_gpu();
+  EXPECT_NE(GpuNodeWarning(h200).find("no `gpu` block; noc.topology \"switch\""), std::string::npos);
+  // ... and a gpu block on another topology is one (the old check warned).
+  config::Chip mesh_gpu = wafer;
+  *mesh_gpu.mutable_gpu() = sim::LoadChipArg("h200-sxm-8", {}).config().gpu();
+  EXPECT_EQ(GpuNodeWarning(mesh_gpu), "");
 }
 
 TEST(MicrobenchPlan, MeasuredRowsUseNcclTestsDefinitions) {
