@@ -243,6 +243,16 @@ ExpertLoad RouteTokens(const Routing& r, uint32_t experts, uint32_t top_k, uint6
   return load;
 }
 
+uint64_t ExpertPhase(uint64_t e, uint64_t experts, uint64_t tokens) {
+  if (experts == 0) return 0;
+  // a: round(0.618034 E), raised to the first value coprime with E, so that e -> a e mod E is
+  // a permutation that puts consecutive experts far apart.
+  uint64_t a = std::max<uint64_t>(1, (experts * 618034 + 500000) / 1000000);
+  while (std::gcd(a, experts) != 1) ++a;
+  const unsigned __int128 pi = (static_cast<unsigned __int128>(a) * e) % experts;
+  return static_cast<uint64_t>(pi * tokens / experts);
+}
+
 std::vector<std::vector<uint64_t>> SplitBySource(const std::vector<uint64_t>& per_expert,
                                                  const std::vector<uint64_t>& tokens_per_source) {
   const uint64_t total = std::accumulate(tokens_per_source.begin(), tokens_per_source.end(), uint64_t{0});
@@ -250,11 +260,11 @@ std::vector<std::vector<uint64_t>> SplitBySource(const std::vector<uint64_t>& pe
                                          std::vector<uint64_t>(per_expert.size(), 0));
   if (total == 0) return out;
   for (size_t e = 0; e < per_expert.size(); ++e) {
-    const unsigned __int128 n = per_expert[e];
+    const unsigned __int128 n = per_expert[e], phase = ExpertPhase(e, per_expert.size(), total);
     uint64_t before = 0;
     for (size_t s = 0; s < tokens_per_source.size(); ++s) {
       const uint64_t after = before + tokens_per_source[s];
-      out[s][e] = static_cast<uint64_t>(n * after / total - n * before / total);
+      out[s][e] = static_cast<uint64_t>((n * after + phase) / total - (n * before + phase) / total);
       before = after;
     }
   }
@@ -264,10 +274,10 @@ std::vector<std::vector<uint64_t>> SplitBySource(const std::vector<uint64_t>& pe
 std::vector<std::vector<uint32_t>> ExpertTokens(const std::vector<uint64_t>& per_expert, uint64_t tokens) {
   std::vector<std::vector<uint32_t>> out(per_expert.size());
   for (size_t e = 0; e < per_expert.size(); ++e) {
-    const unsigned __int128 n = per_expert[e];
+    const unsigned __int128 n = per_expert[e], phase = ExpertPhase(e, per_expert.size(), tokens);
     if (n > tokens) throw std::invalid_argument("moe routing: an expert has more assignments than tokens");
     for (uint64_t i = 0; i < tokens; ++i)
-      if (n * (i + 1) / tokens > n * i / tokens) out[e].push_back(static_cast<uint32_t>(i));
+      if ((n * (i + 1) + phase) / tokens > (n * i + phase) / tokens) out[e].push_back(static_cast<uint32_t>(i));
   }
   return out;
 }

@@ -72,19 +72,32 @@ std::vector<uint32_t> HotOrder(uint32_t experts, uint64_t seed, uint32_t layer);
 // Most assignments one expert keeps: ceil(capacity_factor x assignments / experts); 0 factor:
 // no limit (UINT64_MAX).
 uint64_t ExpertCapacity(double capacity_factor, uint64_t assignments, uint32_t experts);
+// Expert e's phase among `tokens` tokens of `experts` experts: floor(pi(e) x tokens / experts),
+// pi(e) = a e mod experts, a = round(0.618034 experts) raised to the first value coprime with
+// `experts` (8 experts: a = 5, pi = 0, 5, 2, 7, 4, 1, 6, 3). SplitBySource and ExpertTokens
+// start each expert's cumulative rounding at its phase, so that experts with fewer assignments
+// than there are sources (decode: n_e often 1) take rows from different tokens and sources.
+// Without it every such expert took the last token: one rank sent every row of a step and one
+// expert-parallel replica did all the expert work (Qwen3-30B-A3B, 16 tokens on 16 ranks, ep 4:
+// 3.5x the decode step of ep 16, where each replica should do a quarter).
+uint64_t ExpertPhase(uint64_t e, uint64_t experts, uint64_t tokens);
 // Each expert's assignments split over sources in proportion to the sources' tokens, by
-// cumulative rounding: source s gets floor(n x C(s+1) / T) - floor(n x C(s) / T) of an
-// expert's n, C(s) the tokens of sources before s, T all tokens. Rows: sources.
+// cumulative rounding from the expert's phase: source s gets floor((n C(s+1) + ph) / T) -
+// floor((n C(s) + ph) / T) of an expert's n, C(s) the tokens of sources before s, T all tokens,
+// ph = ExpertPhase(e, E, T) < T (the counts sum to n). Rows: sources.
 std::vector<std::vector<uint64_t>> SplitBySource(const std::vector<uint64_t>& per_expert,
                                                  const std::vector<uint64_t>& tokens_per_source);
 
 // Which tokens each expert takes (the functional executor's assignment, mapping/functional.h):
-// expert e with n_e of `tokens` tokens takes token i when floor(n_e (i+1) / tokens) >
-// floor(n_e i / tokens) (n_e <= tokens; a larger n_e throws std::invalid_argument). For every
-// split of the tokens into consecutive ranges this gives each range exactly SplitBySource's
-// count, so the partitioned layer and the unpartitioned reference route the same tokens to the
-// same experts whatever the ranks. A token takes between 0 and E experts (balanced 16 tokens,
-// 8 experts of 4: tokens 3, 7, 11 and 15 take all 8, the others none). Ascending token ids.
+// expert e with n_e of `tokens` tokens takes token i when floor((n_e (i+1) + ph) / tokens) >
+// floor((n_e i + ph) / tokens), ph = ExpertPhase(e, E, tokens) (n_e <= tokens; a larger n_e
+// throws std::invalid_argument). For every split of the tokens into consecutive ranges this
+// gives each range exactly SplitBySource's count, so the partitioned layer and the
+// unpartitioned reference route the same tokens to the same experts whatever the ranks. A token
+// takes between 0 and E experts; balanced counts spread evenly (16 tokens, 8 experts of 4,
+// top-2: phases 0, 10, 4, 14, 8, 2, 12, 6; tokens 3, 7, 11, 15 take experts 0 and 5, tokens
+// 1, 5, 9, 13 experts 1 and 4, tokens 2, 6, 10, 14 experts 2 and 7, tokens 0, 4, 8, 12 experts
+// 3 and 6: each token its top-2). Ascending token ids.
 std::vector<std::vector<uint32_t>> ExpertTokens(const std::vector<uint64_t>& per_expert, uint64_t tokens);
 
 // How mapping.moe splits the p ranks of a stage (mapping.tp x mapping.attention_dp:

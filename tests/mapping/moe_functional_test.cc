@@ -68,14 +68,16 @@ double Error(const arch::Chip& chip, const config::Model& model, const config::W
 }
 
 TEST(MoeFunctional, ExpertTokensGiveEveryRowSplitSplitBySourcesCounts) {
-  // 16 tokens; expert 0 takes 4: floor(4 (i+1) / 16) > floor(4 i / 16) at i = 3, 7, 11, 15;
-  // expert 1 takes 8: the odd tokens; expert 2 takes 3: i = 5, 10, 15 (3 (i+1) / 16 crosses 1, 2, 3
-  // at i + 1 = 6, 11, 16); expert 3 none; expert 4 all 16.
+  // 16 tokens, 5 experts: a = round(0.618034 x 5) = 3, pi = 3e mod 5 = 0, 3, 1, 4, 2, phases
+  // floor(16 pi / 5) = 0, 9, 3, 12, 6. Expert 0 takes 4 from phase 0: floor(4 (i+1) / 16) >
+  // floor(4 i / 16) at i = 3, 7, 11, 15; expert 1 takes 8 from phase 9: 8 i + 9 crosses a
+  // multiple of 16 at the even tokens (9 -> 17 at i = 0, 25 -> 33 at i = 2, ...); expert 2 takes 3
+  // from phase 3: 3 i + 3 < 16 j <= 3 i + 6 at i = 4, 9, 14; expert 3 none; expert 4 all 16.
   const std::vector<uint64_t> n = {4, 8, 3, 0, 16};
   const auto takes = ExpertTokens(n, 16);
   EXPECT_EQ(takes[0], (std::vector<uint32_t>{3, 7, 11, 15}));
-  EXPECT_EQ(takes[1], (std::vector<uint32_t>{1, 3, 5, 7, 9, 11, 13, 15}));
-  EXPECT_EQ(takes[2], (std::vector<uint32_t>{5, 10, 15}));
+  EXPECT_EQ(takes[1], (std::vector<uint32_t>{0, 2, 4, 6, 8, 10, 12, 14}));
+  EXPECT_EQ(takes[2], (std::vector<uint32_t>{4, 9, 14}));
   EXPECT_TRUE(takes[3].empty());
   EXPECT_EQ(takes[4].size(), 16u);
   // Any split into consecutive ranges: each range's tokens per expert are SplitBySource's counts.

@@ -82,10 +82,35 @@ TEST(MoeRouting, HotOrderIsASeededPermutationPerLayer) {
   EXPECT_NE(HotOrder(128, 1, 0), HotOrder(128, 1, 1));
 }
 
-TEST(MoeRouting, SplitBySourceIsCumulativeRounding) {
-  // Sources of 2, 1, 1 tokens (T = 4). Expert 0's 5: floor(5x2/4) = 2, floor(5x3/4) - 2 = 1,
-  // 5 - 3 = 2; expert 1's 3: 1, 2 - 1 = 1, 3 - 2 = 1.
-  EXPECT_EQ(SplitBySource({5, 3}, {2, 1, 1}), (std::vector<std::vector<uint64_t>>{{2, 1}, {1, 1}, {2, 1}}));
+TEST(MoeRouting, ExpertPhasesSpreadTheExperts) {
+  // 8 experts: a = round(0.618034 x 8) = 5 (coprime with 8), pi = 5e mod 8 = 0, 5, 2, 7, 4, 1, 6,
+  // 3; over 16 tokens the phase is 2 pi.
+  const std::vector<uint64_t> want = {0, 10, 4, 14, 8, 2, 12, 6};
+  for (uint64_t e = 0; e < 8; ++e) EXPECT_EQ(ExpertPhase(e, 8, 16), want[e]) << e;
+  // 64 experts: round(39.55) = 40 shares 8 with 64, 41 does not: pi(1) = 41, over 64 tokens 41.
+  EXPECT_EQ(ExpertPhase(1, 64, 64), 41u);
+  // 128 experts: a = round(79.108) = 79; over 16 tokens expert 1's phase is floor(79 x 16 / 128) = 9.
+  EXPECT_EQ(ExpertPhase(1, 128, 16), 9u);
+  EXPECT_EQ(ExpertPhase(0, 1, 7), 0u);
+}
+
+TEST(MoeRouting, SplitBySourceIsCumulativeRoundingFromThePhase) {
+  // Sources of 2, 1, 1 tokens (T = 4), 2 experts: a = 1, phases 0 and floor(1 x 4 / 2) = 2.
+  // Expert 0's 5: floor(5x2/4) = 2, floor(5x3/4) - 2 = 1, 5 - 3 = 2; expert 1's 3 from phase 2:
+  // floor((6+2)/4) - floor(2/4) = 2, floor((9+2)/4) - 2 = 0, floor((12+2)/4) - 2 = 1.
+  EXPECT_EQ(SplitBySource({5, 3}, {2, 1, 1}), (std::vector<std::vector<uint64_t>>{{2, 2}, {1, 0}, {2, 1}}));
+}
+
+TEST(MoeRouting, ExpertsWithOneRowTakeItFromDifferentSources) {
+  // Decode of 16 sequences on 16 source ranks (one token each), 128 experts of top-8, balanced:
+  // one row per expert. Each source sends 8 rows (its token's 8 experts); before the phases,
+  // every expert took the last token and source 15 sent all 128.
+  const auto by_src = SplitBySource(std::vector<uint64_t>(128, 1), std::vector<uint64_t>(16, 1));
+  for (size_t s = 0; s < 16; ++s) {
+    uint64_t rows = 0;
+    for (uint64_t n : by_src[s]) rows += n;
+    EXPECT_EQ(rows, 8u) << "source " << s;
+  }
 }
 
 class TraceFile : public ::testing::Test {
@@ -389,15 +414,18 @@ TEST(MoeLower, DispatchAndCombineBytesByHand) {
 }
 
 TEST(MoeLower, GpuNodeAllToAllIsOneNcclKernelPerGpuByHand) {
-  // h200-sxm-8, TP 8 = EP 8, 16 tokens (2 rows per GPU), balanced: every expert takes 4 of the
-  // 16 tokens, tokens 3, 7, 11, 15 (the counts SplitBySource gives every range of rows), which
-  // GPUs 1, 3, 5, 7 hold. Dispatch: an odd GPU sends its row (64 x 2 B = 128 B) to each of the
-  // other 7 GPUs' expert (896 B) and receives 3 x 128 = 384 B; an even GPU sends nothing and
-  // receives 4 x 128 = 512 B. NCCL's all_to_all size is a rank's send buffer, (n - 1) / n of
-  // which leaves it: 896 x 8 / 7 = 1024 B, and 512 x 8 / 7 = 585.14, rounded up to 586 B.
-  // Combine is the reverse: the same larger sides. Each GPU's kernel waits for its own rows
-  // and for those of the GPUs it exchanges with (an even GPU: the odd ones, not the other even
-  // ones), and is timed as arch/gpu's all_to_all of that size (CUDA graphs: its device time).
+  // h200-sxm-8, TP 8 = EP 8, 16 tokens (2 rows per GPU: GPU g holds tokens 2g, 2g + 1),
+  // balanced: every expert takes 4 of the 16 tokens, from its phase (ExpertTokens; phases 0,
+  // 10, 4, 14, 8, 2, 12, 6): tokens 0 mod 4 take experts 3 and 6, 1 mod 4 experts 1 and 4, 2 mod
+  // 4 experts 2 and 7, 3 mod 4 experts 0 and 5. Expert e is GPU e. So an even GPU's two tokens
+  // go to GPUs 3, 6, 1, 4 and an odd GPU's to 2, 7, 0, 5; a row is 64 x 2 B = 128 B. GPUs 0 to 3
+  // send 4 rows (512 B) and receive 4; GPUs 4 to 7 keep one row of their own expert's and send
+  // and receive 3 (384 B). NCCL's all_to_all size is a rank's send buffer, (n - 1) / n of which
+  // leaves it: 512 x 8 / 7 = 585.14, rounded up to 586 B, and 384 x 8 / 7 = 438.86, 439 B.
+  // Combine is the reverse: the same sizes. Each GPU's kernel waits for its own rows and for
+  // those of the GPUs it sends to or receives from (GPU 0: sends to 1, 3, 4, 6, receives expert
+  // 0's rows from 1, 3, 5, 7), and is timed as arch/gpu's all_to_all of that size (CUDA graphs:
+  // its device time).
   const std::string dir = std::string(TPSIM_SOURCE_DIR) + "/configs/";
   config::Chip cfg;
   config::ParseFile(dir + "chips/h200-sxm-8.textproto", &cfg, nullptr);
@@ -423,7 +451,7 @@ TEST(MoeLower, GpuNodeAllToAllIsOneNcclKernelPerGpuByHand) {
       const ComputeShape& s = p.shape(kernels[g]);
       EXPECT_EQ(s.m, static_cast<uint64_t>(CollectiveKind::kAllToAll));
       EXPECT_EQ(s.n, 8u);
-      EXPECT_EQ(s.bytes, g % 2 == 1 ? 1024u : 586u);
+      EXPECT_EQ(s.bytes, g < 4 ? 586u : 439u);
       const arch::gpu::CollEstimate e = arch::gpu::EstimateCollective(
           cfg.gpu(), 8, {.op = arch::gpu::CollOp::kAllToAll, .ranks = 8, .bytes = s.bytes});
       EXPECT_EQ(TaskTime(chip, p, kernels[g]), static_cast<Ps>(std::ceil(e.gpu_us * 1e6)));
@@ -432,10 +460,11 @@ TEST(MoeLower, GpuNodeAllToAllIsOneNcclKernelPerGpuByHand) {
       for (TaskId d : p.deps(kernels[g])) waits.push_back(p.core(d));
       std::sort(waits.begin(), waits.end());
       waits.erase(std::unique(waits.begin(), waits.end()), waits.end());
-      std::vector<int> want;
-      for (int q = 0; q < 8; ++q)
-        if (q == g || q % 2 == 1 || g % 2 == 1) want.push_back(q);
-      EXPECT_EQ(waits, want);
+      const std::vector<std::vector<int>> want = {{0, 1, 3, 4, 5, 6, 7}, {0, 1, 2, 4, 5, 6, 7},
+                                                  {1, 2, 3, 4, 5, 6, 7}, {0, 2, 3, 4, 5, 6, 7},
+                                                  {0, 1, 2, 3, 4, 6},    {0, 1, 2, 3, 5, 7},
+                                                  {0, 1, 2, 3, 4, 6},    {0, 1, 2, 3, 5, 7}};
+      EXPECT_EQ(waits, want[g]);
     }
   }
 }

@@ -234,10 +234,10 @@ TEST(Plan, BadDtypeIsAnErrorNotACrash) {
 }
 
 // An MoE layer on h200-sxm-8 (issue 17): hidden 64, 8 experts of intermediate 32, top-2,
-// balanced routing, 16 prefill tokens over attention TP 8 (2 rows per GPU). 32 assignments: 4
-// per expert, and ExpertTokens gives every expert tokens 3, 7, 11 and 15 (floor(4 (i+1) / 16) >
-// floor(4 i / 16)), which live on GPUs 1, 3, 5 and 7: each odd GPU sends its one token to every
-// expert, the even GPUs route none.
+// balanced routing, 16 prefill tokens over attention TP 8 (GPU g holds tokens 2g, 2g + 1). 32
+// assignments: 4 per expert, and ExpertTokens (from each expert's phase, 0, 10, 4, 14, 8, 2, 12,
+// 6) gives tokens 0, 1, 2, 3 mod 4 experts {3, 6}, {1, 4}, {2, 7} and {0, 5}: an even GPU's two
+// tokens go to experts 3, 6, 1, 4, an odd GPU's to 2, 7, 0, 5, one row each.
 Lowered LowerMoe(int ep, int etp, int tp = 8, int dp = 1) {
   const std::string dir = std::string(TPSIM_SOURCE_DIR) + "/configs/";
   config::Chip cfg;
@@ -283,7 +283,6 @@ TEST(Plan, MoeExpertsAreGroupedGemmsAndAllToAllsExactSendRecvs) {
     ASSERT_EQ(l.plan.gpus.size(), 8u);
     const uint64_t im = 32 / etp, per_slot = 8 / ep;  // Im per rank, experts per GPU
     for (const GpuPlan& g : l.plan.gpus) {
-      const bool odd = g.gpu % 2 == 1;
       // Experts: every expert of the GPU's slot got 4 rows. gate+up: one grouped GEMM of a
       // gate and an up problem per expert, [4, 64] x [64, Im / tp]; down: [4, Im / tp] x
       // [Im / tp, 64] per expert (one expert: a plain cublasGemmEx).
@@ -308,19 +307,25 @@ TEST(Plan, MoeExpertsAreGroupedGemmsAndAllToAllsExactSendRecvs) {
             }
           }
       EXPECT_EQ(downs, 1) << g.gpu;
-      // Dispatch: an odd GPU sends its token's row to each other GPU once per expert of that
-      // GPU's slot (64 x experts per slot elements); every GPU receives that from each odd GPU.
+      // Dispatch, one row (64 elements) per expert a GPU's tokens take. EP 8 (expert e on GPU
+      // e): an even GPU sends to GPUs 1, 3, 4, 6, an odd one to 0, 2, 5, 7, itself left out
+      // (GPUs 0 to 3 send 4 rows, 4 to 7 keep one and send 3); GPU g's expert takes its rows from
+      // the even GPUs when g is 1, 3, 4 or 6, else from the odd ones. EP 4 x TP 2 (slot s:
+      // experts 2s, 2s + 1 on GPUs 2s, 2s + 1): each slot holds one of a GPU's four experts, so
+      // every GPU sends one row to and receives one from every other GPU.
       const Launch* disp = Find(g, "experts.dispatch", LaunchKind::kGroupSendRecv);
       ASSERT_NE(disp, nullptr) << g.gpu;
+      const bool even = g.gpu % 2 == 0, from_even = g.gpu == 1 || g.gpu == 3 || g.gpu == 4 || g.gpu == 6;
       std::vector<PeerCount> sends, recvs;
       for (int q = 0; q < 8; ++q) {
         if (q == g.gpu) continue;
-        if (odd) sends.push_back({q, 64 * per_slot});
-        if (q % 2 == 1) recvs.push_back({q, 64 * per_slot});
+        const bool to_q = (q == 1 || q == 3 || q == 4 || q == 6) == even;
+        if (ep == 4 || to_q) sends.push_back({q, 64});
+        if (ep == 4 || (q % 2 == 0) == from_even) recvs.push_back({q, 64});
       }
       EXPECT_EQ(disp->sends, sends) << g.gpu;
       EXPECT_EQ(disp->recvs, recvs) << g.gpu;
-      EXPECT_EQ(disp->bytes, odd ? 7 * 64 * per_slot * 2 : 0u);
+      EXPECT_EQ(disp->bytes, ep == 4 ? 7u * 64 * 2 : (g.gpu < 4 ? 4u : 3u) * 64 * 2);
       EXPECT_EQ(disp->nranks, 8);
       // Combine: the reverse (each rank of a slot returns its partial sums).
       const Launch* comb = Find(g, "experts.combine", LaunchKind::kGroupSendRecv);
@@ -347,11 +352,11 @@ TEST(Plan, MoeExpertsAreGroupedGemmsAndAllToAllsExactSendRecvs) {
           l.prog.collectives[t.collective].kind == mapping::CollectiveKind::kAllToAll)
         program += t.bytes;
     EXPECT_EQ(planned, program);
-    EXPECT_EQ(program, 2u * 4 * 7 * 64 * per_slot * 2);  // dispatch + combine, 4 senders x 7 peers
+    // Dispatch + combine: EP 8, 4 x 4 + 4 x 3 = 28 rows; EP 4 x TP 2, 8 GPUs x 7 peers.
+    EXPECT_EQ(program, ep == 8 ? 2u * 28 * 64 * 2 : 2u * 8 * 7 * 64 * 2);
     const std::string dump = l.plan.Dump(l.prog);
     EXPECT_NE(dump.find("cublasGemmGroupedBatchedEx"), std::string::npos);
-    EXPECT_NE(dump.find("ncclSend(" + std::to_string(64 * per_slot) + " to GPU 0)"), std::string::npos)
-        << dump;
+    EXPECT_NE(dump.find("ncclSend(64 to GPU 0)"), std::string::npos) << dump;
   }
 }
 
