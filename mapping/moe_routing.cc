@@ -277,7 +277,8 @@ std::vector<std::vector<uint32_t>> ExpertTokens(const std::vector<uint64_t>& per
     const unsigned __int128 n = per_expert[e], phase = ExpertPhase(e, per_expert.size(), tokens);
     if (n > tokens) throw std::invalid_argument("moe routing: an expert has more assignments than tokens");
     for (uint64_t i = 0; i < tokens; ++i)
-      if ((n * (i + 1) + phase) / tokens > (n * i + phase) / tokens) out[e].push_back(static_cast<uint32_t>(i));
+      if ((n * (i + 1) + phase) / tokens > (n * i + phase) / tokens)
+        out[e].push_back(static_cast<uint32_t>(i));
   }
   return out;
 }
