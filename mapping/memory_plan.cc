@@ -68,11 +68,13 @@ void SramTimeline::Place(const WeightPlan& plan) {
   sram_ = cx_.chip.config().core().sram_bytes();
   const uint64_t b = cx_.batch;  // the sequences one core's replica holds
   const uint64_t wbytes = plan.weight_bytes_per_core;
-  const uint64_t kvbytes =
-      2 * b * cx_.lmax * plan.kv_heads_per_core * cx_.model.head_dim() * cx_.d * plan.layers_per_core;
+  const uint64_t per_layer = 2 * b * cx_.lmax * plan.kv_heads_per_core * cx_.model.head_dim() * cx_.d;
+  const uint64_t kvbytes = per_layer * plan.layers_per_core;
   weights_sram_ = plan.weights_in_sram;
   kv_sram_ = (weights_sram_ ? wbytes : 0) + kvbytes <= sram_;
-  resident_ = (weights_sram_ ? wbytes : 0) + (kv_sram_ ? kvbytes : 0);
+  weights_ = weights_sram_ ? wbytes : 0;
+  kv_layer_ = kv_sram_ ? per_layer : 0;
+  kv_layers_ = plan.layers_per_core;
   cx_.prog.weights_location = weights_sram_ ? WeightsLocation::kSram : WeightsLocation::kDramStreamed;
   cx_.prog.kv_location = kv_sram_ ? KvLocation::kSram : KvLocation::kDram;
 }
@@ -80,6 +82,19 @@ void SramTimeline::Place(const WeightPlan& plan) {
 void GpuHbmPlan::Place(const WeightPlan&) {
   cx_.prog.weights_location = WeightsLocation::kHbm;
   cx_.prog.kv_location = KvLocation::kHbm;
+}
+
+uint64_t SramTimeline::Resident() const {
+  uint64_t layers = kv_layers_;
+  if (cx_.phase == Phase::kPrefill && cx_.cached == 0) {
+    // The first prefill: the core's layers of its stage up to and including cx_.layer, the
+    // stages cut from the lowered layers as Lower cuts them.
+    const int stages = std::max<int>(1, static_cast<int>(cx_.m.pipeline_stages()));
+    const uint32_t lowered = cx_.wl.num_layers() ? cx_.wl.num_layers() : cx_.model.num_layers();
+    const uint32_t first = StageFirstLayer(LayerStage(cx_.layer, stages, lowered), stages, lowered);
+    layers = std::min<uint64_t>(layers, uint64_t{cx_.layer} - first + 1);
+  }
+  return weights_ + kv_layer_ * layers;
 }
 
 void SramTimeline::Created(int32_t t, FuncTensorKind kind) {
@@ -146,7 +161,8 @@ void SramTimeline::BeforeCompute(int rank, llm::OpKind kind, const int32_t (&use
                                  std::vector<TaskId>* deps) {
   auto touched = [&](int32_t x) { return x == used[0] || x == used[1] || x == used[2]; };
   for (int32_t u : used) Reload(u, rank, deps);
-  const uint64_t avail = sram_ > resident_ ? sram_ - resident_ : 0;
+  const uint64_t resident = Resident();
+  const uint64_t avail = sram_ > resident ? sram_ - resident : 0;
   uint64_t idle = 0;
   // Only the rank's own attention replica's tensors live on its core (mapping.attention_dp).
   const Local l = LocalOf(rank);

@@ -47,6 +47,15 @@ class MemoryPlanner {
 // attention neither evicts nor reloads). Streamed weights are double-buffered: the read
 // of a weight op's shard may start once the compute that preceded the previous weight op
 // on that core has finished (one op of prefetch).
+// The KV cache, when resident, is reserved whole (all the core's layers, lmax positions)
+// from the first task of the run, except in the first prefill (Phase::kPrefill with no
+// cached prefix): there layer j's KV region holds nothing until layer j's prefill writes
+// it, so a task of layer l reserves the KV of the core's layers of its stage up to and
+// including l only (at most WeightPlan::layers_per_core), and activations may use the
+// rest. The current layer's region is reserved from its first task on, not from its
+// kv_write: simple, and conservative. Where KV lives (kv_location) is decided for the whole
+// cache as before. Decode steps, prefills after a cached prefix and mixed iterations
+// reserve it whole, so every decode step plans alike (sim/step_reuse.h).
 class SramTimeline : public MemoryPlanner {
  public:
   explicit SramTimeline(LowerContext& cx) : cx_(cx) {}
@@ -65,6 +74,9 @@ class SramTimeline : public MemoryPlanner {
 
  private:
   void Grow(size_t core);
+  // The resident bytes a compute task of the current phase and layer (cx_.layer) plans
+  // around: the resident weights and the KV room (see the class comment).
+  uint64_t Resident() const;
   // Rank r of the current group as a rank of its attention replica (mapping.attention_dp): r
   // itself, or, while the MoE block spans the whole stage (LowerContext::replica -1), rank
   // r % (p / D) of replica r / (p / D) of p / D ranks. Tensors are tagged with their replica.
@@ -77,7 +89,8 @@ class SramTimeline : public MemoryPlanner {
   LowerContext& cx_;
   std::vector<int32_t> live_;  // activations the stage's cores hold between ops, oldest first
   bool weights_sram_ = true, kv_sram_ = true;
-  uint64_t resident_ = 0, sram_ = 0;
+  uint64_t weights_ = 0, kv_layer_ = 0, sram_ = 0;     // resident weights, one layer's resident KV
+  uint32_t kv_layers_ = 0;                             // the layers a core's KV cache holds
   std::vector<int64_t> last_compute_, prefetch_mark_;  // per core
 };
 
