@@ -46,6 +46,17 @@ void CheckId(int id, int n, const char* what) {
   }
 }
 
+// Upper bound on memory channels, all memories together: each is a controller node and two
+// links. A 64 MiB config can list millions of attach entries (gigabytes of nodes and links);
+// 16 channels for each of kMaxNodes nodes is far beyond any real chip.
+constexpr int kMaxChannels = 16 * kMaxNodes;
+
+// Where chip field `sub` ("memory[1].name") is: under "chip." in an experiment's map, at
+// `sub` itself in a chip file parsed on its own (as DiagSink finds it).
+config::Location Locate(const config::SourceMap& locs, const std::string& sub) {
+  return locs.Knows("chip." + sub) ? locs.Find("chip." + sub) : locs.Find(sub);
+}
+
 }  // namespace
 
 std::string Link::name() const {
@@ -73,6 +84,21 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
   // Memory channels (per_core memories stacked under each core, in declaration
   // order) and their controllers: one kMemory node per channel after the
   // topology's nodes, wired to the channel's attach node by a link pair.
+  int64_t total_channels = 0;
+  for (int mi = 0; mi < cfg.memory_size(); ++mi) {
+    const auto& m = cfg.memory(mi);
+    const int64_t count = m.per_core() ? chip.num_cores_ : m.attach_size();
+    total_channels += count;
+    if (total_channels > kMaxChannels) {
+      const std::string sub = "memory[" + std::to_string(mi) + "]." + (m.per_core() ? "per_core" : "attach");
+      throw config::ConfigError(config::Diag{
+          Locate(locs, sub), "chip." + sub, m.per_core() ? "true" : std::to_string(count),
+          "its " + std::to_string(count) + " channels (one per " + (m.per_core() ? "core" : "attach entry") +
+              ") bring the chip's memory channels to " + std::to_string(total_channels) +
+              ", past the most a chip may have (" + std::to_string(kMaxChannels) +
+              ", all memories together)"});
+    }
+  }
   for (int mi = 0; mi < cfg.memory_size(); ++mi) {
     const auto& m = cfg.memory(mi);
     auto add = [&](const std::string& name, int attach) {
@@ -88,14 +114,27 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
       mc.kind = Node::kMemory;
       mc.row = chip.nodes_[attach].row;
       mc.col = chip.nodes_[attach].col;
-      if (!chip.node_index_.emplace(mc.name, static_cast<int>(chip.nodes_.size())).second) {
-        throw config::ConfigError(
-            config::Diag{locs.Find("chip.memory[" + std::to_string(mi) + "].name"),
-                         "chip.memory[" + std::to_string(mi) + "].name", m.name(),
-                         "its controller node " + mc.name + " clashes with a node of the network"});
+      if (auto [it, added] = chip.node_index_.emplace(mc.name, static_cast<int>(chip.nodes_.size()));
+          !added) {
+        std::string rule = "its controller node " + mc.name + " clashes with a node of the network";
+        if (it->second >= n_topo) {
+          // Channel names are the memory's name plus the channel index, so two memories can
+          // clash ("d" per_core on 12 cores has d10, and so has "d1"'s channel 0): name the
+          // other memory and its channel, not the network.
+          const MemoryChannel& other = chip.channels_[it->second - n_topo];
+          const std::string& other_name = cfg.memory(other.memory).name();
+          rule = "its channel " + name.substr(m.name().size()) + "'s controller node " + mc.name +
+                 " clashes with that of memory[" + std::to_string(other.memory) + "] " + other_name +
+                 "'s channel " + other.name.substr(other_name.size()) +
+                 " (a channel is named by its memory's name and index): rename one of the two memories";
+        }
+        const std::string sub = "memory[" + std::to_string(mi) + "].name";
+        throw config::ConfigError(config::Diag{Locate(locs, sub), "chip." + sub, m.name(), rule});
       }
       ch.node = static_cast<int>(chip.nodes_.size());
       chip.nodes_.push_back(std::move(mc));
+      ch.up_link = static_cast<int>(chip.links_.size());
+      ch.down_link = ch.up_link + 1;
       for (auto [src, dst] : {std::pair{ch.node, attach}, std::pair{attach, ch.node}}) {
         Link l;
         l.src = src;
@@ -124,17 +163,23 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
 
   // Next-hop table: the topology's own routing where it has one, else BFS
   // shortest paths (distances to each destination on the reversed graph),
-  // taking the lowest-id out-link that gets one hop closer.
+  // taking the lowest-id out-link that gets one hop closer. Both read the topology's
+  // nodes and links only (its links are the first ids): controllers are leaves, on no
+  // route between two topology nodes, and with them each destination's BFS cost as
+  // many steps as there are channels (channels x nodes where many hang off one node).
   chip.next_hop_.assign(static_cast<size_t>(n_topo) * n_topo, -1);
-  const auto edge_id = boost::get(boost::edge_index, graph->g);
-  const auto reversed = boost::make_reverse_graph(graph->g);
-  std::vector<int> dist(n);
+  Graph topo_g(n_topo);
+  for (size_t id = 0; id < net.links.size(); ++id)
+    boost::add_edge(chip.links_[id].src, chip.links_[id].dst, static_cast<int>(id), topo_g);
+  const auto edge_id = boost::get(boost::edge_index, topo_g);
+  const auto reversed = boost::make_reverse_graph(topo_g);
+  std::vector<int> dist(n_topo);
   // Each node's out-links as (target, link id), in the graph's order, read once per pair.
-  std::vector<size_t> out_begin(static_cast<size_t>(n) + 1, 0);
+  std::vector<size_t> out_begin(static_cast<size_t>(n_topo) + 1, 0);
   std::vector<std::pair<int, int>> out_links;
-  for (int a = 0; a < n; ++a) {
-    for (auto [e, end] = boost::out_edges(a, graph->g); e != end; ++e)
-      out_links.emplace_back(static_cast<int>(boost::target(*e, graph->g)), edge_id[*e]);
+  for (int a = 0; a < n_topo; ++a) {
+    for (auto [e, end] = boost::out_edges(a, topo_g); e != end; ++e)
+      out_links.emplace_back(static_cast<int>(boost::target(*e, topo_g)), edge_id[*e]);
     out_begin[a + 1] = out_links.size();
   }
   for (int b = 0; b < n_topo; ++b) {
@@ -158,14 +203,14 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
           have_dist = true;
         }
         if (dist[a] > 0) {
-          for (auto [e, end] = boost::out_edges(a, graph->g); e != end; ++e) {
-            int t = static_cast<int>(boost::target(*e, graph->g));
+          for (auto [e, end] = boost::out_edges(a, topo_g); e != end; ++e) {
+            int t = static_cast<int>(boost::target(*e, topo_g));
             if (dist[t] == dist[a] - 1 && (link < 0 || edge_id[*e] < link)) link = edge_id[*e];
           }
         }
       }
       if (link < 0) {
-        throw config::ConfigError(config::Diag{locs.Find("chip.noc"), "chip.noc", cfg.noc().topology(),
+        throw config::ConfigError(config::Diag{Locate(locs, "noc"), "chip.noc", cfg.noc().topology(),
                                                "no route from " + chip.nodes_[a].name + " to " +
                                                    chip.nodes_[b].name + " (the network is not connected)"});
       }
@@ -173,24 +218,35 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
     }
   }
 
-  // Controllers are leaves, routed by Route() through their attach node; the
-  // table covers the topology's nodes only.
+  // Controllers are leaves, routed by Route() through their attach node (up_link and
+  // down_link, set as they were added: searching the attach node's out-edges for each cost
+  // channels x channels where many hang off one node); the table covers the topology's nodes
+  // only.
   chip.num_topology_nodes_ = n_topo;
-  for (MemoryChannel& ch : chip.channels_) {
-    for (auto [e, end] = boost::out_edges(ch.node, graph->g); e != end; ++e) ch.up_link = edge_id[*e];
-    for (auto [e, end] = boost::out_edges(ch.attach, graph->g); e != end; ++e) {
-      if (static_cast<int>(boost::target(*e, graph->g)) == ch.node) ch.down_link = edge_id[*e];
-    }
-  }
 
-  // Diameter over core pairs, with per-destination memoised hop counts; a walk
-  // longer than n hops means a topology's routing loops.
+  // Attach nodes, each once, in order of their lowest channel id, and each node's channels in
+  // id order: a core chooses a node, then takes one of that node's channels (below).
+  std::vector<int> attach_nodes;
+  std::vector<std::vector<int>> node_channels(n_topo);
+  for (int ch = 0; ch < static_cast<int>(chip.channels_.size()); ++ch) {
+    const int at = chip.channels_[ch].attach;
+    if (node_channels[at].empty()) attach_nodes.push_back(at);
+    node_channels[at].push_back(ch);
+  }
+  std::vector<int> core_node(chip.num_cores_, -1);
+
+  // Per destination core b, memoised hop counts from every node walked so far; a walk longer
+  // than n hops means a topology's routing loops. From the cores they give the diameter; from
+  // the attach nodes, each core's nearest node in the read direction (attach -> core: weights
+  // and KV reads are the bulk of memory traffic, and on a one-way ring the two directions
+  // differ), the lowest-id channel's node on ties. One walk per distinct node, however many
+  // channels hang there.
   std::vector<int> hops(n), path, link_dst(chip.links_.size());
   for (size_t l = 0; l < link_dst.size(); ++l) link_dst[l] = chip.links_[l].dst;
   for (int b = 0; b < chip.num_cores_; ++b) {
     std::fill(hops.begin(), hops.end(), -1);
     hops[b] = 0;
-    for (int a = 0; a < chip.num_cores_; ++a) {
+    auto hops_to_b = [&](int a) {
       path.clear();
       int at = a;
       while (hops[at] < 0) {
@@ -203,8 +259,25 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
         hops[*it] = hops[at] + 1;
         at = *it;
       }
-      chip.diameter_ = std::max(chip.diameter_, hops[a]);
+      return hops[a];
+    };
+    for (int a = 0; a < chip.num_cores_; ++a) chip.diameter_ = std::max(chip.diameter_, hops_to_b(a));
+    int best_hops = 0;
+    for (int at : attach_nodes) {
+      const int h = hops_to_b(at);
+      if (core_node[b] < 0 || h < best_hops) core_node[b] = at, best_hops = h;
     }
+  }
+
+  // The cores that chose a node share its channels: in core-id order they take them
+  // round-robin in channel-id order (the j-th gets channel j mod count). With one channel per
+  // node that is the node's channel; before, every core took the lowest id, and a second
+  // channel at the same node carried nothing while describe counted its bandwidth.
+  chip.core_channel_.assign(chip.num_cores_, -1);
+  std::vector<size_t> taken(n_topo, 0);
+  for (int c = 0; c < chip.num_cores_ && !attach_nodes.empty(); ++c) {
+    const std::vector<int>& at = node_channels[core_node[c]];
+    chip.core_channel_[c] = at[taken[core_node[c]]++ % at.size()];
   }
 
   bool first_cut = true;
@@ -218,19 +291,6 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
     first_cut = false;
   }
 
-  chip.core_channel_.assign(chip.num_cores_, -1);
-  for (int c = 0; c < chip.num_cores_; ++c) {
-    int best = -1, best_hops = 0;
-    for (int ch = 0; ch < static_cast<int>(chip.channels_.size()) && best < 0; ++ch) {
-      if (chip.channels_[ch].attach == c) best = ch;
-    }
-    const bool stacked = best >= 0;
-    for (int ch = 0; ch < static_cast<int>(chip.channels_.size()) && !stacked; ++ch) {
-      int h = chip.Hops(c, chip.channels_[ch].attach);
-      if (best < 0 || h < best_hops) best = ch, best_hops = h;
-    }
-    chip.core_channel_[c] = best;
-  }
   return chip;
 }
 

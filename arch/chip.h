@@ -118,8 +118,12 @@ class Chip {
   // serialisation at the slowest link of the route (cut-through).
   Ps TransferTime(int a, int b, uint64_t bytes) const;
 
-  // The memory channel core `core` uses: one attached at its own node (stacked)
-  // when there is one, else the nearest in hops; the lowest channel id on ties.
+  // The memory channel core `core` uses. The core chooses the attach node nearest in hops
+  // in the read direction (attach -> core; its own node when a channel is stacked there),
+  // the node of the lowest channel id on ties; the cores choosing one node share its
+  // channels, taking them round-robin in core-id and channel-id order (the j-th such core
+  // gets the node's channel j mod count); a node's channels are idle only when fewer
+  // cores choose it than hang channels there.
   int ChannelOf(int core) const;
 
   // Whole-chip figures for `tpsim describe`.

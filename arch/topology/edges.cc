@@ -8,7 +8,6 @@
 // bound on the true minimum bisection of an arbitrary graph).
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/strong_components.hpp>
-#include <cmath>
 #include <map>
 
 #include "arch/topology/grid.h"
@@ -56,6 +55,13 @@ class Edges : public Topology {
     };
     for (int i = 0; i < n.core_names_size(); ++i) declare("core_names", i, n.core_names(i));
     for (int i = 0; i < n.router_names_size(); ++i) declare("router_names", i, n.router_names(i));
+    // The noc default as the other topologies check it (CheckLinkDefaults), except that 0 is
+    // "unset": allowed while every edge gives its own bandwidth. Before, it was checked only
+    // when some edge defaulted to it, and without the 1e30 bound: NaN, -5 and 1e308 were
+    // accepted and describe printed them (bisection inf GB/s).
+    const double noc_bw = n.link_bandwidth_gbps();
+    const bool noc_bw_set = noc_bw != 0;  // NaN too
+    if (noc_bw_set) CheckPositive(sink, "noc.link_bandwidth_gbps", noc_bw);
     bool endpoints_ok = true;
     for (int i = 0; i < n.edges_size(); ++i) {
       const auto& e = n.edges(i);
@@ -70,7 +76,7 @@ class Edges : public Topology {
         sink.Add(sub + ".b", e.b(), "must differ from a (no self-loops)");
       }
       if (e.bandwidth_gbps() == 0) {
-        if (!(n.link_bandwidth_gbps() > 0 && std::isfinite(n.link_bandwidth_gbps()))) {
+        if (!noc_bw_set) {  // a bad noc value is reported once, above
           sink.Add(sub + ".bandwidth_gbps", "0",
                    "must be positive, or noc.link_bandwidth_gbps must be positive to default it");
         }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 
 #include "arch/chip.h"
 #include "tests/arch/test_util.h"
@@ -238,6 +239,55 @@ TEST(ValidateEdges, EdgeBandwidthDefaultsNeedANocBandwidth) {
   cfg.mutable_noc()->mutable_edges(0)->set_bandwidth_gbps(10);
   cfg.mutable_noc()->mutable_edges(1)->set_bandwidth_gbps(10);
   EXPECT_TRUE(Check(cfg).empty());
+}
+
+TEST(ValidateEdges, NocLinkBandwidthIsCheckedLikeOtherTopologies) {
+  // Every edge gives its own bandwidth, so the noc default is unused; set, it must still be
+  // positive and at most 1e30 as on mesh, ring, switch and wafer (CheckLinkDefaults). Before,
+  // it was checked only when an edge defaulted to it: nan, -5 and 1e308 built, and describe
+  // printed them (bisection inf GB/s for 1e308). 0 stays "unset".
+  const std::vector<std::tuple<double, const char*, const char*>> cases = {
+      {NAN, "nan", "must be positive"},
+      {-5, "-5", "must be positive"},
+      {1e308, "1e+308", "must be at most 1e30"},
+      {-INFINITY, "-inf", "must be positive"}};
+  for (const auto& [v, text, rule] : cases) {
+    SCOPED_TRACE(text);
+    config::Chip cfg = EdgesChip();
+    for (auto& e : *cfg.mutable_noc()->mutable_edges()) e.set_bandwidth_gbps(10);
+    cfg.mutable_noc()->set_link_bandwidth_gbps(v);
+    auto diags = Check(cfg);
+    ASSERT_EQ(diags.size(), 1u);
+    EXPECT_EQ(diags[0].field, "chip.noc.link_bandwidth_gbps");
+    EXPECT_EQ(diags[0].value, text);
+    EXPECT_EQ(diags[0].rule, rule);
+    // An edge that defaults to it adds no second diag: the noc value is the one to fix.
+    cfg.mutable_noc()->mutable_edges(0)->set_bandwidth_gbps(0);
+    EXPECT_EQ(Check(cfg).size(), 1u);
+    EXPECT_THROW(Chip::Build(cfg), config::ConfigError);
+  }
+  config::Chip unset = EdgesChip();
+  for (auto& e : *unset.mutable_noc()->mutable_edges()) e.set_bandwidth_gbps(10);
+  unset.mutable_noc()->set_link_bandwidth_gbps(0);
+  EXPECT_TRUE(Check(unset).empty());
+  // Located in a chip file of its own.
+  const std::string text =
+      "clock_mhz: 1000\n"
+      "core { systolic_rows: 4 systolic_cols: 4 matrix_utilization: 1 vector_lanes: 1 sram_bytes: 1 }\n"
+      "noc { topology: \"edges\" core_names: [\"a\", \"b\"]\n"
+      "      link_bandwidth_gbps: 1e308 edges { a: \"a\" b: \"b\" bandwidth_gbps: 10 } }\n"
+      "memory { name: \"m\" kind: \"dram\" per_core: true bandwidth_gbps: 1 efficiency: 1 }\n";
+  config::Chip located;
+  config::SourceMap locs("x.textproto");
+  config::ParseMessage(text, "x.textproto", &located, &locs);
+  try {
+    Chip::Build(located, locs);
+    FAIL() << "accepted";
+  } catch (const config::ConfigError& e) {
+    ASSERT_EQ(e.diags().size(), 1u) << e.what();
+    EXPECT_EQ(e.diags()[0].str(),
+              "x.textproto:4:7: chip.noc.link_bandwidth_gbps: 1e+308: must be at most 1e30");
+  }
 }
 
 TEST(Validate, CollectsEveryDiagAndLocatesThem) {
