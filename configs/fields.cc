@@ -96,9 +96,12 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
     if (!f->is_repeated() && part.index >= 0) {
       throw ConfigError(Diag{where, walked, value, "field is not repeated; remove the [index]"});
     }
+    // Later errors name the element (chip.memory[0].efficiency), as file errors do.
+    const std::string bare = walked;
+    if (f->is_repeated()) walked += "[" + std::to_string(part.index) + "]";
     int size = f->is_repeated() ? refl->FieldSize(*cur, f) : 0;
     if (f->is_repeated() && part.index > size) {
-      throw ConfigError(Diag{where, walked, value,
+      throw ConfigError(Diag{where, bare, value,
                              "index [" + std::to_string(part.index) + "] out of range (" +
                                  std::to_string(size) + " elements; use [" + std::to_string(size) +
                                  "] to append)"});

@@ -585,6 +585,11 @@ int Run(Args& a) {
     spdlog::warn(
         "workload.dtype fp32: GEMMs are timed at the matrix unit's bf16 rate (the only one modelled); "
         "bytes moved and energy are fp32's");
+  // fp16 was accepted and timed, moved and charged exactly as bf16, silently.
+  if (e.cfg.workload().dtype() == "fp16")
+    spdlog::warn(
+        "workload.dtype fp16: timed, moved and charged as bf16 (2 bytes, the matrix unit's bf16 rate and "
+        "mac_bf16_pj: the only ones modelled)");
   if (r.result.summary().contention() > sim::kContentionWarning) {
     spdlog::warn(
         "contention {:.2f}: queues on links added {:.0f}% to this run; on 4,000 runs of the random family "

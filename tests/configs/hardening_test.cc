@@ -696,6 +696,17 @@ TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
   EXPECT_NE(bw.output.find("chip.memory[0].bandwidth_gbps: 1e-09: reading the streamed weights"),
             std::string::npos)
       << bw.output;
+  // An absurd efficiency is named, not the sane bandwidth beside it (it blamed bandwidth_gbps: 60).
+  Outcome eff = Tpsim("run " + kRef + one + " --set chip.memory[0].efficiency=1e-300");
+  EXPECT_EQ(eff.status, 2) << eff.output;
+  EXPECT_NE(eff.output.find("chip.memory[0].efficiency: 1e-300: reading the streamed weights"),
+            std::string::npos)
+      << eff.output;
+  // A compute task bound by an absurd SRAM bandwidth passes the clock at run time (exit 1); the
+  // fields to check include the SRAM bandwidth (they named the clock and utilization only).
+  Outcome sram = Tpsim("run " + kRef + one + " --set chip.core.sram_bandwidth_gbps=1e-9 --quiet");
+  EXPECT_EQ(sram.status, 1) << sram.output;
+  EXPECT_NE(sram.output.find("chip.core.sram_bandwidth_gbps"), std::string::npos) << sram.output;
   Outcome slow = Tpsim("run " + kRef + " --set chip.noc.link_bandwidth_gbps=1e-10 --quiet");
   EXPECT_EQ(slow.status, 2) << slow.output;
   EXPECT_NE(slow.output.find("chip.noc.link_bandwidth_gbps: 1e-10: the transfers between the TP ranks"),

@@ -138,6 +138,19 @@ TEST(Load, SetScalarFieldWalksPathsAndChecksTypes) {
   EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", "0.0e-5"), "no error");
   EXPECT_NE(rule_of("chip.noc.bidirectional", "yes").find("true or false"), std::string::npos);
   EXPECT_NE(rule_of("a..b", "1").find("not a field path"), std::string::npos);
+  // An error below a repeated field names the element, as a file's errors do (it said
+  // chip.memory.efficiency, which names no memory where there are two).
+  auto field_of = [&](const std::string& path, const std::string& value) {
+    try {
+      SetScalarField(&e, path, value, cli);
+    } catch (const ConfigError& err) {
+      return err.diags()[0].field;
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(field_of("chip.memory[0].efficiency", "nan"), "chip.memory[0].efficiency");
+  EXPECT_EQ(field_of("chip.memory[0].attach[0].x", "1"), "chip.memory[0].attach[0]");
+  EXPECT_EQ(field_of("chip.memory[5].name", "x"), "chip.memory");
 }
 
 TEST(Load, DiagFormat) {
