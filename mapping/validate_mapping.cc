@@ -441,7 +441,14 @@ void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, cons
                          : over > 2 ? " (and " + std::to_string(over - 1) + " more channels overflow)"
                                     : "") +
                         ": raise capacity_bytes, spread the model over more cores (mapping.tp, "
-                        "mapping.pipeline_stages), or shorten the context" +
+                        "mapping.pipeline_stages" +
+                        // A rank holds every expert of its slot whatever mapping.tp: E / moe.ep
+                        // experts, each cut moe.tp ways (it named mapping.tp alone, which does not
+                        // shrink an explicit moe.ep 1 x moe.tp 1).
+                        (model.num_experts() > 0 && u.weights > 0
+                             ? "; an MoE layer's experts over more ranks: mapping.moe.ep, mapping.moe.tp"
+                             : "") +
+                        "), or shorten the context" +
                         (batch > 1 && u.kv > 0 ? " or lower workload.batch" : "")});
 }
 

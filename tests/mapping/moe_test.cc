@@ -460,10 +460,9 @@ TEST(MoeLower, GpuNodeAllToAllIsOneNcclKernelPerGpuByHand) {
       for (TaskId d : p.deps(kernels[g])) waits.push_back(p.core(d));
       std::sort(waits.begin(), waits.end());
       waits.erase(std::unique(waits.begin(), waits.end()), waits.end());
-      const std::vector<std::vector<int>> want = {{0, 1, 3, 4, 5, 6, 7}, {0, 1, 2, 4, 5, 6, 7},
-                                                  {1, 2, 3, 4, 5, 6, 7}, {0, 2, 3, 4, 5, 6, 7},
-                                                  {0, 1, 2, 3, 4, 6},    {0, 1, 2, 3, 5, 7},
-                                                  {0, 1, 2, 3, 4, 6},    {0, 1, 2, 3, 5, 7}};
+      const std::vector<std::vector<int>> want = {
+          {0, 1, 3, 4, 5, 6, 7}, {0, 1, 2, 4, 5, 6, 7}, {1, 2, 3, 4, 5, 6, 7}, {0, 2, 3, 4, 5, 6, 7},
+          {0, 1, 2, 3, 4, 6},    {0, 1, 2, 3, 5, 7},    {0, 1, 2, 3, 4, 6},    {0, 1, 2, 3, 5, 7}};
       EXPECT_EQ(waits, want[g]);
     }
   }
@@ -525,6 +524,28 @@ TEST(MoeLower, ValidationNamesTheMoeFields) {
   z.mutable_moe()->set_routing("");
   z.mutable_moe()->set_capacity_factor(-1);
   EXPECT_NE(diags(z).find("mapping.moe.capacity_factor: -1: must be 0 (dropless)"), std::string::npos);
+}
+
+TEST(MoeLower, ChannelCapacityErrorNamesTheExpertSplit) {
+  // Weights streamed (64 B of SRAM) into 1,000-byte channels: a rank of ep 4 holds 2 experts'
+  // 12,288 B a layer (WeightPlanCountsEveryExpertOfTheSlot), far more. The advice names the
+  // expert split, which mapping.tp alone does not shrink; a dense model's does not.
+  config::Chip cfg = MeshChip(2, 2, 64);
+  cfg.mutable_memory(0)->set_capacity_bytes(1000);
+  const arch::Chip chip = arch::Chip::Build(cfg);
+  auto rule = [&](const config::Model& model, const config::Mapping& m) {
+    std::vector<config::Diag> d;
+    ValidateDramCapacity(m, chip, model, Work(16, 0, 1), config::SourceMap(), &d);
+    return d.empty() ? std::string("no error") : d[0].rule;
+  };
+  EXPECT_NE(rule(MoeModel(), MoeMap(4, 4, 1))
+                .find("an MoE layer's experts over more ranks: mapping.moe.ep, "
+                      "mapping.moe.tp"),
+            std::string::npos);
+  const std::string dense = rule(SmallModel(), Map(4, "megatron"));
+  EXPECT_NE(dense.find("spread the model over more cores (mapping.tp, mapping.pipeline_stages)"),
+            std::string::npos)
+      << dense;
 }
 
 }  // namespace
