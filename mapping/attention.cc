@@ -1,6 +1,7 @@
 #include "mapping/attention.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "chip.pb.h"
 #include "mapping/memory_plan.h"
@@ -78,30 +79,29 @@ ComputeShape BatchedGemm(uint64_t batch, uint64_t m, uint64_t n, uint64_t k, uin
 
 }  // namespace
 
-AttentionShapes AttentionSpanShapes(uint64_t batch, uint64_t s, uint64_t ctx, uint64_t hd, uint64_t d) {
-  // scores: batch x [s, hd] . [hd, ctx]; PV: batch x [s, ctx] . [ctx, hd]. Softmax reads the
-  // scores and writes the probabilities.
-  const uint64_t elems = batch * s * ctx;
-  return {BatchedGemm(batch, s, ctx, hd, d),
+AttentionShapes AttentionSpanShapes(uint64_t batch, uint64_t s, uint64_t ctx, uint64_t hd, uint64_t d,
+                                    uint64_t stack) {
+  // scores: batch / stack x [stack s, hd] . [hd, ctx]; PV: batch / stack x [stack s, ctx] .
+  // [ctx, hd]. Softmax reads the scores and writes the probabilities, batch x s rows of ctx.
+  const uint64_t elems = batch * s * ctx, g = std::max<uint64_t>(1, stack);
+  return {BatchedGemm(batch / g, g * s, ctx, hd, d),
           ComputeShape{.op_kind = llm::OpKind::kSoftmax,
                        .m = batch * s,
                        .n = ctx,
                        .vector_ops = kSoftmaxOps * static_cast<double>(elems),
                        .bytes = 2 * elems * d},
-          BatchedGemm(batch, s, hd, ctx, d)};
+          BatchedGemm(batch / g, g * s, hd, ctx, d)};
 }
 
-void AttentionEmitter::AttnTask(int r, int32_t cache, const ComputeShape& shape, uint64_t seqs, FuncOp f,
+uint64_t StackedHeads(uint64_t h0, uint64_t h1, uint64_t group) {
+  const uint64_t g = std::gcd(std::gcd(h1 - h0, group), h0);
+  return g ? g : 1;
+}
+
+void AttentionEmitter::AttnTask(int r, int32_t cache, const ComputeShape& sh, FuncOp f,
                                 std::vector<TaskId> deps, uint64_t kv_bytes) {
   const bool kv_dram = !cx_.mem->KvResident();
   if (kv_dram) deps.push_back(cx_.Memory(r, kv_bytes, false, cx_.Ready(cache, r)));
-  // A GPU's attention kernel (GQA) stacks the query heads that share a KV head into M, so K or
-  // V is read once per KV head, not once per query head: batch = KV heads, m = group x rows.
-  // Timing only: with functional data (tpsim-validate's launches) the shape stays per head.
-  const uint64_t group = cx_.model.num_attention_heads() / cx_.NumKvHeads(), nh = shape.batch / seqs;
-  const ComputeShape sh = cx_.chip.config().has_gpu() && !cx_.func && group > 1 && nh % group == 0
-                              ? BatchedGemm(nh / group * seqs, shape.m * group, shape.n, shape.k, cx_.d)
-                              : shape;
   Task t;
   t.op_kind = sh.op_kind;
   t.batch = sh.batch, t.m = sh.m, t.n = sh.n, t.k = sh.k;
@@ -129,6 +129,13 @@ void AttentionEmitter::Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc,
   };
   // K or V bytes rank r reads: its KV heads' columns of every context row of every sequence.
   auto kv_bytes = [&](int r) { return sp.seqs * lt * ColsOf(heads, nkv * hd, cx_.p, r).size() * cx_.d; };
+  // A rank's query heads that share a KV head are stacked into M (GQA), on every chip. With
+  // functional data (tpsim-validate's launches, the functional executor) the shape stays one
+  // GEMM per query head, as the data are laid out.
+  auto shapes = [&](uint64_t h0, uint64_t h1) {
+    const uint64_t stack = cx_.func ? 1 : StackedHeads(h0, h1, group);
+    return AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d, stack);
+  };
   auto heads_op = [&](FuncOp* f, uint64_t h0, uint64_t h1) {
     f->head_dim = hdu, f->kv_group = group, f->head_begin = static_cast<uint32_t>(h0),
     f->head_end = static_cast<uint32_t>(h1);
@@ -145,8 +152,7 @@ void AttentionEmitter::Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc,
     heads_op(&f, h0, h1);
     std::vector<TaskId> deps = cx_.Ready(q, r);
     Append(&deps, cx_.Ready(kc, r));
-    AttnTask(r, kc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).scores, sp.seqs, f, deps,
-             kv_bytes(r));
+    AttnTask(r, kc, shapes(h0, h1).scores, f, deps, kv_bytes(r));
   }
   cx_.NewOp(cx_.names[OpRole::kSoftmax], "heads");
   for (int r = 0; r < cx_.p; ++r) {
@@ -169,8 +175,7 @@ void AttentionEmitter::Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc,
     heads_op(&f, h0, h1);
     std::vector<TaskId> deps = cx_.Ready(probs, r);
     Append(&deps, cx_.Ready(vc, r));
-    AttnTask(r, vc, AttentionSpanShapes((h1 - h0) * sp.seqs, sp.s, lt, hd, cx_.d).pv, sp.seqs, f, deps,
-             kv_bytes(r));
+    AttnTask(r, vc, shapes(h0, h1).pv, f, deps, kv_bytes(r));
   }
 }
 

@@ -26,10 +26,10 @@ class AttentionEmitter {
   };
   void KvWrite(int32_t k, int32_t v, int32_t kc, int32_t vc);
   void Attend(const Span& sp, int32_t q, int32_t kc, int32_t vc, int32_t attn);
-  // One attention task (scores or PV, of AttentionSpanShapes over `seqs` sequences) on rank r;
-  // when the KV cache is in DRAM it first reads the `kv_bytes` of K or V it needs.
-  void AttnTask(int r, int32_t cache, const ComputeShape& shape, uint64_t seqs, FuncOp f,
-                std::vector<TaskId> deps, uint64_t kv_bytes);
+  // One attention task (scores or PV, of AttentionSpanShapes) on rank r; when the KV cache is
+  // in DRAM it first reads the `kv_bytes` of K or V it needs.
+  void AttnTask(int r, int32_t cache, const ComputeShape& sh, FuncOp f, std::vector<TaskId> deps,
+                uint64_t kv_bytes);
 
   LowerContext& cx_;
 };

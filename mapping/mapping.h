@@ -58,13 +58,21 @@ Program Lower(const arch::Chip& chip, const config::Model& model, const config::
 
 // The compute tasks of attention on one rank for one span of rows (mapping/attention.cc):
 // `batch` = query heads x sequences, each sequence's `s` new tokens attending to `ctx` context
-// rows, head_dim `hd`, `dtype_bytes` per element. Lowering emits exactly these shapes; the
+// rows, head_dim `hd`, `dtype_bytes` per element. `stack` query heads that share a KV head
+// (GQA; StackedHeads) are stacked into M, as GQA kernels do: QK^T and PV are batch / stack
+// GEMMs of stack x s rows, so K and V are read once per KV head, not once per query head
+// (`stack` divides the heads of each sequence). Lowering emits exactly these shapes; the
 // serving skeletons (sim/serving/skeleton.h) time chunks with them without lowering.
 struct AttentionShapes {
   ComputeShape scores, softmax, pv;
 };
 AttentionShapes AttentionSpanShapes(uint64_t batch, uint64_t s, uint64_t ctx, uint64_t hd,
-                                    uint64_t dtype_bytes);
+                                    uint64_t dtype_bytes, uint64_t stack = 1);
+
+// How many of a rank's query heads [h0, h1) lowering stacks per attention GEMM when `group`
+// query heads share each KV head: gcd(h1 - h0, group, h0), the largest stack that splits the
+// rank's heads into equal runs of heads sharing one KV head; 1 without GQA.
+uint64_t StackedHeads(uint64_t h0, uint64_t h1, uint64_t group);
 
 // Stage-two checks of the mapping against chip, model and workload. Diags name fields
 // under "mapping.". Weights pinned in SRAM (mapping.weights sram) must fit for the workload's

@@ -76,18 +76,18 @@ uint64_t SkeletonCost::AttentionTransient(const llm::SeqChunk& c, uint64_t heads
   return std::max(heads * s * (hd_ + lt) * d_ + (dram ? lt * kv_cols * d_ : 0), 2 * heads * s * lt * d_);
 }
 
-SkeletonCost::ChunkPs SkeletonCost::ChunkAttention(const llm::SeqChunk& c, uint64_t heads) {
+SkeletonCost::ChunkPs SkeletonCost::ChunkAttention(const llm::SeqChunk& c, uint64_t heads, uint64_t stack) {
   const uint64_t s = c.new_tokens, lt = uint64_t{c.cached} + c.new_tokens;
+  const ChunkKey key{c.new_tokens, static_cast<uint32_t>(lt), heads, stack};
   if (lt <= UINT32_MAX) {
-    const ChunkKey key{c.new_tokens, static_cast<uint32_t>(lt), heads};
     auto it = chunk_ps_.find(key);
     if (it != chunk_ps_.end()) return it->second;
   }
   // The shapes lowering emits for this chunk (one sequence, `heads` query heads).
-  const mapping::AttentionShapes sh = mapping::AttentionSpanShapes(heads, s, lt, hd_, d_);
+  const mapping::AttentionShapes sh = mapping::AttentionSpanShapes(heads, s, lt, hd_, d_, stack);
   const ChunkPs t{mapping::ComputeTime(chip_, sh.scores), mapping::ComputeTime(chip_, sh.softmax),
                   mapping::ComputeTime(chip_, sh.pv)};
-  if (lt <= UINT32_MAX) chunk_ps_.emplace(ChunkKey{c.new_tokens, static_cast<uint32_t>(lt), heads}, t);
+  if (lt <= UINT32_MAX) chunk_ps_.emplace(key, t);
   return t;
 }
 
@@ -249,7 +249,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     if (attn_op[p.task(i).op]) chains[{p.ops[p.task(i).op].ref.layer, p.task(i).core}].push_back(i);
   if (chains.empty()) return Why::kOther;
   const size_t per = dram ? 5 : 3;
-  uint64_t heads = 0, kv_cols = 0;
+  uint64_t heads = 0, stack = 1, kv_cols = 0;
   std::vector<uint8_t> role(n, 0);   // 1: first task of a chain, 2: a later one
   std::vector<uint32_t> last(n, 0);  // chain tasks: the chain's last task
   std::vector<int32_t> sig_of;       // per chain (map order)
@@ -273,8 +273,11 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
       } else {
         if (!IsAttention(t) || (t.op_kind == llm::OpKind::kSoftmax) != softmax) return Why::kOther;
         if (!softmax) {
-          if (heads == 0) heads = t.batch;
-          if (t.batch != heads || heads == 0) return Why::kOther;
+          // m = stack x the chunk's new tokens (mapping::AttentionSpanShapes).
+          const uint64_t s = chunks[j / per].new_tokens, st = s ? t.m / s : 0;
+          if (st == 0 || t.m != st * s) return Why::kOther;
+          if (heads == 0) heads = t.batch * st, stack = st;
+          if (t.batch * st != heads || st != stack || heads == 0) return Why::kOther;
         }
       }
       role[ids[j]] = j == 0 ? 1 : 2;
@@ -283,7 +286,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     for (size_t j = 0; j < ids.size(); ++j) {
       const size_t q = j % per;
       const llm::SeqChunk& c = chunks[j / per];
-      const ChunkPs t = ChunkAttention(c, heads);
+      const ChunkPs t = ChunkAttention(c, heads, stack);
       Ps want = 0;
       if (dram && (q == 0 || q == 3)) {
         want = ReadPs(sig, (uint64_t{c.cached} + c.new_tokens) * kv_cols * d_);
@@ -390,7 +393,7 @@ SkeletonCost::Why SkeletonCost::Build(uint32_t rows, uint64_t context, Skeleton*
     }
   }
   sk->dram = dram;
-  sk->heads = heads;
+  sk->heads = heads, sk->stack = stack;
   sk->kv_cols = kv_cols;
   if (dram) {
     // 3a. The skeleton as Replay's nodes.

@@ -86,12 +86,13 @@ class SkeletonCost {
   uint64_t hits() const { return hits_; }        // Makespan calls answered
   uint64_t kv_dram() const { return kv_dram_; }  // of which with the KV cache in DRAM
 
-  // Durations of one chunk's attention tasks on a core holding `heads` query heads, as the
-  // analytical engine times LowerIteration's tasks.
+  // Durations of one chunk's attention tasks on a core holding `heads` query heads, `stack` of
+  // them per GEMM (mapping::AttentionSpanShapes), as the analytical engine times
+  // LowerIteration's tasks.
   struct ChunkPs {
     Ps scores = 0, softmax = 0, pv = 0;
   };
-  ChunkPs ChunkAttention(const llm::SeqChunk& c, uint64_t heads);
+  ChunkPs ChunkAttention(const llm::SeqChunk& c, uint64_t heads, uint64_t stack = 1);
 
  private:
   static constexpr Ps kNone = std::numeric_limits<Ps>::min();  // no time (max-plus zero)
@@ -107,9 +108,9 @@ class SkeletonCost {
     Ps a = 0, b = 0, r = 0;
   };
   struct Skeleton {
-    bool dram = false;  // KV cache in DRAM: the chains read it; timed by Replay
-    uint64_t heads = 0, kv_cols = 0;
-    std::vector<Ps> poly;  // KV in SRAM: c_k (kNone when no path has k chains)
+    bool dram = false;                           // KV cache in DRAM: the chains read it; timed by Replay
+    uint64_t heads = 0, stack = 1, kv_cols = 0;  // query heads per core, stacked per GEMM
+    std::vector<Ps> poly;                        // KV in SRAM: c_k (kNone when no path has k chains)
     // KV in DRAM: the skeleton's tasks with each chain collapsed onto its first task.
     struct Node {
       uint32_t dep_begin = 0, dep_end = 0;
@@ -171,12 +172,13 @@ class SkeletonCost {
   std::vector<ChainFn> fns_;
   struct ChunkKey {
     uint32_t s, lt;
-    uint64_t heads;
+    uint64_t heads, stack;
     bool operator==(const ChunkKey&) const = default;
   };
   struct ChunkHash {
     size_t operator()(const ChunkKey& k) const {
-      return std::hash<uint64_t>()((uint64_t{k.s} << 32 | k.lt) * 0x9E3779B97F4A7C15ull ^ k.heads);
+      return std::hash<uint64_t>()((uint64_t{k.s} << 32 | k.lt) * 0x9E3779B97F4A7C15ull ^ k.heads ^
+                                   k.stack << 40);
     }
   };
   std::unordered_map<ChunkKey, ChunkPs, ChunkHash> chunk_ps_;  // ChunkAttention, memoised

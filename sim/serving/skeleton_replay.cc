@@ -24,7 +24,7 @@ SkeletonCost::ChainFn SkeletonCost::Fn(const std::vector<llm::SeqChunk>& chunks,
   // busy time and ends `rd` after its start (sim/schedule.h).
   V core{0, kNone}, dram{kNone, 0};
   for (const llm::SeqChunk& c : chunks) {
-    const ChunkPs t = ChunkAttention(c, sk.heads);
+    const ChunkPs t = ChunkAttention(c, sk.heads, sk.stack);
     if (sig) {
       const uint64_t bytes = (uint64_t{c.cached} + c.new_tokens) * sk.kv_cols * d_;
       const Ps rd = ReadPs(*sig, bytes), hold = ReadBusyPs(*sig, bytes);
