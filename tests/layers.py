@@ -9,7 +9,8 @@
   validate's library (tpsim_validate_plan): configs, llm, arch, mapping (and the CSV formats
   of validate/gpu_csv.h, which need only configs)
   tpsim-validate (validate/main.cc): that library, the compare module (its collective sweep
-  rows, validate/collective_sweep.h) and the run pipeline, never sim/tlm
+  rows, validate/collective_sweep.h), the run pipeline and the microbenchmarks (its collective
+  predictions are `tpsim collectives`' sim::PredictCollective), never sim/tlm
 
 Each source file belongs to one module (by path); a file may include its own module's
 headers and those of the modules listed for it below, nothing else. SystemC (<systemc>,
@@ -38,7 +39,8 @@ ALLOWED = {
     # (validate/gpu_csv.*, in the compare module, which needs only configs).
     "validate": BELOW_ENGINE | {"compare"},
     "run": RUN,  # observers (RunOptions::observers) are attached by the caller
-    "validate_main": RUN | {"validate", "compare"},
+    # --collectives predicts with sim::PredictCollective, what `tpsim collectives` prints.
+    "validate_main": RUN | {"validate", "compare", "microbench"},
     "sweep": RUN | {"serving"},  # a point with a request stream runs as `tpsim serve`
     "serving": RUN,  # its trace is written by the cli (sim/cli/serve.cc)
     # tpsim collectives / gemm / compare --chip: predictions on any chip as the CSV rows

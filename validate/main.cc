@@ -15,6 +15,7 @@
 #include "mapping/mapping.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
+#include "sim/microbench.h"
 #include "sim/result.h"
 #include "sim/run.h"
 #include "validate/collective_sweep.h"
@@ -36,12 +37,12 @@ constexpr const char* kUsage =
     "       tpsim-validate [EXPERIMENT] --collectives [--dry-run] [--out sweep.json] [--csv "
     "collectives.csv]\n"
     "                      all-reduce, all-gather, reduce-scatter from 8 KiB to 1 GiB over 2, 4 and 8\n"
-    "                      of this machine's GPUs (as many as it has; time, algbw, busbw as nccl-tests\n"
-    "                      defines them) next to tpsim's prediction for the experiment's chip (default\n"
-    "                      chips/h200-sxm-8.textproto): on a GPU node (a chip with a gpu block) what\n"
-    "                      `tpsim collectives` prints, nccl-tests' time per call with the host's issue\n"
-    "                      cost; on other chips the analytical engine on tpsim's collective lowering\n"
-    "                      (what `tpsim collectives` does there); --csv writes the measurements\n"
+    "                      of this machine's GPUs (as many as both it and the chip have; time, algbw,\n"
+    "                      busbw as nccl-tests defines them) next to tpsim's prediction for the\n"
+    "                      experiment's chip (default chips/h200-sxm-8.textproto), what `tpsim\n"
+    "                      collectives` prints: on a GPU node (a chip with a gpu block) nccl-tests' time\n"
+    "                      per call with the host's issue cost; on other chips the analytical engine on\n"
+    "                      tpsim's collective lowering; --csv writes the measurements\n"
     "                      in `tpsim collectives --csv` columns for `tpsim compare --chip`; --dry-run\n"
     "                      predicts without measuring ('-' in the measured columns); `tpsim compare\n"
     "                      sweep.json --plot busbw.png` draws busbw over size, predicted and measured\n"
@@ -161,37 +162,49 @@ Options Parse(int argc, char** argv) {
 // an ofstream's failed flush at its close went unnoticed: /dev/full "wrote" the CSV).
 void WriteFile(const std::string& path, const std::string& text) { config::WriteOutputFile(path, text); }
 
-// A chip without a gpu block: the analytical engine's time for one collective over `ranks`
-// cores of `chip` with `algorithm` (a registry name or "auto": mapping::ChooseCollective's
-// rule), as `tpsim collectives` times such a chip. GPU nodes: PredictGpuSweepRow.
-int64_t PredictCollectivePs(const arch::Chip& chip, const std::string& algorithm,
-                            mapping::CollectiveKind kind, int ranks, uint64_t bytes) {
-  mapping::Program p = mapping::CollectiveProgram(chip, algorithm, kind, ranks, bytes, 2);
-  if (p.empty()) return 0;
-  const sim::EngineOutput timing = sim::MakeEngine("analytical")->Run(p, chip);
-  sim::CheckRepresentable(p, chip, timing);  // a saturated time is no prediction
-  return timing.makespan_ps;
+// One sweep point's predictions (r->kind, ranks and bytes set), each what `tpsim collectives`
+// prints for it (sim::PredictCollective): tpsim's choice (algorithm auto), ring forced, and nvls
+// forced where `nvls` (the chip has it for r->kind).
+void PredictSweepRow(const arch::Chip& chip, bool nvls, CollectiveSweepRow* r) {
+  const CollectiveRow c = sim::PredictCollective(chip, r->kind, r->ranks, r->bytes, "auto", "auto");
+  r->predicted_algorithm = c.algorithm;
+  r->predicted_us = c.time_us;
+  r->predicted_algbw_gbps = c.algbw_gbps;
+  r->predicted_busbw_gbps = c.busbw_gbps;
+  r->predicted_ring_us = sim::PredictCollective(chip, r->kind, r->ranks, r->bytes, "ring", "auto").time_us;
+  if (nvls)
+    r->predicted_nvls_us = sim::PredictCollective(chip, r->kind, r->ranks, r->bytes, "nvls", "auto").time_us;
 }
 
 int Collectives(const Options& o) {
   std::string chip_path = config::JoinPath(config::ConfigDir(), "chips/h200-sxm-8.textproto");
   config::Chip cfg;
-  std::string chip_name;
+  config::Location noc_at;  // where the chip's noc block (its core count) is written
   if (!o.experiment.empty()) {
     sim::Experiment e = sim::LoadExperiment(o.experiment, o.sets);
     config::CheckOutputs({{"--out", o.out}, {"--csv", o.csv}}, sim::InputFiles(e));
     sim::ValidateExperiment(e);
     cfg = e.cfg.chip();
+    noc_at = e.locs.Find("chip.noc");
   } else {
     config::CheckOutputs({{"--out", o.out}, {"--csv", o.csv}}, {chip_path});
     config::SourceMap locs(chip_path);
     config::ParseFile(chip_path, &cfg, &locs);
+    noc_at = locs.Find("noc");
   }
   arch::Chip chip = arch::Chip::Build(cfg);
   const std::vector<uint64_t> sizes = SweepSizes();
   const int devices = DeviceCount();
-  std::vector<int> rank_list = SweepRanks(o.dry_run ? chip.num_cores() : devices);
-  if (rank_list.empty()) rank_list.push_back(std::min(8, chip.num_cores()));  // predictions only
+  std::string ranks_note;
+  const std::vector<int> rank_list =
+      CollectiveSweepRanks(devices, o.dry_run, chip.num_cores(), cfg.name(), &ranks_note);
+  if (rank_list.empty()) {
+    // One rank is no collective: the old sweep printed 0 us for every size.
+    throw config::ConfigError(config::Diag{
+        noc_at, "chip.noc", std::to_string(chip.num_cores()) + (chip.num_cores() == 1 ? " core" : " cores"),
+        "tpsim-validate --collectives needs a chip of at least 2 cores (GPUs): a collective runs over 2 or "
+        "more ranks"});
+  }
   const mapping::InSwitchReduction sw = mapping::InSwitchReductionOf(cfg);
   // A GPU node is predicted as `tpsim collectives` and `tpsim run` predict it (the NCCL-like
   // model, host-inclusive time per call, which is what the harness measures); the lowered
@@ -206,6 +219,7 @@ int Collectives(const Options& o) {
   for (int r : rank_list) std::cout << " " << r;
   std::cout << (gpu_node ? " (predictions: tpsim collectives' NCCL-like model, arch/gpu/collective.h)\n"
                          : " (analytical engine predictions)\n");
+  if (!ranks_note.empty()) std::cout << "# " << ranks_note << "\n";
   if (gpu_node)
     std::cout << "# pred_* = what `tpsim collectives " << cfg.name()
               << " --op KIND --ranks N --sizes BYTES` prints: time per call as nccl-tests measures it "
@@ -229,26 +243,14 @@ int Collectives(const Options& o) {
     std::vector<CollectivePoint> pts =
         MeasureCollectives(sizes, devices >= 2 && !o.dry_run ? ranks : 0, o.run);
     for (const auto& p : pts) {
-      auto kind = p.kind == "all_reduce"   ? mapping::CollectiveKind::kAllReduce
-                  : p.kind == "all_gather" ? mapping::CollectiveKind::kAllGather
-                                           : mapping::CollectiveKind::kReduceScatter;
       CollectiveSweepRow r;
       r.kind = p.kind;
       r.ranks = ranks;
       r.bytes = p.bytes;
       r.measured = p.measured;
-      if (gpu_node) {
-        PredictGpuSweepRow(chip, &r);
-      } else {
-        r.predicted_algorithm = mapping::ChooseCollective("auto", kind, ranks, p.bytes, sw);
-        const double pred_s = PredictCollectivePs(chip, r.predicted_algorithm, kind, ranks, p.bytes) * 1e-12;
-        r.predicted_us = pred_s * 1e6;
-        r.predicted_ring_us = PredictCollectivePs(chip, "ring", kind, ranks, p.bytes) * 1e-6;
-        if (sw.available)
-          r.predicted_nvls_us = PredictCollectivePs(chip, "nvls", kind, ranks, p.bytes) * 1e-6;
-        r.predicted_algbw_gbps = AlgBandwidthGbps(p.bytes, pred_s);
-        r.predicted_busbw_gbps = BusBandwidthGbps(p.kind, p.bytes, pred_s, ranks);
-      }
+      // nvls forced: the GPU model has it for all_reduce where gpu.nvls; tpsim's lowering for
+      // every kind where the chip has in-switch reduction.
+      PredictSweepRow(chip, gpu_node ? p.kind == "all_reduce" && cfg.gpu().nvls() : sw.available, &r);
       if (p.measured) {
         r.time_us = p.seconds * 1e6;
         r.algbw_gbps = AlgBandwidthGbps(p.bytes, p.seconds);

@@ -1,10 +1,7 @@
 #include "validate/microbench_plan.h"
 
+#include <algorithm>
 #include <set>
-#include <stdexcept>
-#include <tuple>
-
-#include "arch/gpu/collective.h"
 
 namespace tpsim::validate {
 
@@ -24,26 +21,21 @@ std::vector<uint64_t> SweepSizes() {
 
 std::vector<std::string> SweepOps() { return {"all_reduce", "all_gather", "reduce_scatter"}; }
 
-void PredictGpuSweepRow(const arch::Chip& chip, CollectiveSweepRow* r) {
-  const config::Chip& cfg = chip.config();
-  if (!cfg.has_gpu()) throw std::logic_error("PredictGpuSweepRow: chip " + cfg.name() + " has no gpu block");
-  arch::gpu::CollQuery q;
-  if (!arch::gpu::ParseCollOp(r->kind, &q.op))
-    throw std::invalid_argument("unknown collective '" + r->kind + "'");
-  q.ranks = r->ranks;
-  q.bytes = r->bytes;
-  const arch::gpu::CollEstimate e = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q);
-  r->predicted_algorithm = arch::gpu::ToString(e.algo);
-  r->predicted_us = e.time_us;
-  r->predicted_algbw_gbps = e.algbw_gbps;
-  r->predicted_busbw_gbps = e.busbw_gbps;
-  q.algo = arch::gpu::Algo::kRing;
-  r->predicted_ring_us = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q).time_us;
-  r->predicted_nvls_us.reset();
-  if (q.op == arch::gpu::CollOp::kAllReduce && cfg.gpu().nvls()) {
-    q.algo = arch::gpu::Algo::kNvls;
-    r->predicted_nvls_us = arch::gpu::EstimateCollective(cfg.gpu(), chip.num_cores(), q).time_us;
+std::vector<int> CollectiveSweepRanks(int devices, bool dry_run, int chip_gpus, const std::string& chip,
+                                      std::string* note) {
+  note->clear();
+  if (chip_gpus < 2) return {};
+  if (dry_run) return SweepRanks(chip_gpus);
+  if (devices < 2) return {std::min(8, chip_gpus)};  // predictions only
+  const std::vector<int> here = SweepRanks(devices);
+  std::vector<int> out = SweepRanks(std::min(devices, chip_gpus));
+  if (out.size() < here.size()) {
+    *note = "this machine has " + std::to_string(devices) + " GPUs, chip " + chip + " has " +
+            std::to_string(chip_gpus) + ": ranks";
+    for (size_t i = out.size(); i < here.size(); ++i) *note += " " + std::to_string(here[i]);
+    *note += " not swept (tpsim predicts no collective over more GPUs than the chip has)";
   }
+  return out;
 }
 
 std::string GpuNodeWarning(const config::Chip& chip) {

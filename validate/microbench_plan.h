@@ -3,11 +3,11 @@
 // CPU-side half (tested without a GPU): the sweeps and the rows in the CSV formats of
 // validate/gpu_csv.h, so a run on a GPU node drops into `tpsim compare --chip` unchanged.
 //
-//   collectives: all_reduce, all_gather, reduce_scatter over 2, 4 and 8 GPUs (those the
-//                machine has), 8 KiB .. 1 GiB by factors of 2, bf16 buffers; time = the median
-//                of the timed repetitions of one call on every GPU (NCCL's own algorithm choice:
-//                algorithm and protocol "auto"); algbw = size / time, busbw = algbw x
-//                nccl-tests' factor.
+//   collectives: all_reduce, all_gather, reduce_scatter over 2, 4 and 8 GPUs (those both the
+//                machine and the chip have: CollectiveSweepRanks), 8 KiB .. 1 GiB by factors
+//                of 2, bf16 buffers; time = the median of the timed repetitions of one call on
+//                every GPU (NCCL's own algorithm choice: algorithm and protocol "auto");
+//                algbw = size / time, busbw = algbw x nccl-tests' factor.
 //   GEMMs:       cuBLAS bf16 GEMMs (fp32 accumulation) on GPU 0 over m = 1, 2, 4, ..., 8192 and
 //                the LLM projection shapes of DefaultGemmShapes(); time = median kernel time.
 
@@ -15,8 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "arch/chip.h"
-#include "validate/collective_sweep.h"
+#include "chip.pb.h"
 #include "validate/gpu_csv.h"
 
 namespace tpsim::validate {
@@ -33,17 +32,15 @@ std::vector<std::string> SweepOps();
 CollectiveRow MeasuredCollectiveRow(const std::string& op, int ranks, uint64_t bytes, double seconds);
 GemmRow MeasuredGemmRow(uint64_t m, uint64_t n, uint64_t k, const std::string& dtype, double seconds);
 
-// tpsim-validate --collectives' prediction of one sweep point (r->kind, ranks, bytes set) on
-// a GPU node (a chip with a `gpu` block): the figures `tpsim collectives CHIP --op KIND
-// --ranks N --sizes BYTES` prints, from the same model (arch::gpu::EstimateCollective, with
-// the chip's GPUs = its cores). Its time is nccl-tests' host-inclusive time per call, what the
-// harness measures, not the device time alone. Fills predicted_algorithm (NCCL's tuner choice),
-// predicted_us / _algbw_gbps / _busbw_gbps for it, predicted_ring_us (ring forced) and
-// predicted_nvls_us (nvls forced; absent where the node has none for the op: nvls is
-// all_reduce only and needs gpu.nvls). Throws std::invalid_argument for a rank count the node
-// cannot do (outside [2, min(8, GPUs)]) or an op ring cannot run (the sweep's three can), and
-// std::logic_error for a chip without a gpu block.
-void PredictGpuSweepRow(const arch::Chip& chip, CollectiveSweepRow* r);
+// The rank counts tpsim-validate --collectives sweeps on a machine with `devices` GPUs for a
+// chip of `chip_gpus` GPUs (its cores, named `chip`). Every point is measured here and predicted
+// for the chip, and tpsim predicts no collective over more GPUs than the chip has, so:
+// SweepRanks(min(devices, chip_gpus)), with `note` saying which of the machine's rank counts the
+// chip cut off (empty when none); under --dry-run (`dry_run`: nothing measured)
+// SweepRanks(chip_gpus); with fewer than 2 devices (nothing measured) min(8, chip_gpus) alone.
+// Empty for a chip of fewer than 2 GPUs: it has no collective.
+std::vector<int> CollectiveSweepRanks(int devices, bool dry_run, int chip_gpus, const std::string& chip,
+                                      std::string* note);
 
 // Empty for a GPU node (a chip with a `gpu` block, as the rest of tpsim defines it);
 // otherwise the warning tpsim-validate prints before it maps such a chip's cores to GPUs,

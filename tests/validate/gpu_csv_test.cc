@@ -173,50 +173,58 @@ TEST(CompareGpu, DuplicateRowsInEitherFileExitTwoNamingFileAndLines) {
   }
 }
 
-// tpsim-validate --collectives predicts a GPU node with the function `tpsim collectives` uses
-// (sim::PredictCollective, on the NCCL-like model), host issue included; the lowered transfers
-// timed by the analytical engine (its old prediction) miss the host and NCCL's latencies.
-TEST(MicrobenchPlan, GpuSweepRowIsWhatTpsimCollectivesPrints) {
+// tpsim-validate --collectives prints, for every chip, what `tpsim collectives` prints
+// (sim::PredictCollective; tests/validate/gpu_node_predictions.sh compares the two commands).
+// On a GPU node that is the NCCL-like model, host issue included; the lowered transfers timed by
+// the analytical engine (tpsim-validate's old prediction there) miss the host and NCCL's
+// latencies. The reviewer's case: reduce_scatter of 8 KiB over 8 GPUs. The host's issue cost
+// alone, collective_launch_us + 8 x collective_launch_per_gpu_us = 13 + 8 x 2.9 = 36.2 us,
+// bounds the host-inclusive time from below ((gpu^5 + 36.2^5)^(1/5) > 36.2); the old path's
+// lowered transfers on the analytical engine took 4.22 us.
+TEST(MicrobenchPlan, GpuNodeSweepPredictionIncludesTheHostsIssueCost) {
   const arch::Chip chip = sim::LoadChipArg("h200-sxm-8", {});
-  for (const std::string kind : {"all_reduce", "all_gather", "reduce_scatter"}) {
-    for (int ranks : SweepRanks(8)) {
-      for (uint64_t bytes : SweepSizes()) {
-        CollectiveSweepRow r;
-        r.kind = kind;
-        r.ranks = ranks;
-        r.bytes = bytes;
-        PredictGpuSweepRow(chip, &r);
-        const std::string at = kind + " " + std::to_string(ranks) + " " + std::to_string(bytes);
-        const CollectiveRow want = sim::PredictCollective(chip, kind, ranks, bytes, "auto", "auto");
-        EXPECT_EQ(r.predicted_us, want.time_us) << at;
-        EXPECT_EQ(r.predicted_algorithm, want.algorithm) << at;
-        EXPECT_EQ(r.predicted_busbw_gbps, want.busbw_gbps) << at;
-        EXPECT_EQ(r.predicted_ring_us,
-                  sim::PredictCollective(chip, kind, ranks, bytes, "ring", "auto").time_us)
-            << at;
-        ASSERT_EQ(r.predicted_nvls_us.has_value(), kind == "all_reduce") << at;  // h200: gpu.nvls
-        if (r.predicted_nvls_us) {
-          EXPECT_EQ(*r.predicted_nvls_us,
-                    sim::PredictCollective(chip, kind, ranks, bytes, "nvls", "auto").time_us)
-              << at;
-        }
-      }
-    }
-  }
-  // The reviewer's case: reduce_scatter of 8 KiB over 8 GPUs. The host's issue cost alone,
-  // collective_launch_us + 8 x collective_launch_per_gpu_us = 13 + 8 x 2.9 = 36.2 us, bounds
-  // the host-inclusive time from below ((gpu^5 + 36.2^5)^(1/5) > 36.2); the old path's
-  // lowered transfers on the analytical engine took 4.22 us.
-  CollectiveSweepRow r;
-  r.kind = "reduce_scatter";
-  r.ranks = 8;
-  r.bytes = 8192;
-  PredictGpuSweepRow(chip, &r);
-  EXPECT_GT(r.predicted_us, 13 + 8 * 2.9);
+  const CollectiveRow row = sim::PredictCollective(chip, "reduce_scatter", 8, 8192, "auto", "auto");
+  EXPECT_GT(row.time_us, 13 + 8 * 2.9);
   const mapping::Program p =
       mapping::CollectiveProgram(chip, "ring", mapping::CollectiveKind::kReduceScatter, 8, 8192, 2);
   const double old_us = static_cast<double>(sim::MakeEngine("analytical")->Run(p, chip).makespan_ps) * 1e-6;
-  EXPECT_LT(old_us * 4, r.predicted_us) << old_us;
+  EXPECT_LT(old_us * 4, row.time_us) << old_us;
+}
+
+// The sweep's rank counts: 2, 4 and 8 where both this machine and the chip have that many GPUs.
+// A machine with more GPUs than the chip swept them all and then failed (exit 1) predicting the
+// first rank count above the chip's GPUs, after measuring it; a chip of one core swept 1 rank
+// and printed 0 us for every size.
+TEST(MicrobenchPlan, CollectiveSweepRanksFitTheMachineAndTheChip) {
+  std::string note = "stale";
+  // 8 GPUs here, a chip of 4: 8 is cut, and the note says so.
+  EXPECT_EQ(CollectiveSweepRanks(8, false, 4, "x", &note), (std::vector<int>{2, 4}));
+  EXPECT_EQ(
+      note,
+      "this machine has 8 GPUs, chip x has 4: ranks 8 not swept (tpsim predicts no collective over more "
+      "GPUs than the chip has)");
+  EXPECT_EQ(CollectiveSweepRanks(4, false, 3, "x", &note), (std::vector<int>{2}));
+  EXPECT_NE(note.find("ranks 4 not swept"), std::string::npos) << note;
+  EXPECT_EQ(CollectiveSweepRanks(8, false, 2, "x", &note), (std::vector<int>{2}));
+  EXPECT_NE(note.find("ranks 4 8 not swept"), std::string::npos) << note;
+  // Nothing cut: no note (16 GPUs here sweep 2, 4, 8 as 8 do).
+  EXPECT_EQ(CollectiveSweepRanks(8, false, 8, "x", &note), (std::vector<int>{2, 4, 8}));
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(CollectiveSweepRanks(16, false, 8, "x", &note), (std::vector<int>{2, 4, 8}));
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(CollectiveSweepRanks(4, false, 64, "x", &note), (std::vector<int>{2, 4}));
+  EXPECT_EQ(note, "");
+  // --dry-run measures nothing: the chip's GPUs alone decide, whatever the machine has.
+  EXPECT_EQ(CollectiveSweepRanks(2, true, 8, "x", &note), (std::vector<int>{2, 4, 8}));
+  EXPECT_EQ(CollectiveSweepRanks(8, true, 4, "x", &note), (std::vector<int>{2, 4}));
+  EXPECT_EQ(note, "");
+  // Fewer than 2 GPUs here: predictions only, for min(8, the chip's GPUs) ranks.
+  EXPECT_EQ(CollectiveSweepRanks(0, false, 64, "x", &note), (std::vector<int>{8}));
+  EXPECT_EQ(CollectiveSweepRanks(1, false, 4, "x", &note), (std::vector<int>{4}));
+  // A chip of one core has no collective: nothing to sweep, however many GPUs are here.
+  for (int devices : {0, 1, 8})
+    for (bool dry_run : {false, true})
+      EXPECT_EQ(CollectiveSweepRanks(devices, dry_run, 1, "x", &note), std::vector<int>{});
 }
 
 // A GPU node is a chip with a gpu block (as `tpsim collectives`, `tpsim gemm` and the mapping
