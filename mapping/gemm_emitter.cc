@@ -1,5 +1,6 @@
 #include "mapping/gemm_emitter.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string_view>
 
@@ -74,10 +75,19 @@ Layout GemmEmitter::WantedInput(const LayerGemm& lg) const {
   return Choose(g, &label)->Input(g, *this);
 }
 
-uint64_t GemmEmitter::ShardElems(const LayerGemm& lg) const {
-  const GemmSpec g = Spec(lg);
+uint64_t GemmEmitter::ShardElems(const LayerGemm& lg, std::span<const uint64_t> rows) const {
+  std::vector<const Partitioner*> runs;
+  uint64_t elems = 0;
   std::string label;
-  return Choose(g, &label)->ShardElems(g, cx_.p, cx_.grid);
+  for (uint64_t t : rows) {
+    GemmSpec g = Spec(lg);
+    g.t = t;
+    const Partitioner* p = Choose(g, &label);
+    if (std::find(runs.begin(), runs.end(), p) != runs.end()) continue;
+    runs.push_back(p);
+    elems += p->ShardElems(g, cx_.p, cx_.grid);
+  }
+  return elems;
 }
 
 std::optional<LayerGemm> GemmEmitter::Fused(std::span<const LayerGemm* const> parts) const {

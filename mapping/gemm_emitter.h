@@ -47,8 +47,12 @@ class GemmEmitter : public GemmContext {
   // a GPU-node chip without functional data, when each part and the whole run n_split (fused
   // QKV and gate+up, as inference engines run them); nullopt otherwise.
   std::optional<LayerGemm> Fused(std::span<const LayerGemm* const> parts) const;
-  // Most weight elements one rank holds at rest (the partitioner that would run).
-  uint64_t ShardElems(const LayerGemm& lg) const;
+  // Most weight elements one rank holds at rest over a run whose steps lower this GEMM with
+  // each of `rows` (the partitioner that runs may differ with the rows: mn_2d falls back to
+  // n_split when they do not divide by the grid rows, m_split_rotate to k_split below P): the
+  // shards of the different partitioners that run, summed, as the run keeps one set of
+  // weights resident for all of its steps (memory_plan.h, SizeWeights). Not empty.
+  uint64_t ShardElems(const LayerGemm& lg, std::span<const uint64_t> rows) const;
 
   // GemmContext
   int P() const override { return cx_.p; }

@@ -3,6 +3,7 @@
 // stage by stage, and sends the activation between stages.
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <stdexcept>
 
 #include "mapping/attention.h"
@@ -34,7 +35,8 @@ class Lowering {
   }
   // Mixed-iteration mode (LowerIteration): attention per chunk.
   void SetChunks(std::vector<llm::SeqChunk> chunks) { cx_.chunks = std::move(chunks); }
-  WeightPlan PlanOnly() { return SizeWeights(cx_, gemm_); }
+  // The memory plan for a run whose weight GEMMs have `rows` (SizeWeights; empty: not known).
+  WeightPlan PlanOnly(std::span<const uint64_t> rows) { return SizeWeights(cx_, gemm_, rows); }
   Program Run(const PlacementFile& file);
 
  private:
@@ -59,7 +61,11 @@ class Lowering {
 };
 
 Program Lowering::Run(const PlacementFile& file) {
-  const WeightPlan plan = PlanOnly();  // also sets p, d and grid
+  // Also sets p, d and grid. Sized for the rows of every step of the workload, whichever of
+  // them are lowered (LowerOptions::decode_steps_only), so that every step plans alike; a mixed
+  // iteration's rows are its own only, and the request stream it is one of keeps one plan
+  // for all of its iterations (PlanWeights without a run): not known.
+  const WeightPlan plan = PlanOnly(cx_.chunks.empty() ? GemmRows(cx_.wl, cx_.m) : std::vector<uint64_t>{});
   cx_.algo = cx_.m.collective();  // resolved per collective by ChooseCollective ("" -> ring, "auto" -> rule)
   cx_.sw = InSwitchReductionOf(cx_.chip.config());
   const config::Model& model = cx_.model;
@@ -326,14 +332,14 @@ Program LowerIteration(const arch::Chip& chip, const config::Model& model, const
 }
 
 WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
-                       uint32_t layers, const std::string& dtype) {
+                       uint32_t layers, const std::string& dtype, const config::Workload* run) {
   config::Workload wl;
   wl.set_batch(1);
   wl.set_seq_len(1);
   wl.set_num_layers(layers);
   wl.set_dtype(dtype);
   Lowering lowering(chip, model, wl, m, LowerOptions{});
-  return lowering.PlanOnly();
+  return lowering.PlanOnly(run ? GemmRows(*run, m) : std::vector<uint64_t>{});
 }
 
 }  // namespace tpsim::mapping

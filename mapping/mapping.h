@@ -108,7 +108,11 @@ Program LowerIteration(const arch::Chip& chip, const config::Model& model, const
 
 // Where Lower keeps the weights, per core of the most loaded pipeline stage, for `layers`
 // layers (0 = all of the model's): the bytes of weight shards, whether they stay in SRAM,
-// the layers that stage holds, and the KV heads each core of a stage keeps.
+// the layers that stage holds, and the KV heads each core of a stage keeps. `run`: the
+// workload Lower would lower, whose steps' rows decide which partitioner each GEMM runs (an
+// mn_2d whose rows do not divide by the grid rows runs n_split; both shards are held when
+// its steps run both); nullptr: the rows are not known (a request stream's, for one),
+// sized for 0 rows (mn_2d's own shards).
 struct WeightPlan {
   uint64_t weight_bytes_per_core = 0;  // the stage that holds the most
   bool weights_in_sram = true;
@@ -119,7 +123,7 @@ struct WeightPlan {
   std::vector<uint32_t> stage_layers;
 };
 WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
-                       uint32_t layers, const std::string& dtype);
+                       uint32_t layers, const std::string& dtype, const config::Workload* run = nullptr);
 
 // What the mapping keeps where, per core and per memory channel, as the memory plan places it
 // (Lower): ValidateDramCapacity's sums, and `tpsim describe`'s memory lines.

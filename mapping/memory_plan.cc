@@ -8,7 +8,15 @@
 
 namespace tpsim::mapping {
 
-WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
+std::vector<uint64_t> GemmRows(const config::Workload& wl, const config::Mapping& m) {
+  const uint64_t seqs = std::max<uint64_t>(1, wl.batch()) /
+                        std::max<uint64_t>(1, m.attention_dp());  // ValidateMapping: divides
+  std::vector<uint64_t> rows{seqs * wl.seq_len()};
+  if (wl.decode_steps() > 0) rows.push_back(seqs);
+  return rows;
+}
+
+WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm, std::span<const uint64_t> gemm_rows) {
   cx.p = static_cast<int>(cx.m.tp());
   cx.d = cx.wl.dtype() == "fp32" ? 4 : 2;
   int rows = static_cast<int>(cx.m.grid_rows());
@@ -25,6 +33,8 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
                                                : cx.model.num_layers();
   const int most_layers = MostLayersPerStage(stages, layers);
   const uint64_t nkv = cx.NumKvHeads();
+  const uint64_t unknown[] = {0};
+  if (gemm_rows.empty()) gemm_rows = unknown;
   uint64_t elems = 0;
   WeightPlan plan;
   plan.stage_layers.assign(static_cast<size_t>(stages), 0);
@@ -32,7 +42,7 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
     plan.stage_layers[static_cast<size_t>(s)] =
         StageFirstLayer(s + 1, stages, layers) - StageFirstLayer(s, stages, layers);
   if (cx.model.num_experts() == 0) {
-    for (const LayerGemm& g : LayerGemms(cx.model)) elems += gemm.ShardElems(g);
+    for (const LayerGemm& g : LayerGemms(cx.model)) elems += gemm.ShardElems(g, gemm_rows);
     plan.weight_bytes_per_core = elems * most_layers * cx.d;
     for (uint32_t n : plan.stage_layers) plan.stage_weight_bytes.push_back(elems * n * cx.d);
   } else {
@@ -42,7 +52,7 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm) {
     for (const LayerGemm& g : LayerGemms(cx.model)) {
       const bool is_mlp = g.role == llm::OpRole::kGateProj || g.role == llm::OpRole::kUpProj ||
                           g.role == llm::OpRole::kDownProj;
-      (is_mlp ? mlp : attn) += gemm.ShardElems(g);
+      (is_mlp ? mlp : attn) += gemm.ShardElems(g, gemm_rows);
     }
     const uint64_t moe = MoeLayerWeightElems(cx.model, MoeGroupsOf(cx.m, cx.model, StageRanks(cx.m)));
     std::vector<uint64_t> per_stage(static_cast<size_t>(stages), 0);

@@ -5,6 +5,7 @@
 // L2, say) is another implementation of the same interface.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "mapping/lower_context.h"
@@ -121,6 +122,19 @@ class GemmEmitter;
 // Weights per core of the most loaded stage and whether they stay in SRAM (sets cx.p,
 // cx.d and cx.grid from the mapping first), for cx.plan_layers layers over the stages when
 // set, else the workload's. On a GPU-node chip they never do (HBM).
-WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm);
+// `gemm_rows`: the rows the run's weight GEMMs have, one entry per kind of step (GemmRows). Each
+// GEMM's shard is what the emitter lowers at those rows (GemmEmitter::ShardElems): where the
+// partitioner that runs differs between them (mn_2d in the prefill, its n_split fallback in
+// decode), the run holds both layouts' shards. Weights are laid out once for the whole run,
+// and a GEMM of either layout reads resident weights without a DRAM read (GemmEmitter::
+// FetchWeights), so the plan counts both (summed; their overlap on a core is not subtracted)
+// rather than keeping one and fetching the other. Every step of the run gets the same plan.
+// Empty: the rows are not known (PlanWeights without a run, a request stream's iterations,
+// whose rows vary): sized for 0 rows, which every grid divides (mn_2d's own shards).
+WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm, std::span<const uint64_t> gemm_rows);
+// The rows of Lower's weight GEMMs for workload wl under mapping m: the prefill's (its
+// sequences' new tokens) and, with decode steps, a decode step's (one per sequence), per
+// attention replica (mapping.attention_dp).
+std::vector<uint64_t> GemmRows(const config::Workload& wl, const config::Mapping& m);
 
 }  // namespace tpsim::mapping
