@@ -59,6 +59,8 @@ config::Location Locate(const config::SourceMap& locs, const std::string& sub) {
 
 }  // namespace
 
+Ps CyclesPs(long double cycles, long double cycle_ps) { return CeilPs(cycles * cycle_ps); }
+
 std::string Link::name() const {
   return label.empty() ? std::to_string(src) + "->" + std::to_string(dst) : label;
 }
@@ -70,7 +72,7 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
 
   Chip chip;
   chip.cfg_ = cfg;
-  chip.cycle_ps_ = std::max<Ps>(1, std::llround(1e6 / cfg.clock_mhz()));
+  chip.cycle_ps_ = CyclePs(cfg.clock_mhz());
   const Topology* topo = FindTopology(cfg.noc().topology());
   Network net = topo->Build(cfg, chip.cycle_ps_);
   chip.num_cores_ = net.num_cores;

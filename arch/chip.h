@@ -65,8 +65,9 @@ struct MemoryChannel {
 struct ChipGraph;  // the Boost.Graph adjacency_list, defined in chip.cc
 
 // Cost-model and topology figures, precisely (all times integer picoseconds,
-// rounded up unless stated otherwise; cycle_ps = round(1e6 / clock_mhz)):
-//   hop latency   = router_latency_cycles * cycle_ps + round(1000 * link_latency_ns)
+// rounded up unless stated otherwise; cycle_ps = 1e6 / clock_mhz exactly, not rounded: a
+// time in cycles is rounded up once, after multiplying by it):
+//   hop latency   = ceil(router_latency_cycles * cycle_ps) + round(1000 * link_latency_ns)
 //                   (d2d_latency_ns on die-to-die links; switch_latency_ns added
 //                   to the switch -> core links)
 //   TransferTime  = sum of hop latencies + ceil(1000 * bytes / min link bandwidth);
@@ -134,7 +135,8 @@ class Chip {
   double BisectionBandwidthGbps() const;  // min over balanced core cuts on the grid, one direction
 
   // Core cost model ------------------------------------------------------
-  Ps cycle_ps() const { return cycle_ps_; }
+  // The clock period in picoseconds, exactly (CyclePs): 2000 at 500 MHz, 666.67 at 1500 MHz.
+  long double cycle_ps() const { return cycle_ps_; }
   // A [m,k] x [k,n] GEMM (batch of them) on one core's matrix unit: ceil(m/R)*ceil(n/C)
   // tiles of k steps plus R+C fill/drain cycles each, divided by utilisation;
   // bounded below by SRAM bandwidth for `bytes` moved.
@@ -174,13 +176,20 @@ class Chip {
   void WalkRoute(int a, int b, OnLink&& on_link) const;
   int num_topology_nodes_ = 0;
   std::vector<int> core_channel_;
-  Ps cycle_ps_ = 0;
+  long double cycle_ps_ = 0;
   std::map<std::string, int> node_index_;
   std::shared_ptr<const ChipGraph> graph_;
   int diameter_ = 0;
   double bisection_gbps_ = 0;
   friend class TopologyBuilder;
 };
+
+// The period of a clock of `clock_mhz` in picoseconds, exactly: 1e6 / clock_mhz. It was rounded
+// to whole picoseconds, up to half a picosecond off: 0.05% at 1500 MHz (667 for 666.67), a
+// third near the 1e6 MHz bound (666,666.67 MHz: 2 ps for 1.5).
+inline long double CyclePs(double clock_mhz) { return 1e6L / clock_mhz; }
+// `cycles` cycles of `cycle_ps` picoseconds, rounded up to whole picoseconds (saturating).
+Ps CyclesPs(long double cycles, long double cycle_ps);
 
 // A memory's achievable fraction of peak: `efficiency`, or with `device` set, the
 // device's streaming saturation from the bank-level model (arch/dram_device.h),

@@ -107,7 +107,7 @@ class Edges : public Topology {
           "the network must be connected (" + unreached + " cannot be reached from " + n.core_names(0) + ")");
     }
   }
-  Network Build(const config::Chip& c, Ps cycle_ps) const override {
+  Network Build(const config::Chip& c, long double cycle_ps) const override {
     const auto& n = c.noc();
     Network net;
     net.num_cores = n.core_names_size();

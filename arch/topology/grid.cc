@@ -4,8 +4,8 @@
 
 namespace tpsim::arch {
 
-Ps HopLatencyPs(const config::Chip& c, Ps cycle_ps, double wire_ns) {
-  return static_cast<Ps>(c.noc().router_latency_cycles()) * cycle_ps + std::llround(wire_ns * 1000.0);
+Ps HopLatencyPs(const config::Chip& c, long double cycle_ps, double wire_ns) {
+  return CyclesPs(c.noc().router_latency_cycles(), cycle_ps) + std::llround(wire_ns * 1000.0);
 }
 
 void ValidateGridDims(const config::Chip& c, DiagSink& sink) {
@@ -95,7 +95,7 @@ void GridTopology::Validate(const config::Chip& c, DiagSink& sink) const {
   CheckLinkDefaults(c, sink);
 }
 
-Network GridTopology::Build(const config::Chip& c, Ps cycle_ps) const {
+Network GridTopology::Build(const config::Chip& c, long double cycle_ps) const {
   const int rows = c.noc().rows(), cols = c.noc().cols();
   Network net = GridNodes(rows, cols);
   const double bw = c.noc().link_bandwidth_gbps();

@@ -8,8 +8,8 @@
 namespace tpsim::arch {
 
 // Latency of one hop: router pipeline (noc.router_latency_cycles at the chip
-// clock) plus `wire_ns` of wire, rounded to the nearest picosecond.
-Ps HopLatencyPs(const config::Chip& c, Ps cycle_ps, double wire_ns);
+// clock, cycle_ps exact; rounded up) plus `wire_ns` of wire, rounded to the nearest picosecond.
+Ps HopLatencyPs(const config::Chip& c, long double cycle_ps, double wire_ns);
 
 // rows, cols > 0 and rows x cols <= kMaxNodes.
 void ValidateGridDims(const config::Chip& c, DiagSink& sink);
@@ -42,7 +42,7 @@ class GridTopology : public Topology {
     return "rows, cols, link_bandwidth_gbps, router_latency_cycles, link_latency_ns";
   }
   void Validate(const config::Chip& c, DiagSink& sink) const override;
-  Network Build(const config::Chip& c, Ps cycle_ps) const override;
+  Network Build(const config::Chip& c, long double cycle_ps) const override;
   int NextNode(const Network& net, int at, int dst) const override {
     return GridNextNode(net, at, dst, wrap_);
   }

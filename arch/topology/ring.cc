@@ -25,7 +25,7 @@ class Ring : public Topology {
     }
     CheckLinkDefaults(c, sink);
   }
-  Network Build(const config::Chip& c, Ps cycle_ps) const override {
+  Network Build(const config::Chip& c, long double cycle_ps) const override {
     const int n = c.noc().nodes();
     Network net = LineNodes(n, "n");
     const double bw = c.noc().link_bandwidth_gbps();

@@ -26,7 +26,7 @@ class Switch : public Topology {
     CheckLinkDefaults(c, sink);
     CheckLatencyNs(sink, "noc.switch_latency_ns", c.noc().switch_latency_ns());
   }
-  Network Build(const config::Chip& c, Ps cycle_ps) const override {
+  Network Build(const config::Chip& c, long double cycle_ps) const override {
     const int n = c.noc().nodes();
     Network net = LineNodes(n, "gpu");
     const int sw = net.AddNode(Node{"switch", Node::kSwitch, -1, -1});

@@ -72,7 +72,8 @@ class Topology {
   // Checks the noc fields this topology reads; Build is only called when this
   // added no diag (and the chip-wide checks passed).
   virtual void Validate(const config::Chip& c, DiagSink& sink) const = 0;
-  virtual Network Build(const config::Chip& c, Ps cycle_ps) const = 0;
+  // cycle_ps: the clock period, exactly (CyclePs in chip.h).
+  virtual Network Build(const config::Chip& c, long double cycle_ps) const = 0;
   // Next node on the route from `at` to `dst` (at != dst), or -1 for the default:
   // shortest path in hops, lowest link id on ties.
   virtual int NextNode(const Network& /*net*/, int /*at*/, int /*dst*/) const { return -1; }

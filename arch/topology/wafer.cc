@@ -41,7 +41,7 @@ class Wafer : public Topology {
     CheckPositive(sink, "noc.d2d_bandwidth_gbps", n.d2d_bandwidth_gbps());
     CheckLatencyNs(sink, "noc.d2d_latency_ns", n.d2d_latency_ns());
   }
-  Network Build(const config::Chip& c, Ps cycle_ps) const override {
+  Network Build(const config::Chip& c, long double cycle_ps) const override {
     const auto& n = c.noc();
     const int rows = n.rows(), cols = n.cols(), dr = n.die_rows(), dc = n.die_cols();
     Network net = GridNodes(rows, cols);

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <new>
@@ -228,9 +229,23 @@ int Describe(Args& a) {
      << " channels\n";
   os << "  memory controllers    " << chip.channels().size() << " nodes on " << attach_nodes.size()
      << " network nodes (" << stacked << " at the node of the core that uses them)\n";
-  os << "  network               " << chip.links().size() - 2 * chip.channels().size() << " links, "
-     << Fixed(c.noc().link_bandwidth_gbps(), 1) << " GB/s per direction (+ " << 2 * chip.channels().size()
-     << " controller links)\n";
+  // The links' own bandwidths, not noc.link_bandwidth_gbps: an edges chip may give each edge its
+  // own (with the noc value unset this printed 0.0 GB/s), and a wafer's die-to-die links have theirs.
+  double link_min = std::numeric_limits<double>::infinity(), link_max = 0;
+  for (const arch::Link& l : chip.links()) {
+    if (chip.node(l.src).kind == arch::Node::kMemory || chip.node(l.dst).kind == arch::Node::kMemory)
+      continue;
+    link_min = std::min(link_min, l.bandwidth_gbps);
+    link_max = std::max(link_max, l.bandwidth_gbps);
+  }
+  // A one-core chip has no network links: no bandwidth to print.
+  const std::string link_bw =
+      link_max == 0 ? std::string()
+      : Fixed(link_min, 1) == Fixed(link_max, 1)
+          ? ", " + Fixed(link_max, 1) + " GB/s per direction"
+          : ", " + Fixed(link_min, 1) + " to " + Fixed(link_max, 1) + " GB/s per direction";
+  os << "  network               " << chip.links().size() - 2 * chip.channels().size() << " links" << link_bw
+     << " (+ " << 2 * chip.channels().size() << " controller links)\n";
   os << "  diameter              " << chip.Diameter() << " hops\n";
   os << "  bisection bandwidth   " << Fixed(chip.BisectionBandwidthGbps(), 1) << " GB/s\n";
 

@@ -122,6 +122,29 @@ TEST(Wafer8x8, Totals) {
   EXPECT_NEAR(chip.TotalDramBandwidthGbps(), 64 * 42.0, 1e-9);
 }
 
+// The clock period is 1e6 / clock_mhz exactly, a time in cycles rounded up once. It was rounded
+// to whole picoseconds first: at 1500 MHz 667 ps for 666.67. wafer-8x8 at 1500 MHz with 3
+// router cycles a hop: a hop is 3 x 2000/3 = 2000 ps (was 3 x 667 = 2001); 192 vector ops on
+// 64 lanes are 3 cycles, 2000 ps (2001); a 64x64x64 GEMM is one tile of 64 + 64 + 64 = 192
+// cycles, 192 x 2000/3 / 0.7 = 182857.14 -> 182858 ps (192 x 667 / 0.7 = 182948.57 -> 182949).
+TEST(Clock, CyclesAreTimedAtTheExactPeriod) {
+  config::Chip cfg = testing::LoadChipConfig("wafer-8x8");
+  cfg.set_clock_mhz(1500);
+  cfg.mutable_noc()->set_router_latency_cycles(3);
+  Chip chip = Chip::Build(cfg);
+  EXPECT_NEAR(static_cast<double>(chip.cycle_ps()), 2000.0 / 3, 1e-9);
+  EXPECT_EQ(chip.links()[chip.Route(0, 1)[0]].latency_ps, 2000);
+  EXPECT_EQ(chip.TransferTime(0, 1, 1), 2000 + 7);  // 1 byte at 160 GB/s: 6.25 -> 7 ps
+  EXPECT_EQ(chip.VectorTime(192, 0), 2000);
+  EXPECT_EQ(chip.GemmTime(1, 64, 64, 64, 0), 182858);
+  // Near the 1e6 MHz bound the rounding was a large fraction of the cycle: at 600,000 MHz a
+  // cycle is 5/3 ps and 3 cycles are 5 ps (rounded to 2 ps a cycle: 6, 20% more).
+  cfg.set_clock_mhz(600000);
+  Chip fast = Chip::Build(cfg);
+  EXPECT_EQ(fast.links()[fast.Route(0, 1)[0]].latency_ps, 5);
+  EXPECT_EQ(fast.VectorTime(192, 0), 5);
+}
+
 TEST(Torus8x8, WraparoundRoutes) {
   Chip chip = LoadChip("torus-8x8");
   EXPECT_EQ(chip.Hops(0, 63), 2);  // r0c0 -> r0c7 -> r7c7, one wraparound each way

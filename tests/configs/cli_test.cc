@@ -416,6 +416,49 @@ std::string FiguresAfter(const std::string& out, const std::string& label) {
   return out.substr(from, out.find('\n', from) - from);
 }
 
+// The network line gives the links' own bandwidths: an edges chip whose edges give theirs, with
+// noc.link_bandwidth_gbps unset, printed "0.0 GB/s per direction". A 4-core ring c0-c1-c2-c3-c0
+// of two 100 GB/s and two 400 GB/s edges is 8 links of 100 to 400 GB/s; with every edge at the
+// noc default of 250, 250.0 GB/s. Controller links (per_core memory: 4 channels, 8 links) are
+// counted apart.
+TEST(Cli, DescribeGivesAnEdgesChipsPerEdgeBandwidths) {
+  const fs::path dir = fs::temp_directory_path() / "tpsim-cli-edges";
+  fs::create_directories(dir);
+  auto write = [&](const std::string& file, const std::string& noc_bw, const std::string& bw_a,
+                   const std::string& bw_b) {
+    std::ofstream(dir / file)
+        << "name: \"edges-bw\"\nmodel_name: \"qwen3-0.6b\"\n"
+           "chip { name: \"ring4\" clock_mhz: 1000\n"
+           "  core { systolic_rows: 32 systolic_cols: 32 matrix_utilization: 1 vector_lanes: 64 "
+           "sram_bytes: 67108864 }\n"
+           "  memory { name: \"d\" kind: \"dram\" per_core: true bandwidth_gbps: 100 efficiency: 1 "
+           "latency_ns: 50 capacity_bytes: 4294967296 }\n"
+           "  noc { topology: \"edges\" "
+        << noc_bw
+        << " core_names: [\"c0\", \"c1\", \"c2\", \"c3\"]\n"
+           "    edges { a: \"c0\" b: \"c1\" "
+        << bw_a << " }\n    edges { a: \"c1\" b: \"c2\" " << bw_a << " }\n    edges { a: \"c2\" b: \"c3\" "
+        << bw_b << " }\n    edges { a: \"c3\" b: \"c0\" " << bw_b
+        << " } } }\n"
+           "workload { batch: 1 seq_len: 16 num_layers: 1 }\n"
+           "mapping { tp: 1 pipeline_stages: 1 partition: \"k_split\" placement: \"linear\" "
+           "collective: \"ring\" }\n";
+  };
+  write("per-edge.textproto", "", "bandwidth_gbps: 100", "bandwidth_gbps: 400");
+  write("default.textproto", "link_bandwidth_gbps: 250", "", "");
+  const Outcome per_edge = RunTpsim("describe " + (dir / "per-edge.textproto").string());
+  ASSERT_EQ(per_edge.status, 0) << per_edge.output;
+  EXPECT_EQ(FiguresAfter(per_edge.output, "  network"),
+            "8 links, 100.0 to 400.0 GB/s per direction (+ 8 controller links)")
+      << per_edge.output;
+  const Outcome dflt = RunTpsim("describe " + (dir / "default.textproto").string());
+  ASSERT_EQ(dflt.status, 0) << dflt.output;
+  EXPECT_EQ(FiguresAfter(dflt.output, "  network"),
+            "8 links, 250.0 GB/s per direction (+ 8 controller links)")
+      << dflt.output;
+  fs::remove_all(dir);
+}
+
 // A Qwen3-MoE model with a dense layer (mlp_only_layers [0], decoder_sparse_step 2) has its dense
 // and MoE layers shown apart, with their counts: describe showed layer 0 alone, the dense one, as
 // the "prefill layer". Each row's figures are those of a model whose layers are all of its kind:
