@@ -223,10 +223,22 @@ int Describe(Args& a) {
     stacked += chip.channels()[ch].attach < chip.num_cores() &&
                chip.ChannelOf(chip.channels()[ch].attach) == static_cast<int>(ch);
   }
+  // A core uses one channel (Chip::ChannelOf), so channels no core takes (more at a node than
+  // cores nearest it) carry nothing: their bandwidth is named apart, not silently counted.
+  std::set<int> used;
+  for (int c = 0; c < chip.num_cores(); ++c) used.insert(chip.ChannelOf(c));
+  double idle_gbps = 0;
+  size_t idle = 0;
+  for (size_t ch = 0; ch < chip.channels().size(); ++ch)
+    if (!used.count(static_cast<int>(ch))) ++idle, idle_gbps += chip.channels()[ch].bandwidth_gbps;
   const std::string off_chip = OffChipWord(chip);
   os << "  " << off_chip << " bandwidth" << std::string(std::max<size_t>(1, 12 - off_chip.size()), ' ')
      << Fixed(chip.TotalDramBandwidthGbps(), 1) << " GB/s effective over " << chip.channels().size()
-     << " channels\n";
+     << " channels";
+  if (idle)
+    os << " (" << idle << " idle, " << Fixed(idle_gbps, 1)
+       << " GB/s: no core uses them; a core uses one channel of the attach node nearest it)";
+  os << "\n";
   os << "  memory controllers    " << chip.channels().size() << " nodes on " << attach_nodes.size()
      << " network nodes (" << stacked << " at the node of the core that uses them)\n";
   // The links' own bandwidths, not noc.link_bandwidth_gbps: an edges chip may give each edge its

@@ -459,6 +459,41 @@ TEST(Cli, DescribeGivesAnEdgesChipsPerEdgeBandwidths) {
   fs::remove_all(dir);
 }
 
+// A node with more channels than cores nearest it leaves the rest idle (a core uses one
+// channel): describe names them and their bandwidth. A 1 x 4 mesh with h0..h3 at r0c0 and h4 at
+// r0c3: cores 0, 1 take h0, h1 and cores 2, 3 share h4, so h2 and h3 (2 x 100 GB/s) carry nothing.
+TEST(Cli, DescribeNamesIdleMemoryChannels) {
+  const fs::path dir = fs::temp_directory_path() / "tpsim-cli-idle-channels";
+  fs::create_directories(dir);
+  auto write = [&](const std::string& file, const std::string& attach) {
+    std::ofstream(dir / file)
+        << "name: \"idle\"\nmodel_name: \"qwen3-0.6b\"\n"
+           "chip { name: \"mesh1x4\" clock_mhz: 1000\n"
+           "  core { systolic_rows: 32 systolic_cols: 32 matrix_utilization: 1 vector_lanes: 64 "
+           "sram_bytes: 67108864 }\n"
+           "  memory { name: \"h\" kind: \"hbm\" attach: ["
+        << attach
+        << "] bandwidth_gbps: 100 efficiency: 1 latency_ns: 50 capacity_bytes: 4294967296 }\n"
+           "  noc { topology: \"mesh\" rows: 1 cols: 4 link_bandwidth_gbps: 100 } }\n"
+           "workload { batch: 1 seq_len: 16 num_layers: 1 }\n"
+           "mapping { tp: 1 pipeline_stages: 1 partition: \"k_split\" placement: \"linear\" "
+           "collective: \"ring\" }\n";
+  };
+  write("idle.textproto", "\"r0c0\", \"r0c0\", \"r0c0\", \"r0c0\", \"r0c3\"");
+  write("used.textproto", "\"r0c0\", \"r0c0\", \"r0c3\"");
+  const Outcome idle = RunTpsim("describe " + (dir / "idle.textproto").string());
+  ASSERT_EQ(idle.status, 0) << idle.output;
+  EXPECT_EQ(FiguresAfter(idle.output, "  HBM bandwidth"),
+            "500.0 GB/s effective over 5 channels (2 idle, 200.0 GB/s: no core uses them; a core uses one "
+            "channel of the attach node nearest it)")
+      << idle.output;
+  const Outcome used = RunTpsim("describe " + (dir / "used.textproto").string());
+  ASSERT_EQ(used.status, 0) << used.output;
+  EXPECT_EQ(FiguresAfter(used.output, "  HBM bandwidth"), "300.0 GB/s effective over 3 channels")
+      << used.output;
+  fs::remove_all(dir);
+}
+
 // A Qwen3-MoE model with a dense layer (mlp_only_layers [0], decoder_sparse_step 2) has its dense
 // and MoE layers shown apart, with their counts: describe showed layer 0 alone, the dense one, as
 // the "prefill layer". Each row's figures are those of a model whose layers are all of its kind:
