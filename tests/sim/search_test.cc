@@ -234,6 +234,37 @@ TEST(SearchTest, DecodeStepBoundByHand) {
   EXPECT_DOUBLE_EQ(b.total_ps, 32243712000.0 + 3 * 503808000.0);
 }
 
+// The bound plans the weights as the run does (mapping::PlanWeights with the candidate's
+// workload: the rows of its steps decide each GEMM's partitioner). mesh-4x4-hbm with mn_2d, 16
+// layers and a 511-token prompt: every step falls back to n_split (511 and 1 rows do not divide
+// by the grid's 2 rows), whose shards (30.0 MiB a core) stay in SRAM; sized at 0 rows (mn_2d's
+// replicated shards, 60.0 MiB) they streamed, and the bound added weight reads the run never
+// makes: with 20 GB/s HBM, 125.8 ms against the run's 19.6 ms. A lower bound must not exceed
+// the run's own time.
+TEST(SearchTest, BoundPlansTheWeightsAsTheRunDoes) {
+  sim::Experiment e = sim::LoadExperiment(
+      std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto",
+      {{"mapping.partition", "mn_2d"},
+       {"workload.num_layers", "16"},
+       {"workload.seq_len", "511"},
+       {"chip.memory[0].bandwidth_gbps", "20"},
+       {"chip.memory[1].bandwidth_gbps", "20"}});
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  const config::Mapping& m = e.cfg.mapping();
+  Candidate c;
+  c.tp = m.tp();
+  c.stages = m.pipeline_stages();
+  c.batch = e.cfg.workload().batch();
+  c.attention = c.mlp = "mn_2d";
+  c.placement = m.placement();
+  c.collective = m.collective();
+  const Bounds b = LowerBounds(e, chip, c);
+  const config::Summary run = sim::RunSummary(e, "analytical", nullptr);
+  EXPECT_GT(b.total_ps, 0);
+  EXPECT_LE(b.total_ps, static_cast<double>(run.total_ps()));
+  EXPECT_LE(b.decode_step_ps, static_cast<double>(run.decode_step_ps_mean()));
+}
+
 // Shipped chips, where weights stream from DRAM and decode steps are bound by the weight
 // reads and the m = 1 GEMMs: wafer-8x8 (a channel stacked under every core) and
 // mesh-4x4-hbm (HBM stacks at the edges, shared by the cores). A small space, 2 layers.
