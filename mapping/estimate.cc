@@ -170,8 +170,7 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   bool weights_sram = false, kv_sram = false;
   double resident = 0;
   try {
-    const WeightPlan plan =
-        PlanWeights(chip, model, m, layers, wl.dtype(), wl.has_requests() ? nullptr : &wl);
+    const WeightPlan plan = PlanWeights(chip, model, m, layers, wl.dtype(), &wl);
     const double kv = 2.0 * b * context * plan.kv_heads_per_core * hd * d * plan.layers_per_core;
     const double sram = static_cast<double>(chip.config().core().sram_bytes());
     weights_sram = plan.weights_in_sram;

@@ -339,7 +339,8 @@ WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const
   wl.set_num_layers(layers);
   wl.set_dtype(dtype);
   Lowering lowering(chip, model, wl, m, LowerOptions{});
-  return lowering.PlanOnly(run ? GemmRows(*run, m) : std::vector<uint64_t>{});
+  // A request stream's iterations have rows of their own (LowerIteration): not known here.
+  return lowering.PlanOnly(run && !run->has_requests() ? GemmRows(*run, m) : std::vector<uint64_t>{});
 }
 
 }  // namespace tpsim::mapping

@@ -111,8 +111,8 @@ Program LowerIteration(const arch::Chip& chip, const config::Model& model, const
 // the layers that stage holds, and the KV heads each core of a stage keeps. `run`: the
 // workload Lower would lower, whose steps' rows decide which partitioner each GEMM runs (an
 // mn_2d whose rows do not divide by the grid rows runs n_split; both shards are held when
-// its steps run both); nullptr: the rows are not known (a request stream's, for one),
-// sized for 0 rows (mn_2d's own shards).
+// its steps run both); nullptr, or a workload with requests (whose iterations' rows vary):
+// the rows are not known, sized for 0 rows (mn_2d's own shards).
 struct WeightPlan {
   uint64_t weight_bytes_per_core = 0;  // the stage that holds the most
   bool weights_in_sram = true;

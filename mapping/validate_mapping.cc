@@ -337,8 +337,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     // every layer: LowerOptions::plan_layers), so all of them must fit.
     WeightPlan plan;
     try {
-      plan = PlanWeights(chip, model, m, wl.has_requests() ? 0 : layers, wl.dtype(),
-                         wl.has_requests() ? nullptr : &wl);
+      plan = PlanWeights(chip, model, m, wl.has_requests() ? 0 : layers, wl.dtype(), &wl);
     } catch (const std::exception&) {
       return;  // the lowering says what it cannot plan
     }
@@ -360,7 +359,7 @@ std::optional<MemoryUse> PlanMemoryUse(const config::Mapping& m, const arch::Chi
   MemoryUse u;
   try {
     placed = PlaceStages(chip, m, stages, StageRanks(m), ReadPlacementFile(m));
-    u.plan = PlanWeights(chip, model, m, layers, wl.dtype(), wl.has_requests() ? nullptr : &wl);
+    u.plan = PlanWeights(chip, model, m, layers, wl.dtype(), &wl);
   } catch (const std::exception&) {
     return std::nullopt;  // ValidateMapping reports what makes these impossible
   }

@@ -182,8 +182,7 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
   if (dram > 0 && !e.cfg.chip().memory().empty()) {
     bool streamed = false;
     try {
-      streamed = !mapping::PlanWeights(chip, model, m, static_cast<uint32_t>(layers), wl.dtype(),
-                                       wl.has_requests() ? nullptr : &wl)
+      streamed = !mapping::PlanWeights(chip, model, m, static_cast<uint32_t>(layers), wl.dtype(), &wl)
                       .weights_in_sram;
     } catch (const std::exception&) {
     }

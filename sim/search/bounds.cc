@@ -120,8 +120,7 @@ Bounds LowerBounds(const sim::Experiment& base, const arch::Chip& chip, const Ca
     // The run's plan: its steps' rows decide each GEMM's partitioner and so its shards (an mn_2d
     // that falls back to n_split holds n_split's). Sized at 0 rows, such weights could stream
     // here while the run keeps them in SRAM, and the bound passed the run's own time.
-    config::Workload run = wl;
-    run.set_batch(c.batch);
+    const config::Workload run = WorkloadOf(wl, c);
     const mapping::WeightPlan plan = mapping::PlanWeights(chip, model, m, layers, wl.dtype(), &run);
     std::vector<double> gbps;
     for (const auto& ch : chip.channels()) gbps.push_back(ch.bandwidth_gbps);

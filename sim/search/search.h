@@ -105,6 +105,8 @@ std::string ProgramKey(const Candidate& c, const std::string& cores);
 // The mapping of a candidate: `base` with tp, stages, placement, span, collective, weights
 // and partitions set (Apply without copying the experiment).
 config::Mapping MappingOf(const config::Mapping& base, const Candidate& c);
+// The workload of a candidate: `base` with its batch (Apply without copying the experiment).
+config::Workload WorkloadOf(const config::Workload& base, const Candidate& c);
 
 // Replicas of a candidate's tp x stages cores on the chip (a request stream is served by
 // one group: the search counts 1 there).

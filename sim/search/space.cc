@@ -162,10 +162,16 @@ config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {
   return mapping;
 }
 
+config::Workload WorkloadOf(const config::Workload& base, const Candidate& c) {
+  config::Workload wl = base;
+  wl.set_batch(c.batch);
+  return wl;
+}
+
 sim::Experiment Apply(const sim::Experiment& base, const Candidate& c) {
   sim::Experiment e = base;
   *e.cfg.mutable_mapping() = MappingOf(base.cfg.mapping(), c);
-  e.cfg.mutable_workload()->set_batch(c.batch);
+  *e.cfg.mutable_workload() = WorkloadOf(base.cfg.workload(), c);
   std::ostringstream name;
   name << base.cfg.name() << " [search: tp=" << c.tp;
   if (c.attention_dp > 1) name << " attention_dp=" << c.attention_dp;
@@ -294,10 +300,8 @@ PlacedParts SplitGrids(const std::string& placed) {
 }
 
 double EstimatedWork(const sim::Experiment& base, const arch::Chip& chip, const Candidate& c) {
-  config::Workload wl = base.cfg.workload();
-  wl.set_batch(c.batch);
-  const mapping::ProgramEstimate est =
-      mapping::EstimateProgram(chip, base.cfg.model(), wl, MappingOf(base.cfg.mapping(), c));
+  const mapping::ProgramEstimate est = mapping::EstimateProgram(
+      chip, base.cfg.model(), WorkloadOf(base.cfg.workload(), c), MappingOf(base.cfg.mapping(), c));
   return std::isnan(est.tasks) ? 1.0 : std::clamp(est.tasks, 1.0, 1e30);
 }
 
