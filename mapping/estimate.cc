@@ -167,22 +167,25 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   const double rows = b * std::max<uint32_t>(1, wl.seq_len());  // the prefill's rows, the most of any pass
   const double context = static_cast<double>(wl.cached_prefix()) + wl.seq_len() + wl.decode_steps();
   double memory = 0;
-  bool weights_sram = false, kv_sram = false;
+  bool weights_sram = false, kv_sram = false, weights_read = true;
   double resident = 0;
   try {
     const WeightPlan plan = PlanWeights(chip, model, m, layers, wl.dtype(), &wl);
     const double kv = 2.0 * b * context * plan.kv_heads_per_core * hd * d * plan.layers_per_core;
     const double sram = static_cast<double>(chip.config().core().sram_bytes());
     weights_sram = plan.weights_in_sram;
+    // One layout resident, the other streamed (WeightPlan::resident_rows): its weight reads are
+    // counted in every pass (more tasks than the run's).
+    weights_read = !weights_sram || plan.resident_rows;
     kv_sram = (weights_sram ? static_cast<double>(plan.weight_bytes_per_core) : 0) + kv <= sram;
     resident = (weights_sram ? static_cast<double>(plan.weight_bytes_per_core) : 0) + (kv_sram ? kv : 0);
   } catch (const std::exception&) {
   }
-  if (!weights_sram) memory += p * kGemms * shards;
+  if (weights_read) memory += p * kGemms * shards;
   if (!kv_sram) memory += 3.0 * p;
   const double heads_per_rank = std::ceil(nq / p);
   const double attention = heads_per_rank * b * (2 * (rows / b) * context + 2 * context * hd) * d;
-  const double gemm = 2 * rows * widest * d + (weights_sram ? 0 : 2 * h * widest / p * d);
+  const double gemm = 2 * rows * widest * d + (weights_read ? 2 * h * widest / p * d : 0);
   const double held = 4 * rows * widest * d;
   const double sram = static_cast<double>(chip.config().core().sram_bytes());
   if (std::max(attention, gemm) + held > sram - resident) memory += kSpillsPerCompute * compute;
@@ -205,7 +208,7 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
     auto block = [&, p = g.p](double tokens) {
       const double active = std::min<double>(model.num_experts(), tokens * model.num_experts_per_token());
       const double experts = gpu ? 3.0 * p : active * g.tp * g.Replicas() * per_task;
-      return experts + p * (7.0 + (weights_sram || gpu ? 0 : 2)) + 2.0 * p * (p - 1);
+      return experts + p * (7.0 + (!weights_read || gpu ? 0 : 2)) + 2.0 * p * (p - 1);
     };
     e.tasks += e.layers * (block(rows) + wl.decode_steps() * block(b));
   }

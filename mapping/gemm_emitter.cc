@@ -110,6 +110,15 @@ int32_t GemmEmitter::Gemm(const LayerGemm& lg, int32_t x, int32_t w, const std::
   const Partitioner* p = Choose(g, &label);
   const std::string& name = name_given ? *name_given : cx_.names[lg.role];
   conv_.Convert(x, p->Input(g, *this), name);
+  // Its weights stream where the plan keeps none in SRAM, or keeps another layout's
+  // (WeightPlan::resident_rows: the partitioner at those rows is another).
+  streamed_ = !cx_.mem->WeightsResident();
+  if (!streamed_ && cx_.resident_rows) {
+    GemmSpec at = Spec(lg);
+    at.t = *cx_.resident_rows;
+    std::string unused;
+    streamed_ = Choose(at, &unused) != p;
+  }
   g.op = cx_.NewOp(name, label);
   g.x = x, g.w = w;
   g.y = cx_.NewTensor(FuncTensorKind::kActivation, cx_.t, lg.n);
@@ -139,12 +148,12 @@ TaskId GemmEmitter::EmitGemm(const GemmSpec& g, int rank, const ShardGemm& s, st
 }
 
 GemmContext::WeightBlock GemmEmitter::FetchWeights(int rank, uint64_t bytes) {
-  if (cx_.mem->WeightsResident()) return {};
+  if (!streamed_) return {};
   return {{cx_.Memory(rank, bytes, false, cx_.mem->WeightReadDeps(rank))}, bytes};
 }
 
 std::vector<TaskId> GemmEmitter::BufferFree(int rank) {
-  return cx_.mem->WeightsResident() ? cx_.mem->LastCompute(rank) : std::vector<TaskId>{};
+  return streamed_ ? std::vector<TaskId>{} : cx_.mem->LastCompute(rank);
 }
 
 CollectiveRun GemmEmitter::AddCollective(CollectiveKind kind, const std::vector<std::vector<int>>& groups,

@@ -77,6 +77,7 @@ class GemmEmitter : public GemmContext {
 
   LowerContext& cx_;
   LayoutConverter& conv_;
+  bool streamed_ = false;  // the GEMM being emitted reads its weights from DRAM (Gemm)
 };
 
 }  // namespace tpsim::mapping

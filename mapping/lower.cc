@@ -101,6 +101,7 @@ Program Lowering::Run(const PlacementFile& file) {
   for (uint32_t l = 0; l < layers; ++l) stage_of[l] = LayerStage(l, stages, layers);
 
   cx_.mem->Place(plan);  // SRAM: weights and KV resident when they fit; GPU: both in HBM
+  cx_.resident_rows = plan.resident_rows;
   if (cx_.chip.config().has_gpu() && cx_.m.enforce_eager())
     prog.kernel_launch_ps =
         static_cast<int64_t>(std::llround(cx_.chip.config().gpu().kernel_launch_us() * 1e6));
@@ -333,14 +334,21 @@ Program LowerIteration(const arch::Chip& chip, const config::Model& model, const
 
 WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
                        uint32_t layers, const std::string& dtype, const config::Workload* run) {
+  // The run's workload where given (its KV cache decides which layout a two-layout plan keeps:
+  // SizeWeights), else one token.
+  const bool known = run && !run->has_requests();
   config::Workload wl;
-  wl.set_batch(1);
-  wl.set_seq_len(1);
+  if (known) {
+    wl = *run;
+  } else {
+    wl.set_batch(1);
+    wl.set_seq_len(1);
+  }
   wl.set_num_layers(layers);
   wl.set_dtype(dtype);
   Lowering lowering(chip, model, wl, m, LowerOptions{});
   // A request stream's iterations have rows of their own (LowerIteration): not known here.
-  return lowering.PlanOnly(run && !run->has_requests() ? GemmRows(*run, m) : std::vector<uint64_t>{});
+  return lowering.PlanOnly(known ? GemmRows(*run, m) : std::vector<uint64_t>{});
 }
 
 }  // namespace tpsim::mapping

@@ -114,9 +114,21 @@ Program LowerIteration(const arch::Chip& chip, const config::Model& model, const
 // its steps run both); nullptr, or a workload with requests (whose iterations' rows vary):
 // the rows are not known, sized for 0 rows (mn_2d's own shards).
 struct WeightPlan {
-  uint64_t weight_bytes_per_core = 0;  // the stage that holds the most
+  uint64_t weight_bytes_per_core = 0;  // the stage that holds the most (resident_rows: that layout's)
   bool weights_in_sram = true;
-  uint32_t layers_per_core = 0;  // the most layers of one stage
+  // Where the run's steps lower its weight GEMMs in two layouts (an mn_2d whose decode rows fall
+  // back to n_split, an m_split_rotate below P to k_split) whose shards do not fit SRAM together,
+  // or leave no room for the KV cache beside them, but the decode steps' layout does (with the
+  // KV cache beside it where both fit) (mapping.weights auto): the decode steps' rows. Their
+  // layout stays in SRAM (every step runs it); the prefill's shards are read from DRAM at each
+  // use, as streamed weights are (a GEMM whose partitioner is the same at both rows reads
+  // resident weights). Then weights_in_sram is true, weight_bytes_per_core and
+  // stage_weight_bytes are the resident layout's, and the streamed ones are below. Unset: one
+  // plan for every GEMM.
+  std::optional<uint64_t> resident_rows;
+  uint64_t streamed_bytes_per_core = 0;        // the prefill's layout, the stage that holds the most
+  std::vector<uint64_t> stage_streamed_bytes;  // per pipeline stage (empty without resident_rows)
+  uint32_t layers_per_core = 0;                // the most layers of one stage
   uint32_t kv_heads_per_core = 0;
   // Per pipeline stage: each of its cores' weight bytes, and its layers.
   std::vector<uint64_t> stage_weight_bytes;

@@ -35,42 +35,77 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm, std::span<cons
   const uint64_t nkv = cx.NumKvHeads();
   const uint64_t unknown[] = {0};
   if (gemm_rows.empty()) gemm_rows = unknown;
-  uint64_t elems = 0;
   WeightPlan plan;
   plan.stage_layers.assign(static_cast<size_t>(stages), 0);
   for (int s = 0; s < stages; ++s)
     plan.stage_layers[static_cast<size_t>(s)] =
         StageFirstLayer(s + 1, stages, layers) - StageFirstLayer(s, stages, layers);
-  if (cx.model.num_experts() == 0) {
-    for (const LayerGemm& g : LayerGemms(cx.model)) elems += gemm.ShardElems(g, gemm_rows);
-    plan.weight_bytes_per_core = elems * most_layers * cx.d;
-    for (uint32_t n : plan.stage_layers) plan.stage_weight_bytes.push_back(elems * n * cx.d);
-  } else {
-    // Attention's shards every layer; the dense MLP's or the MoE block's by layer: the stage
-    // holding the most weights decides.
+  // Per stage, the weight elements each of its cores holds for GEMMs lowered at `rows`.
+  const uint64_t moe = cx.model.num_experts()
+                           ? MoeLayerWeightElems(cx.model, MoeGroupsOf(cx.m, cx.model, StageRanks(cx.m)))
+                           : 0;
+  auto per_stage = [&](std::span<const uint64_t> rows) {
+    // Attention's shards every layer; the dense MLP's or (MoE models) the MoE block's by layer.
     uint64_t attn = 0, mlp = 0;
     for (const LayerGemm& g : LayerGemms(cx.model)) {
       const bool is_mlp = g.role == llm::OpRole::kGateProj || g.role == llm::OpRole::kUpProj ||
                           g.role == llm::OpRole::kDownProj;
-      (is_mlp ? mlp : attn) += gemm.ShardElems(g, gemm_rows);
+      (is_mlp && cx.model.num_experts() ? mlp : attn) += gemm.ShardElems(g, rows);
     }
-    const uint64_t moe = MoeLayerWeightElems(cx.model, MoeGroupsOf(cx.m, cx.model, StageRanks(cx.m)));
-    std::vector<uint64_t> per_stage(static_cast<size_t>(stages), 0);
+    std::vector<uint64_t> elems(static_cast<size_t>(stages), 0);
     for (int s = 0; s < stages; ++s) {
       const uint32_t first = StageFirstLayer(s, stages, layers), end = StageFirstLayer(s + 1, stages, layers);
-      const uint64_t sparse = llm::MoeLayerCount(cx.model, end) - llm::MoeLayerCount(cx.model, first);
-      per_stage[static_cast<size_t>(s)] = (end - first) * attn + sparse * moe + (end - first - sparse) * mlp;
+      const uint64_t sparse = cx.model.num_experts()
+                                  ? llm::MoeLayerCount(cx.model, end) - llm::MoeLayerCount(cx.model, first)
+                                  : 0;
+      elems[static_cast<size_t>(s)] = (end - first) * attn + sparse * moe + (end - first - sparse) * mlp;
     }
-    plan.weight_bytes_per_core = *std::max_element(per_stage.begin(), per_stage.end()) * cx.d;
-    for (uint64_t e : per_stage) plan.stage_weight_bytes.push_back(e * cx.d);
-  }
+    return elems;
+  };
+  auto most = [&](const std::vector<uint64_t>& elems) {
+    return *std::max_element(elems.begin(), elems.end()) * cx.d;
+  };
+  const std::vector<uint64_t> all = per_stage(gemm_rows);
+  plan.weight_bytes_per_core = most(all);
+  for (uint64_t e : all) plan.stage_weight_bytes.push_back(e * cx.d);
+  const bool gpu = cx.chip.config().has_gpu();
+  const bool automatic = cx.m.weights() != "sram" && cx.m.weights() != "dram";
+  const uint64_t sram = cx.chip.config().core().sram_bytes();
   plan.weights_in_sram =
-      !cx.chip.config().has_gpu() &&
-      (cx.m.weights() == "sram" ||
-       (cx.m.weights() != "dram" && plan.weight_bytes_per_core <= cx.chip.config().core().sram_bytes()));
+      !gpu && (cx.m.weights() == "sram" || (automatic && plan.weight_bytes_per_core <= sram));
+  // The KV cache of a core of the stage with the most layers, as SramTimeline::Place sizes it.
+  const uint64_t kv_heads = nkv >= static_cast<uint64_t>(cx.p) ? (nkv + cx.p - 1) / cx.p : 1;
+  const uint64_t seqs = std::max<uint64_t>(1, cx.wl.batch()) / std::max<uint64_t>(1, cx.m.attention_dp());
+  // (In double: absurd sizes saturate rather than wrap.)
+  const double kv = 2.0 * static_cast<double>(seqs) *
+                    (static_cast<double>(cx.wl.cached_prefix()) + cx.wl.seq_len() + cx.wl.decode_steps()) *
+                    static_cast<double>(kv_heads) * cx.model.head_dim() * static_cast<double>(cx.d) *
+                    most_layers;
+  auto fits = [&](uint64_t bytes, double beside) {
+    return static_cast<double>(bytes) + beside <= static_cast<double>(sram);
+  };
+  if (!gpu && automatic && gemm_rows.size() == 2 && !fits(plan.weight_bytes_per_core, kv)) {
+    // Both layouts do not fit together, or the KV cache does not fit beside them: keep the
+    // decode steps' layout (every step runs it) where it fits, and where both fit, only if the
+    // KV cache then fits beside it (each decode step would otherwise read the cache from DRAM,
+    // where the prefill streams its layout once); the prefill's layout streams.
+    const std::vector<uint64_t> one = per_stage(gemm_rows.subspan(1, 1));
+    if (most(one) <= sram && (!plan.weights_in_sram || fits(most(one), kv))) {
+      plan.weights_in_sram = true;
+      plan.resident_rows = gemm_rows[1];
+      plan.weight_bytes_per_core = most(one);
+      plan.stage_weight_bytes.clear();
+      std::vector<uint64_t> streamed(static_cast<size_t>(stages));
+      for (size_t s = 0; s < one.size(); ++s) {
+        plan.stage_weight_bytes.push_back(one[s] * cx.d);
+        streamed[s] = all[s] - one[s];  // each GEMM's distinct layouts include the resident one
+        plan.stage_streamed_bytes.push_back(streamed[s] * cx.d);
+      }
+      plan.streamed_bytes_per_core = most(streamed);
+    }
+  }
   plan.layers_per_core = static_cast<uint32_t>(most_layers);
-  plan.kv_heads_per_core =
-      static_cast<uint32_t>(nkv >= static_cast<uint64_t>(cx.p) ? (nkv + cx.p - 1) / cx.p : 1);
+  plan.kv_heads_per_core = static_cast<uint32_t>(kv_heads);
   return plan;
 }
 
@@ -85,7 +120,9 @@ void SramTimeline::Place(const WeightPlan& plan) {
   weights_ = weights_sram_ ? wbytes : 0;
   kv_layer_ = kv_sram_ ? per_layer : 0;
   kv_layers_ = plan.layers_per_core;
-  cx_.prog.weights_location = weights_sram_ ? WeightsLocation::kSram : WeightsLocation::kDramStreamed;
+  cx_.prog.weights_location = !weights_sram_       ? WeightsLocation::kDramStreamed
+                              : plan.resident_rows ? WeightsLocation::kSramPrefillStreamed
+                                                   : WeightsLocation::kSram;
   cx_.prog.kv_location = kv_sram_ ? KvLocation::kSram : KvLocation::kDram;
 }
 

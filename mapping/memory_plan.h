@@ -127,8 +127,11 @@ class GemmEmitter;
 // partitioner that runs differs between them (mn_2d in the prefill, its n_split fallback in
 // decode), the run holds both layouts' shards. Weights are laid out once for the whole run,
 // and a GEMM of either layout reads resident weights without a DRAM read (GemmEmitter::
-// FetchWeights), so the plan counts both (summed; their overlap on a core is not subtracted)
-// rather than keeping one and fetching the other. Every step of the run gets the same plan.
+// FetchWeights), so the plan counts both (summed; their overlap on a core is not subtracted).
+// Where they do not fit together (or leave the KV cache no room) but the decode steps' layout
+// does, that one stays and the prefill's streams (WeightPlan::resident_rows; GemmEmitter::Gemm
+// reads a GEMM's weights from DRAM when its partitioner is not the resident rows' one). Every
+// step of the run gets the same plan.
 // Empty: the rows are not known (PlanWeights without a run, a request stream's iterations,
 // whose rows vary): sized for 0 rows, which every grid divides (mn_2d's own shards).
 WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm, std::span<const uint64_t> gemm_rows);

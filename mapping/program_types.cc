@@ -10,8 +10,9 @@ namespace {
 constexpr std::array<const char*, 4> kPhaseNames = {"prefill", "decode", "mixed", "kv_transfer"};
 constexpr std::array<const char*, 6> kCollectiveKindNames = {"all_reduce", "reduce_scatter", "all_gather",
                                                              "all_to_all", "rotate",         "p2p"};
-constexpr std::array<const char*, 4> kWeightsNames = {"", "sram", "dram (streamed each use)",
-                                                      "hbm (read by each GEMM)"};
+constexpr std::array<const char*, 5> kWeightsNames = {"", "sram", "dram (streamed each use)",
+                                                      "hbm (read by each GEMM)",
+                                                      "sram (the prefill's layout streamed each use)"};
 constexpr std::array<const char*, 4> kKvNames = {"", "sram", "dram", "hbm (read by attention)"};
 
 template <class E, size_t N>

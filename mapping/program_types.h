@@ -60,8 +60,11 @@ AlgorithmId AlgorithmOf(std::string_view name);
 
 // The memory plan. kNone: no plan was made (hand-built Programs); it prints as "".
 // kHbm: a GPU's weights in HBM, streamed by each GEMM kernel (no memory tasks).
-enum class WeightsLocation : uint8_t { kNone, kSram, kDramStreamed, kHbm };
-const char* ToString(WeightsLocation w);  // "", "sram", "dram (streamed each use)", "hbm (read by each GEMM)"
+// kSramPrefillStreamed: the run's GEMMs have two layouts; the decode steps' stays in SRAM, the
+// prefill's is streamed (mapping::WeightPlan::resident_rows).
+enum class WeightsLocation : uint8_t { kNone, kSram, kDramStreamed, kHbm, kSramPrefillStreamed };
+const char* ToString(
+    WeightsLocation w);  // "", "sram", "dram (streamed each use)", "hbm (read by each GEMM)", ...
 std::optional<WeightsLocation> ParseWeightsLocation(std::string_view s);
 
 // kHbm: a GPU's KV cache in HBM, read by the attention kernels (no memory tasks).

@@ -387,6 +387,7 @@ std::optional<MemoryUse> PlanMemoryUse(const config::Mapping& m, const arch::Chi
     for (int core : placed.cores[s]) {
       ChannelUse& c = u.channels[static_cast<size_t>(chip.ChannelOf(core))];
       if (u.weights_dram) c.weights += static_cast<double>(plan.stage_weight_bytes[s]);
+      if (plan.resident_rows) c.weights += static_cast<double>(plan.stage_streamed_bytes[s]);
       if (kv_counted) c.kv += u.kv_per_layer * plan.stage_layers[s];
       ++c.cores;
     }

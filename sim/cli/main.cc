@@ -380,6 +380,10 @@ int Describe(Args& a) {
     os << "  memory per core       weights "
        << HumanBytes(static_cast<double>(mu->plan.weight_bytes_per_core))
        << (mu->weights_dram ? (gpu ? " in HBM" : " streamed from " + dram) : std::string(" in SRAM"));
+    if (mu->plan.resident_rows)  // two layouts: the decode steps' kept (mapping::WeightPlan)
+      os << " (the decode steps' layout; the prefill's "
+         << HumanBytes(static_cast<double>(mu->plan.streamed_bytes_per_core)) << " streamed from " << dram
+         << ")";
     if (w.has_requests())  // served: requests are admitted to the KV capacity left (tpsim serve)
       os << ", KV cache as requests are admitted";
     else
