@@ -179,13 +179,19 @@ void PredictSweepRow(const arch::Chip& chip, bool nvls, CollectiveSweepRow* r) {
 int Collectives(const Options& o) {
   std::string chip_path = config::JoinPath(config::ConfigDir(), "chips/h200-sxm-8.textproto");
   config::Chip cfg;
-  config::Location noc_at;  // where the chip's noc block (its core count) is written
+  config::Location noc_at;             // where the chip's core count is written
+  std::string noc_field = "chip.noc";  // the noc block, or the --set of its size that made it
   if (!o.experiment.empty()) {
     sim::Experiment e = sim::LoadExperiment(o.experiment, o.sets);
     config::CheckOutputs({{"--out", o.out}, {"--csv", o.csv}}, sim::InputFiles(e));
     sim::ValidateExperiment(e);
     cfg = e.cfg.chip();
     noc_at = e.locs.Find("chip.noc");
+    for (const char* f : {"chip.noc.nodes", "chip.noc.rows", "chip.noc.cols"})
+      if (sim::SetOnCommandLine(e, f)) {
+        noc_at = e.locs.Find(f), noc_field = f;
+        break;
+      }
   } else {
     config::CheckOutputs({{"--out", o.out}, {"--csv", o.csv}}, {chip_path});
     config::SourceMap locs(chip_path);
@@ -201,7 +207,7 @@ int Collectives(const Options& o) {
   if (rank_list.empty()) {
     // One rank is no collective: the old sweep printed 0 us for every size.
     throw config::ConfigError(config::Diag{
-        noc_at, "chip.noc", std::to_string(chip.num_cores()) + (chip.num_cores() == 1 ? " core" : " cores"),
+        noc_at, noc_field, std::to_string(chip.num_cores()) + (chip.num_cores() == 1 ? " core" : " cores"),
         "tpsim-validate --collectives needs a chip of at least 2 cores (GPUs): a collective runs over 2 or "
         "more ranks"});
   }
