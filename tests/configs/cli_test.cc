@@ -494,6 +494,27 @@ TEST(Cli, DescribeNamesIdleMemoryChannels) {
   fs::remove_all(dir);
 }
 
+// mesh-4x4-hbm-qwen3-0.6b with mn_2d: the prefill's mn_2d shards (7 layers x 15.0 MiB a core)
+// and the decode steps' n_split ones (7 x 7.5 MiB) are 157.5 MiB together. At 64 MiB of SRAM
+// the plan keeps the decode steps' 52.5 MiB and streams the prefill's 105.0 MiB; describe says
+// so (until 2026-12-06 all 157.5 MiB streamed). At 192 MiB both stay.
+TEST(Cli, DescribeNamesTheLayoutThePlanStreams) {
+  const std::string e =
+      "configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto --set mapping.partition=mn_2d --set "
+      "chip.core.sram_bytes=";
+  const Outcome one = RunTpsim("describe " + e + "67108864");
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_NE(one.output.find("memory per core       weights 52.5 MiB in SRAM (the decode steps' layout; the "
+                            "prefill's 105.0 MiB streamed from HBM), KV cache 3.61 MiB"),
+            std::string::npos)
+      << one.output;
+  const Outcome both = RunTpsim("describe " + e + "201326592");
+  ASSERT_EQ(both.status, 0) << both.output;
+  EXPECT_NE(both.output.find("memory per core       weights 157.5 MiB in SRAM, KV cache 3.61 MiB"),
+            std::string::npos)
+      << both.output;
+}
+
 // A Qwen3-MoE model with a dense layer (mlp_only_layers [0], decoder_sparse_step 2) has its dense
 // and MoE layers shown apart, with their counts: describe showed layer 0 alone, the dense one, as
 // the "prefill layer". Each row's figures are those of a model whose layers are all of its kind:
