@@ -177,6 +177,14 @@ std::string HotTrace() {
       (std::filesystem::temp_directory_path() / ("tpsim_moe_dp_" + std::to_string(::getpid()) + ".csv"))
           .string();
   std::ofstream(path) << "0,8,8,0,0,0,0,0,0\n";
+  // Removed when the test process exits (each test runs in its own: it leaked one file a test).
+  static const struct Remove {
+    std::string p;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  } remove_at_exit{path};
   return path;
 }
 

@@ -37,6 +37,14 @@ std::string TraceFile() {
       (std::filesystem::temp_directory_path() / ("tpsim_moe_func_" + std::to_string(::getpid()) + ".csv"))
           .string();
   std::ofstream(path) << "layer,e0,e1,e2,e3,e4,e5,e6,e7\n0,1,0,9,1,2,6,0,1\n1,2,1,1,0,1,1,0,10\n";
+  // Removed when the test process exits (each test runs in its own: it leaked one file a test).
+  static const struct Remove {
+    std::string p;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  } remove_at_exit{path};
   return path;
 }
 

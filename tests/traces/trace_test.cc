@@ -346,6 +346,7 @@ TEST(Trace, CollectiveKernelsHaveTheirOwnCategory) {
   EXPECT_EQ(category.at(0), "compute");
   EXPECT_EQ(category.at(1), "collective");
   EXPECT_EQ(category.at(2), "send");
+  std::filesystem::remove(path);
 }
 
 TEST(Trace, FlowsFromEachSendToItsReceive) {
@@ -585,6 +586,7 @@ TEST(Trace, ReceivesCarryTheirSendsAnnotations) {
   const std::string path = TmpPath("recv.pftrace");
   WriteTrace(path, f.prog, f.chip, f.out, kConfig);
   Decoded d = Decode(ReadFile(path));
+  std::filesystem::remove(path);
   std::map<uint64_t, const DSlice*> send, recv;
   for (const DSlice& s : d.slices) {
     if (s.category == "send") send[s.args.at("task").uint_value()] = &s;
