@@ -1,6 +1,13 @@
 #pragma once
 // Chips and models built in code for the mapping tests.
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+
 #include "arch/chip.h"
 #include "chip.pb.h"
 #include "mapping.pb.h"
@@ -8,6 +15,28 @@
 #include "workload.pb.h"
 
 namespace tpsim::mapping::testing {
+
+// A file `prefix`_PID.csv in the temp directory holding `text`, removed when the test process
+// exits (each test runs in a process of its own: a file per test was left behind). Keep one in a
+// function-local static.
+class ProcessTempFile {
+ public:
+  ProcessTempFile(const std::string& prefix, const std::string& text)
+      : path_((std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()) + ".csv"))
+                  .string()) {
+    std::ofstream(path_) << text;
+  }
+  ~ProcessTempFile() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  ProcessTempFile(const ProcessTempFile&) = delete;
+  ProcessTempFile& operator=(const ProcessTempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // A rows x cols mesh with a DRAM channel stacked under every core.
 inline config::Chip MeshChip(int rows, int cols, uint64_t sram_bytes) {

@@ -173,19 +173,8 @@ TEST(MoeDp, LocatedErrors) {
 
 // A routing trace for 8 experts on layer 0: every token to experts 0 and 1 (slot 0 of ep 2).
 std::string HotTrace() {
-  static const std::string path =
-      (std::filesystem::temp_directory_path() / ("tpsim_moe_dp_" + std::to_string(::getpid()) + ".csv"))
-          .string();
-  std::ofstream(path) << "0,8,8,0,0,0,0,0,0\n";
-  // Removed when the test process exits (each test runs in its own: it leaked one file a test).
-  static const struct Remove {
-    std::string p;
-    ~Remove() {
-      std::error_code ec;
-      std::filesystem::remove(p, ec);
-    }
-  } remove_at_exit{path};
-  return path;
+  static const testing::ProcessTempFile file("tpsim_moe_dp", "0,8,8,0,0,0,0,0,0\n");
+  return file.path();
 }
 
 // (sender core, receiver core, bytes) of layer 0's prefill combine.

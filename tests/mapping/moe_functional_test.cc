@@ -33,19 +33,9 @@ constexpr double kTol = 1e-4;
 
 // A routing trace for 8 experts, layers 0 and 1 (hot experts 2 and 5 on layer 0, 7 on layer 1).
 std::string TraceFile() {
-  static const std::string path =
-      (std::filesystem::temp_directory_path() / ("tpsim_moe_func_" + std::to_string(::getpid()) + ".csv"))
-          .string();
-  std::ofstream(path) << "layer,e0,e1,e2,e3,e4,e5,e6,e7\n0,1,0,9,1,2,6,0,1\n1,2,1,1,0,1,1,0,10\n";
-  // Removed when the test process exits (each test runs in its own: it leaked one file a test).
-  static const struct Remove {
-    std::string p;
-    ~Remove() {
-      std::error_code ec;
-      std::filesystem::remove(p, ec);
-    }
-  } remove_at_exit{path};
-  return path;
+  static const testing::ProcessTempFile file(
+      "tpsim_moe_func", "layer,e0,e1,e2,e3,e4,e5,e6,e7\n0,1,0,9,1,2,6,0,1\n1,2,1,1,0,1,1,0,10\n");
+  return file.path();
 }
 
 // The routings: balanced, zipf, trace; each dropless and with capacity factor 0.5 (an expert
