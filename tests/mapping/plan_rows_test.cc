@@ -6,6 +6,7 @@
 // prefill's (WeightPlan::resident_rows).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "arch/chip.h"
@@ -110,6 +111,15 @@ TEST(PlanRows, Mn2dPrefillWithAFallingBackDecodeKeepsTheDecodeLayout) {
   EXPECT_EQ(plan.streamed_bytes_per_core, kLayers * kMn2dElems * kD);
   EXPECT_EQ(PlanWeights(chip, SmallModel(), Mn2d(), kLayers, "bf16", &prefill_only).weight_bytes_per_core,
             kLayers * kMn2dElems * kD);
+  // The DRAM capacity check counts the streamed layout in each core's channel (one under each).
+  const std::optional<MemoryUse> use = PlanMemoryUse(Mn2d(), chip, SmallModel(), wl);
+  ASSERT_TRUE(use.has_value());
+  EXPECT_FALSE(use->weights_dram);
+  ASSERT_EQ(use->channels.size(), 4u);
+  for (const ChannelUse& c : use->channels) {
+    EXPECT_EQ(c.cores, 1);
+    EXPECT_EQ(c.weights, static_cast<double>(kLayers * kMn2dElems * kD));
+  }
   // 120 KiB hold both layouts with the KV cache beside them: one plan.
   arch::Chip roomy = arch::Chip::Build(MeshChip(2, 2, 120 * 1024));
   const WeightPlan both = PlanWeights(roomy, SmallModel(), Mn2d(), kLayers, "bf16", &wl);
