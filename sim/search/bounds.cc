@@ -130,8 +130,14 @@ Bounds LowerBounds(const sim::Experiment& base, const arch::Chip& chip, const Ca
     double group_gbps = 0, tp_gbps = 0;
     for (size_t i = 0; i < group; ++i) group_gbps += gbps[i];
     for (size_t i = 0; i < tp_channels; ++i) tp_gbps += gbps[i];
-    // A plan that keeps the decode steps' layout and streams the prefill's (resident_rows)
-    // counts as resident here: no memory bound, weaker but still below the run.
+    // A plan that keeps the decode steps' layout and streams the prefill's (resident_rows): the
+    // prefill reads those shards, each core of a stage its own, through the same channels.
+    if (plan.resident_rows && group_gbps > 0) {
+      double bytes = 0;
+      for (uint64_t stage : plan.stage_streamed_bytes) bytes += static_cast<double>(stage) * c.tp;
+      run_memory_ps = bytes * 1000.0 / group_gbps;
+      b.prefill_ps = std::max(b.prefill_ps, run_memory_ps);
+    }
     if (!plan.weights_in_sram && group_gbps > 0) {
       const double bytes = layer_bytes * layers;
       run_memory_ps = passes * bytes * 1000.0 / group_gbps;

@@ -265,6 +265,39 @@ TEST(SearchTest, BoundPlansTheWeightsAsTheRunDoes) {
   EXPECT_LE(b.decode_step_ps, static_cast<double>(run.decode_step_ps_mean()));
 }
 
+// A plan that keeps the decode steps' layout (n_split, 7 layers x 7.5 MiB a core at 64 MiB of
+// SRAM) and streams the prefill's mn_2d shards (7 x 15 MiB a core, 4 stages of 4 cores): the
+// prefill reads them through the channels, so its bound is at least their bytes over the
+// channels' bandwidth (2 x 20 GB/s here), and still no more than the run's prefill.
+TEST(SearchTest, BoundCountsTheStreamedLayoutOfATwoLayoutPlan) {
+  sim::Experiment e = sim::LoadExperiment(
+      std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto",
+      {{"mapping.partition", "mn_2d"},
+       {"chip.core.sram_bytes", "67108864"},
+       {"chip.memory[0].bandwidth_gbps", "20"},
+       {"chip.memory[1].bandwidth_gbps", "20"}});
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  const config::Mapping& m = e.cfg.mapping();
+  Candidate c;
+  c.tp = m.tp();
+  c.stages = m.pipeline_stages();
+  c.batch = e.cfg.workload().batch();
+  c.attention = c.mlp = "mn_2d";
+  c.placement = m.placement();
+  c.collective = m.collective();
+  double gbps = 0;
+  for (const arch::MemoryChannel& ch : chip.channels()) gbps += ch.bandwidth_gbps;
+  ASSERT_LE(chip.channels().size(), 16u);  // every channel counts (min(channels, tp x stages))
+  const double streamed = 4.0 * 4 * 7 * 15 * 1024 * 1024;  // stages x cores x layers x 15 MiB
+  const Bounds b = LowerBounds(e, chip, c);
+  const config::Summary run = sim::RunSummary(e, "analytical", nullptr);
+  EXPECT_EQ(run.weights_location(), "sram (the prefill's layout streamed each use)");
+  EXPECT_GE(b.prefill_ps, streamed * 1000.0 / gbps * (1 - 1e-12));
+  EXPECT_LE(b.prefill_ps, static_cast<double>(run.prefill_ps()));
+  EXPECT_LE(b.total_ps, static_cast<double>(run.total_ps()));
+  EXPECT_LE(b.decode_step_ps, static_cast<double>(run.decode_step_ps_mean()));
+}
+
 // Shipped chips, where weights stream from DRAM and decode steps are bound by the weight
 // reads and the m = 1 GEMMs: wafer-8x8 (a channel stacked under every core) and
 // mesh-4x4-hbm (HBM stacks at the edges, shared by the cores). A small space, 2 layers.
