@@ -111,11 +111,11 @@ int32_t GemmEmitter::Gemm(const LayerGemm& lg, int32_t x, int32_t w, const std::
   const std::string& name = name_given ? *name_given : cx_.names[lg.role];
   conv_.Convert(x, p->Input(g, *this), name);
   // Its weights stream where the plan keeps none in SRAM, or keeps another layout's
-  // (WeightPlan::resident_rows: the partitioner at those rows is another).
+  // (MemoryPlanner::ResidentRows: the partitioner at those rows is another).
   streamed_ = !cx_.mem->WeightsResident();
-  if (!streamed_ && cx_.resident_rows) {
+  if (const std::optional<uint64_t> resident = cx_.mem->ResidentRows(); !streamed_ && resident) {
     GemmSpec at = Spec(lg);
-    at.t = *cx_.resident_rows;
+    at.t = *resident;
     std::string unused;
     streamed_ = Choose(at, &unused) != p;
   }

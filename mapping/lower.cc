@@ -101,7 +101,6 @@ Program Lowering::Run(const PlacementFile& file) {
   for (uint32_t l = 0; l < layers; ++l) stage_of[l] = LayerStage(l, stages, layers);
 
   cx_.mem->Place(plan);  // SRAM: weights and KV resident when they fit; GPU: both in HBM
-  cx_.resident_rows = plan.resident_rows;
   if (cx_.chip.config().has_gpu() && cx_.m.enforce_eager())
     prog.kernel_launch_ps =
         static_cast<int64_t>(std::llround(cx_.chip.config().gpu().kernel_launch_us() * 1e6));

@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -72,9 +71,6 @@ struct LowerContext {
   ProgramBuilder builder;
   Program& prog = builder.program();  // everything but the tasks, set as lowering goes
   MemoryPlanner* mem = nullptr;       // the memory plan (set by the driver)
-  // WeightPlan::resident_rows of the plan (set by the driver): a GEMM whose partitioner at these
-  // rows is not the one that runs reads its weights from DRAM.
-  std::optional<uint64_t> resident_rows;
 
   // Every tensor's shape (and, for the functional executor, its initialisation); moved to
   // prog.func.tensors when func. ts: parallel lowering state.

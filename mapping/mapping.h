@@ -137,6 +137,12 @@ struct WeightPlan {
 WeightPlan PlanWeights(const arch::Chip& chip, const config::Model& model, const config::Mapping& m,
                        uint32_t layers, const std::string& dtype, const config::Workload* run = nullptr);
 
+// One core's KV cache per layer it holds, as SramTimeline::Place sizes it for workload wl: each
+// attention replica's sequences (mapping.attention_dp) up to the last position (cached_prefix +
+// seq_len + decode_steps), `kv_heads` KV heads of the model's head_dim, in wl's dtype.
+double KvBytesPerLayer(const config::Model& model, const config::Workload& wl, const config::Mapping& m,
+                       uint64_t kv_heads);
+
 // What the mapping keeps where, per core and per memory channel, as the memory plan places it
 // (Lower): ValidateDramCapacity's sums, and `tpsim describe`'s memory lines.
 struct ChannelUse {

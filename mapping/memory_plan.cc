@@ -16,6 +16,15 @@ std::vector<uint64_t> GemmRows(const config::Workload& wl, const config::Mapping
   return rows;
 }
 
+double KvBytesPerLayer(const config::Model& model, const config::Workload& wl, const config::Mapping& m,
+                       uint64_t kv_heads) {
+  const uint64_t d = wl.dtype() == "fp32" ? 4 : 2;
+  const uint64_t seqs = std::max<uint64_t>(1, wl.batch()) / std::max<uint64_t>(1, m.attention_dp());
+  const uint64_t positions = uint64_t{wl.cached_prefix()} + wl.seq_len() + wl.decode_steps();
+  return 2.0 * static_cast<double>(seqs) * static_cast<double>(positions) * static_cast<double>(kv_heads) *
+         model.head_dim() * static_cast<double>(d);
+}
+
 WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm, std::span<const uint64_t> gemm_rows) {
   cx.p = static_cast<int>(cx.m.tp());
   cx.d = cx.wl.dtype() == "fp32" ? 4 : 2;
@@ -73,14 +82,10 @@ WeightPlan SizeWeights(LowerContext& cx, const GemmEmitter& gemm, std::span<cons
   const uint64_t sram = cx.chip.config().core().sram_bytes();
   plan.weights_in_sram =
       !gpu && (cx.m.weights() == "sram" || (automatic && plan.weight_bytes_per_core <= sram));
-  // The KV cache of a core of the stage with the most layers, as SramTimeline::Place sizes it.
+  // The KV cache of a core of the stage with the most layers, as SramTimeline::Place sizes it
+  // (in double: absurd sizes saturate rather than wrap).
   const uint64_t kv_heads = nkv >= static_cast<uint64_t>(cx.p) ? (nkv + cx.p - 1) / cx.p : 1;
-  const uint64_t seqs = std::max<uint64_t>(1, cx.wl.batch()) / std::max<uint64_t>(1, cx.m.attention_dp());
-  // (In double: absurd sizes saturate rather than wrap.)
-  const double kv = 2.0 * static_cast<double>(seqs) *
-                    (static_cast<double>(cx.wl.cached_prefix()) + cx.wl.seq_len() + cx.wl.decode_steps()) *
-                    static_cast<double>(kv_heads) * cx.model.head_dim() * static_cast<double>(cx.d) *
-                    most_layers;
+  const double kv = KvBytesPerLayer(cx.model, cx.wl, cx.m, kv_heads) * most_layers;
   auto fits = [&](uint64_t bytes, double beside) {
     return static_cast<double>(bytes) + beside <= static_cast<double>(sram);
   };
@@ -116,6 +121,7 @@ void SramTimeline::Place(const WeightPlan& plan) {
   const uint64_t per_layer = 2 * b * cx_.lmax * plan.kv_heads_per_core * cx_.model.head_dim() * cx_.d;
   const uint64_t kvbytes = per_layer * plan.layers_per_core;
   weights_sram_ = plan.weights_in_sram;
+  resident_rows_ = plan.resident_rows;
   kv_sram_ = (weights_sram_ ? wbytes : 0) + kvbytes <= sram_;
   weights_ = weights_sram_ ? wbytes : 0;
   kv_layer_ = kv_sram_ ? per_layer : 0;

@@ -5,6 +5,7 @@
 // L2, say) is another implementation of the same interface.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -19,7 +20,10 @@ class MemoryPlanner {
   // per-core weight plan and the KV rows per sequence (ctx.lmax).
   virtual void Place(const WeightPlan& plan) = 0;
   virtual bool WeightsResident() const = 0;  // false: every weight block is read from DRAM per use
-  virtual bool KvResident() const = 0;       // false: KV written to and read from DRAM
+  // Where only one of the run's two layouts stays (WeightPlan::resident_rows): the rows whose
+  // partitioner's shards are resident; a GEMM that runs another partitioner reads from DRAM.
+  virtual std::optional<uint64_t> ResidentRows() const { return std::nullopt; }
+  virtual bool KvResident() const = 0;  // false: KV written to and read from DRAM
   // Tensor t was created / will not be read again / a phase ended (nothing is held over).
   virtual void Created(int32_t t, FuncTensorKind kind) = 0;
   virtual void Dead(int32_t t) = 0;
@@ -62,6 +66,7 @@ class SramTimeline : public MemoryPlanner {
   explicit SramTimeline(LowerContext& cx) : cx_(cx) {}
   void Place(const WeightPlan& plan) override;
   bool WeightsResident() const override { return weights_sram_; }
+  std::optional<uint64_t> ResidentRows() const override { return resident_rows_; }
   bool KvResident() const override { return kv_sram_; }
   void Created(int32_t t, FuncTensorKind kind) override;
   void Dead(int32_t t) override;
@@ -90,6 +95,7 @@ class SramTimeline : public MemoryPlanner {
   LowerContext& cx_;
   std::vector<int32_t> live_;  // activations the stage's cores hold between ops, oldest first
   bool weights_sram_ = true, kv_sram_ = true;
+  std::optional<uint64_t> resident_rows_;              // WeightPlan::resident_rows
   uint64_t weights_ = 0, kv_layer_ = 0, sram_ = 0;     // resident weights, one layer's resident KV
   uint32_t kv_layers_ = 0;                             // the layers a core's KV cache holds
   std::vector<int64_t> last_compute_, prefetch_mark_;  // per core

@@ -368,14 +368,8 @@ std::optional<MemoryUse> PlanMemoryUse(const config::Mapping& m, const arch::Chi
       placed.cores.size() != plan.stage_weight_bytes.size())
     return std::nullopt;
   const bool gpu = chip.config().has_gpu();
-  // The KV cache of one core, per layer it holds, as SramTimeline::Place sizes it: each
-  // replica's sequences (mapping.attention_dp) up to the last position.
-  const uint64_t d = wl.dtype() == "fp32" ? 4 : 2;
-  const uint64_t dp = std::max<uint32_t>(1, m.attention_dp());
-  const uint64_t batch = std::max<uint32_t>(1, wl.batch()) / dp;
   u.positions = uint64_t{wl.cached_prefix()} + wl.seq_len() + wl.decode_steps();
-  u.kv_per_layer = 2.0 * static_cast<double>(batch) * static_cast<double>(u.positions) *
-                   plan.kv_heads_per_core * model.head_dim() * static_cast<double>(d);
+  u.kv_per_layer = KvBytesPerLayer(model, wl, m, plan.kv_heads_per_core);
   u.weights_dram = gpu || !plan.weights_in_sram;
   const double sram = static_cast<double>(chip.config().core().sram_bytes());
   u.kv_dram = gpu || (u.weights_dram ? 0.0 : static_cast<double>(plan.weight_bytes_per_core)) +
