@@ -234,6 +234,19 @@ TEST(SearchTest, DecodeStepBoundByHand) {
   EXPECT_DOUBLE_EQ(b.total_ps, 32243712000.0 + 3 * 503808000.0);
 }
 
+// The candidate that is experiment e's own mapping with mn_2d for attention and the MLP.
+Candidate Mn2dCandidateOf(const sim::Experiment& e) {
+  const config::Mapping& m = e.cfg.mapping();
+  Candidate c;
+  c.tp = m.tp();
+  c.stages = m.pipeline_stages();
+  c.batch = e.cfg.workload().batch();
+  c.attention = c.mlp = "mn_2d";
+  c.placement = m.placement();
+  c.collective = m.collective();
+  return c;
+}
+
 // The bound plans the weights as the run does (mapping::PlanWeights with the candidate's
 // workload: the rows of its steps decide each GEMM's partitioner). mesh-4x4-hbm with mn_2d, 16
 // layers and a 511-token prompt: every step falls back to n_split (511 and 1 rows do not divide
@@ -250,14 +263,7 @@ TEST(SearchTest, BoundPlansTheWeightsAsTheRunDoes) {
        {"chip.memory[0].bandwidth_gbps", "20"},
        {"chip.memory[1].bandwidth_gbps", "20"}});
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
-  const config::Mapping& m = e.cfg.mapping();
-  Candidate c;
-  c.tp = m.tp();
-  c.stages = m.pipeline_stages();
-  c.batch = e.cfg.workload().batch();
-  c.attention = c.mlp = "mn_2d";
-  c.placement = m.placement();
-  c.collective = m.collective();
+  const Candidate c = Mn2dCandidateOf(e);
   const Bounds b = LowerBounds(e, chip, c);
   const config::Summary run = sim::RunSummary(e, "analytical", nullptr);
   EXPECT_GT(b.total_ps, 0);
@@ -277,14 +283,7 @@ TEST(SearchTest, BoundCountsTheStreamedLayoutOfATwoLayoutPlan) {
        {"chip.memory[0].bandwidth_gbps", "20"},
        {"chip.memory[1].bandwidth_gbps", "20"}});
   const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
-  const config::Mapping& m = e.cfg.mapping();
-  Candidate c;
-  c.tp = m.tp();
-  c.stages = m.pipeline_stages();
-  c.batch = e.cfg.workload().batch();
-  c.attention = c.mlp = "mn_2d";
-  c.placement = m.placement();
-  c.collective = m.collective();
+  const Candidate c = Mn2dCandidateOf(e);
   double gbps = 0;
   for (const arch::MemoryChannel& ch : chip.channels()) gbps += ch.bandwidth_gbps;
   ASSERT_LE(chip.channels().size(), 16u);  // every channel counts (min(channels, tp x stages))
