@@ -192,11 +192,28 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   if (gpu) memory = 0;
 
   const CollectiveCount per_collective = CollectiveTransfers(CountedAlgorithm(m.collective()), p);
-  const double transfers = coll * per_collective.transfers + kGemms * shards * (shards > 1 ? p : 0);
+  const double rotations = kGemms * shards * (shards > 1 ? p : 0);
+  // A pass of T tokens. An all-sparse layer under megatron alone has two collectives, both
+  // between rows and replicated (o_proj's reduce_scatter into the MoE block's rows, q/k/v's
+  // all_gather of them), each aligned to whole rows: a transfer carries a row at least, and a
+  // row's partials meet (or its copies spread) in P - 1 transfers under every algorithm, so
+  // such a collective has at most T (P - 1) transfers, an all-reduce twice that (in a decode
+  // step of moe-qwen3-235b-a22b, T = 1: 63 each, against the 4,032 of a whole ring;
+  // Estimate.BoundsMoeDecodeSteps). Elsewhere a collective's blocks need not be rows.
+  const bool by_rows =
+      all_sparse && !gpu &&
+      std::all_of(parts.begin(), parts.end(), [](const std::string& x) { return x == "megatron"; });
+  auto transfers_at = [&](double tokens) {
+    const double most = per_collective.transfers;
+    return coll * (by_rows ? std::min(most, 2 * tokens * (p - 1)) : most) + rotations;
+  };
   // Attention replicas (mapping.attention_dp) repeat the dense part on their own ranks.
   const double dp = std::max(1, static_cast<int>(m.attention_dp()));
-  e.per_layer = (compute + memory + transfers) * dp;
-  e.tasks = e.passes * (e.layers * e.per_layer + (stages - 1) * p * p * dp);
+  e.per_layer = (compute + memory + transfers_at(rows)) * dp;
+  e.per_layer_decode = (compute + memory + transfers_at(b)) * dp;
+  const double handover = (stages - 1) * p * p * dp;
+  e.tasks =
+      e.layers * e.per_layer + handover + wl.decode_steps() * (e.layers * e.per_layer_decode + handover);
   if (model.num_experts() > 0) {
     // MoE blocks (moe_pass.h), per layer and pass of T tokens: at most min(E, T top_k) experts
     // get tokens, each on tp_moe ranks in each replica: 3 compute tasks (and a weight read when
@@ -205,19 +222,32 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
     // A GPU-node chip: 3 grouped tasks per rank, no weight reads.
     const MoeGroups g = MoeGroupsOf(m, model, StageRanks(m));
     const double per_task = weights_sram || gpu ? 3 : 4;
-    auto block = [&, p = g.p](double tokens) {
+    // A token's row goes to each of the g.tp ranks of each of its top_k experts' slots: an
+    // all_to_all of T tokens has at most T top_k g.tp non-empty blocks, and every algorithm
+    // sends a block in at most 2 transfers (hierarchical forwards it once).
+    const double p_moe = g.p;
+    auto all_to_all = [&](double tokens) {
+      return std::min(p_moe * (p_moe - 1), 2.0 * tokens * model.num_experts_per_token() * g.tp);
+    };
+    auto block = [&](double tokens) {
       const double active = std::min<double>(model.num_experts(), tokens * model.num_experts_per_token());
-      const double experts = gpu ? 3.0 * p : active * g.tp * g.Replicas() * per_task;
-      return experts + p * (7.0 + (!weights_read || gpu ? 0 : 2)) + 2.0 * p * (p - 1);
+      const double experts = gpu ? 3.0 * p_moe : active * g.tp * g.Replicas() * per_task;
+      return experts + p_moe * (7.0 + (!weights_read || gpu ? 0 : 2)) + 2.0 * all_to_all(tokens);
     };
     e.tasks += e.layers * (block(rows) + wl.decode_steps() * block(b));
+    // A combine transfer waits on every dispatch transfer into its sender (the rule of a
+    // collective's first step, LayoutConverter::RunSchedule): up to P - 1 deps each, about P^3
+    // a layer in the prefill (25.7 million deps on moe-qwen3-235b-a22b, 15 a task). Counted for
+    // both all_to_alls.
+    if (!gpu)
+      e.all_to_all_deps = e.layers * 2 * (all_to_all(rows) + wl.decode_steps() * all_to_all(b)) * (p_moe - 1);
   }
   // The collectives' deps past 2 a transfer: direct's second step waits on every transfer into
   // its source, p - 1 deps a transfer, p^3 a collective.
   const double collectives = e.passes * e.layers * coll * dp;
   e.collective_deps = collectives * per_collective.deps;
   e.peak_bytes = e.tasks * ProgramEstimate::kBytesPerTask + collectives * ExtraDepBytes(per_collective) +
-                 ProgramEstimate::kBaseBytes;
+                 e.all_to_all_deps * ProgramEstimate::kBytesPerDep + ProgramEstimate::kBaseBytes;
   return e;
 }
 

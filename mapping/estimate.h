@@ -8,17 +8,20 @@
 //   tasks <= passes x layers x P x (V + G x R) x (1 + mem)      compute and memory tasks
 //          + passes x layers x C x X(P)                           collective transfers
 //          + passes x (stages - 1) x P x P                        stage hand-overs
-//          + layers x (MoE blocks: prefill + decode steps)        MoE models (estimate.cc)
+//          + layers x (MoE blocks: prefill + decode steps)        MoE models (estimate.cc;
+//            an all_to_all of T tokens: at most 2 T top_k x moe.tp transfers)
 //   passes = decode_steps + 1 (the prefill, then one per decode step)
 //   V      = vector tasks per rank and layer (norms, rope, KV writes, attention, adds)
 //   G x R  = the 7 weight GEMMs, R shards per rank (P for m_split_rotate, the grid's
 //            rows for mn_2d k_steps, else 1)
 //   mem    = memory tasks per compute task (weights streamed, KV in DRAM, spills)
 //   C      = collectives per layer of the partitioners used (counted per partitioner)
-//   X(P)   = transfers of the largest collective the algorithm makes on P ranks
+//   X(P)   = transfers of the largest collective the algorithm makes on P ranks; for an
+//            all-sparse MoE layer under megatron, whose collectives move whole rows, at most
+//            2 T (P - 1) in a pass of T tokens (a decode step's: the batch)
 // and in bytes, kBytesPerTask a task plus kBytesPerDep for each of the collectives' deps past 2
 // a transfer (direct's all-reduce has P^3 of them).
-// tests/mapping/estimate_test.cc holds the bound against the lowering of every shipped
+// tests/sim/estimate_test.cc holds the bound against the lowering of every shipped
 // experiment and of each partitioner x algorithm, within a stated factor.
 
 #include <cstdint>
@@ -32,11 +35,12 @@
 namespace tpsim::mapping {
 
 struct ProgramEstimate {
-  double tasks = 0;       // upper bound on Program::num_tasks()
-  double peak_bytes = 0;  // upper bound on the memory lowering + timing take at once
-  double passes = 0;      // decode_steps + 1
-  double layers = 0;      // simulated layers
-  double per_layer = 0;   // tasks per layer and pass
+  double tasks = 0;             // upper bound on Program::num_tasks()
+  double peak_bytes = 0;        // upper bound on the memory lowering + timing take at once
+  double passes = 0;            // decode_steps + 1
+  double layers = 0;            // simulated layers
+  double per_layer = 0;         // tasks per layer of the prefill (the most of any pass)
+  double per_layer_decode = 0;  // of a decode step (fewer where collectives scale with tokens)
   int tp = 1;
   // Bytes per task at the peak of a run (Program records, details, deps, the lowerer's
   // bookkeeping, an engine's per-task times): 228-229 measured as peak RSS / tasks of
@@ -56,6 +60,9 @@ struct ProgramEstimate {
   // dep of `tpsim collectives wafer-32x32 --op all_reduce --sizes 1G --algo direct` at 512 and
   // 1024 ranks (1.43 GB, 11.0 GB; 2026-12-05).
   double collective_deps = 0;
+  // The MoE blocks' all_to_all transfers' deps: a combine transfer waits on every dispatch
+  // transfer into its sender (P - 1 at most), counted at kBytesPerDep each.
+  double all_to_all_deps = 0;
   static constexpr double kBytesPerDep = 12;
 };
 

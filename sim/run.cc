@@ -125,12 +125,19 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
       "the Program would take about " + Sci(est.tasks) + " tasks, " + mapping::FormatBytes(bytes) +
           (task_records ? " with a record of each in the result (--tasks)" : "") + " (" + Sci(est.passes) +
           " passes (workload.decode_steps + 1) x " + Sci(est.layers) + " layers (" + layers_field + ") x " +
-          Sci(est.per_layer) + " tasks per layer at mapping.tp=" + std::to_string(m.tp()) +
+          Sci(est.per_layer) + " tasks per layer" +
+          (wl.decode_steps() > 0 && est.per_layer_decode != est.per_layer
+               ? " (a decode step's: " + Sci(est.per_layer_decode) + ")"
+               : std::string()) +
+          " at mapping.tp=" + std::to_string(m.tp()) +
           // Where the collectives' deps are most of it (direct: p - 1 a transfer), say so.
           (est.collective_deps > 4 * est.tasks
                ? "; their collectives' transfers wait on " + Sci(est.collective_deps) +
                      " others (mapping.collective " + mapping::CountedAlgorithm(m.collective()) + ")"
                : std::string()) +
+          (est.all_to_all_deps > 4 * est.tasks ? "; the MoE blocks' combine transfers wait on " +
+                                                     Sci(est.all_to_all_deps) + " dispatch transfers"
+                                               : std::string()) +
           "), more than " + limit + ": lower workload.decode_steps, the layers or mapping.tp, or raise " +
           limit_flag + note});
 }
