@@ -394,40 +394,55 @@ void ThrowStepOverflow(const StepOverflow& o, const mapping::Program& head, cons
 
 namespace {
 
-// Whether `opts` asks to try decode-step reuse on `e` (RunOptions::reuse).
-bool TryReuse(const Experiment& e, const RunOptions& opts) {
+// Whether `opts` asks to try decode-step reuse on `e` (RunOptions::reuse): kIfLarge, only
+// where lowering every step would not fit --max-memory.
+enum class Reuse { kNo, kYes, kIfLarge };
+Reuse TryReuse(const Experiment& e, const RunOptions& opts) {
   const uint32_t steps = e.cfg.workload().decode_steps();
   // Observers read the whole Program's times, unless they ask for a few steps.
-  if (!opts.observers.empty() && opts.observe_steps.empty()) return false;
+  if (!opts.observers.empty() && opts.observe_steps.empty()) return Reuse::kNo;
   switch (opts.reuse) {
     case RunOptions::Reuse::kOff:
-      return false;
+      return Reuse::kNo;
     case RunOptions::Reuse::kForce:
-      return steps >= kHeadSteps + 2;
+      return steps >= kHeadSteps + 2 ? Reuse::kYes : Reuse::kNo;
     case RunOptions::Reuse::kAuto:
-      return steps >= kAutoReuseSteps;
+      // With every task's times kept the whole Program is counted anyway.
+      return steps >= kAutoReuseSteps                           ? Reuse::kYes
+             : steps >= kHeadSteps + 2 && !opts.keep_task_times ? Reuse::kIfLarge
+                                                                : Reuse::kNo;
   }
-  return false;
+  return Reuse::kNo;
 }
 
 }  // namespace
 
 RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   std::unique_ptr<Engine> engine;
-  const bool try_reuse = TryReuse(e, opts);
+  const Reuse asked = TryReuse(e, opts);
   // Reuse holds at most three Programs of the prefill and kPeriodHead + 2 decode steps at once
   // (sim/step_period.h), counted as one of 3 x (kPeriodHead + 3) passes; a fallback checks
   // the whole Program below. With every task's times kept (RunOptions::keep_task_times) the
   // Result holds a record per task of every step: the whole Program is counted.
-  const bool few_steps = try_reuse && !opts.keep_task_times;
+  const bool few_steps = asked != Reuse::kNo && !opts.keep_task_times;
   // Where reuse would apply but a flag lowers every step, a refusal says which.
   const std::string note =
-      !try_reuse && !opts.unrolled_by.empty() && e.cfg.workload().decode_steps() >= kAutoReuseSteps
+      asked == Reuse::kNo && !opts.unrolled_by.empty() && e.cfg.workload().decode_steps() >= kHeadSteps + 2
           ? " (every decode step is lowered: " + opts.unrolled_by + ")"
           : "";
   arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes,
                             few_steps ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt,
                             opts.keep_task_times, note);
+  bool try_reuse = asked == Reuse::kYes;
+  if (asked == Reuse::kIfLarge) {
+    // Below kAutoReuseSteps lowering every step is quick, where it fits: on the 1024-core
+    // wafer-32x32-qwen3-32b, 40 decode steps (about 3.5 GB) were refused at 26.3 GB estimated.
+    try {
+      CheckResources(e, chip, opts.max_memory_bytes);
+    } catch (const config::ConfigError&) {
+      try_reuse = true;
+    }
+  }
   RunOutput out;
   if (try_reuse) {
     // A list schedule times decode steps from a few lowered ones; any other engine (TLM) times

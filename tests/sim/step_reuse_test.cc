@@ -23,6 +23,7 @@
 #include "sim/experiment.h"
 #include "sim/result.h"
 #include "sim/run.h"
+#include "sim/step_period.h"
 #include "sim/step_reuse.h"
 #include "tests/sim/experiment_test_util.h"
 
@@ -186,6 +187,41 @@ TEST(StepReuse, LongGenerationPassesTheMemoryGuard) {
     if (op.phase() == "decode") ops_j += op.energy_j();
   EXPECT_NEAR(layers_j, s.decode_energy_j(), 1e-9 * s.decode_energy_j());
   EXPECT_NEAR(ops_j, s.decode_energy_j(), 1e-9 * s.decode_energy_j());
+}
+
+// Below kAutoReuseSteps the default lowers every step, unless that would not fit --max-memory
+// while the steps reuse lowers would: then it reuses them (before, it refused the run; on
+// wafer-32x32-qwen3-32b 40 decode steps, about 3.5 GB, were refused at 26.3 GB estimated).
+TEST(StepReuse, FewerStepsReusedWhereLoweringEveryOneWouldNotFit) {
+  const Experiment e = Tp1(40);
+  const arch::Chip chip = ValidateExperiment(e);
+  auto estimate = [&](uint32_t steps) {
+    config::Workload wl = e.cfg.workload();
+    wl.set_decode_steps(steps);
+    return mapping::EstimateProgram(chip, e.cfg.model(), wl, e.cfg.mapping()).peak_bytes;
+  };
+  // The guard counts 3 x (kPeriodHead + 3) - 1 decode steps where reuse is tried (run.cc).
+  const double few = estimate(3 * (kPeriodHead + 3) - 1), all = estimate(40);
+  ASSERT_LT(few, all);
+  RunOptions opts;
+  opts.max_memory_bytes = static_cast<uint64_t>((few + all) / 2);
+  opts.row_steps = 1000;  // every step's op rows, as the unrolled run below
+  const RunOutput r = RunExperiment(e, opts);
+  EXPECT_TRUE(r.reused) << r.reuse;
+  RunOptions off = opts;
+  off.reuse = RunOptions::Reuse::kOff;
+  off.max_memory_bytes = 0;
+  const RunOutput u = RunExperiment(e, off);
+  EXPECT_FALSE(u.reused);
+  EXPECT_TRUE(ResultToJson(u.result) == ResultToJson(r.result));
+  // Where every step fits, the default still lowers them all.
+  opts.max_memory_bytes = static_cast<uint64_t>(all) + 1;
+  EXPECT_FALSE(RunExperiment(e, opts).reused);
+  // --no-reuse, or too little for the few steps: refused, saying why.
+  off.max_memory_bytes = static_cast<uint64_t>((few + all) / 2);
+  EXPECT_THROW(RunExperiment(e, off), config::ConfigError);
+  opts.max_memory_bytes = static_cast<uint64_t>(few) - 1;
+  EXPECT_THROW(RunExperiment(e, opts), config::ConfigError);
 }
 
 TEST(StepReuse, ReferenceUpTo200Steps) {
