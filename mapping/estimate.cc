@@ -235,12 +235,13 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
       return experts + p_moe * (7.0 + (!weights_read || gpu ? 0 : 2)) + 2.0 * all_to_all(tokens);
     };
     e.tasks += e.layers * (block(rows) + wl.decode_steps() * block(b));
-    // A combine transfer waits on every dispatch transfer into its sender (the rule of a
-    // collective's first step, LayoutConverter::RunSchedule): up to P - 1 deps each, about P^3
-    // a layer in the prefill (25.7 million deps on moe-qwen3-235b-a22b, 15 a task). Counted for
-    // both all_to_alls.
-    if (!gpu)
-      e.all_to_all_deps = e.layers * 2 * (all_to_all(rows) + wl.decode_steps() * all_to_all(b)) * (p_moe - 1);
+    // A combine transfer waits on its sender's experts' down GEMMs: one per expert of its slot
+    // that got rows (128 a transfer at moe.ep 1, where every rank holds every expert).
+    auto waits = [&](double tokens) {
+      return all_to_all(tokens) *
+             std::min<double>(g.ExpertsPerSlot(), tokens * model.num_experts_per_token());
+    };
+    if (!gpu) e.all_to_all_deps = e.layers * (waits(rows) + wl.decode_steps() * waits(b));
   }
   // The collectives' deps past 2 a transfer: direct's second step waits on every transfer into
   // its source, p - 1 deps a transfer, p^3 a collective.

@@ -60,8 +60,8 @@ struct ProgramEstimate {
   // dep of `tpsim collectives wafer-32x32 --op all_reduce --sizes 1G --algo direct` at 512 and
   // 1024 ranks (1.43 GB, 11.0 GB; 2026-12-05).
   double collective_deps = 0;
-  // The MoE blocks' all_to_all transfers' deps: a combine transfer waits on every dispatch
-  // transfer into its sender (P - 1 at most), counted at kBytesPerDep each.
+  // The MoE blocks' combine transfers' deps: each waits on the down GEMMs of its sender's
+  // experts that got rows; counted at kBytesPerDep each.
   double all_to_all_deps = 0;
   static constexpr double kBytesPerDep = 12;
 };

@@ -370,6 +370,10 @@ std::vector<int32_t> MoePass::Block(uint32_t layer, const std::vector<int32_t>& 
       GroupedExperts(r, at[rep], first, g.ExpertsPerSlot(), im, &done[r], fn ? &ops : nullptr);
       continue;
     }
+    // The combine from r waits on its experts' down GEMMs, which wait on everything in `in`
+    // (with every duration above 0, each ends later than all of it: the same ready times and
+    // enablers). Where none of its experts got rows, r sends nothing back, and keeps `in`.
+    std::vector<TaskId> downs;
     for (uint32_t e = first; e < first + g.ExpertsPerSlot(); ++e) {
       const uint64_t n = at[rep][e];
       if (n == 0) continue;  // no rows: its weights are not read either
@@ -380,9 +384,10 @@ std::vector<int32_t> MoePass::Block(uint32_t layer, const std::vector<int32_t>& 
       const TaskId act =
           VectorTask(r, llm::OpKind::kElementwise, n, im, kSiluMulOps * n * im, 3 * n * im * d, {gate_up});
       if (fn) Attach(ops[e][1]);
-      done[r].push_back(Gemm(r, n, im, h, {act}));
+      downs.push_back(Gemm(r, n, im, h, {act}));
       if (fn) Attach(ops[e][2]);
     }
+    if (!downs.empty()) done[r] = std::move(downs);
   }
 
   // Combine: the reverse all_to_all, then the weighted sum at the rows' source.

@@ -135,9 +135,6 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
                ? "; their collectives' transfers wait on " + Sci(est.collective_deps) +
                      " others (mapping.collective " + mapping::CountedAlgorithm(m.collective()) + ")"
                : std::string()) +
-          (est.all_to_all_deps > 4 * est.tasks ? "; the MoE blocks' combine transfers wait on " +
-                                                     Sci(est.all_to_all_deps) + " dispatch transfers"
-                                               : std::string()) +
           "), more than " + limit + ": lower workload.decode_steps, the layers or mapping.tp, or raise " +
           limit_flag + note});
 }

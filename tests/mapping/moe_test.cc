@@ -413,6 +413,29 @@ TEST(MoeLower, DispatchAndCombineBytesByHand) {
   EXPECT_EQ(gemms, 4 * 2 * 2);
 }
 
+TEST(MoeLower, CombineWaitsOnItsSendersDownGemmsOnly) {
+  // DispatchAndCombineBytesByHand's layer: each rank runs 2 experts, so each combine transfer
+  // waits on its sender's 2 down GEMMs ([4, 32] x [32, 64]). Those wait on everything the
+  // experts read (the 3 dispatch transfers into the rank, its router), which the combine waited
+  // on too before: a transfer of moe-qwen3-235b-a22b's waited on 62 (25.7 million deps in all).
+  const arch::Chip chip = arch::Chip::Build(MeshChip(2, 2, uint64_t{1} << 30));
+  const Program p = Lower(chip, MoeModel(), Work(16, 0, 1), MoeMap(4, 4, 1));
+  const OpInfo* combine = FindOp(p, "experts.combine");
+  ASSERT_NE(combine, nullptr);
+  int n = 0;
+  for (size_t i = 0; i < p.num_tasks(); ++i) {
+    if (&p.ops[p.op(i)] != combine) continue;
+    ++n;
+    ASSERT_EQ(p.deps(i).size(), 2u);
+    for (TaskId d : p.deps(i)) {
+      EXPECT_EQ(p.ops[p.op(d)].ref.op, "experts");
+      EXPECT_EQ(p.core(d), p.core(i));
+      EXPECT_EQ(p.shape(d).k, 32u);  // the down GEMM
+    }
+  }
+  EXPECT_EQ(n, 12);
+}
+
 TEST(MoeLower, GpuNodeAllToAllIsOneNcclKernelPerGpuByHand) {
   // h200-sxm-8, TP 8 = EP 8, 16 tokens (2 rows per GPU: GPU g holds tokens 2g, 2g + 1),
   // balanced: every expert takes 4 of the 16 tokens, from its phase (ExpertTokens; phases 0,

@@ -55,7 +55,7 @@ void Check(const Case& c, double tightness = kTightness) {
       p.collectives.size() / (est.layers * est.passes), compute, memory, transfers);
   EXPECT_LE(ratio, 1.0) << label;
   EXPECT_GE(ratio, tightness) << label;
-  // The deps: at most 4 a task beside the collectives' and the MoE all_to_alls'
+  // The deps: at most 4 a task beside the collectives' and the MoE combines'
   // (ProgramEstimate::collective_deps, all_to_all_deps).
   const double deps = static_cast<double>(p.dep_list().size());
   EXPECT_LE(deps, est.collective_deps + est.all_to_all_deps + 4 * est.tasks)
