@@ -391,8 +391,13 @@ void ThrowStepOverflow(const StepOverflow& o, const mapping::Program& head, cons
 
 namespace {
 
+// Reuse holds at most three Programs of the prefill and kPeriodHead + 2 decode steps at once
+// (sim/step_period.h), which the memory guard counts as one of this many decode steps.
+constexpr uint32_t kReuseCountedSteps = 3 * (kPeriodHead + 3) - 1;
+
 // Whether `opts` asks to try decode-step reuse on `e` (RunOptions::reuse): kIfLarge, only
-// where lowering every step would not fit --max-memory.
+// where lowering every step would not fit --max-memory (past kReuseCountedSteps, where the
+// steps reuse lowers are fewer).
 enum class Reuse { kNo, kYes, kIfLarge };
 Reuse TryReuse(const Experiment& e, const RunOptions& opts) {
   const uint32_t steps = e.cfg.workload().decode_steps();
@@ -405,9 +410,9 @@ Reuse TryReuse(const Experiment& e, const RunOptions& opts) {
       return steps >= kHeadSteps + 2 ? Reuse::kYes : Reuse::kNo;
     case RunOptions::Reuse::kAuto:
       // With every task's times kept the whole Program is counted anyway.
-      return steps >= kAutoReuseSteps                           ? Reuse::kYes
-             : steps >= kHeadSteps + 2 && !opts.keep_task_times ? Reuse::kIfLarge
-                                                                : Reuse::kNo;
+      return steps >= kAutoReuseSteps                              ? Reuse::kYes
+             : steps > kReuseCountedSteps && !opts.keep_task_times ? Reuse::kIfLarge
+                                                                   : Reuse::kNo;
   }
   return Reuse::kNo;
 }
@@ -417,23 +422,23 @@ Reuse TryReuse(const Experiment& e, const RunOptions& opts) {
 RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   std::unique_ptr<Engine> engine;
   const Reuse asked = TryReuse(e, opts);
-  // Reuse holds at most three Programs of the prefill and kPeriodHead + 2 decode steps at once
-  // (sim/step_period.h), counted as one of 3 x (kPeriodHead + 3) passes; a fallback checks
-  // the whole Program below. With every task's times kept (RunOptions::keep_task_times) the
-  // Result holds a record per task of every step: the whole Program is counted.
+  // Reuse is counted as kReuseCountedSteps decode steps; a fallback checks the whole Program
+  // below. With every task's times kept (RunOptions::keep_task_times) the Result holds a record
+  // per task of every step: the whole Program is counted.
   const bool few_steps = asked != Reuse::kNo && !opts.keep_task_times;
-  // Where reuse would apply but a flag lowers every step, a refusal says which.
+  // Where reuse would make the run smaller but a flag lowers every step, a refusal says which.
   const std::string note =
-      asked == Reuse::kNo && !opts.unrolled_by.empty() && e.cfg.workload().decode_steps() >= kHeadSteps + 2
+      asked == Reuse::kNo && !opts.unrolled_by.empty() && e.cfg.workload().decode_steps() > kReuseCountedSteps
           ? " (every decode step is lowered: " + opts.unrolled_by + ")"
           : "";
   arch::Chip chip = Prepare(e, opts.engine, &engine, opts.max_memory_bytes,
-                            few_steps ? std::optional<uint32_t>(3 * (kPeriodHead + 3) - 1) : std::nullopt,
+                            few_steps ? std::optional<uint32_t>(kReuseCountedSteps) : std::nullopt,
                             opts.keep_task_times, note);
   bool try_reuse = asked == Reuse::kYes;
   if (asked == Reuse::kIfLarge) {
     // Below kAutoReuseSteps lowering every step is quick, where it fits: on the 1024-core
-    // wafer-32x32-qwen3-32b, 40 decode steps (about 3.5 GB) were refused at 26.3 GB estimated.
+    // wafer-32x32-qwen3-32b, 40 decode steps (3.3 GB when every step is lowered) were refused
+    // at 26.3 GB estimated.
     try {
       CheckResources(e, chip, opts.max_memory_bytes);
     } catch (const config::ConfigError&) {

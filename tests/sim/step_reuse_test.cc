@@ -219,7 +219,14 @@ TEST(StepReuse, FewerStepsReusedWhereLoweringEveryOneWouldNotFit) {
   EXPECT_FALSE(RunExperiment(e, opts).reused);
   // --no-reuse, or too little for the few steps: refused, saying why.
   off.max_memory_bytes = static_cast<uint64_t>((few + all) / 2);
-  EXPECT_THROW(RunExperiment(e, off), config::ConfigError);
+  off.unrolled_by = "--no-reuse";
+  try {
+    RunExperiment(e, off);
+    ADD_FAILURE() << "--no-reuse passed the memory guard";
+  } catch (const config::ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("(every decode step is lowered: --no-reuse)"), std::string::npos)
+        << err.what();
+  }
   opts.max_memory_bytes = static_cast<uint64_t>(few) - 1;
   EXPECT_THROW(RunExperiment(e, opts), config::ConfigError);
 }
