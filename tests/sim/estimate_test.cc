@@ -66,7 +66,8 @@ TEST(Estimate, BoundsEveryShippedExperiment) {
   for (const char* f :
        {"default.textproto", "mesh-4x4-hbm-qwen3-0.6b.textproto", "mesh-16x16-hbm-qwen3-8b.textproto",
         "reference-qwen3-4b.textproto", "wafer-32x32-qwen3-32b.textproto", "moe-qwen3-30b-a3b.textproto",
-        "moe-qwen3-30b-a3b-h200.textproto", "moe-qwen3-235b-a22b.textproto"})
+        "moe-qwen3-30b-a3b-h200.textproto", "moe-qwen3-235b-a22b.textproto", "moe-qwen3-30b-a3b-dp.textproto",
+        "moe-mixtral-8x7b.textproto"})
     Check({f, {}});
   // MoE: skewed routing (fewer experts get tokens), and every expert on every rank's slot.
   Check({"moe-qwen3-30b-a3b.textproto", {"mapping.moe.routing=zipf", "mapping.moe.zipf_s=1.2"}});
@@ -105,6 +106,9 @@ TEST(Estimate, BoundsMoeDecodeSteps) {
   Check({"moe-qwen3-30b-a3b.textproto", {"workload.decode_steps=9"}});
   Check({"moe-qwen3-30b-a3b.textproto", {"mapping.moe.ep=2", "mapping.moe.tp=4", "workload.decode_steps=9"}});
   Check({"moe-qwen3-30b-a3b-h200.textproto", {"workload.decode_steps=9"}});
+  // Attention replicas: each collective over one replica's TP ranks and tokens.
+  Check({"moe-qwen3-30b-a3b-dp.textproto", {"workload.decode_steps=9"}});
+  Check({"moe-mixtral-8x7b.textproto", {"workload.decode_steps=9", "workload.batch=4"}});
 }
 
 TEST(Estimate, BoundsEachPartitionerAndAlgorithm) {
