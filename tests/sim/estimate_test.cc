@@ -88,7 +88,7 @@ TEST(Estimate, BoundsEveryShippedExperiment) {
 TEST(Estimate, BoundsMoeDecodeSteps) {
   const std::string big = "moe-qwen3-235b-a22b.textproto";
   Check({big, {"workload.decode_steps=9"}});
-  for (const char* algo : {"ring", "bidirectional_ring", "direct", "mesh_2d"})
+  for (const char* algo : {"ring", "bidirectional_ring", "direct", "mesh_2d", "halving_doubling"})
     for (const char* a2a : {"direct", "pairwise", "hierarchical"})
       for (const char* batch : {"1", "4", "32"})
         Check({big,
