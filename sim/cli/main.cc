@@ -462,7 +462,8 @@ composition of decode steps timed step by step); the output is the same.
                        tasks, so it includes waiting for inputs and is not the
                        sum of the other three
   --quiet              print only the summary line
-  --no-reuse           lower every decode step (default: from 64 steps, analytical
+  --no-reuse           lower every decode step (default: from 64 steps, or from 27
+                       where lowering every step would pass --max-memory; analytical
                        engine, steps timed from a few lowered ones where exact; TLM
                        engine, every step simulated but made from one lowered step
                        as the engine reaches it; README "Long generations");
