@@ -99,7 +99,9 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
   if (max_bytes == 0) return;
   const config::Model& model = e.cfg.model();
   config::Workload wl = e.cfg.workload();
-  if (materialised_steps && *materialised_steps < wl.decode_steps()) wl.set_decode_steps(*materialised_steps);
+  // Decode-step reuse lowers a fixed few steps, whatever workload.decode_steps is.
+  const bool few = materialised_steps && *materialised_steps < wl.decode_steps();
+  if (few) wl.set_decode_steps(*materialised_steps);
   const config::Mapping& m = e.cfg.mapping();
   const mapping::ProgramEstimate est = mapping::EstimateProgram(chip, model, wl, m);
   const double bytes =
@@ -114,9 +116,11 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
       est.per_layer / std::max(1.0, mapping::EstimateProgram(chip, model, wl, one).per_layer);
   const std::string layers_field = wl.num_layers() ? "workload.num_layers" : "model.num_layers";
   std::string field = "workload.decode_steps", value = std::to_string(e.cfg.workload().decode_steps());
-  if (est.layers >= est.passes && est.layers >= tp_factor) {
+  // (With reuse's few steps, fewer decode steps would not help: the layers or TP.)
+  const double passes = few ? 0 : est.passes;
+  if (est.layers >= passes && est.layers >= tp_factor) {
     field = layers_field, value = std::to_string(static_cast<uint64_t>(est.layers));
-  } else if (tp_factor > est.passes) {
+  } else if (tp_factor > passes) {
     field = "mapping.tp", value = std::to_string(m.tp());
   }
   const std::string limit = MemoryLimitText(limit_flag, max_bytes);
@@ -124,8 +128,12 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
       e.locs.Find(field), field, value,
       "the Program would take about " + Sci(est.tasks) + " tasks, " + mapping::FormatBytes(bytes) +
           (task_records ? " with a record of each in the result (--tasks)" : "") + " (" + Sci(est.passes) +
-          " passes (workload.decode_steps + 1) x " + Sci(est.layers) + " layers (" + layers_field + ") x " +
-          Sci(est.per_layer) + " tasks per layer" +
+          (few ? " passes (the prefill and the " + std::to_string(*materialised_steps) +
+                     " decode steps that reuse lowers at once, of workload.decode_steps " +
+                     std::to_string(e.cfg.workload().decode_steps()) + ")"
+               : std::string(" passes (workload.decode_steps + 1)")) +
+          " x " + Sci(est.layers) + " layers (" + layers_field + ") x " + Sci(est.per_layer) +
+          " tasks per layer" +
           (wl.decode_steps() > 0 && est.per_layer_decode != est.per_layer
                ? " (a decode step's: " + Sci(est.per_layer_decode) + ")"
                : std::string()) +
@@ -135,7 +143,9 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
                ? "; their collectives' transfers wait on " + Sci(est.collective_deps) +
                      " others (mapping.collective " + mapping::CountedAlgorithm(m.collective()) + ")"
                : std::string()) +
-          "), more than " + limit + ": lower workload.decode_steps, the layers or mapping.tp, or raise " +
+          "), more than " + limit +
+          (few ? ": lower the layers or mapping.tp, or raise "
+               : ": lower workload.decode_steps, the layers or mapping.tp, or raise ") +
           limit_flag + note});
 }
 
