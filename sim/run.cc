@@ -484,8 +484,9 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
                        : "the " + engine->name() +
                              " engine does not list its schedule, and its steps were not streamed: " + why;
   }
-  if (few_steps) {
-    // The guard above counted the few steps reuse lowers; every step is lowered now.
+  if (few_steps && try_reuse) {
+    // The guard above counted the few steps reuse lowers; every step is lowered now. (Where
+    // reuse was only to be tried if large, the whole Program has passed the guard already.)
     try {
       CheckResources(e, chip, opts.max_memory_bytes);
     } catch (const config::ConfigError& err) {
