@@ -10,7 +10,7 @@ namespace tpsim::arch::testing {
 
 inline config::Chip LoadChipConfig(const std::string& name, config::SourceMap* locs = nullptr) {
   config::Chip cfg;
-  config::ParseFile(std::string(TPSIM_SOURCE_DIR) + "/configs/chips/" + name + ".textproto", &cfg, locs);
+  config::ParseFile(TPSIM_SOURCE_DIR "/configs/chips/" + name + ".textproto", &cfg, locs);
   return cfg;
 }
 

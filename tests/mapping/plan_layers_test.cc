@@ -22,7 +22,7 @@ namespace {
 struct Qwen06b {
   arch::Chip chip = arch::Chip::Build(arch::testing::LoadChipConfig("mesh-4x4-hbm"), config::SourceMap());
   config::Model model =
-      llm::LoadModelFile(std::string(TPSIM_SOURCE_DIR) + "/configs/models/qwen3-0.6b.json", nullptr);
+      llm::LoadModelFile(TPSIM_SOURCE_DIR "/configs/models/qwen3-0.6b.json", nullptr);
   config::Mapping m;
   Qwen06b() {
     m.set_tp(4);

@@ -17,7 +17,7 @@ namespace {
 // A shipped serving experiment with 24 requests instead of 200 (the same distributions).
 sim::Experiment Served(const std::string& file, std::vector<sim::Override> sets = {}) {
   sets.push_back({"workload.requests.synthetic.num_requests", "24"});
-  return sim::LoadExperiment(std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/" + file, sets);
+  return sim::LoadExperiment(TPSIM_SOURCE_DIR "/configs/experiments/" + file, sets);
 }
 
 SearchOptions Small() {

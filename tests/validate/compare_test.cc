@@ -19,7 +19,7 @@ namespace tpsim::validate {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return std::string(TPSIM_BINARY_DIR) + "/tpsim_validate_" + name;
+  return TPSIM_BINARY_DIR "/tpsim_validate_" + name;
 }
 
 std::string Write(const std::string& name, const std::string& text) {
