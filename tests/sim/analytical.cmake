@@ -10,6 +10,6 @@ tpsim_test(energy_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/energy_test.cc LIBS tps
 # Decode-step reuse (sim/step_reuse.h) against the unrolled Program, byte for byte.
 tpsim_test(step_reuse_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_reuse_test.cc LIBS tpsim_agree
   SLOW StepReuse.ShippedExperiments StepReuse.ReferenceUpTo200Steps StepReuse.SummedOpRows
-       StepReuse.ShippedSmall StepReuse.ReferenceVariants)
+       StepReuse.ShippedSmall StepReuse.ShippedSmallStepByStep StepReuse.ReferenceVariants)
 # The two schedules on two threads and the makespan alone (Engine::Makespan) against one thread and Run.
 tpsim_test(parallel_schedule_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/parallel_schedule_test.cc LIBS tpsim_analytical)
