@@ -21,8 +21,7 @@ namespace {
 // the model's 28: 7 per stage, 52.5 MiB > 48 MiB, streamed from HBM.
 struct Qwen06b {
   arch::Chip chip = arch::Chip::Build(arch::testing::LoadChipConfig("mesh-4x4-hbm"), config::SourceMap());
-  config::Model model =
-      llm::LoadModelFile(TPSIM_SOURCE_DIR "/configs/models/qwen3-0.6b.json", nullptr);
+  config::Model model = llm::LoadModelFile(TPSIM_SOURCE_DIR "/configs/models/qwen3-0.6b.json", nullptr);
   config::Mapping m;
   Qwen06b() {
     m.set_tp(4);

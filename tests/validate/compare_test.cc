@@ -18,9 +18,7 @@
 namespace tpsim::validate {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  return TPSIM_BINARY_DIR "/tpsim_validate_" + name;
-}
+std::string TempPath(const std::string& name) { return TPSIM_BINARY_DIR "/tpsim_validate_" + name; }
 
 std::string Write(const std::string& name, const std::string& text) {
   std::string p = TempPath(name);
