@@ -401,10 +401,6 @@ void ThrowStepOverflow(const StepOverflow& o, const mapping::Program& head, cons
 
 namespace {
 
-// Reuse holds at most three Programs of the prefill and kPeriodHead + 2 decode steps at once
-// (sim/step_period.h), which the memory guard counts as one of this many decode steps.
-constexpr uint32_t kReuseCountedSteps = 3 * (kPeriodHead + 3) - 1;
-
 // Whether `opts` asks to try decode-step reuse on `e` (RunOptions::reuse): kIfLarge, only
 // where lowering every step would not fit --max-memory (past kReuseCountedSteps, where the
 // steps reuse lowers are fewer).

@@ -59,6 +59,9 @@ inline bool AddBelowClock(Ps a, Ps b, Ps* r) {
 
 // Decode steps of B (and A) whose times are taken from the engine as they are.
 inline constexpr uint32_t kPeriodHead = 6;
+// Reuse holds at most three Programs of the prefill and kPeriodHead + 2 decode steps at once,
+// which the memory guard (sim/run.cc) counts as one of this many decode steps.
+inline constexpr uint32_t kReuseCountedSteps = 3 * (kPeriodHead + 3) - 1;
 
 // B: the prefill and decode steps 1 .. kPeriodHead + 2, lowered and timed by the engine, and
 // checked as the periodic and the step-by-step ways (sim/step_rolling.h) both read it: every

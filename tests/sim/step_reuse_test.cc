@@ -200,8 +200,8 @@ TEST(StepReuse, FewerStepsReusedWhereLoweringEveryOneWouldNotFit) {
     wl.set_decode_steps(steps);
     return mapping::EstimateProgram(chip, e.cfg.model(), wl, e.cfg.mapping()).peak_bytes;
   };
-  // The guard counts 3 x (kPeriodHead + 3) - 1 decode steps where reuse is tried (run.cc).
-  const double few = estimate(3 * (kPeriodHead + 3) - 1), all = estimate(40);
+  // The guard counts kReuseCountedSteps decode steps where reuse is tried (run.cc).
+  const double few = estimate(kReuseCountedSteps), all = estimate(40);
   ASSERT_LT(few, all);
   RunOptions opts;
   opts.max_memory_bytes = static_cast<uint64_t>((few + all) / 2);
