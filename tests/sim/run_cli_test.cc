@@ -879,7 +879,9 @@ TEST_F(RunCli, TraceExtensionIsReadInAnyCase) {
   const std::string trace = Slurp(P("t.JSON"));
   ASSERT_FALSE(trace.empty());
   EXPECT_EQ(trace[0], '{');
-  EXPECT_NO_THROW(nlohmann::json::parse(trace));
+  bool object = false;
+  EXPECT_NO_THROW(object = nlohmann::json::parse(trace).is_object());
+  EXPECT_TRUE(object);
 }
 
 // An output path that cannot be written (a missing folder, a directory) is exit 1 before the
