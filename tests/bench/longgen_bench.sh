@@ -12,6 +12,9 @@
 # shape with a small model whose weights and KV cache stay in SRAM.
 # Cases estimated to take longer than LIMIT_S seconds (default 120) are skipped and say so
 # (the unrolled 32768-step runs: minutes and GBs).
+# With MOE=1 in the environment, also the shipped MoE experiments' long generations (no target;
+# README "Status": moe-qwen3-235b-a22b is the slow case left), 1000 decode steps each and 200 of
+# moe-qwen3-235b-a22b, the default (reused) way only; MOE=only runs that section alone.
 # Usage: longgen_bench.sh [TPSIM] [RUNS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -48,47 +51,64 @@ case_line() {
   printf '%-10s %6s %-6s  wall %7s s  peak RSS %6s MB  total %s us%s\n' "$engine" "$steps" "$mode" "$mw" "$mr" "$total" "$note"
 }
 
-echo "reference-qwen3-4b, median of $runs runs (wall, peak RSS from /usr/bin/time -v)"
-for engine in analytical tlm; do
-  for steps in 20 2000 32768; do
-    for mode in before after; do
-      # Unrolled 32768 steps: minutes and GBs (README "Long generations"); skipped.
-      if [ "$steps" = 32768 ] && [ "$mode" = before ]; then
-        printf '%-10s %6s %-6s  skipped: lowers 32768 steps (minutes, GBs)\n' "$engine" "$steps" "$mode"
-        continue
-      fi
-      case_line "$engine" "$steps" "$mode"
+reference_cases() {
+  echo "reference-qwen3-4b, median of $runs runs (wall, peak RSS from /usr/bin/time -v)"
+  for engine in analytical tlm; do
+    for steps in 20 2000 32768; do
+      for mode in before after; do
+        # Unrolled 32768 steps: minutes and GBs (README "Long generations"); skipped.
+        if [ "$steps" = 32768 ] && [ "$mode" = before ]; then
+          printf '%-10s %6s %-6s  skipped: lowers 32768 steps (minutes, GBs)\n' "$engine" "$steps" "$mode"
+          continue
+        fi
+        case_line "$engine" "$steps" "$mode"
+      done
     done
   done
-done
-# A memory plan that changes mid-run: with 8 MiB of SRAM per core attention spills from decode
-# step 15,628 on (context 15,884); before it, the steps lack those spill tasks (a template on
-# each side, README "Long generations"). With a 15,600-token cached prefix the change comes at
-# decode step 28, so 2000 steps can be compared with the unrolled Program.
-sram8=(--set chip.core.sram_bytes=8388608)
-echo "reference-qwen3-4b ${sram8[*]} (the plan changes at decode step 15628)"
-printf '%-10s %6s %-6s  skipped: lowers 32768 steps (minutes, GBs)\n' analytical 32768 before
-case_line analytical 32768 after "${sram8[@]}"
-echo "reference-qwen3-4b ${sram8[*]} --set workload.cached_prefix=15600 (the plan changes at decode step 28)"
-for mode in before after; do case_line analytical 2000 "$mode" "${sram8[@]}" --set workload.cached_prefix=15600; done
-# Where reuse applies on this experiment: TP 1 (no collectives sharing links), 64 steps
-# (attention starts to decide the step time at step 65).
-echo "reference-qwen3-4b --set mapping.tp=1"
-for mode in before after; do case_line analytical 64 "$mode" --set mapping.tp=1; done
-# Reference-like where reuse applies at 32768 steps: the reference chip, prompt and 16 stages,
-# at TP 1 with a small model (hidden 256, 4 heads, one KV head of 64, MLP 512) whose weights
-# and KV cache of 33,024 tokens stay in SRAM (steps do not overlap; each is timed alone).
-# The chip's energy model is on (reused steps carry their energy, sim/step_energy.h).
-small=(--model qwen3-0.6b --set mapping.tp=1 --set mapping.weights=sram --set model.hidden_size=256
-  --set model.intermediate_size=512 --set model.num_attention_heads=4 --set model.num_key_value_heads=1
-  --set model.head_dim=64)
-echo "reference-qwen3-4b, small model (${small[*]})"
-for steps in 2000 32768; do
-  for mode in before after; do
-    if [ "$steps" = 32768 ] && [ "$mode" = before ]; then
-      printf '%-10s %6s %-6s  skipped: lowers 32768 steps (4.45e+07 tasks, 11.5 GB estimated)\n' analytical "$steps" "$mode"
-      continue
-    fi
-    case_line analytical "$steps" "$mode" "${small[@]}"
+  # A memory plan that changes mid-run: with 8 MiB of SRAM per core attention spills from decode
+  # step 15,628 on (context 15,884); before it, the steps lack those spill tasks (a template on
+  # each side, README "Long generations"). With a 15,600-token cached prefix the change comes at
+  # decode step 28, so 2000 steps can be compared with the unrolled Program.
+  sram8=(--set chip.core.sram_bytes=8388608)
+  echo "reference-qwen3-4b ${sram8[*]} (the plan changes at decode step 15628)"
+  printf '%-10s %6s %-6s  skipped: lowers 32768 steps (minutes, GBs)\n' analytical 32768 before
+  case_line analytical 32768 after "${sram8[@]}"
+  echo "reference-qwen3-4b ${sram8[*]} --set workload.cached_prefix=15600 (the plan changes at decode step 28)"
+  for mode in before after; do case_line analytical 2000 "$mode" "${sram8[@]}" --set workload.cached_prefix=15600; done
+  # Where reuse applies on this experiment: TP 1 (no collectives sharing links), 64 steps
+  # (attention starts to decide the step time at step 65).
+  echo "reference-qwen3-4b --set mapping.tp=1"
+  for mode in before after; do case_line analytical 64 "$mode" --set mapping.tp=1; done
+  # Reference-like where reuse applies at 32768 steps: the reference chip, prompt and 16 stages,
+  # at TP 1 with a small model (hidden 256, 4 heads, one KV head of 64, MLP 512) whose weights
+  # and KV cache of 33,024 tokens stay in SRAM (steps do not overlap; each is timed alone).
+  # The chip's energy model is on (reused steps carry their energy, sim/step_energy.h).
+  small=(--model qwen3-0.6b --set mapping.tp=1 --set mapping.weights=sram --set model.hidden_size=256
+    --set model.intermediate_size=512 --set model.num_attention_heads=4 --set model.num_key_value_heads=1
+    --set model.head_dim=64)
+  echo "reference-qwen3-4b, small model (${small[*]})"
+  for steps in 2000 32768; do
+    for mode in before after; do
+      if [ "$steps" = 32768 ] && [ "$mode" = before ]; then
+        printf '%-10s %6s %-6s  skipped: lowers 32768 steps (4.45e+07 tasks, 11.5 GB estimated)\n' analytical "$steps" "$mode"
+        continue
+      fi
+      case_line analytical "$steps" "$mode" "${small[@]}"
+    done
   done
-done
+}
+
+# The shipped MoE experiments, timed step by step (README "Status", long generations).
+moe_cases() {
+  echo "shipped MoE experiments, median of $runs runs (wall, peak RSS from /usr/bin/time -v)"
+  local e
+  for e in moe-mixtral-8x7b moe-qwen3-30b-a3b moe-qwen3-235b-a22b; do
+    exp="$here/configs/experiments/$e.textproto"
+    echo "$e"
+    [ "$e" = moe-qwen3-235b-a22b ] && case_line analytical 200 after
+    case_line analytical 1000 after
+  done
+}
+
+[ "${MOE:-0}" = only ] || reference_cases
+if [ "${MOE:-0}" = 1 ] || [ "${MOE:-0}" = only ]; then moe_cases; fi
