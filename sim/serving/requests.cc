@@ -412,6 +412,31 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
       if (d.max() > 0 && d.max() < d.min()) add(f + ".max", std::to_string(d.max()), "must be >= min");
     } else {
       add(f + ".dist", d.dist(), "must be fixed, uniform or lognormal");
+      continue;
+    }
+    // A field this dist does not read changed nothing (--set ...output_tokens.value=2000 on a
+    // lognormal stream was accepted and ignored): refused, but for the file's fields where the
+    // dist itself was switched on the command line (what it leaves behind there is not read).
+    auto on_command_line = [&](const std::string& field) {
+      return locs.Find("workload.requests." + f + "." + field).file.starts_with("<command line");
+    };
+    const bool dist_switched = on_command_line("dist");
+    auto unread = [&](const char* field, bool set, const std::string& value, const std::string& rule) {
+      if (set && (!dist_switched || on_command_line(field))) add(f + "." + field, value, rule);
+    };
+    const std::string dist = "dist " + kind + " does not read ";
+    if (kind != "fixed")
+      unread("value", d.value() != 0, std::to_string(d.value()),
+             dist + "value (dist fixed does): set dist: \"fixed\" too, or remove it");
+    if (kind == "fixed") {
+      unread("min", d.min() != 0, std::to_string(d.min()),
+             dist + "min (every length is value; dist uniform and lognormal read min and max): remove it");
+      unread("max", d.max() != 0, std::to_string(d.max()),
+             dist + "max (every length is value; dist uniform and lognormal read min and max): remove it");
+    }
+    if (kind != "lognormal") {
+      unread("mu", d.mu() != 0, Num(d.mu()), dist + "mu (dist lognormal does): remove it");
+      unread("sigma", d.sigma() != 0, Num(d.sigma()), dist + "sigma (dist lognormal does): remove it");
     }
   }
 }

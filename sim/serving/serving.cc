@@ -430,6 +430,15 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   if (mode == "disaggregated") {
     if (sv.prefill_stages() == 0) add("mapping.serving.prefill_stages", "0", "disaggregated needs >= 1");
     if (sv.decode_stages() == 0) add("mapping.serving.decode_stages", "0", "disaggregated needs >= 1");
+  } else if (mode == "fused") {
+    // They sized nothing: the fused group is mapping.pipeline_stages x mapping.tp cores (--set
+    // mapping.serving.prefill_stages=3 on serving-fused was accepted and changed nothing).
+    for (const auto& [f, v] : {std::pair{"mapping.serving.prefill_stages", sv.prefill_stages()},
+                               {"mapping.serving.decode_stages", sv.decode_stages()}})
+      if (v != 0)
+        add(f, std::to_string(v),
+            "mode fused does not read it (its one group is mapping.pipeline_stages x mapping.tp cores): "
+            "remove it, or set mapping.serving.mode: \"disaggregated\"");
   }
   if (sv.chunk_tokens() > 0 && sv.max_tokens_per_iteration() > 0 &&
       sv.chunk_tokens() > sv.max_tokens_per_iteration())

@@ -715,6 +715,18 @@ TEST(Serving, StageCountErrorsNameTheirFieldAndTheSizesGiven) {
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0].field, "mapping.pipeline_stages");
   EXPECT_EQ(d[1].rule, "tp x pipeline_stages (400) exceeds the chip's 64 cores");
+  // A disaggregated group's stages in mode fused sized nothing (accepted and ignored before).
+  d = diags_of(fused, {{"mapping.serving.prefill_stages", "3"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(
+      d[0].str(),
+      "<command line: --set mapping.serving.prefill_stages=3>:1:1: mapping.serving.prefill_stages: 3: mode "
+      "fused does not read it (its one group is mapping.pipeline_stages x mapping.tp cores): remove it, or "
+      "set mapping.serving.mode: \"disaggregated\"");
+  d = diags_of(fused, {{"mapping.serving.decode_stages", "2"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, "mapping.serving.decode_stages");
+  EXPECT_EQ(ServeCommand({fused, "--set", "mapping.serving.prefill_stages=3"}), 2);
 }
 
 // Disaggregated end to end (Qwen3-4B on wafer-8x8, a decode group of one stage on small DRAM):
@@ -977,6 +989,74 @@ TEST(ServingRequests, TimeScaleIsRefusedForASyntheticStream) {
   src.set_time_scale(1000);
   ValidateRequestSource(src, locs, &diags);
   EXPECT_TRUE(diags.empty());
+}
+
+// A synthetic length's fields that its dist does not read are refused at their field (--set
+// workload.requests.synthetic.output_tokens.value=2000 on the shipped lognormal stream was
+// accepted and changed nothing), but for what the file leaves behind where the dist itself is
+// switched on the command line (--set ...dist=fixed --set ...value=N keeps working).
+TEST(ServingRequests, FieldsADistDoesNotReadAreRefused) {
+  config::RequestSource src;
+  *src.mutable_synthetic() = Synth(1, 3);
+  config::LengthDist* out = src.mutable_synthetic()->mutable_output_tokens();
+  out->set_dist("lognormal");
+  out->set_mu(4.8);
+  out->set_sigma(0.5);
+  out->set_min(4);
+  out->set_max(1024);
+  out->set_value(2000);
+  config::SourceMap locs("e.textproto");
+  const std::string o = "workload.requests.synthetic.output_tokens.";
+  for (const char* f : {"dist", "mu", "sigma", "min", "max", "value"}) locs.Set(o + f, {"e.textproto", 9, 3});
+  auto diags_of = [&] {
+    std::vector<config::Diag> diags;
+    ValidateRequestSource(src, locs, &diags);
+    return diags;
+  };
+  auto d = diags_of();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(
+      d[0].str(),
+      "e.textproto:9:3: workload.requests.synthetic.output_tokens.value: 2000: dist lognormal does not read "
+      "value (dist fixed does): set dist: \"fixed\" too, or remove it");
+  // The same value given on the command line: at the command line.
+  const config::Location cli{"<command line: --set " + o + "value=2000>", 1, 1};
+  locs.Set(o + "value", cli);
+  d = diags_of();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].where.file, cli.file);
+  // dist fixed in the file: its min, max, mu and sigma are each refused.
+  out->set_dist("fixed");
+  locs.Set(o + "value", {"e.textproto", 9, 3});
+  d = diags_of();
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[0].field, o + "min");
+  EXPECT_EQ(d[0].value, "4");
+  EXPECT_EQ(d[1].field, o + "max");
+  EXPECT_EQ(d[2].field, o + "mu");
+  EXPECT_EQ(d[2].value, "4.8");
+  EXPECT_EQ(d[2].rule, "dist fixed does not read mu (dist lognormal does): remove it");
+  EXPECT_EQ(d[3].field, o + "sigma");
+  // Switched to fixed on the command line: the file's lognormal fields are left behind, not
+  // refused; one given on the command line still is.
+  locs.Set(o + "dist", {"<command line: --set " + o + "dist=fixed>", 1, 1});
+  EXPECT_TRUE(diags_of().empty());
+  locs.Set(o + "mu", {"<command line: --set " + o + "mu=3>", 1, 1});
+  out->set_mu(3);
+  d = diags_of();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, o + "mu");
+  // uniform reads min and max only.
+  out->set_dist("uniform");
+  out->set_mu(0);
+  out->set_value(0);
+  locs.Set(o + "dist", {"e.textproto", 9, 3});
+  d = diags_of();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, o + "sigma");
+  EXPECT_EQ(d[0].rule, "dist uniform does not read sigma (dist lognormal does): remove it");
+  out->set_sigma(0);
+  EXPECT_TRUE(diags_of().empty());
 }
 
 // tpsim run's fixed-batch fields mean nothing with a request stream: each is refused at its
