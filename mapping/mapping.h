@@ -81,6 +81,15 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
                      const config::Workload& wl, const config::SourceMap& locs,
                      std::vector<config::Diag>* diags);
 
+// The mapping fields set in `m` that nothing reads, each with why (`tpsim run` warns; they were
+// ignored silently): seed without placement random, placement_file without placement file,
+// grid_rows and mn_2d_weights where neither mapping.partition nor an override is mn_2d,
+// enforce_eager on a chip that is not a GPU node (chip.gpu), and serving (read by tpsim serve).
+struct UnreadField {
+  std::string field, why;
+};
+std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const config::Chip& chip);
+
 // Each memory channel's capacity_bytes against what the mapping keeps in it: every core that
 // uses the channel (arch::Chip::ChannelOf) keeps there its stage's weights when they are
 // streamed from DRAM (mapping.weights dram, or auto when they do not fit SRAM; always on a GPU

@@ -400,6 +400,30 @@ size_t FullestChannel(const MemoryUse& use, const arch::Chip& chip) {
   return fullest;
 }
 
+std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const config::Chip& chip) {
+  std::vector<UnreadField> out;
+  const std::string placement = config::EffectivePlacement(m.placement());
+  if (m.seed() != 0 && placement != "random")
+    out.push_back({"mapping.seed", "placement " + placement + " does not read it (placement random does)"});
+  if (!m.placement_file().empty() && placement != "file")
+    out.push_back(
+        {"mapping.placement_file", "placement " + placement + " does not read it (placement file does)"});
+  bool mn_2d = config::EffectivePartition(m.partition()) == "mn_2d";
+  for (const auto& o : m.overrides()) mn_2d = mn_2d || o.partition() == "mn_2d";
+  for (const auto& [f, set] : {std::pair{"mapping.grid_rows", m.grid_rows() != 0},
+                               {"mapping.mn_2d_weights", !m.mn_2d_weights().empty()}})
+    if (set && !mn_2d)
+      out.push_back({f, "no op class is mapped to mn_2d (mapping.partition " +
+                            config::EffectivePartition(m.partition()) + ", no mn_2d override)"});
+  if (m.enforce_eager() && !chip.has_gpu())
+    out.push_back(
+        {"mapping.enforce_eager", (chip.name().empty() ? std::string("the chip") : "chip " + chip.name()) +
+                                      " is not a GPU node (chip.gpu): no kernel launches"});
+  if (m.has_serving())
+    out.push_back({"mapping.serving", "read by tpsim serve only (a request stream's scheduler)"});
+  return out;
+}
+
 void ValidateDramCapacity(const config::Mapping& m, const arch::Chip& chip, const config::Model& model,
                           const config::Workload& wl, const config::SourceMap& locs,
                           std::vector<config::Diag>* diags) {

@@ -611,6 +611,10 @@ int Run(Args& a) {
   for (const std::string& f : arch::UnusedNocFields(e.cfg.chip()))
     spdlog::warn("chip.noc.{} is ignored: topology {} does not read it (it reads {})", f,
                  e.cfg.chip().noc().topology(), arch::FindTopology(e.cfg.chip().noc().topology())->params());
+  // So were mapping fields another mapping field or the chip leaves unread (--set mapping.seed=5
+  // with placement linear, mapping.grid_rows=2 with partition k_split: the same run).
+  for (const mapping::UnreadField& u : mapping::UnreadMappingFields(e.cfg.mapping(), e.cfg.chip()))
+    spdlog::warn("{} is ignored: {}", u.field, u.why);
   // fp32 moves twice the bytes and costs mac_fp32_pj, but matrix units (core.mac_dtype, and the
   // GPU GEMM model) are timed at their bf16 rate: GEMM times equalled bf16's, silently.
   if (e.cfg.workload().dtype() == "fp32")

@@ -362,6 +362,43 @@ TEST(LowerTest, ReferenceQwen3_4bLowers) {
   EXPECT_EQ(static_cast<size_t>(std::count(dump.begin(), dump.end(), '\n')), p.num_tasks() + 1);
 }
 
+// Mapping fields another field or the chip leaves unread are listed with why (tpsim run warns;
+// they were ignored silently), and none where each is read.
+TEST(LowerTest, UnreadMappingFieldsAreListed) {
+  config::Chip chip = MeshChip(2, 2, uint64_t{1} << 30);
+  config::Mapping m = Map(2, "megatron");
+  EXPECT_TRUE(UnreadMappingFields(m, chip).empty());
+  m.set_seed(5);
+  m.set_placement_file("cores.txt");
+  m.set_grid_rows(2);
+  m.set_mn_2d_weights("k_steps");
+  m.set_enforce_eager(true);
+  m.mutable_serving()->set_max_running_requests(3);
+  std::vector<UnreadField> u = UnreadMappingFields(m, chip);
+  ASSERT_EQ(u.size(), 6u);
+  EXPECT_EQ(u[0].field, "mapping.seed");
+  EXPECT_EQ(u[0].why, "placement linear does not read it (placement random does)");
+  EXPECT_EQ(u[1].field, "mapping.placement_file");
+  EXPECT_EQ(u[2].field, "mapping.grid_rows");
+  EXPECT_EQ(u[2].why, "no op class is mapped to mn_2d (mapping.partition megatron, no mn_2d override)");
+  EXPECT_EQ(u[3].field, "mapping.mn_2d_weights");
+  EXPECT_EQ(u[4].field, "mapping.enforce_eager");
+  EXPECT_EQ(u[5].field, "mapping.serving");
+  // Each read where its condition holds: random placement reads the seed, an mn_2d override the
+  // grid fields.
+  m.set_placement("random");
+  auto* o = m.add_overrides();
+  o->set_op("down");
+  o->set_partition("mn_2d");
+  m.clear_placement_file();
+  m.clear_serving();
+  u = UnreadMappingFields(m, chip);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].field, "mapping.enforce_eager");
+  chip.mutable_gpu();
+  EXPECT_TRUE(UnreadMappingFields(m, chip).empty());
+}
+
 // Stage regions that cannot tile the grid are said at mapping.pipeline_stages, with the way
 // out (no placement value fixes them; they were said at mapping.placement): on a 3x3 grid, 4
 // stages of 2 cores need 4 rectangles of 1x2 or 2x1, and each shape fits 3 times (3 rows of

@@ -177,6 +177,25 @@ TEST_F(RunCli, PartitionFallbacksAreStatedOnce) {
   EXPECT_EQ(out.find("warning"), std::string::npos) << "k_split needs no fallback:\n" << out;
 }
 
+// A mapping field that another field leaves unread is named as ignored (the same run was printed,
+// silently); the shipped reference says nothing.
+TEST_F(RunCli, UnreadMappingFieldsAreNamedAsIgnored) {
+  std::string out;
+  ASSERT_EQ(RunTpsim("run " + kRef + " --set mapping.seed=5 --set mapping.grid_rows=2 --quiet", &out), 0)
+      << out;
+  EXPECT_NE(out.find("tpsim: warning: mapping.seed is ignored: placement linear does not read it (placement "
+                     "random does)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("tpsim: warning: mapping.grid_rows is ignored: no op class is mapped to mn_2d "
+                     "(mapping.partition k_split, no mn_2d override)"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(RunTpsim("run " + kRef + " --set mapping.seed=5 --set mapping.placement=random --quiet", &out), 0)
+      << out;
+  EXPECT_EQ(out.find("is ignored"), std::string::npos) << out;
+}
+
 // A mapping.moe block on a model without experts is named as ignored (it was silent, an invalid
 // capacity_factor included); on a MoE model nothing is said.
 TEST_F(RunCli, MoeMappingOnADenseModelIsNamedAsIgnored) {
