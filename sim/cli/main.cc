@@ -615,6 +615,13 @@ int Run(Args& a) {
   // with placement linear, mapping.grid_rows=2 with partition k_split: the same run).
   for (const mapping::UnreadField& u : mapping::UnreadMappingFields(e.cfg.mapping(), e.cfg.chip()))
     spdlog::warn("{} is ignored: {}", u.field, u.why);
+  // A request stream beside the fixed batch is tpsim serve's (a run with one stops at exit 2
+  // where batch or seq_len is unset): tpsim run timed the batch and said nothing of the stream.
+  if (e.cfg.workload().has_requests())
+    spdlog::warn(
+        "workload.requests is ignored: tpsim run times the fixed batch (workload.batch {} x seq_len {}); "
+        "tpsim serve serves the request stream",
+        e.cfg.workload().batch(), e.cfg.workload().seq_len());
   // fp32 moves twice the bytes and costs mac_fp32_pj, but matrix units (core.mac_dtype, and the
   // GPU GEMM model) are timed at their bf16 rate: GEMM times equalled bf16's, silently.
   if (e.cfg.workload().dtype() == "fp32")

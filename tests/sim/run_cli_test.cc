@@ -194,6 +194,13 @@ TEST_F(RunCli, UnreadMappingFieldsAreNamedAsIgnored) {
   ASSERT_EQ(RunTpsim("run " + kRef + " --set mapping.seed=5 --set mapping.placement=random --quiet", &out), 0)
       << out;
   EXPECT_EQ(out.find("is ignored"), std::string::npos) << out;
+  // A request stream beside the fixed batch is served by tpsim serve, not run.
+  ASSERT_EQ(RunTpsim("run " + kRef + " --set workload.requests.synthetic.num_requests=5 --quiet", &out), 0)
+      << out;
+  EXPECT_NE(out.find("tpsim: warning: workload.requests is ignored: tpsim run times the fixed batch "
+                     "(workload.batch 1 x seq_len 256); tpsim serve serves the request stream"),
+            std::string::npos)
+      << out;
 }
 
 // A mapping.moe block on a model without experts is named as ignored (it was silent, an invalid
