@@ -267,6 +267,11 @@ int Run(const std::vector<std::string>& args) {
   const std::string tmp =
       (std::filesystem::temp_directory_path() / ("tpsim-sweep-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(tmp);
+  // time_limit_s bounds each TLM point's child process; analytical points run without a limit (in
+  // this process, serving points in a child), where it was accepted and ignored, silently.
+  if (spec.cfg.time_limit_s() > 0 && !RunsInChildProcess(spec.engine))
+    std::cerr << "tpsim: warning: time_limit_s is ignored: engine " << spec.engine
+              << " runs its points without a time limit (it bounds engine tlm's points)\n";
   PointRunner runner = SweepRunner(SelfExe(), spec.engine, spec.cfg.time_limit_s(), tmp, max_memory);
   SweepStats s;
   try {

@@ -369,6 +369,19 @@ TEST_F(SweepCliTest, TlmPointPastItsTimeLimitIsRecordedAsTimeout) {
   EXPECT_EQ(rows[0][0], "timeout");
   EXPECT_NE(rows[0][1].find("time limit"), std::string::npos) << rows[0][1];
   EXPECT_EQ(rows[0][2], "NULL");
+  EXPECT_EQ(ReadFile(Path("limit.log")).find("time_limit_s is ignored"), std::string::npos);
+  // An analytical point runs without a limit: the limit is said to be ignored
+  // (it was accepted silently, and the point ran to its end).
+  std::string a = SweepFile("limit-a.textproto", std::string(kSmallPoint) + "time_limit_s: 0.001\n");
+  ASSERT_EQ(RunTpsim({"sweep", a, "--db", Path("limit-a.sqlite")}, Path("limit-a.log")), 0)
+      << ReadFile(Path("limit-a.log"));
+  EXPECT_NE(
+      ReadFile(Path("limit-a.log"))
+          .find("tpsim: warning: time_limit_s is ignored: engine analytical runs its points without a time "
+                "limit (it bounds engine tlm's points)"),
+      std::string::npos)
+      << ReadFile(Path("limit-a.log"));
+  EXPECT_EQ(Scalar(Path("limit-a.sqlite"), "SELECT COUNT(*) FROM points WHERE status = 'ok'"), 1);
 }
 
 TEST_F(SweepCliTest, SigkillMidSweepThenResumeRunsEveryPointExactlyOnce) {
