@@ -727,6 +727,15 @@ TEST(Serving, StageCountErrorsNameTheirFieldAndTheSizesGiven) {
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].field, "mapping.serving.decode_stages");
   EXPECT_EQ(ServeCommand({fused, "--set", "mapping.serving.prefill_stages=3"}), 2);
+  // The disaggregated groups' stages are the serving block's: mapping.pipeline_stages given on the
+  // command line is refused (the shipped file's, marked unused there, is not).
+  d = diags_of(dis, {{"mapping.pipeline_stages", "8"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(
+      d[0].str(),
+      "<command line: --set mapping.pipeline_stages=8>:1:1: mapping.pipeline_stages: 8: mode disaggregated "
+      "does not read it (its groups are mapping.serving.prefill_stages and decode_stages x mapping.tp "
+      "cores): set those");
 }
 
 // Disaggregated end to end (Qwen3-4B on wafer-8x8, a decode group of one stage on small DRAM):
