@@ -777,6 +777,19 @@ void ValidateModel(const config::Model& m, const config::SourceMap& locs, const 
     if (m.shared_expert_intermediate_size() != 0)
       fail("shared_expert_intermediate_size", std::to_string(m.shared_expert_intermediate_size()),
            "must be 0 when num_experts is 0 (dense model)");
+    // The other expert fields changed nothing on a dense model (--set model.moe_intermediate_size=128
+    // on qwen3-4b was accepted, the same run): refused as the two above.
+    if (m.moe_intermediate_size() != 0)
+      fail("moe_intermediate_size", std::to_string(m.moe_intermediate_size()),
+           "must be 0 when num_experts is 0 (dense model: its MLP is intermediate_size)");
+    if (m.decoder_sparse_step() != 0)
+      fail("decoder_sparse_step", std::to_string(m.decoder_sparse_step()),
+           "must be 0 when num_experts is 0 (dense model: every layer is dense)");
+    if (m.mlp_only_layers_size() != 0)
+      fail("mlp_only_layers", std::to_string(m.mlp_only_layers(0)),
+           "must be empty when num_experts is 0 (dense model: every layer is dense)");
+    if (m.norm_topk_prob())
+      fail("norm_topk_prob", "true", "must be false when num_experts is 0 (dense model: no router)");
   } else {
     bool dense_layers = false;
     for (uint32_t l : m.mlp_only_layers()) {

@@ -741,6 +741,31 @@ TEST(Validate, MoeConsistency) {
       diags[0].str(),
       "x:1:1: model.architecture: qwen3moe: unknown architecture; valid: llama, mistral, qwen3, qwen3_moe, "
       "mixtral, qwen2, qwen2_moe, phi3, gemma, did you mean qwen3_moe?");
+  // A dense model's expert fields: each refused at its field (moe_intermediate_size,
+  // decoder_sparse_step, mlp_only_layers and norm_topk_prob were accepted and changed nothing).
+  config::Model dense = ImportHuggingFace(ModelPath("qwen3-4b"));
+  dense.set_moe_intermediate_size(128);
+  dense.set_decoder_sparse_step(2);
+  dense.add_mlp_only_layers(3);
+  dense.set_norm_topk_prob(true);
+  diags.clear();
+  ValidateModel(dense, config::SourceMap("x"), "model", &diags);
+  ASSERT_EQ(diags.size(), 4u);
+  EXPECT_EQ(
+      diags[0].str(),
+      "x:1:1: model.moe_intermediate_size: 128: must be 0 when num_experts is 0 (dense model: its MLP is "
+      "intermediate_size)");
+  EXPECT_EQ(
+      diags[1].str(),
+      "x:1:1: model.decoder_sparse_step: 2: must be 0 when num_experts is 0 (dense model: every layer is "
+      "dense)");
+  EXPECT_EQ(
+      diags[2].str(),
+      "x:1:1: model.mlp_only_layers: 3: must be empty when num_experts is 0 (dense model: every layer is "
+      "dense)");
+  EXPECT_EQ(
+      diags[3].str(),
+      "x:1:1: model.norm_topk_prob: true: must be false when num_experts is 0 (dense model: no router)");
 }
 
 class LoadModelFileTest : public ::testing::Test {
