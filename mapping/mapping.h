@@ -84,11 +84,14 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
 // The mapping fields set in `m` that nothing reads, each with why (`tpsim run` warns; they were
 // ignored silently): seed without placement random, placement_file without placement file,
 // grid_rows and mn_2d_weights where neither mapping.partition nor an override is mn_2d,
-// enforce_eager on a chip that is not a GPU node (chip.gpu), and serving (read by tpsim serve).
+// enforce_eager on a chip that is not a GPU node (chip.gpu), serving (read by tpsim serve), and
+// on a model with experts moe.zipf_s and moe.seed without routing zipf, moe.routing_file without
+// routing trace (on a dense model the whole mapping.moe is unread: not listed field by field).
 struct UnreadField {
   std::string field, why;
 };
-std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const config::Chip& chip);
+std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const config::Chip& chip,
+                                             const config::Model& model);
 
 // Each memory channel's capacity_bytes against what the mapping keeps in it: every core that
 // uses the channel (arch::Chip::ChannelOf) keeps there its stage's weights when they are

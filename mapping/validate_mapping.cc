@@ -400,7 +400,8 @@ size_t FullestChannel(const MemoryUse& use, const arch::Chip& chip) {
   return fullest;
 }
 
-std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const config::Chip& chip) {
+std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const config::Chip& chip,
+                                             const config::Model& model) {
   std::vector<UnreadField> out;
   const std::string placement = config::EffectivePlacement(m.placement());
   if (m.seed() != 0 && placement != "random")
@@ -421,6 +422,17 @@ std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const con
                                       " is not a GPU node (chip.gpu): no kernel launches"});
   if (m.has_serving())
     out.push_back({"mapping.serving", "read by tpsim serve only (a request stream's scheduler)"});
+  if (model.num_experts() > 0) {
+    const config::MoeMapping& mm = m.moe();
+    const std::string routing = mm.routing().empty() ? "balanced" : mm.routing();
+    for (const auto& [f, set] :
+         {std::pair{"mapping.moe.zipf_s", mm.zipf_s() != 0}, {"mapping.moe.seed", mm.seed() != 0}})
+      if (set && routing != "zipf")
+        out.push_back({f, "routing " + routing + " does not read it (routing zipf does)"});
+    if (!mm.routing_file().empty() && routing != "trace")
+      out.push_back(
+          {"mapping.moe.routing_file", "routing " + routing + " does not read it (routing trace does)"});
+  }
   return out;
 }
 

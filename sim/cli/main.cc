@@ -613,7 +613,8 @@ int Run(Args& a) {
                  e.cfg.chip().noc().topology(), arch::FindTopology(e.cfg.chip().noc().topology())->params());
   // So were mapping fields another mapping field or the chip leaves unread (--set mapping.seed=5
   // with placement linear, mapping.grid_rows=2 with partition k_split: the same run).
-  for (const mapping::UnreadField& u : mapping::UnreadMappingFields(e.cfg.mapping(), e.cfg.chip()))
+  for (const mapping::UnreadField& u :
+       mapping::UnreadMappingFields(e.cfg.mapping(), e.cfg.chip(), e.cfg.model()))
     spdlog::warn("{} is ignored: {}", u.field, u.why);
   // A request stream beside the fixed batch is tpsim serve's (a run with one stops at exit 2
   // where batch or seq_len is unset): tpsim run timed the batch and said nothing of the stream.

@@ -367,14 +367,14 @@ TEST(LowerTest, ReferenceQwen3_4bLowers) {
 TEST(LowerTest, UnreadMappingFieldsAreListed) {
   config::Chip chip = MeshChip(2, 2, uint64_t{1} << 30);
   config::Mapping m = Map(2, "megatron");
-  EXPECT_TRUE(UnreadMappingFields(m, chip).empty());
+  EXPECT_TRUE(UnreadMappingFields(m, chip, SmallModel()).empty());
   m.set_seed(5);
   m.set_placement_file("cores.txt");
   m.set_grid_rows(2);
   m.set_mn_2d_weights("k_steps");
   m.set_enforce_eager(true);
   m.mutable_serving()->set_max_running_requests(3);
-  std::vector<UnreadField> u = UnreadMappingFields(m, chip);
+  std::vector<UnreadField> u = UnreadMappingFields(m, chip, SmallModel());
   ASSERT_EQ(u.size(), 6u);
   EXPECT_EQ(u[0].field, "mapping.seed");
   EXPECT_EQ(u[0].why, "placement linear does not read it (placement random does)");
@@ -392,11 +392,28 @@ TEST(LowerTest, UnreadMappingFieldsAreListed) {
   o->set_partition("mn_2d");
   m.clear_placement_file();
   m.clear_serving();
-  u = UnreadMappingFields(m, chip);
+  u = UnreadMappingFields(m, chip, SmallModel());
   ASSERT_EQ(u.size(), 1u);
   EXPECT_EQ(u[0].field, "mapping.enforce_eager");
   chip.mutable_gpu();
-  EXPECT_TRUE(UnreadMappingFields(m, chip).empty());
+  EXPECT_TRUE(UnreadMappingFields(m, chip, SmallModel()).empty());
+  // Routing fields the routing does not read, on a model with experts (on a dense one, main.cc
+  // names the whole mapping.moe as ignored).
+  m.mutable_moe()->set_zipf_s(1.2);
+  m.mutable_moe()->set_seed(3);
+  m.mutable_moe()->set_routing_file("r.csv");
+  EXPECT_TRUE(UnreadMappingFields(m, chip, SmallModel()).empty());
+  u = UnreadMappingFields(m, chip, testing::MoeModel());
+  ASSERT_EQ(u.size(), 3u);
+  EXPECT_EQ(u[0].field, "mapping.moe.zipf_s");
+  EXPECT_EQ(u[0].why, "routing balanced does not read it (routing zipf does)");
+  EXPECT_EQ(u[1].field, "mapping.moe.seed");
+  EXPECT_EQ(u[2].field, "mapping.moe.routing_file");
+  EXPECT_EQ(u[2].why, "routing balanced does not read it (routing trace does)");
+  m.mutable_moe()->set_routing("zipf");
+  u = UnreadMappingFields(m, chip, testing::MoeModel());
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].why, "routing zipf does not read it (routing trace does)");
 }
 
 // Stage regions that cannot tile the grid are said at mapping.pipeline_stages, with the way
