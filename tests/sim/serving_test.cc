@@ -727,6 +727,19 @@ TEST(Serving, StageCountErrorsNameTheirFieldAndTheSizesGiven) {
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].field, "mapping.serving.decode_stages");
   EXPECT_EQ(ServeCommand({fused, "--set", "mapping.serving.prefill_stages=3"}), 2);
+  // A mapping field nothing reads is named, as tpsim run names it (and the serving block, which
+  // tpsim run names, is not).
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(
+      ServeCommand({fused, "--set", "mapping.seed=5", "--set", "workload.requests.synthetic.num_requests=2"}),
+      0);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(
+      err.find("tpsim: warning: mapping.seed is ignored: placement ring does not read it (placement random "
+               "does)"),
+      std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("mapping.serving"), std::string::npos) << err;
   // The disaggregated groups' stages are the serving block's: mapping.pipeline_stages given on the
   // command line is refused (the shipped file's, marked unused there, is not).
   d = diags_of(dis, {{"mapping.pipeline_stages", "8"}});
