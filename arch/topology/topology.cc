@@ -106,4 +106,26 @@ std::vector<std::string> UnusedNocFields(const config::Chip& c) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> UnusedChipFields(const config::Chip& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const config::Energy& e = c.energy();
+  if (e.d2d_hop_pj_per_byte() != 0 && c.noc().topology() != "wafer")
+    out.emplace_back("energy.d2d_hop_pj_per_byte",
+                     "topology " + c.noc().topology() + " has no die-to-die links (topology wafer does)");
+  for (const auto& [kind, pj] : {std::pair{"hbm", e.hbm_pj_per_byte()}, {"dram", e.dram_pj_per_byte()}}) {
+    bool has = false;
+    for (const config::Memory& m : c.memory()) has = has || m.kind() == kind;
+    if (pj != 0 && !has)
+      out.emplace_back(std::string("energy.") + kind + "_pj_per_byte",
+                       std::string("no chip.memory is of kind ") + kind);
+  }
+  const config::CollectiveModel& k = c.collectives();
+  if (!k.in_switch_reduction())
+    for (const auto& [f, set] : {std::pair{"in_switch_min_bytes", k.in_switch_min_bytes() != 0},
+                                 {"in_switch_min_ranks", k.in_switch_min_ranks() != 0},
+                                 {"in_switch_bandwidth_gbps", k.in_switch_bandwidth_gbps() != 0}})
+      if (set) out.emplace_back(std::string("collectives.") + f, "collectives.in_switch_reduction is off");
+  return out;
+}
+
 }  // namespace tpsim::arch

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "arch/chip.h"
@@ -99,6 +100,12 @@ inline const Topology* FindTopology(std::string_view name) {  // nullptr when un
 // by field name in field order; empty for an unknown topology. A d2d_bandwidth_gbps on a mesh
 // was accepted and ignored silently.
 std::vector<std::string> UnusedNocFields(const config::Chip& c);
+// The other chip fields `c` sets that nothing reads, as (field under chip., why): an energy
+// coefficient for a link or memory kind the chip lacks (d2d_hop_pj_per_byte off topology wafer,
+// hbm_pj_per_byte or dram_pj_per_byte with no memory of that kind), and the in-switch reduction's
+// thresholds and rate while collectives.in_switch_reduction is off. Accepted and ignored silently
+// before (--set chip.energy.hbm_pj_per_byte=5 on wafer-8x8: the same energy).
+std::vector<std::pair<std::string, std::string>> UnusedChipFields(const config::Chip& c);
 inline std::vector<std::string> TopologyNames() { return TopologyRegistry::Get().Names(); }  // sorted
 inline std::string TopologyNamesText() { return TopologyRegistry::Get().NamesText(); }  // "edges, mesh, ..."
 

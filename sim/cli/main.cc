@@ -611,6 +611,9 @@ int Run(Args& a) {
   for (const std::string& f : arch::UnusedNocFields(e.cfg.chip()))
     spdlog::warn("chip.noc.{} is ignored: topology {} does not read it (it reads {})", f,
                  e.cfg.chip().noc().topology(), arch::FindTopology(e.cfg.chip().noc().topology())->params());
+  // And chip fields for what the chip lacks (an hbm energy on a DRAM-only chip).
+  for (const auto& [f, why] : arch::UnusedChipFields(e.cfg.chip()))
+    spdlog::warn("chip.{} is ignored: {}", f, why);
   // So were mapping fields another mapping field or the chip leaves unread (--set mapping.seed=5
   // with placement linear, mapping.grid_rows=2 with partition k_split: the same run).
   for (const mapping::UnreadField& u :

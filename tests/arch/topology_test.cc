@@ -39,6 +39,32 @@ TEST(TopologyRegistry, UnusedNocFieldsAreNamed) {
   EXPECT_EQ(UnusedNocFields(g), std::vector<std::string>{"rows"});
 }
 
+// Energy coefficients for a link or memory kind the chip lacks, and the in-switch reduction's
+// settings while it is off, are named (accepted and ignored silently before); no shipped chip
+// sets one.
+TEST(TopologyRegistry, UnusedChipFieldsAreNamed) {
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  for (const char* name : {"wafer-8x8", "wafer-32x32", "mesh-4x4-hbm", "torus-8x8", "ring-16", "h100-sxm-8",
+                           "h200-sxm-8", "b200-sxm-8"}) {
+    EXPECT_EQ(UnusedChipFields(testing::LoadChipConfig(name)), Fields{}) << name;
+  }
+  config::Chip c = testing::LoadChipConfig("wafer-8x8");  // a mesh with per-core DRAM
+  c.mutable_energy()->set_d2d_hop_pj_per_byte(0.5);
+  c.mutable_energy()->set_hbm_pj_per_byte(3);
+  c.mutable_collectives()->set_in_switch_min_bytes(1024);
+  EXPECT_EQ(
+      UnusedChipFields(c),
+      (Fields{{"energy.d2d_hop_pj_per_byte", "topology mesh has no die-to-die links (topology wafer does)"},
+              {"energy.hbm_pj_per_byte", "no chip.memory is of kind hbm"},
+              {"collectives.in_switch_min_bytes", "collectives.in_switch_reduction is off"}}));
+  // An HBM chip's dram coefficient; the in-switch settings read once the reduction is on.
+  config::Chip h = testing::LoadChipConfig("h100-sxm-8");
+  h.mutable_energy()->set_dram_pj_per_byte(20);
+  EXPECT_EQ(UnusedChipFields(h), (Fields{{"energy.dram_pj_per_byte", "no chip.memory is of kind dram"}}));
+  h.mutable_collectives()->set_in_switch_reduction(false);
+  EXPECT_EQ(UnusedChipFields(h).size(), 4u);
+}
+
 // A diamond with a router in the middle:
 //
 //   c0 -- c1
