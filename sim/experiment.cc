@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "arch/topology/topology.h"
 #include "configs/files.h"
 #include "llm/model.h"
 #include "mapping/mapping.h"
@@ -134,6 +135,29 @@ config::Location CommandLineLocation(const std::string& arg) { return {"<command
 
 bool SetOnCommandLine(const Experiment& e, const std::string& path) {
   return e.locs.Find(path).file.starts_with("<command line");
+}
+
+std::vector<std::string> IgnoredFields(const Experiment& e, bool served) {
+  const config::Experiment& cfg = e.cfg;
+  std::vector<std::string> out;
+  // A capacity_factor of -1 included: a --model or --set that dropped the experts says so.
+  if (cfg.mapping().has_moe() && cfg.model().num_experts() == 0)
+    out.push_back("mapping.moe is ignored: " + cfg.model().name() + " has no experts");
+  for (const std::string& f : arch::UnusedNocFields(cfg.chip()))
+    out.push_back("chip.noc." + f + " is ignored: topology " + cfg.chip().noc().topology() +
+                  " does not read it (it reads " +
+                  std::string(arch::FindTopology(cfg.chip().noc().topology())->params()) + ")");
+  for (const auto& [f, why] : arch::UnusedChipFields(cfg.chip()))
+    out.push_back("chip." + f + " is ignored: " + why);
+  for (const mapping::UnreadField& u : mapping::UnreadMappingFields(cfg.mapping(), cfg.chip(), cfg.model()))
+    if (!(served && u.field == "mapping.serving")) out.push_back(u.field + " is ignored: " + u.why);
+  // tpsim run with a stream beside the fixed batch (without one it stops at exit 2): it timed the
+  // batch and said nothing of the stream.
+  if (!served && cfg.workload().has_requests())
+    out.push_back("workload.requests is ignored: tpsim run times the fixed batch (workload.batch " +
+                  std::to_string(cfg.workload().batch()) + " x seq_len " +
+                  std::to_string(cfg.workload().seq_len()) + "); tpsim serve serves the request stream");
+  return out;
 }
 
 config::Location OverrideLocation(const Override& o) {

@@ -41,6 +41,14 @@ struct Experiment {
 // CommandLineLocation), not read from a file.
 bool SetOnCommandLine(const Experiment& e, const std::string& path);
 
+// What `e` sets that the command does not read, one message each ("FIELD is ignored: why"), for
+// tpsim run (`served` false) and tpsim serve (true) to warn with; each was accepted and ignored
+// silently: a mapping.moe block on a model without experts, chip.noc fields the topology does not
+// read (arch::UnusedNocFields), chip fields for what the chip lacks (arch::UnusedChipFields),
+// mapping fields another field or the chip leaves unread (mapping::UnreadMappingFields; the
+// serving block is tpsim serve's), and for tpsim run a request stream beside the fixed batch.
+std::vector<std::string> IgnoredFields(const Experiment& e, bool served);
+
 // Every file the experiment's run reads: `inputs`, the placement file (placement "file"), the
 // MoE routing trace and the request trace (relative to the experiment's folder, as serving
 // reads it). No output may name one of them (config::CheckOutputs).

@@ -603,29 +603,9 @@ int Run(Args& a) {
     if (op.ref.partition.find("->") != std::string::npos) fallbacks.insert(op.ref.Label());
   }
   for (const auto& f : fallbacks) spdlog::warn("partition fallback: {}", f);
-  // A mapping.moe block on a model without experts times nothing (it was silently ignored, a
-  // capacity_factor of -1 included): a --model or --set that dropped the experts says so.
-  if (e.cfg.mapping().has_moe() && e.cfg.model().num_experts() == 0)
-    spdlog::warn("mapping.moe is ignored: {} has no experts", e.cfg.model().name());
-  // A noc field the topology does not read (d2d_bandwidth_gbps on a mesh) was ignored silently.
-  for (const std::string& f : arch::UnusedNocFields(e.cfg.chip()))
-    spdlog::warn("chip.noc.{} is ignored: topology {} does not read it (it reads {})", f,
-                 e.cfg.chip().noc().topology(), arch::FindTopology(e.cfg.chip().noc().topology())->params());
-  // And chip fields for what the chip lacks (an hbm energy on a DRAM-only chip).
-  for (const auto& [f, why] : arch::UnusedChipFields(e.cfg.chip()))
-    spdlog::warn("chip.{} is ignored: {}", f, why);
-  // So were mapping fields another mapping field or the chip leaves unread (--set mapping.seed=5
-  // with placement linear, mapping.grid_rows=2 with partition k_split: the same run).
-  for (const mapping::UnreadField& u :
-       mapping::UnreadMappingFields(e.cfg.mapping(), e.cfg.chip(), e.cfg.model()))
-    spdlog::warn("{} is ignored: {}", u.field, u.why);
-  // A request stream beside the fixed batch is tpsim serve's (a run with one stops at exit 2
-  // where batch or seq_len is unset): tpsim run timed the batch and said nothing of the stream.
-  if (e.cfg.workload().has_requests())
-    spdlog::warn(
-        "workload.requests is ignored: tpsim run times the fixed batch (workload.batch {} x seq_len {}); "
-        "tpsim serve serves the request stream",
-        e.cfg.workload().batch(), e.cfg.workload().seq_len());
+  // Fields this run does not read (a mapping.moe block on a dense model, a noc field the topology
+  // does not read, ...): each was accepted and ignored silently.
+  for (const std::string& w : sim::IgnoredFields(e, false)) spdlog::warn("{}", w);
   // fp32 moves twice the bytes and costs mac_fp32_pj, but matrix units (core.mac_dtype, and the
   // GPU GEMM model) are timed at their bf16 rate: GEMM times equalled bf16's, silently.
   if (e.cfg.workload().dtype() == "fp32")

@@ -9,7 +9,6 @@
 
 #include "configs/files.h"
 #include "mapping/estimate.h"
-#include "mapping/mapping.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
 #include "sim/run.h"
@@ -193,11 +192,9 @@ int ServeCommand(const std::vector<std::string>& args) {
                                   {"--metrics-json", metrics_json}});
     CheckRequestMemory(e, max_memory);
     ServeRun run = Serve(e, engine_flag);
-    // The mapping fields nothing reads, as tpsim run names them (the serving block is this
+    // What the stream's run does not read, as tpsim run names it (the serving block is this
     // command's): --set mapping.seed=5 with placement ring served the same stream, silently.
-    for (const mapping::UnreadField& u : mapping::UnreadMappingFields(cfg.mapping(), cfg.chip(), cfg.model()))
-      if (u.field != "mapping.serving")
-        std::cerr << "tpsim: warning: " << u.field << " is ignored: " << u.why << "\n";
+    for (const std::string& w : sim::IgnoredFields(e, true)) std::cerr << "tpsim: warning: " << w << "\n";
     const double slo_ttft = slo_ttft_flag > 0 ? slo_ttft_flag : cfg.workload().requests().slo_ttft_ms();
     const double slo_tpot = slo_tpot_flag > 0 ? slo_tpot_flag : cfg.workload().requests().slo_tpot_ms();
     const ServeOutcome& out = run.outcome;
