@@ -200,6 +200,8 @@ int Describe(Args& a) {
     serving::ValidateRequestSource(e.cfg.workload().requests(), e.locs, &diags);
     if (!diags.empty()) throw config::ConfigError(std::move(diags));
   }
+  // What run (or, with a request stream, serve) would name as ignored.
+  for (const std::string& w : sim::IgnoredFields(e, e.cfg.workload().has_requests())) spdlog::warn("{}", w);
   const auto& c = e.cfg.chip();
   const auto& m = e.cfg.model();
   const auto& w = e.cfg.workload();

@@ -50,7 +50,18 @@ TEST(Cli, EveryShippedExperimentValidates) {
   for (const auto& f : files) {
     Outcome o = RunTpsim("describe " + f.string());
     EXPECT_EQ(o.status, 0) << f << "\n" << o.output;
+    // None sets a field its run does not read.
+    EXPECT_EQ(o.output.find("is ignored"), std::string::npos) << f << "\n" << o.output;
   }
+  // describe names one, as tpsim run would.
+  Outcome o =
+      RunTpsim("describe " +
+               (fs::path(TPSIM_SOURCE_DIR) / "configs/experiments/reference-qwen3-4b.textproto").string() +
+               " --set mapping.seed=5");
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("tpsim: warning: mapping.seed is ignored: placement linear does not read it"),
+            std::string::npos)
+      << o.output;
 }
 
 TEST(Cli, EveryShippedChipValidatesInTheDefaultExperiment) {
