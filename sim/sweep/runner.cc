@@ -28,6 +28,7 @@
 #include <unordered_set>
 
 #include "sim/engine.h"
+#include "sim/experiment.h"
 #include "sim/run.h"
 #include "sim/serving/serving.h"
 
@@ -408,6 +409,7 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
           continue;
         }
         ++started;
+        for (const std::string& w : sim::IgnoredFields(e, IsServing(e))) ++stats.ignored[w];
         *job = Job{std::move(p), std::move(e), std::move(hash)};
         return true;
       } catch (const std::exception& err) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -87,6 +88,9 @@ struct SweepStats {
   uint64_t failed = 0;  // stored with a status other than ok
   bool interrupted = false;
   bool limited = false;  // stopped at SweepOptions::limit with points left
+  // Per message of sim::IgnoredFields (a field the point's command does not read), the points
+  // handed to a worker that it names: an axis that changes nothing ran its whole sweep silently.
+  std::map<std::string, uint64_t> ignored;
 };
 
 // Points are planned as the workers take them, so a sweep of any size (2^64 - 1 points at

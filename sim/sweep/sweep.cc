@@ -294,6 +294,8 @@ int Run(const std::vector<std::string>& args) {
             << " already stored, " << s.filtered << " filtered";
   if (s.duplicates) std::cerr << ", " << s.duplicates << " duplicates";
   std::cerr << "; results in " << db << "\n";
+  for (const auto& [w, n] : s.ignored)
+    std::cerr << "tpsim: warning: in " << n << (n == 1 ? " point run: " : " points run: ") << w << "\n";
   if (s.interrupted) {
     std::cerr << "sweep interrupted: every finished point is stored; run the same command again to resume\n";
     return 130;

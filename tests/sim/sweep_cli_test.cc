@@ -384,6 +384,29 @@ TEST_F(SweepCliTest, TlmPointPastItsTimeLimitIsRecordedAsTimeout) {
   EXPECT_EQ(Scalar(Path("limit-a.sqlite"), "SELECT COUNT(*) FROM points WHERE status = 'ok'"), 1);
 }
 
+// An axis over a field the points do not read ran its whole sweep silently: the sweep names it
+// with the points it ran that set it (and nothing when every field is read).
+TEST_F(SweepCliTest, AnAxisNothingReadsIsNamed) {
+  std::string s =
+      SweepFile("seed.textproto",
+                std::string(kSmallPoint) + "axis { field: \"mapping.seed\" values: [\"1\", \"2\"] }\n");
+  ASSERT_EQ(RunTpsim({"sweep", s, "--db", Path("seed.sqlite"), "--jobs", "1"}, Path("seed.log")), 0)
+      << ReadFile(Path("seed.log"));
+  EXPECT_NE(
+      ReadFile(Path("seed.log"))
+          .find("tpsim: warning: in 2 points run: mapping.seed is ignored: placement linear does not read it "
+                "(placement random does)\n"),
+      std::string::npos)
+      << ReadFile(Path("seed.log"));
+  std::string r =
+      SweepFile("random.textproto", std::string(kSmallPoint) +
+                                        "axis { field: \"mapping.seed\" values: [\"1\", \"2\"] }\n"
+                                        "axis { field: \"mapping.placement\" values: \"random\" }\n");
+  ASSERT_EQ(RunTpsim({"sweep", r, "--db", Path("random.sqlite"), "--jobs", "1"}, Path("random.log")), 0)
+      << ReadFile(Path("random.log"));
+  EXPECT_EQ(ReadFile(Path("random.log")).find("warning"), std::string::npos) << ReadFile(Path("random.log"));
+}
+
 TEST_F(SweepCliTest, SigkillMidSweepThenResumeRunsEveryPointExactlyOnce) {
   const std::string db = Path("kill.sqlite");
   std::string s = SweepFile("kill.textproto", kKillSweep);
