@@ -431,9 +431,10 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     if (sv.prefill_stages() == 0) add("mapping.serving.prefill_stages", "0", "disaggregated needs >= 1");
     if (sv.decode_stages() == 0) add("mapping.serving.decode_stages", "0", "disaggregated needs >= 1");
     // The groups' stages are the serving block's; mapping.pipeline_stages sized nothing (--set
-    // mapping.pipeline_stages=8 on serving-disaggregated changed nothing). Said where it was given
-    // on the command line: the shipped file keeps one, marked unused.
-    if (sim::SetOnCommandLine(e, "mapping.pipeline_stages"))
+    // mapping.pipeline_stages=8 on serving-disaggregated changed nothing). Said where a --set gave
+    // it: the shipped file keeps one, marked unused, and tpsim search's --stages sets it beside
+    // the groups' stages.
+    if (e.locs.Find("mapping.pipeline_stages").file.starts_with("<command line: --set "))
       add("mapping.pipeline_stages", std::to_string(cfg.mapping().pipeline_stages()),
           "mode disaggregated does not read it (its groups are mapping.serving.prefill_stages and "
           "decode_stages x mapping.tp cores): set those");

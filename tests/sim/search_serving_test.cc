@@ -76,6 +76,13 @@ TEST(SearchServingTest, DisaggregatedStagesAreEachGroups) {
   EXPECT_EQ(m.serving().prefill_stages(), 4u);
   EXPECT_EQ(m.serving().decode_stages(), 4u);
   EXPECT_EQ(m.serving().mode(), "disaggregated");
+  // Searched, each candidate is served: --stages sets mapping.pipeline_stages beside the groups'
+  // stages, which a --set of it (refused in mode disaggregated, which does not read it) is not.
+  o.space.tp = {4};
+  o.space.stages = {4};
+  const SearchResult r = Search(e, chip, o, nullptr);
+  EXPECT_EQ(r.ok, 1u);
+  EXPECT_EQ(r.ranked.size(), 1u);
 }
 
 // A KV cache of 256 tokens holds none of these prompts (lognormal around 490 tokens, at
