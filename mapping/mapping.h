@@ -86,7 +86,8 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
 // grid_rows and mn_2d_weights where neither mapping.partition nor an override is mn_2d,
 // enforce_eager on a chip that is not a GPU node (chip.gpu), serving (read by tpsim serve), and
 // on a model with experts moe.zipf_s and moe.seed without routing zipf, moe.routing_file without
-// routing trace (on a dense model the whole mapping.moe is unread: not listed field by field).
+// routing trace, and overrides of the dense MLP's classes (gate_up, down) where every layer is an
+// MoE block (on a dense model the whole mapping.moe is unread: not listed field by field).
 struct UnreadField {
   std::string field, why;
 };

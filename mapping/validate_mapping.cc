@@ -432,6 +432,14 @@ std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const con
     if (!mm.routing_file().empty() && routing != "trace")
       out.push_back(
           {"mapping.moe.routing_file", "routing " + routing + " does not read it (routing trace does)"});
+    // gate_up and down are the dense MLP's classes: a model whose every layer is an MoE block
+    // has none (its experts, shared ones included, follow mapping.moe).
+    if (llm::MoeLayerCount(model, model.num_layers()) == model.num_layers())
+      for (int i = 0; i < m.overrides_size(); ++i)
+        if (m.overrides(i).op() == "gate_up" || m.overrides(i).op() == "down")
+          out.push_back({"mapping.overrides[" + std::to_string(i) + "]",
+                         "op class " + m.overrides(i).op() + " is the dense MLP's, and every layer of " +
+                             model.name() + " is an MoE block (its experts follow mapping.moe)"});
   }
   return out;
 }

@@ -403,7 +403,9 @@ TEST(LowerTest, UnreadMappingFieldsAreListed) {
   m.mutable_moe()->set_seed(3);
   m.mutable_moe()->set_routing_file("r.csv");
   EXPECT_TRUE(UnreadMappingFields(m, chip, SmallModel()).empty());
-  u = UnreadMappingFields(m, chip, testing::MoeModel());
+  config::Model moe = testing::MoeModel();
+  moe.set_decoder_sparse_step(2);  // layer 0 dense: the override of down (above) is read there
+  u = UnreadMappingFields(m, chip, moe);
   ASSERT_EQ(u.size(), 3u);
   EXPECT_EQ(u[0].field, "mapping.moe.zipf_s");
   EXPECT_EQ(u[0].why, "routing balanced does not read it (routing zipf does)");
@@ -411,9 +413,20 @@ TEST(LowerTest, UnreadMappingFieldsAreListed) {
   EXPECT_EQ(u[2].field, "mapping.moe.routing_file");
   EXPECT_EQ(u[2].why, "routing balanced does not read it (routing trace does)");
   m.mutable_moe()->set_routing("zipf");
-  u = UnreadMappingFields(m, chip, testing::MoeModel());
+  u = UnreadMappingFields(m, chip, moe);
   ASSERT_EQ(u.size(), 1u);
   EXPECT_EQ(u[0].why, "routing zipf does not read it (routing trace does)");
+  // Every layer an MoE block: no dense MLP for the override of down.
+  m.mutable_moe()->clear_routing_file();
+  moe.set_decoder_sparse_step(1);
+  moe.set_name("tiny-moe");
+  u = UnreadMappingFields(m, chip, moe);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].field, "mapping.overrides[0]");
+  EXPECT_EQ(
+      u[0].why,
+      "op class down is the dense MLP's, and every layer of tiny-moe is an MoE block (its experts follow "
+      "mapping.moe)");
 }
 
 // Stage regions that cannot tile the grid are said at mapping.pipeline_stages, with the way
