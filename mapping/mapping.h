@@ -84,7 +84,8 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
 // The mapping fields set in `m` that nothing reads, each with why (`tpsim run` warns; they were
 // ignored silently): seed without placement random, placement_file without placement file,
 // grid_rows and mn_2d_weights where neither mapping.partition nor an override is mn_2d,
-// enforce_eager on a chip that is not a GPU node (chip.gpu), serving (read by tpsim serve), and
+// enforce_eager on a chip that is not a GPU node (chip.gpu), weights sram on one (its weights are
+// in HBM), serving (read by tpsim serve), and
 // on a model with experts moe.zipf_s and moe.seed without routing zipf, moe.routing_file without
 // routing trace, and overrides of the dense MLP's classes (gate_up, down) where every layer is an
 // MoE block (on a dense model the whole mapping.moe is unread: not listed field by field).

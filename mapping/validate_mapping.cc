@@ -420,6 +420,9 @@ std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const con
     out.push_back(
         {"mapping.enforce_eager", (chip.name().empty() ? std::string("the chip") : "chip " + chip.name()) +
                                       " is not a GPU node (chip.gpu): no kernel launches"});
+  // A GPU node keeps the weights in HBM (the memory plan): weights sram there changed nothing.
+  if (m.weights() == "sram" && chip.has_gpu())
+    out.push_back({"mapping.weights", "sram: a GPU node (chip.gpu) keeps the weights in HBM"});
   if (m.has_serving())
     out.push_back({"mapping.serving", "read by tpsim serve only (a request stream's scheduler)"});
   if (model.num_experts() > 0) {

@@ -397,6 +397,13 @@ TEST(LowerTest, UnreadMappingFieldsAreListed) {
   EXPECT_EQ(u[0].field, "mapping.enforce_eager");
   chip.mutable_gpu();
   EXPECT_TRUE(UnreadMappingFields(m, chip, SmallModel()).empty());
+  // A GPU node keeps the weights in HBM: weights sram is named there (and read elsewhere).
+  m.set_weights("sram");
+  u = UnreadMappingFields(m, chip, SmallModel());
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].field, "mapping.weights");
+  EXPECT_EQ(u[0].why, "sram: a GPU node (chip.gpu) keeps the weights in HBM");
+  m.set_weights("auto");
   // Routing fields the routing does not read, on a model with experts (on a dense one, main.cc
   // names the whole mapping.moe as ignored).
   m.mutable_moe()->set_zipf_s(1.2);
