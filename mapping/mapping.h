@@ -88,7 +88,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
 // in HBM), serving (read by tpsim serve), and
 // on a model with experts moe.zipf_s and moe.seed without routing zipf, moe.routing_file without
 // routing trace, and overrides of the dense MLP's classes (gate_up, down) where every layer is an
-// MoE block (on a dense model the whole mapping.moe is unread: not listed field by field).
+// MoE block; on a model without experts, the whole mapping.moe (not listed field by field).
 struct UnreadField {
   std::string field, why;
 };

@@ -24,6 +24,14 @@ std::string BytesApart(uint64_t weights, uint64_t sram) {
   if (w != s) return w + " of weights in its " + s;
   return std::to_string(weights) + " B of weights in its " + std::to_string(sram) + " B";
 }
+// Whether mapping.partition or an override maps some op class to mn_2d (grid_rows and
+// mn_2d_weights are read then).
+bool MapsMn2d(const config::Mapping& m) {
+  if (config::EffectivePartition(m.partition()) == "mn_2d") return true;
+  for (const auto& o : m.overrides())
+    if (o.partition() == "mn_2d") return true;
+  return false;
+}
 std::string Num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -205,11 +213,9 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
     add("mapping.pipeline_stages", std::to_string(stages_given),
         "more stages than simulated layers (" + std::to_string(layers) + ")");
   const std::vector<std::string> parts = PartitionerNames();
-  std::vector<std::string> used;
   const std::string dflt = config::EffectivePartition(m.partition());
   if (!Contains(parts, dflt))
     add("mapping.partition", m.partition(), "unknown partitioner; valid: " + config::JoinNames(parts));
-  used.push_back(dflt);
   const std::vector<std::string> weight_classes = {"qkv", "o", "gate_up", "down"};
   const std::vector<std::string> fixed_classes = {"attention", "norm", "elementwise", "router", "experts"};
   for (int i = 0; i < m.overrides_size(); ++i) {
@@ -232,7 +238,6 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
       }
     if (!Contains(parts, o.partition()))
       add(f + ".partition", o.partition(), "unknown partitioner; valid: " + config::JoinNames(parts));
-    used.push_back(o.partition());
   }
   const std::vector<std::string> places = PlacementNames();
   if (!m.placement().empty() && !Contains(places, m.placement()))
@@ -281,7 +286,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
       add("mapping.tp", std::to_string(tp),
           "num_key_value_heads (" + std::to_string(nkv) +
               ") must divide by tp, or tp by it (KV heads are then replicated)");
-    if (Contains(used, "mn_2d") && m.grid_rows() > 0 && tp % static_cast<int>(m.grid_rows()) != 0)
+    if (MapsMn2d(m) && m.grid_rows() > 0 && tp % static_cast<int>(m.grid_rows()) != 0)
       add("mapping.grid_rows", std::to_string(m.grid_rows()), "must divide tp (" + std::to_string(tp) + ")");
   }
   if (model.num_experts() > 0) ValidateMoe(m, model, wl, locs, stage_ranks, diags);
@@ -409,8 +414,7 @@ std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const con
   if (!m.placement_file().empty() && placement != "file")
     out.push_back(
         {"mapping.placement_file", "placement " + placement + " does not read it (placement file does)"});
-  bool mn_2d = config::EffectivePartition(m.partition()) == "mn_2d";
-  for (const auto& o : m.overrides()) mn_2d = mn_2d || o.partition() == "mn_2d";
+  const bool mn_2d = MapsMn2d(m);
   for (const auto& [f, set] : {std::pair{"mapping.grid_rows", m.grid_rows() != 0},
                                {"mapping.mn_2d_weights", !m.mn_2d_weights().empty()}})
     if (set && !mn_2d)
@@ -425,6 +429,9 @@ std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const con
     out.push_back({"mapping.weights", "sram: a GPU node (chip.gpu) keeps the weights in HBM"});
   if (m.has_serving())
     out.push_back({"mapping.serving", "read by tpsim serve only (a request stream's scheduler)"});
+  // A capacity_factor of -1 included: a --model or --set that dropped the experts says so.
+  if (m.has_moe() && model.num_experts() == 0)
+    out.push_back({"mapping.moe", model.name() + " has no experts"});
   if (model.num_experts() > 0) {
     const config::MoeMapping& mm = m.moe();
     const std::string routing = mm.routing().empty() ? "balanced" : mm.routing();

@@ -133,16 +133,19 @@ Override ParseOverride(const std::string& arg) {
 
 config::Location CommandLineLocation(const std::string& arg) { return {"<command line: " + arg + ">", 1, 1}; }
 
-bool SetOnCommandLine(const Experiment& e, const std::string& path) {
-  return e.locs.Find(path).file.starts_with("<command line");
+bool SetOnCommandLine(const config::SourceMap& locs, const std::string& path) {
+  return locs.Find(path).file.starts_with("<command line");
+}
+
+bool SetOnCommandLine(const Experiment& e, const std::string& path) { return SetOnCommandLine(e.locs, path); }
+
+bool SetBySet(const Experiment& e, const std::string& path) {
+  return e.locs.Find(path).file.starts_with("<command line: --set ");  // OverrideLocation's
 }
 
 std::vector<std::string> IgnoredFields(const Experiment& e, bool served) {
   const config::Experiment& cfg = e.cfg;
   std::vector<std::string> out;
-  // A capacity_factor of -1 included: a --model or --set that dropped the experts says so.
-  if (cfg.mapping().has_moe() && cfg.model().num_experts() == 0)
-    out.push_back("mapping.moe is ignored: " + cfg.model().name() + " has no experts");
   for (const std::string& f : arch::UnusedNocFields(cfg.chip()))
     out.push_back("chip.noc." + f + " is ignored: topology " + cfg.chip().noc().topology() +
                   " does not read it (it reads " +

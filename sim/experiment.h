@@ -40,13 +40,18 @@ struct Experiment {
 // Whether field `path` of `e` was given on the command line (located at a
 // CommandLineLocation), not read from a file.
 bool SetOnCommandLine(const Experiment& e, const std::string& path);
+bool SetOnCommandLine(const config::SourceMap& locs, const std::string& path);
+// Whether it was given by a --set (OverrideLocation), not by a file nor by another flag that
+// sets it (tpsim search's --stages sets mapping.pipeline_stages).
+bool SetBySet(const Experiment& e, const std::string& path);
 
 // What `e` sets that the command does not read, one message each ("FIELD is ignored: why"), for
 // tpsim run (`served` false) and tpsim serve (true) to warn with; each was accepted and ignored
-// silently: a mapping.moe block on a model without experts, chip.noc fields the topology does not
-// read (arch::UnusedNocFields), chip fields for what the chip lacks (arch::UnusedChipFields),
-// mapping fields another field or the chip leaves unread (mapping::UnreadMappingFields; the
-// serving block is tpsim serve's), and for tpsim run a request stream beside the fixed batch.
+// silently: chip.noc fields the topology does not read (arch::UnusedNocFields), chip fields for
+// what the chip lacks (arch::UnusedChipFields), mapping fields another field, the chip or the model
+// leaves unread (mapping::UnreadMappingFields, a mapping.moe block on a model without experts
+// among them; the serving block is tpsim serve's), and for tpsim run a request stream beside the
+// fixed batch.
 std::vector<std::string> IgnoredFields(const Experiment& e, bool served);
 
 // Every file the experiment's run reads: `inputs`, the placement file (placement "file"), the

@@ -12,6 +12,7 @@
 
 #include "configs/files.h"
 #include "configs/json_quote.h"
+#include "sim/experiment.h"
 
 namespace tpsim::serving {
 
@@ -418,7 +419,7 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
     // lognormal stream was accepted and ignored): refused, but for the file's fields where the
     // dist itself was switched on the command line (what it leaves behind there is not read).
     auto on_command_line = [&](const std::string& field) {
-      return locs.Find("workload.requests." + f + "." + field).file.starts_with("<command line");
+      return sim::SetOnCommandLine(locs, "workload.requests." + f + "." + field);
     };
     const bool dist_switched = on_command_line("dist");
     auto unread = [&](const char* field, bool set, const std::string& value, const std::string& rule) {

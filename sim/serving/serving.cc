@@ -434,7 +434,7 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
     // mapping.pipeline_stages=8 on serving-disaggregated changed nothing). Said where a --set gave
     // it: the shipped file keeps one, marked unused, and tpsim search's --stages sets it beside
     // the groups' stages.
-    if (e.locs.Find("mapping.pipeline_stages").file.starts_with("<command line: --set "))
+    if (sim::SetBySet(e, "mapping.pipeline_stages"))
       add("mapping.pipeline_stages", std::to_string(cfg.mapping().pipeline_stages()),
           "mode disaggregated does not read it (its groups are mapping.serving.prefill_stages and "
           "decode_stages x mapping.tp cores): set those");

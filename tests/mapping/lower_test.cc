@@ -404,12 +404,17 @@ TEST(LowerTest, UnreadMappingFieldsAreListed) {
   EXPECT_EQ(u[0].field, "mapping.weights");
   EXPECT_EQ(u[0].why, "sram: a GPU node (chip.gpu) keeps the weights in HBM");
   m.set_weights("auto");
-  // Routing fields the routing does not read, on a model with experts (on a dense one, main.cc
-  // names the whole mapping.moe as ignored).
+  // Routing fields the routing does not read, on a model with experts.
   m.mutable_moe()->set_zipf_s(1.2);
   m.mutable_moe()->set_seed(3);
   m.mutable_moe()->set_routing_file("r.csv");
-  EXPECT_TRUE(UnreadMappingFields(m, chip, SmallModel()).empty());
+  // On a model without experts the whole block is named once, not field by field.
+  config::Model dense = SmallModel();
+  dense.set_name("tiny-dense");
+  u = UnreadMappingFields(m, chip, dense);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].field, "mapping.moe");
+  EXPECT_EQ(u[0].why, "tiny-dense has no experts");
   config::Model moe = testing::MoeModel();
   moe.set_decoder_sparse_step(2);  // layer 0 dense: the override of down (above) is read there
   u = UnreadMappingFields(m, chip, moe);
