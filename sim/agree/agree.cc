@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -30,7 +31,8 @@ namespace tpsim::sim::agree {
 
 const char* const kAgreeUsage =
     R"(usage: tpsim agree [--seed S] [--count N] [--jobs J] [--csv OUT.csv] [--worst K] [--family F]
-       tpsim agree --seed S --only I [--emit X.textproto] [--family F]
+                   [--router-buffers B]
+       tpsim agree --seed S --only I [--emit X.textproto] [--family F] [--router-buffers B]
 
 Draws N random valid experiments (chips, dense catalog models, workloads and
 mappings; sim/agree/agree.h says which), runs each on the analytical and the TLM
@@ -48,6 +50,12 @@ and the K worst cases, each with the commands that reproduce it.
   --worst K       worst cases listed (default 5)
   --bounds F,D    exit 1 unless at least a fraction F of the totals are within 10%
                   of the TLM engine's and every one within D (e.g. 0.95,0.25)
+  --router-buffers B  time the TLM side with chip.noc.router_buffer_packets = B (2 ..
+                  65536): B packets of buffer at each router input, and messages fed to
+                  their first link packet by packet, so that packets of flows crossing a
+                  link interleave there (the part of the TLM router model that adds no
+                  resource the analytical engine lacks; README "TLM vs analytical"); the
+                  analytical side and the draws are unchanged
   --only I        experiment I only: print what was drawn and both engines' times
   --emit FILE     with --only: write experiment I as a textproto for `tpsim run`
 )";
@@ -88,23 +96,31 @@ std::string Describe(const config::Experiment& c, const arch::Chip& chip) {
   return os.str();
 }
 
-Outcome RunOne(uint64_t seed, uint32_t index, Family family) {
+// `router_buffers` > 0: the TLM engine runs on the drawn chip with that many packets of buffer at
+// each router input (the analytical engine reads no such field).
+Outcome RunOne(uint64_t seed, uint32_t index, Family family, uint32_t router_buffers) {
   Outcome o;
   o.index = index;
   o.error = "-";
   try {
     Case k = Draw(seed, index, family);
     o.what = Describe(k.drawn.cfg, k.chip);
-    auto time = [&](const std::string& name, double* ms) {
+    auto time = [&](const std::string& name, const arch::Chip& chip, double* ms) {
       auto engine = MakeEngine(name);
       const auto t0 = std::chrono::steady_clock::now();
-      EngineOutput out = engine->Run(k.program, k.chip);
+      EngineOutput out = engine->Run(k.program, chip);
       *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (name == "analytical") o.contention = out.contention;
-      return BuildSummary(k.program, k.chip, out);
+      return BuildSummary(k.program, chip, out);
     };
-    const config::Summary a = time("analytical", &o.a_ms);
-    const config::Summary t = time("tlm", &o.t_ms);
+    const config::Summary a = time("analytical", k.chip, &o.a_ms);
+    std::optional<arch::Chip> buffered;
+    if (router_buffers > 0) {
+      config::Chip c = k.drawn.cfg.chip();
+      c.mutable_noc()->set_router_buffer_packets(router_buffers);
+      buffered.emplace(arch::Chip::Build(c));
+    }
+    const config::Summary t = time("tlm", buffered ? *buffered : k.chip, &o.t_ms);
     o.a_total = a.total_ps();
     o.t_total = t.total_ps();
     o.a_prefill = a.prefill_ps();
@@ -180,12 +196,12 @@ class Progress {
 };
 
 // Runs experiments [0, count) in `jobs` forked workers (worker w takes indices w, w + jobs, ...).
-std::vector<Outcome> RunAll(uint64_t seed, uint32_t count, int jobs, Family family) {
+std::vector<Outcome> RunAll(uint64_t seed, uint32_t count, int jobs, Family family, uint32_t router_buffers) {
   std::vector<Outcome> all;
   Progress progress(count);
   if (jobs <= 1) {
     for (uint32_t i = 0; i < count; ++i) {
-      all.push_back(RunOne(seed, i, family));
+      all.push_back(RunOne(seed, i, family, router_buffers));
       progress.Done(i + 1);
     }
     progress.Finish();
@@ -201,7 +217,7 @@ std::vector<Outcome> RunAll(uint64_t seed, uint32_t count, int jobs, Family fami
     if (pid == 0) {
       close(fds[0]);
       for (uint32_t i = static_cast<uint32_t>(w); i < count; i += static_cast<uint32_t>(jobs)) {
-        const std::string line = Serialise(RunOne(seed, i, family));
+        const std::string line = Serialise(RunOne(seed, i, family, router_buffers));
         size_t off = 0;
         while (off < line.size()) {
           const ssize_t k = write(fds[1], line.data() + off, line.size() - off);
@@ -279,6 +295,7 @@ int AgreeCommand(const std::vector<std::string>& args) {
   uint32_t worst = 5;
   Family family = Family::kDense;
   int64_t only = -1;
+  uint32_t router_buffers = 0;
   std::string csv, emit;
   std::vector<std::string> whole_draw;  // the flags given that only the whole draw reads
   double need_within10 = -1, need_max = -1;
@@ -322,6 +339,11 @@ int AgreeCommand(const std::vector<std::string>& args) {
         family = value == "moe" ? Family::kMoe : Family::kDense;
       } else if (flag == "--only") {
         only = static_cast<int64_t>(config::ParseCount(value, UINT32_MAX));
+      } else if (flag == "--router-buffers") {
+        router_buffers = static_cast<uint32_t>(config::ParseCount(value, UINT32_MAX));
+        // 1 is refused on rings and tori (two dateline classes of slots); 0 is the default network.
+        if (router_buffers < 2 || router_buffers > 65536)
+          return usage("--router-buffers is 2 .. 65536 packets, got '" + value + "'");
       } else if (flag == "--csv") {
         csv = value;
       } else if (flag == "--emit") {
@@ -369,12 +391,13 @@ int AgreeCommand(const std::vector<std::string>& args) {
         return 1;
       }
     }
-    const Outcome o = RunOne(seed, index, family);
+    const Outcome o = RunOne(seed, index, family, router_buffers);
     std::cout << "experiment " << index << " of seed " << seed << ": " << o.what << "\n";
     if (o.error != "-") {
       std::cout << "error: " << o.error << "\n";
       return 1;
     }
+    if (router_buffers > 0) std::cout << "tlm: chip.noc.router_buffer_packets = " << router_buffers << "\n";
     std::cout << "            analytical          tlm    ratio\n";
     auto row = [&](const char* name, int64_t a, int64_t t) {
       std::printf("%-8s %12.3f us %12.3f us  %6.3f\n", name, a / 1e6, t / 1e6, t > 0 ? double(a) / t : 1.0);
@@ -387,7 +410,10 @@ int AgreeCommand(const std::vector<std::string>& args) {
     return 0;
   }
 
-  const std::vector<Outcome> all = RunAll(seed, static_cast<uint32_t>(count), static_cast<int>(jobs), family);
+  const std::vector<Outcome> all =
+      RunAll(seed, static_cast<uint32_t>(count), static_cast<int>(jobs), family, router_buffers);
+  const std::string tlm_set =
+      router_buffers > 0 ? " --set chip.noc.router_buffer_packets=" + std::to_string(router_buffers) : "";
   if (!csv.empty()) {
     std::ostringstream out;
     out << "index,experiment,analytical_total_ps,tlm_total_ps,analytical_prefill_ps,tlm_prefill_ps,"
@@ -413,8 +439,9 @@ int AgreeCommand(const std::vector<std::string>& args) {
   for (const Outcome& o : all) {
     if (o.error == "-") ok.push_back(&o);
   }
-  std::cout << "tpsim agree --seed " << seed << " --count " << count << ": " << ok.size()
-            << " experiments run on both engines";
+  std::cout << "tpsim agree --seed " << seed << " --count " << count
+            << (router_buffers > 0 ? " --router-buffers " + std::to_string(router_buffers) : "") << ": "
+            << ok.size() << " experiments run on both engines";
   if (ok.size() != all.size()) std::cout << ", " << all.size() - ok.size() << " failed";
   std::cout << "\n\nanalytical / TLM     min      p5     p25  median     p75     p95     max  within 10%  "
                "within 25%\n";
@@ -469,7 +496,8 @@ int AgreeCommand(const std::vector<std::string>& args) {
               << Fixed(o.prefill(), 3) << ", decode step " << Fixed(o.decode(), 3) << ", contention "
               << Fixed(o.contention, 2) << "  " << o.what << "\n      tpsim agree --seed " << seed
               << (family == Family::kMoe ? " --family moe" : "") << " --only " << o.index << " --emit agree-"
-              << o.index << ".textproto && tpsim run agree-" << o.index << ".textproto --engine tlm\n";
+              << o.index << ".textproto && tpsim run agree-" << o.index << ".textproto --engine tlm"
+              << tlm_set << "\n";
   }
   for (const Outcome& o : all) {
     if (o.error != "-") std::cout << "  #" << o.index << " failed: " << o.error << "\n";
