@@ -439,9 +439,9 @@ int AgreeCommand(const std::vector<std::string>& args) {
   for (const Outcome& o : all) {
     if (o.error == "-") ok.push_back(&o);
   }
-  std::cout << "tpsim agree --seed " << seed << " --count " << count
-            << (router_buffers > 0 ? " --router-buffers " + std::to_string(router_buffers) : "") << ": "
-            << ok.size() << " experiments run on both engines";
+  std::cout << "tpsim agree --seed " << seed << (family == Family::kMoe ? " --family moe" : "") << " --count "
+            << count << (router_buffers > 0 ? " --router-buffers " + std::to_string(router_buffers) : "")
+            << ": " << ok.size() << " experiments run on both engines";
   if (ok.size() != all.size()) std::cout << ", " << all.size() - ok.size() << " failed";
   std::cout << "\n\nanalytical / TLM     min      p5     p25  median     p75     p95     max  within 10%  "
                "within 25%\n";

@@ -20,3 +20,9 @@ foreach(jobs 1 2)
   set_tests_properties(agree_progress_in_a_pipe_jobs${jobs} PROPERTIES LABELS fast
     PASS_REGULAR_EXPRESSION "^agree: 3/3 experiments\n$" FAIL_REGULAR_EXPRESSION "#")
 endforeach()
+# The summary's first line is the command that drew it: a MoE draw's said `tpsim agree --seed 15
+# --count 2`, which draws dense experiments.
+add_test(NAME agree_header_names_the_family
+  COMMAND $<TARGET_FILE:tpsim> agree --family moe --seed 15 --count 2)
+set_tests_properties(agree_header_names_the_family PROPERTIES LABELS fast
+  PASS_REGULAR_EXPRESSION "tpsim agree --seed 15 --family moe --count 2: 2 experiments run on both engines")
