@@ -366,9 +366,14 @@ int Chip::ChannelOf(int core) const {
 }
 
 double Chip::PeakTflops() const {
+  if (cfg_.has_gpu()) return num_cores_ * cfg_.gpu().bf16_tflops();
   const auto& c = cfg_.core();
   double arrays = std::max<uint32_t>(1, c.systolic_arrays());
   return num_cores_ * arrays * c.systolic_rows() * c.systolic_cols() * 2.0 * cfg_.clock_mhz() / 1e6;
+}
+
+double Chip::AchievableTflops() const {
+  return PeakTflops() * (cfg_.has_gpu() ? cfg_.gpu().tensor_efficiency() : cfg_.core().matrix_utilization());
 }
 
 uint64_t Chip::TotalSramBytes() const {

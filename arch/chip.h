@@ -128,7 +128,12 @@ class Chip {
   int ChannelOf(int core) const;
 
   // Whole-chip figures for `tpsim describe`.
-  double PeakTflops() const;  // all cores, at 100% utilisation
+  // All cores' bf16 matrix peak: the systolic arrays at the clock, or on a GPU node the gpu
+  // block's bf16_tflops per GPU (the kernels' model, arch/gpu; its core block is not read there).
+  double PeakTflops() const;
+  // PeakTflops at the matrix units' utilisation: core.matrix_utilization, or on a GPU node
+  // gpu.tensor_efficiency.
+  double AchievableTflops() const;
   uint64_t TotalSramBytes() const;
   double TotalDramBandwidthGbps() const;  // effective
   int Diameter() const;                   // max over core pairs of hops

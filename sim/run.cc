@@ -178,9 +178,18 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
   // Compute: every token of every pass goes through every layer's weight GEMMs.
   const double flops =
       2.0 * (weight_bytes / d) * layers * batch * (static_cast<double>(wl.seq_len()) + wl.decode_steps());
-  const double rate = chip.PeakTflops() * 1e12 * e.cfg.chip().core().matrix_utilization();
+  // A GPU node's kernels run at its fastest tensor rate x tensor_efficiency at best
+  // (arch/gpu/gemm.cc), whatever the dtype; systolic cores at their bf16 peak x utilisation.
+  const config::Chip& cc = e.cfg.chip();
+  const double rate =
+      (cc.has_gpu() ? chip.num_cores() *
+                          std::max({cc.gpu().bf16_tflops(), cc.gpu().fp16_tflops(), cc.gpu().fp8_tflops()}) *
+                          cc.gpu().tensor_efficiency()
+                    : chip.AchievableTflops()) *
+      1e12;
   if (rate > 0 && flops / rate > kLimitS) {
-    refuse("chip.core.matrix_utilization", num(e.cfg.chip().core().matrix_utilization()), flops / rate,
+    refuse(cc.has_gpu() ? "chip.gpu.tensor_efficiency" : "chip.core.matrix_utilization",
+           num(cc.has_gpu() ? cc.gpu().tensor_efficiency() : cc.core().matrix_utilization()), flops / rate,
            "the weight GEMMs (" + num(flops) + " FLOP at " + num(rate) + " FLOP/s on all cores)");
   }
   // DRAM: streamed weights are read at least once, through at most one channel per core

@@ -211,9 +211,14 @@ int Describe(Args& a) {
   if (!e.cfg.description().empty()) os << "            " << e.cfg.description() << "\n";
   os << "\nchip        " << c.name() << " (" << c.noc().topology() << ", " << chip.grid_rows() << " x "
      << chip.grid_cols() << ")\n";
-  os << "  cores                 " << chip.num_cores() << " at " << Fixed(c.clock_mhz(), 0) << " MHz\n";
+  // A GPU node's kernels are timed from its gpu block (arch/gpu), not from clock_mhz.
+  if (c.has_gpu()) {
+    os << "  cores                 " << chip.num_cores() << " GPUs of " << c.gpu().sms() << " SMs\n";
+  } else {
+    os << "  cores                 " << chip.num_cores() << " at " << Fixed(c.clock_mhz(), 0) << " MHz\n";
+  }
   os << "  peak                  " << Fixed(chip.PeakTflops(), 1) << " TFLOP/s bf16 ("
-     << Fixed(chip.PeakTflops() * c.core().matrix_utilization(), 1) << " achievable)\n";
+     << Fixed(chip.AchievableTflops(), 1) << " achievable" << (c.has_gpu() ? ", gpu block" : "") << ")\n";
   // In double: cores x sram_bytes passes 2^64 for a sram_bytes near 2^63 (it printed a wrapped total).
   os << "  SRAM                  "
      << HumanBytes(static_cast<double>(c.core().sram_bytes()) * chip.num_cores()) << " ("

@@ -266,8 +266,15 @@ TEST(H100, SwitchAndNumbers) {
   EXPECT_EQ(chip.Hops(0, 7), 2);
   // 4 GPUs on one side, the switch on the other: 4 x 450 GB/s.
   EXPECT_DOUBLE_EQ(chip.BisectionBandwidthGbps(), 1800.0);
-  // 528 x 16 x 32 x 2 x 1830 MHz = 989.4 TFLOP/s per GPU.
-  EXPECT_NEAR(chip.PeakTflops() / 8, 989.43, 0.01);
+  // The gpu block's bf16_tflops, 989.4 per GPU; achievable at tensor_efficiency 0.82. (The core
+  // block, which the GPU kernels do not read, gives 528 x 16 x 32 x 2 x 1830 MHz = 989.43.)
+  EXPECT_DOUBLE_EQ(chip.PeakTflops(), 8 * 989.4);
+  EXPECT_DOUBLE_EQ(chip.AchievableTflops(), 8 * 989.4 * 0.82);
+  // An override of the gpu block moves the peak (it printed the core block's 7915.4 TFLOP/s in
+  // `describe` for any gpu.bf16_tflops).
+  config::Chip slower = chip.config();
+  slower.mutable_gpu()->set_bf16_tflops(100);
+  EXPECT_DOUBLE_EQ(Chip::Build(slower).PeakTflops(), 800);
   // 250 ns up, 250 + 100 ns down, 1 MiB at 450 GB/s = 2330168.9 -> 2330169 ps.
   EXPECT_EQ(chip.TransferTime(0, 1, 1 << 20), 600000 + 2330169);
   // 3350 x 0.9 = 3015 GB/s; 1 GiB: 356133274.96 -> 356133275 ps, + 500 ns.

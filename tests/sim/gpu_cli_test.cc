@@ -96,6 +96,22 @@ TEST_F(GpuCli, EveryShippedChipAnswersBothCommands) {
   }
 }
 
+// `describe` of a GPU node prints what its kernels are timed from, the gpu block: GPUs of SMs and
+// bf16_tflops x tensor_efficiency. It printed the core block's clock and systolic peak (1830 MHz,
+// 7915.4 TFLOP/s), unchanged by any gpu override.
+TEST_F(GpuCli, DescribeNamesTheGpuBlocksPeak) {
+  std::string out;
+  ASSERT_EQ(
+      RunTpsim("describe configs/experiments/moe-qwen3-30b-a3b-h200.textproto --set chip.gpu.bf16_tflops=100",
+               &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("  cores                 8 GPUs of 132 SMs\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  peak                  800.0 TFLOP/s bf16 (656.0 achievable, gpu block)\n"),
+            std::string::npos)
+      << out;
+}
+
 TEST_F(GpuCli, GemmShapesFile) {
   {
     std::ofstream f(P("shapes.csv"));
