@@ -411,7 +411,11 @@ Ps Network::BookInput(int in, Ps earliest, Ps ser) {
 
 void Network::Serve(int link) {
   std::deque<Waiter>& q = waiting_[link];
+  const uint32_t* credits = &credits_[static_cast<size_t>(link) * classes_];
   for (size_t i = 0; i < q.size();) {
+    // No free slot of any class past this link: no waiter behind can go either (the scan
+    // would skip every one of them).
+    if (credits[0] == 0 && (classes_ == 1 || credits[1] == 0)) break;
     const Waiter w = q[i];
     Message& m = messages_[w.slot];
     if (credits_[static_cast<size_t>(link) * classes_ + route_class_[m.route_begin + w.hop]] == 0) {
