@@ -239,36 +239,55 @@ Chip Chip::Build(const config::Chip& cfg, const config::SourceMap& locs) {
 
   // Per destination core b, memoised hop counts from every node walked so far; a walk longer
   // than n hops means a topology's routing loops. From the cores they give the diameter; from
-  // the attach nodes, each core's nearest node in the read direction (attach -> core: weights
+  // the attach nodes, each core's nearest nodes in the read direction (attach -> core: weights
   // and KV reads are the bulk of memory traffic, and on a one-way ring the two directions
-  // differ), the lowest-id channel's node on ties. One walk per distinct node, however many
-  // channels hang there.
+  // differ). One walk per distinct node, however many channels hang there.
   std::vector<int> hops(n), path, link_dst(chip.links_.size());
   for (size_t l = 0; l < link_dst.size(); ++l) link_dst[l] = chip.links_[l].dst;
-  for (int b = 0; b < chip.num_cores_; ++b) {
-    std::fill(hops.begin(), hops.end(), -1);
-    hops[b] = 0;
-    auto hops_to_b = [&](int a) {
-      path.clear();
-      int at = a;
-      while (hops[at] < 0) {
-        path.push_back(at);
-        if (static_cast<int>(path.size()) > n_topo)
-          throw std::logic_error("routing loop in topology " + cfg.noc().topology());
-        at = link_dst[chip.next_hop_[static_cast<size_t>(b) * n_topo + at]];
-      }
-      for (auto it = path.rbegin(); it != path.rend(); ++it) {
-        hops[*it] = hops[at] + 1;
-        at = *it;
-      }
-      return hops[a];
-    };
-    for (int a = 0; a < chip.num_cores_; ++a) chip.diameter_ = std::max(chip.diameter_, hops_to_b(a));
-    int best_hops = 0;
-    for (int at : attach_nodes) {
-      const int h = hops_to_b(at);
-      if (core_node[b] < 0 || h < best_hops) core_node[b] = at, best_hops = h;
+  int walked = -1;  // the destination core `hops` holds
+  auto hops_to = [&](int b, int a) {
+    if (walked != b) {
+      std::fill(hops.begin(), hops.end(), -1);
+      hops[b] = 0;
+      walked = b;
     }
+    path.clear();
+    int at = a;
+    while (hops[at] < 0) {
+      path.push_back(at);
+      if (static_cast<int>(path.size()) > n_topo)
+        throw std::logic_error("routing loop in topology " + cfg.noc().topology());
+      at = link_dst[chip.next_hop_[static_cast<size_t>(b) * n_topo + at]];
+    }
+    for (auto it = path.rbegin(); it != path.rend(); ++it) {
+      hops[*it] = hops[at] + 1;
+      at = *it;
+    }
+    return hops[a];
+  };
+  std::vector<int> best_hops(chip.num_cores_, 0), nearest(chip.num_cores_, 0);  // and how many
+  for (int b = 0; b < chip.num_cores_; ++b) {
+    for (int a = 0; a < chip.num_cores_; ++a) chip.diameter_ = std::max(chip.diameter_, hops_to(b, a));
+    for (int at : attach_nodes) {
+      const int h = hops_to(b, at);
+      if (core_node[b] < 0 || h < best_hops[b]) core_node[b] = at, best_hops[b] = h, nearest[b] = 0;
+      nearest[b] += h == best_hops[b];
+    }
+  }
+  // A core with one nearest node takes it; then, in core-id order, a core with several takes the
+  // one with the fewest cores per channel so far (the first in channel-id order on ties), so
+  // that equidistant memories share the cores instead of the first one taking them all.
+  std::vector<size_t> choosers(n_topo, 0);
+  for (int b = 0; b < chip.num_cores_; ++b)
+    if (nearest[b] == 1) ++choosers[core_node[b]];
+  for (int b = 0; b < chip.num_cores_; ++b) {
+    if (nearest[b] < 2) continue;
+    int& best = core_node[b];
+    for (int at : attach_nodes)
+      if (hops_to(b, at) == best_hops[b] &&
+          choosers[at] * node_channels[best].size() < choosers[best] * node_channels[at].size())
+        best = at;
+    ++choosers[best];
   }
 
   // The cores that chose a node share its channels: in core-id order they take them

@@ -119,12 +119,13 @@ class Chip {
   // serialisation at the slowest link of the route (cut-through).
   Ps TransferTime(int a, int b, uint64_t bytes) const;
 
-  // The memory channel core `core` uses. The core chooses the attach node nearest in hops
-  // in the read direction (attach -> core; its own node when a channel is stacked there),
-  // the node of the lowest channel id on ties; the cores choosing one node share its
-  // channels, taking them round-robin in core-id and channel-id order (the j-th such core
-  // gets the node's channel j mod count); a node's channels are idle only when fewer
-  // cores choose it than hang channels there.
+  // The memory channel core `core` uses. The core chooses the attach node nearest in hops in
+  // the read direction (attach -> core; its own node when a channel is stacked there); a core
+  // with several nearest nodes, in core-id order after the cores with one, takes the one with
+  // the fewest cores per channel so far (the lowest channel id's on ties). The cores choosing
+  // one node share its channels, taking them round-robin in core-id and channel-id order (the
+  // j-th such core gets the node's channel j mod count); a node's channels are idle only when
+  // fewer cores choose it than hang channels there.
   int ChannelOf(int core) const;
 
   // Whole-chip figures for `tpsim describe`.
