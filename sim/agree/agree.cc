@@ -53,9 +53,10 @@ and the K worst cases, each with the commands that reproduce it.
   --router-buffers B  time the TLM side with chip.noc.router_buffer_packets = B (2 ..
                   65536): B packets of buffer at each router input, and messages fed to
                   their first link packet by packet, so that packets of flows crossing a
-                  link interleave there (the part of the TLM router model that adds no
-                  resource the analytical engine lacks; README "TLM vs analytical"); the
-                  analytical side and the draws are unchanged
+                  link interleave there (the router model without its ports, which would
+                  also cap each core's rate; the buffers add back-pressure, which the
+                  analytical engine lacks; README "TLM vs analytical"); the analytical
+                  side and the draws are unchanged
   --only I        experiment I only: print what was drawn and both engines' times
   --emit FILE     with --only: write experiment I as a textproto for `tpsim run`
 )";
