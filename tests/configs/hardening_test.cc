@@ -691,6 +691,16 @@ TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
         << u.output;
     EXPECT_NE(u.output.find("would take at least 570.4 days"), std::string::npos) << u.output;
   }
+  // A GPU node's kernels are timed from its gpu block: the bound uses its fastest tensor rate
+  // (fp8, 1978.9 TFLOP/s x 8 GPUs) x tensor_efficiency and names that field. Before, it used the
+  // core block's stand-in peak, which the GPU kernels never read, and let this run start.
+  Outcome g = Tpsim(
+      "run configs/experiments/moe-qwen3-30b-a3b-h200.textproto --set chip.gpu.tensor_efficiency=1e-12");
+  EXPECT_EQ(g.status, 2) << g.output;
+  EXPECT_NE(g.output.find("chip.gpu.tensor_efficiency: 1e-12: the weight GEMMs (2.81808e+12 FLOP at 15831.2 "
+                          "FLOP/s on all cores) would take at least 2060 days"),
+            std::string::npos)
+      << g.output;
   Outcome bw = Tpsim("run " + kRef + one + " --set chip.memory[0].bandwidth_gbps=1e-9");
   EXPECT_EQ(bw.status, 2) << bw.output;
   EXPECT_NE(bw.output.find("chip.memory[0].bandwidth_gbps: 1e-09: reading the streamed weights"),
