@@ -418,7 +418,7 @@ void Network::Serve(int link) {
     if (credits[0] == 0 && (classes_ == 1 || credits[1] == 0)) break;
     const Waiter w = q[i];
     Message& m = messages_[w.slot];
-    if (credits_[static_cast<size_t>(link) * classes_ + route_class_[m.route_begin + w.hop]] == 0) {
+    if (credits[route_class_[m.route_begin + w.hop]] == 0) {
       ++i;
       continue;
     }
