@@ -344,8 +344,8 @@ std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size
       if (chip.config().has_gpu()) {  // a GPU node's kernels: arch/gpu (GEMM and memory-bound models)
         what = "a kernel on GPU " + std::to_string(t.core);
         fields =
-            "chip.gpu.bf16_tflops (fp16_tflops, fp8_tflops), tensor_efficiency, hbm_bandwidth_gbps and "
-            "hbm_efficiency";
+            "chip.gpu.bf16_tflops (fp16_tflops, fp8_tflops), tensor_efficiency, operand_flops_per_byte, "
+            "hbm_bandwidth_gbps and hbm_efficiency";
       } else {
         what = "a compute task on core " + std::to_string(t.core);
         fields =

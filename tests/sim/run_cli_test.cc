@@ -409,7 +409,10 @@ TEST_F(RunCli, GpuKernelsPastTheClockNameTheGpuFields) {
   // On a GPU node a kernel's time comes from chip.gpu (arch/gpu), not the core's clock and
   // units: the message names those (before, "a compute task on core 0 ... check
   // chip.clock_mhz, chip.core.matrix_utilization").
-  for (const std::string field : {"chip.gpu.hbm_bandwidth_gbps=1e-9", "chip.gpu.bf16_tflops=1e-300"}) {
+  // operand_flops_per_byte: a GEMM's main loop takes (tm + tn) x bytes x this / peak a k step
+  // (arch/gpu/gemm.cc), so at 1e18 the first GEMM passes the clock; the message did not name it.
+  for (const std::string field : {"chip.gpu.hbm_bandwidth_gbps=1e-9", "chip.gpu.bf16_tflops=1e-300",
+                                  "chip.gpu.operand_flops_per_byte=1e18"}) {
     std::string out;
     EXPECT_EQ(
         RunTpsim("run configs/experiments/moe-qwen3-30b-a3b-h200.textproto --quiet --set " + field, &out), 1)
@@ -417,7 +420,7 @@ TEST_F(RunCli, GpuKernelsPastTheClockNameTheGpuFields) {
         << out;
     EXPECT_NE(out.find("a kernel on GPU 0 (task 8, op qkv_proj)"), std::string::npos) << field << "\n" << out;
     EXPECT_NE(out.find("check chip.gpu.bf16_tflops (fp16_tflops, fp8_tflops), tensor_efficiency, "
-                       "hbm_bandwidth_gbps and hbm_efficiency"),
+                       "operand_flops_per_byte, hbm_bandwidth_gbps and hbm_efficiency"),
               std::string::npos)
         << field << "\n"
         << out;
