@@ -132,7 +132,9 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
   Ps ps = 0;
   if (!p.empty()) {
     const EngineOutput timing = MakeEngine("analytical")->Run(p, chip);
-    CheckRepresentable(p, chip, timing);  // a saturated time is no result
+    // A saturated time is no result. This command has no --engine: an experiment with the
+    // collective is timed on TLM by `tpsim run`.
+    CheckRepresentable(p, chip, timing, "tpsim run --engine tlm on an experiment with this collective");
     ps = timing.makespan_ps;
   }
   row.time_us = static_cast<double>(ps) * 1e-6;

@@ -319,7 +319,8 @@ namespace {
 // TimeOverflowError's text for task i of `p` (`label` names it: "task 28"), started at `start_ps`:
 // what it is, where, and the fields its time depends on.
 std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size_t i,
-                         const std::string& label, Ps start_ps) {
+                         const std::string& label, Ps start_ps,
+                         const std::string& tlm_hint = "--engine tlm") {
   const mapping::Task t = p.task(i);
   std::string what, fields;
   char mb[64];
@@ -376,7 +377,7 @@ std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size
              ", holds a link for " + h +
              " hours, longer than the analytical engine's link calendars take (2.5 hours: they end such a "
              "flow past " +
-             kClockLimit + "); the TLM engine times it (--engine tlm); check " + fields;
+             kClockLimit + "); the TLM engine times it (" + tlm_hint + "); check " + fields;
     }
   }
   // A task that starts after a day of simulated time is where the clock ran out, not
@@ -389,13 +390,14 @@ std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size
 
 }  // namespace
 
-void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing) {
+void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing,
+                        const std::string& tlm_hint) {
   constexpr Ps kMax = std::numeric_limits<Ps>::max();
   if (timing.makespan_ps < kMax) return;
   for (size_t i = 0; i < timing.tasks.size() && i < program.num_tasks(); ++i)
     if (timing.tasks[i].end_ps >= kMax)
       throw TimeOverflowError(
-          OverflowText(program, chip, i, "task " + std::to_string(i), timing.tasks[i].start_ps));
+          OverflowText(program, chip, i, "task " + std::to_string(i), timing.tasks[i].start_ps, tlm_hint));
   throw TimeOverflowError(std::string("the run ends later than ") + kClockLimit);
 }
 

@@ -72,7 +72,10 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip);
 // the run cannot be represented. Throws TimeOverflowError naming the first task (in id order)
 // that ended there, its payload and the fields its time depends on; returns when `timing`'s
 // makespan is below the clock's maximum.
-void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing);
+// `tlm_hint`: how to time on the TLM engine a flow too long for the analytical link calendars
+// (where the caller has no --engine, as `tpsim collectives`, it names a command that has one).
+void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing,
+                        const std::string& tlm_hint = "--engine tlm");
 // The same error for a run made from steps (sim/step_source.h StepOverflow): the task in `head`
 // (step 0) or in the template `step`, named by its decode step and its index there.
 [[noreturn]] void ThrowStepOverflow(const StepOverflow& o, const mapping::Program& head,

@@ -427,6 +427,25 @@ TEST_F(RunCli, GpuKernelsPastTheClockNameTheGpuFields) {
   }
 }
 
+TEST_F(RunCli, CollectivesPastTheLinkCalendarsNameACommandWithTheTlmEngine) {
+  // An all-reduce of 2 MiB over 8 ranks of wafer-8x8 sends 262,144 B chunks: at 1e-9 GB/s one
+  // holds a link 262,144 / 1e-9 ns = 72.8 hours, past the analytical link calendars' 2.5. The
+  // error advised "--engine tlm", which `tpsim collectives` refuses (it has no --engine).
+  std::string out;
+  EXPECT_EQ(
+      RunTpsim(
+          "collectives wafer-8x8 --op all_reduce --ranks 8 --sizes 2M --set noc.link_bandwidth_gbps=1e-9",
+          &out),
+      1)
+      << out;
+  EXPECT_NE(out.find("holds a link for 72.8 hours"), std::string::npos) << out;
+  EXPECT_NE(
+      out.find("the TLM engine times it (tpsim run --engine tlm on an experiment with this collective)"),
+      std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("(--engine tlm)"), std::string::npos) << out;
+}
+
 TEST_F(RunCli, ProgressLineOnATerminalOnly) {
   // 800 decode steps, every one lowered, take more than a second: on a terminal (script(1)
   // gives one) stderr shows the stage and the time; into a pipe nothing, so redirected output
