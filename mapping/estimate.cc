@@ -183,13 +183,20 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   }
   if (weights_read) memory += p * kGemms * shards;
   if (!kv_sram) memory += 3.0 * p;
+  // Spills where a pass of `n` rows (the prefill's, or a decode step's batch) may not fit: a
+  // decode step's attention, GEMM operands and held activations are those of its batch, so
+  // spills in the prefill alone do not count in every decode step (moe-qwen3-235b-a22b, 32 MiB
+  // per core: 3,456 spills a decode layer were counted, none are lowered;
+  // Estimate.BoundsDecodeStepsOfTheirOwnSize).
   const double heads_per_rank = std::ceil(nq / p);
-  const double attention = heads_per_rank * b * (2 * (rows / b) * context + 2 * context * hd) * d;
-  const double gemm = 2 * rows * widest * d + (weights_read ? 2 * h * widest / p * d : 0);
-  const double held = 4 * rows * widest * d;
   const double sram = static_cast<double>(chip.config().core().sram_bytes());
-  if (std::max(attention, gemm) + held > sram - resident) memory += kSpillsPerCompute * compute;
-  if (gpu) memory = 0;
+  auto memory_at = [&](double n) {
+    if (gpu) return 0.0;
+    const double attention = heads_per_rank * b * (2 * (n / b) * context + 2 * context * hd) * d;
+    const double gemm = 2 * n * widest * d + (weights_read ? 2 * h * widest / p * d : 0);
+    const double held = 4 * n * widest * d;
+    return memory + (std::max(attention, gemm) + held > sram - resident ? kSpillsPerCompute * compute : 0);
+  };
 
   const CollectiveCount per_collective = CollectiveTransfers(CountedAlgorithm(m.collective()), p);
   const double rotations = kGemms * shards * (shards > 1 ? p : 0);
@@ -209,11 +216,19 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   };
   // Attention replicas (mapping.attention_dp) repeat the dense part on their own ranks.
   const double dp = std::max(1, static_cast<int>(m.attention_dp()));
-  e.per_layer = (compute + memory + transfers_at(rows)) * dp;
-  e.per_layer_decode = (compute + memory + transfers_at(b)) * dp;
-  const double handover = (stages - 1) * p * p * dp;
-  e.tasks =
-      e.layers * e.per_layer + handover + wl.decode_steps() * (e.layers * e.per_layer_decode + handover);
+  e.per_layer = (compute + memory_at(rows) + transfers_at(rows)) * dp;
+  e.per_layer_decode = (compute + memory_at(b) + transfers_at(b)) * dp;
+  // A stage's hand-over of T tokens: P sends, after converting its output to whole rows or
+  // replicated (pipeline.cc StageSend), P x P in all. Where the collectives move whole rows
+  // (by_rows), that conversion spreads each row in P - 1 transfers: P + 2 T (P - 1) at most (in
+  // a decode step of moe-qwen3-235b-a22b, 64 + 63 lowered against the 4,096 counted before
+  // 2026-12-07; Estimate.BoundsDecodeStepsOfTheirOwnSize).
+  auto handover_at = [&](double tokens) {
+    const double all = static_cast<double>(p) * p;
+    return (stages - 1) * dp * (by_rows ? std::min(all, p + 2 * tokens * (p - 1)) : all);
+  };
+  e.tasks = e.layers * e.per_layer + handover_at(rows) +
+            wl.decode_steps() * (e.layers * e.per_layer_decode + handover_at(b));
   if (model.num_experts() > 0) {
     // MoE blocks (moe_pass.h), per layer and pass of T tokens: at most min(E, T top_k) experts
     // get tokens, each on tp_moe ranks in each replica: 3 compute tasks (and a weight read when

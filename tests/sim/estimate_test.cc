@@ -111,6 +111,63 @@ TEST(Estimate, BoundsMoeDecodeSteps) {
   Check({"moe-mixtral-8x7b.textproto", {"workload.decode_steps=9", "workload.batch=4"}});
 }
 
+// A decode step's tasks against the estimate's per decode step (per_layer_decode, and the MoE
+// blocks of its batch): the Program's growth from 1 to 2 decode steps, an upper bound within
+// kDecodeTightness. Spills are counted where a decode step's own data may not fit (before
+// 2026-12-07, wherever the prefill's did), and a stage's hand-over where collectives move whole
+// rows as P sends and 2 T (P - 1) transfers, not P x P: moe-qwen3-235b-a22b's decode step at 16
+// layers was estimated at 153,536 tasks for 22,225 (ratio 0.145: 3,456 spills a layer counted and
+// none lowered, 61,440 hand-over transfers for 1,905), now 39,650.
+constexpr double kDecodeTightness = 0.4;
+
+void CheckDecodeStep(const Case& c, double tightness = kDecodeTightness) {
+  auto lower = [&](const char* steps, mapping::ProgramEstimate* est) {
+    std::vector<Override> sets;
+    for (const auto& s : c.sets) sets.push_back(ParseOverride(s));
+    sets.push_back(ParseOverride(std::string("workload.decode_steps=") + steps));
+    const Experiment e = LoadExperiment(kDir + c.file, sets);
+    const arch::Chip chip = ValidateExperiment(e);
+    *est = mapping::EstimateProgram(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping());
+    return static_cast<double>(
+        mapping::Lower(chip, e.cfg.model(), e.cfg.workload(), e.cfg.mapping()).num_tasks());
+  };
+  mapping::ProgramEstimate one, two;
+  const double step = lower("2", &two) - lower("1", &one);
+  const double ratio = step / (two.tasks - one.tasks);
+  std::string label = c.file;
+  for (const auto& s : c.sets) label += " " + s;
+  std::printf("%-90s decode step: tasks %9.0f estimate %11.0f ratio %.3f\n", label.c_str(), step,
+              two.tasks - one.tasks, ratio);
+  EXPECT_LE(ratio, 1.0) << label;
+  EXPECT_GE(ratio, tightness) << label;
+}
+
+TEST(Estimate, BoundsDecodeStepsOfTheirOwnSize) {
+  const std::string big = "moe-qwen3-235b-a22b.textproto";
+  CheckDecodeStep({big, {"workload.num_layers=16"}});
+  for (const char* algo : {"ring", "bidirectional_ring", "direct", "mesh_2d", "halving_doubling"})
+    for (const char* batch : {"1", "4", "32"})
+      CheckDecodeStep({big,
+                       {std::string("mapping.collective=") + algo, std::string("workload.batch=") + batch,
+                        "workload.num_layers=4", "mapping.pipeline_stages=2"}},
+                      0);
+  CheckDecodeStep({"reference-qwen3-4b.textproto", {}});
+  CheckDecodeStep({"mesh-4x4-hbm-qwen3-0.6b.textproto", {}});
+  // Its prefill spills and its decode steps do not: 38,080 and 34,048 tasks a layer counted.
+  CheckDecodeStep({"wafer-32x32-qwen3-32b.textproto", {"workload.num_layers=16"}});
+  CheckDecodeStep({"moe-qwen3-30b-a3b.textproto", {}});
+  // A GPU node's kernels are fused (one qkv_proj), which the count does not see: 0.243.
+  CheckDecodeStep({"moe-mixtral-8x7b.textproto", {}}, kTightness);
+  // Decode steps that spill: SRAM too small for the weights streamed and a long context.
+  for (const char* part : {"megatron", "k_split", "m_split_rotate"})
+    CheckDecodeStep(
+        {"reference-qwen3-4b.textproto",
+         {"chip.core.sram_bytes=262144", "workload.seq_len=2048", std::string("mapping.partition=") + part}},
+        0);
+  CheckDecodeStep({"moe-qwen3-30b-a3b.textproto", {"chip.core.sram_bytes=1048576", "workload.num_layers=8"}},
+                  0);
+}
+
 TEST(Estimate, BoundsEachPartitionerAndAlgorithm) {
   for (const char* part : {"k_split", "n_split", "megatron", "m_split_rotate", "mn_2d"})
     for (const char* algo : {"ring", "bidirectional_ring", "direct", "halving_doubling", "mesh_2d"})
