@@ -220,9 +220,14 @@ int Describe(Args& a) {
   os << "  peak                  " << Fixed(chip.PeakTflops(), 1) << " TFLOP/s bf16 ("
      << Fixed(chip.AchievableTflops(), 1) << " achievable" << (c.has_gpu() ? ", gpu block" : "") << ")\n";
   // In double: cores x sram_bytes passes 2^64 for a sram_bytes near 2^63 (it printed a wrapped total).
-  os << "  SRAM                  "
-     << HumanBytes(static_cast<double>(c.core().sram_bytes()) * chip.num_cores()) << " ("
-     << HumanBytes(static_cast<double>(c.core().sram_bytes())) << " per core)\n";
+  if (c.has_gpu()) {  // a cache, not a scratchpad: the GEMM model reads gpu.l2_bytes (arch/gpu/gemm.cc)
+    os << "  L2 cache              " << HumanBytes(static_cast<double>(c.gpu().l2_bytes()))
+       << " per GPU (chip.gpu.l2_bytes)\n";
+  } else {
+    os << "  SRAM                  "
+       << HumanBytes(static_cast<double>(c.core().sram_bytes()) * chip.num_cores()) << " ("
+       << HumanBytes(static_cast<double>(c.core().sram_bytes())) << " per core)\n";
+  }
   std::set<int> attach_nodes;
   size_t stacked = 0;
   for (size_t ch = 0; ch < chip.channels().size(); ++ch) {

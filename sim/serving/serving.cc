@@ -35,7 +35,9 @@ uint64_t KvCapacityTokens(const arch::Chip& chip, const config::Model& model, co
   uint64_t dram = 0;
   for (const auto& ch : chip.channels()) dram += ch.capacity_bytes;
   const uint64_t dram_per_core = chip.num_cores() > 0 ? dram / chip.num_cores() : 0;
-  const uint64_t sram = chip.config().core().sram_bytes();
+  // A GPU node keeps the KV cache in HBM: its "SRAM" (core.sram_bytes, the L2's size) is a
+  // cache, not room for KV (before 2026-12-07 it counted: 50 MiB a GPU on h100-sxm-8).
+  const uint64_t sram = chip.config().has_gpu() ? 0 : chip.config().core().sram_bytes();
   uint64_t free_sram = sram, free_dram = dram_per_core;
   if (plan.weights_in_sram) {
     free_sram = sram > plan.weight_bytes_per_core ? sram - plan.weight_bytes_per_core : 0;

@@ -18,7 +18,8 @@
 namespace tpsim::serving {
 
 // KV capacity of a group of `stages` pipeline stages of mapping.tp cores, in tokens:
-// per core, SRAM left after its weight shards (when the mapping keeps weights in SRAM)
+// per core, SRAM left after its weight shards (when the mapping keeps weights in SRAM; none on
+// a GPU node, whose L2 is a cache)
 // plus its share of DRAM (total channel capacity / cores) less the weights streamed
 // from there, divided by the KV bytes one token takes on a core of the most loaded
 // stage (2 x its layers x its KV heads x head_dim x dtype bytes).

@@ -110,6 +110,17 @@ TEST_F(GpuCli, DescribeNamesTheGpuBlocksPeak) {
   EXPECT_NE(out.find("  peak                  800.0 TFLOP/s bf16 (656.0 achievable, gpu block)\n"),
             std::string::npos)
       << out;
+  // The L2 from the gpu block (a cache; it printed "SRAM 400.0 MiB (50.0 MiB per core)" from
+  // core.sram_bytes, which no GPU model reads).
+  ASSERT_EQ(
+      RunTpsim(
+          "describe configs/experiments/moe-qwen3-30b-a3b-h200.textproto --set chip.gpu.l2_bytes=1048576",
+          &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("  L2 cache              1.00 MiB per GPU (chip.gpu.l2_bytes)\n"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("SRAM"), std::string::npos) << out;
 }
 
 TEST_F(GpuCli, GemmShapesFile) {

@@ -906,6 +906,31 @@ TEST(Serving, SyntheticArrivalsPastTheHorizonAreRefused) {
 // layers it is run's decode step (the same layers, weights and KV placed alike: within 1%); on 4
 // layers scaled x 7, each layer streams its weights as there, but the iteration's 3 stage sends
 // and pipeline start are counted 7 times, not once: longer, and within 5% (4.1% here).
+// A GPU node's KV capacity is its HBM less the weights: the core block's sram_bytes (the L2's
+// size, a cache) is no room for KV. Before 2026-12-07 it counted: qwen3-4b at TP 8 on
+// h100-sxm-8 had about 2,844 tokens more (52,428,800 B / 18,432 B a token; `tpsim serve` printed
+// 288368 blocks of 16 tokens, now 288191).
+TEST(Serving, GpuKvCapacityIsTheHbmLessTheWeights) {
+  const std::string exp =
+      std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/moe-qwen3-30b-a3b-h200.textproto";
+  auto capacity = [&](const std::vector<sim::Override>& set) {
+    const sim::Experiment e = sim::LoadExperiment(exp, set);
+    const arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
+    return KvCapacityTokens(chip, e.cfg.model(), e.cfg.mapping(), 1, "bf16");
+  };
+  const uint64_t base = capacity({});
+  EXPECT_EQ(base, capacity({{"chip.core.sram_bytes", "524288000"}}));
+  // By hand: per GPU 2 x 48 layers x 1 KV head (4 over TP 8) x 128 x 2 B = 24,576 B a token;
+  // HBM 141 GiB (h200-sxm-8's capacity_bytes) less the GPU's weight shards.
+  const sim::Experiment e = sim::LoadExperiment(exp, {});
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip(), e.locs);
+  const mapping::WeightPlan plan = mapping::PlanWeights(chip, e.cfg.model(), e.cfg.mapping(), 0, "bf16");
+  EXPECT_EQ(plan.layers_per_core, 48u);
+  EXPECT_EQ(plan.kv_heads_per_core, 1u);
+  const uint64_t hbm = chip.channels().at(0).capacity_bytes;
+  EXPECT_EQ(base, (hbm - plan.weight_bytes_per_core) / 24576);
+}
+
 TEST(Serving, IterationsAreTimedOnTheModelsMemoryPlan) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("tpsim_serving_plan_" + std::to_string(getpid()));
