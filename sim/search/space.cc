@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "configs/files.h"
+#include "llm/opgraph.h"
 #include "mapping/collective/collective.h"
 #include "mapping/estimate.h"
 #include "mapping/mapping.h"
@@ -93,6 +94,11 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
   };
   // Disaggregated serving: a prefill and a decode group of `st` stages each.
   const uint64_t groups = Disaggregated(base) ? 2 : 1;
+  // Where every simulated layer is sparse, the MLP's partitioner partitions nothing (the MoE
+  // block is split by ep and moe.tp): a candidate whose MLP partitioner differs from its
+  // attention's lowers the attention's Program, so only the attention's is kept (5 x 5
+  // partitioner pairs were 5 distinct Programs; SearchTest.AllSparseMoeModelsSearchOnePartitionerPair).
+  const bool mlp_unused = experts > 0 && llm::MoeLayerCount(base.cfg.model(), Layers(base)) == Layers(base);
   std::vector<Candidate> out;
   for (uint32_t tp : tps)
     for (uint32_t dp : dps)
@@ -101,19 +107,20 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
           if (dp == 0 || groups * tp * dp * st > cores || st > Layers(base)) continue;
           for (const auto& a : parts)
             for (const auto& m : parts)
-              for (const auto& pl : places)
-                for (const auto& sp : spans) {
-                  // One stage: both wafer-wide orders are the same placement.
-                  if (st == 1 && sp == "chip:tp_major" &&
-                      std::find(spans.begin(), spans.end(), "chip:stage_major") != spans.end())
-                    continue;
-                  for (const auto& co : colls)
-                    for (const auto& w : weights)
-                      for (uint32_t b : batches)
-                        if (b % dp == 0)
-                          out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp, dp, mc.ep, mc.moe_tp,
-                                                  mc.all_to_all, mc.group_order});
-                }
+              if (!mlp_unused || m == a)
+                for (const auto& pl : places)
+                  for (const auto& sp : spans) {
+                    // One stage: both wafer-wide orders are the same placement.
+                    if (st == 1 && sp == "chip:tp_major" &&
+                        std::find(spans.begin(), spans.end(), "chip:stage_major") != spans.end())
+                      continue;
+                    for (const auto& co : colls)
+                      for (const auto& w : weights)
+                        for (uint32_t b : batches)
+                          if (b % dp == 0)
+                            out.push_back(Candidate{tp, st, b, a, m, pl, co, w, sp, dp, mc.ep, mc.moe_tp,
+                                                    mc.all_to_all, mc.group_order});
+                  }
         }
   return out;
 }

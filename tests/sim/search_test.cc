@@ -504,6 +504,41 @@ TEST(SearchTest, MoeModelsSearchTheExpertParallelDegree) {
   EXPECT_EQ(m.moe().tp(), 0u);
 }
 
+// Qwen3-30B-A3B's layers are all sparse: the MLP's partitioner partitions nothing (the MoE block
+// is split by ep), so (attention k_split, MLP megatron) times as (k_split, k_split), and the
+// space keeps the pairs with one partitioner: 2 candidates of 2 partitioners, not 4. With every
+// second layer dense (model.decoder_sparse_step 2) the MLP's partitioner counts: 4.
+TEST(SearchTest, AllSparseMoeModelsSearchOnePartitionerPair) {
+  const sim::Experiment e = Shipped("moe-qwen3-30b-a3b.textproto");
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SpaceOptions o = OneStageMegatronRing().space;
+  o.tp = {4};
+  o.ep = {4};
+  o.partitions = {"megatron", "k_split"};
+  const std::vector<Candidate> space = Space(e, chip, o);
+  ASSERT_EQ(space.size(), 2u);
+  for (const Candidate& c : space) EXPECT_EQ(c.attention, c.mlp);
+  Candidate mixed = space.front();
+  mixed.attention = "k_split";
+  mixed.mlp = "megatron";
+  Candidate same = mixed;
+  same.mlp = "k_split";
+  const config::Result a = sim::RunExperiment(Apply(e, mixed), {}).result;
+  const config::Result b = sim::RunExperiment(Apply(e, same), {}).result;
+  EXPECT_EQ(a.summary().SerializeAsString(), b.summary().SerializeAsString());
+  EXPECT_EQ(a.ops_size(), b.ops_size());
+  Candidate megatron = same;  // the attention's partitioner does count
+  megatron.attention = megatron.mlp = "megatron";
+  EXPECT_NE(sim::RunExperiment(Apply(e, megatron), {}).result.summary().total_ps(), a.summary().total_ps());
+  const sim::Experiment dense_half =
+      sim::LoadExperiment(std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/moe-qwen3-30b-a3b.textproto",
+                          {{"workload.num_layers", "2"},
+                           {"workload.seq_len", "64"},
+                           {"workload.decode_steps", "4"},
+                           {"model.decoder_sparse_step", "2"}});
+  EXPECT_EQ(Space(dense_half, chip, o).size(), 4u);
+}
+
 // Energy per token is the chip's with every replica running, as tokens/s per chip assumes.
 // Each candidate runs as one replica and is charged the whole chip's static power, which R
 // replicas share: (R x (E - S) + S) / (R x tokens) from the one-replica run's energy E and
