@@ -444,12 +444,25 @@ std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const con
           {"mapping.moe.routing_file", "routing " + routing + " does not read it (routing trace does)"});
     // gate_up and down are the dense MLP's classes: a model whose every layer is an MoE block
     // has none (its experts, shared ones included, follow mapping.moe).
-    if (llm::MoeLayerCount(model, model.num_layers()) == model.num_layers())
-      for (int i = 0; i < m.overrides_size(); ++i)
-        if (m.overrides(i).op() == "gate_up" || m.overrides(i).op() == "down")
+    if (llm::MoeLayerCount(model, model.num_layers()) == model.num_layers()) {
+      bool qkv = false, o = false;
+      for (int i = 0; i < m.overrides_size(); ++i) {
+        const std::string& op = m.overrides(i).op();
+        qkv |= op == "qkv";
+        o |= op == "o";
+        if (op == "gate_up" || op == "down")
           out.push_back({"mapping.overrides[" + std::to_string(i) + "]",
-                         "op class " + m.overrides(i).op() + " is the dense MLP's, and every layer of " +
-                             model.name() + " is an MoE block (its experts follow mapping.moe)"});
+                         "op class " + op + " is the dense MLP's, and every layer of " + model.name() +
+                             " is an MoE block (its experts follow mapping.moe)"});
+      }
+      // The partition then reaches no op: the attention projections have theirs, and the rest
+      // of a layer is replicated, split by heads or an MoE block (the Programs of the five
+      // partitioners are the same: SearchTest.AllSparseMoeModelsSearchOnePartitionerPair).
+      if (qkv && o && !m.partition().empty())
+        out.push_back(
+            {"mapping.partition", "overrides set the attention projections' (qkv, o), and every layer of " +
+                                      model.name() + " is an MoE block (its experts follow mapping.moe)"});
+    }
   }
   return out;
 }

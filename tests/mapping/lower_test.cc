@@ -439,6 +439,29 @@ TEST(LowerTest, UnreadMappingFieldsAreListed) {
       u[0].why,
       "op class down is the dense MLP's, and every layer of tiny-moe is an MoE block (its experts follow "
       "mapping.moe)");
+  // With qkv and o overridden too, the partition reaches no op; with one of them, it does.
+  m.clear_overrides();  // the mn_2d override of down too: its grid fields go with it
+  m.clear_grid_rows();
+  m.clear_mn_2d_weights();
+  m.set_partition("k_split");
+  for (const char* op : {"qkv", "o"}) {
+    config::PartitionOverride* o = m.add_overrides();
+    o->set_op(op);
+    o->set_partition("megatron");
+  }
+  u = UnreadMappingFields(m, chip, moe);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].field, "mapping.partition");
+  EXPECT_EQ(u[0].why,
+            "overrides set the attention projections' (qkv, o), and every layer of tiny-moe is an MoE block "
+            "(its experts follow mapping.moe)");
+  m.mutable_overrides()->RemoveLast();
+  EXPECT_TRUE(UnreadMappingFields(m, chip, moe).empty());
+  config::PartitionOverride* back = m.add_overrides();
+  back->set_op("o");
+  back->set_partition("megatron");
+  moe.set_decoder_sparse_step(2);  // a dense layer's MLP reads it
+  EXPECT_TRUE(UnreadMappingFields(m, chip, moe).empty());
 }
 
 // Stage regions that cannot tile the grid are said at mapping.pipeline_stages, with the way
