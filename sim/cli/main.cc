@@ -158,7 +158,7 @@ std::optional<std::pair<uint32_t, uint32_t>> DenseAndMoeLayer(const config::Mode
 const char* kDescribeUsage = R"(usage: tpsim describe [EXPERIMENT] [--set FIELD=VALUE]... [--model MODEL]
 
 Resolves and validates an experiment, then prints the chip (cores, peak
-TFLOP/s, SRAM, DRAM or HBM bandwidth, network diameter and bisection bandwidth), the
+TFLOP/s, SRAM (a GPU node's L2), DRAM or HBM bandwidth, network diameter and bisection bandwidth), the
 model (parameters, per-layer FLOPs and bytes for the workload) and the mapping.
 
   EXPERIMENT          experiment file (.textproto or .json), or a shipped experiment's
