@@ -160,7 +160,7 @@ validate::GemmRow PredictGemm(const arch::Chip& chip, uint64_t m, uint64_t n, ui
   // (a double) passes it: neither is a time tpsim can represent.
   CheckClock(e.time_us,
              "a GEMM of m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                 " on one core of " + chip.config().name(),
+                 (chip.config().has_gpu() ? " on one GPU of " : " on one core of ") + chip.config().name(),
              std::string("the shape and the chip's ") +
                  (chip.config().has_gpu() ? "gpu block" : "clock_mhz and core"));
   validate::GemmRow r;

@@ -99,7 +99,8 @@ int GemmCommand(const std::vector<std::string>& args) {
         {std::filesystem::is_regular_file(chip_arg) ? chip_arg : std::string(), shapes_path});
     const arch::Chip chip = sim::LoadChipArg(chip_arg, sets);
     for (const auto& s : shapes) rows.push_back(sim::PredictGemm(chip, s.m, s.n, s.k, s.dtype));
-    std::cout << "# tpsim gemm on one core of " << chip.config().name() << " ("
+    std::cout << "# tpsim gemm on one " << (chip.config().has_gpu() ? "GPU" : "core") << " of "
+              << chip.config().name() << " ("
               << (chip.config().has_gpu() ? "GPU GEMM model, arch/gpu/gemm.h"
                                           : "systolic core, Chip::GemmTime")
               << ")\n";
