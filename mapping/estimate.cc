@@ -210,8 +210,11 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   const bool by_rows =
       all_sparse && !gpu &&
       std::all_of(parts.begin(), parts.end(), [](const std::string& x) { return x == "megatron"; });
+  // A GPU node lowers a collective as one NCCL kernel a rank (layout_convert.cc NcclCollective),
+  // not as the algorithm's transfers (moe-mixtral-8x7b's all-reduces: 8 kernels, 112 counted
+  // before 2026-12-07; Estimate.BoundsDecodeStepsOfTheirOwnSize).
   auto transfers_at = [&](double tokens) {
-    const double most = per_collective.transfers;
+    const double most = gpu ? p : per_collective.transfers;
     return coll * (by_rows ? std::min(most, 2 * tokens * (p - 1)) : most) + rotations;
   };
   // Attention replicas (mapping.attention_dp) repeat the dense part on their own ranks.
@@ -225,6 +228,7 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   // 2026-12-07; Estimate.BoundsDecodeStepsOfTheirOwnSize).
   auto handover_at = [&](double tokens) {
     const double all = static_cast<double>(p) * p;
+    if (gpu) return (stages - 1) * dp * std::min(all, 2.0 * p);  // the conversion's p kernels
     return (stages - 1) * dp * (by_rows ? std::min(all, p + 2 * tokens * (p - 1)) : all);
   };
   e.tasks = e.layers * e.per_layer + handover_at(rows) +
