@@ -156,6 +156,9 @@ TEST(Estimate, BoundsDecodeStepsOfTheirOwnSize) {
   // Its prefill spills and its decode steps do not: 38,080 and 34,048 tasks a layer counted.
   CheckDecodeStep({"wafer-32x32-qwen3-32b.textproto", {"workload.num_layers=16"}});
   CheckDecodeStep({"moe-qwen3-30b-a3b.textproto", {}});
+  CheckDecodeStep({"moe-qwen3-30b-a3b-dp.textproto", {}});
+  CheckDecodeStep({"default.textproto", {}});
+  CheckDecodeStep({"mesh-16x16-hbm-qwen3-8b.textproto", {}});
   // GPU nodes: a collective is one NCCL kernel a rank (0.243 when its ring transfers were
   // counted).
   CheckDecodeStep({"moe-mixtral-8x7b.textproto", {}});
