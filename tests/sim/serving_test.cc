@@ -896,16 +896,6 @@ TEST(Serving, SyntheticArrivalsPastTheHorizonAreRefused) {
   EXPECT_NO_THROW(ParseTrace("arrival_s,prompt_tokens,output_tokens\n0,1,1\n2e6,1,1\n", "t.csv", ""));
 }
 
-// Serving times each iteration on the memory plan of the model's stages, not of the simulated
-// layers (LowerOptions::plan_layers). Qwen3-0.6B on mesh-4x4-hbm, tp 4 in 4 stages: a stage holds
-// 7 of the 28 layers, 7 x 7.5 MiB = 52.5 MiB of weight shards per core, more than its 48 MiB of
-// SRAM, so they are streamed from HBM whatever the layers simulated. Before, the default (one
-// layer per stage, 7.5 MiB) kept them in SRAM: TPOT 1.898 ms, 15% under the 2.234 ms with all 28
-// layers lowered and the 2230.902 us decode step of `tpsim run`. One request of 512 prompt
-// tokens and 2 output tokens: its TPOT is one decode iteration at context 512. Lowered on 28
-// layers it is run's decode step (the same layers, weights and KV placed alike: within 1%); on 4
-// layers scaled x 7, each layer streams its weights as there, but the iteration's 3 stage sends
-// and pipeline start are counted 7 times, not once: longer, and within 5% (4.1% here).
 // A GPU node's KV capacity is its HBM less the weights: the core block's sram_bytes (the L2's
 // size, a cache) is no room for KV. Before 2026-12-07 it counted: qwen3-4b at TP 8 on
 // h100-sxm-8 had about 2,844 tokens more (52,428,800 B / 18,432 B a token; `tpsim serve` printed
@@ -931,6 +921,16 @@ TEST(Serving, GpuKvCapacityIsTheHbmLessTheWeights) {
   EXPECT_EQ(base, (hbm - plan.weight_bytes_per_core) / 24576);
 }
 
+// Serving times each iteration on the memory plan of the model's stages, not of the simulated
+// layers (LowerOptions::plan_layers). Qwen3-0.6B on mesh-4x4-hbm, tp 4 in 4 stages: a stage holds
+// 7 of the 28 layers, 7 x 7.5 MiB = 52.5 MiB of weight shards per core, more than its 48 MiB of
+// SRAM, so they are streamed from HBM whatever the layers simulated. Before, the default (one
+// layer per stage, 7.5 MiB) kept them in SRAM: TPOT 1.898 ms, 15% under the 2.234 ms with all 28
+// layers lowered and the 2230.902 us decode step of `tpsim run`. One request of 512 prompt
+// tokens and 2 output tokens: its TPOT is one decode iteration at context 512. Lowered on 28
+// layers it is run's decode step (the same layers, weights and KV placed alike: within 1%); on 4
+// layers scaled x 7, each layer streams its weights as there, but the iteration's 3 stage sends
+// and pipeline start are counted 7 times, not once: longer, and within 5% (4.1% here).
 TEST(Serving, IterationsAreTimedOnTheModelsMemoryPlan) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("tpsim_serving_plan_" + std::to_string(getpid()));
