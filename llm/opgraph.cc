@@ -206,6 +206,10 @@ uint64_t MoeLayerCount(const config::Model& model, uint32_t layers) {
   return count;
 }
 
+bool AllMoeLayers(const config::Model& model, uint32_t layers) {
+  return model.num_experts() > 0 && MoeLayerCount(model, layers) == layers;
+}
+
 LayerGraph BuildLayer(const config::Model& model, const Phase& phase, uint32_t layer) {
   LayerGraph g;
   g.phase = phase;

@@ -110,6 +110,9 @@ bool IsMoeLayer(const config::Model& model, uint32_t layer);
 // How many of layers 0 .. layers - 1 IsMoeLayer counts, in closed form (mlp_only_layers read
 // once: a count layer by layer over 2^31 layers with 200 of them took hours).
 uint64_t MoeLayerCount(const config::Model& model, uint32_t layers);
+// Whether every one of layers 0 .. layers - 1 has the MoE block (the model has experts): such
+// layers have no dense MLP for a partitioner, an override or the estimate to count.
+bool AllMoeLayers(const config::Model& model, uint32_t layers);
 
 // One sequence's share of a mixed (continuous-batching) iteration: `new_tokens`
 // processed now (a prefill chunk, or 1 for a decode step) after `cached` tokens

@@ -145,7 +145,7 @@ ProgramEstimate EstimateProgram(const arch::Chip& chip, const config::Model& mod
   // its MoE blocks are counted below), no dense MLP intermediate, and the attention block's
   // half of the collectives (counted as all-reduces: twice a gather's transfers, which covers
   // the MoE block's conversion of its input to rows; tests/sim/estimate_test.cc).
-  const bool all_sparse = model.num_experts() > 0 && llm::MoeLayerCount(model, layers) == layers;
+  const bool all_sparse = llm::AllMoeLayers(model, layers);
   const double kGemms = all_sparse ? 4 : 7;
   if (all_sparse) coll = coll / 2;
   // A GPU-node chip's memory plan (GpuHbmPlan) emits no memory tasks: no reads, no spills.

@@ -444,7 +444,7 @@ std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const con
           {"mapping.moe.routing_file", "routing " + routing + " does not read it (routing trace does)"});
     // gate_up and down are the dense MLP's classes: a model whose every layer is an MoE block
     // has none (its experts, shared ones included, follow mapping.moe).
-    if (llm::MoeLayerCount(model, model.num_layers()) == model.num_layers()) {
+    if (llm::AllMoeLayers(model, model.num_layers())) {
       bool qkv = false, o = false;
       for (int i = 0; i < m.overrides_size(); ++i) {
         const std::string& op = m.overrides(i).op();

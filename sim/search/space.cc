@@ -98,7 +98,7 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
   // block is split by ep and moe.tp): a candidate whose MLP partitioner differs from its
   // attention's lowers the attention's Program, so only the attention's is kept (5 x 5
   // partitioner pairs were 5 distinct Programs; SearchTest.AllSparseMoeModelsSearchOnePartitionerPair).
-  const bool mlp_unused = experts > 0 && llm::MoeLayerCount(base.cfg.model(), Layers(base)) == Layers(base);
+  const bool mlp_unused = llm::AllMoeLayers(base.cfg.model(), Layers(base));
   std::vector<Candidate> out;
   for (uint32_t tp : tps)
     for (uint32_t dp : dps)
