@@ -107,6 +107,9 @@ energy column and no bound (every candidate runs: keep the space small with the 
   --batch LIST         batch sizes (default: the experiment's)
   --set FIELD=VALUE    override a field of the experiment first (as tpsim run)
   --model MODEL        catalog name or config.json (as tpsim run)
+  A LIST is comma-separated, without empty items; a LIST option given twice adds to its list.
+  Values that leave no candidate at all (--tp 128 on 64 cores) are refused (exit 2, naming
+  the options and the rules: tp x attention_dp x stages <= cores, and so on).
 )";
 
 namespace detail {
@@ -170,13 +173,30 @@ template <class T, class V>
 void AddOnce(std::vector<T>* out, const V& v) {
   if (std::find(out->begin(), out->end(), v) == out->end()) out->push_back(static_cast<T>(v));
 }
+// A LIST option's items; an empty one (`--tp 4,,`, `--partitions ,`) is a bad value: it read as
+// the option not given (the whole default axis) or was dropped.
 std::vector<std::string> SplitList(const std::string& s) {
   std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty()) AddOnce(&out, item);
-  return out;
+  size_t begin = 0;
+  for (;;) {
+    const size_t comma = s.find(',', begin);
+    const std::string item = s.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    if (item.empty()) throw std::invalid_argument(s);
+    AddOnce(&out, item);
+    if (comma == std::string::npos) return out;
+    begin = comma + 1;
+  }
+}
+// The options that take a value: another word of two dashes is unknown, at the end of the line
+// too (`--bogus` said "needs a value").
+bool TakesValue(const std::string& flag) {
+  static const char* const kFlags[] = {
+      "--objective", "--slo-ttft-ms", "--slo-tpot-ms",  "--budget",      "--jobs",       "--confirm",
+      "--top",       "--out",         "--db",           "--shard",       "--array-size", "--partition",
+      "--account",   "--time",        "--mem",          "--set",         "--model",      "--tp",
+      "--stages",    "--ep",          "--attention-dp", "--moe-tp",      "--all-to-all", "--group-order",
+      "--batch",     "--partitions",  "--placements",   "--collectives", "--spans",      "--weights"};
+  return std::find(std::begin(kFlags), std::end(kFlags), flag) != std::end(kFlags);
 }
 // The registered collectives and "auto" (mapping.collective: nvls where the chip allows it,
 // else ring; the GPU-node experiments' choice).
@@ -274,8 +294,9 @@ int SearchCommand(const std::vector<std::string>& args) {
     // and was then an unknown option).
     std::string flag = a, value;
     const size_t eq = a.find('=');
+    if (eq != std::string::npos) flag = a.substr(0, eq);
+    if (!TakesValue(flag)) return Usage("unknown option " + a);
     if (eq != std::string::npos) {
-      flag = a.substr(0, eq);
       value = a.substr(eq + 1);
     } else if (i + 1 < args.size()) {
       value = args[++i];
@@ -369,15 +390,15 @@ int SearchCommand(const std::vector<std::string>& args) {
       } else if (flag == "--batch") {
         u32list(&o.search.space.batch);
       } else if (flag == "--partitions") {
-        o.search.space.partitions = SplitList(value);
+        for (const std::string& v : SplitList(value)) AddOnce(&o.search.space.partitions, v);
       } else if (flag == "--placements") {
-        o.search.space.placements = SplitList(value);
+        for (const std::string& v : SplitList(value)) AddOnce(&o.search.space.placements, v);
       } else if (flag == "--collectives") {
-        o.search.space.collectives = SplitList(value);
+        for (const std::string& v : SplitList(value)) AddOnce(&o.search.space.collectives, v);
       } else if (flag == "--spans") {
-        o.search.space.spans = SplitList(value);
+        for (const std::string& v : SplitList(value)) AddOnce(&o.search.space.spans, v);
       } else if (flag == "--weights") {
-        o.search.space.weights = SplitList(value);
+        for (const std::string& v : SplitList(value)) AddOnce(&o.search.space.weights, v);
       } else {
         return Usage("unknown option " + a);
       }
@@ -469,6 +490,9 @@ int SearchCommand(const std::vector<std::string>& args) {
         return Usage("--batch is an axis of fixed batches; " + o.path +
                      " serves a request stream (workload.requests), which the scheduler batches: set "
                      "mapping.serving.max_running_requests instead");
+  // Options whose values leave no candidate (--tp 128 on 64 cores): a usage error naming them,
+  // not a search of 0 candidates that ends "no feasible candidate".
+  if (const std::string why = EmptySpaceWhy(base, chip, o.search.space); !why.empty()) return Usage(why);
   if (o.slurm) return SubmitSearch(o, base, chip);
   // An --out that cannot be written (a missing folder, a directory) is found now, not after the
   // whole search and its TLM confirmations (exit 1, as the failed write): nothing is created.

@@ -74,6 +74,10 @@ struct SpaceOptions {
 // group_order, stages, attention, mlp, placement, collective, weights, batch; the last
 // fastest).
 std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts);
+// Where Space is empty: the options whose values left no candidate (each, given alone with the
+// others at their defaults, empties it, or a set of them does together) and the rules they
+// broke, as one line for the command's usage error (exit 2); "" where Space is not empty.
+std::string EmptySpaceWhy(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts);
 
 // The experiment of a candidate: the base with its mapping (and batch) changed and a
 // name that says so.

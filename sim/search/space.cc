@@ -125,6 +125,54 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
   return out;
 }
 
+std::string EmptySpaceWhy(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts) {
+  // The names and placements do not empty the space (each list names valid values): one of each
+  // keeps this cheap. The numeric axes do.
+  SpaceOptions o = opts;
+  auto one = [](std::vector<std::string>* v, const std::string& fallback) {
+    *v = {v->empty() ? fallback : v->front()};
+  };
+  one(&o.partitions, mapping::PartitionerNames().front());
+  one(&o.placements, "linear");
+  one(&o.collectives, "ring");
+  one(&o.spans, "stage");
+  if (!o.weights.empty()) o.weights.resize(1);
+  if (!Space(base, chip, o).empty()) return "";
+  using Axis = std::vector<uint32_t> SpaceOptions::*;
+  const std::pair<const char*, Axis> axes[] = {{"--tp", &SpaceOptions::tp},
+                                               {"--stages", &SpaceOptions::stages},
+                                               {"--attention-dp", &SpaceOptions::attention_dp},
+                                               {"--ep", &SpaceOptions::ep},
+                                               {"--moe-tp", &SpaceOptions::moe_tp},
+                                               {"--batch", &SpaceOptions::batch}};
+  auto values = [](const std::vector<uint32_t>& v) {
+    std::string out;
+    for (uint32_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+    return out;
+  };
+  std::string alone, given;
+  for (const auto& [flag, axis] : axes) {
+    if ((o.*axis).empty()) continue;
+    const std::string named = std::string(flag) + " " + values(o.*axis);
+    given += (given.empty() ? "" : ", ") + named;
+    SpaceOptions without = o;
+    (without.*axis).clear();
+    if (!Space(base, chip, without).empty()) alone += (alone.empty() ? "" : ", ") + named;
+  }
+  std::string why = "no candidate: ";
+  why += !alone.empty()   ? alone + " leave" + (alone.find(", ") == std::string::npos ? "s" : "") + " none"
+         : !given.empty() ? given + " together leave none"
+                          : "the experiment leaves none";
+  const bool moe = base.cfg.model().num_experts() > 0;
+  why += " (tp x attention_dp x stages" + std::string(Disaggregated(base) ? " x 2 groups" : "") +
+         " <= " + std::to_string(chip.num_cores()) + " cores, stages <= " + std::to_string(Layers(base)) +
+         " layers, batch a multiple of attention_dp";
+  if (moe)
+    why += ", ep dividing tp x attention_dp and the " + std::to_string(base.cfg.model().num_experts()) +
+           " experts, ep x moe-tp dividing tp x attention_dp";
+  return why + ")";
+}
+
 config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {
   config::Mapping mapping = base;
   config::Mapping* m = &mapping;

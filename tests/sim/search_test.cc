@@ -765,6 +765,54 @@ TEST(SearchTest, UnwritableOutIsRefusedBeforeTheSearch) {
   EXPECT_TRUE(fs::exists(d("o.textproto")));
 }
 
+// Values that leave no candidate were searched as 0 candidates ending "no feasible candidate"
+// (exit 1, no flag named); empty LIST items read as the option not given (--partitions , searched
+// every partitioner); an unknown option at the end of the line "needs a value"; and a string LIST
+// given twice kept its last, where a number LIST adds up. 64 cores of wafer-8x8, 16 layers.
+TEST(SearchTest, OptionsThatLeaveNoCandidateOrNoValueAreUsageErrors) {
+  const std::string ref = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/reference-qwen3-4b.textproto";
+  const CliOut tp = RunSearchCommand({ref, "--tp", "128", "--confirm", "0"});
+  EXPECT_EQ(tp.rc, 2);
+  EXPECT_TRUE(
+      tp.err.starts_with("tpsim search: no candidate: --tp 128 leaves none (tp x attention_dp x stages "
+                         "<= 64 cores, stages <= 16 layers"))
+      << tp.err;
+  EXPECT_EQ(tp.out, "");
+  // Each value fits alone; together they do not (8 x 16 = 128 cores): dropping either gives
+  // candidates, so both are named.
+  const CliOut both = RunSearchCommand({ref, "--tp", "8", "--stages", "16", "--confirm", "0"});
+  EXPECT_EQ(both.rc, 2);
+  EXPECT_TRUE(both.err.starts_with("tpsim search: no candidate: --tp 8, --stages 16 leave none ("))
+      << both.err;
+  const CliOut moe =
+      RunSearchCommand({std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/moe-qwen3-30b-a3b.textproto",
+                        "--tp", "16", "--stages", "4", "--ep", "3", "--confirm", "0"});
+  EXPECT_EQ(moe.rc, 2);
+  EXPECT_TRUE(moe.err.starts_with("tpsim search: no candidate: --ep 3 leaves none")) << moe.err;
+  EXPECT_NE(moe.err.find("ep dividing tp x attention_dp and the 128 experts"), std::string::npos) << moe.err;
+  for (const auto& [flag, value] : {std::pair{"--tp", "4,,"},
+                                    {"--tp", ",4"},
+                                    {"--partitions", ","},
+                                    {"--placements", "linear,"},
+                                    {"--weights", ","}}) {
+    const CliOut r = RunSearchCommand({ref, flag, value});
+    EXPECT_EQ(r.rc, 2) << flag << " " << value;
+    EXPECT_TRUE(r.err.starts_with("tpsim search: bad value '" + std::string(value) + "' for " + flag))
+        << r.err;
+  }
+  const CliOut bogus = RunSearchCommand({ref, "--budget", "3", "--bogus"});
+  EXPECT_EQ(bogus.rc, 2);
+  EXPECT_TRUE(bogus.err.starts_with("tpsim search: unknown option --bogus\n")) << bogus.err;
+
+  // --partitions given twice: both lists, as --tp given twice.
+  const SearchDir d;
+  const std::string base = SmallBase(d);
+  std::vector<std::string> twice = SmallSearch(base, {"--partitions", "n_split", "--db", d("s.sqlite")});
+  const CliOut r = RunSearchCommand(twice);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("  4 candidates:"), std::string::npos) << r.out;  // (megatron, n_split)^2
+}
+
 // A candidate's error about a value the search chose points at the search flag, not at the base
 // file's line, which holds another value (base.textproto:11:3: mapping.tp: 3 where line 11 says
 // tp: 4). TP 3 divides none of Qwen3-0.6B's 16 heads: every candidate is invalid.
