@@ -19,6 +19,7 @@ void RequireRegularFile(const std::string& path) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(st)) throw StoreError("cannot open " + path + ": no such file");
+  if (std::filesystem::is_directory(st)) throw StoreError(path + ": is a directory, not a SQLite store");
   if (!std::filesystem::is_regular_file(st))
     throw StoreError(path + ": is not a regular file (a FIFO, device or socket)");
 }
@@ -455,8 +456,15 @@ void CheckOneSweep(const std::string& out, const std::vector<std::string>& input
   if (std::ifstream(out).good()) {
     sqlite3* probe = nullptr;
     bool has_rows = false;
-    if (sqlite3_open_v2(out.c_str(), &probe, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
-        HasTable(probe, "main", "points")) {
+    const bool opened = sqlite3_open_v2(out.c_str(), &probe, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK;
+    // Another file than a store is named (HasTable said only "prepare: file is not a database").
+    try {
+      if (opened) CheckIsStore(probe, out);
+    } catch (...) {
+      sqlite3_close(probe);
+      throw;
+    }
+    if (opened && HasTable(probe, "main", "points")) {
       sqlite3_stmt* st = nullptr;
       if (sqlite3_prepare_v2(probe, "SELECT 1 FROM points LIMIT 1", -1, &st, nullptr) == SQLITE_OK)
         has_rows = sqlite3_step(st) == SQLITE_ROW;

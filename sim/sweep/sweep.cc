@@ -141,6 +141,29 @@ int Merge(const std::vector<std::string>& args) {
   }
   if (paths.size() < 2) throw UsageError("merge needs OUT.sqlite and at least one IN.sqlite");
   std::vector<std::string> in(paths.begin() + 1, paths.end());
+  // The stores named, checked at the command line (exit 2): an empty OUT (a script's unset
+  // variable) merged into no file and said "added to " (exit 0); a missing IN was exit 1.
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string which = i == 0 ? "OUT" : "IN";
+    if (paths[i].empty())
+      throw config::ConfigError(config::Diag{config::kCommandLine, which, "''",
+                                             "is empty (a script's unset variable?): name a store"});
+    if (i > 0 && !std::filesystem::exists(paths[i]))
+      throw config::ConfigError(
+          config::Diag{config::kCommandLine, which, config::Clip(paths[i]), "file not found"});
+  }
+  config::CheckStorePath("OUT", paths[0]);
+  for (const std::string& p : in) {
+    std::error_code ec;
+    const auto kind = std::filesystem::status(p, ec).type();
+    if (kind == std::filesystem::file_type::directory)
+      throw config::ConfigError(config::Diag{config::kCommandLine, "IN", config::Clip(p),
+                                             "is a directory: a store is a SQLite file"});
+    if (kind != std::filesystem::file_type::regular)  // SQLite would wait on a FIFO
+      throw config::ConfigError(config::Diag{config::kCommandLine, "IN", config::Clip(p),
+                                             "is not a regular file (a FIFO, device or socket): a store is a "
+                                             "SQLite file"});
+  }
   // OUT among the inputs: SQLite's "database is locked" (exit 1) before.
   config::CheckOutputNotInput("OUT", paths[0], in);
   MergeStats s = sweep::Merge(paths[0], in, force);

@@ -630,6 +630,53 @@ TEST_F(SweepTest, MergeRefusesWhatIsNoStore) {
   EXPECT_FALSE(fs::exists(Db("out.sqlite")));
 }
 
+// `tpsim sweep merge` checks the stores it names at the command line (exit 2, naming OUT or IN):
+// an empty OUT merged into no file and printed "added to " (exit 0); a missing IN, a directory
+// (said to be "a FIFO, device or socket") and an OUT that is no store ("prepare: file is not a
+// database", naming no file) were exit 1.
+TEST_F(SweepTest, MergeCommandChecksItsStoresAtTheCommandLine) {
+  SweepSpec s = LoadSweep(SweepFile(kSmall));
+  Fake fake;
+  RunSweep(s, Opts(Db("a.sqlite")), fake.Runner());
+  std::ofstream(Db("text.sqlite")) << "hello\n";
+  fs::create_directory(Db("sub"));
+  struct Case {
+    std::vector<std::string> args;
+    int rc;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"merge", "", Db("a.sqlite")},
+            2,
+            "<command line>:1:1: OUT: '': is empty (a script's unset variable?)"},
+           {{"merge", Db("o.sqlite"), ""}, 2, "<command line>:1:1: IN: '': is empty"},
+           {{"merge", Db("o.sqlite"), Db("none.sqlite")}, 2, "IN: " + Db("none.sqlite") + ": file not found"},
+           {{"merge", Db("o.sqlite"), Db("sub")},
+            2,
+            "IN: " + Db("sub") + ": is a directory: a store is a SQLite file"},
+           {{"merge", Db("sub"), Db("a.sqlite")},
+            2,
+            "OUT: " + Db("sub") + ": cannot create the SQLite store there: is a directory"},
+           {{"merge", Db("text.sqlite"), Db("a.sqlite")},
+            1,
+            Db("text.sqlite") + " is not a tpsim sweep store ("},
+       }) {
+    testing::internal::CaptureStderr();
+    testing::internal::CaptureStdout();
+    const int rc = SweepCommand(c.args);
+    const std::string err = testing::internal::GetCapturedStderr();
+    const std::string out = testing::internal::GetCapturedStdout();
+    EXPECT_EQ(rc, c.rc) << c.args[1] << " " << c.args[2] << ": " << err << out;
+    EXPECT_NE(err.find(c.says), std::string::npos) << err;
+    EXPECT_EQ(out, "");
+  }
+  EXPECT_FALSE(fs::exists(Db("o.sqlite")));
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(SweepCommand({"merge", Db("o.sqlite"), Db("a.sqlite")}), 0);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(),
+            "merged 1 stores: 12 rows read, 12 added to " + Db("o.sqlite") + "\n");
+}
+
 TEST_F(SweepTest, CsvExportHasHeaderAndOneLinePerPoint) {
   SweepSpec s = LoadSweep(SweepFile(kSmall));
   Fake fake;
