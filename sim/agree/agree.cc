@@ -312,14 +312,20 @@ int AgreeCommand(const std::vector<std::string>& args) {
     }
     std::string flag = a, value;
     const size_t eq = a.find('=');
+    if (a.starts_with("--") && eq != std::string::npos) flag = a.substr(0, eq);
+    // Every option takes a value: another word is unknown (`--bogus` last on the line said it
+    // needed a value), or not an option at all.
+    static const char* const kFlags[] = {"--seed", "--count", "--jobs",           "--worst", "--family",
+                                         "--only", "--csv",   "--router-buffers", "--emit",  "--bounds"};
+    if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags))
+      return usage((a.starts_with("-") ? "unknown option " : "unexpected argument ") + a);
     if (a.starts_with("--") && eq != std::string::npos) {
-      flag = a.substr(0, eq);
       value = a.substr(eq + 1);
     } else if (i + 1 < args.size()) {
       value = args[i + 1];
       ++i;
     } else {
-      return usage(a.starts_with("--") ? a + " needs a value" : "unexpected argument " + a);
+      return usage(a + " needs a value");
     }
     // An empty value (a script's unset variable) would read as the flag not given.
     if (value.empty()) return usage(flag + " needs a value, got an empty one");
@@ -373,6 +379,14 @@ int AgreeCommand(const std::vector<std::string>& args) {
   // Flags of the whole draw with --only (one experiment) were ignored: --csv wrote no file, exit 0.
   if (only >= 0 && !whole_draw.empty())
     return usage(whole_draw.front() + " is for the whole draw; --only runs one experiment");
+  // An output that cannot be written (a missing folder, a directory) is found now, not after the
+  // draw (1,000 experiments take an hour): exit 1, as the failed write, nothing created.
+  try {
+    config::CheckOutputsWritable({{"--csv", csv}, {"--emit", emit}});
+  } catch (const std::runtime_error& e) {
+    std::cerr << "tpsim agree: " << e.what() << "\n";
+    return 1;
+  }
   if (only >= 0) {
     const uint32_t index = static_cast<uint32_t>(only);
     Case k = Draw(seed, index, family);

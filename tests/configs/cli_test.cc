@@ -317,6 +317,24 @@ TEST(Cli, HelpAndUsageErrors) {
   EXPECT_NE(missing.output.find("no/such/file.textproto"), std::string::npos);
 }
 
+// tpsim agree: an unknown option last on the line "needed a value"; an output that cannot be
+// written was found after the whole draw (30 experiments here, 1,000 in the README's draws).
+TEST(Cli, AgreeNamesUnknownOptionsAndChecksItsOutputsFirst) {
+  const Outcome bogus = RunTpsim("agree --count 1 --bogus");
+  EXPECT_EQ(bogus.status, 2);
+  EXPECT_EQ(bogus.output.rfind("tpsim agree: unknown option --bogus\n", 0), 0u) << bogus.output;
+  const Outcome word = RunTpsim("agree x");
+  EXPECT_EQ(word.status, 2);
+  EXPECT_EQ(word.output.rfind("tpsim agree: unexpected argument x\n", 0), 0u) << word.output;
+  for (const char* args :
+       {"agree --count 30 --csv no/such/dir/a.csv", "agree --only 0 --emit no/such/dir/e.textproto"}) {
+    const Outcome o = RunTpsim(args);
+    EXPECT_EQ(o.status, 1) << args;
+    EXPECT_EQ(o.output.rfind("tpsim agree: cannot write no/such/dir/", 0), 0u) << args << ": " << o.output;
+    EXPECT_EQ(o.output.find("experiment"), std::string::npos) << args << ": " << o.output;  // none ran
+  }
+}
+
 // Numbers on the command line are read whole and in range, before any experiment runs.
 TEST(Cli, NumericFlagsAreReadWholeAndInRange) {
   struct Case {
