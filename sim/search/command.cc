@@ -19,6 +19,7 @@
 #include "sim/sweep/runner.h"
 #include "sim/sweep/slurm.h"
 #include "sim/sweep/spec.h"
+#include "sim/sweep/store.h"
 
 // `tpsim search`: the command line, the printed front and best, --out and the TLM
 // confirmation.
@@ -465,6 +466,7 @@ int SearchCommand(const std::vector<std::string>& args) {
     config::CheckOutputs({{"--db", o.search.db}, {"--out", o.out}}, sim::InputFiles(base));
     // A store that cannot be created is refused here, at --db (config::CheckStorePath).
     config::CheckStorePath("--db", o.search.db);
+    sweep::CheckStoreWriter("--db", o.search.db, /*search=*/true);
   } catch (const config::ConfigError& err) {
     for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
     return 2;

@@ -336,7 +336,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   if (!o.db.empty()) {
     store = std::make_unique<sweep::Store>(o.db, StoreFields(),
                                            sweep::HashText("tpsim search\n" + sim::ResolvedText(base)),
-                                           "search " + base.cfg.name());
+                                           std::string(sweep::kSearchWriterPrefix) + base.cfg.name());
     stored = ReadStored(store->db());
     for (const auto& r : store->Rows())
       if (r.missing_value) missing.insert(r.config_hash);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "configs/files.h"
+#include "configs/load.h"
 
 namespace tpsim::sweep {
 
@@ -435,6 +436,26 @@ std::vector<std::pair<std::string, std::string>> SweepsOf(const std::string& pat
   } catch (const StoreError& e) {
     sqlite3_close(db);
     throw StoreError(path + ": not a tpsim sweep store (" + e.what() + ")");
+  }
+}
+
+void CheckStoreWriter(const std::string& flag, const std::string& path, bool search) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;
+  std::vector<std::pair<std::string, std::string>> writers;
+  try {
+    writers = SweepsOf(path);
+  } catch (const StoreError&) {
+    return;  // no store: opening it says so
+  }
+  for (const auto& [identity, name] : writers) {
+    if (name.starts_with(kSearchWriterPrefix) == search) continue;
+    throw config::ConfigError(
+        config::Diag{config::kCommandLine, flag, config::Clip(path),
+                     "holds the points of " + std::string(search ? "a sweep (" : "a search (") +
+                         (name.empty() ? "unnamed" : name) +
+                         "): tpsim search and tpsim sweep each need a store of their own " +
+                         "(plots read every row); name another file"});
   }
 }
 

@@ -42,6 +42,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tpsim::sweep {
@@ -129,6 +130,16 @@ struct MergeStats {
 // (identity, name) rows of table `sweeps` of the store at `path`; empty for a store
 // written by a tpsim without that table. Throws StoreError.
 std::vector<std::pair<std::string, std::string>> SweepsOf(const std::string& path);
+
+// `tpsim search` records its writers in table `sweeps` under names that start with this
+// (search::Search: "search " and the experiment's name); a sweep under its sweep's name.
+inline constexpr std::string_view kSearchWriterPrefix = "search ";
+// A store at `path` (search or sweep `flag`, --db) that the other command wrote: a search's
+// candidates and a sweep's points in one store left each other's columns NULL, which `tpsim
+// plot` then refused (`swept field mapping.tp has 2 values (4, None)`). ConfigError at the
+// command line naming the flag, the store and its writer (exit 2). A store that does not exist
+// or records no writer (an older tpsim), or that is no store (its open says so), passes.
+void CheckStoreWriter(const std::string& flag, const std::string& path, bool search);
 
 // Merges the `points` tables of `inputs` into `out` (created when missing).
 // Rows are keyed by config_hash: a hash already present is kept once, except

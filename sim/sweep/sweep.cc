@@ -266,6 +266,7 @@ int Run(const std::vector<std::string>& args) {
   inputs.push_back(path);
   config::CheckOutputs({{"--db", db}, {"--csv", csv}}, inputs);
   config::CheckStorePath("--db", db);
+  CheckStoreWriter("--db", db, /*search=*/false);
   if (!csv.empty()) CheckCsvWritable(csv);
 
   if (slurm) {

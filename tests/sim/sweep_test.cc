@@ -677,6 +677,46 @@ TEST_F(SweepTest, MergeCommandChecksItsStoresAtTheCommandLine) {
             "merged 1 stores: 12 rows read, 12 added to " + Db("o.sqlite") + "\n");
 }
 
+// A search's candidates and a sweep's points in one store (--db given to both) left each other's
+// columns NULL, and `tpsim plot sweep` / `plot front` on it then failed (`swept field mapping.tp
+// has 2 values (4, None)`). Each command refuses the other's store at --db (exit 2); its own,
+// a new file, a store of an older tpsim without writers, and a file that is no store pass.
+TEST_F(SweepTest, SearchAndSweepRefuseEachOthersStore) {
+  { Store sweep_store(Db("sweep.sqlite"), {"workload.seq_len"}, "id-sweep", "seq-partition"); }
+  { Store search_store(Db("search.sqlite"), {"mapping.tp"}, "id-search", "search reference-qwen3-4b"); }
+  { Store old(Db("old.sqlite"), {"mapping.tp"}); }
+  auto refused = [](const std::string& path, bool search) -> std::string {
+    try {
+      CheckStoreWriter("--db", path, search);
+    } catch (const config::ConfigError& e) {
+      return e.diags().front().str();
+    }
+    return "";
+  };
+  EXPECT_EQ(
+      refused(Db("sweep.sqlite"), true),
+      "<command line>:1:1: --db: " + Db("sweep.sqlite") +
+          ": holds the points of a sweep (seq-partition): tpsim search and tpsim sweep each need a store "
+          "of their own (plots read every row); name another file");
+  EXPECT_NE(
+      refused(Db("search.sqlite"), false).find("holds the points of a search (search reference-qwen3-4b)"),
+      std::string::npos);
+  EXPECT_EQ(refused(Db("sweep.sqlite"), false), "");
+  EXPECT_EQ(refused(Db("search.sqlite"), true), "");
+  for (bool search : {false, true}) {
+    EXPECT_EQ(refused(Db("old.sqlite"), search), "");
+    EXPECT_EQ(refused(Db("new.sqlite"), search), "");
+    EXPECT_EQ(refused(Write("text.sqlite", "hello\n"), search), "");
+  }
+  // At the command line, before the sweep runs: nothing is added.
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(SweepCommand({SweepFile(kSmall), "--db", Db("search.sqlite")}), 2);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("--db: " + Db("search.sqlite") + ": holds the points of a search"), std::string::npos)
+      << err;
+  EXPECT_EQ(SweepsOf(Db("search.sqlite")).size(), 1u);
+}
+
 TEST_F(SweepTest, CsvExportHasHeaderAndOneLinePerPoint) {
   SweepSpec s = LoadSweep(SweepFile(kSmall));
   Fake fake;
