@@ -239,9 +239,9 @@ std::vector<GemmShapeRow> ReadShapesCsv(const std::string& text, const std::stri
   return out;
 }
 
-std::string ReadTextFile(const std::string& path) {
+std::string ReadTextFile(const std::string& path, const std::string& field) {
   // A regular UTF-8 file of at most 64 MiB (a FIFO would block, /dev/zero never ends).
-  return config::ReadInputFile(path, config::kCommandLine, "input", config::kMaxConfigBytes);
+  return config::ReadInputFile(path, config::kCommandLine, field, config::kMaxConfigBytes);
 }
 
 }  // namespace tpsim::validate

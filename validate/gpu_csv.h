@@ -85,6 +85,8 @@ std::vector<GemmShapeRow> ReadShapesCsv(const std::string& text, const std::stri
 
 // Reads a regular UTF-8 file of at most 64 MiB into a string (config::ReadInputFile): a
 // missing, unreadable or oversized file, a FIFO or a device throws config::ConfigError.
-std::string ReadTextFile(const std::string& path);
+// `field`: how an error names the file's source (the flag that gave it; "input" for a
+// positional file).
+std::string ReadTextFile(const std::string& path, const std::string& field = "input");
 
 }  // namespace tpsim::validate

@@ -153,6 +153,26 @@ Options Parse(int argc, char** argv) {
   if (o.gemms && o.csv.empty()) throw UsageError("--gemms needs --csv FILE");
   if (o.gemms && o.collectives) throw UsageError("give --collectives or --gemms, not both");
   if (!o.shapes.empty() && !o.gemms) throw UsageError("--shapes needs --gemms");
+  // What a mode does not read was accepted and ignored (--collectives --predicted p.json wrote
+  // no p.json, exit 0).
+  if (o.collectives || o.gemms) {
+    const std::string mode = o.collectives ? "--collectives" : "--gemms";
+    for (const auto& [given, flag] : {std::pair{!o.predicted.empty(), "--predicted"},
+                                      {!o.predicted_program.empty(), "--predicted-program"},
+                                      {o.no_numerics, "--no-numerics"}})
+      if (given)
+        throw UsageError(std::string(flag) + " is for an experiment's layer run; " + mode +
+                         " does not read it");
+  }
+  if (o.gemms) {
+    for (const auto& [given, flag] : {std::pair{!o.experiment.empty(), "EXPERIMENT"},
+                                      {!o.sets.empty(), "--set"},
+                                      {!o.out.empty(), "--out"},
+                                      {o.dry_run, "--dry-run"}})
+      if (given)
+        throw UsageError(std::string("--gemms does not read ") + flag +
+                         " (it times --shapes, or the default shapes, on GPU 0 into --csv)");
+  }
   if (o.run.warm_l2 && (!o.gemms || o.run.timing != Timing::kQueued))
     throw UsageError("--warm-l2 needs --gemms with --timing queued");
   return o;
@@ -301,8 +321,21 @@ std::string GemmTimingText(const GpuRunOptions& r) {
 
 int Gemms(const Options& o) {
   config::CheckOutputs({{"--csv", o.csv}}, {o.shapes});
-  std::vector<GemmShapeRow> shapes =
-      o.shapes.empty() ? DefaultGemmShapes() : ReadShapesCsv(ReadTextFile(o.shapes), o.shapes);
+  std::vector<GemmShapeRow> shapes;
+  try {
+    shapes =
+        o.shapes.empty() ? DefaultGemmShapes() : ReadShapesCsv(ReadTextFile(o.shapes, "--shapes"), o.shapes);
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    // A malformed shapes file is bad input, as `tpsim gemm --shapes` says it (it was exit 1).
+    std::cerr << "tpsim-validate: " << e.what() << "\n";
+    return 2;
+  }
+  if (shapes.empty()) {
+    std::cerr << "tpsim-validate: " << o.shapes << ": no shapes\n";
+    return 2;
+  }
   for (auto& s : shapes) {
     if (s.dtype.empty()) s.dtype = "bf16";
   }

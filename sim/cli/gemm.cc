@@ -77,7 +77,7 @@ int GemmCommand(const std::vector<std::string>& args) {
       if (m.empty() || n.empty() || k.empty()) throw UsageError("needs all of --m, --n and --k");
       shapes.push_back({Dim("--m", m), Dim("--n", n), Dim("--k", k), dtype});
     } else {
-      shapes = validate::ReadShapesCsv(validate::ReadTextFile(shapes_path), shapes_path);
+      shapes = validate::ReadShapesCsv(validate::ReadTextFile(shapes_path, "--shapes"), shapes_path);
       for (auto& s : shapes) {
         if (s.dtype.empty()) s.dtype = dtype;  // rows without a dtype take --dtype
       }

@@ -23,6 +23,19 @@ if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" = 0 ]; then
   expect 1 "no CUDA device found" --gemms --csv /dev/null --warm-l2
   expect 1 "no CUDA device found" --gemms --csv /dev/null --timing=alone
 fi
+# A malformed --shapes file is bad input (exit 2, as tpsim gemm --shapes says it; it was exit 1),
+# found before looking for a GPU; options a mode does not read are refused (they were ignored).
+tmp=$(mktemp -d)
+printf 'm,n,k\n0,64,64\n' >"$tmp/zero.csv"
+printf 'm,n,k\n' >"$tmp/empty.csv"
+expect 2 "zero.csv:2: m: '0' is not a positive integer" --gemms --shapes "$tmp/zero.csv" --csv /dev/null
+expect 2 "empty.csv: no shapes" --gemms --shapes "$tmp/empty.csv" --csv /dev/null
+expect 2 "<command line>:1:1: --shapes: $tmp/none.csv: file not found" --gemms --shapes "$tmp/none.csv" --csv /dev/null
+expect 2 "--predicted is for an experiment's layer run; --collectives does not read it" --collectives --dry-run --predicted "$tmp/p.json"
+expect 2 "--no-numerics is for an experiment's layer run; --gemms does not read it" --gemms --csv /dev/null --no-numerics
+expect 2 "--gemms does not read --dry-run" --gemms --csv /dev/null --dry-run
+[ -e "$tmp/p.json" ] && { echo "FAIL: --collectives wrote --predicted"; fail=1; }
+rm -rf "$tmp"
 "$v" --help 2>&1 | grep -q -- "--timing queued (default)" || { echo "FAIL: --help lacks --timing"; fail=1; }
 # --predicted-program needs no GPU: with --dry-run it writes the analytical engine's Result for the
 # Program the harness runs, whose q, k and v projections are separate ops (tpsim run fuses them on
