@@ -51,6 +51,12 @@ Comparison CompareResults(const config::Result& predicted, const config::Result&
 // The per-op table (predicted us, measured us, error %), then MAPE, worst op, totals.
 std::string ComparisonTable(const Comparison& c);
 
+// What differs between the experiments two results ran (their `config`, the resolved
+// experiment): the model, the chip, the workload's shape and the TP x stages, as "model
+// qwen3-4b vs qwen3-0.6b, ..."; "" where they agree or either carries no config. `tpsim compare`
+// warns with it (exit 0: a comparison across experiments may be meant).
+std::string ExperimentsDiffer(const config::Result& a, const config::Result& b);
+
 // A python3 that can import matplotlib: $TPSIM_PYTHON, then `python3` on PATH, then
 // /usr/bin/python3. Empty when none can.
 std::string FindPlotPython();

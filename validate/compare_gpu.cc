@@ -16,6 +16,18 @@ namespace tpsim::validate {
 
 namespace {
 
+// A JSON file (a result of `tpsim run --out`, a sweep of `tpsim-validate --collectives --out`)
+// among the CSV files of this comparison: it was parsed as CSV and said "a.json:2: 2 fields, the
+// header (line 1) has 1". The message, or "" for a file that is not JSON.
+std::string JsonGivenForCsv(const std::string& text, const std::string& path) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || (text[first] != '{' && text[first] != '[')) return "";
+  return path +
+         " is JSON, not CSV: this comparison reads the CSV files of `tpsim collectives --csv`, `tpsim gemm "
+         "--csv` or `tpsim-validate --collectives / --gemms --csv`; two result JSON files compare as `tpsim "
+         "compare PREDICTED.json MEASURED.json`, a sweep JSON alone as `tpsim compare SWEEP.json`";
+}
+
 constexpr const char* kUsage =
     R"(usage: tpsim compare PREDICTED.csv MEASURED.csv [--plot out.png] [--summary]
        tpsim compare --chip CHIP MEASURED.csv... [--set FIELD=VALUE]... [--plot out.png | --plot-dir DIR]
@@ -351,6 +363,8 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
   try {
     if (chip.empty()) {
       const std::string pt = ReadTextFile(files[0]), mt = ReadTextFile(files[1]);
+      for (const auto& [text, path] : {std::pair{&pt, &files[0]}, std::pair{&mt, &files[1]}})
+        if (const std::string e = JsonGivenForCsv(*text, *path); !e.empty()) return usage(e);
       const CsvKind pk = DetectCsvKind(pt, files[0]), mk = DetectCsvKind(mt, files[1]);
       if (pk != mk)
         return usage(files[0] + " and " + files[1] + " hold different kinds (collectives vs GEMMs)");
@@ -365,7 +379,11 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
         return 2;
       }
       const GpuPredictor p = (*factory)(chip, sets);
-      for (const auto& f : files) results.push_back(PredictAndCompare(f, ReadTextFile(f), p));
+      for (const auto& f : files) {
+        const std::string text = ReadTextFile(f);
+        if (const std::string e = JsonGivenForCsv(text, f); !e.empty()) return usage(e);
+        results.push_back(PredictAndCompare(f, text, p));
+      }
     }
   } catch (const config::ConfigError&) {
     throw;                             // located config errors: the command line prints them (exit 2)

@@ -179,6 +179,12 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
       {"compare --chip h100-sxm-8 /dev/zero", "/dev/zero: is not a regular file"},
       {"compare /dev/zero /dev/zero", "/dev/zero: is not a regular file"},
       {"compare --chip h100-sxm-8", "needs at least one MEASURED.csv"},
+      // A result JSON among the CSVs was read as CSV: "...json:2: 2 fields, the header (line 1) has 1".
+      {"compare validate/results/h200-2026-12-04/qwen3-4b-tp2.measured.json "
+       "validate/results/public/nccl-tests-h100-8gpu-auto.csv",
+       "qwen3-4b-tp2.measured.json is JSON, not CSV: this comparison reads the CSV files of"},
+      {"compare --chip h100-sxm-8 validate/results/h200-2026-12-04/qwen3-4b-tp2.measured.json",
+       "qwen3-4b-tp2.measured.json is JSON, not CSV"},
   };
   for (const auto& c : cases) {
     std::string out;

@@ -233,6 +233,49 @@ TEST(Compare, CommandExitCodes) {
   EXPECT_EQ(CompareCommand({p, p, "--plot"}), 2);
 }
 
+// Two results of different experiments were compared op by op without a word (reference-qwen3-4b
+// against mesh-4x4-hbm-qwen3-0.6b: a MAPE of 1011.84 %); what differs is named, and the command
+// warns (exit 0). Results without a config (hand-made, older files) say nothing.
+TEST(Compare, ResultsOfDifferentExperimentsAreNamed) {
+  config::Result a, b;
+  a.set_config(
+      "model { name: \"qwen3-4b\" } chip { name: \"wafer-8x8\" } workload { batch: 1 seq_len: 256 "
+      "decode_steps: 20 num_layers: 16 dtype: \"bf16\" } mapping { tp: 4 pipeline_stages: 16 }");
+  b = a;
+  EXPECT_EQ(ExperimentsDiffer(a, b), "");
+  b.set_config(
+      "model { name: \"qwen3-0.6b\" } chip { name: \"wafer-8x8\" } workload { batch: 1 seq_len: 256 "
+      "decode_steps: 20 dtype: \"bf16\" } mapping { tp: 4 pipeline_stages: 4 }");
+  EXPECT_EQ(
+      ExperimentsDiffer(a, b),
+      "model qwen3-4b vs qwen3-0.6b, workload batch 1 x seq_len 256 + 20 decode steps, 16 layers, bf16 vs "
+      "batch 1 x seq_len 256 + 20 decode steps, all layers, bf16, mapping TP 4 x 16 stages vs TP 4 x 4 "
+      "stages");
+  config::Result none = b;
+  none.clear_config();
+  EXPECT_EQ(ExperimentsDiffer(a, none), "");
+  // The command: a warning on stderr, the table as before.
+  nlohmann::json ja =
+      nlohmann::json::parse(ResultJson("analytical", 1, {Op("prefill", 0, "a", 1000000, false)}));
+  ja["config"] = a.config();
+  nlohmann::json jb = ja;
+  jb["config"] = b.config();
+  const std::string pa = Write("exp_a.json", ja.dump()), pb = Write("exp_b.json", jb.dump());
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(CompareCommand({pa, pb}), 0);
+  const std::string out = testing::internal::GetCapturedStdout();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "tpsim compare: warning: " + pa + " and " + pb + " are results of different experiments (" +
+                     ExperimentsDiffer(a, b) + "): their ops are compared by name, not like with like\n");
+  EXPECT_NE(out.find("MAPE"), std::string::npos) << out;
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(CompareCommand({pa, pa}), 0);
+  testing::internal::GetCapturedStdout();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
 // A result without ops compares nothing: it printed "no op was compared" and exited 0 as if a
 // comparison had been made. Now exit 2 naming the file and the field, either side.
 TEST(Compare, ResultWithoutOpsExitsTwoNamingTheFile) {
