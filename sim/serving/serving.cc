@@ -278,9 +278,17 @@ std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
   std::snprintf(buf, sizeof buf, "throughput: %.3f requests/s, %.1f output tokens/s over %.3f s\n",
                 m.requests_per_s, m.tokens_per_s, m.span_s);
   s << buf;
+  // An SLO as given: three decimals where they show it, else six significant digits (1e308 printed
+  // as 31 digits cut off by the buffer, 1e-300 as 0.000).
+  auto slo_ms = [](double ms) {
+    if (ms >= 0.001 && ms < 1e12) return Ms(ms);
+    char b[32];
+    std::snprintf(b, sizeof b, "%.6g", ms);
+    return std::string(b);
+  };
   std::string slo;
-  if (slo_ttft_ms > 0) slo += "TTFT <= " + Ms(slo_ttft_ms) + " ms";
-  if (slo_tpot_ms > 0) slo += std::string(slo.empty() ? "" : ", ") + "TPOT <= " + Ms(slo_tpot_ms) + " ms";
+  if (slo_ttft_ms > 0) slo += "TTFT <= " + slo_ms(slo_ttft_ms) + " ms";
+  if (slo_tpot_ms > 0) slo += std::string(slo.empty() ? "" : ", ") + "TPOT <= " + slo_ms(slo_tpot_ms) + " ms";
   if (slo.empty()) slo = "no SLO given";
   std::snprintf(buf, sizeof buf, "goodput (%s): %.3f requests/s (%u of %u requests)\n", slo.c_str(),
                 m.goodput_per_s, m.good, m.total);

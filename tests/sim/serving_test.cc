@@ -228,6 +228,21 @@ TEST(ServingScheduler, RowsWithoutSamplesPrintADash) {
   EXPECT_EQ(u.find("TTFT              -"), std::string::npos) << u;
 }
 
+// The goodput line's SLOs as given: 1e308 ms printed as 31 digits cut off by the buffer
+// ("1000000000000000010979063629440"), 1e-300 ms as "0.000", which the flag refuses.
+TEST(ServingScheduler, GoodputLineShowsTheSlosAsGiven) {
+  const Metrics m;
+  auto line = [&](double ttft, double tpot) {
+    const std::string t = SummaryText(m, ttft, tpot);
+    const size_t at = t.find("goodput (");
+    return t.substr(at, t.find(')', at) - at + 1);
+  };
+  EXPECT_EQ(line(1e308, 1e-300), "goodput (TTFT <= 1e+308 ms, TPOT <= 1e-300 ms)");
+  EXPECT_EQ(line(500, 0.0005), "goodput (TTFT <= 500.000 ms, TPOT <= 0.0005 ms)");
+  EXPECT_EQ(line(0, 2.5), "goodput (TPOT <= 2.500 ms)");
+  EXPECT_EQ(line(0, 0), "goodput (no SLO given)");
+}
+
 config::SyntheticRequests Synth(uint64_t seed, uint32_t n) {
   config::SyntheticRequests s;
   s.set_num_requests(n);
