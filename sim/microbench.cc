@@ -128,6 +128,14 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
                                 std::to_string(chip.num_cores()) + "] (the cores of " + cfg.name() + ")");
   }
   if (bytes == 0) throw std::invalid_argument("size 0: a collective needs at least one byte");
+  // The lowering cuts the buffer into a chunk per rank in whole 2-byte elements: below one element
+  // a rank, some chunks were empty and the times meaningless (an all_gather of 2 bytes over 8
+  // ranks was timed faster than one of 1 byte).
+  if (bytes < 2 * static_cast<uint64_t>(ranks))
+    throw std::invalid_argument(op + " of " + std::to_string(bytes) + " bytes over " + std::to_string(ranks) +
+                                " ranks: less than one 2-byte element a rank (the buffer is cut into a chunk "
+                                "per rank); give at least " +
+                                std::to_string(2 * static_cast<uint64_t>(ranks)) + " bytes");
   const mapping::Program p = mapping::CollectiveProgram(chip, algo, kind, ranks, bytes, 2);
   Ps ps = 0;
   if (!p.empty()) {

@@ -179,6 +179,10 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
       {"compare --chip h100-sxm-8 /dev/zero", "/dev/zero: is not a regular file"},
       {"compare /dev/zero /dev/zero", "/dev/zero: is not a regular file"},
       {"compare --chip h100-sxm-8", "needs at least one MEASURED.csv"},
+      // Less than a 2-byte element a rank: some chunks were empty (2 bytes timed faster than 1).
+      {"collectives wafer-8x8 --op all_gather --ranks 8 --sizes 1:64:2",
+       "all_gather of 1 bytes over 8 ranks: less than one 2-byte element a rank (the buffer is cut into a "
+       "chunk per rank); give at least 16 bytes"},
       // A result JSON among the CSVs was read as CSV: "...json:2: 2 fields, the header (line 1) has 1".
       {"compare validate/results/h200-2026-12-04/qwen3-4b-tp2.measured.json "
        "validate/results/public/nccl-tests-h100-8gpu-auto.csv",
