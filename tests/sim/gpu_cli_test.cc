@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/cli/gpu_commands.h"
+#include "sim/microbench.h"
 
 #include "tests/cli_test_util.h"
 
@@ -204,6 +205,55 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
   EXPECT_NE(out.find("--sizes SPEC"), std::string::npos);
   EXPECT_EQ(RunTpsim("gemm --help", &out), 0);
   EXPECT_NE(out.find("--shapes FILE"), std::string::npos);
+}
+
+// A --set the command's model does not read printed the same table without a word (collectives,
+// gemm, compare --chip)
+// (`--set noc.link_bandwidth_gbps=1e-300` on h200-sxm-8); it is warned, the table unchanged.
+TEST_F(GpuCli, SetsTheModelDoesNotReadAreWarned) {
+  std::string plain, with;
+  ASSERT_EQ(RunTpsim("collectives h200-sxm-8 --op all_reduce --ranks 8 --sizes 1M", &plain), 0) << plain;
+  ASSERT_EQ(
+      RunTpsim(
+          "collectives h200-sxm-8 --op all_reduce --ranks 8 --sizes 1M --set noc.link_bandwidth_gbps=1e-300 "
+          "--set noc.nodes=8",
+          &with),
+      0)
+      << with;
+  const std::string warning =
+      "tpsim collectives: warning: --set noc.link_bandwidth_gbps is ignored: a GPU node's collectives are "
+      "the "
+      "NCCL-like model of chip.gpu over its GPUs (noc.nodes, rows, cols)\n";
+  EXPECT_EQ(with, warning + plain);
+  EXPECT_EQ(
+      tpsim::sim::UnreadChipSets("collectives", true,
+                                 {"gpu.ring_efficiency", "noc.nodes", "chip.core.sram_bytes"}),
+      (std::vector<std::string>{"--set chip.core.sram_bytes is ignored: a GPU node's collectives are the "
+                                "NCCL-like model of chip.gpu over its GPUs (noc.nodes, rows, cols)"}));
+  EXPECT_EQ(tpsim::sim::UnreadChipSets("gemm", true, {"gpu.l2_bytes", "core.sram_bytes"}),
+            (std::vector<std::string>{
+                "--set core.sram_bytes is ignored: a GPU's GEMMs are the model of chip.gpu"}));
+  EXPECT_EQ(
+      tpsim::sim::UnreadChipSets("gemm", false, {"core.sram_bytes", "clock_mhz", "noc.link_bandwidth_gbps"}),
+      (std::vector<std::string>{"--set noc.link_bandwidth_gbps is ignored: a GEMM on one core reads the core "
+                                "and its clock (core, clock_mhz)"}));
+  EXPECT_TRUE(tpsim::sim::UnreadChipSets("collectives", false, {"noc.link_bandwidth_gbps", "core.sram_bytes"})
+                  .empty());
+  // compare --chip: what neither model reads.
+  std::string cmp;
+  ASSERT_EQ(
+      RunTpsim(
+          "compare --chip h100-sxm-8 validate/results/public/nccl-tests-h100-8gpu-auto.csv --summary --set "
+          "noc.link_bandwidth_gbps=1 --set gpu.ring_efficiency=0.9 --set noc.nodes=8",
+          &cmp),
+      0)
+      << cmp;
+  EXPECT_EQ(
+      cmp.rfind("tpsim compare: warning: --set noc.link_bandwidth_gbps is ignored: neither the GEMM nor the "
+                "collective model of the chip reads it\n# predicted on h100-sxm-8",
+                0),
+      0u)
+      << cmp;
 }
 
 TEST_F(GpuCli, CompareTwoFilesAndWithChip) {
