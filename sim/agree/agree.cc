@@ -45,7 +45,7 @@ and the K worst cases, each with the commands that reproduce it.
   --family F      dense (default: dense catalog models) or moe (mixture-of-experts
                   catalog models, expert-parallel degree and routing drawn too)
   --count N       experiments 0 .. N-1 (default 30)
-  --jobs J        worker processes (default 1; the TLM engine runs one per process)
+  --jobs J        worker processes, 1 .. 256 (default 1; the TLM engine runs one per process)
   --csv FILE      one row per experiment: what was drawn, both engines' times, ratios
   --worst K       worst cases listed (default 5)
   --bounds F,D    exit 1 unless at least a fraction F of the totals are within 10%

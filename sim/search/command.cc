@@ -58,7 +58,7 @@ energy column and no bound (every candidate runs: keep the space small with the 
   --slo-ttft-ms X      only candidates with TTFT (prefill) <= X ms count as feasible
   --slo-tpot-ms Y      only candidates with TPOT (mean decode step) <= Y ms
   --budget N           simulate at most N candidates (default 10000)
-  --jobs J             worker threads (default: all cores)
+  --jobs J             worker threads, 1 .. 256 (default: all cores)
   --confirm K          rerun the K best feasible candidates with the TLM engine (default 5,
                        0: none), one child process each
   --out FILE           write the best candidate as an experiment `tpsim run` accepts

@@ -33,7 +33,7 @@ the points already stored (by the hash of their resolved config and of the
 files it reads: placement file, routing trace, request trace) and does the rest.
 
   SWEEP                sweep file (.textproto or .json)
-  --jobs N             workers (default: all cores); analytical points run on
+  --jobs N             workers, 1 .. 256 (default: all cores); analytical points run on
                        threads, tlm points in child processes with the sweep's
                        time_limit_s each, serving points (workload.requests) in
                        child `tpsim serve` processes (tlm: with time_limit_s)
@@ -197,6 +197,8 @@ int Run(const std::vector<std::string>& args) {
     };
     if (auto v = value("--jobs")) {
       opts.jobs = ParseNumber<int>("--jobs", *v, 1);
+      // As search and agree take it: 2147483647 was accepted, a thread a point up to the sweep's size.
+      if (opts.jobs > 256) throw UsageError("--jobs must be 1 .. 256, got '" + *v + "'");
     } else if (auto v = value("--db")) {
       db = *v;
     } else if (auto v = value("--csv")) {

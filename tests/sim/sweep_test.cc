@@ -850,6 +850,11 @@ TEST(SweepCli, UsageErrorsExitTwo) {
   EXPECT_EQ(SweepCommand({}), 2);
   EXPECT_EQ(SweepCommand({"x.textproto", "--shard", "4/4"}), 2);
   EXPECT_EQ(SweepCommand({"x.textproto", "--jobs", "0"}), 2);
+  // As search and agree take it (2147483647 was accepted: a thread a point, up to the sweep's size).
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(SweepCommand({"x.textproto", "--jobs", "257"}), 2);
+  const std::string jobs = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(jobs.rfind("tpsim sweep: --jobs must be 1 .. 256, got '257'\n", 0), 0u) << jobs;
   EXPECT_EQ(SweepCommand({"merge", "out.sqlite"}), 2);
   // OUT among the inputs (SQLite's "database is locked", exit 1, before).
   EXPECT_EQ(SweepCommand({"merge", "m.sqlite", "a.sqlite", "./m.sqlite"}), 2);
