@@ -223,6 +223,16 @@ TEST_F(PlotTest, EmptyOutIsRefused) {
   EXPECT_EQ(RunPlot({"timeline", Path("result.json"), "--out", ""}, &err), 2);
   EXPECT_NE(err.find("--out needs a value, got an empty one"), std::string::npos) << err;
   EXPECT_FALSE(std::filesystem::exists(".png"));
+  // Every option's empty value (a script's unset variable): --cores "" and --window "" drew every
+  // core over the whole run, as if not given; an empty input names itself.
+  for (const char* flag : {"--cores", "--window"}) {
+    EXPECT_EQ(RunPlot({"timeline", Path("result.json"), flag, "", "--out", Path("t.png")}, &err), 2) << flag;
+    EXPECT_NE(err.find(std::string(flag) + " needs a value, got an empty one"), std::string::npos) << err;
+  }
+  EXPECT_EQ(RunPlot({"timeline", "", "--out", Path("t.png")}, &err), 2);
+  EXPECT_NE(err.find("tpsim plot: RESULT.json is empty (a script's unset variable?)"), std::string::npos)
+      << err;
+  EXPECT_FALSE(std::filesystem::exists(Path("t.png")));
 }
 
 TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
@@ -604,6 +614,26 @@ TEST_F(PlotTest, SweepRatioOfTwoColorSeries) {
                      "k_split/m_split_rotate", "--out", Path("bad.png")},
                     &err),
             2);
+  // A column that is no metric: its value (a whole config) was the error message.
+  EXPECT_EQ(
+      RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "config", "--color",
+               "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--out", Path("bad.png")},
+              &err),
+      2);
+  EXPECT_NE(
+      err.find(
+          "--y config: not a metric of the points (metrics: prefill_ps, spilled_bytes, core_utilization)"),
+      std::string::npos)
+      << err;
+  // A value against itself drew a line of ones.
+  EXPECT_EQ(RunPlot({"sweep", Path("kvm.sqlite"), "--x", "workload.seq_len", "--y", "prefill_ps", "--color",
+                     "mapping.partition", "--facet", "chip.noc.link_bandwidth_gbps", "--ratio",
+                     "k_split/k_split", "--out", Path("bad.png")},
+                    &err),
+            2);
+  EXPECT_NE(err.find("--ratio k_split/k_split: A and B are the same value (every ratio would be 1)"),
+            std::string::npos)
+      << err;
   EXPECT_FALSE(std::filesystem::exists(Path("bad.png")));
 }
 

@@ -100,6 +100,9 @@ def series_data(args):
                              f"{', '.join(fields) or 'none'})")
     if args.y not in cols:
         raise UsageError(f"--y {args.y}: no column '{args.y}' in points (metrics: {', '.join(metrics)})")
+    # A column that is no metric (config, error, status) put a whole config in the message.
+    if args.y not in metrics:
+        raise UsageError(f"--y {args.y}: not a metric of the points (metrics: {', '.join(metrics)})")
     used = [c for c in (args.x, args.color, args.facet) if c]
     if len(set(used)) != len(used):
         raise UsageError("--x, --color and --facet must name different fields")
@@ -146,6 +149,8 @@ def series_data(args):
         if args.ratio.count("/") != 1 or "" in args.ratio.split("/"):
             raise UsageError(f"--ratio {args.ratio!r}: expected A/B, two values of --color {args.color}")
         ratio = args.ratio.split("/")
+        if ratio[0] == ratio[1]:
+            raise UsageError(f"--ratio {args.ratio}: A and B are the same value (every ratio would be 1)")
         present = {fmt_value(r[args.color]) for r in kept}
         for v in ratio:
             if v not in present:

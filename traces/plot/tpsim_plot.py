@@ -176,9 +176,14 @@ def main(argv):
         args = p.parse_args(argv)
         if not args.cmd:
             raise UsageError("expected a subcommand: heatmap, timeline, sweep, energy, front or serving")
-        # An empty file name (a script's unset variable): matplotlib would write ".png" here.
-        for flag in ("out", "dump_series"):
-            if getattr(args, flag, None) == "":
+        # An empty value (a script's unset variable) read as the option not given (--where "",
+        # --vmax "", --cores ""), and an empty file name made matplotlib write ".png" here. A title
+        # may be empty.
+        positional = {"result": "RESULT.json", "db": "RESULTS.sqlite", "requests": "REQUESTS.csv", "kv": "KV.csv"}
+        for flag, value in sorted(vars(args).items()):
+            if value == "" and flag in positional:
+                raise UsageError(positional[flag] + " is empty (a script's unset variable?)")
+            if value == "" and flag not in ("title", "cmd"):
                 raise UsageError("--" + flag.replace("_", "-") + " needs a value, got an empty one")
         # Before any input is read or anything drawn: the file --out names (the extension as
         # written may be absent), and no output over an input or over another output.
