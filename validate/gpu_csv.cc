@@ -39,9 +39,13 @@ struct Table {
   bool device_time = false;  // a `# timing: device` line
 };
 
+std::string Where(const std::string& name, int line) { return name + ":" + std::to_string(line) + ": "; }
+
 Table Parse(const std::string& text, const std::string& name) {
   Table t;
-  std::istringstream in(text);
+  // A UTF-8 byte order mark (a spreadsheet's export) read as part of the first column's name:
+  // "header has no column m".
+  std::istringstream in(text.starts_with("\xEF\xBB\xBF") ? text.substr(3) : text);
   std::string line;
   int no = 0;
   while (std::getline(in, line)) {
@@ -52,7 +56,12 @@ Table Parse(const std::string& text, const std::string& name) {
     if (t.header.empty()) {
       t.header = Split(s);
       t.header_line = no;
-      for (size_t i = 0; i < t.header.size(); ++i) t.index[t.header[i]] = i;
+      for (size_t i = 0; i < t.header.size(); ++i) {
+        // A column named twice (m,m,n,k) was read from its last place only.
+        if (!t.index.emplace(t.header[i], i).second)
+          throw std::runtime_error(Where(name, no) + "column " + t.header[i] +
+                                   " is named twice in the header");
+      }
       continue;
     }
     // Columns are found by position: a row with a field lost or added would read its later
@@ -68,8 +77,6 @@ Table Parse(const std::string& text, const std::string& name) {
   if (t.header.empty()) throw std::runtime_error(name + ": no header line (and no rows)");
   return t;
 }
-
-std::string Where(const std::string& name, int line) { return name + ":" + std::to_string(line) + ": "; }
 
 struct Row {
   const Table& t;
@@ -234,6 +241,7 @@ std::vector<GemmShapeRow> ReadShapesCsv(const std::string& text, const std::stri
     g.n = r.Count("n");
     g.k = r.Count("k");
     if (r.Has("dtype")) g.dtype = r.Text("dtype");
+    g.line = line;
     out.push_back(std::move(g));
   }
   return out;

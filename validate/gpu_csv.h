@@ -80,6 +80,7 @@ std::vector<GemmRow> ReadGemmCsv(const std::string& text, const std::string& nam
 struct GemmShapeRow {
   uint64_t m = 0, n = 0, k = 0;
   std::string dtype;
+  int line = 0;  // in its file (0: not from a file)
 };
 std::vector<GemmShapeRow> ReadShapesCsv(const std::string& text, const std::string& name);
 

@@ -102,7 +102,15 @@ int GemmCommand(const std::vector<std::string>& args) {
     for (const sim::Override& o : sets) set_paths.push_back(o.path);
     for (const std::string& w : sim::UnreadChipSets("gemm", chip.config().has_gpu(), set_paths))
       std::cerr << "tpsim gemm: warning: " << w << "\n";
-    for (const auto& s : shapes) rows.push_back(sim::PredictGemm(chip, s.m, s.n, s.k, s.dtype));
+    for (const auto& s : shapes) {
+      try {
+        rows.push_back(sim::PredictGemm(chip, s.m, s.n, s.k, s.dtype));
+      } catch (const std::invalid_argument& e) {
+        // A row of --shapes (an unknown dtype, one the chip lacks) is named at its line.
+        if (s.line == 0) throw;
+        throw std::invalid_argument(shapes_path + ":" + std::to_string(s.line) + ": " + e.what());
+      }
+    }
     std::cout << "# tpsim gemm on one " << (chip.config().has_gpu() ? "GPU" : "core") << " of "
               << chip.config().name() << " ("
               << (chip.config().has_gpu() ? "GPU GEMM model, arch/gpu/gemm.h"

@@ -139,6 +139,15 @@ TEST_F(GpuCli, GemmShapesFile) {
   EXPECT_NE(lines[2].find(",compute,"), std::string::npos) << lines[2];
   // A written GEMM CSV is itself a shapes file.
   EXPECT_EQ(RunTpsim("gemm b200-sxm-8 --shapes " + P("g.csv"), &out), 0) << out;
+  // A row's dtype the model refuses is named at its line (it said only "unknown dtype 'fp4'").
+  {
+    std::ofstream f(P("fp4.csv"));
+    f << "m,n,k,dtype\n1,64,64,bf16\n1,64,64,fp4\n";
+  }
+  EXPECT_EQ(RunTpsim("gemm h100-sxm-8 --shapes " + P("fp4.csv"), &out), 2) << out;
+  EXPECT_NE(out.find("tpsim gemm: " + P("fp4.csv") + ":3: unknown dtype 'fp4' (valid: bf16, fp16, fp8)"),
+            std::string::npos)
+      << out;
 }
 
 TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
@@ -174,7 +183,8 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
       {"gemm h100-sxm-8 --m 1 --n 4096 --k 4096 --dtype fp4", "unknown dtype 'fp4'"},
       {"gemm wafer-8x8 --m 1 --n 4096 --k 4096 --dtype fp8", "models bf16 only"},
       {"gemm h100-sxm-8", "needs --m, --n and --k, or --shapes"},
-      {"gemm h100-sxm-8 --shapes /nonexistent/shapes.csv", "/nonexistent/shapes.csv: file not found"},
+      {"gemm h100-sxm-8 --shapes /nonexistent/shapes.csv",
+       "--shapes: /nonexistent/shapes.csv: file not found"},
       // A device or FIFO never ends or blocks: refused before reading.
       {"gemm h100-sxm-8 --shapes /dev/zero", "/dev/zero: is not a regular file"},
       {"compare --chip h100-sxm-8 /dev/zero", "/dev/zero: is not a regular file"},

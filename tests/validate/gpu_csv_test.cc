@@ -104,6 +104,21 @@ TEST(GpuCsv, RowsWithMoreOrFewerFieldsThanTheHeaderAreErrors) {
   EXPECT_EQ(ReadGemmCsv(h + "1,6144,4096,bf16,5,2.9,,,\n", "ok.csv").size(), 1u);
 }
 
+// A spreadsheet's UTF-8 byte order mark read as part of the first column's name ("header has no
+// column m"), and a column named twice was read from its last place only; each row keeps its line
+// (tpsim gemm names a row whose dtype it refuses at it).
+TEST(GpuCsv, ByteOrderMarkAndColumnsNamedTwice) {
+  const auto rows = ReadShapesCsv("\xEF\xBB\xBFm,n,k\n1,64,64\n# c\n2,8,8\n", "bom.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].m, 1u);
+  EXPECT_EQ(rows[0].line, 2);
+  EXPECT_EQ(rows[1].line, 4);
+  EXPECT_EQ(ErrorOf([&] { ReadShapesCsv("m,m,n,k\n1,2,64,64\n", "dup.csv"); }),
+            "dup.csv:1: column m is named twice in the header");
+  EXPECT_EQ(ErrorOf([&] { ReadGemmCsv("# x\n" + std::string(kGemmCsvHeader) + ",tflops\n", "g.csv"); }),
+            "g.csv:2: column tflops is named twice in the header");
+}
+
 // A repeated key entered the MAPE twice (measured with --chip) or was refused without its file
 // and line (predicted): now "FILE:LINE: duplicate row KEY (first at line N)" in every route.
 TEST(GpuCsv, DuplicateRowsNameTheFileAndBothLines) {
