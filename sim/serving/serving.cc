@@ -389,12 +389,13 @@ void CheckRequestMemory(const sim::Experiment& e, uint64_t max_memory) {
   // Beyond kMaxRequests, LoadRequests refuses the count itself.
   if (n <= kMaxRequests && need > static_cast<double>(max_memory)) {
     const std::string field = "workload.requests.synthetic.num_requests";
-    throw config::ConfigError(config::Diag{e.locs.Find(field), field, std::to_string(n),
-                                           "serving them takes about " + mapping::FormatBytes(need) + " (" +
-                                               mapping::FormatBytes(kBytesPerRequest * 1e6) +
-                                               " per million requests), more than --max-memory " +
-                                               mapping::FormatBytes(static_cast<double>(max_memory)) +
-                                               ": serve fewer requests, or raise --max-memory"});
+    throw config::ConfigError(config::Diag{
+        e.locs.Find(field), field, std::to_string(n),
+        "serving them takes about " + mapping::FormatBytes(need) + " (" +
+            mapping::FormatBytes(mapping::ProgramEstimate::kBaseBytes) + " for the process and " +
+            mapping::FormatBytes(kBytesPerRequest * 1e6) + " per million requests), more than --max-memory " +
+            mapping::FormatBytes(static_cast<double>(max_memory)) +
+            ": serve fewer requests, or raise --max-memory"});
   }
 }
 

@@ -533,11 +533,12 @@ TEST_F(Hardening, SyntheticRequestsBeyondMaxMemoryAreRefused) {
   Outcome o =
       Tpsim("serve " + kServing + " --set workload.requests.synthetic.num_requests=9000000 --max-memory 1G");
   EXPECT_EQ(o.status, 2) << o.output;
-  EXPECT_EQ(
-      o.output.rfind("<command line: --set workload.requests.synthetic.num_requests=9000000>:1:1: "
-                     "workload.requests.synthetic.num_requests: 9000000: serving them takes about 4.67 GB",
-                     0),
-      0u)
+  EXPECT_EQ(o.output.rfind(
+                "<command line: --set workload.requests.synthetic.num_requests=9000000>:1:1: "
+                "workload.requests.synthetic.num_requests: 9000000: serving them takes about 4.67 GB (64 MB "
+                "for the process and 512 MB per million requests)",
+                0),
+            0u)
       << o.output;
   Outcome bad = Tpsim("serve " + kServing + " --max-memory 12X");
   EXPECT_EQ(bad.status, 2) << bad.output;
