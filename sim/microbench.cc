@@ -1,6 +1,7 @@
 #include "sim/microbench.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -137,6 +138,23 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
                                 " ranks: less than one 2-byte element a rank (the buffer is cut into a chunk "
                                 "per rank); give at least " +
                                 std::to_string(2 * static_cast<uint64_t>(ranks)) + " bytes");
+  // Certain to pass the clock before anything is lowered, as `tpsim run` refuses it (exit 2): a
+  // rank's chunk crosses a link between cores at least once, at best the fastest one's rate. (It was found
+  // after lowering, at the transfer, exit 1.) Half the clock, so that rounding cannot refuse a
+  // run that fits.
+  double fastest = 0;
+  for (const arch::Link& l : chip.links())  // not a memory controller's
+    if (chip.node(l.src).kind != arch::Node::kMemory && chip.node(l.dst).kind != arch::Node::kMemory)
+      fastest = std::max(fastest, l.bandwidth_gbps);
+  const double chunk_s = fastest > 0 ? static_cast<double>(bytes) / ranks / (fastest * 1e9) : 0;
+  if (chunk_s > 0.5 * 9223372036854775807.0 * 1e-12) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%g", fastest);
+    throw std::invalid_argument(op + " of " + std::to_string(bytes) + " bytes over " + std::to_string(ranks) +
+                                " ranks: a rank's chunk over the fastest link (" + rate +
+                                " GB/s) would take at least " + DaysText(chunk_s) + ", longer than " +
+                                kClockLimit + ": check chip.noc.link_bandwidth_gbps");
+  }
   const mapping::Program p = mapping::CollectiveProgram(chip, algo, kind, ranks, bytes, 2);
   Ps ps = 0;
   if (!p.empty()) {
