@@ -313,4 +313,12 @@ std::vector<std::string> ShippedNames(const std::string& dir, const std::string&
   return names;
 }
 
+std::string ShippedList(const std::string& dir, const std::string& ext) {
+  const std::vector<std::string> names = ShippedNames(dir, ext);
+  if (!names.empty()) return JoinNames(names);
+  const char* env = std::getenv("TPSIM_CONFIG_DIR");
+  if (!env || !*env) return "none";
+  return "none in TPSIM_CONFIG_DIR=" + Clip(env) + ": no " + dir + "/ folder of " + ext + " files";
+}
+
 }  // namespace tpsim::config

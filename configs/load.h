@@ -118,5 +118,9 @@ std::string ConfigDir();
 // The names (file stems) of the shipped configs in ConfigDir()/`dir` whose files end in `ext`
 // (".textproto", ".json"), sorted; none when the folder is missing.
 std::vector<std::string> ShippedNames(const std::string& dir, const std::string& ext);
+// ShippedNames joined with ", " for an error's list of valid names; where there are none, "none",
+// and where $TPSIM_CONFIG_DIR points to them "none in TPSIM_CONFIG_DIR=X: no DIR/ folder of EXT
+// files" (a misset variable read as "(none)" or an empty list).
+std::string ShippedList(const std::string& dir, const std::string& ext);
 
 }  // namespace tpsim::config

@@ -677,10 +677,9 @@ std::vector<std::pair<std::string, std::string>> ImportableArchitectures() {
 std::string CatalogPath(const std::string& name, const config::Location& where, const std::string& field) {
   std::vector<std::string> names = CatalogNames();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
-    const std::string list = config::JoinNames(names);
     throw config::ConfigError(
         config::Diag{where, field, name,
-                     "unknown model; the catalog has: " + (list.empty() ? "(none)" : list) +
+                     "unknown model; the catalog has: " + config::ShippedList("models", ".json") +
                          config::DidYouMean(name, names)});
   }
   return (std::filesystem::path(config::ConfigDir()) / "models" / (name + ".json")).string();

@@ -207,10 +207,10 @@ std::string ExperimentPath(const std::string& arg) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(shipped, ec)) return shipped;
   const std::vector<std::string> names = config::ShippedNames("experiments", ".textproto");
-  const std::string list = config::JoinNames(names);
   throw ConfigError(Diag{kCommandLine, "EXPERIMENT", config::Clip(arg),
-                         "no such file, nor a shipped experiment (" + (list.empty() ? "none" : list) +
-                             "; tpsim list experiment)" + config::DidYouMean(arg, names)});
+                         "no such file, nor a shipped experiment (" +
+                             config::ShippedList("experiments", ".textproto") + "; tpsim list experiment)" +
+                             config::DidYouMean(arg, names)});
 }
 
 Experiment LoadExperiment(const std::string& arg, const std::vector<Override>& sets,

@@ -40,7 +40,7 @@ arch::Chip LoadChipArg(const std::string& arg, const std::vector<Override>& sets
     path = config::JoinPath(config::ConfigDir(), "chips/" + arg + ".textproto");
     if (!std::filesystem::exists(path)) {
       throw std::invalid_argument(
-          "unknown chip '" + arg + "' (shipped: " + config::JoinNames(ShippedChipNames()) +
+          "unknown chip '" + arg + "' (shipped: " + config::ShippedList("chips", ".textproto") +
           "; or give a path to a chip .textproto / .json)" + config::DidYouMean(arg, ShippedChipNames()));
     }
   }

@@ -226,6 +226,35 @@ TEST(Cli, ListWarnsOfAConfigDirWithoutChips) {
   EXPECT_EQ(RunTpsim("list experiment").output.find("warning"), std::string::npos);
 }
 
+// A shipped name where TPSIM_CONFIG_DIR points to no shipped configs said "(none)" or an empty
+// list: the errors say where they looked.
+TEST(Cli, ShippedNamesSayWhereTheConfigDirHasNone) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           {"run reference-qwen3-4b",
+            "EXPERIMENT: reference-qwen3-4b: no such file, nor a shipped experiment (none "
+            "in TPSIM_CONFIG_DIR=/nonexistent-tpsim-configs: no experiments/ folder of "
+            ".textproto files; tpsim list experiment)"},
+           {"collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 1M",
+            "unknown chip 'h100-sxm-8' (shipped: none in TPSIM_CONFIG_DIR=/nonexistent-tpsim-configs: no "
+            "chips/ "
+            "folder of .textproto files;"},
+           {"run " TPSIM_SOURCE_DIR "/configs/experiments/reference-qwen3-4b.textproto --model qwen3-8b",
+            "--model: qwen3-8b: unknown model; the catalog has: none in "
+            "TPSIM_CONFIG_DIR=/nonexistent-tpsim-configs: "
+            "no models/ folder of .json files"},
+       }) {
+    const Outcome o = tpsim::test::RunCommand(
+        "TPSIM_CONFIG_DIR=/nonexistent-tpsim-configs timeout 60 '" TPSIM_BINARY_DIR "/bin/tpsim' " +
+        std::string(c.args) + " 2>&1");
+    EXPECT_EQ(o.status, 2) << c.args << ": " << o.output;
+    EXPECT_NE(o.output.find(c.says), std::string::npos) << c.args << ": " << o.output;
+  }
+}
+
 TEST(Cli, ListPrintsTheShippedChipsExperimentsAndModels) {
   Outcome all = RunTpsim("list");
   ASSERT_EQ(all.status, 0) << all.output;
