@@ -428,6 +428,21 @@ void CheckStorePath(const std::string& flag, const std::string& path) {
   }
 }
 
+std::string FindMatplotlibPython(std::string* warning) {
+  auto imports = [](const std::string& py) {
+    return RunChildProcess({py, "-c", "import matplotlib"}, kChildDevNull, kChildDevNull) == 0;
+  };
+  const char* env = std::getenv("TPSIM_PYTHON");
+  if (env && *env && imports(env)) return env;
+  for (const char* py : {"python3", "/usr/bin/python3"}) {
+    if (!imports(py)) continue;
+    if (env && *env && warning)
+      *warning = "TPSIM_PYTHON=" + Clip(env) + " cannot import matplotlib (or does not run); using " + py;
+    return py;
+  }
+  return "";
+}
+
 int RunChildProcess(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd) {
   if (argv.empty()) return -1;
   std::vector<char*> args;

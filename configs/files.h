@@ -119,6 +119,12 @@ inline constexpr int kChildDevNull = -2;
 // had exited 143).
 int RunChildProcess(const std::vector<std::string>& argv, int stdout_fd = -1, int stderr_fd = -1);
 
+// A python3 that imports matplotlib (`tpsim plot`, `tpsim compare --plot`): $TPSIM_PYTHON, then
+// python3 on PATH, then /usr/bin/python3; "" when none can. Where TPSIM_PYTHON is set and cannot
+// (a missing file, no matplotlib), `warning`, when given, says so and which one runs instead: it
+// was passed over silently.
+std::string FindMatplotlibPython(std::string* warning = nullptr);
+
 // What an empty mapping.partition, mapping.placement or mapping.collective means: the
 // partitioner, placement and collective algorithm that lowering uses then. The run's title,
 // `tpsim describe` and the memory estimate (mapping/estimate.cc) say and count these, and

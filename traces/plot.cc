@@ -15,18 +15,10 @@ std::string PlotScriptPath() {
   return TPSIM_PLOT_SCRIPT;
 }
 
-std::optional<std::string> FindPlotPython() {
-  // $TPSIM_PYTHON first, as `tpsim compare --plot` takes it.
-  std::vector<std::string> cands;
-  if (const char* env = std::getenv("TPSIM_PYTHON"); env != nullptr && *env != '\0') cands.emplace_back(env);
-  cands.emplace_back("python3");
-  cands.emplace_back("/usr/bin/python3");
-  for (const std::string& py : cands) {
-    if (config::RunChildProcess({py, "-c", "import matplotlib"}, config::kChildDevNull,
-                                config::kChildDevNull) == 0)
-      return py;
-  }
-  return std::nullopt;
+std::optional<std::string> FindPlotPython(std::string* warning) {
+  const std::string py = config::FindMatplotlibPython(warning);
+  if (py.empty()) return std::nullopt;
+  return py;
 }
 
 int PlotCommand(const std::vector<std::string>& args) {
@@ -36,7 +28,9 @@ int PlotCommand(const std::vector<std::string>& args) {
     std::cerr << "tpsim plot: script " << script << " not found (set TPSIM_PLOT_SCRIPT)\n";
     return 2;
   }
-  const std::optional<std::string> py = FindPlotPython();
+  std::string warning;
+  const std::optional<std::string> py = FindPlotPython(&warning);
+  if (!warning.empty()) std::cerr << "tpsim plot: warning: " << warning << "\n";
   if (!py) {
     std::cerr << "tpsim plot: needs python3 with matplotlib: install it with "
                  "`apt-get install -y python3-matplotlib`\n";

@@ -22,8 +22,9 @@ namespace tpsim::traces {
 // stderr naming the package to install when no python3 with matplotlib is found.
 int PlotCommand(const std::vector<std::string>& args);
 
-// A python3 that imports matplotlib, or nullopt. Also used by the tests to decide to skip.
-std::optional<std::string> FindPlotPython();
+// A python3 that imports matplotlib, or nullopt (config::FindMatplotlibPython, `warning` as
+// there). Also used by the tests to decide to skip.
+std::optional<std::string> FindPlotPython(std::string* warning = nullptr);
 
 // The script path PlotCommand runs.
 std::string PlotScriptPath();

@@ -219,17 +219,7 @@ std::string ComparisonTable(const Comparison& c) {
   return os.str();
 }
 
-std::string FindPlotPython() {
-  std::vector<std::string> cands;
-  if (const char* env = std::getenv("TPSIM_PYTHON")) cands.emplace_back(env);
-  cands.emplace_back("python3");
-  cands.emplace_back("/usr/bin/python3");
-  for (const auto& p : cands)
-    if (config::RunChildProcess({p, "-c", "import matplotlib"}, config::kChildDevNull,
-                                config::kChildDevNull) == 0)
-      return p;
-  return "";
-}
+std::string FindPlotPython(std::string* warning) { return config::FindMatplotlibPython(warning); }
 
 std::string PlotScriptBeside(const std::string& file_name) {
   const std::string base = PlotScript();
@@ -273,7 +263,9 @@ std::string TempFile(const std::string& suffix, int* fd, std::string* err) {
 
 bool RunPlotScript(const std::string& script, const std::string& data_json, const std::string& png,
                    std::string* err) {
-  std::string py = FindPlotPython();
+  std::string warning;
+  std::string py = FindPlotPython(&warning);
+  if (!warning.empty()) std::cerr << "tpsim compare: warning: " << warning << "\n";
   if (py.empty()) {
     *err =
         "no python3 with matplotlib found (tried $TPSIM_PYTHON, python3, /usr/bin/python3; "

@@ -57,9 +57,9 @@ std::string ComparisonTable(const Comparison& c);
 // warns with it (exit 0: a comparison across experiments may be meant).
 std::string ExperimentsDiffer(const config::Result& a, const config::Result& b);
 
-// A python3 that can import matplotlib: $TPSIM_PYTHON, then `python3` on PATH, then
-// /usr/bin/python3. Empty when none can.
-std::string FindPlotPython();
+// A python3 that can import matplotlib (config::FindMatplotlibPython, `warning` as there): empty
+// when none can.
+std::string FindPlotPython(std::string* warning = nullptr);
 
 // Draws `c` into `png` with validate/plot_compare.py (scatter with the identity line, and
 // per-op bars). Returns false with `err` set when it could not.

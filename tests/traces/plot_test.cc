@@ -235,6 +235,25 @@ TEST_F(PlotTest, EmptyOutIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(Path("t.png")));
 }
 
+// A TPSIM_PYTHON that cannot import matplotlib (here: no such file) was passed over silently for
+// python3: the command says so, and draws with the one it found.
+TEST_F(PlotTest, AnUnusableTpsimPythonIsNamed) {
+  ASSERT_EQ(::setenv("TPSIM_PYTHON", "/nonexistent/python3", 1), 0);
+  std::string warning;
+  const std::optional<std::string> py = FindPlotPython(&warning);
+  std::string err;
+  const int rc = RunPlot({"timeline", Path("result.json"), "--out", Path("t.png")}, &err);
+  ::unsetenv("TPSIM_PYTHON");
+  ASSERT_TRUE(py);
+  EXPECT_EQ(warning,
+            "TPSIM_PYTHON=/nonexistent/python3 cannot import matplotlib (or does not run); using " + *py);
+  EXPECT_EQ(rc, 0) << err;
+  EXPECT_NE(err.find("tpsim plot: warning: " + warning), std::string::npos) << err;
+  warning.clear();
+  EXPECT_EQ(FindPlotPython(&warning), py);
+  EXPECT_EQ(warning, "");  // unset: no word
+}
+
 TEST_F(PlotTest, SweepRendersAndNamesAMissingColumn) {
   std::string sql = "CREATE TABLE points (tp INTEGER, placement TEXT, total_ps INTEGER);";
   for (int tp : {1, 2, 4, 8}) {
