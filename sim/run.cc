@@ -75,6 +75,8 @@ std::optional<uint64_t> ParseByteSize(const std::string& text) {
   if (bytes >= 18446744073709551615.0) return std::nullopt;
   // A size under one byte ("0.5", "1e-4K") or "-0" would read as 0, no limit: only 0 means that.
   if ((v > 0 && bytes < 1) || std::signbit(v)) return std::nullopt;
+  // A fraction of a byte given in bytes ("1.5") read as its floor, 1 byte.
+  if (scale == 1 && bytes != std::floor(bytes)) return std::nullopt;
   return static_cast<uint64_t>(bytes);
 }
 

@@ -42,7 +42,8 @@ using RunObserver = std::function<void(const RunView&)>;
 // 16 GB when neither can be read. Read once per process.
 uint64_t DefaultMaxMemory();
 // "8G", "512M", "1.5GB", "64KiB", "1000000": bytes (K, M, G, T are powers of 1024, with
-// or without a trailing B or iB); nullopt for anything else or a value past 2^64.
+// or without a trailing B or iB); nullopt for anything else, a value past 2^64, a positive size
+// under one byte, and a fraction of a byte given in bytes ("1.5").
 std::optional<uint64_t> ParseByteSize(const std::string& text);
 // A memory limit as refusals print it: "--max-memory 20.2 GB (80% of this machine's memory)".
 std::string MemoryLimitText(const std::string& flag, uint64_t max_bytes);

@@ -368,7 +368,7 @@ TEST(ClockLimit, AFlowHoldingALinkForHoursNamesTheAnalyticalCalendars) {
 }
 
 // --max-memory's sizes: 0 alone means no limit; a positive size under one byte ("0.5") and "-0"
-// are refused (they read as 0, no limit).
+// are refused (they read as 0, no limit), and so is a fraction of a byte ("1.5").
 TEST(ByteSize, OnlyZeroMeansNoLimit) {
   EXPECT_EQ(ParseByteSize("0"), 0u);
   EXPECT_EQ(ParseByteSize("1"), 1u);
@@ -378,6 +378,10 @@ TEST(ByteSize, OnlyZeroMeansNoLimit) {
   EXPECT_EQ(ParseByteSize("1e-4K"), std::nullopt);  // 0.1024 B
   EXPECT_EQ(ParseByteSize("-0"), std::nullopt);
   EXPECT_EQ(ParseByteSize("-1"), std::nullopt);
+  // Bytes are whole: "1.5" read as 1 byte; a fraction of a K or more is rounded down.
+  EXPECT_EQ(ParseByteSize("1.5"), std::nullopt);
+  EXPECT_EQ(ParseByteSize("2.5B"), std::nullopt);
+  EXPECT_EQ(ParseByteSize("1.3K"), 1331u);
 }
 
 }  // namespace
