@@ -205,23 +205,30 @@ validate::GemmRow PredictGemm(const arch::Chip& chip, uint64_t m, uint64_t n, ui
 }
 
 std::vector<std::string> UnreadChipSets(const std::string& command, bool gpu_node,
-                                        const std::vector<std::string>& paths) {
+                                        const std::vector<Override>& sets) {
   std::vector<std::string> out;
-  for (const std::string& given : paths) {
-    const std::string p = given.starts_with("chip.") ? given.substr(5) : given;
+  for (const Override& o : sets) {
+    const std::string p = o.path.starts_with("chip.") ? o.path.substr(5) : o.path;
+    // On a GPU node the collective model reads the gpu block and the GPU count, the GEMM model the
+    // gpu block alone.
+    const bool gpu_collectives_read =
+        p.starts_with("gpu.") || p == "noc.nodes" || p == "noc.rows" || p == "noc.cols";
     std::string why;
     if (gpu_node && command == "collectives") {
-      if (!p.starts_with("gpu.") && p != "noc.nodes" && p != "noc.rows" && p != "noc.cols")
+      if (!gpu_collectives_read)
         why =
             "a GPU node's collectives are the NCCL-like model of chip.gpu over its GPUs (noc.nodes, rows, "
             "cols)";
+    } else if (gpu_node && command == "compare") {
+      // What neither reads (on other chips the collective lowering reads every chip field).
+      if (!gpu_collectives_read) why = "neither the GEMM nor the collective model of the chip reads it";
     } else if (gpu_node) {
       if (!p.starts_with("gpu.")) why = "a GPU's GEMMs are the model of chip.gpu";
     } else if (command == "gemm") {
       for (const char* other : {"noc.", "memory", "energy.", "collectives."})
         if (p.starts_with(other)) why = "a GEMM on one core reads the core and its clock (core, clock_mhz)";
     }
-    if (!why.empty()) out.push_back("--set " + given + " is ignored: " + why);
+    if (!why.empty()) out.push_back("--set " + o.path + " is ignored: " + why);
   }
   return out;
 }
@@ -232,16 +239,8 @@ validate::GpuPredictorFactory MicrobenchPredictorFactory() {
     for (const auto& s : sets) overrides.push_back(ParseOverride(s));
     auto chip = std::make_shared<const arch::Chip>(LoadChipArg(chip_arg, overrides));
     // A --set that neither model reads (a file's rows are collectives or GEMMs).
-    std::vector<std::string> paths;
-    for (const Override& o : overrides) paths.push_back(o.path);
-    const bool gpu = chip->config().has_gpu();
-    auto head = [](const std::string& w) { return w.substr(0, w.find(" is ignored")); };
-    std::vector<std::string> gemm_unread;
-    for (const std::string& w : UnreadChipSets("gemm", gpu, paths)) gemm_unread.push_back(head(w));
-    for (const std::string& w : UnreadChipSets("collectives", gpu, paths))
-      if (std::find(gemm_unread.begin(), gemm_unread.end(), head(w)) != gemm_unread.end())
-        std::cerr << "tpsim compare: warning: " << head(w)
-                  << " is ignored: neither the GEMM nor the collective model of the chip reads it\n";
+    for (const std::string& w : UnreadChipSets("compare", chip->config().has_gpu(), overrides))
+      std::cerr << "tpsim compare: warning: " << w << "\n";
     validate::GpuPredictor p;
     p.chip_name = chip->config().name();
     p.collective = [chip](const validate::CollectiveRow& m) {

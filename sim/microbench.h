@@ -46,13 +46,13 @@ validate::GemmRow PredictGemm(const arch::Chip& chip, uint64_t m, uint64_t n, ui
 // with PredictCollective / PredictGemm (its own op, ranks, size, algorithm, protocol).
 validate::GpuPredictorFactory MicrobenchPredictorFactory();
 
-// The --set paths of `tpsim COMMAND` ("collectives" or "gemm") that its model of `gpu_node`'s
-// kind of chip does not read, each with why: on a GPU node (chip.gpu) the NCCL-like collective
-// model reads the gpu block and the GPU count (noc.nodes, rows, cols), the GEMM model the gpu
-// block; on other chips a GEMM on one core reads no noc field. `--set noc.link_bandwidth_gbps=1e-300`
-// on h200-sxm-8 printed the same table, silently. The commands warn with them,
-// and `tpsim compare --chip` with those neither model reads.
+// The --set overrides of `tpsim COMMAND` ("collectives", "gemm", or "compare" for `compare
+// --chip`, whose files hold either) that its model of `gpu_node`'s kind of chip does not read, as
+// "--set PATH is ignored: why": on a GPU node (chip.gpu) the NCCL-like collective model reads the
+// gpu block and the GPU count (noc.nodes, rows, cols), the GEMM model the gpu block; on other chips
+// a GEMM on one core reads no noc field. `--set noc.link_bandwidth_gbps=1e-300` on h200-sxm-8
+// printed the same table, silently. The commands warn with them.
 std::vector<std::string> UnreadChipSets(const std::string& command, bool gpu_node,
-                                        const std::vector<std::string>& paths);
+                                        const std::vector<Override>& sets);
 
 }  // namespace tpsim::sim

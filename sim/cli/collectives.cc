@@ -170,9 +170,7 @@ int CollectivesCommand(const std::vector<std::string>& args) {
                          {std::filesystem::is_regular_file(chip_arg) ? chip_arg : std::string()});
     const arch::Chip chip = sim::LoadChipArg(chip_arg, sets);
     chip_name = chip.config().name();
-    std::vector<std::string> set_paths;
-    for (const sim::Override& o : sets) set_paths.push_back(o.path);
-    for (const std::string& w : sim::UnreadChipSets("collectives", chip.config().has_gpu(), set_paths))
+    for (const std::string& w : sim::UnreadChipSets("collectives", chip.config().has_gpu(), sets))
       std::cerr << "tpsim collectives: warning: " << w << "\n";
     // A lowered collective's size, before lowering it (direct's all-reduce over 1024 ranks holds
     // 2 million transfers and 10^9 deps: 11 GB).

@@ -98,9 +98,7 @@ int GemmCommand(const std::vector<std::string>& args) {
         {{"--csv", csv}},
         {std::filesystem::is_regular_file(chip_arg) ? chip_arg : std::string(), shapes_path});
     const arch::Chip chip = sim::LoadChipArg(chip_arg, sets);
-    std::vector<std::string> set_paths;
-    for (const sim::Override& o : sets) set_paths.push_back(o.path);
-    for (const std::string& w : sim::UnreadChipSets("gemm", chip.config().has_gpu(), set_paths))
+    for (const std::string& w : sim::UnreadChipSets("gemm", chip.config().has_gpu(), sets))
       std::cerr << "tpsim gemm: warning: " << w << "\n";
     for (const auto& s : shapes) {
       try {

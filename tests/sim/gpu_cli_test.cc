@@ -235,20 +235,24 @@ TEST_F(GpuCli, SetsTheModelDoesNotReadAreWarned) {
       "the "
       "NCCL-like model of chip.gpu over its GPUs (noc.nodes, rows, cols)\n";
   EXPECT_EQ(with, warning + plain);
+  // The function on --set paths (their values do not matter).
+  auto unread = [](const char* command, bool gpu, const std::vector<std::string>& paths) {
+    std::vector<tpsim::sim::Override> sets;
+    for (const std::string& p : paths) sets.push_back({p, "1"});
+    return tpsim::sim::UnreadChipSets(command, gpu, sets);
+  };
   EXPECT_EQ(
-      tpsim::sim::UnreadChipSets("collectives", true,
-                                 {"gpu.ring_efficiency", "noc.nodes", "chip.core.sram_bytes"}),
+      unread("collectives", true, {"gpu.ring_efficiency", "noc.nodes", "chip.core.sram_bytes"}),
       (std::vector<std::string>{"--set chip.core.sram_bytes is ignored: a GPU node's collectives are the "
                                 "NCCL-like model of chip.gpu over its GPUs (noc.nodes, rows, cols)"}));
-  EXPECT_EQ(tpsim::sim::UnreadChipSets("gemm", true, {"gpu.l2_bytes", "core.sram_bytes"}),
+  EXPECT_EQ(unread("gemm", true, {"gpu.l2_bytes", "core.sram_bytes"}),
             (std::vector<std::string>{
                 "--set core.sram_bytes is ignored: a GPU's GEMMs are the model of chip.gpu"}));
   EXPECT_EQ(
-      tpsim::sim::UnreadChipSets("gemm", false, {"core.sram_bytes", "clock_mhz", "noc.link_bandwidth_gbps"}),
+      unread("gemm", false, {"core.sram_bytes", "clock_mhz", "noc.link_bandwidth_gbps"}),
       (std::vector<std::string>{"--set noc.link_bandwidth_gbps is ignored: a GEMM on one core reads the core "
                                 "and its clock (core, clock_mhz)"}));
-  EXPECT_TRUE(tpsim::sim::UnreadChipSets("collectives", false, {"noc.link_bandwidth_gbps", "core.sram_bytes"})
-                  .empty());
+  EXPECT_TRUE(unread("collectives", false, {"noc.link_bandwidth_gbps", "core.sram_bytes"}).empty());
   // compare --chip: what neither model reads.
   std::string cmp;
   ASSERT_EQ(
