@@ -13,16 +13,21 @@
 
 namespace tpsim::sweep {
 
+std::string StoreFileProblem(const std::string& path) {
+  std::error_code ec;
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (kind == std::filesystem::file_type::regular) return "";
+  if (ec || kind == std::filesystem::file_type::not_found) return "file not found";
+  if (kind == std::filesystem::file_type::directory) return "is a directory: a store is a SQLite file";
+  return "is not a regular file (a FIFO, device or socket): a store is a SQLite file";
+}
+
 namespace {
 
 // SQLite opens what it is given: a FIFO blocks, a device is read as a database.
 void RequireRegularFile(const std::string& path) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) throw StoreError("cannot open " + path + ": no such file");
-  if (std::filesystem::is_directory(st)) throw StoreError(path + ": is a directory, not a SQLite store");
-  if (!std::filesystem::is_regular_file(st))
-    throw StoreError(path + ": is not a regular file (a FIFO, device or socket)");
+  if (const std::string problem = StoreFileProblem(path); !problem.empty())
+    throw StoreError(path + ": " + problem);
 }
 
 const char* kCore[] = {"config_hash", "point_index", "status", "engine"};

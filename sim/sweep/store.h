@@ -131,6 +131,11 @@ struct MergeStats {
 // written by a tpsim without that table. Throws StoreError.
 std::vector<std::pair<std::string, std::string>> SweepsOf(const std::string& path);
 
+// Why `path` cannot be opened as an existing store, "" for a regular file: "file not found", "is a
+// directory: a store is a SQLite file", or "is not a regular file (a FIFO, device or socket): a
+// store is a SQLite file" (SQLite waits forever on a FIFO and reads a device as a database).
+std::string StoreFileProblem(const std::string& path);
+
 // `tpsim search` records its writers in table `sweeps` under names that start with this
 // (search::Search: "search " and the experiment's name); a sweep under its sweep's name.
 inline constexpr std::string_view kSearchWriterPrefix = "search ";

@@ -148,22 +148,11 @@ int Merge(const std::vector<std::string>& args) {
     if (paths[i].empty())
       throw config::ConfigError(config::Diag{config::kCommandLine, which, "''",
                                              "is empty (a script's unset variable?): name a store"});
-    if (i > 0 && !std::filesystem::exists(paths[i]))
-      throw config::ConfigError(
-          config::Diag{config::kCommandLine, which, config::Clip(paths[i]), "file not found"});
   }
+  for (const std::string& p : in)
+    if (const std::string problem = StoreFileProblem(p); !problem.empty())
+      throw config::ConfigError(config::Diag{config::kCommandLine, "IN", config::Clip(p), problem});
   config::CheckStorePath("OUT", paths[0]);
-  for (const std::string& p : in) {
-    std::error_code ec;
-    const auto kind = std::filesystem::status(p, ec).type();
-    if (kind == std::filesystem::file_type::directory)
-      throw config::ConfigError(config::Diag{config::kCommandLine, "IN", config::Clip(p),
-                                             "is a directory: a store is a SQLite file"});
-    if (kind != std::filesystem::file_type::regular)  // SQLite would wait on a FIFO
-      throw config::ConfigError(config::Diag{config::kCommandLine, "IN", config::Clip(p),
-                                             "is not a regular file (a FIFO, device or socket): a store is a "
-                                             "SQLite file"});
-  }
   // OUT among the inputs: SQLite's "database is locked" (exit 1) before.
   config::CheckOutputNotInput("OUT", paths[0], in);
   MergeStats s = sweep::Merge(paths[0], in, force);
