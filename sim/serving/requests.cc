@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -29,13 +30,25 @@ std::string Trim(std::string_view s) {
 
 // The cells of `line`, trimmed; `cols` (when given) gets the 1-based column where each cell's
 // text begins (past blanks and quotes; an empty cell: where it would).
-std::vector<std::string> SplitCsv(const std::string& line, std::vector<int>* cols = nullptr) {
+// `unquoted` (when given) gets the 1-based column of the first cell whose quotes do not open and
+// close it ("0,10" was split at its comma and read as two cells), else 0.
+std::vector<std::string> SplitCsv(const std::string& line, std::vector<int>* cols = nullptr,
+                                  int* unquoted = nullptr) {
   std::vector<std::string> out;
   size_t start = 0;
+  if (unquoted) *unquoted = 0;
   while (true) {
     const size_t comma = line.find(',', start);
     const std::string_view cell =
         std::string_view(line).substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (unquoted && *unquoted == 0) {
+      const size_t a = cell.find_first_not_of(" \t\r"), b = cell.find_last_not_of(" \t\r");
+      const std::string_view body = a == std::string::npos ? std::string_view() : cell.substr(a, b - a + 1);
+      const size_t quotes = static_cast<size_t>(std::count(body.begin(), body.end(), '"'));
+      const bool closed =
+          quotes == 0 || (quotes == 2 && body.size() >= 2 && body.front() == '"' && body.back() == '"');
+      if (!closed) *unquoted = static_cast<int>(start + (a == std::string::npos ? 0 : a)) + 1;
+    }
     out.push_back(Trim(cell));
     if (cols)
       cols->push_back(static_cast<int>(start + std::min(cell.find_first_not_of(" \t\r\""), cell.size())) + 1);
@@ -60,8 +73,10 @@ int Role(const std::string& name) {
   return -1;
 }
 
+// A decimal number ("12", "0.5", "1e3", "-2"): hexadecimal (0x10 read as 16), inf, nan and
+// blanks inside are not one.
 bool ParseDouble(const std::string& s, double* v) {
-  if (s.empty()) return false;
+  if (s.empty() || s.find_first_not_of("0123456789.eE+-") != std::string::npos) return false;
   try {
     size_t used = 0;
     *v = std::stod(s, &used);
@@ -73,7 +88,7 @@ bool ParseDouble(const std::string& s, double* v) {
 
 bool ParseCount(const std::string& s, uint32_t* v) {
   double d;
-  if (!ParseDouble(s, &d) || d < 0 || d > 1e9 || d != std::floor(d)) return false;
+  if (!ParseDouble(s, &d) || d < 0 || d > kMaxRequestTokens || d != std::floor(d)) return false;
   *v = static_cast<uint32_t>(d);
   return true;
 }
@@ -88,21 +103,58 @@ int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
   return era * 146097 + static_cast<int64_t>(doe) - 719468;
 }
 
-// "YYYY-MM-DD HH:MM:SS[.frac]" (or with 'T') -> seconds since the epoch; or plain seconds.
+// "YYYY-MM-DD HH:MM:SS[.frac]" (or with 'T'), then optionally Z or an offset +HH:MM / -HH:MM
+// (taken back to UTC) -> seconds since the epoch; or plain seconds. Every field has its digits
+// (a 4-digit year, 2-digit month, day, hour, minute and second) and the date exists: February 31
+// was read as March 3, trailing text and offsets were dropped, "18:15:1e1" read as 10 s.
 bool ParseTimestamp(const std::string& s, double* sec) {
   if (ParseDouble(s, sec)) return true;
-  int y, mo, d, h, mi;
-  double se;
-  char sep;
-  std::istringstream in(s);
-  char c1, c2, c3, c4;
-  if (!(in >> y >> c1 >> mo >> c2 >> d) || c1 != '-' || c2 != '-') return false;
-  in.get(sep);
-  if (sep != ' ' && sep != 'T') return false;
-  if (!(in >> h >> c3 >> mi >> c4 >> se) || c3 != ':' || c4 != ':') return false;
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se >= 61)
+  size_t at = 0;
+  auto digits = [&](size_t n, int* out) {
+    if (at + n > s.size()) return false;
+    int v = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const char ch = s[at + i];
+      if (ch < '0' || ch > '9') return false;
+      v = v * 10 + (ch - '0');
+    }
+    at += n;
+    *out = v;
+    return true;
+  };
+  auto sep = [&](const char* any) {
+    if (at >= s.size() || s[at] == '\0' || !std::strchr(any, s[at])) return false;
+    ++at;
+    return true;
+  };
+  int y, mo, d, h, mi, se;
+  if (!digits(4, &y) || !sep("-") || !digits(2, &mo) || !sep("-") || !digits(2, &d) || !sep(" T") ||
+      !digits(2, &h) || !sep(":") || !digits(2, &mi) || !sep(":") || !digits(2, &se))
     return false;
-  *sec = static_cast<double>(DaysFromCivil(y, mo, d)) * 86400.0 + h * 3600.0 + mi * 60.0 + se;
+  double frac = 0;
+  if (at < s.size() && s[at] == '.') {
+    const size_t first = ++at;
+    while (at < s.size() && s[at] >= '0' && s[at] <= '9') ++at;
+    if (at == first) return false;
+    frac = std::stod("0." + s.substr(first, at - first));
+  }
+  int offset_s = 0;
+  if (at < s.size() && s[at] == 'Z') {
+    ++at;
+  } else if (at < s.size() && (s[at] == '+' || s[at] == '-')) {
+    const int sign = s[at++] == '-' ? -1 : 1;
+    int oh, om;
+    if (!digits(2, &oh) || !sep(":") || !digits(2, &om) || oh > 23 || om > 59) return false;
+    offset_s = sign * (oh * 3600 + om * 60);
+  }
+  if (at != s.size()) return false;
+  static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (mo < 1 || mo > 12 || d < 1 || d > kDays[mo - 1] + (mo == 2 && leap) || h > 23 || mi > 59 || se > 60)
+    return false;
+  *sec =
+      static_cast<double>(DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d))) * 86400.0 +
+      h * 3600.0 + mi * 60.0 + se + frac - offset_s;
   return true;
 }
 
@@ -158,6 +210,7 @@ std::vector<Request> Finish(std::vector<Row> rows, double scale, const std::stri
     q.prompt_tokens = r.prompt;
     q.output_tokens = std::max<uint32_t>(1, r.output);
     q.zero_output = r.output == 0;
+    q.trace_line = r.line;
     out.push_back(q);
   }
   return out;
@@ -217,11 +270,12 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
       }
       if (!num("prompt_tokens", &p)) fail(lineno, 1, line, "needs \"prompt_tokens\"");
       if (!num("output_tokens", &o)) fail(lineno, 1, line, "needs \"output_tokens\"");
-      if (p < 1 || p != std::floor(p) || p > 1e9)
-        fail(lineno, 1, Num(p), "prompt_tokens must be a positive integer");
+      if (p < 1 || p != std::floor(p) || p > kMaxRequestTokens)
+        fail(lineno, 1, Num(p), "prompt_tokens must be an integer from 1 to 1000000000 (1e9)");
       r.prompt = static_cast<uint32_t>(p);
-      if (o < 0 || o != std::floor(o) || o > 1e9)
-        fail(lineno, 1, Num(o), "output_tokens must be an integer >= 0 (0 is served as 1)");
+      if (o < 0 || o != std::floor(o) || o > kMaxRequestTokens)
+        fail(lineno, 1, Num(o),
+             "output_tokens must be an integer from 0 to 1000000000 (1e9; 0 is served as 1)");
       r.output = static_cast<uint32_t>(o);
       if (r.arrival_s < 0 || !std::isfinite(r.arrival_s)) fail(lineno, 1, Num(a), "arrival must be >= 0");
       if (rows.size() >= kMaxRequests)
@@ -245,7 +299,12 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
     ++lineno;
     if (Trim(line).empty()) continue;
     cols.clear();
-    std::vector<std::string> cells = SplitCsv(line, &cols);
+    int unquoted = 0;
+    std::vector<std::string> cells = SplitCsv(line, &cols, &unquoted);
+    if (unquoted)
+      fail(lineno, unquoted, config::Clip(line.ends_with('\r') ? line.substr(0, line.size() - 1) : line),
+           "a cell's quotes do not open and close it: a quoted cell cannot hold a comma or a quote (the "
+           "cells are column names and numbers)");
     if (c_arr < 0) {
       columns = cells.size();
       for (size_t i = 0; i < cells.size(); ++i) {
@@ -287,12 +346,16 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
     bool ok = azure ? ParseTimestamp(cells[c_arr], &a) : ParseDouble(cells[c_arr], &a);
     if (!ok || a < 0)
       fail(lineno, cols[c_arr], cells[c_arr],
-           azure ? "TIMESTAMP must be a date-time or seconds >= 0" : "arrival must be a number >= 0");
+           azure ? "TIMESTAMP must be a date-time YYYY-MM-DD HH:MM:SS[.fraction] (or with T; then Z or "
+                   "+HH:MM) that exists, or seconds >= 0"
+                 : "arrival must be a decimal number >= 0");
     r.arrival_s = a * (azure ? 1 : arr_unit);
     if (!ParseCount(cells[c_prompt], &r.prompt) || r.prompt == 0)
-      fail(lineno, cols[c_prompt], cells[c_prompt], "prompt tokens must be a positive integer");
+      fail(lineno, cols[c_prompt], cells[c_prompt],
+           "prompt tokens must be an integer from 1 to 1000000000 (1e9)");
     if (!ParseCount(cells[c_out], &r.output))
-      fail(lineno, cols[c_out], cells[c_out], "output tokens must be an integer >= 0 (0 is served as 1)");
+      fail(lineno, cols[c_out], cells[c_out],
+           "output tokens must be an integer from 0 to 1000000000 (1e9; 0 is served as 1)");
     if (rows.size() >= kMaxRequests)
       fail(lineno, 1, "", "more than " + std::to_string(kMaxRequests) + " requests");
     rows.push_back(r);
@@ -320,7 +383,7 @@ uint32_t Draw(const config::LengthDist& d, std::mt19937_64& rng) {
     v = std::max<double>(v, std::max<uint32_t>(1, d.min()));
     if (d.max() > 0) v = std::min<double>(v, d.max());
   }
-  return static_cast<uint32_t>(std::clamp(v, 1.0, 1e9));
+  return static_cast<uint32_t>(std::clamp(v, 1.0, kMaxRequestTokens));  // fixed, uniform: validated below it
 }
 
 }  // namespace
@@ -362,15 +425,14 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
   else if (!r.format().empty() && r.format() != "csv" && r.format() != "jsonl")
     add("format", r.format(), "must be csv or jsonl (or empty: by extension)");
   if (r.time_scale() < 0 || !std::isfinite(r.time_scale()) || r.time_scale() > kMaxTimeScale)
-    add("time_scale", std::to_string(r.time_scale()), "must be >= 0 and at most 1e6");
+    add("time_scale", Num(r.time_scale()), "must be >= 0 and at most 1e6");
   else if (synth && r.time_scale() != 0)
     // It scaled nothing: synthetic arrivals come from rate_per_s alone.
     add("time_scale", Num(r.time_scale()),
         "time_scale applies to trace files; a synthetic stream's arrivals follow synthetic.rate_per_s "
         "(divide the rate instead)");
   for (const auto& [f, v] : {std::pair{"slo_ttft_ms", r.slo_ttft_ms()}, {"slo_tpot_ms", r.slo_tpot_ms()}}) {
-    if (v < 0 || !std::isfinite(v))
-      add(f, std::to_string(v), "must be a finite number >= 0 (0: no constraint)");
+    if (v < 0 || !std::isfinite(v)) add(f, Num(v), "must be a finite number >= 0 (0: no constraint)");
   }
   if (!synth) return;
   const auto& s = r.synthetic();
@@ -379,7 +441,7 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
     add("synthetic.num_requests", std::to_string(s.num_requests()),
         "must be at most " + std::to_string(kMaxRequests) + " (each request is simulated)");
   if (!(s.rate_per_s() > 0) || !std::isfinite(s.rate_per_s())) {
-    add("synthetic.rate_per_s", std::to_string(s.rate_per_s()), "must be > 0 (requests per second)");
+    add("synthetic.rate_per_s", Num(s.rate_per_s()), "must be > 0 (requests per second)");
   } else if (s.num_requests() > 1 &&
              !((s.num_requests() - 1) / s.rate_per_s() <= static_cast<double>(kMaxArrivalPs) / 1e12)) {
     char v[32], span[32];
@@ -396,21 +458,31 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
         std::string(which) == "prompt_tokens" ? s.prompt_tokens() : s.output_tokens();
     std::string f = std::string("synthetic.") + which;
     const std::string& kind = d.dist().empty() ? "fixed" : d.dist();
+    // A request's tokens are at most kMaxRequestTokens, as a trace's: a longer length was
+    // drawn as 1e9, silently.
+    const std::string most = " (a request's tokens are at most 1000000000, 1e9, as a trace's)";
     if (kind == "fixed") {
       if (d.value() == 0) add(f + ".value", "0", "dist fixed needs value >= 1");
+      if (d.value() > kMaxRequestTokens)
+        add(f + ".value", std::to_string(d.value()), "dist fixed needs value <= 1000000000" + most);
     } else if (kind == "uniform") {
       // At the field that is wrong (a min of 0 was reported at .max).
       if (d.min() == 0)
         add(f + ".min", "0", "dist uniform needs 1 <= min <= max");
       else if (d.max() < d.min())
         add(f + ".max", std::to_string(d.max()), "dist uniform needs 1 <= min <= max");
+      else if (d.max() > kMaxRequestTokens)
+        add(f + ".max", std::to_string(d.max()), "dist uniform needs max <= 1000000000" + most);
     } else if (kind == "lognormal") {
       // At the field that is wrong (a bad mu was reported at .sigma).
       if (!(d.sigma() >= 0))
         add(f + ".sigma", Num(d.sigma()), "dist lognormal needs sigma >= 0 and mu <= 20");
       if (!std::isfinite(d.mu()) || d.mu() > 20)
         add(f + ".mu", Num(d.mu()), "dist lognormal needs sigma >= 0 and mu <= 20");
-      if (d.max() > 0 && d.max() < d.min()) add(f + ".max", std::to_string(d.max()), "must be >= min");
+      if (d.max() > 0 && d.max() < d.min())
+        add(f + ".max", std::to_string(d.max()), "must be >= min");
+      else if (d.max() > kMaxRequestTokens)
+        add(f + ".max", std::to_string(d.max()), "must be <= 1000000000" + most);
     } else {
       add(f + ".dist", d.dist(), "must be fixed, uniform or lognormal");
       continue;
@@ -453,7 +525,7 @@ std::vector<Request> LoadRequests(const config::RequestSource& r, const std::str
       reqs = Synthesize(r.synthetic());
     } catch (const std::out_of_range& e) {
       const std::string f = "workload.requests.synthetic.rate_per_s";
-      throw ConfigError(Diag{locs.Find(f), f, std::to_string(r.synthetic().rate_per_s()), e.what()});
+      throw ConfigError(Diag{locs.Find(f), f, Num(r.synthetic().rate_per_s()), e.what()});
     }
   } else {
     const std::string field = "workload.requests.trace_file";

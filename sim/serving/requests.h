@@ -20,6 +20,8 @@ using Ps = int64_t;  // picoseconds
 inline constexpr Ps kMaxArrivalPs = Ps{30} * 86400 * 1000000000000;  // 30 days
 inline constexpr uint32_t kMaxRequests = 10000000;
 inline constexpr double kMaxTimeScale = 1e6;
+// The most tokens of a request's prompt or output (a trace's cells, a synthetic stream's lengths).
+inline constexpr double kMaxRequestTokens = 1e9;
 
 struct Request {
   uint32_t id = 0;  // 0-based, in arrival order
@@ -27,6 +29,7 @@ struct Request {
   uint32_t prompt_tokens = 0;
   uint32_t output_tokens = 0;  // tokens generated, the first one by the prefill; >= 1
   bool zero_output = false;    // the trace asked for 0 output tokens (served as 1: Caveats says so)
+  int trace_line = 0;          // the trace file's line that gave it (0: a synthetic request)
 };
 
 // Parses a trace (see serving.proto RequestSource for the formats). `format` is "csv",

@@ -236,9 +236,12 @@ std::string RequestsCsv(const ServeOutcome& out) {
       s << ",,,,," << r.preemptions << ",rejected\n";
       continue;
     }
-    double tpot = r.output_tokens > 1 ? ToMs(r.finish_ps - r.first_token_ps) / (r.output_tokens - 1) : 0;
+    // A request of one output token has no time per output token: empty, as the summary's "-"
+    // and the metrics' null (it printed 0.000).
+    const std::string tpot =
+        r.output_tokens > 1 ? Ms(ToMs(r.finish_ps - r.first_token_ps) / (r.output_tokens - 1)) : "";
     s << Ms(ToMs(r.first_token_ps)) << ',' << Ms(ToMs(r.finish_ps)) << ','
-      << Ms(ToMs(r.first_token_ps - r.arrival_ps)) << ',' << Ms(tpot) << ','
+      << Ms(ToMs(r.first_token_ps - r.arrival_ps)) << ',' << tpot << ','
       << Ms(ToMs(r.finish_ps - r.arrival_ps)) << ',' << r.preemptions << ",ok\n";
   }
   return s.str();
@@ -591,11 +594,17 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   for (const Request& r : reqs) {
     if (LongerThanPositions(r, cfg.model().max_position_embeddings())) continue;
     const uint64_t ctx = uint64_t{r.prompt_tokens} + r.output_tokens;
-    if (std::string rule = llm::SlidingWindowRule(cfg.model(), ctx - 1); !rule.empty())
-      throw ConfigError(
-          Diag{e.locs.Find("workload.requests"), "workload.requests", "request " + std::to_string(r.id),
-               std::to_string(r.prompt_tokens) + " prompt + " + std::to_string(r.output_tokens) +
-                   " output tokens: its last iteration's context (" + std::to_string(ctx - 1) + ") " + rule});
+    if (std::string rule = llm::SlidingWindowRule(cfg.model(), ctx - 1); !rule.empty()) {
+      rule = std::to_string(r.prompt_tokens) + " prompt + " + std::to_string(r.output_tokens) +
+             " output tokens: its last iteration's context (" + std::to_string(ctx - 1) + ") " + rule;
+      // A trace's request at its own row (it was "request N", N its place in arrival order).
+      if (r.trace_line > 0)
+        throw ConfigError(Diag{
+            Location{config::JoinPath(config::DirName(e.path), wl.requests().trace_file()), r.trace_line, 1},
+            "workload.requests.trace_file", "request " + std::to_string(r.id), rule});
+      throw ConfigError(Diag{e.locs.Find("workload.requests"), "workload.requests",
+                             "request " + std::to_string(r.id), rule});
+    }
   }
 
   SchedulerConfig sc;
@@ -626,7 +635,31 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
       if (bound > 0) reach = reach > 0 ? std::min(reach, bound) : bound;
     costs.back()->set_max_context(reach);
   }
-  auto cost_fn = [](EngineCost* c) { return [c](const std::vector<llm::SeqChunk>& ch) { return (*c)(ch); }; };
+  // An iteration's Program is checked as a run's (mapping::ValidateMapping), with no file behind
+  // its workload: its errors (a prompt chunk whose attention scores pass 2^61 bytes) named
+  // ":1:1: workload.seq_len". Said at the request stream, with the iteration's size.
+  auto cost_fn = [&e](EngineCost* c) {
+    return [c, &e](const std::vector<llm::SeqChunk>& ch) {
+      try {
+        return (*c)(ch);
+      } catch (const ConfigError& err) {
+        std::vector<Diag> diags = err.diags();
+        uint64_t tokens = 0;
+        for (const llm::SeqChunk& k : ch) tokens += k.new_tokens;
+        for (Diag& d : diags) {
+          if (!d.where.file.empty()) continue;
+          d.rule = "an iteration of " + std::to_string(ch.size()) + " sequence" +
+                   (ch.size() == 1 ? "" : "s") + " and " + std::to_string(tokens) +
+                   " new tokens (its Program's " + d.field + " " + d.value + "): " + d.rule +
+                   "; shorter prompts, or mapping.serving.chunk_tokens to split them into smaller chunks";
+          d.where = e.locs.Find("workload.requests");
+          d.field = "workload.requests";
+          d.value = "";
+        }
+        throw ConfigError(std::move(diags));
+      }
+    };
+  };
   ServeOutcome out;
   if (mode == "fused") {
     out = RunFused(reqs, scs[0], cost_fn(costs[0].get()));

@@ -544,6 +544,151 @@ TEST(ServingRequests, DistributionErrorsNameTheWrongField) {
   EXPECT_EQ(diags[0].field, "workload.requests.synthetic.prompt_tokens.max");
 }
 
+// Date-times are read as written or refused: February 31 was March 3, trailing text and offsets
+// were dropped, "18:15:1e1" read as 10 s; hexadecimal arrivals were numbers (0x10 = 16 s); a
+// quoted cell that holds a comma was split at it ("0,10",5 read as 0,10,5).
+TEST(ServingRequests, CellsAreReadAsWrittenOrRefused) {
+  auto refused = [](const std::string& text) {
+    try {
+      ParseTrace(text, "t.csv", "");
+    } catch (const config::ConfigError& e) {
+      return e.diags().at(0);
+    }
+    ADD_FAILURE() << "accepted: " << text;
+    return config::Diag{};
+  };
+  const std::string azure = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-02-28 00:00:00,10,5\n";
+  for (const std::string& bad :
+       {"2023-02-31 00:00:00", "2023-02-29 00:00:00", "2023-11-16 18:15:46.68 garbage",
+        "2023-11-16 18:15:1e1", "2023 - 11 - 16 18 : 15 : 00", "2023-11-16 24:00:00",
+        "2023-11-16T18:15:47+05", "23-11-16 18:15:47"}) {
+    const config::Diag d = refused(azure + bad + ",10,5\n");
+    EXPECT_EQ(d.where.line, 3) << bad;
+    EXPECT_EQ(d.value, bad);
+    EXPECT_NE(d.rule.find("TIMESTAMP must be a date-time YYYY-MM-DD HH:MM:SS"), std::string::npos) << d.rule;
+  }
+  // A leap day, Z, and offsets taken back to UTC: 05:00:01+05:00 is 00:00:01Z, 21:59:59.5-02:00
+  // is 23:59:59.5Z.
+  auto z = ParseTrace(
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-02-29T00:00:00Z,1,1\n2024-02-29T05:00:01+05:00,2,1\n"
+      "2024-02-29T21:59:59.5-02:00,3,1\n",
+      "t.csv", "");
+  ASSERT_EQ(z.size(), 3u);
+  EXPECT_EQ(z[0].prompt_tokens, 1u);
+  EXPECT_EQ(z[1].prompt_tokens, 2u);
+  EXPECT_EQ(z[2].prompt_tokens, 3u);
+  // Date-times become double seconds since 1970 (~2e-7 s apart at 2024): within 1 us.
+  EXPECT_NEAR(static_cast<double>(z[1].arrival_ps), 1e12, 1e6);
+  EXPECT_NEAR(static_cast<double>(z[2].arrival_ps), 86399.5e12, 1e6);
+  const std::string header = "arrival_s,prompt_tokens,output_tokens\n";
+  for (const std::string& bad : {"0x10", "inf", " 1 2", "1e-400"}) {
+    const config::Diag d = refused(header + bad + ",10,5\n");
+    EXPECT_EQ(d.rule, "arrival must be a decimal number >= 0") << bad;
+  }
+  config::Diag d = refused(header + "\"0,10\",5\n");
+  EXPECT_EQ(d.where.line, 2);
+  EXPECT_EQ(d.where.col, 1);
+  EXPECT_NE(d.rule.find("a quoted cell cannot hold a comma"), std::string::npos) << d.rule;
+  EXPECT_EQ(ParseTrace(header + "\"0\", \"10\" ,5\n", "t.csv", "").at(0).prompt_tokens, 10u);  // quoted
+  // The limit a cell passes is stated (it said "must be a positive integer" of 2147483648).
+  d = refused(header + "0,2147483648,5\n");
+  EXPECT_EQ(d.rule, "prompt tokens must be an integer from 1 to 1000000000 (1e9)");
+}
+
+// A synthetic length past a request's 1e9 tokens was drawn as 1e9, silently.
+TEST(ServingRequests, SyntheticLengthsPastTheLimitAreRefused) {
+  config::RequestSource src;
+  config::SyntheticRequests* s = src.mutable_synthetic();
+  s->set_num_requests(3);
+  s->set_rate_per_s(1);
+  s->mutable_prompt_tokens()->set_value(2000000000);
+  s->mutable_output_tokens()->set_dist("uniform");
+  s->mutable_output_tokens()->set_min(5);
+  s->mutable_output_tokens()->set_max(2147483647);
+  std::vector<config::Diag> diags;
+  ValidateRequestSource(src, config::SourceMap("e.textproto"), &diags);
+  ASSERT_EQ(diags.size(), 2u);
+  EXPECT_EQ(diags[0].field, "workload.requests.synthetic.prompt_tokens.value");
+  EXPECT_EQ(diags[0].value, "2000000000");
+  EXPECT_NE(diags[0].rule.find("value <= 1000000000"), std::string::npos) << diags[0].rule;
+  EXPECT_EQ(diags[1].field, "workload.requests.synthetic.output_tokens.max");
+  s->mutable_prompt_tokens()->set_value(1000000000);
+  s->mutable_output_tokens()->set_max(1000000000);
+  diags.clear();
+  ValidateRequestSource(src, config::SourceMap("e.textproto"), &diags);
+  EXPECT_TRUE(diags.empty());
+}
+
+// A request of one output token has no TPOT: its CSV cell is empty (it was 0.000), as the
+// summary's "-"; the goodput line judges it by its TTFT.
+TEST(ServingScheduler, OneTokenRequestsHaveNoTpotCell) {
+  ServeOutcome out = RunFused({Req(0, 0, 8, 1), Req(1, 0, 8, 3)}, Cfg(100, 100, 4, 100), TokenCost());
+  const std::string csv = RequestsCsv(out);
+  std::istringstream in(csv);
+  std::string header, one, three;
+  std::getline(in, header);
+  std::getline(in, one);
+  std::getline(in, three);
+  auto cell = [](const std::string& row, int i) {
+    std::stringstream ss(row);
+    std::string c;
+    for (int k = 0; k <= i; ++k) std::getline(ss, c, ',');
+    return c;
+  };
+  EXPECT_EQ(cell(header, 7), "mean_tpot_ms");
+  EXPECT_EQ(cell(one, 3), "1");
+  EXPECT_EQ(cell(one, 7), "");
+  EXPECT_EQ(cell(three, 3), "3");
+  EXPECT_NE(cell(three, 7), "");
+  EXPECT_EQ(Summarize(out, 0, 1e-300).good, 1u);  // the one-token request: no TPOT to miss
+}
+
+// A trace's request past the sliding window is named at its row (it was "request N", N its place
+// in arrival order); an iteration's Program that cannot be counted is said at the stream with its
+// size (it was ":1:1: workload.seq_len", no file).
+TEST(Serving, RequestErrorsNameTheTraceRowOrTheIteration) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tpsim-serve-rows-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string exp =
+      std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto";
+  const std::string trace = (dir / "sw.csv").string();
+  std::ofstream(trace) << "arrival_s,prompt_tokens,output_tokens\n0.5,290,20\n0,100,10\n0.2,100,10\n";
+  try {
+    Serve(sim::LoadExperiment(exp, {{"workload.requests.trace_file", trace},
+                                    {"mapping.serving.layers_simulated", "4"},
+                                    {"model.sliding_window", "300"}}));
+    ADD_FAILURE() << "accepted";
+  } catch (const config::ConfigError& e) {
+    const config::Diag& d = e.diags().at(0);
+    EXPECT_EQ(d.where.file, trace);
+    EXPECT_EQ(d.where.line, 2);
+    EXPECT_EQ(d.field, "workload.requests.trace_file");
+    EXPECT_NE(d.rule.find("290 prompt + 20 output tokens"), std::string::npos) << d.rule;
+  }
+  const std::string big = (dir / "big.csv").string();
+  std::ofstream(big) << "arrival_s,prompt_tokens,output_tokens\n0.5,1000000000,1\n0,100,10\n";
+  try {
+    Serve(sim::LoadExperiment(exp, {{"workload.requests.trace_file", big},
+                                    {"mapping.serving.layers_simulated", "4"},
+                                    {"model.max_position_embeddings", "0"},
+                                    {"mapping.serving.kv_capacity_tokens", "9223372036854775807"},
+                                    {"mapping.serving.max_tokens_per_iteration", "2147483647"},
+                                    {"mapping.serving.chunk_tokens", "2147483647"}}));
+    ADD_FAILURE() << "accepted";
+  } catch (const config::ConfigError& e) {
+    const config::Diag& d = e.diags().at(0);
+    EXPECT_FALSE(d.where.file.empty()) << d.str();
+    EXPECT_EQ(d.field, "workload.requests");
+    EXPECT_NE(
+        d.rule.find("an iteration of 1 sequence and 1000000000 new tokens (its Program's workload.seq_len "
+                    "1000000000): a layer's attention scores"),
+        std::string::npos)
+        << d.rule;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(ServingRequests, FixedRateIsExact) {
   config::SyntheticRequests s;
   s.set_num_requests(3);
