@@ -45,7 +45,9 @@ bool SplitPath(const std::string& path, std::vector<PathPart>* parts) {
       std::string idx = item.substr(br + 1, item.size() - br - 2);
       int v = 0;
       auto [ptr, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), v);
-      if (ec != std::errc() || ptr != idx.data() + idx.size() || v < 0) return false;
+      // One spelling per element ([0], not [00] or [+0]): a sweep tells its axes apart by path.
+      if (ec != std::errc() || ptr != idx.data() + idx.size() || v < 0 || (idx.size() > 1 && idx[0] == '0'))
+        return false;
       p.index = v;
       item.resize(br);
     }

@@ -165,7 +165,8 @@ double Num(const Value& v, const std::string& op) {
                               std::get<std::string>(v) + "\"");
 }
 
-Value EvalNode(const Expr::Node& n, const pb::Message& msg) {
+// `by_zero` is set where a division or remainder by zero is met (its NaN may be compared away).
+Value EvalNode(const Expr::Node& n, const pb::Message& msg, bool* by_zero) {
   switch (n.kind) {
     case Expr::Node::kNumber:
       return n.number;
@@ -174,7 +175,7 @@ Value EvalNode(const Expr::Node& n, const pb::Message& msg) {
     case Expr::Node::kField:
       return ReadField(msg, n.op);
     case Expr::Node::kUnary: {
-      double v = Num(EvalNode(*n.a, msg), n.op);
+      double v = Num(EvalNode(*n.a, msg, by_zero), n.op);
       return n.op == "-" ? -v : (v == 0 ? 1.0 : 0.0);
     }
     case Expr::Node::kBinary:
@@ -182,14 +183,14 @@ Value EvalNode(const Expr::Node& n, const pb::Message& msg) {
   }
   const std::string& op = n.op;
   if (op == "&&" || op == "||") {
-    double a = Num(EvalNode(*n.a, msg), op);
+    double a = Num(EvalNode(*n.a, msg, by_zero), op);
     bool at = a != 0 && !std::isnan(a);
     if (op == "&&" && !at) return 0.0;
     if (op == "||" && at) return 1.0;
-    double b = Num(EvalNode(*n.b, msg), op);
+    double b = Num(EvalNode(*n.b, msg, by_zero), op);
     return (b != 0 && !std::isnan(b)) ? 1.0 : 0.0;
   }
-  Value a = EvalNode(*n.a, msg), b = EvalNode(*n.b, msg);
+  Value a = EvalNode(*n.a, msg, by_zero), b = EvalNode(*n.b, msg, by_zero);
   if (op == "==" || op == "!=") {
     if (a.index() != b.index())
       throw std::invalid_argument("operator " + op + " compares a number with a string");
@@ -200,8 +201,12 @@ Value EvalNode(const Expr::Node& n, const pb::Message& msg) {
   if (op == "+") return x + y;
   if (op == "-") return x - y;
   if (op == "*") return x * y;
-  if (op == "/") return y == 0 ? NAN : x / y;
-  if (op == "%") return y == 0 ? NAN : std::fmod(x, y);
+  if ((op == "/" || op == "%") && y == 0) {
+    *by_zero = true;
+    return NAN;
+  }
+  if (op == "/") return x / y;
+  if (op == "%") return std::fmod(x, y);
   if (op == "<") return x < y ? 1.0 : 0.0;
   if (op == "<=") return x <= y ? 1.0 : 0.0;
   if (op == ">") return x > y ? 1.0 : 0.0;
@@ -286,13 +291,20 @@ Expr Expr::Parse(const std::string& text) {
   return e;
 }
 
-Value Expr::Eval(const pb::Message& msg) const { return EvalNode(*root_, msg); }
+Value Expr::Eval(const pb::Message& msg, bool* by_zero) const {
+  bool met = false;
+  Value v = EvalNode(*root_, msg, &met);
+  if (by_zero) *by_zero = met;
+  return v;
+}
 
-bool Expr::Holds(const pb::Message& msg) const {
-  Value v = Eval(msg);
+bool Expr::Holds(const pb::Message& msg, bool* undefined) const {
+  bool by_zero = false;
+  Value v = Eval(msg, &by_zero);
   if (!std::holds_alternative<double>(v))
     throw std::invalid_argument("a requirement must be true or false, not a string");
   double d = std::get<double>(v);
+  if (undefined) *undefined = by_zero || std::isnan(d);
   return d != 0 && !std::isnan(d);
 }
 

@@ -28,10 +28,11 @@ class Expr {
   static Expr Parse(const std::string& text);
   // Throws std::invalid_argument for an unknown field or a type mismatch
   // (e.g. "a" < 3); division or remainder by zero evaluates to false-y NaN
-  // (a point whose filter cannot be computed does not pass).
-  Value Eval(const google::protobuf::Message& msg) const;
-  // True when Eval gives a non-zero number (NaN is false; a string is an error).
-  bool Holds(const google::protobuf::Message& msg) const;
+  // (a point whose filter cannot be computed does not pass), and sets `by_zero` where given.
+  Value Eval(const google::protobuf::Message& msg, bool* by_zero = nullptr) const;
+  // True when Eval gives a non-zero number (NaN is false; a string is an error). `undefined`,
+  // where given, is set when a division or remainder by zero was met (its NaN compares false).
+  bool Holds(const google::protobuf::Message& msg, bool* undefined = nullptr) const;
   // Field paths the expression reads, in order of appearance.
   std::vector<std::string> Fields() const;
 

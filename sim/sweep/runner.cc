@@ -117,6 +117,35 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
+}  // namespace
+
+std::string RelocateChildDiags(const std::string& text, const std::string& written,
+                               const config::SourceMap& locs) {
+  std::istringstream in(text);
+  std::string line, out;
+  const std::string prefix = written + ":";
+  while (std::getline(in, line)) {
+    // "WRITTEN:LINE:COL: FIELD: value: rule": a line of the copy the child read.
+    size_t at = std::string::npos;
+    if (line.starts_with(prefix)) {
+      size_t colon = line.find(':', prefix.size());                     // after LINE
+      if (colon != std::string::npos) at = line.find(": ", colon + 1);  // after COL
+    }
+    if (at != std::string::npos) {
+      const size_t field_end = line.find(": ", at + 2);
+      const std::string field =
+          line.substr(at + 2, field_end == std::string::npos ? std::string::npos : field_end - at - 2);
+      const config::Location where = locs.Find(field);
+      line =
+          where.file + ":" + std::to_string(where.line) + ":" + std::to_string(where.col) + line.substr(at);
+    }
+    out += (out.empty() ? "" : "\n") + line;
+  }
+  return out;
+}
+
+namespace {
+
 std::string Duration(double s) {
   if (!std::isfinite(s) || s < 0) return "--:--";
   auto t = static_cast<int64_t>(s + 0.5);
@@ -269,7 +298,8 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
           {},
           "killed by signal " + std::to_string(WTERMSIG(status)) + (err_text.empty() ? "" : ": ") + err_text};
     } else if (WEXITSTATUS(status) == 2) {
-      out = PointOutcome{"invalid", {}, err_text};
+      // Located in the sweep's files, not in the copy the child read (deleted below).
+      out = PointOutcome{"invalid", {}, RelocateChildDiags(err_text, cfg, e.locs)};
     } else if (WEXITSTATUS(status) != 0) {
       out = PointOutcome{
           "error", {}, err_text.empty() ? "exit status " + std::to_string(WEXITSTATUS(status)) : err_text};
@@ -392,8 +422,10 @@ SweepStats RunSweep(const SweepSpec& spec, const SweepOptions& opts, const Point
       Point p = PointAt(spec, i);
       try {
         sim::Experiment e = MakeExperiment(spec, p);
-        if (!PassesFilter(spec, e)) {
+        std::string undefined;
+        if (!PassesFilter(spec, e, &undefined)) {
           ++stats.filtered;
+          if (!undefined.empty()) ++stats.undefined[undefined];
           continue;
         }
         std::string hash = PointHash(e, &digests);

@@ -49,6 +49,13 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
                                const std::string& tmp_dir,
                                uint64_t max_memory_bytes = sim::DefaultMaxMemory());
 
+// A child's config errors (`text`, one per line) located in `written`, the copy of the point
+// it read, moved to where `locs` (the point's experiment) has each error's field: the sweep
+// point's `<sweep point N: FIELD=VALUE>` for a swept field, else the base experiment's line.
+// They named the copy, deleted once the point ends. Other lines are kept as they are.
+std::string RelocateChildDiags(const std::string& text, const std::string& written,
+                               const config::SourceMap& locs);
+
 // True when points of `engine` run in child processes (engines that elaborate a
 // simulation kernel once per process).
 bool RunsInChildProcess(const std::string& engine);
@@ -91,6 +98,8 @@ struct SweepStats {
   // Per message of sim::IgnoredFields (a field the point's command does not read), the points
   // handed to a worker that it names: an axis that changes nothing ran its whole sweep silently.
   std::map<std::string, uint64_t> ignored;
+  // Per require that was not a number (PassesFilter's warning), the points it filtered.
+  std::map<std::string, uint64_t> undefined;
 };
 
 // Points are planned as the workers take them, so a sweep of any size (2^64 - 1 points at

@@ -26,7 +26,7 @@ namespace {
 // The same roots `tpsim run --set` accepts.
 bool SettableRoot(const std::string& path) {
   static const char* kRoots[] = {"chip.", "model.", "workload.", "mapping."};
-  if (path == "name" || path == "description" || path == "engine") return true;
+  if (path == "name" || path == "description") return true;
   for (const char* r : kRoots) {
     if (path.starts_with(r)) return true;
   }
@@ -35,9 +35,14 @@ bool SettableRoot(const std::string& path) {
 
 void Apply(sim::Experiment* e, const sim::Override& s, const Location& where) {
   if (!SettableRoot(s.path)) {
-    throw ConfigError(
-        Diag{where, s.path, s.value,
-             "a swept field is name, engine, or a field under chip., model., workload., mapping."});
+    // The engine is the sweep's own field: its points run in this process or in child processes
+    // by engine (an engine axis ran every point on the sweep's engine, its values unread).
+    throw ConfigError(Diag{
+        where, s.path, s.value,
+        s.path == "engine" ? "the engine is not swept: it is the sweep's engine field, one per sweep (run "
+                             "a sweep per engine, each into its own --db)"
+                           : "a swept field is name, description, or a field under chip., model., "
+                             "workload., mapping."});
   }
   config::SetScalarField(&e->cfg, s.path, s.value, where);
   e->locs.Set(s.path, where);
@@ -155,6 +160,10 @@ SweepSpec LoadSweep(const std::string& path) {
     try {
       Expr e = Expr::Parse(cfg.require(i));
       for (const auto& f : e.Fields()) ReadField(spec.base.cfg, f);  // the field must exist
+      // A field's type is the same at every point: a comparison of a string with a number (or a
+      // string for a result) fails on the base as on each point, where it was stored as an
+      // invalid row without the require's location.
+      (void)e.Holds(spec.base.cfg);
       spec.require.push_back(std::move(e));
     } catch (const std::invalid_argument& err) {
       diags.push_back(Diag{spec.locs.Find(at), at, cfg.require(i), err.what()});
@@ -216,9 +225,23 @@ sim::Experiment MakeExperiment(const SweepSpec& spec, const Point& point) {
   return e;
 }
 
-bool PassesFilter(const SweepSpec& spec, const sim::Experiment& e) {
-  for (const auto& r : spec.require) {
-    if (!r.Holds(e.cfg)) return false;
+bool PassesFilter(const SweepSpec& spec, const sim::Experiment& e, std::string* undefined) {
+  for (size_t i = 0; i < spec.require.size(); ++i) {
+    const std::string at = "require[" + std::to_string(i) + "]";
+    bool nan = false;
+    try {
+      if (spec.require[i].Holds(e.cfg, &nan)) continue;
+    } catch (const std::invalid_argument& err) {
+      throw ConfigError(Diag{spec.locs.Find(at), at, spec.cfg.require(static_cast<int>(i)), err.what()});
+    }
+    if (nan && undefined) {
+      const Location where = spec.locs.Find(at);
+      *undefined =
+          where.file + ":" + std::to_string(where.line) + ":" + std::to_string(where.col) + ": " + at +
+          " \"" + spec.cfg.require(static_cast<int>(i)) +
+          "\" divides by zero (a division or remainder by 0 is not a number): the point did not pass";
+    }
+    return false;
   }
   return true;
 }

@@ -52,9 +52,11 @@ Point PointAt(const SweepSpec& spec, uint64_t index);
 // a value the field cannot take.
 sim::Experiment MakeExperiment(const SweepSpec& spec, const Point& point);
 
-// True when every `require` holds for `e`. Throws std::invalid_argument when one
-// cannot be evaluated (a type mismatch).
-bool PassesFilter(const SweepSpec& spec, const sim::Experiment& e);
+// True when every `require` holds for `e`. Throws config::ConfigError at the require when one
+// cannot be evaluated (a type mismatch). `undefined`, where given, is set to a warning naming
+// the require (file:line:col) when the one that failed is not a number (a division or remainder
+// by zero): such points were filtered without a word.
+bool PassesFilter(const SweepSpec& spec, const sim::Experiment& e, std::string* undefined = nullptr);
 
 // FNV-1a 64 of `text`, as 16 lower-case hex digits. Stable across runs, builds
 // and machines.

@@ -311,6 +311,9 @@ int Run(const std::vector<std::string>& args) {
   std::cerr << "; results in " << db << "\n";
   for (const auto& [w, n] : s.ignored)
     std::cerr << "tpsim: warning: in " << n << (n == 1 ? " point run: " : " points run: ") << w << "\n";
+  for (const auto& [w, n] : s.undefined)
+    std::cerr << "tpsim: warning: " << n << (n == 1 ? " point filtered: " : " points filtered: ") << w
+              << "\n";
   if (s.interrupted) {
     std::cerr << "sweep interrupted: every finished point is stored; run the same command again to resume\n";
     return 130;

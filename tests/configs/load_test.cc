@@ -138,6 +138,10 @@ TEST(Load, SetScalarFieldWalksPathsAndChecksTypes) {
   EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", "0.0e-5"), "no error");
   EXPECT_NE(rule_of("chip.noc.bidirectional", "yes").find("true or false"), std::string::npos);
   EXPECT_NE(rule_of("a..b", "1").find("not a field path"), std::string::npos);
+  // One spelling per element: a sweep's axes over [0] and [00] were two axes of one field.
+  EXPECT_NE(rule_of("chip.memory[00].latency_ns", "1").find("not a field path"), std::string::npos);
+  EXPECT_NE(rule_of("chip.memory[+0].latency_ns", "1").find("not a field path"), std::string::npos);
+  EXPECT_EQ(rule_of("chip.memory[0].latency_ns", "1"), "no error");
   // An error below a repeated field names the element, as a file's errors do (it said
   // chip.memory.efficiency, which names no memory where there are two).
   auto field_of = [&](const std::string& path, const std::string& value) {

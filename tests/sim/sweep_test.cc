@@ -291,6 +291,72 @@ TEST_F(SweepTest, FilteredPointsAreNotRunOrStored) {
   EXPECT_EQ(Scalar(Db(), "SELECT MIN(\"workload.seq_len\") FROM points"), 512);
 }
 
+// A require that is not a number at a point (a division by zero) filters it, and the sweep says
+// so naming the require; one that compares a string with a number is refused when the sweep is
+// loaded, at the require (it was an invalid row per point, without the require's location).
+TEST_F(SweepTest, RequiresThatCannotBeComputedAreNamed) {
+  SweepSpec s = LoadSweep(SweepFile(std::string(kSmall) + "require: \"1 / (workload.seq_len - 256) > 0\"\n"));
+  Fake fake;
+  SweepStats st = RunSweep(s, Opts(Db()), fake.Runner());
+  EXPECT_EQ(st.filtered, 6u);  // 3 bandwidths x {128 (negative), 256 (1/0)}
+  ASSERT_EQ(st.undefined.size(), 1u);
+  EXPECT_EQ(st.undefined.begin()->second, 3u);  // the three points at 256
+  EXPECT_NE(st.undefined.begin()->first.find("s.textproto:5:1: require[0]"), std::string::npos)
+      << st.undefined.begin()->first;
+  EXPECT_NE(
+      st.undefined.begin()->first.find("require[0] \"1 / (workload.seq_len - 256) > 0\" divides by zero"),
+      std::string::npos)
+      << st.undefined.begin()->first;
+  try {
+    LoadSweep(SweepFile(std::string(kSmall) + "require: \"mapping.partition > 3\"\n", "t.textproto"));
+    FAIL() << "a string compared with a number was accepted";
+  } catch (const config::ConfigError& e) {
+    const std::string d = e.diags().at(0).str();
+    EXPECT_NE(d.find("t.textproto:5:1: require[0]: mapping.partition > 3: operator > needs numbers"),
+              std::string::npos)
+        << d;
+  }
+}
+
+// One field under two spellings of its index was two axes ([0] and [00]): the store's columns
+// named values the points did not run. An engine axis ran every point on the sweep's engine.
+TEST_F(SweepTest, AFieldSweptUnderTwoSpellingsOrTheEngineIsRefused) {
+  auto rules = [&](const std::string& body) {
+    try {
+      LoadSweep(SweepFile(body));
+    } catch (const config::ConfigError& e) {
+      std::string all;
+      for (const auto& d : e.diags()) all += d.str() + "\n";
+      return all;
+    }
+    return std::string("no error");
+  };
+  const std::string twice = rules(
+      "axis { field: \"chip.memory[0].latency_ns\" values: [\"1\", \"2\"] }\n"
+      "axis { field: \"chip.memory[00].latency_ns\" values: [\"3\", \"4\"] }\n");
+  EXPECT_NE(twice.find("chip.memory[00].latency_ns: 3: not a field path"), std::string::npos) << twice;
+  const std::string engine = rules("axis { field: \"engine\" values: [\"tlm\", \"analytical\"] }\n");
+  EXPECT_NE(engine.find("s.textproto:2:"), std::string::npos) << engine;
+  EXPECT_NE(engine.find("engine: tlm: the engine is not swept: it is the sweep's engine field"),
+            std::string::npos)
+      << engine;
+}
+
+// A child's config errors named the temporary copy of the point it read, deleted with it.
+TEST(SweepRunner, ChildErrorsAreLocatedInTheSweepsFiles) {
+  config::SourceMap locs("base.textproto");
+  locs.Set("workload.requests.synthetic.rate_per_s", config::Location{"<sweep point 3: x=-1>", 1, 1});
+  locs.Set("mapping.tp", config::Location{"base.textproto", 12, 3});
+  const std::string text =
+      "/tmp/d/point-3-1.textproto:62:7: workload.requests.synthetic.rate_per_s: -1: must be > 0\n"
+      "/tmp/d/point-3-1.textproto:40:3: mapping.tp: 3: must divide\n"
+      "tpsim: something else /tmp/d/point-3-1.textproto";
+  EXPECT_EQ(RelocateChildDiags(text, "/tmp/d/point-3-1.textproto", locs),
+            "<sweep point 3: x=-1>:1:1: workload.requests.synthetic.rate_per_s: -1: must be > 0\n"
+            "base.textproto:12:3: mapping.tp: 3: must divide\n"
+            "tpsim: something else /tmp/d/point-3-1.textproto");
+}
+
 TEST_F(SweepTest, StopMidwayKeepsFinishedPointsAndResumeCompletes) {
   SweepSpec s = LoadSweep(SweepFile(kSmall));
   Fake fake;
