@@ -143,9 +143,22 @@ bool SetBySet(const Experiment& e, const std::string& path) {
   return e.locs.Find(path).file.starts_with("<command line: --set ");  // OverrideLocation's
 }
 
-std::vector<std::string> IgnoredFields(const Experiment& e, bool served) {
+std::vector<std::string> IgnoredFields(const Experiment& e, bool served, const std::string& engine) {
   const config::Experiment& cfg = e.cfg;
   std::vector<std::string> out;
+  // The TLM engine's network ports and router buffers (chip.proto): the analytical engine's
+  // links are queues of whole flows, without either (--set chip.noc.port_bandwidth_gbps=1e-300
+  // changed nothing there, silently).
+  const std::string runs = !engine.empty() ? engine : !cfg.engine().empty() ? cfg.engine() : "analytical";
+  if (runs != "tlm") {
+    const config::Noc& noc = cfg.chip().noc();
+    if (noc.port_bandwidth_gbps() != 0)
+      out.push_back("chip.noc.port_bandwidth_gbps is ignored: engine " + runs +
+                    " does not model the cores' network ports (engine tlm does)");
+    if (noc.router_buffer_packets() != 0)
+      out.push_back("chip.noc.router_buffer_packets is ignored: engine " + runs +
+                    " does not model router buffers (engine tlm does)");
+  }
   for (const std::string& f : arch::UnusedNocFields(cfg.chip()))
     out.push_back("chip.noc." + f + " is ignored: topology " + cfg.chip().noc().topology() +
                   " does not read it (it reads " +

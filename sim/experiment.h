@@ -50,9 +50,10 @@ bool SetBySet(const Experiment& e, const std::string& path);
 // silently: chip.noc fields the topology does not read (arch::UnusedNocFields), chip fields for
 // what the chip lacks (arch::UnusedChipFields), mapping fields another field, the chip or the model
 // leaves unread (mapping::UnreadMappingFields, a mapping.moe block on a model without experts
-// among them; the serving block is tpsim serve's), and for tpsim run a request stream beside the
-// fixed batch.
-std::vector<std::string> IgnoredFields(const Experiment& e, bool served);
+// among them; the serving block is tpsim serve's), the TLM engine's network ports and router
+// buffers on another `engine` (empty: the experiment's engine, else analytical), and for tpsim
+// run a request stream beside the fixed batch.
+std::vector<std::string> IgnoredFields(const Experiment& e, bool served, const std::string& engine = "");
 
 // Every file the experiment's run reads: `inputs`, the placement file (placement "file"), the
 // MoE routing trace and the request trace (relative to the experiment's folder, as serving

@@ -242,7 +242,19 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
     const double bytes = layers * batch * row * (static_cast<double>(wl.seq_len()) + wl.decode_steps());
     const double seconds = bytes / (fastest * 1e9);
     if (seconds > kLimitS) {
-      refuse("chip.noc.link_bandwidth_gbps", num(e.cfg.chip().noc().link_bandwidth_gbps()), seconds,
+      // The field that set the fastest link: on a wafer whose dies are one core each every link
+      // is die-to-die (link_bandwidth_gbps was named with a value no link had).
+      const config::Noc& noc = e.cfg.chip().noc();
+      std::string field = "chip.noc.link_bandwidth_gbps";
+      double value = noc.link_bandwidth_gbps();
+      if (fastest != value && noc.topology() == "wafer" && fastest == noc.d2d_bandwidth_gbps()) {
+        field = "chip.noc.d2d_bandwidth_gbps";
+        value = fastest;
+      } else if (fastest != value && noc.topology() == "edges") {
+        field = "chip.noc.edges[].bandwidth_gbps";
+        value = fastest;
+      }
+      refuse(field, num(value), seconds,
              "the transfers between the TP ranks (at least " + num(bytes) + " bytes in sequence at " +
                  num(fastest) + " GB/s)");
     }
@@ -322,7 +334,7 @@ namespace {
 // what it is, where, and the fields its time depends on.
 std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size_t i,
                          const std::string& label, Ps start_ps,
-                         const std::string& tlm_hint = "--engine tlm") {
+                         const std::string& tlm_hint = kTlmEngineHint) {
   const mapping::Task t = p.task(i);
   std::string what, fields;
   char mb[64];
@@ -332,7 +344,8 @@ std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size
       what = std::string("a transfer of ") + mb + " from core " + std::to_string(t.core) + " to core " +
              std::to_string(t.dst_core);
       fields =
-          "chip.noc.link_bandwidth_gbps (and port_bandwidth_gbps on the TLM engine) and the links' latencies";
+          "chip.noc.link_bandwidth_gbps (d2d_bandwidth_gbps on a wafer's die-to-die links, an edge's "
+          "bandwidth_gbps on topology edges; port_bandwidth_gbps on the TLM engine) and the links' latencies";
       break;
     case mapping::TaskKind::kMemory:
       what = std::string("a DRAM ") + (t.write ? "write" : "read") + " of " + mb + " on channel " +

@@ -75,8 +75,9 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip);
 // makespan is below the clock's maximum.
 // `tlm_hint`: how to time on the TLM engine a flow too long for the analytical link calendars
 // (where the caller has no --engine, as `tpsim collectives`, it names a command that has one).
+inline constexpr const char* kTlmEngineHint = "--engine tlm";
 void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing,
-                        const std::string& tlm_hint = "--engine tlm");
+                        const std::string& tlm_hint = kTlmEngineHint);
 // The same error for a run made from steps (sim/step_source.h StepOverflow): the task in `head`
 // (step 0) or in the template `step`, named by its decode step and its index there.
 [[noreturn]] void ThrowStepOverflow(const StepOverflow& o, const mapping::Program& head,

@@ -194,7 +194,8 @@ int ServeCommand(const std::vector<std::string>& args) {
     ServeRun run = Serve(e, engine_flag);
     // What the stream's run does not read, as tpsim run names it (the serving block is this
     // command's): --set mapping.seed=5 with placement ring served the same stream, silently.
-    for (const std::string& w : sim::IgnoredFields(e, true)) std::cerr << "tpsim: warning: " << w << "\n";
+    for (const std::string& w : sim::IgnoredFields(e, true, engine_flag))
+      std::cerr << "tpsim: warning: " << w << "\n";
     const double slo_ttft = slo_ttft_flag > 0 ? slo_ttft_flag : cfg.workload().requests().slo_ttft_ms();
     const double slo_tpot = slo_tpot_flag > 0 ? slo_tpot_flag : cfg.workload().requests().slo_tpot_ms();
     const ServeOutcome& out = run.outcome;

@@ -729,6 +729,15 @@ TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
   EXPECT_NE(slow.output.find("chip.noc.link_bandwidth_gbps: 1e-10: the transfers between the TP ranks"),
             std::string::npos)
       << slow.output;
+  // On a wafer of one-core dies every link is die-to-die: that field is named, at its value (it
+  // named link_bandwidth_gbps: 160, which no link had).
+  Outcome d2d = Tpsim("run " + kRef +
+                      " --set chip.noc.topology=wafer --set chip.noc.die_rows=1 --set chip.noc.die_cols=1 "
+                      "--set chip.noc.d2d_bandwidth_gbps=1e-10 --set chip.noc.d2d_latency_ns=5 --quiet");
+  EXPECT_EQ(d2d.status, 2) << d2d.output;
+  EXPECT_NE(d2d.output.find("chip.noc.d2d_bandwidth_gbps: 1e-10: the transfers between the TP ranks"),
+            std::string::npos)
+      << d2d.output;
   // Not certain from the config alone: run, then stopped by the engine's check (exit 1).
   Outcome link = Tpsim("run " + kRef + " --set chip.noc.link_bandwidth_gbps=1e-9 --quiet");
   EXPECT_EQ(link.status, 1) << link.output;

@@ -203,6 +203,31 @@ TEST_F(RunCli, UnreadMappingFieldsAreNamedAsIgnored) {
       << out;
 }
 
+// The TLM engine's network ports and router buffers are named as ignored on the analytical
+// engine (--set chip.noc.port_bandwidth_gbps=1e-300 printed the same run, silently); the TLM
+// engine reads them.
+TEST_F(RunCli, TlmOnlyNocFieldsAreNamedAsIgnoredOnTheAnalyticalEngine) {
+  std::string out;
+  const std::string one =
+      " --set workload.decode_steps=1 --set workload.num_layers=1 --set mapping.pipeline_stages=1 --quiet";
+  ASSERT_EQ(RunTpsim("run " + kRef + one +
+                         " --set chip.noc.port_bandwidth_gbps=1e-300 --set chip.noc.router_buffer_packets=4",
+                     &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("tpsim: warning: chip.noc.port_bandwidth_gbps is ignored: engine analytical does not "
+                     "model the cores' network ports (engine tlm does)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("tpsim: warning: chip.noc.router_buffer_packets is ignored: engine analytical does not "
+                     "model router buffers (engine tlm does)"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(RunTpsim("run " + kRef + one + " --engine tlm --set chip.noc.router_buffer_packets=4", &out), 0)
+      << out;
+  EXPECT_EQ(out.find("is ignored"), std::string::npos) << out;
+}
+
 // A mapping.moe block on a model without experts is named as ignored (it was silent, an invalid
 // capacity_factor included); on a MoE model nothing is said.
 TEST_F(RunCli, MoeMappingOnADenseModelIsNamedAsIgnored) {
