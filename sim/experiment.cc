@@ -11,6 +11,7 @@
 #include "llm/model.h"
 #include "mapping/mapping.h"
 #include "sim/engine.h"
+#include "sweep.pb.h"
 
 namespace tpsim::sim {
 
@@ -235,7 +236,49 @@ Experiment LoadExperiment(const std::string& arg, const std::vector<Override>& s
   std::string text = config::ReadFileOrThrow(path, kCommandLine, "EXPERIMENT");
   e.inputs.push_back(path);
   config::SourceMap raw(path);
-  config::ParseMessage(text, path, &e.cfg, &raw);
+  try {
+    config::ParseMessage(text, path, &e.cfg, &raw);
+  } catch (const ConfigError& err) {
+    // A chip, model or sweep file given as the experiment (`tpsim run chips/wafer-8x8.textproto`,
+    // a sweep's base): it said "clock_mhz: : unknown field of Experiment". Named as what it is
+    // where it parses as one; any other file keeps the parser's error.
+    // A field of the file's top level that Experiment lacks (name and description are shared).
+    const Diag& d = err.diags().front();
+    if (d.where.file == path && d.rule.starts_with("unknown field of Experiment") &&
+        d.field.find('.') == std::string::npos) {
+      config::Chip chip;
+      config::Model model;
+      config::Sweep sweep;
+      auto parses = [&](google::protobuf::Message* m) {
+        try {
+          config::SourceMap ignored(path);
+          config::ParseMessage(text, path, m, &ignored);
+          return true;
+        } catch (const ConfigError&) {
+          return false;
+        }
+      };
+      std::string what;
+      if (parses(&sweep) && !sweep.base().empty())
+        what = "is a sweep, not an experiment: run it with tpsim sweep (its base is the experiment)";
+      else if (parses(&chip))
+        what = "is a chip config, not an experiment: an experiment names it with chip_file";
+      else if (parses(&model) || [&] {
+                 try {  // a HuggingFace config.json
+                   config::SourceMap ignored(path);
+                   (void)llm::LoadModelFile(path, &ignored);
+                   return true;
+                 } catch (const std::exception&) {
+                   return false;
+                 }
+               }())
+        what =
+            "is a model config, not an experiment: an experiment names it with model_file, or give it to "
+            "--model";
+      if (!what.empty()) throw ConfigError(Diag{kCommandLine, "EXPERIMENT", path, what});
+    }
+    throw;
+  }
   e.locs.Merge("", raw, {});
   const std::string dir = config::DirName(path);
   auto& cfg = e.cfg;

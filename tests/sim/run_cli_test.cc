@@ -203,6 +203,24 @@ TEST_F(RunCli, UnreadMappingFieldsAreNamedAsIgnored) {
       << out;
 }
 
+// A chip, model or sweep file given as the experiment is named as what it is (it said
+// "clock_mhz: : unknown field of Experiment"); another file keeps the parser's error.
+TEST_F(RunCli, AChipModelOrSweepFileGivenAsTheExperimentIsNamed) {
+  std::string out;
+  EXPECT_EQ(RunTpsim("run configs/chips/wafer-8x8.textproto", &out), 2) << out;
+  EXPECT_NE(
+      out.find("<command line>:1:1: EXPERIMENT: configs/chips/wafer-8x8.textproto: is a chip config, not an "
+               "experiment: an experiment names it with chip_file"),
+      std::string::npos)
+      << out;
+  EXPECT_EQ(RunTpsim("describe configs/sweeps/serving-rate.textproto", &out), 2) << out;
+  EXPECT_NE(out.find("is a sweep, not an experiment: run it with tpsim sweep"), std::string::npos) << out;
+  EXPECT_EQ(RunTpsim("run configs/models/qwen3-4b.json", &out), 2) << out;
+  EXPECT_NE(out.find("is a model config, not an experiment"), std::string::npos) << out;
+  EXPECT_EQ(RunTpsim("run README.md", &out), 2) << out;
+  EXPECT_EQ(out.find("not an experiment"), std::string::npos) << out;
+}
+
 // The TLM engine's network ports and router buffers are named as ignored on the analytical
 // engine (--set chip.noc.port_bandwidth_gbps=1e-300 printed the same run, silently); the TLM
 // engine reads them.

@@ -335,6 +335,16 @@ TEST_F(SweepTest, AFieldSweptUnderTwoSpellingsOrTheEngineIsRefused) {
       "axis { field: \"chip.memory[0].latency_ns\" values: [\"1\", \"2\"] }\n"
       "axis { field: \"chip.memory[00].latency_ns\" values: [\"3\", \"4\"] }\n");
   EXPECT_NE(twice.find("chip.memory[00].latency_ns: 3: not a field path"), std::string::npos) << twice;
+  // A base that is a chip file is named as one at the base (it said "base: : unknown field").
+  try {
+    LoadSweep(Write("c.textproto",
+                    "base: \"" + std::string(TPSIM_SOURCE_DIR) + "/configs/chips/wafer-8x8.textproto\"\n"));
+    ADD_FAILURE() << "a chip file as the base was accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(e.diags().at(0).str().find("c.textproto:1:1: base: "), std::string::npos)
+        << e.diags().at(0).str();
+    EXPECT_NE(e.diags().at(0).rule.find("is a chip config, not an experiment"), std::string::npos);
+  }
   const std::string engine = rules("axis { field: \"engine\" values: [\"tlm\", \"analytical\"] }\n");
   EXPECT_NE(engine.find("s.textproto:2:"), std::string::npos) << engine;
   EXPECT_NE(engine.find("engine: tlm: the engine is not swept: it is the sweep's engine field"),
