@@ -534,8 +534,14 @@ std::vector<Request> LoadRequests(const config::RequestSource& r, const std::str
     reqs = ParseTrace(text, path, r.format(), field, r.time_scale());
   }
   if (r.max_requests() > 0 && reqs.size() > r.max_requests()) reqs.resize(r.max_requests());
-  if (reqs.empty())
+  if (reqs.empty()) {
+    // A trace of a header and no rows: at the file (it was said at the experiment's stream).
+    if (!r.has_synthetic())
+      throw ConfigError(Diag{Location{config::JoinPath(base_dir, r.trace_file()), 1, 1},
+                             "workload.requests.trace_file", r.trace_file(),
+                             "no requests: the trace has no rows"});
     throw ConfigError(Diag{locs.Find("workload.requests"), "workload.requests", "", "no requests"});
+  }
   return reqs;
 }
 

@@ -286,8 +286,9 @@ PointRunner ChildProcessRunner(const std::string& exe, const std::string& engine
         ::waitpid(pid, &status, 0);
         cleanup();
         if (stop) return PointOutcome{"interrupted", {}, ""};
-        return PointOutcome{
-            "timeout", {}, "ran past the time limit of " + std::to_string(time_limit_s) + " s"};
+        char limit[32];  // 1e-300 s, not 0.000000 s
+        std::snprintf(limit, sizeof limit, "%.6g", time_limit_s);
+        return PointOutcome{"timeout", {}, std::string("ran past the time limit of ") + limit + " s"};
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -151,7 +152,9 @@ SweepSpec LoadSweep(const std::string& path) {
     diags.push_back(sim::UnknownEngineDiag(spec.locs.Find("engine"), "engine", spec.engine));
   }
   if (cfg.time_limit_s() < 0 || !std::isfinite(cfg.time_limit_s())) {
-    diags.push_back(Diag{spec.locs.Find("time_limit_s"), "time_limit_s", std::to_string(cfg.time_limit_s()),
+    char as_written[32];  // -1, not -1.000000
+    std::snprintf(as_written, sizeof as_written, "%.15g", cfg.time_limit_s());
+    diags.push_back(Diag{spec.locs.Find("time_limit_s"), "time_limit_s", as_written,
                          "must be a non-negative number of seconds (0 = 600)"});
   }
 

@@ -666,6 +666,18 @@ TEST(Serving, RequestErrorsNameTheTraceRowOrTheIteration) {
     EXPECT_EQ(d.field, "workload.requests.trace_file");
     EXPECT_NE(d.rule.find("290 prompt + 20 output tokens"), std::string::npos) << d.rule;
   }
+  // A trace of its header alone: at the file (it was "workload.requests: : no requests" at the
+  // experiment).
+  const std::string empty = (dir / "h.csv").string();
+  std::ofstream(empty) << "arrival_s,prompt_tokens,output_tokens\n";
+  try {
+    Serve(sim::LoadExperiment(
+        exp, {{"workload.requests.trace_file", empty}, {"mapping.serving.layers_simulated", "4"}}));
+    ADD_FAILURE() << "accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.diags().at(0).str(), empty + ":1:1: workload.requests.trace_file: " + empty +
+                                         ": no requests: the trace has no rows");
+  }
   const std::string big = (dir / "big.csv").string();
   std::ofstream(big) << "arrival_s,prompt_tokens,output_tokens\n0.5,1000000000,1\n0,100,10\n";
   try {

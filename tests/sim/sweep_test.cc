@@ -192,6 +192,8 @@ TEST_F(SweepTest, BadSweepFilesAreConfigErrorsWithLocations) {
   EXPECT_NE(rules("require: \"mapping.tp <\"").find("require[0]"), std::string::npos);
   EXPECT_NE(rules("require: \"mapping.tpp > 1\"").find("unknown field"), std::string::npos);
   EXPECT_NE(rules("engine: \"warp\"").find("unknown engine"), std::string::npos);
+  // The value as written (it was -1.000000).
+  EXPECT_NE(rules("time_limit_s: -1").find("time_limit_s: -1: must be a non-negative"), std::string::npos);
   EXPECT_NE(rules("bogus: 1").find("bogus"), std::string::npos);
 }
 
