@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -262,6 +263,19 @@ class JsonScanner {
   }
 
   std::string Token() const { return t_.substr(p_, std::min<size_t>(t_.size() - p_, 40)); }
+  // The JSON value at p_ as written: a string with its quotes, else up to the next delimiter
+  // (Token() gave the next 40 bytes, the rest of the file's lines with them).
+  std::string ValueToken() const {
+    size_t end = p_;
+    if (end < t_.size() && t_[end] == '"') {
+      for (++end; end < t_.size() && t_[end] != '"'; ++end)
+        if (t_[end] == '\\') ++end;
+      end = std::min(end + 1, t_.size());
+    } else {
+      while (end < t_.size() && !std::strchr(",]}: \t\r\n", t_[end])) ++end;
+    }
+    return t_.substr(p_, std::min<size_t>(end - p_, 120));
+  }
 
   void Ws() {
     while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r')) ++p_;
@@ -412,6 +426,10 @@ class JsonScanner {
     if (Word("null")) return;
     if (c == '{') {
       if (f && f->cpp_type() != FD::CPPTYPE_MESSAGE) Fail(pos, path, "{", "expected a scalar, not an object");
+      // One object for a list of them was read as a list of one ("axis": {...}), where a scalar
+      // for a list of scalars is refused.
+      if (f && f->is_repeated() && !f->is_map())
+        Fail(pos, path, "{", "repeated field: expected a list [ {...}, ... ], not one object");
       Object(f ? (f->is_map() ? nullptr : f->message_type()) : d, path, depth);
       return;
     }
@@ -434,7 +452,11 @@ class JsonScanner {
         if (f && (f->cpp_type() == FD::CPPTYPE_MESSAGE || i < kMaxElementLocations)) locs_->Set(ep, At(p_));
         if (f && f->cpp_type() == FD::CPPTYPE_MESSAGE) {
           Ws();
-          if (p_ < t_.size() && t_[p_] != '{' && !Word("null")) Fail(p_, ep, Token(), "expected an object");
+          if (p_ < t_.size() && t_[p_] != '{') {
+            // A null element was dropped, silently ("values": [null] then had no value).
+            if (Word("null")) Fail(p_ - 4, ep, "null", "a list's element cannot be null");
+            Fail(p_, ep, ValueToken(), "expected an object");
+          }
           if (p_ < t_.size() && t_[p_] == '{')
             Object(f->is_map() ? nullptr : f->message_type(), ep, depth + 1);
         } else if (f) {
@@ -442,7 +464,8 @@ class JsonScanner {
           if (p_ >= t_.size()) Fail(p_, ep, "", "unexpected end of the file");
           if (t_[p_] == '{') Fail(p_, ep, "{", "expected a scalar, not an object");
           if (t_[p_] == '[') Fail(p_, ep, "[", "expected one value, not a nested list");
-          if (!Word("null")) Scalar(f, ep);
+          if (Word("null")) Fail(p_ - 4, ep, "null", "a list's element cannot be null");
+          Scalar(f, ep);
         } else {
           Value(nullptr, nullptr, ep, depth + 1);
         }
@@ -459,8 +482,9 @@ class JsonScanner {
       }
     }
     if (f && f->is_repeated() && !f->is_map())
-      Fail(pos, path, Token(), "repeated field: expected a list [ ... ]");
-    if (f && f->cpp_type() == FD::CPPTYPE_MESSAGE) Fail(pos, path, Token(), "expected an object { ... }");
+      Fail(pos, path, ValueToken(), "repeated field: expected a list [ ... ]");
+    if (f && f->cpp_type() == FD::CPPTYPE_MESSAGE)
+      Fail(pos, path, ValueToken(), "expected an object { ... }");
     Scalar(f, path);
   }
 

@@ -293,6 +293,16 @@ TEST(Load, JsonValueErrorsAreAtTheValue) {
   EXPECT_EQ(JsonError("{\"model_name\": \"q\",\n \"model\": {}}", &exp),
             "c.json:2:3: model: model_name: only one of them may be given");
   EXPECT_EQ(JsonError("{\"model_name\": \"q\", \"model\": null}", &exp), "");
+  // One object for a list of them was read as a list of one; a null element was dropped (a list
+  // of [null] then had no element); a scalar for a list quoted the next 40 bytes of the file.
+  EXPECT_EQ(JsonError("{\"memory\": {\"name\": \"d\"}}", &chip),
+            "c.json:1:12: memory: {: repeated field: expected a list [ {...}, ... ], not one object");
+  EXPECT_EQ(JsonError("{\"memory\": [{\"attach\": [null]}]}", &chip),
+            "c.json:1:25: memory[0].attach[0]: null: a list's element cannot be null");
+  EXPECT_EQ(JsonError("{\"memory\": [null]}", &chip),
+            "c.json:1:13: memory[0]: null: a list's element cannot be null");
+  EXPECT_EQ(JsonError("{\"memory\": [{\"attach\": \"r0c0\"}],\n \"name\": \"x\"}", &chip),
+            "c.json:1:24: memory[0].attach: \"r0c0\": repeated field: expected a list [ ... ]");
 }
 
 }  // namespace
