@@ -646,6 +646,33 @@ TEST(ImportErrors, MalformedJson) {
             "b.json:1:1: <json>: array: top level must be a JSON object");
 }
 
+// The parser stops at a NUL byte: a second object after it was accepted unread, and errors were
+// placed past it (the key locator read on); a config.json with 100,000 keys took minutes to
+// locate them (each from the start of the text).
+TEST(ImportErrors, NulBytesAreRefusedAndManyKeysLocatedInLinearTime) {
+  const std::string nul = std::string(kGood) + std::string(1, '\0') + "{\"hidden_size\": \"x\"}";
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(nul, "n.json"); }),
+            "n.json:9:2: <json>: \\0: a NUL byte: JSON text has none");
+  std::string extra;
+  for (int i = 0; i < 100000; ++i) extra += "\"k" + std::to_string(i) + "\": 0,\n";
+  const std::string many = Replace(Replace(kGood, "\"hidden_size\": 64,", extra + "\"hidden_size\": 64,"),
+                                   "\"num_attention_heads\": 4", "\"num_attention_heads\": -4");
+  const std::string err = ErrorOf([&] { ImportHuggingFaceText(many, "m.json"); });
+  EXPECT_NE(err.find("m.json:100006:3: num_attention_heads: -4: must be"), std::string::npos)
+      << err.substr(0, 300);
+}
+
+// decoder_sparse_step 0 divides by zero in transformers; it was read as unset (every layer sparse).
+TEST(ImportErrors, DecoderSparseStepZeroIsRefused) {
+  std::string text = Replace(kGood, "Qwen3ForCausalLM", "Qwen3MoeForCausalLM");
+  text = Replace(
+      text, "\"hidden_size\": 64,",
+      "\"hidden_size\": 64, \"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, "
+      "\"decoder_sparse_step\": 0,");
+  const std::string err = ErrorOf([&] { ImportHuggingFaceText(text, "m.json"); });
+  EXPECT_NE(err.find("m.json:3:95: decoder_sparse_step: 0: must be positive"), std::string::npos) << err;
+}
+
 TEST(ImportErrors, SeveralProblemsAreAllReported) {
   std::string text = Replace(kGood, "  \"hidden_size\": 64,\n", "");
   text = Replace(text, "\"num_attention_heads\": 4", "\"num_attention_heads\": 4.5");
