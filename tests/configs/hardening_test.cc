@@ -696,8 +696,23 @@ TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
                              0),
               0u)
         << u.output;
-    EXPECT_NE(u.output.find("would take at least 570.4 days"), std::string::npos) << u.output;
+    // On the mapping's 4 cores (TP 4 x 1 stage), 4 x 64 x 64 x 2 x 500 MHz x 1e-12 = 16.384 FLOP/s:
+    // 1.29191e10 FLOP take 9126 days (on the chip's 64 cores it said 570.4).
+    EXPECT_NE(
+        u.output.find("(1.29191e+10 FLOP at 16.384 FLOP/s on the mapping's 4 cores) would take at least "
+                      "9126 days"),
+        std::string::npos)
+        << u.output;
   }
+  // 91.26 days: refused by the check's margin, which the message says (on all 64 cores the bound
+  // was 5.7 days and the run started).
+  Outcome margin = Tpsim("run " + kRef + one + " --set chip.core.matrix_utilization=1e-10 --quiet");
+  EXPECT_EQ(margin.status, 2) << margin.output;
+  EXPECT_NE(
+      margin.output.find("would take at least 91.26 days, more than half of the 106.7 days (2^63 ps) tpsim "
+                         "can represent (this check before the run keeps that margin"),
+      std::string::npos)
+      << margin.output;
   // A GPU node's kernels are timed from its gpu block: the bound uses its fastest tensor rate
   // (fp8, 1978.9 TFLOP/s x 8 GPUs) x tensor_efficiency and names that field. Before, it used the
   // core block's stand-in peak, which the GPU kernels never read, and let this run start.
