@@ -288,6 +288,11 @@ const Architecture* FindArchitecture(const json& j, Reader* r) {
       // model_type is what transformers builds the model from (AutoConfig): a config whose
       // model_type is another family's (a Gemma 2 config that also lists LlamaForCausalLM) would
       // be timed as the wrong model.
+      if (auto mt = j.find("model_type"); mt != j.end() && !mt->is_null() && !mt->is_string()) {
+        // 5, ["qwen3"]: not compared, accepted silently.
+        r->Error("model_type", config::QuoteJson(*mt), "must be a string (the model family, e.g. qwen3)");
+        return nullptr;
+      }
       if (auto mt = j.find("model_type");
           mt != j.end() && mt->is_string() && mt->get<std::string>() != a.name) {
         r->Error("model_type", mt->get<std::string>(),
@@ -351,15 +356,20 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
   bool slides = false;
   if (auto it = j.find("layer_types"); reads_layer_types && it != j.end() && !it->is_null()) {
     bool ok = it->is_array();
+    // transformers names two kinds; another ("banana") was read as full attention, silently.
     for (const auto& e : ok ? *it : json::array()) {
-      ok = ok && e.is_string();
+      ok = ok && e.is_string() &&
+           (e.get<std::string>() == "sliding_attention" || e.get<std::string>() == "full_attention");
       if (ok) slides = slides || e.get<std::string>() == "sliding_attention";
     }
     if (!ok) {
-      r->Error("layer_types", config::QuoteJson(*it), "must be an array of strings");
+      r->Error("layer_types", config::QuoteJson(*it),
+               "must be an array of \"full_attention\" and \"sliding_attention\"");
       return 0;
     }
-    slides = slides && r->Bool("use_sliding_window").value_or(false);
+    // Read whether or not a layer slides: a wrong type ("yes") passed where none did.
+    const bool use = r->Bool("use_sliding_window").value_or(false);
+    slides = slides && use;
   } else if (name == "mistral" || name == "mixtral" || name == "phi3") {
     slides = true;
   } else if (name == "qwen3_moe") {

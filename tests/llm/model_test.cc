@@ -289,7 +289,8 @@ TEST(Import, SlidingWindowIsReadAndQuantizationRefused) {
   EXPECT_EQ(ErrorOf([&] { window("MistralForCausalLM", R"(, "sliding_window": -1)"); }),
             "w.json:3:27: sliding_window: -1: must be a non-negative integer, at most 2147483647 (2^31-1)");
   EXPECT_EQ(ErrorOf([&] { window("Qwen3ForCausalLM", R"(, "layer_types": "sliding_attention")"); }),
-            "w.json:3:27: layer_types: \"sliding_attention\": must be an array of strings");
+            "w.json:3:27: layer_types: \"sliding_attention\": must be an array of \"full_attention\" and "
+            "\"sliding_attention\"");
   // A quantized checkpoint is refused at its key (its weights are not workload.dtype's).
   EXPECT_EQ(ErrorOf([&] {
               window("Qwen2ForCausalLM", R"(, "quantization_config": {"bits": 4, "quant_method": "awq"})");
@@ -969,6 +970,24 @@ TEST(Import, LayerTypesSlideOnlyWithUseSlidingWindow) {
         300u)
         << arch;
   }
+  // Read whatever the layers: "yes" passed where no layer slid; an unknown kind was full
+  // attention; a model_type that is no string was not compared.
+  const std::string q3 = R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 1000)";
+  EXPECT_NE(ErrorOf([&] {
+              ImportHuggingFaceText(
+                  q3 + R"(, "use_sliding_window": "yes", "layer_types": ["full_attention"]})", "w.json");
+            }).find("use_sliding_window: \"yes\": must be true or false"),
+            std::string::npos);
+  EXPECT_NE(
+      ErrorOf([&] {
+        ImportHuggingFaceText(q3 + R"(, "use_sliding_window": true, "layer_types": ["banana"]})", "w.json");
+      }).find("layer_types: [\"banana\"]: must be an array of \"full_attention\" and \"sliding_attention\""),
+      std::string::npos);
+  EXPECT_NE(ErrorOf([&] {
+              ImportHuggingFaceText(q3 + R"(, "model_type": 5})", "w.json");
+            }).find("model_type: 5: must be a string"),
+            std::string::npos);
   const std::string moe = R"({"architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 1000,
       "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
