@@ -144,6 +144,11 @@ bool SetBySet(const Experiment& e, const std::string& path) {
   return e.locs.Find(path).file.starts_with("<command line: --set ");  // OverrideLocation's
 }
 
+bool GivenByCommandOrSweep(const Experiment& e, const std::string& path) {
+  const std::string& file = e.locs.Find(path).file;
+  return file.starts_with("<command line") || file.starts_with("<sweep point");
+}
+
 std::vector<std::string> IgnoredFields(const Experiment& e, bool served, const std::string& engine) {
   const config::Experiment& cfg = e.cfg;
   std::vector<std::string> out;
@@ -166,6 +171,37 @@ std::vector<std::string> IgnoredFields(const Experiment& e, bool served, const s
                   std::string(arch::FindTopology(cfg.chip().noc().topology())->params()) + ")");
   for (const auto& [f, why] : arch::UnusedChipFields(cfg.chip()))
     out.push_back("chip." + f + " is ignored: " + why);
+  // A GPU node times its kernels from chip.gpu (arch/gpu), keeps no memory task and runs its
+  // collectives as NCCL kernels: the systolic core, the memories' rates and the in-switch model
+  // are validated, never timed (--set chip.core.matrix_utilization=1e-6 printed the same run).
+  // Said where a --set or a sweep axis gave one: the shipped GPU chips carry them.
+  if (cfg.chip().has_gpu()) {
+    auto given = [&](const std::string& path) { return GivenByCommandOrSweep(e, path); };
+    const config::Chip& chip = cfg.chip();
+    std::vector<std::pair<std::string, std::string>> unread;
+    const google::protobuf::Descriptor* core = config::Core::descriptor();
+    for (int i = 0; i < core->field_count(); ++i)
+      unread.emplace_back(
+          "chip.core." + std::string(core->field(i)->name()),
+          "a GPU node's kernels are timed from chip.gpu (its L2 is chip.gpu.l2_bytes); the core "
+          "block is only validated");
+    for (int i = 0; i < chip.memory_size(); ++i)
+      for (const char* f : {"bandwidth_gbps", "efficiency", "latency_ns", "device.preset",
+                            "device.command_bus", "device.refresh", "device.queue_depth"})
+        unread.emplace_back("chip.memory[" + std::to_string(i) + "]." + f,
+                            "a GPU node's HBM is timed inside its kernels (chip.gpu.hbm_bandwidth_gbps, "
+                            "hbm_efficiency); no memory task reads chip.memory's rate");
+    const google::protobuf::Descriptor* coll = config::CollectiveModel::descriptor();
+    for (int i = 0; i < coll->field_count(); ++i)
+      unread.emplace_back("chip.collectives." + std::string(coll->field(i)->name()),
+                          "a GPU node's collectives are NCCL kernels (chip.gpu: nvls, nccl_*), not the "
+                          "in-switch model");
+    if (chip.noc().router_latency_cycles() == 0)
+      unread.emplace_back("chip.clock_mhz",
+                          "on a GPU node it times only noc.router_latency_cycles, which is 0 here");
+    for (const auto& [path, why] : unread)
+      if (given(path)) out.push_back(path + " is ignored: " + why);
+  }
   for (const mapping::UnreadField& u : mapping::UnreadMappingFields(cfg.mapping(), cfg.chip(), cfg.model()))
     if (!(served && u.field == "mapping.serving")) out.push_back(u.field + " is ignored: " + u.why);
   // tpsim run with a stream beside the fixed batch (without one it stops at exit 2): it timed the

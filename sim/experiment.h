@@ -45,14 +45,20 @@ bool SetOnCommandLine(const config::SourceMap& locs, const std::string& path);
 // sets it (tpsim search's --stages sets mapping.pipeline_stages).
 bool SetBySet(const Experiment& e, const std::string& path);
 
+// Whether field `path` of `e` was given by the command line (a --set or a flag) or by a sweep's
+// axis (MakeExperiment's "<sweep point N: ...>"), not by a file.
+bool GivenByCommandOrSweep(const Experiment& e, const std::string& path);
+
 // What `e` sets that the command does not read, one message each ("FIELD is ignored: why"), for
 // tpsim run (`served` false) and tpsim serve (true) to warn with; each was accepted and ignored
 // silently: chip.noc fields the topology does not read (arch::UnusedNocFields), chip fields for
 // what the chip lacks (arch::UnusedChipFields), mapping fields another field, the chip or the model
 // leaves unread (mapping::UnreadMappingFields, a mapping.moe block on a model without experts
 // among them; the serving block is tpsim serve's), the TLM engine's network ports and router
-// buffers on another `engine` (empty: the experiment's engine, else analytical), and for tpsim
-// run a request stream beside the fixed batch.
+// buffers on another `engine` (empty: the experiment's engine, else analytical), on a GPU node
+// the core block, the memories' rates, the in-switch collective model and the clock where a
+// --set or a sweep axis gives them (GivenByCommandOrSweep), and for tpsim run a request stream
+// beside the fixed batch.
 std::vector<std::string> IgnoredFields(const Experiment& e, bool served, const std::string& engine = "");
 
 // Every file the experiment's run reads: `inputs`, the placement file (placement "file"), the

@@ -212,13 +212,11 @@ std::vector<std::string> UnreadChipSets(const std::string& command, bool gpu_nod
     // On a GPU node the collective model reads the gpu block and the GPU count, the GEMM model the
     // gpu block alone.
     const bool gpu_collectives_read =
-        p.starts_with("gpu.") || p == "noc.nodes" || p == "noc.rows" || p == "noc.cols";
+        p.starts_with("gpu.") || p == "noc.nodes";  // a GPU node's switch counts its GPUs by nodes alone
     std::string why;
     if (gpu_node && command == "collectives") {
       if (!gpu_collectives_read)
-        why =
-            "a GPU node's collectives are the NCCL-like model of chip.gpu over its GPUs (noc.nodes, rows, "
-            "cols)";
+        why = "a GPU node's collectives are the NCCL-like model of chip.gpu over its GPUs (noc.nodes)";
     } else if (gpu_node && command == "compare") {
       // What neither reads (on other chips the collective lowering reads every chip field).
       if (!gpu_collectives_read) why = "neither the GEMM nor the collective model of the chip reads it";

@@ -49,7 +49,7 @@ validate::GpuPredictorFactory MicrobenchPredictorFactory();
 // The --set overrides of `tpsim COMMAND` ("collectives", "gemm", or "compare" for `compare
 // --chip`, whose files hold either) that its model of `gpu_node`'s kind of chip does not read, as
 // "--set PATH is ignored: why": on a GPU node (chip.gpu) the NCCL-like collective model reads the
-// gpu block and the GPU count (noc.nodes, rows, cols), the GEMM model the gpu block; on other chips
+// gpu block and the GPU count (noc.nodes), the GEMM model the gpu block; on other chips
 // a GEMM on one core reads no noc field. `--set noc.link_bandwidth_gbps=1e-300` on h200-sxm-8
 // printed the same table, silently. The commands warn with them.
 std::vector<std::string> UnreadChipSets(const std::string& command, bool gpu_node,

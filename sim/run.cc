@@ -218,7 +218,9 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
       static_cast<double>(std::max<uint32_t>(1, m.tp())) * std::max<uint32_t>(1, m.pipeline_stages());
   const double dram =
       std::min(static_cast<double>(chip.channels().size()), cores_used) * fastest_channel * 1e9;
-  if (dram > 0 && !e.cfg.chip().memory().empty()) {
+  // A GPU node's memory is its HBM inside each kernel's time (chip.gpu.hbm_*): no memory task
+  // reads chip.memory's rate, which refused runs it never timed.
+  if (dram > 0 && !e.cfg.chip().memory().empty() && !cc.has_gpu()) {
     bool streamed = false;
     try {
       const mapping::WeightPlan plan =
@@ -251,7 +253,13 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
       continue;
     fastest = std::max(fastest, l.bandwidth_gbps);  // the network's links, not the controllers'
   }
-  if (p > 1 && fastest > 0 && m.collective() != "nvls" && m.collective() != "auto") {
+  // On a GPU node the TP group's collectives are NCCL kernels (chip.gpu), not transfers; only
+  // m_split_rotate's rotations cross the links (a ring mapping with no transfer was refused).
+  bool rotates = m.partition() == "m_split_rotate";
+  for (const config::PartitionOverride& o : m.overrides())
+    rotates = rotates || o.partition() == "m_split_rotate";
+  if (p > 1 && fastest > 0 && m.collective() != "nvls" && m.collective() != "auto" &&
+      (!cc.has_gpu() || rotates)) {
     const double row = static_cast<double>(model.hidden_size()) * d / (p * p);
     const double bytes = layers * batch * row * (static_cast<double>(wl.seq_len()) + wl.decode_steps());
     const double seconds = bytes / (fastest * 1e9);
@@ -341,6 +349,23 @@ void AppendSerialised(const google::protobuf::Message& m, std::string* out) {
 }
 
 }  // namespace
+
+std::vector<std::string> UnreadLinkFields(const Experiment& e, const mapping::Program& program) {
+  std::vector<std::string> out;
+  if (!e.cfg.chip().has_gpu() || program.num_tasks() == 0) return out;
+  for (size_t i = 0; i < program.num_tasks(); ++i)
+    if (program.kind(i) == mapping::TaskKind::kTransfer) return out;
+  for (const char* f : {"link_bandwidth_gbps", "link_latency_ns", "switch_latency_ns",
+                        "router_latency_cycles", "port_bandwidth_gbps", "router_buffer_packets"}) {
+    const std::string path = std::string("chip.noc.") + f;
+    if (GivenByCommandOrSweep(e, path))
+      out.push_back(path +
+                    " is ignored: this run's Program has no transfer (a GPU node's TP collectives are NCCL "
+                    "kernels of chip.gpu; pipeline-stage hand-overs and m_split_rotate's rotations cross the "
+                    "links)");
+  }
+  return out;
+}
 
 namespace {
 

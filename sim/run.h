@@ -83,6 +83,12 @@ void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip,
 [[noreturn]] void ThrowStepOverflow(const StepOverflow& o, const mapping::Program& head,
                                     const mapping::Program& step, const arch::Chip& chip);
 
+// On a GPU node, the chip.noc link fields a --set or a sweep axis gave (GivenByCommandOrSweep)
+// that `program` reads nothing of, as "FIELD is ignored: why": the TP group's collectives
+// are NCCL kernels, so only transfers (pipeline-stage hand-overs, m_split_rotate's rotations)
+// cross the links, and a Program without one times none of them. Empty on other chips.
+std::vector<std::string> UnreadLinkFields(const Experiment& e, const mapping::Program& program);
+
 struct RunOptions {
   std::string engine;            // empty: the experiment's engine, else "analytical"
   bool keep_task_times = false;  // fill Result.tasks

@@ -618,6 +618,7 @@ int Run(Args& a) {
   // Fields this run does not read (a mapping.moe block on a dense model, a noc field the topology
   // does not read, ...): each was accepted and ignored silently.
   for (const std::string& w : sim::IgnoredFields(e, false, opts.engine)) spdlog::warn("{}", w);
+  for (const std::string& w : sim::UnreadLinkFields(e, r.program)) spdlog::warn("{}", w);
   // fp32 moves twice the bytes and costs mac_fp32_pj, but matrix units (core.mac_dtype, and the
   // GPU GEMM model) are timed at their bf16 rate: GEMM times equalled bf16's, silently.
   if (e.cfg.workload().dtype() == "fp32")

@@ -232,8 +232,7 @@ TEST_F(GpuCli, SetsTheModelDoesNotReadAreWarned) {
       << with;
   const std::string warning =
       "tpsim collectives: warning: --set noc.link_bandwidth_gbps is ignored: a GPU node's collectives are "
-      "the "
-      "NCCL-like model of chip.gpu over its GPUs (noc.nodes, rows, cols)\n";
+      "the NCCL-like model of chip.gpu over its GPUs (noc.nodes)\n";
   EXPECT_EQ(with, warning + plain);
   // The function on --set paths (their values do not matter).
   auto unread = [](const char* command, bool gpu, const std::vector<std::string>& paths) {
@@ -242,9 +241,11 @@ TEST_F(GpuCli, SetsTheModelDoesNotReadAreWarned) {
     return tpsim::sim::UnreadChipSets(command, gpu, sets);
   };
   EXPECT_EQ(
-      unread("collectives", true, {"gpu.ring_efficiency", "noc.nodes", "chip.core.sram_bytes"}),
+      unread("collectives", true, {"gpu.ring_efficiency", "noc.nodes", "chip.core.sram_bytes", "noc.rows"}),
       (std::vector<std::string>{"--set chip.core.sram_bytes is ignored: a GPU node's collectives are the "
-                                "NCCL-like model of chip.gpu over its GPUs (noc.nodes, rows, cols)"}));
+                                "NCCL-like model of chip.gpu over its GPUs (noc.nodes)",
+                                "--set noc.rows is ignored: a GPU node's collectives are the "
+                                "NCCL-like model of chip.gpu over its GPUs (noc.nodes)"}));
   EXPECT_EQ(unread("gemm", true, {"gpu.l2_bytes", "core.sram_bytes"}),
             (std::vector<std::string>{
                 "--set core.sram_bytes is ignored: a GPU's GEMMs are the model of chip.gpu"}));

@@ -246,6 +246,43 @@ TEST_F(RunCli, TlmOnlyNocFieldsAreNamedAsIgnoredOnTheAnalyticalEngine) {
   EXPECT_EQ(out.find("is ignored"), std::string::npos) << out;
 }
 
+// On a GPU node the kernels are timed from chip.gpu: a --set of the core block, a memory's rate,
+// the in-switch model or the clock printed the same run, silently (and a memory's rate refused
+// runs it never timed); a link field where the Program has no transfer, the same.
+TEST_F(RunCli, GpuNodeFieldsNoKernelReadsAreNamedAsIgnored) {
+  const std::string h200 =
+      "run configs/experiments/moe-qwen3-30b-a3b-h200.textproto --quiet --set "
+      "workload.num_layers=1 --set workload.decode_steps=1";
+  std::string base, out;
+  ASSERT_EQ(RunTpsim(h200, &base), 0) << base;
+  EXPECT_EQ(base.find("is ignored"), std::string::npos) << base;  // the shipped file's blocks: nothing said
+  ASSERT_EQ(
+      RunTpsim(h200 + " --set chip.core.matrix_utilization=1e-6 --set chip.memory[0].bandwidth_gbps=1e-9 "
+                      "--set chip.collectives.in_switch_bandwidth_gbps=1e-3 --set chip.clock_mhz=1 "
+                      "--set chip.noc.link_bandwidth_gbps=1e-12 --set chip.energy.dram_pj_per_byte=5",
+               &out),
+      0)
+      << out;
+  EXPECT_EQ(out.substr(out.rfind("total ")), base.substr(base.rfind("total ")));  // the same run
+  for (const char* w :
+       {"chip.core.matrix_utilization is ignored: a GPU node's kernels are timed from chip.gpu",
+        "chip.memory[0].bandwidth_gbps is ignored: a GPU node's HBM is timed inside its kernels",
+        "chip.collectives.in_switch_bandwidth_gbps is ignored: a GPU node's collectives are NCCL kernels",
+        "chip.clock_mhz is ignored: on a GPU node it times only noc.router_latency_cycles, which is 0 here",
+        "chip.noc.link_bandwidth_gbps is ignored: this run's Program has no transfer",
+        "chip.energy.dram_pj_per_byte is ignored: a GPU node's memory traffic is charged at "
+        "energy.hbm_pj_per_byte"})
+    EXPECT_NE(out.find(std::string("tpsim: warning: ") + w), std::string::npos) << w << "\n" << out;
+  // Two stages hand their activations over the links: the link fields are read, nothing said.
+  ASSERT_EQ(
+      RunTpsim(h200 + " --set mapping.tp=4 --set mapping.pipeline_stages=2 --set mapping.moe.ep=4 --set "
+                      "workload.num_layers=2 --set chip.noc.link_latency_ns=1000",
+               &out),
+      0)
+      << out;
+  EXPECT_EQ(out.find("is ignored"), std::string::npos) << out;
+}
+
 // A mapping.moe block on a model without experts is named as ignored (it was silent, an invalid
 // capacity_factor included); on a MoE model nothing is said.
 TEST_F(RunCli, MoeMappingOnADenseModelIsNamedAsIgnored) {
