@@ -57,10 +57,17 @@ TEST(TopologyRegistry, UnusedChipFieldsAreNamed) {
       (Fields{{"energy.d2d_hop_pj_per_byte", "topology mesh has no die-to-die links (topology wafer does)"},
               {"energy.hbm_pj_per_byte", "no chip.memory is of kind hbm"},
               {"collectives.in_switch_min_bytes", "collectives.in_switch_reduction is off"}}));
-  // An HBM chip's dram coefficient; the in-switch settings read once the reduction is on.
+  // A GPU node's dram coefficient (its traffic is charged at its HBM's, whatever the memory's
+  // kind: the hbm one was named as unread where a memory was of kind dram); the in-switch
+  // settings with the reduction off.
   config::Chip h = testing::LoadChipConfig("h100-sxm-8");
   h.mutable_energy()->set_dram_pj_per_byte(20);
-  EXPECT_EQ(UnusedChipFields(h), (Fields{{"energy.dram_pj_per_byte", "no chip.memory is of kind dram"}}));
+  EXPECT_EQ(UnusedChipFields(h), (Fields{{"energy.dram_pj_per_byte",
+                                          "a GPU node's memory traffic is charged at energy.hbm_pj_per_byte "
+                                          "(its HBM)"}}));
+  config::Chip dram_kind = h;
+  dram_kind.mutable_memory(0)->set_kind("dram");
+  EXPECT_EQ(UnusedChipFields(dram_kind).size(), 1u);  // the same: hbm_pj_per_byte is read
   h.mutable_collectives()->set_in_switch_reduction(false);
   EXPECT_EQ(UnusedChipFields(h).size(), 4u);
 }
