@@ -417,6 +417,7 @@ int SearchCommand(const std::vector<std::string>& args) {
     if (o.search.db.empty()) return Usage("--slurm needs --db FILE: the store the shards are merged into");
     if (o.search.shards > 1) return Usage("--slurm makes the shards itself: no --shard");
     if (std::string problem = sweep::CheckSlurmJob(o.job); !problem.empty()) return Usage(problem);
+    if (std::string problem = sweep::CheckSlurmStore(o.search.db); !problem.empty()) return Usage(problem);
   }
   // Names in the lists must be registered (a typo would silently search nothing).
   auto known = [&](const std::vector<std::string>& given, const std::vector<std::string>& names,

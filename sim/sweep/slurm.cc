@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,16 @@ std::string CheckSlurmJob(const SlurmJob& job) {
   return "";
 }
 
+std::string CheckSlurmStore(const std::string& db) {
+  const std::string dir = SlurmDirOf(db);
+  for (unsigned char ch : dir)
+    if (ch <= ' ' || ch == '"' || ch == '\'' || ch == '\\' || ch == 0x7f)
+      return "--db: the Slurm job's folder " + dir.substr(0, 120) +
+             " holds a blank, a quote, a backslash or a control character, which its #SBATCH --output line "
+             "cannot carry (sbatch splits the line there): give --db a path without them";
+  return "";
+}
+
 void FitArraySize(SlurmJob* job, uint64_t units, const std::string& command, const std::string& unit,
                   std::ostream& err) {
   if (static_cast<uint64_t>(job->array_size) <= units) return;
@@ -130,7 +141,12 @@ std::string SlurmDirOf(const std::string& db) {
 std::string SbatchScript(const SlurmJob& job) {
   const std::string n = std::to_string(job.array_size);
   std::string s = "#!/bin/bash\n";
-  s += "#SBATCH --job-name=" + job.job_name + "\n";
+  // The name comes from the sweep's `name`: a newline in it ("x\nrm -rf ~") put a line of its own
+  // into the script, run by each task, and a blank cut the directive. Letters, digits, - _ . only.
+  std::string name = job.job_name;
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') ch = '_';
+  s += "#SBATCH --job-name=" + name + "\n";
   s += "#SBATCH --array=0-" + std::to_string(job.array_size - 1) + "\n";
   s += "#SBATCH --output=" + job.dir + "/task-%a.out\n";
   if (!job.partition.empty()) s += "#SBATCH --partition=" + job.partition + "\n";

@@ -35,6 +35,10 @@ std::string SbatchScript(const SlurmJob& job);
 // partition and account as names (letters, digits, `_`, `-`, `.`, and `,` between
 // partitions). Returns the first problem as "--flag: ..." or an empty string.
 std::string CheckSlurmJob(const SlurmJob& job);
+// The store `db`'s Slurm folder (SlurmDirOf) goes into an #SBATCH --output line, which sbatch
+// splits at blanks: a folder with a blank, a quote, a backslash or a control character is
+// refused ("--db: ..."); else an empty string.
+std::string CheckSlurmStore(const std::string& db);
 
 // More array tasks than `units` (a sweep's points, a search's candidates) would only start
 // empty shards (and past Slurm's MaxArraySize, 1001 by default, sbatch refuses the array): cuts

@@ -251,6 +251,8 @@ int Run(const std::vector<std::string>& args) {
     if (opts.shards > 1) throw UsageError("--shard with --slurm: the array's tasks are the shards");
   }
   if (db.empty()) db = std::filesystem::path(path).stem().string() + ".sqlite";
+  if (slurm)
+    if (std::string problem = CheckSlurmStore(db); !problem.empty()) throw UsageError(problem);
 
   SweepSpec spec = LoadSweep(path);  // also checks the file before submitting
   std::vector<std::string> inputs = sim::InputFiles(spec.base);

@@ -833,6 +833,25 @@ TEST(SweepSlurm, ScriptRunsOneShardPerArrayTask) {
   EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
 }
 
+// A sweep's name went into #SBATCH --job-name as written: a newline in it put a line of its own
+// into the script, run by every task; a store folder with a blank split the --output line.
+TEST(SweepSlurm, NamesAndFoldersCannotBreakTheScript) {
+  SlurmJob job;
+  job.exe = "/opt/tpsim/bin/tpsim";
+  job.sweep = "/data/s.textproto";
+  job.dir = "/data/out.slurm";
+  job.job_name = "tpsim-x\nrm -rf ~ #";
+  const std::string s = SbatchScript(job);
+  EXPECT_NE(s.find("#SBATCH --job-name=tpsim-x_rm_-rf____\n"), std::string::npos) << s;
+  EXPECT_EQ(s.find("\nrm -rf"), std::string::npos) << s;
+  EXPECT_EQ(CheckSlurmStore("/data/out.sqlite"), "");
+  EXPECT_EQ(CheckSlurmStore("/data/o u.sqlite")
+                .rfind("--db: the Slurm job's folder /data/o u.slurm holds a blank", 0),
+            0u)
+      << CheckSlurmStore("/data/o u.sqlite");
+  EXPECT_NE(CheckSlurmStore("/data/o\"u.sqlite"), "");
+}
+
 TEST(SweepSlurm, ScriptCarriesLimitsAndNamesTheMergeTarget) {
   SlurmJob job;
   job.exe = "/opt/tpsim/bin/tpsim";
