@@ -226,11 +226,7 @@ int SubmitSearch(Options& o, const sim::Experiment& base, const arch::Chip& chip
   job.dir = sweep::SlurmDirOf(o.search.db);
   job.db = o.search.db;
   job.jobs = o.search.jobs;
-  job.job_name = "tpsim-search-" + std::filesystem::path(o.path).stem().string();
-  job.job_name.erase(
-      std::remove_if(job.job_name.begin(), job.job_name.end(),
-                     [](char c) { return !std::isalnum(static_cast<unsigned char>(c)) && c != '-'; }),
-      job.job_name.end());
+  job.job_name = "tpsim-search-" + std::filesystem::path(o.path).stem().string();  // SbatchScript cleans it
   std::string rerun = sweep::ShellQuote(job.exe) + " search " + sweep::ShellQuote(job.sweep);
   for (const std::string& a : o.forward) rerun += " " + sweep::ShellQuote(a);
   rerun += " --db " + sweep::ShellQuote(o.search.db);
