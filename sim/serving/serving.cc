@@ -333,6 +333,7 @@ struct Group {
   uint32_t stages = 1;
   config::Mapping mapping;
   uint64_t capacity_tokens = 0;
+  std::optional<uint64_t> capacity_over;  // ServeRun::Group's
 };
 
 }  // namespace
@@ -373,6 +374,13 @@ std::vector<std::string> Caveats(const config::Experiment& cfg, const ServeRun& 
                   " layers and scaled" + why);
     if (same) break;
   }
+  for (size_t i = 0; i < run.groups.size(); ++i)
+    if (run.groups[i].capacity_over)
+      out.push_back(
+          group_name(i) + " group's KV capacity is mapping.serving.kv_capacity_tokens (" +
+          std::to_string(sv.kv_capacity_tokens()) + " tokens), more than the " +
+          std::to_string(*run.groups[i].capacity_over) +
+          " its memory holds beside the weights: requests are admitted to KV the chip has no room for");
   if (sv.context_bucket_tokens() > 1)
     out.push_back("contexts are rounded up to " + std::to_string(sv.context_bucket_tokens()) +
                   " tokens for the timing key (mapping.serving.context_bucket_tokens): iteration times are "
@@ -508,10 +516,10 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   const uint32_t tp = cfg.mapping().tp();
   std::vector<Group> groups;
   if (mode == "fused") {
-    groups.push_back({std::max<uint32_t>(1, cfg.mapping().pipeline_stages()), cfg.mapping(), 0});
+    groups.push_back({std::max<uint32_t>(1, cfg.mapping().pipeline_stages()), cfg.mapping(), 0, std::nullopt});
   } else {
-    groups.push_back({sv.prefill_stages(), cfg.mapping(), 0});
-    groups.push_back({sv.decode_stages(), cfg.mapping(), 0});
+    groups.push_back({sv.prefill_stages(), cfg.mapping(), 0, std::nullopt});
+    groups.push_back({sv.decode_stages(), cfg.mapping(), 0, std::nullopt});
     // In 64 bits: each size is below 2^32, so the sum and its product with tp fit.
     const uint64_t cores_needed = (uint64_t{sv.prefill_stages()} + sv.decode_stages()) * tp;
     if (cores_needed > static_cast<uint64_t>(chip.num_cores())) {
@@ -616,9 +624,14 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   std::vector<SchedulerConfig> scs;
   std::vector<uint32_t> layers;  // per group, as EngineCost times them
   for (Group& g : groups) {
-    g.capacity_tokens = sv.kv_capacity_tokens()
-                            ? sv.kv_capacity_tokens()
-                            : KvCapacityTokens(chip, cfg.model(), g.mapping, g.stages, wl.dtype());
+    const uint64_t fits = KvCapacityTokens(chip, cfg.model(), g.mapping, g.stages, wl.dtype());
+    g.capacity_tokens = sv.kv_capacity_tokens() ? sv.kv_capacity_tokens() : fits;
+    // An override past what the memory holds served KV the chip has no room for, silently
+    // (9223372036854775807 tokens on a 64 GiB chip): said as a caveat.
+    // (A channel of capacity 0 is unchecked: no caveat.)
+    const bool unchecked = std::any_of(chip.channels().begin(), chip.channels().end(),
+                                       [](const arch::MemoryChannel& ch) { return ch.capacity_bytes == 0; });
+    if (sv.kv_capacity_tokens() > fits && !unchecked) g.capacity_over = fits;
     SchedulerConfig c = sc;
     c.capacity_blocks = g.capacity_tokens / sc.block_tokens;
     c.max_context = cfg.model().max_position_embeddings();
@@ -688,7 +701,7 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   for (size_t i = 0; i < groups.size(); ++i) {
     run.groups.push_back(ServeRun::Group{groups[i].stages, scs[i].capacity_blocks, costs[i]->calls(),
                                          costs[i]->timed(), costs[i]->skeletons(), costs[i]->skeleton_hits(),
-                                         costs[i]->skeleton_kv_dram(), layers[i]});
+                                         costs[i]->skeleton_kv_dram(), layers[i], groups[i].capacity_over});
   }
   run.outcome = std::move(out);
   run.zero_output_requests = static_cast<uint64_t>(

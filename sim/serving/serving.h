@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,9 @@ struct ServeRun {
     uint64_t calls = 0, timed = 0;  // iterations, distinct iterations timed
     uint64_t skeletons = 0, skeleton_hits = 0, skeleton_kv_dram = 0;
     uint32_t layers = 0;  // layers an iteration is timed on (then scaled to the model's)
+    // The tokens the group's memory holds (KvCapacityTokens), where mapping.serving.
+    // kv_capacity_tokens asked for more (Caveats says so).
+    std::optional<uint64_t> capacity_over;
   };
   std::vector<Group> groups;  // fused: one; disaggregated: prefill, decode
   ServeOutcome outcome;

@@ -642,6 +642,28 @@ TEST(ServingScheduler, OneTokenRequestsHaveNoTpotCell) {
   EXPECT_EQ(Summarize(out, 0, 1e-300).good, 1u);  // the one-token request: no TPOT to miss
 }
 
+// mapping.serving.kv_capacity_tokens past what the memory holds was served silently (KV the chip
+// has no room for); it is a caveat, and one within the memory is not.
+TEST(Serving, KvCapacityPastTheMemoryIsACaveat) {
+  const std::string fused = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
+  const std::vector<sim::Override> few = {{"workload.requests.synthetic.num_requests", "2"}};
+  auto caveats = [&](const std::string& tokens) {
+    std::vector<sim::Override> set = few;
+    set.push_back({"mapping.serving.kv_capacity_tokens", tokens});
+    const sim::Experiment e = sim::LoadExperiment(fused, set);
+    std::string all;
+    for (const std::string& c : Caveats(e.cfg, Serve(e))) all += c + "\n";
+    return all;
+  };
+  const std::string over = caveats("9223372036854775807");
+  EXPECT_NE(
+      over.find("the group's KV capacity is mapping.serving.kv_capacity_tokens (9223372036854775807 tokens), "
+                "more than the 1359744 its memory holds beside the weights"),
+      std::string::npos)
+      << over;
+  EXPECT_EQ(caveats("100000").find("KV capacity"), std::string::npos);
+}
+
 // A trace's request past the sliding window is named at its row (it was "request N", N its place
 // in arrival order); an iteration's Program that cannot be counted is said at the stream with its
 // size (it was ":1:1: workload.seq_len", no file).
