@@ -599,7 +599,7 @@ void ParseMessage(const std::string& text, const std::string& display_name, pb::
   }
   SourceMap scratch(display_name);
   SourceMap* where = locs ? locs : &scratch;
-  if (display_name.ends_with(".json")) {
+  if (HasExtension(display_name, ".json")) {  // x.JSON too
     JsonScanner(text, display_name, where).Run(msg->GetDescriptor());
     pb::util::JsonParseOptions opts;
     opts.ignore_unknown_fields = false;

@@ -73,10 +73,6 @@ std::string SupportedHfNames() {
 
 std::string Stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // 1-based line and column of byte `offset` (0-based) in `text`.
 config::Location LocationAt(const std::string& text, size_t offset, const std::string& file) {
   offset = std::min(offset, text.size());
@@ -672,7 +668,7 @@ config::Model ImportHuggingFace(const std::string& path) {
 
 config::Model LoadModelFile(const std::string& path, config::SourceMap* locs) {
   std::string text = config::ReadFileOrThrow(path, config::Location{path, 1, 1}, "model");
-  if (EndsWith(path, ".json")) {
+  if (config::HasExtension(path, ".json")) {  // UPPER.JSON too: it was read as a textproto
     json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
     // Malformed JSON goes through the HF importer too, for its line:col diagnostics, and so
     // does a config.json without `architectures` (model_type or num_hidden_layers, keys no

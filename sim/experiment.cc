@@ -93,8 +93,8 @@ void LoadSection(const std::string& dir, const std::string& rel, const std::stri
 
 bool LooksLikePath(const std::string& s) {
   std::error_code ec;
-  return s.find('/') != std::string::npos || s.ends_with(".json") || s.ends_with(".textproto") ||
-         std::filesystem::exists(s, ec);
+  return s.find('/') != std::string::npos || config::HasExtension(s, ".json") ||
+         config::HasExtension(s, ".textproto") || std::filesystem::exists(s, ec);
 }
 
 void LoadModel(const std::string& source, bool is_path, const Location& where, const std::string& field,

@@ -18,10 +18,6 @@ namespace tpsim::sim {
 
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& t) {
-  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-}
-
 // The 2^63 ps clock in microseconds: a time at or past it is no result. Throws
 // TimeOverflowError "WHAT takes longer than ...: check CHECK" there.
 constexpr double kClockUs = 9223372036854775807.0 * 1e-6;
@@ -36,7 +32,8 @@ std::vector<std::string> ShippedChipNames() { return config::ShippedNames("chips
 
 arch::Chip LoadChipArg(const std::string& arg, const std::vector<Override>& sets) {
   std::string path = arg;
-  if (arg.find('/') == std::string::npos && !EndsWith(arg, ".textproto") && !EndsWith(arg, ".json")) {
+  if (arg.find('/') == std::string::npos && !config::HasExtension(arg, ".textproto") &&
+      !config::HasExtension(arg, ".json")) {
     path = config::JoinPath(config::ConfigDir(), "chips/" + arg + ".textproto");
     if (!std::filesystem::exists(path)) {
       throw std::invalid_argument(

@@ -834,6 +834,12 @@ TEST_F(LoadModelFileTest, TextprotoAndModelJson) {
   EXPECT_EQ(m.name(), "hf");
   EXPECT_EQ(hf_locs.Find("num_layers").line, 5);  // the "num_hidden_layers" key
 
+  // The extension in any case (UPPER.JSON was read as a textproto: "is not a model config").
+  std::string upper = Write("UPPER.JSON", kGood);
+  EXPECT_EQ(LoadModelFile(upper, nullptr).num_layers(), 2u);
+  std::string proto_upper = Write("P.JSON", R"({"name": "p", "hiddenSize": 32, "numLayers": 1})");
+  EXPECT_EQ(LoadModelFile(proto_upper, nullptr).hidden_size(), 32u);
+
   std::string bad = Write("bad.json", "{\"architectures\": [\"X\"],\n");
   EXPECT_NE(ErrorOf([&] { LoadModelFile(bad, nullptr); }).find("bad.json:2:1: <json>: : malformed JSON"),
             std::string::npos);
