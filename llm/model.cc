@@ -504,6 +504,12 @@ config::Model Import(const std::string& text, const std::string& display_name, c
   }
 
   Reader r(j, text, display_name);
+  // A multimodal config (Qwen2.5-VL, Llama 4, Gemma 3) keeps its language model's dimensions
+  // under text_config: "hidden_size: : required key missing" did not say where they were.
+  if (auto tc = j.find("text_config"); tc != j.end() && tc->is_object() && !j.contains("hidden_size"))
+    r.Error("text_config", "",
+            "the language model's keys are under text_config, which tpsim does not read: save text_config's "
+            "keys (with architectures) as a config.json of their own");
   config::Model m;
   m.set_name(Stem(display_name));
   const Architecture* arch = FindArchitecture(j, &r);

@@ -663,6 +663,20 @@ TEST(ImportErrors, NulBytesAreRefusedAndManyKeysLocatedInLinearTime) {
       << err.substr(0, 300);
 }
 
+// A multimodal config's text model under text_config: said where the keys are (it said only
+// "hidden_size: : required key missing").
+TEST(ImportErrors, TextConfigIsNamed) {
+  const std::string err = ErrorOf([] {
+    ImportHuggingFaceText(R"({"architectures": ["Qwen3ForCausalLM"],
+  "text_config": {"hidden_size": 64, "num_hidden_layers": 2}})",
+                          "vl.json");
+  });
+  EXPECT_NE(err.find("vl.json:2:3: text_config: : the language model's keys are under text_config"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("hidden_size: : required key missing"), std::string::npos) << err;
+}
+
 // decoder_sparse_step 0 divides by zero in transformers; it was read as unset (every layer sparse).
 TEST(ImportErrors, DecoderSparseStepZeroIsRefused) {
   std::string text = Replace(kGood, "Qwen3ForCausalLM", "Qwen3MoeForCausalLM");
