@@ -35,6 +35,7 @@ class ProgressLine {
     std::lock_guard<std::mutex> lock(mu_);
     stage_ = stage;
     total_.store(0, std::memory_order_relaxed);
+    done_count_.store(0, std::memory_order_relaxed);
   }
   // How far the stage is (sim::RunOptions::on_count), from the thread that works: no lock.
   // `what` must outlive the stage (a literal).
@@ -56,6 +57,11 @@ class ProgressLine {
         std::fprintf(stderr, "\r\033[K%s: %s %.1f s, %llu of %llu %s", what_, stage_, s,
                      static_cast<unsigned long long>(done_count_.load(std::memory_order_relaxed)),
                      static_cast<unsigned long long>(total), what_count_.load(std::memory_order_relaxed));
+      } else if (const uint64_t done = done_count_.load(std::memory_order_relaxed); done > 0) {
+        // A count without a total (tpsim serve's iterations: the stream's length is not known
+        // in iterations).
+        std::fprintf(stderr, "\r\033[K%s: %s %.1f s, %llu %s", what_, stage_, s,
+                     static_cast<unsigned long long>(done), what_count_.load(std::memory_order_relaxed));
       } else {
         std::fprintf(stderr, "\r\033[K%s: %s %.1f s", what_, stage_, s);
       }

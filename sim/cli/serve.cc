@@ -9,6 +9,7 @@
 
 #include "configs/files.h"
 #include "mapping/estimate.h"
+#include "sim/cli/progress_line.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
 #include "sim/run.h"
@@ -191,7 +192,13 @@ int ServeCommand(const std::vector<std::string>& args) {
                                   {"--trace", trace_path},
                                   {"--metrics-json", metrics_json}});
     CheckRequestMemory(e, max_memory);
-    ServeRun run = Serve(e, engine_flag);
+    // On a terminal, stderr shows the seconds and iterations so far: one request of 2,000,000
+    // output tokens runs for minutes, silently.
+    ServeRun run = [&] {
+      ProgressLine progress("tpsim serve");
+      progress.Stage("serving");
+      return Serve(e, engine_flag, [&progress](uint64_t n) { progress.Count(n, 0, "iterations timed"); });
+    }();
     // What the stream's run does not read, as tpsim run names it (the serving block is this
     // command's): --set mapping.seed=5 with placement ring served the same stream, silently.
     for (const std::string& w : sim::IgnoredFields(e, true, engine_flag))

@@ -410,7 +410,8 @@ void CheckRequestMemory(const sim::Experiment& e, uint64_t max_memory) {
   }
 }
 
-ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
+ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag,
+               const std::function<void(uint64_t iterations)>& on_iteration) {
 #ifdef __GLIBC__
   // Every iteration that is lowered builds and frees a Program of up to tens of MB; keep
   // freed memory in the heap instead of returning it to the kernel (munmap, then page
@@ -516,7 +517,8 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   const uint32_t tp = cfg.mapping().tp();
   std::vector<Group> groups;
   if (mode == "fused") {
-    groups.push_back({std::max<uint32_t>(1, cfg.mapping().pipeline_stages()), cfg.mapping(), 0, std::nullopt});
+    groups.push_back(
+        {std::max<uint32_t>(1, cfg.mapping().pipeline_stages()), cfg.mapping(), 0, std::nullopt});
   } else {
     groups.push_back({sv.prefill_stages(), cfg.mapping(), 0, std::nullopt});
     groups.push_back({sv.decode_stages(), cfg.mapping(), 0, std::nullopt});
@@ -651,10 +653,13 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag) {
   // An iteration's Program is checked as a run's (mapping::ValidateMapping), with no file behind
   // its workload: its errors (a prompt chunk whose attention scores pass 2^61 bytes) named
   // ":1:1: workload.seq_len". Said at the request stream, with the iteration's size.
-  auto cost_fn = [&e](EngineCost* c) {
-    return [c, &e](const std::vector<llm::SeqChunk>& ch) {
+  uint64_t iterations = 0;
+  auto cost_fn = [&e, &iterations, &on_iteration](EngineCost* c) {
+    return [c, &e, &iterations, &on_iteration](const std::vector<llm::SeqChunk>& ch) {
       try {
-        return (*c)(ch);
+        const Ps t = (*c)(ch);
+        if (on_iteration) on_iteration(++iterations);
+        return t;
       } catch (const ConfigError& err) {
         std::vector<Diag> diags = err.diags();
         uint64_t tokens = 0;

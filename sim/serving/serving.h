@@ -3,6 +3,7 @@
 // (sim/serving/scheduler.h), each iteration timed by an engine on its Program
 // (mapping::LowerIteration), with per-request and summary metrics.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -121,7 +122,10 @@ struct ServeRun {
 // runs it with `engine` (empty: the experiment's engine, else analytical). Throws
 // sim::StallError when an iteration's Program cannot progress. `tpsim serve` and
 // serving sweeps (sim/sweep) call it.
-ServeRun Serve(const sim::Experiment& e, const std::string& engine = "");
+// `on_iteration`, where given, is called after each iteration is timed with the count so far
+// (tpsim serve's progress line).
+ServeRun Serve(const sim::Experiment& e, const std::string& engine = "",
+               const std::function<void(uint64_t iterations)>& on_iteration = {});
 
 // Bytes a served request takes (its record, its outcome, its CSV row): 226 B measured as the
 // growth of peak RSS from 1,000 to 8,000 requests of serving-fused, doubled.

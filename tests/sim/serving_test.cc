@@ -664,6 +664,19 @@ TEST(Serving, KvCapacityPastTheMemoryIsACaveat) {
   EXPECT_EQ(caveats("100000").find("KV capacity"), std::string::npos);
 }
 
+// Serve reports each timed iteration (tpsim serve's progress line on a terminal): 1, 2, ... up to
+// the iterations its groups ran.
+TEST(Serving, EveryIterationIsReportedInOrder) {
+  const std::string fused = std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/serving-fused.textproto";
+  std::vector<uint64_t> seen;
+  const ServeRun run = Serve(sim::LoadExperiment(fused, {{"workload.requests.synthetic.num_requests", "3"}}),
+                             "", [&seen](uint64_t n) { seen.push_back(n); });
+  uint64_t calls = 0;
+  for (const auto& g : run.groups) calls += g.calls;
+  ASSERT_EQ(seen.size(), calls);
+  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], i + 1);
+}
+
 // A trace's request past the sliding window is named at its row (it was "request N", N its place
 // in arrival order); an iteration's Program that cannot be counted is said at the stream with its
 // size (it was ":1:1: workload.seq_len", no file).
