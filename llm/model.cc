@@ -424,10 +424,11 @@ std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> m
                               : "max_position_embeddings, the architecture's default";
   if (type == "yarn") {
     if (auto o = it->find("original_max_position_embeddings"); o != it->end() && !o->is_null()) {
-      if (!o->is_number_unsigned() || o->get<uint64_t>() > kMaxField) {
-        r->Error(key, config::QuoteJson(*o),
-                 "original_max_position_embeddings must be a non-negative integer, at most " +
-                     LimitText(kMaxField));
+      // 0 gave 0 positions, read as no scaling, silently: the context is factor x a positive count.
+      if (!o->is_number_unsigned() || o->get<uint64_t>() == 0 || o->get<uint64_t>() > kMaxField) {
+        r->Error(
+            key, config::QuoteJson(*o),
+            "original_max_position_embeddings must be a positive integer, at most " + LimitText(kMaxField));
         return std::nullopt;
       }
       base = static_cast<double>(o->get<uint64_t>());

@@ -967,8 +967,16 @@ TEST(Import, RopeFactorPastTheLimitIsBlamedOnTheFactor) {
               PositionsWith(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 2,
       "original_max_position_embeddings": 2147483648})");
             }),
-            "p.json:3:61: rope_scaling: 2147483648: original_max_position_embeddings must be a non-negative "
+            "p.json:3:61: rope_scaling: 2147483648: original_max_position_embeddings must be a positive "
             "integer, at most 2147483647 (2^31-1)");
+  // 0 positions to scale were read as no scaling.
+  EXPECT_EQ(
+      ErrorOf([&] {
+        PositionsWith(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 2,
+      "original_max_position_embeddings": 0})");
+      }),
+      "p.json:3:61: rope_scaling: 0: original_max_position_embeddings must be a positive integer, at most "
+      "2147483647 (2^31-1)");
 }
 
 // Qwen2 and Qwen3 (and Qwen2-MoE) slide only with use_sliding_window true, layer_types or not:
