@@ -1,9 +1,15 @@
 #include "sim/sweep/store.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -244,6 +250,20 @@ Store::Store(const std::string& path, const std::vector<std::string>& fields, co
              const std::string& name)
     : fields_(fields) {
   db_ = OpenDb(path);
+  // One writer at a time: two sweeps (or a sweep and a search) on one store each ran every
+  // point. An advisory lock on the file, apart from SQLite's own byte-range locks, released
+  // with the process.
+  lock_fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ >= 0 && ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(lock_fd_);
+    sqlite3_close(db_);
+    if (err == EWOULDBLOCK)
+      throw StoreError(path +
+                       ": another tpsim sweep or search is writing this store: wait for it to end, or "
+                       "give this one another --db (shards merge with tpsim sweep merge)");
+    throw StoreError(path + ": cannot lock the store (" + std::strerror(err) + ")");
+  }
   try {
     Exec(db_, CreateSql());
     AddMissingColumns(db_, "main", MetricColumns());  // a store of an older tpsim
@@ -276,6 +296,7 @@ Store::Store(const std::string& path, const std::vector<std::string>& fields, co
   } catch (...) {
     sqlite3_finalize(insert_);
     sqlite3_close(db_);
+    if (lock_fd_ >= 0) ::close(lock_fd_);
     throw;
   }
 }
@@ -284,6 +305,7 @@ Store::~Store() {
   sqlite3_finalize(set_point_);
   sqlite3_finalize(insert_);
   sqlite3_close(db_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // the lock goes with it
 }
 
 std::vector<Store::Stored> Store::Rows() const {

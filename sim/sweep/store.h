@@ -78,7 +78,8 @@ bool Retryable(const std::string& status);
 class Store {
  public:
   // Opens or creates `path`; creates the table and adds a column for each of
-  // `fields` not yet there. Throws StoreError.
+  // `fields` not yet there. Throws StoreError, also when another Store (in any process)
+  // has `path` open: one writer at a time (an advisory flock on the file).
   // `identity` (SweepIdentity) and `name` are recorded in table `sweeps` when not empty.
   Store(const std::string& path, const std::vector<std::string>& fields, const std::string& identity = "",
         const std::string& name = "");
@@ -109,6 +110,7 @@ class Store {
   std::vector<std::string> fields_;
   sqlite3_stmt* insert_ = nullptr;
   sqlite3_stmt* set_point_ = nullptr;
+  int lock_fd_ = -1;  // holds flock(LOCK_EX) on the file while this writer lives
 };
 
 // Quotes an SQL identifier: "a.b" (embedded quotes doubled).

@@ -795,6 +795,23 @@ TEST_F(SweepTest, SearchAndSweepRefuseEachOthersStore) {
   EXPECT_EQ(SweepsOf(Db("search.sqlite")).size(), 1u);
 }
 
+// Two sweeps on one store each ran every point (394 and 394 of 400 when one started 2 s after
+// the other): one writer at a time, the second refused while the first lives.
+TEST_F(SweepTest, OneWriterAtATime) {
+  {
+    Store first(Db(), {"workload.seq_len"});
+    try {
+      Store second(Db(), {"workload.seq_len"});
+      ADD_FAILURE() << "a second writer was let in";
+    } catch (const StoreError& e) {
+      EXPECT_NE(std::string(e.what()).find("another tpsim sweep or search is writing this store"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(Store again(Db(), {"workload.seq_len"}));  // released with the first
+}
+
 TEST_F(SweepTest, CsvExportHasHeaderAndOneLinePerPoint) {
   SweepSpec s = LoadSweep(SweepFile(kSmall));
   Fake fake;
