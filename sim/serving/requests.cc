@@ -253,10 +253,18 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
       if (j.contains("arrival_s") && j.contains("arrival_ms"))
         fail(lineno, 1, config::Clip(line), "gives both \"arrival_s\" and \"arrival_ms\": give one");
       Row r{0, 0, 0, lineno};
+      // The column of a key's value (its "key", else 1): every error was at column 1.
+      auto col = [&](const char* key) {
+        const size_t k = line.find(std::string("\"") + key + "\"");
+        if (k == std::string::npos) return 1;
+        const size_t colon = line.find(':', k);
+        const size_t v = colon == std::string::npos ? k : line.find_first_not_of(" \t", colon + 1);
+        return static_cast<int>((v == std::string::npos ? k : v) + 1);
+      };
       auto num = [&](const char* key, double* v) {
         if (!j.contains(key)) return false;
         if (!j[key].is_number())
-          fail(lineno, 1, config::QuoteJson(j[key]), std::string(key) + " must be a number");
+          fail(lineno, col(key), config::QuoteJson(j[key]), std::string(key) + " must be a number");
         *v = j[key].get<double>();
         return true;
       };
@@ -271,13 +279,16 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
       if (!num("prompt_tokens", &p)) fail(lineno, 1, line, "needs \"prompt_tokens\"");
       if (!num("output_tokens", &o)) fail(lineno, 1, line, "needs \"output_tokens\"");
       if (p < 1 || p != std::floor(p) || p > kMaxRequestTokens)
-        fail(lineno, 1, Num(p), "prompt_tokens must be an integer from 1 to 1000000000 (1e9)");
+        fail(lineno, col("prompt_tokens"), Num(p),
+             "prompt_tokens must be an integer from 1 to 1000000000 (1e9)");
       r.prompt = static_cast<uint32_t>(p);
       if (o < 0 || o != std::floor(o) || o > kMaxRequestTokens)
-        fail(lineno, 1, Num(o),
+        fail(lineno, col("output_tokens"), Num(o),
              "output_tokens must be an integer from 0 to 1000000000 (1e9; 0 is served as 1)");
       r.output = static_cast<uint32_t>(o);
-      if (r.arrival_s < 0 || !std::isfinite(r.arrival_s)) fail(lineno, 1, Num(a), "arrival must be >= 0");
+      if (r.arrival_s < 0 || !std::isfinite(r.arrival_s))
+        fail(lineno, col(j.contains("arrival_s") ? "arrival_s" : "arrival_ms"), Num(a),
+             "arrival must be >= 0");
       if (rows.size() >= kMaxRequests)
         fail(lineno, 1, "", "more than " + std::to_string(kMaxRequests) + " requests");
       rows.push_back(r);

@@ -589,6 +589,15 @@ TEST(ServingRequests, CellsAreReadAsWrittenOrRefused) {
   EXPECT_EQ(d.where.col, 1);
   EXPECT_NE(d.rule.find("a quoted cell cannot hold a comma"), std::string::npos) << d.rule;
   EXPECT_EQ(ParseTrace(header + "\"0\", \"10\" ,5\n", "t.csv", "").at(0).prompt_tokens, 10u);  // quoted
+  // A JSONL error is at its value's column (every one was at column 1).
+  try {
+    ParseTrace("{\"arrival_s\": 0, \"prompt_tokens\": -5, \"output_tokens\": 1}\n", "t.jsonl", "");
+    ADD_FAILURE() << "accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.diags().at(0).str(),
+              "t.jsonl:1:35: workload.requests.trace_file: -5: prompt_tokens must be an integer from 1 to "
+              "1000000000 (1e9)");
+  }
   // The limit a cell passes is stated (it said "must be a positive integer" of 2147483648).
   d = refused(header + "0,2147483648,5\n");
   EXPECT_EQ(d.rule, "prompt tokens must be an integer from 1 to 1000000000 (1e9)");
