@@ -165,17 +165,20 @@ TEST(SweepExpr, PrecedenceStringsAndErrors) {
             (std::vector<std::string>{"mapping.tp", "model.hidden_size"}));
 }
 
+// LoadSweep's errors on `path`, one per line, or "no error".
+std::string LoadErrors(const std::string& path) {
+  try {
+    LoadSweep(path);
+  } catch (const config::ConfigError& e) {
+    std::string all;
+    for (const auto& d : e.diags()) all += d.str() + "\n";
+    return all;
+  }
+  return "no error";
+}
+
 TEST_F(SweepTest, BadSweepFilesAreConfigErrorsWithLocations) {
-  auto rules = [&](const std::string& body) {
-    try {
-      LoadSweep(SweepFile(body));
-    } catch (const config::ConfigError& e) {
-      std::string all;
-      for (const auto& d : e.diags()) all += d.str() + "\n";
-      return all;
-    }
-    return std::string("no error");
-  };
+  auto rules = [&](const std::string& body) { return LoadErrors(SweepFile(body)); };
   std::string zip = rules(
       "zip {\n axis { field: \"workload.seq_len\" values: [\"1\", \"2\"] }\n"
       " axis { field: \"workload.batch\" values: [\"1\"] }\n}\n");
@@ -323,16 +326,7 @@ TEST_F(SweepTest, RequiresThatCannotBeComputedAreNamed) {
 // One field under two spellings of its index was two axes ([0] and [00]): the store's columns
 // named values the points did not run. An engine axis ran every point on the sweep's engine.
 TEST_F(SweepTest, AFieldSweptUnderTwoSpellingsOrTheEngineIsRefused) {
-  auto rules = [&](const std::string& body) {
-    try {
-      LoadSweep(SweepFile(body));
-    } catch (const config::ConfigError& e) {
-      std::string all;
-      for (const auto& d : e.diags()) all += d.str() + "\n";
-      return all;
-    }
-    return std::string("no error");
-  };
+  auto rules = [&](const std::string& body) { return LoadErrors(SweepFile(body)); };
   const std::string twice = rules(
       "axis { field: \"chip.memory[0].latency_ns\" values: [\"1\", \"2\"] }\n"
       "axis { field: \"chip.memory[00].latency_ns\" values: [\"3\", \"4\"] }\n");
