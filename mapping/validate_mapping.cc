@@ -249,6 +249,10 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
   if (m.collective() == "nvls" && !InSwitchReductionOf(chip.config()).available)
     add("mapping.collective", m.collective(),
         "needs a chip with noc.topology switch and collectives.in_switch_reduction true");
+  // A GPU node's collectives are NCCL kernels of chip.gpu: without gpu.nvls the run stopped at
+  // its first collective ("algorithm nvls is not available", exit 1).
+  else if (m.collective() == "nvls" && chip.config().has_gpu() && !chip.config().gpu().nvls())
+    add("mapping.collective", m.collective(), "needs chip.gpu.nvls true on a GPU node (NVLink SHARP)");
   if (m.span() != "" && m.span() != "stage" && m.span() != "chip")
     add("mapping.span", m.span(), "must be stage or chip");
   if (m.span_order() != "" && m.span_order() != "stage_major" && m.span_order() != "tp_major")

@@ -273,6 +273,12 @@ TEST_F(RunCli, GpuNodeFieldsNoKernelReadsAreNamedAsIgnored) {
         "chip.energy.dram_pj_per_byte is ignored: a GPU node's memory traffic is charged at "
         "energy.hbm_pj_per_byte"})
     EXPECT_NE(out.find(std::string("tpsim: warning: ") + w), std::string::npos) << w << "\n" << out;
+  // nvls forced on a GPU node without NVLink SHARP: refused at validation (it stopped at the first
+  // collective, "algorithm nvls is not available", exit 1).
+  EXPECT_EQ(RunTpsim(h200 + " --set mapping.collective=nvls --set chip.gpu.nvls=false", &out), 2) << out;
+  EXPECT_NE(out.find("mapping.collective: nvls: needs chip.gpu.nvls true on a GPU node (NVLink SHARP)"),
+            std::string::npos)
+      << out;
   // Two stages hand their activations over the links: the link fields are read, nothing said.
   ASSERT_EQ(
       RunTpsim(h200 + " --set mapping.tp=4 --set mapping.pipeline_stages=2 --set mapping.moe.ep=4 --set "
