@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -109,6 +110,7 @@ int ServeCommand(const std::vector<std::string>& args) {
     uint64_t max_memory = sim::DefaultMaxMemory();
     std::vector<sim::Override> sets;
     bool have_path = false;
+    std::map<std::string, std::string> given;  // the one-value flags seen, with their values
     for (size_t i = 0; i < args.size(); ++i) {
       // "--flag=VALUE" as "--flag VALUE", as tpsim's other commands take it (cli::FlagAt).
       std::string a = args[i];
@@ -117,7 +119,7 @@ int ServeCommand(const std::vector<std::string>& args) {
         inline_value = a.substr(eq + 1);
         a.resize(eq);
       }
-      auto value = [&]() -> std::string {
+      auto raw_value = [&]() -> std::string {
         if (inline_value) {
           if (inline_value->empty())
             throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value, got an empty one"});
@@ -128,6 +130,17 @@ int ServeCommand(const std::vector<std::string>& args) {
         if (args[i + 1].empty())
           throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value, got an empty one"});
         return args[++i];
+      };
+      // A flag of one value given twice is refused (`--requests-csv a.csv --requests-csv b.csv`
+      // wrote b.csv only, silently); --set adds up.
+      auto value = [&]() -> std::string {
+        const std::string v = raw_value();
+        if (a != "--set")
+          if (auto [it, fresh] = given.emplace(a, v); !fresh)
+            throw ConfigError(Diag{config::kCommandLine, a, v,
+                                   "given twice ('" + config::Clip(it->second, 80) + "' and '" +
+                                       config::Clip(v, 80) + "'): give it once"});
+        return v;
       };
       // --help=X is no help (tpsim run refuses it as an unknown option; it printed the usage).
       if ((a == "--help" || a == "-h") && !inline_value) {

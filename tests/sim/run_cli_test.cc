@@ -203,6 +203,20 @@ TEST_F(RunCli, UnreadMappingFieldsAreNamedAsIgnored) {
       << out;
 }
 
+// A flag of one value given twice kept the last, silently (`--out a --out b` wrote b only): it is
+// a usage error; --set adds up.
+TEST_F(RunCli, AOneValueFlagGivenTwiceIsRefused) {
+  std::string out;
+  EXPECT_EQ(RunTpsim("run " + kRef + " --quiet --engine tlm --engine analytical", &out), 2) << out;
+  EXPECT_NE(out.find("--engine given twice ('tlm' and 'analytical'): give it once"), std::string::npos)
+      << out;
+  EXPECT_EQ(RunTpsim("describe " + kRef + " --model qwen3-0.6b --model=qwen3-8b", &out), 2) << out;
+  EXPECT_NE(out.find("--model given twice ('qwen3-0.6b' and 'qwen3-8b')"), std::string::npos) << out;
+  EXPECT_EQ(
+      RunTpsim("run " + kRef + " --quiet --set workload.decode_steps=1 --set workload.seq_len=16", &out), 0)
+      << out;
+}
+
 // A chip, model or sweep file given as the experiment is named as what it is (it said
 // "clock_mhz: : unknown field of Experiment"); another file keeps the parser's error.
 TEST_F(RunCli, AChipModelOrSweepFileGivenAsTheExperimentIsNamed) {

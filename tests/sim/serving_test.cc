@@ -847,6 +847,11 @@ TEST(ServingEngine, ServeCommandEndToEnd) {
     EXPECT_NE(line.find(",ok"), std::string::npos) << line;
   }
   EXPECT_EQ(rows, 12);
+  // A flag of one value given twice: refused (the first output was never written).
+  EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--requests-csv", (dir / "a.csv").string(),
+                          "--requests-csv", (dir / "b.csv").string()}),
+            2);
+  EXPECT_FALSE(fs::exists(dir / "b.csv"));
   // A bad field is a config error (exit 2).
   EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--set", "mapping.serving.mode=split"}), 2);
   EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--slo-ttft-ms", "-1"}), 2);
