@@ -92,6 +92,10 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
 struct UnreadField {
   std::string field, why;
 };
+
+// Whether mapping.partition (empty: megatron) or an override maps some op class to `partition`
+// (mn_2d: grid_rows and mn_2d_weights are read; m_split_rotate: its rotations cross the links).
+bool MapsPartition(const config::Mapping& m, const std::string& partition);
 std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const config::Chip& chip,
                                              const config::Model& model);
 

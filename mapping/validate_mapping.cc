@@ -24,14 +24,6 @@ std::string BytesApart(uint64_t weights, uint64_t sram) {
   if (w != s) return w + " of weights in its " + s;
   return std::to_string(weights) + " B of weights in its " + std::to_string(sram) + " B";
 }
-// Whether mapping.partition or an override maps some op class to mn_2d (grid_rows and
-// mn_2d_weights are read then).
-bool MapsMn2d(const config::Mapping& m) {
-  if (config::EffectivePartition(m.partition()) == "mn_2d") return true;
-  for (const auto& o : m.overrides())
-    if (o.partition() == "mn_2d") return true;
-  return false;
-}
 std::string Num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -290,7 +282,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
       add("mapping.tp", std::to_string(tp),
           "num_key_value_heads (" + std::to_string(nkv) +
               ") must divide by tp, or tp by it (KV heads are then replicated)");
-    if (MapsMn2d(m) && m.grid_rows() > 0 && tp % static_cast<int>(m.grid_rows()) != 0)
+    if (MapsPartition(m, "mn_2d") && m.grid_rows() > 0 && tp % static_cast<int>(m.grid_rows()) != 0)
       add("mapping.grid_rows", std::to_string(m.grid_rows()), "must divide tp (" + std::to_string(tp) + ")");
   }
   if (model.num_experts() > 0) ValidateMoe(m, model, wl, locs, stage_ranks, diags);
@@ -409,6 +401,13 @@ size_t FullestChannel(const MemoryUse& use, const arch::Chip& chip) {
   return fullest;
 }
 
+bool MapsPartition(const config::Mapping& m, const std::string& partition) {
+  if (config::EffectivePartition(m.partition()) == partition) return true;
+  for (const auto& o : m.overrides())
+    if (o.partition() == partition) return true;
+  return false;
+}
+
 std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const config::Chip& chip,
                                              const config::Model& model) {
   std::vector<UnreadField> out;
@@ -418,7 +417,7 @@ std::vector<UnreadField> UnreadMappingFields(const config::Mapping& m, const con
   if (!m.placement_file().empty() && placement != "file")
     out.push_back(
         {"mapping.placement_file", "placement " + placement + " does not read it (placement file does)"});
-  const bool mn_2d = MapsMn2d(m);
+  const bool mn_2d = MapsPartition(m, "mn_2d");
   for (const auto& [f, set] : {std::pair{"mapping.grid_rows", m.grid_rows() != 0},
                                {"mapping.mn_2d_weights", !m.mn_2d_weights().empty()}})
     if (set && !mn_2d)

@@ -145,8 +145,7 @@ bool SetBySet(const Experiment& e, const std::string& path) {
 }
 
 bool GivenByCommandOrSweep(const Experiment& e, const std::string& path) {
-  const std::string& file = e.locs.Find(path).file;
-  return file.starts_with("<command line") || file.starts_with("<sweep point");
+  return SetOnCommandLine(e, path) || e.locs.Find(path).file.starts_with("<sweep point");
 }
 
 std::vector<std::string> IgnoredFields(const Experiment& e, bool served, const std::string& engine) {
@@ -176,31 +175,28 @@ std::vector<std::string> IgnoredFields(const Experiment& e, bool served, const s
   // are validated, never timed (--set chip.core.matrix_utilization=1e-6 printed the same run).
   // Said where a --set or a sweep axis gave one: the shipped GPU chips carry them.
   if (cfg.chip().has_gpu()) {
-    auto given = [&](const std::string& path) { return GivenByCommandOrSweep(e, path); };
+    auto unread = [&](const std::string& path, const char* why) {
+      if (GivenByCommandOrSweep(e, path)) out.push_back(path + " is ignored: " + why);
+    };
     const config::Chip& chip = cfg.chip();
-    std::vector<std::pair<std::string, std::string>> unread;
     const google::protobuf::Descriptor* core = config::Core::descriptor();
     for (int i = 0; i < core->field_count(); ++i)
-      unread.emplace_back(
-          "chip.core." + std::string(core->field(i)->name()),
-          "a GPU node's kernels are timed from chip.gpu (its L2 is chip.gpu.l2_bytes); the core "
-          "block is only validated");
+      unread("chip.core." + std::string(core->field(i)->name()),
+             "a GPU node's kernels are timed from chip.gpu (its L2 is chip.gpu.l2_bytes); the core block is "
+             "only validated");
     for (int i = 0; i < chip.memory_size(); ++i)
       for (const char* f : {"bandwidth_gbps", "efficiency", "latency_ns", "device.preset",
                             "device.command_bus", "device.refresh", "device.queue_depth"})
-        unread.emplace_back("chip.memory[" + std::to_string(i) + "]." + f,
-                            "a GPU node's HBM is timed inside its kernels (chip.gpu.hbm_bandwidth_gbps, "
-                            "hbm_efficiency); no memory task reads chip.memory's rate");
+        unread(
+            "chip.memory[" + std::to_string(i) + "]." + f,
+            "a GPU node's HBM is timed inside its kernels (chip.gpu.hbm_bandwidth_gbps, hbm_efficiency); no "
+            "memory task reads chip.memory's rate");
     const google::protobuf::Descriptor* coll = config::CollectiveModel::descriptor();
     for (int i = 0; i < coll->field_count(); ++i)
-      unread.emplace_back("chip.collectives." + std::string(coll->field(i)->name()),
-                          "a GPU node's collectives are NCCL kernels (chip.gpu: nvls, nccl_*), not the "
-                          "in-switch model");
+      unread("chip.collectives." + std::string(coll->field(i)->name()),
+             "a GPU node's collectives are NCCL kernels (chip.gpu: nvls, nccl_*), not the in-switch model");
     if (chip.noc().router_latency_cycles() == 0)
-      unread.emplace_back("chip.clock_mhz",
-                          "on a GPU node it times only noc.router_latency_cycles, which is 0 here");
-    for (const auto& [path, why] : unread)
-      if (given(path)) out.push_back(path + " is ignored: " + why);
+      unread("chip.clock_mhz", "on a GPU node it times only noc.router_latency_cycles, which is 0 here");
   }
   for (const mapping::UnreadField& u : mapping::UnreadMappingFields(cfg.mapping(), cfg.chip(), cfg.model()))
     if (!(served && u.field == "mapping.serving")) out.push_back(u.field + " is ignored: " + u.why);
@@ -283,7 +279,6 @@ Experiment LoadExperiment(const std::string& arg, const std::vector<Override>& s
     if (d.where.file == path && d.rule.starts_with("unknown field of Experiment") &&
         d.field.find('.') == std::string::npos) {
       config::Chip chip;
-      config::Model model;
       config::Sweep sweep;
       auto parses = [&](google::protobuf::Message* m) {
         try {
@@ -299,8 +294,8 @@ Experiment LoadExperiment(const std::string& arg, const std::vector<Override>& s
         what = "is a sweep, not an experiment: run it with tpsim sweep (its base is the experiment)";
       else if (parses(&chip))
         what = "is a chip config, not an experiment: an experiment names it with chip_file";
-      else if (parses(&model) || [&] {
-                 try {  // a HuggingFace config.json
+      else if ([&] {
+                 try {  // a Model textproto or JSON, or a HuggingFace config.json
                    config::SourceMap ignored(path);
                    (void)llm::LoadModelFile(path, &ignored);
                    return true;

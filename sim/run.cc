@@ -191,9 +191,9 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
   // the mapping's cores (TP x stages), not the chip's: a TP 4 run on 64 cores was bounded 16x too
   // low, started, and stopped at 77 days (exit 1).
   const config::Chip& cc = e.cfg.chip();
-  const double mapped =
-      std::min<double>(chip.num_cores(), static_cast<double>(std::max<uint32_t>(1, m.tp())) *
-                                             std::max<uint32_t>(1, m.pipeline_stages()));
+  const double cores_used =
+      static_cast<double>(std::max<uint32_t>(1, m.tp())) * std::max<uint32_t>(1, m.pipeline_stages());
+  const double mapped = std::min<double>(chip.num_cores(), cores_used);
   const double per_core =
       (cc.has_gpu() ? std::max({cc.gpu().bf16_tflops(), cc.gpu().fp16_tflops(), cc.gpu().fp8_tflops()}) *
                           cc.gpu().tensor_efficiency()
@@ -214,8 +214,6 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
   int fastest_memory = 0;
   for (const arch::MemoryChannel& c : chip.channels())
     if (c.bandwidth_gbps > fastest_channel) fastest_channel = c.bandwidth_gbps, fastest_memory = c.memory;
-  const double cores_used =
-      static_cast<double>(std::max<uint32_t>(1, m.tp())) * std::max<uint32_t>(1, m.pipeline_stages());
   const double dram =
       std::min(static_cast<double>(chip.channels().size()), cores_used) * fastest_channel * 1e9;
   // A GPU node's memory is its HBM inside each kernel's time (chip.gpu.hbm_*): no memory task
@@ -255,11 +253,8 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
   }
   // On a GPU node the TP group's collectives are NCCL kernels (chip.gpu), not transfers; only
   // m_split_rotate's rotations cross the links (a ring mapping with no transfer was refused).
-  bool rotates = m.partition() == "m_split_rotate";
-  for (const config::PartitionOverride& o : m.overrides())
-    rotates = rotates || o.partition() == "m_split_rotate";
   if (p > 1 && fastest > 0 && m.collective() != "nvls" && m.collective() != "auto" &&
-      (!cc.has_gpu() || rotates)) {
+      (!cc.has_gpu() || mapping::MapsPartition(m, "m_split_rotate"))) {
     const double row = static_cast<double>(model.hidden_size()) * d / (p * p);
     const double bytes = layers * batch * row * (static_cast<double>(wl.seq_len()) + wl.decode_steps());
     const double seconds = bytes / (fastest * 1e9);
@@ -353,8 +348,6 @@ void AppendSerialised(const google::protobuf::Message& m, std::string* out) {
 std::vector<std::string> UnreadLinkFields(const Experiment& e, const mapping::Program& program) {
   std::vector<std::string> out;
   if (!e.cfg.chip().has_gpu() || program.num_tasks() == 0) return out;
-  for (size_t i = 0; i < program.num_tasks(); ++i)
-    if (program.kind(i) == mapping::TaskKind::kTransfer) return out;
   for (const char* f : {"link_bandwidth_gbps", "link_latency_ns", "switch_latency_ns",
                         "router_latency_cycles", "port_bandwidth_gbps", "router_buffer_packets"}) {
     const std::string path = std::string("chip.noc.") + f;
@@ -364,6 +357,9 @@ std::vector<std::string> UnreadLinkFields(const Experiment& e, const mapping::Pr
                     "kernels of chip.gpu; pipeline-stage hand-overs and m_split_rotate's rotations cross the "
                     "links)");
   }
+  // The tasks are looked at only where a field was given.
+  for (size_t i = 0; !out.empty() && i < program.num_tasks(); ++i)
+    if (program.kind(i) == mapping::TaskKind::kTransfer) out.clear();
   return out;
 }
 

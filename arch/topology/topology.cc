@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <string_view>
 
 #include "arch/topology/topology.h"
 
@@ -109,23 +110,21 @@ std::vector<std::string> UnusedNocFields(const config::Chip& c) {
 std::vector<std::pair<std::string, std::string>> UnusedChipFields(const config::Chip& c) {
   std::vector<std::pair<std::string, std::string>> out;
   const config::Energy& e = c.energy();
-  if (c.has_gpu()) {
-    // A GPU node's memory traffic is its HBM's whatever chip.memory's kind (sim/energy.cc): the
-    // hbm rate is read, the dram one never (it warned of the one it read).
-    if (e.dram_pj_per_byte() != 0)
-      out.emplace_back("energy.dram_pj_per_byte",
-                       "a GPU node's memory traffic is charged at energy.hbm_pj_per_byte (its HBM)");
-  }
   if (e.d2d_hop_pj_per_byte() != 0 && c.noc().topology() != "wafer")
     out.emplace_back("energy.d2d_hop_pj_per_byte",
                      "topology " + c.noc().topology() + " has no die-to-die links (topology wafer does)");
+  // A GPU node's memory traffic is its HBM's whatever chip.memory's kind (sim/energy.cc): the hbm
+  // rate is read, the dram one never (it warned of the one it read).
   for (const auto& [kind, pj] : {std::pair{"hbm", e.hbm_pj_per_byte()}, {"dram", e.dram_pj_per_byte()}}) {
-    if (c.has_gpu()) break;  // above
-    bool has = false;
-    for (const config::Memory& m : c.memory()) has = has || m.kind() == kind;
+    bool has = c.has_gpu() && std::string_view(kind) == "hbm";
+    if (!c.has_gpu())
+      for (const config::Memory& m : c.memory()) has = has || m.kind() == kind;
     if (pj != 0 && !has)
       out.emplace_back(std::string("energy.") + kind + "_pj_per_byte",
-                       std::string("no chip.memory is of kind ") + kind);
+                       c.has_gpu()
+                           ? std::string("a GPU node's memory traffic is charged at energy.hbm_pj_per_byte "
+                                         "(its HBM)")
+                           : std::string("no chip.memory is of kind ") + kind);
   }
   const config::CollectiveModel& k = c.collectives();
   if (!k.in_switch_reduction())

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "configs/load.h"
 #include "sim/run.h"
 
 namespace tpsim::cli {
@@ -36,6 +38,18 @@ inline bool FlagAt(const std::vector<std::string>& args, size_t* i, const std::s
   // An empty value ("--csv ''", a script's unset variable) would read as the flag not given.
   if (value->empty()) throw UsageError(flag + " needs a value, got an empty one");
   return true;
+}
+
+// A flag of one value met a second time: records `flag`'s `value` in `given` and returns the rule
+// to refuse it with ("given twice ('a' and 'b'): give it once"), or an empty string the first
+// time (`--out a.json --out b.json` wrote b.json only, silently). --set adds up: not recorded.
+inline std::string GivenTwice(std::map<std::string, std::string>* given, const std::string& flag,
+                              const std::string& value) {
+  if (flag == "--set") return "";
+  const auto [it, fresh] = given->emplace(flag, value);
+  if (fresh) return "";
+  return "given twice ('" + config::Clip(it->second, 80) + "' and '" + config::Clip(value, 80) +
+         "'): give it once";
 }
 
 // --max-memory's value (sim::ParseByteSize: 8G, 512M, bytes; 0: no limit), or a UsageError.

@@ -75,17 +75,13 @@ class Args {
   const std::string& Peek() const { return items_[pos_]; }
   std::string Next() { return items_[pos_++]; }
   // If the current item is `flag` (or `flag=...`), consumes it and its value (FlagAt's rules).
-  // A flag of one value given twice is a usage error (`--out a.json --out b.json` wrote b.json
-  // only, silently); --set adds up.
+  // A flag of one value given twice is a usage error (GivenTwice).
   bool Flag(const std::string& flag, std::string* value) {
     size_t last = pos_;
     if (!FlagAt(items_, &last, flag, value)) return false;
     pos_ = last + 1;
-    if (flag != "--set") {
-      if (auto [it, fresh] = given_.emplace(flag, *value); !fresh)
-        throw UsageError(flag + " given twice ('" + config::Clip(it->second, 80) + "' and '" +
-                         config::Clip(*value, 80) + "'): give it once");
-    }
+    if (const std::string twice = GivenTwice(&given_, flag, *value); !twice.empty())
+      throw UsageError(flag + " " + twice);
     return true;
   }
   bool Switch(const std::string& flag) {

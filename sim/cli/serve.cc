@@ -10,6 +10,7 @@
 
 #include "configs/files.h"
 #include "mapping/estimate.h"
+#include "sim/cli/args.h"
 #include "sim/cli/progress_line.h"
 #include "sim/engine.h"
 #include "sim/experiment.h"
@@ -131,15 +132,11 @@ int ServeCommand(const std::vector<std::string>& args) {
           throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value, got an empty one"});
         return args[++i];
       };
-      // A flag of one value given twice is refused (`--requests-csv a.csv --requests-csv b.csv`
-      // wrote b.csv only, silently); --set adds up.
+      // A flag of one value given twice is refused (GivenTwice).
       auto value = [&]() -> std::string {
         const std::string v = raw_value();
-        if (a != "--set")
-          if (auto [it, fresh] = given.emplace(a, v); !fresh)
-            throw ConfigError(Diag{config::kCommandLine, a, v,
-                                   "given twice ('" + config::Clip(it->second, 80) + "' and '" +
-                                       config::Clip(v, 80) + "'): give it once"});
+        if (const std::string twice = GivenTwice(&given, a, v); !twice.empty())
+          throw ConfigError(Diag{config::kCommandLine, a, v, twice});
         return v;
       };
       // --help=X is no help (tpsim run refuses it as an unknown option; it printed the usage).
