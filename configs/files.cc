@@ -13,8 +13,10 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <mutex>
 #include <stdexcept>
 
@@ -87,6 +89,20 @@ double ParseNumber(std::string_view text) {
   if (signed_twice || ec != std::errc() || ptr != end || !std::isfinite(v))
     throw std::invalid_argument("'" + Clip(text) + "' is not a finite number");
   return v;
+}
+
+bool FlushStandardOutput() {
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  return flushed && !std::ferror(stdout) && std::cout.good();
+}
+
+std::string GivenTwice(std::map<std::string, std::string>* given, const std::string& flag,
+                       const std::string& value) {
+  if (flag == "--set") return "";
+  const auto [it, fresh] = given->emplace(flag, value);
+  if (fresh) return "";
+  return "given twice ('" + Clip(it->second, 80) + "' and '" + Clip(value, 80) + "'): give it once";
 }
 
 std::string Clip(std::string_view s, size_t max) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -38,6 +39,16 @@ uint64_t ParseCount(std::string_view text, uint64_t max);
 // exponent), the whole text. Throws std::invalid_argument otherwise (std::stod takes "5abc" as 5
 // and gives "nan" and "inf").
 double ParseNumber(std::string_view text);
+
+// A flag of one value met a second time: records `flag`'s `value` in `given` and returns the rule
+// to refuse it with ("given twice ('a' and 'b'): give it once"), or an empty string the first
+// time (`--out a.json --out b.json` wrote b.json only, silently). --set adds up: not recorded.
+std::string GivenTwice(std::map<std::string, std::string>* given, const std::string& flag,
+                       const std::string& value);
+
+// Flushes standard output: false where a write to it failed (a command's last step: on a full
+// disk `tpsim compare ... > out.txt` lost its whole table and exited 0).
+bool FlushStandardOutput();
 
 // True when `s` is valid UTF-8; else `*bad` (may be null) is the offset of the
 // first byte that is not.

@@ -364,6 +364,7 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
   }
   std::vector<std::string> files;
   std::string plot;
+  std::map<std::string, std::string> given;  // --plot takes one value (config::GivenTwice)
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
@@ -387,6 +388,10 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
     }
     if (plot.empty()) {  // an empty value (a script's unset variable) would read as no --plot
       std::cerr << "tpsim compare: --plot needs a value, got an empty one\n\n" << kUsage;
+      return 2;
+    }
+    if (const std::string twice = config::GivenTwice(&given, "--plot", plot); !twice.empty()) {
+      std::cerr << "tpsim compare: --plot " << twice << "\n\n" << kUsage;
       return 2;
     }
   }

@@ -305,6 +305,7 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
   std::vector<std::string> files, sets;
   std::string chip, plot, plot_dir;
   bool summary = false;
+  std::map<std::string, std::string> given;  // --chip, --plot, --plot-dir take one value each
   auto usage = [](const std::string& msg) {
     std::cerr << "tpsim compare: " << msg << "\n\n" << kUsage;
     return 2;
@@ -336,6 +337,10 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
     if ((got = value("--chip", &chip)) || (got = value("--plot", &plot)) ||
         (got = value("--plot-dir", &plot_dir))) {
       if (got < 0) return usage(a + " needs a value");
+      const std::string flag = a.substr(0, a.find('='));
+      const std::string& given_value = flag == "--chip" ? chip : flag == "--plot" ? plot : plot_dir;
+      if (const std::string twice = config::GivenTwice(&given, flag, given_value); !twice.empty())
+        return usage(flag + " " + twice);
       continue;
     }
     if ((got = value("--set", &v))) {

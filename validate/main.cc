@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,6 +93,7 @@ int ParseInt(const std::string& flag, const std::string& v, int lo) {
 
 Options Parse(int argc, char** argv) {
   Options o;
+  std::map<std::string, std::string> given;  // the flags of one value given (config::GivenTwice)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> std::string {
@@ -104,6 +106,8 @@ Options Parse(int argc, char** argv) {
       }
       // An empty value (a script's unset variable) would read as the flag not given.
       if (v.empty()) throw UsageError(flag + " needs a value, got an empty one");
+      if (const std::string twice = config::GivenTwice(&given, flag, v); !twice.empty())
+        throw UsageError(flag + " " + twice);
       return v;
     };
     auto is = [&](const std::string& flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
@@ -172,6 +176,23 @@ Options Parse(int argc, char** argv) {
       if (given)
         throw UsageError(std::string("--gemms does not read ") + flag +
                          " (it times --shapes, or the default shapes, on GPU 0 into --csv)");
+  }
+  // The default chip of --collectives takes no --set: its fields are an experiment's (chip.gpu.nvls),
+  // and without one they were never read (exit 0, the default chip's predictions).
+  if (o.collectives && o.experiment.empty() && !o.sets.empty())
+    throw UsageError(
+        "--set sets a field of the EXPERIMENT; --collectives without one times the shipped "
+        "h200-sxm-8 as it is: give an experiment on the chip wanted");
+  // --dry-run measures nothing: what only a measurement reads was accepted and ignored (--out m.json
+  // wrote nothing, exit 0).
+  if (o.dry_run) {
+    for (const char* flag : {"--reps", "--warmup", "--timing"})
+      if (given.count(flag))
+        throw UsageError(std::string("--dry-run measures nothing: it does not read ") + flag);
+    if (!o.collectives && !o.out.empty())
+      throw UsageError(
+          "--dry-run measures nothing, so there is no measured result for --out (--predicted and "
+          "--predicted-program are written)");
   }
   if (o.run.warm_l2 && (!o.gemms || o.run.timing != Timing::kQueued))
     throw UsageError("--warm-l2 needs --gemms with --timing queued");
@@ -477,7 +498,8 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tpsim::validate
 
-int main(int argc, char** argv) {
+// Main, with what it throws said and turned into exit statuses.
+static int GuardedMain(int argc, char** argv) {
   try {
     return tpsim::validate::Main(argc, argv);
   } catch (const tpsim::validate::UsageError& u) {
@@ -491,4 +513,14 @@ int main(int argc, char** argv) {
     std::cerr << "tpsim-validate: error: " << e.what() << "\n";
     return 1;
   }
+}
+
+int main(int argc, char** argv) {
+  const int rc = GuardedMain(argc, argv);
+  if (!tpsim::config::FlushStandardOutput()) {
+    std::cerr << "tpsim-validate: error: writing standard output failed (a full disk?): what it shows is "
+                 "incomplete\n";
+    return rc == 0 ? 1 : rc;
+  }
+  return rc;
 }

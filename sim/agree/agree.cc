@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -300,6 +301,7 @@ int AgreeCommand(const std::vector<std::string>& args) {
   std::string csv, emit;
   std::vector<std::string> whole_draw;  // the flags given that only the whole draw reads
   double need_within10 = -1, need_max = -1;
+  std::map<std::string, std::string> given;  // each flag takes one value (config::GivenTwice)
   auto usage = [](const std::string& msg) {
     std::cerr << "tpsim agree: " << msg << "\n\n" << kAgreeUsage;
     return 2;
@@ -329,6 +331,8 @@ int AgreeCommand(const std::vector<std::string>& args) {
     }
     // An empty value (a script's unset variable) would read as the flag not given.
     if (value.empty()) return usage(flag + " needs a value, got an empty one");
+    if (const std::string twice = config::GivenTwice(&given, flag, value); !twice.empty())
+      return usage(flag + " " + twice);
     if (flag == "--count" || flag == "--jobs" || flag == "--worst" || flag == "--csv" || flag == "--bounds")
       whole_draw.push_back(flag);
     try {

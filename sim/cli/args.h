@@ -40,17 +40,22 @@ inline bool FlagAt(const std::vector<std::string>& args, size_t* i, const std::s
   return true;
 }
 
-// A flag of one value met a second time: records `flag`'s `value` in `given` and returns the rule
-// to refuse it with ("given twice ('a' and 'b'): give it once"), or an empty string the first
-// time (`--out a.json --out b.json` wrote b.json only, silently). --set adds up: not recorded.
-inline std::string GivenTwice(std::map<std::string, std::string>* given, const std::string& flag,
-                              const std::string& value) {
-  if (flag == "--set") return "";
-  const auto [it, fresh] = given->emplace(flag, value);
-  if (fresh) return "";
-  return "given twice ('" + config::Clip(it->second, 80) + "' and '" + config::Clip(value, 80) +
-         "'): give it once";
-}
+using config::GivenTwice;
+
+// FlagAt, with a flag of one value given twice refused (GivenTwice): a command's own parser
+// keeps one of these for its loop over the line.
+class OnceFlags {
+ public:
+  bool At(const std::vector<std::string>& args, size_t* i, const std::string& flag, std::string* value) {
+    if (!FlagAt(args, i, flag, value)) return false;
+    if (const std::string twice = GivenTwice(&given_, flag, *value); !twice.empty())
+      throw UsageError(flag + " " + twice);
+    return true;
+  }
+
+ private:
+  std::map<std::string, std::string> given_;
+};
 
 // --max-memory's value (sim::ParseByteSize: 8G, 512M, bytes; 0: no limit), or a UsageError.
 inline uint64_t MaxMemoryValue(const std::string& v) {

@@ -123,6 +123,7 @@ int CollectivesCommand(const std::vector<std::string>& args) {
   int ranks = 0;
   uint64_t max_memory = sim::DefaultMaxMemory();
   try {
+    OnceFlags once;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
       std::string v;
@@ -130,16 +131,16 @@ int CollectivesCommand(const std::vector<std::string>& args) {
         std::cout << kCollectivesUsage;
         return 0;
       }
-      if (FlagAt(args, &i, "--op", &op) || FlagAt(args, &i, "--ranks", &ranks_text) ||
-          FlagAt(args, &i, "--sizes", &sizes_text) || FlagAt(args, &i, "--algo", &algo) ||
-          FlagAt(args, &i, "--proto", &proto) || FlagAt(args, &i, "--csv", &csv)) {
+      if (once.At(args, &i, "--op", &op) || once.At(args, &i, "--ranks", &ranks_text) ||
+          once.At(args, &i, "--sizes", &sizes_text) || once.At(args, &i, "--algo", &algo) ||
+          once.At(args, &i, "--proto", &proto) || once.At(args, &i, "--csv", &csv)) {
         continue;
       }
       if (FlagAt(args, &i, "--set", &v)) {
         sets.push_back(sim::ParseOverride(v));
         continue;
       }
-      if (FlagAt(args, &i, "--max-memory", &v)) {
+      if (once.At(args, &i, "--max-memory", &v)) {
         max_memory = MaxMemoryValue(v);
         continue;
       }

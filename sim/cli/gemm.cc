@@ -49,6 +49,7 @@ int GemmCommand(const std::vector<std::string>& args) {
   std::vector<sim::Override> sets;
   std::vector<validate::GemmShapeRow> shapes;
   try {
+    OnceFlags once;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
       std::string v;
@@ -56,11 +57,11 @@ int GemmCommand(const std::vector<std::string>& args) {
         std::cout << kGemmUsage;
         return 0;
       }
-      if (FlagAt(args, &i, "--m", &m) || FlagAt(args, &i, "--n", &n) || FlagAt(args, &i, "--k", &k) ||
-          FlagAt(args, &i, "--shapes", &shapes_path) || FlagAt(args, &i, "--csv", &csv)) {
+      if (once.At(args, &i, "--m", &m) || once.At(args, &i, "--n", &n) || once.At(args, &i, "--k", &k) ||
+          once.At(args, &i, "--shapes", &shapes_path) || once.At(args, &i, "--csv", &csv)) {
         continue;
       }
-      if (FlagAt(args, &i, "--dtype", &dtype)) continue;
+      if (once.At(args, &i, "--dtype", &dtype)) continue;
       if (FlagAt(args, &i, "--set", &v)) {
         sets.push_back(sim::ParseOverride(v));
         continue;

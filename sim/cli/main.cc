@@ -78,10 +78,8 @@ class Args {
   // A flag of one value given twice is a usage error (GivenTwice).
   bool Flag(const std::string& flag, std::string* value) {
     size_t last = pos_;
-    if (!FlagAt(items_, &last, flag, value)) return false;
+    if (!once_.At(items_, &last, flag, value)) return false;
     pos_ = last + 1;
-    if (const std::string twice = GivenTwice(&given_, flag, *value); !twice.empty())
-      throw UsageError(flag + " " + twice);
     return true;
   }
   bool Switch(const std::string& flag) {
@@ -93,7 +91,7 @@ class Args {
  private:
   std::vector<std::string> items_;
   size_t pos_ = 0;
-  std::map<std::string, std::string> given_;  // the one-value flags seen, with their values
+  cli::OnceFlags once_;  // the one-value flags seen, with their values
 };
 
 bool IsHelp(const std::string& s) { return s == "-h" || s == "--help" || s == "help"; }
@@ -924,13 +922,8 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tpsim::cli
 
-int main(int argc, char** argv) {
-  // Arrays of 1 MiB and more are mapped on their own and given back when freed. glibc
-  // raises its threshold to the largest array freed so far, after which the big per-task
-  // arrays of one phase (lowering, the analytical plan) came from the heap and stayed in the
-  // process's memory under the next phase's: wafer-32x32-qwen3-32b peaked at 208 MB
-  // resident against 186 MB with this (tests/bench/program_bench.sh).
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+// Main, with what it throws said and turned into exit statuses.
+static int GuardedMain(int argc, char** argv) {
   try {
     return tpsim::cli::Main(argc, argv);
   } catch (const std::bad_alloc&) {
@@ -953,4 +946,19 @@ int main(int argc, char** argv) {
     std::cerr << "tpsim: error: " << e.what() << "\n";
     return 1;
   }
+}
+
+int main(int argc, char** argv) {
+  // Arrays of 1 MiB and more are mapped on their own and given back when freed. glibc
+  // raises its threshold to the largest array freed so far, after which the big per-task
+  // arrays of one phase (lowering, the analytical plan) came from the heap and stayed in the
+  // process's memory under the next phase's: wafer-32x32-qwen3-32b peaked at 208 MB
+  // resident against 186 MB with this (tests/bench/program_bench.sh).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  const int rc = GuardedMain(argc, argv);
+  if (!tpsim::config::FlushStandardOutput()) {
+    std::cerr << "tpsim: error: writing standard output failed (a full disk?): what it shows is incomplete\n";
+    return rc == 0 ? 1 : rc;
+  }
+  return rc;
 }

@@ -200,6 +200,14 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
        "qwen3-4b-tp2.measured.json is JSON, not CSV: this comparison reads the CSV files of"},
       {"compare --chip h100-sxm-8 validate/results/h200-2026-12-04/qwen3-4b-tp2.measured.json",
        "qwen3-4b-tp2.measured.json is JSON, not CSV"},
+      // A flag of one value given twice kept the last, silently (--csv a --csv b wrote b only).
+      {"collectives h100-sxm-8 --op all_reduce --ranks 8 --ranks=4 --sizes 1M",
+       "--ranks given twice ('8' and '4'): give it once"},
+      {"gemm h100-sxm-8 --m 8 --m 16 --n 8 --k 8", "--m given twice ('8' and '16')"},
+      {"compare --chip h100-sxm-8 --chip b200-sxm-8 validate/results/public/nccl-tests-h100-8gpu-auto.csv",
+       "--chip given twice ('h100-sxm-8' and 'b200-sxm-8')"},
+      {"compare a.json b.json --plot x.png --plot=y.png", "--plot given twice ('x.png' and 'y.png')"},
+      {"agree --seed 1 --count 1 --seed=2", "--seed given twice ('1' and '2')"},
   };
   for (const auto& c : cases) {
     std::string out;

@@ -217,6 +217,16 @@ TEST_F(RunCli, AOneValueFlagGivenTwiceIsRefused) {
       << out;
 }
 
+// A failed write to standard output (a full disk) exited 0 with the table lost: exit 1, said.
+TEST_F(RunCli, AFailedWriteToStandardOutputExitsOne) {
+  for (const std::string& args : {std::string("list"), "run " + kRef + " --set workload.decode_steps=1"}) {
+    const tpsim::test::CommandOutcome o = tpsim::test::RunCommand(
+        "cd '" TPSIM_SOURCE_DIR "' && '" TPSIM_BINARY_DIR "/bin/tpsim' " + args + " 2>&1 >/dev/full");
+    EXPECT_EQ(o.status, 1) << args << "\n" << o.output;
+    EXPECT_NE(o.output.find("tpsim: error: writing standard output failed"), std::string::npos) << o.output;
+  }
+}
+
 // A chip, model or sweep file given as the experiment is named as what it is (it said
 // "clock_mhz: : unknown field of Experiment"); another file keeps the parser's error.
 TEST_F(RunCli, AChipModelOrSweepFileGivenAsTheExperimentIsNamed) {

@@ -34,6 +34,15 @@ expect 2 "<command line>:1:1: --shapes: $tmp/none.csv: file not found" --gemms -
 expect 2 "--predicted is for an experiment's layer run; --collectives does not read it" --collectives --dry-run --predicted "$tmp/p.json"
 expect 2 "--no-numerics is for an experiment's layer run; --gemms does not read it" --gemms --csv /dev/null --no-numerics
 expect 2 "--gemms does not read --dry-run" --gemms --csv /dev/null --dry-run
+# A flag of one value given twice kept the last (--predicted p1 --predicted p2 wrote p2 only); --set
+# without an EXPERIMENT and what only a measurement reads under --dry-run were ignored (exit 0).
+expect 2 "--reps given twice ('5' and '6'): give it once" --gemms --csv /dev/null --reps 5 --reps 6
+expect 2 "--csv given twice" --collectives --dry-run --csv "$tmp/a.csv" --csv "$tmp/b.csv"
+expect 2 "--set sets a field of the EXPERIMENT; --collectives without one" --collectives --dry-run --set bogus=1
+expect 2 "--dry-run measures nothing: it does not read --reps" --collectives --dry-run --reps 3
+expect 2 "--dry-run measures nothing, so there is no measured result for --out" \
+  "$(dirname "$0")/../../validate/experiments/qwen3-4b-h200.textproto" --dry-run --out "$tmp/m.json"
+[ -e "$tmp/a.csv" ] || [ -e "$tmp/b.csv" ] || [ -e "$tmp/m.json" ] && { echo "FAIL: a refused line wrote a file"; fail=1; }
 [ -e "$tmp/p.json" ] && { echo "FAIL: --collectives wrote --predicted"; fail=1; }
 rm -rf "$tmp"
 "$v" --help 2>&1 | grep -q -- "--timing queued (default)" || { echo "FAIL: --help lacks --timing"; fail=1; }
