@@ -5,6 +5,7 @@ import math
 import os
 import re
 import stat
+import sys
 import tempfile
 
 FIGSIZE = (10, 8)
@@ -164,30 +165,203 @@ def check_input(path):
         st = os.stat(path)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}")
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{path}: is a directory, not a file")
     if not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{path}: is not a regular file (a FIFO, device or socket)")
 
 
-def load_result(path):
+class _NonFinite:
+    """A JSON number that is not finite (NaN, Infinity, -Infinity, 1e400), as written."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+class _Repeated(dict):
+    """A JSON object that named a key twice (json keeps the last one, silently)."""
+    repeated = None
+
+
+def _parse_float(text):
+    v = float(text)
+    return v if math.isfinite(v) else _NonFinite(text)
+
+
+def _object(pairs):
+    d = _Repeated()
+    for k, v in pairs:
+        if k in d and d.repeated is None:
+            d.repeated = k
+        d[k] = v
+    return d if d.repeated is not None else dict(d)
+
+
+def load_json(path):
+    """The JSON value in file `path`. Refused (exit 2), naming the file and the JSON path: a
+    number that is not finite (JSON has none; Python's reader took NaN and Infinity) and an
+    object that names a key twice (the last one won)."""
     check_input(path)
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            data = json.load(f, parse_constant=_NonFinite, parse_float=_parse_float,
+                             object_pairs_hook=_object)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}")
+    except RecursionError:
+        raise UsageError(f"{path}: arrays or objects nested too deeply to read (a tpsim result "
+                         f"nests a few levels)")
     except ValueError as e:
         raise UsageError(f"{path}: not JSON: {e}")
+    stack = [(data, "")]  # a walk without recursion: the reader took any depth it could
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, _NonFinite):
+            raise UsageError(f"{path}: {at or 'the top level'}: {v.text} is not a finite number "
+                             f"(JSON has no NaN or Infinity; tpsim writes finite numbers)")
+        if isinstance(v, _Repeated):
+            raise UsageError(f"{path}: {at or 'the top-level object'}: key {v.repeated!r} appears "
+                             f"twice (each key once: which one would count?)")
+        if isinstance(v, dict):
+            stack += [(x, f"{at}.{k}" if at else k) for k, x in reversed(v.items())]
+        elif isinstance(v, list):
+            stack += [(x, f"{at}[{i}]") for i, x in reversed(list(enumerate(v)))]
+    return data
+
+
+def load_result(path):
+    data = load_json(path)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: not a tpsim result (expected a JSON object)")
     return data
 
 
+def _shown(v):
+    """v as the input wrote it: JSON's true/null, a CSV or JSON string quoted."""
+    return json.dumps(v) if isinstance(v, bool) or v is None else repr(v)
+
+
+def finite(v, what):
+    """v (a parsed number) when finite; else refused, naming `what` (an option or a field)."""
+    if not math.isfinite(v):
+        raise UsageError(f"{what}: {_shown(v)} is not a finite number")
+    return v
+
+
+NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def num(v, what):
-    """int64 fields may be numbers or (proto3 JSON) strings."""
+    """A finite number: a JSON number, or a string of ASCII decimal digits with an optional
+    sign, point and exponent (proto3 JSON writes int64 as strings; CSV cells are strings).
+    Python's float() also took true, "1_000", "nan", " 5 " and other scripts' digits.
+    `what` names the file and the field (JSON path, or CSV FILE:ROW:COLUMN)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise UsageError(f"{what}: {_shown(v)} is not a number")
+    if isinstance(v, str) and not NUMBER.fullmatch(v):
+        raise UsageError(f"{what}: {_shown(v)} is not a number (ASCII digits with an optional "
+                         f"sign, point and exponent)")
     try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise UsageError(f"{what}: {v!r} is not a number")
+        x = float(v)
+    except OverflowError:  # an integer beyond a double
+        x = math.inf
+    if not math.isfinite(x):
+        raise UsageError(f"{what}: {_shown(v)} is not a finite number")
+    return x
+
+
+def nonneg(v, what):
+    """num(v) for a quantity that cannot be below 0: a time, size, count, energy or share."""
+    x = num(v, what)
+    if x < 0:
+        raise UsageError(f"{what}: {_shown(v)} is negative (a time, size, energy or "
+                         f"utilisation is 0 or more)")
+    return x
+
+
+# tpsim's clock: int64 picoseconds.
+INT64_MAX = (1 << 63) - 1
+UINT32_MAX = (1 << 32) - 1
+
+
+def duration(v, what, unit="ps"):
+    """nonneg(v) for a time in `unit` (ps or ms), at most the 2^63 - 1 ps tpsim's clock holds."""
+    x = nonneg(v, what)
+    size = {"ps": 1.0, "ms": 1e9}[unit]
+    if x * size > INT64_MAX:
+        raise UsageError(f"{what}: {_shown(v)} is above {INT64_MAX / size:.4g} {unit}, the longest "
+                         f"time tpsim's clock holds (2^63 - 1 ps)")
+    return x
+
+
+# Metrics whose unit (the end of their name, before a _mean or _p99) cannot be negative.
+UNSIGNED = ("_ps", "_ns", "_us", "_ms", "_s", "_bytes", "_j", "_pj", "_w", "_tokens", "_cycles",
+            "utilization")
+
+
+def metric(v, name, what):
+    """num(v) for the metric `name` of a store; nonneg(v) when its unit is a time, size,
+    energy, power, count or utilisation."""
+    stem = re.sub(r"_(mean|max|min|p50|p90|p95|p99)$", "", name)
+    return nonneg(v, what) if stem.endswith(UNSIGNED) else num(v, what)
+
+
+def whole(v, what, lo=0, hi=None, why=""):
+    """An integer lo..hi (a count or an id); `why` says what bounds it."""
+    x = num(v, what)
+    if not x.is_integer():
+        raise UsageError(f"{what}: {_shown(v)} is not a whole number")
+    if x < lo or (hi is not None and x > hi):
+        side = f"below {lo}" if x < lo else f"above {hi}"
+        raise UsageError(f"{what}: {_shown(v)} is {side}{why}")
+    return int(x)
+
+
+def once(seen, key, what):
+    """Refuses a second entry for `key` (an object list keyed by name or id, where the last one
+    had won silently). seen: {key: where it came first}, updated."""
+    if key in seen:
+        raise UsageError(f"{what}: {_shown(key)} again (first at {seen[key]}): each appears once")
+    seen[key] = what.rpartition(": ")[2]
+
+
+def chip_cores(data, path):
+    """The number of cores of a result's chip from its resolved config (noc rows x cols, or
+    nodes); None when config gives neither (a hand-made result, an edges topology). A config
+    that is not text is refused."""
+    cfg = data.get("config")
+    if cfg is None:
+        return None
+    if not isinstance(cfg, str):
+        raise UsageError(f"{path}: config: {_shown(cfg)[:60]} is not the resolved experiment "
+                         f"(text format, as tpsim run writes it)")
+    got = {}
+    for field in ("rows", "cols", "nodes"):
+        v = config_value(cfg, "noc", field)
+        got[field] = int(v) if v is not None and re.fullmatch(r"[0-9]+", v) else 0
+    if got["rows"] and got["cols"]:
+        return got["rows"] * got["cols"]
+    return got["nodes"] or None
+
+
+def write_stdout(text):
+    """Writes text to stdout and flushes it; a failure (a full disk, a closed pipe) is a
+    WriteError (exit 1), not a lost table and exit 0."""
+    if sys.stdout is None:  # started with stdout closed
+        if text:
+            raise WriteError("cannot write to stdout: it is closed")
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as e:
+        try:  # what is left in the buffer goes nowhere, so that exit does not fail again
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, sys.stdout.fileno())
+            os.close(fd)
+        except (OSError, ValueError):
+            pass
+        raise WriteError(f"cannot write to stdout: {_strerror(e)}")
 
 
 def config_value(cfg, block, field):

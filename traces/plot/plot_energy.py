@@ -1,6 +1,6 @@
 """`tpsim plot energy`: the energy breakdown of one or more results (sim/energy.h)."""
 
-from plot_common import DPI, FIGSIZE, OUT_HELP, UsageError, dump_json, load_result, num, plt_module, save
+from plot_common import DPI, FIGSIZE, OUT_HELP, UsageError, dump_json, finite, load_result, nonneg, plt_module, save
 
 HELP = """The energy of one or more results (tpsim run --out RESULT.json), side by side.
 
@@ -39,14 +39,20 @@ def cmd_energy(args):
             raise UsageError(f"{path}: not a tpsim result (no summary)")
         if not s.get("energy_modelled"):
             raise UsageError(f"{path}: no energy in this result (its chip has no energy block, or an fp32 workload meets no mac_fp32_pj; README, Energy)")
-        parts = {name: num(s.get(key, 0), f"{path} summary.{key}") for name, key, _ in PARTS}
+        parts = {name: nonneg(s.get(key, 0), f"{path}: summary.{key}") for name, key, _ in PARTS}
         ops = {}
+        if not isinstance(r.get("ops", []), list):
+            raise UsageError(f"{path}: ops must be a list")
         for i, op in enumerate(r.get("ops", [])):
-            ops[op.get("op", "?")] = ops.get(op.get("op", "?"), 0.0) + num(op.get("energy_j", 0), f"{path} ops[{i}]")
+            if not isinstance(op, dict):
+                raise UsageError(f"{path}: ops[{i}] is not an object")
+            name = str(op.get("op", "?"))
+            ops[name] = ops.get(name, 0.0) + nonneg(op.get("energy_j", 0), f"{path}: ops[{i}].energy_j")
+        finite(sum(parts.values()), f"{path}: summary: the sum of the parts (compute_energy_j ... static_energy_j)")
         rows.append({"label": label_of(path, r), "parts": parts, "ops": ops,
-                     "energy_j": num(s.get("energy_j", 0), f"{path} summary.energy_j"),
-                     "per_token_j": num(s.get("energy_per_token_j", 0), f"{path} summary.energy_per_token_j"),
-                     "power_w": num(s.get("average_power_w", 0), f"{path} summary.average_power_w")})
+                     "energy_j": nonneg(s.get("energy_j", 0), f"{path}: summary.energy_j"),
+                     "per_token_j": nonneg(s.get("energy_per_token_j", 0), f"{path}: summary.energy_per_token_j"),
+                     "power_w": nonneg(s.get("average_power_w", 0), f"{path}: summary.average_power_w")})
     matplotlib, plt = plt_module()
     fig = plt.figure(figsize=FIGSIZE, dpi=DPI)
     ax = fig.add_subplot(2, 1, 1)

@@ -2,7 +2,8 @@
 
 import sqlite3
 
-from plot_common import DPI, FIGSIZE, OUT_HELP, UsageError, check_input, dump_json, num, plt_module, save
+from plot_common import (DPI, FIGSIZE, OUT_HELP, UINT32_MAX, UsageError, check_input, dump_json, nonneg,
+                         plt_module, save, whole)
 
 HELP = """The points of one or more search stores (tpsim search ... --db S.sqlite), one colour
 per store: total latency (x, ms) against energy per token (y, mJ), every simulated candidate
@@ -57,8 +58,9 @@ def read_store(path):
         if energy is None:
             raise UsageError(f"{path}: row {i}: no energy per token (the chip has no energy block, or an "
                              "fp32 workload meets no mac_fp32_pj)")
-        replicas = int(num(rep, "replicas"))
-        mj = num(energy, f"{path} energy") * 1e3
+        at = f"{path}: row {i}: "
+        replicas = whole(rep, at + "search.replicas", lo=1, hi=UINT32_MAX)
+        mj = nonneg(energy, at + "energy_per_token_j") * 1e3
         if replicas > 1:
             # The chip's energy per token with every replica running (tpsim search's column,
             # sim/search/search.cc ChipEnergyPerToken): the run's static energy shared by all.
@@ -66,9 +68,14 @@ def read_store(path):
                 raise UsageError(f"{path}: row {i}: no static_energy_j: the store was written before it was "
                                  f"kept (2026-12-06), so the energy per token of {replicas} replicas sharing the "
                                  "chip cannot be derived; search again into a new store")
-            mj *= 1 - num(static_j, f"{path} static_energy_j") / num(energy_j, f"{path} energy_j") * (1 - 1 / replicas)
-        out.append({"label": f"{int(num(tp, 'tp'))}x{int(num(st, 'stages'))}x{replicas}",
-                    "ms": num(total, f"{path} total_ps") * 1e-9, "mj": mj})
+            total_j = nonneg(energy_j, at + "energy_j")
+            if total_j == 0:
+                raise UsageError(f"{at}energy_j: 0 with energy_per_token_j {energy}: the static share "
+                                 f"of {replicas} replicas cannot be derived")
+            mj *= 1 - nonneg(static_j, at + "static_energy_j") / total_j * (1 - 1 / replicas)
+        out.append({"label": f"{whole(tp, at + 'mapping.tp', hi=UINT32_MAX)}x"
+                             f"{whole(st, at + 'mapping.pipeline_stages', hi=UINT32_MAX)}x{replicas}",
+                    "ms": nonneg(total, at + "total_ps") * 1e-9, "mj": mj})
     return out
 
 

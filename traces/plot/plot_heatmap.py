@@ -14,8 +14,9 @@ outlined in its own colour.
 import math
 import re
 
-from plot_common import (DPI, UsageError, dump_json, load_result, num, plt_module, save,
-                         TIME_UNITS, BYTE_UNITS, OUT_HELP)
+from plot_common import (DPI, UINT32_MAX, UsageError, chip_cores, config_value, dump_json,
+                         load_result, nonneg, num, once, plt_module, save, whole, TIME_UNITS,
+                         BYTE_UNITS, OUT_HELP)
 
 NODE_RC = re.compile(r"^r(\d+)c(\d+)$")
 # metric -> (field in links[] and dram[], colour bar label, kind of unit)
@@ -53,7 +54,7 @@ def parse_vmax(text, kind):
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*([A-Za-z%]*)\s*", text or "")
     if not m:
         raise UsageError(f"--vmax {text!r}: expected a number with an optional unit")
-    v, unit = float(m.group(1)), m.group(2)
+    v, unit = num(m.group(1), f"--vmax {text!r}"), m.group(2)
     if kind == "fraction":
         if unit == "%":
             v /= 100
@@ -72,6 +73,8 @@ def parse_vmax(text, kind):
         v *= sizes[unit]
     if v <= 0:
         raise UsageError(f"--vmax {text!r}: must be above 0")
+    if not math.isfinite(v):
+        raise UsageError(f"--vmax {text!r}: is not a finite number")
     return v
 
 
@@ -86,26 +89,27 @@ def colour_unit(kind, vmax):
     return 1.0 / f, u
 
 
-def grid_shape(data, nodes):
-    rows = cols = 0
-    cfg = data.get("config", "")
-    m = re.search(r"\bnoc\s*\{", cfg) if isinstance(cfg, str) else None
-    if m:
-        depth, i = 1, m.end()
-        while i < len(cfg) and depth:
-            depth += {"{": 1, "}": -1}.get(cfg[i], 0)
-            i += 1
-        block = cfg[m.end():i]
-        r = re.search(r"\brows\s*:\s*(\d+)", block)
-        c = re.search(r"\bcols\s*:\s*(\d+)", block)
-        rows = int(r.group(1)) if r else 0
-        cols = int(c.group(1)) if c else 0
-    for n in nodes:
-        mm = NODE_RC.match(n)
-        if mm:
-            rows = max(rows, int(mm.group(1)) + 1)
-            cols = max(cols, int(mm.group(2)) + 1)
-    return rows, cols
+def grid_shape(path, data, links):
+    """(rows, cols, from_config): the grid of the config's noc, whose link names must lie on
+    it; without one (no config, a ring), the grid the link names span."""
+    chip_cores(data, path)  # a config that is not text is refused
+    cfg = data.get("config")
+    rows, cols = (int(v) if v and v.isdigit() else 0
+                  for v in (config_value(cfg, "noc", "rows"), config_value(cfg, "noc", "cols")))
+    from_config = bool(rows and cols)
+    if not from_config:
+        rows = cols = 0
+    for i, (a, b, _) in enumerate(links):
+        for n in (a, b):
+            mm = NODE_RC.match(n)
+            if not mm:
+                continue
+            r, c = int(mm.group(1)), int(mm.group(2))
+            if from_config and (r >= rows or c >= cols):
+                raise UsageError(f"{path}: links[{i}].name '{a}->{b}': node {n} is outside the "
+                                 f"{rows}x{cols} grid of config's noc (rows: {rows}, cols: {cols})")
+            rows, cols = (rows, cols) if from_config else (max(rows, r + 1), max(cols, c + 1))
+    return rows, cols, from_config
 
 
 def memory_attach(cfg, rows, cols, ncores):
@@ -146,8 +150,8 @@ def stage_groups(data, ncores):
     layers = {}
     for i, t in enumerate(tasks):
         if isinstance(t, dict) and t.get("kind") == "compute":
-            c = int(num(t.get("core", 0), f"tasks[{i}].core"))
-            layers.setdefault(c, set()).add(int(num(t.get("layer", 0), f"tasks[{i}].layer")))
+            c = whole(t.get("core", 0), f"tasks[{i}].core", hi=UINT32_MAX)
+            layers.setdefault(c, set()).add(whole(t.get("layer", 0), f"tasks[{i}].layer", hi=UINT32_MAX))
     groups = {}
     for c, ls in layers.items():
         if c < ncores:
@@ -164,29 +168,37 @@ def panel_data(path, metric):
             raise UsageError(f"{path}: {what} must be a list")
     if not links and not cores:
         raise UsageError(f"{path}: no links[] and no cores[] to draw")
-    parsed, names = [], set()
+    # A field proto3 JSON leaves out is 0 (an idle link or core): a missing one reads as 0.
+    parsed, names, seen = [], set(), {}
     for i, l in enumerate(links):
         name = l.get("name", "") if isinstance(l, dict) else ""
-        if "->" not in name:
+        if not isinstance(name, str) or "->" not in name:
             raise UsageError(f"{path}: links[{i}].name {name!r} is not 'src->dst'")
+        once(seen, name, f"{path}: links[{i}].name")
         a, b = name.split("->", 1)
-        parsed.append((a, b, num(l.get(field, 0), f"{path}: links[{i}].{field}")))
+        parsed.append((a, b, nonneg(l.get(field, 0), f"{path}: links[{i}].{field}")))
         names.update((a, b))
-    mem = {}
+    mem, seen = {}, {}
     for i, d in enumerate(dram):
         if isinstance(d, dict) and d.get("name"):
-            mem["mc_" + d["name"]] = num(d.get(field, 0), f"{path}: dram[{i}].{field}")
-    rows, cols = grid_shape(data, names)
-    util = {}
+            once(seen, d["name"], f"{path}: dram[{i}].name")
+            mem["mc_" + str(d["name"])] = nonneg(d.get(field, 0), f"{path}: dram[{i}].{field}")
+    rows, cols, from_config = grid_shape(path, data, parsed)
+    ncores = chip_cores(data, path) if from_config or not (rows and cols) else None
+    util, seen = {}, {}
     for i, c in enumerate(cores):
         if not isinstance(c, dict):
             raise UsageError(f"{path}: cores[{i}] is not an object")
-        util[int(num(c.get("core", 0), f"{path}: cores[{i}].core"))] = num(
-            c.get("utilization", 0), f"{path}: cores[{i}].utilization")
-    if rows and cols:
-        for k in util:
-            if k >= rows * cols:
-                raise UsageError(f"{path}: core {k} is outside the {rows}x{cols} grid")
+        what = f"{path}: cores[{i}].core"
+        if rows and cols and not from_config:
+            k = whole(c.get("core", 0), what, hi=rows * cols - 1,
+                      why=f" (outside the {rows}x{cols} grid the link names span; config gives no "
+                          f"noc rows and cols to place it: missing, or not the resolved experiment)")
+        else:
+            k = whole(c.get("core", 0), what, hi=ncores - 1 if ncores else UINT32_MAX,
+                      why=f" (the chip has {ncores} cores, 0..{ncores - 1})" if ncores else "")
+        once(seen, k, what)
+        util[k] = nonneg(c.get("utilization", 0), f"{path}: cores[{i}].utilization")
     busiest = max(parsed, key=lambda t: (t[2], t[0], t[1]), default=None)
     attach = memory_attach(data.get("config"), rows, cols, len(util))
     return {

@@ -12,8 +12,8 @@ import os
 import sqlite3
 import sys
 
-from plot_common import (DPI, FIGSIZE, UsageError, axis_unit, check_input, dump_json, fmt_value,
-                         plt_module, save, value_key, OUT_HELP)
+from plot_common import (DPI, FIGSIZE, UsageError, axis_unit, check_input, dump_json, finite,
+                         fmt_value, metric, plt_module, save, value_key, write_stdout, OUT_HELP)
 from plot_where import Where
 
 # Columns every store has that are neither swept fields nor metrics.
@@ -158,12 +158,17 @@ def series_data(args):
                                  f"(values: {values_text({r[args.color] for r in kept})})")
 
     panels = {}
+    row_of = {id(r): k + 1 for k, r in enumerate(rows)}
     for r in kept:
         x, y = r[args.x], r[args.y]
         if x is None or y is None:
             continue
         if not isinstance(y, (int, float)):
             raise UsageError(f"--y {args.y}: value {y!r} is not a number")
+        point = f"point {r['point_index']}" if "point_index" in r else f"row {row_of[id(r)]}"
+        metric(y, args.y, f"{args.db}: {point}: {args.y}")
+        if isinstance(x, float):
+            finite(x, f"{args.db}: {point}: {args.x}")
         fv = r[args.facet] if args.facet else None
         cv = r[args.color] if args.color else None
         pts = panels.setdefault(fmt_value(fv) if args.facet else None, {}).setdefault(
@@ -341,17 +346,19 @@ def cmd_sweep(args):
 
 def print_table(data):
     """The drawn values (in the axis' unit), one block per panel: a row per x, a column per line."""
-    print(f"# {data['ylabel']} by {data['x']}" + (f"; where {data['where']}" if data["where"] else ""))
+    out = []  # written at once by write_stdout: a failed write is exit 1, not a lost table
+    out.append(f"# {data['ylabel']} by {data['x']}" + (f"; where {data['where']}" if data["where"] else ""))
     for p in data["panels"]:
         if data["facet"]:
-            print(f"# {data['facet']} = {p['facet']}")
+            out.append(f"# {data['facet']} = {p['facet']}")
         xs = sorted({x for s in p["series"] for x in s["x"]}, key=value_key)
         head = [data["x"]] + [s["label"] for s in p["series"]]
         width = [max(10, len(h)) for h in head]
-        print("  ".join(h.rjust(w) for h, w in zip(head, width)))
+        out.append("  ".join(h.rjust(w) for h, w in zip(head, width)))
         for x in xs:
             cells = [fmt_value(x)]
             for s in p["series"]:
                 v = dict(zip(s["x"], s["y"])).get(x)
                 cells.append("-" if v is None else (f"{v:.3f}" if data["ratio"] else f"{v * data['y_factor']:.4g}"))
-            print("  ".join(c.rjust(w) for c, w in zip(cells, width)))
+            out.append("  ".join(c.rjust(w) for c, w in zip(cells, width)))
+    write_stdout("".join(line + "\n" for line in out))

@@ -5,11 +5,12 @@ One row per core, with a lane each for compute, transfer and memory tasks. For l
 instead (a lane's shade is the fraction of the group's cores busy with that kind of task).
 """
 
+import math
 import re
 import sys
 
-from plot_common import (DPI, FIGSIZE, TIME_UNITS, UsageError, dump_json, load_result, num,
-                         plt_module, save, OUT_HELP)
+from plot_common import (DPI, FIGSIZE, TIME_UNITS, UINT32_MAX, UsageError, chip_cores, duration,
+                         dump_json, load_result, num, plt_module, save, whole, OUT_HELP)
 
 KINDS = ("compute", "transfer", "memory")
 KIND_COLOURS = {"compute": "tab:blue", "transfer": "tab:orange", "memory": "tab:green"}
@@ -75,7 +76,7 @@ def parse_time_us(text, spec):
     if not m:
         raise UsageError(f"--window {spec!r}: {text!r} is not a time (e.g. 250, 250us, 1.5ms)")
     unit = m.group(2) or "us"
-    return float(m.group(1)) * dict(TIME_UNITS)[unit] / 1e6
+    return num(m.group(1), f"--window {spec!r}") * dict(TIME_UNITS)[unit] / 1e6
 
 
 def parse_window(spec):
@@ -84,6 +85,9 @@ def parse_window(spec):
     a, b = spec.split(":")
     t0 = parse_time_us(a, spec) if a.strip() else None
     t1 = parse_time_us(b, spec) if b.strip() else None
+    for t in (t0, t1):
+        if t is not None and not math.isfinite(t):
+            raise UsageError(f"--window {spec!r}: is not a finite time")
     if t0 is not None and t1 is not None and t1 <= t0:
         raise UsageError(f"--window {spec!r}: T1 must be after T0")
     return t0, t1
@@ -94,20 +98,23 @@ def read_tasks(path):
     tasks = data.get("tasks", [])
     if not isinstance(tasks, list) or not tasks:
         raise UsageError(f"{path}: no tasks[] (run with --tasks)")
+    ncores = chip_cores(data, path)
+    top, why = (ncores - 1, f" (the chip has {ncores} cores, 0..{ncores - 1})") if ncores else (UINT32_MAX, "")
     out = []
     for i, t in enumerate(tasks):
         if not isinstance(t, dict):
-            raise UsageError(f"tasks[{i}] is not an object")
+            raise UsageError(f"{path}: tasks[{i}] is not an object")
         kind = t.get("kind", "")
         if kind not in KINDS:
-            raise UsageError(f"tasks[{i}].kind {kind!r} is not one of {', '.join(KINDS)}")
-        s = num(t.get("start_ps", 0), f"tasks[{i}].start_ps")
-        e = num(t.get("end_ps", 0), f"tasks[{i}].end_ps")
+            raise UsageError(f"{path}: tasks[{i}].kind {kind!r} is not one of {', '.join(KINDS)}")
+        s = duration(t.get("start_ps", 0), f"{path}: tasks[{i}].start_ps")
+        e = duration(t.get("end_ps", 0), f"{path}: tasks[{i}].end_ps")
         if e < s:
-            raise UsageError(f"tasks[{i}]: end_ps {e:.0f} before start_ps {s:.0f}")
-        out.append({"core": int(num(t.get("core", 0), f"tasks[{i}].core")),
-                    "dst": int(num(t.get("dst_core", -1), f"tasks[{i}].dst_core")),
-                    "kind": kind, "layer": int(num(t.get("layer", 0), f"tasks[{i}].layer")),
+            raise UsageError(f"{path}: tasks[{i}]: end_ps {e:.0f} before start_ps {s:.0f}")
+        out.append({"core": whole(t.get("core", 0), f"{path}: tasks[{i}].core", hi=top, why=why),
+                    "dst": whole(t.get("dst_core", -1), f"{path}: tasks[{i}].dst_core", lo=-1, hi=top,
+                                 why=why[:-1] + "; -1: none)" if why else " (-1: none)"),
+                    "kind": kind, "layer": whole(t.get("layer", 0), f"{path}: tasks[{i}].layer", hi=UINT32_MAX),
                     "s": s / 1e6, "e": e / 1e6})
     return data, out
 

@@ -10,7 +10,7 @@ against a string is an error; == and != between them are simply false and true.
 import math
 import re
 
-from plot_common import UsageError
+from plot_common import UsageError, num
 
 TOKEN = re.compile(r"""\s*(?:
     (?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
@@ -90,7 +90,7 @@ class Where:
     def _primary(self):
         kind, val, col = self._next()
         if kind == "num":
-            v = float(val)
+            v = num(val, f"--where {self.text!r}: col {col}")
             return lambda row: v
         if kind == "str":
             s = val[1:-1]

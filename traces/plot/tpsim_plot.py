@@ -43,7 +43,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_common import (DPI, FIGSIZE, OUT_HELP, UsageError, WriteError, check_input,  # noqa: E402
-                         check_outputs, num, out_format, out_path, plt_module, save)
+                         check_outputs, duration, out_format, out_path, plt_module, save, whole,
+                         write_stdout)
 import plot_energy  # noqa: E402
 import plot_front  # noqa: E402
 import plot_heatmap  # noqa: E402
@@ -51,7 +52,26 @@ import plot_sweep  # noqa: E402
 import plot_timeline  # noqa: E402
 
 
+class OnceStore(argparse.Action):
+    """An option of one value: a second one is refused (argparse kept the last one, silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given", {})
+        if option_string and self.dest in given:
+            raise UsageError(f"{option_string} given twice ('{given[self.dest]}' and '{values}'): give it once")
+        given[self.dest] = values
+        setattr(namespace, self.dest, values)
+
+
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        # No abbreviations: --ou x.png was taken for --out, and a later option's prefix would
+        # change what an old command line means.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.register("action", None, OnceStore)
+        self.register("action", "store", OnceStore)
+
     def error(self, message):
         raise UsageError(message)
 
@@ -61,17 +81,30 @@ KV_COLUMNS = ("group", "time_ms", "kv_blocks_used", "kv_blocks_capacity")
 
 
 def read_csv(path, columns):
+    """[(line, {column: cell})]: every row has the header's fields (a short row read its last
+    cells as None), each column is named once (the last had won). Blank lines are skipped."""
     check_input(path)
+    header, rows = None, []
     try:
         with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            rows = list(reader)
-            header = reader.fieldnames or []
+            reader = csv.reader(f)
+            for r in reader:
+                if header is None:
+                    header = r
+                    for k, name in enumerate(header):
+                        if name in header[:k]:
+                            raise UsageError(f"{path}:1: column {name!r} appears twice in the header "
+                                             f"(columns {header.index(name) + 1} and {k + 1})")
+                elif r:
+                    if len(r) != len(header):
+                        raise UsageError(f"{path}:{reader.line_num}: {len(r)} fields, the header has "
+                                         f"{len(header)}")
+                    rows.append((reader.line_num, dict(zip(header, r))))
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}")
     except (csv.Error, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: not CSV: {e}")
-    missing = [c for c in columns if c not in header]
+    missing = [c for c in columns if c not in (header or [])]
     if missing:
         raise UsageError(f"{path}: missing column(s) {', '.join(missing)}")
     if not rows:
@@ -89,20 +122,26 @@ def cmd_serving(args):
     reqs = read_csv(args.requests, REQ_COLUMNS)
     kv = read_csv(args.kv, KV_COLUMNS)
     ttft, tpot = [], []
-    for i, r in enumerate(reqs):
+    for line, r in reqs:
+        at = f"{args.requests}:{line}:"
+        if r["status"] not in ("ok", "rejected"):
+            raise UsageError(f"{at}status: {r['status']!r} is not ok or rejected")
         if r["status"] != "ok":
             continue
-        ttft.append(num(r["ttft_ms"], f"{args.requests} row {i + 2} ttft_ms"))
-        if num(r["output_tokens"], f"{args.requests} row {i + 2} output_tokens") > 1:
-            tpot.append(num(r["mean_tpot_ms"], f"{args.requests} row {i + 2} mean_tpot_ms"))
+        ttft.append(duration(r["ttft_ms"], at + "ttft_ms", "ms"))
+        if whole(r["output_tokens"], at + "output_tokens") > 1:
+            tpot.append(duration(r["mean_tpot_ms"], at + "mean_tpot_ms", "ms"))
     if not ttft:
         raise UsageError(f"{args.requests}: no completed requests (status ok)")
     groups = {}
-    for i, r in enumerate(kv):
+    for line, r in kv:
+        at = f"{args.kv}:{line}:"
         g = groups.setdefault(r["group"], {"t": [], "used": [], "cap": 0.0})
-        g["t"].append(num(r["time_ms"], f"{args.kv} row {i + 2} time_ms") / 1e3)
-        g["used"].append(num(r["kv_blocks_used"], f"{args.kv} row {i + 2} kv_blocks_used"))
-        g["cap"] = max(g["cap"], num(r["kv_blocks_capacity"], f"{args.kv} row {i + 2} kv_blocks_capacity"))
+        cap = whole(r["kv_blocks_capacity"], at + "kv_blocks_capacity", lo=1, why=" (a group holds a block or more)")
+        g["t"].append(duration(r["time_ms"], at + "time_ms", "ms") / 1e3)
+        g["used"].append(whole(r["kv_blocks_used"], at + "kv_blocks_used", hi=cap,
+                               why=", the group's kv_blocks_capacity"))
+        g["cap"] = max(g["cap"], cap)
     matplotlib, plt = plt_module()
     fig = plt.figure(figsize=FIGSIZE, dpi=DPI)
     ax_ttft = fig.add_subplot(2, 2, 1)
@@ -174,6 +213,7 @@ def main(argv):
     v.add_argument("--out", required=True, metavar="PNG", help=OUT_HELP)
     try:
         args = p.parse_args(argv)
+        vars(args).pop("_given", None)
         if not args.cmd:
             raise UsageError("expected a subcommand: heatmap, timeline, sweep, energy, front or serving")
         # An empty value (a script's unset variable) read as the option not given (--where "",
@@ -194,6 +234,7 @@ def main(argv):
         commands = {name: getattr(module, "cmd_" + name) for name, module, _ in modules}
         commands["serving"] = cmd_serving
         commands[args.cmd](args)
+        write_stdout("")  # what is still buffered: a failed write is an error, not exit 0
     except UsageError as e:
         print(f"tpsim plot: {e}", file=sys.stderr)
         return 2
