@@ -91,6 +91,12 @@ double ParseNumber(std::string_view text) {
   return v;
 }
 
+std::string OptionAsValue(std::string_view word) {
+  if (!word.starts_with("--")) return "";
+  return "needs a value, got the option '" + Clip(word, 80) + "' (a file of that name is ./" +
+         Clip(word, 80) + ")";
+}
+
 bool FlushStandardOutput() {
   std::cout.flush();
   const bool flushed = std::fflush(stdout) == 0;

@@ -46,6 +46,11 @@ double ParseNumber(std::string_view text);
 std::string GivenTwice(std::map<std::string, std::string>* given, const std::string& flag,
                        const std::string& value);
 
+// A flag's value taken from the next word that is an option itself (`--csv --jobs 2` wrote a file
+// named --jobs and read 2 as a stray argument): the rule to refuse it with, else "". A word that
+// starts with "--" is an option; a file of such a name is given as ./--name or with `--flag=`.
+std::string OptionAsValue(std::string_view word);
+
 // Flushes standard output: false where a write to it failed (a command's last step: on a full
 // disk `tpsim compare ... > out.txt` lost its whole table and exited 0).
 bool FlushStandardOutput();

@@ -100,6 +100,8 @@ Options Parse(int argc, char** argv) {
       std::string v;
       if (a == flag) {
         if (i + 1 >= argc) throw UsageError(flag + " needs a value");
+        if (const std::string rule = config::OptionAsValue(argv[i + 1]); !rule.empty())
+          throw UsageError(flag + " " + rule);
         v = argv[++i];
       } else {
         v = a.substr(flag.size() + 1);

@@ -324,6 +324,8 @@ int AgreeCommand(const std::vector<std::string>& args) {
     if (a.starts_with("--") && eq != std::string::npos) {
       value = a.substr(eq + 1);
     } else if (i + 1 < args.size()) {
+      if (const std::string rule = config::OptionAsValue(args[i + 1]); !rule.empty())
+        return usage(a + " " + rule);
       value = args[i + 1];
       ++i;
     } else {

@@ -29,6 +29,8 @@ inline bool FlagAt(const std::vector<std::string>& args, size_t* i, const std::s
   const std::string& a = args[*i];
   if (a == flag) {
     if (*i + 1 >= args.size()) throw UsageError(flag + " needs a value");
+    if (const std::string rule = config::OptionAsValue(args[*i + 1]); !rule.empty())
+      throw UsageError(flag + " " + rule);
     *value = args[++*i];
   } else if (a.size() > flag.size() && a.compare(0, flag.size(), flag) == 0 && a[flag.size()] == '=') {
     *value = a.substr(flag.size() + 1);

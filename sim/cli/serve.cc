@@ -127,6 +127,8 @@ int ServeCommand(const std::vector<std::string>& args) {
           return *std::exchange(inline_value, std::nullopt);
         }
         if (i + 1 >= args.size()) throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value"});
+        if (const std::string rule = config::OptionAsValue(args[i + 1]); !rule.empty())
+          throw ConfigError(Diag{config::kCommandLine, a, "", rule});
         // An empty value (a script's unset variable) would read as the flag not given.
         if (args[i + 1].empty())
           throw ConfigError(Diag{config::kCommandLine, a, "", "needs a value, got an empty one"});

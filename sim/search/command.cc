@@ -296,6 +296,8 @@ int SearchCommand(const std::vector<std::string>& args) {
     if (eq != std::string::npos) {
       value = a.substr(eq + 1);
     } else if (i + 1 < args.size()) {
+      if (const std::string rule = config::OptionAsValue(args[i + 1]); !rule.empty())
+        return Usage(a + " " + rule);
       value = args[++i];
     } else {
       return Usage(a + " needs a value");

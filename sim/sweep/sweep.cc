@@ -176,6 +176,8 @@ int Run(const std::vector<std::string>& args) {
       std::optional<std::string> v;
       if (a == flag) {
         if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
+        if (const std::string rule = config::OptionAsValue(args[i + 1]); !rule.empty())
+          throw UsageError(flag + " " + rule);
         v = args[++i];
       } else if (a.starts_with(flag + "=")) {
         v = a.substr(flag.size() + 1);

@@ -217,6 +217,32 @@ TEST_F(RunCli, AOneValueFlagGivenTwiceIsRefused) {
       << out;
 }
 
+// A flag's value that is the next option was taken as the value (`--out --quiet` wrote a file
+// named --quiet and the run was not quiet; `agree --csv --jobs 2` wrote --jobs): exit 2.
+TEST_F(RunCli, AnOptionGivenAsAFlagsValueIsRefused) {
+  struct Case {
+    std::string args, says;
+  };
+  const std::vector<Case> cases = {
+      {"run " + kRef + " --out --quiet",
+       "--out needs a value, got the option '--quiet' (a file of that name is "
+       "./--quiet)"},
+      {"agree --count 1 --csv --jobs 2", "--csv needs a value, got the option '--jobs'"},
+      {"serve " + kRef + " --requests-csv --quiet",
+       "--requests-csv: : needs a value, got the option '--quiet'"},
+      {"sweep configs/sweeps/reference-qwen3-4b-noc.textproto --db --jobs", "--db needs a value, got the option '--jobs'"},
+      {"search " + kRef + " --db --top 3", "--db needs a value, got the option '--top'"},
+      {"collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 1M --csv --algo", "--csv needs a value"},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    EXPECT_EQ(RunTpsim(c.args, &out), 2) << c.args << "\n" << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << c.args << "\n" << out;
+  }
+  EXPECT_FALSE(fs::exists(fs::path(TPSIM_SOURCE_DIR) / "--quiet"));
+  EXPECT_FALSE(fs::exists(fs::path(TPSIM_SOURCE_DIR) / "--jobs"));
+}
+
 // A failed write to standard output (a full disk) exited 0 with the table lost: exit 1, said.
 TEST_F(RunCli, AFailedWriteToStandardOutputExitsOne) {
   for (const std::string& args : {std::string("list"), "run " + kRef + " --set workload.decode_steps=1"}) {

@@ -38,6 +38,7 @@ expect 2 "--gemms does not read --dry-run" --gemms --csv /dev/null --dry-run
 # without an EXPERIMENT and what only a measurement reads under --dry-run were ignored (exit 0).
 expect 2 "--reps given twice ('5' and '6'): give it once" --gemms --csv /dev/null --reps 5 --reps 6
 expect 2 "--csv given twice" --collectives --dry-run --csv "$tmp/a.csv" --csv "$tmp/b.csv"
+expect 2 "--csv needs a value, got the option '--reps'" --gemms --csv --reps 5
 expect 2 "--set sets a field of the EXPERIMENT; --collectives without one" --collectives --dry-run --set bogus=1
 expect 2 "--dry-run measures nothing: it does not read --reps" --collectives --dry-run --reps 3
 expect 2 "--dry-run measures nothing, so there is no measured result for --out" \
