@@ -166,6 +166,7 @@ validate::CollectiveRow PredictCollective(const arch::Chip& chip, const std::str
   row.algbw_gbps = ps > 0 ? static_cast<double>(bytes) / (row.time_us * 1000.0) : 0;
   row.busbw_gbps = row.algbw_gbps * arch::gpu::BusBwFactor(cop, ranks);
   row.algorithm = p.collectives.empty() ? algo : mapping::ToString(p.collectives[0].algorithm);
+  if (!p.ops.empty()) row.fallback = p.ops[0].ref.note;
   row.protocol = "none";
   return row;
 }

@@ -36,6 +36,9 @@ struct CollectiveRow {
   bool device_time = false;
   double gpu_us = 0;
   int line = 0;  // the row's 1-based line in the file it was read from; 0 when not read from one
+  // Predicted on a chip without a gpu block: why the lowering ran another algorithm than the one
+  // asked for (halving_doubling over 7 ranks: ring), "" when it did not.
+  std::string fallback{};
 };
 
 struct GemmRow {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 namespace tpsim::arch::gpu {
@@ -370,7 +371,24 @@ CollEstimate EstimateCollective(const config::Gpu& g, int gpus, const CollQuery&
   }
   if (best_t < 0) {
     std::vector<std::string> protos;
-    for (Proto p : Protocols(q.algo == Algo::kAuto ? algos.front() : q.algo)) protos.push_back(ToString(p));
+    bool listed = q.proto == Proto::kAuto;
+    for (Proto p : Protocols(q.algo == Algo::kAuto ? algos.front() : q.algo)) {
+      protos.push_back(ToString(p));
+      listed = listed || p == q.proto;
+    }
+    // The protocol is there but the pair has no bandwidth: NVLS where no search speed fits the
+    // heads into the link (it said "protocol simple is not available ... (available: simple)").
+    if (listed) {
+      char bw[64];
+      std::snprintf(bw, sizeof bw, "%.6g", static_cast<double>(g.nvlink_links()) * g.nccl_link_gbps());
+      throw std::invalid_argument(std::string("algorithm ") + ToString(q.algo) + " has no bandwidth for " +
+                                  ToString(q.op) + " over " + std::to_string(q.ranks) +
+                                  " ranks: NCCL's tuner finds no NVLS speed at which " +
+                                  std::to_string(q.ranks) +
+                                  " heads fit the GPU's NVLink bandwidth (gpu.nvlink_links x "
+                                  "gpu.nccl_link_gbps = " +
+                                  bw + " GB/s), so NCCL would not run it: use ring or a faster link");
+    }
     throw std::invalid_argument(std::string("protocol ") + ToString(q.proto) + " is not available for " +
                                 ToString(q.op) +
                                 (q.algo == Algo::kAuto ? "" : std::string(" with ") + ToString(q.algo)) +

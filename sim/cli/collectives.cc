@@ -9,6 +9,7 @@
 #include "mapping/estimate.h"
 #include "sim/cli/args.h"
 #include "sim/cli/gpu_commands.h"
+#include "sim/engine.h"
 #include "sim/microbench.h"
 #include "sim/run.h"
 
@@ -186,7 +187,28 @@ int CollectivesCommand(const std::vector<std::string>& args) {
                        ", more than " + sim::MemoryLimitText("--max-memory", max_memory) +
                        ": fewer ranks, another --algo, or a higher --max-memory (0: no limit)");
     }
-    for (uint64_t s : sizes) rows.push_back(sim::PredictCollective(chip, op, ranks, s, algo, proto));
+    bool warned = false;
+    for (uint64_t s : sizes) {
+      try {
+        rows.push_back(sim::PredictCollective(chip, op, ranks, s, algo, proto));
+        // The lowering ran another algorithm than --algo asked for (halving_doubling over 7 ranks ran
+        // ring, silently but for the algorithm column): said once.
+        const validate::CollectiveRow& r = rows.back();
+        if (!chip.config().has_gpu() && algo != "auto" && r.algorithm != algo && !warned) {
+          warned = true;
+          std::cerr << "tpsim collectives: warning: --algo " << algo << " ran as " << r.algorithm << ": "
+                    << (r.fallback.empty() ? "the lowering has no " + algo + " for " + op : r.fallback)
+                    << "\n";
+        }
+      } catch (const sim::TimeOverflowError& e) {
+        // The GPU-node model's time past the clock follows from the size and the chip's fields
+        // alone: bad input, as `tpsim run` refuses a run certain to pass it (exit 2; it was exit 1).
+        // The analytical engine's on other chips stays a failure of that engine (exit 1: the TLM
+        // engine may time it).
+        if (!chip.config().has_gpu()) throw;
+        throw UsageError(e.what());
+      }
+    }
     std::cout << "# tpsim collectives: " << op << " over " << ranks << " ranks of " << chip_name << " ("
               << (chip.config().has_gpu() ? "GPU node: NCCL-like model, arch/gpu/collective.h"
                                           : "tpsim's collective lowering, analytical engine")

@@ -7,6 +7,7 @@
 #include "configs/files.h"
 #include "sim/cli/args.h"
 #include "sim/cli/gpu_commands.h"
+#include "sim/engine.h"
 #include "sim/microbench.h"
 
 namespace tpsim::cli {
@@ -102,12 +103,19 @@ int GemmCommand(const std::vector<std::string>& args) {
     for (const std::string& w : sim::UnreadChipSets("gemm", chip.config().has_gpu(), sets))
       std::cerr << "tpsim gemm: warning: " << w << "\n";
     for (const auto& s : shapes) {
+      // A row of --shapes (an unknown dtype, one the chip lacks) is named at its line.
+      auto at_row = [&](const std::exception& e) {
+        return std::invalid_argument(
+            s.line == 0 ? e.what() : shapes_path + ":" + std::to_string(s.line) + ": " + e.what());
+      };
       try {
         rows.push_back(sim::PredictGemm(chip, s.m, s.n, s.k, s.dtype));
       } catch (const std::invalid_argument& e) {
-        // A row of --shapes (an unknown dtype, one the chip lacks) is named at its line.
-        if (s.line == 0) throw;
-        throw std::invalid_argument(shapes_path + ":" + std::to_string(s.line) + ": " + e.what());
+        throw at_row(e);
+      } catch (const sim::TimeOverflowError& e) {
+        // Past the clock from the shape and the chip's fields alone: bad input, as `tpsim run`
+        // refuses a run certain to pass it (exit 2; it was exit 1).
+        throw at_row(e);
       }
     }
     std::cout << "# tpsim gemm on one " << (chip.config().has_gpu() ? "GPU" : "core") << " of "

@@ -124,6 +124,25 @@ TEST_F(GpuCli, DescribeNamesTheGpuBlocksPeak) {
   EXPECT_EQ(out.find("SRAM"), std::string::npos) << out;
 }
 
+// --algo that the lowering replaced (halving_doubling over 7 ranks ran ring) was said only by the
+// algorithm column: a warning names it, once for the sweep of sizes.
+TEST_F(GpuCli, AnAlgorithmTheLoweringReplacedIsWarned) {
+  std::string out;
+  ASSERT_EQ(
+      RunTpsim("collectives ring-16 --op all_reduce --ranks 7 --sizes 1M:4M --algo halving_doubling", &out),
+      0)
+      << out;
+  const std::string warning =
+      "tpsim collectives: warning: --algo halving_doubling ran as ring: halving_doubling needs a "
+      "power-of-two "
+      "rank count, got 7: used ring";
+  EXPECT_NE(out.find(warning), std::string::npos) << out;
+  EXPECT_EQ(out.find(warning, out.find(warning) + 1), std::string::npos) << out;
+  ASSERT_EQ(
+      RunTpsim("collectives ring-16 --op all_reduce --ranks 8 --sizes 1M --algo halving_doubling", &out), 0);
+  EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+}
+
 TEST_F(GpuCli, GemmShapesFile) {
   {
     std::ofstream f(P("shapes.csv"));
@@ -146,6 +165,16 @@ TEST_F(GpuCli, GemmShapesFile) {
   }
   EXPECT_EQ(RunTpsim("gemm h100-sxm-8 --shapes " + P("fp4.csv"), &out), 2) << out;
   EXPECT_NE(out.find("tpsim gemm: " + P("fp4.csv") + ":3: unknown dtype 'fp4' (valid: bf16, fp16, fp8)"),
+            std::string::npos)
+      << out;
+  // A row past the clock too (it was exit 1 without the file or line).
+  {
+    std::ofstream f(P("huge.csv"));
+    f << "m,n,k\n1,64,64\n4294967296,4294967296,1\n";
+  }
+  EXPECT_EQ(RunTpsim("gemm h100-sxm-8 --shapes " + P("huge.csv"), &out), 2) << out;
+  EXPECT_NE(out.find("tpsim gemm: " + P("huge.csv") +
+                     ":3: a GEMM of m=4294967296 n=4294967296 k=1 on one GPU of h100-sxm-8 takes longer"),
             std::string::npos)
       << out;
 }
@@ -200,6 +229,17 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
        "qwen3-4b-tp2.measured.json is JSON, not CSV: this comparison reads the CSV files of"},
       {"compare --chip h100-sxm-8 validate/results/h200-2026-12-04/qwen3-4b-tp2.measured.json",
        "qwen3-4b-tp2.measured.json is JSON, not CSV"},
+      // Past the clock from the shape or size and the chip's fields alone: bad input (it was exit 1).
+      {"gemm h100-sxm-8 --m 8 --n 8 --k 8 --set gpu.tensor_efficiency=1e-300",
+       "a GEMM of m=8 n=8 k=8 on one GPU of h100-sxm-8 takes longer than the 106.7 days"},
+      {"collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 1M --set gpu.nccl_link_gbps=1e-300",
+       "one all_reduce of 1048576 bytes over 8 ranks of h100-sxm-8 takes longer than the 106.7 days"},
+      // nvls forced where no NVLS speed fits the link said "protocol simple is not available for
+      // all_reduce with nvls (available: simple)".
+      {"collectives h200-sxm-8 --op all_reduce --ranks 8 --sizes 1M --set gpu.nccl_link_gbps=1 --algo nvls "
+       "--proto simple",
+       "algorithm nvls has no bandwidth for all_reduce over 8 ranks: NCCL's tuner finds no NVLS speed at "
+       "which 8 heads fit the GPU's NVLink bandwidth (gpu.nvlink_links x gpu.nccl_link_gbps = 18 GB/s)"},
       // A flag of one value given twice kept the last, silently (--csv a --csv b wrote b only).
       {"collectives h100-sxm-8 --op all_reduce --ranks 8 --ranks=4 --sizes 1M",
        "--ranks given twice ('8' and '4'): give it once"},
