@@ -8,6 +8,7 @@
 #include "validate/gpu_csv.h"
 
 #include <fcntl.h>
+#include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 #include <sys/stat.h>
@@ -15,16 +16,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -69,6 +74,193 @@ std::string PlotScript() {
 #endif
 }
 
+// The structure of a result JSON that protobuf's JSON parser does not check: it keeps the last of
+// a key given twice (`"total_ps": 1, "total_ps": 5000000`, `"ops": [], "ops": [...]`), skips a
+// null element of a list and reads a null value as the field's default (0, "", false), and does
+// not tell a field that is absent from one written as 0. Walks the text protobuf has accepted (so
+// well-formed JSON), with the Result schema to name fields as protobuf does (compute_ps and
+// computePs are one field), refuses those at their line and column, and records where each op's
+// fields were written.
+class ResultScan {
+ public:
+  static constexpr size_t kAbsent = std::string::npos;
+  // The fields of an op that compare reads.
+  enum OpField { kPhase, kLayer, kOp, kCompute, kCommunication, kMemory, kMeasured, kOpFields };
+  static constexpr const char* kOpFieldNames[kOpFields] = {
+      "phase", "layer", "op", "compute_ps", "communication_ps", "memory_ps", "measured"};
+  struct OpAt {
+    size_t at = 0;  // its '{'
+    std::array<size_t, kOpFields> fields;
+    OpAt() { fields.fill(kAbsent); }
+  };
+
+  ResultScan(const std::string& text, const std::string& file) : t_(text), file_(file) {}
+
+  void Run() {
+    Ws();
+    if (p_ < t_.size() && t_[p_] == '{') Object(config::Result::descriptor(), "", 0, -1);
+  }
+
+  std::vector<OpAt> ops;
+  size_t summary_at = kAbsent, summary_total_at = kAbsent, config_at = kAbsent;
+
+  // "FILE:LINE:COL: field: value: rule", the project's form of an input error.
+  std::string At(size_t pos, const std::string& field, const std::string& value,
+                 const std::string& rule) const {
+    return config::Diag{config::LocationIn(t_, pos, file_), field, value, rule}.str();
+  }
+
+ private:
+  static constexpr int kMaxDepth = 200;  // protobuf's parser refuses deeper nesting before this
+
+  [[noreturn]] void Fail(size_t pos, const std::string& field, const std::string& value,
+                         const std::string& rule) const {
+    throw std::runtime_error(At(pos, field, value, rule));
+  }
+
+  void Ws() {
+    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r')) ++p_;
+  }
+
+  // A string at p_ ('"'), its escapes decoded as far as names need (\uXXXX kept as written).
+  std::string String() {
+    std::string out;
+    for (++p_; p_ < t_.size() && t_[p_] != '"'; ++p_) {
+      if (t_[p_] == '\\' && p_ + 1 < t_.size()) {
+        const char e = t_[++p_];
+        out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
+        if (e == 'u') out += t_.substr(p_ + 1, 4), p_ += 4;
+        continue;
+      }
+      out += t_[p_];
+    }
+    ++p_;
+    return out;
+  }
+
+  bool Null() const { return t_.compare(p_, 4, "null") == 0; }
+
+  // A value of field `f` (null: not a field of the schema) at p_; `op`: the index of the op it is
+  // in, -1 outside ops.
+  void Value(const google::protobuf::FieldDescriptor* f, const std::string& path, int depth, int op) {
+    using FD = google::protobuf::FieldDescriptor;
+    if (depth > kMaxDepth) Fail(p_, path, "", "nested too deeply");
+    Ws();
+    if (p_ >= t_.size()) return;
+    const char c = t_[p_];
+    if (c == '{') {
+      Object(f && f->cpp_type() == FD::CPPTYPE_MESSAGE && !f->is_map() ? f->message_type() : nullptr, path,
+             depth + 1, op);
+    } else if (c == '[') {
+      ++p_;
+      Ws();
+      for (int i = 0; p_ < t_.size() && t_[p_] != ']'; ++i) {
+        const std::string ep = path + "[" + std::to_string(i) + "]";
+        Ws();
+        if (Null()) Fail(p_, ep, "null", "a list's element cannot be null (it would be skipped, not read)");
+        int sub = op;
+        if (f && f == config::Result::descriptor()->FindFieldByName("ops")) {
+          ops.emplace_back();
+          ops.back().at = p_;
+          sub = static_cast<int>(ops.size()) - 1;
+        }
+        Value(f, ep, depth + 1, sub);
+        Ws();
+        if (p_ < t_.size() && t_[p_] == ',') ++p_;
+        Ws();
+      }
+      ++p_;
+    } else if (c == '"') {
+      String();
+    } else {
+      while (p_ < t_.size() && !std::strchr(",]} \t\r\n", t_[p_])) ++p_;
+    }
+  }
+
+  void Object(const google::protobuf::Descriptor* d, const std::string& path, int depth, int op) {
+    using FD = google::protobuf::FieldDescriptor;
+    if (depth > kMaxDepth) Fail(p_, path, "", "nested too deeply");
+    ++p_;                                // '{'
+    std::map<std::string, size_t> seen;  // field name (or key) -> where first written
+    for (;;) {
+      Ws();
+      if (p_ >= t_.size()) return;
+      if (t_[p_] == '}') {
+        ++p_;
+        return;
+      }
+      if (t_[p_] == ',') {
+        ++p_;
+        continue;
+      }
+      const size_t key_at = p_;
+      const std::string key = String();
+      const FD* f = nullptr;
+      if (d) {
+        f = d->FindFieldByName(key);
+        for (int i = 0; !f && i < d->field_count(); ++i)
+          if (d->field(i)->json_name() == key) f = d->field(i);
+      }
+      const std::string name = f ? std::string(f->name()) : key;
+      const std::string fpath = path.empty() ? name : path + "." + name;
+      if (auto [it, fresh] = seen.emplace(name, key_at); !fresh)
+        Fail(key_at + 1, fpath, "",
+             "given twice in one object (first on line " +
+                 std::to_string(config::LocationIn(t_, it->second, file_).line) +
+                 "): a JSON parser keeps the last, silently; give it once");
+      Ws();
+      if (p_ < t_.size() && t_[p_] == ':') ++p_;
+      Ws();
+      // tpsim writes null only for a number that is not finite (a double); protobuf reads a null
+      // integer, string, bool, list or object as 0, "", false or none.
+      if (f && Null() && f->cpp_type() != FD::CPPTYPE_DOUBLE && f->cpp_type() != FD::CPPTYPE_FLOAT)
+        Fail(p_, fpath, "null",
+             "not a value of this field (" + std::string(f->is_repeated() ? "a list" : f->cpp_type_name()) +
+                 "): tpsim writes every field's value, 0 included");
+      // Where the name starts, as the configs' errors point.
+      if (f && d == config::OpResult::descriptor() && op >= 0) {
+        for (int k = 0; k < kOpFields; ++k)
+          if (name == kOpFieldNames[k]) ops[op].fields[k] = key_at + 1;
+      }
+      if (f && d == config::Summary::descriptor() && name == "total_ps") summary_total_at = key_at + 1;
+      if (f && d == config::Result::descriptor() && name == "summary") summary_at = key_at + 1;
+      if (f && d == config::Result::descriptor() && name == "config") config_at = key_at + 1;
+      Value(f, fpath, depth, op);
+    }
+  }
+
+  const std::string& t_;
+  const std::string& file_;
+  size_t p_ = 0;
+};
+
+// Parses a result's `config` (the experiment it ran, protobuf text format) without protobuf's
+// logging, which printed "[libprotobuf ERROR ...text_format.cc:337] ..." on stderr: "" when it
+// parsed (or is empty), else the first error as "line L column C: MESSAGE".
+class QuietErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
+    if (first.empty())
+      first = "line " + std::to_string(line + 1) + " column " + std::to_string(column + 1) + ": " + message;
+  }
+  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+  std::string first;
+};
+
+std::string ParseExperiment(const std::string& text, config::Experiment* e) {
+  if (text.empty()) return "";
+  google::protobuf::TextFormat::Parser parser;
+  QuietErrors errors;
+  parser.RecordErrorsTo(&errors);
+  if (parser.ParseFromString(text, e)) return "";
+  return errors.first.empty() ? std::string("not protobuf text format") : config::Clip(errors.first, 200);
+}
+
+std::string ConfigParseError(const std::string& text) {
+  config::Experiment e;
+  return ParseExperiment(text, &e);
+}
+
 std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -77,7 +269,7 @@ std::string Fixed(double v, int digits) {
 
 }  // namespace
 
-config::Result LoadResultJson(const std::string& path) {
+config::Result LoadResultJson(const std::string& path, std::string* warning) {
   // A regular UTF-8 file of at most 1 GiB (a FIFO would block, /dev/zero never ends).
   const std::string text =
       config::ReadInputFile(path, config::kCommandLine, "result", config::kMaxTraceBytes);
@@ -94,6 +286,9 @@ config::Result LoadResultJson(const std::string& path) {
     throw std::runtime_error(path +
                              ": not a tpsim result (no engine, summary or ops; `tpsim run --out` and "
                              "`tpsim-validate --out` write one)");
+  // Keys given twice, null values and elements, where each op's fields are.
+  ResultScan scan(text, path);
+  scan.Run();
   // The times compared are durations and instants from the run's start: never negative (a
   // negative one was compared as "unmeasured" or printed as a measured total).
   auto non_negative = [&](const google::protobuf::Message& m, const std::string& where) {
@@ -112,6 +307,62 @@ config::Result LoadResultJson(const std::string& path) {
   };
   non_negative(r.summary(), "summary.");
   for (int i = 0; i < r.ops_size(); ++i) non_negative(r.ops(i), "ops[" + std::to_string(i) + "].");
+  if (scan.summary_at != ResultScan::kAbsent && scan.summary_total_at == ResultScan::kAbsent)
+    throw std::runtime_error(scan.At(scan.summary_at, "summary.total_ps", "",
+                                     "missing: the total compared; tpsim writes every field, 0 included (an "
+                                     "absent one is not read as 0)"));
+  // What compare reads of an op must be written: tpsim writes every field (0 included; its Result
+  // JSON has been field by field since its first version), and protobuf's JSON reads an absent one
+  // as 0 (a missing compute_ps made "worst op: prefill L0 k_proj (786.2 %)").
+  if (scan.ops.size() != static_cast<size_t>(r.ops_size()))
+    throw std::runtime_error(path + ": ops: " + std::to_string(scan.ops.size()) + " found, " +
+                             std::to_string(r.ops_size()) + " read: the file is not JSON as tpsim writes it");
+  const bool gpu = r.engine() == "gpu";
+  for (int i = 0; i < r.ops_size(); ++i) {
+    const ResultScan::OpAt& at = scan.ops[static_cast<size_t>(i)];
+    const config::OpResult& o = r.ops(i);
+    const std::string where = "ops[" + std::to_string(i) + "].";
+    for (int k = 0; k < ResultScan::kOpFields; ++k) {
+      if (at.fields[k] != ResultScan::kAbsent || (k == ResultScan::kMeasured && !gpu)) continue;
+      throw std::runtime_error(
+          scan.At(at.at, where + ResultScan::kOpFieldNames[k], "",
+                  std::string("missing: ") +
+                      (k == ResultScan::kMeasured ? "a GPU result says of each op whether it was measured"
+                                                  : "compare matches ops by phase, layer and op and compares "
+                                                    "compute_ps + communication_ps + memory_ps") +
+                      "; tpsim writes every field, 0 included (an absent one is not read as 0)"));
+    }
+    // The phases tpsim writes (mapping::ToString(Phase)); ops are matched by them.
+    static const std::set<std::string> kPhases = {"prefill", "decode", "mixed", "kv_transfer"};
+    if (!kPhases.count(o.phase()))
+      throw std::runtime_error(scan.At(at.fields[ResultScan::kPhase], where + "phase",
+                                       "\"" + o.phase() + "\"",
+                                       "not a phase tpsim writes (prefill, decode, mixed, kv_transfer)"));
+    if (o.op().empty())
+      throw std::runtime_error(scan.At(at.fields[ResultScan::kOp], where + "op", "\"\"",
+                                       "empty: an op is named (ops are matched by phase, layer and op)"));
+    // Each time is at most 2^63-1 ps; their sum, the op's kernel time, may not be (both
+    // compute_ps and memory_ps at 2^63-1 printed 18446744073709.551 us).
+    const int64_t parts[] = {o.compute_ps(), o.communication_ps(), o.memory_ps()};
+    int64_t sum = 0;
+    for (int64_t v : parts) {
+      if (v > std::numeric_limits<int64_t>::max() - sum)
+        throw std::runtime_error(scan.At(
+            at.at, where + "compute_ps + communication_ps + memory_ps",
+            std::to_string(parts[0]) + " + " + std::to_string(parts[1]) + " + " + std::to_string(parts[2]),
+            "the op's kernel time, beyond 2^63-1 ps (about 106 days), the longest time tpsim's clock "
+            "holds"));
+      sum += v;
+    }
+  }
+  if (warning) {
+    warning->clear();
+    if (const std::string why = ConfigParseError(r.config()); !why.empty())
+      *warning = scan.At(scan.config_at == ResultScan::kAbsent ? 0 : scan.config_at, "config",
+                         config::Clip(r.config(), 60),
+                         "cannot be read as an experiment (" + why +
+                             "): whether the two results ran the same experiment is not checked");
+  }
   return r;
 }
 
@@ -334,9 +585,8 @@ bool PlotComparison(const Comparison& c, const std::string& png, std::string* er
 std::string ExperimentsDiffer(const config::Result& a, const config::Result& b) {
   if (a.config().empty() || b.config().empty()) return "";
   config::Experiment x, y;
-  if (!google::protobuf::TextFormat::ParseFromString(a.config(), &x) ||
-      !google::protobuf::TextFormat::ParseFromString(b.config(), &y))
-    return "";
+  // One that cannot be read: LoadResultJson's warning says so.
+  if (!ParseExperiment(a.config(), &x).empty() || !ParseExperiment(b.config(), &y).empty()) return "";
   std::string out;
   auto differ = [&](const std::string& what, const std::string& u, const std::string& v) {
     if (u != v) out += (out.empty() ? "" : ", ") + what + " " + u + " vs " + v;
@@ -358,8 +608,14 @@ std::string ExperimentsDiffer(const config::Result& a, const config::Result& b) 
 }
 
 int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFactory* gpu) {
-  for (const auto& a : args) {
-    const bool csv = a.size() > 4 && a.compare(a.size() - 4, 4, ".csv") == 0;
+  // The files decide, not a flag's value (`a.json b.json --plot x.csv` went to the CSV usage).
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--plot" || a == "--plot-dir" || a == "--set") {
+      ++i;
+      continue;
+    }
+    const bool csv = a.size() > 4 && a[0] != '-' && a.compare(a.size() - 4, 4, ".csv") == 0;
     if (csv || a == "--chip" || a.rfind("--chip=", 0) == 0) return CompareGpuCommand(args, gpu);
   }
   std::vector<std::string> files;
@@ -425,7 +681,11 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
   }
   Comparison c;
   try {
-    const config::Result predicted = LoadResultJson(files[0]), measured = LoadResultJson(files[1]);
+    std::string warned[2];
+    const config::Result predicted = LoadResultJson(files[0], &warned[0]),
+                         measured = LoadResultJson(files[1], &warned[1]);
+    for (const std::string& w : warned)
+      if (!w.empty()) std::cerr << "tpsim compare: warning: " << w << "\n";
     // Without ops nothing is compared: "no op was compared" and exit 0 read as a comparison made.
     for (const auto& [r, path] : {std::pair{&predicted, &files[0]}, std::pair{&measured, &files[1]}}) {
       if (r->ops_size() == 0)
@@ -443,6 +703,15 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
     return 2;
   }
   std::cout << ComparisonTable(c);
+  // Nothing compared is no comparison (as a file without ops): exit 2 saying why.
+  if (c.compared == 0) {
+    std::cerr << "tpsim compare: " << files[0] << " and " << files[1] << ": no op was compared ("
+              << (c.rows.empty()
+                      ? "no op of one is in the other: they match by phase, layer and op"
+                      : std::to_string(c.rows.size()) + " ops matched, each unmeasured or measured as 0")
+              << ")\n";
+    return 2;
+  }
   if (!plot.empty()) {
     std::string err;
     if (!PlotComparison(c, plot, &err)) {

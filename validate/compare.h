@@ -43,8 +43,16 @@ struct Comparison {
   size_t unmeasured_with_time = 0;
 };
 
-// Reads a Result JSON file. Throws std::runtime_error naming the file and the problem.
-config::Result LoadResultJson(const std::string& path);
+// Reads a Result JSON file. Throws std::runtime_error naming the file and the problem, at
+// FILE:LINE:COL with the field's path where it has one: a key given twice in one object, a null
+// value (but a number's: tpsim writes a non-finite one as null) or list element, an op without
+// one of the fields compare reads (phase, layer, op, compute_ps, communication_ps, memory_ps;
+// measured in a GPU result; summary.total_ps in a summary; tpsim writes every field, 0
+// included), a phase tpsim does not write, an empty op name, a negative time, and an op whose
+// compute_ps + communication_ps + memory_ps passes 2^63-1 ps. `warning` (may be null) is set
+// when its `config` cannot be read as an experiment (exit 0: the comparison does not need it),
+// else cleared.
+config::Result LoadResultJson(const std::string& path, std::string* warning = nullptr);
 
 Comparison CompareResults(const config::Result& predicted, const config::Result& measured);
 

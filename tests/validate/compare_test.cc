@@ -328,6 +328,188 @@ TEST(Compare, ResultWithoutSummaryHasNoTotal) {
   testing::internal::GetCapturedStdout();
 }
 
+// The command's exit status and stderr (stdout dropped).
+int RunCompare(const std::vector<std::string>& args, std::string* err, std::string* out = nullptr) {
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  const int rc = CompareCommand(args);
+  const std::string o = testing::internal::GetCapturedStdout();
+  if (out) *out = o;
+  *err = testing::internal::GetCapturedStderr();
+  return rc;
+}
+
+// The error LoadResultJson throws for a file of `text`, or "no error".
+std::string LoadError(const std::string& name, const std::string& text) {
+  try {
+    LoadResultJson(Write(name, text));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// One op per line, so that errors' lines can be counted: line 1 the summary, line 2 + i ops[i].
+std::string Lines(const std::string& summary, const std::vector<std::string>& ops,
+                  const std::string& engine = "analytical") {
+  std::string s = R"({"engine": ")" + engine + R"(", "summary": )" + summary + R"(, "ops": [)" + "\n";
+  for (size_t i = 0; i < ops.size(); ++i) s += ops[i] + (i + 1 < ops.size() ? ",\n" : "\n");
+  return s + "]}\n";
+}
+
+// A key given twice in one object kept its last value, silently ("total_ps": <real>, "total_ps":
+// 5000000 printed a measured 5.000 us, 567971.1 % off; "ops": [], "ops": [...] read the second).
+// Refused at the second key's line and column with the first's line; compute_ps and computePs
+// are one field to protobuf, so they are one key here too.
+TEST(Compare, KeysGivenTwiceAreRefusedWhereWritten) {
+  const std::string op = Op("prefill", 0, "a", 1000000, false);
+  const std::string p = Write("dup_ok.json", Lines(R"({"total_ps": 1})", {op}));
+  const std::string twice =
+      Write("dup_total.json", Lines("{\"total_ps\": 1,\n \"total_ps\": 5000000}", {op}));
+  std::string err;
+  EXPECT_EQ(RunCompare({p, twice}, &err), 2);
+  EXPECT_EQ(err, "tpsim compare: " + twice +
+                     ":2:3: summary.total_ps: : given twice in one object (first on line 1): a JSON parser "
+                     "keeps the last, silently; give it once\n");
+  const std::string ops_twice = Write(
+      "dup_ops.json", std::string(R"({"engine": "gpu", "ops": [],)") + "\n" + R"("ops": [)" + op + "]}\n");
+  EXPECT_EQ(RunCompare({p, ops_twice}, &err), 2);
+  EXPECT_NE(err.find(ops_twice + ":2:2: ops: : given twice in one object (first on line 1)"),
+            std::string::npos)
+      << err;
+  std::string camel = op;
+  camel.insert(camel.size() - 1, R"(, "computePs": 5)");
+  EXPECT_NE(LoadError("dup_camel.json", Lines(R"({"total_ps": 1})", {op, camel}))
+                .find(":3:" + std::to_string(camel.find("computePs") + 1) +
+                      ": ops[1].compute_ps: : given twice in one object (first on line 3)"),
+            std::string::npos);
+}
+
+// A null element of ops was skipped, a null compute_ps and an absent one read as 0 ("worst op:
+// prefill L0 k_proj (786.2 %)"). tpsim writes every field, 0 included, and null only for a number
+// that is not finite: null values (but a double's) and elements, and absent fields compare reads
+// are refused at the op.
+TEST(Compare, NullAndMissingFieldsAreRefusedAtTheOp) {
+  const std::string op = Op("prefill", 0, "a", 1000000, true), s = R"({"total_ps": 1})";
+  EXPECT_EQ(LoadError("null_el.json", Lines(s, {op, "null"})),
+            TempPath("null_el.json") +
+                ":3:1: ops[1]: null: a list's element cannot be null (it would be skipped, not read)");
+  std::string null_compute = op;
+  null_compute.replace(null_compute.find("\"compute_ps\": 500000"), 20, "\"compute_ps\": null");
+  EXPECT_EQ(LoadError("null_ps.json", Lines(s, {null_compute})),
+            TempPath("null_ps.json") + ":2:" + std::to_string(null_compute.find("null") + 1) +
+                ": ops[0].compute_ps: null: not a value of this field (int64): tpsim writes every field's "
+                "value, 0 included");
+  std::string no_compute = op;
+  no_compute.erase(no_compute.find("\"compute_ps\": 500000, "), 22);
+  EXPECT_EQ(LoadError("no_ps.json", Lines(s, {op, no_compute})),
+            TempPath("no_ps.json") +
+                ":3:1: ops[1].compute_ps: : missing: compare matches ops by phase, layer and op and compares "
+                "compute_ps + communication_ps + memory_ps; tpsim writes every field, 0 included (an absent "
+                "one is not read as 0)");
+  EXPECT_NE(LoadError("no_total.json", Lines("{}", {op})).find(":1:27: summary.total_ps: : missing"),
+            std::string::npos);
+  // `measured` is read of a GPU result only.
+  std::string no_measured = op;
+  no_measured.erase(no_measured.find(", \"measured\": true"), 18);
+  EXPECT_EQ(LoadError("no_meas.json", Lines(s, {no_measured})), "no error");
+  EXPECT_NE(
+      LoadError("no_meas_gpu.json", Lines(s, {no_measured}, "gpu")).find(":2:1: ops[0].measured: : missing"),
+      std::string::npos);
+  // A double tpsim could not write as a number (NaN) is null in its file: still read.
+  std::string flops_null = op;
+  flops_null.insert(flops_null.size() - 1, R"(, "flops": null)");
+  EXPECT_EQ(LoadError("flops_null.json", Lines(s, {flops_null})), "no error");
+  // The command: exit 2 with the message.
+  std::string err;
+  const std::string p = Write("null_p.json", Lines(s, {op}));
+  EXPECT_EQ(RunCompare({p, TempPath("no_ps.json")}, &err), 2);
+  EXPECT_NE(err.find("ops[1].compute_ps: : missing"), std::string::npos) << err;
+}
+
+// An unknown phase ("bogus") and an empty op name were matched and compared as any other.
+TEST(Compare, PhaseAndOpNameAreChecked) {
+  const std::string s = R"({"total_ps": 1})";
+  const std::string bogus = Op("bogus", 0, "a", 1000000, false);
+  EXPECT_EQ(
+      LoadError("phase.json", Lines(s, {Op("decode", 0, "a", 1, false), bogus})),
+      TempPath("phase.json") +
+          ":3:3: ops[1].phase: \"bogus\": not a phase tpsim writes (prefill, decode, mixed, kv_transfer)");
+  const std::string unnamed = Op("prefill", 3, "", 1000000, false);
+  EXPECT_EQ(LoadError("noname.json", Lines(s, {unnamed})),
+            TempPath("noname.json") + ":2:" + std::to_string(unnamed.find("\"op\"") + 2) +
+                ": ops[0].op: \"\": empty: an op is named (ops are matched by phase, layer and op)");
+  for (const std::string phase : {"prefill", "decode", "mixed", "kv_transfer"})
+    EXPECT_EQ(LoadError("phase_ok.json", Lines(s, {Op(phase, 0, "a", 4, false)})), "no error") << phase;
+}
+
+// compute_ps and memory_ps at 2^63-1 each summed past int64 and printed 18446744073709.551 us.
+TEST(Compare, KernelTimeBeyondTheClockIsRefused) {
+  const std::string max = "9223372036854775807";
+  const std::string op = R"({"phase": "prefill", "layer": 0, "op": "a", "compute_ps": )" + max +
+                         R"(, "communication_ps": 0, "memory_ps": )" + max + "}";
+  EXPECT_EQ(LoadError("sum.json", Lines(R"({"total_ps": 1})", {op})),
+            TempPath("sum.json") + ":2:1: ops[0].compute_ps + communication_ps + memory_ps: " + max +
+                " + 0 + " + max +
+                ": the op's kernel time, beyond 2^63-1 ps (about 106 days), the longest time tpsim's clock "
+                "holds");
+  // One of them at 2^63-1 is a time the clock holds.
+  const std::string one = R"({"phase": "prefill", "layer": 0, "op": "a", "compute_ps": )" + max +
+                          R"(, "communication_ps": 0, "memory_ps": 0})";
+  EXPECT_EQ(LoadError("sum_ok.json", Lines(R"({"total_ps": 1})", {one})), "no error");
+}
+
+// A config that is not text format printed protobuf's own "[libprotobuf ERROR ...
+// text_format.cc:337] ..." on stderr, then compared (exit 0). Now one plain warning at the key;
+// the comparison does not need the config (exit 0).
+TEST(Compare, UnreadableConfigIsOneWarningWithoutProtobufsLog) {
+  nlohmann::json j =
+      nlohmann::json::parse(ResultJson("analytical", 1, {Op("prefill", 0, "a", 1000000, false)}));
+  j["config"] = "model { name: \"qwen3-4b\" } %%% garbage";
+  const std::string bad = Write("cfgbad.json", j.dump());
+  j["config"] = "model { name: \"qwen3-4b\" }";
+  const std::string good = Write("cfggood.json", j.dump());
+  std::string err;
+  EXPECT_EQ(RunCompare({good, bad}, &err), 0);
+  EXPECT_EQ(err.find("libprotobuf"), std::string::npos) << err;
+  EXPECT_EQ(err,
+            "tpsim compare: warning: " + bad + ":1:" + std::to_string(j.dump().find("\"config\"") + 2) +
+                ": config: model { name: \"qwen3-4b\" } %%% garbage: cannot be read as an experiment (line "
+                "1 column 28: Expected identifier, got: %): whether the two results ran the same experiment "
+                "is not checked\n");
+}
+
+// Two results with ops of which none compared (unmatched, or all unmeasured) exited 0 with "MAPE:
+// n/a", where results without ops exit 2: exit 2 saying why, after the table.
+TEST(Compare, NothingComparedExitsTwo) {
+  const std::string p =
+      Write("none_p.json", ResultJson("analytical", 1, {Op("prefill", 0, "a", 1000000, false)}));
+  const std::string other =
+      Write("none_other.json", ResultJson("gpu", 1, {Op("prefill", 0, "b", 1000000, true)}));
+  const std::string unmeasured =
+      Write("none_unmeasured.json", ResultJson("gpu", 1, {Op("prefill", 0, "a", 1000000, false)}));
+  std::string err, out;
+  EXPECT_EQ(RunCompare({p, other}, &err, &out), 2);
+  EXPECT_EQ(err,
+            "tpsim compare: " + p + " and " + other +
+                ": no op was compared (no op of one is in the other: they match by phase, layer and op)\n");
+  EXPECT_NE(out.find("MAPE: n/a"), std::string::npos) << out;
+  EXPECT_EQ(RunCompare({p, unmeasured}, &err), 2);
+  EXPECT_EQ(err, "tpsim compare: " + p + " and " + unmeasured +
+                     ": no op was compared (1 ops matched, each unmeasured or measured as 0)\n");
+}
+
+// Any argument ending in .csv switched to the CSV comparison, --plot's value too: `a.json b.json
+// --plot x.csv` printed the CSV usage. The files decide; the picture's name is then refused as such.
+TEST(Compare, FlagValuesDoNotChooseTheForm) {
+  const std::string p =
+      Write("route.json", ResultJson("analytical", 1, {Op("prefill", 0, "a", 1000000, false)}));
+  std::string err;
+  EXPECT_EQ(RunCompare({p, p, "--plot", TempPath("x.csv")}, &err), 2);
+  EXPECT_EQ(err, "tpsim compare: --plot " + TempPath("x.csv") +
+                     ": .csv: not a picture format; name a .png, .svg or .pdf file\n");
+}
+
 // ---- PNG checks: signature, size from IHDR, and pixels (zlib + PNG filters undone).
 struct Png {
   uint32_t width = 0, height = 0;
