@@ -176,6 +176,10 @@ GpuFileComparison CompareCollectives(const std::string& file, const std::vector<
     }
     TableFor(&c, &index, CollTable(m)).rows.push_back(CollRow(m, *it->second));
   }
+  // Predicted rows without a measured counterpart were dropped without a word.
+  c.predicted_file = predicted_file;
+  for (const auto& p : predicted)
+    if (!seen.count(Key{p.op, p.ranks, p.size_bytes})) c.only_predicted.push_back(CollectiveKeyText(p));
   Finish(&c);
   return c;
 }
@@ -210,6 +214,9 @@ GpuFileComparison CompareGemms(const std::string& file, const std::vector<GemmRo
     }
     TableFor(&c, &index, GemmTable(m)).rows.push_back(GemmCmpRow(m, *it->second));
   }
+  c.predicted_file = predicted_file;
+  for (const auto& p : predicted)
+    if (!seen.count(Key{p.m, p.n, p.k, p.dtype})) c.only_predicted.push_back(GemmKeyText(p));
   Finish(&c);
   return c;
 }
@@ -277,6 +284,16 @@ std::string GpuComparisonText(const GpuFileComparison& c, bool summary) {
   if (!c.not_predicted.empty()) s += "; " + std::to_string(c.not_predicted.size()) + " rows not compared";
   s += "\n";
   for (const auto& n : c.not_predicted) s += "  not compared: " + n + "\n";
+  if (!c.only_predicted.empty()) {
+    constexpr size_t kShown = 5;
+    s += std::to_string(c.only_predicted.size()) + " rows only in the predicted file " + c.predicted_file +
+         " (not measured, not compared): ";
+    for (size_t i = 0; i < c.only_predicted.size() && i < kShown; ++i)
+      s += (i ? "; " : "") + c.only_predicted[i];
+    if (c.only_predicted.size() > kShown)
+      s += "; and " + std::to_string(c.only_predicted.size() - kShown) + " more";
+    s += "\n";
+  }
   return s;
 }
 
@@ -398,6 +415,21 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
   }
   if (!chip.empty()) std::cout << "# predicted on " << chip << "\n";
   for (const auto& r : results) std::cout << GpuComparisonText(r, summary);
+  // A file that compared no row made no comparison (as a result JSON without ops): exit 2
+  // saying why (a header-only file, a chip that predicts none of its rows exited 0).
+  bool none = false;
+  for (const auto& r : results) {
+    if (r.compared > 0) continue;
+    none = true;
+    std::cerr << "tpsim compare: " << r.file << ": no row compared ("
+              << (r.not_predicted.empty() ? std::string("the file has no rows")
+                  : !chip.empty()         ? "none of its " + std::to_string(r.not_predicted.size()) +
+                                        " rows could be predicted on " + chip
+                                  : "none of its " + std::to_string(r.not_predicted.size()) +
+                                        " rows is in the predicted file " + r.predicted_file)
+              << ")\n";
+  }
+  if (none) return 2;
   int rc = 0;
   for (const auto& r : results) {
     std::string png = plot;

@@ -43,6 +43,9 @@ struct GpuFileComparison {
   size_t compared = 0;
   double mape_pct = 0;
   std::vector<std::string> not_predicted;  // "row: why" for measured rows the chip cannot do
+  // Two files: the predicted one, and the keys of its rows the measured file lacks (not compared).
+  std::string predicted_file;
+  std::vector<std::string> only_predicted;
 };
 
 // Predicts the counterpart of a measured row (throws std::invalid_argument when the chip

@@ -100,9 +100,14 @@ struct Row {
     const std::string& s = Text(col);
     char* end = nullptr;
     errno = 0;
-    double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || errno != 0 || !std::isfinite(v)) {
-      throw std::runtime_error(Where(name, line) + col + ": '" + s + "' is not a number");
+    // Decimal only, as the integer columns: strtod also read hexadecimal ("0x10" as 16, "0x1p5"
+    // as 32), which size_bytes refuses. Signs, digits, a point and an exponent.
+    const bool decimal = !s.empty() && s.find_first_not_of("0123456789+-.eE") == std::string::npos;
+    double v = decimal ? std::strtod(s.c_str(), &end) : 0;
+    if (decimal && end == s.c_str() + s.size() && errno == ERANGE)
+      throw std::runtime_error(Where(name, line) + col + ": '" + s + "' is out of the range of a double");
+    if (!decimal || end != s.c_str() + s.size() || errno != 0 || !std::isfinite(v)) {
+      throw std::runtime_error(Where(name, line) + col + ": '" + s + "' is not a decimal number");
     }
     if (positive ? !(v > 0) : v < 0) {
       throw std::runtime_error(Where(name, line) + col + ": " + s +
@@ -110,6 +115,20 @@ struct Row {
     }
     return v;
   }
+  // A time in microseconds: positive, and from 1 ps to 2^63-1 ps, what tpsim's clock holds (1e-300
+  // printed an error of 64 digits, 1e308 a time of 309).
+  double TimeUs(const std::string& col) const {
+    const double v = Number(col, true);
+    if (v < 1e-6)
+      throw std::runtime_error(Where(name, line) + col + ": " + Text(col) +
+                               " is below 1 ps (0.000001 us), the shortest time tpsim's clock holds");
+    if (v > kMaxTimeUs)
+      throw std::runtime_error(Where(name, line) + col + ": " + Text(col) +
+                               " is above 2^63-1 ps (9223372036854.775 us, about 106 days), the longest "
+                               "time tpsim's clock holds");
+    return v;
+  }
+  static constexpr double kMaxTimeUs = 9223372036854.775807;  // INT64_MAX ps
   uint64_t Count(const std::string& col) const {
     const std::string& s = Text(col);
     char* end = nullptr;
@@ -189,7 +208,7 @@ std::vector<CollectiveRow> ReadCollectiveCsv(const std::string& text, const std:
       throw std::runtime_error(Where(name, line) + "ranks: " + r.Text("ranks") + " is too large");
     c.ranks = static_cast<int>(ranks);
     c.size_bytes = r.Count("size_bytes");
-    c.time_us = r.Number("time_us", true);
+    c.time_us = r.TimeUs("time_us");
     if (r.Has("algbw_gbps")) c.algbw_gbps = r.Number("algbw_gbps", false);
     if (r.Has("busbw_gbps")) c.busbw_gbps = r.Number("busbw_gbps", false);
     if (r.Has("algorithm")) c.algorithm = r.Text("algorithm");
@@ -215,7 +234,7 @@ std::vector<GemmRow> ReadGemmCsv(const std::string& text, const std::string& nam
     g.n = r.Count("n");
     g.k = r.Count("k");
     if (r.Has("dtype")) g.dtype = r.Text("dtype");
-    g.time_us = r.Number("time_us", true);
+    g.time_us = r.TimeUs("time_us");
     if (r.Has("tflops")) g.tflops = r.Number("tflops", false);
     if (r.Has("bound")) g.bound = r.Text("bound");
     if (r.Has("tiles")) {

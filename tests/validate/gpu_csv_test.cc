@@ -62,7 +62,7 @@ TEST(GpuCsv, ErrorsNameTheFileAndLine) {
   };
   const std::string h = std::string(kCollectiveCsvHeader) + "\n";
   EXPECT_EQ(msg([&] { ReadCollectiveCsv(h + "all_reduce,4,8192,abc,,,auto,auto\n", "f.csv"); }),
-            "f.csv:2: time_us: 'abc' is not a number");
+            "f.csv:2: time_us: 'abc' is not a decimal number");
   EXPECT_EQ(msg([&] { ReadCollectiveCsv("# c\n" + h + "all_reduce,0,8192,1,,,auto,auto\n", "f.csv"); }),
             "f.csv:3: ranks: '0' is not a positive integer");
   EXPECT_EQ(msg([&] { ReadCollectiveCsv(h + "all_reduce,4,8192,-1,,,auto,auto\n", "f.csv"); }),
@@ -393,6 +393,97 @@ TEST(CompareGpu, PredictorRowsFollowTheMeasuredOnes) {
       << report;
   EXPECT_NE(report.find("not compared: all_reduce 16 ranks 8192 B: ranks above 8"), std::string::npos)
       << report;
+}
+
+// time_us was read by strtod, which takes hexadecimal ("0x10" read as 16, "0x1p5" as 32) where
+// size_bytes refuses it, and any magnitude (1e-300 printed an error of 64 digits, 1e308 a time of
+// 309): decimal only, from 1 ps to 2^63-1 ps, what tpsim's clock holds.
+TEST(GpuCsv, TimesAreDecimalAndWithinTheClock) {
+  const std::string c = std::string(kCollectiveCsvHeader) + "\n";
+  const std::string g = std::string(kGemmCsvHeader) + "\n";
+  EXPECT_EQ(ErrorOf([&] { ReadCollectiveCsv(c + "all_reduce,4,8192,0x10,,,auto,auto\n", "h.csv"); }),
+            "h.csv:2: time_us: '0x10' is not a decimal number");
+  EXPECT_EQ(ErrorOf([&] { ReadGemmCsv(g + "1,64,64,bf16,0x1p5,,,,\n", "h.csv"); }),
+            "h.csv:2: time_us: '0x1p5' is not a decimal number");
+  EXPECT_EQ(ErrorOf([&] { ReadCollectiveCsv(c + "all_reduce,4,8192,10,0x1,,auto,auto\n", "h.csv"); }),
+            "h.csv:2: algbw_gbps: '0x1' is not a decimal number");
+  EXPECT_EQ(ErrorOf([&] { ReadCollectiveCsv(c + "all_reduce,4,8192,1e-300,,,auto,auto\n", "r.csv"); }),
+            "r.csv:2: time_us: 1e-300 is below 1 ps (0.000001 us), the shortest time tpsim's clock holds");
+  EXPECT_EQ(ErrorOf([&] { ReadGemmCsv("# x\n" + g + "1,64,64,bf16,1e308,,,,\n", "r.csv"); }),
+            "r.csv:3: time_us: 1e308 is above 2^63-1 ps (9223372036854.775 us, about 106 days), the longest "
+            "time tpsim's clock holds");
+  EXPECT_EQ(ErrorOf([&] { ReadGemmCsv(g + "1,64,64,bf16,1e999,,,,\n", "r.csv"); }),
+            "r.csv:2: time_us: '1e999' is out of the range of a double");
+  // The bounds themselves, and decimal forms, are read.
+  const auto rows = ReadGemmCsv(g + "1,64,64,bf16,0.000001,,,,\n2,64,64,bf16,9223372036854.775,,,,\n"
+                                    "3,64,64,bf16,+1.5E2,,,,\n4,64,64,bf16,.5,,,,\n",
+                                "ok.csv");
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_DOUBLE_EQ(rows[2].time_us, 150.0);
+  EXPECT_DOUBLE_EQ(rows[3].time_us, 0.5);
+}
+
+// Rows only in the predicted file were dropped without a word (rows only in the measured one are
+// listed as not compared): their count and first keys are printed.
+TEST(CompareGpu, RowsOnlyInThePredictedFileAreNamed) {
+  std::vector<GemmRow> meas = {G(1, 64, 64, 10)};
+  std::vector<GemmRow> pred = {G(1, 64, 64, 11)};
+  for (uint64_t m = 2; m <= 8; ++m) pred.push_back(G(m, 64, 64, 10));
+  const GpuFileComparison c = CompareGemms("m.csv", meas, pred, "p.csv");
+  EXPECT_EQ(c.compared, 1u);
+  ASSERT_EQ(c.only_predicted.size(), 7u);
+  const std::string text = GpuComparisonText(c, true);
+  EXPECT_NE(text.find("7 rows only in the predicted file p.csv (not measured, not compared): m=2 n=64 k=64 "
+                      "bf16; m=3 n=64 k=64 bf16; m=4 n=64 k=64 bf16; m=5 n=64 k=64 bf16; m=6 n=64 k=64 bf16; "
+                      "and 2 more\n"),
+            std::string::npos)
+      << text;
+  std::vector<CollectiveRow> cm = {{"all_reduce", 4, 8192, 10, 0, 0, "auto", "auto"}};
+  std::vector<CollectiveRow> cp = {cm[0], {"all_reduce", 4, 16384, 10, 0, 0, "auto", "auto"}};
+  const std::string ctext = GpuComparisonText(CompareCollectives("m.csv", cm, cp, "p.csv"), false);
+  EXPECT_NE(ctext.find("1 rows only in the predicted file p.csv (not measured, not compared): all_reduce 4 "
+                       "ranks 16384 B\n"),
+            std::string::npos)
+      << ctext;
+  EXPECT_EQ(GpuComparisonText(CompareGemms("m.csv", meas, {pred[0]}, "p.csv"), true).find("only in"),
+            std::string::npos);
+}
+
+// Nothing compared exited 0 (a header-only file; --chip wafer-8x8 with every row "not compared"),
+// where a result JSON without ops exits 2: exit 2 naming the file and why.
+TEST(CompareGpu, NothingComparedExitsTwoSayingWhy) {
+  const std::string dir = std::string(TPSIM_BINARY_DIR) + "/tpsim_validate_gpu_csv_";
+  const std::string h = std::string(kGemmCsvHeader) + "\n";
+  const std::string empty = dir + "header_only.csv", rows = dir + "rows.csv", other = dir + "other.csv";
+  std::ofstream(empty) << h;
+  std::ofstream(rows) << h << "1,64,64,bf16,10,,,,\n2,64,64,bf16,10,,,,\n";
+  std::ofstream(other) << h << "4,64,64,bf16,10,,,,\n";
+  GpuPredictorFactory none = [](const std::string&, const std::vector<std::string>&) {
+    GpuPredictor p;
+    p.gemm = [](const GemmRow&) -> GemmRow { throw std::invalid_argument("no GEMM model"); };
+    return p;
+  };
+  using Args = std::vector<std::string>;
+  struct Case {
+    Args args;
+    std::string says;
+  };
+  const Case cases[] = {
+      {{rows, empty}, empty + ": no row compared (the file has no rows)"},
+      {{"--chip", "any", empty}, empty + ": no row compared (the file has no rows)"},
+      {{"--chip", "wafer-8x8", rows},
+       rows + ": no row compared (none of its 2 rows could be predicted on wafer-8x8)"},
+      {{other, rows}, rows + ": no row compared (none of its 2 rows is in the predicted file " + other + ")"},
+  };
+  for (const Case& c : cases) {
+    testing::internal::CaptureStderr();
+    testing::internal::CaptureStdout();
+    const int rc = CompareGpuCommand(c.args, &none);
+    const std::string out = testing::internal::GetCapturedStdout();
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 2) << c.args.back() << "\n" << out;
+    EXPECT_EQ(err, "tpsim compare: " + c.says + "\n") << out;
+  }
 }
 
 }  // namespace
