@@ -44,7 +44,9 @@ collectives per (op, ranks, algorithm, protocol), GEMMs per (n, k, dtype); error
 (predicted - measured) / measured on time_us; MAPE = mean |error %| per table and per file.
 Every row has as many fields as the header, and no row repeats an earlier one's key ((m, n, k,
 dtype); (op, ranks, size_bytes, algorithm, protocol), and with two files (op, ranks,
-size_bytes)): either exits 2 naming the file, the line and the first occurrence's line.
+size_bytes)): either exits 2 naming the file, the line and the first occurrence's line. A file
+none of whose rows is compared (no rows, none predicted on CHIP, none in PREDICTED.csv) ends its
+report with why, exit 2; rows only in PREDICTED.csv are named.
 
   PREDICTED.csv MEASURED.csv  rows matched by (op, ranks, size_bytes) or (m, n, k, dtype)
   --chip CHIP       predict every row of each MEASURED file on CHIP (a shipped chip or a

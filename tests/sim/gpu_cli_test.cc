@@ -353,12 +353,12 @@ TEST_F(GpuCli, CompareTwoFilesAndWithChip) {
   EXPECT_NE(out.find("all_gather, 4 ranks"), std::string::npos);
   EXPECT_NE(out.find("n=4096 k=4096 fp16"), std::string::npos);
   // A file none of whose rows the model predicts (1 rank: outside one node's 2..8 GPUs) has no
-  // MAPE (before: "file MAPE: 0.00 % over 0 rows").
+  // MAPE (before: "file MAPE: 0.00 % over 0 rows"), and is no comparison: exit 2 after the report.
   {
     std::ofstream f(P("one-rank.csv"));
     f << "op,ranks,size_bytes,time_us\nall_reduce,1,1024,5\n";
   }
-  ASSERT_EQ(RunTpsim("compare --chip h100-sxm-8 " + P("one-rank.csv"), &out), 0) << out;
+  ASSERT_EQ(RunTpsim("compare --chip h100-sxm-8 " + P("one-rank.csv"), &out), 2) << out;
   EXPECT_NE(out.find("file MAPE: n/a (no row compared); 1 rows not compared"), std::string::npos) << out;
   EXPECT_EQ(out.find("0.00 %"), std::string::npos) << out;
 }
