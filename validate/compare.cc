@@ -633,6 +633,10 @@ int CompareCommand(const std::vector<std::string>& args, const GpuPredictorFacto
         std::cerr << "tpsim compare: --plot needs a value\n\n" << kUsage;
         return 2;
       }
+      if (const std::string rule = config::OptionAsValue(args[i + 1]); !rule.empty()) {
+        std::cerr << "tpsim compare: --plot " << rule << "\n\n" << kUsage;
+        return 2;
+      }
       plot = args[++i];
     } else if (a.rfind("--plot=", 0) == 0) {
       plot = a.substr(7);

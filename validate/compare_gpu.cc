@@ -334,6 +334,7 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
     auto value = [&](const std::string& flag, std::string* out) {
       if (a == flag) {
         if (i + 1 >= args.size()) return -1;
+        if (!config::OptionAsValue(args[i + 1]).empty()) return -2;  // the next option, not a value
         *out = args[++i];
         return out->empty() ? -1 : 1;  // an empty value is none
       }
@@ -355,6 +356,7 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
     int got = 0;
     if ((got = value("--chip", &chip)) || (got = value("--plot", &plot)) ||
         (got = value("--plot-dir", &plot_dir))) {
+      if (got == -2) return usage(a + " " + config::OptionAsValue(args[i + 1]));
       if (got < 0) return usage(a + " needs a value");
       const std::string flag = a.substr(0, a.find('='));
       const std::string& given_value = flag == "--chip" ? chip : flag == "--plot" ? plot : plot_dir;
@@ -363,6 +365,7 @@ int CompareGpuCommand(const std::vector<std::string>& args, const GpuPredictorFa
       continue;
     }
     if ((got = value("--set", &v))) {
+      if (got == -2) return usage("--set " + config::OptionAsValue(args[i + 1]));
       if (got < 0) return usage("--set needs a value");
       if (v.find('=') == std::string::npos || v[0] == '=')
         return usage("--set '" + v + "': expected FIELD=VALUE");

@@ -248,6 +248,9 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
        "--chip given twice ('h100-sxm-8' and 'b200-sxm-8')"},
       {"compare a.json b.json --plot x.png --plot=y.png", "--plot given twice ('x.png' and 'y.png')"},
       {"agree --seed 1 --count 1 --seed=2", "--seed given twice ('1' and '2')"},
+      // The next option taken as a flag's value (a picture named --summary).
+      {"compare a.json b.json --plot --summary", "--plot needs a value, got the option '--summary'"},
+      {"compare --chip --summary m.csv", "--chip needs a value, got the option '--summary'"},
   };
   for (const auto& c : cases) {
     std::string out;
