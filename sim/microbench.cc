@@ -207,6 +207,7 @@ std::vector<std::string> UnreadChipSets(const std::string& command, bool gpu_nod
   std::vector<std::string> out;
   for (const Override& o : sets) {
     const std::string p = o.path.starts_with("chip.") ? o.path.substr(5) : o.path;
+    if (p == "name") continue;  // read: it names the chip in the output
     // On a GPU node the collective model reads the gpu block and the GPU count, the GEMM model the
     // gpu block alone.
     const bool gpu_collectives_read =

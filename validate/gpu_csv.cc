@@ -105,9 +105,11 @@ struct Row {
     const bool decimal = !s.empty() && s.find_first_not_of("0123456789+-.eE") == std::string::npos;
     double v = decimal ? std::strtod(s.c_str(), &end) : 0;
     if (decimal && end == s.c_str() + s.size() && errno == ERANGE)
-      throw std::runtime_error(Where(name, line) + col + ": '" + s + "' is out of the range of a double");
+      throw std::runtime_error(Where(name, line) + col + ": '" + config::Clip(s, 80) +
+                               "' is out of the range of a double");
     if (!decimal || end != s.c_str() + s.size() || errno != 0 || !std::isfinite(v)) {
-      throw std::runtime_error(Where(name, line) + col + ": '" + s + "' is not a decimal number");
+      throw std::runtime_error(Where(name, line) + col + ": '" + config::Clip(s, 80) +
+                               "' is not a decimal number");
     }
     if (positive ? !(v > 0) : v < 0) {
       throw std::runtime_error(Where(name, line) + col + ": " + s +
@@ -120,10 +122,10 @@ struct Row {
   double TimeUs(const std::string& col) const {
     const double v = Number(col, true);
     if (v < 1e-6)
-      throw std::runtime_error(Where(name, line) + col + ": " + Text(col) +
+      throw std::runtime_error(Where(name, line) + col + ": " + config::Clip(Text(col), 80) +
                                " is below 1 ps (0.000001 us), the shortest time tpsim's clock holds");
     if (v > kMaxTimeUs)
-      throw std::runtime_error(Where(name, line) + col + ": " + Text(col) +
+      throw std::runtime_error(Where(name, line) + col + ": " + config::Clip(Text(col), 80) +
                                " is above 2^63-1 ps (9223372036854.775 us, about 106 days), the longest "
                                "time tpsim's clock holds");
     return v;
@@ -135,8 +137,20 @@ struct Row {
     errno = 0;
     unsigned long long v = std::strtoull(s.c_str(), &end, 10);
     if (s.empty() || s[0] == '-' || end != s.c_str() + s.size() || errno != 0 || v == 0) {
-      throw std::runtime_error(Where(name, line) + col + ": '" + s + "' is not a positive integer");
+      throw std::runtime_error(Where(name, line) + col + ": '" + config::Clip(s, 80) +
+                               "' is not a positive integer");
     }
+    return v;
+  }
+  // A GEMM dimension: at most 12 digits, as `tpsim gemm --m` takes it (a row of 2^40 was taken
+  // where --m refused it).
+  uint64_t Dim(const std::string& col) const {
+    const uint64_t v = Count(col);
+    if (v > 999999999999)
+      throw std::runtime_error(
+          Where(name, line) + col + ": '" + Text(col) +
+          "' is above 999999999999, the largest GEMM dimension tpsim takes (as --m, --n, "
+          "--k)");
     return v;
   }
 };
@@ -230,9 +244,9 @@ std::vector<GemmRow> ReadGemmCsv(const std::string& text, const std::string& nam
   for (const auto& [line, f] : t.rows) {
     Row r{t, name, line, f};
     GemmRow g;
-    g.m = r.Count("m");
-    g.n = r.Count("n");
-    g.k = r.Count("k");
+    g.m = r.Dim("m");
+    g.n = r.Dim("n");
+    g.k = r.Dim("k");
     if (r.Has("dtype")) g.dtype = r.Text("dtype");
     g.time_us = r.TimeUs("time_us");
     if (r.Has("tflops")) g.tflops = r.Number("tflops", false);
@@ -256,9 +270,9 @@ std::vector<GemmShapeRow> ReadShapesCsv(const std::string& text, const std::stri
   for (const auto& [line, f] : t.rows) {
     Row r{t, name, line, f};
     GemmShapeRow g;
-    g.m = r.Count("m");
-    g.n = r.Count("n");
-    g.k = r.Count("k");
+    g.m = r.Dim("m");
+    g.n = r.Dim("n");
+    g.k = r.Dim("k");
     if (r.Has("dtype")) g.dtype = r.Text("dtype");
     g.line = line;
     out.push_back(std::move(g));

@@ -52,8 +52,9 @@ namespace {
 uint64_t ParseSizeToken(const std::string& t) {
   size_t i = 0;
   while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
-  if (i == 0 || i > 15)
-    throw std::invalid_argument("size '" + t + "' is not a number with an optional K, M, G or T");
+  if (i == 0) throw std::invalid_argument("size '" + t + "' is not a number with an optional K, M, G or T");
+  // More digits than 1 TiB has (it said "not a number" for 9223372036854775807).
+  if (i > 15) throw std::invalid_argument("size '" + t + "' is above 1 TiB");
   uint64_t v = std::stoull(t.substr(0, i));
   std::string suffix = t.substr(i);
   for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -174,6 +175,11 @@ int CollectivesCommand(const std::vector<std::string>& args) {
     chip_name = chip.config().name();
     for (const std::string& w : sim::UnreadChipSets("collectives", chip.config().has_gpu(), sets))
       std::cerr << "tpsim collectives: warning: " << w << "\n";
+    // The rank count's rule before the memory guard's (999999 ranks of wafer-32x32 were told to raise
+    // --max-memory).
+    if (!chip.config().has_gpu() && ranks > chip.num_cores())
+      throw UsageError("--ranks " + std::to_string(ranks) + " outside [2, " +
+                       std::to_string(chip.num_cores()) + "] (the cores of " + chip_name + ")");
     // A lowered collective's size, before lowering it (direct's all-reduce over 1024 ranks holds
     // 2 million transfers and 10^9 deps: 11 GB).
     double transfers = 0, deps = 0;

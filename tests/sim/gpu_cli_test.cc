@@ -128,6 +128,10 @@ TEST_F(GpuCli, DescribeNamesTheGpuBlocksPeak) {
 // algorithm column: a warning names it, once for the sweep of sizes.
 TEST_F(GpuCli, AnAlgorithmTheLoweringReplacedIsWarned) {
   std::string out;
+  // `--set name=x` names the chip in the output: not warned as ignored (it was, and then shown).
+  ASSERT_EQ(RunTpsim("collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 1M --set name=x", &out), 0);
+  EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+  EXPECT_NE(out.find("over 8 ranks of x ("), std::string::npos) << out;
   ASSERT_EQ(
       RunTpsim("collectives ring-16 --op all_reduce --ranks 7 --sizes 1M:4M --algo halving_doubling", &out),
       0)
@@ -167,6 +171,22 @@ TEST_F(GpuCli, GemmShapesFile) {
   EXPECT_NE(out.find("tpsim gemm: " + P("fp4.csv") + ":3: unknown dtype 'fp4' (valid: bf16, fp16, fp8)"),
             std::string::npos)
       << out;
+  // A dimension past --m's 12 digits (it was taken from a file), and a NUL byte shown, not cut at.
+  {
+    std::ofstream f(P("big-dim.csv"));
+    f << "m,n,k\n1099511627776,2,3\n1,2,3" << '\0' << "\n";
+  }
+  EXPECT_EQ(RunTpsim("gemm h100-sxm-8 --shapes " + P("big-dim.csv"), &out), 2) << out;
+  EXPECT_NE(out.find(P("big-dim.csv") + ":2: m: '1099511627776' is above 999999999999, the largest GEMM "
+                                        "dimension tpsim takes (as --m, --n, --k)"),
+            std::string::npos)
+      << out;
+  {
+    std::ofstream f(P("nul.csv"));
+    f << "m,n,k\n1,2,3" << '\0' << "\n";
+  }
+  EXPECT_EQ(RunTpsim("gemm h100-sxm-8 --shapes " + P("nul.csv"), &out), 2) << out;
+  EXPECT_NE(out.find(P("nul.csv") + ":2: k: '3\\x00' is not a positive integer"), std::string::npos) << out;
   // A row past the clock too (it was exit 1 without the file or line).
   {
     std::ofstream f(P("huge.csv"));
@@ -248,6 +268,12 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
        "--chip given twice ('h100-sxm-8' and 'b200-sxm-8')"},
       {"compare a.json b.json --plot x.png --plot=y.png", "--plot given twice ('x.png' and 'y.png')"},
       {"agree --seed 1 --count 1 --seed=2", "--seed given twice ('1' and '2')"},
+      // The rank count's rule before the memory guard's (it said to raise --max-memory), and a size
+      // of too many digits is too large, not "not a number".
+      {"collectives wafer-32x32 --op all_reduce --ranks 999999 --sizes 1M --algo direct",
+       "--ranks 999999 outside [2, 1024] (the cores of wafer-32x32)"},
+      {"collectives wafer-8x8 --op all_reduce --ranks 8 --sizes 9223372036854775807",
+       "size '9223372036854775807' is above 1 TiB"},
       // The next option taken as a flag's value (a picture named --summary).
       {"compare a.json b.json --plot --summary", "--plot needs a value, got the option '--summary'"},
       {"compare --chip --summary m.csv", "--chip needs a value, got the option '--summary'"},
