@@ -54,7 +54,7 @@ constexpr int kMaxChannels = 16 * kMaxNodes;
 // Where chip field `sub` ("memory[1].name") is: under "chip." in an experiment's map, at
 // `sub` itself in a chip file parsed on its own (as DiagSink finds it).
 config::Location Locate(const config::SourceMap& locs, const std::string& sub) {
-  return locs.Knows("chip." + sub) ? locs.Find("chip." + sub) : locs.Find(sub);
+  return locs.Knows("chip." + sub) ? locs.FindInSetBlock("chip." + sub) : locs.FindInSetBlock(sub);
 }
 
 }  // namespace

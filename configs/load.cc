@@ -77,6 +77,19 @@ Location SourceMap::Find(const std::string& path) const {
   return Location{file_, 1, 1};
 }
 
+Location SourceMap::FindInSetBlock(const std::string& path) const {
+  for (std::string p = path; !locs_.count(p);) {
+    const std::string child = p + ".";
+    if (auto c = locs_.lower_bound(child);
+        c != locs_.end() && c->first.starts_with(child) && c->second.file.starts_with("<command line"))
+      return c->second;
+    const size_t cut = p.find_last_of(".[");
+    if (cut == std::string::npos) break;
+    p.resize(cut);
+  }
+  return Find(path);
+}
+
 bool SourceMap::Knows(const std::string& path) const {
   std::string p = path;
   while (true) {

@@ -66,6 +66,10 @@ class SourceMap {
   void Merge(const std::string& prefix, const SourceMap& other, const Location& anchor);
   // The location of `path`, else of its longest recorded prefix, else file:1:1.
   Location Find(const std::string& path) const;
+  // Find, except that a block no file wrote and a --set made (`--set chip.gpu.sms=1` on a chip
+  // without a gpu block) is at that --set rather than at an enclosing block or the file's start:
+  // for the errors about the block's other fields.
+  Location FindInSetBlock(const std::string& path) const;
   // True when `path` or one of its prefixes is recorded (Find does not fall back).
   bool Knows(const std::string& path) const;
   const std::string& file() const { return file_; }

@@ -35,9 +35,9 @@ void DiagSink::Add(const std::string& sub, const std::string& value, const std::
   ++count_;
   if (!diags_) return;
   std::string path = Path(sub);
-  config::Location where = locs_.Find(path);
+  config::Location where = locs_.FindInSetBlock(path);
   // A chip file parsed on its own records paths without the prefix.
-  if (!prefix_.empty() && !locs_.Knows(path)) where = locs_.Find(sub);
+  if (!prefix_.empty() && !locs_.Knows(path)) where = locs_.FindInSetBlock(sub);
   diags_->push_back(config::Diag{std::move(where), std::move(path), value, rule});
 }
 

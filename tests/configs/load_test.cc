@@ -34,6 +34,23 @@ TEST(Load, TextFormatRecordsFieldLocations) {
   EXPECT_EQ(locs.Find("clock_mhz").line, 1);
 }
 
+// A block that no file wrote and a --set made (`--set gpu.sms=1` on a chip without a gpu block):
+// errors about its other fields are at that --set (they were at the file's 1:1); a block the
+// file wrote keeps its own location, and Find is unchanged.
+TEST(Load, ABlockThatASetMadeIsAtThatSet) {
+  Chip chip;
+  SourceMap locs("c.textproto");
+  ParseMessage("name: \"x\"\nnoc {\n  rows: 4\n}\n", "c.textproto", &chip, &locs);
+  locs.SetAppending("gpu.sms", Location{"<command line: --set gpu.sms=1>", 1, 1});
+  locs.SetAppending("noc.cols", Location{"<command line: --set noc.cols=2>", 1, 1});
+  EXPECT_EQ(locs.FindInSetBlock("gpu.bf16_tflops").file, "<command line: --set gpu.sms=1>");
+  EXPECT_EQ(locs.FindInSetBlock("gpu").file, "<command line: --set gpu.sms=1>");
+  EXPECT_EQ(locs.FindInSetBlock("noc.link_bandwidth_gbps").file, "c.textproto");
+  EXPECT_EQ(locs.FindInSetBlock("noc.link_bandwidth_gbps").line, 2);
+  EXPECT_EQ(locs.FindInSetBlock("clock_mhz").file, "c.textproto");
+  EXPECT_EQ(locs.Find("gpu.bf16_tflops").file, "c.textproto");
+}
+
 TEST(Load, UnknownFieldIsAnErrorWithLineAndColumn) {
   Chip chip;
   try {

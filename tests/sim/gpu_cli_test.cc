@@ -274,6 +274,9 @@ TEST_F(GpuCli, BadArgumentsExitTwoWithASentence) {
        "--ranks 999999 outside [2, 1024] (the cores of wafer-32x32)"},
       {"collectives wafer-8x8 --op all_reduce --ranks 8 --sizes 9223372036854775807",
        "size '9223372036854775807' is above 1 TiB"},
+      // A gpu block that a --set made is at that --set (it was at the chip file's 1:1).
+      {"collectives torus-8x8 --op all_reduce --ranks 8 --sizes 1M --set gpu.sms=1",
+       "<command line: --set gpu.sms=1>:1:1: chip.gpu.bf16_tflops: 0: must be positive"},
       // The next option taken as a flag's value (a picture named --summary).
       {"compare a.json b.json --plot --summary", "--plot needs a value, got the option '--summary'"},
       {"compare --chip --summary m.csv", "--chip needs a value, got the option '--summary'"},
