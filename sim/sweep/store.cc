@@ -28,6 +28,16 @@ std::string StoreFileProblem(const std::string& path) {
   return "is not a regular file (a FIFO, device or socket): a store is a SQLite file";
 }
 
+std::string StoreWriterProblem(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";  // StoreFileProblem says why it cannot be read
+  const bool busy = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return busy ? "another tpsim sweep or search is writing this store: merge it when that has ended (its "
+                "rows so far would be merged, the rest missed)"
+              : "";
+}
+
 namespace {
 
 // SQLite opens what it is given: a FIFO blocks, a device is read as a database.

@@ -137,6 +137,9 @@ std::vector<std::pair<std::string, std::string>> SweepsOf(const std::string& pat
 // directory: a store is a SQLite file", or "is not a regular file (a FIFO, device or socket): a
 // store is a SQLite file" (SQLite waits forever on a FIFO and reads a device as a database).
 std::string StoreFileProblem(const std::string& path);
+// Why a store may not be merged now: "" when no tpsim sweep or search is writing it (Store's
+// flock), else the rule (a merge took the rows written so far and exited 0).
+std::string StoreWriterProblem(const std::string& path);
 
 // `tpsim search` records its writers in table `sweeps` under names that start with this
 // (search::Search: "search " and the experiment's name); a sweep under its sweep's name.

@@ -149,9 +149,12 @@ int Merge(const std::vector<std::string>& args) {
       throw config::ConfigError(config::Diag{config::kCommandLine, which, "''",
                                              "is empty (a script's unset variable?): name a store"});
   }
-  for (const std::string& p : in)
+  for (const std::string& p : in) {
     if (const std::string problem = StoreFileProblem(p); !problem.empty())
       throw config::ConfigError(config::Diag{config::kCommandLine, "IN", config::Clip(p), problem});
+    if (const std::string problem = StoreWriterProblem(p); !problem.empty())
+      throw config::ConfigError(config::Diag{config::kCommandLine, "IN", config::Clip(p), problem});
+  }
   config::CheckStorePath("OUT", paths[0]);
   // OUT among the inputs: SQLite's "database is locked" (exit 1) before.
   config::CheckOutputNotInput("OUT", paths[0], in);
