@@ -1,11 +1,13 @@
 #include "traces/trace.h"
 
 #include "configs/files.h"
+#include "configs/load.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -426,6 +428,21 @@ void Json(const Layout& L, const Describer& desc, const std::string& config_text
 }
 
 }  // namespace
+
+void CheckTraceName(const std::string& path) {
+  if (path.empty() || config::HasExtension(path, ".json") || config::HasExtension(path, ".pftrace") ||
+      config::HasExtension(path, ".perfetto-trace"))
+    return;
+  std::error_code ec;
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (!ec && kind != std::filesystem::file_type::regular && kind != std::filesystem::file_type::not_found &&
+      kind != std::filesystem::file_type::directory)
+    return;  // /dev/null, a FIFO: no name to read a format from
+  throw config::ConfigError(config::Diag{
+      config::kCommandLine, "--trace", config::Clip(path),
+      "a trace's name says its format: FILE.json (Chrome JSON) or FILE.pftrace (Perfetto protobuf; "
+      "FILE.perfetto-trace too); another name was written as protobuf"});
+}
 
 void WriteTrace(const std::string& path, const mapping::Program& program, const arch::Chip& chip,
                 const sim::EngineOutput& out, const std::string& resolved_config_text) {

@@ -73,6 +73,12 @@ struct CounterTrack {
   std::vector<std::pair<int64_t, double>> points;  // (time_ps, value)
 };
 
+// Refuses (ConfigError at --trace, exit 2) a trace name that says neither format: the writers
+// take ".json" (any case) as Chrome JSON and anything else as Perfetto protobuf, so
+// `--trace t.json.gz` or `t.txt` got protobuf bytes, silently. ".pftrace" and ".perfetto-trace"
+// name protobuf; a device or FIFO (/dev/null) is taken as it is.
+void CheckTraceName(const std::string& path);
+
 // Writes a serving trace, Perfetto protobuf or (path ending ".json") Chrome JSON:
 // process "tpsim serve" (pid 1) with track "run" holding one metadata slice [0, last
 // iteration end] annotated "config" (the resolved experiment), one thread track per group

@@ -556,6 +556,7 @@ int Run(Args& a) {
   sim::Experiment e = sim::LoadExperiment(ex.path, ex.sets, ex.model);
   config::CheckOutputs({{"--out", out}, {"--dump-program", dump}, {"--trace", trace_path}},
                        sim::InputFiles(e));
+  traces::CheckTraceName(trace_path);
   // --step-by-step chooses how reused steps are timed: it needs reuse.
   if (opts.step_by_step && opts.reuse == sim::RunOptions::Reuse::kOff)
     throw UsageError("--step-by-step times reused decode steps; --no-reuse lowers every step");

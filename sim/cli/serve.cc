@@ -197,6 +197,7 @@ int ServeCommand(const std::vector<std::string>& args) {
                           {"--trace", trace_path},
                           {"--metrics-json", metrics_json}},
                          sim::InputFiles(e));
+    traces::CheckTraceName(trace_path);
     // An output that cannot be written (a missing folder, a directory) is found now, not after
     // the whole stream (exit 1, as a failed write): nothing is created or truncated.
     config::CheckOutputsWritable({{"--requests-csv", requests_csv},

@@ -230,7 +230,8 @@ TEST_F(RunCli, AnOptionGivenAsAFlagsValueIsRefused) {
       {"agree --count 1 --csv --jobs 2", "--csv needs a value, got the option '--jobs'"},
       {"serve " + kRef + " --requests-csv --quiet",
        "--requests-csv: : needs a value, got the option '--quiet'"},
-      {"sweep configs/sweeps/reference-qwen3-4b-noc.textproto --db --jobs", "--db needs a value, got the option '--jobs'"},
+      {"sweep configs/sweeps/reference-qwen3-4b-noc.textproto --db --jobs",
+       "--db needs a value, got the option '--jobs'"},
       {"search " + kRef + " --db --top 3", "--db needs a value, got the option '--top'"},
       {"collectives h100-sxm-8 --op all_reduce --ranks 8 --sizes 1M --csv --algo", "--csv needs a value"},
   };
@@ -241,6 +242,29 @@ TEST_F(RunCli, AnOptionGivenAsAFlagsValueIsRefused) {
   }
   EXPECT_FALSE(fs::exists(fs::path(TPSIM_SOURCE_DIR) / "--quiet"));
   EXPECT_FALSE(fs::exists(fs::path(TPSIM_SOURCE_DIR) / "--jobs"));
+}
+
+// A trace name that says neither format (`t.json.gz`, `t.txt`) was written as protobuf, silently:
+// exit 2 before the run, in run and serve; a device is taken as it is.
+TEST_F(RunCli, ATraceNameThatSaysNoFormatIsRefused) {
+  std::string out;
+  for (const std::string& cmd : {"run " + kRef + " --set workload.decode_steps=1 --quiet",
+                                std::string("serve configs/experiments/serving-fused.textproto --set "
+                                            "workload.requests.synthetic.num_requests=3")}) {
+    EXPECT_EQ(RunTpsim(cmd + " --trace " + P("t.json.gz"), &out), 2) << out;
+    EXPECT_NE(out.find("<command line>:1:1: --trace: " + P("t.json.gz") +
+                       ": a trace's name says its format: FILE.json (Chrome JSON) or FILE.pftrace"),
+              std::string::npos)
+        << out;
+    EXPECT_FALSE(fs::exists(P("t.json.gz")));
+  }
+  EXPECT_EQ(RunTpsim("run " + kRef + " --set workload.decode_steps=1 --quiet --trace /dev/null", &out), 0)
+      << out;
+  EXPECT_EQ(
+      RunTpsim("run " + kRef + " --set workload.decode_steps=1 --quiet --trace " + P("t.perfetto-trace"),
+               &out),
+      0)
+      << out;
 }
 
 // A failed write to standard output (a full disk) exited 0 with the table lost: exit 1, said.
@@ -1095,8 +1119,8 @@ TEST_F(RunCli, UnwritableOutputsAreFoundBeforeTheRun) {
       "--set workload.requests.synthetic.num_requests=3 --metrics-json " +
       P("m.json");
   for (const std::string flag : {"--requests-csv", "--kv-csv", "--trace"}) {
-    EXPECT_EQ(RunTpsim(serve + " " + flag + " " + P("nodir/x"), &out), 1) << flag << "\n" << out;
-    EXPECT_NE(out.find("tpsim serve: cannot write " + P("nodir/x")), std::string::npos) << out;
+    EXPECT_EQ(RunTpsim(serve + " " + flag + " " + P("nodir/x.json"), &out), 1) << flag << "\n" << out;
+    EXPECT_NE(out.find("tpsim serve: cannot write " + P("nodir/x.json")), std::string::npos) << out;
     EXPECT_EQ(out.find("goodput"), std::string::npos) << flag << ": it ran\n" << out;
     EXPECT_FALSE(fs::exists(P("m.json"))) << flag;
   }
