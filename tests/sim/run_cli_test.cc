@@ -249,8 +249,8 @@ TEST_F(RunCli, AnOptionGivenAsAFlagsValueIsRefused) {
 TEST_F(RunCli, ATraceNameThatSaysNoFormatIsRefused) {
   std::string out;
   for (const std::string& cmd : {"run " + kRef + " --set workload.decode_steps=1 --quiet",
-                                std::string("serve configs/experiments/serving-fused.textproto --set "
-                                            "workload.requests.synthetic.num_requests=3")}) {
+                                 std::string("serve configs/experiments/serving-fused.textproto --set "
+                                             "workload.requests.synthetic.num_requests=3")}) {
     EXPECT_EQ(RunTpsim(cmd + " --trace " + P("t.json.gz"), &out), 2) << out;
     EXPECT_NE(out.find("<command line>:1:1: --trace: " + P("t.json.gz") +
                        ": a trace's name says its format: FILE.json (Chrome JSON) or FILE.pftrace"),
@@ -262,6 +262,30 @@ TEST_F(RunCli, ATraceNameThatSaysNoFormatIsRefused) {
       << out;
   EXPECT_EQ(
       RunTpsim("run " + kRef + " --set workload.decode_steps=1 --quiet --trace " + P("t.perfetto-trace"),
+               &out),
+      0)
+      << out;
+}
+
+// The decode steps --trace-steps keeps for the trace were not counted by the memory guard: every
+// one of 3,000 steps passed a 1 GB --max-memory and peaked at 3.75 GB (a 9.1 GB trace).
+TEST_F(RunCli, TracedStepsCountAgainstMaxMemory) {
+  const std::string run =
+      "run configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto --quiet --max-memory 1G ";
+  std::string out;
+  EXPECT_EQ(
+      RunTpsim(run + "--set workload.decode_steps=3000 --trace " + P("t.json") + " --trace-steps every:1",
+               &out),
+      2)
+      << out;
+  EXPECT_NE(
+      out.find("more than --max-memory 1.07 GB: lower workload.decode_steps, the layers or mapping.tp, or "
+               "raise --max-memory (--trace-steps keeps 3000 decode steps whole for the trace)"),
+      std::string::npos)
+      << out;
+  EXPECT_FALSE(fs::exists(P("t.json")));
+  EXPECT_EQ(
+      RunTpsim(run + "--set workload.decode_steps=300 --trace " + P("t.json") + " --trace-steps every:100",
                &out),
       0)
       << out;
