@@ -112,6 +112,8 @@ RoutingTrace ReadRoutingTrace(const std::string& path, uint32_t experts, const c
     const uint32_t l = static_cast<uint32_t>(layer);
     if (!t.layers.emplace(l, std::move(counts)).second)
       add(line_no, fields[0].second, fields[0].first, "layer " + std::to_string(l) + " appears twice");
+    else
+      t.line[l] = line_no;
   }
   if (diags.empty() && t.layers.empty())
     add(1, 1, path, "a routing trace needs at least one line of tokens per expert");

@@ -32,6 +32,7 @@ namespace tpsim::mapping {
 // header line whose first field is not a number are skipped).
 struct RoutingTrace {
   std::map<uint32_t, std::vector<double>> layers;
+  std::map<uint32_t, int> line;  // each layer's line in the file
 };
 // Reads a trace for `experts` experts. Errors (unreadable file, a field that is not a
 // non-negative number, a line without 1 + experts fields, a layer twice, a line whose counts

@@ -142,6 +142,16 @@ void ValidateMoe(const config::Mapping& m, const config::Model& model, const con
   try {
     const RoutingTrace trace =
         ReadRoutingTrace(mm.routing_file(), experts, locs.Find("mapping.moe.routing_file"));
+    // A line for a layer the model does not have was never read (exit 0, the result the same).
+    for (const auto& [l, line] : trace.line)
+      if (l >= model.num_layers()) {
+        diags->push_back({config::Location{mm.routing_file(), line, 1}, "mapping.moe.routing_file",
+                          "layer " + std::to_string(l),
+                          "the model has " + std::to_string(model.num_layers()) + " layers (0.." +
+                              std::to_string(model.num_layers() - 1) +
+                              "): a line for another is never read"});
+        break;
+      }
     const uint32_t layers = wl.num_layers() ? wl.num_layers() : model.num_layers();
     for (uint32_t l = 0; l < layers; ++l)
       if (llm::IsMoeLayer(model, l) && !trace.layers.contains(l)) {

@@ -278,6 +278,18 @@ TEST_F(Hardening, RoutingTraceIsRelativeToTheExperimentAndItsErrorsAreLocated) {
   EXPECT_EQ(b.status, 2) << b.output;
   EXPECT_NE(b.output.find(At("routing.csv") + ":6:1: mapping.moe.routing_file"), std::string::npos)
       << b.output;
+  // A line for a layer the model (48 layers) does not have was never read, exit 0.
+  std::string beyond = trace + "99";
+  for (int e = 0; e < 128; ++e) beyond += ",1";
+  Write(At("routing.csv"), beyond + "\n");
+  Outcome x = Tpsim("run " + At("exp.textproto") + sets, "/");
+  EXPECT_EQ(x.status, 2) << x.output;
+  EXPECT_NE(
+      x.output.find(At("routing.csv") +
+                    ":6:1: mapping.moe.routing_file: layer 99: the model has 48 layers (0..47): a line for "
+                    "another is never read"),
+      std::string::npos)
+      << x.output;
 }
 
 TEST_F(Hardening, ReferencedNonConfigFileIsNotEchoed) {
