@@ -148,6 +148,17 @@ bool GivenByCommandOrSweep(const Experiment& e, const std::string& path) {
   return SetOnCommandLine(e, path) || e.locs.Find(path).file.starts_with("<sweep point");
 }
 
+std::vector<std::string> SetTwice(const std::vector<Override>& sets) {
+  std::vector<std::string> out;
+  std::map<std::string, std::vector<std::string>> values;
+  for (const Override& o : sets) values[o.path].push_back(config::Clip(o.value, 80));
+  for (const auto& [path, v] : values)
+    if (v.size() > 1)
+      out.push_back("--set " + path + " is given " + std::to_string(v.size()) + " times ('" +
+                    config::JoinNames(v, "', then '") + "'): the last is used");
+  return out;
+}
+
 std::vector<std::string> IgnoredFields(const Experiment& e, bool served, const std::string& engine) {
   const config::Experiment& cfg = e.cfg;
   std::vector<std::string> out;

@@ -61,6 +61,10 @@ bool GivenByCommandOrSweep(const Experiment& e, const std::string& path);
 // beside the fixed batch.
 std::vector<std::string> IgnoredFields(const Experiment& e, bool served, const std::string& engine = "");
 
+// One field set by two --set (`--set workload.decode_steps=5 --set workload.decode_steps=6`): the
+// last is used, which was silent. One warning per field.
+std::vector<std::string> SetTwice(const std::vector<Override>& sets);
+
 // Every file the experiment's run reads: `inputs`, the placement file (placement "file"), the
 // MoE routing trace and the request trace (relative to the experiment's folder, as serving
 // reads it). No output may name one of them (config::CheckOutputs).

@@ -203,6 +203,7 @@ int Describe(Args& a) {
     if (!diags.empty()) throw config::ConfigError(std::move(diags));
   }
   // What run (or, with a request stream, serve) would name as ignored.
+  for (const std::string& w : sim::SetTwice(ex.sets)) spdlog::warn("{}", w);
   for (const std::string& w : sim::IgnoredFields(e, e.cfg.workload().has_requests())) spdlog::warn("{}", w);
   const auto& c = e.cfg.chip();
   const auto& m = e.cfg.model();
@@ -620,6 +621,7 @@ int Run(Args& a) {
   for (const auto& f : fallbacks) spdlog::warn("partition fallback: {}", f);
   // Fields this run does not read (a mapping.moe block on a dense model, a noc field the topology
   // does not read, ...): each was accepted and ignored silently.
+  for (const std::string& w : sim::SetTwice(ex.sets)) spdlog::warn("{}", w);
   for (const std::string& w : sim::IgnoredFields(e, false, opts.engine)) spdlog::warn("{}", w);
   for (const std::string& w : sim::UnreadLinkFields(e, r.program)) spdlog::warn("{}", w);
   // fp32 moves twice the bytes and costs mac_fp32_pj, but matrix units (core.mac_dtype, and the

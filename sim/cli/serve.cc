@@ -214,6 +214,7 @@ int ServeCommand(const std::vector<std::string>& args) {
     }();
     // What the stream's run does not read, as tpsim run names it (the serving block is this
     // command's): --set mapping.seed=5 with placement ring served the same stream, silently.
+    for (const std::string& w : sim::SetTwice(sets)) std::cerr << "tpsim: warning: " << w << "\n";
     for (const std::string& w : sim::IgnoredFields(e, true, engine_flag))
       std::cerr << "tpsim: warning: " << w << "\n";
     const double slo_ttft = slo_ttft_flag > 0 ? slo_ttft_flag : cfg.workload().requests().slo_ttft_ms();

@@ -215,6 +215,17 @@ TEST_F(RunCli, AOneValueFlagGivenTwiceIsRefused) {
   EXPECT_EQ(
       RunTpsim("run " + kRef + " --quiet --set workload.decode_steps=1 --set workload.seq_len=16", &out), 0)
       << out;
+  // One field given twice by --set kept the last, silently: it still does (a script's base line
+  // and its overrides), said.
+  EXPECT_EQ(
+      RunTpsim("run " + kRef + " --quiet --set workload.decode_steps=5 --set workload.decode_steps=6", &out),
+      0)
+      << out;
+  EXPECT_NE(
+      out.find("tpsim: warning: --set workload.decode_steps is given 2 times ('5', then '6'): the last is "
+               "used"),
+      std::string::npos)
+      << out;
 }
 
 // A flag's value that is the next option was taken as the value (`--out --quiet` wrote a file
