@@ -605,8 +605,12 @@ std::vector<uint32_t> ParseObserveSteps(const std::string& text, uint32_t decode
     const size_t comma = std::min(text.find(',', pos), text.size());
     const std::string item = text.substr(pos, comma - pos);
     auto number = [&](const std::string& v) -> uint64_t {
-      if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
         throw std::invalid_argument("'" + item + "' is not first, last, every:N or a step number");
+      // A number of many digits is out of range, not malformed (it said "is not ... every:N").
+      if (v.size() > 9)
+        throw std::invalid_argument("'" + item + "': " + v + " is past the " + std::to_string(decode_steps) +
+                                    " decode steps (workload.decode_steps)");
       return std::stoull(v);
     };
     if (item == "first") {

@@ -584,7 +584,9 @@ int Run(Args& a) {
     } catch (const std::invalid_argument& err) {
       throw UsageError(std::string("--trace-steps: ") + err.what());
     }
-    if (opts.observe_steps.empty()) throw UsageError("--trace-steps: no decode step selected");
+    if (opts.observe_steps.empty())
+      throw UsageError("--trace-steps '" + trace_steps + "' selects no decode step of the " +
+                       std::to_string(e.cfg.workload().decode_steps()) + " (workload.decode_steps)");
   }
   // An output that cannot be written (a missing folder, a directory) is found now, not after
   // the run (exit 1, as a failed write): nothing is created or truncated.

@@ -302,6 +302,23 @@ TEST_F(RunCli, TracedStepsCountAgainstMaxMemory) {
       << out;
 }
 
+// --trace-steps past the run said "is not first, last, every:N" for every:N of many digits and
+// "no decode step selected" without the spec or the step count.
+TEST_F(RunCli, TraceStepsPastTheRunNameTheSpecAndTheSteps) {
+  std::string out;
+  const std::string run = "run " + kRef + " --quiet --trace " + P("t.json") + " --trace-steps ";
+  EXPECT_EQ(RunTpsim(run + "every:99999999999999999999", &out), 2) << out;
+  EXPECT_NE(
+      out.find("--trace-steps: 'every:99999999999999999999': 99999999999999999999 is past the 20 decode "
+               "steps (workload.decode_steps)"),
+      std::string::npos)
+      << out;
+  EXPECT_EQ(RunTpsim(run + "every:1000", &out), 2) << out;
+  EXPECT_NE(out.find("--trace-steps 'every:1000' selects no decode step of the 20 (workload.decode_steps)"),
+            std::string::npos)
+      << out;
+}
+
 // A failed write to standard output (a full disk) exited 0 with the table lost: exit 1, said.
 TEST_F(RunCli, AFailedWriteToStandardOutputExitsOne) {
   for (const std::string& args : {std::string("list"), "run " + kRef + " --set workload.decode_steps=1"}) {
