@@ -346,6 +346,10 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
   // (those that lower the same Program share through ProgramKey instead), and up to four
   // large Programs would stay in memory for nothing.
   const sweep::PointRunner run = sweep::InProcessRunner("analytical", sim::DefaultMaxMemory(), false);
+  // A candidate's identity in the store is the sweep's (sweep::PointHash): its resolved text and
+  // the contents of the files it reads beyond it (an MoE routing trace, a request trace), so a
+  // candidate whose trace was edited is simulated again, not reused. Each file is hashed once.
+  sweep::FileDigests digests;
   const bool tty = progress == &std::cerr && isatty(2);
   const auto t0 = std::chrono::steady_clock::now();
   auto last_report = t0;
@@ -458,7 +462,7 @@ SearchResult Search(const sim::Experiment& base, const arch::Chip& chip, const S
     for (size_t k : batch) {
       exps.push_back(Apply(base, all[k].c));
       LocateCandidate(base, all[k].c, o.space, &exps.back());
-      hashes.push_back(sweep::ConfigHash(exps.back()));
+      hashes.push_back(sweep::PointHash(exps.back(), &digests));
     }
     std::vector<sweep::PointOutcome> outs(batch.size());
     std::vector<double> wall(batch.size(), 0);

@@ -380,6 +380,63 @@ TEST(SearchTest, ResumeFromTheStoreGivesTheSameFront) {
   std::filesystem::remove(db);
 }
 
+// A candidate's identity in the store covers the files it reads beyond its resolved text (here
+// an MoE routing trace), as a sweep point's does: a search rerun on the same store after the
+// trace was edited simulates again and gives the new trace's front. It reused the old rows
+// ("5 from store") and printed the old front.
+TEST(SearchTest, AnEditedRoutingTraceIsSimulatedAgainNotReused) {
+  const std::string tag = std::to_string(getpid());
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("search_trace_test_" + tag);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string trace = (dir / "r.csv").string(), db = (dir / "s.sqlite").string();
+  // One line per layer, 128 experts: every token to expert 0, or spread evenly.
+  auto write_trace = [&](bool hot) {
+    std::ofstream out(trace);
+    for (int layer = 0; layer < 2; ++layer) {
+      out << layer;
+      for (int x = 0; x < 128; ++x) out << "," << (hot ? (x == 0 ? 512 : 0) : 4);
+      out << "\n";
+    }
+  };
+  const sim::Experiment e =
+      sim::LoadExperiment(std::string(TPSIM_SOURCE_DIR) + "/configs/experiments/moe-qwen3-30b-a3b.textproto",
+                          {{"workload.num_layers", "2"},
+                           {"workload.seq_len", "64"},
+                           {"mapping.pipeline_stages", "1"},
+                           {"mapping.moe.routing", "trace"},
+                           {"mapping.moe.routing_file", trace}});
+  const arch::Chip chip = arch::Chip::Build(e.cfg.chip());
+  SearchOptions o;
+  o.jobs = 2;
+  o.space.tp = {16};
+  o.space.stages = {1};
+  o.space.ep = {4, 16};
+  o.space.partitions = {"megatron"};
+  o.space.placements = {"ring"};
+  o.space.collectives = {"ring"};
+  o.space.spans = {"stage"};
+  o.db = db;
+  write_trace(true);
+  const SearchResult hot = Search(e, chip, o, nullptr);
+  write_trace(false);
+  const SearchResult even = Search(e, chip, o, nullptr);
+  SearchOptions fresh_o = o;
+  fresh_o.db.clear();
+  const SearchResult fresh = Search(e, chip, fresh_o, nullptr);
+  EXPECT_EQ(hot.reused, 0u);
+  EXPECT_GT(even.simulated, 0u);
+  EXPECT_EQ(even.reused, 0u) << "the edited trace's candidates were taken from the store";
+  ASSERT_FALSE(hot.front.empty());
+  ASSERT_EQ(even.front.size(), fresh.front.size());
+  for (size_t i = 0; i < even.front.size(); ++i) EXPECT_EQ(Key(even.front[i]), Key(fresh.front[i]));
+  EXPECT_NE(Key(hot.front.front()), Key(even.front.front())) << "the traces should time differently";
+  // Unchanged, the trace's candidates are reused.
+  const SearchResult again = Search(e, chip, o, nullptr);
+  EXPECT_EQ(again.reused, again.simulated);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tpsim::search
 
