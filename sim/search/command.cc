@@ -462,6 +462,24 @@ int SearchCommand(const std::vector<std::string>& args) {
     // Whether the model fits the memory channels depends on the mapping: each candidate is
     // checked (mapping::ValidateDramCapacity; one that does not fit is stored as invalid).
     chip = sim::ValidateExperiment(plain, /*memory_capacity=*/false);
+    // A base that names a placement file is checked with it as `tpsim run` checks it (the file
+    // read, its cores against the base's tp x stages; the file fits that mapping only): a missing
+    // file or one listing a core twice was searched without a word, exit 0, since every
+    // candidate replaces the placement. Run's messages, then what the check was.
+    if (base.cfg.mapping().placement() == "file") {
+      try {
+        sim::ValidateExperiment(base, /*memory_capacity=*/false);
+      } catch (const config::ConfigError& err) {
+        for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
+        const config::Mapping& m = base.cfg.mapping();
+        std::cerr << "tpsim search: the base experiment places its ranks by mapping.placement_file, so it is "
+                     "checked as `tpsim run` checks it, with its own mapping (tp "
+                  << m.tp() << " x " << m.pipeline_stages()
+                  << " stages); the candidates replace that placement (a placement file is not searched): "
+                     "fix the base, or drop mapping.placement file\n";
+        return 2;
+      }
+    }
     config::CheckOutputs({{"--db", o.search.db}, {"--out", o.out}}, sim::InputFiles(base));
     // A store that cannot be created is refused here, at --db (config::CheckStorePath).
     config::CheckStorePath("--db", o.search.db);
@@ -494,6 +512,12 @@ int SearchCommand(const std::vector<std::string>& args) {
   // Options whose values leave no candidate (--tp 128 on 64 cores): a usage error naming them,
   // not a search of 0 candidates that ends "no feasible candidate".
   if (const std::string why = EmptySpaceWhy(base, chip, o.search.space); !why.empty()) return Usage(why);
+  // The base's placement file is not searched: each candidate takes a placement of --placements.
+  if (base.cfg.mapping().placement() == "file")
+    std::cerr << "tpsim search: warning: mapping.placement file is ignored (mapping.placement_file "
+              << base.cfg.mapping().placement_file()
+              << "): each candidate takes its placement from --placements; a placement file fits one "
+                 "tp x stages and is not searched\n";
   if (o.slurm) return SubmitSearch(o, base, chip);
   // An --out that cannot be written (a missing folder, a directory) is found now, not after the
   // whole search and its TLM confirmations (exit 1, as the failed write): nothing is created.

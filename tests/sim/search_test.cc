@@ -917,5 +917,54 @@ TEST(SearchTest, CandidateErrorsPointAtTheSearchFlag) {
   EXPECT_EQ(x.locs.Find("mapping.tp").line, 11);
 }
 
+// A base naming a placement file is checked with it as `tpsim run` checks it: a missing file,
+// or one that lists a core twice, is refused with run's located message (exit 2). Both were
+// searched without a word, exit 0: every candidate replaces the placement. A valid file is
+// searched too, with a warning that it is not used.
+TEST(SearchTest, ABasePlacementFileIsCheckedAsRunChecksIt) {
+  const SearchDir d;
+  const std::string base = SmallBase(d);  // tp 4 x 2 stages on mesh-4x4-hbm
+  auto with_file = [&](const std::string& file) {
+    return SmallSearch(base, {"--set", "mapping.placement=file", "--set", "mapping.placement_file=" + file});
+  };
+  // What `tpsim run` says of the base with that file (sim::ValidateExperiment, as RunCommand).
+  auto run_says = [&](const std::string& file) {
+    const sim::Experiment e =
+        sim::LoadExperiment(base, {{"mapping.placement", "file"}, {"mapping.placement_file", file}});
+    try {
+      sim::ValidateExperiment(e);
+    } catch (const config::ConfigError& err) {
+      std::string out;
+      for (const auto& diag : err.diags()) out += diag.str() + "\n";
+      return out;
+    }
+    return std::string("valid");
+  };
+  const CliOut missing = RunSearchCommand(with_file(d("none.txt")));
+  EXPECT_EQ(missing.rc, 2) << missing.err;
+  EXPECT_NE(missing.err.find("mapping.placement_file"), std::string::npos) << missing.err;
+  EXPECT_TRUE(missing.err.starts_with(run_says(d("none.txt")) +
+                                      "tpsim search: the base experiment places its ranks by "
+                                      "mapping.placement_file, so it is checked as `tpsim run` checks it"))
+      << missing.err;
+  EXPECT_EQ(missing.out, "");
+  std::ofstream(d("twice.txt")) << "0 1 4 0\n2 3 6 7\n";
+  const CliOut twice = RunSearchCommand(with_file(d("twice.txt")));
+  EXPECT_EQ(twice.rc, 2) << twice.err;
+  EXPECT_NE(twice.err.find("already used by an earlier rank"), std::string::npos) << twice.err;
+  EXPECT_TRUE(twice.err.starts_with(run_says(d("twice.txt")) + "tpsim search: the base experiment"))
+      << twice.err;
+  EXPECT_EQ(twice.out, "");
+  std::ofstream(d("good.txt")) << "0 1 4 5\n2 3 6 7\n";
+  ASSERT_EQ(run_says(d("good.txt")), "valid");
+  const CliOut good = RunSearchCommand(with_file(d("good.txt")));
+  EXPECT_EQ(good.rc, 0) << good.err;
+  EXPECT_NE(
+      good.err.find("tpsim search: warning: mapping.placement file is ignored (mapping.placement_file " +
+                    d("good.txt") + "): each candidate takes its placement from --placements"),
+      std::string::npos)
+      << good.err;
+}
+
 }  // namespace
 }  // namespace tpsim::search
