@@ -512,6 +512,9 @@ int SearchCommand(const std::vector<std::string>& args) {
   // Options whose values leave no candidate (--tp 128 on 64 cores): a usage error naming them,
   // not a search of 0 candidates that ends "no feasible candidate".
   if (const std::string why = EmptySpaceWhy(base, chip, o.search.space); !why.empty()) return Usage(why);
+  // Values no candidate can take (--tp 4,128 on 16 cores searched tp 4 and said nothing of 128).
+  for (const std::string& note : UnusedValues(base, chip, o.search.space))
+    std::cerr << "tpsim search: note: " << note << "\n";
   // The base's placement file is not searched: each candidate takes a placement of --placements.
   if (base.cfg.mapping().placement() == "file")
     std::cerr << "tpsim search: warning: mapping.placement file is ignored (mapping.placement_file "

@@ -78,6 +78,12 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
 // others at their defaults, empties it, or a set of them does together) and the rules they
 // broke, as one line for the command's usage error (exit 2); "" where Space is not empty.
 std::string EmptySpaceWhy(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts);
+// Where Space is not empty: each value of a numeric LIST (--tp, --stages, --attention-dp, --ep,
+// --moe-tp, --batch) that no candidate can take, with the others' lists as given (--tp 128 on
+// 16 cores, --stages 3 of 2 layers), as "--tp 128 leaves no candidate (<the rules>)", for the
+// command's notes; those values were dropped silently.
+std::vector<std::string> UnusedValues(const sim::Experiment& base, const arch::Chip& chip,
+                                      const SpaceOptions& opts);
 
 // The experiment of a candidate: the base with its mapping (and batch) changed and a
 // name that says so.

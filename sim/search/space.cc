@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "configs/files.h"
@@ -125,9 +126,11 @@ std::vector<Candidate> Space(const sim::Experiment& base, const arch::Chip& chip
   return out;
 }
 
-std::string EmptySpaceWhy(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts) {
-  // The names and placements do not empty the space (each list names valid values): one of each
-  // keeps this cheap. The numeric axes do.
+namespace {
+
+// The names and placements do not empty the space (each list names valid values): one of each
+// keeps the checks below cheap. The numeric axes do.
+SpaceOptions NumericAxesOnly(const SpaceOptions& opts) {
   SpaceOptions o = opts;
   auto one = [](std::vector<std::string>* v, const std::string& fallback) {
     *v = {v->empty() ? fallback : v->front()};
@@ -137,14 +140,37 @@ std::string EmptySpaceWhy(const sim::Experiment& base, const arch::Chip& chip, c
   one(&o.collectives, "ring");
   one(&o.spans, "stage");
   if (!o.weights.empty()) o.weights.resize(1);
+  return o;
+}
+
+using Axis = std::vector<uint32_t> SpaceOptions::*;
+constexpr std::pair<const char*, Axis> kNumericAxes[] = {{"--tp", &SpaceOptions::tp},
+                                                         {"--stages", &SpaceOptions::stages},
+                                                         {"--attention-dp", &SpaceOptions::attention_dp},
+                                                         {"--ep", &SpaceOptions::ep},
+                                                         {"--moe-tp", &SpaceOptions::moe_tp},
+                                                         {"--batch", &SpaceOptions::batch}};
+
+// What a candidate must meet, as said after "leaves none": "(tp x attention_dp x stages <= 16
+// cores, stages <= 2 layers, ...)".
+std::string SpaceLimits(const sim::Experiment& base, const arch::Chip& chip) {
+  const bool moe = base.cfg.model().num_experts() > 0;
+  std::string why = "(tp x attention_dp x stages" + std::string(Disaggregated(base) ? " x 2 groups" : "") +
+                    " <= " + std::to_string(chip.num_cores()) +
+                    " cores, stages <= " + std::to_string(Layers(base)) +
+                    " layers, batch a multiple of attention_dp";
+  if (moe)
+    why += ", ep dividing tp x attention_dp and the " + std::to_string(base.cfg.model().num_experts()) +
+           " experts, ep x moe-tp dividing tp x attention_dp";
+  return why + ")";
+}
+
+}  // namespace
+
+std::string EmptySpaceWhy(const sim::Experiment& base, const arch::Chip& chip, const SpaceOptions& opts) {
+  const SpaceOptions o = NumericAxesOnly(opts);
   if (!Space(base, chip, o).empty()) return "";
-  using Axis = std::vector<uint32_t> SpaceOptions::*;
-  const std::pair<const char*, Axis> axes[] = {{"--tp", &SpaceOptions::tp},
-                                               {"--stages", &SpaceOptions::stages},
-                                               {"--attention-dp", &SpaceOptions::attention_dp},
-                                               {"--ep", &SpaceOptions::ep},
-                                               {"--moe-tp", &SpaceOptions::moe_tp},
-                                               {"--batch", &SpaceOptions::batch}};
+  const auto& axes = kNumericAxes;
   auto values = [](const std::vector<uint32_t>& v) {
     std::string out;
     for (uint32_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
@@ -163,14 +189,27 @@ std::string EmptySpaceWhy(const sim::Experiment& base, const arch::Chip& chip, c
   why += !alone.empty()   ? alone + " leave" + (alone.find(", ") == std::string::npos ? "s" : "") + " none"
          : !given.empty() ? given + " together leave none"
                           : "the experiment leaves none";
-  const bool moe = base.cfg.model().num_experts() > 0;
-  why += " (tp x attention_dp x stages" + std::string(Disaggregated(base) ? " x 2 groups" : "") +
-         " <= " + std::to_string(chip.num_cores()) + " cores, stages <= " + std::to_string(Layers(base)) +
-         " layers, batch a multiple of attention_dp";
-  if (moe)
-    why += ", ep dividing tp x attention_dp and the " + std::to_string(base.cfg.model().num_experts()) +
-           " experts, ep x moe-tp dividing tp x attention_dp";
-  return why + ")";
+  return why + " " + SpaceLimits(base, chip);
+}
+
+std::vector<std::string> UnusedValues(const sim::Experiment& base, const arch::Chip& chip,
+                                      const SpaceOptions& opts) {
+  const SpaceOptions o = NumericAxesOnly(opts);
+  std::vector<std::string> out;
+  for (const auto& [flag, axis] : kNumericAxes) {
+    const std::vector<uint32_t>& given = o.*axis;
+    if (given.size() < 2) continue;  // one value: it is used, or the space is empty (EmptySpaceWhy)
+    std::set<uint32_t> said;
+    for (uint32_t v : given) {
+      if (!said.insert(v).second) continue;
+      SpaceOptions only = o;
+      only.*axis = {v};
+      if (Space(base, chip, only).empty())
+        out.push_back(std::string(flag) + " " + std::to_string(v) + " leaves no candidate " +
+                      SpaceLimits(base, chip));
+    }
+  }
+  return out;
 }
 
 config::Mapping MappingOf(const config::Mapping& base, const Candidate& c) {

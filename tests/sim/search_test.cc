@@ -966,5 +966,25 @@ TEST(SearchTest, ABasePlacementFileIsCheckedAsRunChecksIt) {
       << good.err;
 }
 
+// A value of a number LIST that no candidate can take was dropped without a word (--tp 2,128 on
+// 16 cores searched tp 2; --stages 1,3 of 2 layers searched 1 stage): a note names each.
+TEST(SearchTest, ListValuesThatLeaveNoCandidateAreNoted) {
+  const SearchDir d;
+  const std::string base = SmallBase(d);  // 16 cores, 2 layers; SmallSearch: --tp 2 --stages 1
+  const CliOut r = RunSearchCommand(SmallSearch(base, {"--tp", "128", "--stages", "3"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string rules =
+      " leaves no candidate (tp x attention_dp x stages <= 16 cores, stages <= 2 layers";
+  EXPECT_NE(r.err.find("tpsim search: note: --tp 128" + rules), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tpsim search: note: --stages 3" + rules), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("note: --tp 2 "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("note: --stages 1 "), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("  1 candidates:"), std::string::npos) << r.out;
+  // Every value usable: no note.
+  const CliOut all = RunSearchCommand(SmallSearch(base, {"--tp", "4"}));
+  ASSERT_EQ(all.rc, 0) << all.err;
+  EXPECT_EQ(all.err.find("note:"), std::string::npos) << all.err;
+}
+
 }  // namespace
 }  // namespace tpsim::search
