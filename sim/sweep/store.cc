@@ -553,6 +553,9 @@ MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs,
   for (const std::string& in : inputs) RequireRegularFile(in);
   if (std::filesystem::exists(out)) RequireRegularFile(out);
   if (!force) CheckOneSweep(out, inputs);
+  // A merge that fails leaves no OUT it created (one holding the inputs before the failure, or
+  // none, was left); each input is checked whole before anything is written.
+  const bool created = !std::filesystem::exists(out);
   sqlite3* db = OpenDb(out);
   try {
     Exec(db, CreateSql());
@@ -569,8 +572,23 @@ MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs,
         } catch (const StoreError&) {
           ok = false;
         }
+        // A damaged file (truncated, overwritten) failed half-way through the merge as "database disk
+        // image is malformed (in: DELETE FROM main.points WH", naming no file.
+        std::string health;
+        if (ok) {
+          sqlite3_stmt* qc = nullptr;
+          if (sqlite3_prepare_v2(probe, "PRAGMA quick_check(1)", -1, &qc, nullptr) == SQLITE_OK &&
+              sqlite3_step(qc) == SQLITE_ROW && sqlite3_column_text(qc, 0))
+            health = reinterpret_cast<const char*>(sqlite3_column_text(qc, 0));
+          else
+            health = sqlite3_errmsg(probe);
+          sqlite3_finalize(qc);
+        }
         sqlite3_close(probe);
         if (!ok) throw StoreError(in + ": not a sweep database (no points table)");
+        std::replace(health.begin(), health.end(), '\n', ' ');
+        if (health != "ok")
+          throw StoreError(in + ": the store is damaged (SQLite: " + config::Clip(health, 160) + ")");
       }
       sqlite3_stmt* st = nullptr;
       Check(db, sqlite3_prepare_v2(db, "ATTACH DATABASE ? AS src", -1, &st, nullptr), "attach");
@@ -606,6 +624,10 @@ MergeStats Merge(const std::string& out, const std::vector<std::string>& inputs,
     }
   } catch (...) {
     sqlite3_close(db);
+    if (created) {
+      std::error_code ec;
+      for (const char* tail : {"", "-journal", "-wal", "-shm"}) std::filesystem::remove(out + tail, ec);
+    }
     throw;
   }
   sqlite3_close(db);

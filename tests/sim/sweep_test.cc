@@ -754,6 +754,20 @@ TEST_F(SweepTest, MergeCommandChecksItsStoresAtTheCommandLine) {
               std::string::npos);
   }
   EXPECT_FALSE(fs::exists(Db("o.sqlite")));
+  // A damaged store (its pages overwritten) failed half-way, naming no file, and left the OUT it
+  // had made: checked whole first, named, and no OUT left.
+  fs::copy_file(Db("a.sqlite"), Db("bad.sqlite"));
+  {
+    std::fstream f(Db("bad.sqlite"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096);
+    const std::string junk(8192, '\xde');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(SweepCommand({"merge", "--force", Db("o.sqlite"), Db("a.sqlite"), Db("bad.sqlite")}), 1);
+  const std::string damaged = testing::internal::GetCapturedStderr();
+  EXPECT_NE(damaged.find(Db("bad.sqlite") + ": "), std::string::npos) << damaged;
+  EXPECT_FALSE(fs::exists(Db("o.sqlite")));
   testing::internal::CaptureStdout();
   EXPECT_EQ(SweepCommand({"merge", Db("o.sqlite"), Db("a.sqlite")}), 0);
   EXPECT_EQ(testing::internal::GetCapturedStdout(),
