@@ -38,7 +38,9 @@ PlacementFile ReadPlacementFile(const config::Mapping& m) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // Whitespace-separated integers (an optional '+'), each located by line and column.
   int line = 1, col = 1;
-  size_t i = 0;
+  // A UTF-8 byte order mark (as editors on Windows save) is no token: it was refused as the first
+  // id, invisibly ("﻿0: must hold ... core ids").
+  size_t i = std::string_view(text).starts_with("\xEF\xBB\xBF") ? 3 : 0;
   while (i < text.size()) {
     if (text[i] == '\n') {
       ++line, col = 1, ++i;
@@ -58,6 +60,7 @@ PlacementFile ReadPlacementFile(const config::Mapping& m) {
     if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size()) {
       f.bad = at;
       f.bad_token = std::string(token);
+      f.bad_range = ec == std::errc::result_out_of_range && p == digits.data() + digits.size();
       return f;
     }
     f.cores.push_back(id);

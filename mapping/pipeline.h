@@ -31,6 +31,7 @@ struct PlacementFile {
   std::vector<config::Location> where;  // each id's line and column in the file
   config::Location bad;                 // the first token that is no core id (not well formed)
   std::string bad_token;
+  bool bad_range = false;  // that token is an integer past int's range (no core of any chip)
 };
 PlacementFile ReadPlacementFile(const config::Mapping& m);
 

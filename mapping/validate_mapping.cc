@@ -304,8 +304,12 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
       auto in_file = [&](const config::Location& at, const std::string& value, const std::string& rule) {
         diags->push_back({at, "mapping.placement_file", value, rule});
       };
+      // An integer of many digits is a core id off the chip, not a malformed one.
       if (!file.well_formed)
-        in_file(file.bad, config::Clip(file.bad_token), "must hold whitespace-separated core ids (integers)");
+        in_file(file.bad, config::Clip(file.bad_token),
+                file.bad_range
+                    ? "core id is not on the chip (0 to " + std::to_string(chip.num_cores() - 1) + ")"
+                    : "must hold whitespace-separated core ids (integers)");
       const int64_t needed = int64_t{stages} * stage_ranks;
       if (file.well_formed && stage_ranks > 0 && static_cast<int64_t>(file.cores.size()) != needed)
         add("mapping.placement_file", m.placement_file(),

@@ -238,6 +238,16 @@ TEST_F(Hardening, PlacementFileErrorsAreLocatedInTheFile) {
                           ":2:4: mapping.placement_file: x: must hold whitespace-separated core ids"),
             std::string::npos)
       << b.output;
+  // An id of 23 digits is off the chip (it was "must hold ... (integers)"); a byte order mark before
+  // the first id is skipped (it was refused, invisibly, as part of that id).
+  Outcome big = run("9 8 1 99999999999999999999999\n");
+  EXPECT_EQ(big.status, 2) << big.output;
+  EXPECT_NE(
+      big.output.find(At("cores.txt") + ":1:7: mapping.placement_file: 99999999999999999999999: core id is "
+                                        "not on the chip (0 to 63)"),
+      std::string::npos)
+      << big.output;
+  EXPECT_EQ(run("\xEF\xBB\xBF" + good).status, 0);
   // One id per rank of every stage: 64, not the 4 of one stage, nor more.
   Outcome s4 = run("9 8 1 0\n");
   EXPECT_EQ(s4.status, 2) << s4.output;
