@@ -375,8 +375,11 @@ int AgreeCommand(const std::vector<std::string>& args) {
       } else {
         return usage("unknown option " + a);
       }
-    } catch (const std::logic_error&) {
-      return usage("bad value '" + value + "' for " + flag);
+    } catch (const std::logic_error& err) {
+      // Counts read up to 2^64 - 1 have a narrower range, said as the range checks below say it.
+      if (flag == "--jobs") return usage("--jobs must be 1 .. 256, got '" + value + "'");
+      if (flag == "--count") return usage("--count must be 1 .. 1000000, got '" + value + "'");
+      return usage("bad value '" + value + "' for " + flag + ": " + err.what());
     }
   }
   if (jobs < 1 || jobs > 256) return usage("--jobs must be 1 .. 256");

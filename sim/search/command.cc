@@ -182,7 +182,8 @@ std::vector<std::string> SplitList(const std::string& s) {
   for (;;) {
     const size_t comma = s.find(',', begin);
     const std::string item = s.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-    if (item.empty()) throw std::invalid_argument(s);
+    if (item.empty())
+      throw std::invalid_argument("a list's items are separated by single commas, with none empty");
     AddOnce(&out, item);
     if (comma == std::string::npos) return out;
     begin = comma + 1;
@@ -307,10 +308,9 @@ int SearchCommand(const std::vector<std::string>& args) {
     auto u32list = [&](std::vector<uint32_t>* out) {
       for (const auto& s : SplitList(value)) {
         const uint64_t v = config::ParseCount(s, UINT32_MAX);
-        if (v == 0 || v > 1u << 20) throw std::out_of_range(s);
+        if (v == 0 || v > 1u << 20) throw std::out_of_range("'" + s + "' is not in 1 .. 1048576");
         AddOnce(out, v);
       }
-      if (out->empty()) throw std::invalid_argument(value);
     };
     try {
       if (flag == "--objective") {
@@ -404,8 +404,11 @@ int SearchCommand(const std::vector<std::string>& args) {
     } catch (const config::ConfigError& err) {
       for (const auto& d : err.diags()) std::cerr << d.str() << "\n";
       return 2;
-    } catch (const std::logic_error&) {
-      return Usage("bad value '" + value + "' for " + flag);
+    } catch (const std::logic_error& err) {
+      // The rule the value broke (a whole number in range, a list without empty items); --jobs
+      // is read up to 2^64 - 1 and has a narrower range.
+      if (flag == "--jobs") return Usage("--jobs must be 1 .. 256, got '" + value + "'");
+      return Usage("bad value '" + value + "' for " + flag + ": " + err.what());
     }
     forward();
   }

@@ -730,13 +730,22 @@ TEST_F(RunCli, SearchListsAreSetsAndNoFeasibleCandidateSaysWhy) {
 
 TEST_F(RunCli, CountsAreWholeNumbers) {
   for (const std::string& args :
-       {"search " + kRef + " --top -1", "search " + kRef + " --confirm 2x", "search " + kRef + " --jobs 2x",
-        "search " + kRef + " --budget -1", "search " + kRef + " --shard -1/4",
-        std::string("agree --count -1"), std::string("agree --seed -1"), std::string("agree --jobs 1x"),
-        std::string("agree --only -3")}) {
+       {"search " + kRef + " --top -1", "search " + kRef + " --confirm 2x", "search " + kRef + " --budget -1",
+        "search " + kRef + " --shard -1/4", std::string("agree --seed -1"), std::string("agree --only -3")}) {
     std::string out;
     EXPECT_EQ(RunTpsim(args, &out), 2) << args << "\n" << out;
     EXPECT_NE(out.find("bad value '"), std::string::npos) << args << "\n" << out;
+    // With the rule the value broke.
+    EXPECT_NE(out.find("' is not a whole number in 0 .. "), std::string::npos) << args << "\n" << out;
+  }
+  // Counts with a narrower range than their reading say that range.
+  for (const auto& [args, rule] :
+       {std::pair{"search " + kRef + " --jobs 2x", "--jobs must be 1 .. 256, got '2x'"},
+        {"agree --jobs 1x", "--jobs must be 1 .. 256, got '1x'"},
+        {"agree --count -1", "--count must be 1 .. 1000000, got '-1'"}}) {
+    std::string out;
+    EXPECT_EQ(RunTpsim(args, &out), 2) << args << "\n" << out;
+    EXPECT_NE(out.find(rule), std::string::npos) << args << "\n" << out;
   }
 }
 

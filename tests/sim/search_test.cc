@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "result.pb.h"
@@ -854,7 +855,21 @@ TEST(SearchTest, OptionsThatLeaveNoCandidateOrNoValueAreUsageErrors) {
                                     {"--weights", ","}}) {
     const CliOut r = RunSearchCommand({ref, flag, value});
     EXPECT_EQ(r.rc, 2) << flag << " " << value;
-    EXPECT_TRUE(r.err.starts_with("tpsim search: bad value '" + std::string(value) + "' for " + flag))
+    EXPECT_TRUE(r.err.starts_with("tpsim search: bad value '" + std::string(value) + "' for " + flag +
+                                  ": a list's items are separated by single commas, with none empty\n"))
+        << r.err;
+  }
+  // A bad number states the rule it broke (it said only "bad value '0' for --tp").
+  for (const auto& [flag, value, rule] :
+       {std::tuple{"--tp", "0", "'0' is not in 1 .. 1048576"},
+        std::tuple{"--stages", "4,2000000", "'2000000' is not in 1 .. 1048576"},
+        std::tuple{"--batch", "-1", "'-1' is not a whole number in 0 .. 4294967295"},
+        std::tuple{"--budget", "2x", "'2x' is not a whole number in 0 .. 18446744073709551615"},
+        std::tuple{"--slo-ttft-ms", "nan", "'nan' is not a finite number"}}) {
+    const CliOut r = RunSearchCommand({ref, flag, value});
+    EXPECT_EQ(r.rc, 2) << flag << " " << value;
+    EXPECT_TRUE(r.err.starts_with("tpsim search: bad value '" + std::string(value) + "' for " + flag + ": " +
+                                  rule + "\n"))
         << r.err;
   }
   const CliOut bogus = RunSearchCommand({ref, "--budget", "3", "--bogus"});
