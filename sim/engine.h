@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "arch/chip.h"
@@ -64,6 +65,16 @@ class StallError : public std::runtime_error {
 class TimeOverflowError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  // Where one task alone runs past the clock because of one chip field (a DRAM channel's rate
+  // of 1e-300 GB/s): that field (chip.memory[0].efficiency) and its value, for the run to
+  // report a config error located at it (exit 2); empty where the run's length is the cause.
+  TimeOverflowError(const std::string& what, std::string field, std::string value)
+      : std::runtime_error(what), field_(std::move(field)), value_(std::move(value)) {}
+  const std::string& field() const { return field_; }
+  const std::string& value() const { return value_; }
+
+ private:
+  std::string field_, value_;
 };
 // How those messages name the clock's limit, and a time in days ("%.3g days").
 inline constexpr const char* kClockLimit = "the 106.7 days (2^63 ps) tpsim can represent";

@@ -438,6 +438,42 @@ std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size
          kClockLimit + note + ": check " + fields;
 }
 
+// The error for task i of `p` run past the clock (OverflowText): where it is a DRAM task whose
+// channel alone would hold it past the clock, it names the memory's field that makes the channel
+// that slow, for the run to say so as a config error (LocateOverflow). A DRAM rate of 1e-300
+// GB/s on a chip whose weights fit SRAM passed CheckTimeBounds (it counts only the streamed
+// weights) and failed in the run, exit 1, unlocated.
+TimeOverflowError OverflowError(const mapping::Program& p, const arch::Chip& chip, size_t i,
+                                const std::string& label, Ps start_ps,
+                                const std::string& tlm_hint = kTlmEngineHint) {
+  std::string text = OverflowText(p, chip, i, label, start_ps, tlm_hint);
+  const mapping::Task t = p.task(i);
+  if (t.kind != mapping::TaskKind::kMemory || t.channel < 0 ||
+      static_cast<size_t>(t.channel) >= chip.channels().size())
+    return TimeOverflowError(text);
+  const arch::MemoryChannel& c = chip.channels()[t.channel];
+  const double alone_s = static_cast<double>(t.bytes) / (c.bandwidth_gbps * 1e9);
+  constexpr double kClockS = 9223372036854775807.0 * 1e-12;
+  const auto& memories = chip.config().memory();
+  if (!(alone_s > kClockS) || c.memory < 0 || c.memory >= memories.size()) return TimeOverflowError(text);
+  // As CheckTimeBounds blames a memory: its efficiency where that is the absurd factor (below
+  // 1e-3; typical is 0.7 to 0.9), else its peak bandwidth.
+  const config::Memory& m = memories.Get(c.memory);
+  const bool efficiency = m.efficiency() > 0 && m.efficiency() < 1e-3;
+  char value[64], rate[64];
+  std::snprintf(value, sizeof value, "%g", efficiency ? m.efficiency() : m.bandwidth_gbps());
+  std::snprintf(rate, sizeof rate, "%g", c.bandwidth_gbps);
+  char mb[64];
+  std::snprintf(mb, sizeof mb, "%.6g MB", static_cast<double>(t.bytes) / 1e6);
+  text = std::string("a DRAM ") + (t.write ? "write" : "read") + " of " + mb + " on channel " +
+         std::to_string(t.channel) + " (" + label + ", op " +
+         (t.op < p.ops.size() ? p.ops[t.op].ref.op : std::string("?")) + ") would take " + DaysText(alone_s) +
+         " at the channel's " + rate + " GB/s effective, longer than " + kClockLimit;
+  return TimeOverflowError(
+      text, "chip.memory[" + std::to_string(c.memory) + "]." + (efficiency ? "efficiency" : "bandwidth_gbps"),
+      value);
+}
+
 }  // namespace
 
 void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip, const EngineOutput& timing,
@@ -446,8 +482,7 @@ void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip,
   if (timing.makespan_ps < kMax) return;
   for (size_t i = 0; i < timing.tasks.size() && i < program.num_tasks(); ++i)
     if (timing.tasks[i].end_ps >= kMax)
-      throw TimeOverflowError(
-          OverflowText(program, chip, i, "task " + std::to_string(i), timing.tasks[i].start_ps, tlm_hint));
+      throw OverflowError(program, chip, i, "task " + std::to_string(i), timing.tasks[i].start_ps, tlm_hint);
   throw TimeOverflowError(std::string("the run ends later than ") + kClockLimit);
 }
 
@@ -457,7 +492,7 @@ void ThrowStepOverflow(const StepOverflow& o, const mapping::Program& head, cons
   if (o.task >= p.num_tasks()) throw TimeOverflowError(std::string("the run ends later than ") + kClockLimit);
   const std::string label = "task " + std::to_string(o.id) +
                             (o.step == 0 ? ", the prefill" : ", decode step " + std::to_string(o.step));
-  throw TimeOverflowError(OverflowText(p, chip, o.task, label, o.start_ps));
+  throw OverflowError(p, chip, o.task, label, o.start_ps);
 }
 
 namespace {
@@ -484,9 +519,29 @@ Reuse TryReuse(const Experiment& e, const RunOptions& opts) {
   return Reuse::kNo;
 }
 
+// Runs f(); a TimeOverflowError that one chip field explains (OverflowError) becomes a config
+// error located at that field, as CheckTimeBounds' refusals are.
+template <class F>
+auto LocateOverflow(const Experiment& e, F&& f) {
+  try {
+    return f();
+  } catch (const TimeOverflowError& err) {
+    if (err.field().empty()) throw;
+    throw config::ConfigError(config::Diag{e.locs.Find(err.field()), err.field(), err.value(), err.what()});
+  }
+}
+
+RunOutput RunExperimentUnlocated(const Experiment& e, const RunOptions& opts);
+
 }  // namespace
 
 RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
+  return LocateOverflow(e, [&] { return RunExperimentUnlocated(e, opts); });
+}
+
+namespace {
+
+RunOutput RunExperimentUnlocated(const Experiment& e, const RunOptions& opts) {
   std::unique_ptr<Engine> engine;
   const Reuse asked = TryReuse(e, opts);
   // Reuse is counted as kReuseCountedSteps decode steps; a fallback checks the whole Program
@@ -597,6 +652,8 @@ RunOutput RunExperiment(const Experiment& e, const RunOptions& opts) {
   for (const RunObserver& observe : opts.observers) observe(RunView{out.program, chip, timing, out.result});
   return out;
 }
+
+}  // namespace
 
 std::vector<uint32_t> ParseObserveSteps(const std::string& text, uint32_t decode_steps) {
   std::vector<uint32_t> steps;
@@ -771,7 +828,10 @@ config::Summary RunSummary(const Experiment& e, const std::string& engine_name, 
       cache ? cache->Get(e, chip, engine.get()) : MakeEntry(e, chip, nullptr);
   const mapping::Program& program = entry->program;
   const EngineOutput timing = engine->Run(program, chip, entry->prepared.get());
-  CheckRepresentable(program, chip, timing);
+  LocateOverflow(e, [&] {
+    CheckRepresentable(program, chip, timing);
+    return 0;
+  });
   return BuildSummary(program, chip, timing, EnergyInputsOf(e.cfg.workload()));
 }
 

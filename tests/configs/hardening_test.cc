@@ -757,6 +757,28 @@ TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
   EXPECT_NE(eff.output.find("chip.memory[0].efficiency: 1e-300: reading the streamed weights"),
             std::string::npos)
       << eff.output;
+  // Where the weights fit SRAM the streamed-weights bound does not apply; the run stops at the
+  // first DRAM task, whose channel alone would hold it past the clock: a config error at the
+  // memory's field, on both engines (it was exit 1, unlocated: "a DRAM read ... ends later than").
+  for (const char* engine : {"analytical", "tlm"}) {
+    Outcome dram = Tpsim(
+        "run configs/experiments/mesh-4x4-hbm-qwen3-0.6b.textproto --set chip.memory[0].efficiency=1e-300 "
+        "--quiet --engine " +
+        std::string(engine));
+    EXPECT_EQ(dram.status, 2) << dram.output;
+    EXPECT_EQ(
+        dram.output.rfind("<command line: --set chip.memory[0].efficiency=1e-300>:1:1: "
+                          "chip.memory[0].efficiency: 1e-300: a DRAM read of 1.04858 MB on channel 0 (task ",
+                          0),
+        0u)
+        << dram.output;
+    // 1,048,576 bytes at 8.192e-298 GB/s (819.2 GB/s x 1e-300): 1.28e294 s, 1.481e+289 days.
+    EXPECT_NE(
+        dram.output.find("would take 1.481e+289 days at the channel's 8.192e-298 GB/s effective, longer "
+                         "than the 106.7 days (2^63 ps) tpsim can represent"),
+        std::string::npos)
+        << dram.output;
+  }
   // A compute task bound by an absurd SRAM bandwidth passes the clock at run time (exit 1); the
   // fields to check include the SRAM bandwidth (they named the clock and utilization only).
   Outcome sram = Tpsim("run " + kRef + one + " --set chip.core.sram_bandwidth_gbps=1e-9 --quiet");
