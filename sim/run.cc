@@ -448,12 +448,28 @@ TimeOverflowError OverflowError(const mapping::Program& p, const arch::Chip& chi
                                 const std::string& tlm_hint = kTlmEngineHint) {
   std::string text = OverflowText(p, chip, i, label, start_ps, tlm_hint);
   const mapping::Task t = p.task(i);
+  constexpr double kClockS = 9223372036854775807.0 * 1e-12;
+  const std::string op = t.op < p.ops.size() ? p.ops[t.op].ref.op : std::string("?");
+  char mb[64];
+  std::snprintf(mb, sizeof mb, "%.6g MB", static_cast<double>(t.bytes) / 1e6);
+  // A systolic core's task reads and writes its SRAM bytes at chip.core.sram_bandwidth_gbps at
+  // best (arch::Chip::GemmTime, VectorTime): where that alone passes the clock, that field.
+  const config::Core& core = chip.config().core();
+  if (t.kind == mapping::TaskKind::kCompute && !chip.config().has_gpu() && core.sram_bandwidth_gbps() > 0 &&
+      static_cast<double>(t.bytes) / (core.sram_bandwidth_gbps() * 1e9) > kClockS) {
+    char value[64];
+    std::snprintf(value, sizeof value, "%g", core.sram_bandwidth_gbps());
+    return TimeOverflowError("a compute task on core " + std::to_string(t.core) + " (" + label + ", op " +
+                                 op + ") touching " + mb + " of SRAM would take " +
+                                 DaysText(static_cast<double>(t.bytes) / (core.sram_bandwidth_gbps() * 1e9)) +
+                                 " at " + value + " GB/s, longer than " + kClockLimit,
+                             "chip.core.sram_bandwidth_gbps", value);
+  }
   if (t.kind != mapping::TaskKind::kMemory || t.channel < 0 ||
       static_cast<size_t>(t.channel) >= chip.channels().size())
     return TimeOverflowError(text);
   const arch::MemoryChannel& c = chip.channels()[t.channel];
   const double alone_s = static_cast<double>(t.bytes) / (c.bandwidth_gbps * 1e9);
-  constexpr double kClockS = 9223372036854775807.0 * 1e-12;
   const auto& memories = chip.config().memory();
   if (!(alone_s > kClockS) || c.memory < 0 || c.memory >= memories.size()) return TimeOverflowError(text);
   // As CheckTimeBounds blames a memory: its efficiency where that is the absurd factor (below
@@ -463,11 +479,8 @@ TimeOverflowError OverflowError(const mapping::Program& p, const arch::Chip& chi
   char value[64], rate[64];
   std::snprintf(value, sizeof value, "%g", efficiency ? m.efficiency() : m.bandwidth_gbps());
   std::snprintf(rate, sizeof rate, "%g", c.bandwidth_gbps);
-  char mb[64];
-  std::snprintf(mb, sizeof mb, "%.6g MB", static_cast<double>(t.bytes) / 1e6);
   text = std::string("a DRAM ") + (t.write ? "write" : "read") + " of " + mb + " on channel " +
-         std::to_string(t.channel) + " (" + label + ", op " +
-         (t.op < p.ops.size() ? p.ops[t.op].ref.op : std::string("?")) + ") would take " + DaysText(alone_s) +
+         std::to_string(t.channel) + " (" + label + ", op " + op + ") would take " + DaysText(alone_s) +
          " at the channel's " + rate + " GB/s effective, longer than " + kClockLimit;
   return TimeOverflowError(
       text, "chip.memory[" + std::to_string(c.memory) + "]." + (efficiency ? "efficiency" : "bandwidth_gbps"),

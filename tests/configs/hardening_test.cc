@@ -784,6 +784,16 @@ TEST_F(Hardening, CertainClockOverflowIsRefusedAtValidation) {
   Outcome sram = Tpsim("run " + kRef + one + " --set chip.core.sram_bandwidth_gbps=1e-9 --quiet");
   EXPECT_EQ(sram.status, 1) << sram.output;
   EXPECT_NE(sram.output.find("chip.core.sram_bandwidth_gbps"), std::string::npos) << sram.output;
+  // One task whose SRAM bytes alone pass the clock: a config error at the field (exit 1 before).
+  // 655,360 bytes at 1e-15 GB/s (1e-6 B/s): 6.55e11 s, 7.585e+06 days.
+  Outcome sram_alone = Tpsim("run " + kRef + one + " --set chip.core.sram_bandwidth_gbps=1e-15 --quiet");
+  EXPECT_EQ(sram_alone.status, 2) << sram_alone.output;
+  EXPECT_NE(
+      sram_alone.output.find(
+          "chip.core.sram_bandwidth_gbps: 1e-15: a compute task on core 0 (task 0, op attn_norm) touching "
+          "0.65536 MB of SRAM would take 7.585e+06 days at 1e-15 GB/s, longer than the 106.7 days"),
+      std::string::npos)
+      << sram_alone.output;
   Outcome slow = Tpsim("run " + kRef + " --set chip.noc.link_bandwidth_gbps=1e-10 --quiet");
   EXPECT_EQ(slow.status, 2) << slow.output;
   EXPECT_NE(slow.output.find("chip.noc.link_bandwidth_gbps: 1e-10: the transfers between the TP ranks"),
