@@ -46,7 +46,9 @@ void Apply(sim::Experiment* e, const sim::Override& s, const Location& where) {
                              "workload., mapping."});
   }
   config::SetScalarField(&e->cfg, s.path, s.value, where);
-  e->locs.Set(s.path, where);
+  // As `run --set` records it: an element the base lacks (chip.memory[0].attach[0], a new
+  // mapping.overrides[0]) is at the sweep point, not at the chip or base file line of its block.
+  e->locs.SetAppending(s.path, where);
 }
 
 void CheckAxis(const SweepSpec& spec, const config::SweepAxis& axis, const std::string& at,

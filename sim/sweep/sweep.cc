@@ -9,6 +9,7 @@
 #include <charconv>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include "configs/files.h"
@@ -92,7 +93,9 @@ T ParseNumber(const std::string& flag, const std::string& v, T min) {
   T out{};
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   if (v.empty() || ec != std::errc() || p != v.data() + v.size() || out < min) {
-    throw UsageError(flag + " expects an integer >= " + std::to_string(min) + ", got '" + v + "'");
+    // The type's top too: a value past it ("--shard 0/4294967296") said ">= 1", which it was.
+    throw UsageError(flag + " expects an integer from " + std::to_string(min) + " to " +
+                     std::to_string(std::numeric_limits<T>::max()) + ", got '" + v + "'");
   }
   return out;
 }
@@ -190,9 +193,14 @@ int Run(const std::vector<std::string>& args) {
       return v;
     };
     if (auto v = value("--jobs")) {
-      opts.jobs = ParseNumber<int>("--jobs", *v, 1);
       // As search and agree take it: 2147483647 was accepted, a thread a point up to the sweep's size.
-      if (opts.jobs > 256) throw UsageError("--jobs must be 1 .. 256, got '" + *v + "'");
+      const std::string range = "--jobs must be 1 .. 256, got '" + *v + "'";
+      try {
+        opts.jobs = ParseNumber<int>("--jobs", *v, 1);
+      } catch (const UsageError&) {
+        throw UsageError(range);
+      }
+      if (opts.jobs > 256) throw UsageError(range);
     } else if (auto v = value("--db")) {
       db = *v;
     } else if (auto v = value("--csv")) {

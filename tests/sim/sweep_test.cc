@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "sim/experiment.h"
 #include "sim/sweep/expr.h"
@@ -988,6 +989,18 @@ TEST(SweepCli, UsageErrorsExitTwo) {
   EXPECT_EQ(SweepCommand({"x.textproto", "--jobs", "257"}), 2);
   const std::string jobs = testing::internal::GetCapturedStderr();
   EXPECT_EQ(jobs.rfind("tpsim sweep: --jobs must be 1 .. 256, got '257'\n", 0), 0u) << jobs;
+  // A value past the type's top states the range it broke (it said ">= 1", which it was).
+  for (const auto& [flag, value, says] :
+       {std::tuple{"--shard", "0/4294967296",
+                   "--shard N expects an integer from 1 to 4294967295, got '4294967296'"},
+        std::tuple{"--limit", "99999999999999999999",
+                   "--limit expects an integer from 1 to 18446744073709551615, got '99999999999999999999'"},
+        std::tuple{"--jobs", "x", "--jobs must be 1 .. 256, got 'x'"}}) {
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(SweepCommand({"x.textproto", flag, value}), 2);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(err.rfind(std::string("tpsim sweep: ") + says + "\n", 0), 0u) << err;
+  }
   EXPECT_EQ(SweepCommand({"merge", "out.sqlite"}), 2);
   // OUT among the inputs (SQLite's "database is locked", exit 1, before).
   EXPECT_EQ(SweepCommand({"merge", "m.sqlite", "a.sqlite", "./m.sqlite"}), 2);
@@ -1016,6 +1029,28 @@ TEST_F(SweepTest, RealPointsAndAnInvalidOneThroughTheAnalyticalEngine) {
   const double c = std::stod(Query(Db(), "SELECT contention FROM points WHERE point_index = 1")[0][0]);
   EXPECT_GE(c, 0.0);
   EXPECT_LT(c, 1.0);
+}
+
+// A swept element the base lacks is located at the sweep point, as `run --set` locates it: they
+// pointed at the chip file's memory block and at the base's mapping line, which hold no such value.
+TEST_F(SweepTest, ErrorsAboutASweptElementAreAtThePoint) {
+  int n = 0;
+  for (const auto& [axis, says] :
+       {std::pair{"axis { field: \"chip.memory[0].attach[0]\" values: [\"r0c0\"] }\n",
+                  "<sweep point 0: chip.memory[0].attach[0]=r0c0>:1:1: chip.memory[0].attach: r0c0: must be "
+                  "empty when per_core is true"},
+        std::pair{
+            "axis { field: \"mapping.overrides[0].op\" values: [\"down\"] }\n",
+            "<sweep point 0: mapping.overrides[0].op=down>:1:1: mapping.overrides[0].partition: : unknown "
+            "partitioner"}}) {
+    const std::string db = Db() + std::to_string(n++);
+    SweepStats st = RunSweep(LoadSweep(SweepFile(axis)), Opts(db, 1), InProcessRunner("analytical"));
+    EXPECT_EQ(st.failed, 1u);
+    const auto bad = Query(db, "SELECT status, error FROM points WHERE point_index = 0");
+    ASSERT_EQ(bad.size(), 1u);
+    EXPECT_EQ(bad[0][0], "invalid");
+    EXPECT_EQ(bad[0][1].rfind(says, 0), 0u) << bad[0][1];
+  }
 }
 
 }  // namespace
