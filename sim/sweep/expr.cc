@@ -136,10 +136,19 @@ class Parser {
       return Make(Expr::Node{Expr::Node::kString, lit, 0, nullptr, nullptr});
     }
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
+      // Decimal only, and within a double: strtod read 0x10 as 16 and 1e999 as inf (whose
+      // 1e999 - 1e999 is a NaN that filtered every point without a word).
       const char* b = s_.c_str() + p_;
-      char* end = nullptr;
-      double v = std::strtod(b, &end);
-      if (end == b) Fail(p_, "bad number");
+      double v = 0;
+      const auto [end, ec] = std::from_chars(b, s_.c_str() + s_.size(), v, std::chars_format::general);
+      if (ec == std::errc::result_out_of_range) {
+        size_t e = p_;
+        while (e < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[e])) || s_[e] == '.' ||
+                                 ((s_[e] == '-' || s_[e] == '+') && (s_[e - 1] == 'e' || s_[e - 1] == 'E'))))
+          ++e;
+        Fail(p_, "number " + s_.substr(p_, e - p_) + " is out of the range of a double");
+      }
+      if (ec != std::errc() || end == b) Fail(p_, "bad number");
       p_ += static_cast<size_t>(end - b);
       return Make(Expr::Node{Expr::Node::kNumber, "", v, nullptr, nullptr});
     }

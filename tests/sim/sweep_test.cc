@@ -160,6 +160,12 @@ TEST(SweepExpr, PrecedenceStringsAndErrors) {
   for (int i = 0; i < 600; ++i) chain += "+1";
   EXPECT_NE(message(chain).find("more than 1000 operands and operators"), std::string::npos);
   EXPECT_THROW(Expr::Parse("1 2"), std::invalid_argument);
+  // Literals are decimal doubles: 1e999 was inf (1e999 - 1e999 a NaN that filtered every point
+  // without a word) and 0x10 was 16.
+  EXPECT_EQ(message("1e999 - 1e999 == 0"), "col 1: number 1e999 is out of the range of a double");
+  EXPECT_EQ(message("mapping.tp > 2.5E+400"), "col 14: number 2.5E+400 is out of the range of a double");
+  EXPECT_NE(message("0x10 == 16"), "parsed");
+  EXPECT_TRUE(holds(".5 * 8 == mapping.tp && 1e3 == 1000"));
   EXPECT_THROW(holds("mapping.nope == 1"), std::invalid_argument);
   EXPECT_THROW(holds("mapping.partition < 3"), std::invalid_argument);
   EXPECT_EQ(Expr::Parse("mapping.tp * model.hidden_size > 0").Fields(),
