@@ -337,11 +337,67 @@ void UnlistTempFile(int* slot) {
   *slot = -1;
 }
 
+// The descriptor a path names when it is one of this process's open files (/dev/stdout ->
+// /proc/self/fd/1, /dev/fd/2, /proc/PID/fd/N of this process), else -1.
+int OpenFileNumber(const std::string& path) {
+  std::string_view rest = path;
+  const std::string self = "/proc/" + std::to_string(::getpid()) + "/fd/";
+  bool found = false;
+  for (const std::string_view dir :
+       {std::string_view("/proc/self/fd/"), std::string_view("/proc/thread-self/fd/"),
+        std::string_view("/dev/fd/"), std::string_view(self)}) {
+    if (rest.starts_with(dir)) {
+      rest.remove_prefix(dir.size());
+      found = true;
+      break;
+    }
+  }
+  int fd = -1;
+  if (!found || rest.empty()) return -1;
+  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), fd);
+  return ec == std::errc() && end == rest.data() + rest.size() && fd >= 0 ? fd : -1;
+}
+
+// Where a chain of symbolic links from `path` ends (the path itself when it is no link), for
+// OutputFile to replace that file, not the link. Sets *fd to the descriptor where a link of the
+// chain names one of this process's open files (OpenFileNumber). At most 40 links, as the kernel
+// follows; a longer chain (a loop) is returned where it stopped, and fails when opened.
+std::string FollowLinks(const std::string& path, int* fd) {
+  std::string at = path;
+  for (int hop = 0; hop < 40; ++hop) {
+    if ((*fd = OpenFileNumber(at)) >= 0) return at;
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+    std::string to(4096, '\0');
+    const ssize_t n = ::readlink(at.c_str(), to.data(), to.size());
+    if (n <= 0 || static_cast<size_t>(n) >= to.size()) return at;
+    to.resize(static_cast<size_t>(n));
+    const std::filesystem::path dir = std::filesystem::path(at).parent_path();
+    at = to.starts_with('/') || dir.empty() ? to : (dir / to).string();
+  }
+  return at;
+}
+
 }  // namespace
 
 OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
+  // /dev/stdout, /dev/fd/N and /proc/self/fd/N are this process's open files: written through a
+  // copy of the descriptor, at its offset, as the process's own writes to it (as root a link
+  // /dev/stdout was replaced by a plain file; otherwise it failed, "cannot create a temporary
+  // file in /dev"). A symbolic link is followed: the file it leads to is replaced, the link kept
+  // (it was replaced by a plain file and its target left as it was).
+  int open_fd = -1;
+  const std::string target = FollowLinks(path_, &open_fd);
+  if (open_fd >= 0) {
+    if (open_fd == STDOUT_FILENO) std::cout.flush();  // what the process wrote to it comes first
+    fd_ = ::fcntl(open_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd_ < 0) throw Fail(Errno() + " (descriptor " + std::to_string(open_fd) + " of this process)");
+    return;
+  }
   struct stat st {};
-  const bool exists = ::stat(path_.c_str(), &st) == 0;
+  if (::lstat(target.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    throw Fail("its symbolic links loop, or are more than 40 in a chain");
+  const bool exists = ::stat(target.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode)) throw Fail("is a directory");
   if (exists && !S_ISREG(st.st_mode)) {
     // A device or a FIFO (/dev/null, /dev/stdout): written in place, never replaced.
@@ -349,7 +405,8 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
     if (fd_ < 0) throw Fail(Errno());
     return;
   }
-  std::filesystem::path p(path_);
+  target_ = target;
+  std::filesystem::path p(target_);
   const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
   tmp_ = dir + "/." + p.filename().string() + ".tpsim-tmp-XXXXXX";
   fd_ = MakeListedTemp(&tmp_, &slot_);
@@ -394,7 +451,7 @@ void OutputFile::Commit() {
   fd_ = -1;
   if (::close(fd) != 0) throw Fail(Errno());
   if (!tmp_.empty()) {
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) throw Fail(Errno());
+    if (::rename(tmp_.c_str(), target_.c_str()) != 0) throw Fail(Errno());
     tmp_.clear();
     UnlistTempFile(&slot_);  // after the rename: a signal between the two unlinks nothing
   }

@@ -87,7 +87,9 @@ std::string DidYouMean(std::string_view name, const std::vector<std::string>& va
 // those signals unlinks before the signal's default action ends the process (exit status 128 +
 // signal). The handler is installed when the signal has its default action only: a command
 // with its own (the sweep runner's graceful stop) keeps it, and ends by unwinding. A target that exists
-// and is not a regular file (/dev/null, /dev/stdout, a FIFO) is written in place.
+// and is not a regular file (/dev/null, a FIFO) is written in place; one of this process's open
+// files (/dev/stdout, /dev/fd/N, /proc/self/fd/N) through a copy of its descriptor; a symbolic
+// link is followed, and the file it leads to replaced (the link is kept).
 // Every failure throws std::runtime_error("cannot write PATH: reason").
 class OutputFile {
  public:
@@ -101,6 +103,7 @@ class OutputFile {
  private:
   std::runtime_error Fail(const std::string& why) const;
   std::string path_, tmp_;
+  std::string target_;  // where the links from path_ lead (path_ itself when it is no link)
   int fd_ = -1;
   int slot_ = -1;  // of tmp_ in the signal handler's list; -1 when not in it
 };

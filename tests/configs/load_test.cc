@@ -1,6 +1,8 @@
 #include "configs/load.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -251,6 +253,58 @@ TEST(Files, OutputIsReplacedWholeOrNotAtAll) {
   EXPECT_THROW(tpsim::config::CheckOutputNotInput("--out", out, {(dir / "." / "o.txt").string()}),
                tpsim::config::ConfigError);
   EXPECT_NO_THROW(tpsim::config::CheckOutputNotInput("--out", (dir / "p.txt").string(), {out}));
+  fs::remove_all(dir);
+}
+
+// A symbolic link is followed: its target is replaced and the link kept (the link was replaced by
+// a plain file, its target left as it was); a loop is refused; /dev/fd/N is the process's own
+// descriptor, written at its offset (as root, /dev/stdout was replaced by a plain file).
+TEST(Files, OutputThroughLinksWritesWhereTheyLead) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tpsim-links-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  tpsim::config::WriteOutputFile((dir / "sub" / "real.csv").string(), "old");
+  fs::create_symlink("sub/real.csv", dir / "a.csv");  // relative to the link's folder
+  fs::create_symlink(dir / "a.csv", dir / "b.csv");   // a chain
+  tpsim::config::WriteOutputFile((dir / "b.csv").string(), "new");
+  EXPECT_TRUE(fs::is_symlink(dir / "a.csv"));
+  EXPECT_TRUE(fs::is_symlink(dir / "b.csv"));
+  EXPECT_EQ(read(dir / "sub" / "real.csv"), "new");
+  // A link to a file not there yet creates it.
+  fs::create_symlink("sub/later.csv", dir / "later.csv");
+  tpsim::config::WriteOutputFile((dir / "later.csv").string(), "made");
+  EXPECT_TRUE(fs::is_symlink(dir / "later.csv"));
+  EXPECT_EQ(read(dir / "sub" / "later.csv"), "made");
+  fs::create_symlink("loop2", dir / "loop1");
+  fs::create_symlink("loop1", dir / "loop2");
+  try {
+    tpsim::config::WriteOutputFile((dir / "loop1").string(), "x");
+    ADD_FAILURE() << "a loop of links was written";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(": its symbolic links loop, or are more than 40 in a chain"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fs::is_symlink(dir / "loop1"));
+  // A descriptor of this process: written through it, at its offset, the file not replaced.
+  const fs::path held = dir / "held.txt";
+  const int fd = ::open(held.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "head,", 5), 5);
+  struct stat before {};
+  ASSERT_EQ(::stat(held.c_str(), &before), 0);
+  tpsim::config::WriteOutputFile("/dev/fd/" + std::to_string(fd), "table");
+  ASSERT_EQ(::write(fd, ",tail", 5), 5);
+  ::close(fd);
+  struct stat after {};
+  ASSERT_EQ(::stat(held.c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino);
+  EXPECT_EQ(read(held), "head,table,tail");
   fs::remove_all(dir);
 }
 
