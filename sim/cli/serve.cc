@@ -86,7 +86,8 @@ const char* kUsage =
     "Lines starting with 'caveat:' name the modelling simplifications that apply to the run.\n"
     "SLOs: --slo-ttft-ms / --slo-tpot-ms, else workload.requests.slo_ttft_ms / slo_tpot_ms.\n"
     "--max-memory SIZE (8G, 512M; 0: no limit; default 80% of this machine's memory) refuses,\n"
-    "before drawing them, synthetic requests whose records would take more (512 B each).\n";
+    "before drawing or reading them, synthetic requests or a trace's rows whose records would\n"
+    "take more (512 B each).\n";
 
 double ParsePositive(const std::string& flag, const std::string& v) {
   double d = 0;

@@ -394,9 +394,51 @@ std::vector<std::string> Caveats(const config::Experiment& cfg, const ServeRun& 
 }
 
 void CheckRequestMemory(const sim::Experiment& e, uint64_t max_memory) {
-  if (max_memory == 0 || !e.cfg.workload().requests().has_synthetic()) return;
-  const uint32_t n = e.cfg.workload().requests().synthetic().num_requests();
-  const double need = n * kBytesPerRequest + mapping::ProgramEstimate::kBaseBytes;
+  const config::RequestSource& r = e.cfg.workload().requests();
+  if (max_memory == 0) return;
+  auto need_for = [](double n) { return n * kBytesPerRequest + mapping::ProgramEstimate::kBaseBytes; };
+  auto limit = [&] { return mapping::FormatBytes(static_cast<double>(max_memory)); };
+  if (!r.has_synthetic() && !r.trace_file().empty()) {
+    // A trace's requests are its rows: at least its lines with text, less a CSV's header (and at
+    // most workload.requests.max_requests). 2,000,000 rows were served at 662 MB under a
+    // --max-memory of 100M: the guard looked at synthetic streams only. A file that cannot be
+    // read is left to LoadRequests, which says why.
+    const std::string field = "workload.requests.trace_file";
+    std::FILE* f = std::fopen(config::JoinPath(config::DirName(e.path), r.trace_file()).c_str(), "rb");
+    if (!f) return;
+    uint64_t lines = 0;
+    bool text_on_line = false;
+    std::vector<char> buf(1 << 16);  // streamed: the guard must not hold the file it guards against
+    for (size_t got; (got = std::fread(buf.data(), 1, buf.size(), f)) > 0;) {
+      for (size_t i = 0; i < got; ++i) {
+        const char c = buf[i];
+        if (c == '\n') {
+          lines += text_on_line;
+          text_on_line = false;
+        } else if (c != ' ' && c != '\t' && c != '\r') {
+          text_on_line = true;
+        }
+      }
+    }
+    lines += text_on_line;
+    std::fclose(f);
+    uint64_t n = lines > 0 ? lines - 1 : 0;
+    if (r.max_requests() > 0) n = std::min<uint64_t>(n, r.max_requests());
+    if (n <= kMaxRequests && need_for(static_cast<double>(n)) > static_cast<double>(max_memory)) {
+      throw config::ConfigError(
+          config::Diag{e.locs.Find(field), field, r.trace_file(),
+                       "its " + std::to_string(n) + " or more requests take about " +
+                           mapping::FormatBytes(need_for(static_cast<double>(n))) + " to serve (" +
+                           mapping::FormatBytes(mapping::ProgramEstimate::kBaseBytes) +
+                           " for the process and " + mapping::FormatBytes(kBytesPerRequest * 1e6) +
+                           " per million requests), more than --max-memory " + limit() +
+                           ": serve fewer (workload.requests.max_requests), or raise --max-memory"});
+    }
+    return;
+  }
+  if (!r.has_synthetic()) return;
+  const uint32_t n = r.synthetic().num_requests();
+  const double need = need_for(n);
   // Beyond kMaxRequests, LoadRequests refuses the count itself.
   if (n <= kMaxRequests && need > static_cast<double>(max_memory)) {
     const std::string field = "workload.requests.synthetic.num_requests";
@@ -405,8 +447,7 @@ void CheckRequestMemory(const sim::Experiment& e, uint64_t max_memory) {
         "serving them takes about " + mapping::FormatBytes(need) + " (" +
             mapping::FormatBytes(mapping::ProgramEstimate::kBaseBytes) + " for the process and " +
             mapping::FormatBytes(kBytesPerRequest * 1e6) + " per million requests), more than --max-memory " +
-            mapping::FormatBytes(static_cast<double>(max_memory)) +
-            ": serve fewer requests, or raise --max-memory"});
+            limit() + ": serve fewer requests, or raise --max-memory"});
   }
 }
 

@@ -566,6 +566,36 @@ TEST_F(Hardening, SyntheticRequestsBeyondMaxMemoryAreRefused) {
   EXPECT_EQ(bad.status, 2) << bad.output;
 }
 
+// A trace's rows are counted against --max-memory as synthetic requests are, before they are
+// read (2,000,000 rows were served at 662 MB under --max-memory 100M); max_requests caps them.
+TEST_F(Hardening, TraceRowsBeyondMaxMemoryAreRefused) {
+  {
+    std::ofstream csv(At("big.csv"));
+    csv << "arrival_s,prompt_tokens,output_tokens\n";
+    for (int i = 0; i < 1000000; ++i) csv << i << ",16,1\n";
+    csv << "\n  \n";  // blank lines are no requests
+  }
+  Write(At("big.textproto"), "name: \"big\"\nchip_file: \"" + std::string(TPSIM_SOURCE_DIR) +
+                                 "/configs/chips/wafer-8x8.textproto\"\nmodel_name: \"qwen3-0.6b\"\n"
+                                 "workload { dtype: \"bf16\" requests { trace_file: \"big.csv\" } }\n"
+                                 "mapping { tp: 4 pipeline_stages: 4 partition: \"megatron\" placement: "
+                                 "\"ring\" collective: \"ring\" "
+                                 "serving { mode: \"fused\" layers_simulated: 4 } }\n");
+  Outcome o = Tpsim("serve " + At("big.textproto") + " --max-memory 500M");
+  EXPECT_EQ(o.status, 2) << o.output;
+  // 1,000,000 x 512 B + 64 MB.
+  EXPECT_NE(o.output.find("big.textproto:4:37: workload.requests.trace_file: "), std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("big.csv: its 1000000 or more requests take about 576 MB to serve (64 MB for the "
+                          "process and 512 MB per million requests), more than --max-memory 524 MB"),
+            std::string::npos)
+      << o.output;
+  Outcome capped =
+      Tpsim("serve " + At("big.textproto") + " --max-memory 500M --set workload.requests.max_requests=3");
+  EXPECT_EQ(capped.status, 0) << capped.output;
+  EXPECT_NE(capped.output.find("requests: 3 ("), std::string::npos) << capped.output;
+}
+
 // A model that does not fit the memory channels is refused at validation (exit 2 at the chip
 // file's capacity_bytes), by `run` and `serve` alike; it used to run and print times.
 TEST_F(Hardening, ModelsBeyondTheMemoryChannelsAreRefused) {
