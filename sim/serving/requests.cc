@@ -77,13 +77,12 @@ int Role(const std::string& name) {
 // blanks inside are not one.
 bool ParseDouble(const std::string& s, double* v) {
   if (s.empty() || s.find_first_not_of("0123456789.eE+-") != std::string::npos) return false;
-  try {
-    size_t used = 0;
-    *v = std::stod(s, &used);
-    return used == s.size() && std::isfinite(*v);
-  } catch (const std::exception&) {
-    return false;
-  }
+  // strtod, not stod: a value below the normal doubles (1e-310) is read as the subnormal or 0 it
+  // rounds to (stod threw on it, and "arrival must be a decimal number >= 0" was said of it);
+  // one past the largest is HUGE_VAL, refused below.
+  char* end = nullptr;
+  *v = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(*v);
 }
 
 bool ParseCount(const std::string& s, uint32_t* v) {
@@ -247,6 +246,28 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
       keys.clear();
       dup.clear();
       nlohmann::json j = nlohmann::json::parse(line, seen, false);
+      if (j.is_discarded()) {
+        // Why it is not JSON, where the parser says (a number past a double's range was "not a
+        // JSON object", at column 1).
+        try {
+          const nlohmann::json strict = nlohmann::json::parse(line);
+          (void)strict;
+        } catch (const nlohmann::json::parse_error& e) {
+          std::string why = e.what();
+          why = why.substr(why.find("] ") == std::string::npos ? 0 : why.find("] ") + 2);
+          fail(lineno, static_cast<int>(std::min<size_t>(std::max<size_t>(e.byte, 1), line.size() + 1)),
+               config::Clip(line), "not JSON: " + why);
+        } catch (const nlohmann::json::exception& e) {
+          // "number overflow parsing '1e400'": at that number.
+          std::string why = e.what();
+          why = why.substr(why.find("] ") == std::string::npos ? 0 : why.find("] ") + 2);
+          const size_t open = why.find('\''), close = why.rfind('\'');
+          const size_t at =
+              open < close ? line.find(why.substr(open + 1, close - open - 1)) : std::string::npos;
+          fail(lineno, at == std::string::npos ? 1 : static_cast<int>(at + 1), config::Clip(line),
+               "not JSON: " + why);
+        }
+      }
       if (j.is_discarded() || !j.is_object()) fail(lineno, 1, line, "not a JSON object");
       // A key given twice kept its last value, silently.
       if (!dup.empty()) fail(lineno, 1, "\"" + config::Clip(dup[0]) + "\"", "key given twice in one object");
@@ -355,6 +376,10 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
     Row r{0, 0, 0, lineno};
     double a;
     bool ok = azure ? ParseTimestamp(cells[c_arr], &a) : ParseDouble(cells[c_arr], &a);
+    // A date-time that exists but is before the epoch was "a date-time ... that exists".
+    if (ok && a < 0 && azure)
+      fail(lineno, cols[c_arr], cells[c_arr],
+           "TIMESTAMP is before 1970-01-01 00:00:00 UTC: date-times are read from then on");
     if (!ok || a < 0)
       fail(lineno, cols[c_arr], cells[c_arr],
            azure ? "TIMESTAMP must be a date-time YYYY-MM-DD HH:MM:SS[.fraction] (or with T; then Z or "
@@ -494,6 +519,9 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
         add(f + ".max", std::to_string(d.max()), "must be >= min");
       else if (d.max() > kMaxRequestTokens)
         add(f + ".max", std::to_string(d.max()), "must be <= 1000000000" + most);
+      // The floor of every draw: above 1e9 (with max 0, no cap) each was drawn as 1e9, silently.
+      if (d.min() > kMaxRequestTokens)
+        add(f + ".min", std::to_string(d.min()), "dist lognormal needs min <= 1000000000" + most);
     } else {
       add(f + ".dist", d.dist(), "must be fixed, uniform or lognormal");
       continue;

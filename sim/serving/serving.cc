@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "arch/chip.h"
@@ -258,6 +259,20 @@ std::string KvCsv(const ServeOutcome& out) {
   return s.str();
 }
 
+// `v` with `decimals` decimals where they show it (0, or from 10^-decimals up to 1e12), else six
+// significant digits: a rate of 3.1e-06 requests/s printed as 0.000, an SLO of 1e308 ms as 31
+// digits cut off by the buffer.
+namespace {
+std::string Fixed(double v, int decimals) {
+  char b[64];
+  if (v == 0 || (std::fabs(v) >= std::pow(10.0, -decimals) && std::fabs(v) < 1e12))
+    std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  else
+    std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+}  // namespace
+
 std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms) {
   std::ostringstream s;
   char buf[256];
@@ -278,24 +293,16 @@ std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
   row("TTFT", m.ttft_ms, m.completed);
   row("TPOT", m.tpot_ms, m.tpot_samples);
   row("latency", m.latency_ms, m.completed);
-  std::snprintf(buf, sizeof buf, "throughput: %.3f requests/s, %.1f output tokens/s over %.3f s\n",
-                m.requests_per_s, m.tokens_per_s, m.span_s);
-  s << buf;
-  // An SLO as given: three decimals where they show it, else six significant digits (1e308 printed
-  // as 31 digits cut off by the buffer, 1e-300 as 0.000).
-  auto slo_ms = [](double ms) {
-    if (ms >= 0.001 && ms < 1e12) return Ms(ms);
-    char b[32];
-    std::snprintf(b, sizeof b, "%.6g", ms);
-    return std::string(b);
-  };
+  s << "throughput: " << Fixed(m.requests_per_s, 3) << " requests/s, " << Fixed(m.tokens_per_s, 1)
+    << " output tokens/s over " << Fixed(m.span_s, 3) << " s\n";
+  // An SLO as given (1e-300 ms printed as 0.000).
+  auto slo_ms = [](double ms) { return Fixed(ms, 3); };
   std::string slo;
   if (slo_ttft_ms > 0) slo += "TTFT <= " + slo_ms(slo_ttft_ms) + " ms";
   if (slo_tpot_ms > 0) slo += std::string(slo.empty() ? "" : ", ") + "TPOT <= " + slo_ms(slo_tpot_ms) + " ms";
   if (slo.empty()) slo = "no SLO given";
-  std::snprintf(buf, sizeof buf, "goodput (%s): %.3f requests/s (%u of %u requests)\n", slo.c_str(),
-                m.goodput_per_s, m.good, m.total);
-  s << buf;
+  s << "goodput (" << slo << "): " << Fixed(m.goodput_per_s, 3) << " requests/s (" << m.good << " of "
+    << m.total << " requests)\n";
   return s.str();
 }
 
@@ -628,7 +635,15 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag,
       diags[d].where = e.locs.Find(diags[d].field);
     }
   }
-  if (!diags.empty()) throw ConfigError(std::move(diags));
+  if (!diags.empty()) {
+    // An error of a field both groups read (disaggregated: the partition, tp, a placement file)
+    // once: it was printed once per group.
+    std::vector<Diag> once;
+    std::set<std::string> said;
+    for (Diag& d : diags)
+      if (said.insert(d.str()).second) once.push_back(std::move(d));
+    throw ConfigError(std::move(once));
+  }
   // Every layer's weights must fit the memory channels the group's cores use (the KV cache is
   // admitted to the capacity left, KvCapacityTokens).
   for (const Group& g : groups) {

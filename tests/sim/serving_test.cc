@@ -243,6 +243,25 @@ TEST(ServingScheduler, GoodputLineShowsTheSlosAsGiven) {
   EXPECT_EQ(line(0, 0), "goodput (no SLO given)");
 }
 
+// Rates below the decimals shown keep significant digits: 5 requests over 1,588,013 s printed
+// "0.000 requests/s, 0.0 output tokens/s" for a stream that completed.
+TEST(ServingScheduler, SmallRatesAreNotPrintedAsZero) {
+  Metrics m;
+  m.total = m.completed = m.good = 5;
+  m.requests_per_s = m.goodput_per_s = 5 / 1588013.422;
+  m.tokens_per_s = 473 / 1588013.422;
+  m.span_s = 1588013.422;
+  const std::string t = SummaryText(m, 0, 0);
+  EXPECT_NE(t.find("throughput: 3.14859e-06 requests/s, 0.000297856 output tokens/s over 1588013.422 s\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("goodput (no SLO given): 3.14859e-06 requests/s (5 of 5 requests)\n"), std::string::npos)
+      << t;
+  m.requests_per_s = 0.206, m.tokens_per_s = 26.3, m.span_s = 9.72;
+  EXPECT_NE(SummaryText(m, 0, 0).find("throughput: 0.206 requests/s, 26.3 output tokens/s over 9.720 s\n"),
+            std::string::npos);
+}
+
 config::SyntheticRequests Synth(uint64_t seed, uint32_t n) {
   config::SyntheticRequests s;
   s.set_num_requests(n);
@@ -542,6 +561,17 @@ TEST(ServingRequests, DistributionErrorsNameTheWrongField) {
   ValidateRequestSource(src, config::SourceMap("e.textproto"), &diags);
   ASSERT_EQ(diags.size(), 1u);
   EXPECT_EQ(diags[0].field, "workload.requests.synthetic.prompt_tokens.max");
+  // A lognormal floor above 1e9 (every draw was 1e9, silently).
+  s->mutable_prompt_tokens()->set_min(1);
+  s->mutable_output_tokens()->set_min(2000000000);
+  diags.clear();
+  ValidateRequestSource(src, config::SourceMap("e.textproto"), &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "workload.requests.synthetic.output_tokens.min");
+  EXPECT_EQ(diags[0].value, "2000000000");
+  EXPECT_EQ(diags[0].rule,
+            "dist lognormal needs min <= 1000000000 (a request's tokens are at most 1000000000, 1e9, as a "
+            "trace's)");
 }
 
 // Date-times are read as written or refused: February 31 was March 3, trailing text and offsets
@@ -580,9 +610,35 @@ TEST(ServingRequests, CellsAreReadAsWrittenOrRefused) {
   EXPECT_NEAR(static_cast<double>(z[1].arrival_ps), 1e12, 1e6);
   EXPECT_NEAR(static_cast<double>(z[2].arrival_ps), 86399.5e12, 1e6);
   const std::string header = "arrival_s,prompt_tokens,output_tokens\n";
-  for (const char* bad : {"0x10", "inf", " 1 2", "1e-400"}) {
+  for (const char* bad : {"0x10", "inf", " 1 2", "1e400"}) {
     const config::Diag d = refused(header + bad + ",10,5\n");
     EXPECT_EQ(d.rule, "arrival must be a decimal number >= 0") << bad;
+  }
+  // Below the normal doubles: the subnormal or 0 it rounds to, 0 ps (1e-310 was refused as not
+  // ">= 0").
+  const auto tiny = ParseTrace(header + "0,10,5\n1e-310,10,5\n1e-400,10,5\n", "t.csv", "");
+  ASSERT_EQ(tiny.size(), 3u);
+  EXPECT_EQ(tiny[1].arrival_ps, 0);
+  EXPECT_EQ(tiny[2].arrival_ps, 0);
+  // A date-time before the epoch says so (it was "a date-time ... that exists").
+  const config::Diag d0 = refused("TIMESTAMP,ContextTokens,GeneratedTokens\n1969-12-31 23:59:59,374,44\n");
+  EXPECT_EQ(d0.rule, "TIMESTAMP is before 1970-01-01 00:00:00 UTC: date-times are read from then on");
+  // Why a JSONL line is not JSON, where the parser says (a number past a double's range was "not a
+  // JSON object" at column 1).
+  try {
+    ParseTrace("{\"arrival_s\": 1e400, \"prompt_tokens\": 100, \"output_tokens\": 10}\n", "t.jsonl", "");
+    ADD_FAILURE() << "accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.diags().at(0).where.col, 15);
+    EXPECT_EQ(e.diags().at(0).rule, "not JSON: number overflow parsing '1e400'");
+  }
+  try {
+    ParseTrace("{\"arrival_s\": 1, \"prompt_tokens\" 100}\n", "t.jsonl", "");
+    ADD_FAILURE() << "accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.diags().at(0).where.col, 36);  // the parser's: the end of the number it met
+    EXPECT_EQ(e.diags().at(0).rule.rfind("not JSON: parse error at line 1, column 36: syntax error", 0), 0u)
+        << e.diags().at(0).rule;
   }
   config::Diag d = refused(header + "\"0,10\",5\n");
   EXPECT_EQ(d.where.line, 2);
@@ -914,6 +970,11 @@ TEST(Serving, StageCountErrorsNameTheirFieldAndTheSizesGiven) {
   EXPECT_EQ(d[0].field, "mapping.serving.prefill_stages");
   EXPECT_EQ(d[0].value, "12");
   EXPECT_NE(d[0].rule.find("more stages than the model's layers (10)"), std::string::npos);
+  // An error of a field both groups read, once (it was printed once per group).
+  d = diags_of(dis, {{"mapping.partition", "bogus"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, "mapping.partition");
+  EXPECT_EQ(d[0].rule.rfind("unknown partitioner", 0), 0u) << d[0].rule;
   // Fewer simulated layers than a group's stages: at each group's field, not pipeline_stages.
   d = diags_of(dis, {{"mapping.serving.layers_simulated", "4"}});
   ASSERT_EQ(d.size(), 2u);
