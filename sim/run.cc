@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -360,6 +361,38 @@ std::vector<std::string> UnreadLinkFields(const Experiment& e, const mapping::Pr
   // The tasks are looked at only where a field was given.
   for (size_t i = 0; !out.empty() && i < program.num_tasks(); ++i)
     if (program.kind(i) == mapping::TaskKind::kTransfer) out.clear();
+  return out;
+}
+
+std::vector<std::string> CollectiveFallbacks(const Experiment& e, const mapping::Program& program) {
+  std::vector<std::string> out;
+  const std::string asked = e.cfg.mapping().collective();
+  if (asked.empty() || asked == "auto") return out;
+  bool lowered = false;  // a collective run as transfers (not a GPU node's NCCL kernel)
+  std::set<std::string> labels;
+  for (const mapping::CollectiveInfo& c : program.collectives) {
+    const std::string ran = mapping::ToString(c.algorithm);
+    if (ran == "nccl") continue;
+    lowered = true;
+    // A TP group's collective, whose op is labelled by the algorithm that ran (a stage hand-over
+    // has no ranks, and its op is the layer's); MoE's all-to-alls follow mapping.moe.all_to_all.
+    if (c.kind == mapping::CollectiveKind::kAllToAll) continue;
+    if (ran != asked && !c.members.empty() && c.op < program.ops.size() &&
+        program.ops[c.op].ref.partition == ran)
+      labels.insert(program.ops[c.op].ref.Label());
+  }
+  // The algorithm the lowering replaced, once per reason (halving_doubling over 7 ranks ran as
+  // ring: the title said halving_doubling, only --ops's column told).
+  for (const std::string& l : labels)
+    out.push_back("mapping.collective " + asked + " ran as " + l + " on some collectives");
+  // On a GPU node the TP group's collectives are NCCL kernels: ring and nvls force NCCL's
+  // algorithm, anything else lets its tuner choose, and where no collective is lowered as
+  // transfers (m_split_rotate's rotations, stage hand-overs) the value is read nowhere.
+  if (e.cfg.chip().has_gpu() && !lowered && asked != "ring" && asked != "nvls")
+    out.push_back("mapping.collective " + asked +
+                  " is ignored: a GPU node's collectives are NCCL kernels, whose algorithm only ring or nvls "
+                  "forces (anything else lets NCCL's tuner choose), and no collective here is run as "
+                  "transfers");
   return out;
 }
 

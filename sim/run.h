@@ -88,6 +88,9 @@ void CheckRepresentable(const mapping::Program& program, const arch::Chip& chip,
 // are NCCL kernels, so only transfers (pipeline-stage hand-overs, m_split_rotate's rotations)
 // cross the links, and a Program without one times none of them. Empty on other chips.
 std::vector<std::string> UnreadLinkFields(const Experiment& e, const mapping::Program& program);
+// Warnings about mapping.collective in `program`: an algorithm the lowering replaced (halving_doubling
+// over 7 ranks runs as ring), once per reason; on a GPU node, a value no collective reads.
+std::vector<std::string> CollectiveFallbacks(const Experiment& e, const mapping::Program& program);
 
 struct RunOptions {
   std::string engine;            // empty: the experiment's engine, else "analytical"

@@ -626,6 +626,7 @@ int Run(Args& a) {
   for (const std::string& w : sim::SetTwice(ex.sets)) spdlog::warn("{}", w);
   for (const std::string& w : sim::IgnoredFields(e, false, opts.engine)) spdlog::warn("{}", w);
   for (const std::string& w : sim::UnreadLinkFields(e, r.program)) spdlog::warn("{}", w);
+  for (const std::string& w : sim::CollectiveFallbacks(e, r.program)) spdlog::warn("{}", w);
   // fp32 moves twice the bytes and costs mac_fp32_pj, but matrix units (core.mac_dtype, and the
   // GPU GEMM model) are timed at their bf16 rate: GEMM times equalled bf16's, silently.
   if (e.cfg.workload().dtype() == "fp32")

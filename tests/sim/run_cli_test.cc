@@ -375,6 +375,36 @@ TEST_F(RunCli, TlmOnlyNocFieldsAreNamedAsIgnoredOnTheAnalyticalEngine) {
 // On a GPU node the kernels are timed from chip.gpu: a --set of the core block, a memory's rate,
 // the in-switch model or the clock printed the same run, silently (and a memory's rate refused
 // runs it never timed); a link field where the Program has no transfer, the same.
+// An algorithm the lowering replaced is warned once per reason: halving_doubling over 7 ranks ran as
+// ring, which only --ops's column said (the title said halving_doubling). The shipped experiments
+// (MoE all-to-alls follow mapping.moe.all_to_all) warn nothing.
+TEST_F(RunCli, ACollectiveTheLoweringReplacedIsWarned) {
+  const std::string seven =
+      "run " + kRef +
+      " --quiet --set model.num_attention_heads=42 --set model.num_key_value_heads=42 --set "
+      "model.head_dim=64 "
+      "--set mapping.pipeline_stages=1 --set mapping.tp=7 --set workload.num_layers=1 --set "
+      "workload.decode_steps=1";
+  std::string out;
+  ASSERT_EQ(RunTpsim(seven + " --set mapping.collective=halving_doubling", &out), 0) << out;
+  const std::string w =
+      "tpsim: warning: mapping.collective halving_doubling ran as ring (halving_doubling needs a "
+      "power-of-two "
+      "rank count, got 7: used ring) on some collectives\n";
+  EXPECT_NE(out.find(w), std::string::npos) << out;
+  EXPECT_EQ(out.find(w), out.rfind(w)) << out;  // once
+  ASSERT_EQ(RunTpsim(seven + " --set mapping.collective=ring", &out), 0) << out;
+  EXPECT_EQ(out.find("mapping.collective"), std::string::npos) << out;
+  for (const char* e : {"moe-qwen3-30b-a3b", "moe-qwen3-30b-a3b-dp", "reference-qwen3-4b"}) {
+    ASSERT_EQ(RunTpsim("run configs/experiments/" + std::string(e) +
+                           ".textproto --quiet --set workload.num_layers=16 --set workload.decode_steps=1",
+                       &out),
+              0)
+        << out;
+    EXPECT_EQ(out.find("mapping.collective"), std::string::npos) << e << "\n" << out;
+  }
+}
+
 TEST_F(RunCli, GpuNodeFieldsNoKernelReadsAreNamedAsIgnored) {
   const std::string h200 =
       "run configs/experiments/moe-qwen3-30b-a3b-h200.textproto --quiet --set "
@@ -399,6 +429,16 @@ TEST_F(RunCli, GpuNodeFieldsNoKernelReadsAreNamedAsIgnored) {
         "chip.energy.dram_pj_per_byte is ignored: a GPU node's memory traffic is charged at "
         "energy.hbm_pj_per_byte"})
     EXPECT_NE(out.find(std::string("tpsim: warning: ") + w), std::string::npos) << w << "\n" << out;
+  // A collective algorithm other than ring or nvls is read nowhere on a GPU node whose collectives
+  // are all NCCL kernels (mesh_2d gave ring's numbers and the title said mesh_2d, silently).
+  ASSERT_EQ(RunTpsim(h200 + " --set mapping.collective=mesh_2d", &out), 0) << out;
+  EXPECT_NE(
+      out.find("tpsim: warning: mapping.collective mesh_2d is ignored: a GPU node's collectives are NCCL "
+               "kernels, whose algorithm only ring or nvls forces"),
+      std::string::npos)
+      << out;
+  ASSERT_EQ(RunTpsim(h200 + " --set mapping.collective=ring", &out), 0) << out;
+  EXPECT_EQ(out.find("mapping.collective"), std::string::npos) << out;
   // nvls forced on a GPU node without NVLink SHARP: refused at validation (it stopped at the first
   // collective, "algorithm nvls is not available", exit 1).
   EXPECT_EQ(RunTpsim(h200 + " --set mapping.collective=nvls --set chip.gpu.nvls=false", &out), 2) << out;
