@@ -161,8 +161,12 @@ void SetScalarField(pb::Message* msg, const std::string& path, const std::string
       case pb::FieldDescriptor::CPPTYPE_FLOAT: {
         char* end = nullptr;
         errno = 0;
-        double v = value.empty() ? NAN : std::strtod(value.c_str(), &end);
-        if (value.empty() || *end != '\0' || !std::isfinite(v)) throw bad("expected a finite number");
+        // Decimal digits only, as an integer field reads them: strtod took " 64" (a leading blank)
+        // and 0x40 (hexadecimal) as 64.
+        const bool decimal =
+            !value.empty() && value.find_first_not_of("0123456789+-.eE") == std::string::npos;
+        double v = decimal ? std::strtod(value.c_str(), &end) : NAN;
+        if (!decimal || *end != '\0' || !std::isfinite(v)) throw bad("expected a finite decimal number");
         // 1e-400 reads as 0: a later rule then quoted "0" for what was typed.
         if (errno == ERANGE && v == 0) throw bad("too small for a double: it reads as 0");
         if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_DOUBLE) {

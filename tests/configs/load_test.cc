@@ -155,6 +155,10 @@ TEST(Load, SetScalarFieldWalksPathsAndChecksTypes) {
   EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", "1e-400"), "too small for a double: it reads as 0");
   EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", "0"), "no error");
   EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", "0.0e-5"), "no error");
+  // Decimal only, as integers are read (" 64" and 0x40 were 64).
+  for (const char* v : {" 64", "0x40", "64 ", "0x1p6", "infinity"})
+    EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", v), "expected a finite decimal number") << v;
+  EXPECT_EQ(rule_of("chip.noc.link_bandwidth_gbps", "6.4e1"), "no error");
   EXPECT_NE(rule_of("chip.noc.bidirectional", "yes").find("true or false"), std::string::npos);
   EXPECT_NE(rule_of("a..b", "1").find("not a field path"), std::string::npos);
   // One spelling per element: a sweep's axes over [0] and [00] were two axes of one field.
