@@ -601,6 +601,34 @@ std::string LeadingFieldName(const std::string& line) {
   return i < line.size() && line[i] == ':' ? line.substr(start, name_end - start) : "";
 }
 
+// The last "name:" on `line` before column `col` (0-based), outside quoted strings, else "": the
+// field whose value a type error is about (`axis { field: "mapping.tp" values: 4 }` names values;
+// only a "name:" that started the line was found, so this said "<parse>").
+std::string FieldNameBefore(std::string_view line, size_t col) {
+  std::string last;
+  const size_t end = std::min(col, line.size());
+  for (size_t i = 0; i < end;) {
+    const char c = line[i];
+    if (c == '"' || c == '\'') {
+      for (++i; i < line.size() && line[i] != c; ++i)
+        if (line[i] == '\\') ++i;
+      ++i;
+      continue;
+    }
+    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '_') ||
+        (i > 0 && (std::isalnum(static_cast<unsigned char>(line[i - 1])) || line[i - 1] == '.'))) {
+      ++i;
+      continue;
+    }
+    const size_t start = i;
+    while (i < line.size() && (std::isalnum(static_cast<unsigned char>(line[i])) || line[i] == '_')) ++i;
+    size_t j = i;
+    while (j < line.size() && (line[j] == ' ' || line[j] == '\t')) ++j;
+    if (j < end && line[j] == ':') last = std::string(line.substr(start, i - start));
+  }
+  return last;
+}
+
 }  // namespace
 
 void ParseMessage(const std::string& text, const std::string& display_name, pb::Message* msg,
@@ -640,9 +668,10 @@ void ParseMessage(const std::string& text, const std::string& display_name, pb::
       for (const auto& e : errors.items) {
         Diag d = ParseErrorDiag(display_name, e.line + 1, e.col + 1, e.message);
         const bool on_line = e.line >= 0 && e.line < static_cast<int>(lines.size());
-        // A type error names no field: take it from the "name:" that starts the line.
+        // A type error names no field: take it from the "name:" before it on its line.
         if (d.field == "<parse>" && on_line) {
-          std::string name = LeadingFieldName(std::string(lines[e.line].substr(0, 200)));
+          std::string name = FieldNameBefore(lines[e.line], static_cast<size_t>(std::max(0, e.col)));
+          if (name.empty()) name = LeadingFieldName(std::string(lines[e.line].substr(0, 200)));
           if (!name.empty()) d.field = name;
         }
         // protobuf points just past an unknown field's name; point at its start. Its column

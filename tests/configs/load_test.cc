@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include "configs/files.h"
 
@@ -92,6 +93,22 @@ TEST(Load, TypeErrorNamesTheValue) {
     EXPECT_EQ(e.diags()[0].where.line, 1);
     EXPECT_EQ(e.diags()[0].value, "fast");
     EXPECT_NE(e.diags()[0].rule.find("expected"), std::string::npos);
+    EXPECT_EQ(e.diags()[0].field, "clock_mhz");
+  }
+  // Within a block on one line: the field before the value, not "<parse>" (only a name that
+  // started the line was found).
+  Experiment exp;
+  for (const auto& [text, field, value] :
+       {std::tuple{"mapping { partition: \"k_split\" tp: \"4\" }\n", "tp", "\"4\""},
+        std::tuple{"workload { dtype: \"a:b\" batch: x }\n", "batch", "x"},
+        std::tuple{"mapping {\n  tp: 4 pipeline_stages: \"2\"\n}\n", "pipeline_stages", "\"2\""}}) {
+    try {
+      ParseMessage(text, "e.textproto", &exp, nullptr);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.diags()[0].field, field) << text;
+      EXPECT_EQ(e.diags()[0].value, value) << text;
+    }
   }
 }
 
