@@ -103,17 +103,27 @@ void ValidateMoe(const config::Mapping& m, const config::Model& model, const con
     // In 64 bits: ep and moe.tp may each be up to 2^31 - 1.
     const uint64_t span =
         uint64_t{ep} * (mm.tp() ? mm.tp() : std::max<uint32_t>(1, static_cast<uint32_t>(tp) / ep));
-    if (ep > static_cast<uint32_t>(tp) || span > static_cast<uint64_t>(tp) ||
-        static_cast<uint64_t>(tp) % span != 0)
-      add(mm.tp() ? "mapping.moe.tp" : "mapping.moe.ep", std::to_string(mm.tp() ? mm.tp() : mm.ep()),
-          "moe.ep x moe.tp (" + std::to_string(ep) + " x " +
-              std::to_string(mm.tp() ? mm.tp() : static_cast<uint32_t>(tp) / ep) + ") must divide " + group +
-              " (" + std::to_string(tp) + ")");
+    const bool spans = ep <= static_cast<uint32_t>(tp) && span <= static_cast<uint64_t>(tp) &&
+                       static_cast<uint64_t>(tp) % span == 0;
+    // With moe.tp unset (its default, the ranks / moe.ep) only moe.ep is given: said of it, with
+    // no derived moe.tp quoted as if given ("moe.ep x moe.tp (128 x 0)", "(3 x 5)").
+    if (!spans && mm.tp())
+      add("mapping.moe.tp", std::to_string(mm.tp()),
+          "moe.ep x moe.tp (" + std::to_string(ep) + " x " + std::to_string(mm.tp()) + ") must divide " +
+              group + " (" + std::to_string(tp) + ")");
+    else if (!spans)
+      add("mapping.moe.ep", std::to_string(mm.ep()),
+          ep > static_cast<uint32_t>(tp)
+              ? "must be at most " + group + " (" + std::to_string(tp) + ")"
+              : "must divide " + group + " (" + std::to_string(tp) +
+                    "): with mapping.moe.tp unset, each expert " + "slot has " + group + " / moe.ep ranks");
     const uint32_t etp = mm.tp() ? mm.tp() : std::max<uint32_t>(1, static_cast<uint32_t>(tp) / ep);
-    if (model.moe_intermediate_size() % etp != 0)
+    if ((spans || mm.tp()) && model.moe_intermediate_size() % etp != 0)
       add(mm.tp() ? "mapping.moe.tp" : "mapping.moe.ep", std::to_string(mm.tp() ? mm.tp() : mm.ep()),
-          "the ranks per expert (" + std::to_string(etp) + ") must divide moe_intermediate_size (" +
-              std::to_string(model.moe_intermediate_size()) + ")");
+          "the ranks per expert (" +
+              (mm.tp() ? std::to_string(etp)
+                       : std::to_string(etp) + ": " + group + " / moe.ep, mapping.moe.tp being unset") +
+              ") must divide moe_intermediate_size (" + std::to_string(model.moe_intermediate_size()) + ")");
   }
   if (!mm.group_order().empty() && mm.group_order() != "tp_inner" && mm.group_order() != "ep_inner")
     add("mapping.moe.group_order", mm.group_order(), "must be tp_inner or ep_inner");

@@ -537,6 +537,15 @@ TEST(MoeLower, ValidationNamesTheMoeFields) {
   EXPECT_NE(
       diags(MoeMap(4, 2, 4)).find("mapping.moe.tp: 4: moe.ep x moe.tp (2 x 4) must divide mapping.tp (4)"),
       std::string::npos);
+  // moe.tp unset: only moe.ep is said, with no derived moe.tp quoted as if given ("moe.ep x moe.tp
+  // (8 x 0)").
+  EXPECT_EQ(diags(MoeMap(4, 8, 0)), "mapping.moe.ep: 8: must be at most mapping.tp (4)\n");
+  config::Mapping third = MoeMap(4, 3, 0);
+  EXPECT_NE(
+      diags(third).find("mapping.moe.ep: 3: must divide mapping.tp (4): with mapping.moe.tp unset, each "
+                        "expert slot has mapping.tp / moe.ep ranks\n"),
+      std::string::npos)
+      << diags(third);
   config::Mapping z = MoeMap(4, 4, 1);
   z.mutable_moe()->set_routing("zipf");
   EXPECT_NE(diags(z).find("zipf routing needs mapping.moe.zipf_s > 0"), std::string::npos);
