@@ -631,8 +631,26 @@ std::string FieldNameBefore(std::string_view line, size_t col) {
 
 }  // namespace
 
-void ParseMessage(const std::string& text, const std::string& display_name, pb::Message* msg,
+void ParseMessage(const std::string& raw, const std::string& display_name, pb::Message* msg,
                   SourceMap* locs) {
+  // A UTF-8 byte order mark (as some editors save) is blank, as the trace and placement readers
+  // skip it (it was "Interpreting non ascii codepoint 239" or "is not a Chip config"). A carriage
+  // return without a line feed (old Mac line ends) ends a line, as \r\n does: protobuf's
+  // tokenizer ends a # comment only at \n, so the rest of such a file was one comment, silently.
+  // Both keep every byte's offset, so locations are unchanged.
+  std::string normalized;
+  const bool bom = raw.starts_with("\xEF\xBB\xBF");
+  bool bare_cr = false;
+  for (size_t i = raw.find('\r'); i != std::string::npos && !bare_cr; i = raw.find('\r', i + 1))
+    bare_cr = i + 1 == raw.size() || raw[i + 1] != '\n';
+  if (bom || bare_cr) {
+    normalized = raw;
+    if (bom) normalized.replace(0, 3, "   ");
+    for (size_t i = 0; i < normalized.size(); ++i)
+      if (normalized[i] == '\r' && (i + 1 == normalized.size() || normalized[i + 1] != '\n'))
+        normalized[i] = '\n';
+  }
+  const std::string& text = bom || bare_cr ? normalized : raw;
   size_t bad = 0;
   if (!IsUtf8(text, &bad)) {
     throw ConfigError(Diag{LocationIn(text, bad, display_name), "<parse>", Clip(text.substr(bad, 4), 4),

@@ -112,6 +112,30 @@ TEST(Load, TypeErrorNamesTheValue) {
   }
 }
 
+// Old Mac line ends (a lone \r) end lines, as \r\n does: a # comment swallowed the rest of the
+// file silently. A byte order mark is blank, in text and JSON configs alike.
+TEST(Load, LoneCarriageReturnsAndAByteOrderMarkAreReadAsTheirLines) {
+  Chip chip;
+  SourceMap locs("c.textproto");
+  ParseMessage("# a chip\rname: \"x\"\r# the clock\rclock_mhz: 1000\r", "c.textproto", &chip, &locs);
+  EXPECT_EQ(chip.name(), "x");
+  EXPECT_EQ(chip.clock_mhz(), 1000u);
+  EXPECT_EQ(locs.Find("clock_mhz").line, 4);
+  try {
+    ParseMessage("# a chip\rclock_mhz: fast\r", "c.textproto", &chip, nullptr);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.diags()[0].where.line, 2);
+    EXPECT_EQ(e.diags()[0].value, "fast");
+  }
+  Chip bom;
+  ParseMessage("\xEF\xBB\xBFname: \"b\"\n", "c.textproto", &bom, nullptr);
+  EXPECT_EQ(bom.name(), "b");
+  Chip json;
+  ParseMessage("\xEF\xBB\xBF{\"name\": \"j\"}\n", "c.json", &json, nullptr);
+  EXPECT_EQ(json.name(), "j");
+}
+
 TEST(Load, JsonIsAcceptedAndLocated) {
   Chip chip;
   SourceMap locs("c.json");
