@@ -171,6 +171,12 @@ Diag ParseErrorDiag(const std::string& file, int line, int col, const std::strin
     d.rule = "integer out of range";
   } else if (message.find("Message is too deep") != std::string::npos) {
     d.rule = "nested too deeply";
+  } else if (message.starts_with("Invalid value for boolean field \"") &&
+             Between(message, 0, "\"", '"', &a, &end) && Between(message, end + 1, "Value: \"", '"', &b)) {
+    // Said past the next token (the next field's line): ParseMessage takes it back to its field.
+    d.field = a;
+    d.value = b;
+    d.rule = "must be true or false";
   }
   return d;
 }
@@ -686,6 +692,31 @@ void ParseMessage(const std::string& raw, const std::string& display_name, pb::M
       for (const auto& e : errors.items) {
         Diag d = ParseErrorDiag(display_name, e.line + 1, e.col + 1, e.message);
         const bool on_line = e.line >= 0 && e.line < static_cast<int>(lines.size());
+        // A boolean's error is said past the token after it (at the next field, or at a block's
+        // "}"): at the last "name:" of its field up to there.
+        if (d.rule == "must be true or false" && on_line) {
+          for (int l = e.line; l >= 0; --l) {
+            const std::string_view text_line =
+                l == e.line ? lines[l].substr(0, std::min<size_t>(std::max(0, e.col), lines[l].size()))
+                            : lines[l];
+            size_t at = std::string_view::npos;
+            for (size_t p = text_line.find(d.field); p != std::string_view::npos;
+                 p = text_line.find(d.field, p + 1)) {
+              size_t q = p + d.field.size();
+              while (q < text_line.size() && (text_line[q] == ' ' || text_line[q] == '\t')) ++q;
+              const bool starts = p == 0 || !(std::isalnum(static_cast<unsigned char>(text_line[p - 1])) ||
+                                              text_line[p - 1] == '_');
+              if (starts && q < text_line.size() && text_line[q] == ':') at = p;
+            }
+            if (at != std::string_view::npos) {
+              d.where.line = l + 1;
+              d.where.col = static_cast<int>(at) + 1;
+              break;
+            }
+          }
+          diags.push_back(std::move(d));
+          continue;
+        }
         // A type error names no field: take it from the "name:" before it on its line.
         if (d.field == "<parse>" && on_line) {
           std::string name = FieldNameBefore(lines[e.line], static_cast<size_t>(std::max(0, e.col)));

@@ -112,6 +112,27 @@ TEST(Load, TypeErrorNamesTheValue) {
   }
 }
 
+// A bad boolean is at its own field: protobuf says it past the next token (the next field's line,
+// or "<parse>" at the block's "}").
+TEST(Load, ABadBooleanIsAtItsField) {
+  for (const std::string& text : {std::string("noc {\n  bidirectional: yes\n  rows: 2\n}\n"),
+                                  std::string("noc {\n  bidirectional: yes\n}\n"),
+                                  std::string("noc { rows: 2 bidirectional: yes }\n")}) {
+    Chip chip;
+    try {
+      ParseMessage(text, "c.textproto", &chip, nullptr);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const ConfigError& e) {
+      const Diag& d = e.diags()[0];
+      EXPECT_EQ(d.field, "bidirectional") << text;
+      EXPECT_EQ(d.value, "yes") << text;
+      EXPECT_EQ(d.rule, "must be true or false") << text;
+      EXPECT_EQ(d.where.line, text.starts_with("noc {\n") ? 2 : 1) << text;
+      EXPECT_EQ(d.where.col, text.starts_with("noc {\n") ? 3 : 15) << text;
+    }
+  }
+}
+
 // Old Mac line ends (a lone \r) end lines, as \r\n does: a # comment swallowed the rest of the
 // file silently. A byte order mark is blank, in text and JSON configs alike.
 TEST(Load, LoneCarriageReturnsAndAByteOrderMarkAreReadAsTheirLines) {
