@@ -9,6 +9,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/strong_components.hpp>
 #include <map>
+#include <utility>
 
 #include "arch/topology/grid.h"
 
@@ -63,9 +64,23 @@ class Edges : public Topology {
     const bool noc_bw_set = noc_bw != 0;  // NaN too
     if (noc_bw_set) CheckPositive(sink, "noc.link_bandwidth_gbps", noc_bw);
     bool endpoints_ok = true;
+    // The first index of each pair of nodes an edge joins, either way round: a second edge of a
+    // pair was kept by describe (its links and bisection) and dropped by routing (the first one
+    // routed, so listing the same wires in another order changed the times).
+    std::map<std::pair<std::string, std::string>, int> joined;
+    bool twice = false;
     for (int i = 0; i < n.edges_size(); ++i) {
       const auto& e = n.edges(i);
       const std::string sub = "noc.edges[" + std::to_string(i) + "]";
+      if (!twice && !e.a().empty() && e.a() != e.b()) {
+        const auto [it, fresh] = joined.emplace(std::minmax(e.a(), e.b()), i);
+        if (!fresh) {
+          twice = true;  // said once: a file of a million copies is one error
+          sink.Add(sub, e.a() + " - " + e.b(),
+                   "joins the nodes noc.edges[" + std::to_string(it->second) +
+                       "] joins: give each pair of nodes one edge (it carries both directions)");
+        }
+      }
       for (const auto& [end, name] : {std::pair{"a", e.a()}, std::pair{"b", e.b()}}) {
         if (!ids.count(name)) {
           sink.Add(sub + "." + end, name, "names no node of the chip (nodes are " + NodesText(n) + ")");

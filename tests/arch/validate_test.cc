@@ -218,6 +218,24 @@ TEST(ValidateEdges, Disconnected) {
   EXPECT_NE(diags[0].rule.find("must be connected (island cannot be reached from a)"), std::string::npos);
 }
 
+// A second edge between one pair, either way round: describe counted both (links, bisection) and
+// routing took the first, so the order of the same wires changed the times.
+TEST(ValidateEdges, APairJoinedTwiceIsRefusedOnce) {
+  config::Chip cfg = EdgesChip();
+  for (int copies = 0; copies < 3; ++copies) {
+    auto* e = cfg.mutable_noc()->add_edges();
+    e->set_a("c");
+    e->set_b("b");
+  }
+  auto diags = Check(cfg);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].field, "chip.noc.edges[2]");
+  EXPECT_EQ(diags[0].value, "c - b");
+  EXPECT_EQ(
+      diags[0].rule,
+      "joins the nodes noc.edges[1] joins: give each pair of nodes one edge (it carries both directions)");
+}
+
 TEST(ValidateEdges, DuplicateNameSelfLoopAndNoCores) {
   config::Chip cfg = EdgesChip();
   cfg.mutable_noc()->add_router_names("a");
