@@ -363,6 +363,13 @@ uint32_t SlidingWindow(const json& j, const Architecture& a, std::optional<uint3
                "must be an array of \"full_attention\" and \"sliding_attention\"");
       return 0;
     }
+    // One entry a layer, as transformers' layer_type_validation checks (3 entries for 28 layers
+    // were read, and one sliding entry made every layer slide).
+    if (layers && it->size() != *layers) {
+      r->Error("layer_types", std::to_string(it->size()) + " entries",
+               "must name one attention per layer: num_hidden_layers is " + std::to_string(*layers));
+      return 0;
+    }
     // Read whether or not a layer slides: a wrong type ("yes") passed where none did.
     const bool use = r->Bool("use_sliding_window").value_or(false);
     slides = slides && use;

@@ -291,6 +291,13 @@ TEST(Import, SlidingWindowIsReadAndQuantizationRefused) {
   EXPECT_EQ(ErrorOf([&] { window("Qwen3ForCausalLM", R"(, "layer_types": "sliding_attention")"); }),
             "w.json:3:27: layer_types: \"sliding_attention\": must be an array of \"full_attention\" and "
             "\"sliding_attention\"");
+  // One entry a layer (3 entries for 4 layers were read, and one sliding entry made every layer
+  // slide).
+  EXPECT_EQ(ErrorOf([&] {
+              window("Qwen3ForCausalLM", R"(, "use_sliding_window": true,
+      "layer_types": ["sliding_attention", "full_attention", "full_attention"])");
+            }),
+            "w.json:4:7: layer_types: 3 entries: must name one attention per layer: num_hidden_layers is 4");
   // A quantized checkpoint is refused at its key (its weights are not workload.dtype's).
   EXPECT_EQ(ErrorOf([&] {
               window("Qwen2ForCausalLM", R"(, "quantization_config": {"bits": 4, "quant_method": "awq"})");
@@ -1004,7 +1011,9 @@ TEST(Import, LayerTypesSlideOnlyWithUseSlidingWindow) {
       "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 1000)";
   EXPECT_NE(ErrorOf([&] {
               ImportHuggingFaceText(
-                  q3 + R"(, "use_sliding_window": "yes", "layer_types": ["full_attention"]})", "w.json");
+                  q3 + R"(, "use_sliding_window": "yes", "layer_types": ["full_attention", "full_attention",
+                  "full_attention", "full_attention"]})",
+                  "w.json");
             }).find("use_sliding_window: \"yes\": must be true or false"),
             std::string::npos);
   EXPECT_NE(
