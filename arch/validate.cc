@@ -147,6 +147,11 @@ void ValidateGpu(const config::Chip& c, DiagSink& sink) {
     if (!(v > 0 && v <= 1)) sink.Add("gpu." + sub, NumText(v), "must be in (0, 1]");
   };
   positive_int("sms", g.sms());
+  // Each SM runs peak / sms (arch/gpu/gemm.cc): 2^31 - 1 of them made a GEMM's few tiles run at a
+  // 2^31th of the peak (10,881 s for one MoE decode step). Bounded as other fields are, far above
+  // a real GPU's (H100 SXM 132, B200 148).
+  if (g.sms() > 4096)
+    sink.Add("gpu.sms", std::to_string(g.sms()), "must be at most 4096 (an H100 SXM has 132)");
   CheckPositive(sink, "gpu.bf16_tflops", g.bf16_tflops());
   CheckPositive(sink, "gpu.fp16_tflops", g.fp16_tflops());
   CheckNonNegative(sink, "gpu.fp8_tflops", g.fp8_tflops());

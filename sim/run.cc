@@ -425,7 +425,14 @@ std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size
                   std::to_string(t.core) + " reaches the channel over links";
       break;
     default:
-      if (chip.config().has_gpu()) {  // a GPU node's kernels: arch/gpu (GEMM and memory-bound models)
+      if (chip.config().has_gpu() && t.op_kind == llm::OpKind::kCollective) {
+        // An NCCL kernel (arch/gpu/nccl): its links and protocol constants, not the GEMM model's
+        // (nccl_link_gbps 1e-30 was said to need a look at bf16_tflops and hbm_bandwidth_gbps).
+        what = "a collective kernel on GPU " + std::to_string(t.core);
+        fields =
+            "chip.gpu.nccl_link_gbps, nvlink_links, nvlink_link_gbps, nccl_ring_channels, the ring and nvls "
+            "efficiencies and latencies (ring_*, nvls_*, collective_*)";
+      } else if (chip.config().has_gpu()) {  // a GPU node's kernels: arch/gpu (GEMM and memory-bound models)
         what = "a kernel on GPU " + std::to_string(t.core);
         fields =
             "chip.gpu.bf16_tflops (fp16_tflops, fp8_tflops), tensor_efficiency, operand_flops_per_byte, "

@@ -122,6 +122,8 @@ const Case kCases[] = {
      },
      "chip.gpu", "", "needs noc.topology switch"},
     {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_sms(0); }, "chip.gpu.sms", "0", "must be positive"},
+    {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_sms(4097); }, "chip.gpu.sms", "4097",
+     "must be at most 4096 (an H100 SXM has 132)"},
     {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_bf16_tflops(-1); }, "chip.gpu.bf16_tflops", "-1",
      "must be positive"},
     {"h100-sxm-8", [](auto* c) { c->mutable_gpu()->set_tensor_efficiency(1.5); },

@@ -677,6 +677,17 @@ TEST_F(RunCli, GpuKernelsPastTheClockNameTheGpuFields) {
         << field << "\n"
         << out;
   }
+  // A collective kernel names NCCL's fields (it named the GEMM model's).
+  std::string out;
+  EXPECT_EQ(RunTpsim("run moe-mixtral-8x7b --set chip.gpu.nccl_link_gbps=1e-30 --set workload.decode_steps=1 "
+                     "--quiet",
+                     &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("a collective kernel on GPU 0 (task 80, op o_proj.reduce_scatter)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("check chip.gpu.nccl_link_gbps, nvlink_links, nvlink_link_gbps"), std::string::npos)
+      << out;
 }
 
 TEST_F(RunCli, CollectivesPastTheLinkCalendarsNameACommandWithTheTlmEngine) {
