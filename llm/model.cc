@@ -458,6 +458,12 @@ std::optional<uint32_t> ScaledPositions(const json& j, std::optional<uint32_t> m
 }
 
 config::Model Import(const std::string& text, const std::string& display_name, config::SourceMap* locs) {
+  // A published config.json is a few KB; the document a 64 MiB one builds took 4 GB and 7 s.
+  constexpr size_t kMaxHfBytes = size_t{4} << 20;
+  if (text.size() > kMaxHfBytes)
+    throw config::ConfigError(config::Diag{
+        config::Location{display_name, 1, 1}, "<json>", std::to_string(text.size()) + " bytes",
+        "a HuggingFace config.json is read up to 4 MiB (4194304 bytes; published ones are a few KB)"});
   // The parser ends the text at a NUL byte: what followed was read by nothing but the key
   // locator (a second object after it was accepted, errors were placed past it).
   if (const size_t nul = text.find('\0'); nul != std::string::npos)
@@ -680,18 +686,47 @@ config::Model ImportHuggingFace(const std::string& path) {
   return ImportHuggingFaceText(text, path, nullptr);
 }
 
+namespace {
+
+// Whether a JSON text is malformed or an object with a key of a HuggingFace config at its top
+// level (architectures, model_type, num_hidden_layers), read as events: the document it would
+// build took about 60 bytes a byte of input (4 GB for a 64 MiB file, then built again).
+struct HfSniff : json::json_sax_t {
+  int depth = 0;
+  bool hf = false, malformed = false;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return ++depth, true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return ++depth, true; }
+  bool end_array() override { return --depth, true; }
+  bool key(string_t& k) override {
+    if (depth == 1 && (k == "architectures" || k == "model_type" || k == "num_hidden_layers")) hf = true;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    malformed = true;
+    return false;
+  }
+};
+
+}  // namespace
+
 config::Model LoadModelFile(const std::string& path, config::SourceMap* locs) {
   std::string text = config::ReadFileOrThrow(path, config::Location{path, 1, 1}, "model");
   if (config::HasExtension(path, ".json")) {  // UPPER.JSON too: it was read as a textproto
-    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    HfSniff sniff;
+    json::sax_parse(text, &sniff);
     // Malformed JSON goes through the HF importer too, for its line:col diagnostics, and so
     // does a config.json without `architectures` (model_type or num_hidden_layers, keys no
     // tpsim Model has), for the importer's "architectures: required key missing" rather than
     // an unknown field of Model.
-    if (j.is_discarded() || (j.is_object() && (j.contains("architectures") || j.contains("model_type") ||
-                                               j.contains("num_hidden_layers")))) {
-      return ImportHuggingFaceText(text, path, locs);
-    }
+    if (sniff.malformed || sniff.hf) return ImportHuggingFaceText(text, path, locs);
   }
   config::Model m;
   config::ParseMessage(text, path, &m, locs);

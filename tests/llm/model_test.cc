@@ -870,6 +870,21 @@ TEST_F(LoadModelFileTest, TextprotoAndModelJson) {
 // A key given twice in config.json was read with the last value (nlohmann's rule) but located
 // at the first: "hfdup.json:3:3: hidden_size: 0: must be positive" on the line holding 64.
 // It is refused at its second occurrence, in a nested object too.
+// A config.json past 4 MiB is refused before it is parsed (a 64 MiB one took 4 GB and 7 s); a
+// model file's JSON is told from a config.json without building its document.
+TEST(Import, AConfigJsonPastFourMebibytesIsRefused) {
+  const std::string head = R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 1000, "junk": [)";
+  std::string big = head;
+  while (big.size() <= (size_t{4} << 20)) big += "{},";
+  big += "{}]}";
+  EXPECT_EQ(ErrorOf([&] { ImportHuggingFaceText(big, "big.json"); }),
+            "big.json:1:1: <json>: " + std::to_string(big.size()) +
+                " bytes: a HuggingFace config.json is read up to 4 MiB (4194304 bytes; published ones are a "
+                "few KB)");
+  EXPECT_EQ(ImportHuggingFaceText(head + "{}]}", "small.json").num_layers(), 4u);
+}
+
 TEST(Import, DuplicateKeysAreRefusedAtTheSecondOne) {
   const std::string dup =
       Replace(kGood, "\"hidden_size\": 64,", "\"hidden_size\": 64,\n  \"hidden_size\": 0,");
