@@ -188,7 +188,11 @@ int ServeCommand(const std::vector<std::string>& args) {
       }
     }
     if (path.empty()) {
-      std::cerr << kUsage;
+      // What is missing first (the usage alone said nothing of it); `run` and `describe` take
+      // a default experiment, which holds no request stream.
+      std::cerr << "tpsim serve: needs an EXPERIMENT with a request stream (workload.requests): a file, or "
+                   "a shipped one (serving-fused, serving-disaggregated)\n\n"
+                << kUsage;
       return 2;
     }
     sim::Experiment e = sim::LoadExperiment(path, sets, model);

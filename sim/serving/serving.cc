@@ -520,9 +520,18 @@ ServeRun Serve(const sim::Experiment& e, const std::string& engine_flag,
             "remove it, or set mapping.serving.mode: \"disaggregated\"");
   }
   if (sv.chunk_tokens() > 0 && sv.max_tokens_per_iteration() > 0 &&
-      sv.chunk_tokens() > sv.max_tokens_per_iteration())
-    add("mapping.serving.chunk_tokens", std::to_string(sv.chunk_tokens()),
-        "must be <= max_tokens_per_iteration");
+      sv.chunk_tokens() > sv.max_tokens_per_iteration()) {
+    // At the one a --set (or sweep point) gave, with the other's value (it was said at
+    // chunk_tokens without the other, for --set max_tokens_per_iteration=1).
+    const std::string chunk = "mapping.serving.chunk_tokens",
+                      most = "mapping.serving.max_tokens_per_iteration";
+    if (e.locs.Find(most).file.starts_with("<") && !e.locs.Find(chunk).file.starts_with("<"))
+      add(most, std::to_string(sv.max_tokens_per_iteration()),
+          "must be >= chunk_tokens (" + std::to_string(sv.chunk_tokens()) + ")");
+    else
+      add(chunk, std::to_string(sv.chunk_tokens()),
+          "must be <= max_tokens_per_iteration (" + std::to_string(sv.max_tokens_per_iteration()) + ")");
+  }
   if (sv.context_bucket_tokens() > kMaxContextBucketTokens)
     add("mapping.serving.context_bucket_tokens", std::to_string(sv.context_bucket_tokens()),
         "must be at most " + std::to_string(kMaxContextBucketTokens) + " tokens");

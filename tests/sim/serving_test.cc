@@ -911,6 +911,16 @@ TEST(ServingEngine, ServeCommandEndToEnd) {
   // A bad field is a config error (exit 2).
   EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--set", "mapping.serving.mode=split"}), 2);
   EXPECT_EQ(ServeCommand({(dir / "exp.textproto").string(), "--slo-ttft-ms", "-1"}), 2);
+  // No experiment: said before the usage (the usage alone said nothing of it).
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(ServeCommand({"--set", "a=b"}), 2);
+  const std::string none = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(
+      none.rfind("tpsim serve: needs an EXPERIMENT with a request stream (workload.requests): a file, or "
+                 "a shipped one (serving-fused, serving-disaggregated)\n\nusage: tpsim serve EXPERIMENT",
+                 0),
+      0u)
+      << none;
   // Attention replicas are a tpsim run layout: refused with their own rule.
   EXPECT_THROW(
       {
@@ -975,6 +985,16 @@ TEST(Serving, StageCountErrorsNameTheirFieldAndTheSizesGiven) {
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].field, "mapping.partition");
   EXPECT_EQ(d[0].rule.rfind("unknown partitioner", 0), 0u) << d[0].rule;
+  // chunk_tokens above max_tokens_per_iteration: at the one given on the command line, with the
+  // other's value (it was at chunk_tokens, without the 1 given).
+  d = diags_of(fused, {{"mapping.serving.max_tokens_per_iteration", "1"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].str(),
+            "<command line: --set mapping.serving.max_tokens_per_iteration=1>:1:1: "
+            "mapping.serving.max_tokens_per_iteration: 1: must be >= chunk_tokens (512)");
+  d = diags_of(fused, {{"mapping.serving.chunk_tokens", "100000"}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].rule, "must be <= max_tokens_per_iteration (1024)");
   // Fewer simulated layers than a group's stages: at each group's field, not pipeline_stages.
   d = diags_of(dis, {{"mapping.serving.layers_simulated", "4"}});
   ASSERT_EQ(d.size(), 2u);
