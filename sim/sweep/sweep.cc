@@ -317,7 +317,9 @@ int Run(const std::vector<std::string>& args) {
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);
   }
-  std::cerr << "sweep " << (spec.cfg.name().empty() ? path : spec.cfg.name()) << ": " << s.points
+  // The name as other values are shown: clipped, a newline escaped (a 1,000,000-character name
+  // was printed whole, "x\ny" on two lines).
+  std::cerr << "sweep " << config::Clip(spec.cfg.name().empty() ? path : spec.cfg.name()) << ": " << s.points
             << " points";
   if (opts.shards > 1) std::cerr << " in shard " << opts.shard << "/" << opts.shards;
   std::cerr << "; ran " << s.ran << " (" << s.ok << " ok, " << s.failed << " failed), " << s.skipped
@@ -325,7 +327,9 @@ int Run(const std::vector<std::string>& args) {
   if (s.duplicates) std::cerr << ", " << s.duplicates << " duplicates";
   std::cerr << "; results in " << db << "\n";
   for (const auto& [w, n] : s.ignored)
-    std::cerr << "tpsim: warning: in " << n << (n == 1 ? " point run: " : " points run: ") << w << "\n";
+    // Counted as the points are handed out: one that then fails validation is counted too ("points
+    // run" said otherwise).
+    std::cerr << "tpsim: warning: in " << n << (n == 1 ? " point: " : " points: ") << w << "\n";
   for (const auto& [w, n] : s.undefined)
     std::cerr << "tpsim: warning: " << n << (n == 1 ? " point filtered: " : " points filtered: ") << w
               << "\n";

@@ -394,7 +394,7 @@ TEST_F(SweepCliTest, AnAxisNothingReadsIsNamed) {
       << ReadFile(Path("seed.log"));
   EXPECT_NE(
       ReadFile(Path("seed.log"))
-          .find("tpsim: warning: in 2 points run: mapping.seed is ignored: placement linear does not read it "
+          .find("tpsim: warning: in 2 points: mapping.seed is ignored: placement linear does not read it "
                 "(placement random does)\n"),
       std::string::npos)
       << ReadFile(Path("seed.log"));
@@ -405,6 +405,12 @@ TEST_F(SweepCliTest, AnAxisNothingReadsIsNamed) {
   ASSERT_EQ(RunTpsim({"sweep", r, "--db", Path("random.sqlite"), "--jobs", "1"}, Path("random.log")), 0)
       << ReadFile(Path("random.log"));
   EXPECT_EQ(ReadFile(Path("random.log")).find("warning"), std::string::npos) << ReadFile(Path("random.log"));
+  // The sweep's name is shown clipped and escaped ("x\ny" was printed on two lines).
+  std::string named = SweepFile("named.textproto", "name: \"x\\ny\"\n" + std::string(kSmallPoint));
+  ASSERT_EQ(RunTpsim({"sweep", named, "--db", Path("named.sqlite"), "--jobs", "1"}, Path("named.log")), 0)
+      << ReadFile(Path("named.log"));
+  EXPECT_NE(ReadFile(Path("named.log")).find("sweep x\\ny: 1 points;"), std::string::npos)
+      << ReadFile(Path("named.log"));
 }
 
 TEST_F(SweepCliTest, SigkillMidSweepThenResumeRunsEveryPointExactlyOnce) {
