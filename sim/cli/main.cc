@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -128,6 +129,16 @@ std::string HumanBytes(double b) {
 using sim::MemoryKindWord;
 using sim::OffChipWord;
 
+// A rate as describe shows it: `digits` decimals where they show it, else six significant digits
+// (a link of 1e30 GB/s printed 31 digits of float noise, one of 1e-30 GB/s "0.0").
+std::string Shown(double v, int digits) {
+  if (v == 0 || (std::fabs(v) >= 0.5 * std::pow(10.0, -digits) && std::fabs(v) < 1e12))
+    return Fixed(v, digits);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
 // ---- describe ---------------------------------------------------------------
 
 // How a served request length is drawn (configs/schema/serving.proto LengthDist).
@@ -220,8 +231,8 @@ int Describe(Args& a) {
   } else {
     os << "  cores                 " << chip.num_cores() << " at " << Fixed(c.clock_mhz(), 0) << " MHz\n";
   }
-  os << "  peak                  " << Fixed(chip.PeakTflops(), 1) << " TFLOP/s bf16 ("
-     << Fixed(chip.AchievableTflops(), 1) << " achievable" << (c.has_gpu() ? ", gpu block" : "") << ")\n";
+  os << "  peak                  " << Shown(chip.PeakTflops(), 1) << " TFLOP/s bf16 ("
+     << Shown(chip.AchievableTflops(), 1) << " achievable" << (c.has_gpu() ? ", gpu block" : "") << ")\n";
   // In double: cores x sram_bytes passes 2^64 for a sram_bytes near 2^63 (it printed a wrapped total).
   if (c.has_gpu()) {  // a cache, not a scratchpad: the GEMM model reads gpu.l2_bytes (arch/gpu/gemm.cc)
     os << "  L2 cache              " << HumanBytes(static_cast<double>(c.gpu().l2_bytes()))
@@ -248,14 +259,16 @@ int Describe(Args& a) {
     if (!used.count(static_cast<int>(ch))) ++idle, idle_gbps += chip.channels()[ch].bandwidth_gbps;
   const std::string off_chip = OffChipWord(chip);
   os << "  " << off_chip << " bandwidth" << std::string(std::max<size_t>(1, 12 - off_chip.size()), ' ')
-     << Fixed(chip.TotalDramBandwidthGbps(), 1) << " GB/s effective over " << chip.channels().size()
-     << " channels";
+     << Shown(chip.TotalDramBandwidthGbps(), 1) << " GB/s effective over " << chip.channels().size()
+     << (chip.channels().size() == 1 ? " channel" : " channels");
   if (idle)
-    os << " (" << idle << " idle, " << Fixed(idle_gbps, 1)
+    os << " (" << idle << " idle, " << Shown(idle_gbps, 1)
        << " GB/s: no core uses them; a core uses one channel of the attach node nearest it)";
   os << "\n";
-  os << "  memory controllers    " << chip.channels().size() << " nodes on " << attach_nodes.size()
-     << " network nodes (" << stacked << " at the node of the core that uses them)\n";
+  os << "  memory controllers    " << chip.channels().size()
+     << (chip.channels().size() == 1 ? " node on " : " nodes on ") << attach_nodes.size()
+     << (attach_nodes.size() == 1 ? " network node (" : " network nodes (") << stacked
+     << " at the node of the core that uses " << (chip.channels().size() == 1 ? "it" : "them") << ")\n";
   // The links' own bandwidths, not noc.link_bandwidth_gbps: an edges chip may give each edge its
   // own (with the noc value unset this printed 0.0 GB/s), and a wafer's die-to-die links have theirs.
   double link_min = std::numeric_limits<double>::infinity(), link_max = 0;
@@ -268,13 +281,13 @@ int Describe(Args& a) {
   // A one-core chip has no network links: no bandwidth to print.
   const std::string link_bw =
       link_max == 0 ? std::string()
-      : Fixed(link_min, 1) == Fixed(link_max, 1)
-          ? ", " + Fixed(link_max, 1) + " GB/s per direction"
-          : ", " + Fixed(link_min, 1) + " to " + Fixed(link_max, 1) + " GB/s per direction";
+      : Shown(link_min, 1) == Shown(link_max, 1)
+          ? ", " + Shown(link_max, 1) + " GB/s per direction"
+          : ", " + Shown(link_min, 1) + " to " + Shown(link_max, 1) + " GB/s per direction";
   os << "  network               " << chip.links().size() - 2 * chip.channels().size() << " links" << link_bw
      << " (+ " << 2 * chip.channels().size() << " controller links)\n";
   os << "  diameter              " << chip.Diameter() << " hops\n";
-  os << "  bisection bandwidth   " << Fixed(chip.BisectionBandwidthGbps(), 1) << " GB/s\n";
+  os << "  bisection bandwidth   " << Shown(chip.BisectionBandwidthGbps(), 1) << " GB/s\n";
 
   uint32_t layers = w.num_layers() ? w.num_layers() : m.num_layers();
   uint32_t dtype = sim::DtypeBytes(w.dtype());
@@ -329,9 +342,11 @@ int Describe(Args& a) {
       os << "\n";
     }
   } else {
-    os << "\nworkload    batch " << w.batch() << ", prompt " << w.seq_len() << " tokens"
+    os << "\nworkload    batch " << w.batch() << ", prompt " << w.seq_len()
+       << (w.seq_len() == 1 ? " token" : " tokens")
        << (w.cached_prefix() ? " after " + std::to_string(w.cached_prefix()) + " cached" : "") << ", "
-       << w.decode_steps() << " decode steps, " << dtype_name << "\n";
+       << w.decode_steps() << (w.decode_steps() == 1 ? " decode step, " : " decode steps, ") << dtype_name
+       << "\n";
     // A model with dense and MoE layers (mlp_only_layers, decoder_sparse_step > 1) has two layers
     // to show: layer 0 alone showed the dense one of Qwen3-MoE with mlp_only_layers [0] as its
     // "prefill layer". One kind prints as before.
@@ -359,9 +374,12 @@ int Describe(Args& a) {
          << " read, " << HumanBytes(static_cast<double>(pl.BytesWritten())) << " written, "
          << HumanBytes(static_cast<double>(pl.WeightBytes())) << " weights\n";
     }
-    for (const Kind& k : kinds) {
+    // No decode step, no decode layer (one at L = prompt + 1 was shown); its label padded to the
+    // column the prefill row's figures start at (with a long L it was two spaces).
+    for (const Kind& k : w.decode_steps() > 0 ? kinds : std::vector<Kind>{}) {
       auto dl = llm::BuildLayer(m, dec, k.layer);
-      os << (k.what.empty() ? "  decode layer (" + l_is + ")  "
+      const std::string one = "  decode layer (" + l_is + ")";
+      os << (k.what.empty() ? one + std::string(one.size() < 24 ? 24 - one.size() : 2, ' ')
                             : label("decode layer (" + l_is + ", " + k.what + ")"))
          << Fixed(dl.Flops() / 1e9, 3) << " GFLOP, " << HumanBytes(static_cast<double>(dl.BytesRead()))
          << " read\n";
@@ -411,9 +429,9 @@ int Describe(Args& a) {
       const arch::MemoryChannel& ch = chip.channels()[fullest];
       const std::string kind = MemoryKindWord(chip, ch.memory);
       os << "  fullest " << kind << " channel" << std::string(kind == "HBM" ? 3 : 2, ' ') << ch.name << ": "
-         << HumanBytes(u.weights + u.kv) << " of "
-         << (ch.capacity_bytes ? HumanBytes(static_cast<double>(ch.capacity_bytes))
-                               : std::string("unchecked"));
+         << HumanBytes(u.weights + u.kv)
+         << (ch.capacity_bytes ? " of " + HumanBytes(static_cast<double>(ch.capacity_bytes))
+                               : std::string(" (capacity_bytes 0: not checked)"));
       if (ch.capacity_bytes)
         os << " (" << Fixed(100.0 * (u.weights + u.kv) / static_cast<double>(ch.capacity_bytes), 1) << "%)";
       os << ", used by " << u.cores << (u.cores == 1 ? " core\n" : " cores\n");

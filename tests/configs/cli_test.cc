@@ -517,6 +517,35 @@ TEST(Cli, DescribeGivesAnEdgesChipsPerEdgeBandwidths) {
   fs::remove_all(dir);
 }
 
+// Extreme rates keep significant digits (1e30 GB/s printed 31 digits of float noise, 1e-30 GB/s
+// "0.0"); no decode step shows no decode layer; counts of one are singular; its decode row lines
+// up with the prefill row.
+TEST(Cli, DescribeShowsExtremeRatesAndCountsAsTheyAre) {
+  const std::string ref = "describe reference-qwen3-4b";
+  Outcome o = RunTpsim(ref + " --set chip.noc.link_bandwidth_gbps=1e30");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_EQ(FiguresAfter(o.output, "  network"),
+            "224 links, 1e+30 GB/s per direction (+ 128 controller links)");
+  EXPECT_EQ(FiguresAfter(o.output, "  bisection bandwidth"), "8e+30 GB/s");
+  o = RunTpsim(ref + " --set chip.noc.link_bandwidth_gbps=1e-30 --set chip.core.matrix_utilization=1e-300");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_EQ(FiguresAfter(o.output, "  network"),
+            "224 links, 1e-30 GB/s per direction (+ 128 controller links)");
+  EXPECT_EQ(FiguresAfter(o.output, "  peak"), "262.1 TFLOP/s bf16 (2.62144e-298 achievable)");
+  o = RunTpsim(ref + " --set workload.decode_steps=0 --set workload.seq_len=1");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("workload    batch 1, prompt 1 token, 0 decode steps, bf16\n"), std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("decode layer"), std::string::npos) << o.output;
+  o = RunTpsim(ref + " --set workload.decode_steps=1");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find(", 1 decode step, bf16\n"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("\n  decode layer (L=257)  0.206 GFLOP"), std::string::npos) << o.output;
+  o = RunTpsim(ref + " --set workload.seq_len=1");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("\n  decode layer (L=2)    0."), std::string::npos) << o.output;
+}
+
 // A node with more channels than cores nearest it leaves the rest idle (a core uses one
 // channel): describe names them and their bandwidth. A 1 x 4 mesh with h0..h3 at r0c0 and h4 at
 // r0c3: cores 0, 1 take h0, h1 and cores 2, 3 share h4, so h2 and h3 (2 x 100 GB/s) carry nothing.
