@@ -42,6 +42,9 @@ class DiagSink {
   void Add(const std::string& sub, const std::string& value, const std::string& rule);
   std::string Path(const std::string& sub) const { return prefix_.empty() ? sub : prefix_ + "." + sub; }
   size_t count() const { return count_; }
+  // Whether `sub` was given by a --set or a sweep point (located at "<command line: ...>" or
+  // "<sweep point ...>"), not a file: a rule between two fields is said at the one given there.
+  bool Given(const std::string& sub) const { return locs_.Find(Path(sub)).file.starts_with("<"); }
 
  private:
   const config::SourceMap& locs_;

@@ -13,6 +13,8 @@
 // mesh (die-to-die bandwidth where a cut runs along a die boundary).
 #include "arch/topology/grid.h"
 
+#include <tuple>
+
 namespace tpsim::arch {
 namespace {
 
@@ -26,17 +28,19 @@ class Wafer : public Topology {
     const auto& n = c.noc();
     ValidateGridDims(c, sink);
     CheckLinkDefaults(c, sink);
-    if (n.die_rows() == 0) {
-      sink.Add("noc.die_rows", "0", "must be positive for topology wafer");
-    } else if (n.rows() % n.die_rows() != 0) {
-      sink.Add("noc.rows", std::to_string(n.rows()),
-               "must be a multiple of die_rows (" + std::to_string(n.die_rows()) + ")");
-    }
-    if (n.die_cols() == 0) {
-      sink.Add("noc.die_cols", "0", "must be positive for topology wafer");
-    } else if (n.cols() % n.die_cols() != 0) {
-      sink.Add("noc.cols", std::to_string(n.cols()),
-               "must be a multiple of die_cols (" + std::to_string(n.die_cols()) + ")");
+    // At the die size where a --set gave it and not the grid's (it was said at the chip file's
+    // rows line for --set chip.noc.die_rows=64).
+    for (const auto& [grid, die, g, d] : {std::tuple{"rows", "die_rows", n.rows(), n.die_rows()},
+                                          std::tuple{"cols", "die_cols", n.cols(), n.die_cols()}}) {
+      const std::string grid_f = std::string("noc.") + grid, die_f = std::string("noc.") + die;
+      if (d == 0)
+        sink.Add(die_f, "0", "must be positive for topology wafer");
+      else if (g % d != 0 && sink.Given(die_f) && !sink.Given(grid_f))
+        sink.Add(die_f, std::to_string(d),
+                 std::string("must divide ") + grid + " (" + std::to_string(g) + ")");
+      else if (g % d != 0)
+        sink.Add(grid_f, std::to_string(g),
+                 std::string("must be a multiple of ") + die + " (" + std::to_string(d) + ")");
     }
     CheckPositive(sink, "noc.d2d_bandwidth_gbps", n.d2d_bandwidth_gbps());
     CheckLatencyNs(sink, "noc.d2d_latency_ns", n.d2d_latency_ns());

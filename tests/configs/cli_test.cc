@@ -546,6 +546,26 @@ TEST(Cli, DescribeShowsExtremeRatesAndCountsAsTheyAre) {
   EXPECT_NE(o.output.find("\n  decode layer (L=2)    0."), std::string::npos) << o.output;
 }
 
+// A wafer's die size that does not divide its grid is said at the field a --set gave (it was at
+// the chip file's rows line for --set chip.noc.die_rows=64).
+TEST(Cli, ADieSizeGivenOnTheCommandLineIsBlamed) {
+  Outcome o = RunTpsim("describe wafer-32x32-qwen3-32b --set chip.noc.die_rows=64");
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(o.output.rfind(
+                "<command line: --set chip.noc.die_rows=64>:1:1: chip.noc.die_rows: 64: must divide rows "
+                "(32)\n",
+                0),
+            0u)
+      << o.output;
+  o = RunTpsim("describe wafer-32x32-qwen3-32b --set chip.noc.cols=30");
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_NE(
+      o.output.find("<command line: --set chip.noc.cols=30>:1:1: chip.noc.cols: 30: must be a multiple of "
+                    "die_cols (4)\n"),
+      std::string::npos)
+      << o.output;
+}
+
 // A node with more channels than cores nearest it leaves the rest idle (a core uses one
 // channel): describe names them and their bandwidth. A 1 x 4 mesh with h0..h3 at r0c0 and h4 at
 // r0c3: cores 0, 1 take h0, h1 and cores 2, 3 share h4, so h2 and h3 (2 x 100 GB/s) carry nothing.
