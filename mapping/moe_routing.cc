@@ -170,7 +170,24 @@ std::vector<uint64_t> Apportion(uint64_t total, const std::vector<double>& weigh
     }
     std::stable_sort(rema.begin(), rema.end(),
                      [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (size_t j = 0; j < rema.size() && given < left; ++j, ++given) ++add[rema[j].second];
+    // The units left go to the largest remainders. Where they run out inside a run of equal
+    // remainders (equal weights: a uniform routing trace), the k units are spread over that run
+    // as BalancedCounts spreads a remainder (its j-th of m entries takes floor((j+1)k/m) -
+    // floor(jk/m)): ties went to the lowest ids, so a uniform trace put a decode step's top-k
+    // assignments on experts 0..k-1, one slot, where routing balanced spreads them.
+    const uint64_t units = given < left ? std::min<uint64_t>(left - given, rema.size()) : 0;
+    if (units > 0) {
+      const double cut = rema[units - 1].first;
+      size_t first = 0, end = 0;
+      while (first < rema.size() && rema[first].first > cut) ++first;
+      end = first;
+      while (end < rema.size() && rema[end].first == cut) ++end;
+      for (size_t j = 0; j < first; ++j) ++add[rema[j].second];
+      const uint64_t k = units - first, m = end - first;
+      for (uint64_t j = 0; j < m; ++j)
+        if ((j + 1) * k / m - j * k / m == 1) ++add[rema[first + j].second];
+      given += units;
+    }
     // Floating-point floors can overshoot by a unit: take it back from the largest.
     while (given > left) {
       size_t big = 0;

@@ -63,8 +63,9 @@ ExpertLoad RouteTokens(const Routing& r, uint32_t experts, uint32_t top_k, uint6
 
 // The pieces, for tests.
 std::vector<uint64_t> BalancedCounts(uint64_t assignments, uint32_t experts);
-// `total` apportioned by `weights` (largest remainder, ties to the lower index), none above `cap`
-// (the excess re-apportioned over the others by weight). Needs cap x weights.size() >= total.
+// `total` apportioned by `weights` (largest remainder; the units a run of equal remainders
+// shares spread over it as BalancedCounts spreads them, so equal weights give balanced counts), none above
+// `cap` (the excess re-apportioned over the others by weight). Needs cap x weights.size() >= total.
 std::vector<uint64_t> Apportion(uint64_t total, const std::vector<double>& weights, uint64_t cap);
 std::vector<double> ZipfWeights(uint32_t experts, double s);
 // Popularity rank -> expert id: a Fisher-Yates shuffle of 0..experts-1 driven by splitmix64

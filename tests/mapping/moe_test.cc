@@ -72,6 +72,25 @@ TEST(MoeRouting, ZipfApportionsByWeightWithinTheTokenCap) {
   EXPECT_EQ(ExpertCapacity(0, 24, 4), UINT64_MAX);
 }
 
+// Equal weights (a uniform routing trace) give routing balanced's counts: the units a run of tied
+// remainders shares are spread over it (they went to the lowest ids: a decode step's 8
+// assignments of top-8 over 128 experts all on experts 0..7, one expert slot).
+TEST(MoeRouting, EqualWeightsApportionAsBalanced) {
+  for (const auto& [total, n] :
+       {std::pair<uint64_t, uint32_t>{8, 128}, {20, 8}, {2, 8}, {127, 128}, {300, 7}})
+    EXPECT_EQ(Apportion(total, std::vector<double>(n, 5.0), UINT64_MAX), BalancedCounts(total, n))
+        << total << " over " << n;
+  // A run of ties after a larger remainder: weights 3, 1, 1, 1, 1 over 5 units: quotas 2.14 and
+  // 0.71 each; floors 2, 0, 0, 0, 0; the 3 units left go over the four 0.71s as 3 of 4 spread.
+  EXPECT_EQ(Apportion(5, {3, 1, 1, 1, 1}, UINT64_MAX), (std::vector<uint64_t>{2, 0, 1, 1, 1}));
+  Routing r;
+  r.kind = RoutingKind::kTrace;
+  RoutingTrace uniform;
+  uniform.layers[0] = std::vector<double>(128, 10.0);
+  r.trace = &uniform;
+  EXPECT_EQ(RouteTokens(r, 128, 8, 1, 0).tokens, BalancedCounts(8, 128));
+}
+
 TEST(MoeRouting, HotOrderIsASeededPermutationPerLayer) {
   for (uint32_t layer : {0u, 1u, 47u}) {
     std::vector<uint32_t> o = HotOrder(128, 1, layer);
