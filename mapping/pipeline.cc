@@ -35,8 +35,9 @@ PlacementFile ReadPlacementFile(const config::Mapping& m) {
   std::ifstream in(m.placement_file(), std::ios::binary);
   if (!in) return f;
   f.readable = true;
+  f.path = m.placement_file();
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // Whitespace-separated integers (an optional '+'), each located by line and column.
+  // Whitespace-separated integers, each located by line and column.
   int line = 1, col = 1;
   // A UTF-8 byte order mark (as editors on Windows save) is no token: it was refused as the first
   // id, invisibly ("﻿0: must hold ... core ids").
@@ -53,18 +54,18 @@ PlacementFile ReadPlacementFile(const config::Mapping& m) {
     size_t end = i;
     while (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end]))) ++end;
     const std::string_view token(text.data() + i, end - i);
-    const std::string_view digits = token.starts_with('+') ? token.substr(1) : token;
+    // Digits only, as --tp reads a count ("+7" was taken, "--tp +4" refused).
+    const std::string_view digits = token;
     int id = 0;
     const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
-    const config::Location at{m.placement_file(), line, col};
     if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size()) {
-      f.bad = at;
+      f.bad = config::Location{m.placement_file(), line, col};
       f.bad_token = std::string(token);
       f.bad_range = ec == std::errc::result_out_of_range && p == digits.data() + digits.size();
       return f;
     }
     f.cores.push_back(id);
-    f.where.push_back(at);
+    f.line_col.emplace_back(line, col);
     col += static_cast<int>(end - i);
     i = end;
   }

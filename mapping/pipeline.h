@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arch/chip.h"
@@ -25,11 +26,15 @@ uint32_t StageFirstLayer(int stage, int stages, uint32_t layers);
 
 // mapping.placement_file, read once per lowering (placement = file only).
 struct PlacementFile {
-  bool readable = false;                // the file opened
-  bool well_formed = false;             // whitespace-separated integers to the end
-  std::vector<int> cores;               // the ids read (up to the first bad token)
-  std::vector<config::Location> where;  // each id's line and column in the file
-  config::Location bad;                 // the first token that is no core id (not well formed)
+  bool readable = false;     // the file opened
+  bool well_formed = false;  // whitespace-separated integers to the end
+  std::vector<int> cores;    // the ids read (up to the first bad token)
+  // Each id's line and column in the file (its Location: At(k)); kept as two ints an id, not a
+  // Location holding the path: a 63 MB file of ids took 3 GB.
+  std::vector<std::pair<int, int>> line_col;
+  config::Location At(size_t k) const { return {path, line_col[k].first, line_col[k].second}; }
+  std::string path;
+  config::Location bad;  // the first token that is no core id (not well formed)
   std::string bad_token;
   bool bad_range = false;  // that token is an integer past int's range (no core of any chip)
 };

@@ -329,7 +329,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
                 (dp > 1 ? "tp x attention_dp" : "tp") + ") = " + std::to_string(needed) + ", in stage order");
       for (size_t k = 0; k < file.cores.size(); ++k)
         if (file.cores[k] < 0 || file.cores[k] >= chip.num_cores()) {
-          in_file(file.where[k], std::to_string(file.cores[k]),
+          in_file(file.At(k), std::to_string(file.cores[k]),
                   "core id (rank " + std::to_string(k) + " of the file) is not on the chip (0 to " +
                       std::to_string(chip.num_cores() - 1) + ")");
           break;
@@ -342,7 +342,7 @@ void ValidateMapping(const config::Mapping& m, const arch::Chip& chip, const con
       PlaceStages(chip, m, stages, stage_ranks, file);
     } catch (const PlacementFileError& e) {
       const size_t k = static_cast<size_t>(e.rank);
-      diags->push_back({k < file.where.size() ? file.where[k] : locs.Find("mapping.placement_file"),
+      diags->push_back({k < file.line_col.size() ? file.At(k) : locs.Find("mapping.placement_file"),
                         "mapping.placement_file", k < file.cores.size() ? std::to_string(file.cores[k]) : "",
                         e.what()});
     } catch (const StageRegionError& e) {

@@ -259,6 +259,16 @@ TEST_F(Hardening, PlacementFileErrorsAreLocatedInTheFile) {
   Outcome s68 = run(good + "9 8 1 0\n");
   EXPECT_EQ(s68.status, 2) << s68.output;
   EXPECT_NE(s68.output.find("has 68 core ids"), std::string::npos) << s68.output;
+  // Digits only, as --tp is read ("+7" was taken as 7).
+  std::string plus = good;
+  plus.replace(plus.find("11 10 3 2"), 9, "11 10 +3 2");
+  Outcome p = run(plus);
+  EXPECT_EQ(p.status, 2) << p.output;
+  EXPECT_NE(
+      p.output.find(At("cores.txt") + ":2:7: mapping.placement_file: +3: must hold whitespace-separated "
+                                      "core ids"),
+      std::string::npos)
+      << p.output;
 }
 
 TEST_F(Hardening, RoutingTraceIsRelativeToTheExperimentAndItsErrorsAreLocated) {
