@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -551,6 +552,23 @@ void ValidateRequestSource(const config::RequestSource& r, const config::SourceM
       unread("sigma", d.sigma() != 0, Num(d.sigma()), dist + "sigma (dist lognormal does): remove it");
     }
   }
+}
+
+std::vector<std::string> UnreadTraceColumns(const config::RequestSource& r, const std::string& base_dir) {
+  std::vector<std::string> out;
+  if (r.trace_file().empty()) return out;
+  const std::string path = config::JoinPath(base_dir, r.trace_file());
+  const std::string fmt = !r.format().empty() ? r.format() : path.ends_with(".jsonl") ? "jsonl" : "csv";
+  if (fmt != "csv") return out;
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  while (in && std::getline(in, line) && Trim(line).empty()) {
+  }
+  if (Trim(line).empty()) return out;
+  if (line.starts_with("\xEF\xBB\xBF")) line = line.substr(3);
+  for (const std::string& h : SplitCsv(line))
+    if (!h.empty() && Role(h) < 0) out.push_back(config::Clip(h, 80));
+  return out;
 }
 
 std::vector<Request> LoadRequests(const config::RequestSource& r, const std::string& base_dir,

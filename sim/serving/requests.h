@@ -42,6 +42,11 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& disp
                                 const std::string& field = "workload.requests.trace_file",
                                 double time_scale = 1);
 
+// The header cells of a CSV trace that name none of the columns ParseTrace reads (arrival_s,
+// arrival_ms, prompt_tokens, output_tokens, TIMESTAMP, ContextTokens, GeneratedTokens), for a
+// warning: they were ignored silently. Empty for JSONL or a trace that cannot be read.
+std::vector<std::string> UnreadTraceColumns(const config::RequestSource& r, const std::string& base_dir);
+
 // Draws `s.num_requests` requests with std::mt19937_64 seeded by s.seed. Throws
 // std::out_of_range when an arrival falls past kMaxArrivalPs.
 std::vector<Request> Synthesize(const config::SyntheticRequests& s);

@@ -659,6 +659,24 @@ TEST(ServingRequests, CellsAreReadAsWrittenOrRefused) {
   EXPECT_EQ(d.rule, "prompt tokens must be an integer from 1 to 1000000000 (1e9)");
 }
 
+// A CSV trace's columns that nothing reads are named for a warning (they were ignored silently).
+TEST(ServingRequests, UnreadTraceColumnsAreNamed) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tpsim-unread-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "t.csv") << "\n\xEF\xBB\xBF"
+                               << "arrival_s,request_id,prompt_tokens,output_tokens,priority\n0,a,1,1,2\n";
+  std::ofstream(dir / "az.csv") << "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,1,1\n";
+  config::RequestSource src;
+  src.set_trace_file("t.csv");
+  EXPECT_EQ(UnreadTraceColumns(src, dir.string()), (std::vector<std::string>{"request_id", "priority"}));
+  src.set_trace_file("az.csv");
+  EXPECT_TRUE(UnreadTraceColumns(src, dir.string()).empty());
+  src.set_trace_file("none.csv");
+  EXPECT_TRUE(UnreadTraceColumns(src, dir.string()).empty());
+  fs::remove_all(dir);
+}
+
 // A synthetic length past a request's 1e9 tokens was drawn as 1e9, silently.
 TEST(ServingRequests, SyntheticLengthsPastTheLimitAreRefused) {
   config::RequestSource src;
