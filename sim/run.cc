@@ -730,6 +730,11 @@ std::vector<uint32_t> ParseObserveSteps(const std::string& text, uint32_t decode
     } else if (item.starts_with("every:")) {
       const uint64_t n = number(item.substr(6));
       if (n == 0) throw std::invalid_argument("'" + item + "': every:N needs N >= 1");
+      // Each item selects a step, as a step number past the last is refused (every:15 beside
+      // first on 10 steps was dropped without a word; alone it was refused).
+      if (n > decode_steps && decode_steps > 0)
+        throw std::invalid_argument("'" + item + "' selects no decode step of the " +
+                                    std::to_string(decode_steps) + " (workload.decode_steps)");
       for (uint64_t k = n; k <= decode_steps; k += n) steps.push_back(static_cast<uint32_t>(k));
     } else {
       const uint64_t k = number(item);

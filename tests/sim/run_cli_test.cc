@@ -313,10 +313,17 @@ TEST_F(RunCli, TraceStepsPastTheRunNameTheSpecAndTheSteps) {
                "steps (workload.decode_steps)"),
       std::string::npos)
       << out;
-  EXPECT_EQ(RunTpsim(run + "every:1000", &out), 2) << out;
-  EXPECT_NE(out.find("--trace-steps 'every:1000' selects no decode step of the 20 (workload.decode_steps)"),
-            std::string::npos)
-      << out;
+  // Alone or beside an item that selects steps (every:1000,first dropped it without a word).
+  for (const char* spec : {"every:1000", "every:1000,first", "last,every:25"}) {
+    EXPECT_EQ(RunTpsim(run + spec, &out), 2) << out;
+    const std::string item =
+        std::string(spec).find("every:1000") != std::string::npos ? "every:1000" : "every:25";
+    EXPECT_NE(
+        out.find("--trace-steps: '" + item + "' selects no decode step of the 20 (workload.decode_steps)"),
+        std::string::npos)
+        << spec << "\n"
+        << out;
+  }
 }
 
 // A failed write to standard output (a full disk) exited 0 with the table lost: exit 1, said.

@@ -624,6 +624,8 @@ TEST(StepReuse, ObserveSteps) {
   EXPECT_THROW(ParseObserveSteps("every:0", 10), std::invalid_argument);
   EXPECT_THROW(ParseObserveSteps("11", 10), std::invalid_argument);
   EXPECT_THROW(ParseObserveSteps("firsts", 10), std::invalid_argument);
+  EXPECT_THROW(ParseObserveSteps("every:15,first", 10), std::invalid_argument);  // every:15 selects none
+  EXPECT_EQ(ParseObserveSteps("every:10,first", 10), (std::vector<uint32_t>{1, 10}));
 }
 
 TEST(StepReuse, ReferenceVariants) {
