@@ -397,7 +397,7 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
       fail(lineno, 1, "", "more than " + std::to_string(kMaxRequests) + " requests");
     rows.push_back(r);
   }
-  if (c_arr < 0) fail(1, 1, "", "empty trace: no header");
+  if (c_arr < 0) fail(1, 1, config::Clip(name), "empty trace: no header");
   // The cell as written (1e300, or the Azure date-time).
   return Finish(std::move(rows), time_scale, name, field, [&](const Row& r) {
     std::vector<int> at;

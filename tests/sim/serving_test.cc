@@ -659,6 +659,17 @@ TEST(ServingRequests, CellsAreReadAsWrittenOrRefused) {
   EXPECT_EQ(d.rule, "prompt tokens must be an integer from 1 to 1000000000 (1e9)");
 }
 
+// An empty trace names its file as the value (the value was empty: "t.csv:1:1: ...: : empty trace").
+TEST(ServingRequests, AnEmptyTraceNamesItsFile) {
+  try {
+    ParseTrace("", "t.csv", "");
+    ADD_FAILURE() << "accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.diags().at(0).str(),
+              "t.csv:1:1: workload.requests.trace_file: t.csv: empty trace: no header");
+  }
+}
+
 // A CSV trace's columns that nothing reads are named for a warning (they were ignored silently).
 TEST(ServingRequests, UnreadTraceColumnsAreNamed) {
   namespace fs = std::filesystem;
