@@ -35,8 +35,8 @@ constexpr const char* kUsage =
     "                      [--predicted predicted.json] [--reps N] [--warmup N] [--no-numerics]\n"
     "                      [--timing queued|alone] [--predicted-program predicted-program.json]\n"
     "       tpsim-validate EXPERIMENT --dry-run      print per GPU the kernels, shapes and NCCL calls\n"
-    "       tpsim-validate [EXPERIMENT] --collectives [--dry-run] [--out sweep.json] [--csv "
-    "collectives.csv]\n"
+    "       tpsim-validate [EXPERIMENT] --collectives [--set FIELD=VALUE]... [--dry-run] [--out sweep.json]\n"
+    "                      [--csv collectives.csv] [--reps N] [--warmup N] [--timing queued|alone]\n"
     "                      all-reduce, all-gather, reduce-scatter from 8 KiB to 1 GiB over 2, 4 and 8\n"
     "                      of this machine's GPUs (as many as both it and the chip have; time, algbw,\n"
     "                      busbw as nccl-tests defines them) next to tpsim's prediction for the\n"
@@ -48,7 +48,7 @@ constexpr const char* kUsage =
     "                      predicts without measuring ('-' in the measured columns); `tpsim compare\n"
     "                      sweep.json --plot busbw.png` draws busbw over size, predicted and measured\n"
     "       tpsim-validate --gemms [--shapes shapes.csv] --csv gemms.csv [--timing queued|alone]\n"
-    "                      [--warm-l2]\n"
+    "                      [--warm-l2] [--reps N] [--warmup N]\n"
     "                      cuBLAS bf16 GEMMs on GPU 0 over m = 1..8192 and LLM projection shapes (or\n"
     "                      the m,n,k rows of --shapes), written in `tpsim gemm --csv` columns\n"
     "--timing queued (default): a GPU's launches are queued back to back behind a gate kernel that\n"
@@ -67,7 +67,8 @@ constexpr const char* kUsage =
     "Before timing, the numerics check runs the experiment's layer as partitioned and the same layer\n"
     "at TP 1 on one GPU (bf16 storage, fp32 arithmetic) and fails the run (exit 1) when an output\n"
     "differs by more than the tolerance --dry-run prints; it also runs the partitioned layer on a\n"
-    "small instance on the GPU and on the CPU and compares them. --no-numerics skips it.\n";
+    "small instance on the GPU and on the CPU and compares them. --no-numerics skips it.\n"
+    "--reps N (default 20) timed launches after --warmup N (default 3) untimed ones.\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -505,9 +506,13 @@ static int GuardedMain(int argc, char** argv) {
   try {
     return tpsim::validate::Main(argc, argv);
   } catch (const tpsim::validate::UsageError& u) {
-    if (*u.what()) std::cerr << "tpsim-validate: " << u.what() << "\n\n";
-    std::cerr << tpsim::validate::kUsage;
-    return *u.what() ? 2 : 0;
+    // --help is asked for: on stdout, exit 0 (it went to stderr); a usage error on stderr.
+    if (!*u.what()) {
+      std::cout << tpsim::validate::kUsage;
+      return 0;
+    }
+    std::cerr << "tpsim-validate: " << u.what() << "\n\n" << tpsim::validate::kUsage;
+    return 2;
   } catch (const tpsim::config::ConfigError& e) {
     for (const auto& d : e.diags()) std::cerr << d.str() << "\n";
     return 2;

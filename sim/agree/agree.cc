@@ -32,7 +32,7 @@ namespace tpsim::sim::agree {
 
 const char* const kAgreeUsage =
     R"(usage: tpsim agree [--seed S] [--count N] [--jobs J] [--csv OUT.csv] [--worst K] [--family F]
-                   [--router-buffers B]
+                   [--router-buffers B] [--bounds F,D]
        tpsim agree --seed S --only I [--emit X.textproto] [--family F] [--router-buffers B]
 
 Draws N random valid experiments (chips, dense catalog models, workloads and

@@ -499,11 +499,12 @@ composition of decode steps timed step by step); the output is the same.
                        where lowering every step would pass --max-memory; analytical
                        engine, steps timed from a few lowered ones where exact; TLM
                        engine, every step simulated but made from one lowered step
-                       as the engine reaches it; README "Long generations");
-                       --reuse: try from 5 steps on (TLM: from 6);
-                       --step-by-step: time every step from the steps before it,
-                       not first as a periodic schedule or as separate steps (the
-                       same results, slower; to compare the ways). Step by step,
+                       as the engine reaches it; README "Long generations")
+  --reuse              try reuse from 5 decode steps on (TLM: from 6)
+  --step-by-step       (with reuse, analytical engine) time every step from the
+                       steps before it, not first as a periodic schedule or as
+                       separate steps (the same results, slower; to compare the
+                       ways). Step by step,
                        periods of starts that repeat are replayed and checked
                        against the engine's rules; TPSIM_REUSE_STATS=1 in the
                        environment prints which way timed the steps (and why
@@ -824,7 +825,8 @@ const char* kPlotUsage = R"(usage: tpsim plot heatmap RESULT.json [RESULT.json..
        tpsim plot energy RESULT.json [RESULT.json...] --out energy.png [--top N]
        tpsim plot front S.sqlite[:LABEL] [S.sqlite[:LABEL]...] --out front.png   (S from search --db)
        tpsim plot serving REQUESTS.csv KV.csv --out serving.png   (CSVs from tpsim serve)
-(tpsim plot COMMAND --help describes every option; --dump-series FILE writes what was drawn)
+(tpsim plot COMMAND --help describes every option; --dump-series FILE writes what was drawn, for
+heatmap, timeline, sweep, energy and front)
 )";
 int Plot(Args& a) {
   if (!a.Done() && IsHelp(a.Peek())) {
@@ -836,15 +838,12 @@ int Plot(Args& a) {
 
 int Sweep(Args& a) { return sweep::SweepCommand(Rest(a)); }
 
-const char* kServeUsage =
-    "usage: tpsim serve EXPERIMENT [--set F=V]... [--engine E] [--requests-csv out.csv] [--kv-csv kv.csv]\n"
-    "                  [--slo-ttft-ms X] [--slo-tpot-ms Y]   (tpsim serve --help for details)\n";
+// serve and compare print their own usage (these name where it is, and stay true as they grow).
+const char* kServeUsage = "usage: tpsim serve EXPERIMENT [OPTIONS]   (tpsim serve --help lists them)\n";
 int Serve(Args& a) { return cli::ServeCommand(Rest(a)); }
 
 const char* kCompareUsage =
-    "usage: tpsim compare PREDICTED.json MEASURED.json [--plot out.png]\n"
-    "       tpsim compare PREDICTED.csv MEASURED.csv | --chip CHIP MEASURED.csv...   (tpsim compare "
-    "--help)\n";
+    "usage: tpsim compare PREDICTED MEASURED [OPTIONS]   (tpsim compare --help lists them)\n";
 int Compare(Args& a) {
   const validate::GpuPredictorFactory gpu = sim::MicrobenchPredictorFactory();
   return validate::CompareCommand(Rest(a), &gpu);
@@ -873,8 +872,8 @@ const Command kCommands[] = {
      sweep::kSweepUsage},
     {"serve", "serve a request stream: continuous batching, KV capacity, TTFT/TPOT/goodput", &Serve,
      kServeUsage},
-    {"plot", "draw a result or sweep: heatmap, timeline, sweep, energy (python3 + matplotlib)", &Plot,
-     kPlotUsage},
+    {"plot", "draw a result, sweep or stream: heatmap, timeline, sweep, energy, front, serving (matplotlib)",
+     &Plot, kPlotUsage},
     {"compare", "predicted vs measured per op: table, MAPE, worst op; --plot PNG", &Compare, kCompareUsage},
     {"collectives", "one collective over a size sweep, nccl-tests style (GPU node or any chip)", &Collectives,
      kCollectivesUsage},
@@ -894,7 +893,7 @@ void PrintMainHelp() {
                "usage: tpsim                  run the default experiment and print its table\n"
                "       tpsim COMMAND [ARGS]   (tpsim COMMAND --help for its options)\n\ncommands:\n";
   for (const auto& c : kCommands) {
-    std::printf("  %-10s %s\n", c.name, c.summary);
+    std::printf("  %-11s %s\n", c.name, c.summary);  // "collectives" is 11
   }
   std::cout << "\nConfigs are protobuf text format (.textproto) or JSON; schemas in configs/schema/.\n"
                "Shipped configs are found under $TPSIM_CONFIG_DIR, else the source tree's configs/.\n"

@@ -73,7 +73,7 @@ energy column and no bound (every candidate runs: keep the space small with the 
                        candidates I mod N into DIR/shard-I.sqlite (no TLM confirmation),
                        submit it with sbatch, and print the merge command and the rerun on
                        --db (needed) that prints the front from the stored candidates
-    --array-size N, --partition P, --account A, --time T, --mem M
+    --array-size N (1 .. 100000), --partition P, --account A, --time T, --mem M
                        as for `tpsim sweep --slurm`
     --dry-run          write the script and print it, do not submit
   --no-prune           simulate every candidate (up to --budget): the exhaustive reference
@@ -349,7 +349,7 @@ int SearchCommand(const std::vector<std::string>& args) {
       } else if (flag == "--array-size") {
         o.job.array_size = static_cast<int>(config::ParseCount(value, 100000));
         if (o.job.array_size < 1 || o.job.array_size > 100000)
-          return Usage("--array-size must be 1 .. 100000");
+          return Usage("--array-size must be 1 .. 100000, got '" + value + "'");
         o.slurm_only.push_back(flag);
         continue;
       } else if (flag == "--partition" || flag == "--account" || flag == "--time" || flag == "--mem") {
@@ -408,6 +408,7 @@ int SearchCommand(const std::vector<std::string>& args) {
       // The rule the value broke (a whole number in range, a list without empty items); --jobs
       // is read up to 2^64 - 1 and has a narrower range.
       if (flag == "--jobs") return Usage("--jobs must be 1 .. 256, got '" + value + "'");
+      if (flag == "--array-size") return Usage("--array-size must be 1 .. 100000, got '" + value + "'");
       return Usage("bad value '" + value + "' for " + flag + ": " + err.what());
     }
     forward();

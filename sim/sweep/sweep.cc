@@ -56,10 +56,10 @@ files it reads: placement file, routing trace, request trace) and does the rest.
                        running one shard into DIR/shard-I.sqlite, submit it
                        with sbatch, and print the job id and the command that
                        merges the shards into --db
-    --array-size N     number of array tasks (= shards)
+    --array-size N     number of array tasks (= shards), 1 .. 100000
     --partition P      Slurm partition(s), e.g. debug or a,b
     --account A        Slurm account to charge
-    --time T           time limit per task (Slurm format: M, H:M:S, D-H:M:S)
+    --time T           time limit per task (Slurm format: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)
     --mem M            memory per task (e.g. 8G; K, M, G, T suffixes)
     --dry-run          write the script and print it, do not submit
 
@@ -221,6 +221,8 @@ int Run(const std::vector<std::string>& args) {
       opts.limit = ParseNumber<uint64_t>("--limit", *v, 1);
     } else if (auto v = value("--array-size")) {
       array_size = ParseNumber<int>("--array-size", *v, 1);
+      // As search takes it (a sweep took any int, search refused past 100000).
+      if (array_size > 100000) throw UsageError("--array-size must be 1 .. 100000, got '" + *v + "'");
       slurm_only.push_back("--array-size");
     } else if (auto v = value("--partition")) {
       job.partition = *v;

@@ -812,6 +812,7 @@ TEST_F(RunCli, CountsAreWholeNumbers) {
   for (const auto& [args, rule] :
        {std::pair{"search " + kRef + " --jobs 2x", "--jobs must be 1 .. 256, got '2x'"},
         {"agree --jobs 1x", "--jobs must be 1 .. 256, got '1x'"},
+        {"search " + kRef + " --array-size 100001", "--array-size must be 1 .. 100000, got '100001'"},
         {"agree --count -1", "--count must be 1 .. 1000000, got '-1'"}}) {
     std::string out;
     EXPECT_EQ(RunTpsim(args, &out), 2) << args << "\n" << out;

@@ -1001,7 +1001,9 @@ TEST(SweepCli, UsageErrorsExitTwo) {
                    "--shard N expects an integer from 1 to 4294967295, got '4294967296'"},
         std::tuple{"--limit", "99999999999999999999",
                    "--limit expects an integer from 1 to 18446744073709551615, got '99999999999999999999'"},
-        std::tuple{"--jobs", "x", "--jobs must be 1 .. 256, got 'x'"}}) {
+        std::tuple{"--jobs", "x", "--jobs must be 1 .. 256, got 'x'"},
+        // As search takes it (a sweep took any int).
+        std::tuple{"--array-size", "100001", "--array-size must be 1 .. 100000, got '100001'"}}) {
     testing::internal::CaptureStderr();
     EXPECT_EQ(SweepCommand({"x.textproto", flag, value}), 2);
     const std::string err = testing::internal::GetCapturedStderr();

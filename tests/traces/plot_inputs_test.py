@@ -219,6 +219,17 @@ class PlotInputs(unittest.TestCase):
                 r = self.result("r.json", edit, text)
                 self.refused((cmd, r), r + ": " + needle)
 
+    # 7b. An unknown option is named before a missing argument ("the following arguments are
+    # required" was all `plot heatmap --bogus` said); a negative value is not taken for one.
+    def test_unknown_option_named_first(self):
+        for cmd in ("heatmap", "timeline", "sweep", "energy", "front", "serving"):
+            with self.subTest(cmd=cmd):
+                code, _, err = self.plot(cmd, "--bogus")
+                self.assertEqual(code, 2, err)
+                self.assertEqual(err, "tpsim plot: unrecognized arguments: --bogus\n")
+        code, _, err = self.plot("heatmap", self.path("none.json"), "--vmax", "-1", "--out", self.path("o.png"))
+        self.assertNotIn("unrecognized", err)
+
     # 8. A missing or garbled config: the message names config.
     def test_config_named(self):
         def no_config(r):

@@ -59,5 +59,14 @@ if "$v" "$exp" --set mapping.tp=2 --dry-run --predicted-program "$out" >/dev/nul
   fail=1
 fi
 rm -f "$out"
+# --help on stdout, exit 0, as every tpsim command (it went to stderr).
+help_out=$("$v" --help 2>/dev/null)
+help_rc=$?
+help_err=$("$v" --help 2>&1 >/dev/null)
+if [ "$help_rc" -ne 0 ] || ! grep -q "^usage: tpsim-validate" <<<"$help_out" || [ -n "$help_err" ] ||
+  ! grep -q -- "--reps N (default 20)" <<<"$help_out"; then
+  echo "FAIL: tpsim-validate --help: exit $help_rc, stdout starts: $(head -1 <<<"$help_out"), stderr: $help_err"
+  fail=1
+fi
 [ $fail -eq 0 ] && echo "ok: tpsim-validate timing options"
 exit $fail

@@ -208,10 +208,20 @@ def main(argv):
         module.add_arguments(sub.add_parser(name, help=summary, description=module.HELP,
                                             formatter_class=argparse.RawDescriptionHelpFormatter))
     v = sub.add_parser("serving", help="TTFT and TPOT CDFs and KV use over time from tpsim serve CSVs")
-    v.add_argument("requests")
-    v.add_argument("kv")
+    v.add_argument("requests", metavar="REQUESTS.csv")
+    v.add_argument("kv", metavar="KV.csv")
     v.add_argument("--out", required=True, metavar="PNG", help=OUT_HELP)
     try:
+        # An unknown option is named before a missing argument (argparse said only "the following
+        # arguments are required" for `plot heatmap --bogus`).
+        if argv and argv[0] in sub.choices:
+            known = sub.choices[argv[0]]._option_string_actions
+            for tok in argv[1:]:
+                if tok == "--":
+                    break
+                if tok.startswith("-") and len(tok) > 1 and not tok[1].isdigit() and tok[1] != ".":
+                    if tok.split("=", 1)[0] not in known:
+                        raise UsageError("unrecognized arguments: " + tok)
         args = p.parse_args(argv)
         vars(args).pop("_given", None)
         if not args.cmd:
