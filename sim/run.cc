@@ -478,11 +478,11 @@ std::string OverflowText(const mapping::Program& p, const arch::Chip& chip, size
          kClockLimit + note + ": check " + fields;
 }
 
-// The error for task i of `p` run past the clock (OverflowText): where it is a DRAM task whose
-// channel alone would hold it past the clock, it names the memory's field that makes the channel
-// that slow, for the run to say so as a config error (LocateOverflow). A DRAM rate of 1e-300
-// GB/s on a chip whose weights fit SRAM passed CheckTimeBounds (it counts only the streamed
-// weights) and failed in the run, exit 1, unlocated.
+// The error for task i of `p` run past the clock (OverflowText): where one field alone puts the
+// task past the clock (a DRAM task's channel rate, a compute task's SRAM bandwidth), it names that
+// field, for the run to say so as a config error (LocateOverflow). A DRAM rate of 1e-300 GB/s on
+// a chip whose weights fit SRAM passed CheckTimeBounds (it counts only the streamed weights) and
+// failed in the run, exit 1, unlocated.
 TimeOverflowError OverflowError(const mapping::Program& p, const arch::Chip& chip, size_t i,
                                 const std::string& label, Ps start_ps,
                                 const std::string& tlm_hint = kTlmEngineHint) {
