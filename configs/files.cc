@@ -233,6 +233,15 @@ std::string NearestName(std::string_view name, const std::vector<std::string>& v
   return best;
 }
 
+std::string DecimalsOrDigits(double v, int decimals) {
+  char b[64];
+  if (v == 0 || (std::fabs(v) >= std::pow(10.0, -decimals) && std::fabs(v) < 1e12))
+    std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  else
+    std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
 std::string JoinNames(const std::vector<std::string>& names, std::string_view sep) {
   std::string s;
   for (const std::string& n : names) {

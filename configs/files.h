@@ -77,6 +77,10 @@ std::string NearestName(std::string_view name, const std::vector<std::string>& v
 // "a, b, c": `names` joined by `sep` (an error's list of valid names, and the like).
 std::string JoinNames(const std::vector<std::string>& names, std::string_view sep = ", ");
 
+// `v` with `decimals` decimals where they show it (0, or from 10^-decimals up to 1e12), else six
+// significant digits: a rate of 3.1e-06 printed as 0.000, one of 1e30 as 31 digits of float noise.
+std::string DecimalsOrDigits(double v, int decimals);
+
 // ", did you mean X?" for NearestName's answer, else "".
 std::string DidYouMean(std::string_view name, const std::vector<std::string>& valid);
 

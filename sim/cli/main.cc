@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -129,16 +128,6 @@ std::string HumanBytes(double b) {
 using sim::MemoryKindWord;
 using sim::OffChipWord;
 
-// A rate as describe shows it: `digits` decimals where they show it, else six significant digits
-// (a link of 1e30 GB/s printed 31 digits of float noise, one of 1e-30 GB/s "0.0").
-std::string Shown(double v, int digits) {
-  if (v == 0 || (std::fabs(v) >= 0.5 * std::pow(10.0, -digits) && std::fabs(v) < 1e12))
-    return Fixed(v, digits);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
 // ---- describe ---------------------------------------------------------------
 
 // How a served request length is drawn (configs/schema/serving.proto LengthDist).
@@ -231,8 +220,9 @@ int Describe(Args& a) {
   } else {
     os << "  cores                 " << chip.num_cores() << " at " << Fixed(c.clock_mhz(), 0) << " MHz\n";
   }
-  os << "  peak                  " << Shown(chip.PeakTflops(), 1) << " TFLOP/s bf16 ("
-     << Shown(chip.AchievableTflops(), 1) << " achievable" << (c.has_gpu() ? ", gpu block" : "") << ")\n";
+  os << "  peak                  " << config::DecimalsOrDigits(chip.PeakTflops(), 1) << " TFLOP/s bf16 ("
+     << config::DecimalsOrDigits(chip.AchievableTflops(), 1) << " achievable"
+     << (c.has_gpu() ? ", gpu block" : "") << ")\n";
   // In double: cores x sram_bytes passes 2^64 for a sram_bytes near 2^63 (it printed a wrapped total).
   if (c.has_gpu()) {  // a cache, not a scratchpad: the GEMM model reads gpu.l2_bytes (arch/gpu/gemm.cc)
     os << "  L2 cache              " << HumanBytes(static_cast<double>(c.gpu().l2_bytes()))
@@ -259,10 +249,10 @@ int Describe(Args& a) {
     if (!used.count(static_cast<int>(ch))) ++idle, idle_gbps += chip.channels()[ch].bandwidth_gbps;
   const std::string off_chip = OffChipWord(chip);
   os << "  " << off_chip << " bandwidth" << std::string(std::max<size_t>(1, 12 - off_chip.size()), ' ')
-     << Shown(chip.TotalDramBandwidthGbps(), 1) << " GB/s effective over " << chip.channels().size()
-     << (chip.channels().size() == 1 ? " channel" : " channels");
+     << config::DecimalsOrDigits(chip.TotalDramBandwidthGbps(), 1) << " GB/s effective over "
+     << chip.channels().size() << (chip.channels().size() == 1 ? " channel" : " channels");
   if (idle)
-    os << " (" << idle << " idle, " << Shown(idle_gbps, 1)
+    os << " (" << idle << " idle, " << config::DecimalsOrDigits(idle_gbps, 1)
        << " GB/s: no core uses them; a core uses one channel of the attach node nearest it)";
   os << "\n";
   os << "  memory controllers    " << chip.channels().size()
@@ -279,15 +269,15 @@ int Describe(Args& a) {
     link_max = std::max(link_max, l.bandwidth_gbps);
   }
   // A one-core chip has no network links: no bandwidth to print.
-  const std::string link_bw =
-      link_max == 0 ? std::string()
-      : Shown(link_min, 1) == Shown(link_max, 1)
-          ? ", " + Shown(link_max, 1) + " GB/s per direction"
-          : ", " + Shown(link_min, 1) + " to " + Shown(link_max, 1) + " GB/s per direction";
+  const std::string link_bw = link_max == 0 ? std::string()
+                              : config::DecimalsOrDigits(link_min, 1) == config::DecimalsOrDigits(link_max, 1)
+                                  ? ", " + config::DecimalsOrDigits(link_max, 1) + " GB/s per direction"
+                                  : ", " + config::DecimalsOrDigits(link_min, 1) + " to " +
+                                        config::DecimalsOrDigits(link_max, 1) + " GB/s per direction";
   os << "  network               " << chip.links().size() - 2 * chip.channels().size() << " links" << link_bw
      << " (+ " << 2 * chip.channels().size() << " controller links)\n";
   os << "  diameter              " << chip.Diameter() << " hops\n";
-  os << "  bisection bandwidth   " << Shown(chip.BisectionBandwidthGbps(), 1) << " GB/s\n";
+  os << "  bisection bandwidth   " << config::DecimalsOrDigits(chip.BisectionBandwidthGbps(), 1) << " GB/s\n";
 
   uint32_t layers = w.num_layers() ? w.num_layers() : m.num_layers();
   uint32_t dtype = sim::DtypeBytes(w.dtype());

@@ -259,20 +259,6 @@ std::string KvCsv(const ServeOutcome& out) {
   return s.str();
 }
 
-// `v` with `decimals` decimals where they show it (0, or from 10^-decimals up to 1e12), else six
-// significant digits: a rate of 3.1e-06 requests/s printed as 0.000, an SLO of 1e308 ms as 31
-// digits cut off by the buffer.
-namespace {
-std::string Fixed(double v, int decimals) {
-  char b[64];
-  if (v == 0 || (std::fabs(v) >= std::pow(10.0, -decimals) && std::fabs(v) < 1e12))
-    std::snprintf(b, sizeof b, "%.*f", decimals, v);
-  else
-    std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
-}
-}  // namespace
-
 std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms) {
   std::ostringstream s;
   char buf[256];
@@ -293,16 +279,17 @@ std::string SummaryText(const Metrics& m, double slo_ttft_ms, double slo_tpot_ms
   row("TTFT", m.ttft_ms, m.completed);
   row("TPOT", m.tpot_ms, m.tpot_samples);
   row("latency", m.latency_ms, m.completed);
-  s << "throughput: " << Fixed(m.requests_per_s, 3) << " requests/s, " << Fixed(m.tokens_per_s, 1)
-    << " output tokens/s over " << Fixed(m.span_s, 3) << " s\n";
+  s << "throughput: " << config::DecimalsOrDigits(m.requests_per_s, 3) << " requests/s, "
+    << config::DecimalsOrDigits(m.tokens_per_s, 1) << " output tokens/s over "
+    << config::DecimalsOrDigits(m.span_s, 3) << " s\n";
   // An SLO as given (1e-300 ms printed as 0.000).
-  auto slo_ms = [](double ms) { return Fixed(ms, 3); };
+  auto slo_ms = [](double ms) { return config::DecimalsOrDigits(ms, 3); };
   std::string slo;
   if (slo_ttft_ms > 0) slo += "TTFT <= " + slo_ms(slo_ttft_ms) + " ms";
   if (slo_tpot_ms > 0) slo += std::string(slo.empty() ? "" : ", ") + "TPOT <= " + slo_ms(slo_tpot_ms) + " ms";
   if (slo.empty()) slo = "no SLO given";
-  s << "goodput (" << slo << "): " << Fixed(m.goodput_per_s, 3) << " requests/s (" << m.good << " of "
-    << m.total << " requests)\n";
+  s << "goodput (" << slo << "): " << config::DecimalsOrDigits(m.goodput_per_s, 3) << " requests/s ("
+    << m.good << " of " << m.total << " requests)\n";
   return s.str();
 }
 
