@@ -152,6 +152,18 @@ void CheckResources(const Experiment& e, const arch::Chip& chip, uint64_t max_by
           limit_flag + note});
 }
 
+namespace {
+
+// The field of a memory that makes its channels absurdly slow, and its value: the efficiency where
+// that is the absurd factor (below 1e-3; typical is 0.7 to 0.9), else the peak bandwidth (the
+// message blamed memory[0]'s bandwidth_gbps for an efficiency of 1e-300).
+std::pair<std::string, double> SlowMemoryField(const config::Memory& m) {
+  if (m.efficiency() > 0 && m.efficiency() < 1e-3) return {"efficiency", m.efficiency()};
+  return {"bandwidth_gbps", m.bandwidth_gbps()};
+}
+
+}  // namespace
+
 void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
   const config::Model& model = e.cfg.model();
   const config::Workload& wl = e.cfg.workload();
@@ -232,11 +244,8 @@ void CheckTimeBounds(const Experiment& e, const arch::Chip& chip) {
       // The fastest channel's memory decides: its efficiency where that is the absurd factor
       // (below 1e-3; typical is 0.7 to 0.9), else its peak bandwidth (the message blamed
       // memory[0]'s bandwidth_gbps for an efficiency of 1e-300).
-      const config::Memory& fm = e.cfg.chip().memory(fastest_memory);
-      const std::string at = "chip.memory[" + std::to_string(fastest_memory) + "].";
-      const bool efficiency = fm.efficiency() > 0 && fm.efficiency() < 1e-3;
-      refuse(at + (efficiency ? "efficiency" : "bandwidth_gbps"),
-             num(efficiency ? fm.efficiency() : fm.bandwidth_gbps()), bytes / dram,
+      const auto [field, value] = SlowMemoryField(e.cfg.chip().memory(fastest_memory));
+      refuse("chip.memory[" + std::to_string(fastest_memory) + "]." + field, num(value), bytes / dram,
              "reading the streamed weights (" + num(bytes) + " bytes at " + num(dram / 1e9) +
                  " GB/s effective over the channels the mapping's cores use)");
     }
@@ -512,19 +521,15 @@ TimeOverflowError OverflowError(const mapping::Program& p, const arch::Chip& chi
   const double alone_s = static_cast<double>(t.bytes) / (c.bandwidth_gbps * 1e9);
   const auto& memories = chip.config().memory();
   if (!(alone_s > kClockS) || c.memory < 0 || c.memory >= memories.size()) return TimeOverflowError(text);
-  // As CheckTimeBounds blames a memory: its efficiency where that is the absurd factor (below
-  // 1e-3; typical is 0.7 to 0.9), else its peak bandwidth.
-  const config::Memory& m = memories.Get(c.memory);
-  const bool efficiency = m.efficiency() > 0 && m.efficiency() < 1e-3;
+  // As CheckTimeBounds blames a memory.
+  const auto [field, slow] = SlowMemoryField(memories.Get(c.memory));
   char value[64], rate[64];
-  std::snprintf(value, sizeof value, "%g", efficiency ? m.efficiency() : m.bandwidth_gbps());
+  std::snprintf(value, sizeof value, "%g", slow);
   std::snprintf(rate, sizeof rate, "%g", c.bandwidth_gbps);
   text = std::string("a DRAM ") + (t.write ? "write" : "read") + " of " + mb + " on channel " +
          std::to_string(t.channel) + " (" + label + ", op " + op + ") would take " + DaysText(alone_s) +
          " at the channel's " + rate + " GB/s effective, longer than " + kClockLimit;
-  return TimeOverflowError(
-      text, "chip.memory[" + std::to_string(c.memory) + "]." + (efficiency ? "efficiency" : "bandwidth_gbps"),
-      value);
+  return TimeOverflowError(text, "chip.memory[" + std::to_string(c.memory) + "]." + field, value);
 }
 
 }  // namespace
