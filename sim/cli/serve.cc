@@ -213,11 +213,10 @@ int ServeCommand(const std::vector<std::string>& args) {
     // A trace's columns that are read by nothing (they were ignored silently).
     if (const std::vector<std::string> unread =
             UnreadTraceColumns(cfg.workload().requests(), config::DirName(e.path));
-        !unread.empty() && cfg.workload().has_requests()) {
-      std::string names;
-      for (const std::string& c : unread) names += (names.empty() ? "" : ", ") + c;
+        !unread.empty()) {
       std::cerr << "tpsim: warning: workload.requests.trace_file: column" << (unread.size() == 1 ? " " : "s ")
-                << names << " not read (read: arrival_s or arrival_ms, prompt_tokens, output_tokens; or "
+                << config::JoinNames(unread)
+                << " not read (read: arrival_s or arrival_ms, prompt_tokens, output_tokens; or "
                 << "TIMESTAMP, ContextTokens, GeneratedTokens)\n";
     }
     // On a terminal, stderr shows the seconds and iterations so far: one request of 2,000,000

@@ -253,18 +253,16 @@ std::vector<Request> ParseTrace(const std::string& text, const std::string& name
         try {
           const nlohmann::json strict = nlohmann::json::parse(line);
           (void)strict;
-        } catch (const nlohmann::json::parse_error& e) {
-          std::string why = e.what();
-          why = why.substr(why.find("] ") == std::string::npos ? 0 : why.find("] ") + 2);
-          fail(lineno, static_cast<int>(std::min<size_t>(std::max<size_t>(e.byte, 1), line.size() + 1)),
-               config::Clip(line), "not JSON: " + why);
         } catch (const nlohmann::json::exception& e) {
-          // "number overflow parsing '1e400'": at that number.
           std::string why = e.what();
           why = why.substr(why.find("] ") == std::string::npos ? 0 : why.find("] ") + 2);
-          const size_t open = why.find('\''), close = why.rfind('\'');
-          const size_t at =
-              open < close ? line.find(why.substr(open + 1, close - open - 1)) : std::string::npos;
+          // A syntax error at the parser's byte; "number overflow parsing '1e400'" at that number.
+          size_t at = std::string::npos;
+          if (const auto* parse = dynamic_cast<const nlohmann::json::parse_error*>(&e)) {
+            at = std::min<size_t>(std::max<size_t>(parse->byte, 1), line.size() + 1) - 1;
+          } else if (const size_t open = why.find('\''), close = why.rfind('\''); open < close) {
+            at = line.find(why.substr(open + 1, close - open - 1));
+          }
           fail(lineno, at == std::string::npos ? 1 : static_cast<int>(at + 1), config::Clip(line),
                "not JSON: " + why);
         }
